@@ -1,0 +1,126 @@
+"""The shape every check shares: a finding with a stable id, a score, a severity, evidence."""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import asdict, dataclass, field
+
+import pandas as pd
+
+from diagnose.classify.categories import builtin_rules_text
+
+
+@dataclass(frozen=True)
+class Site:
+    function: str
+    file: str
+    line: int
+    share: float  # of the check's reference samples (usually request-thread samples)
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    title: str
+    score: int
+    severity: str
+    summary: str
+    evidence: dict
+    sites: tuple[Site, ...] = ()
+    advice: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["sites"] = [asdict(s) for s in self.sites]
+        out["advice"] = list(self.advice)
+        return out
+
+
+@dataclass(frozen=True)
+class NotApplicable:
+    """A check that lacks its inputs says so instead of guessing."""
+
+    id: str
+    reason: str
+
+
+SEVERITIES = ("ok", "info", "warning", "critical")
+
+
+def severity_for(score: float) -> str:
+    if score >= 75:
+        return "critical"
+    if score >= 50:
+        return "warning"
+    if score >= 25:
+        return "info"
+    return "ok"
+
+
+def ramp(value: float, low: float, high: float) -> float:
+    """0 at or below `low`, 100 at or above `high`, linear between."""
+    if value is None:
+        return 0.0
+    if high <= low:
+        return 100.0 if value >= high else 0.0
+    return max(0.0, min(100.0, 100.0 * (value - low) / (high - low)))
+
+
+@dataclass
+class CheckSettings:
+    values: dict = field(default_factory=dict)
+
+    def __getitem__(self, key):
+        return self.values[key]
+
+    def get(self, key, default=None):
+        return self.values.get(key, default)
+
+
+def load_check_settings(user_rules: dict | None = None) -> dict[str, CheckSettings]:
+    builtin = tomllib.loads(builtin_rules_text("checks.toml")).get("checks", {})
+    merged = {cid: dict(values) for cid, values in builtin.items()}
+    for cid, values in (user_rules or {}).get("checks", {}).items():
+        merged.setdefault(cid, {}).update(values)
+    return {cid: CheckSettings(values) for cid, values in merged.items()}
+
+
+def make_finding(check_id: str, settings: CheckSettings, score: float, summary: str,
+                 evidence: dict, sites=(), advice=None) -> Finding:
+    score = int(round(max(0.0, min(100.0, score))))
+    return Finding(id=check_id, title=settings.get("title", check_id), score=score,
+                   severity=severity_for(score), summary=summary,
+                   evidence={k: _plain(v) for k, v in evidence.items()}, sites=tuple(sites),
+                   advice=tuple(advice if advice is not None else settings.get("advice", [])))
+
+
+def _plain(value):
+    if isinstance(value, float):
+        return round(value, 4) if math.isfinite(value) else None
+    if hasattr(value, "item"):
+        return _plain(value.item())
+    return value
+
+
+def top_sites(analysis, samples: pd.DataFrame, reference: float, limit: int = 5) -> list[Site]:
+    """Groups samples by their site frame, ranked by samples; share is of `reference` samples."""
+    with_site = samples[samples["site"] >= 0]
+    if with_site.empty or reference <= 0:
+        return []
+    grouped = with_site.groupby("site")["count"].sum().sort_values(ascending=False).head(limit)
+    sites = []
+    for frame_id, count in grouped.items():
+        frame = analysis.frame(int(frame_id))
+        sites.append(Site(frame.function, frame.file, frame.line, round(float(count) / reference, 4)))
+    return sites
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def short_path(path: str) -> str:
+    """The last two path components: enough to recognise a file in a sentence."""
+    parts = path.replace("\\", "/").split("/")
+    return "/".join(parts[-2:]) if len(parts) > 1 else path

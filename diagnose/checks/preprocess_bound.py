@@ -1,0 +1,31 @@
+"""preprocess_bound: request-thread busy time is dominated by preprocessing."""
+
+from __future__ import annotations
+
+from diagnose.checks.base import NotApplicable, make_finding, pct, ramp, top_sites
+
+ID = "preprocess_bound"
+# GIL waits count as busy here: a thread queued for the GIL wants to run its (preprocessing) code.
+BUSY = ("python", "native", "gil")
+
+
+def run(analysis, settings):
+    req = analysis.request_samples()
+    busy = req[req["state"].isin(BUSY)]
+    total_busy = float(busy["count"].sum())
+    if total_busy == 0:
+        return NotApplicable(ID, "request threads were never busy")
+    by_phase = busy.groupby("phase", observed=False)["count"].sum() / total_busy
+    share = float(by_phase.get("preprocess", 0.0))
+    pre = busy[busy["phase"] == "preprocess"]
+    sites = top_sites(analysis, pre, total_busy)
+    evidence = {
+        "preprocess_share_of_busy": share,
+        "model_share_of_busy": float(by_phase.get("model", 0.0)),
+        "postprocess_share_of_busy": float(by_phase.get("postprocess", 0.0)),
+        "busy_samples": int(total_busy),
+    }
+    where = f", most in {sites[0].function}" if sites else ""
+    summary = f"{pct(share)} of request-thread busy time is preprocessing{where}"
+    return make_finding(ID, settings, ramp(share, settings["low"], settings["high"]), summary,
+                        evidence, sites)

@@ -1,0 +1,212 @@
+"""Per-sample thread state, inferred from one stack.
+
+With native frames the leaf tells what the thread is doing: a Python frame over
+`PyThread_acquire_lock_timed` waits on a Python lock, one directly over
+`pthread_cond_timedwait` (or `take_gil`) waits for the GIL, one over `clock_nanosleep` sleeps.
+Without native frames only the Python frames are left: waits are recognised by the stdlib
+functions that block (Condition.wait, Queue.get, ...) and by the source line of a user frame
+(`with lock:`), and the result is marked as estimated.
+
+Waiting *for work* is idle, never contention: a pool worker in `_worker` -> `SimpleQueue.get`,
+a worker loop on `Queue.get`, an event loop in `select`. The rule: a wait whose acquiring site is
+the thread's outermost user frame (its loop) is idle; a wait deeper inside request handling is not.
+"""
+
+from __future__ import annotations
+
+import linecache
+import re
+from dataclasses import dataclass
+
+from diagnose.model.profile import Frame
+
+STATES = ("python", "native", "gil", "lock", "io", "idle", "unknown")
+WAIT_STATES = ("gil", "lock", "io", "idle")
+BUSY_STATES = ("python", "native")
+
+# Native leaf functions, as they appear in py-spy --native stacks on glibc/CPython builds.
+_PY_LOCK_WAIT = {"PyThread_acquire_lock_timed", "lock_PyThread_acquire_lock", "rlock_acquire",
+                 "acquire_timed", "_queue_SimpleQueue_get", "_queue_SimpleQueue_get_impl",
+                 "_queue.SimpleQueue.get"}
+_GIL_WAIT = {"take_gil", "PyEval_RestoreThread", "PyEval_AcquireThread", "_PyEval_AcquireLock"}
+_COND_WAIT = {"pthread_cond_timedwait", "pthread_cond_wait", "pthread_cond_clockwait",
+              "__pthread_cond_timedwait", "__pthread_cond_wait", "___pthread_cond_timedwait",
+              "___pthread_cond_clockwait", "__pthread_cond_clockwait"}
+_MUTEX_WAIT = {"pthread_mutex_lock", "__pthread_mutex_lock", "___pthread_mutex_lock",
+               "__lll_lock_wait", "__lll_lock_wait_private", "sem_wait", "sem_timedwait",
+               "sem_clockwait", "futex_wait", "__futex_abstimed_wait_common",
+               "do_futex_wait", "__new_sem_wait_slow64", "sched_yield"}
+_IO_WAIT = {"select", "__select", "poll", "__poll", "ppoll", "epoll_wait", "epoll_pwait",
+            "accept", "accept4", "recv", "__libc_recv", "recvfrom", "__libc_recvfrom",
+            "recvmsg", "read", "__libc_read", "__read", "write", "__libc_write", "__write",
+            "connect", "__libc_connect", "send", "__libc_send", "sendto", "clock_nanosleep",
+            "__clock_nanosleep", "nanosleep", "__nanosleep", "pysleep", "time_sleep",
+            "sock_recv", "sock_accept", "sock_call_ex", "fsync", "fdatasync", "wait4",
+            "waitpid", "__waitpid", "os_waitpid", "os_waitpid_impl", "_io__Buffered_read",
+            "_io_FileIO_read", "_io_FileIO_readinto"}
+# libpython frames that are the interpreter itself, not "native code the thread runs".
+_RUNTIME_LIBS = re.compile(r"(libpython|/python3?\.?\d*$|libc\.so|libc-|libpthread|ld-linux)")
+
+# Stdlib Python functions that block, by file suffix and function name: (kind).
+_STDLIB_WAITS = [
+    ("queue.py", re.compile(r"^(Queue\.)?(get|put)$"), "queue"),
+    ("threading.py", re.compile(r"^(Semaphore|BoundedSemaphore)\.acquire$"), "semaphore"),
+    ("threading.py", re.compile(r"^Event\.wait$"), "event"),
+    ("threading.py", re.compile(r"^Condition\.(wait|wait_for)$"), "condition"),
+    ("threading.py", re.compile(r"^(Thread\.join|Thread\._wait_for_tstate_lock|_wait_for_tstate_lock|join)$"), "join"),
+    ("threading.py", re.compile(r"^Barrier\.wait"), "barrier"),
+    ("logging/__init__.py", re.compile(r"^(Handler\.)?(acquire|handle|emit)$|^_acquireLock$"), "logging"),
+    ("concurrent/futures/_base.py", re.compile(r"^(Future\.)?result$|^(as_completed|wait)$"), "future"),
+]
+_STDLIB_IO = [
+    ("selectors.py", re.compile(r"select$")),
+    ("socket.py", re.compile(r"(accept|recv|readinto|sendall)")),
+    ("ssl.py", re.compile(r"(read|recv|write|do_handshake)")),
+    ("socketserver.py", re.compile(r"serve_forever")),
+    ("subprocess.py", re.compile(r"(wait|communicate|_try_wait)")),
+]
+# Frames that are thread/pool plumbing, skipped when finding a thread's outermost user frame.
+_PLUMBING = [
+    ("threading.py", re.compile(r"(_bootstrap|_bootstrap_inner|run)$")),
+]
+_LOCK_LINE = re.compile(r"\bwith\b.*(lock|mutex|_lk|sem)\w*\b.*:|\.acquire\(|\.get\(\)|\.wait\(", re.I)
+# Pool workers whose wait is always a wait for work.
+_IDLE_SITES = [
+    ("concurrent/futures/thread.py", re.compile(r"_worker$")),
+    ("asyncio/base_events.py", re.compile(r"(_run_once|run_forever)$")),
+    ("socketserver.py", re.compile(r"serve_forever$")),
+    ("multiprocessing/pool.py", re.compile(r"worker$")),
+]
+
+
+@dataclass(frozen=True)
+class StackState:
+    state: str
+    wait_kind: str  # "", lock, rlock, queue, semaphore, condition, event, join, logging, gil, io, native_mutex, ...
+    site: int  # index into the stack of the acquiring / blocked Python frame, -1 when none
+    estimated: bool = False  # inferred without native frames
+
+
+def _is(frame: Frame, suffix: str, pattern: re.Pattern) -> bool:
+    return frame.file.endswith(suffix) and bool(pattern.search(frame.function))
+
+
+def _outermost_user_frame(frames: list[Frame]) -> int:
+    for i, f in enumerate(frames):
+        if f.native:
+            continue
+        if any(_is(f, suffix, pat) for suffix, pat in _PLUMBING):
+            continue
+        return i
+    return -1
+
+
+def _stdlib_wait(frames: list[Frame], top: int) -> tuple[str, int] | None:
+    """If the Python frames at the top are stdlib blocking calls, (kind, index of caller site)."""
+    kind, i = None, top
+    while i >= 0:
+        f = frames[i]
+        if f.native:
+            i -= 1
+            continue
+        matched = next((k for suffix, pat, k in _STDLIB_WAITS if _is(f, suffix, pat)), None)
+        if matched is None:
+            # Internal helpers of the same modules (Condition.wait inside Queue.get) keep climbing.
+            if kind is not None and f.file.endswith(("threading.py", "queue.py", "logging/__init__.py",
+                                                     "concurrent/futures/_base.py")):
+                i -= 1
+                continue
+            break
+        kind = matched  # the outermost stdlib wrapper names the kind (Queue.get over Condition.wait)
+        i -= 1
+    if kind is None:
+        return None
+    while i >= 0 and frames[i].native:
+        i -= 1
+    return kind, i
+
+
+def _stdlib_io(frames: list[Frame], top: int) -> int | None:
+    f = frames[top]
+    if any(_is(f, suffix, pat) for suffix, pat in _STDLIB_IO):
+        i = top
+        while i > 0 and any(_is(frames[i - 1], s, p) for s, p in _STDLIB_IO):
+            i -= 1
+        return i
+    return None
+
+
+def _is_idle_site(frames: list[Frame], site: int) -> bool:
+    if site < 0:
+        return False
+    f = frames[site]
+    if any(_is(f, suffix, pat) for suffix, pat in _IDLE_SITES):
+        return True
+    return site == _outermost_user_frame(frames)
+
+
+def _line_text(frame: Frame) -> str:
+    try:
+        return linecache.getline(frame.file, frame.line).strip() if frame.line else ""
+    except Exception:  # unreadable source is no evidence either way
+        return ""
+
+
+def classify_stack(frames: list[Frame], native_profile: bool = True) -> StackState:
+    """`native_profile`: the recording had native frames, so a Python leaf means running Python."""
+    if not frames:
+        return StackState("unknown", "", -1)
+    top = max((i for i, f in enumerate(frames) if not f.native), default=-1)
+    tail = frames[top + 1:]
+    names = {f.function for f in tail}
+    libs_only_runtime = all(_RUNTIME_LIBS.search(f.file) or f.function.startswith("0x") for f in tail)
+
+    if top < 0:  # a thread with no Python frames: a native pool thread (OpenMP, BLAS, ...)
+        leaf = frames[-1].function
+        waiting = names & (_COND_WAIT | _MUTEX_WAIT | _IO_WAIT) or leaf.startswith("0x")
+        return StackState("idle" if waiting else "native", "", -1)
+
+    if tail:
+        # Re-taking the GIL is a condition-variable wait inside libpython. A Python lock
+        # acquire only counts as a lock wait while it is inside PyThread_acquire_lock_timed;
+        # the same acquire followed by a condvar wait means "got the lock, now wants the GIL".
+        if names & _GIL_WAIT or (names & _COND_WAIT and libs_only_runtime
+                                 and "PyThread_acquire_lock_timed" not in names):
+            return StackState("gil", "gil", top)
+        if names & _PY_LOCK_WAIT:
+            found = _stdlib_wait(frames, top)
+            if found:
+                kind, site = found
+                state = "idle" if _is_idle_site(frames, site) and kind != "logging" else "lock"
+                return StackState(state, kind, site)
+            if _is_idle_site(frames, top) and "_queue_SimpleQueue_get" in names:
+                return StackState("idle", "queue", top)
+            kind = "rlock" if "rlock_acquire" in names else "lock"
+            return StackState("lock", kind, top)
+        if names & _IO_WAIT and libs_only_runtime:
+            io_site = _stdlib_io(frames, top)
+            site = top if io_site is None else max(io_site - 1, 0)
+            idle = _is_idle_site(frames, site) and not names & {"clock_nanosleep", "__clock_nanosleep", "nanosleep", "pysleep"}
+            return StackState("idle" if idle else "io", "io", site)
+        if names & _MUTEX_WAIT and not libs_only_runtime:
+            return StackState("native", "native_mutex", top)
+        if not libs_only_runtime:
+            return StackState("native", "", top)
+        return StackState("python", "", top)
+
+    if native_profile:
+        return StackState("python", "", top)
+
+    # Python frames only: py-spy recorded without --native.
+    found = _stdlib_wait(frames, top)
+    if found:
+        kind, site = found
+        state = "idle" if _is_idle_site(frames, site) and kind != "logging" else "lock"
+        return StackState(state, kind, site, estimated=True)
+    io_site = _stdlib_io(frames, top)
+    if io_site is not None:
+        site = max(io_site - 1, 0)
+        return StackState("idle" if _is_idle_site(frames, site) else "io", "io", site, estimated=True)
+    if _LOCK_LINE.search(_line_text(frames[top])):
+        return StackState("lock", "lock", top, estimated=True)
+    return StackState("python", "", top, estimated=True)

@@ -1,0 +1,197 @@
+"""Command line: thin click commands; errors become exit codes in one place (`_run`)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import webbrowser
+from pathlib import Path
+
+import click
+
+from diagnose import __version__
+from diagnose.errors import DiagnoseError, ExitCode
+
+EPILOG = """\b
+Exit codes: 0 ok, 2 bad usage or rules file, 3 no such process, 4 not a Python process,
+5 not permitted to attach, 6 not a profile file, 7 py-spy failed, 8 the target exited
+during sampling (a partial report was still written), 9 no samples.
+"""
+
+
+def _log(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def _run(action) -> None:
+    try:
+        code = action()
+    except DiagnoseError as exc:
+        _log(f"error: {exc.message}")
+        sys.exit(exc.exit_code)
+    sys.exit(code or 0)
+
+
+def _finish(outputs, as_json: bool, open_browser: bool) -> int:
+    report = outputs.report
+    label = report["verdict"]["primary"].replace("_", " ")
+    if as_json:
+        click.echo(json.dumps(report, indent=2, ensure_ascii=False))
+        _log(f"Report: {outputs.html}")
+    else:
+        headline = report["verdict"]["headline"]
+        click.echo(f"Verdict: {headline}" if label == "none" else
+                   f"Verdict: {label} — {headline.split(' — ', 1)[-1]}")
+        click.echo(f"Report: {outputs.html}   (also .json, .speedscope.json)")
+    if outputs.partial:
+        _log("warning: the target exited during sampling; the report is marked partial")
+    if open_browser:
+        webbrowser.open(outputs.html.resolve().as_uri())
+    return ExitCode.TARGET_EXITED if outputs.partial else ExitCode.OK
+
+
+@click.group(epilog=EPILOG)
+@click.version_option(__version__, prog_name="diagnose")
+def main() -> None:
+    """Tells you why a multi-threaded Python inference service is slow, and what to change.
+
+    `diagnose attach PID` samples a live process with py-spy and /proc, classifies the
+    bottleneck (preprocessing, lock contention, scheduler overhead, compute, underload) and
+    writes a self-contained HTML report, a JSON report and a speedscope profile.
+    """
+
+
+_common_output = [
+    click.option("--output-dir", "-o", type=click.Path(file_okay=False, path_type=Path),
+                 default=Path("reports"), show_default=True,
+                 help="Where the .html, .json and .speedscope.json files are written."),
+    click.option("--rules", "rules_file", type=click.Path(dir_okay=False),
+                 help="A TOML file of extra frame-category patterns and check settings "
+                      "(checked before the built-in rules)."),
+    click.option("--json", "as_json", is_flag=True,
+                 help="Print the JSON report on stdout (logs go to stderr)."),
+    click.option("--open", "open_browser", is_flag=True, help="Open the HTML report in a browser."),
+]
+
+
+def common_output(fn):
+    for option in reversed(_common_output):
+        fn = option(fn)
+    return fn
+
+
+def _attach(pid: int, duration: float, rate: int, native: str, output_dir: Path,
+            rules_file: str | None, as_json: bool, open_browser: bool, keep_raw: bool,
+            quiet: bool) -> int:
+    from diagnose import pipeline
+    from diagnose.collect.attach import AttachOptions, capture, describe_target
+
+    user_rules = pipeline.load_user_rules(rules_file)
+    proc = describe_target(pid)
+    try:
+        label = f"{proc.name()}, {proc.num_threads()} threads"
+    except Exception:
+        label = "?"
+    _log(f"Sampling pid {pid} ({label}) for {duration:g} s at {rate} Hz ...")
+    show_bar = not quiet and sys.stderr.isatty()
+    bar_ctx = click.progressbar(length=1000, file=sys.stderr, show_eta=True, width=30) if show_bar else None
+    state = {"done": 0}
+
+    def progress(fraction: float, threads: int) -> None:
+        step = int(fraction * 1000)
+        if bar_ctx is not None and step > state["done"]:
+            bar_ctx.update(step - state["done"])
+            state["done"] = step
+        elif bar_ctx is None and not quiet and int(fraction * 10) > state["done"]:
+            state["done"] = int(fraction * 10)
+            _log(f"  sampled {state['done'] * 10}% of the window ({threads} threads)")
+
+    options = AttachOptions(duration=duration, rate=rate, native=native)
+    if bar_ctx is not None:
+        with bar_ctx:
+            cap = capture(pid, output_dir, options, progress)
+    else:
+        cap = capture(pid, output_dir, options, progress)
+    outputs = pipeline.from_capture(cap, output_dir, user_rules, keep_raw)
+    return _finish(outputs, as_json, open_browser)
+
+
+@main.command(epilog=EPILOG)
+@click.argument("pid", type=int)
+@click.option("--duration", "-d", type=click.FloatRange(min=1), default=10.0, show_default=True,
+              help="Seconds to sample.")
+@click.option("--rate", "-r", type=click.IntRange(1, 1000), default=100, show_default=True,
+              help="Stack samples per second.")
+@click.option("--native/--no-native", "native", default=None,
+              help="Force native (C) frames on or off. Default: on where py-spy supports them; "
+                   "without them thread state is estimated from Python frames.")
+@click.option("--keep-raw", is_flag=True,
+              help="Also keep the /proc record (.procfs.json) so `analyze --procfs` can replay "
+                   "the session.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+@common_output
+def attach(pid, duration, rate, native, keep_raw, quiet, output_dir, rules_file, as_json, open_browser):
+    """Sample the running Python process PID and diagnose its bottleneck."""
+    mode = "auto" if native is None else ("on" if native else "off")
+    _run(lambda: _attach(pid, duration, rate, mode, output_dir, rules_file, as_json,
+                         open_browser, keep_raw, quiet))
+
+
+@main.command(epilog=EPILOG)
+@click.argument("profile", type=click.Path(path_type=Path))
+@click.option("--procfs", type=click.Path(dir_okay=False, path_type=Path),
+              help="The .procfs.json written by `attach --keep-raw` for the same window.")
+@common_output
+def analyze(profile, procfs, output_dir, rules_file, as_json, open_browser):
+    """Diagnose a profile recorded elsewhere (py-spy speedscope JSON or raw/collapsed)."""
+    from diagnose import pipeline
+
+    def action():
+        user_rules = pipeline.load_user_rules(rules_file)
+        outputs = pipeline.from_file(profile, output_dir, user_rules, procfs)
+        return _finish(outputs, as_json, open_browser)
+
+    _run(action)
+
+
+@main.command(epilog=EPILOG)
+@click.option("--duration", "-d", type=click.FloatRange(min=1), default=10.0, show_default=True,
+              help="Seconds to sample the demo.")
+@common_output
+def demo(duration, output_dir, rules_file, as_json, open_browser):
+    """Start the bundled demo inference service, diagnose it, and stop it."""
+
+    def action():
+        service = subprocess.Popen(
+            [sys.executable, "-m", "diagnose.demo.service", "--seconds", str(int(duration) + 30)],
+            stdout=subprocess.PIPE, text=True)
+        try:
+            ready = _wait_ready(service, timeout=60)
+            _log(f"Demo service running as pid {ready}")
+            return _attach(ready, duration, 100, "auto", output_dir, rules_file, as_json,
+                           open_browser, False, False)
+        finally:
+            service.terminate()
+            try:
+                service.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                service.kill()
+
+    _run(action)
+
+
+def _wait_ready(service: subprocess.Popen, timeout: float) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = service.stdout.readline()
+        if not line:
+            break
+        if line.startswith("READY"):
+            return int(line.split()[1])
+    raise DiagnoseError("the demo service did not start")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""Attaches to a live pid: probes it, then runs py-spy and the /proc sampler over one window."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import psutil
+
+from diagnose.collect import pyspy
+from diagnose.collect.procfs import ProcRecord, ProcSampler
+from diagnose.errors import NoSamples, NoSuchProcess, NotPython, ProfilerFailed
+
+PROC_TICK_S = 0.1
+ATTACH_RETRY_S = 3.0  # a launcher or a just-started interpreter gets this long to become readable
+RECORD_GRACE_S = 20.0  # py-spy's time to finish writing after the window
+
+
+@dataclass
+class AttachOptions:
+    duration: float = 10.0
+    rate: int = 100
+    native: str = "auto"  # "auto", "on", "off"
+    retry_s: float = ATTACH_RETRY_S
+
+
+@dataclass
+class Capture:
+    profile_path: Path
+    proc: ProcRecord
+    target: dict
+    sampling: dict
+    started_at: float
+    partial: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+def describe_target(pid: int) -> psutil.Process:
+    try:
+        proc = psutil.Process(pid)
+        proc.status()
+        return proc
+    except psutil.NoSuchProcess:
+        raise NoSuchProcess(f"no process with pid {pid}")
+    except psutil.AccessDenied:
+        return psutil.Process(pid)
+
+
+def looks_like_python(pid: int) -> bool:
+    """Does the process map a Python interpreter? (exe name or a loaded libpython)."""
+    try:
+        proc = psutil.Process(pid)
+        if "python" in os.path.basename(proc.exe() or "").lower():
+            return True
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as fh:
+            return any("libpython" in line or "/python" in line.rsplit(" ", 1)[-1] for line in fh)
+    except (psutil.Error, OSError):
+        return False
+
+
+def wait_until_readable(pid: int, retry_s: float) -> pyspy.ProbeResult:
+    """Bounded retry while the interpreter starts (or a launcher execs into it)."""
+    deadline = time.monotonic() + retry_s
+    attempts = 0
+    while True:
+        attempts += 1
+        result = pyspy.probe(pid)
+        if result.ok:
+            return result
+        error = pyspy.classify_probe_failure(result.message, pid)
+        if error is not None:
+            raise error
+        if not psutil.pid_exists(pid):
+            raise NoSuchProcess(f"process {pid} exited before it could be sampled")
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.4)
+    if looks_like_python(pid):
+        raise ProfilerFailed(f"py-spy could not read the Python interpreter of process {pid} "
+                             f"after {attempts} tries over {retry_s:.0f} s: {result.message}")
+    name = _safe_name(pid)
+    raise NotPython(f"process {pid} ({name}) is not a Python process "
+                    f"(no Python interpreter found after {attempts} tries): {result.message}")
+
+
+def _safe_name(pid: int) -> str:
+    try:
+        return psutil.Process(pid).name()
+    except psutil.Error:
+        return "?"
+
+
+def decide_native(pid: int, wanted: str, notes: list[str]) -> bool:
+    if wanted == "off":
+        notes.append("native frames off by request: thread state inferred from Python frames only")
+        return False
+    result = pyspy.probe(pid, native=True)
+    if result.ok:
+        return True
+    if wanted == "on":
+        raise ProfilerFailed(f"--native was requested but py-spy cannot unwind native frames "
+                             f"of process {pid}: {result.message}")
+    notes.append(f"native frames unavailable ({result.message}): thread state inferred from "
+                 f"Python frames only, and marked estimated")
+    return False
+
+
+def capture(pid: int, work_dir: Path, options: AttachOptions,
+            on_progress: Callable[[float, int], None] | None = None) -> Capture:
+    """Runs the window. `on_progress(fraction, threads)` is called ~10 times a second."""
+    proc = describe_target(pid)
+    probe = wait_until_readable(pid, options.retry_s)
+    notes: list[str] = []
+    native = decide_native(pid, options.native, notes)
+    try:
+        cmdline = proc.cmdline()
+        threads = proc.num_threads()
+    except psutil.NoSuchProcess:
+        raise NoSuchProcess(f"process {pid} exited before it could be sampled")
+    except psutil.AccessDenied:
+        cmdline, threads = [], None
+
+    work_dir.mkdir(parents=True, exist_ok=True)
+    profile_path = work_dir / f".diagnose-{pid}-{os.getpid()}.speedscope.json"
+    cmd = pyspy.record_command(pid, str(profile_path), options.duration, options.rate, native)
+    sampler = ProcSampler(pid)
+    started = time.time()
+    recorder = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sampler.start()
+    interrupted = False
+    deadline = time.monotonic() + options.duration + RECORD_GRACE_S
+    try:
+        while recorder.poll() is None:
+            sampler.tick()
+            if on_progress:
+                on_progress(min(1.0, (time.time() - started) / options.duration),
+                            len(sampler.record.first))
+            if time.monotonic() > deadline:
+                recorder.send_signal(signal.SIGINT)
+                notes.append("py-spy did not finish in time and was stopped")
+                break
+            time.sleep(PROC_TICK_S)
+    except KeyboardInterrupt:
+        interrupted = True
+        recorder.send_signal(signal.SIGINT)  # py-spy writes what it has on Ctrl-C
+        notes.append("sampling interrupted by the user before the window ended")
+    try:
+        _, stderr = recorder.communicate(timeout=RECORD_GRACE_S)
+    except subprocess.TimeoutExpired:
+        recorder.kill()
+        _, stderr = recorder.communicate()
+    record = sampler.finish()
+    elapsed = time.time() - started
+    samples, errors = pyspy.parse_record_summary(stderr or "")
+    target_exited = record.target_exited or "process exited" in (stderr or "")
+    if target_exited:
+        notes.append(f"the target exited {elapsed:.1f} s into the {options.duration:g} s window: "
+                     f"the report uses the samples taken until then")
+    if not profile_path.exists() or profile_path.stat().st_size == 0:
+        if target_exited:
+            raise NoSamples(f"process {pid} exited before py-spy took any sample")
+        raise ProfilerFailed(f"py-spy wrote no profile (exit {recorder.returncode}): "
+                             f"{pyspy.first_error_line(stderr or '')}")
+    target = {"pid": pid, "python": probe.python_version, "cmdline": cmdline,
+              "threads": threads, "cores": record.cores, "cpu_quota_cores": record.cpu_quota_cores}
+    sampling = {"duration_s": round(min(elapsed, options.duration + RECORD_GRACE_S), 3),
+                "requested_duration_s": options.duration, "rate_hz": options.rate,
+                "samples": samples, "errors": errors, "native": native,
+                "mode": "blocking" + ("+native" if native else ""),
+                "pyspy_version": pyspy.pyspy_version()}
+    return Capture(profile_path, record, target, sampling, started,
+                   partial=target_exited or interrupted, notes=notes)

@@ -1,0 +1,209 @@
+"""Per-thread OS state from /proc, sampled over the same window as py-spy.
+
+Cheap reads only: each tick reads every thread's `stat` (state letter, CPU ticks) and the
+process's `statm` (resident memory). The counters whose deltas matter — run-queue wait from
+`schedstat`, context switches from `status` — are read once at the start and once at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass
+class ThreadCounters:
+    """Cumulative counters of one thread at one instant."""
+
+    cpu_s: float
+    runqueue_wait_s: float | None
+    timeslices: int | None
+    voluntary_ctx: int | None
+    involuntary_ctx: int | None
+
+
+@dataclass
+class ProcRecord:
+    """Everything the /proc sampler saw: serialisable, so a session can be replayed offline."""
+
+    pid: int
+    cores: int
+    cpu_quota_cores: float | None
+    started_at: float
+    state_samples: list[tuple[float, int, str]] = field(default_factory=list)  # (t, tid, state)
+    rss_samples: list[tuple[float, int]] = field(default_factory=list)  # (t, bytes)
+    thread_names: dict[int, str] = field(default_factory=dict)
+    first: dict[int, ThreadCounters] = field(default_factory=dict)
+    last: dict[int, ThreadCounters] = field(default_factory=dict)
+    ended_at: float | None = None
+    target_exited: bool = False
+
+    def to_dict(self) -> dict:
+        return {
+            "pid": self.pid, "cores": self.cores, "cpu_quota_cores": self.cpu_quota_cores,
+            "started_at": self.started_at, "ended_at": self.ended_at,
+            "target_exited": self.target_exited,
+            "state_samples": self.state_samples, "rss_samples": self.rss_samples,
+            "thread_names": {str(k): v for k, v in self.thread_names.items()},
+            "first": {str(k): vars(v) for k, v in self.first.items()},
+            "last": {str(k): vars(v) for k, v in self.last.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ProcRecord":
+        rec = cls(pid=data["pid"], cores=data["cores"], cpu_quota_cores=data.get("cpu_quota_cores"),
+                  started_at=data["started_at"])
+        rec.ended_at = data.get("ended_at")
+        rec.target_exited = bool(data.get("target_exited"))
+        rec.state_samples = [tuple(s) for s in data.get("state_samples", [])]
+        rec.rss_samples = [tuple(s) for s in data.get("rss_samples", [])]
+        rec.thread_names = {int(k): v for k, v in data.get("thread_names", {}).items()}
+        rec.first = {int(k): ThreadCounters(**v) for k, v in data.get("first", {}).items()}
+        rec.last = {int(k): ThreadCounters(**v) for k, v in data.get("last", {}).items()}
+        return rec
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read().decode("utf-8", "replace")
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+
+
+def parse_stat(text: str) -> tuple[str, str, float]:
+    """(comm, state letter, cpu seconds) from a /proc/.../stat line; comm may hold spaces and ')'."""
+    open_paren, close_paren = text.index("("), text.rindex(")")
+    comm = text[open_paren + 1:close_paren]
+    fields = text[close_paren + 2:].split()
+    state = fields[0]
+    utime, stime = int(fields[11]), int(fields[12])
+    return comm, state, (utime + stime) / _CLOCK_TICKS
+
+
+def parse_status_ctx(text: str) -> tuple[int | None, int | None]:
+    vol = invol = None
+    for line in text.splitlines():
+        if line.startswith("voluntary_ctxt_switches:"):
+            vol = int(line.split()[1])
+        elif line.startswith("nonvoluntary_ctxt_switches:"):
+            invol = int(line.split()[1])
+    return vol, invol
+
+
+def cgroup_cpu_quota_cores(pid: int) -> float | None:
+    """The cgroup v2 CPU quota in cores (cpu.max), or None when unlimited or unknown."""
+    cgroup = _read(f"/proc/{pid}/cgroup")
+    if not cgroup:
+        return None
+    for line in cgroup.splitlines():
+        if line.startswith("0::"):
+            rel = line[3:].strip()
+            text = _read(os.path.join("/sys/fs/cgroup", rel.lstrip("/"), "cpu.max"))
+            if text:
+                quota, _, period = text.strip().partition(" ")
+                if quota != "max" and period:
+                    return int(quota) / int(period)
+    return None
+
+
+def list_tids(pid: int) -> list[int]:
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+
+
+def read_counters(pid: int, tid: int) -> ThreadCounters | None:
+    base = f"/proc/{pid}/task/{tid}"
+    stat = _read(f"{base}/stat")
+    if stat is None:
+        return None
+    _, _, cpu_s = parse_stat(stat)
+    wait_s = slices = None
+    sched = _read(f"{base}/schedstat")
+    if sched:
+        parts = sched.split()
+        if len(parts) >= 3:
+            wait_s, slices = int(parts[1]) / 1e9, int(parts[2])
+    vol = invol = None
+    status = _read(f"{base}/status")
+    if status:
+        vol, invol = parse_status_ctx(status)
+    return ThreadCounters(cpu_s, wait_s, slices, vol, invol)
+
+
+def cores_available(pid: int) -> int:
+    try:
+        return len(os.sched_getaffinity(pid))
+    except OSError:
+        return os.cpu_count() or 1
+
+
+class ProcSampler:
+    """Call `start()`, then `tick()` as often as wanted, then `finish()`."""
+
+    # Counters are refreshed this often (in ticks) so a thread or target that dies mid-window
+    # still leaves recent deltas behind.
+    COUNTER_REFRESH_TICKS = 10
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self._ticks = 0
+        self.record = ProcRecord(pid=pid, cores=cores_available(pid),
+                                 cpu_quota_cores=cgroup_cpu_quota_cores(pid),
+                                 started_at=time.time())
+
+    def start(self) -> None:
+        self._snapshot_counters(self.record.first)
+        self.tick()
+
+    def alive(self) -> bool:
+        return os.path.exists(f"/proc/{self.pid}/stat") and not self._is_zombie()
+
+    def _is_zombie(self) -> bool:
+        stat = _read(f"/proc/{self.pid}/stat")
+        return stat is None or parse_stat(stat)[1] in ("Z", "X")
+
+    def tick(self) -> bool:
+        """Samples every thread's state once; False when the target is gone."""
+        now = time.time() - self.record.started_at
+        tids = list_tids(self.pid)
+        if not tids:
+            return False
+        for tid in tids:
+            stat = _read(f"/proc/{self.pid}/task/{tid}/stat")
+            if stat is None:
+                continue
+            comm, state, _ = parse_stat(stat)
+            self.record.state_samples.append((round(now, 4), tid, state))
+            self.record.thread_names.setdefault(tid, comm)
+            if tid not in self.record.first:
+                counters = read_counters(self.pid, tid)
+                if counters:
+                    self.record.first[tid] = counters
+        statm = _read(f"/proc/{self.pid}/statm")
+        if statm:
+            self.record.rss_samples.append((round(now, 4), int(statm.split()[1]) * _PAGE_SIZE))
+        self._ticks += 1
+        if self._ticks % self.COUNTER_REFRESH_TICKS == 0:
+            self._snapshot_counters(self.record.last)
+        return True
+
+    def finish(self) -> ProcRecord:
+        if self.alive():
+            self._snapshot_counters(self.record.last)
+        else:
+            self.record.target_exited = True
+        self.record.ended_at = time.time()
+        return self.record
+
+    def _snapshot_counters(self, into: dict[int, ThreadCounters]) -> None:
+        for tid in list_tids(self.pid):
+            counters = read_counters(self.pid, tid)
+            if counters:
+                into[tid] = counters

@@ -1,0 +1,110 @@
+"""Runs the real py-spy: locating the binary, probing a pid, and recording a window."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from dataclasses import dataclass
+
+from diagnose.errors import NoSuchProcess, PermissionDenied, ProfilerFailed
+
+
+def pyspy_binary() -> str:
+    """py-spy installed beside this interpreter first (the venv we were installed into), then PATH."""
+    scripts = sysconfig.get_path("scripts")
+    candidate = os.path.join(scripts, "py-spy")
+    if os.access(candidate, os.X_OK):
+        return candidate
+    beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    if os.access(beside, os.X_OK):
+        return beside
+    found = shutil.which("py-spy")
+    if found:
+        return found
+    raise ProfilerFailed("py-spy is not installed: pip install py-spy")
+
+
+def pyspy_version() -> str:
+    out = subprocess.run([pyspy_binary(), "--version"], capture_output=True, text=True, timeout=10)
+    return out.stdout.strip().replace("py-spy ", "") or "unknown"
+
+
+# py-spy's messages, matched to decide between "retry", "not python" and "no permission".
+_NOT_READY = re.compile(r"Failed to find python version|Failed to find a python interpreter|"
+                        r"Failed to get python version", re.I)
+_GONE = re.compile(r"No such file or directory|No such process|Check that the process is running", re.I)
+_PERMISSION = re.compile(r"Permission denied|Operation not permitted", re.I)
+_PY_VERSION = re.compile(r"Python v(\d+\.\d+(?:\.\d+)?\S*)")
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    ok: bool
+    python_version: str | None
+    message: str  # first line of py-spy's error, "" when ok
+
+
+def first_error_line(stderr: str) -> str:
+    for line in stderr.splitlines():
+        line = line.strip()
+        if line.startswith("Error:"):
+            return line[len("Error:"):].strip()
+    lines = [l.strip() for l in stderr.splitlines() if l.strip()]
+    return lines[0] if lines else ""
+
+
+def probe(pid: int, native: bool = False, timeout: float = 15.0) -> ProbeResult:
+    """One `py-spy dump`: proves py-spy can read the target and tells its Python version."""
+    cmd = [pyspy_binary(), "dump", "--pid", str(pid)]
+    if native:
+        cmd.append("--native")
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return ProbeResult(False, None, "py-spy dump timed out")
+    if out.returncode == 0:
+        match = _PY_VERSION.search(out.stdout)
+        return ProbeResult(True, match.group(1) if match else None, "")
+    return ProbeResult(False, None, first_error_line(out.stderr) or f"py-spy exited {out.returncode}")
+
+
+def classify_probe_failure(message: str, pid: int) -> Exception | None:
+    """Turns a final probe failure into the domain error it means; None means 'maybe not ready'."""
+    if _PERMISSION.search(message):
+        return PermissionDenied(
+            f"not permitted to read process {pid}: run as root or allow ptrace "
+            f"(kernel.yama.ptrace_scope=0, or CAP_SYS_PTRACE in containers). py-spy said: {message}")
+    if _GONE.search(message) and not _NOT_READY.search(message):
+        return NoSuchProcess(f"process {pid} is gone: {message}")
+    return None
+
+
+def is_not_ready(message: str) -> bool:
+    return bool(_NOT_READY.search(message))
+
+
+def record_command(pid: int, output: str, duration: float, rate: int, native: bool,
+                   nonblocking: bool = False) -> list[str]:
+    """py-spy record with every thread (--threads), idle ones too (--idle), speedscope output."""
+    cmd = [pyspy_binary(), "record", "--pid", str(pid), "--output", output,
+           "--format", "speedscope", "--rate", str(rate),
+           "--duration", str(max(1, int(round(duration)))), "--threads", "--idle"]
+    if native:
+        cmd.append("--native")
+    if nonblocking:
+        cmd.append("--nonblocking")
+    return cmd
+
+
+_COUNTS = re.compile(r"Samples:\s*(\d+)\s+Errors:\s*(\d+)")
+
+
+def parse_record_summary(stderr_text: str) -> tuple[int | None, int | None]:
+    match = _COUNTS.search(stderr_text)
+    if not match:
+        return None, None
+    return int(match.group(1)), int(match.group(2))

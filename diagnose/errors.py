@@ -1,0 +1,53 @@
+"""Domain errors, each carrying the exit code the CLI returns for it.
+
+One table of exit codes, so scripts can tell failures apart without parsing messages.
+"""
+
+from __future__ import annotations
+
+
+class ExitCode:
+    OK = 0
+    INTERNAL = 1
+    USAGE = 2  # click's own code for bad options
+    NO_SUCH_PROCESS = 3
+    NOT_PYTHON = 4
+    PERMISSION = 5
+    BAD_PROFILE = 6
+    PROFILER_FAILED = 7
+    TARGET_EXITED = 8  # the report was still written, marked partial
+    NO_SAMPLES = 9
+
+
+class DiagnoseError(Exception):
+    """An error the user can act on; its message is printed without a traceback."""
+
+    exit_code = ExitCode.INTERNAL
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class NoSuchProcess(DiagnoseError):
+    exit_code = ExitCode.NO_SUCH_PROCESS
+
+
+class NotPython(DiagnoseError):
+    exit_code = ExitCode.NOT_PYTHON
+
+
+class PermissionDenied(DiagnoseError):
+    exit_code = ExitCode.PERMISSION
+
+
+class BadProfile(DiagnoseError):
+    exit_code = ExitCode.BAD_PROFILE
+
+
+class ProfilerFailed(DiagnoseError):
+    exit_code = ExitCode.PROFILER_FAILED
+
+
+class NoSamples(DiagnoseError):
+    exit_code = ExitCode.NO_SAMPLES

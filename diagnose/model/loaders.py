@@ -1,0 +1,155 @@
+"""Reads profiles recorded by py-spy: speedscope JSON (per-sample order) and collapsed text."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+from diagnose.errors import BadProfile
+from diagnose.model.profile import Frame, Profile, ThreadTrack
+
+# py-spy names a speedscope profile `Thread 1945 "req-0"` (tid may be hex on some platforms).
+_PROFILE_NAME = re.compile(r'^Thread (\d+|0x[0-9a-fA-F]+)(?: "(.*)")?$', re.S)
+# --threads / --subprocesses add pseudo-frames at the root of every stack.
+_THREAD_PSEUDO = re.compile(r"^thread \((\d+|0x[0-9a-fA-F]+)\)(?:: (.*))?$", re.S)
+_PROCESS_PSEUDO = re.compile(r"^process \d+:", re.S)
+# collapsed frame: `name (file:line)` or `name (library.so)`
+_COLLAPSED_FRAME = re.compile(r"^(.*) \(([^()]*?)(?::(\d+))?\)$", re.S)
+
+
+def is_native_frame(function: str, file: str, line: int) -> bool:
+    if file.endswith((".py", ".pyw", ".pyx")) or file.startswith("<frozen"):
+        return False
+    return line == 0 or ".so" in file or function.startswith("0x")
+
+
+def _parse_tid(text: str) -> int:
+    return int(text, 16) if text.lower().startswith("0x") else int(text)
+
+
+def load_profile(path: str | Path) -> Profile:
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise BadProfile(f"{path}: no such file")
+    except IsADirectoryError:
+        raise BadProfile(f"{path}: is a directory, not a profile")
+    if not raw.strip():
+        raise BadProfile(f"{path}: the file is empty")
+    text = raw.decode("utf-8", "replace")
+    if text.lstrip().startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise BadProfile(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})")
+        return load_speedscope(data, str(path))
+    return load_collapsed(text, str(path))
+
+
+def load_speedscope(data: dict, label: str = "profile") -> Profile:
+    if not isinstance(data, dict) or "profiles" not in data or "shared" not in data:
+        raise BadProfile(f"{label}: JSON but not a speedscope profile (no 'profiles'/'shared')")
+    shared_frames = data["shared"].get("frames", [])
+    profile = Profile(source="speedscope")
+    # Map each speedscope frame to our interned frame id, or None for pseudo-frames.
+    mapped: list[int | None] = []
+    pseudo_tid: dict[int, int] = {}
+    for i, f in enumerate(shared_frames):
+        name, file, line = str(f.get("name", "?")), str(f.get("file") or ""), int(f.get("line") or 0)
+        match = _THREAD_PSEUDO.match(name)
+        if match and not file:
+            pseudo_tid[i] = _parse_tid(match.group(1))
+            mapped.append(None)
+            continue
+        if _PROCESS_PSEUDO.match(name) and not file:
+            mapped.append(None)
+            continue
+        native = is_native_frame(name, file, line)
+        profile.native = profile.native or native
+        mapped.append(profile.intern_frame(Frame(name, file, line, native)))
+    intervals = []
+    for index, prof in enumerate(data["profiles"]):
+        if prof.get("type") != "sampled":
+            raise BadProfile(f"{label}: only sampled speedscope profiles are supported "
+                             f"(profile {index} is {prof.get('type')!r})")
+        name = str(prof.get("name", f"thread {index}"))
+        match = _PROFILE_NAME.match(name)
+        tid, thread_name = (_parse_tid(match.group(1)), match.group(2) or "") if match else (index, name)
+        samples, weights = prof.get("samples", []), prof.get("weights", [])
+        if len(samples) != len(weights):
+            raise BadProfile(f"{label}: profile {name!r} has {len(samples)} samples "
+                             f"but {len(weights)} weights")
+        ids = np.empty(len(samples), dtype=np.int32)
+        cache: dict[tuple, int] = {}
+        try:
+            for j, sample in enumerate(samples):
+                key = tuple(sample)
+                sid = cache.get(key)
+                if sid is None:
+                    stack = tuple(m for m in (mapped[k] for k in key) if m is not None)
+                    sid = cache[key] = profile.intern_stack(stack)
+                ids[j] = sid
+        except (IndexError, TypeError):
+            raise BadProfile(f"{label}: profile {name!r} refers to frames that do not exist")
+        w = np.asarray(weights, dtype=np.float64)
+        if len(w):
+            intervals.append(float(np.median(w)))
+        profile.threads.append(ThreadTrack(tid, thread_name, ids, w))
+    if not profile.threads:
+        raise BadProfile(f"{label}: the speedscope file holds no profiles")
+    if intervals and prof.get("unit", "seconds") == "seconds":
+        profile.interval_s = float(np.median(intervals))
+    return profile
+
+
+def _parse_collapsed_frame(text: str) -> Frame:
+    match = _COLLAPSED_FRAME.match(text)
+    if not match:
+        return Frame(text, "", 0, is_native_frame(text, "", 0))
+    name, file, line = match.group(1), match.group(2), int(match.group(3) or 0)
+    return Frame(name, file, line, is_native_frame(name, file, line))
+
+
+def load_collapsed(text: str, label: str = "profile") -> Profile:
+    """Collapsed stacks (`py-spy record --format raw`): `a;b;c 12` per line, no sample order."""
+    profile = Profile(source="collapsed")
+    per_thread: dict[int, tuple[str, list[int], list[int]]] = {}
+    frame_cache: dict[str, int] = {}
+    bad = 0
+    lines = [l for l in text.splitlines() if l.strip()]
+    for line in lines:
+        stack_text, _, count_text = line.rstrip().rpartition(" ")
+        if not stack_text or not count_text.isdigit():
+            bad += 1
+            continue
+        tid, thread_name = 0, "all threads"
+        frame_ids = []
+        for k, part in enumerate(stack_text.split(";")):
+            match = _THREAD_PSEUDO.match(part) if k == 0 else None
+            if match:
+                tid, thread_name = _parse_tid(match.group(1)), match.group(2) or ""
+                continue
+            if k == 0 and _PROCESS_PSEUDO.match(part):
+                continue
+            fid = frame_cache.get(part)
+            if fid is None:
+                frame = _parse_collapsed_frame(part)
+                profile.native = profile.native or frame.native
+                fid = frame_cache[part] = profile.intern_frame(frame)
+            frame_ids.append(fid)
+        entry = per_thread.setdefault(tid, (thread_name, [], []))
+        entry[1].append(profile.intern_stack(tuple(frame_ids)))
+        entry[2].append(int(count_text))
+    if not lines or bad > len(lines) // 2:
+        raise BadProfile(f"{label}: not a profile: expected a py-spy speedscope JSON file or "
+                         f"collapsed stacks ('frame;frame;frame COUNT' per line)")
+    for tid, (name, ids, counts) in per_thread.items():
+        c = np.asarray(counts, dtype=np.int64)
+        profile.threads.append(ThreadTrack(tid, name, np.asarray(ids, dtype=np.int32),
+                                           np.full(len(ids), profile.interval_s), counts=c,
+                                           timed=False))
+    return profile

@@ -1,0 +1,130 @@
+"""Turns the /proc sampler's record into per-thread and process-level numbers for the checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from diagnose.collect.procfs import ProcRecord
+
+# `t` (tracing stop) is py-spy pausing the thread to read it: the observer, never the bottleneck.
+OBSERVER_STATES = {"t", "T"}
+
+
+@dataclass(frozen=True)
+class ThreadOS:
+    tid: int
+    comm: str
+    cpu_s: float
+    runqueue_wait_s: float | None
+    voluntary_ctx: int | None
+    involuntary_ctx: int | None
+    state_counts: dict  # OS state letter -> observations, observer stops excluded
+    observer_stops: int
+
+
+@dataclass(frozen=True)
+class ProcessOS:
+    window_s: float
+    cores: int
+    cpu_quota_cores: float | None
+    threads_max: int
+    cpu_s: float
+    cpu_utilization: float  # share of the usable cores kept busy by the target
+    runqueue_wait_s: float | None
+    runqueue_ratio: float | None  # run-queue wait per second of CPU: "runnable but no core"
+    mean_runnable: float  # threads in state R per sampler tick, observer stops excluded
+    involuntary_ctx_per_s: float | None
+    voluntary_ctx_per_s: float | None
+    observer_stop_share: float  # share of thread observations that were py-spy pauses
+    rss_start: int | None
+    rss_end: int | None
+    rss_slope_bytes_per_s: float | None
+    rss_fit_r2: float | None
+    threads: dict = field(default_factory=dict)  # tid -> ThreadOS
+
+    @property
+    def usable_cores(self) -> float:
+        return min(self.cores, self.cpu_quota_cores) if self.cpu_quota_cores else float(self.cores)
+
+
+def _delta(a, b):
+    return None if a is None or b is None else max(b - a, 0)
+
+
+def summarize(record: ProcRecord) -> ProcessOS:
+    window = max((record.ended_at or record.started_at) - record.started_at, 1e-6)
+    per_thread_states: dict[int, dict[str, int]] = {}
+    per_thread_stops: dict[int, int] = {}
+    ticks: dict[float, int] = {}
+    observer = total_obs = 0
+    for t, tid, state in record.state_samples:
+        total_obs += 1
+        if state in OBSERVER_STATES:
+            observer += 1
+            per_thread_states.setdefault(tid, {})
+            per_thread_stops[tid] = per_thread_stops.get(tid, 0) + 1
+            continue
+        counts = per_thread_states.setdefault(tid, {})
+        counts[state] = counts.get(state, 0) + 1
+        ticks.setdefault(t, 0)
+        if state == "R":
+            ticks[t] += 1
+    threads = {}
+    cpu_total = wait_total = 0.0
+    wait_known = False
+    vol_total = invol_total = 0
+    ctx_known = False
+    for tid, first in record.first.items():
+        last = record.last.get(tid)
+        if last is None:
+            continue
+        cpu = max(last.cpu_s - first.cpu_s, 0.0)
+        wait = _delta(first.runqueue_wait_s, last.runqueue_wait_s)
+        vol = _delta(first.voluntary_ctx, last.voluntary_ctx)
+        invol = _delta(first.involuntary_ctx, last.involuntary_ctx)
+        cpu_total += cpu
+        if wait is not None:
+            wait_total += wait
+            wait_known = True
+        if vol is not None and invol is not None:
+            vol_total += vol
+            invol_total += invol
+            ctx_known = True
+        states = per_thread_states.get(tid, {})
+        threads[tid] = ThreadOS(tid, record.thread_names.get(tid, ""), cpu, wait, vol, invol,
+                                states, per_thread_stops.get(tid, 0))
+    for tid, obs in per_thread_states.items():
+        if tid in threads:
+            continue
+        threads[tid] = ThreadOS(tid, record.thread_names.get(tid, ""), 0.0, None, None, None, obs,
+                                per_thread_stops.get(tid, 0))
+    threads_per_tick: dict[float, int] = {}
+    for t, _, _ in record.state_samples:
+        threads_per_tick[t] = threads_per_tick.get(t, 0) + 1
+    cores = max(record.cores, 1)
+    usable = min(cores, record.cpu_quota_cores) if record.cpu_quota_cores else cores
+    slope = r2 = None
+    if len(record.rss_samples) >= 5:
+        ts = np.array([s[0] for s in record.rss_samples])
+        rss = np.array([s[1] for s in record.rss_samples], dtype=float)
+        if np.ptp(ts) > 0:
+            slope, intercept = np.polyfit(ts, rss, 1)
+            fitted = slope * ts + intercept
+            ss_res, ss_tot = float(((rss - fitted) ** 2).sum()), float(((rss - rss.mean()) ** 2).sum())
+            r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 0.0
+            slope = float(slope)
+    return ProcessOS(
+        window_s=window, cores=cores, cpu_quota_cores=record.cpu_quota_cores,
+        threads_max=max(threads_per_tick.values(), default=len(threads)),
+        cpu_s=cpu_total, cpu_utilization=cpu_total / (window * usable),
+        runqueue_wait_s=wait_total if wait_known else None,
+        runqueue_ratio=(wait_total / cpu_total) if wait_known and cpu_total > 0 else None,
+        mean_runnable=float(np.mean(list(ticks.values()))) if ticks else 0.0,
+        involuntary_ctx_per_s=invol_total / window if ctx_known else None,
+        voluntary_ctx_per_s=vol_total / window if ctx_known else None,
+        observer_stop_share=observer / total_obs if total_obs else 0.0,
+        rss_start=record.rss_samples[0][1] if record.rss_samples else None,
+        rss_end=record.rss_samples[-1][1] if record.rss_samples else None,
+        rss_slope_bytes_per_s=slope, rss_fit_r2=r2, threads=threads)

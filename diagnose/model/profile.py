@@ -1,0 +1,65 @@
+"""The profile as py-spy recorded it: frames, distinct stacks, and per-thread sample tracks.
+
+Stacks are interned (a tuple of frame ids, root to leaf) so that classification runs once per
+distinct stack rather than once per sample.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Frame:
+    function: str
+    file: str
+    line: int
+    native: bool
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+
+@dataclass
+class ThreadTrack:
+    tid: int
+    name: str
+    stack_ids: np.ndarray  # int32, one per sample, in sampling order
+    weights: np.ndarray  # float64 seconds each sample stands for
+    counts: np.ndarray | None = None  # int64 when a sample row stands for many (collapsed input)
+    timed: bool = True  # False when the input has no sample order (collapsed files)
+
+
+@dataclass
+class Profile:
+    frames: list[Frame] = field(default_factory=list)
+    stacks: list[tuple[int, ...]] = field(default_factory=list)
+    threads: list[ThreadTrack] = field(default_factory=list)
+    native: bool = False
+    source: str = ""  # "py-spy speedscope", "collapsed", ...
+    interval_s: float = 0.01
+
+    _frame_index: dict = field(default_factory=dict, repr=False)
+    _stack_index: dict = field(default_factory=dict, repr=False)
+
+    def intern_frame(self, frame: Frame) -> int:
+        idx = self._frame_index.get(frame)
+        if idx is None:
+            idx = self._frame_index[frame] = len(self.frames)
+            self.frames.append(frame)
+        return idx
+
+    def intern_stack(self, stack: tuple[int, ...]) -> int:
+        idx = self._stack_index.get(stack)
+        if idx is None:
+            idx = self._stack_index[stack] = len(self.stacks)
+            self.stacks.append(stack)
+        return idx
+
+    @property
+    def total_samples(self) -> int:
+        return int(sum(int(t.counts.sum()) if t.counts is not None else len(t.stack_ids)
+                       for t in self.threads))

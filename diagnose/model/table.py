@@ -1,0 +1,103 @@
+"""The sample table: a row per thread per sample, with its stack and inferred state.
+
+Columns are declared once here; `validate` checks a table where it enters the pipeline.
+Classification runs once per distinct stack and is broadcast to the samples by stack id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from diagnose.classify.categories import CATEGORIES, Categorizer
+from diagnose.classify.state import STATES, classify_stack
+from diagnose.model.profile import Profile
+
+WAIT_KINDS = ("", "lock", "rlock", "queue", "semaphore", "condition", "event", "join", "barrier",
+              "logging", "future", "gil", "io", "native_mutex")
+PHASES_AND_OTHER = ("preprocess", "model", "postprocess", "other")
+
+SAMPLE_COLUMNS = {
+    "thread": "int32",      # index into the thread summary
+    "tid": "int64",         # OS thread id
+    "t": "float64",         # seconds since the window began (NaN when the input has no order)
+    "stack": "int32",       # index into Profile.stacks
+    "count": "int64",       # samples this row stands for (1 unless the input was collapsed)
+    "state": pd.CategoricalDtype(STATES),
+    "wait_kind": pd.CategoricalDtype(WAIT_KINDS),
+    "site": "int32",        # frame id of the acquiring / blocked Python frame, -1 if none
+    "phase": pd.CategoricalDtype(PHASES_AND_OTHER),
+    "leaf_category": pd.CategoricalDtype(CATEGORIES),
+    "estimated": "bool",    # state inferred without native frames
+}
+
+
+@dataclass
+class StackTable:
+    """Per distinct stack: what classification decided (index = stack id)."""
+
+    state: np.ndarray
+    wait_kind: np.ndarray
+    site: np.ndarray
+    phase: np.ndarray
+    leaf_category: np.ndarray
+    estimated: np.ndarray
+
+
+def classify_stacks(profile: Profile, categorizer: Categorizer) -> StackTable:
+    n = len(profile.stacks)
+    state = np.empty(n, dtype=object)
+    wait_kind = np.empty(n, dtype=object)
+    site = np.full(n, -1, dtype=np.int32)
+    phase = np.empty(n, dtype=object)
+    leaf_cat = np.empty(n, dtype=object)
+    estimated = np.zeros(n, dtype=bool)
+    for sid, stack in enumerate(profile.stacks):
+        frames = [profile.frames[i] for i in stack]
+        result = classify_stack(frames, profile.native)
+        state[sid], wait_kind[sid], estimated[sid] = result.state, result.wait_kind, result.estimated
+        site[sid] = stack[result.site] if result.site >= 0 else -1
+        phase[sid] = categorizer.phase_of(frames)
+        leaf_cat[sid] = categorizer.categorize(frames[-1]).category if frames else "other"
+    return StackTable(state, wait_kind, site, phase, leaf_cat, estimated)
+
+
+def build_sample_table(profile: Profile, stacks: StackTable) -> pd.DataFrame:
+    parts = []
+    for index, track in enumerate(profile.threads):
+        ids = track.stack_ids
+        n = len(ids)
+        if track.timed:
+            t = np.cumsum(track.weights) - track.weights
+        else:
+            t = np.full(n, np.nan)
+        counts = track.counts if track.counts is not None else np.ones(n, dtype=np.int64)
+        parts.append(pd.DataFrame({
+            "thread": np.full(n, index, dtype=np.int32),
+            "tid": np.full(n, track.tid, dtype=np.int64),
+            "t": t,
+            "stack": ids,
+            "count": counts,
+        }))
+    df = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
+        {c: pd.Series(dtype="int64") for c in ("thread", "tid", "t", "stack", "count")})
+    sid = df["stack"].to_numpy()
+    df["state"] = pd.Categorical(stacks.state[sid], categories=STATES) if len(sid) else pd.Categorical([], categories=STATES)
+    df["wait_kind"] = pd.Categorical(stacks.wait_kind[sid], categories=WAIT_KINDS) if len(sid) else pd.Categorical([], categories=WAIT_KINDS)
+    df["site"] = stacks.site[sid]
+    df["phase"] = pd.Categorical(stacks.phase[sid], categories=PHASES_AND_OTHER) if len(sid) else pd.Categorical([], categories=PHASES_AND_OTHER)
+    df["leaf_category"] = pd.Categorical(stacks.leaf_category[sid], categories=CATEGORIES) if len(sid) else pd.Categorical([], categories=CATEGORIES)
+    df["estimated"] = stacks.estimated[sid]
+    return validate(df)
+
+
+def validate(df: pd.DataFrame) -> pd.DataFrame:
+    missing = [c for c in SAMPLE_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"sample table lacks columns {missing}")
+    out = df[list(SAMPLE_COLUMNS)].astype(SAMPLE_COLUMNS)
+    if out["state"].isna().any():
+        raise ValueError("sample table has samples with no state")
+    return out

@@ -1,0 +1,45 @@
+"""The self-contained HTML report: one file, inline assets, data as escaped JSON, strict CSP."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from importlib import resources
+
+import jinja2
+from markupsafe import Markup
+
+_JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
+                 "\u2029": "\\u2029"}
+
+
+def script_safe_json(data) -> str:
+    """JSON that cannot close its <script> element or break out of it in any parser."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    for raw, escaped in _JSON_ESCAPES.items():
+        text = text.replace(raw, escaped)
+    return text
+
+
+def _sha256(text: str) -> str:
+    return base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
+
+
+def content_security_policy(js: str, css: str) -> str:
+    return (f"default-src 'none'; script-src 'sha256-{_sha256(js)}'; "
+            f"style-src 'sha256-{_sha256(css)}'; img-src data:; base-uri 'none'; form-action 'none'")
+
+
+def _asset(name: str) -> str:
+    return resources.files("diagnose._reports").joinpath(name).read_text(encoding="utf-8")
+
+
+def render_html(data: dict) -> str:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("diagnose._reports", ""),
+                             autoescape=True, undefined=jinja2.StrictUndefined)
+    js, css = _asset("static/report.js"), _asset("static/report.css")
+    template = env.get_template("report.html.j2")
+    return template.render(data_json=Markup(script_safe_json(data)), js=Markup(js),
+                           css=Markup(css), csp=content_security_policy(js, css),
+                           report=data["report"])
