@@ -14,8 +14,10 @@ def run(analysis, settings):
     cores = os_.usable_cores
     ratio = os_.runqueue_ratio
     oversubscription = os_.mean_runnable / cores if cores else 0.0
-    # Waiting for a core only matters when there are more runnable threads than cores.
-    score = ramp(ratio, settings["low"], settings["high"]) * min(1.0, max(0.0, oversubscription - 0.5))
+    # Both must hold: more runnable threads than cores, and threads waiting for a core a long
+    # time per second they run. Run-queue wait alone misleads: the sampler itself takes a core.
+    score = min(ramp(oversubscription, settings["oversubscription_low"], settings["oversubscription_high"]),
+                ramp(ratio, settings["low"], settings["high"]))
     req = analysis.request_samples()
     busy = req[req["state"].isin(("python", "native", "gil"))]
     sites = top_sites(analysis, busy, float(busy["count"].sum()) or 1.0, limit=3)
@@ -25,6 +27,7 @@ def run(analysis, settings):
         "cpu_s": os_.cpu_s,
         "mean_runnable_threads": os_.mean_runnable,
         "usable_cores": cores,
+        "runnable_per_core": oversubscription,
         "threads": os_.threads_max,
         "threads_per_core": os_.threads_max / cores if cores else None,
         "involuntary_ctx_per_s": os_.involuntary_ctx_per_s,

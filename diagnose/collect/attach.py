@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import subprocess
 import time
@@ -130,6 +131,7 @@ def capture(pid: int, work_dir: Path, options: AttachOptions,
     cmd = pyspy.record_command(pid, str(profile_path), options.duration, options.rate, native)
     sampler = ProcSampler(pid)
     started = time.time()
+    children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     recorder = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     sampler.start()
     interrupted = False
@@ -150,12 +152,17 @@ def capture(pid: int, work_dir: Path, options: AttachOptions,
         recorder.send_signal(signal.SIGINT)  # py-spy writes what it has on Ctrl-C
         notes.append("sampling interrupted by the user before the window ended")
     try:
-        _, stderr = recorder.communicate(timeout=RECORD_GRACE_S)
+        stdout, stderr = recorder.communicate(timeout=RECORD_GRACE_S)
     except subprocess.TimeoutExpired:
         recorder.kill()
-        _, stderr = recorder.communicate()
+        stdout, stderr = recorder.communicate()
+    stderr = (stdout or "") + (stderr or "")  # py-spy prints its summary on stdout
     record = sampler.finish()
     elapsed = time.time() - started
+    children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # py-spy's own CPU: on a small box it competes with the target for the same cores.
+    pyspy_cpu_s = ((children_after.ru_utime + children_after.ru_stime)
+                   - (children_before.ru_utime + children_before.ru_stime))
     samples, errors = pyspy.parse_record_summary(stderr or "")
     target_exited = record.target_exited or "process exited" in (stderr or "")
     if target_exited:
@@ -172,6 +179,8 @@ def capture(pid: int, work_dir: Path, options: AttachOptions,
                 "requested_duration_s": options.duration, "rate_hz": options.rate,
                 "samples": samples, "errors": errors, "native": native,
                 "mode": "blocking" + ("+native" if native else ""),
-                "pyspy_version": pyspy.pyspy_version()}
+                "pyspy_version": pyspy.pyspy_version(),
+                "pyspy_cpu_s": round(pyspy_cpu_s, 3),
+                "pyspy_cpu_share_of_cores": round(pyspy_cpu_s / (max(elapsed, 1e-3) * record.cores), 4)}
     return Capture(profile_path, record, target, sampling, started,
                    partial=target_exited or interrupted, notes=notes)

@@ -14,7 +14,9 @@ from diagnose.model.profile import Profile
 from diagnose.model.table import StackTable, build_sample_table, classify_stacks
 
 ACTIVE_STATES = ("python", "native", "gil", "lock")
-REQUEST_ACTIVE_SHARE = 0.2  # a thread busy or blocked this often is handling requests
+REQUEST_ACTIVE_SHARE = 0.2  # a thread busy or blocked this often is handling requests...
+REQUEST_BUSY_SHARE = 0.02  # ...if it also runs now and then: a thread parked on one wait all
+# window long (a main thread in join/Event.wait) is not serving requests.
 IDLE_SHARE = 0.5
 
 
@@ -50,7 +52,9 @@ def summarize_threads(profile: Profile, samples: pd.DataFrame) -> pd.DataFrame:
     role = pd.Series("other", index=counts.index)
     safe_total = total.where(total > 0, 1)
     role[(counts["idle"] / safe_total) >= IDLE_SHARE] = "idle"
-    role[((active / safe_total) >= REQUEST_ACTIVE_SHARE) & has_python] = "request"
+    busy = counts[["python", "native"]].sum(axis=1)
+    role[((active / safe_total) >= REQUEST_ACTIVE_SHARE) & ((busy / safe_total) >= REQUEST_BUSY_SHARE)
+         & has_python] = "request"
     out = pd.DataFrame({
         "tid": [t.tid for t in profile.threads],
         "name": [t.name for t in profile.threads],

@@ -20,10 +20,17 @@ _PROCESS_PSEUDO = re.compile(r"^process \d+:", re.S)
 _COLLAPSED_FRAME = re.compile(r"^(.*) \(([^()]*?)(?::(\d+))?\)$", re.S)
 
 
+_PYTHON_SOURCE = (".py", ".pyw", ".pyx", ".pyi")
+_NATIVE_SOURCE = (".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".rs", ".S", ".s", ".cu", ".f", ".f90")
+
+
 def is_native_frame(function: str, file: str, line: int) -> bool:
-    if file.endswith((".py", ".pyw", ".pyx")) or file.startswith("<frozen"):
+    """py-spy --native frames name a shared library, or (with debug info) a C source file."""
+    if file.endswith(_PYTHON_SOURCE) or file.startswith("<"):
         return False
-    return line == 0 or ".so" in file or function.startswith("0x")
+    if file.endswith(_NATIVE_SOURCE) or ".so" in file or function.startswith("0x"):
+        return True
+    return line == 0
 
 
 def _parse_tid(text: str) -> int:

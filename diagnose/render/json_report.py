@@ -51,6 +51,9 @@ def build_report(analysis: Analysis, results: CheckResults) -> dict:
     sampling["achieved_rate_hz"] = round(ticks / duration, 2) if duration else None
     sampling["native"] = bool(sampling.get("native", analysis.profile.native))
     sampling["state_estimated"] = bool(analysis.samples["estimated"].any())
+    if analysis.os is not None:
+        # Share of /proc observations that found a thread stopped by py-spy: the observer's pause.
+        sampling["paused_share"] = round(analysis.os.observer_stop_share, 4)
     sampling["partial"] = bool(meta.get("partial", False))
     sampling["notes"] = list(meta.get("notes", []))
     return {

@@ -1,0 +1,1259 @@
+/* diagnose HTML report: page script. Plain ES2020, no libraries, no network.
+ *
+ * Safety rule for this file: profile data (function/file/thread names, command lines, notes...)
+ * reaches the page only through createElement + textContent / createTextNode, setAttribute on
+ * non-URL attributes, or canvas fillText. Never innerHTML & co., never eval. Invisible and
+ * bidi-control characters are shown as visible "U+XXXX" markers so names cannot disguise
+ * themselves or reorder surrounding text.
+ */
+(function () {
+  'use strict';
+
+  // ------------------------------------------------------------------ constants
+
+  const WAIT_STATES = ['gil', 'lock', 'io', 'idle'];
+  const BUSY_STATES = ['python', 'native'];
+  const SEVERITIES = ['critical', 'high', 'medium', 'low', 'info'];
+  const STATE_COLORS = {
+    python: '#3f9b4a', native: '#1f8a99', gil: '#e8912d', lock: '#d1434b',
+    io: '#4a74d0', idle: '#c3c8d0', unknown: '#8a8f98',
+  };
+  const STATE_FALLBACK = ['#9b59b6', '#b7950b', '#16a085', '#c0392b', '#7f8c8d'];
+  const NO_SAMPLE_COLOR = '#f1f3f6';
+  const CATEGORY_HSL = {
+    preprocess: [195, 60, 66], model: [265, 50, 74], postprocess: [135, 40, 64],
+    sync: [355, 70, 72], io: [218, 65, 74], runtime: [40, 80, 64], other: [220, 10, 76],
+  };
+  const CATEGORY_FALLBACK_HUES = [20, 300, 90, 170, 240, 330, 60, 120];
+  const FLAME_ROW_H = 18;
+  const FLAME_MAX_DRAWN = 4000;
+  const FLAME_LABEL_MIN_PX = 26;
+  const LANE_H = 16;
+  const LANE_GAP = 3;
+  const AXIS_H = 22;
+
+  // Attributes that can carry a URL or code: never set from here.
+  const FORBIDDEN_ATTRS = new Set([
+    'href', 'src', 'srcset', 'srcdoc', 'action', 'formaction', 'xlink:href', 'style', 'data',
+    'poster', 'background', 'ping', 'manifest', 'codebase', 'cite', 'longdesc', 'usemap',
+  ]);
+  // C0/C1 controls, bidi embeddings/overrides/isolates/marks, zero-width and other invisible formatting.
+  const INVISIBLE_RE = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]/g;
+
+  // ------------------------------------------------------------------ small helpers
+
+  const $ = (id) => document.getElementById(id);
+  const arr = (v) => (Array.isArray(v) ? v : []);
+  const obj = (v) => (v && typeof v === 'object' && !Array.isArray(v) ? v : {});
+  const isNum = (v) => typeof v === 'number' && Number.isFinite(v);
+  const isIdx = (v, n) => Number.isInteger(v) && v >= 0 && v < n;
+
+  function str(v) {
+    if (v == null) return '';
+    if (typeof v === 'string') return v;
+    if (typeof v === 'object') {
+      try { return JSON.stringify(v); } catch (e) { return '[object]'; }
+    }
+    return String(v);
+  }
+
+  function codePoint(ch) {
+    return 'U+' + ch.codePointAt(0).toString(16).toUpperCase().padStart(4, '0');
+  }
+
+  /** Plain string with invisible characters replaced by visible markers (for attributes,
+   *  <option> labels and canvas text). */
+  function visStr(v) {
+    return str(v).replace(INVISIBLE_RE, (ch) => '\u27e8' + codePoint(ch) + '\u27e9');
+  }
+
+  /** Append v as text to parent; invisible characters become highlighted marker spans. */
+  function putText(parent, v) {
+    const s = str(v);
+    INVISIBLE_RE.lastIndex = 0;
+    let last = 0;
+    let m;
+    while ((m = INVISIBLE_RE.exec(s)) !== null) {
+      if (m.index > last) parent.appendChild(document.createTextNode(s.slice(last, m.index)));
+      const mark = document.createElement('span');
+      mark.className = 'ctl';
+      mark.textContent = codePoint(m[0]);
+      mark.setAttribute('title', 'invisible or control character ' + codePoint(m[0]) + ', shown as text');
+      parent.appendChild(mark);
+      last = m.index + m[0].length;
+    }
+    if (last < s.length) parent.appendChild(document.createTextNode(s.slice(last)));
+    return parent;
+  }
+
+  /** createElement with safe attribute handling. attrs: class, text, on:{event:fn}, css:{prop:val},
+   *  any other key -> setAttribute (URL/event attributes are refused). */
+  function h(tag, attrs, ...kids) {
+    const e = document.createElement(tag);
+    if (attrs) {
+      for (const k of Object.keys(attrs)) {
+        const v = attrs[k];
+        if (v == null || v === false) continue;
+        if (k === 'class') e.className = v;
+        else if (k === 'text') putText(e, v);
+        else if (k === 'on') for (const ev of Object.keys(v)) e.addEventListener(ev, v[ev]);
+        else if (k === 'css') for (const p of Object.keys(v)) e.style[p] = v[p];
+        else if (/^on/i.test(k) || FORBIDDEN_ATTRS.has(k.toLowerCase())) throw new Error('refused attribute ' + k);
+        else e.setAttribute(k, v === true ? '' : str(v));
+      }
+    }
+    appendKids(e, kids);
+    return e;
+  }
+
+  function appendKids(e, kids) {
+    for (const kid of kids) {
+      if (kid == null || kid === false) continue;
+      if (Array.isArray(kid)) appendKids(e, kid);
+      else if (kid instanceof Node) e.appendChild(kid);
+      else putText(e, kid);
+    }
+  }
+
+  function clear(e) {
+    while (e.firstChild) e.removeChild(e.firstChild);
+    return e;
+  }
+
+  function fmtInt(n) {
+    return isNum(n) ? Math.round(n).toLocaleString('en-US') : '\u2014';
+  }
+
+  function fmtNum(n) {
+    if (!isNum(n)) return str(n) || '\u2014';
+    if (Number.isInteger(n)) return n.toLocaleString('en-US');
+    const a = Math.abs(n);
+    if (a >= 1000) return Math.round(n).toLocaleString('en-US');
+    if (a >= 100) return n.toFixed(1);
+    if (a >= 1) return String(Number(n.toFixed(2)));
+    return String(Number(n.toPrecision(3)));
+  }
+
+  function fmtPct(frac) {
+    if (!isNum(frac)) return '\u2014';
+    const p = frac * 100;
+    if (p === 0) return '0%';
+    if (Math.abs(p) < 0.1) return '<0.1%';
+    return (Math.abs(p) >= 99.95 ? p.toFixed(0) : p.toFixed(1)) + '%';
+  }
+
+  function fmtSec(s, total) {
+    if (!isNum(s)) return '\u2014';
+    const digits = total >= 100 ? 1 : total >= 1 ? 2 : 3;
+    return s.toFixed(digits) + ' s';
+  }
+
+  function basename(path) {
+    const s = str(path);
+    const i = Math.max(s.lastIndexOf('/'), s.lastIndexOf('\\'));
+    return i >= 0 ? s.slice(i + 1) : s;
+  }
+
+  function fileLine(file, line) {
+    const f = str(file);
+    return isNum(line) && line > 0 ? f + ':' + line : f;
+  }
+
+  function sevClass(sev) {
+    const s = str(sev).toLowerCase();
+    return 'badge sev-' + (SEVERITIES.includes(s) ? s : 'other');
+  }
+
+  function badge(sev) {
+    return h('span', { class: sevClass(sev), text: str(sev) || 'unknown' });
+  }
+
+  function debounce(fn, ms) {
+    let t = 0;
+    return (...a) => {
+      clearTimeout(t);
+      t = setTimeout(() => fn(...a), ms);
+    };
+  }
+
+  function hashStr(s) {
+    let x = 2166136261;
+    for (let i = 0; i < s.length; i++) {
+      x ^= s.charCodeAt(i);
+      x = Math.imul(x, 16777619);
+    }
+    return x >>> 0;
+  }
+
+  // ------------------------------------------------------------------ tooltip
+
+  const tip = {
+    el: null,
+    show(lines, ev) {
+      const el = this.el;
+      if (!el) return;
+      clear(el);
+      lines.forEach((line, i) => {
+        if (line == null) return;
+        const row = h('div', { class: i === 0 ? 'tip-title' : 'tip-line' });
+        if (Array.isArray(line)) {
+          row.appendChild(h('span', { class: 'tip-key', text: line[0] }));
+          row.appendChild(h('span', { class: 'tip-val', text: line[1] }));
+        } else {
+          putText(row, line);
+        }
+        el.appendChild(row);
+      });
+      el.hidden = false;
+      this.move(ev);
+    },
+    move(ev) {
+      const el = this.el;
+      if (!el || el.hidden || !ev) return;
+      const pad = 14;
+      const r = el.getBoundingClientRect();
+      let x = ev.clientX + pad;
+      let y = ev.clientY + pad;
+      if (x + r.width > window.innerWidth - 4) x = ev.clientX - r.width - pad;
+      if (y + r.height > window.innerHeight - 4) y = ev.clientY - r.height - pad;
+      el.style.left = Math.max(4, x) + 'px';
+      el.style.top = Math.max(4, y) + 'px';
+    },
+    hide() {
+      if (this.el) this.el.hidden = true;
+    },
+  };
+
+  // ------------------------------------------------------------------ data preparation
+
+  function loadData() {
+    const node = $('diagnose-data');
+    if (!node) return null;
+    try {
+      const d = JSON.parse(node.textContent);
+      return d && typeof d === 'object' ? d : null;
+    } catch (e) {
+      return null;
+    }
+  }
+
+  function prepare(raw) {
+    const report = obj(raw.report);
+    const states = arr(raw.states).map(str);
+    const categories = arr(raw.categories).map(str);
+    const threads = arr(raw.threads).map((t, i) => {
+      const o = obj(t);
+      return {
+        index: i, tid: o.tid, name: str(o.name), role: str(o.role),
+        samples: isNum(o.samples) ? o.samples : 0,
+        states: obj(o.states),
+        os: o.os && typeof o.os === 'object' ? o.os : null,
+      };
+    });
+    const flame = obj(raw.flame);
+    const strings = arr(flame.strings).map(str);
+    const sAt = (i) => (isIdx(i, strings.length) ? strings[i] : '?');
+    const frames = arr(flame.frames).map((f) => {
+      const a = arr(f);
+      return {
+        name: sAt(a[0]), file: sAt(a[1]),
+        line: Number.isInteger(a[2]) ? a[2] : null,
+        cat: isIdx(a[3], categories.length) ? a[3] : -1,
+      };
+    });
+    const nF = frames.length;
+    const stacks = [];
+    let dropped = 0;
+    for (const row of arr(flame.stacks)) {
+      const fr = Array.isArray(row) ? row[0] : null;
+      const count = Array.isArray(row) ? row[3] : null;
+      let ok = Array.isArray(fr) && isNum(count) && count > 0;
+      if (ok) {
+        for (let i = 0; i < fr.length; i++) {
+          if (!isIdx(fr[i], nF)) { ok = false; break; }
+        }
+      }
+      if (!ok) { dropped++; continue; }
+      stacks.push({
+        frames: fr,
+        thread: isIdx(row[1], threads.length) ? row[1] : -1,
+        state: isIdx(row[2], states.length) ? row[2] : -1,
+        count,
+      });
+    }
+    const tl = obj(raw.timeline);
+    return {
+      report, states, categories, threads, frames, stacks, dropped,
+      generatedAt: str(raw.generated_at),
+      timeline: {
+        interval: isNum(tl.interval_s) && tl.interval_s > 0 ? tl.interval_s : 0,
+        steps: Number.isInteger(tl.steps) && tl.steps > 0 ? tl.steps : 0,
+        lanes: arr(tl.lanes).map(obj),
+      },
+    };
+  }
+
+  function stateColor(D, si) {
+    if (si < 0 || !isIdx(si, D.states.length)) return NO_SAMPLE_COLOR;
+    const name = D.states[si];
+    return Object.prototype.hasOwnProperty.call(STATE_COLORS, name)
+      ? STATE_COLORS[name] : STATE_FALLBACK[si % STATE_FALLBACK.length];
+  }
+
+  function categoryHsl(D, ci) {
+    if (ci < 0) return [220, 8, 80];
+    const name = D.categories[ci];
+    if (Object.prototype.hasOwnProperty.call(CATEGORY_HSL, name)) return CATEGORY_HSL[name];
+    return [CATEGORY_FALLBACK_HUES[ci % CATEGORY_FALLBACK_HUES.length], 55, 70];
+  }
+
+  function categoryColor(D, ci) {
+    const c = categoryHsl(D, ci);
+    return 'hsl(' + c[0] + ',' + c[1] + '%,' + c[2] + '%)';
+  }
+
+  function legendItem(color, label, extraClass) {
+    const sw = h('span', { class: 'swatch' + (extraClass ? ' ' + extraClass : '') });
+    sw.style.backgroundColor = color;
+    return h('span', { class: 'legend-item' }, sw, h('span', { text: label }));
+  }
+
+  function stateLegend(D) {
+    const box = h('div', { class: 'legend', 'aria-label': 'thread states' });
+    D.states.forEach((s, i) => box.appendChild(legendItem(stateColor(D, i), s)));
+    box.appendChild(legendItem(NO_SAMPLE_COLOR, 'no sample', 'hollow'));
+    return box;
+  }
+
+  // ------------------------------------------------------------------ generic sortable table
+
+  /** columns: [{label, value(row) -> sortable, cell(row) -> Node|string, num, title, cls}] */
+  function sortableTable(columns, rows, opts) {
+    const o = opts || {};
+    const table = h('table', { class: 'data sortable' + (o.cls ? ' ' + o.cls : '') });
+    const thead = h('thead');
+    const tbody = h('tbody');
+    const headRow = h('tr');
+    let sortCol = isIdx(o.sortCol, columns.length) ? o.sortCol : -1;
+    let sortDir = o.sortDir === 'asc' ? 1 : -1;
+
+    const ths = columns.map((c, ci) => {
+      const btn = h('button', { type: 'button', class: 'sort-btn', title: c.title || 'sort by ' + c.label, text: c.label });
+      const th = h('th', { scope: 'col', class: (c.num ? 'num ' : '') + (c.cls || '') }, btn);
+      btn.addEventListener('click', () => {
+        if (sortCol === ci) sortDir = -sortDir;
+        else { sortCol = ci; sortDir = c.num ? -1 : 1; }
+        fill();
+      });
+      headRow.appendChild(th);
+      return th;
+    });
+    thead.appendChild(headRow);
+    table.appendChild(thead);
+    table.appendChild(tbody);
+
+    function cmp(a, b) {
+      const an = a == null || a === '' || (typeof a === 'number' && !Number.isFinite(a));
+      const bn = b == null || b === '' || (typeof b === 'number' && !Number.isFinite(b));
+      if (an || bn) return an === bn ? 0 : an ? 1 : -1; // empty always last
+      if (typeof a === 'number' && typeof b === 'number') return (a - b) * sortDir;
+      return str(a).localeCompare(str(b), 'en', { numeric: true }) * sortDir;
+    }
+
+    function fill() {
+      const order = rows.map((r, i) => i);
+      if (sortCol >= 0) {
+        const c = columns[sortCol];
+        const keys = rows.map((r) => c.value(r));
+        order.sort((x, y) => cmp(keys[x], keys[y]) || x - y);
+      }
+      ths.forEach((th, ci) => {
+        if (ci === sortCol) th.setAttribute('aria-sort', sortDir > 0 ? 'ascending' : 'descending');
+        else th.removeAttribute('aria-sort');
+      });
+      clear(tbody);
+      for (const i of order) {
+        const r = rows[i];
+        const tr = h('tr');
+        if (o.rowAttrs) {
+          const attrs = o.rowAttrs(r);
+          for (const k of Object.keys(attrs)) tr.setAttribute(k, str(attrs[k]));
+        }
+        columns.forEach((c) => {
+          const v = c.cell ? c.cell(r) : c.value(r);
+          const td = h('td', { class: (c.num ? 'num ' : '') + (c.cls || '') });
+          appendKids(td, [v instanceof Node ? v : typeof v === 'number' ? fmtNum(v) : v]);
+          tr.appendChild(td);
+        });
+        tbody.appendChild(tr);
+      }
+    }
+    fill();
+    return h('div', { class: 'table-wrap' }, table);
+  }
+
+  // ------------------------------------------------------------------ 1. verdict header
+
+  function renderHeader(D) {
+    const root = $('verdict');
+    const r = D.report;
+    const v = obj(r.verdict);
+    const s = obj(r.sampling);
+    const t = obj(r.target);
+    clear(root);
+
+    const top = h('div', { class: 'verdict-top' },
+      h('span', { class: 'brand', text: 'diagnose' }),
+      badge(v.severity));
+    if (v.primary != null && v.primary !== '') {
+      const btn = h('button', { type: 'button', class: 'linkish', id: 'primary-finding', text: str(v.primary) });
+      btn.addEventListener('click', () => openFinding(str(v.primary)));
+      top.appendChild(h('span', { class: 'primary-id' }, 'primary finding: ', btn));
+    }
+    root.appendChild(top);
+    root.appendChild(h('h1', { id: 'verdict-headline', text: str(v.headline) || 'No verdict' }));
+
+    const meta = [];
+    if (t.pid != null) meta.push('pid ' + str(t.pid));
+    if (isNum(s.duration_s)) meta.push(fmtNum(s.duration_s) + ' s sampled');
+    if (isNum(s.samples)) meta.push(fmtInt(s.samples) + ' samples');
+    if (D.generatedAt) meta.push('generated ' + D.generatedAt);
+    root.appendChild(h('p', { class: 'verdict-meta', text: meta.join(' \u00b7 ') }));
+
+    const notes = arr(s.notes).filter((n) => str(n) !== '');
+    if (s.partial === true || notes.length || D.dropped) {
+      const banner = h('div', { class: 'banner', id: 'sampling-banner', role: 'note' });
+      if (s.partial === true) {
+        banner.appendChild(h('p', { class: 'banner-title', text: '\u26a0 Target exited during sampling \u2014 partial data' }));
+      } else {
+        banner.appendChild(h('p', { class: 'banner-title', text: '\u26a0 Sampling notes' }));
+      }
+      if (notes.length) banner.appendChild(h('ul', null, notes.map((n) => h('li', { text: n }))));
+      if (D.dropped) {
+        banner.appendChild(h('p', { text: D.dropped + ' malformed stack rows were ignored by this page.' }));
+      }
+      root.appendChild(banner);
+    }
+  }
+
+  function openFinding(id) {
+    const target = Array.from(document.querySelectorAll('details.finding'))
+      .find((d) => d.getAttribute('data-finding-id') === id);
+    if (!target) return;
+    target.open = true;
+    target.scrollIntoView({ block: 'start' });
+  }
+
+  // ------------------------------------------------------------------ 2. findings
+
+  function renderFindings(D) {
+    const root = clear($('findings-body'));
+    const primary = str(obj(D.report.verdict).primary);
+    const findings = arr(D.report.findings).map(obj)
+      .map((f, i) => ({ f, i, score: isNum(f.score) ? f.score : -Infinity }))
+      .sort((a, b) => b.score - a.score || a.i - b.i)
+      .map((x) => x.f);
+    if (!findings.length) {
+      root.appendChild(h('p', { class: 'muted', text: 'No findings.' }));
+      return;
+    }
+    findings.forEach((f, rank) => {
+      const isPrimary = primary !== '' && str(f.id) === primary;
+      const det = h('details', {
+        class: 'finding' + (isPrimary ? ' primary' : ''),
+        id: 'finding-' + rank,
+        'data-finding-id': str(f.id),
+        'data-rank': rank + 1,
+        open: rank < 3,
+      });
+      det.appendChild(h('summary', null,
+        h('span', { class: 'f-rank', text: '#' + (rank + 1) }),
+        h('span', { class: 'f-title', text: str(f.title) || str(f.id) }),
+        badge(f.severity),
+        h('span', { class: 'f-score', text: 'score ' + fmtNum(f.score) }),
+        isPrimary ? h('span', { class: 'tag', text: 'primary' }) : null,
+        h('span', { class: 'f-id', text: str(f.id) })));
+
+      const body = h('div', { class: 'finding-body' });
+      if (f.summary != null) body.appendChild(h('p', { class: 'f-summary', text: f.summary }));
+
+      const ev = obj(f.evidence);
+      const evKeys = Object.keys(ev);
+      if (evKeys.length) {
+        body.appendChild(h('h4', { text: 'Evidence' }));
+        body.appendChild(h('table', { class: 'kv' }, h('tbody', null, evKeys.map((k) =>
+          h('tr', null, h('th', { scope: 'row', text: k }),
+            h('td', { class: isNum(ev[k]) ? 'num' : '', text: isNum(ev[k]) ? fmtNum(ev[k]) : str(ev[k]) }))))));
+      }
+
+      const sites = arr(f.sites).map(obj);
+      if (sites.length) {
+        body.appendChild(h('h4', { text: 'Where' }));
+        body.appendChild(sitesTable(sites));
+      }
+
+      const advice = arr(f.advice);
+      if (advice.length) {
+        body.appendChild(h('h4', { text: 'What to do' }));
+        body.appendChild(h('ul', { class: 'advice' }, advice.map((a) => h('li', { text: a }))));
+      }
+      det.appendChild(body);
+      root.appendChild(det);
+    });
+  }
+
+  function shareCell(share) {
+    if (!isNum(share)) return h('span', { class: 'muted', text: '\u2014' });
+    const bar = h('span', { class: 'share-bar' });
+    const fill = h('span', { class: 'share-fill' });
+    fill.style.width = Math.max(0, Math.min(100, share * 100)) + '%';
+    bar.appendChild(fill);
+    return h('span', { class: 'share' }, bar, h('span', { class: 'share-pct', text: fmtPct(share) }));
+  }
+
+  /** Ranked sites table. `share` is a fraction of samples in [0, 1]. */
+  function sitesTable(sites) {
+    return h('div', { class: 'table-wrap' }, h('table', { class: 'data sites' },
+      h('thead', null, h('tr', null,
+        h('th', { scope: 'col', class: 'num', text: '#' }),
+        h('th', { scope: 'col', text: 'Function' }),
+        h('th', { scope: 'col', text: 'File:line' }),
+        h('th', { scope: 'col', class: 'num', text: 'Share' }))),
+      h('tbody', null, sites.map((s, i) => h('tr', null,
+        h('td', { class: 'num', text: String(i + 1) }),
+        h('td', { class: 'mono', text: s.function }),
+        h('td', { class: 'mono path', text: fileLine(s.file, s.line) }),
+        h('td', { class: 'num' }, shareCell(s.share)))))));
+  }
+
+  // ------------------------------------------------------------------ 3. run facts
+
+  function renderFacts(D) {
+    const root = clear($('facts-body'));
+    const t = obj(D.report.target);
+    const s = obj(D.report.sampling);
+    const yesNo = (b) => (b === true ? 'yes' : b === false ? 'no' : '\u2014');
+    const facts = [
+      ['PID', str(t.pid)],
+      ['Python', str(t.python)],
+      ['CPU cores', fmtNum(t.cores)],
+      ['Threads', fmtNum(t.threads)],
+      ['Duration', isNum(s.duration_s) ? fmtNum(s.duration_s) + ' s' : '\u2014'],
+      ['Rate', isNum(s.rate_hz) ? fmtNum(s.rate_hz) + ' Hz' : '\u2014'],
+      ['Samples', fmtInt(s.samples)],
+      ['Errors', fmtInt(s.errors)],
+      ['Native frames', yesNo(s.native)],
+      ['Mode', str(s.mode) || '\u2014'],
+      ['Partial', s.partial === true ? 'yes \u2014 target exited' : 'no'],
+    ];
+    const dl = h('dl', { class: 'facts' });
+    for (const [k, v] of facts) {
+      dl.appendChild(h('div', { class: 'fact' }, h('dt', { text: k }), h('dd', { text: v || '\u2014' })));
+    }
+    root.appendChild(dl);
+    const cmd = Array.isArray(t.cmdline) ? t.cmdline.map(str).join(' ') : str(t.cmdline);
+    root.appendChild(h('div', { class: 'cmdline' },
+      h('div', { class: 'cmd-label', text: 'Command line' }),
+      h('code', { id: 'cmdline', text: cmd || '\u2014' })));
+  }
+
+  // ------------------------------------------------------------------ 4. flame graph
+
+  function renderFlame(D) {
+    const root = clear($('flame-body'));
+    const waitSet = new Set(WAIT_STATES);
+    const busySet = new Set(BUSY_STATES);
+    const nF = D.frames.length;
+
+    // Frame keys: merge frames of the same function+file (default) or keep lines apart.
+    const keyByFunc = new Int32Array(nF);
+    const keyByLine = new Int32Array(nF);
+    {
+      const mf = new Map();
+      const ml = new Map();
+      D.frames.forEach((f, i) => {
+        const a = f.name + '\u0000' + f.file;
+        const b = a + '\u0000' + f.line;
+        if (!mf.has(a)) mf.set(a, i);
+        if (!ml.has(b)) ml.set(b, i);
+        keyByFunc[i] = mf.get(a);
+        keyByLine[i] = ml.get(b);
+      });
+    }
+    const frameColor = D.frames.map((f) => {
+      const c = categoryHsl(D, f.cat);
+      const j = hashStr(f.name + '\u0000' + f.file);
+      const l = c[2] + ((j % 11) - 5);
+      const s = c[1] + (((j >>> 8) % 9) - 4);
+      return 'hsl(' + c[0] + ',' + s + '%,' + l + '%)';
+    });
+    let lower = null; // lazily lower-cased names/files for search
+
+    const F = {
+      thread: 'all', states: 'all', byLine: false, zoomKeys: [], query: '',
+      match: null, cache: new Map(), tree: null, drawnEls: [],
+    };
+
+    // ---- controls
+    const threadSel = h('select', { id: 'flame-thread', 'aria-label': 'threads' },
+      h('option', { value: 'all', text: 'All threads (merged)' }),
+      D.threads.map((t) => h('option', { value: String(t.index), text: visStr(t.name) + ' (tid ' + str(t.tid) + ')' })));
+    const stateSel = h('select', { id: 'flame-state', 'aria-label': 'states' },
+      h('option', { value: 'all', text: 'All states' }),
+      h('option', { value: 'waits', text: 'Waits only (gil, lock, io, idle)' }),
+      h('option', { value: 'busy', text: 'Busy only (python, native)' }));
+    const lineBox = h('input', { type: 'checkbox', id: 'flame-lines' });
+    const search = h('input', {
+      type: 'search', id: 'flame-search', placeholder: 'Search function or file',
+      'aria-label': 'search frames', autocomplete: 'off', spellcheck: 'false',
+    });
+    const searchResult = h('span', { id: 'flame-search-result', class: 'search-result', 'aria-live': 'polite' });
+    const resetBtn = h('button', { type: 'button', id: 'flame-reset', text: 'Reset zoom' });
+    const crumbs = h('nav', { id: 'flame-crumbs', class: 'crumbs', 'aria-label': 'zoom path' });
+    const summary = h('p', { id: 'flame-summary', class: 'muted small' });
+    const graph = h('div', { id: 'flame', class: 'flame', role: 'group', 'aria-label': 'flame graph (icicle: callers above callees)' });
+    const legend = h('div', { id: 'flame-legend', class: 'legend', 'aria-label': 'frame categories' });
+    D.categories.forEach((c, i) => legend.appendChild(legendItem(categoryColor(D, i), c)));
+
+    root.appendChild(h('div', { class: 'controls' },
+      h('label', null, 'View ', threadSel), h('label', null, stateSel),
+      h('label', { class: 'check' }, lineBox, ' split by line'),
+      h('span', { class: 'search-box' }, search, searchResult)));
+    root.appendChild(h('div', { class: 'crumb-row' }, crumbs, resetBtn));
+    root.appendChild(legend);
+    root.appendChild(summary);
+    root.appendChild(graph);
+    root.appendChild(h('p', { class: 'muted small hint', text: 'Click a frame to zoom in, the top bar or "Reset zoom" to go back. Width = samples; callers on top, callees below.' }));
+
+    // ---- model
+    function viewKey() { return F.thread + '|' + F.states + '|' + (F.byLine ? 'L' : 'F'); }
+
+    function buildTree() {
+      const key = viewKey();
+      const hit = F.cache.get(key);
+      if (hit) return hit;
+      const th = F.thread === 'all' ? -2 : Number(F.thread);
+      const stateOk = D.states.map((s) =>
+        F.states === 'all' ? true : F.states === 'waits' ? waitSet.has(s) : busySet.has(s));
+      const keyOf = F.byLine ? keyByLine : keyByFunc;
+      const root = { id: 0, key: -1, frame: -1, line: null, total: 0, self: 0, kids: null, parent: null, depth: 0, sorted: null };
+      const nodes = [root];
+      let maxDepth = 0;
+      for (const row of D.stacks) {
+        if (th !== -2 && row.thread !== th) continue;
+        if (F.states !== 'all' && (row.state < 0 || !stateOk[row.state])) continue;
+        const c = row.count;
+        const fr = row.frames;
+        let node = root;
+        root.total += c;
+        for (let i = 0; i < fr.length; i++) {
+          const f = fr[i];
+          const k = keyOf[f];
+          let kids = node.kids;
+          if (kids === null) kids = node.kids = new Map();
+          let child = kids.get(k);
+          const line = D.frames[f].line;
+          if (child === undefined) {
+            child = { id: nodes.length, key: k, frame: f, line, total: 0, self: 0, kids: null, parent: node, depth: node.depth + 1, sorted: null };
+            kids.set(k, child);
+            nodes.push(child);
+          } else if (child.line !== line) {
+            child.line = -1; // several lines merged
+          }
+          child.total += c;
+          node = child;
+        }
+        node.self += c;
+        if (fr.length > maxDepth) maxDepth = fr.length;
+      }
+      const tree = { root, nodes, maxDepth };
+      F.cache.set(key, tree);
+      if (F.cache.size > 6) F.cache.delete(F.cache.keys().next().value);
+      return tree;
+    }
+
+    function sortedKids(n) {
+      if (n.sorted === null) {
+        n.sorted = n.kids ? Array.from(n.kids.values()).sort((a, b) => b.total - a.total || a.key - b.key) : [];
+      }
+      return n.sorted;
+    }
+
+    function zoomNode() {
+      let n = F.tree.root;
+      const path = [];
+      for (const k of F.zoomKeys) {
+        const c = n.kids && n.kids.get(k);
+        if (!c) break;
+        n = c;
+        path.push(k);
+      }
+      F.zoomKeys = path;
+      return n;
+    }
+
+    function pathTo(n) {
+      const p = [];
+      for (let x = n; x && x.parent; x = x.parent) p.push(x);
+      return p.reverse();
+    }
+
+    function nodeName(n) { return n.frame < 0 ? 'all' : D.frames[n.frame].name; }
+    function nodeFile(n) { return n.frame < 0 ? '' : D.frames[n.frame].file; }
+
+    function viewLabel() {
+      const t = F.thread === 'all' ? 'all threads' : 'thread ' + visStr(D.threads[Number(F.thread)].name);
+      const s = F.states === 'all' ? 'all states' : F.states === 'waits' ? 'waits only' : 'busy only';
+      return t + ' \u00b7 ' + s;
+    }
+
+    // ---- search
+    function computeMatch() {
+      const q = F.query;
+      if (!q) { F.match = null; return; }
+      if (!lower) lower = D.frames.map((f) => [f.name.toLowerCase(), f.file.toLowerCase()]);
+      const m = new Uint8Array(nF);
+      for (let i = 0; i < nF; i++) m[i] = lower[i][0].includes(q) || lower[i][1].includes(q) ? 1 : 0;
+      F.match = m;
+    }
+
+    function matchedUnder(node) {
+      // Samples under `node` whose stack contains a matching frame (each sample counted once).
+      const m = F.match;
+      for (let a = node; a && a.frame >= 0; a = a.parent) if (m[a.frame]) return node.total;
+      let sum = 0;
+      const st = [node];
+      while (st.length) {
+        const n = st.pop();
+        if (n.frame >= 0 && m[n.frame]) { sum += n.total; continue; }
+        if (n.kids) for (const c of n.kids.values()) st.push(c);
+      }
+      return sum;
+    }
+
+    function updateSearch(zoom) {
+      const tree = F.tree;
+      for (const el of F.drawnEls) {
+        const n = tree.nodes[Number(el.getAttribute('data-node'))];
+        el.classList.toggle('match', !!(F.match && n.frame >= 0 && F.match[n.frame]));
+      }
+      graph.classList.toggle('searching', !!F.match);
+      clear(searchResult);
+      if (!F.match) {
+        searchResult.removeAttribute('data-matched-samples');
+        searchResult.removeAttribute('data-matched-share');
+        return;
+      }
+      const total = tree.root.total;
+      const matched = matchedUnder(tree.root);
+      const share = total ? matched / total : 0;
+      searchResult.setAttribute('data-matched-samples', String(matched));
+      searchResult.setAttribute('data-matched-share', String(share));
+      let text = matched
+        ? fmtInt(matched) + ' samples match (' + fmtPct(share) + ' of view)'
+        : 'no match';
+      if (matched && zoom !== tree.root && zoom.total) {
+        text += ', ' + fmtPct(matchedUnder(zoom) / zoom.total) + ' of zoomed frame';
+      }
+      putText(searchResult, text);
+    }
+
+    // ---- drawing
+    function draw() {
+      F.tree = buildTree();
+      const tree = F.tree;
+      const zoom = zoomNode();
+      const width = graph.clientWidth || 1000;
+      const items = [];
+      const viewTotal = tree.root.total;
+
+      if (zoom !== tree.root) items.push([tree.root, 0, 1, 'ancestor']);
+      for (const a of pathTo(zoom).slice(0, -1)) items.push([a, 0, 1, 'ancestor']);
+      items.push([zoom, 0, 1, zoom === tree.root ? '' : 'zoomed']);
+
+      let maxDepth = zoom.depth;
+      if (zoom.total > 0) {
+        // Choose a minimum width so the number of drawn frames stays bounded.
+        let minSamples = zoom.total / width;
+        const countAbove = (min) => {
+          let n = 0;
+          const st = [zoom];
+          while (st.length) {
+            const x = st.pop();
+            for (const c of sortedKids(x)) {
+              if (c.total < min) break;
+              if (++n > FLAME_MAX_DRAWN) return n;
+              st.push(c);
+            }
+          }
+          return n;
+        };
+        while (countAbove(minSamples) > FLAME_MAX_DRAWN) minSamples *= 2;
+        const st = [[zoom, 0]];
+        while (st.length) {
+          const [x, off] = st.pop();
+          let cur = off;
+          for (const c of sortedKids(x)) {
+            if (c.total < minSamples) break;
+            items.push([c, cur / zoom.total, c.total / zoom.total, '']);
+            if (c.depth > maxDepth) maxDepth = c.depth;
+            st.push([c, cur]);
+            cur += c.total;
+          }
+        }
+      }
+
+      const frag = document.createDocumentFragment();
+      const drawn = [];
+      for (const [n, x, w, kind] of items) {
+        const el = document.createElement('div');
+        el.className = 'flame-node' + (kind ? ' ' + kind : '') + (n === tree.root ? ' root' : '');
+        el.style.left = (x * 100).toFixed(4) + '%';
+        el.style.width = (w * 100).toFixed(4) + '%';
+        el.style.top = n.depth * FLAME_ROW_H + 'px';
+        if (n.frame >= 0) {
+          const f = D.frames[n.frame];
+          el.style.backgroundColor = frameColor[n.frame];
+          el.setAttribute('data-name', f.name);
+          el.setAttribute('data-file', f.file);
+          if (n.line != null) el.setAttribute('data-line', String(n.line));
+          el.setAttribute('data-category', f.cat >= 0 ? D.categories[f.cat] : '');
+        } else {
+          el.setAttribute('data-name', 'all');
+        }
+        el.setAttribute('data-node', String(n.id));
+        el.setAttribute('data-depth', String(n.depth));
+        el.setAttribute('data-samples', String(n.total));
+        if (w * width >= FLAME_LABEL_MIN_PX) {
+          el.textContent = n.frame >= 0 ? visStr(nodeName(n))
+            : 'all \u2014 ' + viewLabel() + ' \u2014 ' + fmtInt(n.total) + ' samples';
+        }
+        frag.appendChild(el);
+        drawn.push(el);
+      }
+      clear(graph);
+      if (viewTotal === 0) {
+        graph.appendChild(h('p', { class: 'empty', text: 'No samples in this view.' }));
+        graph.style.height = 'auto';
+      } else {
+        graph.appendChild(frag);
+        graph.style.height = (maxDepth + 1) * FLAME_ROW_H + 'px';
+      }
+      F.drawnEls = viewTotal === 0 ? [] : drawn;
+
+      // breadcrumb
+      clear(crumbs);
+      const trail = [tree.root].concat(pathTo(zoom));
+      trail.forEach((n, i) => {
+        if (i) crumbs.appendChild(h('span', { class: 'crumb-sep', 'aria-hidden': 'true', text: '\u203a' }));
+        const last = i === trail.length - 1;
+        const b = h('button', {
+          type: 'button', class: 'crumb', 'data-node': n.id, 'aria-current': last ? 'true' : null,
+          text: n === tree.root ? 'all' : visStr(nodeName(n)),
+        });
+        b.addEventListener('click', () => zoomTo(n));
+        crumbs.appendChild(b);
+      });
+      resetBtn.disabled = zoom === tree.root;
+
+      const names = pathTo(zoom).map(nodeName);
+      graph.setAttribute('data-node-count', String(tree.nodes.length - 1));
+      graph.setAttribute('data-drawn-count', String(F.drawnEls.length));
+      graph.setAttribute('data-total-samples', String(viewTotal));
+      graph.setAttribute('data-view-samples', String(zoom.total));
+      graph.setAttribute('data-zoom-depth', String(zoom.depth));
+      graph.setAttribute('data-zoom-path', names.join(' > '));
+      graph.setAttribute('data-zoom-node', String(zoom.id));
+      graph.setAttribute('data-thread', F.thread);
+      graph.setAttribute('data-states', F.states);
+
+      clear(summary);
+      putText(summary, viewLabel() + ': ' + fmtInt(viewTotal) + ' samples, ' +
+        fmtInt(tree.nodes.length - 1) + ' frames in the tree, ' + fmtInt(F.drawnEls.length) + ' drawn' +
+        (zoom !== tree.root ? ', zoomed to ' + visStr(nodeName(zoom)) + ' (' + fmtPct(zoom.total / (viewTotal || 1)) + ')' : ''));
+
+      updateSearch(zoom);
+    }
+
+    function zoomTo(n) {
+      F.zoomKeys = pathTo(n).map((x) => x.key);
+      draw();
+    }
+
+    // ---- events
+    threadSel.addEventListener('change', () => { F.thread = threadSel.value; draw(); });
+    stateSel.addEventListener('change', () => { F.states = stateSel.value; draw(); });
+    lineBox.addEventListener('change', () => { F.byLine = lineBox.checked; F.zoomKeys = []; draw(); });
+    resetBtn.addEventListener('click', () => { F.zoomKeys = []; draw(); });
+    const onSearch = () => {
+      F.query = search.value.trim().toLowerCase();
+      computeMatch();
+      updateSearch(zoomNode());
+    };
+    search.addEventListener('input', debounce(onSearch, 120));
+    search.addEventListener('change', onSearch);
+    search.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') onSearch(); });
+
+    function nodeOf(ev) {
+      const el = ev.target instanceof Element ? ev.target.closest('.flame-node') : null;
+      if (!el || !graph.contains(el)) return null;
+      return F.tree.nodes[Number(el.getAttribute('data-node'))] || null;
+    }
+    graph.addEventListener('click', (ev) => {
+      const n = nodeOf(ev);
+      if (!n) return;
+      const zoom = zoomNode();
+      zoomTo(n === zoom && n.parent ? n.parent : n); // clicking the zoomed frame zooms out one level
+    });
+    graph.addEventListener('mouseover', (ev) => {
+      const n = nodeOf(ev);
+      if (!n) { tip.hide(); return; }
+      const viewTotal = F.tree.root.total || 1;
+      const zoom = zoomNode();
+      if (n.frame < 0) {
+        tip.show(['all samples in view', viewLabel(), ['samples', fmtInt(n.total)]], ev);
+        return;
+      }
+      const f = D.frames[n.frame];
+      const lineText = n.line === -1 ? f.file + ' (several lines; tick "split by line")' : fileLine(f.file, n.line);
+      tip.show([
+        f.name,
+        lineText,
+        ['category', f.cat >= 0 ? D.categories[f.cat] : '\u2014'],
+        ['samples', fmtInt(n.total) + (n.self ? ' (self ' + fmtInt(n.self) + ')' : '')],
+        ['share of view', fmtPct(n.total / viewTotal)],
+        zoom !== F.tree.root && zoom.total ? ['share of zoom', fmtPct(n.total / zoom.total)] : null,
+      ], ev);
+    });
+    graph.addEventListener('mousemove', (ev) => tip.move(ev));
+    graph.addEventListener('mouseleave', () => tip.hide());
+    window.addEventListener('resize', debounce(() => { if (F.tree) draw(); }, 150));
+
+    // Let other sections (thread table) switch the view.
+    renderFlame.showThread = (index) => {
+      threadSel.value = String(index);
+      F.thread = threadSel.value;
+      F.zoomKeys = [];
+      draw();
+      $('flame-section').scrollIntoView({ block: 'start' });
+    };
+
+    draw();
+  }
+
+  // ------------------------------------------------------------------ 5. per-thread table
+
+  function renderThreads(D) {
+    const root = clear($('threads-body'));
+    if (!D.threads.length) {
+      root.appendChild(h('p', { class: 'muted', text: 'No threads were sampled.' }));
+      return;
+    }
+    const hasOs = D.threads.some((t) => t.os);
+    const stateCount = (t, s) => (isNum(t.states[s]) ? t.states[s] : 0);
+    const stateTotal = (t) => D.states.reduce((a, s) => a + stateCount(t, s), 0);
+    const busyShare = (t) => {
+      const tot = stateTotal(t);
+      return tot ? BUSY_STATES.reduce((a, s) => a + stateCount(t, s), 0) / tot : null;
+    };
+    const osNum = (t, k) => (t.os && isNum(t.os[k]) ? t.os[k] : null);
+
+    function statesCell(t) {
+      const tot = stateTotal(t);
+      const bar = h('div', { class: 'sbar', role: 'img' });
+      const parts = [];
+      D.states.forEach((s, i) => {
+        const c = stateCount(t, s);
+        if (!c || !tot) return;
+        const seg = h('span', { class: 'sbar-seg', title: s + ' ' + fmtPct(c / tot) });
+        seg.style.width = (c / tot * 100) + '%';
+        seg.style.backgroundColor = stateColor(D, i);
+        bar.appendChild(seg);
+        parts.push([s, c / tot]);
+      });
+      parts.sort((a, b) => b[1] - a[1]);
+      const label = parts.map((p) => p[0] + ' ' + fmtPct(p[1])).join(' \u00b7 ');
+      bar.setAttribute('aria-label', label);
+      return h('div', { class: 'states-cell' }, bar, h('div', { class: 'sbar-text', text: label || 'no samples' }));
+    }
+
+    const cols = [
+      {
+        label: 'Thread', value: (t) => t.name,
+        cell: (t) => {
+          const b = h('button', { type: 'button', class: 'linkish mono', title: 'show this thread in the flame graph', text: t.name || '(unnamed)' });
+          b.addEventListener('click', () => { if (renderFlame.showThread) renderFlame.showThread(t.index); });
+          return b;
+        },
+      },
+      { label: 'TID', value: (t) => (isNum(t.tid) ? t.tid : str(t.tid)), cell: (t) => str(t.tid), num: true },
+      { label: 'Role', value: (t) => t.role, cls: 'nowrap' },
+      { label: 'Samples', value: (t) => t.samples, num: true },
+      { label: 'States', value: busyShare, cell: statesCell, title: 'sort by busy share (python + native)', cls: 'states-col' },
+    ];
+    if (hasOs) {
+      cols.push(
+        { label: 'CPU s', value: (t) => osNum(t, 'cpu_s'), num: true },
+        { label: 'Run-queue wait s', value: (t) => osNum(t, 'runqueue_wait_s'), num: true },
+        { label: 'Vol. ctx', value: (t) => osNum(t, 'voluntary_ctx'), num: true, title: 'voluntary context switches' },
+        { label: 'Invol. ctx', value: (t) => osNum(t, 'involuntary_ctx'), num: true, title: 'involuntary context switches' });
+    }
+    root.appendChild(stateLegend(D));
+    root.appendChild(sortableTable(cols, D.threads, {
+      cls: 'threads', sortCol: 3, sortDir: 'desc',
+      rowAttrs: (t) => ({ 'data-thread-index': t.index, 'data-role': t.role }),
+    }));
+    if (!hasOs) root.appendChild(h('p', { class: 'muted small', text: 'OS counters were not available for this run.' }));
+  }
+
+  // ------------------------------------------------------------------ 6. timeline
+
+  function renderTimeline(D) {
+    const root = clear($('timeline-body'));
+    const tl = D.timeline;
+    const lanes = tl.lanes.map((l) => {
+      const thread = isIdx(l.thread, D.threads.length) ? D.threads[l.thread] : null;
+      const runs = arr(l.runs);
+      const starts = [];
+      const states = [];
+      let pos = 0;
+      for (const r of runs) {
+        const rr = arr(r);
+        const len = Number.isInteger(rr[1]) && rr[1] > 0 ? rr[1] : 0;
+        if (!len) continue;
+        starts.push(pos);
+        states.push(isIdx(rr[0], D.states.length) ? rr[0] : -1);
+        pos += len;
+      }
+      starts.push(pos);
+      return { thread, name: thread ? thread.name : 'thread ' + str(l.thread), starts, states, len: pos };
+    });
+    const steps = Math.max(tl.steps, ...lanes.map((l) => l.len), 0);
+
+    const wrap = h('div', {
+      id: 'timeline', class: 'timeline',
+      'data-lanes': lanes.length, 'data-steps': steps, 'data-interval-s': tl.interval,
+    });
+    root.appendChild(stateLegend(D));
+    root.appendChild(wrap);
+    if (!lanes.length || !steps) {
+      wrap.appendChild(h('p', { class: 'muted', text: 'No timeline data.' }));
+      return;
+    }
+    const canvas = h('canvas', { id: 'timeline-canvas', 'aria-label': 'per-thread state timeline', role: 'img' });
+    wrap.appendChild(canvas);
+    const interval = tl.interval;
+    const totalS = steps * interval;
+    let geom = null;
+
+    function truncate(ctx, text, maxW) {
+      if (ctx.measureText(text).width <= maxW) return text;
+      let lo = 0;
+      let hi = text.length;
+      while (lo < hi) {
+        const mid = (lo + hi + 1) >> 1;
+        if (ctx.measureText(text.slice(0, mid) + '\u2026').width <= maxW) lo = mid;
+        else hi = mid - 1;
+      }
+      return text.slice(0, lo) + '\u2026';
+    }
+
+    function draw() {
+      const cssW = Math.max(300, wrap.clientWidth || 900);
+      const labelW = Math.min(180, Math.round(cssW * 0.24));
+      const plotX = labelW + 6;
+      const plotW = cssW - plotX - 8;
+      const cssH = lanes.length * (LANE_H + LANE_GAP) + AXIS_H;
+      const dpr = window.devicePixelRatio || 1;
+      canvas.width = Math.round(cssW * dpr);
+      canvas.height = Math.round(cssH * dpr);
+      canvas.style.width = cssW + 'px';
+      canvas.style.maxWidth = '100%';
+      canvas.style.height = 'auto';
+      const ctx = canvas.getContext('2d');
+      if (!ctx) return;
+      ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+      ctx.clearRect(0, 0, cssW, cssH);
+      ctx.font = '11px system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif';
+      ctx.textBaseline = 'middle';
+      const scale = plotW / steps;
+      lanes.forEach((lane, i) => {
+        const y = i * (LANE_H + LANE_GAP);
+        ctx.fillStyle = '#24292f';
+        ctx.fillText(truncate(ctx, visStr(lane.name), labelW - 4), 0, y + LANE_H / 2);
+        ctx.fillStyle = NO_SAMPLE_COLOR;
+        ctx.fillRect(plotX, y, plotW, LANE_H);
+        for (let r = 0; r < lane.states.length; r++) {
+          const s = lane.states[r];
+          if (s < 0) continue;
+          const x0 = plotX + Math.min(lane.starts[r], steps) * scale;
+          const x1 = plotX + Math.min(lane.starts[r + 1], steps) * scale;
+          if (x1 <= x0) continue;
+          ctx.fillStyle = stateColor(D, s);
+          ctx.fillRect(x0, y, Math.max(x1 - x0, 0.75), LANE_H);
+        }
+      });
+      // time axis
+      const axisY = lanes.length * (LANE_H + LANE_GAP);
+      ctx.strokeStyle = '#8c959f';
+      ctx.fillStyle = '#57606a';
+      ctx.lineWidth = 1;
+      ctx.beginPath();
+      ctx.moveTo(plotX, axisY + 0.5);
+      ctx.lineTo(plotX + plotW, axisY + 0.5);
+      ctx.stroke();
+      if (totalS > 0) {
+        const target = Math.max(2, Math.floor(plotW / 90));
+        const raw = totalS / target;
+        const mag = Math.pow(10, Math.floor(Math.log10(raw)));
+        const tick = [1, 2, 5, 10].map((m) => m * mag).find((t) => t >= raw) || raw;
+        ctx.textBaseline = 'top';
+        for (let t = 0; t <= totalS + 1e-9; t += tick) {
+          const x = plotX + (t / totalS) * plotW;
+          ctx.beginPath();
+          ctx.moveTo(Math.round(x) + 0.5, axisY);
+          ctx.lineTo(Math.round(x) + 0.5, axisY + 4);
+          ctx.stroke();
+          const label = Number(t.toPrecision(6)) + ' s';
+          const w = ctx.measureText(label).width;
+          ctx.fillText(label, Math.min(Math.max(plotX, x - w / 2), plotX + plotW - w), axisY + 6);
+        }
+      }
+      geom = { cssW, cssH, plotX, plotW, scale, labelW };
+    }
+
+    function hit(ev) {
+      if (!geom) return null;
+      const rect = canvas.getBoundingClientRect();
+      const k = geom.cssW / rect.width; // canvas may be scaled down by CSS
+      const x = (ev.clientX - rect.left) * k;
+      const y = (ev.clientY - rect.top) * k;
+      const i = Math.floor(y / (LANE_H + LANE_GAP));
+      if (i < 0 || i >= lanes.length || y - i * (LANE_H + LANE_GAP) > LANE_H) return null;
+      const lane = lanes[i];
+      if (x < geom.plotX) return { lane, label: true };
+      const step = Math.floor((x - geom.plotX) / geom.scale);
+      if (step < 0 || step >= steps) return null;
+      let lo = 0;
+      let hi = lane.states.length - 1;
+      let run = -1;
+      while (lo <= hi) {
+        const mid = (lo + hi) >> 1;
+        if (lane.starts[mid] <= step) { run = mid; lo = mid + 1; } else hi = mid - 1;
+      }
+      if (run >= 0 && step >= lane.starts[run + 1]) run = -1;
+      return { lane, step, run };
+    }
+
+    canvas.addEventListener('mousemove', (ev) => {
+      const r = hit(ev);
+      if (!r) { tip.hide(); return; }
+      const t = r.lane.thread;
+      const who = r.lane.name;
+      if (r.label) {
+        tip.show([who, t ? ['tid', str(t.tid)] : null, t ? ['role', t.role] : null,
+          t ? ['samples', fmtInt(t.samples)] : null], ev);
+        return;
+      }
+      const s = r.run >= 0 ? r.lane.states[r.run] : -1;
+      const stateName = s >= 0 ? D.states[s] : 'no sample';
+      const lines = [who, ['state', stateName], ['time', fmtSec(r.step * interval, totalS)]];
+      if (r.run >= 0) {
+        const a = r.lane.starts[r.run] * interval;
+        const b = r.lane.starts[r.run + 1] * interval;
+        lines.push(['run', fmtSec(a, totalS) + ' \u2013 ' + fmtSec(b, totalS) + ' (' + fmtSec(b - a, totalS) + ')']);
+      }
+      tip.show(lines, ev);
+    });
+    canvas.addEventListener('mouseleave', () => tip.hide());
+    window.addEventListener('resize', debounce(draw, 150));
+    draw();
+  }
+
+  // ------------------------------------------------------------------ 7. wait sites
+
+  function renderWaits(D) {
+    const root = clear($('waits-body'));
+    const waits = arr(D.report.waits).filter((w) => w && typeof w === 'object' && !Array.isArray(w));
+    if (waits.length) {
+      const keys = [];
+      for (const w of waits) for (const k of Object.keys(w)) if (!keys.includes(k)) keys.push(k);
+      const cols = keys.map((k) => {
+        const numeric = waits.every((w) => w[k] == null || isNum(w[k]));
+        const isShare = numeric && /share|fraction|ratio/i.test(k);
+        return {
+          label: k, num: numeric,
+          value: (w) => (numeric ? (isNum(w[k]) ? w[k] : null) : str(w[k])),
+          cell: isShare ? (w) => shareCell(w[k]) : (w) => (numeric ? fmtNum(w[k]) : str(w[k])),
+          cls: numeric ? '' : 'mono',
+        };
+      });
+      root.appendChild(sortableTable(cols, waits, { cls: 'waits' }));
+      return;
+    }
+    const lock = arr(D.report.findings).map(obj).find((f) => str(f.id) === 'lock_contention');
+    const sites = lock ? arr(lock.sites).map(obj) : [];
+    if (sites.length) {
+      root.appendChild(h('p', { class: 'muted small', text: 'Lock wait sites from the lock_contention finding.' }));
+      root.appendChild(sitesTable(sites));
+    } else {
+      $('waits').hidden = true;
+    }
+  }
+
+  // ------------------------------------------------------------------ footer, print, main
+
+  function renderFooter(D) {
+    const f = $('footer');
+    if (!f) return;
+    clear(f);
+    putText(f, 'diagnose report \u00b7 schema ' + str(D.report.schema_version || '?') +
+      (D.generatedAt ? ' \u00b7 generated ' + D.generatedAt : '') + ' \u00b7 self-contained, works offline');
+  }
+
+  function setupPrint() {
+    let reopened = [];
+    window.addEventListener('beforeprint', () => {
+      reopened = Array.from(document.querySelectorAll('details:not([open])'));
+      reopened.forEach((d) => { d.open = true; });
+    });
+    window.addEventListener('afterprint', () => {
+      reopened.forEach((d) => { d.open = false; });
+      reopened = [];
+    });
+  }
+
+  function showFatal(msg) {
+    const root = $('verdict') || document.body;
+    root.appendChild(h('div', { class: 'banner error', role: 'alert', text: msg }));
+  }
+
+  function main() {
+    tip.el = $('tooltip');
+    const raw = loadData();
+    if (!raw) {
+      showFatal('The report data could not be read; the file may be truncated.');
+      return;
+    }
+    const D = prepare(raw);
+    const parts = [
+      ['verdict', renderHeader], ['findings', renderFindings], ['facts', renderFacts],
+      ['flame', renderFlame], ['threads', renderThreads], ['timeline', renderTimeline],
+      ['waits', renderWaits], ['footer', renderFooter],
+    ];
+    for (const [name, fn] of parts) {
+      try {
+        fn(D);
+      } catch (err) {
+        // A bug in one section must not blank the others.
+        console.error('diagnose report: section ' + name + ' failed', err);
+        showFatal('Part of this report (' + name + ') could not be displayed.');
+      }
+    }
+    setupPrint();
+    document.documentElement.setAttribute('data-ready', 'true');
+  }
+
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', main);
+  else main();
+})();

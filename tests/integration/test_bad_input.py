@@ -1,0 +1,67 @@
+"""Bad input gets a clear message and its own exit code; collected samples are never lost."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from diagnose.errors import ExitCode
+from tests.conftest import run_cli
+from tests.integration.conftest import requires_ptrace, running, workload_command
+
+pytestmark = [pytest.mark.integration]
+
+
+def _unused_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid  # reaped: nothing runs under this pid now
+
+
+def test_missing_pid_exits_with_no_such_process(out_dir):
+    pid = _unused_pid()
+    proc, _ = run_cli("attach", pid, "--duration", "2", "--output-dir", out_dir)
+    assert proc.returncode == ExitCode.NO_SUCH_PROCESS
+    assert f"no process with pid {pid}" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@requires_ptrace
+def test_non_python_process_exits_with_not_python(out_dir):
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        proc, _ = run_cli("attach", sleeper.pid, "--duration", "2", "--output-dir", out_dir)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert proc.returncode == ExitCode.NOT_PYTHON
+    assert "is not a Python process" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("content", ["hello, this is not a profile\n", '{"some": "json"}', ""])
+def test_file_that_is_not_a_profile_exits_with_bad_profile(tmp_path, out_dir, content):
+    bogus = tmp_path / "bogus.txt"
+    bogus.write_text(content)
+    proc, _ = run_cli("analyze", bogus, "--output-dir", out_dir)
+    assert proc.returncode == ExitCode.BAD_PROFILE
+    assert "error:" in proc.stderr and "Traceback" not in proc.stderr
+    assert not out_dir.exists() or not any(out_dir.iterdir())
+
+
+@requires_ptrace
+def test_target_exiting_mid_window_still_writes_a_partial_report(out_dir):
+    with running(workload_command("lock_contention", "--seconds", "4")) as pid:
+        proc, report = run_cli("attach", pid, "--duration", "15", "--json", "--output-dir", out_dir)
+    assert proc.returncode == ExitCode.TARGET_EXITED, proc.stderr
+    assert "exited during sampling" in proc.stderr
+    assert report["sampling"]["partial"] is True
+    assert report["sampling"]["thread_samples"] > 0
+    assert report["verdict"]["primary"] == "lock_contention"
+    html = list(out_dir.glob("diagnose-*.html"))
+    assert len(html) == 1 and "partial" in html[0].read_text()
+    saved = json.loads(next(out_dir.glob("diagnose-*[0-9].json")).read_text())
+    assert saved["sampling"]["partial"] is True

@@ -1,0 +1,33 @@
+"""The wheel ships rules/ and reports/ inside the package and adds no other top-level name."""
+
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from tests.conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out),
+                    str(REPO)], check=True, capture_output=True, timeout=300)
+    return next(out.glob("diagnose-*.whl"))
+
+
+def test_only_diagnose_is_a_top_level_import_name(wheel):
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        top_level = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert top_level == {"diagnose"}
+
+
+def test_rules_templates_assets_and_demo_are_in_the_wheel(wheel):
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+    for needed in ("diagnose/_rules/categories.toml", "diagnose/_rules/checks.toml",
+                   "diagnose/_reports/report.html.j2", "diagnose/_reports/static/report.js",
+                   "diagnose/_reports/static/report.css", "diagnose/demo/service.py"):
+        assert needed in names, needed
