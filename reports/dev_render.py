@@ -40,7 +40,7 @@ def render_report_html(data: dict, reports_dir: Path = REPORTS_DIR) -> str:
         if "\r" in text or "\0" in text or any(f in text.lower() for f in forbidden):
             raise ValueError(f"{name} cannot be inlined safely")
 
-    data_json = json.dumps(data, ensure_ascii=False, allow_nan=False)
+    data_json = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     for raw, escaped in _JSON_ESCAPES:
         data_json = data_json.replace(raw, escaped)
 
@@ -53,14 +53,16 @@ def render_report_html(data: dict, reports_dir: Path = REPORTS_DIR) -> str:
         "img-src data:; base-uri 'none'; form-action 'none'"
     )
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(reports_dir)), autoescape=True
+        loader=jinja2.FileSystemLoader(str(reports_dir)),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
     )
     return env.get_template("report.html.j2").render(
         data_json=Markup(data_json),
         css=Markup(css),
         js=Markup(js),
         csp=csp,
-        report=data.get("report") or {},
+        report=data["report"],
     )
 
 

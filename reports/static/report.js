@@ -2,7 +2,7 @@
  *
  * Safety rule for this file: profile data (function/file/thread names, command lines, notes...)
  * reaches the page only through createElement + textContent / createTextNode, setAttribute on
- * non-URL attributes, or canvas fillText. Never innerHTML & co., never eval. Invisible and
+ * non-URL attributes, or canvas fillText. No HTML-string sinks, no string-to-code. Invisible and
  * bidi-control characters are shown as visible "U+XXXX" markers so names cannot disguise
  * themselves or reorder surrounding text.
  */
@@ -13,7 +13,8 @@
 
   const WAIT_STATES = ['gil', 'lock', 'io', 'idle'];
   const BUSY_STATES = ['python', 'native'];
-  const SEVERITIES = ['critical', 'high', 'medium', 'low', 'info'];
+  // diagnose uses ok < info < warning < critical; high/medium/low are accepted too.
+  const SEVERITIES = ['critical', 'warning', 'info', 'ok', 'high', 'medium', 'low'];
   const STATE_COLORS = {
     python: '#3f9b4a', native: '#1f8a99', gil: '#e8912d', lock: '#d1434b',
     io: '#4a74d0', idle: '#c3c8d0', unknown: '#8a8f98',
@@ -327,7 +328,7 @@
 
   // ------------------------------------------------------------------ generic sortable table
 
-  /** columns: [{label, value(row) -> sortable, cell(row) -> Node|string, num, title, cls}] */
+  /** columns: [{label, value(row) -> sortable, cell(row) -> Node|string, num, descFirst, title, cls}] */
   function sortableTable(columns, rows, opts) {
     const o = opts || {};
     const table = h('table', { class: 'data sortable' + (o.cls ? ' ' + o.cls : '') });
@@ -342,7 +343,7 @@
       const th = h('th', { scope: 'col', class: (c.num ? 'num ' : '') + (c.cls || '') }, btn);
       btn.addEventListener('click', () => {
         if (sortCol === ci) sortDir = -sortDir;
-        else { sortCol = ci; sortDir = c.num ? -1 : 1; }
+        else { sortCol = ci; sortDir = c.num || c.descFirst ? -1 : 1; }
         fill();
       });
       headRow.appendChild(th);
@@ -406,9 +407,16 @@
       h('span', { class: 'brand', text: 'diagnose' }),
       badge(v.severity));
     if (v.primary != null && v.primary !== '') {
-      const btn = h('button', { type: 'button', class: 'linkish', id: 'primary-finding', text: str(v.primary) });
-      btn.addEventListener('click', () => openFinding(str(v.primary)));
-      top.appendChild(h('span', { class: 'primary-id' }, 'primary finding: ', btn));
+      const id = str(v.primary);
+      const known = arr(r.findings).some((f) => f && str(f.id) === id);
+      let ref;
+      if (known) {
+        ref = h('button', { type: 'button', class: 'linkish', id: 'primary-finding', text: id });
+        ref.addEventListener('click', () => openFinding(id));
+      } else {
+        ref = h('span', { class: 'mono', id: 'primary-finding', text: id });
+      }
+      top.appendChild(h('span', { class: 'primary-id' }, 'primary finding: ', ref));
     }
     root.appendChild(top);
     root.appendChild(h('h1', { id: 'verdict-headline', text: str(v.headline) || 'No verdict' }));
@@ -424,7 +432,7 @@
     if (s.partial === true || notes.length || D.dropped) {
       const banner = h('div', { class: 'banner', id: 'sampling-banner', role: 'note' });
       if (s.partial === true) {
-        banner.appendChild(h('p', { class: 'banner-title', text: '\u26a0 Target exited during sampling \u2014 partial data' }));
+        banner.appendChild(h('p', { class: 'banner-title', text: '\u26a0 Warning: target exited during sampling \u2014 partial data' }));
       } else {
         banner.appendChild(h('p', { class: 'banner-title', text: '\u26a0 Sampling notes' }));
       }
@@ -453,10 +461,7 @@
       .map((f, i) => ({ f, i, score: isNum(f.score) ? f.score : -Infinity }))
       .sort((a, b) => b.score - a.score || a.i - b.i)
       .map((x) => x.f);
-    if (!findings.length) {
-      root.appendChild(h('p', { class: 'muted', text: 'No findings.' }));
-      return;
-    }
+    if (!findings.length) root.appendChild(h('p', { class: 'muted', text: 'No findings.' }));
     findings.forEach((f, rank) => {
       const isPrimary = primary !== '' && str(f.id) === primary;
       const det = h('details', {
@@ -483,7 +488,7 @@
         body.appendChild(h('h4', { text: 'Evidence' }));
         body.appendChild(h('table', { class: 'kv' }, h('tbody', null, evKeys.map((k) =>
           h('tr', null, h('th', { scope: 'row', text: k }),
-            h('td', { class: isNum(ev[k]) ? 'num' : '', text: isNum(ev[k]) ? fmtNum(ev[k]) : str(ev[k]) }))))));
+            h('td', { class: isNum(ev[k]) ? 'num' : '', text: evidenceText(ev[k]) }))))));
       }
 
       const sites = arr(f.sites).map(obj);
@@ -500,6 +505,20 @@
       det.appendChild(body);
       root.appendChild(det);
     });
+    const na = arr(D.report.not_applicable).map(obj).filter((n) => n.id != null);
+    if (na.length) {
+      root.appendChild(h('div', { class: 'not-applicable', id: 'not-applicable' },
+        h('h4', { text: 'Checks that could not run' }),
+        h('ul', null, na.map((n) => h('li', null,
+          h('span', { class: 'mono', text: str(n.id) }), ': ', h('span', { text: str(n.reason) }))))));
+    }
+  }
+
+  function evidenceText(v) {
+    if (v == null) return '\u2014';
+    if (isNum(v)) return fmtNum(v);
+    if (typeof v === 'boolean') return v ? 'yes' : 'no';
+    return str(v);
   }
 
   function shareCell(share) {
@@ -533,28 +552,48 @@
     const t = obj(D.report.target);
     const s = obj(D.report.sampling);
     const yesNo = (b) => (b === true ? 'yes' : b === false ? 'no' : '\u2014');
+    const unit = (v, u) => (isNum(v) ? fmtNum(v) + u : '\u2014');
     const facts = [
-      ['PID', str(t.pid)],
-      ['Python', str(t.python)],
-      ['CPU cores', fmtNum(t.cores)],
-      ['Threads', fmtNum(t.threads)],
-      ['Duration', isNum(s.duration_s) ? fmtNum(s.duration_s) + ' s' : '\u2014'],
-      ['Rate', isNum(s.rate_hz) ? fmtNum(s.rate_hz) + ' Hz' : '\u2014'],
-      ['Samples', fmtInt(s.samples)],
-      ['Errors', fmtInt(s.errors)],
-      ['Native frames', yesNo(s.native)],
-      ['Mode', str(s.mode) || '\u2014'],
-      ['Partial', s.partial === true ? 'yes \u2014 target exited' : 'no'],
+      ['pid', 'PID', str(t.pid)],
+      ['python', 'Python', str(t.python)],
+      ['cores', 'CPU cores', fmtNum(t.cores)],
+      ['threads', 'Threads', fmtNum(t.threads)],
+      ['duration', 'Duration', unit(s.duration_s, ' s')],
+      ['rate', 'Rate', unit(s.rate_hz, ' Hz')],
+      ['samples', 'Samples', fmtInt(s.samples)],
+      ['errors', 'Errors', fmtInt(s.errors)],
+      ['native', 'Native frames', yesNo(s.native)],
+      ['mode', 'Mode', str(s.mode)],
+      ['partial', 'Partial', s.partial === true ? 'yes \u2014 target exited' : s.partial === false ? 'no' : '\u2014'],
     ];
+    if ('achieved_rate_hz' in s) facts.push(['achieved-rate', 'Achieved rate', unit(s.achieved_rate_hz, ' Hz')]);
+    if ('thread_samples' in s) facts.push(['thread-samples', 'Thread samples', fmtInt(s.thread_samples)]);
+    if ('state_estimated' in s) facts.push(['state-estimated', 'States estimated', yesNo(s.state_estimated)]);
+    if ('paused_share' in s) facts.push(['paused-share', 'Target paused by sampler', isNum(s.paused_share) ? fmtPct(s.paused_share) : '\u2014']);
+    // Anything newer in target/sampling that this page does not know yet: show it plainly.
+    const known = new Set(['pid', 'python', 'cmdline', 'threads', 'cores', 'duration_s', 'rate_hz', 'samples', 'errors',
+      'native', 'mode', 'partial', 'notes', 'achieved_rate_hz', 'thread_samples', 'state_estimated', 'paused_share']);
+    for (const src of [t, s]) {
+      for (const k of Object.keys(src)) {
+        if (!known.has(k)) facts.push(['extra', k, evidenceText(src[k])]);
+      }
+    }
     const dl = h('dl', { class: 'facts' });
-    for (const [k, v] of facts) {
-      dl.appendChild(h('div', { class: 'fact' }, h('dt', { text: k }), h('dd', { text: v || '\u2014' })));
+    for (const [key, k, v] of facts) {
+      dl.appendChild(h('div', { class: 'fact', 'data-fact': key }, h('dt', { text: k }), h('dd', { text: v || '\u2014' })));
     }
     root.appendChild(dl);
-    const cmd = Array.isArray(t.cmdline) ? t.cmdline.map(str).join(' ') : str(t.cmdline);
+    const cmd = Array.isArray(t.cmdline) ? t.cmdline.map(shellQuote).join(' ') : str(t.cmdline);
     root.appendChild(h('div', { class: 'cmdline' },
       h('div', { class: 'cmd-label', text: 'Command line' }),
       h('code', { id: 'cmdline', text: cmd || '\u2014' })));
+  }
+
+  /** Display-only quoting so argument boundaries stay visible. */
+  function shellQuote(a) {
+    const s = str(a);
+    if (s !== '' && /^[\w@%+=:,./<>\[\]-]+$/.test(s)) return s;
+    return "'" + s.replace(/'/g, "'\\''") + "'";
   }
 
   // ------------------------------------------------------------------ 4. flame graph
@@ -989,7 +1028,7 @@
       { label: 'TID', value: (t) => (isNum(t.tid) ? t.tid : str(t.tid)), cell: (t) => str(t.tid), num: true },
       { label: 'Role', value: (t) => t.role, cls: 'nowrap' },
       { label: 'Samples', value: (t) => t.samples, num: true },
-      { label: 'States', value: busyShare, cell: statesCell, title: 'sort by busy share (python + native)', cls: 'states-col' },
+      { label: 'States', value: busyShare, cell: statesCell, descFirst: true, title: 'sort by busy share (python + native)', cls: 'states-col' },
     ];
     if (hasOs) {
       cols.push(
@@ -1194,10 +1233,12 @@
     const lock = arr(D.report.findings).map(obj).find((f) => str(f.id) === 'lock_contention');
     const sites = lock ? arr(lock.sites).map(obj) : [];
     if (sites.length) {
-      root.appendChild(h('p', { class: 'muted small', text: 'Lock wait sites from the lock_contention finding.' }));
+      root.appendChild(h('p', { class: 'muted small', text: 'Lock wait sites from the lock_contention finding (share of request-thread samples).' }));
       root.appendChild(sitesTable(sites));
     } else {
-      $('waits').hidden = true;
+      root.appendChild(h('p', { class: 'muted', text: lock
+        ? 'No lock waits were seen in request threads.'
+        : 'No wait-site data in this report.' }));
     }
   }
 
@@ -1229,6 +1270,7 @@
   }
 
   function main() {
+    document.documentElement.classList.remove('no-js');
     tip.el = $('tooltip');
     const raw = loadData();
     if (!raw) {

@@ -1,0 +1,79 @@
+"""The checks, run offline on profiles recorded from the fixture workloads, give their verdicts.
+
+The recordings (fixtures/recorded/, re-made by `python fixtures/record.py`) hold py-spy's
+speedscope file and the /proc record of the same window.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from diagnose.checks.engine import run_checks
+from diagnose.classify.categories import Categorizer
+from diagnose.collect.procfs import ProcRecord
+from diagnose.model.analysis import analyze_profile
+from diagnose.model.loaders import load_profile
+from tests.conftest import RECORDED, WORKLOADS, marker_line
+
+import json
+
+NAMES = sorted(p.name.split(".")[0] for p in RECORDED.glob("*.speedscope.json"))
+
+
+def analyse_recording(name: str, with_os: bool = True):
+    profile = load_profile(RECORDED / f"{name}.speedscope.json")
+    proc = None
+    if with_os:
+        proc = ProcRecord.from_dict(json.loads((RECORDED / f"{name}.procfs.json").read_text()))
+    analysis = analyze_profile(profile, Categorizer(), proc)
+    return analysis, run_checks(analysis)
+
+
+def finding(results, check_id):
+    return next(f for f in results.findings if f.id == check_id)
+
+
+def test_every_finding_id_has_a_recording():
+    assert {"preprocess_bound", "lock_contention", "scheduler_overhead", "compute_bound",
+            "underloaded"} <= set(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_recording_is_diagnosed_as_the_workload_it_came_from(name):
+    _, results = analyse_recording(name)
+    assert results.verdict.primary == name
+    assert finding(results, name).severity in ("warning", "critical")
+
+
+def test_lock_recording_names_the_with_lock_line():
+    _, results = analyse_recording("lock_contention")
+    top = finding(results, "lock_contention").sites[0]
+    assert top.file.endswith("lock_contention.py")
+    assert top.line == marker_line(WORKLOADS / "lock_contention.py", "contended-acquire")
+
+
+def test_idle_pool_workers_are_idle_not_waiting_on_a_lock():
+    analysis, results = analyse_recording("underloaded")
+    workers = analysis.threads[analysis.threads["name"].str.startswith("handler_")]
+    assert len(workers) == 8
+    assert (workers["idle"] > 0.9 * workers["samples"]).all()
+    assert (workers["lock"] == 0).all()
+    assert finding(results, "lock_contention").severity == "ok" if any(
+        f.id == "lock_contention" for f in results.findings) else True
+
+
+def test_without_os_counters_scheduler_overhead_is_not_applicable():
+    _, results = analyse_recording("lock_contention", with_os=False)
+    skipped = {n.id: n.reason for n in results.not_applicable}
+    assert "scheduler_overhead" in skipped and "schedstat" in skipped["scheduler_overhead"]
+    assert results.verdict.primary == "lock_contention"
+
+
+def test_findings_are_ranked_by_score_and_severity_follows_score():
+    _, results = analyse_recording("preprocess_bound")
+    scores = [f.score for f in results.findings]
+    assert scores == sorted(scores, reverse=True)
+    for f in results.findings:
+        expected = ("critical" if f.score >= 75 else "warning" if f.score >= 50
+                    else "info" if f.score >= 25 else "ok")
+        assert f.severity == expected
