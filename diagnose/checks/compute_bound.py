@@ -17,19 +17,27 @@ def run(analysis, settings):
         return NotApplicable(ID, "request threads were never busy")
     model = busy[busy["phase"] == "model"]
     share = float(model["count"].sum()) / total_busy
-    if analysis.os is not None:
-        utilization = analysis.os.cpu_utilization
-        utilization_source = "os"
-    else:
-        # Offline: the share of request-thread samples that were busy stands in for utilization.
-        utilization = total_busy / total
-        utilization_source = "samples"
+    # Busy request threads per usable core, from the samples: a thread busy in 99% of its
+    # samples keeps a core busy. OS CPU time is reported too but not scored, because py-spy's
+    # pauses (blocking mode) take CPU time away from the target while it is observed.
+    cores = analysis.os.usable_cores if analysis.os is not None else analysis.meta.get("target", {}).get("cores")
+    busy_threads = total_busy / (total / len(analysis.request_threads))
+    utilization = min(1.0, busy_threads / cores) if cores else total_busy / total
+    os_utilization = analysis.os.cpu_utilization if analysis.os is not None else None
     busy_factor = min(1.0, utilization / settings["min_utilization"])
     score = ramp(share, settings["low"], settings["high"]) * busy_factor
+    runnable_per_core = None
+    if analysis.os is not None and analysis.os.usable_cores:
+        # Far more runnable threads than cores: the first fix is the thread count
+        # (scheduler_overhead), not the model, so this diagnosis steps back.
+        runnable_per_core = analysis.os.mean_runnable / analysis.os.usable_cores
+        score *= min(1.0, settings["max_runnable_per_core"] / max(runnable_per_core, 1e-9))
     evidence = {
         "model_share_of_busy": share,
-        "cpu_utilization": utilization,
-        "utilization_source": utilization_source,
+        "busy_request_threads": busy_threads,
+        "core_utilization_from_samples": utilization,
+        "os_cpu_utilization": os_utilization,
+        "runnable_per_core": runnable_per_core,
         "busy_samples": int(total_busy),
     }
     sites = top_sites(analysis, model, total_busy)

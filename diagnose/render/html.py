@@ -35,10 +35,22 @@ def _asset(name: str) -> str:
     return resources.files("diagnose._reports").joinpath(name).read_text(encoding="utf-8")
 
 
+# Sequences that would end or confuse the inline element early and break the CSP hash.
+_UNSAFE_INLINE = {"static/report.js": ("</script", "<!--", "<script"),
+                  "static/report.css": ("</style", "<!--")}
+
+
+def _inline_asset(name: str) -> str:
+    text = _asset(name)
+    if any(bad in text.lower() for bad in _UNSAFE_INLINE[name]) or "\r" in text or "\0" in text:
+        raise ValueError(f"{name} cannot be inlined safely")
+    return text
+
+
 def render_html(data: dict) -> str:
     env = jinja2.Environment(loader=jinja2.PackageLoader("diagnose._reports", ""),
                              autoescape=True, undefined=jinja2.StrictUndefined)
-    js, css = _asset("static/report.js"), _asset("static/report.css")
+    js, css = _inline_asset("static/report.js"), _inline_asset("static/report.css")
     template = env.get_template("report.html.j2")
     return template.render(data_json=Markup(script_safe_json(data)), js=Markup(js),
                            css=Markup(css), csp=content_security_policy(js, css),

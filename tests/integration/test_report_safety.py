@@ -1,0 +1,51 @@
+"""Names from the profiled process are untrusted: they reach the report as inert text only."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.integration.conftest import requires_ptrace, running, workload_command
+
+pytestmark = [pytest.mark.integration, requires_ptrace]
+
+SECRET_ARGS = ["--api-key=sk-live-SECRET123", "--password", "hunter2",
+               "--db", "postgres://admin:s3cret@localhost/db"]
+SECRETS = ["SECRET123", "hunter2", "s3cret"]
+
+
+@pytest.fixture(scope="module")
+def hostile_report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("hostile")
+    with running(workload_command("hostile_names", "--seconds", "40", *SECRET_ARGS)) as pid:
+        proc, report = run_cli("attach", pid, "--duration", "3", "--json", "--output-dir", out)
+    assert proc.returncode == 0, proc.stderr
+    html = next(out.glob("*.html")).read_text(encoding="utf-8")
+    saved = next(out.glob("*[0-9].json")).read_text(encoding="utf-8")
+    return report, html, saved
+
+
+def test_hostile_thread_and_function_names_are_in_the_data_but_never_markup(hostile_report):
+    report, html, _ = hostile_report
+    names = {t["name"] for t in report["threads"]}
+    assert "</script><img src=x onerror=alert(1)>" in names
+    assert "<img src" not in html and "</script><img" not in html
+    # exactly the page's own script elements: the data block and the inline code
+    assert len(re.findall(r"<script\b", html)) == 2
+    data = re.search(r'<script type="application/json" id="diagnose-data">(.*?)</script>', html, re.S)
+    decoded = json.loads(data.group(1))
+    assert "</script><img src=x onerror=alert(1)>" in {t["name"] for t in decoded["threads"]}
+    assert "<module>" in decoded["flame"]["strings"]
+    assert "<img src=x onerror=alert(2)>" in decoded["flame"]["strings"]
+
+
+def test_secrets_on_the_command_line_reach_no_output(hostile_report):
+    report, html, saved = hostile_report
+    assert "***" in report["target"]["cmdline"]
+    for secret in SECRETS:
+        assert secret not in html
+        assert secret not in saved
+        assert secret not in json.dumps(report)
