@@ -124,3 +124,7 @@ def short_path(path: str) -> str:
     """The last two path components: enough to recognise a file in a sentence."""
     parts = path.replace("\\", "/").split("/")
     return "/".join(parts[-2:]) if len(parts) > 1 else path
+
+
+def sites_from_waits(waits, limit: int = 5) -> list[Site]:
+    return [Site(w.function, w.file, w.line, w.share) for w in waits[:limit]]

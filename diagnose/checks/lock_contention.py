@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from diagnose.checks.base import NotApplicable, make_finding, pct, ramp, short_path, top_sites
+from diagnose.checks.base import NotApplicable, make_finding, pct, ramp, short_path, sites_from_waits
+from diagnose.model.waits import describe
 
 ID = "lock_contention"
-# Waits that are contention on a lock-like object. Queues and semaphores deep inside request
-# handling count too: the thread waits for something another request thread holds.
-LOCK_KINDS = ("lock", "rlock", "condition", "semaphore", "queue", "event", "barrier", "logging")
+# Waits on a lock-like object that another request thread holds. Pools (queue, semaphore) and
+# logging handler locks have their own checks, with their own advice.
+LOCK_KINDS = ("lock", "rlock", "condition", "event", "barrier")
 
 
 def run(analysis, settings):
@@ -15,25 +16,22 @@ def run(analysis, settings):
     total = float(req["count"].sum())
     if total == 0:
         return NotApplicable(ID, "no request threads were seen handling work")
-    locked = req[(req["state"] == "lock") & (req["wait_kind"].isin(LOCK_KINDS))]
-    waited = float(locked["count"].sum())
-    share = waited / total
-    sites = top_sites(analysis, locked, total)
-    threads_waiting = int(locked["thread"].nunique())
+    waits = [w for w in analysis.waits if w.kind in LOCK_KINDS]
+    share = sum(w.share for w in waits)
     evidence = {
         "lock_wait_share": share,
-        "lock_wait_samples": int(waited),
-        "request_samples": int(total),
+        "lock_wait_thread_seconds": sum(w.thread_seconds for w in waits),
         "request_threads": int(len(analysis.request_threads)),
-        "threads_waiting": threads_waiting,
-        "estimated": bool(locked["estimated"].any()) if waited else False,
+        "threads_waiting": max((w.threads for w in waits), default=0),
+        "estimated": bool(req[req["state"] == "lock"]["estimated"].any()),
     }
-    if sites:
-        top = sites[0]
+    if waits:
+        top = waits[0]
+        evidence["top_site_max_concurrent_waiters"] = top.max_concurrent
+        evidence["holder"] = describe(top)
         summary = (f"{pct(share)} of request-thread time waits on the lock at "
                    f"{short_path(top.file)}:{top.line} ({top.function})")
     else:
         summary = f"{pct(share)} of request-thread time waits on locks"
     return make_finding(ID, settings, ramp(share, settings["low"], settings["high"]), summary,
-                        evidence, sites)
-
+                        evidence, sites_from_waits(waits))

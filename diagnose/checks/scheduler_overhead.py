@@ -1,10 +1,43 @@
-"""scheduler_overhead: more runnable threads than cores; threads wait for a CPU."""
+"""scheduler_overhead: more runnable threads than cores; threads wait for a CPU.
+
+Includes the fan-out diagnosis: request threads x intra-op threads (OpenMP / MKL / OpenBLAS /
+torch pools, visible only in /proc/<pid>/task) against the cores the process may use.
+"""
 
 from __future__ import annotations
+
+import re
 
 from diagnose.checks.base import NotApplicable, make_finding, ramp, top_sites
 
 ID = "scheduler_overhead"
+_POOLS = [("OpenBLAS", re.compile(r"openblas", re.I)), ("MKL", re.compile(r"libmkl|libiomp", re.I)),
+          ("OpenMP", re.compile(r"libgomp|libomp", re.I)), ("torch", re.compile(r"libtorch|libc10|libdnnl", re.I)),
+          ("onnxruntime", re.compile(r"onnxruntime", re.I))]
+
+
+def intra_op_libraries(analysis) -> list[str]:
+    files = {f.file for f in analysis.profile.frames if f.native}
+    return [name for name, pattern in _POOLS if any(pattern.search(path) for path in files)]
+
+
+def fan_out_advice(request_threads: int, intra_op: int, cores: float, libraries: list[str]) -> list[str]:
+    cores_int = max(1, int(cores))
+    if intra_op and request_threads:
+        per_request = max(1, cores_int // request_threads)
+        pool = max(1, cores_int // max(1, intra_op))
+        knobs = "torch.set_num_threads({n}), OMP_NUM_THREADS={n}, OPENBLAS_NUM_THREADS={n}, MKL_NUM_THREADS={n}"
+        return [
+            f"{request_threads} request threads each fan out into a pool of ~{intra_op} intra-op threads "
+            f"({', '.join(libraries) or 'native'}) on {cores:g} usable cores: up to "
+            f"{request_threads * (intra_op + 1)} threads compete for the cores.",
+            f"Either give each request one core's share of intra-op threads — "
+            + knobs.format(n=per_request)
+            + f" — or keep the intra-op pool and cut the request pool to {pool} thread(s).",
+            "Keep request threads x intra-op threads <= physical cores; re-measure P99 after each change.",
+        ]
+    return [f"Cut the number of busy request threads towards the {cores:g} usable cores "
+            f"(today {request_threads}); queue the rest of the requests instead of running them all."]
 
 
 def run(analysis, settings):
@@ -18,6 +51,10 @@ def run(analysis, settings):
     # time per second they run. Run-queue wait alone misleads: the sampler itself takes a core.
     score = min(ramp(oversubscription, settings["oversubscription_low"], settings["oversubscription_high"]),
                 ramp(ratio, settings["low"], settings["high"]))
+    python_tids = {int(t) for t in analysis.threads["tid"]}
+    intra_op = sum(1 for tid in os_.threads if tid not in python_tids)
+    request_threads = int(len(analysis.request_threads))
+    libraries = intra_op_libraries(analysis)
     req = analysis.request_samples()
     busy = req[req["state"].isin(("python", "native", "gil"))]
     sites = top_sites(analysis, busy, float(busy["count"].sum()) or 1.0, limit=3)
@@ -27,12 +64,19 @@ def run(analysis, settings):
         "cpu_s": os_.cpu_s,
         "mean_runnable_threads": os_.mean_runnable,
         "usable_cores": cores,
+        "affinity_cores": os_.cores,
+        "cgroup_cpu_quota_cores": os_.cpu_quota_cores,
         "runnable_per_core": oversubscription,
         "threads": os_.threads_max,
+        "request_threads": request_threads,
+        "intra_op_threads": intra_op,
+        "intra_op_libraries": ", ".join(libraries) or None,
         "threads_per_core": os_.threads_max / cores if cores else None,
         "involuntary_ctx_per_s": os_.involuntary_ctx_per_s,
         "voluntary_ctx_per_s": os_.voluntary_ctx_per_s,
     }
+    fan = f" = {request_threads} request x {intra_op} intra-op" if intra_op else ""
     summary = (f"{os_.mean_runnable:.1f} runnable threads on {cores:g} usable cores; threads waited "
-               f"{ratio:.2f} s for a core per CPU-second ({os_.threads_max} threads in all)")
-    return make_finding(ID, settings, score, summary, evidence, sites)
+               f"{ratio:.2f} s for a core per CPU-second ({os_.threads_max} threads{fan})")
+    advice = fan_out_advice(request_threads, intra_op, cores, libraries) + list(settings.get("advice", []))
+    return make_finding(ID, settings, score, summary, evidence, sites, advice=advice)

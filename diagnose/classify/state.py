@@ -44,6 +44,10 @@ _IO_WAIT = {"select", "__select", "poll", "__poll", "ppoll", "epoll_wait", "epol
             "sock_recv", "sock_accept", "sock_call_ex", "fsync", "fdatasync", "wait4",
             "waitpid", "__waitpid", "os_waitpid", "os_waitpid_impl", "_io__Buffered_read",
             "_io_FileIO_read", "_io_FileIO_readinto"}
+_LIBC = re.compile(r"(libc\.so|libc-|libpthread|ld-linux)")
+# libpython itself, the python executable, and CPython extension modules (which re-take the GIL
+# through the C API).
+_PYTHON_BINARY = re.compile(r"(libpython|/python3?\.?\d*$|\.cpython-\d+|\.abi3\.so|/lib-dynload/|Modules/|Python/|Objects/)")
 # libpython frames that are the interpreter itself, not "native code the thread runs".
 _RUNTIME_LIBS = re.compile(r"(libpython|/python3?\.?\d*$|libc\.so|libc-|libpthread|ld-linux)")
 
@@ -152,6 +156,22 @@ def _line_text(frame: Frame) -> str:
         return ""
 
 
+def _cond_wait_is_gil(tail: list[Frame]) -> bool:
+    """A condvar wait called from libpython or a CPython extension module is the GIL being
+    re-taken (take_gil is often inlined away); one called from a C library's own code
+    (OpenBLAS, OpenMP, torch) is that library's own wait."""
+    caller = None
+    for frame in tail:
+        if frame.function in _COND_WAIT:
+            break
+        if frame.function.startswith("0x") or _LIBC.search(frame.file):
+            continue
+        caller = frame
+    if caller is None:
+        return True
+    return bool(_PYTHON_BINARY.search(caller.file))
+
+
 def classify_stack(frames: list[Frame], native_profile: bool = True) -> StackState:
     """`native_profile`: the recording had native frames, so a Python leaf means running Python."""
     if not frames:
@@ -170,8 +190,8 @@ def classify_stack(frames: list[Frame], native_profile: bool = True) -> StackSta
         # Re-taking the GIL is a condition-variable wait inside libpython. A Python lock
         # acquire only counts as a lock wait while it is inside PyThread_acquire_lock_timed;
         # the same acquire followed by a condvar wait means "got the lock, now wants the GIL".
-        if names & _GIL_WAIT or (names & _COND_WAIT and libs_only_runtime
-                                 and "PyThread_acquire_lock_timed" not in names):
+        if names & _GIL_WAIT or (names & _COND_WAIT and "PyThread_acquire_lock_timed" not in names
+                                 and _cond_wait_is_gil(tail)):
             return StackState("gil", "gil", top)
         if names & _PY_LOCK_WAIT:
             found = _stdlib_wait(frames, top)

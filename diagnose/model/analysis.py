@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -38,6 +39,12 @@ class Analysis:
 
     def frame(self, frame_id: int):
         return self.profile.frames[frame_id]
+
+    @functools.cached_property
+    def waits(self):
+        """The ranked wait-site table with holders (computed once, read by several checks)."""
+        from diagnose.model.waits import wait_sites
+        return wait_sites(self)
 
 
 def summarize_threads(profile: Profile, samples: pd.DataFrame) -> pd.DataFrame:

@@ -1,0 +1,84 @@
+"""gil_contention: threads are runnable but wait for the GIL; names who holds it."""
+
+from __future__ import annotations
+
+from diagnose.checks.base import NotApplicable, Site, make_finding, pct, ramp
+from diagnose.model.waits import describe
+
+ID = "gil_contention"
+
+
+def _per_thread_share(analysis, column: str) -> dict:
+    req = analysis.request_threads
+    shares = (req[column] / req["samples"].where(req["samples"] > 0, 1)).sort_values(ascending=False)
+    return {str(req.loc[i, "name"]): round(float(v), 4) for i, v in shares.head(8).items()}
+
+
+def run(analysis, settings):
+    req = analysis.request_samples()
+    total = float(req["count"].sum())
+    if total == 0:
+        return NotApplicable(ID, "no request threads were seen handling work")
+    if analysis.profile.native:
+        return _from_native_frames(analysis, settings, total)
+    return _estimated_from_cpu_time(analysis, settings, req, total)
+
+
+def _from_native_frames(analysis, settings, total):
+    gil = next((w for w in analysis.waits if w.kind == "gil"), None)
+    share = gil.share if gil else 0.0
+    sites = [Site(h.function, h.file, h.line, h.share) for h in gil.holders] if gil else []
+    evidence = {"gil_wait_share": share, "estimated": False,
+                "gil_wait_thread_seconds": gil.thread_seconds if gil else 0.0,
+                "max_concurrent_waiters": gil.max_concurrent if gil else 0,
+                "gil_wait_share_per_thread": _per_thread_share(analysis, "gil")}
+    summary = f"request threads spend {pct(share)} of their time waiting for the GIL"
+    score = ramp(share, settings["low"], settings["high"])
+    # When the GIL holders are mostly preprocessing, preprocessing is the root cause and its
+    # own finding (with its own advice) should lead; this one stays as the mechanism.
+    holder_phase = _holder_phase_shares(analysis)
+    evidence["holder_phase_shares"] = holder_phase
+    if holder_phase.get("preprocess", 0.0) > 0.5:
+        score = min(score, settings["cap_when_preprocess_holds"])
+    if gil and gil.holders:
+        top = gil.holders[0]
+        evidence["holder"] = describe(gil)
+        summary += (f"; the holder was most often running {top.function} "
+                    f"({top.file.rsplit('/', 1)[-1]}:{top.line})")
+    return make_finding(ID, settings, score, summary, evidence, sites)
+
+
+def _holder_phase_shares(analysis) -> dict:
+    req = analysis.request_samples()
+    running = req[req["state"] == "python"]
+    total = float(running["count"].sum())
+    if not total:
+        return {}
+    shares = running.groupby("phase", observed=True)["count"].sum() / total
+    return {str(k): round(float(v), 4) for k, v in shares.items()}
+
+
+def _estimated_from_cpu_time(analysis, settings, req, total):
+    """Without native frames a GIL wait looks like running Python. Threads 'running Python'
+    longer than the CPU they got were waiting for the GIL for the difference."""
+    if analysis.os is None:
+        return NotApplicable(ID, "without native frames the GIL wait is estimated from OS CPU "
+                                 "time, which only `attach` records")
+    interval = analysis.profile.interval_s or 0.01
+    python_samples = req[req["state"] == "python"]
+    python_thread_s = float(python_samples["count"].sum()) * interval
+    cpu_s = sum(analysis.os.threads[int(t)].cpu_s for t in analysis.request_threads["tid"]
+                if int(t) in analysis.os.threads)
+    waited = max(0.0, python_thread_s - cpu_s)
+    share = waited / (total * interval)
+    sampled = req[req["state"] == "python"]
+    top = (sampled[sampled["site"] >= 0].groupby("site")["count"].sum()
+           .sort_values(ascending=False).head(5))
+    sites = [Site(analysis.frame(int(f)).function, analysis.frame(int(f)).file,
+                  analysis.frame(int(f)).line, round(float(c) / total, 4)) for f, c in top.items()]
+    evidence = {"gil_wait_share": share, "estimated": True,
+                "python_active_thread_seconds": python_thread_s, "cpu_seconds": cpu_s}
+    summary = (f"an estimated {pct(share)} of request-thread time waits for the GIL "
+               f"(Python-active time beyond the CPU time the threads got; no native frames)")
+    return make_finding(ID, settings, ramp(share, settings["low"], settings["high"]), summary,
+                        evidence, sites)

@@ -1,0 +1,48 @@
+"""unbounded_backlog: memory grows steadily while request threads are saturated."""
+
+from __future__ import annotations
+
+from diagnose.checks.base import NotApplicable, Site, make_finding, pct, ramp
+
+ID = "unbounded_backlog"
+MB = 1024 * 1024
+# Where work is queued without a bound: executor submits and queue puts.
+_SUBMIT = (("concurrent/futures/thread.py", "submit"), ("queue.py", "put"))
+
+
+def _submit_sites(analysis, limit=3):
+    """The frames that call submit()/put(): where the backlog is fed."""
+    counts = {}
+    for sid, count in analysis.samples.groupby("stack")["count"].sum().items():
+        frames = [analysis.frame(f) for f in analysis.profile.stacks[int(sid)]]
+        for i, f in enumerate(frames):
+            if any(f.file.endswith(path) and f.function.rsplit(".", 1)[-1] == name
+                   for path, name in _SUBMIT):
+                caller = next((c for c in reversed(frames[:i]) if not c.native), None)
+                if caller is not None:
+                    counts[caller] = counts.get(caller, 0) + int(count)
+                break
+    total = float(analysis.samples["count"].sum()) or 1.0
+    ranked = sorted(counts.items(), key=lambda kv: -kv[1])[:limit]
+    return [Site(f.function, f.file, f.line, round(c / total, 4)) for f, c in ranked]
+
+
+def run(analysis, settings):
+    os_ = analysis.os
+    if os_ is None or os_.rss_slope_bytes_per_s is None:
+        return NotApplicable(ID, "needs resident-memory samples over the window (`attach`)")
+    workers = analysis.threads[analysis.threads["role"].isin(("request", "idle"))]
+    samples = analysis.samples[analysis.samples["thread"].isin(workers.index)]
+    total = float(samples["count"].sum())
+    busy = float(samples[samples["state"] != "idle"]["count"].sum()) / total if total else 0.0
+    slope_mb = os_.rss_slope_bytes_per_s / MB
+    steadiness = max(0.0, min(1.0, (os_.rss_fit_r2 or 0.0) / settings["min_r2"]))
+    saturation = min(1.0, busy / settings["min_busy"])
+    score = ramp(slope_mb, settings["low"], settings["high"]) * steadiness * saturation
+    grown = ((os_.rss_end or 0) - (os_.rss_start or 0)) / MB
+    evidence = {"rss_growth_mb_per_s": slope_mb, "rss_growth_mb": grown,
+                "rss_fit_r2": os_.rss_fit_r2, "rss_end_mb": (os_.rss_end or 0) / MB,
+                "worker_busy_share": busy}
+    summary = (f"resident memory grew {slope_mb:.1f} MB/s ({grown:.0f} MB over the window, "
+               f"steady: r²={os_.rss_fit_r2 or 0:.2f}) while workers were busy {pct(busy)} of the time")
+    return make_finding(ID, settings, score, summary, evidence, _submit_sites(analysis))

@@ -1,0 +1,212 @@
+"""Where request threads block, on what, and who holds it.
+
+Wait sites are grouped by the acquiring Python frame (the `with lock:` / `.acquire()` /
+`pool.get()` line) and kind. For the top sites, "holders" are read from the other threads at
+the same sample instants: the threads that were inside the same function (the critical
+section) without waiting at the site. For the GIL, the holders are the threads running Python.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pandas as pd
+
+KIND_LABELS = {
+    "lock": "Lock", "rlock": "RLock", "condition": "Condition", "semaphore": "Semaphore",
+    "queue": "Queue", "logging": "logging handler lock", "native_mutex": "native mutex",
+    "gil": "GIL", "event": "Event", "join": "Thread.join", "barrier": "Barrier",
+    "future": "Future.result",
+}
+HOLDER_PATH_FRAMES = 6
+
+
+@dataclass(frozen=True)
+class Holder:
+    stack: tuple[str, ...]  # function names from the critical section down to the leaf
+    function: str
+    file: str
+    line: int
+    share: float  # of the instants when some thread waited at the site
+    instants: int
+
+
+@dataclass(frozen=True)
+class WaitSite:
+    kind: str
+    label: str
+    function: str
+    file: str
+    line: int
+    frame: int
+    samples: int
+    thread_seconds: float
+    threads: int
+    max_concurrent: int
+    share: float  # of request-thread samples
+    holders: tuple[Holder, ...] = field(default_factory=tuple)
+    holder_scope: str = ""  # the function whose occupants were taken as holders
+    max_holders: int = 0  # most threads seen inside the holder scope at one waiting instant:
+    # for a pool, a lower bound of its size
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["holders"] = [asdict(h) for h in self.holders]
+        out.pop("frame")
+        return out
+
+
+def with_ticks(samples: pd.DataFrame, interval: float) -> pd.Series:
+    return np.round(samples["t"].to_numpy() / interval).astype(np.int64)
+
+
+def _is_waiting(samples: pd.DataFrame) -> pd.Series:
+    return (samples["state"].isin(("lock", "gil"))) | (samples["wait_kind"] == "native_mutex")
+
+
+def wait_sites(analysis, limit: int = 8, holders_for: int = 5) -> list[WaitSite]:
+    req = analysis.request_samples()
+    total = float(req["count"].sum())
+    if total == 0:
+        return []
+    waiting = req[_is_waiting(req)]
+    if waiting.empty:
+        return []
+    interval = analysis.profile.interval_s or 0.01
+    waiting = waiting.assign(key_site=np.where(waiting["wait_kind"] == "gil", -1, waiting["site"]),
+                             kind=waiting["wait_kind"].astype(str))
+    grouped = (waiting.groupby(["kind", "key_site"])
+               .agg(samples=("count", "sum"), threads=("thread", "nunique"))
+               .sort_values("samples", ascending=False).head(limit))
+    timed = analysis.samples["t"].notna().all()
+    all_samples = analysis.samples.assign(tick=with_ticks(analysis.samples, interval)) if timed else None
+    sites = []
+    for rank, ((kind, key_site), row) in enumerate(grouped.iterrows()):
+        these = waiting[(waiting["kind"] == kind) & (waiting["key_site"] == key_site)]
+        frame_id = int(key_site) if key_site >= 0 else int(these["site"].mode().iloc[0])
+        frame = analysis.frame(frame_id)
+        max_concurrent = max_holders = 0
+        holders: tuple[Holder, ...] = ()
+        scope = ""
+        if all_samples is not None:
+            ticks = with_ticks(these, interval)
+            max_concurrent = int(pd.Series(ticks).value_counts().max())
+            if rank < holders_for:
+                holders, scope, max_holders = _holders(analysis, all_samples, these,
+                                                       set(ticks.tolist()), kind)
+        sites.append(WaitSite(
+            kind=kind, label=KIND_LABELS.get(kind, kind), function=frame.function, file=frame.file,
+            line=frame.line, frame=frame_id, samples=int(row["samples"]),
+            thread_seconds=round(float(row["samples"]) * interval, 4), threads=int(row["threads"]),
+            max_concurrent=max_concurrent, share=round(float(row["samples"]) / total, 4),
+            holders=holders, holder_scope=scope, max_holders=max_holders))
+    return sites
+
+
+def _holders(analysis, all_samples, waiters, wait_ticks: set[int], kind: str):
+    at_instants = all_samples[all_samples["tick"].isin(wait_ticks)]
+    # Threads waiting at this very site are waiters, not holders.
+    waiter_keys = set(zip(waiters["thread"].tolist(), with_ticks(waiters, analysis.profile.interval_s or 0.01).tolist()))
+    keys = list(zip(at_instants["thread"].tolist(), at_instants["tick"].tolist()))
+    others = at_instants[[k not in waiter_keys for k in keys]]
+    # A thread still at the acquire line (e.g. it got the lock and now waits for the GIL) is
+    # not yet doing the work that keeps the others waiting.
+    others = others[others["site"] != int(waiters["site"].iloc[0])]
+    # Threads blocked on a lock themselves (at another call site of the same logger, say) are
+    # waiters too, not holders.
+    others = others[others["state"] != "lock"]
+    if kind == "gil":
+        running = others[others["state"] == "python"]
+        return (_rank(analysis, running, len(wait_ticks), scope_function=None), "running Python",
+                _max_threads(running))
+    stack = analysis.profile.stacks[int(waiters["stack"].iloc[0])]
+    frames = [analysis.frame(f) for f in stack]
+    site_frame = analysis.frame(int(waiters["site"].iloc[0]))
+    # The critical section is the function that waits; for a pool whose acquire is a helper
+    # (pool.acquire -> queue.get), the caller holds the resource while it works.
+    scopes = [site_frame]
+    if kind == "logging":
+        # The handler's lock is taken in Handler.handle: its occupants are the holders.
+        scopes = [f for f in frames if not f.native and f.file.endswith("logging/__init__.py")
+                  and f.function.rsplit(".", 1)[-1] == "handle"][:1] or scopes
+    position = next((i for i, f in enumerate(frames) if f == site_frame), None)
+    if position is not None:
+        caller = next((f for f in reversed(frames[:position]) if not f.native), None)
+        if caller is not None:
+            scopes.append(caller)
+    for scope in scopes:
+        inside = others[others["stack"].map(
+            lambda sid, s=scope: _contains(analysis, sid, s.function, s.file))]
+        if not inside.empty:
+            return (_rank(analysis, inside, len(wait_ticks), scope_function=scope), scope.function,
+                    _max_threads(inside))
+    return (), "", 0
+
+
+def _max_threads(samples: pd.DataFrame) -> int:
+    return int(samples.groupby("tick")["thread"].nunique().max()) if not samples.empty else 0
+
+
+def _contains(analysis, stack_id: int, function: str, file: str) -> bool:
+    return any(analysis.frame(f).function == function and analysis.frame(f).file == file
+               for f in analysis.profile.stacks[stack_id])
+
+
+def _holder_path(analysis, stack_id: int, scope):
+    """(Python frames from the critical section down, the C call under them, the leaf Python frame)."""
+    frames = [analysis.frame(f) for f in analysis.profile.stacks[stack_id]]
+    start = 0
+    if scope is not None:
+        start = max((i for i, f in enumerate(frames)
+                     if f.function == scope.function and f.file == scope.file), default=0)
+    python_frames = [f for f in frames[start:] if not f.native]
+    if scope is None:
+        python_frames = python_frames[-3:]  # GIL holders: the hot spot, not the thread's root
+    last_python = max((i for i, f in enumerate(frames) if not f.native), default=-1)
+    # The first resolved native frame under the last Python frame names the C call being made.
+    entry = next((f.function for f in frames[last_python + 1:] if not f.function.startswith("0x")), "")
+    leaf = python_frames[-1] if python_frames else frames[-1]
+    names = [f.function for f in python_frames]
+    if len(names) > HOLDER_PATH_FRAMES:
+        names = names[:2] + ["…"] + names[-(HOLDER_PATH_FRAMES - 3):]
+    return tuple(names), entry, leaf
+
+
+def _rank(analysis, samples: pd.DataFrame, instants: int, scope_function) -> tuple[Holder, ...]:
+    """Holders grouped by their Python path (native leaves vary sample to sample), ranked by
+    the share of waiting instants at which some thread was on that path."""
+    if samples.empty or instants == 0:
+        return ()
+    paths = {int(sid): _holder_path(analysis, int(sid), scope_function)
+             for sid in samples["stack"].unique().tolist()}
+    keyed = samples.assign(path=samples["stack"].map(lambda s: paths[int(s)][0]),
+                           entry=samples["stack"].map(lambda s: paths[int(s)][1]))
+    per_path = keyed.groupby("path")["tick"].nunique().sort_values(ascending=False).head(5)
+    holders = []
+    for path, n in per_path.items():
+        group = keyed[keyed["path"] == path]
+        entry = group.groupby("entry")["count"].sum().idxmax()
+        leaf = paths[int(group["stack"].iloc[0])][2]
+        stack = tuple(path) + ((entry,) if entry else ())
+        holders.append(Holder(stack, leaf.function, leaf.file, leaf.line,
+                              round(n / instants, 4), int(n)))
+    return tuple(holders)
+
+
+def describe(site: WaitSite) -> str:
+    """'while 6 threads waited at server.py:88, the holder was in A → B (82% of those instants)'"""
+    where = f"{site.file.rsplit('/', 1)[-1]}:{site.line}"
+    waited = f"while up to {site.max_concurrent} threads waited" if site.max_concurrent else "while threads waited"
+    if site.kind == "gil":
+        waited += " for the GIL"
+        if site.holders:
+            h = site.holders[0]
+            return (f"{waited}, the GIL holder was running {' → '.join(h.stack[-3:])} "
+                    f"({100 * h.share:.0f}% of those instants)")
+        return waited
+    if not site.holders:
+        return f"{waited} at {where} ({site.label}), no holder was seen inside {site.function}"
+    h = site.holders[0]
+    return (f"{waited} at {where} ({site.label}), the holder was in {' → '.join(h.stack)} "
+            f"({100 * h.share:.0f}% of those instants)")
