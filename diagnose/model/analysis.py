@@ -16,8 +16,9 @@ from diagnose.model.table import StackTable, build_sample_table, classify_stacks
 
 ACTIVE_STATES = ("python", "native", "gil", "lock")
 REQUEST_ACTIVE_SHARE = 0.2  # a thread busy or blocked this often is handling requests...
-REQUEST_BUSY_SHARE = 0.02  # ...if it also runs now and then: a thread parked on one wait all
-# window long (a main thread in join/Event.wait) is not serving requests.
+PARKED_SHARE = 0.97  # ...unless it sat in one and the same stack nearly all window long: a main
+# thread parked in join()/Event.wait() is not serving requests, while even a thread in a heavy
+# lock convoy gets the lock and runs now and then.
 IDLE_SHARE = 0.5
 
 
@@ -59,9 +60,10 @@ def summarize_threads(profile: Profile, samples: pd.DataFrame) -> pd.DataFrame:
     role = pd.Series("other", index=counts.index)
     safe_total = total.where(total > 0, 1)
     role[(counts["idle"] / safe_total) >= IDLE_SHARE] = "idle"
-    busy = counts[["python", "native"]].sum(axis=1)
-    role[((active / safe_total) >= REQUEST_ACTIVE_SHARE) & ((busy / safe_total) >= REQUEST_BUSY_SHARE)
-         & has_python] = "request"
+    per_stack = samples.groupby(["thread", "stack"])["count"].sum()
+    dominant = per_stack.groupby(level=0).max().reindex(counts.index, fill_value=0)
+    parked = (dominant / safe_total) >= PARKED_SHARE
+    role[((active / safe_total) >= REQUEST_ACTIVE_SHARE) & ~parked & has_python] = "request"
     out = pd.DataFrame({
         "tid": [t.tid for t in profile.threads],
         "name": [t.name for t in profile.threads],

@@ -20,6 +20,7 @@ KIND_LABELS = {
     "future": "Future.result",
 }
 HOLDER_PATH_FRAMES = 6
+MIN_SCOPE_COVERAGE = 0.2
 
 
 @dataclass(frozen=True)
@@ -110,9 +111,6 @@ def _holders(analysis, all_samples, waiters, wait_ticks: set[int], kind: str):
     waiter_keys = set(zip(waiters["thread"].tolist(), with_ticks(waiters, analysis.profile.interval_s or 0.01).tolist()))
     keys = list(zip(at_instants["thread"].tolist(), at_instants["tick"].tolist()))
     others = at_instants[[k not in waiter_keys for k in keys]]
-    # A thread still at the acquire line (e.g. it got the lock and now waits for the GIL) is
-    # not yet doing the work that keeps the others waiting.
-    others = others[others["site"] != int(waiters["site"].iloc[0])]
     # Threads blocked on a lock themselves (at another call site of the same logger, say) are
     # waiters too, not holders.
     others = others[others["state"] != "lock"]
@@ -135,13 +133,26 @@ def _holders(analysis, all_samples, waiters, wait_ticks: set[int], kind: str):
         caller = next((f for f in reversed(frames[:position]) if not f.native), None)
         if caller is not None:
             scopes.append(caller)
+    # Threads anywhere inside the acquire call itself (waiting, or re-taking the GIL after it)
+    # do not hold the resource yet.
+    site_id = int(waiters["site"].iloc[0])
+    others = others[~others["stack"].map(lambda sid: site_id in analysis.profile.stacks[sid])]
+    # The innermost scope that explains a fair share of the waiting instants wins: the lock's
+    # own function (the with-block) before its caller (which holds a pooled resource).
+    best = None
     for scope in scopes:
         inside = others[others["stack"].map(
             lambda sid, s=scope: _contains(analysis, sid, s.function, s.file))]
-        if not inside.empty:
-            return (_rank(analysis, inside, len(wait_ticks), scope_function=scope), scope.function,
-                    _max_threads(inside))
-    return (), "", 0
+        coverage = inside["tick"].nunique()
+        if coverage and (best is None or coverage > best[0]):
+            best = (coverage, scope, inside)
+        if best is not None and best[0] >= MIN_SCOPE_COVERAGE * len(wait_ticks):
+            break
+    if best is None:
+        return (), "", 0
+    _, scope, inside = best
+    return (_rank(analysis, inside, len(wait_ticks), scope_function=scope), scope.function,
+            _max_threads(inside))
 
 
 def _max_threads(samples: pd.DataFrame) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from diagnose.checks.engine import CheckResults
 from diagnose.model.analysis import Analysis
+from diagnose.model.waits import describe
 from diagnose.render.redact import redact_cmdline
 
 SCHEMA_VERSION = 1
@@ -63,6 +64,7 @@ def build_report(analysis: Analysis, results: CheckResults) -> dict:
         "verdict": {"primary": results.verdict.primary, "headline": results.verdict.headline,
                     "severity": results.verdict.severity},
         "findings": [f.to_dict() for f in results.findings],
+        "waits": [dict(w.to_dict(), summary=describe(w)) for w in analysis.waits],
         "not_applicable": [{"id": n.id, "reason": n.reason} for n in results.not_applicable],
         "threads": thread_rows(analysis),
     }

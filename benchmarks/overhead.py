@@ -1,0 +1,538 @@
+#!/usr/bin/env python3
+"""Observer overhead: how much throughput a live service loses while it is being observed.
+
+    python benchmarks/overhead.py [--pairs 5] [--seconds 10] [--workloads ten,sixtyfour]
+                                  [--modes none,py-spy,diagnose,py-spy-nonblocking]
+                                  [--seed N] [--json-out FILE]
+
+Each run starts a fresh fixture workload (fixtures/workloads/), waits for its `READY` line,
+observes it in one mode, and stops it. The workload's live request counter is read by sending
+it SIGUSR1 (the harness answers `COUNT <n> <monotonic>`), so throughput is measured over exactly
+the observation window:
+
+* **sampling window**: while `py-spy record` runs. For `diagnose` it is the lifetime of the
+  `py-spy record` child that diagnose starts (found by polling its children), so the probes
+  before it and the analysis after it are excluded. For `none` it is a plain `--seconds` sleep.
+* **whole attach**: from starting the observer to its exit. For `diagnose` this adds its two
+  `py-spy dump` probes (each pauses every thread once) and its analysis/report writing (CPU
+  that competes with the target on a small machine).
+
+Rounds are randomized blocks: every round runs each mode once on a fresh process, in shuffled
+order; a mode's "pair" is its run and the same round's `none` run, and its ratio is
+mode / none. The table reports the median ratio over the rounds ("throughput kept"), the loss
+in percent, the min/max ratio and the verdict each run led to. The `none` row shows the spread
+of the unobserved runs around their median: the noise floor of the machine.
+
+Modes (`--modes`, comma separated; `none` is always run):
+
+  none                  no observer
+  py-spy                `py-spy record --pid P --duration S -o FILE` at py-spy's defaults
+                        (100 Hz, blocking, flamegraph, no --native/--idle/--threads)
+  py-spy-nonblocking    the same with --nonblocking
+  diagnose              `diagnose attach P --duration S --quiet --json --output-dir TMP` (defaults)
+  diagnose-r20          the same with --rate 20
+  diagnose-no-native    the same with --no-native (blocking, Python frames only)
+  py-spy-native         exactly the `py-spy record` diagnose runs (--native --idle --threads,
+                        speedscope, 100 Hz, blocking), without diagnose's probes, /proc sampler
+                        and analysis: py-spy's share of diagnose's cost. Verdict: `diagnose
+                        analyze` on its output, offline (no /proc counters), marked "(offline)".
+  py-spy-native-r20     the same at 20 Hz
+  py-spy-idle-nb        diagnose's invocation without --native, with --nonblocking (py-spy cannot
+                        unwind native frames without pausing) - the cheapest py-spy diagnose
+                        could run today. Verdict offline, as above.
+  procfs                only diagnose's /proc sampler, at its tick, for S seconds
+
+Standard library plus the `diagnose` package (for the /proc sampler and its py-spy command)
+and psutil (already a dependency of diagnose). Progress goes to stderr, the table to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import select
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import psutil
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+WORKLOAD_DIR = REPO / "fixtures" / "workloads"
+
+# name -> (fixture script, request threads, what it stands for)
+WORKLOADS = {
+    "ten": ("lock_contention", 10, "~10 request threads queueing on one model lock"),
+    "sixtyfour": ("scheduler_overhead", 64, "64 runnable request threads on the cores"),
+}
+DEFAULT_MODES = ["none", "py-spy", "diagnose", "py-spy-nonblocking"]
+ALL_MODES = DEFAULT_MODES + ["diagnose-r20", "diagnose-no-native", "py-spy-native",
+                             "py-spy-native-r20", "py-spy-idle-nb", "procfs"]
+
+READY_TIMEOUT_S = 60.0
+COUNT_TIMEOUT_S = 15.0
+OBSERVER_GRACE_S = 180.0  # probes of a 64-thread target on a loaded 2-core box can take long
+WORKLOAD_SLACK_S = 300.0  # the workload's own --seconds: it must outlive any observer
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def tool(name: str) -> str:
+    """A console script installed beside this interpreter (the venv), else on PATH."""
+    beside = Path(sys.executable).parent / name
+    if os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which(name)
+    if not found:
+        raise SystemExit(f"{name} is not installed (pip install -e . installs diagnose and py-spy)")
+    return found
+
+
+# --------------------------------------------------------------------------- the target
+
+
+class Target:
+    """A fixture workload started fresh, with a live request counter read via SIGUSR1."""
+
+    def __init__(self, script: str, threads: int, seconds: float):
+        cmd = [sys.executable, str(WORKLOAD_DIR / f"{script}.py"), "--threads", str(threads),
+               "--seconds", str(seconds)]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self._buf = b""
+        self.pid = self._wait_ready()
+
+    def _lines(self, timeout: float):
+        """Yields complete stdout lines until `timeout` passes (raw fd reads: no hidden buffer)."""
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while True:
+            while b"\n" in self._buf:
+                line, self._buf = self._buf.split(b"\n", 1)
+                yield line.decode("utf-8", "replace").strip()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            readable, _, _ = select.select([fd], [], [], left)
+            if not readable:
+                return
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return
+            self._buf += chunk
+
+    def _wait_ready(self) -> int:
+        for line in self._lines(READY_TIMEOUT_S):
+            if line.startswith("READY"):
+                return int(line.split()[1])
+        self.stop()
+        raise RuntimeError(f"workload did not print READY: {self.proc.args}")
+
+    def count(self) -> tuple[int, float]:
+        """(requests served so far, the target's time.monotonic() when it counted)."""
+        self.proc.send_signal(signal.SIGUSR1)
+        for line in self._lines(COUNT_TIMEOUT_S):
+            if line.startswith("COUNT"):
+                _, n, t = line.split()
+                return int(n), float(t)
+        raise RuntimeError("the workload did not answer SIGUSR1 with a COUNT line "
+                           "(fixtures/workloads/_harness.py too old?)")
+
+    def threads(self) -> int | None:
+        try:
+            return psutil.Process(self.pid).num_threads()
+        except psutil.Error:
+            return None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()
+
+
+# --------------------------------------------------------------------------- one run
+
+
+@dataclass
+class Run:
+    workload: str
+    round: int
+    mode: str
+    ok: bool = False
+    error: str = ""
+    window_rate: float | None = None  # requests/s over the sampling window
+    window_s: float | None = None
+    attach_rate: float | None = None  # requests/s from observer start to observer exit
+    attach_s: float | None = None
+    observer_wall_s: float | None = None
+    observer_cpu_s: float | None = None  # CPU of the observer's whole process tree
+    pyspy_cpu_s: float | None = None  # diagnose's own account of py-spy's CPU
+    paused_share: float | None = None  # diagnose's /proc view of the py-spy pauses
+    verdict: str = "n/a"
+    target_threads: int | None = None
+    loadavg_1m: float | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def _children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _rate(a: tuple[int, float], b: tuple[int, float]) -> tuple[float, float]:
+    dt = b[1] - a[1]
+    return (b[0] - a[0]) / dt if dt > 0 else float("nan"), dt
+
+
+def _find_record_child(parent: psutil.Process, observer: subprocess.Popen) -> psutil.Process | None:
+    """Polls (20 Hz) until the observer has started `py-spy record`; None if it exited first."""
+    while observer.poll() is None:
+        try:
+            for child in parent.children(recursive=True):
+                try:
+                    cmd = child.cmdline()
+                except psutil.Error:
+                    continue
+                if len(cmd) > 1 and os.path.basename(cmd[0]) == "py-spy" and cmd[1] == "record":
+                    return child
+        except psutil.Error:
+            return None
+        time.sleep(0.05)
+    return None
+
+
+def _wait_gone(child: psutil.Process, observer: subprocess.Popen, expected_s: float) -> None:
+    """Until `child` exits (or turns zombie). Sleeps through most of the window, then polls."""
+    time.sleep(max(0.0, expected_s - 1.0))
+    while observer.poll() is None:
+        try:
+            if child.status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.Error:
+            return
+        time.sleep(0.02)
+
+
+def observer_command(mode: str, pid: int, seconds: float, work: Path) -> list[str] | None:
+    """The command a mode runs, or None for `none`."""
+    from diagnose.collect import pyspy
+
+    pyspy_bin = tool("py-spy")
+    dur = str(max(1, int(round(seconds))))
+    out = str(work / "profile.speedscope.json")
+    diagnose = [tool("diagnose"), "attach", str(pid), "--duration", f"{seconds:g}", "--quiet",
+                "--json", "--output-dir", str(work / "reports")]
+    if mode == "none":
+        return None
+    if mode == "py-spy":
+        return [pyspy_bin, "record", "--pid", str(pid), "--duration", dur, "-o", str(work / "p.svg")]
+    if mode == "py-spy-nonblocking":
+        return [pyspy_bin, "record", "--pid", str(pid), "--duration", dur, "-o", str(work / "p.svg"),
+                "--nonblocking"]
+    if mode == "diagnose":
+        return diagnose
+    if mode == "diagnose-r20":
+        return diagnose + ["--rate", "20"]
+    if mode == "diagnose-no-native":
+        return diagnose + ["--no-native"]
+    if mode == "py-spy-native":
+        return pyspy.record_command(pid, out, seconds, 100, native=True)
+    if mode == "py-spy-native-r20":
+        return pyspy.record_command(pid, out, seconds, 20, native=True)
+    if mode == "py-spy-idle-nb":
+        return pyspy.record_command(pid, out, seconds, 100, native=False, nonblocking=True)
+    if mode == "procfs":
+        return [sys.executable, str(Path(__file__).resolve()), "--procfs-only", str(pid), dur]
+    raise ValueError(f"unknown mode {mode!r}")
+
+
+def offline_verdict(profile: Path, work: Path) -> str:
+    if not profile.exists() or profile.stat().st_size == 0:
+        return "no profile"
+    out = subprocess.run([tool("diagnose"), "analyze", str(profile), "--json", "--output-dir",
+                          str(work / "offline")], capture_output=True, text=True, timeout=300)
+    try:
+        return json.loads(out.stdout)["verdict"]["primary"] + " (offline)"
+    except (ValueError, KeyError):
+        return f"analyze exit {out.returncode}"
+
+
+def run_once(workload: str, round_no: int, mode: str, seconds: float) -> Run:
+    script, threads, _ = WORKLOADS[workload]
+    run = Run(workload, round_no, mode)
+    target = Target(script, threads, seconds + WORKLOAD_SLACK_S)
+    work = Path(tempfile.mkdtemp(prefix="diagnose-overhead-"))
+    try:
+        run.target_threads = target.threads()
+        run.loadavg_1m = round(os.getloadavg()[0], 2)
+        cmd = observer_command(mode, target.pid, seconds, work)
+        if cmd is None:
+            start = target.count()
+            time.sleep(seconds)
+            end = target.count()
+            run.window_rate, run.window_s = _rate(start, end)
+            run.attach_rate, run.attach_s = run.window_rate, run.window_s
+            run.ok = True
+            return run
+        cpu_before = _children_cpu()
+        start = target.count()
+        wall0 = time.monotonic()
+        observer = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        w_start = w_end = None
+        if mode.startswith("diagnose"):
+            record = _find_record_child(psutil.Process(observer.pid), observer)
+            if record is not None:
+                w_start = target.count()
+                _wait_gone(record, observer, seconds)
+                w_end = target.count()
+        try:
+            stdout, stderr = observer.communicate(timeout=seconds + OBSERVER_GRACE_S)
+        except subprocess.TimeoutExpired:
+            observer.kill()
+            stdout, stderr = observer.communicate()
+            run.error = "observer timed out"
+        end = target.count()
+        run.observer_wall_s = round(time.monotonic() - wall0, 2)
+        run.observer_cpu_s = round(_children_cpu() - cpu_before, 2)
+        run.attach_rate, run.attach_s = _rate(start, end)
+        if w_start is None:
+            w_start, w_end = start, end  # plain py-spy / procfs: the observer's lifetime is the window
+        run.window_rate, run.window_s = _rate(w_start, w_end)
+        if mode.startswith("diagnose"):
+            try:
+                report = json.loads(stdout)
+                run.verdict = report["verdict"]["primary"]
+                sampling = report.get("sampling", {})
+                run.pyspy_cpu_s = sampling.get("pyspy_cpu_s")
+                run.paused_share = sampling.get("paused_share")
+                run.extra = {k: sampling.get(k) for k in ("samples", "errors", "achieved_rate_hz",
+                                                          "duration_s", "mode")}
+            except (ValueError, KeyError):
+                run.verdict = f"exit {observer.returncode}"
+                run.error = run.error or (stderr.strip().splitlines() or ["?"])[-1][:200]
+        elif observer.returncode != 0:
+            run.error = run.error or (stderr.strip().splitlines() or ["?"])[-1][:200]
+        run.ok = not run.error and observer.returncode == 0
+    except Exception as exc:  # one failed run must not lose the others
+        run.error = f"{type(exc).__name__}: {exc}"[:200]
+    finally:
+        target.stop()
+        if run.ok and mode in ("py-spy-native", "py-spy-native-r20", "py-spy-idle-nb"):
+            run.verdict = offline_verdict(work / "profile.speedscope.json", work)
+        shutil.rmtree(work, ignore_errors=True)
+    return run
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def _fmt_verdicts(runs: list[Run]) -> str:
+    counts = Counter(r.verdict for r in runs)
+    if list(counts) == ["n/a"]:
+        return "n/a"
+    return ", ".join(f"{v} ×{n}" for v, n in counts.most_common())
+
+
+def _median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def summarize(runs: list[Run], modes: list[str], workloads: list[str]) -> list[dict]:
+    rows = []
+    for wl in workloads:
+        base = {r.round: r for r in runs if r.workload == wl and r.mode == "none" and r.ok}
+        base_rates = [r.window_rate for r in base.values()]
+        med_base = _median(base_rates)
+        for mode in modes:
+            mine = [r for r in runs if r.workload == wl and r.mode == mode]
+            if mode == "none":
+                kept = [x / med_base for x in base_rates] if med_base else []
+                attach = kept
+            else:
+                paired = [r for r in mine if r.ok and r.round in base]
+                kept = [r.window_rate / base[r.round].window_rate for r in paired]
+                attach = [r.attach_rate / base[r.round].window_rate for r in paired]
+            ok_runs = [r for r in mine if r.ok]
+            rows.append({
+                "workload": wl, "script": WORKLOADS[wl][0], "threads": WORKLOADS[wl][1],
+                "mode": mode, "pairs": len(kept), "failed": len(mine) - len(ok_runs),
+                "median_kept": _median(kept), "min_kept": min(kept) if kept else None,
+                "max_kept": max(kept) if kept else None, "median_attach_kept": _median(attach),
+                "median_rate": _median([r.window_rate for r in ok_runs]),
+                "observer_cpu_s": _median([r.observer_cpu_s for r in ok_runs]),
+                "observer_wall_s": _median([r.observer_wall_s for r in ok_runs]),
+                "pyspy_cpu_s": _median([r.pyspy_cpu_s for r in ok_runs]),
+                "paused_share": _median([r.paused_share for r in ok_runs]),
+                "verdicts": _fmt_verdicts(ok_runs) if mode != "none" else "",
+                "errors": sorted({r.error for r in mine if r.error}),
+            })
+    return rows
+
+
+def _f(value, fmt: str, none: str = "–") -> str:
+    return none if value is None else format(value, fmt)
+
+
+def markdown(rows: list[dict], args, started: float, loads: tuple[float, float]) -> str:
+    lines = [
+        f"Observer overhead: {args.pairs} rounds × {args.seconds:g} s windows, "
+        f"{os.cpu_count()} cores, py-spy {_pyspy_version()}, Python {sys.version.split()[0]}, "
+        f"load average (1 min) {loads[0]:.1f} at start / {loads[1]:.1f} at end, "
+        f"{(time.monotonic() - started) / 60:.1f} min in all, seed {args.seed}.",
+        "",
+        "| workload | threads | mode | pairs | req/s (median) | throughput kept (median) | lost % "
+        "| min / max kept | whole attach kept | observer CPU s | observer wall s | verdicts |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |",
+    ]
+    for r in rows:
+        kept = r["median_kept"]
+        lost = None if kept is None else (1 - kept) * 100
+        pairs = f"{r['pairs']}" + (f" ({r['failed']} failed)" if r["failed"] else "")
+        extra = ""
+        if r["pyspy_cpu_s"] is not None:
+            extra = f" (py-spy {r['pyspy_cpu_s']:.1f})"
+        lines.append(
+            f"| {r['workload']} ({r['script']}) | {r['threads']} | {r['mode']} | {pairs} "
+            f"| {_f(r['median_rate'], '.0f')} "
+            f"| {_f(kept, '.3f')} | {_f(lost, '.1f')} "
+            f"| {_f(r['min_kept'], '.3f')} / {_f(r['max_kept'], '.3f')} "
+            f"| {_f(r['median_attach_kept'], '.3f')} "
+            f"| {_f(r['observer_cpu_s'], '.1f')}{extra} | {_f(r['observer_wall_s'], '.1f')} "
+            f"| {r['verdicts']}"
+            f"{' (paused share ' + format(r['paused_share'], '.1%') + ')' if r['paused_share'] is not None else ''} |")
+    errors = [(r["workload"], r["mode"], e) for r in rows for e in r["errors"]]
+    if errors:
+        lines += ["", "Failed runs:"] + [f"- {w} / {m}: {e}" for w, m, e in errors]
+    lines += ["", "`none` rows: each unobserved run relative to their median (the noise floor). "
+              "Other rows: run / same-round `none` over the sampling window; \"whole attach\" "
+              "also counts diagnose's probes and analysis. Observer CPU is the observer's whole "
+              "process tree; for diagnose, py-spy's own share is in parentheses."]
+    return "\n".join(lines)
+
+
+def _pyspy_version() -> str:
+    try:
+        out = subprocess.run([tool("py-spy"), "--version"], capture_output=True, text=True, timeout=10)
+        return out.stdout.strip().replace("py-spy ", "")
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def procfs_only(pid: int, seconds: float) -> None:
+    """diagnose's /proc sampler alone, ticking as `diagnose attach` does (the `procfs` mode)."""
+    from diagnose.collect.attach import PROC_TICK_S
+    from diagnose.collect.procfs import ProcSampler
+
+    sampler = ProcSampler(pid)
+    sampler.start()
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        sampler.tick()
+        time.sleep(PROC_TICK_S)
+    sampler.finish()
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description="Throughput a live fixture service loses while py-spy / diagnose observe it.",
+        epilog="Modes: " + ", ".join(ALL_MODES))
+    parser.add_argument("--pairs", type=int, default=5,
+                        help="rounds per workload; each round runs every mode once (default 5)")
+    parser.add_argument("--seconds", type=float, default=10.0,
+                        help="observation window per run (default 10)")
+    parser.add_argument("--workloads", default="ten,sixtyfour",
+                        help="comma separated, from: " + ", ".join(
+                            f"{k} ({v[0]} --threads {v[1]})" for k, v in WORKLOADS.items()))
+    parser.add_argument("--modes", default=",".join(DEFAULT_MODES),
+                        help="comma separated; `none` is always included (default %(default)s)")
+    parser.add_argument("--seed", type=int, default=None, help="shuffle seed (default: random)")
+    parser.add_argument("--json-out", type=Path, help="also write every run and the summary here")
+    parser.add_argument("--procfs-only", nargs=2, metavar=("PID", "SECONDS"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.procfs_only:
+        return args
+    args.workload_list = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    unknown = [w for w in args.workload_list if w not in WORKLOADS]
+    if unknown:
+        parser.error(f"unknown workload(s) {unknown}; known: {sorted(WORKLOADS)}")
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    bad = [m for m in modes if m not in ALL_MODES]
+    if bad:
+        parser.error(f"unknown mode(s) {bad}; known: {ALL_MODES}")
+    args.mode_list = ["none"] + [m for m in dict.fromkeys(modes) if m != "none"]
+    if args.pairs < 1 or args.seconds < 1:
+        parser.error("--pairs and --seconds must be at least 1")
+    if args.seed is None:
+        args.seed = random.randrange(1 << 30)
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.procfs_only:
+        procfs_only(int(args.procfs_only[0]), float(args.procfs_only[1]))
+        return 0
+    if os.geteuid() != 0:
+        try:
+            if Path("/proc/sys/kernel/yama/ptrace_scope").read_text().strip() != "0":
+                log("warning: not root and ptrace_scope != 0: py-spy will not be able to attach")
+        except OSError:
+            pass
+    rng = random.Random(args.seed)
+    started = time.monotonic()
+    load_start = os.getloadavg()[0]
+    total = len(args.workload_list) * args.pairs * len(args.mode_list)
+    log(f"{total} runs: workloads {args.workload_list}, modes {args.mode_list}, "
+        f"{args.pairs} rounds × {args.seconds:g} s, seed {args.seed}, "
+        f"load average {load_start:.1f}")
+    runs: list[Run] = []
+    done = 0
+    for round_no in range(args.pairs):
+        for wl in args.workload_list:  # interleave workloads too: slow drifts hit both alike
+            order = list(args.mode_list)
+            rng.shuffle(order)
+            for mode in order:
+                done += 1
+                t0 = time.monotonic()
+                run = run_once(wl, round_no, mode, args.seconds)
+                runs.append(run)
+                status = (f"{run.window_rate:.1f} req/s over {run.window_s:.1f} s"
+                          if run.ok else f"FAILED: {run.error}")
+                verdict = f", verdict {run.verdict}" if run.verdict != "n/a" else ""
+                log(f"[{done}/{total}] round {round_no + 1} {wl} {mode}: {status}{verdict} "
+                    f"({time.monotonic() - t0:.0f} s, load {run.loadavg_1m})")
+    rows = summarize(runs, args.mode_list, args.workload_list)
+    table = markdown(rows, args, started, (load_start, os.getloadavg()[0]))
+    print(table)
+    if args.json_out:
+        args.json_out.write_text(json.dumps({"args": {k: v for k, v in vars(args).items()
+                                                      if k != "json_out"},
+                                             "runs": [asdict(r) for r in runs], "summary": rows},
+                                            indent=2, default=str) + "\n")
+    log(f"done in {(time.monotonic() - started) / 60:.1f} min")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
