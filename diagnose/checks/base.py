@@ -128,3 +128,11 @@ def short_path(path: str) -> str:
 
 def sites_from_waits(waits, limit: int = 5) -> list[Site]:
     return [Site(w.function, w.file, w.line, w.share) for w in waits[:limit]]
+
+
+def busy_samples(samples: pd.DataFrame) -> pd.DataFrame:
+    """Samples of threads that run or want to run their own work. GIL waits count (the thread
+    is runnable and wants to run the code it is in); a native library's mutex wait (OpenBLAS
+    serializing callers) does not: that thread is blocked."""
+    return samples[samples["state"].isin(("python", "native", "gil"))
+                   & (samples["wait_kind"] != "native_mutex")]

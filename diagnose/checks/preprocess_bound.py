@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from diagnose.checks.base import NotApplicable, make_finding, pct, ramp, top_sites
+from diagnose.checks.base import NotApplicable, busy_samples, make_finding, pct, ramp, top_sites
 
 ID = "preprocess_bound"
-# GIL waits count as busy here: a thread queued for the GIL wants to run its (preprocessing) code.
-BUSY = ("python", "native", "gil")
 
 
 def run(analysis, settings):
     req = analysis.request_samples()
-    busy = req[req["state"].isin(BUSY)]
+    busy = busy_samples(req)
     total_busy = float(busy["count"].sum())
     if total_busy == 0:
         return NotApplicable(ID, "request threads were never busy")

@@ -55,6 +55,12 @@ def run(analysis, settings):
     intra_op = sum(1 for tid in os_.threads if tid not in python_tids)
     request_threads = int(len(analysis.request_threads))
     libraries = intra_op_libraries(analysis)
+    # Fan-out that serializes instead of oversubscribing: request threads queue on a native
+    # library's internal mutex (OpenBLAS lets one caller at a time into its thread pool).
+    native_mutex_share = sum(w.share for w in analysis.waits if w.kind == "native_mutex")
+    if intra_op and libraries:
+        score = max(score, ramp(native_mutex_share, settings["native_mutex_low"],
+                                settings["native_mutex_high"]))
     req = analysis.request_samples()
     busy = req[req["state"].isin(("python", "native", "gil"))]
     sites = top_sites(analysis, busy, float(busy["count"].sum()) or 1.0, limit=3)
@@ -71,6 +77,7 @@ def run(analysis, settings):
         "request_threads": request_threads,
         "intra_op_threads": intra_op,
         "intra_op_libraries": ", ".join(libraries) or None,
+        "native_mutex_wait_share": native_mutex_share,
         "threads_per_core": os_.threads_max / cores if cores else None,
         "involuntary_ctx_per_s": os_.involuntary_ctx_per_s,
         "voluntary_ctx_per_s": os_.voluntary_ctx_per_s,
@@ -78,5 +85,9 @@ def run(analysis, settings):
     fan = f" = {request_threads} request x {intra_op} intra-op" if intra_op else ""
     summary = (f"{os_.mean_runnable:.1f} runnable threads on {cores:g} usable cores; threads waited "
                f"{ratio:.2f} s for a core per CPU-second ({os_.threads_max} threads{fan})")
+    if native_mutex_share >= settings["native_mutex_low"] and libraries:
+        summary = (f"{request_threads} request threads fan out into {', '.join(libraries)}'s pool of "
+                   f"{intra_op} threads on {cores:g} usable cores and queue on its internal mutex "
+                   f"{100 * native_mutex_share:.0f}% of the time; " + summary)
     advice = fan_out_advice(request_threads, intra_op, cores, libraries) + list(settings.get("advice", []))
     return make_finding(ID, settings, score, summary, evidence, sites, advice=advice)

@@ -64,13 +64,13 @@ def looks_like_python(pid: int) -> bool:
         return False
 
 
-def wait_until_readable(pid: int, retry_s: float) -> pyspy.ProbeResult:
+def wait_until_readable(pid: int, retry_s: float, native: bool = False) -> pyspy.ProbeResult:
     """Bounded retry while the interpreter starts (or a launcher execs into it)."""
     deadline = time.monotonic() + retry_s
     attempts = 0
     while True:
         attempts += 1
-        result = pyspy.probe(pid)
+        result = pyspy.probe(pid, native=native)
         if result.ok:
             return result
         error = pyspy.classify_probe_failure(result.message, pid)
@@ -96,10 +96,20 @@ def _safe_name(pid: int) -> str:
         return "?"
 
 
-def decide_native(pid: int, wanted: str, notes: list[str]) -> bool:
+def probe_target(pid: int, wanted: str, retry_s: float, notes: list[str]) -> tuple[pyspy.ProbeResult, bool]:
+    """One successful `py-spy dump` proves the target readable; a native one also proves that
+    native unwinding works (each dump pauses the target, so we take as few as we can)."""
     if wanted == "off":
         notes.append("native frames off by request: thread state inferred from Python frames only")
-        return False
+        return wait_until_readable(pid, retry_s), False
+    first = pyspy.probe(pid, native=True)
+    if first.ok:
+        return first, True
+    probe = wait_until_readable(pid, retry_s)
+    return probe, decide_native(pid, wanted, notes)
+
+
+def decide_native(pid: int, wanted: str, notes: list[str]) -> bool:
     result = pyspy.probe(pid, native=True)
     if result.ok:
         return True
@@ -115,9 +125,8 @@ def capture(pid: int, work_dir: Path, options: AttachOptions,
             on_progress: Callable[[float, int], None] | None = None) -> Capture:
     """Runs the window. `on_progress(fraction, threads)` is called ~10 times a second."""
     proc = describe_target(pid)
-    probe = wait_until_readable(pid, options.retry_s)
     notes: list[str] = []
-    native = decide_native(pid, options.native, notes)
+    probe, native = probe_target(pid, options.native, options.retry_s, notes)
     try:
         cmdline = proc.cmdline()
         threads = proc.num_threads()

@@ -110,7 +110,7 @@ def _holders(analysis, all_samples, waiters, wait_ticks: set[int], kind: str):
     # Threads waiting at this very site are waiters, not holders.
     waiter_keys = set(zip(waiters["thread"].tolist(), with_ticks(waiters, analysis.profile.interval_s or 0.01).tolist()))
     keys = list(zip(at_instants["thread"].tolist(), at_instants["tick"].tolist()))
-    others = at_instants[[k not in waiter_keys for k in keys]]
+    others = _rows(at_instants, [k not in waiter_keys for k in keys])
     # Threads blocked on a lock themselves (at another call site of the same logger, say) are
     # waiters too, not holders.
     others = others[others["state"] != "lock"]
@@ -136,13 +136,13 @@ def _holders(analysis, all_samples, waiters, wait_ticks: set[int], kind: str):
     # Threads anywhere inside the acquire call itself (waiting, or re-taking the GIL after it)
     # do not hold the resource yet.
     site_id = int(waiters["site"].iloc[0])
-    others = others[~others["stack"].map(lambda sid: site_id in analysis.profile.stacks[sid])]
+    others = _rows(others, [site_id not in analysis.profile.stacks[sid] for sid in others["stack"].tolist()])
     # The innermost scope that explains a fair share of the waiting instants wins: the lock's
     # own function (the with-block) before its caller (which holds a pooled resource).
     best = None
     for scope in scopes:
-        inside = others[others["stack"].map(
-            lambda sid, s=scope: _contains(analysis, sid, s.function, s.file))]
+        inside = _rows(others, [_contains(analysis, sid, scope.function, scope.file)
+                                for sid in others["stack"].tolist()])
         coverage = inside["tick"].nunique()
         if coverage and (best is None or coverage > best[0]):
             best = (coverage, scope, inside)
@@ -153,6 +153,11 @@ def _holders(analysis, all_samples, waiters, wait_ticks: set[int], kind: str):
     _, scope, inside = best
     return (_rank(analysis, inside, len(wait_ticks), scope_function=scope), scope.function,
             _max_threads(inside))
+
+
+def _rows(frame: pd.DataFrame, keep: list[bool]) -> pd.DataFrame:
+    """Row selection by a list of booleans (an empty plain list would select columns)."""
+    return frame[np.asarray(keep, dtype=bool)] if len(frame) else frame
 
 
 def _max_threads(samples: pd.DataFrame) -> int:

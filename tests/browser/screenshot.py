@@ -1,9 +1,12 @@
 """Regenerates docs/report-lock-contention.png: the report of the recorded lock-contention profile.
 
-    python tests/browser/screenshot.py [--out docs/report-lock-contention.png] [--height 2000]
+    python tests/browser/screenshot.py [--out PNG] [--width 1400] [--until timeline-section]
+                                       [--height 0]
 
 Runs the real CLI offline on fixtures/recorded/lock_contention.*, opens the page in the system
-Chromium (headless, network blocked, 1400 px wide) and saves the top of the page.
+Chromium (headless, network blocked) and saves the page from the top down to the bottom of the
+section named by --until (default: the timeline, so verdict, findings, run facts, flame graph,
+threads and timeline; `--until ''` keeps the whole page), at most --height CSS pixels if given.
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "report-lock-contention.png")
     parser.add_argument("--width", type=int, default=1400)
-    parser.add_argument("--height", type=int, default=2000,
-                        help="keep at most this many CSS pixels from the top (0: the whole page)")
+    parser.add_argument("--until", default="timeline-section",
+                        help="id of the last section to keep ('' for the whole page)")
+    parser.add_argument("--height", type=int, default=0, help="keep at most this many px (0: no cap)")
     args = parser.parse_args(argv)
     reason = browser_unavailable()
     if reason:
@@ -42,13 +46,24 @@ def main(argv=None) -> int:
                 opened.assert_clean()
                 page = opened.page
                 full = page.evaluate("document.documentElement.scrollHeight")
-                height = min(full, args.height) if args.height else full
+                height = full
+                if args.until:
+                    bottom = page.evaluate(
+                        "(id) => { const e = document.getElementById(id);"
+                        " return e ? e.getBoundingClientRect().bottom + window.scrollY : null; }",
+                        args.until)
+                    if bottom is None:
+                        print(f"no element with id {args.until!r}", file=sys.stderr)
+                        return 1
+                    height = min(full, int(bottom) + 16)
+                if args.height:
+                    height = min(height, args.height)
                 args.out.parent.mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=str(args.out), full_page=True,
                                 clip={"x": 0, "y": 0, "width": args.width, "height": height})
         finally:
             browser.close()
-    print(f"{args.out} ({args.width}x{height} of {full} px)")
+    print(f"{args.out} ({args.width}x{height} px of a {full} px page)")
     return 0
 
 

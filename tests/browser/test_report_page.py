@@ -192,3 +192,19 @@ def test_primary_finding_link_opens_its_details(lock_report, open_report):
     site = next(f for f in report["findings"] if f["id"] == "lock_contention")["sites"][0]
     assert site["function"] in page.text_content("#waits-body")
     opened.assert_clean()
+
+
+@pytest.mark.xfail(reason="report.js renders report.waits generically: each wait site's `holders` "
+                          "list lands in one cell as raw JSON, making the table thousands of px "
+                          "tall; the page needs a renderer that knows the wait-site fields",
+                   strict=False)
+def test_wait_sites_table_shows_no_raw_json(lock_report, open_report):
+    html, report = lock_report
+    assert report.get("waits"), "this recording has wait sites"
+    opened = open_report(html)
+    page = opened.page
+    cells = page.eval_on_selector_all("#waits-body td", "els => els.map(e => e.textContent)")
+    raw = [c for c in cells if c.lstrip().startswith(("{", "[{", '["'))]
+    assert raw == []
+    height = page.evaluate("document.getElementById('waits').getBoundingClientRect().height")
+    assert height < 1200

@@ -13,7 +13,7 @@ SAMPLE_SECONDS = "6"
 
 
 def diagnose_workload(name: str, out_dir, *workload_args: str) -> dict:
-    with running(workload_command(name, "--seconds", "60", *workload_args)) as pid:
+    with running(workload_command(name, "--seconds", "180", *workload_args)) as pid:
         proc, report = run_cli("attach", pid, "--duration", SAMPLE_SECONDS, "--json",
                                "--output-dir", out_dir)
     assert proc.returncode == 0, proc.stderr

@@ -1,0 +1,95 @@
+"""Wait analysis on real processes: GIL, pools, logging locks, backlogs, fan-out — culprits named."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import WORKLOADS, marker_line, run_cli
+from tests.integration.conftest import requires_ptrace, running, workload_command
+
+pytestmark = [pytest.mark.integration, requires_ptrace]
+
+
+def diagnose_workload(name: str, out_dir, seconds: str = "6", *args: str) -> dict:
+    with running(workload_command(name, "--seconds", "180", *args)) as pid:
+        proc, report = run_cli("attach", pid, "--duration", seconds, "--json", "--output-dir", out_dir)
+    assert proc.returncode == 0, proc.stderr
+    return report
+
+
+def finding(report, check_id):
+    return next(f for f in report["findings"] if f["id"] == check_id)
+
+
+def test_pure_python_postprocessing_is_named_as_the_gil_holder(out_dir):
+    report = diagnose_workload("gil_contention", out_dir)
+    assert report["verdict"]["primary"] == "gil_contention"
+    gil = finding(report, "gil_contention")
+    assert gil["sites"][0]["function"] == "postprocess"
+    assert gil["sites"][0]["file"].endswith("gil_contention.py")
+    assert gil["evidence"]["gil_wait_share"] > 0.3
+    assert gil["evidence"]["gil_wait_share_per_thread"]
+    waits = report["waits"]
+    assert waits[0]["kind"] == "gil" and waits[0]["holders"][0]["function"] == "postprocess"
+
+
+def test_connection_pool_acquire_line_and_size_are_named(out_dir):
+    report = diagnose_workload("pool_wait", out_dir)
+    assert report["verdict"]["primary"] == "pool_wait"
+    pool = finding(report, "pool_wait")
+    top = pool["sites"][0]
+    assert top["file"].endswith("pool_wait.py")
+    assert top["line"] == marker_line(WORKLOADS / "pool_wait.py", "pool-acquire")
+    assert pool["evidence"]["pool_size_estimate"] == 2
+    wait = report["waits"][0]
+    assert wait["kind"] == "queue" and "Connection.query" in wait["holders"][0]["stack"]
+
+
+def test_logging_handler_and_its_call_site_are_named(out_dir):
+    report = diagnose_workload("logging_lock", out_dir)
+    assert report["verdict"]["primary"] == "logging_lock"
+    logging_finding = finding(report, "logging_lock")
+    assert logging_finding["evidence"]["handler"].endswith("emit")
+    top = logging_finding["sites"][0]
+    assert top["line"] == marker_line(WORKLOADS / "logging_lock.py", "log-call")
+    assert any("QueueHandler" in a for a in logging_finding["advice"])
+
+
+def test_growing_memory_with_saturated_workers_is_an_unbounded_backlog(out_dir):
+    report = diagnose_workload("unbounded_backlog", out_dir)
+    assert report["verdict"]["primary"] == "unbounded_backlog"
+    backlog = finding(report, "unbounded_backlog")
+    assert backlog["evidence"]["rss_growth_mb_per_s"] > 1
+    assert any(s["file"].endswith("unbounded_backlog.py") for s in backlog["sites"])
+
+
+def test_blas_mutex_is_fan_out_not_python_lock_contention(out_dir):
+    report = diagnose_workload("blas_fanout", out_dir)
+    assert report["verdict"]["primary"] == "scheduler_overhead"
+    lock = finding(report, "lock_contention")
+    assert lock["severity"] == "ok"
+    fan = finding(report, "scheduler_overhead")["evidence"]
+    assert fan["intra_op_libraries"] == "OpenBLAS"
+    assert fan["native_mutex_wait_share"] > 0.3
+    assert fan["request_threads"] >= 4 and fan["intra_op_threads"] >= 1
+
+
+def test_fan_out_numbers_threads_cores_and_run_queue_wait_are_reported(out_dir):
+    report = diagnose_workload("scheduler_overhead", out_dir)
+    assert report["verdict"]["primary"] == "scheduler_overhead"
+    evidence = finding(report, "scheduler_overhead")["evidence"]
+    assert evidence["threads"] >= 64
+    assert evidence["usable_cores"] >= 1
+    assert evidence["runqueue_wait_s"] > 0
+    assert evidence["runnable_per_core"] > 2
+    advice = finding(report, "scheduler_overhead")["advice"]
+    assert any("usable cores" in a for a in advice)
+
+
+def test_wait_sites_and_holders_appear_in_the_html_report(out_dir):
+    report = diagnose_workload("lock_contention", out_dir)
+    html = next(out_dir.glob("*.html")).read_text(encoding="utf-8")
+    assert '"waits":[' in html
+    top = report["waits"][0]
+    assert top["kind"] == "lock" and top["holders"]
+    assert "the holder was in Model.predict" in top["summary"]
