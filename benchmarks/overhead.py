@@ -23,20 +23,19 @@ mode / none. The table reports the median ratio over the rounds ("throughput kep
 in percent, the min/max ratio and the verdict each run led to. The `none` row shows the spread
 of the unobserved runs around their median: the noise floor of the machine.
 
-Modes (`--modes`, comma separated; `none` is always run):
+Modes (`--modes`, comma separated; `none` is always run). Every mode but `none` and `procfs`
+takes a sampling rate suffix, `MODE@HZ` (e.g. `diagnose@20`, `py-spy-idle-nb@20`):
 
   none                  no observer
   py-spy                `py-spy record --pid P --duration S -o FILE` at py-spy's defaults
                         (100 Hz, blocking, flamegraph, no --native/--idle/--threads)
   py-spy-nonblocking    the same with --nonblocking
   diagnose              `diagnose attach P --duration S --quiet --json --output-dir TMP` (defaults)
-  diagnose-r20          the same with --rate 20
   diagnose-no-native    the same with --no-native (blocking, Python frames only)
   py-spy-native         exactly the `py-spy record` diagnose runs (--native --idle --threads,
                         speedscope, 100 Hz, blocking), without diagnose's probes, /proc sampler
                         and analysis: py-spy's share of diagnose's cost. Verdict: `diagnose
                         analyze` on its output, offline (no /proc counters), marked "(offline)".
-  py-spy-native-r20     the same at 20 Hz
   py-spy-idle-nb        diagnose's invocation without --native, with --nonblocking (py-spy cannot
                         unwind native frames without pausing) - the cheapest py-spy diagnose
                         could run today. Verdict offline, as above.
@@ -77,8 +76,14 @@ WORKLOADS = {
     "sixtyfour": ("scheduler_overhead", 64, "64 runnable request threads on the cores"),
 }
 DEFAULT_MODES = ["none", "py-spy", "diagnose", "py-spy-nonblocking"]
-ALL_MODES = DEFAULT_MODES + ["diagnose-r20", "diagnose-no-native", "py-spy-native",
-                             "py-spy-native-r20", "py-spy-idle-nb", "procfs"]
+ALL_MODES = DEFAULT_MODES + ["diagnose-no-native", "py-spy-native", "py-spy-idle-nb", "procfs"]
+OFFLINE_VERDICT_MODES = ("py-spy-native", "py-spy-idle-nb")  # speedscope out: analyze it after
+
+
+def split_mode(mode: str) -> tuple[str, int | None]:
+    """'diagnose@20' -> ('diagnose', 20); 'diagnose' -> ('diagnose', None)."""
+    base, _, rate = mode.partition("@")
+    return base, (int(rate) if rate else None)
 
 READY_TIMEOUT_S = 60.0
 COUNT_TIMEOUT_S = 15.0
@@ -188,12 +193,41 @@ class Run:
     verdict: str = "n/a"
     target_threads: int | None = None
     loadavg_1m: float | None = None
+    foreign_cores: float | None = None  # CPU used by other processes during the run, in cores
     extra: dict = field(default_factory=dict)
 
 
 def _children_cpu() -> float:
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     return ru.ru_utime + ru.ru_stime
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+class CpuAccount:
+    """Machine-wide busy CPU minus the target, the observer tree and this script: what the
+    machine's other tenants used while a run lasted (the noise this run was exposed to)."""
+
+    def __init__(self, target_pid: int):
+        self.target_pid = target_pid
+        self.start = self._snapshot()
+
+    def _snapshot(self) -> tuple[float, float, float, float, float]:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        busy = (sum(fields[:8]) - fields[3] - fields[4]) / _TICK  # all but idle and iowait
+        try:
+            t = psutil.Process(self.target_pid).cpu_times()
+            target = t.user + t.system
+        except psutil.Error:
+            target = float("nan")
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        return busy, target, _children_cpu(), me.ru_utime + me.ru_stime, time.monotonic()
+
+    def foreign_cores(self) -> float:
+        end = self._snapshot()
+        d = [b - a for a, b in zip(self.start, end)]
+        return max(0.0, d[0] - d[1] - d[2] - d[3]) / d[4] if d[4] > 0 else float("nan")
 
 
 def _rate(a: tuple[int, float], b: tuple[int, float]) -> tuple[float, float]:
@@ -234,31 +268,30 @@ def observer_command(mode: str, pid: int, seconds: float, work: Path) -> list[st
     """The command a mode runs, or None for `none`."""
     from diagnose.collect import pyspy
 
+    base, rate = split_mode(mode)
     pyspy_bin = tool("py-spy")
     dur = str(max(1, int(round(seconds))))
     out = str(work / "profile.speedscope.json")
+    rate_args = ["--rate", str(rate)] if rate else []
     diagnose = [tool("diagnose"), "attach", str(pid), "--duration", f"{seconds:g}", "--quiet",
-                "--json", "--output-dir", str(work / "reports")]
-    if mode == "none":
+                "--json", "--output-dir", str(work / "reports")] + rate_args
+    plain = [pyspy_bin, "record", "--pid", str(pid), "--duration", dur,
+             "-o", str(work / "p.svg")] + rate_args
+    if base == "none":
         return None
-    if mode == "py-spy":
-        return [pyspy_bin, "record", "--pid", str(pid), "--duration", dur, "-o", str(work / "p.svg")]
-    if mode == "py-spy-nonblocking":
-        return [pyspy_bin, "record", "--pid", str(pid), "--duration", dur, "-o", str(work / "p.svg"),
-                "--nonblocking"]
-    if mode == "diagnose":
+    if base == "py-spy":
+        return plain
+    if base == "py-spy-nonblocking":
+        return plain + ["--nonblocking"]
+    if base == "diagnose":
         return diagnose
-    if mode == "diagnose-r20":
-        return diagnose + ["--rate", "20"]
-    if mode == "diagnose-no-native":
+    if base == "diagnose-no-native":
         return diagnose + ["--no-native"]
-    if mode == "py-spy-native":
-        return pyspy.record_command(pid, out, seconds, 100, native=True)
-    if mode == "py-spy-native-r20":
-        return pyspy.record_command(pid, out, seconds, 20, native=True)
-    if mode == "py-spy-idle-nb":
-        return pyspy.record_command(pid, out, seconds, 100, native=False, nonblocking=True)
-    if mode == "procfs":
+    if base == "py-spy-native":
+        return pyspy.record_command(pid, out, seconds, rate or 100, native=True)
+    if base == "py-spy-idle-nb":
+        return pyspy.record_command(pid, out, seconds, rate or 100, native=False, nonblocking=True)
+    if base == "procfs":
         return [sys.executable, str(Path(__file__).resolve()), "--procfs-only", str(pid), dur]
     raise ValueError(f"unknown mode {mode!r}")
 
@@ -283,10 +316,12 @@ def run_once(workload: str, round_no: int, mode: str, seconds: float) -> Run:
         run.target_threads = target.threads()
         run.loadavg_1m = round(os.getloadavg()[0], 2)
         cmd = observer_command(mode, target.pid, seconds, work)
+        account = CpuAccount(target.pid)
         if cmd is None:
             start = target.count()
             time.sleep(seconds)
             end = target.count()
+            run.foreign_cores = round(account.foreign_cores(), 2)
             run.window_rate, run.window_s = _rate(start, end)
             run.attach_rate, run.attach_s = run.window_rate, run.window_s
             run.ok = True
@@ -296,7 +331,7 @@ def run_once(workload: str, round_no: int, mode: str, seconds: float) -> Run:
         wall0 = time.monotonic()
         observer = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         w_start = w_end = None
-        if mode.startswith("diagnose"):
+        if split_mode(mode)[0].startswith("diagnose"):
             record = _find_record_child(psutil.Process(observer.pid), observer)
             if record is not None:
                 w_start = target.count()
@@ -309,13 +344,14 @@ def run_once(workload: str, round_no: int, mode: str, seconds: float) -> Run:
             stdout, stderr = observer.communicate()
             run.error = "observer timed out"
         end = target.count()
+        run.foreign_cores = round(account.foreign_cores(), 2)
         run.observer_wall_s = round(time.monotonic() - wall0, 2)
         run.observer_cpu_s = round(_children_cpu() - cpu_before, 2)
         run.attach_rate, run.attach_s = _rate(start, end)
         if w_start is None:
             w_start, w_end = start, end  # plain py-spy / procfs: the observer's lifetime is the window
         run.window_rate, run.window_s = _rate(w_start, w_end)
-        if mode.startswith("diagnose"):
+        if split_mode(mode)[0].startswith("diagnose"):
             try:
                 report = json.loads(stdout)
                 run.verdict = report["verdict"]["primary"]
@@ -334,7 +370,7 @@ def run_once(workload: str, round_no: int, mode: str, seconds: float) -> Run:
         run.error = f"{type(exc).__name__}: {exc}"[:200]
     finally:
         target.stop()
-        if run.ok and mode in ("py-spy-native", "py-spy-native-r20", "py-spy-idle-nb"):
+        if run.ok and split_mode(mode)[0] in OFFLINE_VERDICT_MODES:
             run.verdict = offline_verdict(work / "profile.speedscope.json", work)
         shutil.rmtree(work, ignore_errors=True)
     return run
@@ -381,6 +417,7 @@ def summarize(runs: list[Run], modes: list[str], workloads: list[str]) -> list[d
                 "observer_wall_s": _median([r.observer_wall_s for r in ok_runs]),
                 "pyspy_cpu_s": _median([r.pyspy_cpu_s for r in ok_runs]),
                 "paused_share": _median([r.paused_share for r in ok_runs]),
+                "foreign_cores": _median([r.foreign_cores for r in ok_runs]),
                 "verdicts": _fmt_verdicts(ok_runs) if mode != "none" else "",
                 "errors": sorted({r.error for r in mine if r.error}),
             })
@@ -399,8 +436,9 @@ def markdown(rows: list[dict], args, started: float, loads: tuple[float, float])
         f"{(time.monotonic() - started) / 60:.1f} min in all, seed {args.seed}.",
         "",
         "| workload | threads | mode | pairs | req/s (median) | throughput kept (median) | lost % "
-        "| min / max kept | whole attach kept | observer CPU s | observer wall s | verdicts |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |",
+        "| min / max kept | whole attach kept | observer CPU s | observer wall s | other tenants' CPU "
+        "| verdicts |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- |",
     ]
     for r in rows:
         kept = r["median_kept"]
@@ -416,6 +454,7 @@ def markdown(rows: list[dict], args, started: float, loads: tuple[float, float])
             f"| {_f(r['min_kept'], '.3f')} / {_f(r['max_kept'], '.3f')} "
             f"| {_f(r['median_attach_kept'], '.3f')} "
             f"| {_f(r['observer_cpu_s'], '.1f')}{extra} | {_f(r['observer_wall_s'], '.1f')} "
+            f"| {_f(r['foreign_cores'], '.2f')} "
             f"| {r['verdicts']}"
             f"{' (paused share ' + format(r['paused_share'], '.1%') + ')' if r['paused_share'] is not None else ''} |")
     errors = [(r["workload"], r["mode"], e) for r in rows for e in r["errors"]]
@@ -424,7 +463,9 @@ def markdown(rows: list[dict], args, started: float, loads: tuple[float, float])
     lines += ["", "`none` rows: each unobserved run relative to their median (the noise floor). "
               "Other rows: run / same-round `none` over the sampling window; \"whole attach\" "
               "also counts diagnose's probes and analysis. Observer CPU is the observer's whole "
-              "process tree; for diagnose, py-spy's own share is in parentheses."]
+              "process tree; for diagnose, py-spy's own share is in parentheses. \"Other tenants' CPU\": "
+              "cores used by processes other than the target, the observer and this script during "
+              "the run (median), i.e. the noise the runs were exposed to."]
     return "\n".join(lines)
 
 
@@ -456,7 +497,8 @@ def procfs_only(pid: int, seconds: float) -> None:
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description="Throughput a live fixture service loses while py-spy / diagnose observe it.",
-        epilog="Modes: " + ", ".join(ALL_MODES))
+        epilog="Modes: " + ", ".join(ALL_MODES) + ". All but none and procfs take a rate "
+               "suffix, MODE@HZ (e.g. diagnose@20). See the module docstring.")
     parser.add_argument("--pairs", type=int, default=5,
                         help="rounds per workload; each round runs every mode once (default 5)")
     parser.add_argument("--seconds", type=float, default=10.0,
@@ -477,7 +519,15 @@ def parse_args(argv=None):
     if unknown:
         parser.error(f"unknown workload(s) {unknown}; known: {sorted(WORKLOADS)}")
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    bad = [m for m in modes if m not in ALL_MODES]
+    bad = []
+    for m in modes:
+        try:
+            base, rate = split_mode(m)
+        except ValueError:
+            base, rate = m, None
+        if base not in ALL_MODES or (rate is not None and (base in ("none", "procfs")
+                                                           or not 1 <= rate <= 1000)):
+            bad.append(m)
     if bad:
         parser.error(f"unknown mode(s) {bad}; known: {ALL_MODES}")
     args.mode_list = ["none"] + [m for m in dict.fromkeys(modes) if m != "none"]
@@ -521,7 +571,7 @@ def main(argv=None) -> int:
                           if run.ok else f"FAILED: {run.error}")
                 verdict = f", verdict {run.verdict}" if run.verdict != "n/a" else ""
                 log(f"[{done}/{total}] round {round_no + 1} {wl} {mode}: {status}{verdict} "
-                    f"({time.monotonic() - t0:.0f} s, load {run.loadavg_1m})")
+                    f"({time.monotonic() - t0:.0f} s, others used {run.foreign_cores} cores)")
     rows = summarize(runs, args.mode_list, args.workload_list)
     table = markdown(rows, args, started, (load_start, os.getloadavg()[0]))
     print(table)

@@ -127,16 +127,19 @@ def _holders(analysis, all_samples, waiters, wait_ticks: set[int], kind: str):
     if kind == "logging":
         # The handler's lock is taken in Handler.handle: its occupants are the holders.
         scopes = [f for f in frames if not f.native and f.file.endswith("logging/__init__.py")
-                  and f.function.rsplit(".", 1)[-1] == "handle"][:1] or scopes
+                  and f.function.rsplit(".", 1)[-1] == "handle"][-1:] or scopes
     position = next((i for i, f in enumerate(frames) if f == site_frame), None)
     if position is not None:
         caller = next((f for f in reversed(frames[:position]) if not f.native), None)
         if caller is not None:
             scopes.append(caller)
     # Threads anywhere inside the acquire call itself (waiting, or re-taking the GIL after it)
-    # do not hold the resource yet.
-    site_id = int(waiters["site"].iloc[0])
-    others = _rows(others, [site_id not in analysis.profile.stacks[sid] for sid in others["stack"].tolist()])
+    # do not hold the resource yet. Not so for logging: the holder logs from the same call site
+    # and is deep inside the handler's emit.
+    if kind != "logging":
+        site_id = int(waiters["site"].iloc[0])
+        others = _rows(others, [site_id not in analysis.profile.stacks[sid]
+                                for sid in others["stack"].tolist()])
     # The innermost scope that explains a fair share of the waiting instants wins: the lock's
     # own function (the with-block) before its caller (which holds a pooled resource).
     best = None

@@ -67,8 +67,8 @@ def browser():
             b.close()
 
 
-# Installed before any page script: counts CSP violations and alert/confirm/prompt calls even if
-# a dialog handler were never reached. Injected by the driver, so the page's CSP does not apply.
+# Installed before any page script: records every CSP violation event, including ones the console
+# might not show. Injected by the driver, so the page's own CSP does not block it.
 _INIT_SCRIPT = """
 window.__diagnoseTest = {csp: []};
 document.addEventListener('securitypolicyviolation', (e) => {
