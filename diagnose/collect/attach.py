@@ -14,10 +14,10 @@ from typing import Callable
 import psutil
 
 from diagnose.collect import pyspy
+from diagnose.collect.plan import plan_sampling
 from diagnose.collect.procfs import ProcRecord, ProcSampler
 from diagnose.errors import NoSamples, NoSuchProcess, NotPython, ProfilerFailed
 
-PROC_TICK_S = 0.1
 ATTACH_RETRY_S = 3.0  # a launcher or a just-started interpreter gets this long to become readable
 RECORD_GRACE_S = 20.0  # py-spy's time to finish writing after the window
 
@@ -25,7 +25,7 @@ RECORD_GRACE_S = 20.0  # py-spy's time to finish writing after the window
 @dataclass
 class AttachOptions:
     duration: float = 10.0
-    rate: int = 100
+    rate: int | None = None  # None: chosen by the sampling plan from the thread count
     native: str = "auto"  # "auto", "on", "off"
     retry_s: float = ATTACH_RETRY_S
 
@@ -135,9 +135,10 @@ def capture(pid: int, work_dir: Path, options: AttachOptions,
     except psutil.AccessDenied:
         cmdline, threads = [], None
 
+    plan = plan_sampling(threads, options.rate)
     work_dir.mkdir(parents=True, exist_ok=True)
     profile_path = work_dir / f".diagnose-{pid}-{os.getpid()}.speedscope.json"
-    cmd = pyspy.record_command(pid, str(profile_path), options.duration, options.rate, native)
+    cmd = pyspy.record_command(pid, str(profile_path), options.duration, plan.rate_hz, native)
     sampler = ProcSampler(pid)
     started = time.time()
     children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -155,7 +156,7 @@ def capture(pid: int, work_dir: Path, options: AttachOptions,
                 recorder.send_signal(signal.SIGINT)
                 notes.append("py-spy did not finish in time and was stopped")
                 break
-            time.sleep(PROC_TICK_S)
+            time.sleep(plan.proc_interval_s)
     except KeyboardInterrupt:
         interrupted = True
         recorder.send_signal(signal.SIGINT)  # py-spy writes what it has on Ctrl-C
@@ -185,7 +186,8 @@ def capture(pid: int, work_dir: Path, options: AttachOptions,
     target = {"pid": pid, "python": probe.python_version, "cmdline": cmdline,
               "threads": threads, "cores": record.cores, "cpu_quota_cores": record.cpu_quota_cores}
     sampling = {"duration_s": round(min(elapsed, options.duration + RECORD_GRACE_S), 3),
-                "requested_duration_s": options.duration, "rate_hz": options.rate,
+                "requested_duration_s": options.duration, "rate_hz": plan.rate_hz,
+                "plan": plan.reason, "proc_interval_s": round(plan.proc_interval_s, 3),
                 "samples": samples, "errors": errors, "native": native,
                 "mode": "blocking" + ("+native" if native else ""),
                 "pyspy_version": pyspy.pyspy_version(),

@@ -16,9 +16,10 @@ from diagnose.model.table import StackTable, build_sample_table, classify_stacks
 
 ACTIVE_STATES = ("python", "native", "gil", "lock")
 REQUEST_ACTIVE_SHARE = 0.2  # a thread busy or blocked this often is handling requests...
-PARKED_SHARE = 0.97  # ...unless it sat in one and the same stack nearly all window long: a main
-# thread parked in join()/Event.wait() is not serving requests, while even a thread in a heavy
-# lock convoy gets the lock and runs now and then.
+PARKING_KINDS = ("event", "join")  # ...unless it is parked: a thread (typically the main
+PARKED_SHARE = 0.9                  # thread) blocked in Event.wait()/join() nearly all window
+PARKED_MAX_BUSY = 0.02              # and almost never running is not serving requests. A lock
+# convoy is never "parked", however long its threads wait.
 IDLE_SHARE = 0.5
 
 
@@ -60,9 +61,10 @@ def summarize_threads(profile: Profile, samples: pd.DataFrame) -> pd.DataFrame:
     role = pd.Series("other", index=counts.index)
     safe_total = total.where(total > 0, 1)
     role[(counts["idle"] / safe_total) >= IDLE_SHARE] = "idle"
-    per_stack = samples.groupby(["thread", "stack"])["count"].sum()
-    dominant = per_stack.groupby(level=0).max().reindex(counts.index, fill_value=0)
-    parked = (dominant / safe_total) >= PARKED_SHARE
+    parking = (samples[samples["wait_kind"].isin(PARKING_KINDS)].groupby("thread")["count"].sum()
+               .reindex(counts.index, fill_value=0))
+    busy = counts[["python", "native"]].sum(axis=1)
+    parked = ((parking / safe_total) >= PARKED_SHARE) & ((busy / safe_total) < PARKED_MAX_BUSY)
     role[((active / safe_total) >= REQUEST_ACTIVE_SHARE) & ~parked & has_python] = "request"
     out = pd.DataFrame({
         "tid": [t.tid for t in profile.threads],

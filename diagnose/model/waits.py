@@ -105,12 +105,25 @@ def wait_sites(analysis, limit: int = 8, holders_for: int = 5) -> list[WaitSite]
     return sites
 
 
+def _thread_tick_keys(thread: np.ndarray, tick: np.ndarray) -> np.ndarray:
+    """One int64 per (thread, tick), for fast set membership with np.isin."""
+    return thread.astype(np.int64) * (1 << 32) + tick.astype(np.int64)
+
+
+def _stacks_where(analysis, stack_ids: np.ndarray, predicate) -> np.ndarray:
+    """Evaluates a per-stack predicate once per distinct stack; returns a row mask."""
+    distinct = np.unique(stack_ids)
+    keep = np.array([bool(predicate(analysis.profile.stacks[int(s)])) for s in distinct], dtype=bool)
+    return np.isin(stack_ids, distinct[keep])
+
+
 def _holders(analysis, all_samples, waiters, wait_ticks: set[int], kind: str):
     at_instants = all_samples[all_samples["tick"].isin(wait_ticks)]
     # Threads waiting at this very site are waiters, not holders.
-    waiter_keys = set(zip(waiters["thread"].tolist(), with_ticks(waiters, analysis.profile.interval_s or 0.01).tolist()))
-    keys = list(zip(at_instants["thread"].tolist(), at_instants["tick"].tolist()))
-    others = _rows(at_instants, [k not in waiter_keys for k in keys])
+    interval = analysis.profile.interval_s or 0.01
+    waiter_keys = _thread_tick_keys(waiters["thread"].to_numpy(), with_ticks(waiters, interval))
+    keys = _thread_tick_keys(at_instants["thread"].to_numpy(), at_instants["tick"].to_numpy())
+    others = at_instants[~np.isin(keys, waiter_keys)]
     # Threads blocked on a lock themselves (at another call site of the same logger, say) are
     # waiters too, not holders.
     others = others[others["state"] != "lock"]
@@ -138,14 +151,14 @@ def _holders(analysis, all_samples, waiters, wait_ticks: set[int], kind: str):
     # and is deep inside the handler's emit.
     if kind != "logging":
         site_id = int(waiters["site"].iloc[0])
-        others = _rows(others, [site_id not in analysis.profile.stacks[sid]
-                                for sid in others["stack"].tolist()])
+        others = others[~_stacks_where(analysis, others["stack"].to_numpy(),
+                                       lambda stack: site_id in stack)]
     # The innermost scope that explains a fair share of the waiting instants wins: the lock's
     # own function (the with-block) before its caller (which holds a pooled resource).
     best = None
     for scope in scopes:
-        inside = _rows(others, [_contains(analysis, sid, scope.function, scope.file)
-                                for sid in others["stack"].tolist()])
+        inside = others[_stacks_where(analysis, others["stack"].to_numpy(),
+                                      lambda stack, s=scope: _contains(analysis, stack, s.function, s.file))]
         coverage = inside["tick"].nunique()
         if coverage and (best is None or coverage > best[0]):
             best = (coverage, scope, inside)
@@ -158,18 +171,13 @@ def _holders(analysis, all_samples, waiters, wait_ticks: set[int], kind: str):
             _max_threads(inside))
 
 
-def _rows(frame: pd.DataFrame, keep: list[bool]) -> pd.DataFrame:
-    """Row selection by a list of booleans (an empty plain list would select columns)."""
-    return frame[np.asarray(keep, dtype=bool)] if len(frame) else frame
-
-
 def _max_threads(samples: pd.DataFrame) -> int:
     return int(samples.groupby("tick")["thread"].nunique().max()) if not samples.empty else 0
 
 
-def _contains(analysis, stack_id: int, function: str, file: str) -> bool:
+def _contains(analysis, stack: tuple[int, ...], function: str, file: str) -> bool:
     return any(analysis.frame(f).function == function and analysis.frame(f).file == file
-               for f in analysis.profile.stacks[stack_id])
+               for f in stack)
 
 
 def _holder_path(analysis, stack_id: int, scope):

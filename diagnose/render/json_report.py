@@ -37,6 +37,44 @@ def thread_rows(analysis: Analysis) -> list[dict]:
     return rows
 
 
+# Above these, what the sampler did to the target may have changed what it measured.
+PAUSE_WARNING_SHARE = 0.05
+PYSPY_CPU_WARNING_SHARE = 0.10
+ERROR_WARNING_SHARE = 0.05
+RATE_SHORTFALL_WARNING = 0.5
+
+
+def observer_cost(sampling: dict) -> dict:
+    """What observing cost the target, and whether it is large enough to distort the verdict."""
+    paused = sampling.get("paused_share")
+    cpu_share = sampling.get("pyspy_cpu_share_of_cores")
+    requested, achieved = sampling.get("rate_hz"), sampling.get("achieved_rate_hz")
+    samples, errors = sampling.get("samples") or 0, sampling.get("errors") or 0
+    error_rate = errors / (samples + errors) if (samples + errors) else None
+    mode = sampling.get("mode") or ""
+    warnings = []
+    if paused is not None and paused > PAUSE_WARNING_SHARE:
+        warnings.append(f"py-spy kept the target's threads stopped {100 * paused:.0f}% of the time")
+    if cpu_share is not None and cpu_share > PYSPY_CPU_WARNING_SHARE:
+        warnings.append(f"py-spy used {100 * cpu_share:.0f}% of the cores the target runs on")
+    if error_rate is not None and error_rate > ERROR_WARNING_SHARE:
+        warnings.append(f"{100 * error_rate:.0f}% of samples failed")
+    if requested and achieved is not None and achieved < RATE_SHORTFALL_WARNING * requested:
+        warnings.append(f"sampling achieved {achieved:g} Hz of the {requested} Hz asked for")
+    return {
+        "paused_share": paused,
+        "pyspy_cpu_s": sampling.get("pyspy_cpu_s"),
+        "pyspy_cpu_share_of_cores": cpu_share,
+        "requested_rate_hz": requested,
+        "achieved_rate_hz": achieved,
+        "errors": errors,
+        "error_rate": round(error_rate, 4) if error_rate is not None else None,
+        "torn_stacks_possible": "nonblocking" in mode,
+        "plan": sampling.get("plan"),
+        "warning": ("; ".join(warnings) + ": the verdict may be distorted") if warnings else None,
+    }
+
+
 def build_report(analysis: Analysis, results: CheckResults) -> dict:
     meta = analysis.meta
     target = dict(meta.get("target", {}))
@@ -55,6 +93,7 @@ def build_report(analysis: Analysis, results: CheckResults) -> dict:
     if analysis.os is not None:
         # Share of /proc observations that found a thread stopped by py-spy: the observer's pause.
         sampling["paused_share"] = round(analysis.os.observer_stop_share, 4)
+    sampling["observer"] = observer_cost(sampling)
     sampling["partial"] = bool(meta.get("partial", False))
     sampling["notes"] = list(meta.get("notes", []))
     return {
