@@ -25,7 +25,8 @@ WAIT_STATES = ("gil", "lock", "io", "idle")
 BUSY_STATES = ("python", "native")
 
 # Native leaf functions, as they appear in py-spy --native stacks on glibc/CPython builds.
-_PY_LOCK_WAIT = {"PyThread_acquire_lock_timed", "lock_PyThread_acquire_lock", "rlock_acquire",
+_PY_LOCK_WAIT = {"PyThread_acquire_lock_timed", "PyThread_acquire_lock_timed_with_retries",
+                 "lock_PyThread_acquire_lock", "rlock_acquire",
                  "acquire_timed", "_queue_SimpleQueue_get", "_queue_SimpleQueue_get_impl",
                  "_queue.SimpleQueue.get"}
 _GIL_WAIT = {"take_gil", "PyEval_RestoreThread", "PyEval_AcquireThread", "_PyEval_AcquireLock"}
@@ -47,18 +48,26 @@ _IO_WAIT = {"select", "__select", "poll", "__poll", "ppoll", "epoll_wait", "epol
 _LIBC = re.compile(r"(libc\.so|libc-|libpthread|ld-linux)")
 # libpython itself, the python executable, and CPython extension modules (which re-take the GIL
 # through the C API).
-_PYTHON_BINARY = re.compile(r"(libpython|/python3?\.?\d*$|\.cpython-\d+|\.abi3\.so|/lib-dynload/|Modules/|Python/|Objects/)")
+_PYTHON_BINARY = re.compile(r"(libpython|(^|/)python\d*(\.\d+)?m?$|\.cpython-\d+|\.abi3\.so|/lib-dynload/|Modules/|Python/|Objects/)")
+# time.sleep: `time_sleep > select` on CPython <= 3.10, `time_sleep > clock_nanosleep` on 3.11+.
+_SLEEP = {"time_sleep", "pysleep", "clock_nanosleep", "__clock_nanosleep", "nanosleep", "__nanosleep"}
 # libpython frames that are the interpreter itself, not "native code the thread runs".
-_RUNTIME_LIBS = re.compile(r"(libpython|/python3?\.?\d*$|libc\.so|libc-|libpthread|ld-linux)")
+# py-spy's raw/collapsed output names the binary without its directory ("python3.11"), speedscope
+# with it ("/usr/bin/python3.11"): a static (non --enable-shared) build runs libpython from there.
+_RUNTIME_LIBS = re.compile(r"(libpython|(^|/)python\d*(\.\d+)?m?$|libc\.so|libc-|libpthread|ld-linux)")
+# Static functions of libpython that py-spy names only when the build keeps its full symbol table
+# (pyenv builds do; distro builds such as Debian's /usr/bin/python3.11 are stripped). Without them
+# a Lock wait looks exactly like an RLock wait (both a bare PyThread_acquire_lock_timed).
+FULL_SYMBOL_MARKERS = frozenset({"lock_PyThread_acquire_lock", "time_sleep", "thread_run", "t_bootstrap"})
 
 # Stdlib Python functions that block, by file suffix and function name: (kind).
 _STDLIB_WAITS = [
     ("queue.py", re.compile(r"^(Queue\.)?(get|put)$"), "queue"),
-    ("threading.py", re.compile(r"^(Semaphore|BoundedSemaphore)\.acquire$"), "semaphore"),
+    ("threading.py", re.compile(r"^((Bounded)?Semaphore\.)?acquire$"), "semaphore"),
     ("threading.py", re.compile(r"^Event\.wait$"), "event"),
-    ("threading.py", re.compile(r"^Condition\.(wait|wait_for)$"), "condition"),
+    ("threading.py", re.compile(r"^(Condition\.)?(wait|wait_for)$"), "condition"),
     ("threading.py", re.compile(r"^(Thread\.join|Thread\._wait_for_tstate_lock|_wait_for_tstate_lock|join)$"), "join"),
-    ("threading.py", re.compile(r"^Barrier\.wait"), "barrier"),
+    ("threading.py", re.compile(r"^Barrier\.(wait|_wait|_enter)$|^(_wait|_enter)$"), "barrier"),
     ("logging/__init__.py", re.compile(r"^(Handler\.)?(acquire|handle|emit)$|^_acquireLock$"), "logging"),
     ("concurrent/futures/_base.py", re.compile(r"^(Future\.)?result$|^(as_completed|wait)$"), "future"),
 ]
@@ -74,6 +83,7 @@ _PLUMBING = [
     ("threading.py", re.compile(r"(_bootstrap|_bootstrap_inner|run)$")),
 ]
 _LOCK_LINE = re.compile(r"\bwith\b.*(lock|mutex|_lk|sem)\w*\b.*:|\.acquire\(|\.get\(\)|\.wait\(", re.I)
+_SLEEP_LINE = re.compile(r"\bsleep\(")
 # Pool workers whose wait is always a wait for work.
 _IDLE_SITES = [
     ("concurrent/futures/thread.py", re.compile(r"_worker$")),
@@ -95,6 +105,23 @@ def _is(frame: Frame, suffix: str, pattern: re.Pattern) -> bool:
     return frame.file.endswith(suffix) and bool(pattern.search(frame.function))
 
 
+# CPython <= 3.10 has no co_qualname: py-spy shows `wait`, `acquire`, `get` where 3.11+ shows
+# `Condition.wait`, `Semaphore.acquire`, `Queue.get`. A bare threading.py `wait` directly over
+# another threading.py `wait` is Event.wait (Event.wait -> Condition.wait); one over `_wait` or
+# `_enter` is Barrier.wait.
+def _stdlib_name(frames: list[Frame], i: int) -> str:
+    f = frames[i]
+    if "." in f.function or f.function != "wait" or not f.file.endswith("threading.py"):
+        return f.function
+    callee = next((g for g in frames[i + 1:] if not g.native), None)
+    if callee is not None and callee.file.endswith("threading.py"):
+        if callee.function == "wait":
+            return "Event.wait"
+        if callee.function in ("_wait", "_enter"):
+            return "Barrier.wait"
+    return f.function
+
+
 def _outermost_user_frame(frames: list[Frame]) -> int:
     for i, f in enumerate(frames):
         if f.native:
@@ -113,7 +140,9 @@ def _stdlib_wait(frames: list[Frame], top: int) -> tuple[str, int] | None:
         if f.native:
             i -= 1
             continue
-        matched = next((k for suffix, pat, k in _STDLIB_WAITS if _is(f, suffix, pat)), None)
+        name = _stdlib_name(frames, i)
+        matched = next((k for suffix, pat, k in _STDLIB_WAITS
+                        if f.file.endswith(suffix) and pat.search(name)), None)
         if matched is None:
             # Internal helpers of the same modules (Condition.wait inside Queue.get) keep climbing.
             if kind is not None and f.file.endswith(("threading.py", "queue.py", "logging/__init__.py",
@@ -172,8 +201,11 @@ def _cond_wait_is_gil(tail: list[Frame]) -> bool:
     return bool(_PYTHON_BINARY.search(caller.file))
 
 
-def classify_stack(frames: list[Frame], native_profile: bool = True) -> StackState:
-    """`native_profile`: the recording had native frames, so a Python leaf means running Python."""
+def classify_stack(frames: list[Frame], native_profile: bool = True,
+                   full_symbols: bool = False) -> StackState:
+    """`native_profile`: the recording had native frames, so a Python leaf means running Python.
+    `full_symbols`: the profile shows libpython's static functions (any FULL_SYMBOL_MARKERS frame),
+    so a lock wait without lock_PyThread_acquire_lock is an RLock wait."""
     if not frames:
         return StackState("unknown", "", -1)
     top = max((i for i, f in enumerate(frames) if not f.native), default=-1)
@@ -199,19 +231,38 @@ def classify_stack(frames: list[Frame], native_profile: bool = True) -> StackSta
                 kind, site = found
                 state = "idle" if _is_idle_site(frames, site) and kind != "logging" else "lock"
                 return StackState(state, kind, site)
-            if _is_idle_site(frames, top) and "_queue_SimpleQueue_get" in names:
+            # SimpleQueue.get is C code: named `_queue_SimpleQueue_get` with symbols, an
+            # unnamed frame in `_queue.cpython-3XX-....so` without (stripped distro builds).
+            simple_queue = "_queue_SimpleQueue_get" in names or any(
+                re.search(r"(^|/)_queue\.cpython", f.file) for f in tail)
+            pool_worker = any(_is(frames[top], suffix, pat) for suffix, pat in _IDLE_SITES)
+            if _is_idle_site(frames, top) and (simple_queue or pool_worker):
                 return StackState("idle", "queue", top)
-            kind = "rlock" if "rlock_acquire" in names else "lock"
+            # RLock.acquire shows no rlock_acquire frame on 3.6-3.13: the Python frame sits
+            # directly over PyThread_acquire_lock_timed(_with_retries); Lock.acquire goes
+            # through lock_PyThread_acquire_lock.
+            first = tail[0].function
+            kind = "rlock" if "rlock_acquire" in names or (full_symbols and first in (
+                "PyThread_acquire_lock_timed", "PyThread_acquire_lock_timed_with_retries")) else "lock"
             return StackState("lock", kind, top)
         if names & _IO_WAIT and libs_only_runtime:
             io_site = _stdlib_io(frames, top)
             site = top if io_site is None else max(io_site - 1, 0)
-            idle = _is_idle_site(frames, site) and not names & {"clock_nanosleep", "__clock_nanosleep", "nanosleep", "pysleep"}
+            idle = _is_idle_site(frames, site) and not names & _SLEEP
             return StackState("idle" if idle else "io", "io", site)
         if names & _MUTEX_WAIT and not libs_only_runtime:
             return StackState("native", "native_mutex", top)
         if not libs_only_runtime:
             return StackState("native", "", top)
+        if all(f.function.startswith("0x") for f in tail):
+            # Only unsymbolized libc frames (futex / sem_clockwait): CPython 3.13's PyMutex and
+            # PyEvent waits (Thread.join, ...) look like this; so does a GIL hand-off in
+            # drop_gil. Trust the Python frames when they are a stdlib blocking call.
+            found = _stdlib_wait(frames, top)
+            if found:
+                kind, site = found
+                state = "idle" if _is_idle_site(frames, site) and kind != "logging" else "lock"
+                return StackState(state, kind, site)
         return StackState("python", "", top)
 
     if native_profile:
@@ -227,6 +278,11 @@ def classify_stack(frames: list[Frame], native_profile: bool = True) -> StackSta
     if io_site is not None:
         site = max(io_site - 1, 0)
         return StackState("idle" if _is_idle_site(frames, site) else "io", "io", site, estimated=True)
+    if _is(frames[top], "concurrent/futures/thread.py", re.compile(r"_worker$")):
+        # its only blocking call, SimpleQueue.get (3.7+), is C code: invisible without --native
+        return StackState("idle", "queue", top, estimated=True)
+    if _SLEEP_LINE.search(_line_text(frames[top])):
+        return StackState("io", "io", top, estimated=True)
     if _LOCK_LINE.search(_line_text(frames[top])):
         return StackState("lock", "lock", top, estimated=True)
     return StackState("python", "", top, estimated=True)

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.classify.categories import CATEGORIES, Categorizer
-from diagnose.classify.state import STATES, classify_stack
+from diagnose.classify.state import FULL_SYMBOL_MARKERS, STATES, classify_stack
 from diagnose.model.profile import Profile
 
 WAIT_KINDS = ("", "lock", "rlock", "queue", "semaphore", "condition", "event", "join", "barrier",
@@ -54,9 +54,10 @@ def classify_stacks(profile: Profile, categorizer: Categorizer) -> StackTable:
     phase = np.empty(n, dtype=object)
     leaf_cat = np.empty(n, dtype=object)
     estimated = np.zeros(n, dtype=bool)
+    full_symbols = any(f.function in FULL_SYMBOL_MARKERS for f in profile.frames)
     for sid, stack in enumerate(profile.stacks):
         frames = [profile.frames[i] for i in stack]
-        result = classify_stack(frames, profile.native)
+        result = classify_stack(frames, profile.native, full_symbols)
         state[sid], wait_kind[sid], estimated[sid] = result.state, result.wait_kind, result.estimated
         site[sid] = stack[result.site] if result.site >= 0 else -1
         phase[sid] = categorizer.phase_of(frames)
