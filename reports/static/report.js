@@ -328,7 +328,9 @@
 
   // ------------------------------------------------------------------ generic sortable table
 
-  /** columns: [{label, value(row) -> sortable, cell(row) -> Node|string, num, descFirst, title, cls}] */
+  /** columns: [{label, value(row) -> sortable, cell(row) -> Node|string, num, descFirst, ascFirst,
+   *  title, cls}]. opts: {cls, sortCol, sortDir, rowAttrs(row) -> {attr: value},
+   *  afterRow(row, nCols) -> <tr>|null: a detail row kept under its row whatever the order}. */
   function sortableTable(columns, rows, opts) {
     const o = opts || {};
     const table = h('table', { class: 'data sortable' + (o.cls ? ' ' + o.cls : '') });
@@ -343,7 +345,7 @@
       const th = h('th', { scope: 'col', class: (c.num ? 'num ' : '') + (c.cls || '') }, btn);
       btn.addEventListener('click', () => {
         if (sortCol === ci) sortDir = -sortDir;
-        else { sortCol = ci; sortDir = c.num || c.descFirst ? -1 : 1; }
+        else { sortCol = ci; sortDir = c.ascFirst ? 1 : c.num || c.descFirst ? -1 : 1; }
         fill();
       });
       headRow.appendChild(th);
@@ -352,6 +354,7 @@
     thead.appendChild(headRow);
     table.appendChild(thead);
     table.appendChild(tbody);
+    const built = new Array(rows.length);
 
     function cmp(a, b) {
       const an = a == null || a === '' || (typeof a === 'number' && !Number.isFinite(a));
@@ -372,22 +375,27 @@
         if (ci === sortCol) th.setAttribute('aria-sort', sortDir > 0 ? 'ascending' : 'descending');
         else th.removeAttribute('aria-sort');
       });
-      clear(tbody);
+      // Rows are built once and only reordered, so what a reader opened in them stays open.
       for (const i of order) {
-        const r = rows[i];
-        const tr = h('tr');
-        if (o.rowAttrs) {
-          const attrs = o.rowAttrs(r);
-          for (const k of Object.keys(attrs)) tr.setAttribute(k, str(attrs[k]));
-        }
-        columns.forEach((c) => {
-          const v = c.cell ? c.cell(r) : c.value(r);
-          const td = h('td', { class: (c.num ? 'num ' : '') + (c.cls || '') });
-          appendKids(td, [v instanceof Node ? v : typeof v === 'number' ? fmtNum(v) : v]);
-          tr.appendChild(td);
-        });
-        tbody.appendChild(tr);
+        if (!built[i]) built[i] = buildRow(rows[i]);
+        for (const tr of built[i]) tbody.appendChild(tr);
       }
+    }
+
+    function buildRow(r) {
+      const tr = h('tr');
+      if (o.rowAttrs) {
+        const attrs = o.rowAttrs(r);
+        for (const k of Object.keys(attrs)) tr.setAttribute(k, str(attrs[k]));
+      }
+      columns.forEach((c) => {
+        const v = c.cell ? c.cell(r) : c.value(r);
+        const td = h('td', { class: (c.num ? 'num ' : '') + (c.cls || '') });
+        appendKids(td, [v instanceof Node ? v : typeof v === 'number' ? fmtNum(v) : v]);
+        tr.appendChild(td);
+      });
+      const extra = o.afterRow ? o.afterRow(r, columns.length) : null;
+      return extra ? [tr, extra] : [tr];
     }
     fill();
     return h('div', { class: 'table-wrap' }, table);
@@ -429,11 +437,27 @@
     root.appendChild(h('p', { class: 'verdict-meta', text: meta.join(' \u00b7 ') }));
 
     const notes = arr(s.notes).filter((n) => str(n) !== '');
-    if (s.partial === true || notes.length || D.dropped) {
-      const banner = h('div', { class: 'banner', id: 'sampling-banner', role: 'note' });
+    const warning = observerWarning(s);
+    if (s.partial === true || notes.length || D.dropped || warning) {
+      const banner = h('div', {
+        class: 'banner' + (warning || s.partial === true ? ' strong' : ''),
+        id: 'sampling-banner', role: 'note',
+      });
+      if (warning) {
+        const more = h('button', { type: 'button', class: 'linkish', text: 'what sampling cost the target' });
+        more.addEventListener('click', () => {
+          const el = $('observer-cost');
+          if (el) el.scrollIntoView({ block: 'center' });
+        });
+        banner.appendChild(h('p', { class: 'banner-title', id: 'observer-warning' },
+          '\u26a0 Observer effect: ', h('span', { class: 'warning-text', text: warning })));
+        banner.appendChild(h('p', { class: 'small' },
+          'The sampler disturbed the process it measured; weigh the findings below with that in mind (see ',
+          more, ').'));
+      }
       if (s.partial === true) {
         banner.appendChild(h('p', { class: 'banner-title', text: '\u26a0 Warning: target exited during sampling \u2014 partial data' }));
-      } else {
+      } else if (notes.length && !warning) {
         banner.appendChild(h('p', { class: 'banner-title', text: '\u26a0 Sampling notes' }));
       }
       if (notes.length) banner.appendChild(h('ul', null, notes.map((n) => h('li', { text: n }))));
@@ -486,9 +510,9 @@
       const evKeys = Object.keys(ev);
       if (evKeys.length) {
         body.appendChild(h('h4', { text: 'Evidence' }));
-        body.appendChild(h('table', { class: 'kv' }, h('tbody', null, evKeys.map((k) =>
-          h('tr', null, h('th', { scope: 'row', text: k }),
-            h('td', { class: isNum(ev[k]) ? 'num' : '', text: evidenceText(ev[k]) }))))));
+        body.appendChild(h('table', { class: 'kv evidence' }, h('tbody', null, evKeys.map((k) =>
+          h('tr', { 'data-key': k }, h('th', { scope: 'row', text: k }),
+            h('td', { class: isNum(ev[k]) ? 'num' : '' }, valueNode(ev[k], k)))))));
       }
 
       const sites = arr(f.sites).map(obj);
@@ -514,11 +538,37 @@
     }
   }
 
-  function evidenceText(v) {
-    if (v == null) return '\u2014';
-    if (isNum(v)) return fmtNum(v);
-    if (typeof v === 'boolean') return v ? 'yes' : 'no';
-    return str(v);
+  /** Keys whose numbers are fractions, shown as percentages: *_share, *_shares, *_share_of_*,
+   *  *_share_per_*, share_of_*, anything with "utilization", *_fraction, *error_rate. */
+  function isShareKey(k) {
+    const s = str(k).toLowerCase();
+    return /(^|_)shares?($|_)/.test(s) || s.includes('utilization') || /(^|_)(fraction|error_rate)$/.test(s);
+  }
+
+  const MAX_VALUE_DEPTH = 4;
+
+  /** A value of any JSON shape as DOM: numbers rounded (percentages for share keys, inherited by
+   *  nested values), null as a dash, booleans as yes/no, objects as a nested key/value list,
+   *  arrays as a list. Never JSON text. */
+  function valueNode(v, key, asShare, depth) {
+    const share = asShare === true || isShareKey(key);
+    const d = depth || 0;
+    if (v == null) return h('span', { class: 'muted', text: '\u2014' });
+    if (typeof v === 'boolean') return h('span', { text: v ? 'yes' : 'no' });
+    if (isNum(v)) return h('span', { class: 'v-num', text: share ? fmtPct(v) : fmtNum(v) });
+    if (typeof v !== 'object') return h('span', { text: str(v) });
+    if (d >= MAX_VALUE_DEPTH) return h('span', { class: 'muted', text: '\u2026' });
+    if (Array.isArray(v)) {
+      if (!v.length) return h('span', { class: 'muted', text: 'none' });
+      if (v.every((x) => x == null || typeof x !== 'object')) {
+        return h('span', null, v.map((x, i) => [i ? ', ' : null, valueNode(x, key, share, d + 1)]));
+      }
+      return h('ol', { class: 'kv-list' }, v.map((x) => h('li', null, valueNode(x, key, share, d + 1))));
+    }
+    const keys = Object.keys(v);
+    if (!keys.length) return h('span', { class: 'muted', text: 'none' });
+    return h('dl', { class: 'kv-nested' }, keys.map((k) => [
+      h('dt', { text: k }), h('dd', null, valueNode(v[k], k, share, d + 1))]));
   }
 
   function shareCell(share) {
@@ -559,34 +609,135 @@
       ['cores', 'CPU cores', fmtNum(t.cores)],
       ['threads', 'Threads', fmtNum(t.threads)],
       ['duration', 'Duration', unit(s.duration_s, ' s')],
-      ['rate', 'Rate', unit(s.rate_hz, ' Hz')],
       ['samples', 'Samples', fmtInt(s.samples)],
-      ['errors', 'Errors', fmtInt(s.errors)],
       ['native', 'Native frames', yesNo(s.native)],
       ['mode', 'Mode', str(s.mode)],
       ['partial', 'Partial', s.partial === true ? 'yes \u2014 target exited' : s.partial === false ? 'no' : '\u2014'],
     ];
-    if ('achieved_rate_hz' in s) facts.push(['achieved-rate', 'Achieved rate', unit(s.achieved_rate_hz, ' Hz')]);
-    if ('thread_samples' in s) facts.push(['thread-samples', 'Thread samples', fmtInt(s.thread_samples)]);
-    if ('state_estimated' in s) facts.push(['state-estimated', 'States estimated', yesNo(s.state_estimated)]);
-    if ('paused_share' in s) facts.push(['paused-share', 'Target paused by sampler', isNum(s.paused_share) ? fmtPct(s.paused_share) : '\u2014']);
+    // Optional facts: shown when the report has them. Rate, errors and the sampler's own cost
+    // are in the observer block below.
+    const optional = [
+      [t, 'cpu_quota_cores', 'cpu-quota', 'CPU quota (cores)', (v) => unit(v, '')],
+      [s, 'requested_duration_s', 'requested-duration', 'Requested duration', (v) => unit(v, ' s')],
+      [s, 'thread_samples', 'thread-samples', 'Thread samples', fmtInt],
+      [s, 'state_estimated', 'state-estimated', 'States estimated', yesNo],
+      [s, 'proc_interval_s', 'proc-interval', '/proc read every', (v) => unit(v, ' s')],
+      [s, 'pyspy_version', 'pyspy-version', 'py-spy version', str],
+    ];
+    for (const [src, k, key, label, fmt] of optional) {
+      if (k in src) facts.push([key, label, fmt(src[k])]);
+    }
     // Anything newer in target/sampling that this page does not know yet: show it plainly.
     const known = new Set(['pid', 'python', 'cmdline', 'threads', 'cores', 'duration_s', 'rate_hz', 'samples', 'errors',
-      'native', 'mode', 'partial', 'notes', 'achieved_rate_hz', 'thread_samples', 'state_estimated', 'paused_share']);
+      'native', 'mode', 'partial', 'notes', 'achieved_rate_hz', 'paused_share', 'observer', 'plan',
+      'pyspy_cpu_s', 'pyspy_cpu_share_of_cores']
+      .concat(optional.map((o) => o[1])));
     for (const src of [t, s]) {
       for (const k of Object.keys(src)) {
-        if (!known.has(k)) facts.push(['extra', k, evidenceText(src[k])]);
+        if (!known.has(k)) facts.push(['extra', k, valueNode(src[k], k)]);
       }
     }
     const dl = h('dl', { class: 'facts' });
     for (const [key, k, v] of facts) {
-      dl.appendChild(h('div', { class: 'fact', 'data-fact': key }, h('dt', { text: k }), h('dd', { text: v || '\u2014' })));
+      dl.appendChild(h('div', { class: 'fact', 'data-fact': key }, h('dt', { text: k }),
+        v instanceof Node ? h('dd', null, v) : h('dd', { text: v || '\u2014' })));
     }
     root.appendChild(dl);
+    root.appendChild(observerBlock(s));
     const cmd = Array.isArray(t.cmdline) ? t.cmdline.map(shellQuote).join(' ') : str(t.cmdline);
     root.appendChild(h('div', { class: 'cmdline' },
       h('div', { class: 'cmd-label', text: 'Command line' }),
       h('code', { id: 'cmdline', text: cmd || '\u2014' })));
+  }
+
+  /** sampling.observer, or what older reports had of it in sampling itself. */
+  function observerOf(s) {
+    const o = obj(s.observer);
+    const pick = (k, alt) => (k in o ? o[k] : alt === undefined ? null : alt);
+    return {
+      paused_share: pick('paused_share', s.paused_share),
+      pyspy_cpu_s: pick('pyspy_cpu_s', s.pyspy_cpu_s),
+      pyspy_cpu_share_of_cores: pick('pyspy_cpu_share_of_cores', s.pyspy_cpu_share_of_cores),
+      requested_rate_hz: pick('requested_rate_hz', s.rate_hz),
+      achieved_rate_hz: pick('achieved_rate_hz', s.achieved_rate_hz),
+      errors: pick('errors', s.errors),
+      error_rate: pick('error_rate'),
+      torn_stacks_possible: pick('torn_stacks_possible'),
+      plan: pick('plan', s.plan),
+      warning: pick('warning'),
+    };
+  }
+
+  function observerWarning(s) {
+    const w = observerOf(s).warning;
+    return w == null || str(w) === '' ? '' : str(w);
+  }
+
+  /** "What sampling cost the target": the observer's own effect on what it measured. */
+  function observerBlock(s) {
+    const o = observerOf(s);
+    const num = (v) => (isNum(v) ? v : null);
+    const attrs = { id: 'observer-cost', class: 'observer', 'aria-labelledby': 'observer-h' };
+    for (const k of ['paused_share', 'pyspy_cpu_s', 'pyspy_cpu_share_of_cores', 'requested_rate_hz',
+      'achieved_rate_hz', 'errors', 'error_rate']) {
+      if (num(o[k]) != null) attrs['data-' + k.replace(/_/g, '-')] = String(o[k]);
+    }
+    if (typeof o.torn_stacks_possible === 'boolean') attrs['data-torn-stacks-possible'] = String(o.torn_stacks_possible);
+    const warning = observerWarning(s);
+    attrs['data-warning'] = warning ? 'true' : 'false';
+    const box = h('div', attrs);
+    box.appendChild(h('h3', { id: 'observer-h', text: 'What sampling cost the target' }));
+
+    const notMeasured = 'not measured';
+    let rate;
+    const achieved = num(o.achieved_rate_hz);
+    const requested = num(o.requested_rate_hz);
+    if (achieved != null && requested) {
+      rate = fmtNum(achieved) + ' of ' + fmtNum(requested) + ' Hz (' + fmtPct(achieved / requested) + ')';
+    } else if (achieved != null) {
+      rate = fmtNum(achieved) + ' Hz (requested: \u2014)';
+    } else if (requested) {
+      rate = 'requested ' + fmtNum(requested) + ' Hz, achieved ' + notMeasured;
+    } else {
+      rate = notMeasured;
+    }
+    let cpu = notMeasured;
+    if (num(o.pyspy_cpu_s) != null) {
+      cpu = fmtNum(o.pyspy_cpu_s) + ' s' +
+        (num(o.pyspy_cpu_share_of_cores) != null ? ' (' + fmtPct(o.pyspy_cpu_share_of_cores) + ' of the cores)' : '');
+    } else if (num(o.pyspy_cpu_share_of_cores) != null) {
+      cpu = fmtPct(o.pyspy_cpu_share_of_cores) + ' of the cores';
+    }
+    let errors = notMeasured;
+    if (num(o.errors) != null) {
+      errors = fmtInt(o.errors) + (num(o.error_rate) != null && o.errors > 0 ? ' (' + fmtPct(o.error_rate) + ' of samples)' : '');
+    }
+    const torn = o.torn_stacks_possible === true ? 'possible (non-blocking sampling)'
+      : o.torn_stacks_possible === false ? 'no' : notMeasured;
+    const items = [
+      ['paused', 'Target paused by the sampler',
+        num(o.paused_share) != null ? fmtPct(o.paused_share) : notMeasured,
+        'share of /proc observations of target threads that found them stopped by py-spy'],
+      ['pyspy-cpu', 'py-spy CPU', cpu, 'CPU time py-spy itself used; on a small machine it competes with the target'],
+      ['rate', 'Achieved / requested rate', rate, 'sampler ticks per second, against the rate asked for'],
+      ['errors', 'Sampling errors', errors, 'samples py-spy could not take'],
+      ['torn', 'Stacks may be torn', torn,
+        'non-blocking sampling reads a thread while it runs, so a stack can mix frames from two moments'],
+    ];
+    const dl = h('dl', { class: 'facts observer-facts' });
+    for (const [key, label, value, title] of items) {
+      dl.appendChild(h('div', { class: 'fact', 'data-observer': key, title },
+        h('dt', { text: label }), h('dd', { class: value === notMeasured ? 'muted' : null, text: value })));
+    }
+    box.appendChild(dl);
+    const plan = o.plan == null || str(o.plan) === '' ? '' : str(o.plan);
+    box.appendChild(h('p', { class: 'observer-plan small', id: 'observer-plan' },
+      h('span', { class: 'plan-label', text: 'Sampling plan: ' }),
+      plan ? h('span', { text: plan }) : h('span', { class: 'muted', text: 'not recorded for this run' })));
+    if (warning) {
+      box.appendChild(h('p', { class: 'observer-warn', text: '\u26a0 ' + warning }));
+    }
+    return box;
   }
 
   /** Display-only quoting so argument boundaries stay visible. */
@@ -1213,23 +1364,22 @@
 
   function renderWaits(D) {
     const root = clear($('waits-body'));
-    const waits = arr(D.report.waits).filter((w) => w && typeof w === 'object' && !Array.isArray(w));
-    if (waits.length) {
-      const keys = [];
-      for (const w of waits) for (const k of Object.keys(w)) if (!keys.includes(k)) keys.push(k);
-      const cols = keys.map((k) => {
-        const numeric = waits.every((w) => w[k] == null || isNum(w[k]));
-        const isShare = numeric && /share|fraction|ratio/i.test(k);
-        return {
-          label: k, num: numeric,
-          value: (w) => (numeric ? (isNum(w[k]) ? w[k] : null) : str(w[k])),
-          cell: isShare ? (w) => shareCell(w[k]) : (w) => (numeric ? fmtNum(w[k]) : str(w[k])),
-          cls: numeric ? '' : 'mono',
-        };
-      });
-      root.appendChild(sortableTable(cols, waits, { cls: 'waits' }));
+    if (Array.isArray(D.report.waits)) {
+      const waits = D.report.waits
+        .map((w, i) => ({ w: obj(w), rank: i + 1 }))
+        .filter((x) => Object.keys(x.w).length)
+        .map((x) => ({ ...x, holders: arr(x.w.holders).filter((hd) => hd && typeof hd === 'object' && !Array.isArray(hd)) }));
+      if (!waits.length) {
+        root.appendChild(h('p', { class: 'muted', id: 'waits-empty', text: 'Request threads did not wait on a lock, the GIL, a queue or a pool in this run.' }));
+        return;
+      }
+      root.appendChild(h('p', { class: 'muted small', text:
+        'Where request threads blocked, ranked by thread-seconds waited. The holder is what the other ' +
+        'threads were doing at the instants someone waited here (share of those instants). Click a heading to sort.' }));
+      root.appendChild(waitsTable(waits));
       return;
     }
+    // Reports without report.waits: the lock_contention finding's sites.
     const lock = arr(D.report.findings).map(obj).find((f) => str(f.id) === 'lock_contention');
     const sites = lock ? arr(lock.sites).map(obj) : [];
     if (sites.length) {
@@ -1240,6 +1390,108 @@
         ? 'No lock waits were seen in request threads.'
         : 'No wait-site data in this report.' }));
     }
+  }
+
+  /** Whole percent, as in the summaries: "34%", "<1%". */
+  function pct0(frac) {
+    if (!isNum(frac)) return '\u2014';
+    const p = frac * 100;
+    return p > 0 && p < 0.5 ? '<1%' : Math.round(p) + '%';
+  }
+
+  /** "A → B → C (82%)", each function its own span so long paths wrap at the arrows. */
+  function holderLine(hd) {
+    const stack = arr(hd.stack).map(str).filter((n) => n !== '');
+    const path = stack.length ? stack : [str(hd.function) || '?'];
+    const where = fileLine(hd.file, hd.line);
+    const title = 'innermost Python frame: ' + visStr(hd.function) + (where ? ' at ' + visStr(where) : '') +
+      (isNum(hd.instants) ? '; seen at ' + fmtInt(hd.instants) + ' waiting instants' : '');
+    const line = h('span', { class: 'holder', title, 'data-share': isNum(hd.share) ? hd.share : null });
+    path.forEach((name, i) => {
+      if (i) line.appendChild(h('span', { class: 'arrow', text: ' \u2192 ' }));
+      line.appendChild(h('span', { class: 'frame-name', text: name }));
+    });
+    line.appendChild(h('span', { class: 'holder-share', text: ' (' + pct0(hd.share) + ')' }));
+    return line;
+  }
+
+  function holderCell(x) {
+    const w = x.w;
+    const scope = str(w.holder_scope);
+    const cell = h('div', { class: 'holders' });
+    if (!x.holders.length) {
+      cell.appendChild(h('span', { class: 'muted', text: 'no holder seen' + (scope ? ' inside ' + scope : '') }));
+      return cell;
+    }
+    cell.appendChild(holderLine(x.holders[0]));
+    const rest = x.holders.slice(1);
+    if (rest.length) {
+      cell.appendChild(h('details', { class: 'more-holders' },
+        h('summary', { text: rest.length + ' other holder' + (rest.length > 1 ? 's' : '') }),
+        h('ol', { start: 2 }, rest.map((hd) => h('li', null, holderLine(hd))))));
+    }
+    if (scope) {
+      const n = isNum(w.max_holders) && w.max_holders > 0 ? w.max_holders : null;
+      cell.appendChild(h('div', {
+        class: 'holder-scope muted small',
+        title: 'holders are the threads found in this scope while others waited' +
+          (n ? '; the most seen there at once (for a pool, a lower bound of its size)' : ''),
+        text: (scope === 'running Python' ? 'threads running Python' : 'inside ' + scope) +
+          (n ? ' \u00b7 at most ' + n + ' at once' : ''),
+      }));
+    }
+    return cell;
+  }
+
+  function waitsTable(waits) {
+    const n = (v) => (isNum(v) ? v : null);
+    const cols = [
+      { label: '#', value: (x) => x.rank, num: true, ascFirst: true, title: 'sort by rank' },
+      {
+        label: 'Kind', value: (x) => str(x.w.label) || str(x.w.kind),
+        cell: (x) => h('span', { class: 'kind', 'data-kind': str(x.w.kind), title: str(x.w.kind), text: str(x.w.label) || str(x.w.kind) || '?' }),
+        cls: 'nowrap',
+      },
+      {
+        label: 'Site', value: (x) => str(x.w.function) + ' ' + basename(x.w.file) + ':' + str(x.w.line),
+        cell: (x) => h('div', { class: 'site' },
+          h('div', { class: 'mono site-fn', text: str(x.w.function) || '?' }),
+          h('div', { class: 'mono path small site-file', title: visStr(fileLine(x.w.file, x.w.line)),
+            text: fileLine(basename(x.w.file), x.w.line) })),
+        cls: 'site-col',
+      },
+      {
+        label: 'Waited (thread-s)', value: (x) => n(x.w.thread_seconds), num: true,
+        cell: (x) => (isNum(x.w.thread_seconds) ? fmtNum(x.w.thread_seconds) + ' s' : '\u2014'),
+        title: 'sort by thread-seconds waited here, summed over threads',
+      },
+      { label: 'Threads', value: (x) => n(x.w.threads), num: true, title: 'sort by threads that waited here' },
+      { label: 'Max waiting', value: (x) => n(x.w.max_concurrent), num: true, title: 'sort by most threads waiting here at one instant' },
+      {
+        label: 'Share of request time', value: (x) => n(x.w.share), cell: (x) => shareCell(x.w.share), num: true,
+        title: 'sort by share of request-thread time spent waiting here',
+      },
+      {
+        label: 'Holder (share of waiting instants)', value: (x) => (x.holders.length ? n(x.holders[0].share) : null),
+        cell: holderCell, descFirst: true, cls: 'holder-col',
+        title: 'sort by how often the top holder was seen while threads waited',
+      },
+    ];
+    return sortableTable(cols, waits, {
+      cls: 'waits', sortCol: 0, sortDir: 'asc',
+      rowAttrs: (x) => ({
+        class: 'wait-row', 'data-wait-rank': x.rank, 'data-kind': str(x.w.kind),
+        'data-thread-seconds': n(x.w.thread_seconds) ?? '', 'data-threads': n(x.w.threads) ?? '',
+        'data-max-concurrent': n(x.w.max_concurrent) ?? '', 'data-share': n(x.w.share) ?? '',
+        'data-holders': x.holders.length,
+      }),
+      afterRow: (x, nCols) => {
+        const summary = str(x.w.summary);
+        if (!summary) return null;
+        return h('tr', { class: 'wait-summary-row', 'data-summary-for': x.rank },
+          h('td', { class: 'wait-summary', colspan: nCols, text: summary }));
+      },
+    });
   }
 
   // ------------------------------------------------------------------ footer, print, main

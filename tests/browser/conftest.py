@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -160,3 +161,22 @@ def analyze_recorded(name: str, out_dir: Path) -> tuple[Path, dict]:
     report = json.loads(next(p for p in out_dir.glob("*.json")
                              if not p.name.endswith(".speedscope.json")).read_text(encoding="utf-8"))
     return html, report
+
+
+_DATA_BLOCK = re.compile(r'<script type="application/json" id="diagnose-data">(.*?)</script>', re.S)
+
+
+def page_data(html: Path) -> dict:
+    """The data a generated page carries (report JSON plus flame/timeline), parsed back."""
+    match = _DATA_BLOCK.search(Path(html).read_text(encoding="utf-8"))
+    assert match, f"no data block in {html}"
+    return json.loads(match.group(1))
+
+
+def render_page(data: dict, path: Path) -> Path:
+    """Writes the page for `data` with the production renderer; returns its path."""
+    from diagnose.render.html import render_html
+
+    path = Path(path)
+    path.write_text(render_html(data), encoding="utf-8")
+    return path

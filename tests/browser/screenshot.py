@@ -1,12 +1,12 @@
 """Regenerates docs/report-lock-contention.png: the report of the recorded lock-contention profile.
 
-    python tests/browser/screenshot.py [--out PNG] [--width 1400] [--until timeline-section]
-                                       [--height 0]
+    python tests/browser/screenshot.py [--out PNG] [--width 1400] [--until waits] [--height 0]
 
 Runs the real CLI offline on fixtures/recorded/lock_contention.*, opens the page in the system
 Chromium (headless, network blocked) and saves the page from the top down to the bottom of the
-section named by --until (default: the timeline, so verdict, findings, run facts, flame graph,
-threads and timeline; `--until ''` keeps the whole page), at most --height CSS pixels if given.
+section named by --until (default: the wait sites, so verdict, findings, run facts with what
+sampling cost, flame graph and the wait-sites table; `--until ''` keeps the whole page), at most
+--height CSS pixels if given.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "report-lock-contention.png")
     parser.add_argument("--width", type=int, default=1400)
-    parser.add_argument("--until", default="timeline-section",
+    parser.add_argument("--until", default="waits",
                         help="id of the last section to keep ('' for the whole page)")
     parser.add_argument("--height", type=int, default=0, help="keep at most this many px (0: no cap)")
     args = parser.parse_args(argv)

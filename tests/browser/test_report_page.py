@@ -6,15 +6,23 @@ disk in headless Chromium with every other request blocked.
 
 from __future__ import annotations
 
+import copy
+import json
+import math
+from pathlib import Path
+
 import pytest
 
-from tests.browser.conftest import analyze_recorded, requires_browser
+from tests.browser.conftest import analyze_recorded, page_data, render_page, requires_browser
 
 pytestmark = requires_browser
 
 RECORDINGS = ["lock_contention", "preprocess_bound", "scheduler_overhead", "compute_bound",
               "underloaded"]
 WAIT_STATES = ("gil", "lock", "io", "idle")
+DEV_SAMPLE = Path(__file__).resolve().parents[2] / "reports" / "dev_sample_data.json"
+OBSERVER_NUMBERS = ("paused_share", "pyspy_cpu_s", "pyspy_cpu_share_of_cores", "requested_rate_hz",
+                    "achieved_rate_hz", "errors", "error_rate")
 
 
 @pytest.fixture(scope="module")
@@ -194,17 +202,329 @@ def test_primary_finding_link_opens_its_details(lock_report, open_report):
     opened.assert_clean()
 
 
-@pytest.mark.xfail(reason="report.js renders report.waits generically: each wait site's `holders` "
-                          "list lands in one cell as raw JSON, making the table thousands of px "
-                          "tall; the page needs a renderer that knows the wait-site fields",
-                   strict=False)
-def test_wait_sites_table_shows_no_raw_json(lock_report, open_report):
+def whole_percent(share: float) -> str:
+    """The page's holder share: whole percent as Math.round gives it, "<1%" below one half."""
+    p = share * 100
+    return "<1%" if 0 < p < 0.5 else f"{math.floor(p + 0.5)}%"
+
+
+def percent_value(text: str) -> float:
+    assert text.endswith("%"), text
+    return float(text.rstrip("%").lstrip("<"))
+
+
+def assert_percent(text: str, share: float):
+    """`text` is the page's percentage of the fraction `share` (one decimal, or "<0.1%")."""
+    if text.startswith("<"):
+        assert 0 < 100 * share < percent_value(text), (text, share)
+    else:
+        assert abs(percent_value(text) - 100 * share) <= 0.051, (text, share)
+
+
+WAIT_ROWS = "#waits-body tr.wait-row"
+
+_WAIT_ROWS_JS = """els => els.map(tr => {
+  const next = tr.nextElementSibling;
+  const holders = Array.from(tr.querySelectorAll('.holders .holder'));
+  const more = tr.querySelector('details.more-holders');
+  return {
+    rank: Number(tr.dataset.waitRank), kind: tr.dataset.kind, share: Number(tr.dataset.share),
+    threadSeconds: Number(tr.dataset.threadSeconds), maxConcurrent: Number(tr.dataset.maxConcurrent),
+    cells: Array.from(tr.cells).map(td => td.textContent),
+    kindText: tr.querySelector('.kind').textContent,
+    fn: tr.querySelector('.site-fn').textContent,
+    fileText: tr.querySelector('.site-file').textContent,
+    fileTitle: tr.querySelector('.site-file').getAttribute('title'),
+    holders: holders.map(h => h.textContent),
+    moreOpen: more ? more.open : null,
+    holderCell: tr.querySelector('.holders').textContent,
+    summaryFor: next && next.matches('.wait-summary-row') ? Number(next.dataset.summaryFor) : null,
+    summary: next && next.matches('.wait-summary-row') ? next.textContent : null,
+  };
+})"""
+
+
+def wait_rows(page) -> list[dict]:
+    return page.eval_on_selector_all(WAIT_ROWS, _WAIT_ROWS_JS)
+
+
+def holder_text(holder: dict) -> str:
+    return " \u2192 ".join(holder["stack"]) + f" ({whole_percent(holder['share'])})"
+
+
+def test_wait_sites_table_shows_every_wait_site_with_its_holders(lock_report, open_report):
     html, report = lock_report
-    assert report.get("waits"), "this recording has wait sites"
+    waits = report["waits"]
+    assert len(waits) >= 2 and any(len(w["holders"]) > 1 for w in waits), "this recording has wait sites"
     opened = open_report(html)
     page = opened.page
+    rows = wait_rows(page)
+    assert len(rows) == len(waits)
+    assert [r["rank"] for r in rows] == list(range(1, len(waits) + 1))  # the report's ranking
+    for row, wait in zip(rows, waits):
+        assert row["kind"] == wait["kind"] and row["kindText"] == wait["label"]
+        assert row["fn"] == wait["function"]
+        # the file is shortened to its name, the full path is in the title
+        assert row["fileText"] == f"{wait['file'].rsplit('/', 1)[-1]}:{wait['line']}"
+        assert row["fileTitle"] == f"{wait['file']}:{wait['line']}"
+        assert row["threadSeconds"] == wait["thread_seconds"]
+        assert row["share"] == wait["share"] and row["maxConcurrent"] == wait["max_concurrent"]
+        assert str(wait["threads"]) in row["cells"] and str(wait["max_concurrent"]) in row["cells"]
+        shown_share = next(c for c in row["cells"] if c.endswith("%") and "(" not in c)
+        assert_percent(shown_share, wait["share"])
+        # the top holder as "A → B → C (34%)", the others folded away in a <details>
+        assert row["holders"] == [holder_text(h) for h in wait["holders"]]
+        if len(wait["holders"]) > 1:
+            assert row["moreOpen"] is False
+            assert f"{len(wait['holders']) - 1} other holder" in row["holderCell"]
+        elif not wait["holders"]:
+            assert "no holder seen" in row["holderCell"]
+        # the summary sentence is the line under its row
+        assert row["summaryFor"] == row["rank"] and row["summary"] == wait["summary"]
+    # every holder's path is on the page, the others once their <details> is opened
+    top = next(w for w in waits if len(w["holders"]) > 1)
+    rank = waits.index(top) + 1
+    page.click(f'{WAIT_ROWS}[data-wait-rank="{rank}"] details.more-holders > summary')
+    others = page.locator(f'{WAIT_ROWS}[data-wait-rank="{rank}"] details.more-holders li')
+    assert others.count() == len(top["holders"]) - 1
+    assert others.first.is_visible() and others.first.text_content() == holder_text(top["holders"][1])
+    # no raw JSON in any cell, and the section is a table, not a wall of text
     cells = page.eval_on_selector_all("#waits-body td", "els => els.map(e => e.textContent)")
-    raw = [c for c in cells if c.lstrip().startswith(("{", "[{", '["'))]
-    assert raw == []
+    assert [c for c in cells if c.lstrip().startswith(("{", "[", '"'))] == []
+    assert "holder_scope" not in page.text_content("#waits-body")
     height = page.evaluate("document.getElementById('waits').getBoundingClientRect().height")
     assert height < 1200
+    opened.assert_clean()
+
+
+def test_wait_sites_table_sorts_and_keeps_summaries_under_their_rows(lock_report, open_report):
+    html, report = lock_report
+    waits = report["waits"]
+    opened = open_report(html)
+    page = opened.page
+
+    def click(label):
+        page.locator("#waits-body thead .sort-btn", has_text=label).click()
+        rows = wait_rows(page)
+        assert all(r["summaryFor"] == r["rank"] for r in rows)  # summaries move with their rows
+        return rows
+
+    def holder_key(rank):
+        holders = waits[rank - 1]["holders"]
+        return holders[0]["share"] if holders else None
+
+    # a reader's opened holder list stays open through sorting
+    folded = next(i + 1 for i, w in enumerate(waits) if len(w["holders"]) > 1)
+    page.click(f'{WAIT_ROWS}[data-wait-rank="{folded}"] details.more-holders > summary')
+    rows = click("Max waiting")  # numbers sort largest first
+    most = sorted((w["max_concurrent"] for w in waits), reverse=True)
+    assert [r["maxConcurrent"] for r in rows] == most
+    header = "#waits-body th:has(button:text-is('Max waiting'))"
+    assert page.get_attribute(header, "aria-sort") == "descending"
+    rows = click("Max waiting")
+    assert [r["maxConcurrent"] for r in rows] == sorted(w["max_concurrent"] for w in waits)
+    # by the top holder's share: sites without a holder always last
+    rows = click("Holder")
+    keys = [holder_key(r["rank"]) for r in rows]
+    known = [k for k in keys if k is not None]
+    assert known == sorted(known, reverse=True) and keys == known + [None] * (len(keys) - len(known))
+    rows = click("Holder")
+    keys = [holder_key(r["rank"]) for r in rows]
+    known = [k for k in keys if k is not None]
+    assert known == sorted(known) and keys == known + [None] * (len(keys) - len(known))
+    # back to the report's own ranking
+    rows = click("#")
+    assert [r["rank"] for r in rows] == list(range(1, len(waits) + 1))
+    assert len(rows) == len(waits)
+    assert rows[folded - 1]["moreOpen"] is True
+    opened.assert_clean()
+
+
+def test_report_without_wait_sites_says_so(recorded_reports, open_report):
+    html, report = recorded_reports("underloaded")
+    assert report["waits"] == []
+    opened = open_report(html)
+    page = opened.page
+    assert page.locator(WAIT_ROWS).count() == 0
+    assert page.locator("#waits-empty").count() == 1
+    opened.assert_clean()
+
+
+_EVIDENCE_JS = """(root) => Array.from(root.querySelectorAll('table.evidence > tbody > tr')).map(tr => ({
+  key: tr.dataset.key,
+  text: tr.cells[1].textContent,
+  nested: Array.from(tr.cells[1].querySelectorAll(':scope > dl.kv-nested > dt')).map(dt =>
+    [dt.textContent, dt.nextElementSibling.textContent]),
+}))"""
+
+
+def evidence(page, finding_id: str) -> dict:
+    rows = page.eval_on_selector(f'details.finding[data-finding-id="{finding_id}"]', _EVIDENCE_JS)
+    return {r["key"]: r for r in rows}
+
+
+def test_evidence_objects_are_key_value_lists_with_percentages(lock_report, open_report):
+    html, report = lock_report
+    findings = {f["id"]: f for f in report["findings"]}
+    opened = open_report(html)
+    page = opened.page
+    gil = evidence(page, "gil_contention")
+    for key in ("gil_wait_share_per_thread", "holder_phase_shares"):
+        value = findings["gil_contention"]["evidence"][key]
+        assert isinstance(value, dict) and value
+        nested = gil[key]["nested"]
+        assert [k for k, _ in nested] == list(value)  # same names, same order
+        for name, text in nested:
+            assert_percent(text, value[name])
+    # shares are percentages, other numbers rounded, booleans and null in words
+    lock = evidence(page, "lock_contention")
+    lock_evidence = findings["lock_contention"]["evidence"]
+    assert_percent(lock["lock_wait_share"]["text"], lock_evidence["lock_wait_share"])
+    assert lock["estimated"]["text"] == "no"
+    assert lock["lock_wait_thread_seconds"]["text"] == f"{lock_evidence['lock_wait_thread_seconds']:g}"
+    sched = evidence(page, "scheduler_overhead")
+    assert findings["scheduler_overhead"]["evidence"]["cgroup_cpu_quota_cores"] is None
+    assert sched["cgroup_cpu_quota_cores"]["text"] == "\u2014"
+    assert sched["involuntary_ctx_per_s"]["text"] == "333.5"
+    compute = evidence(page, "compute_bound")
+    assert compute["core_utilization_from_samples"]["text"] == "100%"
+    # no JSON text anywhere in the findings or the run facts
+    for selector in ("#findings-body", "#facts-body"):
+        text = page.text_content(selector)
+        assert '{"' not in text and '":' not in text and "null" not in text, selector
+    opened.assert_clean()
+
+
+def observer_attrs(page) -> dict:
+    return page.eval_on_selector("#observer-cost", "el => Object.fromEntries(Array.from(el.attributes)"
+                                                   ".filter(a => a.name.startsWith('data-'))"
+                                                   ".map(a => [a.name.slice(5), a.value]))")
+
+
+def check_observer_section(page, observer: dict):
+    """#observer-cost carries the report's numbers and shows each as text."""
+    assert page.locator("#facts #observer-cost").count() == 1
+    assert page.text_content("#observer-cost h3") == "What sampling cost the target"
+    attrs = observer_attrs(page)
+    for key in OBSERVER_NUMBERS:
+        attr = attrs.get(key.replace("_", "-"))
+        if observer[key] is None:
+            assert attr is None, key
+        else:
+            assert float(attr) == observer[key], key
+    assert attrs.get("torn-stacks-possible") == (None if observer["torn_stacks_possible"] is None
+                                                  else str(observer["torn_stacks_possible"]).lower())
+    assert attrs["warning"] == ("true" if observer["warning"] else "false")
+    shown = {k: page.text_content(f'#observer-cost [data-observer="{k}"] dd')
+             for k in ("paused", "pyspy-cpu", "rate", "errors", "torn")}
+    if observer["paused_share"] is None:
+        assert shown["paused"] == "not measured"
+    else:
+        assert_percent(shown["paused"], observer["paused_share"])
+    if observer["pyspy_cpu_s"] is None:
+        assert shown["pyspy-cpu"] == "not measured"
+    else:
+        assert shown["pyspy-cpu"].startswith(f"{observer['pyspy_cpu_s']:g} s")
+    if observer["achieved_rate_hz"] is not None:
+        assert shown["rate"].startswith(f"{observer['achieved_rate_hz']:g}")
+    if observer["requested_rate_hz"]:
+        assert f"of {observer['requested_rate_hz']:g} Hz" in shown["rate"]
+    if observer["errors"] is not None:
+        assert shown["errors"].startswith(f"{observer['errors']:,}")
+    assert shown["torn"] == {True: "possible (non-blocking sampling)", False: "no",
+                             None: "not measured"}[observer["torn_stacks_possible"]]
+    plan = page.text_content("#observer-plan")
+    assert plan.startswith("Sampling plan: ")
+    assert plan.endswith(observer["plan"] if observer["plan"] else "not recorded for this run")
+
+
+@pytest.mark.parametrize("name", RECORDINGS)
+def test_every_report_states_what_sampling_cost_the_target(recorded_reports, open_report, name):
+    html, report = recorded_reports(name)
+    observer = report["sampling"]["observer"]
+    assert set(observer) >= set(OBSERVER_NUMBERS) | {"torn_stacks_possible", "plan", "warning"}
+    opened = open_report(html)
+    page = opened.page
+    check_observer_section(page, observer)
+    if observer["warning"]:
+        assert page.locator("#sampling-banner #observer-warning").count() == 1
+        assert observer["warning"] in page.text_content("#observer-warning")
+    else:
+        assert page.locator("#observer-warning").count() == 0
+    opened.assert_clean()
+
+
+def test_observer_warning_banner_follows_the_report(lock_report, open_report, tmp_path):
+    data = page_data(lock_report[0])
+    quiet = copy.deepcopy(data)
+    quiet["report"]["sampling"]["observer"]["warning"] = None
+    assert not quiet["report"]["sampling"]["notes"] and not quiet["report"]["sampling"]["partial"]
+    opened = open_report(render_page(quiet, tmp_path / "quiet.html"))
+    page = opened.page
+    assert page.locator("#observer-warning").count() == 0
+    assert page.locator("#sampling-banner").count() == 0
+    assert page.get_attribute("#observer-cost", "data-warning") == "false"
+    opened.assert_clean()
+
+    warning = "<b>py-spy</b> used 40% of the cores the target runs on: the verdict may be distorted"
+    loud = copy.deepcopy(data)
+    loud["report"]["sampling"]["observer"]["warning"] = warning
+    opened = open_report(render_page(loud, tmp_path / "loud.html"))
+    page = opened.page
+    banner = page.locator("#sampling-banner")
+    assert banner.count() == 1 and banner.is_visible()
+    # right under the verdict, before the findings
+    assert page.evaluate("document.getElementById('sampling-banner').getBoundingClientRect().bottom"
+                         " <= document.getElementById('findings').getBoundingClientRect().top")
+    assert page.text_content("#observer-warning .warning-text") == warning  # as text, not markup
+    assert page.locator("#sampling-banner b").count() == 0
+    assert page.get_attribute("#observer-cost", "data-warning") == "true"
+    page.click("#sampling-banner button")  # the link to the observer block
+    assert page.evaluate("(() => { const r = document.getElementById('observer-cost')"
+                         ".getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight; })()")
+    opened.assert_clean()
+
+
+def test_dev_sample_data_renders_with_the_current_shapes(open_report, tmp_path):
+    """reports/dev_sample_data.json (attach-mode values, hostile names) uses the current shapes."""
+    data = json.loads(DEV_SAMPLE.read_text(encoding="utf-8"))
+    report = data["report"]
+    observer = report["sampling"]["observer"]
+    assert observer["pyspy_cpu_s"] is not None and observer["plan"]
+    assert report["waits"] and all(w["holders"] is not None for w in report["waits"])
+    opened = open_report(render_page(data, tmp_path / "dev.html"))
+    page = opened.page
+    check_observer_section(page, observer)
+    rows = wait_rows(page)
+    assert len(rows) == len(report["waits"])
+    for row, wait in zip(rows, report["waits"]):
+        assert row["holders"][:1] == [holder_text(h) for h in wait["holders"][:1]]
+    # hostile names in wait sites and nested evidence stay text
+    assert page.locator("img").count() == 0 and page.locator("#waits-body script").count() == 0
+    assert "<img src=x onerror=alert(2)>" in page.text_content("#waits-body")
+    nested = evidence(page, "gil_contention")["gil_wait_share_per_thread"]["nested"]
+    gil = next(f for f in report["findings"] if f["id"] == "gil_contention")
+    assert [k for k, _ in nested] == list(gil["evidence"]["gil_wait_share_per_thread"])
+    assert "</script><img src=x onerror=alert(1)>" in dict(nested)
+    page.wait_for_timeout(200)
+    assert opened.dialogs == []
+    opened.assert_clean()
+
+
+def test_without_javascript_the_fallback_names_the_observer_warning_and_wait_sites(lock_report, browser):
+    html, report = lock_report
+    context = browser.new_context(java_script_enabled=False, service_workers="block")
+    try:
+        blocked = []
+        context.route("**/*", lambda r: r.continue_() if r.request.url == html.resolve().as_uri()
+                      else (blocked.append(r.request.url), r.abort()))
+        page = context.new_page()
+        page.goto(html.resolve().as_uri(), wait_until="load")
+        text = page.inner_text("body")
+        assert "did not run" in text
+        assert report["sampling"]["observer"]["warning"] in text
+        for wait in report["waits"]:
+            assert wait["summary"] in text
+        assert blocked == []
+    finally:
+        context.close()
