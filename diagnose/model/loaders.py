@@ -49,15 +49,54 @@ def load_profile(path: str | Path) -> Profile:
         raise BadProfile(f"{path}: the file is empty")
     text = raw.decode("utf-8", "replace")
     if text.lstrip().startswith("{"):
+        text, arrays = _lift_sample_arrays(text)
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise BadProfile(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})")
-        return load_speedscope(data, str(path))
+        return load_speedscope(data, str(path), arrays)
     return load_collapsed(text, str(path))
 
 
-def load_speedscope(data: dict, label: str = "profile") -> Profile:
+# A sampled profile's "samples" (a list of int lists) and "weights" (numbers) are nearly all of
+# a large file. Parsed by json they become millions of small lists; lifted out as text first,
+# the samples are interned by their text (one parse per distinct stack) and the weights parsed
+# by numpy. The placeholders left behind are plain strings, so json parses the rest as usual.
+_SAMPLES_ARRAY = re.compile(r'"samples"\s*:\s*\[\s*((?:\[[0-9,\s]*\]\s*,?\s*)*)\]')
+_WEIGHTS_ARRAY = re.compile(r'"weights"\s*:\s*\[([0-9eE.,+\-\s]*)\]')
+_LIFTED = "@@diagnose-lifted:"
+
+
+def _lift_sample_arrays(text: str) -> tuple[str, list[str]]:
+    arrays: list[str] = []
+
+    def lift(kind: str):
+        def replace(match: re.Match) -> str:
+            arrays.append(match.group(1))
+            return f'"{kind}": "{_LIFTED}{len(arrays) - 1}"'
+        return replace
+
+    text = _SAMPLES_ARRAY.sub(lift("samples"), text)
+    text = _WEIGHTS_ARRAY.sub(lift("weights"), text)
+    return text, arrays
+
+
+def _lifted(value, arrays: list[str] | None):
+    """The lifted text for a placeholder, or None when the value was parsed by json."""
+    if arrays is not None and isinstance(value, str) and value.startswith(_LIFTED):
+        return arrays[int(value[len(_LIFTED):])]
+    return None
+
+
+def _sample_texts(raw: str) -> list[str]:
+    raw = raw.strip().rstrip(",").strip()
+    if not raw:
+        return []
+    inner = raw.replace(" ", "").replace("\n", "")
+    return inner[1:-1].split("],[")
+
+
+def load_speedscope(data: dict, label: str = "profile", arrays: list[str] | None = None) -> Profile:
     if not isinstance(data, dict) or "profiles" not in data or "shared" not in data:
         raise BadProfile(f"{label}: JSON but not a speedscope profile (no 'profiles'/'shared')")
     shared_frames = data["shared"].get("frames", [])
@@ -87,22 +126,36 @@ def load_speedscope(data: dict, label: str = "profile") -> Profile:
         match = _PROFILE_NAME.match(name)
         tid, thread_name = (_parse_tid(match.group(1)), match.group(2) or "") if match else (index, name)
         samples, weights = prof.get("samples", []), prof.get("weights", [])
-        if len(samples) != len(weights):
+        lifted = _lifted(samples, arrays)
+        if lifted is not None:
+            samples = _sample_texts(lifted)
+            parse = _parse_sample_text
+        else:
+            parse = tuple
+        lifted = _lifted(weights, arrays)
+        try:
+            if lifted is not None:
+                w = np.array(lifted.replace("\n", "").split(",") if lifted.strip() else [],
+                             dtype=np.float64)
+            else:
+                w = np.asarray(weights, dtype=np.float64)
+        except ValueError:
+            raise BadProfile(f"{label}: profile {name!r} has weights that are not numbers")
+        if len(samples) != len(w):
             raise BadProfile(f"{label}: profile {name!r} has {len(samples)} samples "
-                             f"but {len(weights)} weights")
+                             f"but {len(w)} weights")
         ids = np.empty(len(samples), dtype=np.int32)
-        cache: dict[tuple, int] = {}
+        cache: dict = {}
         try:
             for j, sample in enumerate(samples):
-                key = tuple(sample)
+                key = sample if parse is _parse_sample_text else tuple(sample)
                 sid = cache.get(key)
                 if sid is None:
-                    stack = tuple(m for m in (mapped[k] for k in key) if m is not None)
+                    stack = tuple(m for m in (mapped[k] for k in parse(sample)) if m is not None)
                     sid = cache[key] = profile.intern_stack(stack)
                 ids[j] = sid
-        except (IndexError, TypeError):
+        except (IndexError, TypeError, ValueError):
             raise BadProfile(f"{label}: profile {name!r} refers to frames that do not exist")
-        w = np.asarray(weights, dtype=np.float64)
         if len(w):
             intervals.append(float(np.median(w)))
         profile.threads.append(ThreadTrack(tid, thread_name, ids, w))
@@ -111,6 +164,10 @@ def load_speedscope(data: dict, label: str = "profile") -> Profile:
     if intervals and prof.get("unit", "seconds") == "seconds":
         profile.interval_s = float(np.median(intervals))
     return profile
+
+
+def _parse_sample_text(text: str) -> tuple[int, ...]:
+    return tuple(int(k) for k in text.split(",")) if text else ()
 
 
 def _parse_collapsed_frame(text: str) -> Frame:

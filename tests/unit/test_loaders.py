@@ -30,3 +30,30 @@ def test_evented_speedscope_profiles_are_refused(tmp_path):
 def test_missing_file_is_a_bad_profile(tmp_path):
     with pytest.raises(BadProfile, match="no such file"):
         load_profile(tmp_path / "absent.json")
+
+
+def _same_profile(a, b):
+    assert a.stacks == b.stacks and a.frames == b.frames
+    for x, y in zip(a.threads, b.threads, strict=True):
+        assert (x.tid, x.name) == (y.tid, y.name)
+        assert (x.stack_ids == y.stack_ids).all() and (x.weights == y.weights).all()
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_fast_sample_parsing_matches_plain_json_parsing(tmp_path, indent):
+    from tests.conftest import RECORDED
+    from diagnose.model.loaders import load_speedscope
+
+    data = json.loads((RECORDED / "lock_contention.speedscope.json").read_text())
+    path = tmp_path / "p.speedscope.json"
+    path.write_text(json.dumps(data, indent=indent))
+    _same_profile(load_profile(path), load_speedscope(data))
+
+
+def test_sample_referring_to_a_missing_frame_is_a_bad_profile(tmp_path):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"shared": {"frames": [{"name": "f", "file": "a.py", "line": 1}]},
+                                "profiles": [{"type": "sampled", "name": "x", "samples": [[0, 7]],
+                                              "weights": [0.01]}]}))
+    with pytest.raises(BadProfile, match="frames that do not exist"):
+        load_profile(path)
