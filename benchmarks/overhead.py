@@ -75,8 +75,9 @@ WORKLOADS = {
     "ten": ("lock_contention", 10, "~10 request threads queueing on one model lock"),
     "sixtyfour": ("scheduler_overhead", 64, "64 runnable request threads on the cores"),
 }
-DEFAULT_MODES = ["none", "py-spy", "diagnose", "py-spy-nonblocking"]
-ALL_MODES = DEFAULT_MODES + ["diagnose-no-native", "py-spy-native", "py-spy-idle-nb", "procfs"]
+DEFAULT_MODES = ["none", "py-spy", "diagnose"]  # fits 10 minutes with 5 rounds; add more by --modes
+ALL_MODES = DEFAULT_MODES + ["py-spy-nonblocking", "diagnose-no-native", "py-spy-native",
+                             "py-spy-idle-nb", "procfs"]
 OFFLINE_VERDICT_MODES = ("py-spy-native", "py-spy-idle-nb")  # speedscope out: analyze it after
 
 
@@ -162,13 +163,10 @@ class Target:
             return None
 
     def stop(self) -> None:
+        """SIGKILL: the run is over and SERVED is not needed (SIGTERM would join 64 threads)."""
         if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            self.proc.kill()
+        self.proc.wait()
         self.proc.stdout.close()
 
 
@@ -194,6 +192,7 @@ class Run:
     target_threads: int | None = None
     loadavg_1m: float | None = None
     foreign_cores: float | None = None  # CPU used by other processes during the run, in cores
+    achieved_hz: float | None = None  # sampling ticks per second of window actually recorded
     extra: dict = field(default_factory=dict)
 
 
@@ -209,18 +208,20 @@ class CpuAccount:
     """Machine-wide busy CPU minus the target, the observer tree and this script: what the
     machine's other tenants used while a run lasted (the noise this run was exposed to)."""
 
-    def __init__(self, target_pid: int):
+    def __init__(self, target_pid: int | None):
         self.target_pid = target_pid
         self.start = self._snapshot()
 
     def _snapshot(self) -> tuple[float, float, float, float, float]:
         fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
         busy = (sum(fields[:8]) - fields[3] - fields[4]) / _TICK  # all but idle and iowait
-        try:
-            t = psutil.Process(self.target_pid).cpu_times()
-            target = t.user + t.system
-        except psutil.Error:
-            target = float("nan")
+        target = 0.0
+        if self.target_pid is not None:
+            try:
+                t = psutil.Process(self.target_pid).cpu_times()
+                target = t.user + t.system
+            except psutil.Error:
+                target = float("nan")
         me = resource.getrusage(resource.RUSAGE_SELF)
         return busy, target, _children_cpu(), me.ru_utime + me.ru_stime, time.monotonic()
 
@@ -296,6 +297,28 @@ def observer_command(mode: str, pid: int, seconds: float, work: Path) -> list[st
     raise ValueError(f"unknown mode {mode!r}")
 
 
+def _ticks(profile: Path) -> int:
+    """Sampling instants in a py-spy speedscope file: the longest thread track."""
+    try:
+        data = json.loads(profile.read_text(encoding="utf-8"))
+        return max((len(p.get("samples", [])) for p in data.get("profiles", [])), default=0)
+    except (OSError, ValueError):
+        return 0
+
+
+def wait_for_quiet(max_wait: float, threshold: float = 0.25) -> None:
+    """Up to `max_wait` s until the machine's other tenants use < `threshold` cores (2 s probes)."""
+    deadline = time.monotonic() + max_wait
+    while True:
+        account = CpuAccount(None)
+        time.sleep(2.0)
+        used = account.foreign_cores()
+        if used < threshold or time.monotonic() >= deadline:
+            if used >= threshold:
+                log(f"  machine still busy ({used:.2f} cores used by others); running anyway")
+            return
+
+
 def offline_verdict(profile: Path, work: Path) -> str:
     if not profile.exists() or profile.stat().st_size == 0:
         return "no profile"
@@ -307,7 +330,7 @@ def offline_verdict(profile: Path, work: Path) -> str:
         return f"analyze exit {out.returncode}"
 
 
-def run_once(workload: str, round_no: int, mode: str, seconds: float) -> Run:
+def run_once(workload: str, round_no: int, mode: str, seconds: float, grace: float) -> Run:
     script, threads, _ = WORKLOADS[workload]
     run = Run(workload, round_no, mode)
     target = Target(script, threads, seconds + WORKLOAD_SLACK_S)
@@ -331,12 +354,29 @@ def run_once(workload: str, round_no: int, mode: str, seconds: float) -> Run:
         wall0 = time.monotonic()
         observer = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         w_start = w_end = None
-        if split_mode(mode)[0].startswith("diagnose"):
+        is_diagnose = split_mode(mode)[0].startswith("diagnose")
+        if is_diagnose:
             record = _find_record_child(psutil.Process(observer.pid), observer)
             if record is not None:
                 w_start = target.count()
                 _wait_gone(record, observer, seconds)
                 w_end = target.count()
+        if not is_diagnose:
+            # py-spy's --duration counts samples, not seconds: a py-spy starved of CPU (64
+            # runnable target threads on 2 cores) runs far longer than asked. Stop it as a user
+            # would, with Ctrl-C (it still writes its output), `grace` s after the window.
+            try:
+                observer.wait(timeout=seconds + grace)
+            except subprocess.TimeoutExpired:
+                observer.send_signal(signal.SIGINT)
+                run.extra["stopped_by_sigint"] = True
+                if split_mode(mode)[0] not in OFFLINE_VERDICT_MODES:
+                    # its output is not used: do not wait for a blocking sample of 64 threads
+                    # to finish (seconds, on a starved py-spy); the window ends now
+                    try:
+                        observer.wait(timeout=1.0)
+                    except subprocess.TimeoutExpired:
+                        observer.kill()
         try:
             stdout, stderr = observer.communicate(timeout=seconds + OBSERVER_GRACE_S)
         except subprocess.TimeoutExpired:
@@ -351,28 +391,37 @@ def run_once(workload: str, round_no: int, mode: str, seconds: float) -> Run:
         if w_start is None:
             w_start, w_end = start, end  # plain py-spy / procfs: the observer's lifetime is the window
         run.window_rate, run.window_s = _rate(w_start, w_end)
-        if split_mode(mode)[0].startswith("diagnose"):
+        if is_diagnose:
             try:
                 report = json.loads(stdout)
                 run.verdict = report["verdict"]["primary"]
                 sampling = report.get("sampling", {})
                 run.pyspy_cpu_s = sampling.get("pyspy_cpu_s")
                 run.paused_share = sampling.get("paused_share")
-                run.extra = {k: sampling.get(k) for k in ("samples", "errors", "achieved_rate_hz",
-                                                          "duration_s", "mode")}
+                run.extra.update({k: sampling.get(k) for k in ("samples", "errors", "duration_s",
+                                                               "mode", "notes")})
+                run.achieved_hz = sampling.get("achieved_rate_hz")
             except (ValueError, KeyError):
                 run.verdict = f"exit {observer.returncode}"
                 run.error = run.error or (stderr.strip().splitlines() or ["?"])[-1][:200]
-        elif observer.returncode != 0:
+        elif observer.returncode != 0 and not run.extra.get("stopped_by_sigint"):
             run.error = run.error or (stderr.strip().splitlines() or ["?"])[-1][:200]
-        run.ok = not run.error and observer.returncode == 0
+        profile = work / "profile.speedscope.json"
+        if profile.exists() and run.window_s:
+            run.achieved_hz = round(_ticks(profile) / run.window_s, 1)
+        # diagnose: a parsed report is a result (exit 8 = partial still reports a verdict)
+        run.ok = not run.error and (is_diagnose or observer.returncode == 0
+                                    or bool(run.extra.get("stopped_by_sigint")))
     except Exception as exc:  # one failed run must not lose the others
         run.error = f"{type(exc).__name__}: {exc}"[:200]
     finally:
         target.stop()
         if run.ok and split_mode(mode)[0] in OFFLINE_VERDICT_MODES:
             run.verdict = offline_verdict(work / "profile.speedscope.json", work)
-        shutil.rmtree(work, ignore_errors=True)
+        if run.ok or not any(work.iterdir()):
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            run.error += f" (outputs kept in {work})"
     return run
 
 
@@ -391,6 +440,19 @@ def _median(values):
     return statistics.median(values) if values else None
 
 
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except OSError:
+        return os.cpu_count() or 1
+
+
+def _per_free_core(run: Run) -> float:
+    """Requests/s per core the other tenants left free: corrects a CPU-bound target for them."""
+    free = _usable_cores() - (run.foreign_cores or 0.0)
+    return run.window_rate / max(0.2, free)
+
+
 def summarize(runs: list[Run], modes: list[str], workloads: list[str]) -> list[dict]:
     rows = []
     for wl in workloads:
@@ -402,22 +464,30 @@ def summarize(runs: list[Run], modes: list[str], workloads: list[str]) -> list[d
             if mode == "none":
                 kept = [x / med_base for x in base_rates] if med_base else []
                 attach = kept
+                free = [_per_free_core(r) for r in base.values()]
+                adjusted = [x / statistics.median(free) for x in free] if free else []
             else:
                 paired = [r for r in mine if r.ok and r.round in base]
                 kept = [r.window_rate / base[r.round].window_rate for r in paired]
                 attach = [r.attach_rate / base[r.round].window_rate for r in paired]
+                adjusted = [_per_free_core(r) / _per_free_core(base[r.round]) for r in paired]
             ok_runs = [r for r in mine if r.ok]
             rows.append({
                 "workload": wl, "script": WORKLOADS[wl][0], "threads": WORKLOADS[wl][1],
                 "mode": mode, "pairs": len(kept), "failed": len(mine) - len(ok_runs),
                 "median_kept": _median(kept), "min_kept": min(kept) if kept else None,
                 "max_kept": max(kept) if kept else None, "median_attach_kept": _median(attach),
+                "median_adjusted_kept": _median(adjusted),
+                "min_adjusted_kept": min(adjusted) if adjusted else None,
+                "max_adjusted_kept": max(adjusted) if adjusted else None,
                 "median_rate": _median([r.window_rate for r in ok_runs]),
                 "observer_cpu_s": _median([r.observer_cpu_s for r in ok_runs]),
                 "observer_wall_s": _median([r.observer_wall_s for r in ok_runs]),
                 "pyspy_cpu_s": _median([r.pyspy_cpu_s for r in ok_runs]),
                 "paused_share": _median([r.paused_share for r in ok_runs]),
                 "foreign_cores": _median([r.foreign_cores for r in ok_runs]),
+                "achieved_hz": _median([r.achieved_hz for r in ok_runs]),
+                "window_s": _median([r.window_s for r in ok_runs]),
                 "verdicts": _fmt_verdicts(ok_runs) if mode != "none" else "",
                 "errors": sorted({r.error for r in mine if r.error}),
             })
@@ -428,17 +498,20 @@ def _f(value, fmt: str, none: str = "–") -> str:
     return none if value is None else format(value, fmt)
 
 
-def markdown(rows: list[dict], args, started: float, loads: tuple[float, float]) -> str:
+def markdown(rows: list[dict], args, started: float | None, loads: tuple[float, float]) -> str:
+    took = "" if started is None else f"{(time.monotonic() - started) / 60:.1f} min in all, "
     lines = [
         f"Observer overhead: {args.pairs} rounds × {args.seconds:g} s windows, "
         f"{os.cpu_count()} cores, py-spy {_pyspy_version()}, Python {sys.version.split()[0]}, "
         f"load average (1 min) {loads[0]:.1f} at start / {loads[1]:.1f} at end, "
-        f"{(time.monotonic() - started) / 60:.1f} min in all, seed {args.seed}.",
+        f"{took}seed {args.seed}.",
         "",
         "| workload | threads | mode | pairs | req/s (median) | throughput kept (median) | lost % "
-        "| min / max kept | whole attach kept | observer CPU s | observer wall s | other tenants' CPU "
-        "| verdicts |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- |",
+        "| min / max kept | whole attach kept | kept per free core (min / max) | window s "
+        "| achieved Hz | observer CPU s "
+        "| observer wall s | other tenants' CPU | verdicts |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: "
+        "| ---: | ---: | --- |",
     ]
     for r in rows:
         kept = r["median_kept"]
@@ -453,6 +526,9 @@ def markdown(rows: list[dict], args, started: float, loads: tuple[float, float])
             f"| {_f(kept, '.3f')} | {_f(lost, '.1f')} "
             f"| {_f(r['min_kept'], '.3f')} / {_f(r['max_kept'], '.3f')} "
             f"| {_f(r['median_attach_kept'], '.3f')} "
+            f"| {_f(r['median_adjusted_kept'], '.3f')} ({_f(r['min_adjusted_kept'], '.2f')} / "
+            f"{_f(r['max_adjusted_kept'], '.2f')}) | {_f(r['window_s'], '.1f')} "
+            f"| {_f(r['achieved_hz'], '.1f')} "
             f"| {_f(r['observer_cpu_s'], '.1f')}{extra} | {_f(r['observer_wall_s'], '.1f')} "
             f"| {_f(r['foreign_cores'], '.2f')} "
             f"| {r['verdicts']}"
@@ -462,10 +538,18 @@ def markdown(rows: list[dict], args, started: float, loads: tuple[float, float])
         lines += ["", "Failed runs:"] + [f"- {w} / {m}: {e}" for w, m, e in errors]
     lines += ["", "`none` rows: each unobserved run relative to their median (the noise floor). "
               "Other rows: run / same-round `none` over the sampling window; \"whole attach\" "
-              "also counts diagnose's probes and analysis. Observer CPU is the observer's whole "
+              "also counts diagnose's probes and analysis. \"Window s\": how long sampling really "
+              "lasted (py-spy's --duration counts samples, so a starved py-spy overruns; py-spy "
+              "modes are stopped with Ctrl-C --grace s after the window, diagnose stops its own "
+              "py-spy 20 s after it). \"Achieved Hz\": sampling instants per second actually "
+              "recorded (diagnose and speedscope modes only). Observer CPU is the observer's whole "
               "process tree; for diagnose, py-spy's own share is in parentheses. \"Other tenants' CPU\": "
               "cores used by processes other than the target, the observer and this script during "
-              "the run (median), i.e. the noise the runs were exposed to."]
+              "the run (median), i.e. the noise the runs were exposed to. \"Kept per free core\": the "
+              "same ratio after dividing each run's rate by the cores the other tenants left "
+              "free; it removes their noise for a CPU-bound target (sixtyfour) but not for a "
+              "lock-bound one (ten), and is optimistic for blocking modes (while py-spy pauses "
+              "the target, the other tenants take the cores)."]
     return "\n".join(lines)
 
 
@@ -509,10 +593,18 @@ def parse_args(argv=None):
     parser.add_argument("--modes", default=",".join(DEFAULT_MODES),
                         help="comma separated; `none` is always included (default %(default)s)")
     parser.add_argument("--seed", type=int, default=None, help="shuffle seed (default: random)")
+    parser.add_argument("--grace", type=float, default=2.0,
+                        help="py-spy modes: Ctrl-C py-spy this long after the window if it is "
+                             "still sampling (its --duration counts samples; default 2)")
+    parser.add_argument("--quiet-wait", type=float, default=0.0, metavar="SECONDS",
+                        help="before each run, wait up to this long for the other tenants of the "
+                             "machine to use < 0.25 cores (default 0: do not wait)")
     parser.add_argument("--json-out", type=Path, help="also write every run and the summary here")
+    parser.add_argument("--from-json", type=Path, metavar="FILE",
+                        help="print the table of runs saved earlier with --json-out; run nothing")
     parser.add_argument("--procfs-only", nargs=2, metavar=("PID", "SECONDS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.procfs_only:
+    if args.procfs_only or args.from_json:
         return args
     args.workload_list = [w.strip() for w in args.workloads.split(",") if w.strip()]
     unknown = [w for w in args.workload_list if w not in WORKLOADS]
@@ -543,6 +635,14 @@ def main(argv=None) -> int:
     if args.procfs_only:
         procfs_only(int(args.procfs_only[0]), float(args.procfs_only[1]))
         return 0
+    if args.from_json:
+        saved = json.loads(args.from_json.read_text(encoding="utf-8"))
+        runs = [Run(**r) for r in saved["runs"]]
+        for key in ("pairs", "seconds", "seed"):
+            setattr(args, key, saved["args"][key])
+        rows = summarize(runs, saved["args"]["mode_list"], saved["args"]["workload_list"])
+        print(markdown(rows, args, None, tuple(saved.get("loads", (float("nan"),) * 2))))
+        return 0
     if os.geteuid() != 0:
         try:
             if Path("/proc/sys/kernel/yama/ptrace_scope").read_text().strip() != "0":
@@ -565,7 +665,9 @@ def main(argv=None) -> int:
             for mode in order:
                 done += 1
                 t0 = time.monotonic()
-                run = run_once(wl, round_no, mode, args.seconds)
+                if args.quiet_wait:
+                    wait_for_quiet(args.quiet_wait)
+                run = run_once(wl, round_no, mode, args.seconds, args.grace)
                 runs.append(run)
                 status = (f"{run.window_rate:.1f} req/s over {run.window_s:.1f} s"
                           if run.ok else f"FAILED: {run.error}")
@@ -577,7 +679,8 @@ def main(argv=None) -> int:
     print(table)
     if args.json_out:
         args.json_out.write_text(json.dumps({"args": {k: v for k, v in vars(args).items()
-                                                      if k != "json_out"},
+                                                      if k not in ("json_out", "from_json")},
+                                             "loads": [load_start, os.getloadavg()[0]],
                                              "runs": [asdict(r) for r in runs], "summary": rows},
                                             indent=2, default=str) + "\n")
     log(f"done in {(time.monotonic() - started) / 60:.1f} min")

@@ -10,8 +10,28 @@ MB = 1024 * 1024
 _SUBMIT = (("concurrent/futures/thread.py", "submit"), ("queue.py", "put"))
 
 
+def _worker_sites(analysis, limit=3):
+    """The functions the pool workers run (the frame under the executor's work item): what the
+    backlog is waiting for."""
+    counts = {}
+    workers = analysis.samples[analysis.samples["thread"].isin(analysis.request_threads.index)]
+    for sid, count in workers.groupby("stack")["count"].sum().items():
+        frames = [analysis.frame(f) for f in analysis.profile.stacks[int(sid)]]
+        run = next((i for i, f in enumerate(frames) if f.file.endswith("concurrent/futures/thread.py")
+                    and f.function.rsplit(".", 1)[-1] == "run"), None)
+        if run is None:
+            continue
+        target = next((f for f in frames[run + 1:] if not f.native), None)
+        if target is not None:
+            counts[target] = counts.get(target, 0) + int(count)
+    total = float(workers["count"].sum()) or 1.0
+    ranked = sorted(counts.items(), key=lambda kv: -kv[1])[:limit]
+    return [Site(f.function, f.file, f.line, round(c / total, 4)) for f, c in ranked]
+
+
 def _submit_sites(analysis, limit=3):
-    """The frames that call submit()/put(): where the backlog is fed."""
+    """The frames that call submit()/put(): where the backlog is fed. A submit is over in
+    microseconds, so a short window may not catch one."""
     counts = {}
     for sid, count in analysis.samples.groupby("stack")["count"].sum().items():
         frames = [analysis.frame(f) for f in analysis.profile.stacks[int(sid)]]
@@ -45,4 +65,7 @@ def run(analysis, settings):
                 "worker_busy_share": busy}
     summary = (f"resident memory grew {slope_mb:.1f} MB/s ({grown:.0f} MB over the window, "
                f"steady: r²={os_.rss_fit_r2 or 0:.2f}) while workers were busy {pct(busy)} of the time")
-    return make_finding(ID, settings, score, summary, evidence, _submit_sites(analysis))
+    submit_sites = _submit_sites(analysis)
+    evidence["submit_site_seen"] = bool(submit_sites)
+    return make_finding(ID, settings, score, summary, evidence,
+                        submit_sites + _worker_sites(analysis))

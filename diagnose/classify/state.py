@@ -37,6 +37,9 @@ _MUTEX_WAIT = {"pthread_mutex_lock", "__pthread_mutex_lock", "___pthread_mutex_l
                "__lll_lock_wait", "__lll_lock_wait_private", "sem_wait", "sem_timedwait",
                "sem_clockwait", "futex_wait", "__futex_abstimed_wait_common",
                "do_futex_wait", "__new_sem_wait_slow64", "sched_yield"}
+# OpenBLAS builds that spin instead of blocking while another caller owns the thread pool
+# (0.3.29) show the caller's leaf in the dispatch functions rather than in pthread_mutex_lock.
+_NATIVE_DISPATCH_WAIT = {"exec_blas_async", "exec_blas_async_wait"}
 _IO_WAIT = {"select", "__select", "poll", "__poll", "ppoll", "epoll_wait", "epoll_pwait",
             "accept", "accept4", "recv", "__libc_recv", "recvfrom", "__libc_recvfrom",
             "recvmsg", "read", "__libc_read", "__read", "write", "__libc_write", "__write",
@@ -250,7 +253,7 @@ def classify_stack(frames: list[Frame], native_profile: bool = True,
             site = top if io_site is None else max(io_site - 1, 0)
             idle = _is_idle_site(frames, site) and not names & _SLEEP
             return StackState("idle" if idle else "io", "io", site)
-        if names & _MUTEX_WAIT and not libs_only_runtime:
+        if (names & _MUTEX_WAIT or tail[-1].function in _NATIVE_DISPATCH_WAIT) and not libs_only_runtime:
             return StackState("native", "native_mutex", top)
         if not libs_only_runtime:
             return StackState("native", "", top)

@@ -51,7 +51,8 @@ def load_profile(path: str | Path) -> Profile:
     if text.lstrip().startswith("{"):
         text, arrays = _lift_sample_arrays(text)
         try:
-            data = json.loads(text)
+            # strict=False: py-spy writes thread names with raw control characters unescaped.
+            data = json.loads(text, strict=False)
         except json.JSONDecodeError as exc:
             raise BadProfile(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})")
         return load_speedscope(data, str(path), arrays)

@@ -1,0 +1,125 @@
+"""The wait-analysis findings on every CPython version py-spy supports that this machine has.
+
+For each interpreter `pythons.available_pythons()` finds (3.6+), the five new diagnoses are run
+against a fixture workload started with *that* interpreter (in a cached venv with numpy, see
+`pythons.venv_with_numpy`); the CLI itself runs on the default interpreter and attaches the real
+py-spy. A version is skipped, with the reason, when py-spy does not support it
+(`pythons.py_spy_supports`) or a venv with numpy cannot be made for it.
+
+Budget: 5 attaches per version with a 4 s sampling window (`--duration 4`) at the default
+sampling plan: 40 attaches in ~5 minutes on a busy 2-core machine, plus ~5-15 s
+per venv the first time. The default interpreter's longer (6 s) runs with the extra evidence
+checks are in test_wait_analysis.py; here the verdict and the named site are asserted exactly as
+there, plus the one piece of evidence that names the culprit.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import WORKLOADS, marker_line, run_cli
+from tests.integration import pythons
+from tests.integration.conftest import requires_ptrace, running, workload_command
+
+pytestmark = [pytest.mark.integration, requires_ptrace]
+
+DURATION = "4"  # seconds of sampling per attach
+
+# Every diagnosis runs at the default sampling plan, as a user would run it.
+SAMPLING: dict = {}
+
+INTERPRETERS = pythons.available_pythons()
+
+
+def target_python(interp: pythons.Interpreter) -> str:
+    """The venv python to start workloads with, or skip with the reason."""
+    supported, why = pythons.py_spy_supports(interp.version)
+    if not supported:
+        pytest.skip(f"CPython {interp.version}: py-spy does not support it ({why})")
+    python, reason = pythons.venv_with_numpy(interp.minor_version)
+    if python is None:
+        pytest.skip(f"CPython {interp.version}: no venv with numpy ({reason})")
+    return python
+
+
+def diagnose_on(python: str, name: str, out_dir) -> dict:
+    window = SAMPLING.get(name, ("--duration", DURATION))
+    with running(workload_command(name, "--seconds", "120", python=python)) as pid:
+        proc, report = run_cli("attach", pid, *window, "--json", "--output-dir", out_dir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert report is not None, proc.stderr[-3000:]
+    return report
+
+
+def finding(report, check_id):
+    return next(f for f in report["findings"] if f["id"] == check_id)
+
+
+def summary(report) -> str:
+    """What to print when a verdict is wrong: every finding's score, severity and top sites."""
+    rows = [{"id": f["id"], "score": f.get("score"), "severity": f.get("severity"),
+             "sites": [(s.get("file", "").rsplit("/", 1)[-1], s.get("line"), s.get("function"))
+                       for s in (f.get("sites") or [])[:3]]}
+            for f in report["findings"]]
+    waits = [(w.get("kind"), w.get("summary")) for w in (report.get("waits") or [])[:3]]
+    return json.dumps({"verdict": report["verdict"], "findings": rows, "waits": waits},
+                      indent=1, default=str)
+
+
+def check_gil_contention(report):
+    assert report["verdict"]["primary"] == "gil_contention", summary(report)
+    top = finding(report, "gil_contention")["sites"][0]
+    assert top["function"] == "postprocess", summary(report)
+    assert top["file"].endswith("gil_contention.py"), summary(report)
+
+
+def check_pool_wait(report):
+    assert report["verdict"]["primary"] == "pool_wait", summary(report)
+    pool = finding(report, "pool_wait")
+    top = pool["sites"][0]
+    assert top["file"].endswith("pool_wait.py"), summary(report)
+    assert top["line"] == marker_line(WORKLOADS / "pool_wait.py", "pool-acquire"), summary(report)
+    assert pool["evidence"]["pool_size_estimate"] == 2, pool["evidence"]
+
+
+def check_logging_lock(report):
+    assert report["verdict"]["primary"] == "logging_lock", summary(report)
+    logging_finding = finding(report, "logging_lock")
+    assert logging_finding["evidence"]["handler"].endswith("emit"), logging_finding["evidence"]
+    top = logging_finding["sites"][0]
+    assert top["line"] == marker_line(WORKLOADS / "logging_lock.py", "log-call"), summary(report)
+
+
+def check_unbounded_backlog(report):
+    assert report["verdict"]["primary"] == "unbounded_backlog", summary(report)
+    backlog = finding(report, "unbounded_backlog")
+    assert any(s["file"].endswith("unbounded_backlog.py") for s in backlog["sites"]), summary(report)
+
+
+def check_blas_fanout(report):
+    assert report["verdict"]["primary"] == "scheduler_overhead", summary(report)
+    assert finding(report, "lock_contention")["severity"] == "ok", summary(report)
+    fan = finding(report, "scheduler_overhead")["evidence"]
+    assert fan["intra_op_libraries"] == "OpenBLAS", fan
+
+
+CHECKS = {
+    "gil_contention": check_gil_contention,
+    "pool_wait": check_pool_wait,
+    "logging_lock": check_logging_lock,
+    "unbounded_backlog": check_unbounded_backlog,
+    "blas_fanout": check_blas_fanout,
+}
+
+# Version-major order: each venv is made (or found in the cache) once, before its five runs.
+CASES = [pytest.param(interp, workload, id=f"{interp.version}-{workload}")
+         for interp in INTERPRETERS for workload in CHECKS]
+
+
+@pytest.mark.parametrize("interp, workload", CASES)
+def test_finding_on_every_python_version(interp, workload, out_dir):
+    python = target_python(interp)
+    CHECKS[workload](diagnose_on(python, workload, out_dir))
+
