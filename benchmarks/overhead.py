@@ -2,8 +2,8 @@
 """Observer overhead: how much throughput a live service loses while it is being observed.
 
     python benchmarks/overhead.py [--pairs 5] [--seconds 10] [--workloads ten,sixtyfour]
-                                  [--modes none,py-spy,diagnose,py-spy-nonblocking]
-                                  [--seed N] [--json-out FILE]
+                                  [--modes none,py-spy,diagnose] [--seed N] [--json-out FILE]
+    python benchmarks/overhead.py --from-json FILE     # the table of a saved run again
 
 Each run starts a fresh fixture workload (fixtures/workloads/), waits for its `READY` line,
 observes it in one mode, and stops it. The workload's live request counter is read by sending
@@ -30,16 +30,18 @@ takes a sampling rate suffix, `MODE@HZ` (e.g. `diagnose@20`, `py-spy-idle-nb@20`
   py-spy                `py-spy record --pid P --duration S -o FILE` at py-spy's defaults
                         (100 Hz, blocking, flamegraph, no --native/--idle/--threads)
   py-spy-nonblocking    the same with --nonblocking
-  diagnose              `diagnose attach P --duration S --quiet --json --output-dir TMP` (defaults)
+  diagnose              `diagnose attach P --duration S --quiet --json --output-dir TMP` at its
+                        defaults (the sampling plan picks the rate from the thread count)
   diagnose-no-native    the same with --no-native (blocking, Python frames only)
   py-spy-native         exactly the `py-spy record` diagnose runs (--native --idle --threads,
-                        speedscope, 100 Hz, blocking), without diagnose's probes, /proc sampler
-                        and analysis: py-spy's share of diagnose's cost. Verdict: `diagnose
-                        analyze` on its output, offline (no /proc counters), marked "(offline)".
-  py-spy-idle-nb        diagnose's invocation without --native, with --nonblocking (py-spy cannot
-                        unwind native frames without pausing) - the cheapest py-spy diagnose
-                        could run today. Verdict offline, as above.
-  procfs                only diagnose's /proc sampler, at its tick, for S seconds
+                        speedscope, blocking, at the plan's rate for this target), without
+                        diagnose's probes, /proc sampler and analysis: py-spy's share of
+                        diagnose's cost. Verdict: `diagnose analyze` on its output, offline (no
+                        /proc counters), marked "(offline)".
+  py-spy-idle-nb        the same without --native and with --nonblocking (py-spy cannot unwind
+                        native frames without pausing the target): the cheapest py-spy diagnose
+                        could run. Verdict offline, as above.
+  procfs                only diagnose's /proc sampler, at the plan's interval, for S seconds
 
 Standard library plus the `diagnose` package (for the /proc sampler and its py-spy command)
 and psutil (already a dependency of diagnose). Progress goes to stderr, the table to stdout.
@@ -193,6 +195,7 @@ class Run:
     loadavg_1m: float | None = None
     foreign_cores: float | None = None  # CPU used by other processes during the run, in cores
     achieved_hz: float | None = None  # sampling ticks per second of window actually recorded
+    asked_hz: int | None = None  # the rate py-spy was asked for (diagnose: its plan's choice)
     extra: dict = field(default_factory=dict)
 
 
@@ -265,11 +268,23 @@ def _wait_gone(child: psutil.Process, observer: subprocess.Popen, expected_s: fl
         time.sleep(0.02)
 
 
-def observer_command(mode: str, pid: int, seconds: float, work: Path) -> list[str] | None:
+def diagnose_plan(threads: int | None) -> tuple[int, float]:
+    """(py-spy rate Hz, /proc interval s) `diagnose attach` would pick for this many threads."""
+    try:
+        from diagnose.collect.plan import plan_sampling
+    except ImportError:  # a diagnose without a sampling plan: its old fixed defaults
+        return 100, 0.1
+    plan = plan_sampling(threads, None)
+    return plan.rate_hz, plan.proc_interval_s
+
+
+def observer_command(mode: str, pid: int, seconds: float, work: Path,
+                     threads: int | None = None) -> list[str] | None:
     """The command a mode runs, or None for `none`."""
     from diagnose.collect import pyspy
 
     base, rate = split_mode(mode)
+    plan_rate = diagnose_plan(threads)[0]
     pyspy_bin = tool("py-spy")
     dur = str(max(1, int(round(seconds))))
     out = str(work / "profile.speedscope.json")
@@ -289,12 +304,19 @@ def observer_command(mode: str, pid: int, seconds: float, work: Path) -> list[st
     if base == "diagnose-no-native":
         return diagnose + ["--no-native"]
     if base == "py-spy-native":
-        return pyspy.record_command(pid, out, seconds, rate or 100, native=True)
+        return pyspy.record_command(pid, out, seconds, rate or plan_rate, native=True)
     if base == "py-spy-idle-nb":
-        return pyspy.record_command(pid, out, seconds, rate or 100, native=False, nonblocking=True)
+        return pyspy.record_command(pid, out, seconds, rate or plan_rate, native=False,
+                                    nonblocking=True)
     if base == "procfs":
         return [sys.executable, str(Path(__file__).resolve()), "--procfs-only", str(pid), dur]
     raise ValueError(f"unknown mode {mode!r}")
+
+
+def _asked_rate(cmd: list[str] | None) -> int | None:
+    if not cmd or os.path.basename(cmd[0]) != "py-spy":
+        return None
+    return int(cmd[cmd.index("--rate") + 1]) if "--rate" in cmd else 100  # py-spy's default
 
 
 def _ticks(profile: Path) -> int:
@@ -338,7 +360,8 @@ def run_once(workload: str, round_no: int, mode: str, seconds: float, grace: flo
     try:
         run.target_threads = target.threads()
         run.loadavg_1m = round(os.getloadavg()[0], 2)
-        cmd = observer_command(mode, target.pid, seconds, work)
+        cmd = observer_command(mode, target.pid, seconds, work, run.target_threads)
+        run.asked_hz = _asked_rate(cmd)
         account = CpuAccount(target.pid)
         if cmd is None:
             start = target.count()
@@ -401,6 +424,7 @@ def run_once(workload: str, round_no: int, mode: str, seconds: float, grace: flo
                 run.extra.update({k: sampling.get(k) for k in ("samples", "errors", "duration_s",
                                                                "mode", "notes")})
                 run.achieved_hz = sampling.get("achieved_rate_hz")
+                run.asked_hz = sampling.get("rate_hz", run.asked_hz)
             except (ValueError, KeyError):
                 run.verdict = f"exit {observer.returncode}"
                 run.error = run.error or (stderr.strip().splitlines() or ["?"])[-1][:200]
@@ -487,6 +511,7 @@ def summarize(runs: list[Run], modes: list[str], workloads: list[str]) -> list[d
                 "paused_share": _median([r.paused_share for r in ok_runs]),
                 "foreign_cores": _median([r.foreign_cores for r in ok_runs]),
                 "achieved_hz": _median([r.achieved_hz for r in ok_runs]),
+                "asked_hz": _median([r.asked_hz for r in ok_runs]),
                 "window_s": _median([r.window_s for r in ok_runs]),
                 "verdicts": _fmt_verdicts(ok_runs) if mode != "none" else "",
                 "errors": sorted({r.error for r in mine if r.error}),
@@ -508,7 +533,7 @@ def markdown(rows: list[dict], args, started: float | None, loads: tuple[float, 
         "",
         "| workload | threads | mode | pairs | req/s (median) | throughput kept (median) | lost % "
         "| min / max kept | whole attach kept | kept per free core (min / max) | window s "
-        "| achieved Hz | observer CPU s "
+        "| Hz achieved / asked | observer CPU s "
         "| observer wall s | other tenants' CPU | verdicts |",
         "| --- | ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: "
         "| ---: | ---: | --- |",
@@ -528,7 +553,7 @@ def markdown(rows: list[dict], args, started: float | None, loads: tuple[float, 
             f"| {_f(r['median_attach_kept'], '.3f')} "
             f"| {_f(r['median_adjusted_kept'], '.3f')} ({_f(r['min_adjusted_kept'], '.2f')} / "
             f"{_f(r['max_adjusted_kept'], '.2f')}) | {_f(r['window_s'], '.1f')} "
-            f"| {_f(r['achieved_hz'], '.1f')} "
+            f"| {_f(r['achieved_hz'], '.1f')} / {_f(r['asked_hz'], '.0f')} "
             f"| {_f(r['observer_cpu_s'], '.1f')}{extra} | {_f(r['observer_wall_s'], '.1f')} "
             f"| {_f(r['foreign_cores'], '.2f')} "
             f"| {r['verdicts']}"
@@ -541,8 +566,9 @@ def markdown(rows: list[dict], args, started: float | None, loads: tuple[float, 
               "also counts diagnose's probes and analysis. \"Window s\": how long sampling really "
               "lasted (py-spy's --duration counts samples, so a starved py-spy overruns; py-spy "
               "modes are stopped with Ctrl-C --grace s after the window, diagnose stops its own "
-              "py-spy 20 s after it). \"Achieved Hz\": sampling instants per second actually "
-              "recorded (diagnose and speedscope modes only). Observer CPU is the observer's whole "
+              "py-spy 20 s after it). \"Hz achieved / asked\": sampling instants per second "
+              "actually recorded (diagnose and speedscope modes only) / the rate py-spy was "
+              "asked for (for diagnose, its sampling plan's choice). Observer CPU is the observer's whole "
               "process tree; for diagnose, py-spy's own share is in parentheses. \"Other tenants' CPU\": "
               "cores used by processes other than the target, the observer and this script during "
               "the run (median), i.e. the noise the runs were exposed to. \"Kept per free core\": the "
@@ -566,15 +592,15 @@ def _pyspy_version() -> str:
 
 def procfs_only(pid: int, seconds: float) -> None:
     """diagnose's /proc sampler alone, ticking as `diagnose attach` does (the `procfs` mode)."""
-    from diagnose.collect.attach import PROC_TICK_S
     from diagnose.collect.procfs import ProcSampler
 
+    interval = diagnose_plan(psutil.Process(pid).num_threads())[1]
     sampler = ProcSampler(pid)
     sampler.start()
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         sampler.tick()
-        time.sleep(PROC_TICK_S)
+        time.sleep(interval)
     sampler.finish()
 
 

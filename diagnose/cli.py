@@ -131,7 +131,8 @@ def _attach(pid: int, duration: float, rate: int | None, native: str, output_dir
               help="Force native (C) frames on or off. Default: on where py-spy supports them; "
                    "without them thread state is estimated from Python frames.")
 @click.option("--keep-raw", is_flag=True,
-              help="Also keep the /proc record (.procfs.json) so `analyze --procfs` can replay "
+              help="Also keep the /proc record (.procfs.json) and the native calibration samples "
+                   "(.native.speedscope.json) so `analyze --procfs --native-profile` can replay "
                    "the session.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @common_output
@@ -146,14 +147,17 @@ def attach(pid, duration, rate, native, keep_raw, quiet, output_dir, rules_file,
 @click.argument("profile", type=click.Path(path_type=Path))
 @click.option("--procfs", type=click.Path(dir_okay=False, path_type=Path),
               help="The .procfs.json written by `attach --keep-raw` for the same window.")
+@click.option("--native-profile", type=click.Path(dir_okay=False, path_type=Path),
+              help="The .native.speedscope.json written by `attach --keep-raw`: sparse native "
+                   "samples that calibrate the thread states of a Python-only profile.")
 @common_output
-def analyze(profile, procfs, output_dir, rules_file, as_json, open_browser):
+def analyze(profile, procfs, native_profile, output_dir, rules_file, as_json, open_browser):
     """Diagnose a profile recorded elsewhere (py-spy speedscope JSON or raw/collapsed)."""
     from diagnose import pipeline
 
     def action():
         user_rules = pipeline.load_user_rules(rules_file)
-        outputs = pipeline.from_file(profile, output_dir, user_rules, procfs)
+        outputs = pipeline.from_file(profile, output_dir, user_rules, procfs, native_profile)
         return _finish(outputs, as_json, open_browser)
 
     _run(action)

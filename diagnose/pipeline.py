@@ -41,18 +41,21 @@ def load_user_rules(path: str | None) -> dict | None:
 
 
 def analyze(profile_path: Path, proc: ProcRecord | None, meta: dict,
-            user_rules: dict | None) -> tuple[Analysis, CheckResults, Categorizer]:
+            user_rules: dict | None, native_path: Path | None = None
+            ) -> tuple[Analysis, CheckResults, Categorizer]:
     categorizer = Categorizer(user_rules)
     profile = load_profile(profile_path)
     if profile.total_samples == 0:
         raise NoSamples(f"{profile_path}: the profile holds no samples")
-    analysis = analyze_profile(profile, categorizer, proc, meta)
+    native = load_profile(native_path) if native_path is not None else None
+    analysis = analyze_profile(profile, categorizer, proc, meta, native)
     return analysis, run_checks(analysis, user_rules), categorizer
 
 
 def write_outputs(analysis: Analysis, results: CheckResults, categorizer: Categorizer,
                   source_profile: Path, out_dir: Path, base: str,
-                  proc: ProcRecord | None, keep_raw: bool, move_profile: bool) -> Outputs:
+                  proc: ProcRecord | None, keep_raw: bool, move_profile: bool,
+                  native_path: Path | None = None) -> Outputs:
     out_dir.mkdir(parents=True, exist_ok=True)
     report = build_report(analysis, results)
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -69,6 +72,11 @@ def write_outputs(analysis: Analysis, results: CheckResults, categorizer: Catego
     if keep_raw and proc is not None:
         procfs_path = out_dir / f"{base}.procfs.json"
         procfs_path.write_text(json.dumps(proc.to_dict()), encoding="utf-8")
+    if native_path is not None and native_path.exists():
+        if keep_raw:
+            shutil.move(str(native_path), str(out_dir / f"{base}.native.speedscope.json"))
+        elif move_profile:
+            native_path.unlink()
     return Outputs(paths[".html"], paths[".json"], speedscope, procfs_path, report,
                    bool(analysis.meta.get("partial")))
 
@@ -78,18 +86,20 @@ def from_capture(capture: Capture, out_dir: Path, user_rules: dict | None,
     meta = {"target": capture.target, "sampling": capture.sampling, "partial": capture.partial,
             "notes": capture.notes}
     try:
-        analysis, results, categorizer = analyze(capture.profile_path, capture.proc, meta, user_rules)
+        analysis, results, categorizer = analyze(capture.profile_path, capture.proc, meta, user_rules,
+                                                 capture.native_profile_path)
     except BadProfile:
         if capture.partial:
             raise NoSamples("the target exited before py-spy wrote a usable profile")
         raise
     base = report_basename(capture.target["pid"], capture.started_at)
     return write_outputs(analysis, results, categorizer, capture.profile_path, out_dir, base,
-                         capture.proc, keep_raw, move_profile=True)
+                         capture.proc, keep_raw, move_profile=True,
+                         native_path=capture.native_profile_path)
 
 
 def from_file(path: Path, out_dir: Path, user_rules: dict | None,
-              procfs_path: Path | None = None) -> Outputs:
+              procfs_path: Path | None = None, native_path: Path | None = None) -> Outputs:
     proc = None
     if procfs_path is not None:
         try:
@@ -104,7 +114,7 @@ def from_file(path: Path, out_dir: Path, user_rules: dict | None,
             "sampling": {"duration_s": window, "rate_hz": None, "samples": None, "errors": None,
                          "mode": "offline: " + path.name},
             "partial": bool(proc and proc.target_exited), "notes": []}
-    analysis, results, categorizer = analyze(path, proc, meta, user_rules)
+    analysis, results, categorizer = analyze(path, proc, meta, user_rules, native_path)
     if window is None:
         ticks = int(analysis.threads["samples"].max()) if len(analysis.threads) else 0
         analysis.meta["sampling"]["duration_s"] = round(ticks * analysis.profile.interval_s, 3) or None

@@ -19,7 +19,7 @@ def run(analysis, settings):
     total = float(req["count"].sum())
     if total == 0:
         return NotApplicable(ID, "no request threads were seen handling work")
-    if analysis.profile.native:
+    if analysis.profile.native or analysis.profile.calibrated:
         return _from_native_frames(analysis, settings, total)
     return _estimated_from_cpu_time(analysis, settings, req, total)
 

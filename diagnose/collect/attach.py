@@ -39,6 +39,7 @@ class Capture:
     started_at: float
     partial: bool = False
     notes: list[str] = field(default_factory=list)
+    native_profile_path: Path | None = None  # sparse native samples that calibrate the states
 
 
 def describe_target(pid: int) -> psutil.Process:
@@ -135,63 +136,97 @@ def capture(pid: int, work_dir: Path, options: AttachOptions,
     except psutil.AccessDenied:
         cmdline, threads = [], None
 
-    plan = plan_sampling(threads, options.rate)
+    plan = plan_sampling(threads, options.rate, native)
     work_dir.mkdir(parents=True, exist_ok=True)
-    profile_path = work_dir / f".diagnose-{pid}-{os.getpid()}.speedscope.json"
-    cmd = pyspy.record_command(pid, str(profile_path), options.duration, plan.rate_hz, native)
+    stem = work_dir / f".diagnose-{pid}-{os.getpid()}"
+    profile_path = Path(f"{stem}.speedscope.json")
+    native_path = Path(f"{stem}.native.speedscope.json") if plan.native_rate_hz else None
+    commands = [pyspy.record_command(pid, str(profile_path), options.duration, plan.rate_hz,
+                                     native=native and not plan.nonblocking,
+                                     nonblocking=plan.nonblocking)]
+    if native_path is not None:
+        commands.append(pyspy.record_command(pid, str(native_path), options.duration,
+                                             plan.native_rate_hz, native=True))
     sampler = ProcSampler(pid)
     started = time.time()
     children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    recorder = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    recorders = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for cmd in commands]
     sampler.start()
     interrupted = False
     deadline = time.monotonic() + options.duration + RECORD_GRACE_S
     try:
-        while recorder.poll() is None:
+        while any(r.poll() is None for r in recorders):
             sampler.tick()
             if on_progress:
                 on_progress(min(1.0, (time.time() - started) / options.duration),
                             len(sampler.record.first))
             if time.monotonic() > deadline:
-                recorder.send_signal(signal.SIGINT)
+                _interrupt(recorders)
                 notes.append("py-spy did not finish in time and was stopped")
                 break
             time.sleep(plan.proc_interval_s)
     except KeyboardInterrupt:
         interrupted = True
-        recorder.send_signal(signal.SIGINT)  # py-spy writes what it has on Ctrl-C
+        _interrupt(recorders)  # py-spy writes what it has on Ctrl-C
         notes.append("sampling interrupted by the user before the window ended")
-    try:
-        stdout, stderr = recorder.communicate(timeout=RECORD_GRACE_S)
-    except subprocess.TimeoutExpired:
-        recorder.kill()
-        stdout, stderr = recorder.communicate()
-    stderr = (stdout or "") + (stderr or "")  # py-spy prints its summary on stdout
+    outputs = [_collect(r) for r in recorders]
     record = sampler.finish()
     elapsed = time.time() - started
     children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     # py-spy's own CPU: on a small box it competes with the target for the same cores.
     pyspy_cpu_s = ((children_after.ru_utime + children_after.ru_stime)
                    - (children_before.ru_utime + children_before.ru_stime))
-    samples, errors = pyspy.parse_record_summary(stderr or "")
-    target_exited = record.target_exited or "process exited" in (stderr or "")
+    samples, errors = pyspy.parse_record_summary(outputs[0])
+    target_exited = record.target_exited or any("process exited" in o for o in outputs)
     if target_exited:
         notes.append(f"the target exited {elapsed:.1f} s into the {options.duration:g} s window: "
                      f"the report uses the samples taken until then")
     if not profile_path.exists() or profile_path.stat().st_size == 0:
         if target_exited:
             raise NoSamples(f"process {pid} exited before py-spy took any sample")
-        raise ProfilerFailed(f"py-spy wrote no profile (exit {recorder.returncode}): "
-                             f"{pyspy.first_error_line(stderr or '')}")
+        raise ProfilerFailed(f"py-spy wrote no profile (exit {recorders[0].returncode}): "
+                             f"{pyspy.first_error_line(outputs[0])}")
+    native_samples = native_errors = None
+    if native_path is not None:
+        native_samples, native_errors = pyspy.parse_record_summary(outputs[1])
+        if not native_path.exists() or native_path.stat().st_size == 0:
+            notes.append("the native recorder wrote nothing: thread states are estimated from "
+                         "Python frames and OS counters")
+            native_path = None
     target = {"pid": pid, "python": probe.python_version, "cmdline": cmdline,
               "threads": threads, "cores": record.cores, "cpu_quota_cores": record.cpu_quota_cores}
+    mode = ("nonblocking" if plan.nonblocking else "blocking") + (
+        "+native" if native and not plan.nonblocking else "")
+    if native_path is not None:
+        mode += f" + native calibration at {plan.native_rate_hz} Hz"
     sampling = {"duration_s": round(min(elapsed, options.duration + RECORD_GRACE_S), 3),
                 "requested_duration_s": options.duration, "rate_hz": plan.rate_hz,
                 "plan": plan.reason, "proc_interval_s": round(plan.proc_interval_s, 3),
                 "samples": samples, "errors": errors, "native": native,
-                "mode": "blocking" + ("+native" if native else ""),
+                "native_rate_hz": plan.native_rate_hz or None,
+                "native_samples": native_samples, "native_errors": native_errors,
+                "mode": mode,
                 "pyspy_version": pyspy.pyspy_version(),
                 "pyspy_cpu_s": round(pyspy_cpu_s, 3),
                 "pyspy_cpu_share_of_cores": round(pyspy_cpu_s / (max(elapsed, 1e-3) * record.cores), 4)}
-    return Capture(profile_path, record, target, sampling, started,
-                   partial=target_exited or interrupted, notes=notes)
+    capture = Capture(profile_path, record, target, sampling, started,
+                      partial=target_exited or interrupted, notes=notes)
+    capture.native_profile_path = native_path
+    return capture
+
+
+def _interrupt(recorders: list[subprocess.Popen]) -> None:
+    for recorder in recorders:
+        if recorder.poll() is None:
+            recorder.send_signal(signal.SIGINT)
+
+
+def _collect(recorder: subprocess.Popen) -> str:
+    """py-spy's output (it prints its summary on stdout), after it has written its file."""
+    try:
+        stdout, stderr = recorder.communicate(timeout=RECORD_GRACE_S)
+    except subprocess.TimeoutExpired:
+        recorder.kill()
+        stdout, stderr = recorder.communicate()
+    return (stdout or "") + (stderr or "")

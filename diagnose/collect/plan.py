@@ -14,6 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 THREAD_SAMPLES_PER_SECOND = 200
+# Native frames (needed to tell a lock wait from a GIL wait from running C code) cost far more:
+# py-spy must stop the target and unwind every thread. The default plan takes them sparsely, in
+# a second blocking recorder, and uses them to calibrate the states of the non-blocking
+# Python-only samples (see classify/calibrate.py).
+NATIVE_THREAD_SAMPLES_PER_SECOND = 20
+MIN_NATIVE_RATE_HZ = 1
 MIN_RATE_HZ = 2
 MAX_RATE_HZ = 100
 # The /proc sampler reads one small file per thread per tick; its budget is similar.
@@ -24,18 +30,29 @@ MAX_PROC_INTERVAL_S = 0.5
 
 @dataclass(frozen=True)
 class SamplingPlan:
-    rate_hz: int
+    rate_hz: int  # the main recorder
     proc_interval_s: float
     adaptive: bool  # chosen from the thread count rather than asked for
     reason: str
+    nonblocking: bool = False  # main recorder: Python stacks without stopping the target
+    native_rate_hz: int = 0  # sparse blocking native recorder; 0 = none
 
 
-def plan_sampling(threads: int | None, requested_rate: int | None) -> SamplingPlan:
+def plan_sampling(threads: int | None, requested_rate: int | None, native: bool = True) -> SamplingPlan:
+    """The default (gentle) plan: non-blocking Python stacks at ~200 thread-samples/s, plus
+    native stacks at ~20 thread-samples/s when native unwinding works. A requested rate means
+    full fidelity: one blocking recorder, native frames on every sample."""
     threads = max(1, threads or 1)
     proc_interval = min(MAX_PROC_INTERVAL_S, max(MIN_PROC_INTERVAL_S, threads / PROC_READS_PER_SECOND))
     if requested_rate:
-        return SamplingPlan(requested_rate, proc_interval, False, f"fixed rate {requested_rate} Hz (--rate)")
+        return SamplingPlan(requested_rate, proc_interval, False,
+                            f"full fidelity: every sample blocking{' with native frames' if native else ''} "
+                            f"at {requested_rate} Hz (--rate)")
     rate = max(MIN_RATE_HZ, min(MAX_RATE_HZ, round(THREAD_SAMPLES_PER_SECOND / threads)))
-    return SamplingPlan(rate, proc_interval, True,
-                        f"{rate} Hz: a budget of {THREAD_SAMPLES_PER_SECOND} thread-samples/s "
-                        f"over {threads} threads keeps the target's pauses small")
+    native_rate = (max(MIN_NATIVE_RATE_HZ, round(NATIVE_THREAD_SAMPLES_PER_SECOND / threads))
+                   if native else 0)
+    reason = (f"gentle: non-blocking Python stacks at {rate} Hz ({THREAD_SAMPLES_PER_SECOND} "
+              f"thread-samples/s over {threads} threads)")
+    if native_rate:
+        reason += f", plus native stacks at {native_rate} Hz to calibrate thread states"
+    return SamplingPlan(rate, proc_interval, True, reason, nonblocking=True, native_rate_hz=native_rate)

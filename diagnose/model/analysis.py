@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from diagnose.classify.calibrate import calibration_from
 from diagnose.classify.categories import Categorizer
 from diagnose.classify.state import STATES
 from diagnose.collect.procfs import ProcRecord
@@ -76,8 +77,14 @@ def summarize_threads(profile: Profile, samples: pd.DataFrame) -> pd.DataFrame:
 
 
 def analyze_profile(profile: Profile, categorizer: Categorizer, proc: ProcRecord | None = None,
-                    meta: dict | None = None) -> Analysis:
-    stacks = classify_stacks(profile, categorizer)
+                    meta: dict | None = None, native_profile: Profile | None = None) -> Analysis:
+    """`native_profile`: sparse native samples of the same window that calibrate the states of
+    a Python-only profile (the gentle sampling plan)."""
+    calibration = None
+    if native_profile is not None and not profile.native:
+        calibration = calibration_from(native_profile)
+        profile.calibrated = bool(calibration)
+    stacks = classify_stacks(profile, categorizer, calibration)
     samples = build_sample_table(profile, stacks)
     threads = summarize_threads(profile, samples)
     return Analysis(profile, stacks, samples, threads, summarize(proc) if proc else None, meta or {})

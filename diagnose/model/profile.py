@@ -39,6 +39,7 @@ class Profile:
     stacks: list[tuple[int, ...]] = field(default_factory=list)
     threads: list[ThreadTrack] = field(default_factory=list)
     native: bool = False
+    calibrated: bool = False  # states come from native samples of the same window
     source: str = ""  # "py-spy speedscope", "collapsed", ...
     interval_s: float = 0.01
 
@@ -51,6 +52,10 @@ class Profile:
             idx = self._frame_index[frame] = len(self.frames)
             self.frames.append(frame)
         return idx
+
+    def frame_id(self, frame: Frame) -> int:
+        """The id of a frame already in the profile, -1 if absent."""
+        return self._frame_index.get(frame, -1)
 
     def intern_stack(self, stack: tuple[int, ...]) -> int:
         idx = self._stack_index.get(stack)

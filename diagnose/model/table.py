@@ -6,14 +6,15 @@ Classification runs once per distinct stack and is broadcast to the samples by s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from diagnose.classify.categories import CATEGORIES, Categorizer
 from diagnose.classify.state import FULL_SYMBOL_MARKERS, STATES, classify_stack
-from diagnose.model.profile import Profile
+from diagnose.classify.calibrate import python_key, spread
+from diagnose.model.profile import Frame, Profile
 
 WAIT_KINDS = ("", "lock", "rlock", "queue", "semaphore", "condition", "event", "join", "barrier",
               "logging", "future", "gil", "io", "native_mutex")
@@ -44,9 +45,12 @@ class StackTable:
     phase: np.ndarray
     leaf_category: np.ndarray
     estimated: np.ndarray
+    # Stacks whose samples get a calibrated mix of states: stack id -> [(state, wait_kind,
+    # site frame id)...] and their shares (see classify/calibrate.py).
+    mixtures: dict = field(default_factory=dict)
 
 
-def classify_stacks(profile: Profile, categorizer: Categorizer) -> StackTable:
+def classify_stacks(profile: Profile, categorizer: Categorizer, calibration: dict | None = None) -> StackTable:
     n = len(profile.stacks)
     state = np.empty(n, dtype=object)
     wait_kind = np.empty(n, dtype=object)
@@ -54,15 +58,29 @@ def classify_stacks(profile: Profile, categorizer: Categorizer) -> StackTable:
     phase = np.empty(n, dtype=object)
     leaf_cat = np.empty(n, dtype=object)
     estimated = np.zeros(n, dtype=bool)
+    mixtures = {}
     full_symbols = any(f.function in FULL_SYMBOL_MARKERS for f in profile.frames)
     for sid, stack in enumerate(profile.stacks):
         frames = [profile.frames[i] for i in stack]
-        result = classify_stack(frames, profile.native, full_symbols)
-        state[sid], wait_kind[sid], estimated[sid] = result.state, result.wait_kind, result.estimated
-        site[sid] = stack[result.site] if result.site >= 0 else -1
+        mixture = calibration.get(python_key(frames)) if calibration else None
+        if mixture:
+            components = [(c.state, c.wait_kind, _frame_id(profile, c.site)) for c, _ in mixture]
+            state[sid], wait_kind[sid], site[sid] = components[0]
+            if len(components) > 1:
+                mixtures[sid] = (components, mixture)
+        else:
+            result = classify_stack(frames, profile.native, full_symbols)
+            state[sid], wait_kind[sid], estimated[sid] = result.state, result.wait_kind, result.estimated
+            site[sid] = stack[result.site] if result.site >= 0 else -1
         phase[sid] = categorizer.phase_of(frames)
         leaf_cat[sid] = categorizer.categorize(frames[-1]).category if frames else "other"
-    return StackTable(state, wait_kind, site, phase, leaf_cat, estimated)
+    return StackTable(state, wait_kind, site, phase, leaf_cat, estimated, mixtures)
+
+
+def _frame_id(profile: Profile, key) -> int:
+    if key is None:
+        return -1
+    return profile.frame_id(Frame(key[0], key[1], key[2], False))
 
 
 def build_sample_table(profile: Profile, stacks: StackTable) -> pd.DataFrame:
@@ -85,9 +103,14 @@ def build_sample_table(profile: Profile, stacks: StackTable) -> pd.DataFrame:
     df = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
         {c: pd.Series(dtype="int64") for c in ("thread", "tid", "t", "stack", "count")})
     sid = df["stack"].to_numpy()
-    df["state"] = pd.Categorical(stacks.state[sid], categories=STATES) if len(sid) else pd.Categorical([], categories=STATES)
-    df["wait_kind"] = pd.Categorical(stacks.wait_kind[sid], categories=WAIT_KINDS) if len(sid) else pd.Categorical([], categories=WAIT_KINDS)
-    df["site"] = stacks.site[sid]
+    state, wait_kind, site = stacks.state[sid], stacks.wait_kind[sid], stacks.site[sid]
+    for stack_id, (components, mixture) in stacks.mixtures.items():
+        rows = np.flatnonzero(sid == stack_id)
+        for row, choice in zip(rows, spread(len(rows), mixture)):
+            state[row], wait_kind[row], site[row] = components[choice]
+    df["state"] = pd.Categorical(state, categories=STATES) if len(sid) else pd.Categorical([], categories=STATES)
+    df["wait_kind"] = pd.Categorical(wait_kind, categories=WAIT_KINDS) if len(sid) else pd.Categorical([], categories=WAIT_KINDS)
+    df["site"] = site
     df["phase"] = pd.Categorical(stacks.phase[sid], categories=PHASES_AND_OTHER) if len(sid) else pd.Categorical([], categories=PHASES_AND_OTHER)
     df["leaf_category"] = pd.Categorical(stacks.leaf_category[sid], categories=CATEGORIES) if len(sid) else pd.Categorical([], categories=CATEGORIES)
     df["estimated"] = stacks.estimated[sid]

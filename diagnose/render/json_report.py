@@ -89,6 +89,7 @@ def build_report(analysis: Analysis, results: CheckResults) -> dict:
     duration = sampling.get("duration_s")
     sampling["achieved_rate_hz"] = round(ticks / duration, 2) if duration else None
     sampling["native"] = bool(sampling.get("native", analysis.profile.native))
+    sampling["states_calibrated"] = analysis.profile.calibrated
     sampling["state_estimated"] = bool(analysis.samples["estimated"].any())
     if analysis.os is not None:
         # Share of /proc observations that found a thread stopped by py-spy: the observer's pause.

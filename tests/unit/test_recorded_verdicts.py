@@ -17,15 +17,17 @@ from tests.conftest import RECORDED, WORKLOADS, marker_line
 
 import json
 
-NAMES = sorted(p.name.split(".")[0] for p in RECORDED.glob("*.speedscope.json"))
+NAMES = sorted({p.name.split(".")[0] for p in RECORDED.glob("*.speedscope.json")})
 
 
-def analyse_recording(name: str, with_os: bool = True):
+def analyse_recording(name: str, with_os: bool = True, calibrated: bool = True):
     profile = load_profile(RECORDED / f"{name}.speedscope.json")
     proc = None
     if with_os:
         proc = ProcRecord.from_dict(json.loads((RECORDED / f"{name}.procfs.json").read_text()))
-    analysis = analyze_profile(profile, Categorizer(), proc)
+    native_path = RECORDED / f"{name}.native.speedscope.json"
+    native = load_profile(native_path) if calibrated and native_path.exists() else None
+    analysis = analyze_profile(profile, Categorizer(), proc, native_profile=native)
     return analysis, run_checks(analysis)
 
 
@@ -77,3 +79,22 @@ def test_findings_are_ranked_by_score_and_severity_follows_score():
         expected = ("critical" if f.score >= 75 else "warning" if f.score >= 50
                     else "info" if f.score >= 25 else "ok")
         assert f.severity == expected
+
+
+def test_recordings_use_the_default_plan_with_native_calibration():
+    for name in NAMES:
+        analysis, _ = analyse_recording(name)
+        assert not analysis.profile.native, name  # Python-only main profile (non-blocking)
+        assert analysis.profile.calibrated, name
+
+
+def test_calibration_turns_python_only_lock_waits_into_measured_states():
+    calibrated, results = analyse_recording("lock_contention")
+    estimated, _ = analyse_recording("lock_contention", calibrated=False)
+    # the few Python stacks the sparse native samples never saw keep the frame-only estimate
+    assert calibrated.samples["estimated"].mean() < 0.05
+    assert estimated.samples["estimated"].all()
+    # native samples separate GIL waits from lock waits; frames alone cannot see the GIL
+    assert (calibrated.samples["state"] == "gil").any()
+    assert not (estimated.samples["state"] == "gil").any()
+    assert results.verdict.primary == "lock_contention"
