@@ -31,12 +31,17 @@ def run(analysis, settings):
         # (scheduler_overhead), not the model, so this diagnosis steps back.
         runnable_per_core = analysis.os.mean_runnable / analysis.os.usable_cores
         score *= min(1.0, settings["max_runnable_per_core"] / max(runnable_per_core, 1e-9))
+    # Request threads queued on a native library's mutex (OpenBLAS admitting one caller at a
+    # time) are thread fan-out first: scheduler_overhead names that knob; this steps back.
+    native_mutex_share = sum(w.share for w in analysis.waits if w.kind == "native_mutex")
+    score *= 1.0 - 0.5 * min(1.0, native_mutex_share)
     evidence = {
         "model_share_of_busy": share,
         "busy_request_threads": busy_threads,
         "core_utilization_from_samples": utilization,
         "os_cpu_utilization": os_utilization,
         "runnable_per_core": runnable_per_core,
+        "native_mutex_wait_share": native_mutex_share,
         "busy_samples": int(total_busy),
     }
     sites = top_sites(analysis, model, total_busy)

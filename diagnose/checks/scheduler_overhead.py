@@ -17,7 +17,7 @@ _POOLS = [("OpenBLAS", re.compile(r"openblas", re.I)), ("MKL", re.compile(r"libm
 
 
 def intra_op_libraries(analysis) -> list[str]:
-    files = {f.file for f in analysis.profile.frames if f.native}
+    files = {f.file for f in analysis.profile.frames if f.native} | analysis.profile.calibration_files
     return [name for name, pattern in _POOLS if any(pattern.search(path) for path in files)]
 
 

@@ -84,6 +84,7 @@ def analyze_profile(profile: Profile, categorizer: Categorizer, proc: ProcRecord
     if native_profile is not None and not profile.native:
         calibration = calibration_from(native_profile)
         profile.calibrated = bool(calibration)
+        profile.calibration_files = frozenset(f.file for f in native_profile.frames if f.native)
     stacks = classify_stacks(profile, categorizer, calibration)
     samples = build_sample_table(profile, stacks)
     threads = summarize_threads(profile, samples)

@@ -40,6 +40,7 @@ class Profile:
     threads: list[ThreadTrack] = field(default_factory=list)
     native: bool = False
     calibrated: bool = False  # states come from native samples of the same window
+    calibration_files: frozenset = frozenset()  # native libraries seen by those samples
     source: str = ""  # "py-spy speedscope", "collapsed", ...
     interval_s: float = 0.01
 

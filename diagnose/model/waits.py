@@ -48,8 +48,8 @@ class WaitSite:
     share: float  # of request-thread samples
     holders: tuple[Holder, ...] = field(default_factory=tuple)
     holder_scope: str = ""  # the function whose occupants were taken as holders
-    max_holders: int = 0  # most threads seen inside the holder scope at one waiting instant:
-    # for a pool, a lower bound of its size
+    max_holders: int = 0  # threads usually inside the holder scope at a waiting instant:
+    # for a pool, its size
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -172,7 +172,13 @@ def _holders(analysis, all_samples, waiters, wait_ticks: set[int], kind: str):
 
 
 def _max_threads(samples: pd.DataFrame) -> int:
-    return int(samples.groupby("tick")["thread"].nunique().max()) if not samples.empty else 0
+    """How many threads are usually inside the scope at once while others wait: the most
+    common count over the waiting instants (a saturated pool is full whenever someone waits;
+    the maximum would count torn or misaligned samples)."""
+    if samples.empty:
+        return 0
+    per_instant = samples.groupby("tick")["thread"].nunique()
+    return int(per_instant.mode().max())
 
 
 def _contains(analysis, stack: tuple[int, ...], function: str, file: str) -> bool:
