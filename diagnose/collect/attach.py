@@ -65,13 +65,13 @@ def looks_like_python(pid: int) -> bool:
         return False
 
 
-def wait_until_readable(pid: int, retry_s: float, native: bool = False) -> pyspy.ProbeResult:
+def wait_until_readable(pid: int, retry_s: float) -> pyspy.ProbeResult:
     """Bounded retry while the interpreter starts (or a launcher execs into it)."""
     deadline = time.monotonic() + retry_s
     attempts = 0
     while True:
         attempts += 1
-        result = pyspy.probe(pid, native=native)
+        result = pyspy.probe(pid)
         if result.ok:
             return result
         error = pyspy.classify_probe_failure(result.message, pid)
@@ -124,7 +124,8 @@ def decide_native(pid: int, wanted: str, notes: list[str]) -> bool:
 
 def capture(pid: int, work_dir: Path, options: AttachOptions,
             on_progress: Callable[[float, int], None] | None = None) -> Capture:
-    """Runs the window. `on_progress(fraction, threads)` is called ~10 times a second."""
+    """Runs the window: the recorders of the sampling plan and the /proc sampler side by side.
+    `on_progress(fraction, threads)` is called on every /proc tick."""
     proc = describe_target(pid)
     notes: list[str] = []
     probe, native = probe_target(pid, options.native, options.retry_s, notes)
@@ -210,10 +211,8 @@ def capture(pid: int, work_dir: Path, options: AttachOptions,
                 "pyspy_version": pyspy.pyspy_version(),
                 "pyspy_cpu_s": round(pyspy_cpu_s, 3),
                 "pyspy_cpu_share_of_cores": round(pyspy_cpu_s / (max(elapsed, 1e-3) * record.cores), 4)}
-    capture = Capture(profile_path, record, target, sampling, started,
-                      partial=target_exited or interrupted, notes=notes)
-    capture.native_profile_path = native_path
-    return capture
+    return Capture(profile_path, record, target, sampling, started,
+                   partial=target_exited or interrupted, notes=notes, native_profile_path=native_path)
 
 
 def _interrupt(recorders: list[subprocess.Popen]) -> None:
