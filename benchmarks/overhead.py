@@ -31,17 +31,21 @@ takes a sampling rate suffix, `MODE@HZ` (e.g. `diagnose@20`, `py-spy-idle-nb@20`
                         (100 Hz, blocking, flamegraph, no --native/--idle/--threads)
   py-spy-nonblocking    the same with --nonblocking
   diagnose              `diagnose attach P --duration S --quiet --json --output-dir TMP` at its
-                        defaults (the sampling plan picks the rate from the thread count)
-  diagnose-no-native    the same with --no-native (blocking, Python frames only)
-  py-spy-native         exactly the `py-spy record` diagnose runs (--native --idle --threads,
-                        speedscope, blocking, at the plan's rate for this target), without
-                        diagnose's probes, /proc sampler and analysis: py-spy's share of
-                        diagnose's cost. Verdict: `diagnose analyze` on its output, offline (no
-                        /proc counters), marked "(offline)".
-  py-spy-idle-nb        the same without --native and with --nonblocking (py-spy cannot unwind
-                        native frames without pausing the target): the cheapest py-spy diagnose
-                        could run. Verdict offline, as above.
-  procfs                only diagnose's /proc sampler, at the plan's interval, for S seconds
+                        defaults: the sampling plan picks the rates from the thread count (the
+                        "gentle" plan: non-blocking Python stacks at ~200 thread-samples/s plus a
+                        sparse blocking native recorder at ~20 thread-samples/s)
+  diagnose@HZ           `--rate HZ`: diagnose's full-fidelity mode, one blocking recorder with
+                        native frames on every sample (diagnose@100 = diagnose's original default)
+  diagnose-no-native    the defaults with --no-native
+  py-spy-native         diagnose's blocking native recorder alone (`--native --idle --threads`,
+                        speedscope) at the plan's native rate for this target; with @HZ, at HZ
+  py-spy-idle-nb        diagnose's non-blocking Python-stack recorder alone (`--nonblocking
+                        --idle --threads`, speedscope) at the plan's rate; with @HZ, at HZ
+  procfs                diagnose's /proc sampler alone, at the plan's interval, for S seconds
+
+The two py-spy-* modes measure parts of diagnose's cost without its probes, its /proc sampler
+and its analysis; their verdict is `diagnose analyze` of their profile, offline (no /proc
+counters), marked "(offline)".
 
 Standard library plus the `diagnose` package (for the /proc sampler and its py-spy command)
 and psutil (already a dependency of diagnose). Progress goes to stderr, the table to stdout.
@@ -83,15 +87,16 @@ ALL_MODES = DEFAULT_MODES + ["py-spy-nonblocking", "diagnose-no-native", "py-spy
 OFFLINE_VERDICT_MODES = ("py-spy-native", "py-spy-idle-nb")  # speedscope out: analyze it after
 
 
-def split_mode(mode: str) -> tuple[str, int | None]:
-    """'diagnose@20' -> ('diagnose', 20); 'diagnose' -> ('diagnose', None)."""
-    base, _, rate = mode.partition("@")
-    return base, (int(rate) if rate else None)
-
 READY_TIMEOUT_S = 60.0
 COUNT_TIMEOUT_S = 15.0
 OBSERVER_GRACE_S = 180.0  # probes of a 64-thread target on a loaded 2-core box can take long
 WORKLOAD_SLACK_S = 300.0  # the workload's own --seconds: it must outlive any observer
+
+
+def split_mode(mode: str) -> tuple[str, int | None]:
+    """'diagnose@20' -> ('diagnose', 20); 'diagnose' -> ('diagnose', None)."""
+    base, _, rate = mode.partition("@")
+    return base, (int(rate) if rate else None)
 
 
 def log(message: str) -> None:
@@ -239,43 +244,57 @@ def _rate(a: tuple[int, float], b: tuple[int, float]) -> tuple[float, float]:
     return (b[0] - a[0]) / dt if dt > 0 else float("nan"), dt
 
 
-def _find_record_child(parent: psutil.Process, observer: subprocess.Popen) -> psutil.Process | None:
-    """Polls (20 Hz) until the observer has started `py-spy record`; None if it exited first."""
+def _record_children(parent: psutil.Process) -> list[psutil.Process]:
+    found = []
+    for child in parent.children(recursive=True):
+        try:
+            cmd = child.cmdline()
+        except psutil.Error:
+            continue
+        if len(cmd) > 1 and os.path.basename(cmd[0]) == "py-spy" and cmd[1] == "record":
+            found.append(child)
+    return found
+
+
+def _find_record_children(parent: psutil.Process, observer: subprocess.Popen) -> list[psutil.Process]:
+    """Polls (20 Hz) until the observer has started `py-spy record` (diagnose's default plan
+    starts two side by side: Python stacks and sparse native ones); [] if it exited first."""
     while observer.poll() is None:
         try:
-            for child in parent.children(recursive=True):
-                try:
-                    cmd = child.cmdline()
-                except psutil.Error:
-                    continue
-                if len(cmd) > 1 and os.path.basename(cmd[0]) == "py-spy" and cmd[1] == "record":
-                    return child
+            found = _record_children(parent)
+            if found:
+                time.sleep(0.2)  # the second recorder is started right after the first
+                return list({c.pid: c for c in found + _record_children(parent)}.values())
         except psutil.Error:
-            return None
+            return []
         time.sleep(0.05)
-    return None
+    return []
 
 
-def _wait_gone(child: psutil.Process, observer: subprocess.Popen, expected_s: float) -> None:
-    """Until `child` exits (or turns zombie). Sleeps through most of the window, then polls."""
-    time.sleep(max(0.0, expected_s - 1.0))
+def _wait_gone(children: list[psutil.Process], observer: subprocess.Popen, expected_s: float) -> None:
+    """Until every child exits (or turns zombie). Sleeps through most of the window, then polls."""
+    time.sleep(max(0.0, expected_s - 1.5))
     while observer.poll() is None:
-        try:
-            if child.status() == psutil.STATUS_ZOMBIE:
-                return
-        except psutil.Error:
+        alive = 0
+        for child in children:
+            try:
+                alive += child.status() != psutil.STATUS_ZOMBIE
+            except psutil.Error:
+                pass
+        if not alive:
             return
         time.sleep(0.02)
 
 
-def diagnose_plan(threads: int | None) -> tuple[int, float]:
-    """(py-spy rate Hz, /proc interval s) `diagnose attach` would pick for this many threads."""
+def diagnose_plan(threads: int | None) -> tuple[int, int, float]:
+    """(main rate Hz, native calibration rate Hz or 0, /proc interval s) that `diagnose attach`
+    picks by default for this many threads."""
     try:
         from diagnose.collect.plan import plan_sampling
     except ImportError:  # a diagnose without a sampling plan: its old fixed defaults
-        return 100, 0.1
+        return 100, 0, 0.1
     plan = plan_sampling(threads, None)
-    return plan.rate_hz, plan.proc_interval_s
+    return plan.rate_hz, getattr(plan, "native_rate_hz", 0), plan.proc_interval_s
 
 
 def observer_command(mode: str, pid: int, seconds: float, work: Path,
@@ -284,7 +303,7 @@ def observer_command(mode: str, pid: int, seconds: float, work: Path,
     from diagnose.collect import pyspy
 
     base, rate = split_mode(mode)
-    plan_rate = diagnose_plan(threads)[0]
+    plan_rate, plan_native_rate, _ = diagnose_plan(threads)
     pyspy_bin = tool("py-spy")
     dur = str(max(1, int(round(seconds))))
     out = str(work / "profile.speedscope.json")
@@ -304,7 +323,8 @@ def observer_command(mode: str, pid: int, seconds: float, work: Path,
     if base == "diagnose-no-native":
         return diagnose + ["--no-native"]
     if base == "py-spy-native":
-        return pyspy.record_command(pid, out, seconds, rate or plan_rate, native=True)
+        return pyspy.record_command(pid, out, seconds, rate or plan_native_rate or plan_rate,
+                                    native=True)
     if base == "py-spy-idle-nb":
         return pyspy.record_command(pid, out, seconds, rate or plan_rate, native=False,
                                     nonblocking=True)
@@ -379,11 +399,12 @@ def run_once(workload: str, round_no: int, mode: str, seconds: float, grace: flo
         w_start = w_end = None
         is_diagnose = split_mode(mode)[0].startswith("diagnose")
         if is_diagnose:
-            record = _find_record_child(psutil.Process(observer.pid), observer)
-            if record is not None:
+            records = _find_record_children(psutil.Process(observer.pid), observer)
+            if records:
                 w_start = target.count()
-                _wait_gone(record, observer, seconds)
+                _wait_gone(records, observer, seconds)
                 w_end = target.count()
+                run.extra["recorders"] = len(records)
         if not is_diagnose:
             # py-spy's --duration counts samples, not seconds: a py-spy starved of CPU (64
             # runnable target threads on 2 cores) runs far longer than asked. Stop it as a user
@@ -421,8 +442,9 @@ def run_once(workload: str, round_no: int, mode: str, seconds: float, grace: flo
                 sampling = report.get("sampling", {})
                 run.pyspy_cpu_s = sampling.get("pyspy_cpu_s")
                 run.paused_share = sampling.get("paused_share")
-                run.extra.update({k: sampling.get(k) for k in ("samples", "errors", "duration_s",
-                                                               "mode", "notes")})
+                run.extra.update({k: sampling.get(k) for k in (
+                    "mode", "plan", "rate_hz", "native_rate_hz", "samples", "errors",
+                    "native_samples", "native_errors", "duration_s", "notes")})
                 run.achieved_hz = sampling.get("achieved_rate_hz")
                 run.asked_hz = sampling.get("rate_hz", run.asked_hz)
             except (ValueError, KeyError):
@@ -529,7 +551,7 @@ def markdown(rows: list[dict], args, started: float | None, loads: tuple[float, 
         f"Observer overhead: {args.pairs} rounds × {args.seconds:g} s windows, "
         f"{os.cpu_count()} cores, py-spy {_pyspy_version()}, Python {sys.version.split()[0]}, "
         f"load average (1 min) {loads[0]:.1f} at start / {loads[1]:.1f} at end, "
-        f"{took}seed {args.seed}.",
+        f"{took}seed {args.seed}, diagnose at {getattr(args, 'revision', None) or _revision()}.",
         "",
         "| workload | threads | mode | pairs | req/s (median) | throughput kept (median) | lost % "
         "| min / max kept | whole attach kept | kept per free core (min / max) | window s "
@@ -579,6 +601,18 @@ def markdown(rows: list[dict], args, started: float | None, loads: tuple[float, 
     return "\n".join(lines)
 
 
+def _revision() -> str:
+    """The diagnose commit measured (read-only git), '+' when diagnose/ has local changes."""
+    try:
+        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "diagnose"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+    return (head or "?") + ("+" if dirty else "")
+
+
 def _pyspy_version() -> str:
     try:
         out = subprocess.run([tool("py-spy"), "--version"], capture_output=True, text=True, timeout=10)
@@ -594,7 +628,7 @@ def procfs_only(pid: int, seconds: float) -> None:
     """diagnose's /proc sampler alone, ticking as `diagnose attach` does (the `procfs` mode)."""
     from diagnose.collect.procfs import ProcSampler
 
-    interval = diagnose_plan(psutil.Process(pid).num_threads())[1]
+    interval = diagnose_plan(psutil.Process(pid).num_threads())[2]
     sampler = ProcSampler(pid)
     sampler.start()
     end = time.monotonic() + seconds
@@ -664,8 +698,8 @@ def main(argv=None) -> int:
     if args.from_json:
         saved = json.loads(args.from_json.read_text(encoding="utf-8"))
         runs = [Run(**r) for r in saved["runs"]]
-        for key in ("pairs", "seconds", "seed"):
-            setattr(args, key, saved["args"][key])
+        for key in ("pairs", "seconds", "seed", "revision"):
+            setattr(args, key, saved["args"].get(key, "?"))
         rows = summarize(runs, saved["args"]["mode_list"], saved["args"]["workload_list"])
         print(markdown(rows, args, None, tuple(saved.get("loads", (float("nan"),) * 2))))
         return 0
@@ -676,6 +710,7 @@ def main(argv=None) -> int:
         except OSError:
             pass
     rng = random.Random(args.seed)
+    args.revision = _revision()
     started = time.monotonic()
     load_start = os.getloadavg()[0]
     total = len(args.workload_list) * args.pairs * len(args.mode_list)

@@ -40,12 +40,24 @@ def _from_native_frames(analysis, settings, total):
     evidence["holder_phase_shares"] = holder_phase
     if holder_phase.get("preprocess", 0.0) > 0.5:
         score = min(score, settings["cap_when_preprocess_holds"])
+    score *= _oversubscription_factor(analysis, settings, evidence)
     if gil and gil.holders:
         top = gil.holders[0]
         evidence["holder"] = describe(gil)
         summary += (f"; the holder was most often running {top.function} "
                     f"({top.file.rsplit('/', 1)[-1]}:{top.line})")
     return make_finding(ID, settings, score, summary, evidence, sites)
+
+
+def _oversubscription_factor(analysis, settings, evidence) -> float:
+    """Far more runnable threads than cores: cutting the thread count (scheduler_overhead) comes
+    before the GIL, which those threads also fight over; this finding steps back."""
+    os_ = analysis.os
+    if os_ is None or not os_.usable_cores:
+        return 1.0
+    runnable_per_core = os_.mean_runnable / os_.usable_cores
+    evidence["runnable_per_core"] = round(runnable_per_core, 4)
+    return min(1.0, settings["max_runnable_per_core"] / max(runnable_per_core, 1e-9))
 
 
 def _holder_phase_shares(analysis) -> dict:

@@ -17,13 +17,18 @@ def run(analysis, settings):
     share = float(by_phase.get("preprocess", 0.0))
     pre = busy[busy["phase"] == "preprocess"]
     sites = top_sites(analysis, pre, total_busy)
+    # Preprocessing can only dominate the service if the request threads are mostly busy:
+    # threads that mostly wait (on a lock, a pool, a native library's mutex) have another
+    # bottleneck, whatever their few busy samples run.
+    busy_share = total_busy / float(req["count"].sum())
+    score = ramp(share, settings["low"], settings["high"]) * min(1.0, busy_share / settings["min_busy_share"])
     evidence = {
         "preprocess_share_of_busy": share,
+        "busy_share_of_request_time": busy_share,
         "model_share_of_busy": float(by_phase.get("model", 0.0)),
         "postprocess_share_of_busy": float(by_phase.get("postprocess", 0.0)),
         "busy_samples": int(total_busy),
     }
     where = f", most in {sites[0].function}" if sites else ""
     summary = f"{pct(share)} of request-thread busy time is preprocessing{where}"
-    return make_finding(ID, settings, ramp(share, settings["low"], settings["high"]), summary,
-                        evidence, sites)
+    return make_finding(ID, settings, score, summary, evidence, sites)

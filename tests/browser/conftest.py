@@ -153,8 +153,11 @@ def open_report(browser):
 
 def analyze_recorded(name: str, out_dir: Path) -> tuple[Path, dict]:
     """Runs the real CLI offline on fixtures/recorded/NAME.*; returns (html path, JSON report)."""
+    native = RECORDED / f"{name}.native.speedscope.json"
+    calibration = ("--native-profile", native) if native.exists() else ()
     proc, _ = run_cli("analyze", RECORDED / f"{name}.speedscope.json",
-                      "--procfs", RECORDED / f"{name}.procfs.json", "--output-dir", out_dir,
+                      "--procfs", RECORDED / f"{name}.procfs.json", *calibration,
+                      "--output-dir", out_dir,
                       check_json=False)
     assert proc.returncode == 0, proc.stderr
     html = next(out_dir.glob("*.html"))
