@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from diagnose.render.html import render_html
 from tests.browser.conftest import analyze_recorded, page_data, render_page, requires_browser
 
 pytestmark = requires_browser
@@ -363,6 +364,20 @@ def evidence(page, finding_id: str) -> dict:
     return {r["key"]: r for r in rows}
 
 
+def page_number(value: float) -> str:
+    """A plain number as report.js's fmtNum writes it."""
+    if float(value).is_integer():
+        return f"{int(value):,}"
+    a = abs(value)
+    if a >= 1000:
+        return f"{round(value):,}"
+    if a >= 100:
+        return f"{value:.1f}"
+    if a >= 1:
+        return f"{round(value, 2):g}"
+    return repr(float(f"{value:.3g}"))
+
+
 def test_evidence_objects_are_key_value_lists_with_percentages(lock_report, open_report):
     html, report = lock_report
     findings = {f["id"]: f for f in report["findings"]}
@@ -381,13 +396,15 @@ def test_evidence_objects_are_key_value_lists_with_percentages(lock_report, open
     lock_evidence = findings["lock_contention"]["evidence"]
     assert_percent(lock["lock_wait_share"]["text"], lock_evidence["lock_wait_share"])
     assert lock["estimated"]["text"] == "no"
-    assert lock["lock_wait_thread_seconds"]["text"] == f"{lock_evidence['lock_wait_thread_seconds']:g}"
+    assert lock["lock_wait_thread_seconds"]["text"] == page_number(lock_evidence["lock_wait_thread_seconds"])
     sched = evidence(page, "scheduler_overhead")
-    assert findings["scheduler_overhead"]["evidence"]["cgroup_cpu_quota_cores"] is None
+    sched_evidence = findings["scheduler_overhead"]["evidence"]
+    assert sched_evidence["cgroup_cpu_quota_cores"] is None
     assert sched["cgroup_cpu_quota_cores"]["text"] == "\u2014"
-    assert sched["involuntary_ctx_per_s"]["text"] == "333.5"
+    assert sched["involuntary_ctx_per_s"]["text"] == page_number(sched_evidence["involuntary_ctx_per_s"])
     compute = evidence(page, "compute_bound")
-    assert compute["core_utilization_from_samples"]["text"] == "100%"
+    assert_percent(compute["core_utilization_from_samples"]["text"],
+                   findings["compute_bound"]["evidence"]["core_utilization_from_samples"])
     # no JSON text anywhere in the findings or the run facts
     for selector in ("#findings-body", "#facts-body"):
         text = page.text_content(selector)
@@ -511,8 +528,14 @@ def test_dev_sample_data_renders_with_the_current_shapes(open_report, tmp_path):
     opened.assert_clean()
 
 
-def test_without_javascript_the_fallback_names_the_observer_warning_and_wait_sites(lock_report, browser):
+def test_without_javascript_the_fallback_names_the_observer_warning_and_wait_sites(lock_report, browser, tmp_path):
     html, report = lock_report
+    # a report whose sampling cost was high enough to warn (rendered from the real data)
+    data = page_data(html)
+    data["report"]["sampling"]["observer"]["warning"] = "py-spy kept the target's threads stopped 30% of the time"
+    report = data["report"]
+    html = tmp_path / "warned.html"
+    html.write_text(render_html(data), encoding="utf-8")
     context = browser.new_context(java_script_enabled=False, service_workers="block")
     try:
         blocked = []
