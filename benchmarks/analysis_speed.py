@@ -2,14 +2,17 @@
 """Analysis speed: time and peak memory of `diagnose analyze` on a 1,000,000-sample profile.
 
     python benchmarks/analysis_speed.py [--threads 20] [--samples-per-thread 50000]
-                                        [--repeat 3] [--keep FILE] [--cprofile]
+                                        [--stacks 400] [--repeat 3] [--keep FILE] [--cprofile]
 
 Builds a synthetic py-spy speedscope file (default 20 threads × 50,000 samples = 1,000,000)
-from the distinct stacks of the recorded profiles in fixtures/recorded/ (a few hundred real
-stacks with native lock, GIL and BLAS frames, as `py-spy record --native --idle --threads`
-writes them, thread pseudo-frame at the root). Request threads draw their stacks from the
-request threads of the recordings, the main thread from the main threads; each stack is held
-for a geometric run of samples (mean 6) so waits come in episodes, as in a real recording.
+from the stacks of the recorded profiles in fixtures/recorded/ (both the Python-stack and the
+native calibration recordings: real stacks with native lock, GIL and BLAS frames, as
+`py-spy record --native --idle --threads` writes them, thread pseudo-frame at the root), widened
+to `--stacks` distinct stacks by call-site variants (the innermost Python frame moved to another
+line of the same function). Request threads draw their stacks from the request threads of the
+recordings, the main thread from the main threads, each with its own skewed preference; each
+stack is held for a geometric run of samples (mean 6) so waits come in episodes, as in a real
+recording.
 
 Then runs `diagnose analyze FILE --output-dir TMP` as a subprocess `--repeat` times and reports
 the wall seconds and the peak RSS of the child (resource.getrusage(RUSAGE_CHILDREN).ru_maxrss).
@@ -57,14 +60,25 @@ def diagnose_cmd() -> list[str]:
     return [found] if found else [sys.executable, "-m", "diagnose"]
 
 
+def _has_native_frames(data: dict) -> bool:
+    return any(".so" in str(f.get("file") or "") or str(f.get("name", "")).startswith("0x")
+               for f in data["shared"]["frames"])
+
+
 def collect_stacks() -> tuple[list[dict], list[list[int]], list[list[int]]]:
-    """Frames shared by all recordings, and distinct stacks of request and main threads."""
+    """Frames shared by all recordings, and distinct stacks of request and main threads.
+
+    Only recordings with native frames are used when there are any (a `--native` file has
+    native frames under every stack; the Python-only recordings of diagnose's non-blocking
+    recorder would make an unrealistic mix)."""
     frames: list[dict] = []
     index: dict[tuple, int] = {}
     request: dict[tuple, None] = {}
     main: dict[tuple, None] = {}
-    for path in sorted(RECORDED.glob("*.speedscope.json")):
-        data = json.loads(path.read_text(encoding="utf-8"))
+    recordings = [json.loads(path.read_text(encoding="utf-8"))
+                  for path in sorted(RECORDED.glob("*.speedscope.json"))]
+    native = [data for data in recordings if _has_native_frames(data)]
+    for data in native or recordings:
         shared = data["shared"]["frames"]
         local: list[int | None] = []
         for f in shared:
@@ -90,11 +104,45 @@ def collect_stacks() -> tuple[list[dict], list[list[int]], list[list[int]]]:
     return frames, [list(s) for s in request], [list(s) for s in (main or request)]
 
 
-def build_profile(path: Path, threads: int, per_thread: int, seed: int) -> dict:
+def widen(frames: list[dict], stacks: list[list[int]], target: int) -> list[list[int]]:
+    """Adds variants of the recorded stacks until there are `target` distinct ones: the same
+    path with its innermost Python frame at another line of the same function (another call
+    site), as a larger service has. Native frames (lock, GIL, BLAS waits) are kept as they are."""
+    out = [list(s) for s in stacks]
+    seen = {tuple(s) for s in out}
+    index = {(f["name"], f["file"], f["line"]): i for i, f in enumerate(frames)}
+    offset = 0
+    while len(out) < target and stacks:
+        offset += 1
+        grew = False
+        for stack in stacks:
+            if len(out) >= target:
+                break
+            python = [i for i, fid in enumerate(stack) if str(frames[fid]["file"]).endswith(".py")]
+            if not python:
+                continue
+            pos = python[-1]
+            f = frames[stack[pos]]
+            key = (f["name"], f["file"], int(f["line"] or 0) + 7 * offset)
+            if key not in index:
+                index[key] = len(frames)
+                frames.append({"name": key[0], "file": key[1], "line": key[2], "col": None})
+            variant = stack[:pos] + [index[key]] + stack[pos + 1:]
+            if tuple(variant) not in seen:
+                seen.add(tuple(variant))
+                out.append(variant)
+                grew = True
+        if not grew:
+            break
+    return out
+
+
+def build_profile(path: Path, threads: int, per_thread: int, seed: int, stacks: int) -> dict:
     """Writes the synthetic speedscope file; returns facts about it."""
     rng = random.Random(seed)
     frames, request_stacks, main_stacks = collect_stacks()
     frames = list(frames)
+    request_stacks = widen(frames, request_stacks, max(len(request_stacks), stacks - len(main_stacks)))
     # Each request thread favours a different slice of the pool (as real threads do), with a
     # long tail over all stacks.
     profiles = []
@@ -126,8 +174,12 @@ def build_profile(path: Path, threads: int, per_thread: int, seed: int) -> dict:
            "exporter": "py-spy@0.4.3", "name": "py-spy profile"}
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(doc, fh, separators=(",", ":"))
+    lock_frames = {i for i, f in enumerate(frames)
+                   if f["name"] in ("PyThread_acquire_lock_timed", "pthread_mutex_lock",
+                                    "pthread_cond_timedwait")}
     return {"samples": threads * per_thread, "threads": threads, "frames": len(frames),
-            "distinct_stacks": len(distinct), "bytes": path.stat().st_size}
+            "distinct_stacks": len(distinct), "bytes": path.stat().st_size,
+            "wait_stacks": sum(1 for s in distinct if lock_frames.intersection(s))}
 
 
 def run_analyze(profile: Path, out_dir: Path) -> tuple[float, float, int, str, int]:
@@ -175,6 +227,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=20)
     parser.add_argument("--samples-per-thread", type=int, default=50_000)
+    parser.add_argument("--stacks", type=int, default=400,
+                        help="distinct stacks: the recorded ones plus call-site variants "
+                             "(default 400)")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs (default 3)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", type=Path, help="write the synthetic profile here and keep it")
@@ -187,9 +242,11 @@ def main(argv=None) -> int:
     try:
         profile = args.keep or (work / "synthetic.speedscope.json")
         t0 = time.monotonic()
-        facts = build_profile(profile, args.threads, args.samples_per_thread, args.seed)
+        facts = build_profile(profile, args.threads, args.samples_per_thread, args.seed,
+                              args.stacks)
         log(f"built {profile.name}: {facts['samples']:,} samples, {facts['threads']} threads, "
-            f"{facts['distinct_stacks']} distinct stacks, {facts['bytes'] / 2**20:.0f} MiB "
+            f"{facts['distinct_stacks']} distinct stacks ({facts['wait_stacks']} with a native "
+            f"lock/GIL wait frame), {facts['bytes'] / 2**20:.0f} MiB "
             f"in {time.monotonic() - t0:.1f} s")
         walls, cpus, rsses, verdicts = [], [], [], []
         for i in range(args.repeat):
@@ -206,10 +263,12 @@ def main(argv=None) -> int:
         print(f"`diagnose analyze` on a synthetic speedscope profile "
               f"({os.cpu_count()} cores, Python {sys.version.split()[0]}, "
               f"load average {os.getloadavg()[0]:.1f})\n")
-        print("| samples | threads | distinct stacks | file MiB | runs | wall s (median; min–max) "
+        print("| samples | threads | distinct stacks (with native waits) | file MiB | runs "
+              "| wall s (median; min–max) "
               "| CPU s (median) | peak RSS MiB (max) | wall ≤ 5 s | RSS ≤ 1 GiB | verdict |")
         print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |")
         print(f"| {facts['samples']:,} | {facts['threads']} | {facts['distinct_stacks']} "
+              f"({facts['wait_stacks']}) "
               f"| {facts['bytes'] / 2**20:.0f} | {args.repeat} "
               f"| {wall_med:.2f} ({min(walls):.2f}–{max(walls):.2f}) | {statistics.median(cpus):.2f} "
               f"| {rss_max / 2**20:.0f} "

@@ -648,8 +648,8 @@ def parse_args(argv=None):
     parser.add_argument("--seconds", type=float, default=10.0,
                         help="observation window per run (default 10)")
     parser.add_argument("--workloads", default="ten,sixtyfour",
-                        help="comma separated, from: " + ", ".join(
-                            f"{k} ({v[0]} --threads {v[1]})" for k, v in WORKLOADS.items()))
+                        help="comma separated, from: " + "; ".join(
+                            f"{k} = {v[0]} --threads {v[1]}, {v[2]}" for k, v in WORKLOADS.items()))
     parser.add_argument("--modes", default=",".join(DEFAULT_MODES),
                         help="comma separated; `none` is always included (default %(default)s)")
     parser.add_argument("--seed", type=int, default=None, help="shuffle seed (default: random)")
