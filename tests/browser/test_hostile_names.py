@@ -11,26 +11,18 @@ from __future__ import annotations
 import pytest
 
 from tests.browser.conftest import open_report_in, requires_browser
-from tests.conftest import run_cli
-from tests.integration.conftest import requires_ptrace, running, workload_command
+from tests.integration.conftest import SECRETS, attach_hostile_names, requires_ptrace
 
 pytestmark = [pytest.mark.integration, requires_ptrace, requires_browser]
 
 SCRIPT_THREAD_NAME = "</script><img src=x onerror=alert(1)>"
 IMG_FUNCTION_NAME = "<img src=x onerror=alert(2)>"
 SCRIPT_FILE_NAME = "<script>alert(3)</script>.py"
-SECRET_ARGS = ["--api-key=sk-live-SECRET123", "--password", "hunter2",
-               "--db", "postgres://admin:s3cret@localhost/db"]
-SECRETS = ["SECRET123", "hunter2", "s3cret"]
 
 
 @pytest.fixture(scope="module")
 def hostile_report(tmp_path_factory):
-    out = tmp_path_factory.mktemp("hostile")
-    with running(workload_command("hostile_names", "--seconds", "40", *SECRET_ARGS)) as pid:
-        proc, report = run_cli("attach", pid, "--duration", "3", "--json", "--output-dir", out)
-    assert proc.returncode == 0, proc.stderr
-    return next(out.glob("*.html")), report
+    return attach_hostile_names(tmp_path_factory.mktemp("hostile"))
 
 
 @pytest.fixture(scope="module")

@@ -59,3 +59,19 @@ def running(command: list[str], ready_timeout: float = 60.0):
 
 def workload_command(name: str, *args: str, python: str | None = None) -> list[str]:
     return [python or sys.executable, str(WORKLOADS / f"{name}.py"), *args]
+
+
+SECRET_ARGS = ["--api-key=sk-live-SECRET123", "--password", "hunter2",
+               "--db", "postgres://admin:s3cret@localhost/db"]
+SECRETS = ["SECRET123", "hunter2", "s3cret"]
+
+
+def attach_hostile_names(out: Path) -> tuple[Path, dict]:
+    """Attaches the real CLI to the hostile-names workload run with secret-looking arguments;
+    returns the HTML report's path and the --json report."""
+    from tests.conftest import run_cli
+
+    with running(workload_command("hostile_names", "--seconds", "40", *SECRET_ARGS)) as pid:
+        proc, report = run_cli("attach", pid, "--duration", "3", "--json", "--output-dir", out)
+    assert proc.returncode == 0, proc.stderr
+    return next(out.glob("*.html")), report

@@ -7,23 +7,17 @@ import re
 
 import pytest
 
-from tests.conftest import run_cli
-from tests.integration.conftest import requires_ptrace, running, workload_command
+from tests.integration.conftest import SECRETS, attach_hostile_names, requires_ptrace
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
 
-SECRET_ARGS = ["--api-key=sk-live-SECRET123", "--password", "hunter2",
-               "--db", "postgres://admin:s3cret@localhost/db"]
-SECRETS = ["SECRET123", "hunter2", "s3cret"]
 
 
 @pytest.fixture(scope="module")
 def hostile_report(tmp_path_factory):
     out = tmp_path_factory.mktemp("hostile")
-    with running(workload_command("hostile_names", "--seconds", "40", *SECRET_ARGS)) as pid:
-        proc, report = run_cli("attach", pid, "--duration", "3", "--json", "--output-dir", out)
-    assert proc.returncode == 0, proc.stderr
-    html = next(out.glob("*.html")).read_text(encoding="utf-8")
+    html_path, report = attach_hostile_names(out)
+    html = html_path.read_text(encoding="utf-8")
     saved = next(out.glob("*[0-9].json")).read_text(encoding="utf-8")
     return report, html, saved
 
