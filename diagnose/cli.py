@@ -82,19 +82,27 @@ def common_output(fn):
     return fn
 
 
-def _attach(pid: int, duration: float, rate: int | None, native: str, output_dir: Path,
+def _attach(pids: list[int], duration: float, rate: int | None, native: str, output_dir: Path,
             rules_file: str | None, as_json: bool, open_browser: bool, keep_raw: bool,
-            quiet: bool) -> int:
+            quiet: bool, children: bool = True) -> int:
     from diagnose import pipeline
     from diagnose.collect.attach import AttachOptions, capture, describe_target
+    from diagnose.collect.tree import python_descendants
 
     user_rules = pipeline.load_user_rules(rules_file)
-    proc = describe_target(pid)
-    try:
-        label = f"{proc.name()}, {proc.num_threads()} threads"
-    except Exception:
-        label = "?"
-    _log(f"Sampling pid {pid} ({label}) for {duration:g} s"
+    labels = []
+    for pid in pids:
+        proc = describe_target(pid)
+        try:
+            label = f"{pid} ({proc.name()}, {proc.num_threads()} threads"
+            workers = len(python_descendants(pid))
+            if workers:
+                label += (f", {workers} Python child process{'es' if workers > 1 else ''}"
+                          + ("" if children else " not sampled: --no-children"))
+            labels.append(label + ")")
+        except Exception:
+            labels.append(f"{pid} (?)")
+    _log(f"Sampling pid {', '.join(labels)} for {duration:g} s"
          + (f" at {rate} Hz ..." if rate else " ..."))
     show_bar = not quiet and sys.stderr.isatty()
     bar_ctx = click.progressbar(length=1000, file=sys.stderr, show_eta=True, width=30) if show_bar else None
@@ -109,18 +117,18 @@ def _attach(pid: int, duration: float, rate: int | None, native: str, output_dir
             state["done"] = int(fraction * 10)
             _log(f"  sampled {state['done'] * 10}% of the window ({threads} threads)")
 
-    options = AttachOptions(duration=duration, rate=rate, native=native)
+    options = AttachOptions(duration=duration, rate=rate, native=native, children=children)
     if bar_ctx is not None:
         with bar_ctx:
-            cap = capture(pid, output_dir, options, progress)
+            cap = capture(pids, output_dir, options, progress)
     else:
-        cap = capture(pid, output_dir, options, progress)
+        cap = capture(pids, output_dir, options, progress)
     outputs = pipeline.from_capture(cap, output_dir, user_rules, keep_raw)
     return _finish(outputs, as_json, open_browser)
 
 
 @main.command(epilog=EPILOG)
-@click.argument("pid", type=int)
+@click.argument("pids", metavar="PID [PID ...]", type=click.IntRange(min=1), nargs=-1, required=True)
 @click.option("--duration", "-d", type=click.FloatRange(min=1), default=10.0, show_default=True,
               help="Seconds to sample.")
 @click.option("--rate", "-r", type=click.IntRange(1, 1000), default=None,
@@ -134,13 +142,20 @@ def _attach(pid: int, duration: float, rate: int | None, native: str, output_dir
               help="Also keep the /proc record (.procfs.json) and the native calibration samples "
                    "(.native.speedscope.json) so `analyze --procfs --native-profile` can replay "
                    "the session.")
+@click.option("--children/--no-children", default=True, show_default=True,
+              help="Also sample every Python process descending from PID (gunicorn / uvicorn "
+                   "workers, multiprocessing pools), followed as they start and exit; the sampling "
+                   "budget is shared across them. A launcher PID (a shell) is followed to its "
+                   "Python children.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @common_output
-def attach(pid, duration, rate, native, keep_raw, quiet, output_dir, rules_file, as_json, open_browser):
-    """Sample the running Python process PID and diagnose its bottleneck."""
+def attach(pids, duration, rate, native, children, keep_raw, quiet, output_dir, rules_file,
+           as_json, open_browser):
+    """Sample the running Python service PID (and its worker processes) and diagnose its
+    bottleneck. Name several PIDs to sample several process trees as one service."""
     mode = "auto" if native is None else ("on" if native else "off")
-    _run(lambda: _attach(pid, duration, rate, mode, output_dir, rules_file, as_json,
-                         open_browser, keep_raw, quiet))
+    _run(lambda: _attach(list(pids), duration, rate, mode, output_dir, rules_file, as_json,
+                         open_browser, keep_raw, quiet, children))
 
 
 @main.command(epilog=EPILOG)
@@ -177,7 +192,7 @@ def demo(duration, output_dir, rules_file, as_json, open_browser):
         try:
             ready = _wait_ready(service, timeout=60)
             _log(f"Demo service running as pid {ready}")
-            return _attach(ready, duration, None, "auto", output_dir, rules_file, as_json,
+            return _attach([ready], duration, None, "auto", output_dir, rules_file, as_json,
                            open_browser, False, False)
         finally:
             service.terminate()

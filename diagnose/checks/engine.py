@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diagnose.checks import (compute_bound, gil_contention, lock_contention, logging_lock,
-                             pool_wait, preprocess_bound, scheduler_overhead, unbounded_backlog,
-                             underloaded)
+from diagnose.checks import (compute_bound, event_loop_blocked, gil_contention, lock_contention,
+                             logging_lock, pool_wait, preprocess_bound, scheduler_overhead,
+                             unbounded_backlog, underloaded)
 from diagnose.checks.base import Finding, NotApplicable, load_check_settings
 
 # Order breaks score ties: the more specific, more actionable diagnosis first.
-CHECKS = (lock_contention, pool_wait, logging_lock, unbounded_backlog, gil_contention,
+CHECKS = (event_loop_blocked, lock_contention, pool_wait, logging_lock, unbounded_backlog, gil_contention,
           preprocess_bound, scheduler_overhead, compute_bound, underloaded)
 
 

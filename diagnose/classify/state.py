@@ -91,9 +91,32 @@ _SLEEP_LINE = re.compile(r"\bsleep\(")
 _IDLE_SITES = [
     ("concurrent/futures/thread.py", re.compile(r"_worker$")),
     ("asyncio/base_events.py", re.compile(r"(_run_once|run_forever)$")),
+    # A compiled loop (uvloop) shows no loop frames: its thread's innermost Python frame is the
+    # runner, and a wait there is the loop waiting in its selector.
+    ("asyncio/runners.py", re.compile(r"(^|\.)run$")),
+    ("uvloop/__init__.py", re.compile(r"(^|\.)run$")),
     ("socketserver.py", re.compile(r"serve_forever$")),
     ("multiprocessing/pool.py", re.compile(r"worker$")),
 ]
+_SUPERVISOR_SITES = [
+    # Supervisors wait for signals and for their workers, never for a resource a request
+    # needs: a gunicorn arbiter between signals, uvicorn's multiprocess supervisor, a process
+    # pool's management threads, a parent joining its children.
+    ("gunicorn/arbiter.py", re.compile(r"(sleep|wait_for_signals|run|manage_workers|reap_workers|"
+                                        r"maybe_promote_master|murder_workers)$")),
+    ("uvicorn/supervisors/", re.compile(r".")),
+    ("concurrent/futures/process.py", re.compile(r"(wait_result_broken_or_wakeup|_process_worker|"
+                                                  r"ExecutorManagerThread\.run)$")),
+    ("multiprocessing/pool.py", re.compile(r"(_handle_workers|_handle_tasks|_handle_results|"
+                                           r"_wait_for_updates)$")),
+    ("multiprocessing/popen_fork.py", re.compile(r"(wait|poll)$")),
+    ("multiprocessing/process.py", re.compile(r"join$")),
+    # Worker processes of servers between requests: waiting for a connection or an event.
+    ("gunicorn/workers/", re.compile(r"(wait|accept|run_for_one|run_for_multiple|"
+                                     r"wait_for_and_dispatch_events|ThreadWorker\.run|"
+                                     r"murder_keepalived)$")),
+]
+_IDLE_SITES += _SUPERVISOR_SITES
 
 
 @dataclass(frozen=True)
@@ -105,7 +128,9 @@ class StackState:
 
 
 def _is(frame: Frame, suffix: str, pattern: re.Pattern) -> bool:
-    return frame.file.endswith(suffix) and bool(pattern.search(frame.function))
+    """`suffix` ends the frame's file, or, ending in "/", names a directory the file is in."""
+    where = (suffix in frame.file) if suffix.endswith("/") else frame.file.endswith(suffix)
+    return where and bool(pattern.search(frame.function))
 
 
 # CPython <= 3.10 has no co_qualname: py-spy shows `wait`, `acquire`, `get` where 3.11+ shows
@@ -173,10 +198,16 @@ def _stdlib_io(frames: list[Frame], top: int) -> int | None:
 
 
 def _is_idle_site(frames: list[Frame], site: int) -> bool:
+    """Is a wait at `site` a wait for work? The site is a known wait-for-work function, or its
+    caller is a supervisor's loop (that waits through a helper), or the site is the thread's own
+    outermost loop. Only these frames count: a gunicorn worker's stack starts in the arbiter's
+    frames (it was forked there), and its request waits are real waits."""
     if site < 0:
         return False
-    f = frames[site]
-    if any(_is(f, suffix, pat) for suffix, pat in _IDLE_SITES):
+    if any(_is(frames[site], suffix, pat) for suffix, pat in _IDLE_SITES):
+        return True
+    caller = next((i for i in range(site - 1, -1, -1) if not frames[i].native), -1)
+    if caller >= 0 and any(_is(frames[caller], suffix, pat) for suffix, pat in _SUPERVISOR_SITES):
         return True
     return site == _outermost_user_frame(frames)
 
@@ -202,6 +233,17 @@ def _cond_wait_is_gil(tail: list[Frame]) -> bool:
     if caller is None:
         return True
     return bool(_PYTHON_BINARY.search(caller.file))
+
+
+def _io_leaf(tail: list[Frame]) -> bool:
+    """The thread sits in an IO / sleep call, reached through any C code: the first IO function
+    of the native tail is followed by runtime frames only (libc, libpython). Builds with debug
+    info name CPython's own modules by their C source (`selectmodule.c`), not by a library, so
+    the path to the call cannot be required to be libpython alone."""
+    first = next((i for i, f in enumerate(tail) if f.function in _IO_WAIT), None)
+    if first is None:
+        return False
+    return all(_RUNTIME_LIBS.search(f.file) or f.function.startswith("0x") for f in tail[first + 1:])
 
 
 def classify_stack(frames: list[Frame], native_profile: bool = True,
@@ -248,7 +290,7 @@ def classify_stack(frames: list[Frame], native_profile: bool = True,
             kind = "rlock" if "rlock_acquire" in names or (full_symbols and first in (
                 "PyThread_acquire_lock_timed", "PyThread_acquire_lock_timed_with_retries")) else "lock"
             return StackState("lock", kind, top)
-        if names & _IO_WAIT and libs_only_runtime:
+        if names & _IO_WAIT and (libs_only_runtime or _io_leaf(tail)):
             io_site = _stdlib_io(frames, top)
             site = top if io_site is None else max(io_site - 1, 0)
             idle = _is_idle_site(frames, site) and not names & _SLEEP

@@ -13,9 +13,9 @@ from typing import Callable
 
 import psutil
 
-from diagnose.collect import pyspy
+from diagnose.collect import pyspy, tree
 from diagnose.collect.plan import plan_sampling
-from diagnose.collect.procfs import ProcRecord, ProcSampler
+from diagnose.collect.procfs import ProcRecord, TreeRecord, TreeSampler
 from diagnose.errors import NoSamples, NoSuchProcess, NotPython, ProfilerFailed
 
 ATTACH_RETRY_S = 3.0  # a launcher or a just-started interpreter gets this long to become readable
@@ -28,6 +28,7 @@ class AttachOptions:
     rate: int | None = None  # None: chosen by the sampling plan from the thread count
     native: str = "auto"  # "auto", "on", "off"
     retry_s: float = ATTACH_RETRY_S
+    children: bool = True  # sample the pid's descendant processes too (--no-children: off)
 
 
 @dataclass
@@ -40,6 +41,9 @@ class Capture:
     partial: bool = False
     notes: list[str] = field(default_factory=list)
     native_profile_path: Path | None = None  # sparse native samples that calibrate the states
+    tree: TreeRecord | None = None  # /proc records of every process sampled
+    extra_profile_paths: list[Path] = field(default_factory=list)  # further named pids' recordings
+    extra_native_paths: list[Path] = field(default_factory=list)
 
 
 def describe_target(pid: int) -> psutil.Process:
@@ -51,18 +55,6 @@ def describe_target(pid: int) -> psutil.Process:
         raise NoSuchProcess(f"no process with pid {pid}")
     except psutil.AccessDenied:
         return psutil.Process(pid)
-
-
-def looks_like_python(pid: int) -> bool:
-    """Does the process map a Python interpreter? (exe name or a loaded libpython)."""
-    try:
-        proc = psutil.Process(pid)
-        if "python" in os.path.basename(proc.exe() or "").lower():
-            return True
-        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as fh:
-            return any("libpython" in line or "/python" in line.rsplit(" ", 1)[-1] for line in fh)
-    except (psutil.Error, OSError):
-        return False
 
 
 def wait_until_readable(pid: int, retry_s: float) -> pyspy.ProbeResult:
@@ -82,7 +74,7 @@ def wait_until_readable(pid: int, retry_s: float) -> pyspy.ProbeResult:
         if time.monotonic() >= deadline:
             break
         time.sleep(0.4)
-    if looks_like_python(pid):
+    if tree.maps_python(pid):
         raise ProfilerFailed(f"py-spy could not read the Python interpreter of process {pid} "
                              f"after {attempts} tries over {retry_s:.0f} s: {result.message}")
     name = _safe_name(pid)
@@ -122,37 +114,93 @@ def decide_native(pid: int, wanted: str, notes: list[str]) -> bool:
     return False
 
 
-def capture(pid: int, work_dir: Path, options: AttachOptions,
+def resolve_probe_pid(pid: int, children: bool, retry_s: float) -> int:
+    """The Python process to probe for `pid`: itself, or, for a launcher (a shell, a wrapper that
+    is not Python), its outermost Python descendant. With --no-children a launcher is an error
+    that names the Python pids to attach instead."""
+    if tree.maps_python(pid):
+        return pid
+    deadline = time.monotonic() + retry_s
+    while True:
+        pythons = tree.outermost_python(pid)
+        if pythons:
+            if children:
+                return pythons[0].pid
+            listed = ", ".join(f"{n.pid} ({n.name})" for n in pythons[:8])
+            raise NotPython(f"process {pid} ({_safe_name(pid)}) is not a Python process; its Python "
+                            f"child processes are {listed}: attach those, or drop --no-children")
+        if time.monotonic() >= deadline or not psutil.pid_exists(pid):
+            return pid  # wait_until_readable then tells "not Python" or "exec'd into Python"
+        time.sleep(0.3)
+
+
+def _tree_threads(pids: list[int], children: bool) -> int | None:
+    """Threads of every process that will be sampled, for the shared sampling budget."""
+    total, known = 0, False
+    for pid in pids:
+        members = [pid] + ([n.pid for n in tree.python_descendants(pid)] if children else [])
+        for member in members:
+            try:
+                total += psutil.Process(member).num_threads()
+                known = True
+            except psutil.Error:
+                pass
+    return total if known else None
+
+
+def capture(pids: int | list[int], work_dir: Path, options: AttachOptions,
             on_progress: Callable[[float, int], None] | None = None) -> Capture:
-    """Runs the window: the recorders of the sampling plan and the /proc sampler side by side.
+    """Runs the window: the recorders of the sampling plan and the /proc sampler side by side,
+    over every named pid and (unless `options.children` is off) its descendants.
     `on_progress(fraction, threads)` is called on every /proc tick."""
-    proc = describe_target(pid)
+    pids = [pids] if isinstance(pids, int) else list(dict.fromkeys(pids))
+    procs = [describe_target(pid) for pid in pids]
     notes: list[str] = []
-    probe, native = probe_target(pid, options.native, options.retry_s, notes)
+    probe_pids = [resolve_probe_pid(pid, options.children, options.retry_s) for pid in pids]
+    probe, native = probe_target(probe_pids[0], options.native, options.retry_s, notes)
+    for other in probe_pids[1:]:
+        wait_until_readable(other, options.retry_s)
+    root = pids[0]
     try:
-        cmdline = proc.cmdline()
-        threads = proc.num_threads()
+        cmdline = procs[0].cmdline()
+        threads = procs[0].num_threads()
     except psutil.NoSuchProcess:
-        raise NoSuchProcess(f"process {pid} exited before it could be sampled")
+        raise NoSuchProcess(f"process {root} exited before it could be sampled")
     except psutil.AccessDenied:
         cmdline, threads = [], None
-
-    plan = plan_sampling(threads, options.rate, native)
+    # Sampling a launcher's tree with --no-children cannot happen (resolve_probe_pid refused it);
+    # a launcher's Python child is sampled through py-spy --subprocesses.
+    subprocesses = options.children
+    total_threads = _tree_threads(pids, options.children) or threads
+    plan = plan_sampling(total_threads, options.rate, native)
     work_dir.mkdir(parents=True, exist_ok=True)
-    stem = work_dir / f".diagnose-{pid}-{os.getpid()}"
-    profile_path = Path(f"{stem}.speedscope.json")
-    native_path = Path(f"{stem}.native.speedscope.json") if plan.native_rate_hz else None
-    commands = [pyspy.record_command(pid, str(profile_path), options.duration, plan.rate_hz,
-                                     native=native and not plan.nonblocking,
-                                     nonblocking=plan.nonblocking)]
-    if native_path is not None:
-        commands.append(pyspy.record_command(pid, str(native_path), options.duration,
-                                             plan.native_rate_hz, native=True))
-    sampler = ProcSampler(pid)
+    commands, profile_paths, native_paths = [], [], []
+    for pid in pids:
+        stem = work_dir / f".diagnose-{pid}-{os.getpid()}"
+        profile_paths.append(Path(f"{stem}.speedscope.json"))
+        commands.append(pyspy.record_command(pid, str(profile_paths[-1]), options.duration,
+                                             plan.rate_hz, native=native and not plan.nonblocking,
+                                             nonblocking=plan.nonblocking, subprocesses=subprocesses))
+    if plan.native_rate_hz:
+        for pid in pids:
+            stem = work_dir / f".diagnose-{pid}-{os.getpid()}"
+            native_paths.append(Path(f"{stem}.native.speedscope.json"))
+            commands.append(pyspy.record_command(pid, str(native_paths[-1]), options.duration,
+                                                 plan.native_rate_hz, native=True,
+                                                 subprocesses=subprocesses))
+    sampler = TreeSampler(pids, children=options.children)
     started = time.time()
     children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    recorders = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for cmd in commands]
+    recorders = []
+    try:
+        for cmd in commands:
+            recorders.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                              text=True))
+    except BaseException:
+        _interrupt(recorders)
+        for recorder in recorders:
+            _collect(recorder)
+        raise
     sampler.start()
     interrupted = False
     deadline = time.monotonic() + options.duration + RECORD_GRACE_S
@@ -161,7 +209,7 @@ def capture(pid: int, work_dir: Path, options: AttachOptions,
             sampler.tick()
             if on_progress:
                 on_progress(min(1.0, (time.time() - started) / options.duration),
-                            len(sampler.record.first))
+                            sampler.thread_count())
             if time.monotonic() > deadline:
                 _interrupt(recorders)
                 notes.append("py-spy did not finish in time and was stopped")
@@ -172,35 +220,52 @@ def capture(pid: int, work_dir: Path, options: AttachOptions,
         _interrupt(recorders)  # py-spy writes what it has on Ctrl-C
         notes.append("sampling interrupted by the user before the window ended")
     outputs = [_collect(r) for r in recorders]
-    record = sampler.finish()
+    tree_record = sampler.finish()
     elapsed = time.time() - started
     children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     # py-spy's own CPU: on a small box it competes with the target for the same cores.
     pyspy_cpu_s = ((children_after.ru_utime + children_after.ru_stime)
                    - (children_before.ru_utime + children_before.ru_stime))
-    samples, errors = pyspy.parse_record_summary(outputs[0])
-    target_exited = record.target_exited or any("process exited" in o for o in outputs)
+    main_outputs, native_outputs = outputs[:len(pids)], outputs[len(pids):]
+    counts = [pyspy.parse_record_summary(o) for o in main_outputs]
+    samples = _sum_known(c[0] for c in counts)
+    errors = _sum_known(c[1] for c in counts)
+    # Only the roots' exits end the window early; a worker that exits is followed, not fatal.
+    target_exited = all(tree_record.records[pid].target_exited for pid in pids) or (
+        len(pids) == 1 and not subprocesses and any("process exited" in o for o in main_outputs))
     if target_exited:
         notes.append(f"the target exited {elapsed:.1f} s into the {options.duration:g} s window: "
                      f"the report uses the samples taken until then")
-    if not profile_path.exists() or profile_path.stat().st_size == 0:
+    workers_gone = [pid for pid, rec in tree_record.records.items()
+                    if rec.target_exited and pid not in pids]
+    if workers_gone:
+        notes.append(f"{len(workers_gone)} child process(es) exited during the window "
+                     f"({', '.join(map(str, workers_gone[:8]))}): their samples until then are kept")
+    written = [p for p in profile_paths if p.exists() and p.stat().st_size > 0]
+    if not written:
         if target_exited:
-            raise NoSamples(f"process {pid} exited before py-spy took any sample")
+            raise NoSamples(f"process {root} exited before py-spy took any sample")
         raise ProfilerFailed(f"py-spy wrote no profile (exit {recorders[0].returncode}): "
-                             f"{pyspy.first_error_line(outputs[0])}")
+                             f"{pyspy.first_error_line(main_outputs[0])}")
     native_samples = native_errors = None
-    if native_path is not None:
-        native_samples, native_errors = pyspy.parse_record_summary(outputs[1])
-        if not native_path.exists() or native_path.stat().st_size == 0:
+    if native_paths:
+        native_counts = [pyspy.parse_record_summary(o) for o in native_outputs]
+        native_samples = _sum_known(c[0] for c in native_counts)
+        native_errors = _sum_known(c[1] for c in native_counts)
+        native_paths = [p for p in native_paths if p.exists() and p.stat().st_size > 0]
+        if not native_paths:
             notes.append("the native recorder wrote nothing: thread states are estimated from "
                          "Python frames and OS counters")
-            native_path = None
-    target = {"pid": pid, "python": probe.python_version, "cmdline": cmdline,
-              "threads": threads, "cores": record.cores, "cpu_quota_cores": record.cpu_quota_cores}
+    record = tree_record.root_record
+    target = {"pid": root, "pids": pids, "python": probe.python_version, "cmdline": cmdline,
+              "threads": threads, "cores": record.cores, "cpu_quota_cores": record.cpu_quota_cores,
+              "children": options.children}
     mode = ("nonblocking" if plan.nonblocking else "blocking") + (
         "+native" if native and not plan.nonblocking else "")
-    if native_path is not None:
+    if native_paths:
         mode += f" + native calibration at {plan.native_rate_hz} Hz"
+    if subprocesses:
+        mode += " + subprocesses"
     sampling = {"duration_s": round(min(elapsed, options.duration + RECORD_GRACE_S), 3),
                 "requested_duration_s": options.duration, "rate_hz": plan.rate_hz,
                 "plan": plan.reason, "proc_interval_s": round(plan.proc_interval_s, 3),
@@ -208,11 +273,23 @@ def capture(pid: int, work_dir: Path, options: AttachOptions,
                 "native_rate_hz": plan.native_rate_hz or None,
                 "native_samples": native_samples, "native_errors": native_errors,
                 "mode": mode,
+                "processes_sampled": len(tree_record.records),
                 "pyspy_version": pyspy.pyspy_version(),
                 "pyspy_cpu_s": round(pyspy_cpu_s, 3),
                 "pyspy_cpu_share_of_cores": round(pyspy_cpu_s / (max(elapsed, 1e-3) * record.cores), 4)}
-    return Capture(profile_path, record, target, sampling, started,
-                   partial=target_exited or interrupted, notes=notes, native_profile_path=native_path)
+    for path in profile_paths:
+        if path not in written and path.exists():
+            path.unlink()
+    return Capture(written[0], record, target, sampling, started,
+                   partial=target_exited or interrupted, notes=notes,
+                   native_profile_path=native_paths[0] if native_paths else None,
+                   tree=tree_record, extra_profile_paths=written[1:],
+                   extra_native_paths=native_paths[1:])
+
+
+def _sum_known(values) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
 
 
 def _interrupt(recorders: list[subprocess.Popen]) -> None:

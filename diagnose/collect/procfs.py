@@ -207,3 +207,121 @@ class ProcSampler:
             counters = read_counters(self.pid, tid)
             if counters:
                 into[tid] = counters
+
+
+@dataclass
+class TreeRecord:
+    """The /proc records of every process sampled in one window (a process tree, or several)."""
+
+    roots: list[int]
+    records: dict[int, ProcRecord] = field(default_factory=dict)
+    parents: dict[int, int | None] = field(default_factory=dict)
+    cmdlines: dict[int, list[str]] = field(default_factory=dict)
+    appeared_s: dict[int, float] = field(default_factory=dict)  # first seen, seconds into the window
+
+    def to_dict(self) -> dict:
+        return {"roots": self.roots,
+                "processes": [{"record": rec.to_dict(), "ppid": self.parents.get(pid),
+                               "cmdline": self.cmdlines.get(pid, []),
+                               "appeared_s": self.appeared_s.get(pid)}
+                              for pid, rec in self.records.items()]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TreeRecord":
+        """Reads both this shape and a single process's ProcRecord (older --keep-raw files)."""
+        if "processes" not in data:
+            rec = ProcRecord.from_dict(data)
+            return cls(roots=[rec.pid], records={rec.pid: rec})
+        tree = cls(roots=[int(p) for p in data.get("roots", [])])
+        for entry in data["processes"]:
+            rec = ProcRecord.from_dict(entry["record"])
+            tree.records[rec.pid] = rec
+            tree.parents[rec.pid] = entry.get("ppid")
+            tree.cmdlines[rec.pid] = list(entry.get("cmdline") or [])
+            if entry.get("appeared_s") is not None:
+                tree.appeared_s[rec.pid] = float(entry["appeared_s"])
+        return tree
+
+    @property
+    def root_record(self) -> ProcRecord:
+        return self.records[self.roots[0]]
+
+
+class TreeSampler:
+    """A ProcSampler per process: the named roots and, unless told not to, every descendant.
+    Processes that start mid-window are picked up on the next rescan; ones that exit keep what
+    was sampled until then."""
+
+    RESCAN_S = 0.5  # children are looked for at most this often (a scan reads every /proc/<pid>)
+
+    def __init__(self, roots: list[int], children: bool = True,
+                 include=None):
+        from diagnose.collect import tree  # psutil lives there; keeps this module importable alone
+        self._tree = tree
+        self.children = children
+        # `include(pid) -> bool`: which descendants to sample (default: those running Python)
+        self._include = include or tree.maps_python
+        self.record = TreeRecord(roots=list(roots))
+        self._samplers: dict[int, ProcSampler] = {}
+        self._rejected: set[int] = set()
+        self._started = time.time()
+        self._last_scan = -1e9
+        for pid in roots:
+            self._add(pid, None)
+
+    def _add(self, pid: int, ppid: int | None) -> None:
+        sampler = ProcSampler(pid)
+        sampler.record.started_at = self._started
+        self._samplers[pid] = sampler
+        self.record.records[pid] = sampler.record
+        info = self._tree.node(pid)
+        self.record.parents[pid] = info.ppid if info else ppid
+        self.record.cmdlines[pid] = list(info.cmdline) if info else []
+        appeared = time.time() - self._started
+        if appeared > 1.0:
+            self.record.appeared_s[pid] = round(appeared, 3)
+
+    def _rescan(self) -> list[int]:
+        new = []
+        if not self.children:
+            return new
+        for root in self.record.roots:
+            for pid in self._tree.descendants(root):
+                if pid in self._samplers or pid in self._rejected:
+                    continue
+                if self._include(pid):
+                    self._add(pid, None)
+                    new.append(pid)
+                else:
+                    self._rejected.add(pid)
+        return new
+
+    @property
+    def pids(self) -> list[int]:
+        return list(self._samplers)
+
+    def thread_count(self) -> int:
+        return sum(len(s.record.first) for s in self._samplers.values())
+
+    def start(self) -> None:
+        self._rescan()
+        self._last_scan = time.monotonic()
+        for sampler in self._samplers.values():
+            sampler.start()
+
+    def tick(self) -> bool:
+        """Samples every process once; False when every root is gone."""
+        if time.monotonic() - self._last_scan >= self.RESCAN_S:
+            self._last_scan = time.monotonic()
+            for pid in self._rescan():
+                self._samplers[pid].start()
+        alive = {pid: sampler.tick() for pid, sampler in list(self._samplers.items())}
+        return any(alive.get(pid) for pid in self.record.roots)
+
+    def roots_alive(self) -> bool:
+        return any(self._samplers[pid].alive() for pid in self.record.roots)
+
+    def finish(self) -> TreeRecord:
+        for sampler in self._samplers.values():
+            sampler.finish()
+        return self.record

@@ -88,8 +88,10 @@ def is_not_ready(message: str) -> bool:
 
 
 def record_command(pid: int, output: str, duration: float, rate: int, native: bool,
-                   nonblocking: bool = False) -> list[str]:
-    """py-spy record with every thread (--threads), idle ones too (--idle), speedscope output."""
+                   nonblocking: bool = False, subprocesses: bool = False) -> list[str]:
+    """py-spy record with every thread (--threads), idle ones too (--idle), speedscope output.
+    `subprocesses`: the pid's descendants too (py-spy polls for them every 100 ms and names each
+    profile `Process P Thread T`), the rate applying to each process."""
     cmd = [pyspy_binary(), "record", "--pid", str(pid), "--output", output,
            "--format", "speedscope", "--rate", str(rate),
            "--duration", str(max(1, int(round(duration)))), "--threads", "--idle"]
@@ -97,6 +99,8 @@ def record_command(pid: int, output: str, duration: float, rate: int, native: bo
         cmd.append("--native")
     if nonblocking:
         cmd.append("--nonblocking")
+    if subprocesses:
+        cmd.append("--subprocesses")
     return cmd
 
 

@@ -44,6 +44,12 @@ class Analysis:
         return self.profile.frames[frame_id]
 
     @functools.cached_property
+    def event_loops(self):
+        """Event-loop threads with their idle / busy split and what ran on them."""
+        from diagnose.model.event_loops import event_loops
+        return event_loops(self)
+
+    @functools.cached_property
     def waits(self):
         """The ranked wait-site table with holders (computed once, read by several checks)."""
         from diagnose.model.waits import wait_sites
@@ -69,6 +75,7 @@ def summarize_threads(profile: Profile, samples: pd.DataFrame) -> pd.DataFrame:
     role[((active / safe_total) >= REQUEST_ACTIVE_SHARE) & ~parked & has_python] = "request"
     out = pd.DataFrame({
         "tid": [t.tid for t in profile.threads],
+        "pid": pd.array([t.pid for t in profile.threads], dtype="Int64"),
         "name": [t.name for t in profile.threads],
         "role": role.values,
         "samples": total.values,
@@ -76,16 +83,30 @@ def summarize_threads(profile: Profile, samples: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([out, counts], axis=1)
 
 
-def analyze_profile(profile: Profile, categorizer: Categorizer, proc: ProcRecord | None = None,
-                    meta: dict | None = None, native_profile: Profile | None = None) -> Analysis:
-    """`native_profile`: sparse native samples of the same window that calibrate the states of
-    a Python-only profile (the gentle sampling plan)."""
+def classify_profile(profile: Profile, categorizer: Categorizer,
+                     native_profile: Profile | None = None) -> StackTable:
+    """Classifies every distinct stack once. `native_profile`: sparse native samples of the same
+    window that calibrate the states of a Python-only profile (the gentle sampling plan)."""
     calibration = None
     if native_profile is not None and not profile.native:
         calibration = calibration_from(native_profile)
         profile.calibrated = bool(calibration)
         profile.calibration_files = frozenset(f.file for f in native_profile.frames if f.native)
-    stacks = classify_stacks(profile, categorizer, calibration)
+    return classify_stacks(profile, categorizer, calibration)
+
+
+def analysis_of(profile: Profile, stacks: StackTable, proc: ProcRecord | None = None,
+                meta: dict | None = None, os_summary: ProcessOS | None = None) -> Analysis:
+    """The analysis of a profile whose stacks are classified (`stacks` may cover a larger
+    profile sharing the same stack list, e.g. the whole process tree)."""
     samples = build_sample_table(profile, stacks)
     threads = summarize_threads(profile, samples)
-    return Analysis(profile, stacks, samples, threads, summarize(proc) if proc else None, meta or {})
+    if os_summary is None and proc is not None:
+        os_summary = summarize(proc)
+    return Analysis(profile, stacks, samples, threads, os_summary, meta or {})
+
+
+def analyze_profile(profile: Profile, categorizer: Categorizer, proc: ProcRecord | None = None,
+                    meta: dict | None = None, native_profile: Profile | None = None) -> Analysis:
+    """One process (or a profile with no process tags): classify, then analyse."""
+    return analysis_of(profile, classify_profile(profile, categorizer, native_profile), proc, meta)

@@ -12,7 +12,8 @@ from diagnose.errors import BadProfile
 from diagnose.model.profile import Frame, Profile, ThreadTrack
 
 # py-spy names a speedscope profile `Thread 1945 "req-0"` (tid may be hex on some platforms).
-_PROFILE_NAME = re.compile(r'^Thread (\d+|0x[0-9a-fA-F]+)(?: "(.*)")?$', re.S)
+# With --subprocesses: `Process 4340 Thread 4340 "MainThread"`.
+_PROFILE_NAME = re.compile(r'^(?:Process (\d+) )?Thread (\d+|0x[0-9a-fA-F]+)(?: "(.*)")?$', re.S)
 # --threads / --subprocesses add pseudo-frames at the root of every stack.
 _THREAD_PSEUDO = re.compile(r"^thread \((\d+|0x[0-9a-fA-F]+)\)(?:: (.*))?$", re.S)
 _PROCESS_PSEUDO = re.compile(r"^process \d+:", re.S)
@@ -125,7 +126,8 @@ def load_speedscope(data: dict, label: str = "profile", arrays: list[str] | None
                              f"(profile {index} is {prof.get('type')!r})")
         name = str(prof.get("name", f"thread {index}"))
         match = _PROFILE_NAME.match(name)
-        tid, thread_name = (_parse_tid(match.group(1)), match.group(2) or "") if match else (index, name)
+        tid, thread_name = (_parse_tid(match.group(2)), match.group(3) or "") if match else (index, name)
+        pid = int(match.group(1)) if match and match.group(1) else None
         samples, weights = prof.get("samples", []), prof.get("weights", [])
         lifted = _lifted(samples, arrays)
         if lifted is not None:
@@ -159,7 +161,7 @@ def load_speedscope(data: dict, label: str = "profile", arrays: list[str] | None
             raise BadProfile(f"{label}: profile {name!r} refers to frames that do not exist")
         if len(w):
             intervals.append(float(np.median(w)))
-        profile.threads.append(ThreadTrack(tid, thread_name, ids, w))
+        profile.threads.append(ThreadTrack(tid, thread_name, ids, w, pid=pid))
     if not profile.threads:
         raise BadProfile(f"{label}: the speedscope file holds no profiles")
     if intervals and prof.get("unit", "seconds") == "seconds":

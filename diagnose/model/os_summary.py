@@ -128,3 +128,36 @@ def summarize(record: ProcRecord) -> ProcessOS:
         rss_start=record.rss_samples[0][1] if record.rss_samples else None,
         rss_end=record.rss_samples[-1][1] if record.rss_samples else None,
         rss_slope_bytes_per_s=slope, rss_fit_r2=r2, threads=threads)
+
+
+def combine(summaries: list[ProcessOS]) -> ProcessOS:
+    """Several processes' summaries as one (the whole service): sums of CPU, waits, runnable
+    threads and memory over the same window; every thread kept."""
+    if len(summaries) == 1:
+        return summaries[0]
+    first = summaries[0]
+    window = max(s.window_s for s in summaries)
+    usable = first.usable_cores
+    cpu = sum(s.cpu_s for s in summaries)
+    waits = [s.runqueue_wait_s for s in summaries if s.runqueue_wait_s is not None]
+    vol = [s.voluntary_ctx_per_s for s in summaries if s.voluntary_ctx_per_s is not None]
+    invol = [s.involuntary_ctx_per_s for s in summaries if s.involuntary_ctx_per_s is not None]
+    weights = [max(s.threads_max, 1) for s in summaries]
+    threads = {}
+    for s in summaries:
+        threads.update(s.threads)
+    rss_start = [s.rss_start for s in summaries if s.rss_start is not None]
+    rss_end = [s.rss_end for s in summaries if s.rss_end is not None]
+    slopes = [s.rss_slope_bytes_per_s for s in summaries if s.rss_slope_bytes_per_s is not None]
+    return ProcessOS(
+        window_s=window, cores=first.cores, cpu_quota_cores=first.cpu_quota_cores,
+        threads_max=sum(s.threads_max for s in summaries), cpu_s=cpu,
+        cpu_utilization=cpu / (window * usable) if usable else 0.0,
+        runqueue_wait_s=sum(waits) if waits else None,
+        runqueue_ratio=(sum(waits) / cpu) if waits and cpu > 0 else None,
+        mean_runnable=sum(s.mean_runnable for s in summaries),
+        involuntary_ctx_per_s=sum(invol) if invol else None,
+        voluntary_ctx_per_s=sum(vol) if vol else None,
+        observer_stop_share=float(np.average([s.observer_stop_share for s in summaries], weights=weights)),
+        rss_start=sum(rss_start) if rss_start else None, rss_end=sum(rss_end) if rss_end else None,
+        rss_slope_bytes_per_s=sum(slopes) if slopes else None, rss_fit_r2=None, threads=threads)

@@ -31,6 +31,7 @@ class ThreadTrack:
     weights: np.ndarray  # float64 seconds each sample stands for
     counts: np.ndarray | None = None  # int64 when a sample row stands for many (collapsed input)
     timed: bool = True  # False when the input has no sample order (collapsed files)
+    pid: int | None = None  # the process, when py-spy sampled several (--subprocesses)
 
 
 @dataclass
@@ -64,6 +65,31 @@ class Profile:
             idx = self._stack_index[stack] = len(self.stacks)
             self.stacks.append(stack)
         return idx
+
+    @property
+    def pids(self) -> list[int]:
+        """The processes the threads belong to, in first-seen order ([] when not recorded)."""
+        return list(dict.fromkeys(t.pid for t in self.threads if t.pid is not None))
+
+    def of_process(self, pid: int) -> "Profile":
+        """The same profile restricted to one process's threads. Frames and stacks are shared
+        (the same lists), so stack and frame ids mean the same in both."""
+        sub = Profile(frames=self.frames, stacks=self.stacks,
+                      threads=[t for t in self.threads if t.pid == pid], native=self.native,
+                      calibrated=self.calibrated, calibration_files=self.calibration_files,
+                      source=self.source, interval_s=self.interval_s)
+        sub._frame_index, sub._stack_index = self._frame_index, self._stack_index
+        return sub
+
+    def absorb(self, other: "Profile") -> None:
+        """Adds another recording's threads (another root's tree), re-interning its frames."""
+        frame_map = [self.intern_frame(f) for f in other.frames]
+        stack_map = np.array([self.intern_stack(tuple(frame_map[i] for i in s)) for s in other.stacks],
+                             dtype=np.int32)
+        for t in other.threads:
+            self.threads.append(ThreadTrack(t.tid, t.name, stack_map[t.stack_ids] if len(t.stack_ids)
+                                            else t.stack_ids, t.weights, t.counts, t.timed, t.pid))
+        self.native = self.native or other.native
 
     @property
     def total_samples(self) -> int:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pandas as pd
+
 from diagnose.checks.engine import CheckResults
 from diagnose.model.analysis import Analysis
+from diagnose.model.service import Service
 from diagnose.model.waits import describe
 from diagnose.render.redact import redact_cmdline
 
@@ -21,11 +24,12 @@ def _num(value):
 def thread_rows(analysis: Analysis) -> list[dict]:
     rows = []
     os_threads = analysis.os.threads if analysis.os else {}
-    state_cols = [c for c in analysis.threads.columns if c not in ("tid", "name", "role", "samples")]
+    state_cols = [c for c in analysis.threads.columns if c not in ("tid", "pid", "name", "role", "samples")]
     for _, row in analysis.threads.iterrows():
         tos = os_threads.get(int(row["tid"]))
         rows.append({
-            "tid": int(row["tid"]), "name": str(row["name"]), "role": str(row["role"]),
+            "tid": int(row["tid"]), "pid": None if pd.isna(row["pid"]) else int(row["pid"]),
+            "name": str(row["name"]), "role": str(row["role"]),
             "samples": int(row["samples"]),
             "states": {c: int(row[c]) for c in state_cols if int(row[c])},
             "os": None if tos is None else {
@@ -75,7 +79,28 @@ def observer_cost(sampling: dict) -> dict:
     }
 
 
-def build_report(analysis: Analysis, results: CheckResults) -> dict:
+def process_rows(service: Service, per_process: dict) -> list[dict]:
+    rows = []
+    for view in service.processes:
+        own = per_process.get(view.pid)
+        top = own.findings[0] if own is not None and own.findings else None
+        samples = int(view.analysis.samples["count"].sum())
+        rows.append({
+            "pid": view.pid, "ppid": view.ppid, "role": view.role,
+            "cmdline": redact_cmdline([str(c) for c in view.cmdline]),
+            "threads": int(len(view.analysis.threads)),
+            "cpu_s": _num(view.cpu_s), "cpu_cores": _num(view.cpu_cores),
+            "busy_share": round(view.busy_share, 4), "samples": samples,
+            "started_s": view.appeared_s, "exited_s": view.exited_s,
+            "top_finding": None if top is None else {
+                "id": top.id, "score": top.score, "severity": top.severity, "summary": top.summary},
+        })
+    return rows
+
+
+def build_report(service: Service, results: CheckResults, per_process: dict | None = None) -> dict:
+    analysis = service.combined
+    per_process = per_process or {}
     meta = analysis.meta
     target = dict(meta.get("target", {}))
     cmdline = target.get("cmdline") or []
@@ -104,7 +129,12 @@ def build_report(analysis: Analysis, results: CheckResults) -> dict:
         "verdict": {"primary": results.verdict.primary, "headline": results.verdict.headline,
                     "severity": results.verdict.severity},
         "findings": [f.to_dict() for f in results.findings],
-        "waits": [dict(w.to_dict(), summary=describe(w)) for w in analysis.waits],
+        "waits": [dict(w.to_dict(), summary=describe(w), pid=view.pid)
+                  for view in service.processes if view.role != "master"
+                  for w in view.analysis.waits],
+        "processes": process_rows(service, per_process),
+        "event_loops": [loop.to_dict() for view in service.processes
+                        for loop in view.analysis.event_loops],
         "not_applicable": [{"id": n.id, "reason": n.reason} for n in results.not_applicable],
         "threads": thread_rows(analysis),
     }

@@ -18,7 +18,8 @@ def profile_to_speedscope(profile: Profile, name: str) -> dict:
         weights = (counts * profile.interval_s).tolist() if counts is not None else track.weights.tolist()
         total = float(sum(weights))
         profiles.append({
-            "type": "sampled", "name": f'Thread {track.tid} "{track.name}"', "unit": "seconds",
+            "type": "sampled", "name": (f"Process {track.pid} " if track.pid is not None else "")
+            + f'Thread {track.tid} "{track.name}"', "unit": "seconds",
             "startValue": 0.0, "endValue": total,
             "samples": [list(profile.stacks[int(s)]) for s in track.stack_ids],
             "weights": weights,

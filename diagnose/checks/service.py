@@ -1,0 +1,113 @@
+"""The service's verdict from its processes' findings.
+
+Every check runs on each process alone. The service's findings are those of its worker
+processes, merged per check: a finding's service score is the mean of the workers' scores
+weighted by the CPU each worker used (a worker that did nothing says little about the service;
+when none used CPU, all weigh the same). The merged finding keeps the words, sites and advice of
+the worker where it weighed most, and says in how many workers it held. A master's own findings
+(its waits for signals and children) are shown beside its row of the process table, never merged.
+Fleet findings (worker_imbalance) come from comparing the workers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from diagnose.checks.base import Finding, load_check_settings, make_finding, pct, ramp, severity_for
+from diagnose.checks.engine import CHECKS, CheckResults, run_checks, verdict_for
+from diagnose.model.service import Service, worker_load
+
+WEIGHT_FLOOR_CORES = 0.02  # every worker weighs at least this many cores' worth
+_ORDER = {check.ID: i for i, check in enumerate(CHECKS)}
+IMBALANCE_ID = "worker_imbalance"
+
+
+def run_service_checks(service: Service, user_rules: dict | None = None
+                       ) -> tuple[CheckResults, dict]:
+    """The service's results, and each process's own results by pid."""
+    per_process = {view.pid: run_checks(view.analysis, user_rules) for view in service.processes}
+    if not service.multi:
+        return per_process[service.processes[0].pid], per_process
+    workers = service.workers() or [v for v in service.processes if v.role != "helper"]
+    weights = np.nan_to_num(worker_load(workers), nan=0.0) + WEIGHT_FLOOR_CORES
+    merged = _merge([per_process[w.pid] for w in workers], [w.pid for w in workers], weights)
+    settings = load_check_settings(user_rules)
+    fleet = worker_imbalance(service, settings[IMBALANCE_ID])
+    if fleet is not None:
+        merged.append(fleet)
+    ranked = tuple(sorted(merged, key=lambda f: (-f.score, _ORDER.get(f.id, len(_ORDER)))))
+    first = per_process[workers[0].pid]
+    applicable = {f.id for f in ranked}
+    skipped = tuple(n for n in first.not_applicable if n.id not in applicable)
+    return CheckResults(ranked, skipped, verdict_for(ranked)), per_process
+
+
+def _merge(results: list[CheckResults], pids: list, weights: np.ndarray) -> list[Finding]:
+    by_id: dict[str, dict] = {}
+    for index, result in enumerate(results):
+        for finding in result.findings:
+            by_id.setdefault(finding.id, {})[index] = finding
+    total_weight = float(weights.sum())
+    merged = []
+    for check_id, found in by_id.items():
+        score = sum(weights[i] * f.score for i, f in found.items()) / total_weight
+        lead = max(found, key=lambda i: weights[i] * found[i].score)
+        finding = found[lead]
+        held = sum(1 for f in found.values() if f.severity != "ok")
+        evidence = dict(finding.evidence)
+        evidence.update({"pid": pids[lead], "worker_processes": len(results),
+                         "processes_with_finding": held,
+                         "score_per_process": {str(pids[i]): f.score for i, f in found.items()}})
+        summary = finding.summary
+        if len(results) > 1:
+            summary = f"in {held} of {len(results)} worker processes: {summary}"
+        score = int(round(score))
+        merged.append(dataclasses.replace(finding, score=score, severity=severity_for(score),
+                                          summary=summary, evidence=evidence))
+    return merged
+
+
+def worker_imbalance(service: Service, settings) -> Finding | None:
+    """Workers that share the load unevenly, or fewer busy workers than usable cores."""
+    workers = [v for v in service.processes if v.role == "worker"]
+    load = worker_load(workers)
+    if len(workers) == 0 or np.isnan(load).all():
+        return None
+    load = np.nan_to_num(load, nan=0.0)
+    os_ = service.combined.os
+    cores = os_.usable_cores if os_ is not None else None
+    total = float(load.sum())
+    mean = total / len(workers)
+    cv = float(load.std() / mean) if mean > 0 and len(workers) > 1 else 0.0
+    saturated = load >= settings["saturated_core_share"]
+    idle_cores = max(0.0, (cores - total)) / cores if cores else 0.0
+    # Uneven: some workers do most of the work while the service is loaded at all.
+    uneven = ramp(cv, settings["imbalance_low"], settings["imbalance_high"]) * min(1.0, total / 0.5)
+    # Too few: every busy worker is saturated, yet usable cores stay idle.
+    too_few = (ramp(idle_cores, settings["idle_cores_low"], settings["idle_cores_high"])
+               * (float(saturated.sum()) / len(workers)) if cores and len(workers) < cores else 0.0)
+    score = max(uneven, too_few)
+    evidence = {"workers": len(workers), "usable_cores": cores,
+                "cores_busy_per_worker": {str(w.pid): round(float(c), 3) for w, c in zip(workers, load)},
+                "load_coefficient_of_variation": cv, "idle_core_share": idle_cores,
+                "saturated_workers": int(saturated.sum())}
+    if too_few >= uneven:
+        n = int(cores) if cores else len(workers) + 1
+        summary = (f"{len(workers)} worker process(es) for {cores:g} usable cores: "
+                   f"{int(saturated.sum())} saturated while {pct(idle_cores)} of the cores stayed idle")
+        advice = [f"Run {n} worker processes, one per usable core (gunicorn `-w {n}`, uvicorn "
+                  f"`--workers {n}`, `Pool(processes={n})`): each saturated worker is one core's "
+                  f"worth of throughput."]
+    else:
+        busiest = workers[int(np.argmax(load))]
+        summary = (f"{len(workers)} worker processes carry uneven load: from {load.min():.2f} to "
+                   f"{load.max():.2f} cores each (busiest pid {busiest.pid})")
+        advice = ["Requests reach the workers unevenly: with keep-alive connections each client "
+                  "sticks to one worker. Let the kernel balance accepts (gunicorn `--reuse-port`, "
+                  "SO_REUSEPORT), shorten keep-alive, or balance in front of the workers.",
+                  "If one worker is busy because of long requests, move that work to a queue "
+                  "served by every worker."]
+    return make_finding(IMBALANCE_ID, settings, score, summary, evidence,
+                        advice=advice + list(settings.get("advice", [])))

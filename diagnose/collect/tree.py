@@ -1,0 +1,80 @@
+"""The process tree under the pids a user names: which processes run Python, who is whose child.
+
+The pid a user sees first (`ps`, `systemctl status`, a container's pid 1) is often not where the
+work is: a gunicorn / uvicorn master supervises worker processes, a shell or `python -m` wrapper
+launches the interpreter that serves. So `attach` samples the whole tree by default; this module
+finds it. Reads /proc through psutil only; cheap enough to call on every /proc sampler tick.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import psutil
+
+# Helper processes that multiprocessing starts beside the real workers: never request work.
+HELPER_MARKERS = ("multiprocessing.resource_tracker", "multiprocessing.semaphore_tracker",
+                  "multiprocessing.forkserver")
+
+
+@dataclass(frozen=True)
+class ProcessNode:
+    pid: int
+    ppid: int | None
+    name: str
+    cmdline: tuple[str, ...]
+    python: bool
+
+    @property
+    def helper(self) -> bool:
+        text = " ".join(self.cmdline)
+        return any(marker in text for marker in HELPER_MARKERS)
+
+
+def maps_python(pid: int) -> bool:
+    """Does the process run a Python interpreter? (exe name, or libpython mapped)."""
+    try:
+        proc = psutil.Process(pid)
+        if "python" in os.path.basename(proc.exe() or "").lower():
+            return True
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as fh:
+            return any("libpython" in line or "/python" in line.rsplit(" ", 1)[-1] for line in fh)
+    except (psutil.Error, OSError):
+        return False
+
+
+def node(pid: int) -> ProcessNode | None:
+    try:
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            ppid = proc.ppid()
+            name = proc.name()
+            try:
+                cmdline = tuple(proc.cmdline())
+            except psutil.AccessDenied:
+                cmdline = ()
+        return ProcessNode(pid, ppid, name, cmdline, maps_python(pid))
+    except psutil.Error:
+        return None
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant pid, parents before children."""
+    try:
+        return [c.pid for c in psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def python_descendants(pid: int) -> list[ProcessNode]:
+    found = [node(p) for p in descendants(pid)]
+    return [n for n in found if n is not None and n.python]
+
+
+def outermost_python(pid: int) -> list[ProcessNode]:
+    """The Python processes under a launcher that have no Python ancestor below it: the pids a
+    user would attach to instead (a shell's `python app.py`, not that app's own workers)."""
+    pythons = python_descendants(pid)
+    pids = {n.pid for n in pythons}
+    return [n for n in pythons if n.ppid not in pids]

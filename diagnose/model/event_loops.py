@@ -1,0 +1,302 @@
+"""Event-loop threads: how much of the time the loop waits in its selector, and what it runs.
+
+An asyncio loop serves every request of its process on one thread. While a coroutine runs
+synchronous code (model compute, a `time.sleep`, a blocking client call) the loop cannot read,
+parse or answer anything else: requests queue behind it. py-spy shows a coroutine's frames only
+while it runs, so every sample of the loop thread that holds an app frame above the loop's
+dispatch is time the loop was blocked by that app code.
+
+Recognising the loop, per stack:
+- stdlib loops (selector and proactor): `BaseEventLoop._run_once` (asyncio/base_events.py) is on
+  the stack; the callbacks run above `Handle._run` (asyncio/events.py); the loop idles in
+  `selectors.py`.
+- compiled loops (uvloop): no loop frames at all. The thread's innermost Python frame when idle
+  is the runner (`asyncio.runners.run` / `Runner.run`, or `uvloop.run`), and coroutine frames sit
+  directly above it when busy.
+Frames above the dispatch are split into the server's own (framework: uvicorn, starlette,
+fastapi, anyio, ...; the standard library) and the app's: the outermost app frame is the
+coroutine or callback that ran, the innermost app frame of the same package is the call site.
+"""
+
+from __future__ import annotations
+
+import linecache
+import re
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from diagnose.model.profile import Frame
+
+LOOP_THREAD_SHARE = 0.8  # a thread whose samples carry a loop marker this often is a loop thread
+_STDLIB = re.compile(r"/lib/python\d+(\.\d+)?/(?!site-packages/|dist-packages/)|^<frozen |^<string>")
+_SITE = re.compile(r"/(site|dist)-packages/([^/]+)")
+FRAMEWORK_PACKAGES = frozenset({
+    "uvicorn", "starlette", "fastapi", "anyio", "sniffio", "h11", "httptools", "websockets",
+    "wsproto", "uvloop", "gunicorn", "uvicorn_worker", "aiohttp", "sanic", "quart", "hypercorn",
+    "pydantic", "pydantic_core", "asgiref", "tornado", "grpc", "grpclib", "litestar", "blacksheep",
+    "typing_extensions", "annotated_types",
+})
+_SLEEP_LINE = re.compile(r"\bsleep\(")
+_NETWORK = re.compile(r"(/socket\.py|/ssl\.py|/http/client\.py|/urllib/|/(requests|urllib3|httpx|httpcore|"
+                      r"grpc|boto3|botocore)/)")
+_DATABASE = re.compile(r"/(psycopg2?|pymysql|MySQLdb|sqlite3|redis|sqlalchemy|pymongo|cassandra|"
+                       r"elasticsearch)/|_sqlite3|psycopg")
+_FILE_IO = re.compile(r"^(_io\.|io\.|open$|read$|write$|readinto$)|_io_FileIO|_io__Buffered")
+_CPU_STATES = ("python", "native", "gil")
+_SLEEP_NATIVE = {"time_sleep", "pysleep", "clock_nanosleep", "__clock_nanosleep", "nanosleep",
+                 "__nanosleep"}
+
+
+@dataclass(frozen=True)
+class LoopStack:
+    """What one stack of a loop thread says about the loop."""
+
+    flavor: str  # "asyncio" or "uvloop"
+    segment: str  # "idle", "framework" or "app"
+    coroutine: int  # frame id of the outermost app frame (-1: none)
+    call_site: int  # frame id of the innermost app frame of the coroutine's package (-1: none)
+    callee: str  # what the call site calls: the next frame's function, or the native leaf
+    blocking: str  # "sleep", "network", "database", "file", "" (read from the frames)
+
+
+@dataclass(frozen=True)
+class LoopCallback:
+    function: str
+    file: str
+    line: int
+    share: float  # of the loop thread's samples
+    kind: str  # "cpu", "blocking_call" or "framework"
+    call_site: dict | None
+    detail: str
+    samples: int
+    phase: str  # the phase most of its samples were in (model / preprocess / postprocess / other)
+    blocking: str  # sleep / network / database / file, for blocking calls
+    python_share: float  # of its samples running Python (holding or wanting the GIL)
+
+
+@dataclass(frozen=True)
+class EventLoop:
+    pid: int | None
+    tid: int
+    thread: int  # index into the analysis's threads
+    name: str
+    flavor: str
+    samples: int
+    idle_share: float
+    busy_share: float
+    app_share: float  # synchronous work inside the app's coroutines and callbacks
+    framework_share: float
+    cpu_share_os: float | None  # the thread's CPU time / window, from /proc
+    callbacks: tuple[LoopCallback, ...] = field(default_factory=tuple)
+    block_runs: int = 0  # stretches of consecutive samples inside one app coroutine
+    est_block_per_request_s: float | None = None  # mean stretch length x interval (estimated)
+    interval_s: float = 0.0
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["callbacks"] = [{k: v for k, v in asdict(c).items()} for c in self.callbacks]
+        out.pop("thread")
+        return out
+
+
+def _package_root(path: str) -> str:
+    match = _SITE.search(path)
+    if match:
+        return match.group(2).split(".")[0]
+    return path.rsplit("/", 1)[0]
+
+
+def frame_owner(frame: Frame) -> str:
+    """"runtime" (stdlib, native), "framework" (the server's packages) or "app"."""
+    if frame.native or _STDLIB.search(frame.file) or frame.file.startswith("<"):
+        return "runtime"
+    match = _SITE.search(frame.file)
+    if match and match.group(2).split(".")[0].removesuffix(".py") in FRAMEWORK_PACKAGES:
+        return "framework"
+    return "app"
+
+
+def _is(frame: Frame, suffix: str, pattern: str) -> bool:
+    return frame.file.endswith(suffix) and re.search(pattern, frame.function) is not None
+
+
+def _loop_marker(frames: list[Frame]) -> tuple[str, int] | None:
+    """(flavor, index of the frame above which callbacks run), or None for a non-loop stack."""
+    run_once = max((i for i, f in enumerate(frames) if _is(f, "asyncio/base_events.py", r"(^|\.)_run_once$")),
+                   default=-1)
+    if run_once >= 0:
+        dispatch = max((i for i, f in enumerate(frames[run_once:], run_once)
+                        if _is(f, "asyncio/events.py", r"(^|\.)_run$")), default=run_once)
+        return "asyncio", dispatch
+    if any(f.file.endswith("asyncio/base_events.py") for f in frames):
+        return None  # inside run_until_complete / run_forever set-up, not yet a running loop
+    runner = max((i for i, f in enumerate(frames)
+                  if _is(f, "asyncio/runners.py", r"(^|\.)run$") or _is(f, "uvloop/__init__.py", r"(^|\.)run$")),
+                 default=-1)
+    if runner >= 0:
+        return "uvloop", runner
+    return None
+
+
+def _blocking_kind(frames: list[Frame], call_site_index: int, line_text: str) -> str:
+    below = frames[call_site_index + 1:] if call_site_index >= 0 else frames
+    names = {f.function for f in below}
+    if names & _SLEEP_NATIVE or _SLEEP_LINE.search(line_text):
+        return "sleep"
+    if any(_DATABASE.search(f.file) or _DATABASE.search(f.function) for f in below):
+        return "database"
+    if any(_NETWORK.search(f.file) for f in below):
+        return "network"
+    if any(_FILE_IO.search(f.function) for f in below if not f.native):
+        return "file"
+    return ""
+
+
+def _line_text(frame: Frame) -> str:
+    try:
+        return linecache.getline(frame.file, frame.line).strip() if frame.line else ""
+    except Exception:  # unreadable source is no evidence either way
+        return ""
+
+
+def classify_loop_stack(frames: list[Frame], frame_ids: tuple[int, ...], state: str) -> LoopStack | None:
+    marker = _loop_marker(frames)
+    if marker is None:
+        return None
+    flavor, dispatch = marker
+    above = [(i, f) for i, f in enumerate(frames[dispatch + 1:], dispatch + 1)
+             if not f.native and not f.file.endswith("selectors.py")]
+    owners = [(i, frame_owner(f)) for i, f in above]
+    app = [i for i, owner in owners if owner == "app"]
+    if not app:
+        # Nothing above the dispatch and not running: the loop waits in its selector.
+        segment = "idle" if not above and state not in _CPU_STATES else "framework"
+        return LoopStack(flavor, segment, -1, -1, "", "")
+    outer = app[0]
+    package = _package_root(frames[outer].file)
+    site = max(i for i in app if _package_root(frames[i].file) == package)
+    callee = next((f.function for f in frames[site + 1:] if not f.native), "")
+    if not callee:
+        callee = next((f.function for f in reversed(frames[site + 1:])
+                       if not f.function.startswith("0x")), "")
+    blocking = _blocking_kind(frames, site, _line_text(frames[site]))
+    return LoopStack(flavor, "app", frame_ids[outer], frame_ids[site], callee, blocking)
+
+
+def event_loops(analysis) -> list:
+    """Every event-loop thread of one process's analysis, busiest first."""
+    profile = analysis.profile
+    samples = analysis.samples
+    if samples.empty:
+        return []
+    stack_state = analysis.stacks.state
+    per_stack: dict[int, LoopStack | None] = {}
+    for sid in np.unique(samples["stack"].to_numpy()):
+        stack = profile.stacks[int(sid)]
+        frames = [profile.frames[i] for i in stack]
+        per_stack[int(sid)] = classify_loop_stack(frames, stack, str(stack_state[int(sid)]))
+    loops = []
+    interval = profile.interval_s or 0.01
+    for thread, group in samples.groupby("thread", sort=True):
+        info = [per_stack.get(int(s)) for s in group["stack"].to_numpy()]
+        counts = group["count"].to_numpy()
+        marked = sum(c for i, c in zip(info, counts) if i is not None)
+        total = int(counts.sum())
+        if not total or marked / total < LOOP_THREAD_SHARE:
+            continue
+        loops.append(_measure_loop(analysis, int(thread), group, info, counts, total, interval))
+    return sorted(loops, key=lambda loop: -loop.app_share)
+
+
+def _measure_loop(analysis, thread: int, group, info, counts, total: int, interval: float) -> EventLoop:
+    row = analysis.threads.loc[thread]
+    segments = {"idle": 0, "framework": 0, "app": 0}
+    by_callback: dict[tuple, dict] = {}
+    states = group["state"].astype(str).to_numpy()
+    phases = group["phase"].astype(str).to_numpy()
+    flavors = {}
+    for loop_stack, count, state, phase in zip(info, counts, states, phases):
+        if loop_stack is None:
+            segments["framework"] += count
+            continue
+        flavors[loop_stack.flavor] = flavors.get(loop_stack.flavor, 0) + count
+        # An app frame on the loop thread is the loop blocked, whatever that frame waits on.
+        segment = loop_stack.segment
+        segments[segment] += count
+        if segment != "app":
+            continue
+        key = (loop_stack.coroutine, loop_stack.call_site, loop_stack.callee)
+        entry = by_callback.setdefault(key, {"samples": 0, "cpu": 0, "blocked": 0, "python": 0,
+                                             "phases": {}, "blocking": {}})
+        entry["samples"] += count
+        entry["cpu" if state in _CPU_STATES else "blocked"] += count
+        entry["python"] += count if state in ("python", "gil") else 0
+        entry["phases"][phase] = entry["phases"].get(phase, 0) + count
+        if loop_stack.blocking:
+            entry["blocking"][loop_stack.blocking] = entry["blocking"].get(loop_stack.blocking, 0) + count
+    callbacks = [_callback(analysis, key, entry, total) for key, entry in by_callback.items()]
+    callbacks.sort(key=lambda c: -c.samples)
+    runs, mean_run = _runs(info, counts, group["t"].to_numpy())
+    tid = int(row["tid"])
+    cpu_share = None
+    os_ = analysis.os
+    if os_ is not None and tid in os_.threads and os_.window_s:
+        cpu_share = round(os_.threads[tid].cpu_s / os_.window_s, 4)
+    pid = row["pid"] if "pid" in row.index else None
+    return EventLoop(
+        pid=None if pid is None or pid != pid else int(pid), tid=tid, thread=thread,
+        name=str(row["name"]), flavor=max(flavors, key=flavors.get) if flavors else "asyncio",
+        samples=total, idle_share=round(segments["idle"] / total, 4),
+        busy_share=round(1 - segments["idle"] / total, 4),
+        app_share=round(segments["app"] / total, 4),
+        framework_share=round(segments["framework"] / total, 4), cpu_share_os=cpu_share,
+        callbacks=tuple(callbacks[:8]), block_runs=runs,
+        est_block_per_request_s=round(mean_run * interval, 4) if runs else None,
+        interval_s=round(interval, 6))
+
+
+def _callback(analysis, key, entry, total) -> LoopCallback:
+    coroutine, call_site, callee = key
+    frame = analysis.frame(coroutine)
+    site = analysis.frame(call_site) if call_site >= 0 else None
+    kind = "cpu" if entry["cpu"] >= entry["blocked"] else "blocking_call"
+    blocking = max(entry["blocking"], key=entry["blocking"].get) if entry["blocking"] else ""
+    if kind == "cpu" and blocking == "sleep":
+        kind = "blocking_call"  # a sleep is never CPU work, whatever the state estimate said
+    phase = max(entry["phases"], key=entry["phases"].get) if entry["phases"] else "other"
+    line = _line_text(site) if site is not None else ""
+    detail = f"calls {callee}" if callee else ""
+    if line:
+        detail += f" at `{line[:100]}`"
+    return LoopCallback(
+        function=frame.function, file=frame.file, line=frame.line,
+        share=round(entry["samples"] / total, 4), kind=kind,
+        call_site=None if site is None else {"function": site.function, "file": site.file,
+                                             "line": site.line},
+        detail=detail.strip(), samples=int(entry["samples"]), phase=phase, blocking=blocking,
+        python_share=round(entry["python"] / entry["samples"], 4))
+
+
+def _runs(info, counts, times) -> tuple[int, float]:
+    """Stretches of consecutive samples inside the same app coroutine: each is at least one
+    request's synchronous part (back-to-back requests merge into one stretch, so the mean
+    overstates; a request shorter than the interval shows as one sample, so it cannot
+    understate below one interval)."""
+    if np.isnan(times).any():
+        return 0, 0.0
+    order = np.argsort(times, kind="stable")
+    runs, lengths, current, length = 0, [], None, 0
+    for index in order:
+        loop_stack = info[index]
+        key = loop_stack.coroutine if loop_stack is not None and loop_stack.segment == "app" else None
+        if key is not None and key == current:
+            length += int(counts[index])
+            continue
+        if current is not None:
+            lengths.append(length)
+        current, length = key, int(counts[index]) if key is not None else 0
+        runs += key is not None
+    if current is not None:
+        lengths.append(length)
+    return runs, float(np.mean(lengths)) if lengths else 0.0
