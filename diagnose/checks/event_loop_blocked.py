@@ -38,10 +38,9 @@ def run(analysis, settings):
         "app_sync_share": loop.app_share, "framework_share": loop.framework_share,
         "loop_thread_cpu_share_os": loop.cpu_share_os,
         "estimated_blocking_per_request_s": loop.est_block_per_request_s,
-        "blocking_estimate_basis": (f"estimated: mean of {loop.block_runs} stretches of "
-                                    f"consecutive samples at {1000 * loop.interval_s:.0f} ms "
-                                    f"intervals (back-to-back requests merge)")
-                                   if loop.block_runs else None,
+        "estimated_blocking_per_request_min_s": loop.est_block_min_s,
+        "estimated_blocking_per_request_max_s": loop.est_block_max_s,
+        "blocking_estimate_basis": loop.est_basis or None,
         "event_loops": len(loops),
     }
     if top is None:
@@ -57,8 +56,7 @@ def run(analysis, settings):
     summary = (f"the event loop ({loop.name}, {loop.flavor}) ran synchronous code inside "
                f"{top.function} {pct(loop.app_share)} of the time — {what}{where} — so requests "
                f"queue behind it; it was idle in its selector {pct(loop.idle_share)} of the time")
-    if loop.est_block_per_request_s:
-        summary += f" (about {1000 * loop.est_block_per_request_s:.0f} ms per request, estimated)"
+    summary += _per_request(loop)
     sites = [Site(top.function, top.file, top.line, top.share)]
     if top.call_site and (top.call_site["file"], top.call_site["line"]) != (top.file, top.line):
         sites.append(Site(top.call_site["function"], top.call_site["file"], top.call_site["line"],
@@ -68,9 +66,20 @@ def run(analysis, settings):
                         advice=_advice(top, analysis) + list(settings.get("advice", [])))
 
 
+def _per_request(loop) -> str:
+    low, high = loop.est_block_min_s, loop.est_block_max_s
+    if low is not None and high is not None:
+        return f" (estimated {1000 * low:.0f}-{1000 * high:.0f} ms of it per request)"
+    if low is not None:
+        return f" (estimated at least {1000 * low:.0f} ms of it per request)"
+    if high is not None:
+        return f" (estimated at most {1000 * high:.0f} ms of it per request)"
+    return ""
+
+
 def _callee(top) -> str:
     detail = top.detail.removeprefix("calls ")
-    return detail.split(" at ", 1)[0] or "the call"
+    return detail.split(" at ", 1)[0] if not detail.startswith("at ") else "the blocking call"
 
 
 def _advice(top, analysis) -> list[str]:

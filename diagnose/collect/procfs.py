@@ -41,12 +41,15 @@ class ProcRecord:
     last: dict[int, ThreadCounters] = field(default_factory=dict)
     ended_at: float | None = None
     target_exited: bool = False
+    # write(2)-family syscalls of the whole process at the first and last snapshot (/proc/pid/io):
+    # a server writes about one per response, so the delta bounds the responses served.
+    write_syscalls: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {
             "pid": self.pid, "cores": self.cores, "cpu_quota_cores": self.cpu_quota_cores,
             "started_at": self.started_at, "ended_at": self.ended_at,
-            "target_exited": self.target_exited,
+            "target_exited": self.target_exited, "write_syscalls": self.write_syscalls,
             "state_samples": self.state_samples, "rss_samples": self.rss_samples,
             "thread_names": {str(k): v for k, v in self.thread_names.items()},
             "first": {str(k): vars(v) for k, v in self.first.items()},
@@ -61,6 +64,7 @@ class ProcRecord:
         rec.target_exited = bool(data.get("target_exited"))
         rec.state_samples = [tuple(s) for s in data.get("state_samples", [])]
         rec.rss_samples = [tuple(s) for s in data.get("rss_samples", [])]
+        rec.write_syscalls = list(data.get("write_syscalls") or [])
         rec.thread_names = {int(k): v for k, v in data.get("thread_names", {}).items()}
         rec.first = {int(k): ThreadCounters(**v) for k, v in data.get("first", {}).items()}
         rec.last = {int(k): ThreadCounters(**v) for k, v in data.get("last", {}).items()}
@@ -203,6 +207,12 @@ class ProcSampler:
         return self.record
 
     def _snapshot_counters(self, into: dict[int, ThreadCounters]) -> None:
+        io = _read(f"/proc/{self.pid}/io")
+        syscw = next((int(line.split()[1]) for line in (io or "").splitlines()
+                      if line.startswith("syscw:")), None)
+        if syscw is not None:
+            # first snapshot, then the latest one
+            self.record.write_syscalls[1 if self.record.write_syscalls else 0:] = [syscw]
         for tid in list_tids(self.pid):
             counters = read_counters(self.pid, tid)
             if counters:

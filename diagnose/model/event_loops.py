@@ -28,7 +28,8 @@ import numpy as np
 
 from diagnose.model.profile import Frame
 
-LOOP_THREAD_SHARE = 0.8  # a thread whose samples carry a loop marker this often is a loop thread
+LOOP_THREAD_SHARE = 0.8
+SEPARATED_IDLE_SHARE = 0.2  # below this, consecutive requests' stretches merge: no estimate  # a thread whose samples carry a loop marker this often is a loop thread
 _STDLIB = re.compile(r"/lib/python\d+(\.\d+)?/(?!site-packages/|dist-packages/)|^<frozen |^<string>")
 _SITE = re.compile(r"/(site|dist)-packages/([^/]+)")
 FRAMEWORK_PACKAGES = frozenset({
@@ -44,6 +45,7 @@ _DATABASE = re.compile(r"/(psycopg2?|pymysql|MySQLdb|sqlite3|redis|sqlalchemy|py
                        r"elasticsearch)/|_sqlite3|psycopg")
 _FILE_IO = re.compile(r"^(_io\.|io\.|open$|read$|write$|readinto$)|_io_FileIO|_io__Buffered")
 _CPU_STATES = ("python", "native", "gil")
+_RUNTIME_FILE = re.compile(r"(libc\.so|libc-|libpthread|ld-linux)")
 _SLEEP_NATIVE = {"time_sleep", "pysleep", "clock_nanosleep", "__clock_nanosleep", "nanosleep",
                  "__nanosleep"}
 
@@ -56,7 +58,7 @@ class LoopStack:
     segment: str  # "idle", "framework" or "app"
     coroutine: int  # frame id of the outermost app frame (-1: none)
     call_site: int  # frame id of the innermost app frame of the coroutine's package (-1: none)
-    callee: str  # what the call site calls: the next frame's function, or the native leaf
+    callee: str  # what the coroutine calls: the next Python frame's function, or the native leaf
     blocking: str  # "sleep", "network", "database", "file", "" (read from the frames)
 
 
@@ -90,13 +92,19 @@ class EventLoop:
     cpu_share_os: float | None  # the thread's CPU time / window, from /proc
     callbacks: tuple[LoopCallback, ...] = field(default_factory=tuple)
     block_runs: int = 0  # stretches of consecutive samples inside one app coroutine
-    est_block_per_request_s: float | None = None  # mean stretch length x interval (estimated)
+    # Estimated synchronous time per request, as bounds: at least the app time over the
+    # process's write syscalls (a response takes one write or more), at most the mean stretch
+    # (a stretch holds one request or several back to back). None where not measurable.
+    est_block_per_request_s: float | None = None
+    est_block_min_s: float | None = None
+    est_block_max_s: float | None = None
+    est_basis: str = ""
     interval_s: float = 0.0
 
     def to_dict(self) -> dict:
         out = asdict(self)
-        out["callbacks"] = [{k: v for k, v in asdict(c).items()} for c in self.callbacks]
-        out.pop("thread")
+        out["callbacks"] = [asdict(c) for c in self.callbacks]
+        out["thread"] = out.pop("name")  # the thread's name; its index means nothing outside
         return out
 
 
@@ -176,10 +184,11 @@ def classify_loop_stack(frames: list[Frame], frame_ids: tuple[int, ...], state: 
     outer = app[0]
     package = _package_root(frames[outer].file)
     site = max(i for i in app if _package_root(frames[i].file) == package)
-    callee = next((f.function for f in frames[site + 1:] if not f.native), "")
+    # What to move off the loop: the call the coroutine makes (Model.forward, time.sleep).
+    callee = next((f.function for f in frames[outer + 1:] if not f.native), "")
     if not callee:
-        callee = next((f.function for f in reversed(frames[site + 1:])
-                       if not f.function.startswith("0x")), "")
+        callee = next((f.function for f in frames[outer + 1:]
+                       if not f.function.startswith("0x") and not _RUNTIME_FILE.search(f.file)), "")
     blocking = _blocking_kind(frames, site, _line_text(frames[site]))
     return LoopStack(flavor, "app", frame_ids[outer], frame_ids[site], callee, blocking)
 
@@ -251,9 +260,36 @@ def _measure_loop(analysis, thread: int, group, info, counts, total: int, interv
         busy_share=round(1 - segments["idle"] / total, 4),
         app_share=round(segments["app"] / total, 4),
         framework_share=round(segments["framework"] / total, 4), cpu_share_os=cpu_share,
-        callbacks=tuple(callbacks[:8]), block_runs=runs,
-        est_block_per_request_s=round(mean_run * interval, 4) if runs else None,
-        interval_s=round(interval, 6))
+        callbacks=tuple(callbacks[:8]), block_runs=runs, interval_s=round(interval, 6),
+        **_per_request_estimate(analysis, segments["app"] / total, segments["idle"] / total,
+                                runs, mean_run, interval))
+
+
+def _per_request_estimate(analysis, app_share: float, idle_share: float, runs: int,
+                          mean_run: float, interval: float) -> dict:
+    os_ = analysis.os
+    writes = os_.write_syscalls if os_ is not None else None
+    low = (app_share * os_.window_s / writes) if writes and app_share > 0 else None
+    # Stretches separate requests only when the loop idles between them; a loop that never
+    # idles runs requests back to back and its stretches merge.
+    high = mean_run * interval if runs and idle_share >= SEPARATED_IDLE_SHARE else None
+    if low is not None and high is not None and low > high:
+        low = high
+    parts = []
+    if low is not None:
+        parts.append(f"at least {1000 * low:.1f} ms: {app_share:.0%} of the {os_.window_s:.1f} s "
+                     f"window over {writes} write syscalls (one or more per response)")
+    if high is not None:
+        parts.append(f"at most {1000 * high:.1f} ms: the mean of {runs} stretches of consecutive "
+                     f"samples inside one coroutine at {1000 * interval:.0f} ms intervals")
+    elif runs:
+        parts.append(f"no upper bound: the loop idled {idle_share:.0%} of the time, so requests ran "
+                     f"back to back and their stretches merge")
+    best = high if high is not None else low
+    return {"est_block_per_request_s": None if best is None else round(best, 4),
+            "est_block_min_s": None if low is None else round(low, 5),
+            "est_block_max_s": None if high is None else round(high, 4),
+            "est_basis": "estimated; " + "; ".join(parts) if parts else ""}
 
 
 def _callback(analysis, key, entry, total) -> LoopCallback:

@@ -43,6 +43,7 @@ class ProcessOS:
     rss_slope_bytes_per_s: float | None
     rss_fit_r2: float | None
     threads: dict = field(default_factory=dict)  # tid -> ThreadOS
+    write_syscalls: int | None = None  # over the window, whole process (/proc/pid/io syscw)
 
     @property
     def usable_cores(self) -> float:
@@ -127,7 +128,9 @@ def summarize(record: ProcRecord) -> ProcessOS:
         observer_stop_share=observer / total_obs if total_obs else 0.0,
         rss_start=record.rss_samples[0][1] if record.rss_samples else None,
         rss_end=record.rss_samples[-1][1] if record.rss_samples else None,
-        rss_slope_bytes_per_s=slope, rss_fit_r2=r2, threads=threads)
+        rss_slope_bytes_per_s=slope, rss_fit_r2=r2, threads=threads,
+        write_syscalls=(record.write_syscalls[-1] - record.write_syscalls[0]
+                        if len(record.write_syscalls) == 2 else None))
 
 
 def combine(summaries: list[ProcessOS]) -> ProcessOS:
@@ -160,4 +163,5 @@ def combine(summaries: list[ProcessOS]) -> ProcessOS:
         voluntary_ctx_per_s=sum(vol) if vol else None,
         observer_stop_share=float(np.average([s.observer_stop_share for s in summaries], weights=weights)),
         rss_start=sum(rss_start) if rss_start else None, rss_end=sum(rss_end) if rss_end else None,
-        rss_slope_bytes_per_s=sum(slopes) if slopes else None, rss_fit_r2=None, threads=threads)
+        rss_slope_bytes_per_s=sum(slopes) if slopes else None, rss_fit_r2=None, threads=threads,
+        write_syscalls=None)

@@ -246,6 +246,7 @@
       const o = obj(t);
       return {
         index: i, tid: o.tid, name: str(o.name), role: str(o.role),
+        pid: Number.isInteger(o.pid) ? o.pid : null,
         samples: isNum(o.samples) ? o.samples : 0,
         states: obj(o.states),
         os: o.os && typeof o.os === 'object' ? o.os : null,
@@ -283,8 +284,10 @@
       });
     }
     const tl = obj(raw.timeline);
+    // Threads of several processes (a master and its workers): their labels carry the pid.
+    const multiProcess = new Set(threads.map((t) => t.pid).filter((p) => p != null)).size > 1;
     return {
-      report, states, categories, threads, frames, stacks, dropped,
+      report, states, categories, threads, frames, stacks, dropped, multiProcess,
       generatedAt: str(raw.generated_at),
       timeline: {
         interval: isNum(tl.interval_s) && tl.interval_s > 0 ? tl.interval_s : 0,
@@ -292,6 +295,12 @@
         lanes: arr(tl.lanes).map(obj),
       },
     };
+  }
+
+  /** A thread as people read it: "4340 \u00b7 MainThread" when threads come from several
+   *  processes, the bare name otherwise. */
+  function threadLabel(D, t) {
+    return D.multiProcess && t.pid != null ? t.pid + ' \u00b7 ' + t.name : t.name;
   }
 
   function stateColor(D, si) {
@@ -787,7 +796,11 @@
     // ---- controls
     const threadSel = h('select', { id: 'flame-thread', 'aria-label': 'threads' },
       h('option', { value: 'all', text: 'All threads (merged)' }),
-      D.threads.map((t) => h('option', { value: String(t.index), text: visStr(t.name) + ' (tid ' + str(t.tid) + ')' })));
+      D.threads.map((t) => h('option', {
+        value: String(t.index),
+        text: visStr(t.name) + (D.multiProcess && t.pid != null
+          ? ' (pid ' + t.pid + ', tid ' + str(t.tid) + ')' : ' (tid ' + str(t.tid) + ')'),
+      })));
     const stateSel = h('select', { id: 'flame-state', 'aria-label': 'states' },
       h('option', { value: 'all', text: 'All states' }),
       h('option', { value: 'waits', text: 'Waits only (gil, lock, io, idle)' }),
@@ -892,7 +905,7 @@
     function nodeFile(n) { return n.frame < 0 ? '' : D.frames[n.frame].file; }
 
     function viewLabel() {
-      const t = F.thread === 'all' ? 'all threads' : 'thread ' + visStr(D.threads[Number(F.thread)].name);
+      const t = F.thread === 'all' ? 'all threads' : 'thread ' + visStr(threadLabel(D, D.threads[Number(F.thread)]));
       const s = F.states === 'all' ? 'all states' : F.states === 'waits' ? 'waits only' : 'busy only';
       return t + ' \u00b7 ' + s;
     }
@@ -1169,12 +1182,15 @@
 
     const cols = [
       {
-        label: 'Thread', value: (t) => t.name,
+        label: 'Thread', value: (t) => threadLabel(D, t),
         cell: (t) => {
           const b = h('button', { type: 'button', class: 'linkish mono', title: 'show this thread in the flame graph', text: t.name || '(unnamed)' });
           b.addEventListener('click', () => { if (renderFlame.showThread) renderFlame.showThread(t.index); });
-          return b;
+          if (!D.multiProcess || t.pid == null) return b;
+          return h('span', { class: 'thread-label' },
+            h('span', { class: 'mono pid-prefix', title: 'process ' + t.pid, text: t.pid + ' \u00b7 ' }), b);
         },
+        title: D.multiProcess ? 'sort by process, then thread name' : null,
       },
       { label: 'TID', value: (t) => (isNum(t.tid) ? t.tid : str(t.tid)), cell: (t) => str(t.tid), num: true },
       { label: 'Role', value: (t) => t.role, cls: 'nowrap' },
@@ -1191,7 +1207,9 @@
     root.appendChild(stateLegend(D));
     root.appendChild(sortableTable(cols, D.threads, {
       cls: 'threads', sortCol: 3, sortDir: 'desc',
-      rowAttrs: (t) => ({ 'data-thread-index': t.index, 'data-role': t.role }),
+      rowAttrs: (t) => (t.pid != null
+        ? { 'data-thread-index': t.index, 'data-role': t.role, 'data-pid': t.pid }
+        : { 'data-thread-index': t.index, 'data-role': t.role }),
     }));
     if (!hasOs) root.appendChild(h('p', { class: 'muted small', text: 'OS counters were not available for this run.' }));
   }
@@ -1216,13 +1234,14 @@
         pos += len;
       }
       starts.push(pos);
-      return { thread, name: thread ? thread.name : 'thread ' + str(l.thread), starts, states, len: pos };
+      return { thread, name: thread ? threadLabel(D, thread) : 'thread ' + str(l.thread), starts, states, len: pos };
     });
     const steps = Math.max(tl.steps, ...lanes.map((l) => l.len), 0);
 
     const wrap = h('div', {
       id: 'timeline', class: 'timeline',
       'data-lanes': lanes.length, 'data-steps': steps, 'data-interval-s': tl.interval,
+      'data-lane-height': LANE_H + LANE_GAP,
     });
     root.appendChild(stateLegend(D));
     root.appendChild(wrap);
@@ -1341,8 +1360,8 @@
       const t = r.lane.thread;
       const who = r.lane.name;
       if (r.label) {
-        tip.show([who, t ? ['tid', str(t.tid)] : null, t ? ['role', t.role] : null,
-          t ? ['samples', fmtInt(t.samples)] : null], ev);
+        tip.show([who, t && t.pid != null ? ['pid', String(t.pid)] : null, t ? ['tid', str(t.tid)] : null,
+          t ? ['role', t.role] : null, t ? ['samples', fmtInt(t.samples)] : null], ev);
         return;
       }
       const s = r.run >= 0 ? r.lane.states[r.run] : -1;
@@ -1376,7 +1395,7 @@
       root.appendChild(h('p', { class: 'muted small', text:
         'Where request threads blocked, ranked by thread-seconds waited. The holder is what the other ' +
         'threads were doing at the instants someone waited here (share of those instants). Click a heading to sort.' }));
-      root.appendChild(waitsTable(waits));
+      root.appendChild(waitsTable(waits, D.multiProcess));
       return;
     }
     // Reports without report.waits: the lock_contention finding's sites.
@@ -1443,7 +1462,7 @@
     return cell;
   }
 
-  function waitsTable(waits) {
+  function waitsTable(waits, showPid) {
     const n = (v) => (isNum(v) ? v : null);
     const cols = [
       { label: '#', value: (x) => x.rank, num: true, ascFirst: true, title: 'sort by rank' },
@@ -1457,7 +1476,9 @@
         cell: (x) => h('div', { class: 'site' },
           h('div', { class: 'mono site-fn', text: str(x.w.function) || '?' }),
           h('div', { class: 'mono path small site-file', title: visStr(fileLine(x.w.file, x.w.line)),
-            text: fileLine(basename(x.w.file), x.w.line) })),
+            text: fileLine(basename(x.w.file), x.w.line) }),
+          showPid && Number.isInteger(x.w.pid)
+            ? h('div', { class: 'small muted site-pid', text: 'process ' + x.w.pid }) : null),
         cls: 'site-col',
       },
       {
@@ -1492,6 +1513,348 @@
           h('td', { class: 'wait-summary', colspan: nCols, text: summary }));
       },
     });
+  }
+
+  // ------------------------------------------------------------------ 8. processes
+
+  const ROLE_RANK = { master: 0, single: 1, worker: 2, helper: 3 };
+  const ROLE_ORDER = ['master', 'single', 'worker', 'helper'];
+  const CMD_MAX_CHARS = 80;
+  const TREE_MAX_INDENT = 6;
+
+  function roleRank(role) {
+    return Object.prototype.hasOwnProperty.call(ROLE_RANK, role) ? ROLE_RANK[role] : ROLE_ORDER.length;
+  }
+
+  /** The first `max` characters (code points, so no pair is split) of s, with an ellipsis when cut. */
+  function truncateText(s, max) {
+    const cps = Array.from(s);
+    return cps.length <= max ? s : cps.slice(0, max - 1).join('') + '\u2026';
+  }
+
+  function cmdlineText(cmd) {
+    return Array.isArray(cmd) ? cmd.map(shellQuote).join(' ') : str(cmd);
+  }
+
+  /** CPU seconds over the window as cores kept busy: "0.93 cores". */
+  function fmtCores(v) {
+    if (!isNum(v)) return '\u2014';
+    if (v > 0 && v < 0.005) return '<0.01 cores';
+    return v.toFixed(2) + (v.toFixed(2) === '1.00' ? ' core' : ' cores');
+  }
+
+  /** A duration: "118 ms" below a second, "1.25 s" from one. */
+  function fmtDuration(s) {
+    if (!isNum(s)) return '\u2014';
+    if (Math.abs(s) < 1) return fmtNum(Number((s * 1000).toPrecision(3))) + ' ms';
+    return fmtNum(s) + ' s';
+  }
+
+  /** Processes in tree order: each process followed by its children (by ppid), masters first.
+   *  Sets x.depth and x.order. A ppid cycle cannot hide a process: what no root reaches is listed
+   *  at the top level. */
+  function processTree(procs) {
+    const byPid = new Map();
+    for (const x of procs) if (x.pid != null && !byPid.has(x.pid)) byPid.set(x.pid, x);
+    const kids = new Map();
+    const roots = [];
+    for (const x of procs) {
+      const parent = x.ppid != null && x.ppid !== x.pid ? byPid.get(x.ppid) : undefined;
+      if (parent && parent !== x) {
+        if (!kids.has(parent)) kids.set(parent, []);
+        kids.get(parent).push(x);
+      } else {
+        roots.push(x);
+      }
+    }
+    const byRole = (a, b) => roleRank(a.role) - roleRank(b.role) ||
+      (a.pid == null ? 1 : 0) - (b.pid == null ? 1 : 0) || (a.pid || 0) - (b.pid || 0) || a.i - b.i;
+    const out = [];
+    const seen = new Set();
+    const visit = (root) => {
+      const stack = [[root, 0]];
+      while (stack.length) {
+        const [x, depth] = stack.pop();
+        if (seen.has(x)) continue;
+        seen.add(x);
+        x.depth = depth;
+        out.push(x);
+        const children = (kids.get(x) || []).slice().sort(byRole);
+        for (let k = children.length - 1; k >= 0; k--) stack.push([children[k], depth + 1]);
+      }
+    };
+    roots.sort(byRole).forEach(visit);
+    procs.filter((x) => !seen.has(x)).sort(byRole).forEach(visit);
+    out.forEach((x, order) => { x.order = order; });
+    return out;
+  }
+
+  function renderProcesses(D) {
+    const section = $('processes');
+    const root = $('processes-body');
+    if (!section || !root) return;
+    clear(root);
+    const procs = arr(D.report.processes).map(obj).filter((p) => Object.keys(p).length)
+      .map((p, i) => ({
+        p, i, role: str(p.role),
+        pid: Number.isInteger(p.pid) ? p.pid : null,
+        ppid: Number.isInteger(p.ppid) ? p.ppid : null,
+      }));
+    // One process: the run facts above already describe it.
+    section.hidden = procs.length < 2;
+    if (procs.length < 2) return;
+    const rows = processTree(procs);
+
+    const counts = new Map();
+    for (const x of rows) counts.set(x.role || 'unknown', (counts.get(x.role || 'unknown') || 0) + 1);
+    const roles = Array.from(counts.keys()).sort((a, b) => roleRank(a) - roleRank(b));
+    const cores = rows.map((x) => x.p.cpu_cores).filter(isNum);
+    const summary = rows.length + ' processes: ' +
+      roles.map((r) => counts.get(r) + ' ' + r + (counts.get(r) > 1 ? 's' : '')).join(', ') +
+      (cores.length ? ' \u00b7 ' + fmtCores(cores.reduce((a, b) => a + b, 0)) + ' busy together' : '');
+    root.appendChild(h('p', { id: 'processes-summary', text: summary }));
+    root.appendChild(h('p', { class: 'muted small', text:
+      'Workers are listed under the process that started them. CPU is the CPU time of the process ' +
+      'over the window, in cores kept busy; busy is the share of its thread samples running or ' +
+      'runnable. Click a heading to sort, "PID" to get the tree back.' }));
+
+    const duration = obj(D.report.sampling).duration_s;
+    const findingIds = new Set(arr(D.report.findings).map(obj).map((f) => str(f.id)).filter((id) => id !== ''));
+    const n = (v) => (isNum(v) ? v : null);
+    const lifetime = (x) => [
+      isNum(x.p.started_s) ? 'started at ' + fmtSec(x.p.started_s, duration) : null,
+      isNum(x.p.exited_s) ? 'exited at ' + fmtSec(x.p.exited_s, duration) : null,
+    ].filter(Boolean).join(', ');
+    const topFinding = (x) => (x.p.top_finding && typeof x.p.top_finding === 'object' &&
+      !Array.isArray(x.p.top_finding) ? x.p.top_finding : null);
+
+    function pidCell(x) {
+      const cell = h('span', {
+        class: 'ptree', 'data-depth': x.depth,
+        title: x.ppid != null ? 'parent process ' + x.ppid : null,
+      });
+      cell.style.paddingLeft = Math.min(x.depth, TREE_MAX_INDENT) * 1.2 + 'em';
+      if (x.depth) cell.appendChild(h('span', { class: 'ptree-branch', 'aria-hidden': 'true', text: '\u2514\u2009' }));
+      cell.appendChild(h('span', { class: 'mono ptree-pid', text: x.pid != null ? String(x.pid) : str(x.p.pid) || '?' }));
+      return cell;
+    }
+
+    function findingCell(x) {
+      const f = topFinding(x);
+      if (!f) return h('span', { class: 'muted', text: '\u2014' });
+      const id = str(f.id);
+      const ref = findingIds.has(id)
+        ? h('button', { type: 'button', class: 'linkish mono pf-id', title: 'open this finding', text: id, on: { click: () => openFinding(id) } })
+        : h('span', { class: 'mono pf-id', text: id || '?' });
+      return h('div', { class: 'pfinding' },
+        h('div', { class: 'pf-head' }, ref,
+          f.severity != null && str(f.severity) !== '' ? badge(f.severity) : null,
+          h('span', { class: 'pf-score', text: 'score ' + fmtNum(f.score) })),
+        str(f.summary) !== '' ? h('div', { class: 'pf-summary small', text: str(f.summary) }) : null);
+    }
+
+    function cmdCell(x) {
+      const full = cmdlineText(x.p.cmdline);
+      if (!full) return h('span', { class: 'muted', text: '\u2014' });
+      const shown = truncateText(full, CMD_MAX_CHARS);
+      return h('code', { class: 'pcmd', title: visStr(full), 'data-truncated': shown === full ? 'false' : 'true', text: shown });
+    }
+
+    const cols = [
+      {
+        label: 'PID', value: (x) => x.order, cell: pidCell, ascFirst: true, cls: 'nowrap',
+        title: 'sort as a process tree (workers under their master)',
+      },
+      {
+        label: 'Role', value: (x) => x.role, cls: 'nowrap',
+        cell: (x) => h('span', { class: 'role', 'data-role': x.role, text: x.role || '?' }),
+      },
+      {
+        label: 'CPU', value: (x) => n(x.p.cpu_cores), num: true,
+        cell: (x) => h('span', {
+          class: 'pcpu',
+          title: isNum(x.p.cpu_s) ? fmtNum(x.p.cpu_s) + ' CPU-seconds over the window' : 'CPU time not measured',
+          text: fmtCores(x.p.cpu_cores),
+        }),
+        title: 'sort by CPU: CPU-seconds over the window, as cores kept busy',
+      },
+      {
+        label: 'Busy', value: (x) => n(x.p.busy_share), num: true, cell: (x) => shareCell(x.p.busy_share),
+        title: 'sort by busy share: thread samples running or runnable',
+      },
+      { label: 'Threads', value: (x) => n(x.p.threads), num: true, title: 'sort by thread count' },
+      {
+        label: 'Lifetime', value: lifetime, cls: 'nowrap',
+        cell: (x) => {
+          const t = lifetime(x);
+          return t ? h('span', { class: 'lifetime', text: t }) : h('span', { class: 'muted', text: 'whole window' });
+        },
+        title: 'sort by lifetime: processes that started or exited during the window',
+      },
+      {
+        label: 'Top finding', value: (x) => (topFinding(x) ? n(topFinding(x).score) : null), descFirst: true,
+        cell: findingCell, cls: 'pfinding-col', title: 'sort by the score of the process\u2019s own top finding',
+      },
+      { label: 'Command line', value: (x) => cmdlineText(x.p.cmdline), cell: cmdCell, cls: 'pcmd-col' },
+    ];
+    root.appendChild(sortableTable(cols, rows, {
+      cls: 'processes', sortCol: 0, sortDir: 'asc',
+      rowAttrs: (x) => ({
+        class: 'process-row', 'data-pid': x.pid != null ? x.pid : '', 'data-ppid': x.ppid != null ? x.ppid : '',
+        'data-role': x.role, 'data-depth': x.depth, 'data-order': x.order,
+        'data-cpu-cores': n(x.p.cpu_cores) != null ? x.p.cpu_cores : '',
+        'data-busy-share': n(x.p.busy_share) != null ? x.p.busy_share : '',
+      }),
+    }));
+  }
+
+  // ------------------------------------------------------------------ 9. event loops
+
+  // [key, label, report field, color, explanation]
+  const LOOP_PARTS = [
+    ['idle', 'idle in selector', 'idle_share', '#c3c8d0', 'the loop waited for events: nothing was ready to run'],
+    ['framework', 'framework', 'framework_share', '#6d97d6',
+      'the event loop and the server framework themselves: scheduling, protocol parsing, transports'],
+    ['app', 'app\u2019s synchronous work', 'app_share', '#d1434b',
+      'the app\u2019s coroutines and callbacks running between two awaits: the loop serves nothing else meanwhile'],
+  ];
+  const CALLBACK_KINDS = { cpu: 'CPU work', blocking_call: 'blocking call', framework: 'framework' };
+
+  function renderEventLoops(D) {
+    const section = $('event-loops');
+    const root = $('event-loops-body');
+    if (!section || !root) return;
+    clear(root);
+    const loops = arr(D.report.event_loops).map(obj).filter((l) => Object.keys(l).length);
+    section.hidden = !loops.length;
+    if (!loops.length) return;
+    root.appendChild(h('p', { class: 'muted small', text:
+      'Where each event loop\u2019s thread spent its samples. While the app\u2019s synchronous code runs ' +
+      '(computing, or stuck in a blocking call), the loop runs nothing else: every other request of ' +
+      'that process waits.' }));
+    loops.forEach((l, i) => root.appendChild(loopBlock(D, l, i)));
+  }
+
+  function loopBlock(D, l, i) {
+    const pid = Number.isInteger(l.pid) ? l.pid : null;
+    const attrs = { class: 'loop', id: 'loop-' + i, 'data-pid': pid, 'data-tid': l.tid == null ? null : str(l.tid), 'data-flavor': str(l.flavor) };
+    for (const [key, , field] of LOOP_PARTS) if (isNum(l[field])) attrs['data-' + key + '-share'] = String(l[field]);
+    const box = h('div', attrs);
+
+    const thread = D.threads.find((t) => l.tid != null && t.tid === l.tid && (pid == null || t.pid == null || t.pid === pid));
+    // The thread's name: `thread` in the documented shape, `name` in what some reports wrote.
+    const name = str(l.thread) || str(l.name) || (thread ? thread.name : '') || 'thread ' + str(l.tid);
+    const head = h('div', { class: 'loop-head' },
+      h('h3', { class: 'loop-title' },
+        pid != null ? h('span', { class: 'mono loop-pid', text: pid + ' \u00b7 ' }) : null,
+        h('span', { class: 'loop-thread', text: name }),
+        l.tid != null ? h('span', { class: 'muted loop-tid', text: ' (tid ' + str(l.tid) + ')' }) : null),
+      str(l.flavor) !== '' ? h('span', { class: 'tag loop-flavor', text: str(l.flavor) }) : null,
+      h('span', { class: 'muted small', text: isNum(l.samples) ? fmtInt(l.samples) + ' samples' : '' }));
+    if (thread) {
+      head.appendChild(h('button', {
+        type: 'button', class: 'linkish small loop-flame', text: 'show in the flame graph',
+        on: { click: () => { if (renderFlame.showThread) renderFlame.showThread(thread.index); } },
+      }));
+    }
+    box.appendChild(head);
+
+    const bar = h('div', { class: 'loop-bar', role: 'img' });
+    const legend = h('div', { class: 'loop-legend' });
+    const spoken = [];
+    for (const [key, label, field, color, explain] of LOOP_PARTS) {
+      const v = l[field];
+      const seg = h('span', { class: 'loop-seg', 'data-part': key, 'data-share': isNum(v) ? v : null, title: label + ' ' + fmtPct(v) });
+      seg.style.width = (isNum(v) ? Math.max(0, Math.min(1, v)) * 100 : 0) + '%';
+      seg.style.backgroundColor = color;
+      bar.appendChild(seg);
+      const sw = h('span', { class: 'swatch' });
+      sw.style.backgroundColor = color;
+      legend.appendChild(h('span', { class: 'loop-part', 'data-part': key, title: explain },
+        sw, h('span', { class: 'loop-label', text: label }), ' ', h('span', { class: 'loop-pct', text: fmtPct(v) })));
+      spoken.push(label + ' ' + fmtPct(v));
+    }
+    bar.setAttribute('aria-label', spoken.join(', '));
+    box.appendChild(bar);
+    box.appendChild(legend);
+
+    const facts = [];
+    if (isNum(l.busy_share)) {
+      facts.push(h('span', { 'data-fact': 'busy', title: 'samples when the loop was not idle in its selector', text: 'busy ' + fmtPct(l.busy_share) }));
+    }
+    if (isNum(l.cpu_share_os)) {
+      facts.push(h('span', {
+        'data-fact': 'cpu-os', 'data-value': l.cpu_share_os,
+        title: 'CPU time the OS counted for this thread, as a share of one core over the window',
+        text: 'OS CPU of the loop thread ' + fmtPct(l.cpu_share_os) + ' of a core',
+      }));
+    }
+    if (isNum(l.est_block_per_request_s)) {
+      facts.push(h('span', {
+        'data-fact': 'block-per-request', 'data-value': l.est_block_per_request_s,
+        title: str(l.est_basis) ||
+          'estimated from the loop\u2019s synchronous stretches and the requests it served; not measured per request',
+      }, 'blocking per request \u2248 ' + fmtDuration(l.est_block_per_request_s) + ' ', h('span', { class: 'tag est', text: 'estimated' })));
+    }
+    if (isNum(l.block_runs)) {
+      facts.push(h('span', {
+        'data-fact': 'block-runs', 'data-value': l.block_runs,
+        title: 'stretches of consecutive samples in the app\u2019s synchronous code',
+        text: fmtInt(l.block_runs) + ' blocking stretch' + (l.block_runs === 1 ? '' : 'es'),
+      }));
+    }
+    if (facts.length) {
+      const line = h('p', { class: 'loop-facts small' });
+      facts.forEach((f, k) => { if (k) line.appendChild(document.createTextNode(' \u00b7 ')); line.appendChild(f); });
+      box.appendChild(line);
+    }
+
+    const cbs = arr(l.callbacks).map(obj).filter((c) => Object.keys(c).length)
+      .map((c, k) => ({ c, k, share: isNum(c.share) ? c.share : null }))
+      .sort((a, b) => (b.share == null ? -1 : b.share) - (a.share == null ? -1 : a.share) || a.k - b.k)
+      .map((x, r) => ({ ...x, rank: r + 1 }));
+    if (!cbs.length) {
+      box.appendChild(h('p', { class: 'muted small', text: 'No callbacks were recorded for this loop.' }));
+      return box;
+    }
+    const site = (o) => h('div', { class: 'site' },
+      h('div', { class: 'mono site-fn', text: str(o.function) || '?' }),
+      h('div', { class: 'mono path small site-file', title: visStr(fileLine(o.file, o.line)), text: fileLine(basename(o.file), o.line) }));
+    const cols = [
+      { label: '#', value: (x) => x.rank, num: true, ascFirst: true, title: 'sort by rank (share of the loop\u2019s samples)' },
+      { label: 'Function', value: (x) => str(x.c.function), cell: (x) => h('span', { class: 'mono cb-fn', text: str(x.c.function) || '?' }) },
+      {
+        label: 'File:line', value: (x) => basename(x.c.file) + ':' + str(x.c.line),
+        cell: (x) => h('span', { class: 'mono path small cb-file', title: visStr(fileLine(x.c.file, x.c.line)), text: fileLine(basename(x.c.file), x.c.line) }),
+      },
+      {
+        label: 'Share', value: (x) => x.share, num: true, cell: (x) => shareCell(x.share),
+        title: 'sort by share of the loop\u2019s samples',
+      },
+      {
+        label: 'Kind', value: (x) => str(x.c.kind), cls: 'nowrap',
+        cell: (x) => {
+          const k = str(x.c.kind);
+          const label = Object.prototype.hasOwnProperty.call(CALLBACK_KINDS, k) ? CALLBACK_KINDS[k] : k || '?';
+          return h('span', { class: 'kind cb-kind', 'data-kind': k, title: k, text: label });
+        },
+      },
+      {
+        label: 'Call site',
+        value: (x) => { const cs = obj(x.c.call_site); return Object.keys(cs).length ? str(cs.function) : ''; },
+        cell: (x) => {
+          const cs = obj(x.c.call_site);
+          return Object.keys(cs).length ? site(cs) : h('span', { class: 'muted', text: '\u2014' });
+        },
+        cls: 'cb-site',
+      },
+      { label: 'Detail', value: (x) => str(x.c.detail), cls: 'cb-detail' },
+    ];
+    box.appendChild(sortableTable(cols, cbs, {
+      cls: 'callbacks', sortCol: 0, sortDir: 'asc',
+      rowAttrs: (x) => ({ class: 'callback-row', 'data-rank': x.rank, 'data-share': x.share != null ? x.share : '', 'data-kind': str(x.c.kind) }),
+    }));
+    return box;
   }
 
   // ------------------------------------------------------------------ footer, print, main
@@ -1532,8 +1895,9 @@
     const D = prepare(raw);
     const parts = [
       ['verdict', renderHeader], ['findings', renderFindings], ['facts', renderFacts],
-      ['flame', renderFlame], ['threads', renderThreads], ['timeline', renderTimeline],
-      ['waits', renderWaits], ['footer', renderFooter],
+      ['processes', renderProcesses], ['flame', renderFlame], ['threads', renderThreads],
+      ['timeline', renderTimeline], ['waits', renderWaits], ['event loops', renderEventLoops],
+      ['footer', renderFooter],
     ];
     for (const [name, fn] of parts) {
       try {

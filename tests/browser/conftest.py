@@ -176,6 +176,15 @@ def page_data(html: Path) -> dict:
     return json.loads(match.group(1))
 
 
+DEV_SAMPLE = Path(__file__).resolve().parents[2] / "reports" / "dev_sample_data.json"
+
+
+def dev_sample_data() -> dict:
+    """A fresh copy of reports/dev_sample_data.json: attach-mode values, a master with three
+    workers, two event loops (one blocked), hostile names. Change the copy freely."""
+    return json.loads(DEV_SAMPLE.read_text(encoding="utf-8"))
+
+
 def render_page(data: dict, path: Path) -> Path:
     """Writes the page for `data` with the production renderer; returns its path."""
     from diagnose.render.html import render_html
