@@ -82,7 +82,7 @@ def test_an_async_endpoint_computing_on_a_uvloop_thread_is_app_work_named_by_its
     assert loop.segment == "app"
     assert frames[loop.coroutine].function == "predict"
     assert frames[loop.call_site].function == "Model.forward"
-    assert loop.callee == "dot"
+    assert loop.callee == "Model.forward"  # what to move off the loop
 
 
 def test_framework_frames_on_the_loop_are_not_the_app_blocking_it():
