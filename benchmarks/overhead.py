@@ -43,6 +43,13 @@ takes a sampling rate suffix, `MODE@HZ` (e.g. `diagnose@20`, `py-spy-idle-nb@20`
                         --idle --threads`, speedscope) at the plan's rate; with @HZ, at HZ
   procfs                diagnose's /proc sampler alone, at the plan's interval, for S seconds
 
+Multi-process workloads (`workers`: a pre-fork parent that only supervises 3 worker processes):
+the benchmark attaches at the parent pid, as a user would, and observes the whole process tree
+the way `diagnose attach` does by default. Every py-spy mode gets `--subprocesses`, `procfs` runs
+diagnose's per-process tree sampler, the sampling plan is computed from the thread count summed
+over the tree (psutil, children recursive), the target's CPU (for "other tenants' CPU") is the
+tree's, and the whole tree is killed after each run. Single-process workloads are unaffected.
+
 The two py-spy-* modes measure parts of diagnose's cost without its probes, its /proc sampler
 and its analysis; their verdict is `diagnose analyze` of their profile, offline (no /proc
 counters), marked "(offline)".
@@ -76,11 +83,16 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 WORKLOAD_DIR = REPO / "fixtures" / "workloads"
 
-# name -> (fixture script, request threads, what it stands for)
+# name -> (fixture script, request threads (worker processes for a process tree), what it stands for)
 WORKLOADS = {
     "ten": ("lock_contention", 10, "~10 request threads queueing on one model lock"),
     "sixtyfour": ("scheduler_overhead", 64, "64 runnable request threads on the cores"),
+    "workers": ("process_pool", 3, "pre-fork parent supervising 3 preprocess-bound worker "
+                                   "processes; observed as a process tree"),
 }
+# Workloads whose requests run in child processes of the pid that prints READY: observers sample
+# the whole tree (py-spy --subprocesses), as `diagnose attach` does by default.
+PROCESS_TREE_WORKLOADS = {"workers"}
 DEFAULT_MODES = ["none", "py-spy", "diagnose"]  # fits 10 minutes with 5 rounds; add more by --modes
 ALL_MODES = DEFAULT_MODES + ["py-spy-nonblocking", "diagnose-no-native", "py-spy-native",
                              "py-spy-idle-nb", "procfs"]
@@ -115,6 +127,46 @@ def tool(name: str) -> str:
 
 
 # --------------------------------------------------------------------------- the target
+
+
+def process_tree(pid: int) -> list[psutil.Process]:
+    """The process and its live descendants (just the process for a single-process target)."""
+    try:
+        root = psutil.Process(pid)
+    except psutil.Error:
+        return []
+    try:
+        return [root] + root.children(recursive=True)
+    except psutil.Error:
+        return [root]
+
+
+def tree_threads(pid: int) -> int | None:
+    """Threads summed over the process tree: what diagnose's shared sampling budget divides."""
+    total, known = 0, False
+    for proc in process_tree(pid):
+        try:
+            total += proc.num_threads()
+            known = True
+        except psutil.Error:
+            pass
+    return total if known else None
+
+
+def tree_cpu(pid: int) -> float:
+    """User + system CPU seconds of the process and its live descendants (nan if it is gone)."""
+    procs = process_tree(pid)
+    if not procs:
+        return float("nan")
+    total = 0.0
+    for i, proc in enumerate(procs):
+        try:
+            t = proc.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            if i == 0:
+                return float("nan")
+    return total
 
 
 class Target:
@@ -164,16 +216,22 @@ class Target:
                            "(fixtures/workloads/_harness.py too old?)")
 
     def threads(self) -> int | None:
-        try:
-            return psutil.Process(self.pid).num_threads()
-        except psutil.Error:
-            return None
+        """Threads of the target's whole process tree (its own for a single-process workload)."""
+        return tree_threads(self.pid)
 
     def stop(self) -> None:
-        """SIGKILL: the run is over and SERVED is not needed (SIGTERM would join 64 threads)."""
+        """SIGKILL: the run is over and SERVED is not needed (SIGTERM would join 64 threads).
+        A process-tree workload's descendants are killed too, so none lingers into the next run."""
+        descendants = process_tree(self.pid)[1:] if self.proc.poll() is None else []
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
+        for child in descendants:
+            try:
+                child.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(descendants, timeout=5)
         self.proc.stdout.close()
 
 
@@ -225,11 +283,7 @@ class CpuAccount:
         busy = (sum(fields[:8]) - fields[3] - fields[4]) / _TICK  # all but idle and iowait
         target = 0.0
         if self.target_pid is not None:
-            try:
-                t = psutil.Process(self.target_pid).cpu_times()
-                target = t.user + t.system
-            except psutil.Error:
-                target = float("nan")
+            target = tree_cpu(self.target_pid)  # a process-tree target's workers are not "others"
         me = resource.getrusage(resource.RUSAGE_SELF)
         return busy, target, _children_cpu(), me.ru_utime + me.ru_stime, time.monotonic()
 
@@ -298,8 +352,19 @@ def diagnose_plan(threads: int | None) -> tuple[int, int, float]:
 
 
 def observer_command(mode: str, pid: int, seconds: float, work: Path,
-                     threads: int | None = None) -> list[str] | None:
-    """The command a mode runs, or None for `none`."""
+                     threads: int | None = None, subprocesses: bool = False) -> list[str] | None:
+    """The command a mode runs, or None for `none`. `subprocesses`: a process-tree target, so
+    the py-spy modes sample the pid's descendants too (`--subprocesses`), as diagnose does, and
+    `procfs` samples every process of the tree. `threads` is then the total over the tree."""
+    cmd = _observer_command(mode, pid, seconds, work, threads, subprocesses)
+    if subprocesses and cmd and os.path.basename(cmd[0]) == "py-spy" \
+            and "--subprocesses" not in cmd:
+        cmd.append("--subprocesses")
+    return cmd
+
+
+def _observer_command(mode: str, pid: int, seconds: float, work: Path, threads: int | None,
+                      subprocesses: bool) -> list[str] | None:
     from diagnose.collect import pyspy
 
     base, rate = split_mode(mode)
@@ -329,7 +394,8 @@ def observer_command(mode: str, pid: int, seconds: float, work: Path,
         return pyspy.record_command(pid, out, seconds, rate or plan_rate, native=False,
                                     nonblocking=True)
     if base == "procfs":
-        return [sys.executable, str(Path(__file__).resolve()), "--procfs-only", str(pid), dur]
+        return [sys.executable, str(Path(__file__).resolve()), "--procfs-only", str(pid), dur] \
+            + (["--procfs-tree"] if subprocesses else [])
     raise ValueError(f"unknown mode {mode!r}")
 
 
@@ -374,13 +440,15 @@ def offline_verdict(profile: Path, work: Path) -> str:
 
 def run_once(workload: str, round_no: int, mode: str, seconds: float, grace: float) -> Run:
     script, threads, _ = WORKLOADS[workload]
+    tree = workload in PROCESS_TREE_WORKLOADS
     run = Run(workload, round_no, mode)
     target = Target(script, threads, seconds + WORKLOAD_SLACK_S)
     work = Path(tempfile.mkdtemp(prefix="diagnose-overhead-"))
     try:
         run.target_threads = target.threads()
         run.loadavg_1m = round(os.getloadavg()[0], 2)
-        cmd = observer_command(mode, target.pid, seconds, work, run.target_threads)
+        cmd = observer_command(mode, target.pid, seconds, work, run.target_threads,
+                               subprocesses=tree)
         run.asked_hz = _asked_rate(cmd)
         account = CpuAccount(target.pid)
         if cmd is None:
@@ -624,12 +692,17 @@ def _pyspy_version() -> str:
 # --------------------------------------------------------------------------- entry points
 
 
-def procfs_only(pid: int, seconds: float) -> None:
-    """diagnose's /proc sampler alone, ticking as `diagnose attach` does (the `procfs` mode)."""
-    from diagnose.collect.procfs import ProcSampler
+def procfs_only(pid: int, seconds: float, tree: bool = False) -> None:
+    """diagnose's /proc sampler alone, ticking as `diagnose attach` does (the `procfs` mode).
+    `tree`: the per-process sampler over the pid's descendants too (a process-tree workload)."""
+    from diagnose.collect import procfs
 
-    interval = diagnose_plan(psutil.Process(pid).num_threads())[2]
-    sampler = ProcSampler(pid)
+    if tree and hasattr(procfs, "TreeSampler"):
+        interval = diagnose_plan(tree_threads(pid))[2]
+        sampler = procfs.TreeSampler([pid], children=True)
+    else:
+        interval = diagnose_plan(psutil.Process(pid).num_threads())[2]
+        sampler = procfs.ProcSampler(pid)
     sampler.start()
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -663,6 +736,7 @@ def parse_args(argv=None):
     parser.add_argument("--from-json", type=Path, metavar="FILE",
                         help="print the table of runs saved earlier with --json-out; run nothing")
     parser.add_argument("--procfs-only", nargs=2, metavar=("PID", "SECONDS"), help=argparse.SUPPRESS)
+    parser.add_argument("--procfs-tree", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.procfs_only or args.from_json:
         return args
@@ -693,7 +767,7 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.procfs_only:
-        procfs_only(int(args.procfs_only[0]), float(args.procfs_only[1]))
+        procfs_only(int(args.procfs_only[0]), float(args.procfs_only[1]), args.procfs_tree)
         return 0
     if args.from_json:
         saved = json.loads(args.from_json.read_text(encoding="utf-8"))

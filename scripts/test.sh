@@ -10,5 +10,5 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
 .venv/bin/python -m pip install --quiet -e '.[test]'
-bash scripts/install-browser.sh
+bash scripts/install-test-tools.sh
 exec .venv/bin/python -m pytest "$@"

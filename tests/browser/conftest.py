@@ -43,7 +43,7 @@ def browser_unavailable() -> str | None:
     except ImportError:
         return "the 'playwright' Python package is not installed (pip install -e '.[test]')"
     if chromium_path() is None:
-        return ("no system Chromium at /usr/bin/chromium (bash scripts/install-browser.sh, "
+        return ("no system Chromium at /usr/bin/chromium (bash scripts/install-test-tools.sh, "
                 "or set DIAGNOSE_CHROMIUM)")
     return None
 

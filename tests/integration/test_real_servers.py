@@ -66,11 +66,13 @@ def test_idle_gunicorn_master_is_never_lock_contention(out_dir):
     assert severity_at_most_info(report, "lock_contention")
 
 
-def test_async_endpoint_computing_inline_blocks_uvicorns_event_loop(out_dir):
+@pytest.mark.parametrize("loop", [None, "asyncio"], ids=["uvloop", "stdlib-asyncio"])
+def test_async_endpoint_computing_inline_blocks_uvicorns_event_loop(out_dir, loop):
     port = free_port()
-    with start_server(uvicorn_app("asgi_inline", port), port) as server:
+    with start_server(uvicorn_app("asgi_inline", port, loop=loop), port) as server:
         report = attach_under_load(server, out_dir)
     assert report["verdict"]["primary"] == "event_loop_blocked", report["verdict"]
+    assert report["event_loops"][0]["flavor"] == ("asyncio" if loop else "uvloop")
     blocked = finding(report, "event_loop_blocked")
     assert blocked["sites"][0]["function"] == "predict"
     assert blocked["sites"][0]["file"].endswith("asgi_inline.py")

@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Does the blocked-event-loop advice pay off? Throughput before and after applying it.
+
+    python benchmarks/advice_event_loop.py [--seconds 10] [--warmup 2] [--rounds 3]
+                                           [--connections 8] [--fixtures asgi_inline,asgi_blocking]
+                                           [--wait-quiet SECONDS] [--json FILE]
+
+For each fixture in fixtures/servers/ that blocks its event loop (`asgi_inline`: the numpy model
+run inline in `async def predict`; `asgi_blocking`: a synchronous client's `time.sleep(0.02)`
+inline), starts a fresh single-process `uvicorn APP --host 127.0.0.1` (uvicorn's default loop:
+uvloop when installed) and measures requests/s with wrk (`-t2 -cC -dSs --latency`, after a
+`--warmup` second run that is discarded):
+
+* before: the file as written;
+* after: the same file with `DIAGNOSE_FIXTURE_OFFLOAD=1`, i.e. the advice applied
+  (`await run_in_threadpool(...)` around the blocking call).
+
+Before and after alternate (before, after, before, after, …) for `--rounds` rounds, each run on
+a freshly started server. Prints a markdown table of medians (and the ratio after / before), then
+one row per run with the latency percentiles, the server's CPU use (cores, from its CPU seconds
+over the window) and the machine's CPU pressure over the window (/proc/pressure/cpu "some": the
+share of time some task waited for a CPU; high values mean other jobs shared the cores).
+
+On a shared machine, `--wait-quiet S` waits (up to S seconds) before each run until the CPU
+pressure averaged over the last 10 s is below 10 %.
+
+Uses the harness of the integration tests (tests/integration/servers.py); falls back to its
+Python load client when wrk is not on PATH.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO))
+
+from tests.integration.servers import (free_port, load, start_server,  # noqa: E402
+                                       uvicorn_app)
+
+# fixture -> the advice, as applied by DIAGNOSE_FIXTURE_OFFLOAD=1
+FIXTURES = {
+    "asgi_inline": "`await run_in_threadpool(MODEL.forward, x)`",
+    "asgi_blocking": "`await run_in_threadpool(fetch_features_sync, user_id)`",
+}
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def cpu_pressure_us() -> int | None:
+    """Cumulative microseconds some task waited for a CPU (PSI), or None without PSI."""
+    try:
+        for line in Path("/proc/pressure/cpu").read_text().splitlines():
+            if line.startswith("some "):
+                return int(line.rsplit("total=", 1)[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def cpu_pressure_avg10() -> float | None:
+    """Share of the last 10 s in which some task waited for a CPU (0-1), or None without PSI."""
+    try:
+        for line in Path("/proc/pressure/cpu").read_text().splitlines():
+            if line.startswith("some "):
+                return float(line.split("avg10=", 1)[1].split()[0]) / 100
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def wait_quiet(timeout: float, threshold: float = 0.10) -> float | None:
+    """Waits until cpu_pressure_avg10() < threshold or `timeout` passes; returns the last value."""
+    deadline = time.monotonic() + timeout
+    value = cpu_pressure_avg10()
+    while value is not None and value >= threshold and time.monotonic() < deadline:
+        time.sleep(1.0)
+        value = cpu_pressure_avg10()
+    return value
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    try:
+        root = psutil.Process(pid)
+        procs = [root] + root.children(recursive=True)
+    except psutil.Error:
+        return float("nan")
+    total = 0.0
+    for proc in procs:
+        try:
+            times = proc.cpu_times()
+            total += times.user + times.system
+        except psutil.Error:
+            pass
+    return total
+
+
+def measure(fixture: str, after: bool, seconds: int, warmup: int, connections: int) -> dict:
+    port = free_port()
+    env = {"DIAGNOSE_FIXTURE_OFFLOAD": "1" if after else None}
+    with start_server(uvicorn_app(fixture, port), port, env=env) as server:
+        url = server.url("/predict")
+        if warmup > 0:
+            with load(url, warmup, connections):
+                pass
+        cpu0, psi0, t0 = tree_cpu_seconds(server.pid), cpu_pressure_us(), time.monotonic()
+        with load(url, seconds, connections) as run:
+            pass
+        cpu1, psi1, t1 = tree_cpu_seconds(server.pid), cpu_pressure_us(), time.monotonic()
+        ready = server.ready_seconds
+    result = run.result
+    window = t1 - t0
+    return {
+        "fixture": fixture, "after": after, "tool": result.tool,
+        "requests": result.requests, "requests_per_second": result.requests_per_second,
+        "p50_ms": result.latency_p50_ms, "p99_ms": result.latency_p99_ms,
+        "errors": result.errors, "server_cores": (cpu1 - cpu0) / window if window else None,
+        "cpu_pressure": ((psi1 - psi0) / 1e6 / window) if psi0 is not None and psi1 is not None
+        else None,
+        "ready_seconds": ready,
+    }
+
+
+def fmt(value, spec: str = ".1f", missing: str = "–") -> str:
+    return missing if value is None else format(value, spec)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=int, default=10, help="measured seconds per run")
+    parser.add_argument("--warmup", type=int, default=2, help="discarded seconds before each run")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--fixtures", default=",".join(FIXTURES),
+                        help="comma-separated, from: " + ", ".join(FIXTURES))
+    parser.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
+                        help="before each run, wait up to this long for CPU pressure < 10%%")
+    parser.add_argument("--json", type=Path, help="also write every run to this file")
+    args = parser.parse_args(argv)
+    fixtures = [f.strip() for f in args.fixtures.split(",") if f.strip()]
+    unknown = [f for f in fixtures if f not in FIXTURES]
+    if unknown or args.seconds < 1 or args.rounds < 1 or args.connections < 1:
+        parser.error(f"unknown fixtures {unknown}" if unknown else "values must be positive")
+
+    runs = []
+    for fixture in fixtures:
+        for round_no in range(1, args.rounds + 1):
+            for after in (False, True):
+                if args.wait_quiet > 0:
+                    wait_quiet(args.wait_quiet)
+                row = measure(fixture, after, args.seconds, args.warmup, args.connections)
+                row["round"] = round_no
+                runs.append(row)
+                log(f"{fixture} round {round_no} {'after ' if after else 'before'}: "
+                    f"{row['requests_per_second']:.1f} req/s, p50 {fmt(row['p50_ms'])} ms, "
+                    f"server {fmt(row['server_cores'], '.2f')} cores, "
+                    f"cpu pressure {fmt(row['cpu_pressure'], '.2f')}")
+
+    print(f"Single-process uvicorn on 127.0.0.1, {args.connections} connections, "
+          f"{args.seconds} s per run after {args.warmup} s warm-up, {args.rounds} rounds "
+          f"(before/after alternating), load by {runs[0]['tool']}; "
+          f"{psutil.cpu_count()} CPUs, Python {platform.python_version()}.")
+    print()
+    print("| fixture | advice applied | req/s before (median) | req/s after (median) | ratio |")
+    print("|---|---|---:|---:|---:|")
+    for fixture in fixtures:
+        before = statistics.median(r["requests_per_second"] for r in runs
+                                   if r["fixture"] == fixture and not r["after"])
+        after = statistics.median(r["requests_per_second"] for r in runs
+                                  if r["fixture"] == fixture and r["after"])
+        ratio = after / before if before else float("inf")
+        print(f"| `{fixture}` | {FIXTURES[fixture]} | {before:.1f} | {after:.1f} | "
+              f"{ratio:.2f}× |")
+    print()
+    print("| fixture | round | variant | req/s | p50 ms | p99 ms | errors | server cores "
+          "| cpu pressure |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
+    for r in runs:
+        print(f"| `{r['fixture']}` | {r['round']} | {'after' if r['after'] else 'before'} | "
+              f"{r['requests_per_second']:.1f} | {fmt(r['p50_ms'])} | {fmt(r['p99_ms'])} | "
+              f"{r['errors']} | {fmt(r['server_cores'], '.2f')} | "
+              f"{fmt(r['cpu_pressure'], '.2f')} |")
+    if args.json:
+        args.json.write_text(json.dumps(runs, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
