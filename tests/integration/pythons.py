@@ -250,6 +250,42 @@ def venv_with_numpy(version, cache_dir: Optional[str] = None,
         return str(python), f"new venv for CPython {interp.version}: {note}"
 
 
+SERVER_PACKAGES = ("gunicorn", "uvicorn", "fastapi")
+
+
+def venv_with_servers(version, cache_dir: Optional[str] = None,
+                      timeout: float = 900.0) -> Tuple[Optional[str], str]:
+    """(python path, reason) for the numpy venv of `version` with gunicorn, uvicorn and FastAPI
+    added (pip picks the newest releases that support that CPython), or (None, reason) when
+    there are none for it."""
+    python, reason = venv_with_numpy(version, cache_dir, timeout)
+    if python is None:
+        return None, reason
+    venv = Path(python).parent.parent
+    marker = venv / ".servers-ready"
+    with open(venv.parent / f".{venv.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists():
+            return python, f"cached: {marker.read_text().strip()}"
+        try:
+            pip = subprocess.run([python, "-m", "pip", "install", "--prefer-binary", *SERVER_PACKAGES],
+                                 capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None, f"installing {', '.join(SERVER_PACKAGES)} took over {timeout:.0f} s"
+        if pip.returncode != 0:
+            return None, (f"no {', '.join(SERVER_PACKAGES)} release installs on CPython {version}: "
+                          f"{_last_lines(pip.stderr + pip.stdout)}")
+        versions = subprocess.run(
+            [python, "-c", "import gunicorn, uvicorn, fastapi;"
+                           "print('gunicorn', gunicorn.__version__, 'uvicorn', uvicorn.__version__,"
+                           " 'fastapi', fastapi.__version__)"],
+            capture_output=True, text=True)
+        if versions.returncode != 0:
+            return None, f"the server packages do not import on CPython {version}: {_last_lines(versions.stderr)}"
+        marker.write_text(versions.stdout.strip() + "\n")
+        return python, versions.stdout.strip()
+
+
 if __name__ == "__main__":  # python -m tests.integration.pythons [--venvs]
     for interp in available_pythons():
         ok, why = py_spy_supports(interp.version)

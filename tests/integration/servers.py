@@ -31,6 +31,7 @@ Standard library + psutil.
 
 from __future__ import annotations
 
+import functools
 import http.client
 import math
 import os
@@ -87,9 +88,11 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def server_program(name: str) -> List[str]:
-    """argv prefix for `gunicorn` / `uvicorn`: the script next to sys.executable, else
-    `python -m NAME`."""
+def server_program(name: str, python: Optional[str] = None) -> List[str]:
+    """argv prefix for `gunicorn` / `uvicorn`: `PYTHON -m NAME` for a given interpreter (another
+    CPython's venv), else the script next to sys.executable, else `python -m NAME`."""
+    if python is not None:
+        return [python, "-m", name]
     beside = BIN_DIR / name
     if beside.is_file() and os.access(beside, os.X_OK):
         return [str(beside)]
@@ -102,15 +105,28 @@ def _app_target(app_module: str) -> str:
 
 # -- command builders -------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=None)
+def _has_option(program: tuple, option: str) -> bool:
+    """Does this server program know `option`? (older gunicorns lack the newest flags)"""
+    try:
+        out = subprocess.run([*program, "--help"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return option in out.stdout
+
+
 def _gunicorn(app_module: str, port: int, workers: int, worker_args: Sequence[str],
-              extra: Sequence[str]) -> List[str]:
-    return [*server_program("gunicorn"),
+              extra: Sequence[str], python: Optional[str] = None) -> List[str]:
+    program = server_program("gunicorn", python)
+    no_control = (["--no-control-socket"] if _has_option(tuple(program), "--no-control-socket")
+                  else [])
+    return [*program,
             "-w", str(workers), *worker_args,
             "-b", f"{LOOPBACK}:{port}",
             "--chdir", str(SERVERS),
             # gunicorn 27 opens a control socket at ~/.gunicorn/gunicorn.ctl by default: two
             # servers at once would fight over it, and it adds a thread to the master.
-            "--no-control-socket",
+            *no_control,
             # py-spy may stop a worker for seconds (dump --native); don't let the arbiter kill it.
             "--timeout", "120",
             "--graceful-timeout", "5",
@@ -119,9 +135,10 @@ def _gunicorn(app_module: str, port: int, workers: int, worker_args: Sequence[st
 
 
 def gunicorn_sync(app_module: str, port: int, workers: int = 3,
-                  extra: Sequence[str] = ()) -> List[str]:
-    """`gunicorn -w WORKERS -k sync` serving fixtures/servers/APP_MODULE (`:app` unless given)."""
-    return _gunicorn(app_module, port, workers, ["-k", "sync"], extra)
+                  extra: Sequence[str] = (), python: Optional[str] = None) -> List[str]:
+    """`gunicorn -w WORKERS -k sync` serving fixtures/servers/APP_MODULE (`:app` unless given);
+    `python`: run it with that interpreter (`PYTHON -m gunicorn`)."""
+    return _gunicorn(app_module, port, workers, ["-k", "sync"], extra, python)
 
 
 def gunicorn_gthread(app_module: str, port: int, workers: int = 3, threads: int = 4,
@@ -150,7 +167,8 @@ def gunicorn_asgi(app_module: str, port: int, workers: int = 2,
 
 
 def uvicorn_app(app_module: str, port: int, workers: Optional[int] = None,
-                loop: Optional[str] = None, extra: Sequence[str] = ()) -> List[str]:
+                loop: Optional[str] = None, extra: Sequence[str] = (),
+                python: Optional[str] = None) -> List[str]:
     """`uvicorn APP --app-dir fixtures/servers --host 127.0.0.1 --port PORT [--workers N]`.
 
     Without `workers` (or with 1) uvicorn serves in the started process itself; with N > 1 the
@@ -158,7 +176,7 @@ def uvicorn_app(app_module: str, port: int, workers: Optional[int] = None,
     (default: uvicorn's `auto`, which is uvloop when installed, as here). Access logging is off:
     a log line per request would add logging work to every profile.
     """
-    argv = [*server_program("uvicorn"), _app_target(app_module),
+    argv = [*server_program("uvicorn", python), _app_target(app_module),
             "--app-dir", str(SERVERS),
             "--host", LOOPBACK, "--port", str(port),
             "--no-access-log",

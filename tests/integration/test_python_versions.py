@@ -105,12 +105,21 @@ def check_blas_fanout(report):
     assert fan["intra_op_libraries"] == "OpenBLAS", fan
 
 
+def check_process_pool(report):
+    assert report["verdict"]["primary"] == "preprocess_bound", summary(report)
+    top = finding(report, "preprocess_bound")["sites"][0]
+    assert top["file"].endswith("process_pool.py"), summary(report)
+    roles = [p["role"] for p in report["processes"]]
+    assert roles.count("master") == 1 and roles.count("worker") >= 3, report["processes"]
+
+
 CHECKS = {
     "gil_contention": check_gil_contention,
     "pool_wait": check_pool_wait,
     "logging_lock": check_logging_lock,
     "unbounded_backlog": check_unbounded_backlog,
     "blas_fanout": check_blas_fanout,
+    "process_pool": check_process_pool,  # attached at the parent: its worker processes' verdict
 }
 
 # Version-major order: each venv is made (or found in the cache) once, before its five runs.

@@ -1,0 +1,67 @@
+"""Real servers on every CPython version py-spy supports that this machine has.
+
+For each interpreter, a cached venv with numpy, gunicorn, uvicorn and FastAPI
+(`pythons.venv_with_servers`; pip picks the newest releases that support that CPython) runs the
+server fixtures; the CLI runs on the default interpreter and attaches the real py-spy at the pid
+a user sees first. A version is skipped with the reason when py-spy does not support it or no
+release of the server packages installs on it. The running interpreter's own version is covered
+by test_real_servers.py.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.integration import pythons
+from tests.integration.conftest import requires_ptrace
+from tests.integration.servers import free_port, gunicorn_sync, load, start_server, uvicorn_app
+from tests.integration.test_python_versions import INTERPRETERS, summary
+
+pytestmark = [pytest.mark.integration, requires_ptrace]
+
+DURATION = "4"
+
+
+def server_python(interp: pythons.Interpreter) -> str:
+    supported, why = pythons.py_spy_supports(interp.version)
+    if not supported:
+        pytest.skip(f"CPython {interp.version}: py-spy does not support it ({why})")
+    if interp.version_info[:2] == sys.version_info[:2]:
+        pytest.skip(f"CPython {interp.version} is the running interpreter: test_real_servers.py")
+    python, reason = pythons.venv_with_servers(interp.minor_version)
+    if python is None:
+        pytest.skip(f"CPython {interp.version}: {reason}")
+    return python
+
+
+def diagnose_server(argv, port, out_dir) -> dict:
+    with start_server(argv, port) as server:
+        with load(server.url("/predict"), seconds=12, connections=8):
+            proc, report = run_cli("attach", server.pid, "--duration", DURATION, "--json",
+                                   "--output-dir", out_dir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return report
+
+
+@pytest.mark.parametrize("interp", INTERPRETERS, ids=[i.version for i in INTERPRETERS])
+def test_gunicorn_master_gives_preprocess_bound_on_every_python(interp, out_dir):
+    python = server_python(interp)
+    port = free_port()
+    report = diagnose_server(gunicorn_sync("wsgi_preprocess", port, workers=3, python=python),
+                             port, out_dir)
+    assert report["verdict"]["primary"] == "preprocess_bound", summary(report)
+    top = next(f for f in report["findings"] if f["id"] == "preprocess_bound")["sites"][0]
+    assert top["file"].endswith("wsgi_preprocess.py"), summary(report)
+
+
+@pytest.mark.parametrize("interp", INTERPRETERS, ids=[i.version for i in INTERPRETERS])
+def test_uvicorn_inline_endpoint_is_event_loop_blocked_on_every_python(interp, out_dir):
+    python = server_python(interp)
+    port = free_port()
+    report = diagnose_server(uvicorn_app("asgi_inline", port, python=python), port, out_dir)
+    assert report["verdict"]["primary"] == "event_loop_blocked", summary(report)
+    blocked = next(f for f in report["findings"] if f["id"] == "event_loop_blocked")
+    assert blocked["sites"][0]["function"].endswith("predict"), summary(report)
