@@ -83,7 +83,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 WORKLOAD_DIR = REPO / "fixtures" / "workloads"
 
-# name -> (fixture script, request threads (worker processes for a process tree), what it stands for)
+# name -> (fixture script, request threads (worker processes for a tree), what it stands for)
 WORKLOADS = {
     "ten": ("lock_contention", 10, "~10 request threads queueing on one model lock"),
     "sixtyfour": ("scheduler_overhead", 64, "64 runnable request threads on the cores"),

@@ -19,6 +19,12 @@ def run(analysis, settings):
     total = float(req["count"].sum())
     if total == 0:
         return NotApplicable(ID, "no request threads were seen handling work")
+    # The GIL is only contended between threads: a one-thread worker process (a gunicorn sync
+    # worker) caught while re-taking it after a syscall is not waiting for anyone.
+    running = analysis.samples[analysis.samples["state"].isin(("python", "native", "gil"))]
+    if running["thread"].nunique() < 2:
+        return NotApplicable(ID, "only one thread of this process ran Python: nothing to contend "
+                                 "with for the GIL")
     if analysis.profile.native or analysis.profile.calibrated:
         return _from_native_frames(analysis, settings, total)
     return _estimated_from_cpu_time(analysis, settings, req, total)
