@@ -1,0 +1,67 @@
+"""The service's verdict from its processes: merging per-process findings, fleet findings."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from diagnose.checks.base import Finding, load_check_settings
+from diagnose.checks.engine import CheckResults, Verdict
+from diagnose.checks.service import _merge, worker_imbalance
+
+
+def finding(check_id, score, summary="s"):
+    return Finding(id=check_id, title=check_id, score=score, severity="critical" if score >= 75 else "ok",
+                   summary=summary, evidence={})
+
+
+def results(*findings):
+    return CheckResults(tuple(findings), (), Verdict("x", "x", "ok"))
+
+
+def service(loads, cores=2, roles=None):
+    roles = roles or ["worker"] * len(loads)
+    views = [SimpleNamespace(pid=100 + i, role=role, cpu_cores=load)
+             for i, (load, role) in enumerate(zip(loads, roles))]
+    return SimpleNamespace(processes=views, combined=SimpleNamespace(os=SimpleNamespace(usable_cores=cores)))
+
+
+SETTINGS = load_check_settings()["worker_imbalance"]
+
+
+def test_merged_score_weighs_each_worker_by_the_cpu_it_used():
+    merged = _merge([results(finding("preprocess_bound", 100, "busy worker")),
+                     results(finding("preprocess_bound", 0, "idle worker"))],
+                    [1, 2], np.array([0.9, 0.1]))
+    (only,) = merged
+    assert only.score == 90
+    assert only.summary.startswith("in 1 of 2 worker processes: busy worker")
+    assert only.evidence["pid"] == 1
+
+
+def test_a_finding_missing_in_a_worker_counts_as_zero_there():
+    merged = _merge([results(finding("lock_contention", 80)), results()], [1, 2], np.array([0.5, 0.5]))
+    assert merged[0].score == 40
+
+
+def test_evenly_loaded_saturated_workers_raise_no_fleet_finding():
+    assert worker_imbalance(service([0.66, 0.67, 0.66]), SETTINGS).severity == "ok"
+
+
+def test_one_saturated_worker_on_two_cores_is_too_few_workers():
+    found = worker_imbalance(service([0.98]), SETTINGS)
+    assert found.severity in ("warning", "critical")
+    assert "-w 2" in found.advice[0]
+
+
+def test_one_busy_worker_beside_idle_ones_is_uneven_load():
+    found = worker_imbalance(service([0.95, 0.02, 0.03]), SETTINGS)
+    assert found.score >= 50
+    assert "uneven" in found.summary
+
+
+def test_the_master_is_never_counted_as_a_worker():
+    found = worker_imbalance(service([0.0, 0.66, 0.67, 0.66], roles=["master", "worker", "worker", "worker"]),
+                             SETTINGS)
+    assert found.evidence["workers"] == 3 and found.severity == "ok"
