@@ -59,12 +59,44 @@ def node(pid: int) -> ProcessNode | None:
         return None
 
 
-def descendants(pid: int) -> list[int]:
-    """Every live descendant pid, parents before children."""
+def _children_files(pid: int) -> list[int] | None:
+    """Direct children from /proc/<pid>/task/<tid>/children (one small read per thread), or None
+    where the kernel lacks CONFIG_PROC_CHILDREN."""
     try:
-        return [c.pid for c in psutil.Process(pid).children(recursive=True)]
-    except psutil.Error:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
         return []
+    children: list[int] = []
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as fh:
+                children.extend(int(c) for c in fh.read().split())
+        except FileNotFoundError:
+            if not os.path.exists(f"/proc/{pid}/task/{tid}"):
+                continue  # the thread exited
+            return None
+        except OSError:
+            continue
+    return children
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant pid, parents before children. Walks the tree's own /proc children
+    files when the kernel has them: the cost grows with the tree, not with every process on the
+    host (psutil's walk reads every /proc/<pid>/stat), and the /proc sampler calls this often."""
+    found, queue = [], [pid]
+    while queue:
+        children = _children_files(queue.pop(0))
+        if children is None:
+            try:
+                return [c.pid for c in psutil.Process(pid).children(recursive=True)]
+            except psutil.Error:
+                return []
+        for child in children:
+            if child not in found:
+                found.append(child)
+                queue.append(child)
+    return found
 
 
 def python_descendants(pid: int) -> list[ProcessNode]:
