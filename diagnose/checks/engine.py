@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diagnose.checks import (compute_bound, event_loop_blocked, gil_contention, lock_contention,
-                             logging_lock, pool_wait, preprocess_bound, scheduler_overhead,
-                             unbounded_backlog, underloaded)
+from diagnose.checks import (compute_bound, cpu_bound, event_loop_blocked, gil_contention,
+                             lock_contention, logging_lock, pool_wait, preprocess_bound,
+                             scheduler_overhead, stage_bound, unbounded_backlog, underloaded)
 from diagnose.checks.base import Finding, NotApplicable, load_check_settings
 
 # Order breaks score ties: the more specific, more actionable diagnosis first.
-CHECKS = (event_loop_blocked, lock_contention, pool_wait, logging_lock, unbounded_backlog, gil_contention,
-          preprocess_bound, scheduler_overhead, compute_bound, underloaded)
+CHECKS = (event_loop_blocked, stage_bound, lock_contention, pool_wait, logging_lock, unbounded_backlog, gil_contention,
+          preprocess_bound, scheduler_overhead, compute_bound, cpu_bound, underloaded)
 
 
 @dataclass(frozen=True)
@@ -35,14 +35,46 @@ def run_checks(analysis, user_rules: dict | None = None) -> CheckResults:
         result = check.run(analysis, settings[check.ID])
         (skipped if isinstance(result, NotApplicable) else findings).append((order, result))
     ranked = tuple(f for _, f in sorted(findings, key=lambda p: (-p[1].score, p[0])))
-    return CheckResults(ranked, tuple(s for _, s in skipped), verdict_for(ranked))
+    return CheckResults(ranked, tuple(s for _, s in skipped),
+                        verdict_for(ranked, describe_activity(analysis)))
 
 
-def verdict_for(findings: tuple[Finding, ...]) -> Verdict:
+def verdict_for(findings: tuple[Finding, ...], activity: str = "") -> Verdict:
+    """`activity`: what the threads did (describe_activity), the headline when nothing stands out."""
     if not findings:
         return Verdict("none", "No check could run on this data.", "ok")
     top = findings[0]
     if top.severity == "ok":
-        return Verdict("none", f"No clear bottleneck: the strongest signal is weak "
-                               f"({top.title.lower()}: {top.summary}).", "ok")
+        return Verdict("none", f"No clear bottleneck: {activity or 'no finding is strong'}.", "ok")
     return Verdict(top.id, f"{top.title.split(':')[0]} — {top.summary}", top.severity)
+
+
+_ACTIVITY = {"idle": "waiting for work", "io": "asleep or waiting on IO", "lock": "waiting on locks",
+             "gil": "waiting for the GIL", "python": "running Python", "native": "running native code",
+             "unknown": "in states the samples could not tell"}
+
+
+def describe_activity(analysis) -> str:
+    """What the threads did, for a service that is neither busy nor waiting on anything."""
+    samples = analysis.samples
+    total = float(samples["count"].sum())
+    if not total:
+        return ""
+    by_state = samples.groupby("state", observed=True)["count"].sum().sort_values(ascending=False)
+    state = str(by_state.index[0])
+    share = float(by_state.iloc[0]) / total
+    words = _ACTIVITY.get(state, state)
+    these = samples[(samples["state"] == state) & (samples["site"] >= 0)]
+    where = ""
+    if not these.empty:
+        frame = analysis.frame(int(these.groupby("site")["count"].sum().idxmax()))
+        line = ""
+        try:
+            import linecache
+            line = linecache.getline(frame.file, frame.line).strip() if frame.line else ""
+        except Exception:
+            pass
+        if state == "io" and "sleep(" in line:
+            words = "asleep in time.sleep"
+        where = f", most in {frame.function} ({frame.file.rsplit('/', 1)[-1]}:{frame.line})"
+    return f"the threads were {words} {100 * share:.0f}% of the time{where}"

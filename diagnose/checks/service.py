@@ -16,7 +16,7 @@ import dataclasses
 import numpy as np
 
 from diagnose.checks.base import Finding, load_check_settings, make_finding, pct, ramp, severity_for
-from diagnose.checks.engine import CHECKS, CheckResults, run_checks, verdict_for
+from diagnose.checks.engine import CHECKS, CheckResults, describe_activity, run_checks, verdict_for
 from diagnose.model.service import Service, worker_load
 
 WEIGHT_FLOOR_CORES = 0.02  # every worker weighs at least this many cores' worth
@@ -41,7 +41,8 @@ def run_service_checks(service: Service, user_rules: dict | None = None
     first = per_process[workers[0].pid]
     applicable = {f.id for f in ranked}
     skipped = tuple(n for n in first.not_applicable if n.id not in applicable)
-    return CheckResults(ranked, skipped, verdict_for(ranked)), per_process
+    return (CheckResults(ranked, skipped, verdict_for(ranked, describe_activity(service.combined))),
+            per_process)
 
 
 def _merge(results: list[CheckResults], pids: list, weights: np.ndarray) -> list[Finding]:

@@ -15,6 +15,12 @@ def run(analysis, settings):
     total = float(samples["count"].sum())
     idle = samples[samples["state"] == "idle"]
     share = float(idle["count"].sum()) / total if total else 0.0
+    structure = analysis.structure
+    stages = [st for st in structure.stages if st.role in ("stage", "batcher")]
+    if structure.pipeline and stages:
+        # A pipeline is underloaded only when every stage waits for input: a stage blocked on
+        # put, or busy, is waiting for (or is) the bottleneck, not for requests.
+        share = min(st.starved_share for st in stages)
     score = ramp(share, settings["low"], settings["high"])
     utilization = analysis.os.cpu_utilization if analysis.os is not None else None
     if utilization is not None:

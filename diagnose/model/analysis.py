@@ -32,6 +32,7 @@ class Analysis:
     threads: pd.DataFrame  # index: thread index; tid, name, role, samples, one column per state
     os: ProcessOS | None
     meta: dict = field(default_factory=dict)  # target and sampling facts
+    process_role: str = "single"  # set by the service model: master / worker / helper / single
 
     @property
     def request_threads(self) -> pd.DataFrame:
@@ -42,6 +43,12 @@ class Analysis:
 
     def frame(self, frame_id: int):
         return self.profile.frames[frame_id]
+
+    @functools.cached_property
+    def structure(self):
+        """Stages, their queues and who waits for whom (model/structure.py)."""
+        from diagnose.model.structure import build_structure
+        return build_structure(self)
 
     @functools.cached_property
     def event_loops(self):

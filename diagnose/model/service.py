@@ -91,6 +91,8 @@ def build_service(profile: Profile, categorizer, tree=None, meta: dict | None = 
         _lifetime(view, tree)
         views.append(view)
     assign_roles(views)
+    for view in views:
+        view.analysis.process_role = view.role
     summaries = [v.analysis.os for v in views if v.analysis.os is not None]
     combined = analysis_of(profile, stacks, None, meta, combine(summaries) if summaries else None)
     return Service(combined, views)

@@ -133,6 +133,8 @@ def build_report(service: Service, results: CheckResults, per_process: dict | No
                   for view in service.processes if view.role != "master"
                   for w in view.analysis.waits],
         "processes": process_rows(service, per_process),
+        "structure": [dict(view.analysis.structure.to_dict(), pid=view.pid)
+                      for view in service.processes if view.analysis.structure.stages],
         "event_loops": [loop.to_dict() for view in service.processes
                         for loop in view.analysis.event_loops],
         "not_applicable": [{"id": n.id, "reason": n.reason} for n in results.not_applicable],

@@ -1,0 +1,76 @@
+"""cpu_bound: busy threads saturate their CPU share in code no frame category claims.
+
+A thread busy nearly all the time is a bottleneck whatever its code is called: a one-thread
+gunicorn worker running a pure-Python feature extractor is saturated even if no pattern names
+its function. Names the hottest functions by self time (the innermost Python frame) and total
+time (anywhere on the stack), and whether they hold the GIL.
+"""
+
+from __future__ import annotations
+
+from diagnose.checks.base import NotApplicable, Site, busy_samples, make_finding, pct, ramp
+
+ID = "cpu_bound"
+
+
+def run(analysis, settings):
+    req = analysis.request_samples()
+    total = float(req["count"].sum())
+    if total == 0:
+        return NotApplicable(ID, "no request threads were seen handling work")
+    busy = busy_samples(req)
+    busy_total = float(busy["count"].sum())
+    if busy_total == 0:
+        return NotApplicable(ID, "request threads were never busy")
+    busy_share = busy_total / total
+    other = busy[busy["phase"] == "other"]
+    other_share = float(other["count"].sum()) / busy_total
+    python_share = float(busy[busy["state"].isin(("python", "gil"))]["count"].sum()) / busy_total
+    # Saturated threads, scaled by how much of their work no other finding explains.
+    score = ramp(busy_share, settings["low"], settings["high"]) * min(1.0, other_share / 0.6)
+    self_sites = _self_time(analysis, other, busy_total)
+    total_sites = _total_time(analysis, other, busy_total)
+    evidence = {"busy_share_of_request_time": busy_share, "unclassified_share_of_busy": other_share,
+                "python_share_of_busy": python_share, "busy_samples": int(busy_total),
+                "self_time": {f"{s.function} ({s.file.rsplit('/', 1)[-1]}:{s.line})": s.share
+                              for s in self_sites},
+                "total_time": {s.function: s.share for s in total_sites}}
+    hottest = self_sites[0].function if self_sites else "?"
+    holds = "running pure Python (holding the GIL)" if python_share > 0.5 else "running native code"
+    summary = (f"request threads are busy {pct(busy_share)} of the time, {pct(other_share)} of it in "
+               f"code no category names, {holds}; hottest: {hottest}")
+    if python_share > 0.5:
+        advice = [f"{hottest} is pure Python and holds the GIL while the threads queue for it: "
+                  "vectorise it (numpy), move it to native code that releases the GIL, or run it in "
+                  "processes (more worker processes, a ProcessPoolExecutor).",
+                  "Threads will not add throughput to GIL-bound code: size the pool to the cores."]
+    else:
+        advice = [f"{hottest} runs native code on every busy core: a faster implementation or "
+                  "more cores (workers or replicas) are the levers; threads beyond the cores only "
+                  "queue."]
+    return make_finding(ID, settings, score, summary, evidence, self_sites[:3] + total_sites[:2],
+                        advice=advice)
+
+
+def _self_time(analysis, samples, reference, limit=5):
+    grouped = samples[samples["site"] >= 0].groupby("site")["count"].sum().sort_values(ascending=False)
+    return [Site(analysis.frame(int(f)).function, analysis.frame(int(f)).file,
+                 analysis.frame(int(f)).line, round(float(c) / reference, 4))
+            for f, c in grouped.head(limit).items()]
+
+
+def _total_time(analysis, samples, reference, limit=5):
+    """Inclusive time per function: each Python frame of a stack counted once per sample."""
+    per_stack = samples.groupby("stack")["count"].sum()
+    totals: dict = {}
+    for sid, count in per_stack.items():
+        seen = set()
+        for fid in analysis.profile.stacks[int(sid)]:
+            frame = analysis.frame(fid)
+            key = (frame.function, frame.file)
+            if frame.native or key in seen:
+                continue
+            seen.add(key)
+            totals[key] = totals.get(key, 0) + int(count)
+    ranked = sorted(totals.items(), key=lambda kv: -kv[1])[:limit]
+    return [Site(fn, file, 0, round(c / reference, 4)) for (fn, file), c in ranked]

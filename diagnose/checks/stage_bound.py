@@ -1,0 +1,94 @@
+"""stage_bound: one pipeline stage limits the service while its neighbours wait on it.
+
+By the utilization law a pipeline serves at the rate of its slowest stage: the stage whose
+threads are busy nearly all the time while its upstream blocks on `put` into the full queue
+between them and its downstream starves on `get`. Every item passes every stage, so each
+stage's busy thread-seconds are proportional to its time per item: threads go to stages in
+that proportion. A stage that runs pure Python holds the GIL: more threads will not help.
+"""
+
+from __future__ import annotations
+
+import math
+
+from diagnose.checks.base import NotApplicable, Site, make_finding, pct, ramp, short_path
+
+ID = "stage_bound"
+
+
+def run(analysis, settings):
+    structure = analysis.structure
+    if not structure.pipeline or structure.bottleneck is None:
+        return NotApplicable(ID, "no pipeline of stages joined by queues was seen")
+    stage = structure.stage(structure.bottleneck)
+    waits = [e for e in structure.edges if e.holder == stage.name
+             and e.kind in ("starved", "backpressure", "result")]
+    waiting = max((e.share for e in waits), default=0.0)
+    score = 100 * (ramp(stage.utilization, settings["busy_low"], settings["busy_high"]) / 100
+                   * ramp(waiting, settings["low"], settings["high"]) / 100)
+    linked = [s for s in structure.stages if s.role in ("stage", "batcher")]
+    window = (analysis.os.window_s if analysis.os is not None else None) or _window(analysis)
+    rates = {s.name: s.busy_thread_seconds / window for s in linked} if window else {}
+    n = len(stage.threads)
+    pure_python = stage.python_share > settings["pure_python_share"]
+    cores = analysis.os.usable_cores if analysis.os is not None else None
+    cpu_used = analysis.os.cpu_s / analysis.os.window_s if analysis.os is not None and analysis.os.window_s else None
+    gain, proposal, inputs = _predict(stage, linked, rates, n, cores, cpu_used, pure_python)
+    evidence = {
+        "stage": stage.name, "stage_threads": n, "stage_busy_share": stage.utilization,
+        "stage_python_share_of_busy": stage.python_share,
+        "waiting_on_it": {e.waiter: e.share for e in waits},
+        "busy_threads_per_stage": {name: round(r, 3) for name, r in rates.items()},
+        "stage_threads_by_stage": {s.name: len(s.threads) for s in linked},
+        "proposed_threads": proposal,
+        "predicted_gain": gain, "predicted_gain_inputs": inputs,
+    }
+    neighbours = ", ".join(f"{e.waiter} {'blocked on put' if e.kind == 'backpressure' else 'starved on get' if e.kind == 'starved' else 'waiting for results'} {pct(e.share)}"
+                           for e in waits[:3])
+    summary = (f"pipeline stage {stage.name} ({n} thread{'s' if n > 1 else ''}) is busy "
+               f"{pct(stage.utilization)} of the time while {neighbours}")
+    sites = [Site(stage.function, stage.file, stage.line, stage.utilization)]
+    for other in linked:
+        if other.name != stage.name and other.file == stage.file:
+            sites.append(Site(other.function, other.file, other.line, other.utilization))
+    if pure_python:
+        advice = [f"{stage.name} runs pure Python {pct(stage.python_share)} of its busy time and "
+                  f"holds the GIL: more threads in it will not help. Vectorise it (numpy), move it "
+                  f"to native code that releases the GIL, or run the stage in processes.",
+                  "Then re-balance the stages by their measured time per item."]
+    else:
+        advice = [f"Give {stage.name} {proposal[stage.name]} threads (today {n}): threads per stage in "
+                  f"proportion to each stage's time per item ("
+                  + ", ".join(f"{k}: {v:.2f} busy threads" for k, v in rates.items())
+                  + f"). Predicted: {gain:.2f}x the throughput (estimate: {inputs}).",
+                  "Keep the queues between stages bounded: backpressure is what tells you which "
+                  "stage is slow."]
+    return make_finding(ID, settings, score, summary, evidence, sites, advice=advice)
+
+
+def _window(analysis) -> float | None:
+    ticks = analysis.threads["samples"].max() if len(analysis.threads) else 0
+    return float(ticks) * (analysis.profile.interval_s or 0.01) or None
+
+
+def _predict(stage, linked, rates, n, cores, cpu_used, pure_python):
+    """Utilization law: throughput grows with the bottleneck's threads until the next stage
+    saturates or the cores run out."""
+    rate = rates.get(stage.name) or n * stage.utilization or 1e-9
+    others = [len(s.threads) / rates[s.name] for s in linked
+              if s.name != stage.name and rates.get(s.name)]
+    next_stage = min(others) if others else math.inf
+    core_room = (cores / cpu_used) if cores and cpu_used else math.inf
+    if pure_python:
+        # One GIL: the process runs at most one core of Python; threads add nothing.
+        proposal = {s.name: len(s.threads) for s in linked}
+        return 1.0, proposal, "pure-Python stage: threads share one GIL"
+    target = min(next_stage, core_room, 4.0)
+    wanted = max(n + 1, math.ceil(target * rate - 1e-6)) if target > 1 else n + 1
+    gain = min(wanted / rate, next_stage, core_room)
+    proposal = {s.name: len(s.threads) for s in linked}
+    proposal[stage.name] = int(wanted)
+    inputs = (f"{stage.name} busy {rate:.2f} threads of {n}; next stage saturates at "
+              f"{next_stage:.2f}x; cores allow {core_room:.2f}x ({cpu_used or 0:.2f} of {cores or 0:g} "
+              f"cores in use)")
+    return round(max(gain, 1.0), 2), proposal, inputs

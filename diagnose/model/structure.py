@@ -1,0 +1,333 @@
+"""The process's structure, read from the samples: which threads play which part, and who waits
+for whom.
+
+Threads are grouped by what they loop on: the outermost user function of their stacks (the
+function a `threading.Thread` runs, the function a pool worker's work items run). A group is a
+*stage* when its threads take work from a queue at the top of their loop (`q.get()` in the loop
+function) — pipeline stages and batchers; the queues join the stages, matched by the name the
+code gives the queue at its `get` / `put` sites (`decoded.put(...)` in one stage and
+`decoded.get()` in another are one queue). Wait-for edges:
+
+- starved: a stage waiting in `get` on its input queue waits for the stage that puts to it;
+- backpressure: a stage blocked in `put` into a full queue waits for the stage that gets from it;
+- result: a thread waiting for its own result (`Future.result()`, `Event.wait()`) waits for the
+  stage that serves the queue it submitted to (the `put` / `submit` just above the wait);
+- lock / GIL: from the wait-site table (model/waits.py) — a lock waits for its holder.
+
+The bottleneck stage, by the utilization law: the stage whose threads are busiest relative to
+their number while a neighbour waits on it (its upstream blocked on put, its downstream starved
+on get, or threads waiting for their results).
+"""
+
+from __future__ import annotations
+
+import linecache
+import re
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from diagnose.model.profile import Frame
+
+BUSY = ("python", "native", "gil")
+_QUEUE_CALL = re.compile(r"([A-Za-z_][\w]*)\s*(?:\[[^\]]*\])?\s*\.\s*(get|put|get_nowait|put_nowait|"
+                         r"submit|append|appendleft|popleft)\s*\(")
+_QUEUE_FILES = ("queue.py",)
+_RESULT_WAIT = re.compile(r"^((Future\.)?result|(Event\.)?wait)$")
+_PLUMBING = (("threading.py", re.compile(r"(_bootstrap|_bootstrap_inner|run)$")),
+             ("concurrent/futures/thread.py", re.compile(r"(_worker|run)$")))
+SUBMIT_LOOKBACK_LINES = 25  # how far above a result wait to look for the put/submit that fed it
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str  # the loop function
+    role: str  # "stage", "batcher", "request", "event_loop", "supervisor", "idle", "other"
+    function: str
+    file: str
+    line: int
+    threads: tuple[int, ...]  # thread indices
+    tids: tuple[int, ...]
+    samples: int
+    busy_share: float  # per thread: running or runnable (python / native / GIL wait)
+    python_share: float  # of busy samples, running Python (holding or wanting the GIL)
+    starved_share: float  # waiting in get on its input queue
+    blocked_put_share: float  # blocked putting into a full queue
+    result_wait_share: float  # waiting for a result another thread produces
+    gets: tuple[str, ...] = ()  # queue names
+    puts: tuple[str, ...] = ()
+    busy_thread_seconds: float = 0.0
+
+    @property
+    def utilization(self) -> float:
+        return self.busy_share
+
+
+@dataclass(frozen=True)
+class WaitEdge:
+    waiter: str  # stage name
+    kind: str  # "starved", "backpressure", "result", "lock", "gil"
+    resource: str  # "queue decoded", "lock at file:line", "GIL"
+    holder: str | None  # the stage waited for, when known
+    share: float  # of the waiter's samples
+
+    def __post_init__(self):
+        object.__setattr__(self, "share", round(float(self.share), 4))
+
+
+@dataclass
+class Structure:
+    stages: list[Stage] = field(default_factory=list)
+    edges: list[WaitEdge] = field(default_factory=list)
+    bottleneck: str | None = None  # stage name
+    pipeline: bool = False  # two or more stages joined by a queue
+
+    def stage(self, name: str) -> Stage | None:
+        return next((s for s in self.stages if s.name == name), None)
+
+    def to_dict(self) -> dict:
+        stages = []
+        for stage in self.stages:
+            row = asdict(stage)
+            row.pop("threads")  # indices into one analysis: the tids say the same outside it
+            stages.append(dict(row, utilization=round(stage.utilization, 4)))
+        return {"stages": stages,
+                "edges": [asdict(e) for e in self.edges], "bottleneck": self.bottleneck,
+                "pipeline": self.pipeline}
+
+
+def _is(frame: Frame, suffix: str, pattern: re.Pattern) -> bool:
+    return frame.file.endswith(suffix) and bool(pattern.search(frame.function))
+
+
+def loop_frame(frames: list[Frame]) -> int:
+    """Index of the thread's loop function: the outermost frame that is not thread or pool
+    plumbing (a pool worker's loop is the function its work items run)."""
+    for i, f in enumerate(frames):
+        if f.native or any(_is(f, s, p) for s, p in _PLUMBING):
+            continue
+        return i
+    return -1
+
+
+def _line(frame: Frame) -> str:
+    try:
+        return linecache.getline(frame.file, frame.line) if frame.line else ""
+    except Exception:  # unreadable source is no evidence
+        return ""
+
+
+def queue_op(frames: list[Frame]) -> tuple[str, str, int] | None:
+    """(op, queue name, caller index) when the stack is inside `queue.Queue.get/put`."""
+    for i in range(len(frames) - 1, -1, -1):
+        f = frames[i]
+        if f.native or not f.file.endswith(_QUEUE_FILES):
+            continue
+        op = f.function.rsplit(".", 1)[-1]
+        if op not in ("get", "put"):
+            continue
+        caller = next((j for j in range(i - 1, -1, -1)
+                       if not frames[j].native and not frames[j].file.endswith(_QUEUE_FILES)), -1)
+        if caller < 0:
+            return None
+        return op, _queue_name(frames[caller], op), caller
+    return None
+
+
+def _queue_name(frame: Frame, op: str) -> str:
+    for name, call in _QUEUE_CALL.findall(_line(frame)):
+        if call.startswith(op):
+            return name
+    return f"{frame.function}:{frame.line}"
+
+
+def source_queue_ops(frame: Frame) -> tuple[set[str], set[str]]:
+    """(queues got from, queues put to) by the function of `frame`, read from its source: a
+    stage's loop names its queues even when the samples never caught it inside get or put."""
+    gets, puts = set(), set()
+    number = frame.line
+    try:
+        while number > 0:
+            text = linecache.getline(frame.file, number)
+            if not text:
+                return gets, puts
+            if re.match(r"\s*(async\s+)?def\s", text):
+                break
+            number -= 1
+        if number <= 0:
+            return gets, puts
+        indent = len(text) - len(text.lstrip())
+        for k in range(number + 1, number + 400):
+            text = linecache.getline(frame.file, k)
+            if not text:
+                break
+            if text.strip() and len(text) - len(text.lstrip()) <= indent:
+                break
+            for name, call in _QUEUE_CALL.findall(text):
+                (gets if call in ("get", "get_nowait", "popleft") else puts).add(name)
+    except Exception:  # unreadable source: no evidence
+        pass
+    return gets, puts
+
+
+def result_wait(frames: list[Frame]) -> int | None:
+    """Index of the caller when the stack waits for a result (Future.result / Event.wait)."""
+    for i in range(len(frames) - 1, -1, -1):
+        f = frames[i]
+        if f.native:
+            continue
+        name = f.function
+        if (f.file.endswith("concurrent/futures/_base.py") and _RESULT_WAIT.match(name)) or (
+                f.file.endswith("threading.py") and name in ("Event.wait",)):
+            caller = next((j for j in range(i - 1, -1, -1) if not frames[j].native
+                           and not frames[j].file.endswith(("threading.py", "concurrent/futures/_base.py"))), -1)
+            return caller if caller >= 0 else None
+    return None
+
+
+def _submitted_to(frame: Frame) -> str | None:
+    """The queue a waiter fed: the nearest `x.put(` / `x.submit(` line above its wait line."""
+    for number in range(frame.line - 1, max(0, frame.line - SUBMIT_LOOKBACK_LINES), -1):
+        try:
+            text = linecache.getline(frame.file, number)
+        except Exception:
+            return None
+        for name, call in _QUEUE_CALL.findall(text):
+            if call in ("put", "put_nowait", "submit", "append", "appendleft"):
+                return name
+        if re.match(r"\s*(async\s+)?def\s", text):
+            return None
+    return None
+
+
+def build_structure(analysis) -> Structure:
+    profile, samples = analysis.profile, analysis.samples
+    if samples.empty:
+        return Structure()
+    per_stack = {}
+    for sid in np.unique(samples["stack"].to_numpy()):
+        frames = [profile.frames[i] for i in profile.stacks[int(sid)]]
+        loop = loop_frame(frames)
+        op = queue_op(frames)
+        waiter = result_wait(frames) if op is None else None
+        submitted = _submitted_to(frames[waiter]) if waiter is not None else None
+        per_stack[int(sid)] = (frames[loop] if loop >= 0 else None, op, submitted)
+    loop_threads = {loop.tid for loop in analysis.event_loops}
+    master = analysis.process_role == "master"
+    groups: dict[tuple, list[int]] = {}
+    thread_loop = {}
+    for thread, group in samples.groupby("thread", sort=True):
+        frames = [per_stack[int(s)][0] for s in group["stack"].to_numpy()]
+        counts = group["count"].to_numpy()
+        tally: dict = {}
+        for frame, count in zip(frames, counts):
+            if frame is not None:
+                key = (frame.function, frame.file)
+                tally[key] = tally.get(key, 0) + int(count)
+        if not tally:
+            continue
+        key = max(tally, key=tally.get)
+        thread_loop[int(thread)] = key
+        groups.setdefault(key, []).append(int(thread))
+    interval = profile.interval_s or 0.01
+    stages = []
+    for (function, file), threads in groups.items():
+        rows = samples[samples["thread"].isin(threads)]
+        total = float(rows["count"].sum())
+        state = rows["state"].astype(str).to_numpy()
+        counts = rows["count"].to_numpy()
+        ops = [per_stack[int(s)][1] for s in rows["stack"].to_numpy()]
+        submits = [per_stack[int(s)][2] for s in rows["stack"].to_numpy()]
+        busy_mask = np.isin(state, BUSY)
+        busy = float(counts[busy_mask].sum())
+        python = float(counts[np.isin(state, ("python", "gil"))].sum())
+        starved = sum(c for o, c, s in zip(ops, counts, state) if o and o[0] == "get" and s not in BUSY)
+        blocked = sum(c for o, c, s in zip(ops, counts, state) if o and o[0] == "put" and s not in BUSY)
+        waiting = sum(c for w, c, s in zip(submits, counts, state) if w and s not in BUSY)
+        tids = tuple(int(analysis.threads.loc[t, "tid"]) for t in threads)
+        loop = next((f for f in (per_stack[int(s)][0] for s in rows["stack"].to_numpy())
+                     if f is not None and (f.function, f.file) == (function, file)), None)
+        frame_line = loop.line if loop is not None else 0
+        source_gets, source_puts = source_queue_ops(loop) if loop is not None else (set(), set())
+        gets = sorted({o[1] for o in ops if o and o[0] == "get"} | source_gets)
+        puts = sorted({o[1] for o in ops if o and o[0] == "put"} | {w for w in submits if w}
+                      | source_puts)
+        role = _role(threads, tids, loop_threads, master, analysis, gets, busy / total if total else 0)
+        stages.append(Stage(
+            name=function, role=role, function=function, file=file, line=frame_line,
+            threads=tuple(threads), tids=tids, samples=int(total),
+            busy_share=round(busy / total, 4) if total else 0.0,
+            python_share=round(python / busy, 4) if busy else 0.0,
+            starved_share=round(starved / total, 4) if total else 0.0,
+            blocked_put_share=round(blocked / total, 4) if total else 0.0,
+            result_wait_share=round(waiting / total, 4) if total else 0.0,
+            gets=tuple(gets), puts=tuple(puts),
+            busy_thread_seconds=round(busy * interval, 4)))
+    structure = Structure(stages=sorted(stages, key=lambda s: -s.busy_thread_seconds))
+    _link(structure, analysis)
+    return structure
+
+
+def _role(threads, tids, loop_threads, master, analysis, gets, busy_share) -> str:
+    if master:
+        return "supervisor"
+    if any(t in loop_threads for t in tids):
+        return "event_loop"
+    if gets:
+        return "stage"
+    roles = set(analysis.threads.loc[threads, "role"])
+    if "request" in roles:
+        return "request"
+    return "idle" if roles == {"idle"} else "other"
+
+
+def _link(structure: Structure, analysis) -> None:
+    producers: dict[str, list[str]] = {}
+    consumers: dict[str, list[str]] = {}
+    for stage in structure.stages:
+        for name in stage.puts:
+            producers.setdefault(name, []).append(stage.name)
+        for name in stage.gets:
+            consumers.setdefault(name, []).append(stage.name)
+    edges = []
+    for stage in structure.stages:
+        for name in stage.gets:
+            upstream = [p for p in producers.get(name, []) if p != stage.name]
+            if stage.starved_share > 0:
+                edges.append(WaitEdge(stage.name, "starved", f"queue {name}",
+                                      upstream[0] if upstream else None, stage.starved_share))
+        for name in stage.puts:
+            downstream = [c for c in consumers.get(name, []) if c != stage.name]
+            if stage.blocked_put_share > 0 and downstream:
+                edges.append(WaitEdge(stage.name, "backpressure", f"queue {name}", downstream[0],
+                                      stage.blocked_put_share))
+            if stage.result_wait_share > 0 and downstream:
+                edges.append(WaitEdge(stage.name, "result", f"results of queue {name}",
+                                      downstream[0], stage.result_wait_share))
+    for wait in analysis.waits[:5]:
+        if wait.kind in ("lock", "rlock", "condition", "semaphore", "gil", "native_mutex"):
+            holder = None
+            if wait.holders:
+                holder = wait.holders[0].stack[0] if wait.holders[0].stack else wait.holders[0].function
+            edges.append(WaitEdge(wait.function, "gil" if wait.kind == "gil" else "lock",
+                                  "GIL" if wait.kind == "gil" else
+                                  f"{wait.label} at {wait.file.rsplit('/', 1)[-1]}:{wait.line}",
+                                  holder, wait.share))
+    structure.edges = edges
+    linked = {e.waiter for e in edges if e.holder and e.kind in ("starved", "backpressure", "result")}
+    linked |= {e.holder for e in edges if e.holder and e.kind in ("starved", "backpressure", "result")}
+    structure.pipeline = len(linked) >= 2
+    structure.bottleneck = _bottleneck(structure)
+
+
+def _bottleneck(structure: Structure) -> str | None:
+    """The busiest stage relative to its threads that something waits on."""
+    waited_on: dict[str, float] = {}
+    for edge in structure.edges:
+        if edge.holder and edge.kind in ("starved", "backpressure", "result"):
+            waited_on[edge.holder] = waited_on.get(edge.holder, 0.0) + edge.share
+    candidates = [s for s in structure.stages if s.name in waited_on]
+    if not candidates:
+        return None
+    best = max(candidates, key=lambda s: (s.utilization, waited_on[s.name]))
+    return best.name
