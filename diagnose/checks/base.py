@@ -29,6 +29,10 @@ class Finding:
     evidence: dict
     sites: tuple[Site, ...] = ()
     advice: tuple[str, ...] = ()
+    # What fixing it can buy, as a throughput ratio: an estimate from the structure found
+    # (Amdahl, the utilization law, the cores left), with the inputs in `gain_basis`.
+    predicted_gain: float | None = None
+    gain_basis: str = ""
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -87,12 +91,41 @@ def load_check_settings(user_rules: dict | None = None) -> dict[str, CheckSettin
 
 
 def make_finding(check_id: str, settings: CheckSettings, score: float, summary: str,
-                 evidence: dict, sites=(), advice=None) -> Finding:
+                 evidence: dict, sites=(), advice=None, gain: tuple[float, str] | None = None
+                 ) -> Finding:
+    """`gain`: (predicted throughput ratio, the estimate's inputs in words)."""
     score = int(round(max(0.0, min(100.0, score))))
+    predicted, basis = gain if gain is not None else (None, "")
     return Finding(id=check_id, title=settings.get("title", check_id), score=score,
                    severity=severity_for(score), summary=summary,
                    evidence={k: _plain(v) for k, v in evidence.items()}, sites=tuple(sites),
-                   advice=tuple(advice if advice is not None else settings.get("advice", [])))
+                   advice=tuple(advice if advice is not None else settings.get("advice", [])),
+                   predicted_gain=None if predicted is None else round(float(predicted), 2),
+                   gain_basis=basis)
+
+
+MAX_AMDAHL = 20.0  # a share this close to 1 says "large", not a number to trust
+
+
+def core_room(analysis) -> float | None:
+    """How much more CPU the process could use: usable cores / cores it used (OS CPU time)."""
+    os_ = analysis.os
+    if os_ is None or not os_.window_s or not os_.cpu_s:
+        return None
+    return os_.usable_cores / (os_.cpu_s / os_.window_s)
+
+
+def serial_gain(share: float, analysis, what: str) -> tuple[float, str]:
+    """Amdahl for a serialized share of request time, capped by the cores the process leaves
+    idle (removing a lock cannot buy more than the cores can run): estimate and its inputs."""
+    amdahl = min(MAX_AMDAHL, 1.0 / max(1e-9, 1.0 - min(share, 0.999)))
+    room = core_room(analysis)
+    gain = min(amdahl, room) if room is not None else amdahl
+    basis = f"estimate: {what} is {100 * share:.0f}% of request time, so at most {amdahl:.2f}x (Amdahl)"
+    if room is not None:
+        basis += f"; the cores allow {room:.2f}x ({analysis.os.cpu_s / analysis.os.window_s:.2f} of " \
+                 f"{analysis.os.usable_cores:g} usable cores in use)"
+    return max(1.0, gain), basis
 
 
 def _plain(value):

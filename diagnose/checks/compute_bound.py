@@ -47,4 +47,6 @@ def run(analysis, settings):
     sites = top_sites(analysis, model, total_busy)
     summary = (f"cores {pct(min(utilization, 1.0))} busy; {pct(share)} of request-thread busy time "
                f"is model compute" + (f", most in {sites[0].function}" if sites else ""))
-    return make_finding(ID, settings, score, summary, evidence, sites)
+    return make_finding(ID, settings, score, summary, evidence, sites,
+                        gain=(1.0, "estimate: no structural gain: the cores already run the model; "
+                                   "only a cheaper model or more cores buy throughput"))

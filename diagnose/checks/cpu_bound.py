@@ -8,7 +8,8 @@ time (anywhere on the stack), and whether they hold the GIL.
 
 from __future__ import annotations
 
-from diagnose.checks.base import NotApplicable, Site, busy_samples, make_finding, pct, ramp
+from diagnose.checks.base import (NotApplicable, Site, busy_samples, core_room, make_finding, pct,
+                                  ramp)
 
 ID = "cpu_bound"
 
@@ -48,8 +49,14 @@ def run(analysis, settings):
         advice = [f"{hottest} runs native code on every busy core: a faster implementation or "
                   "more cores (workers or replicas) are the levers; threads beyond the cores only "
                   "queue."]
+    room = core_room(analysis)
+    if python_share > 0.5 and room is not None:
+        gain = (max(1.0, room), f"estimate: GIL-bound Python run in processes can use every usable "
+                                f"core: {room:.2f}x the CPU it gets now")
+    else:
+        gain = (1.0, "estimate: the code already runs on the cores it has")
     return make_finding(ID, settings, score, summary, evidence, self_sites[:3] + total_sites[:2],
-                        advice=advice)
+                        advice=advice, gain=gain)
 
 
 def _self_time(analysis, samples, reference, limit=5):

@@ -7,11 +7,20 @@ from dataclasses import dataclass
 from diagnose.checks import (compute_bound, cpu_bound, event_loop_blocked, gil_contention,
                              lock_contention, logging_lock, pool_wait, preprocess_bound,
                              scheduler_overhead, stage_bound, unbounded_backlog, underloaded)
+from diagnose.checks.arbiter import rank
 from diagnose.checks.base import Finding, NotApplicable, load_check_settings
 
-# Order breaks score ties: the more specific, more actionable diagnosis first.
+# The causal order: it breaks ties in the ranking (checks/arbiter.py), the more specific, more
+# actionable diagnosis first.
 CHECKS = (event_loop_blocked, stage_bound, lock_contention, pool_wait, logging_lock, unbounded_backlog, gil_contention,
           preprocess_bound, scheduler_overhead, compute_bound, cpu_bound, underloaded)
+
+
+_ORDER = {check.ID: i for i, check in enumerate(CHECKS)}
+
+
+def order_of(finding) -> int:
+    return _ORDER.get(finding.id, len(_ORDER))
 
 
 @dataclass(frozen=True)
@@ -34,7 +43,7 @@ def run_checks(analysis, user_rules: dict | None = None) -> CheckResults:
     for order, check in enumerate(CHECKS):
         result = check.run(analysis, settings[check.ID])
         (skipped if isinstance(result, NotApplicable) else findings).append((order, result))
-    ranked = tuple(f for _, f in sorted(findings, key=lambda p: (-p[1].score, p[0])))
+    ranked = rank([f for _, f in findings], order_of)
     return CheckResults(ranked, tuple(s for _, s in skipped),
                         verdict_for(ranked, describe_activity(analysis)))
 

@@ -7,7 +7,8 @@ work could have run elsewhere. A loop idle in its selector most of the time is n
 
 from __future__ import annotations
 
-from diagnose.checks.base import NotApplicable, Site, make_finding, pct, ramp, short_path
+from diagnose.checks.base import (MAX_AMDAHL, NotApplicable, Site, make_finding, pct, ramp,
+                                  serial_gain, short_path)
 
 ID = "event_loop_blocked"
 _PHASE_WORDS = {"model": "model compute", "preprocess": "preprocessing",
@@ -62,8 +63,14 @@ def run(analysis, settings):
         sites.append(Site(top.call_site["function"], top.call_site["file"], top.call_site["line"],
                           top.share))
     sites += [Site(c.function, c.file, c.line, c.share) for c in app_callbacks[1:4]]
+    if top.kind == "blocking_call":
+        gain = (min(MAX_AMDAHL, 1.0 / max(1e-9, 1 - min(loop.app_share, 0.999))),
+                f"estimate: the loop waits in a blocking call {pct(loop.app_share)} of the time; "
+                f"awaited instead, the loop serves other requests meanwhile (Amdahl)")
+    else:
+        gain = serial_gain(loop.app_share, analysis, "synchronous work on the loop")
     return make_finding(ID, settings, score, summary, evidence, sites,
-                        advice=_advice(top, analysis) + list(settings.get("advice", [])))
+                        advice=_advice(top, analysis) + list(settings.get("advice", [])), gain=gain)
 
 
 def _per_request(loop) -> str:

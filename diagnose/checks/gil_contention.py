@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diagnose.checks.base import NotApplicable, Site, make_finding, pct, ramp
+from diagnose.checks.base import NotApplicable, Site, make_finding, pct, ramp, serial_gain
 from diagnose.model.waits import describe
 
 ID = "gil_contention"
@@ -52,7 +52,8 @@ def _from_native_frames(analysis, settings, total):
         evidence["holder"] = describe(gil)
         summary += (f"; the holder was most often running {top.function} "
                     f"({top.file.rsplit('/', 1)[-1]}:{top.line})")
-    return make_finding(ID, settings, score, summary, evidence, sites)
+    return make_finding(ID, settings, score, summary, evidence, sites,
+                        gain=serial_gain(share, analysis, "waiting for the GIL"))
 
 
 def _oversubscription_factor(analysis, settings, evidence) -> float:
@@ -99,4 +100,4 @@ def _estimated_from_cpu_time(analysis, settings, req, total):
     summary = (f"an estimated {pct(share)} of request-thread time waits for the GIL "
                f"(Python-active time beyond the CPU time the threads got; no native frames)")
     return make_finding(ID, settings, ramp(share, settings["low"], settings["high"]), summary,
-                        evidence, sites)
+                        evidence, sites, gain=serial_gain(share, analysis, "waiting for the GIL (estimated)"))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from diagnose.checks.base import NotApplicable, make_finding, pct, ramp, short_path, sites_from_waits
+from diagnose.checks.base import (NotApplicable, make_finding, pct, ramp, serial_gain, short_path,
+                                  sites_from_waits)
 from diagnose.model.waits import describe
 
 ID = "lock_contention"
@@ -34,4 +35,5 @@ def run(analysis, settings):
     else:
         summary = f"{pct(share)} of request-thread time waits on locks"
     return make_finding(ID, settings, ramp(share, settings["low"], settings["high"]), summary,
-                        evidence, sites_from_waits(waits))
+                        evidence, sites_from_waits(waits),
+                        gain=serial_gain(share, analysis, "waiting on locks"))

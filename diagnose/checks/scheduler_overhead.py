@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 
-from diagnose.checks.base import NotApplicable, make_finding, ramp, top_sites
+from diagnose.checks.base import (MAX_AMDAHL, NotApplicable, make_finding, ramp, serial_gain,
+                                  top_sites)
 
 ID = "scheduler_overhead"
 _POOLS = [("OpenBLAS", re.compile(r"openblas", re.I)), ("MKL", re.compile(r"libmkl|libiomp", re.I)),
@@ -90,4 +91,58 @@ def run(analysis, settings):
                    f"{intra_op} threads on {cores:g} usable cores and queue on its internal mutex "
                    f"{100 * native_mutex_share:.0f}% of the time; " + summary)
     advice = fan_out_advice(request_threads, intra_op, cores, libraries) + list(settings.get("advice", []))
-    return make_finding(ID, settings, score, summary, evidence, sites, advice=advice)
+    if native_mutex_share >= settings["native_mutex_low"] and libraries:
+        gain = serial_gain(native_mutex_share, analysis, "queueing on the library's mutex")
+    else:
+        # Fewer threads do not make a core faster: what returns is the switching itself.
+        switches = (os_.involuntary_ctx_per_s or 0.0) + (os_.voluntary_ctx_per_s or 0.0)
+        saved = min(0.5, switches * CONTEXT_SWITCH_COST_S / cores) if cores else 0.0
+        gain = (1.0 / (1.0 - saved), f"estimate: {switches:.0f} context switches/s at about "
+                f"{CONTEXT_SWITCH_COST_S * 1e6:.0f} us each (cache refills included) on {cores:g} "
+                f"cores: {100 * saved:.1f}% of the CPU returned")
+    split = next((sp for sp in analysis.pool_splits if sp.enough), None)
+    if split is not None and split.sync_share >= settings["pool_sync_low"]:
+        sync_score = ramp(split.sync_share, settings["pool_sync_low"], settings["pool_sync_high"])
+        if sync_score >= score:
+            return _intra_op_overhead(analysis, settings, split, sync_score, intra_op, cores,
+                                      evidence, sites)
+    return make_finding(ID, settings, score, summary, evidence, sites, advice=advice, gain=gain)
+
+
+CONTEXT_SWITCH_COST_S = 20e-6
+_KNOB_ADVICE = {
+    "OPENBLAS_NUM_THREADS": "start the service with OPENBLAS_NUM_THREADS={n} (or threadpoolctl's "
+                            "threadpool_limits({n}, user_api='blas') at start-up)",
+    "MKL_NUM_THREADS": "start the service with MKL_NUM_THREADS={n} (or mkl.set_num_threads({n}))",
+    "OMP_NUM_THREADS": "start the service with OMP_NUM_THREADS={n}",
+    "torch.set_num_threads": "call torch.set_num_threads({n}) at start-up (and OMP_NUM_THREADS={n})",
+    "intra_op_num_threads": "create the session with SessionOptions().intra_op_num_threads = {n}",
+}
+
+
+def _intra_op_overhead(analysis, settings, split, score, intra_op, cores, evidence, sites):
+    """The intra-op pool costs more than it parallelizes: its synchronisation rivals its kernels."""
+    pool = intra_op + 1 if intra_op else int(cores or 1)
+    value = max(1, int(pool * (1.0 - split.sync_share)))
+    sync_names = ", ".join(list(split.sync_functions)[:3]) or "pool synchronisation"
+    kernel_names = ", ".join(list(split.kernel_functions)[:2]) or "kernels"
+    evidence = dict(evidence, intra_op_library=split.library, intra_op_sync_share=split.sync_share,
+                    intra_op_sync_samples=split.sync_samples, intra_op_kernel_samples=split.kernel_samples,
+                    native_samples_used=split.samples, intra_op_sync_functions=split.sync_functions,
+                    intra_op_kernel_functions=split.kernel_functions, knob=split.knob,
+                    knob_value=value)
+    summary = (f"{split.library}'s thread pool spends {100 * split.sync_share:.0f}% of its native "
+               f"samples synchronising ({sync_names}) against {100 * (1 - split.sync_share):.0f}% in "
+               f"kernels ({kernel_names}), over {split.samples} native samples: the cores are busy, "
+               f"but not with compute")
+    knob = _KNOB_ADVICE.get(split.knob, split.knob + "={n}").format(n=value)
+    advice = [f"Set {split.library}'s pool to {value} thread{'s' if value > 1 else ''}: {knob}. "
+              f"Its {pool}-thread pool hands work out and waits for it more than it computes.",
+              "Then re-measure: with the pool small, request threads (or a batcher feeding bigger "
+              "matrices) supply the parallelism."]
+    gain = min(MAX_AMDAHL, 1.0 / max(1e-9, 1.0 - min(split.sync_share, 0.999)))
+    basis = (f"estimate: {100 * split.sync_share:.0f}% of the library's native samples "
+             f"({split.samples}) synchronise; without them each call takes "
+             f"{100 * (1 - split.sync_share):.0f}% of its time: at most {gain:.2f}x")
+    return make_finding(ID, settings, score, summary, evidence, sites, advice=advice,
+                        gain=(gain, basis))

@@ -16,11 +16,11 @@ import dataclasses
 import numpy as np
 
 from diagnose.checks.base import Finding, load_check_settings, make_finding, pct, ramp, severity_for
-from diagnose.checks.engine import CHECKS, CheckResults, describe_activity, run_checks, verdict_for
+from diagnose.checks.arbiter import rank
+from diagnose.checks.engine import CheckResults, describe_activity, order_of, run_checks, verdict_for
 from diagnose.model.service import Service, worker_load
 
 WEIGHT_FLOOR_CORES = 0.02  # every worker weighs at least this many cores' worth
-_ORDER = {check.ID: i for i, check in enumerate(CHECKS)}
 IMBALANCE_ID = "worker_imbalance"
 
 
@@ -37,7 +37,7 @@ def run_service_checks(service: Service, user_rules: dict | None = None
     fleet = worker_imbalance(service, settings[IMBALANCE_ID])
     if fleet is not None:
         merged.append(fleet)
-    ranked = tuple(sorted(merged, key=lambda f: (-f.score, _ORDER.get(f.id, len(_ORDER)))))
+    ranked = rank(merged, order_of)
     first = per_process[workers[0].pid]
     applicable = {f.id for f in ranked}
     skipped = tuple(n for n in first.not_applicable if n.id not in applicable)
@@ -110,5 +110,12 @@ def worker_imbalance(service: Service, settings) -> Finding | None:
                   "SO_REUSEPORT), shorten keep-alive, or balance in front of the workers.",
                   "If one worker is busy because of long requests, move that work to a queue "
                   "served by every worker."]
+    if too_few >= uneven:
+        room = cores / total if cores and total else 1.0
+        gain = (max(1.0, room), f"estimate: the workers use {total:.2f} of {cores:g} usable cores; "
+                                f"one saturated worker per core uses all of them")
+    else:
+        gain = (max(1.0, float(load.max()) * len(workers) / total) if total else 1.0,
+                "estimate: the load of the busiest worker spread evenly over all of them")
     return make_finding(IMBALANCE_ID, settings, score, summary, evidence,
-                        advice=advice + list(settings.get("advice", [])))
+                        advice=advice + list(settings.get("advice", [])), gain=gain)

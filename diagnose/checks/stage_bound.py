@@ -63,7 +63,8 @@ def run(analysis, settings):
                   + f"). Predicted: {gain:.2f}x the throughput (estimate: {inputs}).",
                   "Keep the queues between stages bounded: backpressure is what tells you which "
                   "stage is slow."]
-    return make_finding(ID, settings, score, summary, evidence, sites, advice=advice)
+    return make_finding(ID, settings, score, summary, evidence, sites, advice=advice,
+                        gain=(gain, f"estimate (utilization law): {inputs}"))
 
 
 def _window(analysis) -> float | None:

@@ -36,4 +36,5 @@ def run(analysis, settings):
     summary = f"worker threads were idle waiting for work {pct(share)} of the time"
     if utilization is not None:
         summary += f"; cores {pct(min(utilization, 1.0))} busy"
-    return make_finding(ID, settings, score, summary, evidence, sites)
+    return make_finding(ID, settings, score, summary, evidence, sites,
+                        gain=(1.0, "estimate: nothing inside the process limits throughput"))

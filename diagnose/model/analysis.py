@@ -33,6 +33,14 @@ class Analysis:
     os: ProcessOS | None
     meta: dict = field(default_factory=dict)  # target and sampling facts
     process_role: str = "single"  # set by the service model: master / worker / helper / single
+    native: Profile | None = None  # native-frame samples of the same window (the profile itself
+    # at full fidelity, else the sparse calibration samples), for what runs inside C libraries
+
+    @functools.cached_property
+    def pool_splits(self):
+        """Per native library: kernel vs pool-synchronisation samples of this process's threads."""
+        from diagnose.model.native_pools import pool_split
+        return pool_split(self.native, {int(t) for t in self.threads["tid"]})
 
     @property
     def request_threads(self) -> pd.DataFrame:
@@ -103,17 +111,20 @@ def classify_profile(profile: Profile, categorizer: Categorizer,
 
 
 def analysis_of(profile: Profile, stacks: StackTable, proc: ProcRecord | None = None,
-                meta: dict | None = None, os_summary: ProcessOS | None = None) -> Analysis:
+                meta: dict | None = None, os_summary: ProcessOS | None = None,
+                native: Profile | None = None) -> Analysis:
     """The analysis of a profile whose stacks are classified (`stacks` may cover a larger
     profile sharing the same stack list, e.g. the whole process tree)."""
     samples = build_sample_table(profile, stacks)
     threads = summarize_threads(profile, samples)
     if os_summary is None and proc is not None:
         os_summary = summarize(proc)
-    return Analysis(profile, stacks, samples, threads, os_summary, meta or {})
+    return Analysis(profile, stacks, samples, threads, os_summary, meta or {},
+                    native=native if native is not None else (profile if profile.native else None))
 
 
 def analyze_profile(profile: Profile, categorizer: Categorizer, proc: ProcRecord | None = None,
                     meta: dict | None = None, native_profile: Profile | None = None) -> Analysis:
     """One process (or a profile with no process tags): classify, then analyse."""
-    return analysis_of(profile, classify_profile(profile, categorizer, native_profile), proc, meta)
+    return analysis_of(profile, classify_profile(profile, categorizer, native_profile), proc, meta,
+                       native=native_profile)

@@ -77,7 +77,7 @@ def build_service(profile: Profile, categorizer, tree=None, meta: dict | None = 
         record = records.get(pid) if pid is not None else None
         if record is None and tree is not None and len(records) == 1:
             record = next(iter(records.values()))
-        analysis = analysis_of(profile, stacks, record, meta)
+        analysis = analysis_of(profile, stacks, record, meta, native=native_profile)
         view = ProcessView(pid, tree.parents.get(pid) if tree is not None else None, "single",
                            _cmdline(tree, pid, meta), analysis)
         _lifetime(view, tree)
@@ -85,7 +85,8 @@ def build_service(profile: Profile, categorizer, tree=None, meta: dict | None = 
     views = []
     for pid in pids:
         record = records.get(pid)
-        analysis = analysis_of(profile.of_process(pid), stacks, record, meta)
+        native = native_profile.of_process(pid) if native_profile is not None else None
+        analysis = analysis_of(profile.of_process(pid), stacks, record, meta, native=native)
         view = ProcessView(pid, tree.parents.get(pid) if tree is not None else None, "worker",
                            _cmdline(tree, pid, meta), analysis)
         _lifetime(view, tree)

@@ -1,0 +1,30 @@
+"""The ranking policy, in one place.
+
+1. Every check scores its own evidence, 0-100, without looking at other checks' findings.
+2. Findings at critical strength (score >= 75) come first, ordered by what fixing them can buy:
+   their predicted gain (Amdahl for a serialized share, capped by the cores the process leaves
+   idle; the utilization law for a pipeline stage; kernels vs pool synchronisation for an
+   intra-op pool; 1.0 where only the model itself can change). Two findings that both saturate
+   the score are never ordered by noise in their scores.
+3. Weaker findings follow, by score.
+4. Equal keys fall back to the causal order of engine.CHECKS: the more specific, more actionable
+   diagnosis (a blocked loop, a stage, a lock) before its symptoms (busy cores, idle workers).
+The verdict is the first finding, unless it is weak (then the headline says what the threads did).
+"""
+
+from __future__ import annotations
+
+from diagnose.checks.base import Finding
+
+CRITICAL = 75
+
+
+def rank_key(finding: Finding, order: int) -> tuple:
+    if finding.score >= CRITICAL:
+        return (0, -(finding.predicted_gain or 1.0), order)
+    return (1, -finding.score, order)
+
+
+def rank(findings: list[Finding], order_of) -> tuple[Finding, ...]:
+    """`order_of(finding) -> int`: its place in the causal order."""
+    return tuple(sorted(findings, key=lambda f: rank_key(f, order_of(f))))
