@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from diagnose.checks.base import (NotApplicable, make_finding, pct, ramp, serial_gain, short_path,
                                   sites_from_waits)
+from diagnose.model.native_pools import SERIALIZES_CALLERS
 from diagnose.model.waits import describe
 
 ID = "lock_contention"
@@ -34,6 +35,15 @@ def run(analysis, settings):
                    f"{short_path(top.file)}:{top.line} ({top.function})")
     else:
         summary = f"{pct(share)} of request-thread time waits on locks"
+    gain = serial_gain(share, analysis, "waiting on locks")
+    serializing = next((sp for sp in analysis.pool_splits if sp.enough
+                        and sp.library in SERIALIZES_CALLERS), None)
+    if serializing is not None:
+        # The next resource: the critical section runs in a library pool that admits one caller
+        # at a time, so without the lock the callers queue inside the library instead.
+        gain = (1.0, f"estimate: the lock holders run in {serializing.library}'s thread pool "
+                     f"({serializing.samples} native samples), which admits one caller at a time: "
+                     f"without the lock the threads would queue inside {serializing.library}")
+        evidence["critical_section_library"] = serializing.library
     return make_finding(ID, settings, ramp(share, settings["low"], settings["high"]), summary,
-                        evidence, sites_from_waits(waits),
-                        gain=serial_gain(share, analysis, "waiting on locks"))
+                        evidence, sites_from_waits(waits), gain=gain)

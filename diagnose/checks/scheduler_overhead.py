@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from diagnose.checks.base import (MAX_AMDAHL, NotApplicable, make_finding, ramp, serial_gain,
+from diagnose.checks.base import (MAX_AMDAHL, CheckSettings, NotApplicable, make_finding, ramp, serial_gain,
                                   top_sites)
 
 ID = "scheduler_overhead"
@@ -101,8 +101,8 @@ def run(analysis, settings):
                 f"{CONTEXT_SWITCH_COST_S * 1e6:.0f} us each (cache refills included) on {cores:g} "
                 f"cores: {100 * saved:.1f}% of the CPU returned")
     split = next((sp for sp in analysis.pool_splits if sp.enough), None)
-    if split is not None and split.sync_share >= settings["pool_sync_low"]:
-        sync_score = ramp(split.sync_share, settings["pool_sync_low"], settings["pool_sync_high"])
+    if split is not None and split.sync_share_low >= settings["pool_sync_low"]:
+        sync_score = ramp(split.sync_share_low, settings["pool_sync_low"], settings["pool_sync_high"])
         if sync_score >= score:
             return _intra_op_overhead(analysis, settings, split, sync_score, intra_op, cores,
                                       evidence, sites)
@@ -127,22 +127,25 @@ def _intra_op_overhead(analysis, settings, split, score, intra_op, cores, eviden
     sync_names = ", ".join(list(split.sync_functions)[:3]) or "pool synchronisation"
     kernel_names = ", ".join(list(split.kernel_functions)[:2]) or "kernels"
     evidence = dict(evidence, intra_op_library=split.library, intra_op_sync_share=split.sync_share,
+                    intra_op_sync_share_95_low=round(split.sync_share_low, 4),
                     intra_op_sync_samples=split.sync_samples, intra_op_kernel_samples=split.kernel_samples,
                     native_samples_used=split.samples, intra_op_sync_functions=split.sync_functions,
                     intra_op_kernel_functions=split.kernel_functions, knob=split.knob,
                     knob_value=value)
     summary = (f"{split.library}'s thread pool spends {100 * split.sync_share:.0f}% of its native "
                f"samples synchronising ({sync_names}) against {100 * (1 - split.sync_share):.0f}% in "
-               f"kernels ({kernel_names}), over {split.samples} native samples: the cores are busy, "
-               f"but not with compute")
+               f"kernels ({kernel_names}), over {split.samples} native samples: its time goes to "
+               f"handing work out and waiting, not to compute")
     knob = _KNOB_ADVICE.get(split.knob, split.knob + "={n}").format(n=value)
     advice = [f"Set {split.library}'s pool to {value} thread{'s' if value > 1 else ''}: {knob}. "
               f"Its {pool}-thread pool hands work out and waits for it more than it computes.",
               "Then re-measure: with the pool small, request threads (or a batcher feeding bigger "
               "matrices) supply the parallelism."]
-    gain = min(MAX_AMDAHL, 1.0 / max(1e-9, 1.0 - min(split.sync_share, 0.999)))
-    basis = (f"estimate: {100 * split.sync_share:.0f}% of the library's native samples "
-             f"({split.samples}) synchronise; without them each call takes "
-             f"{100 * (1 - split.sync_share):.0f}% of its time: at most {gain:.2f}x")
-    return make_finding(ID, settings, score, summary, evidence, sites, advice=advice,
+    sure = split.sync_share_low
+    gain = min(MAX_AMDAHL, 1.0 / max(1e-9, 1.0 - min(sure, 0.999)))
+    basis = (f"estimate: {100 * split.sync_share:.0f}% of the library's {split.samples} native samples "
+             f"synchronise (at least {100 * sure:.0f}% at 95% confidence); without that each call "
+             f"takes at most {100 * (1 - sure):.0f}% of its time: about {gain:.2f}x")
+    variant = CheckSettings(dict(settings.values, title=settings.get("intra_op_title", settings["title"])))
+    return make_finding(ID, variant, score, summary, evidence, sites, advice=advice,
                         gain=(gain, basis))

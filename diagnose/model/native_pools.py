@@ -35,7 +35,10 @@ _SYNC_FUNCTIONS = re.compile(
     r"(__)?sched_yield|.*futex.*|(__)?pthread_(cond|mutex|spin|barrier)\w*|__lll_lock_wait\w*|"
     r"do_futex_wait\w*|(__)?nanosleep|sem_(timed)?wait\w*)$")
 _RUNTIME_LIBRARY = re.compile(r"libgomp|libiomp|libomp\.", re.I)  # its own leaves are waits
-MIN_SAMPLES = 30  # native samples in pool libraries needed before the split is trusted
+MIN_SAMPLES = 10  # native samples in pool libraries needed before the split is considered
+CONFIDENCE_Z = 1.96  # the split is judged by its 95% Wilson interval, not by its point value
+# Threaded OpenBLAS admits one caller into its pool at a time: concurrent callers queue inside it.
+SERIALIZES_CALLERS = ("OpenBLAS",)
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,17 @@ class PoolSplit:
     @property
     def enough(self) -> bool:
         return self.samples >= MIN_SAMPLES
+
+    @property
+    def sync_share_low(self) -> float:
+        """Lower end of the 95% Wilson interval of the sync share: what the samples make sure of."""
+        n = self.samples
+        if not n:
+            return 0.0
+        p, z = self.sync_share, CONFIDENCE_Z
+        centre = p + z * z / (2 * n)
+        spread = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5)
+        return max(0.0, (centre - spread) / (1 + z * z / n))
 
 
 def _library(path: str):
