@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from diagnose.checks.base import (MAX_AMDAHL, CheckSettings, NotApplicable, make_finding, ramp, serial_gain,
-                                  top_sites)
+from diagnose.checks.base import (MAX_AMDAHL, CheckSettings, NotApplicable, make_finding, ramp,
+                                  serial_gain, top_sites)
 
 ID = "scheduler_overhead"
 _POOLS = [("OpenBLAS", re.compile(r"openblas", re.I)), ("MKL", re.compile(r"libmkl|libiomp", re.I)),
