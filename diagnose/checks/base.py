@@ -108,11 +108,16 @@ MAX_AMDAHL = 20.0  # a share this close to 1 says "large", not a number to trust
 
 
 def core_room(analysis) -> float | None:
-    """How much more CPU the process could use: usable cores / cores it used (OS CPU time)."""
+    """How much more CPU the process could use: the cores it could have (usable cores, and on a
+    shared machine no more than it used plus what the machine left idle) / the cores it used."""
     os_ = analysis.os
     if os_ is None or not os_.window_s or not os_.cpu_s:
         return None
-    return os_.usable_cores / (os_.cpu_s / os_.window_s)
+    used = os_.cpu_s / os_.window_s
+    available = os_.usable_cores
+    if os_.machine_idle_cores is not None:
+        available = min(available, used + os_.machine_idle_cores)
+    return max(1.0, available / used)
 
 
 def serial_gain(share: float, analysis, what: str) -> tuple[float, str]:
@@ -123,8 +128,10 @@ def serial_gain(share: float, analysis, what: str) -> tuple[float, str]:
     gain = min(amdahl, room) if room is not None else amdahl
     basis = f"estimate: {what} is {100 * share:.0f}% of request time, so at most {amdahl:.2f}x (Amdahl)"
     if room is not None:
-        basis += f"; the cores allow {room:.2f}x ({analysis.os.cpu_s / analysis.os.window_s:.2f} of " \
-                 f"{analysis.os.usable_cores:g} usable cores in use)"
+        basis += (f"; the cores allow {room:.2f}x ({analysis.os.cpu_s / analysis.os.window_s:.2f} of "
+                  f"{analysis.os.usable_cores:g} usable cores in use"
+                  + (f", {analysis.os.machine_idle_cores:.2f} idle on the machine"
+                     if analysis.os.machine_idle_cores is not None else "") + ")")
     return max(1.0, gain), basis
 
 

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
-from diagnose.checks.base import NotApplicable, busy_samples, make_finding, pct, ramp, top_sites
+from diagnose.checks.base import NotApplicable, Site, busy_samples, make_finding, pct, ramp, top_sites
 
 ID = "compute_bound"
 
 
+def _reference(analysis):
+    """The threads whose compute is judged: the bottleneck stage of a pipeline or batching
+    server (the batcher runs the model for everyone), else the request threads."""
+    structure = analysis.structure
+    stage = structure.stage(structure.bottleneck) if structure.bottleneck else None
+    if structure.pipeline and stage is not None:
+        samples = analysis.samples[analysis.samples["thread"].isin(stage.threads)]
+        return samples, len(stage.threads), stage
+    return analysis.request_samples(), len(analysis.request_threads), None
+
+
 def run(analysis, settings):
-    req = analysis.request_samples()
+    req, n_threads, stage = _reference(analysis)
     total = float(req["count"].sum())
     busy = busy_samples(req)
     total_busy = float(busy["count"].sum())
@@ -20,7 +31,7 @@ def run(analysis, settings):
     # samples keeps a core busy. OS CPU time is reported too but not scored, because py-spy's
     # pauses (blocking mode) take CPU time away from the target while it is observed.
     cores = analysis.os.usable_cores if analysis.os is not None else analysis.meta.get("target", {}).get("cores")
-    busy_threads = total_busy / (total / len(analysis.request_threads))
+    busy_threads = total_busy / (total / n_threads)
     utilization = min(1.0, busy_threads / cores) if cores else total_busy / total
     os_utilization = analysis.os.cpu_utilization if analysis.os is not None else None
     busy_factor = min(1.0, utilization / settings["min_utilization"])
@@ -44,9 +55,15 @@ def run(analysis, settings):
         "native_mutex_wait_share": native_mutex_share,
         "busy_samples": int(total_busy),
     }
-    sites = top_sites(analysis, model, total_busy)
-    summary = (f"cores {pct(min(utilization, 1.0))} busy; {pct(share)} of request-thread busy time "
-               f"is model compute" + (f", most in {sites[0].function}" if sites else ""))
+    hot = top_sites(analysis, model, total_busy)
+    sites = list(hot)
+    who = "request-thread"
+    if stage is not None:
+        who = f"{stage.name}'s"
+        evidence["stage"] = stage.name
+        sites.insert(0, Site(stage.function, stage.file, stage.line, stage.utilization))
+    summary = (f"cores {pct(min(utilization, 1.0))} busy; {pct(share)} of {who} busy time "
+               f"is model compute" + (f", most in {hot[0].function}" if hot else ""))
     return make_finding(ID, settings, score, summary, evidence, sites,
                         gain=(1.0, "estimate: no structural gain: the cores already run the model; "
                                    "only a cheaper model or more cores buy throughput"))

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from diagnose.checks.base import (MAX_AMDAHL, CheckSettings, NotApplicable, make_finding, ramp,
-                                  serial_gain, top_sites)
+from diagnose.checks.base import (MAX_AMDAHL, CheckSettings, NotApplicable, core_room, make_finding,
+                                  ramp, serial_gain, top_sites)
 
 ID = "scheduler_overhead"
 _POOLS = [("OpenBLAS", re.compile(r"openblas", re.I)), ("MKL", re.compile(r"libmkl|libiomp", re.I)),
@@ -101,7 +101,12 @@ def run(analysis, settings):
                 f"{CONTEXT_SWITCH_COST_S * 1e6:.0f} us each (cache refills included) on {cores:g} "
                 f"cores: {100 * saved:.1f}% of the CPU returned")
     split = next((sp for sp in analysis.pool_splits if sp.enough), None)
-    if split is not None and split.sync_share_low >= settings["pool_sync_low"]:
+    room = core_room(analysis)
+    # The caller's samples alone cannot tell a pool computing (the caller waits in inner_thread
+    # for busy pool threads) from a pool handing work out and waiting on itself; the cores can:
+    # a pool that parallelizes keeps them busy, one that synchronises leaves them idle.
+    if (split is not None and split.sync_share_low >= settings["pool_sync_low"]
+            and room is not None and room >= settings["pool_idle_core_room"]):
         sync_score = ramp(split.sync_share_low, settings["pool_sync_low"], settings["pool_sync_high"])
         if sync_score >= score:
             return _intra_op_overhead(analysis, settings, split, sync_score, intra_op, cores,
@@ -128,6 +133,7 @@ def _intra_op_overhead(analysis, settings, split, score, intra_op, cores, eviden
     kernel_names = ", ".join(list(split.kernel_functions)[:2]) or "kernels"
     evidence = dict(evidence, intra_op_library=split.library, intra_op_sync_share=split.sync_share,
                     intra_op_sync_share_95_low=round(split.sync_share_low, 4),
+                    cores_in_use=round(cores / core_room(analysis), 3) if core_room(analysis) else None,
                     intra_op_sync_samples=split.sync_samples, intra_op_kernel_samples=split.kernel_samples,
                     native_samples_used=split.samples, intra_op_sync_functions=split.sync_functions,
                     intra_op_kernel_functions=split.kernel_functions, knob=split.knob,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from diagnose.checks.base import NotApplicable, Site, make_finding, pct, ramp, short_path
+from diagnose.checks.base import NotApplicable, Site, core_room, make_finding, pct, ramp, short_path
 
 ID = "stage_bound"
 
@@ -31,9 +31,12 @@ def run(analysis, settings):
     rates = {s.name: s.busy_thread_seconds / window for s in linked} if window else {}
     n = len(stage.threads)
     pure_python = stage.python_share > settings["pure_python_share"]
-    cores = analysis.os.usable_cores if analysis.os is not None else None
-    cpu_used = analysis.os.cpu_s / analysis.os.window_s if analysis.os is not None and analysis.os.window_s else None
-    gain, proposal, inputs = _predict(stage, linked, rates, n, cores, cpu_used, pure_python)
+    room = core_room(analysis)
+    gain, proposal, inputs = _predict(stage, linked, rates, n, room, pure_python)
+    if room is not None and not pure_python:
+        # A stage can only be the limit while cores are free for more of its threads; on full
+        # cores the limit is the cores themselves (compute_bound names what runs on them).
+        score *= ramp(room, settings["room_low"], settings["room_high"]) / 100
     evidence = {
         "stage": stage.name, "stage_threads": n, "stage_busy_share": stage.utilization,
         "stage_python_share_of_busy": stage.python_share,
@@ -41,7 +44,7 @@ def run(analysis, settings):
         "busy_threads_per_stage": {name: round(r, 3) for name, r in rates.items()},
         "stage_threads_by_stage": {s.name: len(s.threads) for s in linked},
         "proposed_threads": proposal,
-        "predicted_gain": gain, "predicted_gain_inputs": inputs,
+        "predicted_gain": gain, "predicted_gain_inputs": inputs, "core_room": room,
     }
     neighbours = ", ".join(f"{e.waiter} {'blocked on put' if e.kind == 'backpressure' else 'starved on get' if e.kind == 'starved' else 'waiting for results'} {pct(e.share)}"
                            for e in waits[:3])
@@ -72,14 +75,14 @@ def _window(analysis) -> float | None:
     return float(ticks) * (analysis.profile.interval_s or 0.01) or None
 
 
-def _predict(stage, linked, rates, n, cores, cpu_used, pure_python):
+def _predict(stage, linked, rates, n, room, pure_python):
     """Utilization law: throughput grows with the bottleneck's threads until the next stage
     saturates or the cores run out."""
     rate = rates.get(stage.name) or n * stage.utilization or 1e-9
     others = [len(s.threads) / rates[s.name] for s in linked
               if s.name != stage.name and rates.get(s.name)]
     next_stage = min(others) if others else math.inf
-    core_room = (cores / cpu_used) if cores and cpu_used else math.inf
+    core_room = room if room is not None else math.inf
     if pure_python:
         # One GIL: the process runs at most one core of Python; threads add nothing.
         proposal = {s.name: len(s.threads) for s in linked}
@@ -90,6 +93,5 @@ def _predict(stage, linked, rates, n, cores, cpu_used, pure_python):
     proposal = {s.name: len(s.threads) for s in linked}
     proposal[stage.name] = int(wanted)
     inputs = (f"{stage.name} busy {rate:.2f} threads of {n}; next stage saturates at "
-              f"{next_stage:.2f}x; cores allow {core_room:.2f}x ({cpu_used or 0:.2f} of {cores or 0:g} "
-              f"cores in use)")
+              f"{next_stage:.2f}x; the free cores allow {core_room:.2f}x")
     return round(max(gain, 1.0), 2), proposal, inputs

@@ -44,12 +44,16 @@ class ProcRecord:
     # write(2)-family syscalls of the whole process at the first and last snapshot (/proc/pid/io):
     # a server writes about one per response, so the delta bounds the responses served.
     write_syscalls: list[int] = field(default_factory=list)
+    # Machine-wide idle CPU seconds (/proc/stat idle + iowait) at the first and last snapshot:
+    # on a shared host the cores this process leaves unused are not all free.
+    machine_idle_s: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {
             "pid": self.pid, "cores": self.cores, "cpu_quota_cores": self.cpu_quota_cores,
             "started_at": self.started_at, "ended_at": self.ended_at,
             "target_exited": self.target_exited, "write_syscalls": self.write_syscalls,
+            "machine_idle_s": self.machine_idle_s,
             "state_samples": self.state_samples, "rss_samples": self.rss_samples,
             "thread_names": {str(k): v for k, v in self.thread_names.items()},
             "first": {str(k): vars(v) for k, v in self.first.items()},
@@ -65,6 +69,7 @@ class ProcRecord:
         rec.state_samples = [tuple(s) for s in data.get("state_samples", [])]
         rec.rss_samples = [tuple(s) for s in data.get("rss_samples", [])]
         rec.write_syscalls = list(data.get("write_syscalls") or [])
+        rec.machine_idle_s = list(data.get("machine_idle_s") or [])
         rec.thread_names = {int(k): v for k, v in data.get("thread_names", {}).items()}
         rec.first = {int(k): ThreadCounters(**v) for k, v in data.get("first", {}).items()}
         rec.last = {int(k): ThreadCounters(**v) for k, v in data.get("last", {}).items()}
@@ -141,6 +146,15 @@ def read_counters(pid: int, tid: int) -> ThreadCounters | None:
     return ThreadCounters(cpu_s, wait_s, slices, vol, invol)
 
 
+def machine_idle_seconds() -> float | None:
+    """Idle + iowait CPU seconds of the whole machine since boot (/proc/stat)."""
+    text = _read("/proc/stat")
+    if not text or not text.startswith("cpu "):
+        return None
+    fields = text.split("\n", 1)[0].split()
+    return (int(fields[4]) + int(fields[5])) / _CLOCK_TICKS
+
+
 def cores_available(pid: int) -> int:
     try:
         return len(os.sched_getaffinity(pid))
@@ -213,6 +227,9 @@ class ProcSampler:
         if syscw is not None:
             # first snapshot, then the latest one
             self.record.write_syscalls[1 if self.record.write_syscalls else 0:] = [syscw]
+        idle = machine_idle_seconds()
+        if idle is not None:
+            self.record.machine_idle_s[1 if self.record.machine_idle_s else 0:] = [idle]
         for tid in list_tids(self.pid):
             counters = read_counters(self.pid, tid)
             if counters:

@@ -44,6 +44,7 @@ class ProcessOS:
     rss_fit_r2: float | None
     threads: dict = field(default_factory=dict)  # tid -> ThreadOS
     write_syscalls: int | None = None  # over the window, whole process (/proc/pid/io syscw)
+    machine_idle_cores: float | None = None  # cores the whole machine left idle, on average
 
     @property
     def usable_cores(self) -> float:
@@ -130,7 +131,17 @@ def summarize(record: ProcRecord) -> ProcessOS:
         rss_end=record.rss_samples[-1][1] if record.rss_samples else None,
         rss_slope_bytes_per_s=slope, rss_fit_r2=r2, threads=threads,
         write_syscalls=(record.write_syscalls[-1] - record.write_syscalls[0]
-                        if len(record.write_syscalls) == 2 else None))
+                        if len(record.write_syscalls) == 2 else None),
+        machine_idle_cores=_idle_cores(record))
+
+
+def _idle_cores(record: ProcRecord) -> float | None:
+    if len(record.machine_idle_s) != 2 or not record.ended_at:
+        return None
+    # /proc/stat counts idle time of every CPU of the machine, also those outside the
+    # affinity; the process can use at most its usable cores anyway (see core_room).
+    span = max(record.ended_at - record.started_at, 1e-6)
+    return max(0.0, (record.machine_idle_s[1] - record.machine_idle_s[0]) / span)
 
 
 def combine(summaries: list[ProcessOS]) -> ProcessOS:
@@ -164,4 +175,6 @@ def combine(summaries: list[ProcessOS]) -> ProcessOS:
         observer_stop_share=float(np.average([s.observer_stop_share for s in summaries], weights=weights)),
         rss_start=sum(rss_start) if rss_start else None, rss_end=sum(rss_end) if rss_end else None,
         rss_slope_bytes_per_s=sum(slopes) if slopes else None, rss_fit_r2=None, threads=threads,
-        write_syscalls=None)
+        write_syscalls=None,
+        machine_idle_cores=min((s.machine_idle_cores for s in summaries
+                                if s.machine_idle_cores is not None), default=None))
