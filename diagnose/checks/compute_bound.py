@@ -34,6 +34,10 @@ def run(analysis, settings):
     busy_threads = total_busy / (total / n_threads)
     utilization = min(1.0, busy_threads / cores) if cores else total_busy / total
     os_utilization = analysis.os.cpu_utilization if analysis.os is not None else None
+    if os_utilization is not None:
+        # Native pool threads (a BLAS pool under the batcher) have no Python frames: only the
+        # OS sees them fill the cores.
+        utilization = max(utilization, min(1.0, os_utilization))
     busy_factor = min(1.0, utilization / settings["min_utilization"])
     score = ramp(share, settings["low"], settings["high"]) * busy_factor
     runnable_per_core = None

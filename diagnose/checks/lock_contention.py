@@ -45,5 +45,12 @@ def run(analysis, settings):
                      f"({serializing.samples} native samples), which admits one caller at a time: "
                      f"without the lock the threads would queue inside {serializing.library}")
         evidence["critical_section_library"] = serializing.library
+    advice = list(settings.get("advice", []))
+    if serializing is not None:
+        advice.insert(0, f"The critical section runs in {serializing.library}'s thread pool, which "
+                         f"admits one caller at a time: removing the lock alone will not help (the "
+                         f"threads would queue inside {serializing.library}). First size the pool to "
+                         f"the work: start the service with {serializing.knob}=1 and re-measure; then "
+                         f"shrink the critical section or use a pool of model instances.")
     return make_finding(ID, settings, ramp(share, settings["low"], settings["high"]), summary,
-                        evidence, sites_from_waits(waits), gain=gain)
+                        evidence, sites_from_waits(waits), advice=advice, gain=gain)

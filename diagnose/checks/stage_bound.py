@@ -33,10 +33,12 @@ def run(analysis, settings):
     pure_python = stage.python_share > settings["pure_python_share"]
     room = core_room(analysis)
     gain, proposal, inputs = _predict(stage, linked, rates, n, room, pure_python)
-    if room is not None and not pure_python:
-        # A stage can only be the limit while cores are free for more of its threads; on full
-        # cores the limit is the cores themselves (compute_bound names what runs on them).
-        score *= ramp(room, settings["room_low"], settings["room_high"]) / 100
+    own = analysis.os.cpu_utilization if analysis.os is not None else None
+    if own is not None and not pure_python:
+        # A stage limits the service only while the process leaves cores for more of its
+        # threads; when the process itself fills the cores (a batcher whose BLAS pool runs on
+        # all of them), the cores are the limit and compute_bound names what runs on them.
+        score *= 1.0 - ramp(own, settings["own_cpu_low"], settings["own_cpu_high"]) / 100
     evidence = {
         "stage": stage.name, "stage_threads": n, "stage_busy_share": stage.utilization,
         "stage_python_share_of_busy": stage.python_share,
@@ -45,6 +47,7 @@ def run(analysis, settings):
         "stage_threads_by_stage": {s.name: len(s.threads) for s in linked},
         "proposed_threads": proposal,
         "predicted_gain": gain, "predicted_gain_inputs": inputs, "core_room": room,
+        "process_cpu_utilization": analysis.os.cpu_utilization if analysis.os is not None else None,
     }
     neighbours = ", ".join(f"{e.waiter} {'blocked on put' if e.kind == 'backpressure' else 'starved on get' if e.kind == 'starved' else 'waiting for results'} {pct(e.share)}"
                            for e in waits[:3])
