@@ -33,6 +33,11 @@ def run(analysis, settings):
     pure_python = stage.python_share > settings["pure_python_share"]
     room = core_room(analysis)
     gain, proposal, inputs = _predict(stage, linked, rates, n, room, pure_python)
+    pooled = _fans_out_to_cores(analysis, stage)
+    if pooled:
+        # Each call of the stage already runs on an intra-op pool as wide as the cores: a second
+        # stage thread would share the same cores (the pool is the parallelism).
+        score *= settings["pooled_stage_factor"]
     own = analysis.os.cpu_utilization if analysis.os is not None else None
     if own is not None and not pure_python:
         # A stage limits the service only while the process leaves cores for more of its
@@ -48,6 +53,7 @@ def run(analysis, settings):
         "proposed_threads": proposal,
         "predicted_gain": gain, "predicted_gain_inputs": inputs, "core_room": room,
         "process_cpu_utilization": analysis.os.cpu_utilization if analysis.os is not None else None,
+        "stage_fans_out_to_cores": pooled,
     }
     neighbours = ", ".join(f"{e.waiter} {'blocked on put' if e.kind == 'backpressure' else 'starved on get' if e.kind == 'starved' else 'waiting for results'} {pct(e.share)}"
                            for e in waits[:3])
@@ -71,6 +77,17 @@ def run(analysis, settings):
                   "stage is slow."]
     return make_finding(ID, settings, score, summary, evidence, sites, advice=advice,
                         gain=(gain, f"estimate (utilization law): {inputs}"))
+
+
+def _fans_out_to_cores(analysis, stage) -> bool:
+    """Does the stage call into a native library whose thread pool, with the stage's own
+    threads, covers the usable cores? (pool threads have no Python frames: /proc counts them)"""
+    os_ = analysis.os
+    if os_ is None or not analysis.pool_splits:
+        return False
+    python_tids = {int(t) for t in analysis.threads["tid"]}
+    pool_threads = sum(1 for tid in os_.threads if tid not in python_tids)
+    return pool_threads > 0 and len(stage.threads) + pool_threads >= os_.usable_cores
 
 
 def _window(analysis) -> float | None:
