@@ -50,6 +50,7 @@ def run(analysis, settings):
         return make_finding(ID, settings, score, summary, evidence, advice=[])
     what = (_BLOCKING_WORDS[top.blocking] if top.kind == "blocking_call"
             else _PHASE_WORDS.get(top.phase, "CPU work"))
+    evidence["fix"] = {"knob": "offload", "value": _callee(top)}
     evidence.update({"coroutine": top.function, "work_kind": "blocking call" if top.kind == "blocking_call"
                      else "CPU work", "work": what, "call": top.detail})
     where = (f" at {short_path(top.call_site['file'])}:{top.call_site['line']}"

@@ -45,6 +45,9 @@ def run(analysis, settings):
                      f"({serializing.samples} native samples), which admits one caller at a time: "
                      f"without the lock the threads would queue inside {serializing.library}")
         evidence["critical_section_library"] = serializing.library
+        evidence["fix"] = {"knob": serializing.knob, "value": 1}
+    elif waits:
+        evidence["fix"] = {"knob": "model_instances", "value": max(2, int(len(analysis.request_threads)) // 2)}
     advice = list(settings.get("advice", []))
     if serializing is not None:
         advice.insert(0, f"The critical section runs in {serializing.library}'s thread pool, which "

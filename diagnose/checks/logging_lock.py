@@ -32,7 +32,8 @@ def run(analysis, settings):
         top = waits[0]
         handler = _handler(top)
         evidence.update({"handler": handler or None, "threads_waiting": top.threads,
-                         "max_concurrent_waiters": top.max_concurrent, "holder": describe(top)})
+                         "max_concurrent_waiters": top.max_concurrent, "holder": describe(top),
+                         "fix": {"knob": "queue_handler", "value": True}})
         summary = (f"{pct(share)} of request-thread time waits on a logging handler's lock"
                    + (f" ({handler})" if handler else "")
                    + f", most from {short_path(top.file)}:{top.line} ({top.function})")

@@ -33,6 +33,8 @@ def run(analysis, settings):
             # The most threads seen holding the resource at once bounds the pool size from below.
             "pool_size_estimate": top.max_holders or None,
             "holder": describe(top),
+            "fix": {"knob": "pool_size", "value": max(top.max_concurrent + (top.max_holders or 0),
+                                                      (top.max_holders or 0) + 1)},
         })
         size = f"; about {top.max_holders} held at once (the pool size?)" if top.max_holders else ""
         summary = (f"{pct(share)} of request-thread time waits for a pooled resource at "

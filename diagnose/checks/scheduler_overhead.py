@@ -10,6 +10,7 @@ import re
 
 from diagnose.checks.base import (MAX_AMDAHL, CheckSettings, NotApplicable, core_room, make_finding,
                                   ramp, serial_gain, top_sites)
+from diagnose.model.native_pools import LIBRARIES
 
 ID = "scheduler_overhead"
 _POOLS = [("OpenBLAS", re.compile(r"openblas", re.I)), ("MKL", re.compile(r"libmkl|libiomp", re.I)),
@@ -91,6 +92,12 @@ def run(analysis, settings):
                    f"{intra_op} threads on {cores:g} usable cores and queue on its internal mutex "
                    f"{100 * native_mutex_share:.0f}% of the time; " + summary)
     advice = fan_out_advice(request_threads, intra_op, cores, libraries) + list(settings.get("advice", []))
+    # The first advice as a knob and its value, for scripts that apply it (benchmarks/advice_gain.py).
+    if intra_op and request_threads:
+        knob = next((k for name, _, k in LIBRARIES if name in libraries), "OMP_NUM_THREADS")
+        evidence["fix"] = {"knob": knob, "value": max(1, int(cores) // max(1, request_threads))}
+    else:
+        evidence["fix"] = {"knob": "request_threads", "value": max(1, int(cores))}
     if native_mutex_share >= settings["native_mutex_low"] and libraries:
         gain = serial_gain(native_mutex_share, analysis, "queueing on the library's mutex")
     else:
@@ -137,7 +144,7 @@ def _intra_op_overhead(analysis, settings, split, score, intra_op, cores, eviden
                     intra_op_sync_samples=split.sync_samples, intra_op_kernel_samples=split.kernel_samples,
                     native_samples_used=split.samples, intra_op_sync_functions=split.sync_functions,
                     intra_op_kernel_functions=split.kernel_functions, knob=split.knob,
-                    knob_value=value)
+                    knob_value=value, fix={"knob": split.knob, "value": value})
     summary = (f"{split.library}'s thread pool spends {100 * split.sync_share:.0f}% of its native "
                f"samples synchronising ({sync_names}) against {100 * (1 - split.sync_share):.0f}% in "
                f"kernels ({kernel_names}), over {split.samples} native samples: its time goes to "

@@ -54,6 +54,8 @@ def run(analysis, settings):
         "predicted_gain": gain, "predicted_gain_inputs": inputs, "core_room": room,
         "process_cpu_utilization": analysis.os.cpu_utilization if analysis.os is not None else None,
         "stage_fans_out_to_cores": pooled,
+        "fix": None if pure_python else {"knob": "stage_threads", "stage": stage.name,
+                                         "value": proposal[stage.name]},
     }
     neighbours = ", ".join(f"{e.waiter} {'blocked on put' if e.kind == 'backpressure' else 'starved on get' if e.kind == 'starved' else 'waiting for results'} {pct(e.share)}"
                            for e in waits[:3])
