@@ -50,6 +50,7 @@ def _from_native_frames(analysis, settings, total):
     if gil and gil.holders:
         top = gil.holders[0]
         evidence["holder"] = describe(gil)
+        evidence["fix"] = {"knob": "vectorize", "value": top.function}
         summary += (f"; the holder was most often running {top.function} "
                     f"({top.file.rsplit('/', 1)[-1]}:{top.line})")
     return make_finding(ID, settings, score, summary, evidence, sites,

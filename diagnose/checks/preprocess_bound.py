@@ -31,6 +31,8 @@ def run(analysis, settings):
         "busy_samples": int(total_busy),
     }
     where = f", most in {sites[0].function}" if sites else ""
+    if sites:
+        evidence["fix"] = {"knob": "faster_preprocessing", "value": sites[0].function}
     summary = f"{pct(share)} of request-thread busy time is preprocessing{where}"
     gain = min(MAX_AMDAHL, 1.0 / max(1e-9, 1.0 - min(share, 0.999)))
     basis = (f"estimate: preprocessing is {pct(share)} of busy request time; making it free buys at "

@@ -96,6 +96,7 @@ def worker_imbalance(service: Service, settings) -> Finding | None:
                 "saturated_workers": int(saturated.sum())}
     if too_few >= uneven:
         n = int(cores) if cores else len(workers) + 1
+        evidence["fix"] = {"knob": "workers", "value": n}
         summary = (f"{len(workers)} worker process(es) for {cores:g} usable cores: "
                    f"{int(saturated.sum())} saturated while {pct(idle_cores)} of the cores stayed idle")
         advice = [f"Run {n} worker processes, one per usable core (gunicorn `-w {n}`, uvicorn "

@@ -67,6 +67,7 @@ def run(analysis, settings):
                f"steady: r²={os_.rss_fit_r2 or 0:.2f}) while workers were busy {pct(busy)} of the time")
     submit_sites = _submit_sites(analysis)
     evidence["submit_site_seen"] = bool(submit_sites)
+    evidence["fix"] = {"knob": "max_queue", "value": max(1, 2 * int(len(analysis.request_threads)))}
     return make_finding(ID, settings, score, summary, evidence,
                         submit_sites + _worker_sites(analysis),
                         gain=(1.0, "estimate: a bound buys stability (fast rejections instead of "
