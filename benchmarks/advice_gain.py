@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Advice proven by experiment: does the verdict's first advice, applied, make the service faster?
+
+    python benchmarks/advice_gain.py [--fixtures pipeline,locked_blas,...] [--rounds 3]
+                                     [--seconds 8] [--duration 6] [--json-out FILE]
+
+For each fixture workload (fixtures/workloads/, run with its "bad" defaults):
+
+1. start it, `diagnose attach PID --duration D --json`, stop it: the verdict, its predicted gain
+   and the first advice as a knob (`evidence.fix`: {"knob", "value"[, "stage"]});
+2. translate the knob into the workload's own parameter (the table KNOB_ARGS below: e.g.
+   OPENBLAS_NUM_THREADS=1 -> `--blas-threads 1`, stage_threads(model_stage)=2 ->
+   `--model-threads 2`); a verdict whose advice has no knob (compute_bound: "a cheaper model",
+   underloaded: "look upstream") is listed with no measurement;
+3. measure requests/s before (defaults) and after (the advice applied), alternating over
+   `--rounds` rounds on fresh processes (benchmarks/knob_sweep.py's runner), and print the
+   medians, the measured ratio and the predicted gain side by side.
+
+The machine is shared and noisy: the ratio is the median of same-round ratios. Progress goes to
+stderr, the markdown table to stdout. The blocked-event-loop fixtures are real uvicorn servers
+and have their own script (benchmarks/advice_event_loop.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import knob_sweep  # noqa: E402  (the runner: fresh process, READY, COUNT over a window, cleanup)
+
+REPO = Path(__file__).resolve().parent.parent
+WORKLOADS = REPO / "fixtures" / "workloads"
+
+DEFAULT_FIXTURES = ("pipeline", "locked_blas", "batching", "lock_contention", "pool_wait",
+                    "logging_lock", "gil_contention", "preprocess_bound", "blas_fanout",
+                    "scheduler_overhead", "compute_bound", "process_pool")
+
+_BLAS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+_PIPELINE_STAGES = {"decode_stage": "--decode-threads", "model_stage": "--model-threads",
+                    "postprocess_stage": "--post-threads"}
+
+
+def knob_args(fixture: str, fix: dict | None) -> list[str] | None:
+    """The workload's parameters that apply `fix`, or None when it has no such knob."""
+    if not fix:
+        return None
+    knob, value = fix.get("knob"), fix.get("value")
+    if knob in _BLAS and fixture in ("locked_blas", "batching", "blas_fanout"):
+        return ["--blas-threads", str(value)]
+    if knob == "stage_threads":
+        stage = fix.get("stage")
+        if fixture == "pipeline" and stage in _PIPELINE_STAGES:
+            return [_PIPELINE_STAGES[stage], str(value)]
+        if fixture == "batching" and stage == "batcher_loop":
+            return ["--batchers", str(value)]
+    if knob == "model_instances" and fixture == "lock_contention":
+        return ["--instances", str(value)]
+    if knob == "pool_size" and fixture == "pool_wait":
+        return ["--pool-size", str(value)]
+    if knob == "queue_handler" and fixture == "logging_lock":
+        return ["--queue-handler"]
+    if knob == "vectorize" and fixture == "gil_contention":
+        return ["--vectorized"]
+    if knob == "faster_preprocessing" and fixture == "preprocess_bound":
+        return ["--fast-resize"] if "resize" in str(value) else ["--fast-decode"]
+    if knob == "request_threads":
+        return ["--threads", str(value)]
+    if knob == "workers" and fixture == "process_pool":
+        return ["--threads", str(value)]
+    if knob == "max_queue" and fixture == "unbounded_backlog":
+        return ["--max-queue", str(value)]
+    return None
+
+
+def diagnose(fixture: str, duration: float, out_dir: Path) -> dict:
+    cmd = [sys.executable, str(WORKLOADS / f"{fixture}.py"), "--seconds", str(duration + 60)]
+    workload = knob_sweep.Workload(cmd)
+    try:
+        pid = workload.wait_ready()
+        proc = subprocess.run([sys.executable, "-m", "diagnose", "attach", str(pid), "--duration",
+                               str(duration), "--json", "--quiet", "--output-dir", str(out_dir)],
+                              capture_output=True, text=True, timeout=duration + 120, cwd=REPO)
+        if not proc.stdout.strip():
+            raise RuntimeError(f"diagnose failed: {proc.stderr.strip()[-300:]}")
+        return json.loads(proc.stdout)
+    finally:
+        workload.kill()
+
+
+def measure(fixture: str, configs: list[str], rounds: int, seconds: float, warmup: float) -> list[dict]:
+    script = WORKLOADS / f"{fixture}.py"
+    runs = []
+    for r in range(rounds):
+        for k in range(len(configs)):
+            index = (k + r) % len(configs)
+            knob_sweep.log(f"  {fixture} round {r + 1}/{rounds}: {configs[index] or 'defaults'}")
+            result = knob_sweep.run_once(sys.executable, script, configs[index], "", seconds, warmup)
+            result.update(round=r, index=index)
+            runs.append(result)
+    return knob_sweep.summarize(configs, runs)
+
+
+def row_for(fixture: str, args, out_dir: Path) -> dict:
+    report = diagnose(fixture, args.duration, out_dir)
+    verdict = report["verdict"]["primary"]
+    first = report["findings"][0] if report["findings"] else {}
+    fix = (first.get("evidence") or {}).get("fix")
+    applied = knob_args(fixture, fix) if verdict != "none" else None
+    row = {"fixture": fixture, "verdict": verdict, "fix": fix,
+           "advice": (first.get("advice") or [""])[0], "predicted_gain": first.get("predicted_gain"),
+           "gain_basis": first.get("gain_basis"), "applied": applied}
+    if applied is None:
+        return row
+    config = " ".join(applied)
+    rows = measure(fixture, ["", config], args.rounds, args.seconds, args.warmup)
+    row.update(before=rows[0]["median"], after=rows[1]["median"], ratio=rows[1]["ratio"],
+               other_cpu=max(r["other"] or 0 for r in rows), runs=[r["rates"] for r in rows])
+    return row
+
+
+def _f(x, digits=2):
+    return "–" if x is None else f"{x:,.{digits}f}"
+
+
+def markdown(rows: list[dict]) -> str:
+    out = ["| fixture | verdict | first advice applied | req/s before | req/s after | measured | "
+           "predicted |", "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        applied = " ".join(r["applied"]) if r.get("applied") else \
+            ("no knob: " + (r["advice"][:60] + "…" if r.get("advice") else "no advice"))
+        measured = f"{_f(r.get('ratio'))}x" if r.get("ratio") else "–"
+        predicted = f"{_f(r.get('predicted_gain'))}x" if r.get("predicted_gain") else "–"
+        out.append(f"| {r['fixture']} | {r['verdict']} | `{applied}` | {_f(r.get('before'), 0)} | "
+                   f"{_f(r.get('after'), 0)} | {measured} | {predicted} |")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fixtures", default=",".join(DEFAULT_FIXTURES))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=8.0, help="measured window per run")
+    parser.add_argument("--warmup", type=float, default=2.0)
+    parser.add_argument("--duration", type=float, default=6.0, help="diagnose's sampling window")
+    parser.add_argument("--json-out", type=Path)
+    args = parser.parse_args(argv)
+    out_dir = Path("/tmp") / f"diagnose-advice-gain-{int(time.time())}"
+    rows = []
+    for fixture in [f.strip() for f in args.fixtures.split(",") if f.strip()]:
+        knob_sweep.log(f"{fixture}: diagnosing")
+        try:
+            rows.append(row_for(fixture, args, out_dir))
+        except Exception as exc:  # one fixture's failure must not lose the others
+            rows.append({"fixture": fixture, "verdict": f"error: {exc}", "applied": None})
+        knob_sweep.log(f"{fixture}: {rows[-1].get('verdict')} {rows[-1].get('ratio')}")
+    print(markdown(rows))
+    if args.json_out:
+        args.json_out.write_text(json.dumps(rows, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
