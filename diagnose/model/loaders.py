@@ -31,7 +31,10 @@ def is_native_frame(function: str, file: str, line: int) -> bool:
         return False
     if file.endswith(_NATIVE_SOURCE) or ".so" in file or function.startswith("0x"):
         return True
-    return line == 0
+    # A binary named by its path (a static python executable). A bare name with no line
+    # (`__init__` in `__init__`: a frame py-spy read torn, without blocking) is no evidence of
+    # native frames: taken as one, it would mark a Python-only profile native.
+    return line == 0 and "/" in file
 
 
 def _parse_tid(text: str) -> int:

@@ -22,6 +22,7 @@ from diagnose.model.os_summary import ProcessOS, combine, summarize
 from diagnose.model.profile import Profile
 
 MASTER_MAX_BUSY_SHARE = 0.15  # a parent busier than this does work itself: it is a worker
+MASTER_MAX_CORES = 0.03  # ...unless the OS says it used next to no CPU
 HELPER_MARKERS = ("multiprocessing.resource_tracker", "multiprocessing.semaphore_tracker",
                   "multiprocessing.forkserver")
 
@@ -132,7 +133,10 @@ def assign_roles(views: list[ProcessView]) -> None:
         text = " ".join(v.cmdline)
         if any(marker in text for marker in HELPER_MARKERS):
             v.role = "helper"
-        elif v.pid in has_descendants and v.busy_share < MASTER_MAX_BUSY_SHARE:
+        elif v.pid in has_descendants and (
+                v.busy_share < MASTER_MAX_BUSY_SHARE
+                # the OS's word: a parent that used next to no CPU did no request work
+                or (v.cpu_cores is not None and v.cpu_cores < MASTER_MAX_CORES)):
             v.role = "master"
         else:
             v.role = "worker"
