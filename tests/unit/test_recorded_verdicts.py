@@ -10,7 +10,7 @@ import pytest
 
 from diagnose.checks.engine import run_checks
 from diagnose.classify.categories import Categorizer
-from diagnose.collect.procfs import ProcRecord
+from diagnose.collect.procfs import TreeRecord
 from diagnose.model.analysis import analyze_profile
 from diagnose.model.loaders import load_profile
 from tests.conftest import RECORDED, WORKLOADS, marker_line
@@ -24,7 +24,8 @@ def analyse_recording(name: str, with_os: bool = True, calibrated: bool = True):
     profile = load_profile(RECORDED / f"{name}.speedscope.json")
     proc = None
     if with_os:
-        proc = ProcRecord.from_dict(json.loads((RECORDED / f"{name}.procfs.json").read_text()))
+        # one process's record, or (recorded since process trees) a tree of one process
+        proc = TreeRecord.from_dict(json.loads((RECORDED / f"{name}.procfs.json").read_text())).root_record
     native_path = RECORDED / f"{name}.native.speedscope.json"
     native = load_profile(native_path) if calibrated and native_path.exists() else None
     analysis = analyze_profile(profile, Categorizer(), proc, native_profile=native)
