@@ -134,18 +134,19 @@ def resolve_probe_pid(pid: int, children: bool, retry_s: float) -> int:
         time.sleep(0.3)
 
 
-def _tree_threads(pids: list[int], children: bool) -> int | None:
-    """Threads of every process that will be sampled, for the shared sampling budget."""
-    total, known = 0, False
+def _tree_size(pids: list[int], children: bool) -> tuple[int | None, int]:
+    """(threads, processes) of everything that will be sampled, for the shared budget."""
+    total, known, processes = 0, False, 0
     for pid in pids:
         members = [pid] + ([n.pid for n in tree.python_descendants(pid)] if children else [])
         for member in members:
             try:
                 total += psutil.Process(member).num_threads()
                 known = True
+                processes += 1
             except psutil.Error:
                 pass
-    return total if known else None
+    return (total if known else None), max(1, processes)
 
 
 def capture(pids: int | list[int], work_dir: Path, options: AttachOptions,
@@ -171,8 +172,8 @@ def capture(pids: int | list[int], work_dir: Path, options: AttachOptions,
     # Sampling a launcher's tree with --no-children cannot happen (resolve_probe_pid refused it);
     # a launcher's Python child is sampled through py-spy --subprocesses.
     subprocesses = options.children
-    total_threads = _tree_threads(pids, options.children) or threads
-    plan = plan_sampling(total_threads, options.rate, native)
+    total_threads, processes = _tree_size(pids, options.children)
+    plan = plan_sampling(total_threads or threads, options.rate, native, processes)
     work_dir.mkdir(parents=True, exist_ok=True)
     commands, profile_paths, native_paths = [], [], []
     for pid in pids:

@@ -14,6 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 THREAD_SAMPLES_PER_SECOND = 200
+# py-spy pays a fixed cost per process per sampling instant (finding the interpreter, listing
+# its threads) beside the per-thread cost: a pre-fork fleet of one-thread workers would otherwise
+# get the full per-thread rate in every process. The budget is shared across processes.
+PROCESS_SAMPLES_PER_SECOND = 40
+NATIVE_PROCESS_SAMPLES_PER_SECOND = 8
 # Native frames (needed to tell a lock wait from a GIL wait from running C code) cost far more:
 # py-spy must stop the target and unwind every thread. The default plan takes them sparsely, in
 # a second blocking recorder, and uses them to calibrate the states of the non-blocking
@@ -38,21 +43,29 @@ class SamplingPlan:
     native_rate_hz: int = 0  # sparse blocking native recorder; 0 = none
 
 
-def plan_sampling(threads: int | None, requested_rate: int | None, native: bool = True) -> SamplingPlan:
+def plan_sampling(threads: int | None, requested_rate: int | None, native: bool = True,
+                  processes: int = 1) -> SamplingPlan:
     """The default (gentle) plan: non-blocking Python stacks at ~200 thread-samples/s, plus
     native stacks at ~20 thread-samples/s when native unwinding works. A requested rate means
     full fidelity: one blocking recorder, native frames on every sample."""
     threads = max(1, threads or 1)
-    proc_interval = min(MAX_PROC_INTERVAL_S, max(MIN_PROC_INTERVAL_S, threads / PROC_READS_PER_SECOND))
+    processes = max(1, processes)
+    # /proc reads per tick: one per thread plus a few per process (task list, statm)
+    proc_interval = min(MAX_PROC_INTERVAL_S, max(MIN_PROC_INTERVAL_S,
+                                                 (threads + 3 * processes) / PROC_READS_PER_SECOND))
     if requested_rate:
         return SamplingPlan(requested_rate, proc_interval, False,
                             f"full fidelity: every sample blocking{' with native frames' if native else ''} "
                             f"at {requested_rate} Hz (--rate)")
-    rate = max(MIN_RATE_HZ, min(MAX_RATE_HZ, round(THREAD_SAMPLES_PER_SECOND / threads)))
-    native_rate = (max(MIN_NATIVE_RATE_HZ, round(NATIVE_THREAD_SAMPLES_PER_SECOND / threads))
+    rate = max(MIN_RATE_HZ, min(MAX_RATE_HZ, round(THREAD_SAMPLES_PER_SECOND / threads),
+                                round(PROCESS_SAMPLES_PER_SECOND / processes)))
+    native_rate = (max(MIN_NATIVE_RATE_HZ, min(round(NATIVE_THREAD_SAMPLES_PER_SECOND / threads),
+                                               round(NATIVE_PROCESS_SAMPLES_PER_SECOND / processes)))
                    if native else 0)
     reason = (f"gentle: non-blocking Python stacks at {rate} Hz ({THREAD_SAMPLES_PER_SECOND} "
-              f"thread-samples/s over {threads} threads)")
+              f"thread-samples/s over {threads} threads"
+              + (f", {PROCESS_SAMPLES_PER_SECOND} process-samples/s over {processes} processes"
+                 if processes > 1 else "") + ")")
     if native_rate:
         reason += f", plus native stacks at {native_rate} Hz to calibrate thread states"
     return SamplingPlan(rate, proc_interval, True, reason, nonblocking=True, native_rate_hz=native_rate)
