@@ -61,6 +61,8 @@ def knob_args(fixture: str, fix: dict | None) -> list[str] | None:
             return ["--batchers", str(value)]
     if knob == "model_instances" and fixture == "lock_contention":
         return ["--instances", str(value)]
+    if knob == "model_instances" and fixture == "locked_blas":
+        return ["--no-lock"]
     if knob == "pool_size" and fixture == "pool_wait":
         return ["--pool-size", str(value)]
     if knob == "queue_handler" and fixture == "logging_lock":
