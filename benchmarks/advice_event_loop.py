@@ -18,8 +18,11 @@ uvloop when installed) and measures requests/s with wrk (`-t2 -cC -dSs --latency
 Before and after alternate (before, after, before, after, …) for `--rounds` rounds, each run on
 a freshly started server. Prints a markdown table of medians (and the ratio after / before), then
 one row per run with the latency percentiles, the server's CPU use (cores, from its CPU seconds
-over the window) and the machine's CPU pressure over the window (/proc/pressure/cpu "some": the
-share of time some task waited for a CPU; high values mean other jobs shared the cores).
+over the window), the CPU used meanwhile by everything else on the machine ("other jobs'
+cores": machine busy time minus the server, wrk and this script; a warning is printed when it
+exceeds 0.25 cores, since a CPU-bound variant's throughput depends on the cores left over) and
+the CPU pressure over the window (/proc/pressure/cpu "some": the share of time some task waited
+for a CPU, which includes the server and wrk competing with each other).
 
 On a shared machine, `--wait-quiet S` waits (up to S seconds) before each run until the CPU
 pressure averaged over the last 10 s is below 10 %.
@@ -33,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import resource
 import statistics
 import sys
 import time
@@ -52,6 +56,9 @@ FIXTURES = {
     "asgi_inline": "`await run_in_threadpool(MODEL.forward, x)`",
     "asgi_blocking": "`await run_in_threadpool(fetch_features_sync, user_id)`",
 }
+
+
+BUSY_OTHER_CORES = 0.25  # other jobs' CPU use above which a run is flagged
 
 
 def log(message: str) -> None:
@@ -106,6 +113,24 @@ def tree_cpu_seconds(pid: int) -> float:
     return total
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds all CPUs spent busy since boot (user, nice, system, irq, softirq, steal)."""
+    t = psutil.cpu_times()
+    return sum(getattr(t, name, 0.0) for name in ("user", "nice", "system", "irq", "softirq",
+                                                   "steal"))
+
+
+def self_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def children_cpu_seconds() -> float:
+    """CPU seconds of this process's reaped children (wrk, once its run is over)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def measure(fixture: str, after: bool, seconds: int, warmup: int, connections: int) -> dict:
     port = free_port()
     env = {"DIAGNOSE_FIXTURE_OFFLOAD": "1" if after else None}
@@ -115,9 +140,11 @@ def measure(fixture: str, after: bool, seconds: int, warmup: int, connections: i
             with load(url, warmup, connections):
                 pass
         cpu0, psi0, t0 = tree_cpu_seconds(server.pid), cpu_pressure_us(), time.monotonic()
+        busy0, kids0, self0 = machine_busy_seconds(), children_cpu_seconds(), self_cpu_seconds()
         with load(url, seconds, connections) as run:
             pass
         cpu1, psi1, t1 = tree_cpu_seconds(server.pid), cpu_pressure_us(), time.monotonic()
+        busy1, kids1, self1 = machine_busy_seconds(), children_cpu_seconds(), self_cpu_seconds()
         ready = server.ready_seconds
     result = run.result
     window = t1 - t0
@@ -126,6 +153,9 @@ def measure(fixture: str, after: bool, seconds: int, warmup: int, connections: i
         "requests": result.requests, "requests_per_second": result.requests_per_second,
         "p50_ms": result.latency_p50_ms, "p99_ms": result.latency_p99_ms,
         "errors": result.errors, "server_cores": (cpu1 - cpu0) / window if window else None,
+        # everything else that ran on the machine meanwhile (not the server, wrk or this script)
+        "other_cores": max(0.0, (busy1 - busy0) - (cpu1 - cpu0) - (kids1 - kids0)
+                           - (self1 - self0)) / window if window else None,
         "cpu_pressure": ((psi1 - psi0) / 1e6 / window) if psi0 is not None and psi1 is not None
         else None,
         "ready_seconds": ready,
@@ -165,6 +195,7 @@ def main(argv=None) -> int:
                 log(f"{fixture} round {round_no} {'after ' if after else 'before'}: "
                     f"{row['requests_per_second']:.1f} req/s, p50 {fmt(row['p50_ms'])} ms, "
                     f"server {fmt(row['server_cores'], '.2f')} cores, "
+                    f"others {fmt(row['other_cores'], '.2f')} cores, "
                     f"cpu pressure {fmt(row['cpu_pressure'], '.2f')}")
 
     print(f"Single-process uvicorn on 127.0.0.1, {args.connections} connections, "
@@ -182,14 +213,21 @@ def main(argv=None) -> int:
         ratio = after / before if before else float("inf")
         print(f"| `{fixture}` | {FIXTURES[fixture]} | {before:.1f} | {after:.1f} | "
               f"{ratio:.2f}× |")
+    busy = [r for r in runs if (r["other_cores"] or 0.0) > BUSY_OTHER_CORES]
+    if busy:
+        print()
+        print(f"**Warning**: in {len(busy)} of {len(runs)} runs other jobs used more than "
+              f"{BUSY_OTHER_CORES} of the {psutil.cpu_count()} CPUs (column \"other jobs' "
+              f"cores\" below); throughput of CPU-bound variants depends on the cores left over.")
     print()
     print("| fixture | round | variant | req/s | p50 ms | p99 ms | errors | server cores "
-          "| cpu pressure |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
+          "| other jobs' cores | cpu pressure |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in runs:
         print(f"| `{r['fixture']}` | {r['round']} | {'after' if r['after'] else 'before'} | "
               f"{r['requests_per_second']:.1f} | {fmt(r['p50_ms'])} | {fmt(r['p99_ms'])} | "
               f"{r['errors']} | {fmt(r['server_cores'], '.2f')} | "
+              f"{fmt(r['other_cores'], '.2f')} | "
               f"{fmt(r['cpu_pressure'], '.2f')} |")
     if args.json:
         args.json.write_text(json.dumps(runs, indent=2))

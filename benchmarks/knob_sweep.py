@@ -25,7 +25,9 @@ r mod n). The table shows per configuration the median rate over ``--rounds`` (d
 min / max, the median of the per-round ratios to the first configuration (same round, so a
 slow spell of the machine cancels out), the workload's CPU in cores during the window, and the
 CPU the rest of the machine used meanwhile ("other", in cores: near 0 the numbers can be
-trusted). Progress goes to stderr, the markdown table to stdout.
+trusted) and the workload's resident memory at the end of the window (VmRSS; for the
+memory-bound knobs, e.g. ``unbounded_backlog --max-queue``). Progress goes to stderr, the
+markdown table to stdout.
 
 Every process started is in its own process group (session) and is killed with that group at
 the end of its run, on an error, and on Ctrl-C / SIGTERM of the sweep, so nothing is left
@@ -90,6 +92,28 @@ def tree_cpu(pid):
     return total
 
 
+def tree_rss_mb(pid):
+    """VmRSS of the process and, with psutil, its live descendants, in MiB (None if unknown)."""
+    pids = [pid]
+    if psutil is not None:
+        try:
+            pids += [c.pid for c in psutil.Process(pid).children(recursive=True)]
+        except psutil.Error:
+            pass
+    total, seen = 0, False
+    for p in pids:
+        try:
+            with open("/proc/%d/status" % p) as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+                        seen = True
+                        break
+        except (OSError, ValueError, IndexError):
+            pass
+    return total / 1024.0 if seen else None
+
+
 def machine_busy():
     with open("/proc/stat") as f:
         fields = [int(x) for x in f.readline().split()[1:]]
@@ -152,8 +176,11 @@ class Workload:
             if line.startswith("READY"):
                 self.pid = int(line.split()[1])
                 return self.pid
-        raise RuntimeError("no READY line within %.0f s (exit status %s): %s"
-                           % (READY_TIMEOUT_S, self.proc.poll(), self.stderr_tail()))
+        status = self.proc.poll()
+        if status is None:
+            raise RuntimeError("no READY line within %.0f s" % READY_TIMEOUT_S)
+        raise RuntimeError("exited with status %s before READY: %s"
+                           % (status, self.stderr_tail()))
 
     def count(self):
         """(requests, the workload's monotonic time) or None if it does not answer."""
@@ -237,13 +264,14 @@ def run_once(python, script, config, common, seconds, warmup):
         time.sleep(seconds)
         b = w.count()
         cpu1, busy1, me1, t1 = tree_cpu(w.proc.pid), machine_busy(), self_cpu(), time.monotonic()
+        rss = tree_rss_mb(w.proc.pid)
         served = w.stop()
         wall = t1 - t0
         cores = (cpu1 - cpu0) / wall
         result.update(
             cores=cores,
             other=max(0.0, (busy1 - busy0) - (cpu1 - cpu0) - (me1 - me0)) / wall,
-            served=served)
+            rss_mb=rss, served=served)
         if a is not None and b is not None and b[1] > a[1]:
             result.update(ok=True, rate=(b[0] - a[0]) / (b[1] - a[1]), method="COUNT",
                           window=b[1] - a[1])
@@ -285,6 +313,8 @@ def summarize(configs, runs):
             "ratio": statistics.median(ratios) if ratios else None,
             "cores": statistics.median([r["cores"] for r in mine]) if mine else None,
             "other": max(r["other"] for r in mine) if mine else None,
+            "rss_mb": max((r["rss_mb"] for r in mine if r.get("rss_mb") is not None),
+                          default=None),
             "rates": rates,
             "methods": sorted({r["method"] for r in mine}),
         })
@@ -293,19 +323,20 @@ def summarize(configs, runs):
 
 def markdown(workload, rows, args):
     out = ["| `%s` configuration | req/s (median of %d) | min / max | vs first (median ratio) "
-           "| workload CPU (cores) | other CPU (max, cores) | runs (req/s) |" % (workload, args.rounds),
-           "| --- | ---: | --- | ---: | ---: | ---: | --- |"]
+           "| workload CPU (cores) | other CPU (max, cores) | RSS at end (max, MiB) | runs (req/s) |"
+           % (workload, args.rounds),
+           "| --- | ---: | --- | ---: | ---: | ---: | ---: | --- |"]
     for row in rows:
         label = "`%s`" % row["config"] if row["config"].strip() else "defaults"
         runs = ", ".join(_fmt(x, 0) for x in row["rates"])
         if row["failed"]:
-            runs += " (%d failed)" % row["failed"]
+            runs = (runs + " " if runs else "") + "(%d failed)" % row["failed"]
         if row["methods"] and row["methods"] != ["COUNT"]:
             runs += " [%s]" % "/".join(row["methods"])
-        out.append("| %s | %s | %s / %s | %s | %s | %s | %s |" % (
+        out.append("| %s | %s | %s / %s | %s | %s | %s | %s | %s |" % (
             label, _fmt(row["median"]), _fmt(row["min"], 0), _fmt(row["max"], 0),
             _fmt(row["ratio"], 2) + "×" if row["ratio"] is not None else "–",
-            _fmt(row["cores"], 2), _fmt(row["other"], 2), runs))
+            _fmt(row["cores"], 2), _fmt(row["other"], 2), _fmt(row["rss_mb"], 0), runs))
     return "\n".join(out)
 
 

@@ -22,6 +22,11 @@ and a load generator (wrk, or a Python closed-loop client) to drive them.
   localhost), bounded in time; without wrk on PATH it runs a closed-loop client of N threads with
   keep-alive `http.client` connections instead. Same interface, same `LoadResult`.
 
+If the test runner itself is killed (SIGTERM/SIGKILL: no `finally` runs), the started process
+gets SIGTERM from the kernel (PR_SET_PDEATHSIG) and stops its workers. That signal is tied to
+the *thread* that called `start_server`: start servers from the main thread, or from a thread
+that outlives them.
+
 The server's stdout/stderr go to a temporary log file (`Server.output()`), deleted on exit.
 Inherited WEB_CONCURRENCY, GUNICORN_CMD_ARGS and DIAGNOSE_FIXTURE_OFFLOAD are removed from the
 server's environment unless passed explicitly in `env` (a value of None removes a variable).
@@ -31,6 +36,8 @@ Standard library + psutil.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import functools
 import http.client
 import math
@@ -453,6 +460,24 @@ def stop_tree(server: Server, timeout: float = 10.0) -> List[int]:
     return [p.pid for p in survivors]
 
 
+_PR_SET_PDEATHSIG = 1
+try:
+    _prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
+except (OSError, AttributeError):  # not Linux / no glibc: rely on stop_tree alone
+    _prctl = None
+
+
+def _die_with_parent(parent_pid: int):
+    """preexec_fn: SIGTERM the server when the thread that started it dies (a test runner
+    killed by SIGTERM/SIGKILL runs no `finally`); the server then stops its own workers."""
+    def preexec() -> None:
+        if _prctl is not None:
+            _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent_pid:  # the parent died before prctl took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+    return preexec
+
+
 def _server_env(env: Optional[Dict[str, Optional[str]]]) -> Dict[str, str]:
     result = dict(os.environ)
     for name in SCRUBBED_ENV:
@@ -490,7 +515,8 @@ def start_server(argv: Sequence[str], port: int,
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, env=_server_env(env),
-                                cwd=str(SERVERS), start_new_session=True)
+                                cwd=str(SERVERS), start_new_session=True,
+                                preexec_fn=_die_with_parent(os.getpid()))
     except BaseException:
         log.close()
         log_path.unlink()

@@ -6,7 +6,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
+
+import psutil
 
 import pytest
 
@@ -67,6 +71,30 @@ def test_a_killed_master_does_not_leave_orphaned_workers():
         assert len(server.worker_pids()) == 2
         os.kill(server.pid, signal.SIGKILL)  # the workers are orphans now
     assert_all_gone(procs)
+
+
+RUNNER = r"""
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from tests.integration.servers import free_port, gunicorn_sync, start_server
+port = free_port()
+with start_server(gunicorn_sync("wsgi_preprocess", port, workers=2), port) as server:
+    print(" ".join(map(str, server.tree_pids())), flush=True)
+    time.sleep(120)
+"""
+
+
+def test_a_killed_test_runner_does_not_leave_its_server_behind():
+    runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(REPO)], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        line = runner.stdout.readline()  # the runner prints once the server is ready
+        procs = [psutil.Process(int(pid)) for pid in line.split()]
+        assert len(procs) == 3
+    finally:
+        runner.kill()  # no finally runs in the runner: only PR_SET_PDEATHSIG stops the server
+        runner.wait(timeout=10)
+    assert_all_gone(procs, timeout=20)
 
 
 def test_uvicorn_with_workers_is_a_supervisor_and_its_tree_is_stopped():
