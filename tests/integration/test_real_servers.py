@@ -103,8 +103,11 @@ def test_gunicorn_uvicorn_workers_with_inline_compute_are_event_loop_blocked(out
     port = free_port()
     with start_server(gunicorn_uvicorn_worker("asgi_inline", port, workers=2), port) as server:
         report = attach_under_load(server, out_dir)
-    assert report["verdict"]["primary"] == "event_loop_blocked", report["verdict"]
-    assert finding(report, "event_loop_blocked")["sites"][0]["function"] == "predict"
+    # Keep-alive connections may all land on one worker: then the uneven load is real, and
+    # it may lead; the blocked loop must still be found, critical, in the busy worker.
+    assert report["verdict"]["primary"] in ("event_loop_blocked", "worker_imbalance"), report["verdict"]
+    blocked = finding(report, "event_loop_blocked")
+    assert blocked["severity"] == "critical" and blocked["sites"][0]["function"] == "predict"
     assert [p["role"] for p in report["processes"]].count("master") == 1
     # A blocked loop is never only compute-bound.
     assert report["verdict"]["primary"] != "compute_bound"

@@ -43,7 +43,8 @@ def test_pipeline_whose_slow_stage_is_pure_python_names_that_stage(out_dir):
     assert report["verdict"]["primary"] in ("stage_bound", "gil_contention", "cpu_bound"), report["verdict"]
     top = report["findings"][0]
     named = {s["function"] for s in top["sites"]}
-    assert named & {"model_stage", "Model.forward", "Model.predict", "python_forward"}, top["sites"]
+    # the stage's loop, or the pure-Python model code it runs
+    assert any(n == "model_stage" or "Model.forward" in n for n in named), top["sites"]
     if top["id"] == "stage_bound":
         assert "GIL" in top["advice"][0]
 
