@@ -33,7 +33,7 @@ def fan_out_advice(request_threads: int, intra_op: int, cores: float, libraries:
             f"{request_threads} request threads each fan out into a pool of ~{intra_op} intra-op threads "
             f"({', '.join(libraries) or 'native'}) on {cores:g} usable cores: up to "
             f"{request_threads * (intra_op + 1)} threads compete for the cores.",
-            f"Either give each request one core's share of intra-op threads — "
+            "Either give each request one core's share of intra-op threads — "
             + knobs.format(n=per_request)
             + f" — or keep the intra-op pool and cut the request pool to {pool} thread(s).",
             "Keep request threads x intra-op threads <= physical cores; re-measure P99 after each change.",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from diagnose.checks.base import NotApplicable, Site, core_room, make_finding, pct, ramp, short_path
+from diagnose.checks.base import NotApplicable, Site, core_room, make_finding, pct, ramp
 
 ID = "stage_bound"
 

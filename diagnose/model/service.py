@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from diagnose.model.analysis import Analysis, analysis_of, classify_profile
-from diagnose.model.os_summary import ProcessOS, combine, summarize
+from diagnose.model.os_summary import combine
 from diagnose.model.profile import Profile
 
 MASTER_MAX_BUSY_SHARE = 0.15  # a parent busier than this does work itself: it is a worker

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import WORKLOADS, run_cli
+from tests.conftest import run_cli
 from tests.integration.conftest import requires_ptrace, running, workload_command
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
