@@ -16,14 +16,6 @@ LOCK_KINDS = ("lock", "rlock", "condition", "event", "barrier")
 SERIALIZING_MIN_SAMPLES = 3  # holders seen inside the library: enough to know where they are
 
 
-def _pool_threads(analysis) -> int:
-    """Threads of the process with no Python frames (native pools), counted by /proc."""
-    if analysis.os is None:
-        return 0
-    python_tids = {int(t) for t in analysis.threads["tid"]}
-    return sum(1 for tid in analysis.os.threads if tid not in python_tids)
-
-
 def run(analysis, settings):
     req = analysis.request_samples()
     total = float(req["count"].sum())
@@ -50,7 +42,7 @@ def run(analysis, settings):
     # A threaded pool only: a library pinned to one thread (no pool threads) serializes nothing.
     serializing = next((sp for sp in analysis.pool_splits
                         if sp.samples >= SERIALIZING_MIN_SAMPLES and sp.library in SERIALIZES_CALLERS),
-                       None) if _pool_threads(analysis) else None
+                       None) if analysis.native_threads else None
     if serializing is not None:
         # The next resource: the critical section runs in a library pool that admits one caller
         # at a time, so without the lock the callers queue inside the library instead.

@@ -53,8 +53,7 @@ def run(analysis, settings):
     # time per second they run. Run-queue wait alone misleads: the sampler itself takes a core.
     score = min(ramp(oversubscription, settings["oversubscription_low"], settings["oversubscription_high"]),
                 ramp(ratio, settings["low"], settings["high"]))
-    python_tids = {int(t) for t in analysis.threads["tid"]}
-    intra_op = sum(1 for tid in os_.threads if tid not in python_tids)
+    intra_op = analysis.native_threads
     request_threads = int(len(analysis.request_threads))
     libraries = intra_op_libraries(analysis)
     # Fan-out that serializes instead of oversubscribing: request threads queue on a native

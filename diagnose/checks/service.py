@@ -102,6 +102,9 @@ def worker_imbalance(service: Service, settings) -> Finding | None:
         advice = [f"Run {n} worker processes, one per usable core (gunicorn `-w {n}`, uvicorn "
                   f"`--workers {n}`, `Pool(processes={n})`): each saturated worker is one core's "
                   f"worth of throughput."]
+        room = cores / total if cores and total else 1.0
+        gain = (max(1.0, room), f"estimate: the workers use {total:.2f} of {cores:g} usable cores; "
+                                f"one saturated worker per core uses all of them")
     else:
         busiest = workers[int(np.argmax(load))]
         summary = (f"{len(workers)} worker processes carry uneven load: from {load.min():.2f} to "
@@ -111,11 +114,6 @@ def worker_imbalance(service: Service, settings) -> Finding | None:
                   "SO_REUSEPORT), shorten keep-alive, or balance in front of the workers.",
                   "If one worker is busy because of long requests, move that work to a queue "
                   "served by every worker."]
-    if too_few >= uneven:
-        room = cores / total if cores and total else 1.0
-        gain = (max(1.0, room), f"estimate: the workers use {total:.2f} of {cores:g} usable cores; "
-                                f"one saturated worker per core uses all of them")
-    else:
         gain = (max(1.0, float(load.max()) * len(workers) / total) if total else 1.0,
                 "estimate: the load of the busiest worker spread evenly over all of them")
     return make_finding(IMBALANCE_ID, settings, score, summary, evidence,

@@ -87,8 +87,7 @@ def _fans_out_to_cores(analysis, stage) -> bool:
     os_ = analysis.os
     if os_ is None or not analysis.pool_splits:
         return False
-    python_tids = {int(t) for t in analysis.threads["tid"]}
-    pool_threads = sum(1 for tid in os_.threads if tid not in python_tids)
+    pool_threads = analysis.native_threads
     return pool_threads > 0 and len(stage.threads) + pool_threads >= os_.usable_cores
 
 

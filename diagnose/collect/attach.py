@@ -175,20 +175,21 @@ def capture(pids: int | list[int], work_dir: Path, options: AttachOptions,
     total_threads, processes = _tree_size(pids, options.children)
     plan = plan_sampling(total_threads or threads, options.rate, native, processes)
     work_dir.mkdir(parents=True, exist_ok=True)
-    commands, profile_paths, native_paths = [], [], []
+    # The main recorders first, then the native ones: outputs are split by that order below.
+    main_commands, native_commands, profile_paths, native_paths = [], [], [], []
     for pid in pids:
         stem = work_dir / f".diagnose-{pid}-{os.getpid()}"
         profile_paths.append(Path(f"{stem}.speedscope.json"))
-        commands.append(pyspy.record_command(pid, str(profile_paths[-1]), options.duration,
-                                             plan.rate_hz, native=native and not plan.nonblocking,
-                                             nonblocking=plan.nonblocking, subprocesses=subprocesses))
-    if plan.native_rate_hz:
-        for pid in pids:
-            stem = work_dir / f".diagnose-{pid}-{os.getpid()}"
+        main_commands.append(pyspy.record_command(
+            pid, str(profile_paths[-1]), options.duration, plan.rate_hz,
+            native=native and not plan.nonblocking, nonblocking=plan.nonblocking,
+            subprocesses=subprocesses))
+        if plan.native_rate_hz:
             native_paths.append(Path(f"{stem}.native.speedscope.json"))
-            commands.append(pyspy.record_command(pid, str(native_paths[-1]), options.duration,
-                                                 plan.native_rate_hz, native=True,
-                                                 subprocesses=subprocesses))
+            native_commands.append(pyspy.record_command(
+                pid, str(native_paths[-1]), options.duration, plan.native_rate_hz, native=True,
+                subprocesses=subprocesses))
+    commands = main_commands + native_commands
     sampler = TreeSampler(pids, children=options.children)
     started = time.time()
     children_before = resource.getrusage(resource.RUSAGE_CHILDREN)

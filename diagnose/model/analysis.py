@@ -37,6 +37,15 @@ class Analysis:
     # at full fidelity, else the sparse calibration samples), for what runs inside C libraries
 
     @functools.cached_property
+    def native_threads(self) -> int:
+        """Threads of the process with no Python frames (intra-op pools: OpenMP, BLAS, libuv),
+        seen only by /proc; 0 without OS counters."""
+        if self.os is None:
+            return 0
+        python_tids = {int(t) for t in self.threads["tid"]}
+        return sum(1 for tid in self.os.threads if tid not in python_tids)
+
+    @functools.cached_property
     def pool_splits(self):
         """Per native library: kernel vs pool-synchronisation samples of this process's threads."""
         from diagnose.model.native_pools import pool_split

@@ -17,14 +17,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from diagnose.collect.tree import HELPER_MARKERS
 from diagnose.model.analysis import Analysis, analysis_of, classify_profile
 from diagnose.model.os_summary import combine
 from diagnose.model.profile import Profile
 
 MASTER_MAX_BUSY_SHARE = 0.15  # a parent busier than this does work itself: it is a worker
 MASTER_MAX_CORES = 0.03  # ...unless the OS says it used next to no CPU
-HELPER_MARKERS = ("multiprocessing.resource_tracker", "multiprocessing.semaphore_tracker",
-                  "multiprocessing.forkserver")
 
 
 @dataclass
