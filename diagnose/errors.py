@@ -17,6 +17,12 @@ class ExitCode:
     PROFILER_FAILED = 7
     TARGET_EXITED = 8  # the report was still written, marked partial
     NO_SAMPLES = 9
+    # 10 is reserved for a CI gate (--fail-on): the primary finding reached the asked severity.
+    OUTPUT_FAILED = 11  # an output file could not be written; the ones already written are kept
+    # Stopped by a signal: the partial report was written; 128 + the signal number, as shells do.
+    SIGHUP = 129
+    SIGINT = 130
+    SIGTERM = 143
 
 
 class DiagnoseError(Exception):
@@ -51,3 +57,15 @@ class ProfilerFailed(DiagnoseError):
 
 class NoSamples(DiagnoseError):
     exit_code = ExitCode.NO_SAMPLES
+
+
+class OutputFailed(DiagnoseError):
+    exit_code = ExitCode.OUTPUT_FAILED
+
+
+class Interrupted(DiagnoseError):
+    """Sampling was stopped by a signal; `exit_code` is 128 + that signal's number."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
