@@ -1,6 +1,10 @@
 """The ranking policy, in one place.
 
-1. Every check scores its own evidence, 0-100, without looking at other checks' findings.
+1. Every check scores its own evidence, 0-100, without looking at other checks' findings: no
+   check damps its score for another check's reason. Where one finding is the mechanism of
+   another (GIL waits behind preprocessing, busy cores under far too many threads), the cause
+   leads because it predicts the larger gain (preprocessing's share is not capped by the cores;
+   fewer threads return the switching) or, at equal gain, by the causal order (rule 4).
 2. Findings at critical strength (score >= 75) come first, ordered by what fixing them can buy:
    their predicted gain (Amdahl for a serialized share, capped by the cores the process leaves
    idle; the utilization law for a pipeline stage; kernels vs pool synchronisation for an
@@ -10,6 +14,8 @@
 4. Equal keys fall back to the causal order of engine.CHECKS: the more specific, more actionable
    diagnosis (a blocked loop, a stage, a lock) before its symptoms (busy cores, idle workers).
 The verdict is the first finding, unless it is weak (then the headline says what the threads did).
+A verdict whose first finding rests on fewer than confidence.MIN_SAMPLES samples says "low
+confidence" in its headline and is never critical (engine.verdict_for).
 """
 
 from __future__ import annotations

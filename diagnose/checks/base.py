@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 import pandas as pd
 
 from diagnose.classify.categories import builtin_rules_text
+from diagnose.model.confidence import MIN_SAMPLES, intervals_for
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,11 @@ class Finding:
     # (Amdahl, the utilization law, the cores left), with the inputs in `gain_basis`.
     predicted_gain: float | None = None
     gain_basis: str = ""
+    # The samples behind the finding's main share, and each evidence share's 95% Wilson
+    # interval ({key: {low, high, samples}}); `low_confidence` when they are too few.
+    samples: int | None = None
+    intervals: dict = field(default_factory=dict)
+    low_confidence: bool = False
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -84,6 +90,10 @@ class CheckSettings:
 
 def load_check_settings(user_rules: dict | None = None) -> dict[str, CheckSettings]:
     builtin = tomllib.loads(builtin_rules_text("checks.toml")).get("checks", {})
+    if user_rules:
+        from diagnose.rules_file import validate  # unknown ids, keys and types are errors
+
+        validate(user_rules)
     merged = {cid: dict(values) for cid, values in builtin.items()}
     for cid, values in (user_rules or {}).get("checks", {}).items():
         merged.setdefault(cid, {}).update(values)
@@ -91,17 +101,21 @@ def load_check_settings(user_rules: dict | None = None) -> dict[str, CheckSettin
 
 
 def make_finding(check_id: str, settings: CheckSettings, score: float, summary: str,
-                 evidence: dict, sites=(), advice=None, gain: tuple[float, str] | None = None
-                 ) -> Finding:
-    """`gain`: (predicted throughput ratio, the estimate's inputs in words)."""
+                 evidence: dict, sites=(), advice=None, gain: tuple[float, str] | None = None,
+                 samples: int | float | None = None) -> Finding:
+    """`gain`: (predicted throughput ratio, the estimate's inputs in words). `samples`: how many
+    samples the finding's shares are proportions of (None for /proc-only evidence)."""
     score = int(round(max(0.0, min(100.0, score))))
     predicted, basis = gain if gain is not None else (None, "")
+    evidence = {k: _plain(v) for k, v in evidence.items()}
+    samples = None if samples is None else int(samples)
     return Finding(id=check_id, title=settings.get("title", check_id), score=score,
                    severity=severity_for(score), summary=summary,
-                   evidence={k: _plain(v) for k, v in evidence.items()}, sites=tuple(sites),
+                   evidence=evidence, sites=tuple(sites),
                    advice=tuple(advice if advice is not None else settings.get("advice", [])),
                    predicted_gain=None if predicted is None else round(float(predicted), 2),
-                   gain_basis=basis)
+                   gain_basis=basis, samples=samples, intervals=intervals_for(evidence, samples),
+                   low_confidence=samples is not None and samples < MIN_SAMPLES)
 
 
 MAX_AMDAHL = 20.0  # a share this close to 1 says "large", not a number to trust

@@ -42,14 +42,8 @@ def run(analysis, settings):
     score = ramp(share, settings["low"], settings["high"]) * busy_factor
     runnable_per_core = None
     if analysis.os is not None and analysis.os.usable_cores:
-        # Far more runnable threads than cores: the first fix is the thread count
-        # (scheduler_overhead), not the model, so this diagnosis steps back.
         runnable_per_core = analysis.os.mean_runnable / analysis.os.usable_cores
-        score *= min(1.0, settings["max_runnable_per_core"] / max(runnable_per_core, 1e-9))
-    # Request threads queued on a native library's mutex (OpenBLAS admitting one caller at a
-    # time) are thread fan-out first: scheduler_overhead names that knob; this steps back.
     native_mutex_share = sum(w.share for w in analysis.waits if w.kind == "native_mutex")
-    score *= 1.0 - 0.5 * min(1.0, native_mutex_share)
     evidence = {
         "model_share_of_busy": share,
         "busy_request_threads": busy_threads,
@@ -68,6 +62,6 @@ def run(analysis, settings):
         sites.insert(0, Site(stage.function, stage.file, stage.line, stage.utilization))
     summary = (f"cores {pct(min(utilization, 1.0))} busy; {pct(share)} of {who} busy time "
                f"is model compute" + (f", most in {hot[0].function}" if hot else ""))
-    return make_finding(ID, settings, score, summary, evidence, sites,
+    return make_finding(ID, settings, score, summary, evidence, sites, samples=total_busy,
                         gain=(1.0, "estimate: no structural gain: the cores already run the model; "
                                    "only a cheaper model or more cores buy throughput"))

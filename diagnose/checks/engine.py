@@ -28,6 +28,9 @@ class Verdict:
     primary: str
     headline: str
     severity: str
+    # "low" when the primary finding rests on too few samples (its severity is then capped).
+    confidence: str = "ok"
+    samples: int | None = None
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,13 @@ def verdict_for(findings: tuple[Finding, ...], activity: str = "") -> Verdict:
     top = findings[0]
     if top.severity == "ok":
         return Verdict("none", f"No clear bottleneck: {activity or 'no finding is strong'}.", "ok")
-    return Verdict(top.id, f"{top.title.split(':')[0]} — {top.summary}", top.severity)
+    headline = f"{top.title.split(':')[0]} — {top.summary}"
+    if top.low_confidence:
+        # A few dozen samples can make any share look decisive: say so, and never call it critical.
+        severity = "warning" if top.severity == "critical" else top.severity
+        return Verdict(top.id, f"low confidence: {top.samples} samples; sample longer — {headline}",
+                       severity, "low", top.samples)
+    return Verdict(top.id, headline, top.severity, "ok", top.samples)
 
 
 _ACTIVITY = {"idle": "waiting for work", "io": "asleep or waiting on IO", "lock": "waiting on locks",

@@ -47,7 +47,7 @@ def run(analysis, settings):
     if top is None:
         summary = (f"the event loop ({loop.name}) was busy {pct(loop.busy_share)} of the time, "
                    f"idle in its selector {pct(loop.idle_share)}; no app code ran on it")
-        return make_finding(ID, settings, score, summary, evidence, advice=[])
+        return make_finding(ID, settings, score, summary, evidence, advice=[], samples=loop.samples)
     what = (_BLOCKING_WORDS[top.blocking] if top.kind == "blocking_call"
             else _PHASE_WORDS.get(top.phase, "CPU work"))
     evidence["fix"] = {"knob": "offload", "value": _callee(top)}
@@ -71,7 +71,8 @@ def run(analysis, settings):
     else:
         gain = serial_gain(loop.app_share, analysis, "synchronous work on the loop")
     return make_finding(ID, settings, score, summary, evidence, sites,
-                        advice=_advice(top, analysis) + list(settings.get("advice", [])), gain=gain)
+                        advice=_advice(top, analysis) + list(settings.get("advice", [])), gain=gain,
+                        samples=loop.samples)
 
 
 def _per_request(loop) -> str:

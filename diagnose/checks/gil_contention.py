@@ -40,13 +40,11 @@ def _from_native_frames(analysis, settings, total):
                 "gil_wait_share_per_thread": _per_thread_share(analysis, "gil")}
     summary = f"request threads spend {pct(share)} of their time waiting for the GIL"
     score = ramp(share, settings["low"], settings["high"])
-    # When the GIL holders are mostly preprocessing, preprocessing is the root cause and its
-    # own finding (with its own advice) should lead; this one stays as the mechanism.
-    holder_phase = _holder_phase_shares(analysis)
-    evidence["holder_phase_shares"] = holder_phase
-    if holder_phase.get("preprocess", 0.0) > 0.5:
-        score = min(score, settings["cap_when_preprocess_holds"])
-    score *= _oversubscription_factor(analysis, settings, evidence)
+    # Who holds the GIL, by phase: the arbiter ranks a preprocessing finding first when
+    # preprocessing is what the waiters wait behind.
+    evidence["holder_phase_shares"] = _holder_phase_shares(analysis)
+    if analysis.os is not None and analysis.os.usable_cores:
+        evidence["runnable_per_core"] = round(analysis.os.mean_runnable / analysis.os.usable_cores, 4)
     if gil and gil.holders:
         top = gil.holders[0]
         evidence["holder"] = describe(gil)
@@ -54,18 +52,7 @@ def _from_native_frames(analysis, settings, total):
         summary += (f"; the holder was most often running {top.function} "
                     f"({top.file.rsplit('/', 1)[-1]}:{top.line})")
     return make_finding(ID, settings, score, summary, evidence, sites,
-                        gain=serial_gain(share, analysis, "waiting for the GIL"))
-
-
-def _oversubscription_factor(analysis, settings, evidence) -> float:
-    """Far more runnable threads than cores: cutting the thread count (scheduler_overhead) comes
-    before the GIL, which those threads also fight over; this finding steps back."""
-    os_ = analysis.os
-    if os_ is None or not os_.usable_cores:
-        return 1.0
-    runnable_per_core = os_.mean_runnable / os_.usable_cores
-    evidence["runnable_per_core"] = round(runnable_per_core, 4)
-    return min(1.0, settings["max_runnable_per_core"] / max(runnable_per_core, 1e-9))
+                        gain=serial_gain(share, analysis, "waiting for the GIL"), samples=total)
 
 
 def _holder_phase_shares(analysis) -> dict:
@@ -101,4 +88,5 @@ def _estimated_from_cpu_time(analysis, settings, req, total):
     summary = (f"an estimated {pct(share)} of request-thread time waits for the GIL "
                f"(Python-active time beyond the CPU time the threads got; no native frames)")
     return make_finding(ID, settings, ramp(share, settings["low"], settings["high"]), summary,
-                        evidence, sites, gain=serial_gain(share, analysis, "waiting for the GIL (estimated)"))
+                        evidence, sites, gain=serial_gain(share, analysis, "waiting for the GIL (estimated)"),
+                        samples=total)

@@ -61,4 +61,4 @@ def run(analysis, settings):
                          f"the work: start the service with {serializing.knob}=1 and re-measure; then "
                          f"shrink the critical section or use a pool of model instances.")
     return make_finding(ID, settings, ramp(share, settings["low"], settings["high"]), summary,
-                        evidence, sites_from_waits(waits), advice=advice, gain=gain)
+                        evidence, sites_from_waits(waits), advice=advice, gain=gain, samples=total)

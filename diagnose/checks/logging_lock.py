@@ -39,4 +39,5 @@ def run(analysis, settings):
                    + f", most from {short_path(top.file)}:{top.line} ({top.function})")
     return make_finding(ID, settings, ramp(share, settings["low"], settings["high"]), summary,
                         evidence, sites_from_waits(waits),
-                        gain=serial_gain(share, analysis, "waiting on the logging lock"))
+                        gain=serial_gain(share, analysis, "waiting on the logging lock"),
+                        samples=req["count"].sum())

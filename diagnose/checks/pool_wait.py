@@ -41,4 +41,5 @@ def run(analysis, settings):
                    f"{short_path(top.file)}:{top.line} ({top.function}, {top.label}){size}")
     return make_finding(ID, settings, ramp(share, settings["low"], settings["high"]), summary,
                         evidence, sites_from_waits(waits),
-                        gain=serial_gain(share, analysis, "waiting for the pool"))
+                        gain=serial_gain(share, analysis, "waiting for the pool"),
+                        samples=req["count"].sum())

@@ -117,7 +117,8 @@ def run(analysis, settings):
         if sync_score >= score:
             return _intra_op_overhead(analysis, settings, split, sync_score, intra_op, cores,
                                       evidence, sites)
-    return make_finding(ID, settings, score, summary, evidence, sites, advice=advice, gain=gain)
+    return make_finding(ID, settings, score, summary, evidence, sites, advice=advice, gain=gain,
+                        samples=req["count"].sum())
 
 
 CONTEXT_SWITCH_COST_S = 20e-6
@@ -160,4 +161,4 @@ def _intra_op_overhead(analysis, settings, split, score, intra_op, cores, eviden
              f"takes at most {100 * (1 - sure):.0f}% of its time: about {gain:.2f}x")
     variant = CheckSettings(dict(settings.values, title=settings.get("intra_op_title", settings["title"])))
     return make_finding(ID, variant, score, summary, evidence, sites, advice=advice,
-                        gain=(gain, basis))
+                        gain=(gain, basis), samples=split.samples)

@@ -78,7 +78,8 @@ def run(analysis, settings):
                   "Keep the queues between stages bounded: backpressure is what tells you which "
                   "stage is slow."]
     return make_finding(ID, settings, score, summary, evidence, sites, advice=advice,
-                        gain=(gain, f"estimate (utilization law): {inputs}"))
+                        gain=(gain, f"estimate (utilization law): {inputs}"),
+                        samples=analysis.samples[analysis.samples["thread"].isin(stage.threads)]["count"].sum())
 
 
 def _fans_out_to_cores(analysis, stage) -> bool:

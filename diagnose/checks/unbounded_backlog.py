@@ -71,4 +71,5 @@ def run(analysis, settings):
     return make_finding(ID, settings, score, summary, evidence,
                         submit_sites + _worker_sites(analysis),
                         gain=(1.0, "estimate: a bound buys stability (fast rejections instead of "
-                                   "time-outs and an out-of-memory kill), not throughput"))
+                                   "time-outs and an out-of-memory kill), not throughput"),
+                        samples=total)

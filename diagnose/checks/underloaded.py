@@ -37,4 +37,5 @@ def run(analysis, settings):
     if utilization is not None:
         summary += f"; cores {pct(min(utilization, 1.0))} busy"
     return make_finding(ID, settings, score, summary, evidence, sites,
-                        gain=(1.0, "estimate: nothing inside the process limits throughput"))
+                        gain=(1.0, "estimate: nothing inside the process limits throughput"),
+                        samples=total)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from diagnose.model.confidence import wilson
 from diagnose.model.profile import Profile
 
 # (library, file pattern, knob to set its pool size)
@@ -65,13 +66,9 @@ class PoolSplit:
     @property
     def sync_share_low(self) -> float:
         """Lower end of the 95% Wilson interval of the sync share: what the samples make sure of."""
-        n = self.samples
-        if not n:
+        if not self.samples:
             return 0.0
-        p, z = self.sync_share, CONFIDENCE_Z
-        centre = p + z * z / (2 * n)
-        spread = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5)
-        return max(0.0, (centre - spread) / (1 + z * z / n))
+        return wilson(self.sync_share, self.samples, CONFIDENCE_Z)[0]
 
 
 def _library(path: str):

@@ -127,7 +127,8 @@ def build_report(service: Service, results: CheckResults, per_process: dict | No
         "target": target,
         "sampling": sampling,
         "verdict": {"primary": results.verdict.primary, "headline": results.verdict.headline,
-                    "severity": results.verdict.severity},
+                    "severity": results.verdict.severity,
+                    "confidence": results.verdict.confidence, "samples": results.verdict.samples},
         "findings": [f.to_dict() for f in results.findings],
         "waits": [dict(w.to_dict(), summary=describe(w), pid=view.pid)
                   for view in service.processes if view.role != "master"

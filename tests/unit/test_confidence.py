@@ -1,0 +1,46 @@
+"""Shares carry their sample counts and 95% intervals; thin evidence gives a low-confidence verdict."""
+
+from diagnose.checks.base import CheckSettings, make_finding
+from diagnose.checks.engine import verdict_for
+from diagnose.model.confidence import MIN_SAMPLES, intervals_for, wilson
+
+
+def test_wilson_interval_contains_the_share_and_narrows_with_samples():
+    low_few, high_few = wilson(0.35, 40)
+    low_many, high_many = wilson(0.35, 4000)
+    assert low_few < 0.35 < high_few
+    assert low_many < 0.35 < high_many
+    assert (high_many - low_many) < (high_few - low_few) / 5
+
+
+def test_wilson_at_the_edges_stays_inside_zero_and_one():
+    assert wilson(1.0, 20)[1] == 1.0 and wilson(1.0, 20)[0] < 1.0
+    assert wilson(0.0, 20)[0] == 0.0 and wilson(0.0, 20)[1] > 0.0
+
+
+def test_only_share_keys_get_intervals():
+    got = intervals_for({"lock_wait_share": 0.5, "threads_waiting": 4, "busy_samples": 900,
+                         "stage_busy_share": 0.9, "estimated": True}, 812)
+    assert set(got) == {"lock_wait_share", "stage_busy_share"}
+    assert got["lock_wait_share"]["samples"] == 812
+    assert got["lock_wait_share"]["low"] < 0.5 < got["lock_wait_share"]["high"]
+
+
+def _finding(samples):
+    return make_finding("lock_contention", CheckSettings({"title": "Lock contention: x"}), 100,
+                        "95% of request-thread time waits on the lock", {"lock_wait_share": 0.95},
+                        samples=samples)
+
+
+def test_a_verdict_on_few_samples_says_low_confidence_and_is_not_critical():
+    verdict = verdict_for((_finding(41),))
+    assert verdict.headline.startswith("low confidence: 41 samples; sample longer")
+    assert verdict.confidence == "low"
+    assert verdict.severity == "warning"
+
+
+def test_a_verdict_on_enough_samples_keeps_its_severity():
+    verdict = verdict_for((_finding(MIN_SAMPLES * 10),))
+    assert verdict.confidence == "ok"
+    assert verdict.severity == "critical"
+    assert "low confidence" not in verdict.headline
