@@ -32,6 +32,8 @@ def wilson(share: float, samples: int, z: float = Z95) -> tuple[float, float]:
 
 def is_share_key(key: str) -> bool:
     """Evidence keys that hold a proportion of samples (the others are counts, rates, seconds)."""
+    if "cpu" in key or key.endswith("_os") or "core" in key:
+        return False  # CPU time from /proc, not a count of samples
     return key.endswith("share") or "_share_" in key or key.startswith("share_")
 
 
