@@ -9,8 +9,10 @@ from diagnose.model.waits import describe
 
 ID = "lock_contention"
 # Waits on a lock-like object that another request thread holds. Pools (queue, semaphore) and
-# logging handler locks have their own checks, with their own advice.
-LOCK_KINDS = ("lock", "rlock", "condition", "event", "barrier")
+# logging handler locks have their own checks, with their own advice. An Event, a Future or a
+# join is not a lock: its waiter waits for the thread that produces the result (the service
+# structure follows it to that producer), so it is never lock contention.
+LOCK_KINDS = ("lock", "rlock", "condition", "barrier")
 
 
 SERIALIZING_MIN_SAMPLES = 3  # holders seen inside the library: enough to know where they are

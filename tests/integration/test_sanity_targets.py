@@ -1,0 +1,54 @@
+"""Programs of the kinds py-spy's own tests sample (busy loop, recursion, sleepers, thread
+churn): a saturated thread is a bottleneck whatever its code is called, and a sleeping process
+is described, not given an irrelevant weak finding."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tests.conftest import REPO, run_cli
+from tests.integration.conftest import requires_ptrace, running
+
+SANITY = REPO / "fixtures" / "sanity"
+pytestmark = requires_ptrace
+
+
+def _attach(name: str, out_dir) -> dict:
+    with running([sys.executable, str(SANITY / f"{name}.py"), "--seconds", "40"]) as pid:
+        proc, report = run_cli("attach", pid, "--duration", "3", "--json", "--output-dir", out_dir)
+    assert proc.returncode == 0, proc.stderr
+    return report
+
+
+def _primary(report: dict) -> dict:
+    return next(f for f in report["findings"] if f["id"] == report["verdict"]["primary"])
+
+
+@pytest.mark.parametrize("name, function", [("busy_loop", "collatz_steps"), ("recursion", "descend")])
+def test_a_saturated_thread_is_cpu_bound_and_its_hot_function_is_named(name, function, out_dir):
+    report = _attach(name, out_dir)
+    assert report["verdict"]["primary"] == "cpu_bound", report["verdict"]
+    assert function in [s["function"] for s in _primary(report)["sites"]]
+    assert _primary(report)["evidence"]["python_share_of_busy"] > 0.5
+
+
+def test_sleeping_threads_get_no_finding_and_a_headline_that_says_they_slept(out_dir):
+    report = _attach("sleepers", out_dir)
+    assert report["verdict"]["primary"] == "none", report["verdict"]
+    headline = report["verdict"]["headline"]
+    assert headline.startswith("No clear bottleneck")
+    assert "sleep" in headline, headline
+    assert "memory" not in headline
+
+
+def test_threads_that_come_and_go_still_give_a_report(out_dir):
+    report = _attach("thread_churn", out_dir)
+    # Short-lived threads were seen beside the main thread (py-spy reuses a finished thread's
+    # id, so many threads share a few rows); waiting for them to start and finish (an Event, a
+    # join) is waiting for their work, never lock contention.
+    assert len(report["threads"]) >= 2
+    assert any(t["name"] != "MainThread" for t in report["threads"])
+    assert report["verdict"]["primary"] not in ("lock_contention", "pool_wait")
+    assert {"join", "event"} & {w["kind"] for w in report["waits"]}
