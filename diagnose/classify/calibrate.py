@@ -6,7 +6,10 @@ look alike) and, in a second recorder, a few native samples per second. Each nat
 state is known (classify/state.py). Grouped by their Python frames, the native samples give the
 state mix of every Python stack — "at server.py:88 in Model.predict: 71% waiting on a Lock, 29%
 waiting for the GIL" — and that mix is given to the many Python-only samples with the same
-Python frames. Python stacks the native samples never saw keep the frame-only estimate.
+Python frames. A mix needs support: at least MIN_SUPPORT native samples of that Python stack,
+else of its innermost SUFFIX_FRAMES Python frames (the wait site and its caller usually decide
+the state); a stack with less keeps the frame-only estimate rather than letting two samples
+decide hundreds.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from diagnose.classify.state import FULL_SYMBOL_MARKERS, classify_stack
 from diagnose.model.profile import Frame, Profile
 
 FrameKey = tuple[str, str, int]
+MIN_SUPPORT = 3
+SUFFIX_FRAMES = 2
 
 
 @dataclass(frozen=True)
@@ -32,11 +37,37 @@ class CalibratedState:
 Mixture = list[tuple[CalibratedState, float]]  # states and their shares, largest first
 
 
+@dataclass(frozen=True)
+class Calibration:
+    """State mixes by Python stack, and how many native samples stand behind each."""
+
+    mixtures: dict  # python key -> Mixture
+    support: dict  # python key -> native samples
+    suffix_mixtures: dict  # innermost SUFFIX_FRAMES python frames -> Mixture
+    suffix_support: dict
+
+    def lookup(self, key: tuple) -> tuple[Mixture, int] | None:
+        """The best-supported mix for a Python stack and its support, or None."""
+        if self.support.get(key, 0) >= MIN_SUPPORT:
+            return self.mixtures[key], self.support[key]
+        suffix = key[-SUFFIX_FRAMES:]
+        if self.suffix_support.get(suffix, 0) >= MIN_SUPPORT:
+            return self.suffix_mixtures[suffix], self.suffix_support[suffix]
+        return None
+
+    def __bool__(self) -> bool:
+        return bool(self.mixtures)
+
+    @property
+    def native_samples(self) -> int:
+        return int(sum(self.support.values()))
+
+
 def python_key(frames: list[Frame]) -> tuple[FrameKey, ...]:
     return tuple((f.function, f.file, f.line) for f in frames if not f.native)
 
 
-def calibration_from(native: Profile) -> dict[tuple[FrameKey, ...], Mixture]:
+def calibration_from(native: Profile) -> Calibration:
     """State mixes per Python stack, from a profile recorded with native frames."""
     counts = np.zeros(len(native.stacks), dtype=np.int64)
     for track in native.threads:
@@ -53,11 +84,22 @@ def calibration_from(native: Profile) -> dict[tuple[FrameKey, ...], Mixture]:
         state = CalibratedState(result.state, result.wait_kind,
                                 (site.function, site.file, site.line) if site else None)
         tallies[python_key(frames)][state] += int(counts[sid])
-    calibration = {}
+    suffix_tallies: dict[tuple, dict[CalibratedState, int]] = defaultdict(lambda: defaultdict(int))
+    for key, by_state in tallies.items():
+        for state, n in by_state.items():
+            suffix_tallies[key[-SUFFIX_FRAMES:]][state] += n
+    mixtures, support = _mixes(tallies)
+    suffix_mixtures, suffix_support = _mixes(suffix_tallies)
+    return Calibration(mixtures, support, suffix_mixtures, suffix_support)
+
+
+def _mixes(tallies: dict) -> tuple[dict, dict]:
+    mixtures, support = {}, {}
     for key, by_state in tallies.items():
         total = sum(by_state.values())
-        calibration[key] = sorted(((s, n / total) for s, n in by_state.items()), key=lambda p: -p[1])
-    return calibration
+        support[key] = total
+        mixtures[key] = sorted(((s, n / total) for s, n in by_state.items()), key=lambda p: -p[1])
+    return mixtures, support
 
 
 def spread(n: int, mixture: Mixture) -> np.ndarray:

@@ -32,6 +32,10 @@ SAMPLE_COLUMNS = {
     "phase": pd.CategoricalDtype(PHASES_AND_OTHER),
     "leaf_category": pd.CategoricalDtype(CATEGORIES),
     "estimated": "bool",    # state inferred without native frames
+    # Where the state came from: the sample's own native frames ("measured"), the mix of native
+    # samples of the same Python stack ("calibrated"), or the Python frames alone ("estimated").
+    "state_source": pd.CategoricalDtype(("measured", "calibrated", "estimated")),
+    "calibration_support": "int32",  # native samples behind a calibrated state, else 0
 }
 
 
@@ -45,12 +49,15 @@ class StackTable:
     phase: np.ndarray
     leaf_category: np.ndarray
     estimated: np.ndarray
+    calibrated: np.ndarray  # bool per stack
+    support: np.ndarray  # native samples behind a calibrated stack
     # Stacks whose samples get a calibrated mix of states: stack id -> [(state, wait_kind,
     # site frame id)...] and their shares (see classify/calibrate.py).
     mixtures: dict = field(default_factory=dict)
 
 
-def classify_stacks(profile: Profile, categorizer: Categorizer, calibration: dict | None = None) -> StackTable:
+def classify_stacks(profile: Profile, categorizer: Categorizer, calibration=None) -> StackTable:
+    """`calibration`: a classify.calibrate.Calibration, for a profile without native frames."""
     n = len(profile.stacks)
     state = np.empty(n, dtype=object)
     wait_kind = np.empty(n, dtype=object)
@@ -58,12 +65,16 @@ def classify_stacks(profile: Profile, categorizer: Categorizer, calibration: dic
     phase = np.empty(n, dtype=object)
     leaf_cat = np.empty(n, dtype=object)
     estimated = np.zeros(n, dtype=bool)
+    calibrated = np.zeros(n, dtype=bool)
+    support = np.zeros(n, dtype=np.int32)
     mixtures = {}
     full_symbols = any(f.function in FULL_SYMBOL_MARKERS for f in profile.frames)
     for sid, stack in enumerate(profile.stacks):
         frames = [profile.frames[i] for i in stack]
-        mixture = calibration.get(python_key(frames)) if calibration else None
-        if mixture:
+        found = calibration.lookup(python_key(frames)) if calibration else None
+        if found:
+            mixture, support[sid] = found
+            calibrated[sid] = True
             components = [(c.state, c.wait_kind, _frame_id(profile, c.site)) for c, _ in mixture]
             state[sid], wait_kind[sid], site[sid] = components[0]
             if len(components) > 1:
@@ -74,7 +85,7 @@ def classify_stacks(profile: Profile, categorizer: Categorizer, calibration: dic
             site[sid] = stack[result.site] if result.site >= 0 else -1
         phase[sid] = categorizer.phase_of(frames)
         leaf_cat[sid] = categorizer.categorize(frames[-1]).category if frames else "other"
-    return StackTable(state, wait_kind, site, phase, leaf_cat, estimated, mixtures)
+    return StackTable(state, wait_kind, site, phase, leaf_cat, estimated, calibrated, support, mixtures)
 
 
 def _frame_id(profile: Profile, key) -> int:
@@ -114,6 +125,10 @@ def build_sample_table(profile: Profile, stacks: StackTable) -> pd.DataFrame:
     df["phase"] = pd.Categorical(stacks.phase[sid], categories=PHASES_AND_OTHER) if len(sid) else pd.Categorical([], categories=PHASES_AND_OTHER)
     df["leaf_category"] = pd.Categorical(stacks.leaf_category[sid], categories=CATEGORIES) if len(sid) else pd.Categorical([], categories=CATEGORIES)
     df["estimated"] = stacks.estimated[sid]
+    source = np.where(stacks.calibrated[sid], "calibrated",
+                      np.where(stacks.estimated[sid], "estimated", "measured"))
+    df["state_source"] = pd.Categorical(source, categories=("measured", "calibrated", "estimated"))
+    df["calibration_support"] = stacks.support[sid]
     return validate(df)
 
 

@@ -21,17 +21,31 @@ def _num(value):
     return round(value, 4) if isinstance(value, float) else value
 
 
+def state_sources(samples: pd.DataFrame) -> dict:
+    """Samples by where their state came from, and the native samples behind the calibrated ones:
+    {measured, calibrated, estimated, calibration_min_support, calibration_median_support}."""
+    counts = samples.groupby("state_source", observed=False)["count"].sum()
+    out = {str(k): int(v) for k, v in counts.items()}
+    calibrated = samples[samples["state_source"] == "calibrated"]
+    support = calibrated["calibration_support"]
+    out["calibration_min_support"] = int(support.min()) if len(support) else None
+    out["calibration_median_support"] = float(support.median()) if len(support) else None
+    return out
+
+
 def thread_rows(analysis: Analysis) -> list[dict]:
     rows = []
+    sources = {int(t): state_sources(g) for t, g in analysis.samples.groupby("thread", observed=True)}
     os_threads = analysis.os.threads if analysis.os else {}
     state_cols = [c for c in analysis.threads.columns if c not in ("tid", "pid", "name", "role", "samples")]
-    for _, row in analysis.threads.iterrows():
+    for index, row in analysis.threads.iterrows():
         tos = os_threads.get(int(row["tid"]))
         rows.append({
             "tid": int(row["tid"]), "pid": None if pd.isna(row["pid"]) else int(row["pid"]),
             "name": str(row["name"]), "role": str(row["role"]),
             "samples": int(row["samples"]),
             "states": {c: int(row[c]) for c in state_cols if int(row[c])},
+            "state_sources": sources.get(int(index), {}),
             "os": None if tos is None else {
                 "cpu_s": _num(tos.cpu_s), "runqueue_wait_s": _num(tos.runqueue_wait_s),
                 "voluntary_ctx": tos.voluntary_ctx, "involuntary_ctx": tos.involuntary_ctx,
@@ -116,6 +130,7 @@ def build_report(service: Service, results: CheckResults, per_process: dict | No
     sampling["native"] = bool(sampling.get("native", analysis.profile.native))
     sampling["states_calibrated"] = analysis.profile.calibrated
     sampling["state_estimated"] = bool(analysis.samples["estimated"].any())
+    sampling["state_sources"] = state_sources(analysis.samples)
     if analysis.os is not None:
         # Share of /proc observations that found a thread stopped by py-spy: the observer's pause.
         sampling["paused_share"] = round(analysis.os.observer_stop_share, 4)
