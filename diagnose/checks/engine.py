@@ -48,14 +48,30 @@ def run_checks(analysis, user_rules: dict | None = None) -> CheckResults:
         (skipped if isinstance(result, NotApplicable) else findings).append((order, result))
     ranked = rank([f for _, f in findings], order_of)
     return CheckResults(ranked, tuple(s for _, s in skipped),
-                        verdict_for(ranked, describe_activity(analysis)))
+                        verdict_for(ranked, describe_activity(analysis), waits_hidden(analysis)))
 
 
-def verdict_for(findings: tuple[Finding, ...], activity: str = "") -> Verdict:
-    """`activity`: what the threads did (describe_activity), the headline when nothing stands out."""
+def waits_hidden(analysis) -> str:
+    """Why the profile cannot show waits (recorded without --idle), or "" when it can."""
+    profile = analysis.profile
+    if getattr(profile, "waits_visible", True):
+        return ""
+    return getattr(profile, "waits_reason", "") or "no thread was ever seen waiting"
+
+
+def verdict_for(findings: tuple[Finding, ...], activity: str = "", hidden_waits: str = "") -> Verdict:
+    """`activity`: what the threads did (describe_activity), the headline when nothing stands out.
+    `hidden_waits`: why the profile cannot show waits; then every share of busy time could be
+    overturned by the waits it dropped, so there is no verdict, only what the busy time shows."""
     if not findings:
         return Verdict("none", "No check could run on this data.", "ok")
     top = findings[0]
+    if hidden_waits:
+        busy = (f"; among what it kept, the strongest pattern was: {top.title.split(':')[0].lower()}"
+                f" — {top.summary}") if top.severity != "ok" else ""
+        return Verdict("inconclusive", f"Inconclusive: this profile cannot show waits ({hidden_waits}); "
+                       f"record it again with `py-spy record --idle` or use `diagnose attach`{busy}.",
+                       "info", "low", top.samples)
     if top.severity == "ok":
         return Verdict("none", f"No clear bottleneck: {activity or 'no finding is strong'}.", "ok")
     headline = f"{top.title.split(':')[0]} — {top.summary}"

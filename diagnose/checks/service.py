@@ -17,7 +17,8 @@ import numpy as np
 
 from diagnose.checks.base import Finding, load_check_settings, make_finding, pct, ramp, severity_for
 from diagnose.checks.arbiter import rank
-from diagnose.checks.engine import CheckResults, describe_activity, order_of, run_checks, verdict_for
+from diagnose.checks.engine import (CheckResults, describe_activity, order_of, run_checks, verdict_for,
+                                    waits_hidden)
 from diagnose.model.service import Service, worker_load
 
 WEIGHT_FLOOR_CORES = 0.02  # every worker weighs at least this many cores' worth
@@ -41,7 +42,8 @@ def run_service_checks(service: Service, user_rules: dict | None = None
     first = per_process[workers[0].pid]
     applicable = {f.id for f in ranked}
     skipped = tuple(n for n in first.not_applicable if n.id not in applicable)
-    return (CheckResults(ranked, skipped, verdict_for(ranked, describe_activity(service.combined))),
+    return (CheckResults(ranked, skipped, verdict_for(ranked, describe_activity(service.combined),
+                                                     waits_hidden(service.combined))),
             per_process)
 
 

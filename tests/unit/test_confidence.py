@@ -44,3 +44,11 @@ def test_a_verdict_on_enough_samples_keeps_its_severity():
     assert verdict.confidence == "ok"
     assert verdict.severity == "critical"
     assert "low confidence" not in verdict.headline
+
+
+def test_a_profile_that_cannot_show_waits_gives_no_verdict_only_what_its_busy_time_shows():
+    verdict = verdict_for((_finding(MIN_SAMPLES * 10),), hidden_waits="recorded without --idle")
+    assert verdict.primary == "inconclusive"
+    assert verdict.headline.startswith("Inconclusive: this profile cannot show waits (recorded without --idle)")
+    assert "py-spy record --idle" in verdict.headline
+    assert verdict.severity != "critical"
