@@ -8,6 +8,7 @@ import pandas as pd
 from diagnose.classify.categories import CATEGORIES, Categorizer
 from diagnose.classify.state import STATES
 from diagnose.model.analysis import Analysis
+from diagnose.render.evidence_labels import describe_evidence
 
 MAX_TIMELINE_STEPS = 3000  # enough resolution for a screen; longer windows are coarsened
 
@@ -49,11 +50,15 @@ def timeline_data(analysis: Analysis) -> dict:
         return {"interval_s": analysis.profile.interval_s, "steps": 0, "lanes": []}
     interval = analysis.profile.interval_s or 0.01
     window = float(timed["t"].max()) + interval
+    if analysis.profile.window_s:
+        # measured instants: the whole recorded window, threads where they ran in it
+        window = max(window, analysis.profile.window_s)
     steps = int(np.ceil(window / interval))
     if steps > MAX_TIMELINE_STEPS:
         interval = window / MAX_TIMELINE_STEPS
         steps = MAX_TIMELINE_STEPS
-    step = np.minimum((timed["t"].to_numpy() / interval).astype(np.int64), steps - 1)
+    # (+1e-6 of a step: an instant k * interval computed in floating point lands in step k)
+    step = np.minimum(np.floor(timed["t"].to_numpy() / interval + 1e-6).astype(np.int64), steps - 1)
     frame = pd.DataFrame({"thread": timed["thread"].to_numpy(), "step": step,
                           "state": timed["state"].cat.codes.to_numpy()})
     frame = frame.drop_duplicates(["thread", "step"], keep="last")
@@ -72,6 +77,8 @@ def timeline_data(analysis: Analysis) -> dict:
 def page_data(report: dict, analysis: Analysis, categorizer: Categorizer, generated_at: str) -> dict:
     return {
         "report": report,
+        # Per finding, in the report's order: its evidence as labelled rows with units.
+        "evidence_text": [describe_evidence(f) for f in report.get("findings") or []],
         "generated_at": generated_at,
         "states": list(STATES),
         "categories": list(CATEGORIES),

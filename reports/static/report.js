@@ -289,6 +289,8 @@
     return {
       report, states, categories, threads, frames, stacks, dropped, multiProcess,
       generatedAt: str(raw.generated_at),
+      // Per finding, its evidence as labelled rows with units (absent in older pages).
+      evidenceText: Array.isArray(raw.evidence_text) ? raw.evidence_text : null,
       timeline: {
         interval: isNum(tl.interval_s) && tl.interval_s > 0 ? tl.interval_s : 0,
         steps: Number.isInteger(tl.steps) && tl.steps > 0 ? tl.steps : 0,
@@ -422,7 +424,8 @@
 
     const top = h('div', { class: 'verdict-top' },
       h('span', { class: 'brand', text: 'diagnose' }),
-      badge(v.severity));
+      badge(v.severity),
+      str(v.confidence) === 'low' ? confidenceBadge(v.samples, 'verdict-confidence') : null);
     if (v.primary != null && v.primary !== '') {
       const id = str(v.primary);
       const known = arr(r.findings).some((f) => f && str(f.id) === id);
@@ -554,6 +557,7 @@
         h('span', { class: 'f-rank', text: '#' + (rank + 1) }),
         h('span', { class: 'f-title', text: str(f.title) || str(f.id) }),
         badge(f.severity),
+        f.low_confidence === true ? confidenceBadge(f.samples, null, 'f-conf') : null,
         h('span', { class: 'f-score', text: 'score ' + fmtNum(f.score) }),
         isNum(f.predicted_gain) ? h('span', {
           class: 'f-gain-tag', title: 'predicted throughput gain if fixed (an estimate)',
@@ -570,8 +574,18 @@
       if (knob) body.appendChild(knob);
 
       const ev = obj(f.evidence);
-      // evidence.fix is the knob line above.
-      const evKeys = Object.keys(ev).filter((k) => !(k === 'fix' && knob));
+      const labelled = evidenceRows(D, f, rank);
+      if (labelled) {
+        // Labels and values with their units, made by diagnose (evidence_labels.py).
+        if (labelled.length) {
+          body.appendChild(h('h4', { text: 'Evidence' }));
+          body.appendChild(h('table', { class: 'kv evidence labelled' }, h('tbody', null, labelled.map((r) =>
+            h('tr', { 'data-key': r.key, 'data-flag': r.flag == null ? null : str(r.flag) },
+              h('th', { scope: 'row', text: str(r.label) || r.key }), evidenceCell(r))))));
+        }
+      }
+      // Older pages: the raw evidence; evidence.fix is the knob line above.
+      const evKeys = labelled ? [] : Object.keys(ev).filter((k) => !(k === 'fix' && knob));
       if (evKeys.length) {
         body.appendChild(h('h4', { text: 'Evidence' }));
         body.appendChild(h('table', { class: 'kv evidence' }, h('tbody', null, evKeys.map((k) =>
@@ -600,6 +614,47 @@
         h('ul', null, na.map((n) => h('li', null,
           h('span', { class: 'mono', text: str(n.id) }), ': ', h('span', { text: str(n.reason) }))))));
     }
+  }
+
+  /** "low confidence: 41 samples": the shares behind a finding (or the verdict) rest on too few
+   *  samples to be trusted. */
+  function confidenceBadge(samples, id, cls) {
+    return h('span', {
+      class: 'badge conf-low' + (cls ? ' ' + cls : ''), id: id || null,
+      'data-samples': isNum(samples) ? samples : null,
+      title: 'few samples behind these shares: they could be far off; sample longer',
+      text: 'low confidence' + (isNum(samples) ? ': ' + fmtInt(samples) + ' samples' : ''),
+    });
+  }
+
+  /** The finding's evidence as labelled rows (page data `evidence_text`, parallel to the
+   *  report's findings), or null when the page has none that fits this finding. */
+  function evidenceRows(D, f, rank) {
+    const all = D.evidenceText;
+    if (!all || all.length !== arr(D.report.findings).length || !Array.isArray(all[rank])) return null;
+    // Only rows made for exactly this evidence, key for key: never another finding's values.
+    const keys = Object.keys(obj(f.evidence)).filter((k) => k !== 'fix');
+    const rows = all[rank].map(obj);
+    const fits = rows.length === keys.length && rows.every((r, i) => r.key === keys[i]);
+    return fits ? rows : null;
+  }
+
+  /** A labelled evidence value: its text, or a name/value list for a dict. */
+  function evidenceCell(r) {
+    const iv = obj(r.interval);
+    const td = h('td', {
+      class: 'ev-text',
+      title: isNum(iv.samples) ? 'range: 95% Wilson interval over ' + fmtInt(iv.samples) + ' samples' : null,
+    });
+    const items = arr(r.items).filter(Array.isArray);
+    if (items.length) {
+      td.appendChild(h('dl', { class: 'kv-nested' }, items.map((it) => [
+        h('dt', { text: str(it[0]) }), h('dd', { text: str(it[1]) })])));
+      if (r.flag != null) td.appendChild(h('span', { class: 'ev-flag', text: '(' + str(r.flag) + ')' }));
+    } else {
+      putText(td, str(r.text));
+    }
+    return td;
   }
 
   /** Keys whose numbers are fractions, shown as percentages: *_share, *_shares, *_share_of_*,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -378,10 +379,70 @@ def page_number(value: float) -> str:
     return repr(float(f"{value:.3g}"))
 
 
-def test_evidence_objects_are_key_value_lists_with_percentages(lock_report, open_report):
+_LABELLED_JS = """(root) => Array.from(root.querySelectorAll('table.evidence > tbody > tr')).map(tr => ({
+  key: tr.dataset.key, label: tr.cells[0].textContent, text: tr.cells[1].textContent,
+  title: tr.cells[1].getAttribute('title'),
+  nested: Array.from(tr.cells[1].querySelectorAll(':scope > dl.kv-nested > dt')).map(dt =>
+    [dt.textContent, dt.nextElementSibling.textContent]),
+}))"""
+
+
+def labelled_evidence(page, finding_id: str) -> list[dict]:
+    return page.eval_on_selector(f'details.finding[data-finding-id="{finding_id}"]', _LABELLED_JS)
+
+
+def test_evidence_rows_are_labelled_in_words_with_units(lock_report, open_report):
+    html, report = lock_report
+    data = page_data(html)
+    assert len(data["evidence_text"]) == len(report["findings"])
+    opened = open_report(html)
+    page = opened.page
+    for finding, rows in zip(report["findings"], data["evidence_text"]):
+        shown = labelled_evidence(page, finding["id"])
+        # the page shows diagnose's labels and texts, row for row, with the raw key kept as data
+        assert [(r["key"], r["label"]) for r in shown] == [(r["key"], r["label"]) for r in rows]
+        assert [r["key"] for r in shown] == [k for k in finding["evidence"] if k != "fix"]
+        for row, made in zip(shown, rows):
+            assert row["label"] != row["key"] and "_" not in row["label"], row
+            if made.get("items"):
+                assert row["nested"] == [list(item) for item in made["items"]]
+            else:
+                assert row["text"] == made["text"]
+    lock = {r["key"]: r for r in labelled_evidence(page, "lock_contention")}
+    share = lock["lock_wait_share"]
+    assert share["label"] == "share of request-thread time waiting on locks"
+    interval = next(f for f in report["findings"] if f["id"] == "lock_contention")["intervals"]["lock_wait_share"]
+    assert re.fullmatch(r"\d+% \(\d+(\.\d)?\u2013\d+(\.\d)?%\), [\d,]+ samples", share["text"]), share
+    assert share["text"].endswith(f"{interval['samples']:,} samples")
+    assert share["title"] == f"range: 95% Wilson interval over {interval['samples']:,} samples"
+    assert lock["estimated"]["text"] == "no"
+    assert lock["lock_wait_thread_seconds"]["text"].endswith(" s")
+    sched = {r["key"]: r for r in labelled_evidence(page, "scheduler_overhead")}
+    assert sched["cgroup_cpu_quota_cores"]["text"] == "no quota"
+    assert sched["involuntary_ctx_per_s"]["text"].endswith(" /s")
+    gil = {r["key"]: r for r in labelled_evidence(page, "gil_contention")}
+    per_thread = next(f for f in report["findings"] if f["id"] == "gil_contention")["evidence"]["gil_wait_share_per_thread"]
+    assert [name for name, _ in gil["gil_wait_share_per_thread"]["nested"]] == list(per_thread)
+    assert all(text.endswith("%") for _, text in gil["gil_wait_share_per_thread"]["nested"])
+    for selector in ("#findings-body", "#facts-body"):
+        text = page.text_content(selector)
+        assert '{"' not in text and '":' not in text and "null" not in text, selector
+    opened.assert_clean()
+
+
+def test_older_pages_without_labels_show_evidence_objects_as_lists_with_percentages(lock_report, open_report, tmp_path):
     html, report = lock_report
     findings = {f["id"]: f for f in report["findings"]}
-    opened = open_report(html)
+    data = page_data(html)
+    # evidence labels that do not fit the findings (re-ordered) are not used: never mislabelled
+    shuffled = copy.deepcopy(data)
+    shuffled["report"]["findings"].reverse()
+    opened = open_report(render_page(shuffled, tmp_path / "shuffled.html"))
+    keys = opened.page.eval_on_selector_all("table.evidence th", "els => els.map(e => e.textContent)")
+    assert keys and set(keys) <= {k for f in report["findings"] for k in f["evidence"]}
+    opened.assert_clean()
+    del data["evidence_text"]
+    opened = open_report(render_page(data, tmp_path / "older.html"))
     page = opened.page
     gil = evidence(page, "gil_contention")
     for key in ("gil_wait_share_per_thread", "holder_phase_shares"):
@@ -549,5 +610,57 @@ def test_without_javascript_the_fallback_names_the_observer_warning_and_wait_sit
         for wait in report["waits"]:
             assert wait["summary"] in text
         assert blocked == []
+    finally:
+        context.close()
+
+
+def low_confidence(data: dict, samples: int = 41) -> dict:
+    """`data` with its verdict and top finding resting on `samples` samples, as diagnose writes
+    such a verdict (engine.verdict_for)."""
+    low = copy.deepcopy(data)
+    report = low["report"]
+    top = next(f for f in report["findings"] if f["id"] == report["verdict"]["primary"])
+    top.update(low_confidence=True, samples=samples)
+    report["verdict"].update(confidence="low", samples=samples, severity="warning",
+                             headline=f"low confidence: {samples} samples; sample longer \u2014 "
+                                      + report["verdict"]["headline"])
+    return low
+
+
+def test_a_low_confidence_verdict_and_finding_carry_a_badge(lock_report, open_report, browser, tmp_path):
+    html, report = lock_report
+    # a verdict on enough samples has no badge
+    assert report["verdict"]["confidence"] == "ok" and not any(f["low_confidence"] for f in report["findings"])
+    opened = open_report(html)
+    assert opened.page.locator(".conf-low").count() == 0
+    opened.assert_clean()
+
+    data = low_confidence(page_data(html))
+    primary = data["report"]["verdict"]["primary"]
+    low = render_page(data, tmp_path / "low.html")
+    opened = open_report(low)
+    page = opened.page
+    badge = page.locator("#verdict .verdict-top #verdict-confidence")
+    assert badge.count() == 1 and badge.is_visible()
+    assert badge.text_content() == "low confidence: 41 samples"
+    assert page.text_content("#verdict-headline").startswith("low confidence: 41 samples; sample longer")
+    # the finding's summary row says it too; the findings on enough samples do not
+    marked = page.eval_on_selector_all(
+        "details.finding > summary .conf-low",
+        "els => els.map(e => [e.closest('details').dataset.findingId, e.textContent])")
+    assert marked == [[primary, "low confidence: 41 samples"]]
+    assert page.locator(f'details.finding[data-finding-id="{primary}"] > summary .conf-low').is_visible()
+    opened.assert_clean()
+
+    # without JavaScript, the fallback states the confidence
+    context = browser.new_context(java_script_enabled=False, service_workers="block")
+    try:
+        page = context.new_page()
+        context.route("**/*", lambda r: r.continue_() if r.request.url == low.resolve().as_uri() else r.abort())
+        page.goto(low.resolve().as_uri(), wait_until="load")
+        text = page.inner_text("body")
+        assert "confidence: low (41 samples)" in text
+        assert "Low confidence: the primary finding rests on 41 samples" in text
+        assert "low confidence: 41 samples)" in text  # its line in the findings list
     finally:
         context.close()
