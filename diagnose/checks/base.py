@@ -102,9 +102,10 @@ def load_check_settings(user_rules: dict | None = None) -> dict[str, CheckSettin
 
 def make_finding(check_id: str, settings: CheckSettings, score: float, summary: str,
                  evidence: dict, sites=(), advice=None, gain: tuple[float, str] | None = None,
-                 samples: int | float | None = None) -> Finding:
+                 samples: int | float | None = None, share_samples: dict | None = None) -> Finding:
     """`gain`: (predicted throughput ratio, the estimate's inputs in words). `samples`: how many
-    samples the finding's shares are proportions of (None for /proc-only evidence)."""
+    samples the finding's shares are proportions of (None for /proc-only evidence);
+    `share_samples`: {evidence key: count} for a share of another population."""
     score = int(round(max(0.0, min(100.0, score))))
     predicted, basis = gain if gain is not None else (None, "")
     evidence = {k: _plain(v) for k, v in evidence.items()}
@@ -114,7 +115,8 @@ def make_finding(check_id: str, settings: CheckSettings, score: float, summary: 
                    evidence=evidence, sites=tuple(sites),
                    advice=tuple(advice if advice is not None else settings.get("advice", [])),
                    predicted_gain=None if predicted is None else round(float(predicted), 2),
-                   gain_basis=basis, samples=samples, intervals=intervals_for(evidence, samples),
+                   gain_basis=basis, samples=samples,
+                   intervals=intervals_for(evidence, samples, share_samples),
                    low_confidence=samples is not None and samples < MIN_SAMPLES)
 
 

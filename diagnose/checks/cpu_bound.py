@@ -56,7 +56,8 @@ def run(analysis, settings):
     else:
         gain = (1.0, "estimate: the code already runs on the cores it has")
     return make_finding(ID, settings, score, summary, evidence, self_sites[:3] + total_sites[:2],
-                        advice=advice, gain=gain, samples=busy_total)
+                        advice=advice, gain=gain, samples=busy_total,
+                        share_samples={"busy_share_of_request_time": total})
 
 
 def _self_time(analysis, samples, reference, limit=5):

@@ -37,4 +37,5 @@ def run(analysis, settings):
     gain = min(MAX_AMDAHL, 1.0 / max(1e-9, 1.0 - min(share, 0.999)))
     basis = (f"estimate: preprocessing is {pct(share)} of busy request time; making it free buys at "
              f"most {gain:.2f}x (Amdahl), halving it {1 / (1 - share / 2):.2f}x")
-    return make_finding(ID, settings, score, summary, evidence, sites, gain=(gain, basis), samples=total_busy)
+    return make_finding(ID, settings, score, summary, evidence, sites, gain=(gain, basis), samples=total_busy,
+                        share_samples={"busy_share_of_request_time": req["count"].sum()})

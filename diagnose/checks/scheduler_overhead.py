@@ -161,4 +161,5 @@ def _intra_op_overhead(analysis, settings, split, score, intra_op, cores, eviden
              f"takes at most {100 * (1 - sure):.0f}% of its time: about {gain:.2f}x")
     variant = CheckSettings(dict(settings.values, title=settings.get("intra_op_title", settings["title"])))
     return make_finding(ID, variant, score, summary, evidence, sites, advice=advice,
-                        gain=(gain, basis), samples=split.samples)
+                        gain=(gain, basis), samples=split.samples,
+                        share_samples={"native_mutex_wait_share": analysis.request_samples()["count"].sum()})

@@ -37,14 +37,15 @@ def is_share_key(key: str) -> bool:
     return key.endswith("share") or "_share_" in key or key.startswith("share_")
 
 
-def intervals_for(evidence: dict, samples: int | None) -> dict:
-    """Each share in `evidence` with its interval and the sample count behind it."""
-    if not samples:
-        return {}
+def intervals_for(evidence: dict, samples: int | None, share_samples: dict | None = None) -> dict:
+    """Each share in `evidence` with its interval and the sample count behind it: `samples`, or
+    for a share of another population its own count in `share_samples`."""
+    share_samples = share_samples or {}
     out = {}
     for key, value in evidence.items():
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and is_share_key(key) \
+        n = share_samples.get(key, samples)
+        if n and isinstance(value, (int, float)) and not isinstance(value, bool) and is_share_key(key) \
                 and 0.0 <= float(value) <= 1.0:
-            low, high = wilson(float(value), samples)
-            out[key] = {"low": round(low, 4), "high": round(high, 4), "samples": int(samples)}
+            low, high = wilson(float(value), n)
+            out[key] = {"low": round(low, 4), "high": round(high, 4), "samples": int(n)}
     return out
