@@ -25,6 +25,12 @@ class Pattern:
     function: re.Pattern | None
     file: re.Pattern | None
     generic: bool
+    framework: bool = False  # a framework library's own frames: they take their caller's phase
+
+    @property
+    def names_a_library(self) -> bool:
+        """A library-path pattern (it names files): it decides before function-name patterns."""
+        return self.file is not None
 
     def matches(self, frame: Frame) -> bool:
         if self.function is not None and not self.function.search(frame.function):
@@ -38,6 +44,7 @@ class Pattern:
 class FrameCategory:
     category: str
     generic: bool  # matched only a generic pattern (numpy, BLAS): weak evidence of a phase
+    framework: bool = False  # a framework library's internals (torch, onnxruntime, numpy, BLAS)
 
 
 def _compile(text: str | None, where: str) -> re.Pattern | None:
@@ -59,17 +66,16 @@ def parse_category_rules(data: dict, where: str) -> list[Pattern]:
             if "function" not in raw and "file" not in raw:
                 raise BadRules(f"{where}: a pattern of {name!r} needs 'function' or 'file'")
             patterns.append(Pattern(name, _compile(raw.get("function"), where),
-                                    _compile(raw.get("file"), where), bool(raw.get("generic"))))
+                                    _compile(raw.get("file"), where), bool(raw.get("generic")),
+                                    bool(raw.get("framework"))))
     return patterns
 
 
 def load_toml(path: Path) -> dict:
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BadRules(f"{path}: no such rules file")
-    except tomllib.TOMLDecodeError as exc:
-        raise BadRules(f"{path}: not valid TOML: {exc}")
+    """A user's rules file, read and validated strictly (diagnose/rules_file.py)."""
+    from diagnose.rules_file import load
+
+    return load(path)
 
 
 def builtin_rules_text(name: str) -> str:
@@ -77,33 +83,66 @@ def builtin_rules_text(name: str) -> str:
 
 
 class Categorizer:
-    """Categorizes frames, user patterns first, caching per frame."""
+    """Categorizes frames, caching per frame.
+
+    Precedence: the user's patterns (in file order); then the built-in library-path patterns of
+    the phases (patterns with a `file`: torch, onnxruntime, numpy, PIL, json, ...); then the
+    built-in function-name patterns of the phases (softmax, resize, forward, ...); then the
+    sync / io / runtime patterns in file order. A native frame of a library that a built-in
+    sync / io / runtime pattern names (libpython, libc, CPython's C sources) never takes a phase
+    from its function name: libpython's `list_resize` is not image resizing.
+    """
 
     def __init__(self, user_rules: dict | None = None):
         builtin = parse_category_rules(tomllib.loads(builtin_rules_text("categories.toml")),
                                        "built-in categories.toml")
+        if user_rules:
+            from diagnose.rules_file import validate
+
+            validate(user_rules)
         user = parse_category_rules(user_rules, "--rules file") if user_rules else []
-        self.patterns = user + builtin
+        phase_paths = [p for p in builtin if p.category in PHASES and p.names_a_library]
+        phase_names = [p for p in builtin if p.category in PHASES and not p.names_a_library]
+        others = [p for p in builtin if p.category not in PHASES]
+        self._tiers = (user, phase_paths, phase_names, others)
+        self.patterns = [p for tier in self._tiers for p in tier]  # in the order they are tried
+        # Libraries the non-phase patterns name by path alone (libpython, libc, ...).
+        self._system_libraries = [p.file for p in others if p.file is not None and p.function is None]
         self._cache: dict[Frame, FrameCategory] = {}
+
+    def _in_system_library(self, frame: Frame) -> bool:
+        return frame.native and any(lib.search(frame.file) for lib in self._system_libraries)
 
     def categorize(self, frame: Frame) -> FrameCategory:
         found = self._cache.get(frame)
         if found is None:
             found = FrameCategory("other", False)
-            for pattern in self.patterns:
-                if pattern.matches(frame):
-                    found = FrameCategory(pattern.category, pattern.generic)
-                    break
+            skip = self._tiers[2] if self._in_system_library(frame) else None
+            pattern = next((p for tier in self._tiers if tier is not skip
+                            for p in tier if p.matches(frame)), None)
+            if pattern is not None:
+                found = FrameCategory(pattern.category, pattern.generic, pattern.framework)
             self._cache[frame] = found
         return found
 
     def phase_of(self, frames: list[Frame]) -> str:
-        """The innermost specific phase in the stack, else the innermost generic one, else other."""
-        generic = None
+        """The phase of a sample whose stack is `frames` (root first).
+
+        The innermost frame that has a phase and is not a framework's internals decides:
+        application code, a phase's own library (PIL, json) or a framework's model entry point
+        (onnxruntime's `Session.run`). Framework frames (torch, onnxruntime, numpy, BLAS: `framework`
+        patterns) take the phase of the code that called them, so `softmax` inside a model's
+        `forward` is model and numpy inside `preprocess` is preprocessing; only a stack with no
+        other phase frame gets its phase from them, a generic one (numpy, BLAS) last.
+        """
+        best, phase = 0, "other"
         for frame in reversed(frames):
             cat = self.categorize(frame)
-            if cat.category in PHASES:
-                if not cat.generic:
-                    return cat.category
-                generic = generic or cat.category
-        return generic or "other"
+            if cat.category not in PHASES:
+                continue
+            rank = 1 if cat.generic else 2 if cat.framework else 3
+            if rank > best:
+                best, phase = rank, cat.category
+                if rank == 3:
+                    break
+        return phase

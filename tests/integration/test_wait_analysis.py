@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 
 from tests.conftest import WORKLOADS, marker_line, run_cli
@@ -89,7 +92,11 @@ def test_fan_out_numbers_threads_cores_and_run_queue_wait_are_reported(out_dir):
 def test_wait_sites_and_holders_appear_in_the_html_report(out_dir):
     report = diagnose_workload("lock_contention", out_dir)
     html = next(out_dir.glob("*.html")).read_text(encoding="utf-8")
-    assert '"waits":[' in html
+    match = re.search(r'<script type="application/json" id="diagnose-data">(.*?)</script>', html, re.S)
+    assert match, "the page has no data block"
+    # the page carries the wait sites themselves, not merely a (possibly empty) "waits" key
+    assert json.loads(match.group(1))["report"]["waits"] == report["waits"]
+    assert report["waits"]
     top = report["waits"][0]
     assert top["kind"] == "lock" and top["holders"]
     assert "the holder was in Model.predict" in top["summary"]

@@ -33,6 +33,7 @@ def test_missing_file_is_a_bad_profile(tmp_path):
 
 
 def _same_profile(a, b):
+    assert a.threads and a.stacks  # two empty profiles would compare equal too
     assert a.stacks == b.stacks and a.frames == b.frames
     for x, y in zip(a.threads, b.threads, strict=True):
         assert (x.tid, x.name) == (y.tid, y.name)
