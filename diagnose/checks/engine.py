@@ -11,9 +11,10 @@ from diagnose.checks.arbiter import rank
 from diagnose.checks.base import Finding, NotApplicable, load_check_settings
 
 # The causal order: it breaks ties in the ranking (checks/arbiter.py), the more specific, more
-# actionable diagnosis first.
-CHECKS = (event_loop_blocked, stage_bound, lock_contention, pool_wait, logging_lock, unbounded_backlog, gil_contention,
-          preprocess_bound, scheduler_overhead, compute_bound, cpu_bound, underloaded)
+# actionable diagnosis first. Far too many runnable threads come before the GIL they fight over:
+# on a machine with no idle core both predict no gain, and the thread count is the first fix.
+CHECKS = (event_loop_blocked, stage_bound, lock_contention, pool_wait, logging_lock, unbounded_backlog,
+          scheduler_overhead, gil_contention, preprocess_bound, compute_bound, cpu_bound, underloaded)
 
 
 _ORDER = {check.ID: i for i, check in enumerate(CHECKS)}
@@ -104,8 +105,9 @@ def describe_activity(analysis) -> str:
         frame = analysis.frame(int(these.groupby("site")["count"].sum().idxmax()))
         line = ""
         try:
-            import linecache
-            line = linecache.getline(frame.file, frame.line).strip() if frame.line else ""
+            from diagnose.model import source  # never opens a FIFO or device a profile names
+
+            line = source.getline(frame.file, frame.line).strip() if frame.line else ""
         except Exception:
             pass
         if state == "io" and "sleep(" in line:

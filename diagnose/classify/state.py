@@ -14,10 +14,10 @@ the thread's outermost user frame (its loop) is idle; a wait deeper inside reque
 
 from __future__ import annotations
 
-import linecache
 import re
 from dataclasses import dataclass
 
+from diagnose.model import source
 from diagnose.model.profile import Frame
 
 STATES = ("python", "native", "gil", "lock", "io", "idle", "unknown")
@@ -214,7 +214,7 @@ def _is_idle_site(frames: list[Frame], site: int) -> bool:
 
 def _line_text(frame: Frame) -> str:
     try:
-        return linecache.getline(frame.file, frame.line).strip() if frame.line else ""
+        return source.getline(frame.file, frame.line).strip() if frame.line else ""
     except Exception:  # unreadable source is no evidence either way
         return ""
 

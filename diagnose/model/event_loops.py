@@ -20,12 +20,12 @@ coroutine or callback that ran, the innermost app frame of the same package is t
 
 from __future__ import annotations
 
-import linecache
 import re
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from diagnose.model import source
 from diagnose.model.profile import Frame
 
 LOOP_THREAD_SHARE = 0.8
@@ -163,7 +163,7 @@ def _blocking_kind(frames: list[Frame], call_site_index: int, line_text: str) ->
 
 def _line_text(frame: Frame) -> str:
     try:
-        return linecache.getline(frame.file, frame.line).strip() if frame.line else ""
+        return source.getline(frame.file, frame.line).strip() if frame.line else ""
     except Exception:  # unreadable source is no evidence either way
         return ""
 

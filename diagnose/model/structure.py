@@ -21,12 +21,12 @@ on get, or threads waiting for their results).
 
 from __future__ import annotations
 
-import linecache
 import re
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from diagnose.model import source
 from diagnose.model.profile import Frame
 
 BUSY = ("python", "native", "gil")
@@ -112,7 +112,7 @@ def loop_frame(frames: list[Frame]) -> int:
 
 def _line(frame: Frame) -> str:
     try:
-        return linecache.getline(frame.file, frame.line) if frame.line else ""
+        return source.getline(frame.file, frame.line) if frame.line else ""
     except Exception:  # unreadable source is no evidence
         return ""
 
@@ -148,7 +148,7 @@ def source_queue_ops(frame: Frame) -> tuple[set[str], set[str]]:
     number = frame.line
     try:
         while number > 0:
-            text = linecache.getline(frame.file, number)
+            text = source.getline(frame.file, number)
             if not text:
                 return gets, puts
             if re.match(r"\s*(async\s+)?def\s", text):
@@ -158,7 +158,7 @@ def source_queue_ops(frame: Frame) -> tuple[set[str], set[str]]:
             return gets, puts
         indent = len(text) - len(text.lstrip())
         for k in range(number + 1, number + 400):
-            text = linecache.getline(frame.file, k)
+            text = source.getline(frame.file, k)
             if not text:
                 break
             if text.strip() and len(text) - len(text.lstrip()) <= indent:
@@ -189,7 +189,7 @@ def _submitted_to(frame: Frame) -> str | None:
     """The queue a waiter fed: the nearest `x.put(` / `x.submit(` line above its wait line."""
     for number in range(frame.line - 1, max(0, frame.line - SUBMIT_LOOKBACK_LINES), -1):
         try:
-            text = linecache.getline(frame.file, number)
+            text = source.getline(frame.file, number)
         except Exception:
             return None
         for name, call in _QUEUE_CALL.findall(text):

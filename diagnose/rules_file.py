@@ -1,0 +1,330 @@
+"""A user's `--rules FILE`, validated strictly against the shipped rules files.
+
+Every table, check id, key and value type a rules file may hold is read from the shipped
+`rules/checks.toml` and `rules/categories.toml`, so a new setting is accepted as soon as it
+ships. Anything else — a misspelled table, check id or key, a value of the wrong type, a pattern
+that is not a regular expression — is an error (exit 2) naming the line, never silently ignored.
+
+tomllib gives no line numbers for values, so the line of an offending key is found by scanning
+the text for its table header and key (`Locator`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import re
+import stat
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+
+from diagnose.classify.categories import CATEGORIES, BadRules, builtin_rules_text
+
+MAX_RULES_BYTES = 4 << 20  # a rules file is a few kB; more is not a rules file
+REGEX_KEYS = ("function", "file")  # pattern keys holding regular expressions
+
+
+# --- what the shipped rules allow -------------------------------------------------------------
+
+def _kind(value) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "list of strings" if all(isinstance(v, str) for v in value) else "list"
+    if isinstance(value, dict):
+        return "table"
+    return type(value).__name__
+
+
+@lru_cache(maxsize=1)
+def shipped() -> tuple[dict[str, dict[str, str]], dict[str, str], dict[str, str]]:
+    """(check id -> {key: kind}, category entry key -> kind, pattern key -> kind)."""
+    checks = tomllib.loads(builtin_rules_text("checks.toml")).get("checks", {})
+    check_keys = {cid: {key: _kind(v) for key, v in values.items()}
+                  for cid, values in checks.items()}
+    entry_keys: dict[str, str] = {}
+    pattern_keys: dict[str, str] = {}
+    for entry in tomllib.loads(builtin_rules_text("categories.toml")).get("category", []):
+        for key, value in entry.items():
+            entry_keys.setdefault(key, _kind(value))
+        for pattern in entry.get("patterns", []):
+            for key, value in pattern.items():
+                pattern_keys.setdefault(key, _kind(value))
+    entry_keys["patterns"] = "list of tables"
+    return check_keys, entry_keys, pattern_keys
+
+
+# --- finding the line of a key ----------------------------------------------------------------
+
+_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
+_KEY_PART = re.compile(r'"((?:[^"\\]|\\.)*)"|\'([^\']*)\'|([A-Za-z0-9_-]+)')
+
+
+def _split_key(text: str) -> tuple[str, ...]:
+    return tuple(m.group(1) if m.group(1) is not None else
+                 m.group(2) if m.group(2) is not None else m.group(3)
+                 for m in _KEY_PART.finditer(text))
+
+
+class Locator:
+    """Finds the line of a key path (`("checks", "lock_contention", "low")`, or with list
+    indices: `("category", 0, "patterns", 1, "function")`) in a TOML text, best effort."""
+
+    def __init__(self, text: str):
+        self.lines = text.splitlines()
+        self.blocks: list[tuple[tuple, int, int]] = []  # (header path, first line, end) 0-based
+        counts: dict[tuple, int] = {}
+        start, path = 0, ()
+        for number, line in enumerate(self.lines):
+            match = _HEADER.match(line)
+            if not match:
+                continue
+            self.blocks.append((path, start, number))
+            keys = _split_key(match.group(2))
+            if match.group(1) == "[[":
+                index = counts.get(keys, 0)
+                counts[keys] = index + 1
+                path = keys + (index,)
+            else:
+                path = keys
+            start = number
+        self.blocks.append((path, start, len(self.lines)))
+
+    def line_of(self, path: tuple, value=None) -> int | None:
+        """1-based line of the deepest part of `path` found, or None."""
+        best, best_depth = None, -1
+        for header, start, end in self.blocks:
+            if header != path[:len(header)] or (not header and start == end):
+                continue
+            depth, line = len(header), (start if header else None)
+            position = start + (1 if header else 0)
+            rest = [k for k in path[len(header):] if isinstance(k, str)]
+            for i, key in enumerate(rest):
+                found = self._find_key(key, position, end,
+                                       value if i == len(rest) - 1 else None)
+                if found is None:
+                    break
+                depth, line, position = depth + 1, found, found
+            if line is not None and depth > best_depth:
+                best, best_depth = line + 1, depth
+        return best
+
+    def _find_key(self, key: str, start: int, end: int, value=None) -> int | None:
+        token = re.compile(r'(?:^|[\s{,.])(?:"' + re.escape(key) + r'"|\'' + re.escape(key)
+                           + r"'|" + re.escape(key) + r")\s*[=.]")
+        hits = [n for n in range(start, end) if token.search(self._code(self.lines[n]))]
+        if value is not None and isinstance(value, str) and len(hits) > 1:
+            forms = (value, value.replace("\\", "\\\\").replace('"', '\\"'))
+            for n in hits:
+                if any(form and form in self.lines[n] for form in forms):
+                    return n
+        return hits[0] if hits else None
+
+    @staticmethod
+    def _code(line: str) -> str:
+        """The line up to a comment (a `#` outside quotes)."""
+        quote = None
+        for i, ch in enumerate(line):
+            if quote:
+                if ch == quote:
+                    quote = None
+            elif ch in "\"'":
+                quote = ch
+            elif ch == "#":
+                return line[:i]
+        return line
+
+
+# --- validation -------------------------------------------------------------------------------
+
+def _suggest(word: str, known) -> str:
+    close = difflib.get_close_matches(str(word), list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _type_ok(value, kind: str) -> bool:
+    if kind == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "list of strings":
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if kind in ("list", "list of tables"):
+        return isinstance(value, list)
+    if kind == "table":
+        return isinstance(value, dict)
+    return True
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _dotted(path: tuple) -> str:
+    return ".".join(str(part) for part in path)
+
+
+class _Problem(Exception):
+    def __init__(self, path: tuple, message: str, value=None):
+        super().__init__(message)
+        self.path, self.message, self.value = path, message, value
+
+
+def validate(data: dict, text: str | None = None, where: str = "--rules file") -> dict:
+    """Raises BadRules (exit 2) for the first problem of a user's rules, naming its line when
+    `text` (the file's text) is given; returns `data` unchanged."""
+    try:
+        _validate(data)
+    except _Problem as problem:
+        line = Locator(text).line_of(problem.path, problem.value) if text is not None else None
+        raise BadRules(f"{where}{f', line {line}' if line else ''}: {problem.message}")
+    return data
+
+
+def _validate(data: dict) -> None:
+    if not isinstance(data, dict):
+        raise _Problem((), "a rules file is a TOML document of [checks.<id>] tables and "
+                           "[[category]] entries")
+    for key, value in data.items():
+        if key == "checks":
+            _validate_checks(value)
+        elif key == "category":
+            _validate_categories(value)
+        else:
+            what = (f"unknown table [{key}]" if isinstance(value, (dict, list)) else
+                    f"unknown key {key!r} outside any table")
+            raise _Problem((key,), f"{what}{_suggest(key, ('checks', 'category'))}: a rules file "
+                                   f"holds [checks.<id>] tables (check settings) and [[category]] "
+                                   f"entries (frame patterns)")
+
+
+def _validate_checks(checks) -> None:
+    known, _, _ = shipped()
+    if not isinstance(checks, dict):
+        raise _Problem(("checks",), "'checks' must be a table of [checks.<id>] tables, "
+                                    f"not {_kind(checks)}")
+    for cid, values in checks.items():
+        if cid not in known:
+            raise _Problem(("checks", cid), f"unknown check id {cid!r} in [checks.{cid}]"
+                                            f"{_suggest(cid, known)}; the checks are: "
+                                            f"{', '.join(sorted(known))}")
+        if not isinstance(values, dict):
+            raise _Problem(("checks", cid), f"checks.{cid} must be a table of settings, "
+                                            f"not {_kind(values)}")
+        keys = known[cid]
+        for key, value in values.items():
+            path = ("checks", cid, key)
+            if key not in keys:
+                raise _Problem(path, f"unknown key {key!r} for check {cid!r}{_suggest(key, keys)}"
+                                     f"; its keys are: {', '.join(sorted(keys))}")
+            _check_value(path, value, keys[key])
+
+
+def _check_value(path: tuple, value, kind: str, label: str | None = None) -> None:
+    label = label or _dotted(path)
+    if not _type_ok(value, kind):
+        raise _Problem(path, f"{label} must be a {kind}, not {_kind(value)} "
+                             f"({_shown(value)})", value)
+    if kind == "number" and not math.isfinite(value):
+        raise _Problem(path, f"{label} must be a finite number, not {value}", value)
+
+
+def _validate_categories(entries) -> None:
+    _, entry_keys, pattern_keys = shipped()
+    if not isinstance(entries, list):
+        raise _Problem(("category",), "'category' must be an array of [[category]] tables, "
+                                      f"not {_kind(entries)}")
+    for i, entry in enumerate(entries):
+        where = ("category", i)
+        if not isinstance(entry, dict):
+            raise _Problem(where, f"category entry {i + 1} must be a table, not {_kind(entry)}")
+        for key, value in entry.items():
+            if key not in entry_keys:
+                raise _Problem(where + (key,), f"unknown key {key!r} in [[category]] entry {i + 1}"
+                                               f"{_suggest(key, entry_keys)}; its keys are: "
+                                               f"{', '.join(sorted(entry_keys))}")
+            if key != "patterns":
+                _check_value(where + (key,), value, entry_keys[key],
+                             f"{key!r} of [[category]] entry {i + 1}")
+        name = entry.get("name")
+        if name is None:
+            raise _Problem(where, f"[[category]] entry {i + 1} has no 'name'; use one of "
+                                  f"{', '.join(CATEGORIES)}")
+        if name not in CATEGORIES:
+            raise _Problem(where + ("name",), f"unknown category {name!r}{_suggest(name, CATEGORIES)}"
+                                              f"; use one of {', '.join(CATEGORIES)}", name)
+        patterns = entry.get("patterns", [])
+        if not isinstance(patterns, list):
+            raise _Problem(where + ("patterns",), f"patterns of {name!r} must be a list of "
+                                                  f"tables, not {_kind(patterns)}")
+        for j, pattern in enumerate(patterns):
+            at = where + ("patterns", j)
+            if not isinstance(pattern, dict):
+                raise _Problem(where + ("patterns",), f"pattern {j + 1} of {name!r} must be a "
+                                                      f"table like {{ function = \"...\" }}, not "
+                                                      f"{_kind(pattern)} ({_shown(pattern)})")
+            for key, value in pattern.items():
+                if key not in pattern_keys:
+                    raise _Problem(at + (key,), f"unknown key {key!r} in pattern {j + 1} of "
+                                                f"{name!r}{_suggest(key, pattern_keys)}; a pattern "
+                                                f"has {', '.join(sorted(pattern_keys))}")
+                _check_value(at + (key,), value, pattern_keys[key],
+                             f"{key!r} of pattern {j + 1} of {name!r}")
+                if key in REGEX_KEYS:
+                    try:
+                        re.compile(value)
+                    except re.error as exc:
+                        raise _Problem(at + (key,), f"invalid regular expression {value!r} in "
+                                                    f"{key!r} of a {name!r} pattern: {exc}", value)
+            if not any(k in pattern for k in REGEX_KEYS):
+                raise _Problem(where + ("patterns",), f"pattern {j + 1} of {name!r} needs "
+                                                      f"'function' or 'file'")
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+def load(path: str | Path) -> dict:
+    """Reads and validates a user's rules file; BadRules (exit 2) for anything wrong with it."""
+    path = Path(path)
+    raw = _read(path)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise BadRules(f"{path}, line {line}: not UTF-8 text (byte 0x{raw[exc.start]:02x}); "
+                       f"save the rules file as UTF-8")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise BadRules(f"{path}: not valid TOML: {exc}")
+    return validate(data, text, str(path))
+
+
+def _read(path: Path) -> bytes:
+    try:
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode):
+            raise BadRules(f"{path}: is a directory, not a rules file")
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+            raise BadRules(f"{path}: not a regular file (a device or socket), not a rules file")
+        if st.st_size > MAX_RULES_BYTES:
+            raise BadRules(f"{path}: {st.st_size} bytes is too large for a rules file "
+                           f"(at most {MAX_RULES_BYTES >> 20} MiB)")
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_RULES_BYTES + 1)
+    except FileNotFoundError:
+        raise BadRules(f"{path}: no such rules file")
+    except OSError as exc:
+        raise BadRules(f"{path}: cannot read the rules file: {exc.strerror or exc}")
+    if len(raw) > MAX_RULES_BYTES:
+        raise BadRules(f"{path}: too large for a rules file (over {MAX_RULES_BYTES >> 20} MiB)")
+    return raw
