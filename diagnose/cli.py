@@ -12,12 +12,14 @@ from pathlib import Path
 import click
 
 from diagnose import __version__
-from diagnose.errors import DiagnoseError, ExitCode
+from diagnose.errors import DiagnoseError, ExitCode, Interrupted, NoSamples
 
 EPILOG = """\b
 Exit codes: 0 ok, 2 bad usage or rules file, 3 no such process, 4 not a Python process,
 5 not permitted to attach, 6 not a profile file, 7 py-spy failed, 8 the target exited
-during sampling (a partial report was still written), 9 no samples.
+during sampling (a partial report was still written), 9 no samples, 11 an output file
+could not be written, 129 / 130 / 143 stopped by SIGHUP / SIGINT (Ctrl-C) / SIGTERM (the
+partial report of what was collected was still written; a second Ctrl-C aborts at once).
 """
 
 
@@ -26,15 +28,30 @@ def _log(message: str) -> None:
 
 
 def _run(action) -> None:
+    from diagnose.collect.attach import SignalAbort
+
     try:
         code = action()
+    except Interrupted as exc:
+        _log(exc.message)
+        sys.exit(exc.exit_code)
     except DiagnoseError as exc:
         _log(f"error: {exc.message}")
         sys.exit(exc.exit_code)
+    except SignalAbort as exc:
+        _log(exc.error.message)
+        sys.exit(exc.error.exit_code)
+    except KeyboardInterrupt:  # Ctrl-C where no handler of ours runs: no traceback either
+        _log("interrupted by SIGINT: no report written")
+        sys.exit(ExitCode.SIGINT)
     sys.exit(code or 0)
 
 
-def _finish(outputs, as_json: bool, open_browser: bool) -> int:
+def _finish(outputs, as_json: bool, open_browser: bool, stopped: Interrupted | None = None,
+            recorder_failure: str | None = None) -> int:
+    """Prints the verdict and where the report is. `stopped`: a signal ended the window early
+    (its message replaces the "target exited" warning, its code is returned); `recorder_failure`:
+    a py-spy recorder was killed mid-window and the report holds the others' samples."""
     report = outputs.report
     label = report["verdict"]["primary"].replace("_", " ")
     if as_json:
@@ -45,10 +62,17 @@ def _finish(outputs, as_json: bool, open_browser: bool) -> int:
         click.echo(f"Verdict: {headline}" if label == "none" else
                    f"Verdict: {label} — {headline.split(' — ', 1)[-1]}")
         click.echo(f"Report: {outputs.html}   (also .json, .speedscope.json)")
-    if outputs.partial:
+    if stopped is None and recorder_failure:
+        _log(f"warning: {recorder_failure}; the report is marked partial")
+    elif stopped is None and outputs.partial:
         _log("warning: the target exited during sampling; the report is marked partial")
     if open_browser:
         webbrowser.open(outputs.html.resolve().as_uri())
+    if stopped is not None:
+        _log(stopped.message)
+        return stopped.exit_code
+    if recorder_failure:
+        return ExitCode.PROFILER_FAILED
     return ExitCode.TARGET_EXITED if outputs.partial else ExitCode.OK
 
 
@@ -85,11 +109,26 @@ def common_output(fn):
 def _attach(pids: list[int], duration: float, rate: int | None, native: str, output_dir: Path,
             rules_file: str | None, as_json: bool, open_browser: bool, keep_raw: bool,
             quiet: bool, children: bool = True) -> int:
+    """SIGINT, SIGTERM and SIGHUP are handled over the whole command (see StopSignals): before
+    sampling starts one aborts; during the window one ends it early and the partial report is
+    written, exiting 128 + the signal's number; a second one aborts at once."""
+    from diagnose.collect.attach import StopSignals
+
+    with StopSignals() as stop:
+        return _attach_stoppable(stop, pids, duration, rate, native, output_dir, rules_file,
+                                 as_json, open_browser, keep_raw, quiet, children)
+
+
+def _attach_stoppable(stop, pids: list[int], duration: float, rate: int | None, native: str,
+                      output_dir: Path, rules_file: str | None, as_json: bool,
+                      open_browser: bool, keep_raw: bool, quiet: bool, children: bool) -> int:
     from diagnose import pipeline
     from diagnose.collect.attach import AttachOptions, capture, describe_target
     from diagnose.collect.tree import python_descendants
 
     user_rules = pipeline.load_user_rules(rules_file)
+    # Before the window, not after it: a read-only or full directory is said before sampling.
+    pipeline.prepare_output_dir(output_dir, probe=True)
     labels = []
     for pid in pids:
         proc = describe_target(pid)
@@ -120,11 +159,24 @@ def _attach(pids: list[int], duration: float, rate: int | None, native: str, out
     options = AttachOptions(duration=duration, rate=rate, native=native, children=children)
     if bar_ctx is not None:
         with bar_ctx:
-            cap = capture(pids, output_dir, options, progress)
+            cap = capture(pids, output_dir, options, progress, stop=stop, warn=_log)
     else:
-        cap = capture(pids, output_dir, options, progress)
-    outputs = pipeline.from_capture(cap, output_dir, user_rules, keep_raw)
-    return _finish(outputs, as_json, open_browser)
+        cap = capture(pids, output_dir, options, progress, stop=stop, warn=_log)
+    try:
+        outputs = pipeline.from_capture(cap, output_dir, user_rules, keep_raw)
+    except NoSamples:
+        if stop.signum is None:
+            raise
+        raise stop.error(f"interrupted by {stop.name} {cap.sampling['duration_s']:.1f} s into "
+                         f"the window, before py-spy took any sample: no report written") from None
+    stopped = None
+    if cap.interrupted_by is not None:
+        stopped = stop.error(f"interrupted by {stop.name} after {cap.sampling['duration_s']:.1f} s "
+                             f"of the {duration:g} s window: partial report written")
+    elif stop.signum is not None:
+        stopped = stop.error(f"{stop.name} received after the window ended: the full report was "
+                             f"written")
+    return _finish(outputs, as_json, open_browser, stopped, cap.recorder_failure)
 
 
 @main.command(epilog=EPILOG)

@@ -2,24 +2,30 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import resource
+import shutil
 import signal
 import subprocess
+import tempfile
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import psutil
 
-from diagnose.collect import pyspy, tree
+from diagnose.collect import pyspy, target_state, tree
 from diagnose.collect.plan import plan_sampling
 from diagnose.collect.procfs import ProcRecord, TreeRecord, TreeSampler
-from diagnose.errors import NoSamples, NoSuchProcess, NotPython, ProfilerFailed
+from diagnose.errors import Interrupted, NoSamples, NoSuchProcess, NotPython, ProfilerFailed
 
 ATTACH_RETRY_S = 3.0  # a launcher or a just-started interpreter gets this long to become readable
 RECORD_GRACE_S = 20.0  # py-spy's time to finish writing after the window
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @dataclass
@@ -44,12 +50,97 @@ class Capture:
     tree: TreeRecord | None = None  # /proc records of every process sampled
     extra_profile_paths: list[Path] = field(default_factory=list)  # further named pids' recordings
     extra_native_paths: list[Path] = field(default_factory=list)
+    interrupted_by: int | None = None  # the signal that cut the window short
+    recorder_failure: str | None = None  # a recorder killed mid-window (the others' samples kept)
+    temp_dir: Path | None = None  # py-spy's outputs until the report is written; see cleanup()
+
+    def cleanup(self) -> None:
+        """Removes the temporary directory and whatever the report did not take from it."""
+        if self.temp_dir is not None:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+class SignalAbort(BaseException):
+    """Leave now: a stop signal before sampling started, or a second one. The recorders are
+    killed and the temporary files removed by the `finally` blocks on the way out. A
+    BaseException, so that no `except Exception` on the way swallows it."""
+
+    def __init__(self, error: Interrupted):
+        super().__init__(error.message)
+        self.error = error
+
+
+class StopSignals:
+    """SIGINT, SIGTERM and SIGHUP over one `attach`. Once the recorders run (`graceful`), the
+    first one ends the window early: each recorder gets SIGINT, on which py-spy writes what it
+    has, and the partial report is written. Before that (nothing collected yet), or a second
+    time, it aborts: the recorders are killed and SignalAbort is raised. A signal ignored when we
+    started (`nohup` ignores SIGHUP) stays ignored. Handlers exist in the main thread only;
+    elsewhere `install` does nothing."""
+
+    def __init__(self):
+        self.signum: int | None = None
+        self.at: float | None = None  # time.monotonic() of the first signal
+        self.graceful = False
+        self.recorders: list[subprocess.Popen] = []
+        self._previous: dict[int, object] = {}
+        self._installed = False
+
+    def __enter__(self) -> StopSignals:
+        self.install()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.uninstall()
+
+    def install(self) -> bool:
+        """True when this call installed the handlers (so the caller uninstalls them)."""
+        if self._installed or threading.current_thread() is not threading.main_thread():
+            return False
+        for signum in STOP_SIGNALS:
+            previous = signal.getsignal(signum)
+            if previous == signal.SIG_IGN:
+                continue
+            self._previous[signum] = previous
+            signal.signal(signum, self._handle)
+        self._installed = True
+        return True
+
+    def uninstall(self) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, signal.SIG_DFL if previous is None else previous)
+        self._previous.clear()
+        self._installed = False
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name if self.signum else ""
+
+    def error(self, message: str) -> Interrupted:
+        """`message` as the Interrupted error of the first signal (exit 128 + its number)."""
+        return Interrupted(message, 128 + self.signum)
+
+    def _handle(self, signum: int, _frame) -> None:
+        if self.signum is None and self.graceful:
+            self.signum, self.at = signum, time.monotonic()
+            _interrupt(self.recorders)
+            return
+        name = signal.Signals(signum).name
+        if self.signum is None:
+            self.signum, self.at = signum, time.monotonic()
+            message = (f"interrupted by {name} before sampling started: nothing was collected, "
+                       f"no report written")
+        else:
+            message = f"aborted by a second {name}: py-spy stopped, no report written"
+        _signal_all(self.recorders, signal.SIGKILL)  # reaped by capture's `finally`
+        raise SignalAbort(Interrupted(message, 128 + signum))
 
 
 def describe_target(pid: int) -> psutil.Process:
     try:
         proc = psutil.Process(pid)
-        proc.status()
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            _refuse_zombie(pid)
         return proc
     except psutil.NoSuchProcess:
         raise NoSuchProcess(f"no process with pid {pid}")
@@ -80,6 +171,34 @@ def wait_until_readable(pid: int, retry_s: float) -> pyspy.ProbeResult:
     name = _safe_name(pid)
     raise NotPython(f"process {pid} ({name}) is not a Python process "
                     f"(no Python interpreter found after {attempts} tries): {result.message}")
+
+
+def _refuse_zombie(pid: int) -> None:
+    """A zombie has exited: only its exit status waits for its parent. (A live process whose
+    main thread alone has exited also shows `Z` on its pid: its other threads tell it apart.)"""
+    state = target_state.process_state(pid)
+    if state is not None and any(s not in ("Z", "X") for s in state.threads.values()):
+        return
+    try:
+        ppid = psutil.Process(pid).ppid()
+        parent = f"its parent {ppid} ({_safe_name(ppid)})"
+    except psutil.Error:
+        parent = "its parent"
+    raise NoSuchProcess(f"process {pid} is a zombie: it has exited and {parent} has not reaped "
+                        f"it yet; there is nothing to sample")
+
+
+def _refuse_stopped(state: target_state.ProcessState | None) -> None:
+    """A process stopped before the attach is left stopped and not sampled: nothing runs, and
+    py-spy cannot suspend a stopped process to read it."""
+    if state is None or not state.stopped:
+        return
+    pid = state.pid
+    how = target_state.describe_stop(state)
+    remedy = ("detach that tracer" if target_state.tracer_pid(pid)
+              else f"resume it (kill -CONT {pid})")
+    raise NoSamples(f"process {pid} ({_safe_name(pid)}) is {how}: nothing runs to be sampled. "
+                    f"It was left as it was; {remedy} and attach again")
 
 
 def _safe_name(pid: int) -> str:
@@ -149,15 +268,84 @@ def _tree_size(pids: list[int], children: bool) -> tuple[int | None, int]:
     return (total if known else None), max(1, processes)
 
 
+@dataclass
+class _Session:
+    """What capture's `finally` must undo or check, whichever way the capture ends."""
+
+    before: dict[int, target_state.ProcessState] = field(default_factory=dict)
+    checked: list[int] = field(default_factory=list)  # further pids whose state is checked after
+    recorders: list[subprocess.Popen] = field(default_factory=list)
+    temp_dir: Path | None = None
+    sampler: TreeSampler | None = None
+
+
 def capture(pids: int | list[int], work_dir: Path, options: AttachOptions,
-            on_progress: Callable[[float, int], None] | None = None) -> Capture:
+            on_progress: Callable[[float, int], None] | None = None,
+            stop: StopSignals | None = None,
+            warn: Callable[[str], None] | None = None) -> Capture:
     """Runs the window: the recorders of the sampling plan and the /proc sampler side by side,
     over every named pid and (unless `options.children` is off) its descendants.
-    `on_progress(fraction, threads)` is called on every /proc tick."""
+    `on_progress(fraction, threads)` is called on every /proc tick. `stop` handles SIGINT,
+    SIGTERM and SIGHUP (installed here for the capture when not given). On every way out the
+    recorders are reaped, the temporary files of a failed capture removed, and every sampled
+    process left running unless it was stopped before the attach; `warn` hears of each process
+    that had to be resumed (the report's notes too)."""
     pids = [pids] if isinstance(pids, int) else list(dict.fromkeys(pids))
-    procs = [describe_target(pid) for pid in pids]
+    stop = stop if stop is not None else StopSignals()
+    installed_here = stop.install()
+    session = _Session(recorders=stop.recorders)
+    result = None
+    try:
+        procs = [describe_target(pid) for pid in pids]
+        family = list(pids)
+        for pid in pids:
+            family.extend(tree.descendants(pid))
+        session.before = target_state.snapshot(family)  # before any py-spy touches the target
+        for pid in pids:
+            _refuse_stopped(session.before.get(pid))
+        result = _capture(pids, procs, work_dir, options, on_progress, stop, session)
+        return result
+    finally:
+        with _signals_deferred():  # a second Ctrl-C now would skip the checks below
+            _reap(session.recorders)
+            if session.sampler is not None:
+                session.checked.extend(session.sampler.pids)
+            # Only once the states were recorded: before that no py-spy has run, and a process
+            # stopped now was stopped by someone else.
+            checked = [*pids, *session.checked] if session.before else []
+            for message in target_state.restore(session.before, checked):
+                if result is not None:
+                    result.notes.append(message)
+                if warn is not None:
+                    warn(f"warning: {message}")
+            if result is None and session.temp_dir is not None:
+                shutil.rmtree(session.temp_dir, ignore_errors=True)
+            if installed_here:
+                stop.uninstall()
+
+
+@contextmanager
+def _signals_deferred():
+    """Holds SIGINT, SIGTERM and SIGHUP back until the block is done (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, options: AttachOptions,
+             on_progress: Callable[[float, int], None] | None, stop: StopSignals,
+             session: _Session) -> Capture:
     notes: list[str] = []
     probe_pids = [resolve_probe_pid(pid, options.children, options.retry_s) for pid in pids]
+    for probe_pid in probe_pids:
+        if probe_pid not in pids:
+            _refuse_stopped(session.before.get(probe_pid) or target_state.process_state(probe_pid))
+    session.checked.extend(probe_pids)
     probe, native = probe_target(probe_pids[0], options.native, options.retry_s, notes)
     for other in probe_pids[1:]:
         wait_until_readable(other, options.retry_s)
@@ -175,11 +363,14 @@ def capture(pids: int | list[int], work_dir: Path, options: AttachOptions,
     total_threads, processes = _tree_size(pids, options.children)
     plan = plan_sampling(total_threads or threads, options.rate, native, processes)
     work_dir.mkdir(parents=True, exist_ok=True)
+    # py-spy writes into a hidden directory of the output directory (the report then moves its
+    # profile out, on the same file system); it is removed on every way out.
+    session.temp_dir = Path(tempfile.mkdtemp(prefix=".diagnose-", dir=work_dir))
     # The main recorders first, then the native ones: outputs are split by that order below.
     main_commands, native_commands, profile_paths, native_paths = [], [], [], []
     for pid in pids:
-        stem = work_dir / f".diagnose-{pid}-{os.getpid()}"
-        profile_paths.append(Path(f"{stem}.speedscope.json"))
+        stem = session.temp_dir / str(pid)
+        profile_paths.append(Path(f"{stem}.chrometrace.json"))  # timestamped samples
         main_commands.append(pyspy.record_command(
             pid, str(profile_paths[-1]), options.duration, plan.rate_hz,
             native=native and not plan.nonblocking, nonblocking=plan.nonblocking,
@@ -188,42 +379,43 @@ def capture(pids: int | list[int], work_dir: Path, options: AttachOptions,
             native_paths.append(Path(f"{stem}.native.speedscope.json"))
             native_commands.append(pyspy.record_command(
                 pid, str(native_paths[-1]), options.duration, plan.native_rate_hz, native=True,
-                subprocesses=subprocesses))
+                subprocesses=subprocesses, fmt="speedscope"))
     commands = main_commands + native_commands
     sampler = TreeSampler(pids, children=options.children)
+    session.sampler = sampler
     started = time.time()
+    started_mono = time.monotonic()
     children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    recorders = []
-    try:
-        for cmd in commands:
-            recorders.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                              text=True))
-    except BaseException:
-        _interrupt(recorders)
-        for recorder in recorders:
-            _collect(recorder)
-        raise
+    recorders = session.recorders
+    stop.graceful = True  # from here a first signal ends the window and the report is written
+    for cmd in commands:
+        recorders.append(_start_recorder(cmd))
     sampler.start()
-    interrupted = False
-    deadline = time.monotonic() + options.duration + RECORD_GRACE_S
-    try:
-        while any(r.poll() is None for r in recorders):
-            sampler.tick()
-            if on_progress:
-                on_progress(min(1.0, (time.time() - started) / options.duration),
-                            sampler.thread_count())
-            if time.monotonic() > deadline:
-                _interrupt(recorders)
-                notes.append("py-spy did not finish in time and was stopped")
-                break
-            time.sleep(plan.proc_interval_s)
-    except KeyboardInterrupt:
-        interrupted = True
-        _interrupt(recorders)  # py-spy writes what it has on Ctrl-C
-        notes.append("sampling interrupted by the user before the window ended")
+    deadline = started_mono + options.duration + RECORD_GRACE_S
+    while stop.signum is None:
+        running = [r.poll() is None for r in recorders]
+        if not any(running):
+            break
+        if _killed(recorders):  # someone killed py-spy: the others write what they have
+            _interrupt(recorders)
+            break
+        sampler.tick()
+        if on_progress:
+            on_progress(min(1.0, (time.time() - started) / options.duration),
+                        sampler.thread_count())
+        if time.monotonic() > deadline:
+            _interrupt(recorders)
+            notes.append("py-spy did not finish in time and was stopped")
+            break
+        time.sleep(plan.proc_interval_s)
+    interrupted_by = stop.signum
+    if interrupted_by is not None:
+        _interrupt(recorders)  # again: one started after the handler ran would not have heard it
     outputs = [_collect(r) for r in recorders]
     tree_record = sampler.finish()
-    elapsed = time.time() - started
+    window_end = stop.at if interrupted_by is not None else time.monotonic()
+    elapsed = max(0.0, window_end - started_mono)
+    killed = _killed(recorders)
     children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     # py-spy's own CPU: on a small box it competes with the target for the same cores.
     pyspy_cpu_s = ((children_after.ru_utime + children_after.ru_stime)
@@ -235,9 +427,24 @@ def capture(pids: int | list[int], work_dir: Path, options: AttachOptions,
     # Only the roots' exits end the window early; a worker that exits is followed, not fatal.
     target_exited = all(tree_record.records[pid].target_exited for pid in pids) or (
         len(pids) == 1 and not subprocesses and any("process exited" in o for o in main_outputs))
-    if target_exited:
+    signame = signal.Signals(interrupted_by).name if interrupted_by is not None else ""
+    if interrupted_by is not None:
+        notes.append(f"the window was cut short by {signame} after {elapsed:.1f} s of the "
+                     f"{options.duration:g} s asked: the report uses the samples taken until then")
+    elif target_exited:
         notes.append(f"the target exited {elapsed:.1f} s into the {options.duration:g} s window: "
                      f"the report uses the samples taken until then")
+    recorder_failure = None
+    if killed:
+        by_signal: dict[str, list[str]] = {}
+        for r in killed:
+            by_signal.setdefault(_signal_name(-r.returncode), []).append(str(r.pid))
+        recorder_failure = (
+            "py-spy was killed by " + ", ".join(
+                f"{name} (pid{'s' if len(rs) > 1 else ''} {', '.join(rs)})"
+                for name, rs in by_signal.items())
+            + f" {elapsed:.1f} s into the {options.duration:g} s window")
+        notes.append(recorder_failure + ": the report uses the samples the others wrote")
     workers_gone = [pid for pid, rec in tree_record.records.items()
                     if rec.target_exited and pid not in pids]
     if workers_gone:
@@ -245,6 +452,11 @@ def capture(pids: int | list[int], work_dir: Path, options: AttachOptions,
                      f"({', '.join(map(str, workers_gone[:8]))}): their samples until then are kept")
     written = [p for p in profile_paths if p.exists() and p.stat().st_size > 0]
     if not written:
+        if interrupted_by is not None:
+            raise stop.error(f"interrupted by {signame} {elapsed:.1f} s into the window, before "
+                             f"py-spy wrote any sample: no report written")
+        if killed and recorders[0] in killed:
+            raise ProfilerFailed(f"{recorder_failure}: no profile was written")
         if target_exited:
             raise NoSamples(f"process {root} exited before py-spy took any sample")
         raise ProfilerFailed(f"py-spy wrote no profile (exit {recorders[0].returncode}): "
@@ -254,7 +466,10 @@ def capture(pids: int | list[int], work_dir: Path, options: AttachOptions,
         native_counts = [pyspy.parse_record_summary(o) for o in native_outputs]
         native_samples = _sum_known(c[0] for c in native_counts)
         native_errors = _sum_known(c[1] for c in native_counts)
-        native_paths = [p for p in native_paths if p.exists() and p.stat().st_size > 0]
+        # A window cut short can end before the sparse native recorder took a sample: its file
+        # then holds no profile, and the report goes on without it.
+        native_paths = [p for p, (n, _) in zip(native_paths, native_counts)
+                        if p.exists() and p.stat().st_size > 0 and n != 0]
         if not native_paths:
             notes.append("the native recorder wrote nothing: thread states are estimated from "
                          "Python frames and OS counters")
@@ -279,14 +494,13 @@ def capture(pids: int | list[int], work_dir: Path, options: AttachOptions,
                 "pyspy_version": pyspy.pyspy_version(),
                 "pyspy_cpu_s": round(pyspy_cpu_s, 3),
                 "pyspy_cpu_share_of_cores": round(pyspy_cpu_s / (max(elapsed, 1e-3) * record.cores), 4)}
-    for path in profile_paths:
-        if path not in written and path.exists():
-            path.unlink()
     return Capture(written[0], record, target, sampling, started,
-                   partial=target_exited or interrupted, notes=notes,
+                   partial=target_exited or interrupted_by is not None or bool(killed),
+                   notes=notes,
                    native_profile_path=native_paths[0] if native_paths else None,
                    tree=tree_record, extra_profile_paths=written[1:],
-                   extra_native_paths=native_paths[1:])
+                   extra_native_paths=native_paths[1:], interrupted_by=interrupted_by,
+                   recorder_failure=recorder_failure, temp_dir=session.temp_dir)
 
 
 def _sum_known(values) -> int | None:
@@ -294,10 +508,75 @@ def _sum_known(values) -> int | None:
     return sum(known) if known else None
 
 
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def _killed(recorders: list[subprocess.Popen]) -> list[subprocess.Popen]:
+    """Recorders someone else killed. Not those we killed for overrunning (`_collect`), nor a
+    SIGINT death: py-spy handles SIGINT once started (writes, exits 0), so that was ours
+    reaching one still starting."""
+    return [r for r in recorders
+            if r.returncode is not None and r.returncode < 0 and -r.returncode != signal.SIGINT
+            and not getattr(r, "killed_by_diagnose", False)]
+
+
+def _signal_all(recorders: list[subprocess.Popen], signum: int) -> None:
+    """Signals each recorder still running. Never waits: safe inside a signal handler."""
+    for recorder in list(recorders):
+        try:
+            if recorder.returncode is None:
+                recorder.send_signal(signum)
+        except OSError:
+            pass
+
+
 def _interrupt(recorders: list[subprocess.Popen]) -> None:
+    _signal_all(recorders, signal.SIGINT)  # py-spy writes what it has on SIGINT
+
+
+def _reap(recorders: list[subprocess.Popen]) -> None:
+    """Kills every recorder still running and waits for it: none outlives the capture."""
+    _signal_all(recorders, signal.SIGKILL)
     for recorder in recorders:
-        if recorder.poll() is None:
-            recorder.send_signal(signal.SIGINT)
+        try:
+            recorder.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        for pipe in (recorder.stdout, recorder.stderr):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+
+
+try:
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):
+    _PRCTL = None
+_PR_SET_PDEATHSIG = 1
+
+
+def _start_recorder(cmd: list[str]) -> subprocess.Popen:
+    """A py-spy recorder in its own session: the Ctrl-C of a terminal, `timeout`'s SIGTERM to our
+    process group and a hangup do not reach it (py-spy dies on SIGTERM without writing anything);
+    we forward one SIGINT instead. Should diagnose itself be killed (SIGKILL), the kernel sends
+    the recorder SIGINT too, so it never outlives us by more than its last write."""
+    parent = os.getpid()
+
+    def die_with_parent() -> None:
+        if _PRCTL is not None:
+            _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGINT), 0, 0, 0)
+        if os.getppid() != parent:  # we died before prctl took effect
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True,
+                            preexec_fn=die_with_parent if _PRCTL is not None else None)
 
 
 def _collect(recorder: subprocess.Popen) -> str:
@@ -305,6 +584,7 @@ def _collect(recorder: subprocess.Popen) -> str:
     try:
         stdout, stderr = recorder.communicate(timeout=RECORD_GRACE_S)
     except subprocess.TimeoutExpired:
+        recorder.killed_by_diagnose = True
         recorder.kill()
         stdout, stderr = recorder.communicate()
     return (stdout or "") + (stderr or "")

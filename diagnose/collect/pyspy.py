@@ -88,12 +88,16 @@ def is_not_ready(message: str) -> bool:
 
 
 def record_command(pid: int, output: str, duration: float, rate: int, native: bool,
-                   nonblocking: bool = False, subprocesses: bool = False) -> list[str]:
-    """py-spy record with every thread (--threads), idle ones too (--idle), speedscope output.
-    `subprocesses`: the pid's descendants too (py-spy polls for them every 100 ms and names each
-    profile `Process P Thread T`), the rate applying to each process."""
+                   nonblocking: bool = False, subprocesses: bool = False,
+                   fmt: str = "chrometrace") -> list[str]:
+    """py-spy record with every thread (--threads), idle ones too (--idle).
+    `fmt`: "chrometrace" (the default) stamps the samples with their instants: each thread's
+    stack changes with the microsecond they were seen (model/chrometrace.py); "speedscope" keeps
+    only each thread's sample order (enough for the sparse native calibration recorder).
+    `subprocesses`: the pid's descendants too (py-spy polls for them every 100 ms and tags each
+    sample with its process), the rate applying to each process."""
     cmd = [pyspy_binary(), "record", "--pid", str(pid), "--output", output,
-           "--format", "speedscope", "--rate", str(rate),
+           "--format", fmt, "--rate", str(rate),
            "--duration", str(max(1, int(round(duration)))), "--threads", "--idle"]
     if native:
         cmd.append("--native")

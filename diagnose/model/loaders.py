@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from pathlib import Path
 
 import numpy as np
 
 from diagnose.errors import BadProfile
 from diagnose.model.profile import Frame, Profile, ThreadTrack
+from diagnose.model.visibility import assess_waits
 
 # py-spy names a speedscope profile `Thread 1945 "req-0"` (tid may be hex on some platforms).
 # With --subprocesses: `Process 4340 Thread 4340 "MainThread"`.
@@ -41,26 +44,101 @@ def _parse_tid(text: str) -> int:
     return int(text, 16) if text.lower().startswith("0x") else int(text)
 
 
-def load_profile(path: str | Path) -> Profile:
+# A py-spy recording of minutes of a busy service is tens of MB; beyond this a file is refused
+# before it is read (it would take memory several times its size to parse).
+MAX_PROFILE_BYTES = 512 << 20
+
+
+def read_input(path: str | Path, what: str = "profile", limit: int | None = None) -> bytes:
+    """The bytes of a file given to `analyze`, read with a size cap: a regular file or a pipe
+    (`<(py-spy ...)`), never a device or socket. Every failure is a BadProfile naming the file."""
     path = Path(path)
+    limit = MAX_PROFILE_BYTES if limit is None else limit
     try:
-        raw = path.read_bytes()
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode):
+            raise BadProfile(f"{path}: is a directory, not a {what}")
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+            raise BadProfile(f"{path}: not a regular file (a device or socket), not a {what}")
+        if st.st_size > limit:
+            raise BadProfile(f"{path}: {_size(st.st_size)} is larger than a {what} may be "
+                             f"({_size(limit)}); record a shorter window")
+        with open(path, "rb") as fh:
+            raw = fh.read(limit + 1)
     except FileNotFoundError:
         raise BadProfile(f"{path}: no such file")
-    except IsADirectoryError:
-        raise BadProfile(f"{path}: is a directory, not a profile")
+    except MemoryError:
+        raise BadProfile(f"{path}: too large to read into memory")
+    except OSError as exc:
+        raise BadProfile(f"{path}: cannot read it: {exc.strerror or exc}")
+    if len(raw) > limit:
+        raise BadProfile(f"{path}: larger than a {what} may be ({_size(limit)}); "
+                         f"record a shorter window")
+    return raw
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.0f} MiB"
+
+
+def decode_input(raw: bytes, path: str | Path, what: str = "profile") -> str:
+    """Text of a profile: UTF-8 (undecodable bytes replaced: a thread or file name in another
+    encoding is no reason to refuse the samples), or UTF-16 with its byte-order mark. A binary
+    file (compressed, or NUL bytes) is refused."""
+    if raw.startswith(b"\x1f\x8b"):
+        raise BadProfile(f"{path}: gzip-compressed; decompress it first (gunzip)")
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        try:
+            return raw.decode("utf-16")
+        except UnicodeDecodeError:
+            raise BadProfile(f"{path}: not a {what}: broken UTF-16 text")
+    if b"\x00" in raw[:65536]:
+        raise BadProfile(f"{path}: a binary file, not a {what} (expected a py-spy speedscope "
+                         f"JSON file or collapsed stacks)")
+    return raw.decode("utf-8", "replace").removeprefix("\ufeff")
+
+
+def load_profile(path: str | Path, rate_hz: float | None = None) -> Profile:
+    """`rate_hz`: the sampling rate when known, for a format that does not state it
+    (chrometrace, model/chrometrace.py)."""
+    path = Path(path)
+    raw = read_input(path)
     if not raw.strip():
         raise BadProfile(f"{path}: the file is empty")
-    text = raw.decode("utf-8", "replace")
-    if text.lstrip().startswith("{"):
-        text, arrays = _lift_sample_arrays(text)
-        try:
-            # strict=False: py-spy writes thread names with raw control characters unescaped.
-            data = json.loads(text, strict=False)
-        except json.JSONDecodeError as exc:
-            raise BadProfile(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})")
-        return load_speedscope(data, str(path), arrays)
-    return load_collapsed(text, str(path))
+    text = decode_input(raw, path)
+    del raw
+    try:
+        if text.lstrip().startswith("{"):
+            text, arrays = _lift_sample_arrays(text)
+            try:
+                # strict=False: py-spy writes thread names with raw control characters unescaped.
+                data = json.loads(text, strict=False)
+            except json.JSONDecodeError as exc:
+                raise BadProfile(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}); "
+                                 f"a truncated or damaged file?")
+            del text
+            return load_speedscope(data, str(path), arrays)
+        if text.lstrip().startswith("["):
+            from diagnose.model.chrometrace import load_chrometrace
+            try:
+                data = json.loads(text, strict=False)
+            except json.JSONDecodeError as exc:
+                raise BadProfile(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}); "
+                                 f"a truncated or damaged file?")
+            del text
+            return load_chrometrace(data, str(path), rate_hz)
+        return load_collapsed(text, str(path))
+    except BadProfile:
+        raise
+    except RecursionError:
+        raise BadProfile(f"{path}: not a profile: nested too deeply")
+    except MemoryError:
+        raise BadProfile(f"{path}: too large to parse in the memory available")
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError) as exc:
+        # a value of the wrong type or range where the format wants another (json's own
+        # limits too: an integer of thousands of digits)
+        raise BadProfile(f"{path}: not a valid py-spy profile ({type(exc).__name__}: "
+                         f"{str(exc)[:120]})")
 
 
 # A sampled profile's "samples" (a list of int lists) and "weights" (numbers) are nearly all of
@@ -169,6 +247,7 @@ def load_speedscope(data: dict, label: str = "profile", arrays: list[str] | None
         raise BadProfile(f"{label}: the speedscope file holds no profiles")
     if intervals and prof.get("unit", "seconds") == "seconds":
         profile.interval_s = float(np.median(intervals))
+    assess_waits(profile)
     return profile
 
 
@@ -186,7 +265,7 @@ def _parse_collapsed_frame(text: str) -> Frame:
 
 def load_collapsed(text: str, label: str = "profile") -> Profile:
     """Collapsed stacks (`py-spy record --format raw`): `a;b;c 12` per line, no sample order."""
-    profile = Profile(source="collapsed")
+    profile = Profile(source="collapsed", instants="none")
     per_thread: dict[int, tuple[str, list[int], list[int]]] = {}
     frame_cache: dict[str, int] = {}
     bad = 0
@@ -222,4 +301,5 @@ def load_collapsed(text: str, label: str = "profile") -> Profile:
         profile.threads.append(ThreadTrack(tid, name, np.asarray(ids, dtype=np.int32),
                                            np.full(len(ids), profile.interval_s), counts=c,
                                            timed=False))
+    assess_waits(profile)
     return profile

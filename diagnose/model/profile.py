@@ -32,6 +32,28 @@ class ThreadTrack:
     counts: np.ndarray | None = None  # int64 when a sample row stands for many (collapsed input)
     timed: bool = True  # False when the input has no sample order (collapsed files)
     pid: int | None = None  # the process, when py-spy sampled several (--subprocesses)
+    # Measured instants (chrometrace input): each sample's time in seconds on the recorder's
+    # clock. None when the input has no timestamps: samples are then laid end to end from the
+    # window's start.
+    times: np.ndarray | None = None
+    # Measured tracks: the OS threads that ran in this track, as [OS tid, first seen, gone] on
+    # the recorder's clock (gone: the window's end for a thread alive to the end). py-spy names a
+    # thread by its pthread id, which a new thread reuses once an old one exited: like py-spy's
+    # own outputs, such threads share one track, one after the other.
+    segments: list | None = None
+    # The recording itself, for measured tracks: the instants the stack changed (recorder
+    # clock) and the stack held from each (the samples are read off these: model/chrometrace.py).
+    changes: tuple[np.ndarray, np.ndarray] | None = None
+
+    @property
+    def started_s(self) -> float | None:
+        """When the track's first thread was first seen (recorder clock), None if not measured."""
+        return self.segments[0][1] if self.segments else None
+
+    @property
+    def ended_s(self) -> float | None:
+        """When the track's last thread was gone (recorder clock), None if not measured."""
+        return self.segments[-1][2] if self.segments else None
 
 
 @dataclass
@@ -44,6 +66,14 @@ class Profile:
     calibration_files: frozenset = frozenset()  # native libraries seen by those samples
     source: str = ""  # "py-spy speedscope", "collapsed", ...
     interval_s: float = 0.01
+    # How sample instants are known: "measured" (timestamps in the recording), "reconstructed"
+    # (per-thread sample order only: laid end to end from t=0), "none" (no order at all).
+    instants: str = "reconstructed"
+    window: tuple[float, float] | None = None  # measured (start, end) on the recorder's clock
+    # False when the recording cannot show waits (py-spy without --idle drops the samples of
+    # threads that are not running): `waits_reason` says why it was concluded.
+    waits_visible: bool = True
+    waits_reason: str = ""
 
     _frame_index: dict = field(default_factory=dict, repr=False)
     _stack_index: dict = field(default_factory=dict, repr=False)
@@ -77,7 +107,9 @@ class Profile:
         sub = Profile(frames=self.frames, stacks=self.stacks,
                       threads=[t for t in self.threads if t.pid == pid], native=self.native,
                       calibrated=self.calibrated, calibration_files=self.calibration_files,
-                      source=self.source, interval_s=self.interval_s)
+                      source=self.source, interval_s=self.interval_s, instants=self.instants,
+                      window=self.window, waits_visible=self.waits_visible,
+                      waits_reason=self.waits_reason)
         sub._frame_index, sub._stack_index = self._frame_index, self._stack_index
         return sub
 
@@ -87,9 +119,33 @@ class Profile:
         stack_map = np.array([self.intern_stack(tuple(frame_map[i] for i in s)) for s in other.stacks],
                              dtype=np.int32)
         for t in other.threads:
+            changes = (t.changes[0], stack_map[t.changes[1]] if len(t.changes[1]) else t.changes[1]
+                       ) if t.changes is not None else None
             self.threads.append(ThreadTrack(t.tid, t.name, stack_map[t.stack_ids] if len(t.stack_ids)
-                                            else t.stack_ids, t.weights, t.counts, t.timed, t.pid))
+                                            else t.stack_ids, t.weights, t.counts, t.timed, t.pid,
+                                            t.times, t.segments, changes))
         self.native = self.native or other.native
+        # Several recorders (one per named pid) started together: their clocks agree to within
+        # the time between their starts, so one window spans them all.
+        order = ("none", "reconstructed", "measured")
+        self.instants = min(self.instants, other.instants, key=order.index)
+        if self.window is not None and other.window is not None:
+            self.window = (min(self.window[0], other.window[0]),
+                           max(self.window[1], other.window[1]))
+        else:
+            self.window = self.window or other.window
+        if self.waits_visible and not other.waits_visible:
+            self.waits_visible, self.waits_reason = False, other.waits_reason
+
+    @property
+    def window_s(self) -> float | None:
+        """The window's length as recorded (None when the recording has no timestamps)."""
+        return None if self.window is None else self.window[1] - self.window[0]
+
+    @property
+    def origin_s(self) -> float:
+        """The window's start on the recorder's clock: t=0 of the sample table."""
+        return self.window[0] if self.window is not None else 0.0
 
     @property
     def total_samples(self) -> int:

@@ -23,7 +23,8 @@ PHASES_AND_OTHER = ("preprocess", "model", "postprocess", "other")
 SAMPLE_COLUMNS = {
     "thread": "int32",      # index into the thread summary
     "tid": "int64",         # OS thread id
-    "t": "float64",         # seconds since the window began (NaN when the input has no order)
+    "t": "float64",         # seconds since the window began (NaN when the input has no order):
+    # measured with timestamped input (Profile.instants), else reconstructed from sample order
     "stack": "int32",       # index into Profile.stacks
     "count": "int64",       # samples this row stands for (1 unless the input was collapsed)
     "state": pd.CategoricalDtype(STATES),
@@ -99,7 +100,10 @@ def build_sample_table(profile: Profile, stacks: StackTable) -> pd.DataFrame:
     for index, track in enumerate(profile.threads):
         ids = track.stack_ids
         n = len(ids)
-        if track.timed:
+        if track.times is not None:
+            t = track.times - profile.origin_s  # measured: where the thread ran in the window
+        elif track.timed:
+            # reconstructed: the thread's samples laid end to end from the window's start
             t = np.cumsum(track.weights) - track.weights
         else:
             t = np.full(n, np.nan)

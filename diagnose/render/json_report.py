@@ -33,17 +33,37 @@ def state_sources(samples: pd.DataFrame) -> dict:
     return out
 
 
+def thread_lifetimes(analysis: Analysis) -> dict[int, tuple[float, float]]:
+    """Per thread index: (first, last) instant it was seen, in seconds from the window's start,
+    when the recording has timestamps (a thread started or ended mid-window is placed where it
+    ran; `last` is the window's end for a thread alive to the end; a row shared by threads that
+    reused one pthread id spans them all). Empty when the instants are reconstructed: the JSON
+    then says null."""
+    profile = analysis.profile
+    if profile.instants != "measured":
+        return {}
+    out = {}
+    for index, track in enumerate(profile.threads):
+        if track.started_s is not None and track.ended_s is not None:
+            out[index] = (round(track.started_s - profile.origin_s, 4),
+                          round(track.ended_s - profile.origin_s, 4))
+    return out
+
+
 def thread_rows(analysis: Analysis) -> list[dict]:
     rows = []
     sources = {int(t): state_sources(g) for t, g in analysis.samples.groupby("thread", observed=True)}
     os_threads = analysis.os.threads if analysis.os else {}
     state_cols = [c for c in analysis.threads.columns if c not in ("tid", "pid", "name", "role", "samples")]
+    lifetimes = thread_lifetimes(analysis)
     for index, row in analysis.threads.iterrows():
         tos = os_threads.get(int(row["tid"]))
+        first, last = lifetimes.get(int(index), (None, None))
         rows.append({
             "tid": int(row["tid"]), "pid": None if pd.isna(row["pid"]) else int(row["pid"]),
             "name": str(row["name"]), "role": str(row["role"]),
             "samples": int(row["samples"]),
+            "first_s": first, "last_s": last,
             "states": {c: int(row[c]) for c in state_cols if int(row[c])},
             "state_sources": sources.get(int(index), {}),
             "os": None if tos is None else {
@@ -125,8 +145,19 @@ def build_report(service: Service, results: CheckResults, per_process: dict | No
     if sampling.get("samples") is None:
         sampling["samples"] = int(analysis.samples["count"].sum())
     sampling["thread_samples"] = int(analysis.samples["count"].sum())
+    # "measured": sample instants from the recording's timestamps; "reconstructed": each
+    # thread's samples laid end to end from the window's start (no timestamps in the input);
+    # "none": no sample order at all (collapsed stacks).
+    sampling["instants"] = analysis.profile.instants
     duration = sampling.get("duration_s")
     sampling["achieved_rate_hz"] = round(ticks / duration, 2) if duration else None
+    interval = analysis.profile.interval_s
+    if analysis.profile.instants == "measured" and meta.get("sampling", {}).get("samples"):
+        # The samples are read off the recorded stack changes on a grid at the asked rate, so
+        # the grid's count says nothing of the rate py-spy kept up: its own sample count over
+        # the thread-seconds it watched does.
+        watched = sampling["thread_samples"] * interval
+        sampling["achieved_rate_hz"] = round(sampling["samples"] / watched, 2) if watched else None
     sampling["native"] = bool(sampling.get("native", analysis.profile.native))
     sampling["states_calibrated"] = analysis.profile.calibrated
     sampling["state_estimated"] = bool(analysis.samples["estimated"].any())

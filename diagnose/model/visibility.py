@@ -1,0 +1,107 @@
+"""Can this recording show waits at all?
+
+py-spy records only the threads that are running unless told `--idle`: a thread blocked on a
+lock, a queue, I/O or a sleep is then never sampled, and every wait is invisible. Such a
+recording is recognisable: no thread is ever seen waiting or idle, and the threads have unequal
+sample counts (with `--idle` every thread is read at every sampling instant it is alive, so
+threads that live through the window have the same count). A timestamped recording (whose
+samples hold each thread's last stack until its next change) says it differently: a process's
+main thread is first seen after its other threads. A recording without timestamps
+(speedscope, collapsed) then does not tell its window's length either: the busiest thread's
+samples only bound it from below.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from diagnose.classify.state import FULL_SYMBOL_MARKERS, WAIT_STATES, classify_stack
+from diagnose.model.profile import Profile
+
+MOSTLY_WAITING = 0.5  # a thread whose samples are at least this share waiting or idle...
+SIZEABLE = 0.25  # ...among threads with at least this share of the largest sample count
+EQUAL_COUNTS = 0.9  # a thread with fewer than this share of the largest count is "unequal"
+LIFETIME_SLACK_S = 0.5  # a main thread first seen later than this after its process's others
+
+
+def assess_waits(profile: Profile) -> None:
+    """Sets `profile.waits_visible` / `waits_reason` (left as they are when nothing says the
+    recording dropped idle samples).
+
+    With --idle nearly every service has a thread that waits most of the window (its main
+    thread, idle pool workers, an accept loop). Without it a thread is sampled only while it
+    runs, and the few samples taken at a wait's line (caught entering or leaving it) leave it
+    far from "mostly waiting"; threads that mostly wait have few samples at all."""
+    if not profile.threads or len(profile.threads) < 2:
+        return  # one thread: nothing to compare its count with
+    if profile.instants == "measured":
+        late = _main_thread_late(profile)
+        if late is not None:
+            profile.waits_visible, profile.waits_reason = False, (
+                f"{late}: py-spy recorded only running threads (no --idle)")
+        return
+    full_symbols = any(f.function in FULL_SYMBOL_MARKERS for f in profile.frames)
+    waiting_stack: dict[int, bool] = {}
+
+    def is_waiting(sid: int) -> bool:
+        known = waiting_stack.get(sid)
+        if known is None:
+            frames = [profile.frames[i] for i in profile.stacks[sid]]
+            known = waiting_stack[sid] = (classify_stack(frames, profile.native, full_symbols).state
+                                          in WAIT_STATES)
+        return known
+
+    per_thread, waiting = [], []
+    for track in profile.threads:
+        ids, counts = track.stack_ids, track.counts
+        distinct, inverse = np.unique(ids, return_inverse=True)
+        per_stack = np.bincount(inverse, weights=counts, minlength=len(distinct))
+        mask = np.array([is_waiting(int(s)) for s in distinct], dtype=bool)
+        per_thread.append(float(per_stack.sum()))
+        waiting.append(float(per_stack[mask].sum()) if len(mask) else 0.0)
+    largest = max(per_thread)
+    if not largest:
+        return
+    for count, waited in zip(per_thread, waiting):
+        if count >= SIZEABLE * largest and waited >= MOSTLY_WAITING * count:
+            return  # a thread was seen waiting: the recording shows waits
+    unequal = _unequal_counts(profile, per_thread)
+    if unequal is None:
+        return
+    reason = (f"no thread was seen waiting or idle most of the time and {unequal}: py-spy "
+              f"recorded only running threads (no --idle)")
+    if profile.window is None:
+        reason += (f"; the window's length is not in the file (at least "
+                   f"{largest * (profile.interval_s or 0.01):.1f} s, the busiest thread's samples)")
+    profile.waits_visible, profile.waits_reason = False, reason
+
+
+def _main_thread_late(profile: Profile) -> str | None:
+    """Timestamped recordings: with --idle every thread of a process is read at every instant,
+    its main thread (OS thread id = pid) from the process's first instant on. Without it, a
+    thread is recorded from the first instant it runs, and a service's main thread mostly waits.
+    (Nothing else works there: the format holds a thread's last stack until its next change, so
+    a thread last seen entering a wait shows waiting long after.)"""
+    for pid in profile.pids:
+        segments = [seg for t in profile.threads if t.pid == pid and t.segments
+                    for seg in t.segments]
+        if not segments or any(tid >= 1 << 22 for tid, _s, _e in segments):
+            continue  # thread ids that are not OS thread ids: the main thread is not known
+        first = min(start for _tid, start, _end in segments)
+        main = [start for tid, start, _end in segments if tid == pid]
+        if main and min(main) - first > LIFETIME_SLACK_S:
+            return (f"the main thread of process {pid} was first seen "
+                    f"{min(main) - first:.1f} s after its other threads")
+    return None
+
+
+def _unequal_counts(profile: Profile, per_thread: list[float]) -> str | None:
+    """How threads of one process that should have been read equally often were not (None
+    when they were)."""
+    groups: dict = {}
+    for track, count in zip(profile.threads, per_thread):
+        groups.setdefault(track.pid, []).append(count)
+    for group in groups.values():
+        if len(group) >= 2 and min(group) < EQUAL_COUNTS * max(group):
+            return f"the threads' sample counts differ ({int(min(group))} to {int(max(group))})"
+    return None

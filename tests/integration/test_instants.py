@@ -1,0 +1,125 @@
+"""Measured sample instants on a real process: threads that start and end mid-window are placed
+where they ran, and holders are read at instants that were observed together.
+
+fixtures/workloads/late_thread.py is attached with the real CLI; ~1 s after py-spy starts, the
+test sends it SIGUSR2: three `late-N` threads start (and `early` exits), and from then on they
+wait for a lock held by a thread inside `serve`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from tests.conftest import REPO, WORKLOADS, marker_line
+from tests.integration.conftest import requires_ptrace, running, workload_command
+
+pytestmark = [pytest.mark.integration, requires_ptrace]
+
+TRIGGER_AFTER_S = 1.0
+DURATION_S = "4"
+
+
+def _recorder_started(pid: int, timeout: float = 60.0) -> float:
+    """time.monotonic() when a `py-spy record --pid PID` process was first seen."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for proc in psutil.process_iter(["cmdline"]):
+            cmd = proc.info["cmdline"] or []
+            if cmd and cmd[0].endswith("py-spy") and "record" in cmd and str(pid) in cmd:
+                return time.monotonic()
+        time.sleep(0.02)
+    raise AssertionError("py-spy never started")
+
+
+def _page_data(html: str) -> dict:
+    match = re.search(r'<script type="application/json" id="diagnose-data">(.*?)</script>',
+                      html, re.S)
+    return json.loads(match.group(1))
+
+
+@pytest.fixture(scope="module")
+def attached(tmp_path_factory):
+    out = tmp_path_factory.mktemp("instants")
+    with running(workload_command("late_thread", "--seconds", "120")) as pid:
+        cli = subprocess.Popen([sys.executable, "-m", "diagnose", "attach", str(pid), "--duration",
+                                DURATION_S, "--json", "--output-dir", str(out)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+        try:
+            started = _recorder_started(pid)
+            time.sleep(max(0.0, started + TRIGGER_AFTER_S - time.monotonic()))
+            os.kill(pid, signal.SIGUSR2)
+            stdout, stderr = cli.communicate(timeout=240)
+        finally:
+            if cli.poll() is None:
+                cli.kill()
+                cli.communicate()
+    assert cli.returncode == 0, stderr
+    html = next(out.glob("*.html")).read_text(encoding="utf-8")
+    return json.loads(stdout), _page_data(html)
+
+
+def _threads(report) -> dict:
+    return {row["name"]: row for row in report["threads"]}
+
+
+def test_the_report_says_its_instants_were_measured(attached):
+    report, _ = attached
+    assert report["sampling"]["instants"] == "measured"
+    assert report["sampling"]["mode"].startswith(("nonblocking", "blocking"))
+
+
+def test_threads_started_mid_window_are_placed_at_their_real_start(attached):
+    report, page = attached
+    threads = _threads(report)
+    assert threads["holder"]["first_s"] == 0 and threads["MainThread"]["first_s"] == 0
+    window = max(row["last_s"] for row in report["threads"])
+    late = [threads[f"late-{i}"] for i in range(3)]
+    for row in late:
+        # py-spy's first sample comes ~0.1-0.3 s after it starts; a thread's start may wait
+        # for the GIL behind the spinning holder
+        assert 0.4 < row["first_s"] < 2.5, row
+        assert row["last_s"] == pytest.approx(window, abs=0.05)
+        assert row["samples"] < threads["holder"]["samples"]
+    # the timeline: the late threads' lanes are empty until they started
+    index = {row["name"]: i for i, row in enumerate(page["threads"])}
+    timeline = page["timeline"]
+    lanes = {lane["thread"]: lane["runs"] for lane in timeline["lanes"]}
+    for row in late:
+        state, steps = lanes[index[row["name"]]][0]
+        assert state == -1
+        assert steps * timeline["interval_s"] == pytest.approx(row["first_s"],
+                                                               abs=2 * timeline["interval_s"])
+    assert lanes[index["holder"]][0][0] != -1
+
+
+def test_a_thread_that_exited_mid_window_ends_there(attached):
+    report, _ = attached
+    threads = _threads(report)
+    window = max(row["last_s"] for row in report["threads"])
+    first_late = min(threads[f"late-{i}"]["first_s"] for i in range(3))
+    early = threads["early"]
+    assert early["first_s"] == 0
+    # it returned when the late threads were started: the /proc record lost it one tick later
+    assert early["last_s"] < first_late + 1.0
+    assert early["last_s"] < window - 1.0
+
+
+def test_holders_are_read_at_instants_observed_together(attached):
+    report, _ = attached
+    line = marker_line(WORKLOADS / "late_thread.py", "contended-acquire")
+    site = next(w for w in report["waits"] if w["kind"] == "lock" and w["line"] == line)
+    assert site["holder_scope"] == "serve"
+    top = site["holders"][0]
+    assert top["stack"][:2] == ["serve", "spin"]
+    assert top["share"] >= 0.6
+    assert site["max_holders"] == 1
+    assert site["max_concurrent"] <= 4
