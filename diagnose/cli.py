@@ -191,9 +191,10 @@ def _attach_stoppable(stop, pids: list[int], duration: float, rate: int | None, 
               help="Force native (C) frames on or off. Default: on where py-spy supports them; "
                    "without them thread state is estimated from Python frames.")
 @click.option("--keep-raw", is_flag=True,
-              help="Also keep the /proc record (.procfs.json) and the native calibration samples "
-                   "(.native.speedscope.json) so `analyze --procfs --native-profile` can replay "
-                   "the session.")
+              help="Also keep py-spy's recording with its measured instants (.chrometrace.json), "
+                   "the /proc record (.procfs.json) and the native calibration samples "
+                   "(.native.speedscope.json) so `analyze X.chrometrace.json --procfs "
+                   "X.procfs.json --native-profile X.native.speedscope.json` can replay the session.")
 @click.option("--children/--no-children", default=True, show_default=True,
               help="Also sample every Python process descending from PID (gunicorn / uvicorn "
                    "workers, multiprocessing pools), followed as they start and exit; the sampling "

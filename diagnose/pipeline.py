@@ -134,8 +134,15 @@ def write_outputs(service: Service, results: CheckResults, per_process: dict,
             _write_file(speedscope, lambda tmp: write_speedscope(analysis.profile, tmp, base))
             written.append(speedscope)
             if move_profile:
-                for path in source_profiles:
-                    path.unlink(missing_ok=True)
+                for index, path in enumerate(source_profiles):
+                    if keep_raw and path.name.endswith(".chrometrace.json") and path.exists():
+                        # The recording with its measured instants, for `diagnose analyze` later.
+                        number = "" if len(source_profiles) == 1 else f".{index + 1}"
+                        kept_raw = out_dir / f"{base}{number}.chrometrace.json"
+                        _move_file(path, kept_raw)
+                        written.append(kept_raw)
+                    else:
+                        path.unlink(missing_ok=True)
         elif source_profile.resolve() != speedscope.resolve():
             if move_profile:
                 _move_file(source_profile, speedscope)
@@ -327,9 +334,22 @@ def from_file(path: Path, out_dir: Path, user_rules: dict | None,
         live=False)
     analysis = service.combined
     if window is None:
+        sampling = analysis.meta["sampling"]
         ticks = int(analysis.threads["samples"].max()) if len(analysis.threads) else 0
-        analysis.meta["sampling"]["duration_s"] = round(ticks * analysis.profile.interval_s, 3) or None
-        analysis.meta["sampling"]["rate_hz"] = round(1 / analysis.profile.interval_s) if analysis.profile.interval_s else None
+        laid_end_to_end = round(ticks * analysis.profile.interval_s, 3) or None
+        if analysis.profile.window_s is not None:
+            sampling["duration_s"] = round(analysis.profile.window_s, 3)  # the file's own time range
+        elif analysis.profile.waits_visible:
+            sampling["duration_s"] = laid_end_to_end  # every thread sampled at every tick
+        else:
+            # Without --idle a thread's samples cover only the time it ran: the window is unknown,
+            # at least the busiest thread's samples long.
+            sampling["duration_s"] = None
+            sampling["duration_at_least_s"] = laid_end_to_end
+            analysis.meta["notes"].append(f"the window's length is unknown: the file has no time "
+                                          f"stamps and drops waiting samples; at least "
+                                          f"{laid_end_to_end or 0:g} s")
+        sampling["rate_hz"] = round(1 / analysis.profile.interval_s) if analysis.profile.interval_s else None
     if proc is None:
         analysis.meta["notes"].append("offline analysis: thread state inferred from the frames "
                                       "alone; no OS counters (run-queue wait, CPU time)")

@@ -123,3 +123,26 @@ def test_holders_are_read_at_instants_observed_together(attached):
     assert top["share"] >= 0.6
     assert site["max_holders"] == 1
     assert site["max_concurrent"] <= 4
+
+
+def test_keep_raw_keeps_the_recording_and_replaying_it_gives_the_same_verdict(tmp_path):
+    """`attach --keep-raw` keeps py-spy's chrometrace recording, the /proc record and the native
+    samples; `analyze` of those files gives the live verdict, on measured instants."""
+    out = tmp_path / "reports"
+    with running(workload_command("lock_contention", "--seconds", "40")) as pid:
+        live = subprocess.run([sys.executable, "-m", "diagnose", "attach", str(pid), "-d", "3",
+                               "--keep-raw", "--json", "-q", "-o", str(out)],
+                              capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert live.returncode == 0, live.stderr
+    verdict = json.loads(live.stdout)["verdict"]["primary"]
+    recording = next(out.glob("*.chrometrace.json"))
+    base = str(recording).removesuffix(".chrometrace.json")
+    replay = subprocess.run([sys.executable, "-m", "diagnose", "analyze", str(recording),
+                             "--procfs", base + ".procfs.json",
+                             "--native-profile", base + ".native.speedscope.json",
+                             "--json", "-o", str(tmp_path / "replay")],
+                            capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert replay.returncode == 0, replay.stderr
+    report = json.loads(replay.stdout)
+    assert report["sampling"]["instants"] == "measured"
+    assert report["verdict"]["primary"] == verdict == "lock_contention"
