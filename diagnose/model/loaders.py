@@ -37,7 +37,11 @@ def is_native_frame(function: str, file: str, line: int) -> bool:
     # A binary named by its path (a static python executable). A bare name with no line
     # (`__init__` in `__init__`: a frame py-spy read torn, without blocking) is no evidence of
     # native frames: taken as one, it would mark a Python-only profile native.
-    return line == 0 and "/" in file
+    # The raw format names a static build's binary bare ("python3.11"): that is native too.
+    return line == 0 and ("/" in file or _BARE_INTERPRETER.match(file) is not None)
+
+
+_BARE_INTERPRETER = re.compile(r"^(python|pypy)[\d.]*[dmu]*$")
 
 
 def _parse_tid(text: str) -> int:

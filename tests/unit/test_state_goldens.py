@@ -337,10 +337,6 @@ def test_a_loop_on_a_simple_queue_of_a_stripped_build_is_idle():
     check(frames + DEBIAN_LOCK, ("idle", "queue", "consumer_loop"), full_symbols=False)
 
 
-@pytest.mark.xfail(strict=True, reason="loaders.is_native_frame: py-spy's raw/collapsed format names a "
-                                       "static build's binary without its directory ('python3.11'), and "
-                                       "such a frame is read as a Python frame, so the wait looks like "
-                                       "running Python (observed on Debian's /usr/bin/python3.11)")
 def test_stripped_build_in_the_raw_format_is_still_a_lock_wait():
     text = ("thread (7): waiter-0;0x7f0000001 (libc.so.6);Thread.run (threading.py:975);"
             "waiter (lock_wait.py:36);update_shared_state (lock_wait.py:30);"
