@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import difflib
 import math
-import os
 import re
-import stat
 import tomllib
 from functools import lru_cache
 from pathlib import Path
 
+from diagnose.bounded_read import read_bounded
 from diagnose.classify.categories import CATEGORIES, BadRules, builtin_rules_text
 
 MAX_RULES_BYTES = 4 << 20  # a rules file is a few kB; more is not a rules file
@@ -310,21 +309,4 @@ def load(path: str | Path) -> dict:
 
 
 def _read(path: Path) -> bytes:
-    try:
-        st = os.stat(path)
-        if stat.S_ISDIR(st.st_mode):
-            raise BadRules(f"{path}: is a directory, not a rules file")
-        if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
-            raise BadRules(f"{path}: not a regular file (a device or socket), not a rules file")
-        if st.st_size > MAX_RULES_BYTES:
-            raise BadRules(f"{path}: {st.st_size} bytes is too large for a rules file "
-                           f"(at most {MAX_RULES_BYTES >> 20} MiB)")
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_RULES_BYTES + 1)
-    except FileNotFoundError:
-        raise BadRules(f"{path}: no such rules file")
-    except OSError as exc:
-        raise BadRules(f"{path}: cannot read the rules file: {exc.strerror or exc}")
-    if len(raw) > MAX_RULES_BYTES:
-        raise BadRules(f"{path}: too large for a rules file (over {MAX_RULES_BYTES >> 20} MiB)")
-    return raw
+    return read_bounded(path, "rules file", MAX_RULES_BYTES, BadRules)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import stat
 from pathlib import Path
 
 import numpy as np
 
+from diagnose.bounded_read import read_bounded
 from diagnose.errors import BadProfile
 from diagnose.model.profile import Frame, Profile, ThreadTrack
 from diagnose.model.visibility import assess_waits
@@ -56,33 +55,8 @@ MAX_PROFILE_BYTES = 512 << 20
 def read_input(path: str | Path, what: str = "profile", limit: int | None = None) -> bytes:
     """The bytes of a file given to `analyze`, read with a size cap: a regular file or a pipe
     (`<(py-spy ...)`), never a device or socket. Every failure is a BadProfile naming the file."""
-    path = Path(path)
     limit = MAX_PROFILE_BYTES if limit is None else limit
-    try:
-        st = os.stat(path)
-        if stat.S_ISDIR(st.st_mode):
-            raise BadProfile(f"{path}: is a directory, not a {what}")
-        if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
-            raise BadProfile(f"{path}: not a regular file (a device or socket), not a {what}")
-        if st.st_size > limit:
-            raise BadProfile(f"{path}: {_size(st.st_size)} is larger than a {what} may be "
-                             f"({_size(limit)}); record a shorter window")
-        with open(path, "rb") as fh:
-            raw = fh.read(limit + 1)
-    except FileNotFoundError:
-        raise BadProfile(f"{path}: no such file")
-    except MemoryError:
-        raise BadProfile(f"{path}: too large to read into memory")
-    except OSError as exc:
-        raise BadProfile(f"{path}: cannot read it: {exc.strerror or exc}")
-    if len(raw) > limit:
-        raise BadProfile(f"{path}: larger than a {what} may be ({_size(limit)}); "
-                         f"record a shorter window")
-    return raw
-
-
-def _size(n: int) -> str:
-    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.0f} MiB"
+    return read_bounded(path, what, limit, BadProfile, hint="record a shorter window")
 
 
 def decode_input(raw: bytes, path: str | Path, what: str = "profile") -> str:

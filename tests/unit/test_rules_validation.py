@@ -124,7 +124,7 @@ def test_rules_given_as_data_are_validated_too(rules, fragment):
 
 
 def test_unreadable_rules_paths(tmp_path):
-    with pytest.raises(BadRules, match="no such rules file"):
+    with pytest.raises(BadRules, match="no such file \\(expected a rules file\\)"):
         rules_file.load(tmp_path / "absent.toml")
     with pytest.raises(BadRules, match="is a directory"):
         rules_file.load(tmp_path)

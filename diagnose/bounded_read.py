@@ -1,0 +1,39 @@
+"""Reading a file a user names, safely: a regular file or a pipe, never a device or socket, and
+never more than a size cap. Shared by profiles and rules files; each names its own error."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+
+def size_text(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.0f} MiB"
+
+
+def read_bounded(path: str | Path, what: str, limit: int, error: type[Exception],
+                 hint: str = "") -> bytes:
+    """The file's bytes. Every failure is `error(message)`, the message naming the file and
+    `what` it should have been; `hint` follows a too-large message."""
+    path = Path(path)
+    too_large = f"is larger than a {what} may be ({size_text(limit)})" + (f"; {hint}" if hint else "")
+    try:
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode):
+            raise error(f"{path}: is a directory, not a {what}")
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+            raise error(f"{path}: not a regular file (a device or socket), not a {what}")
+        if st.st_size > limit:
+            raise error(f"{path}: {size_text(st.st_size)} {too_large}")
+        with open(path, "rb") as fh:
+            raw = fh.read(limit + 1)  # a pipe has no size: read one byte past the cap to tell
+    except FileNotFoundError:
+        raise error(f"{path}: no such file (expected a {what})")
+    except MemoryError:
+        raise error(f"{path}: too large to read into memory")
+    except OSError as exc:
+        raise error(f"{path}: cannot read it: {exc.strerror or exc}")
+    if len(raw) > limit:
+        raise error(f"{path}: {too_large}")
+    return raw
