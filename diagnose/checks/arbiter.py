@@ -10,6 +10,8 @@
    idle; the utilization law for a pipeline stage; kernels vs pool synchronisation for an
    intra-op pool; 1.0 where only the model itself can change). Two findings that both saturate
    the score are never ordered by noise in their scores.
+   Exception: a finding that foretells a failure (FAILURE_FIRST: an unbounded backlog growing
+   memory until the process is killed) leads at critical strength, whatever the gains.
 3. Weaker findings follow, by score.
 4. Equal keys fall back to the causal order of engine.CHECKS: the more specific, more actionable
    diagnosis (a blocked loop, a stage, a lock) before its symptoms (busy cores, idle workers).
@@ -25,10 +27,17 @@ from diagnose.checks.base import Finding
 CRITICAL = 75
 
 
+# Findings that foretell a failure (memory growing without bound until the process is killed):
+# at critical strength they lead whatever the others' throughput gains, because no throughput
+# matters once the process is gone.
+FAILURE_FIRST = ("unbounded_backlog",)
+
+
 def rank_key(finding: Finding, order: int) -> tuple:
     if finding.score >= CRITICAL:
-        return (0, -(finding.predicted_gain or 1.0), order)
-    return (1, -finding.score, order)
+        failure = 0 if finding.id in FAILURE_FIRST else 1
+        return (0, failure, -(finding.predicted_gain or 1.0), order)
+    return (1, 1, -finding.score, order)
 
 
 def rank(findings: list[Finding], order_of) -> tuple[Finding, ...]:

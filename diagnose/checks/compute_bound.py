@@ -25,8 +25,12 @@ def run(analysis, settings):
     total_busy = float(busy["count"].sum())
     if total_busy == 0:
         return NotApplicable(ID, "request threads were never busy")
-    model = busy[busy["phase"] == "model"]
-    share = float(model["count"].sum()) / total_busy
+    # What the cores run is judged on running samples: a thread waiting for the GIL is busy
+    # (it wants a core) but computes nothing, and GIL noise would swing the model's share.
+    running = busy[busy["state"] != "gil"]
+    total_running = float(running["count"].sum()) or total_busy
+    model = running[running["phase"] == "model"]
+    share = float(model["count"].sum()) / total_running
     # Busy request threads per usable core, from the samples: a thread busy in 99% of its
     # samples keeps a core busy. OS CPU time is reported too but not scored, because py-spy's
     # pauses (blocking mode) take CPU time away from the target while it is observed.
@@ -52,6 +56,7 @@ def run(analysis, settings):
         "runnable_per_core": runnable_per_core,
         "native_mutex_wait_share": native_mutex_share,
         "busy_samples": int(total_busy),
+        "running_samples": int(total_running),
     }
     hot = top_sites(analysis, model, total_busy)
     sites = list(hot)
@@ -62,6 +67,6 @@ def run(analysis, settings):
         sites.insert(0, Site(stage.function, stage.file, stage.line, stage.utilization))
     summary = (f"cores {pct(min(utilization, 1.0))} busy; {pct(share)} of {who} busy time "
                f"is model compute" + (f", most in {hot[0].function}" if hot else ""))
-    return make_finding(ID, settings, score, summary, evidence, sites, samples=total_busy,
+    return make_finding(ID, settings, score, summary, evidence, sites, samples=total_running,
                         gain=(1.0, "estimate: no structural gain: the cores already run the model; "
                                    "only a cheaper model or more cores buy throughput"))

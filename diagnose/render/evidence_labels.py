@@ -65,6 +65,7 @@ _NOT_MEASURED = "not measured"
 LABELS: dict[str, Label] = {
     # -- shared by several checks
     "busy_samples": L("busy samples behind the shares", SAMPLES),
+    "running_samples": L("running samples (not waiting for the GIL) behind the model share", SAMPLES),
     "busy_share_of_request_time": L("share of request-thread time busy (running or runnable)", PERCENT),
     "model_share_of_busy": L("share of busy time in model compute", PERCENT),
     "request_threads": L("request threads", THREADS),
