@@ -18,7 +18,8 @@ EPILOG = """\b
 Exit codes: 0 ok, 2 bad usage or rules file, 3 no such process, 4 not a Python process,
 5 not permitted to attach, 6 not a profile file, 7 py-spy failed, 8 the target exited
 during sampling (a partial report was still written), 9 no samples, 11 an output file
-could not be written, 129 / 130 / 143 stopped by SIGHUP / SIGINT (Ctrl-C) / SIGTERM (the
+could not be written, 12 (sweep, experiment) the URL did not answer or the load generator
+failed, 129 / 130 / 143 stopped by SIGHUP / SIGINT (Ctrl-C) / SIGTERM (the
 partial report of what was collected was still written; a second Ctrl-C aborts at once).
 """
 
@@ -253,6 +254,179 @@ def demo(duration, output_dir, rules_file, as_json, open_browser):
                 service.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 service.kill()
+
+    _run(action)
+
+
+def _finish_load(outcome, lines: list[str], as_json: bool, open_browser: bool) -> int:
+    """Prints a sweep's or an experiment's verdict (or its JSON report) and where the report is;
+    the exit code: 0, or 128 + the signal that stopped it (the partial report was written)."""
+    if as_json:
+        click.echo(json.dumps(outcome.report, indent=2, ensure_ascii=False))
+    else:
+        for line in lines:
+            click.echo(line)
+    _log(f"Report: {outcome.html_path}   (also .json)")
+    if open_browser:
+        webbrowser.open(outcome.html_path.resolve().as_uri())
+    if outcome.stopped is not None:
+        _log(outcome.stopped.message)
+        return outcome.stopped.exit_code
+    return ExitCode.OK
+
+
+_load_options = [
+    click.option("--tool", type=click.Choice(["auto", "wrk", "python"]), default="auto",
+                 show_default=True,
+                 help="The load generator: wrk, or the built-in closed-loop Python client "
+                      "(auto: wrk when it is on PATH)."),
+    click.option("--threads", "gen_threads", type=click.IntRange(1, 64), default=2,
+                 show_default=True, help="wrk threads (each can use one core)."),
+    click.option("--request-timeout", type=click.IntRange(1, 600), default=10,
+                 show_default=True, help="Seconds before a request counts as a timeout error."),
+]
+
+
+def load_options(fn):
+    for option in reversed(_load_options):
+        fn = option(fn)
+    return fn
+
+
+@main.command(epilog=EPILOG)
+@click.argument("url")
+@click.option("--pid", "pids", type=click.IntRange(min=1), multiple=True,
+              help="The service's pid (repeatable): its CPU is recorded at every step, and it is "
+                   "diagnosed at the knee while loaded (see --diagnose-seconds).")
+@click.option("--concurrency", "levels",
+              help="Concurrency levels, comma-separated (e.g. 1,2,4,8). Default: doubling from 1 "
+                   "to --max-concurrency.")
+@click.option("--max-concurrency", type=click.IntRange(1, 10000), default=64, show_default=True)
+@click.option("--window", type=click.IntRange(1, 600), default=3, show_default=True,
+              help="Seconds per measurement window.")
+@click.option("--warmup", type=click.IntRange(0, 600), default=2, show_default=True,
+              help="Seconds of load discarded at the start of each step.")
+@click.option("--max-windows", type=click.IntRange(1, 100), default=6, show_default=True,
+              help="Windows per step at most, while throughput or p99 are not yet stable "
+                   "(the last 3 within 10% of their mean).")
+@click.option("--patience", type=click.IntRange(1, 100), default=4, show_default=True,
+              help="Stop when throughput gained less than 5% over this many steps.")
+@click.option("--latency-budget", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Stop once p99 passes this many milliseconds.")
+@click.option("--ceiling", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="The load generator's measured ceiling on this machine (req/s, see "
+                   "benchmarks/generator_ceiling.py): a step reaching 80% of it is "
+                   "generator-limited.")
+@click.option("--diagnose-seconds", type=click.FloatRange(min=0), default=5.0, show_default=True,
+              help="With --pid: sample the service this long at the knee, under load (0: no "
+                   "diagnosis).")
+@click.option("--diagnose-at", type=click.IntRange(min=1), default=None,
+              help="Diagnose at this concurrency instead of the knee.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+@load_options
+@common_output
+def sweep(url, pids, levels, max_concurrency, window, warmup, max_windows, patience,
+          latency_budget, ceiling, diagnose_seconds, diagnose_at, quiet, tool, gen_threads,
+          request_timeout, output_dir, rules_file, as_json, open_browser):
+    """Step the load on URL (loopback only) up through concurrency levels: throughput and
+    p50/p95/p99 per level, the knee where throughput stops growing, whether the service or the
+    load generator set that limit, and (with --pid) the service's diagnosis at the knee."""
+    from diagnose import loadtest, pipeline
+    from diagnose.loadgen import loopback_url
+    from diagnose.sweep import SweepSettings, doubling_levels, parse_levels
+
+    def action():
+        try:
+            chosen = parse_levels(levels) if levels else doubling_levels(1, max_concurrency)
+            settings = SweepSettings(levels=chosen, window_s=window, warmup_s=warmup,
+                                     stable_windows=min(3, max_windows), max_windows=max_windows,
+                                     patience=patience, latency_budget_ms=latency_budget,
+                                     generator_ceiling_rps=ceiling)
+            loadgen_url = loopback_url(url)
+            if 0 < diagnose_seconds < 1:
+                raise ValueError("--diagnose-seconds is 0 (no diagnosis) or at least 1")
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+        user_rules = pipeline.load_user_rules(rules_file)
+        outcome = loadtest.sweep(loadgen_url, list(pids), settings,
+                                 loadtest.Generator(tool, gen_threads, request_timeout),
+                                 output_dir, diagnose_seconds if pids else None, user_rules,
+                                 (lambda _m: None) if quiet else _log, diagnose_at)
+        lines = [f"Sweep: {outcome.report['summary']['headline']}"]
+        diagnosis = outcome.report.get("diagnosis") or {}
+        if diagnosis.get("headline"):
+            lines.append(f"At concurrency {diagnosis['concurrency']}: {diagnosis['headline']}")
+        return _finish_load(outcome, lines, as_json, open_browser)
+
+    _run(action)
+
+
+@main.command(epilog=EPILOG)
+@click.argument("url")
+@click.option("--start", "start_command", required=True,
+              help="The command that starts the service (shell-quoted, run without a shell, in "
+                   "its own process group; stopped with that group after every run).")
+@click.option("--set", "assignments", multiple=True, metavar="NAME=VALUE",
+              help="The change: an environment variable for the variant (repeatable).")
+@click.option("--variant-command",
+              help="The change: another command that starts the variant (default: --start).")
+@click.option("--from-report", type=click.Path(dir_okay=False, path_type=Path),
+              help="The change: the environment knob a diagnose JSON report's first finding "
+                   "advises (evidence.fix), measured beside its predicted gain.")
+@click.option("--concurrency", type=click.IntRange(1, 10000), default=8, show_default=True,
+              help="Connections held open (e.g. the knee a sweep found).")
+@click.option("--seconds", type=click.IntRange(1, 3600), default=8, show_default=True,
+              help="Measured seconds per run.")
+@click.option("--warmup", type=click.IntRange(0, 600), default=2, show_default=True,
+              help="Seconds of load discarded at the start of each run.")
+@click.option("--rounds", type=click.IntRange(1, 100), default=3, show_default=True,
+              help="Alternated rounds (each runs the baseline and the variant once).")
+@click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+@load_options
+@click.option("--output-dir", "-o", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("reports"), show_default=True,
+              help="Where the .html and .json files are written.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the JSON report on stdout (logs go to stderr).")
+@click.option("--open", "open_browser", is_flag=True, help="Open the HTML report in a browser.")
+def experiment(url, start_command, assignments, variant_command, from_report, concurrency,
+               seconds, warmup, rounds, quiet, tool, gen_threads, request_timeout, output_dir,
+               as_json, open_browser):
+    """Measure a change instead of predicting it: start the service (--start) fresh for every
+    run, as it is and with the change (--set NAME=VALUE, --variant-command or --from-report),
+    load URL (loopback only) at a fixed concurrency, alternate the two over --rounds, and say
+    whether the change is better, worse or no clear difference."""
+    import shlex
+
+    from diagnose import loadtest
+    from diagnose.experiment import Arm, RunSettings, fix_from_report, parse_assignments
+    from diagnose.loadgen import loopback_url
+
+    def action():
+        try:
+            target = loopback_url(url)
+            base_argv = tuple(shlex.split(start_command))
+            variant_argv = tuple(shlex.split(variant_command)) if variant_command else base_argv
+            env = parse_assignments(assignments)
+            generator = loadtest.Generator(tool, gen_threads, request_timeout)
+            generator.describe()  # --tool wrk without wrk: said before anything starts
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+        if not base_argv or not variant_argv:
+            raise click.UsageError("--start (and --variant-command) need a command")
+        advice = None
+        if from_report is not None:
+            advised, advice = fix_from_report(from_report)
+            env = env + advised
+        if not env and not variant_command:
+            raise click.UsageError("nothing to compare: give the change with --set, "
+                                   "--variant-command or --from-report")
+        arms = (Arm("baseline", base_argv), Arm("variant", variant_argv, env))
+        settings = RunSettings(target, concurrency, seconds, warmup, rounds, generator)
+        outcome = loadtest.experiment(arms, settings, advice, output_dir,
+                                      (lambda _m: None) if quiet else _log)
+        return _finish_load(outcome, [f"Experiment: {outcome.report['decision']['headline']}"],
+                            as_json, open_browser)
 
     _run(action)
 

@@ -19,6 +19,7 @@ class ExitCode:
     NO_SAMPLES = 9
     # 10 is reserved for a CI gate (--fail-on): the primary finding reached the asked severity.
     OUTPUT_FAILED = 11  # an output file could not be written; the ones already written are kept
+    LOAD_FAILED = 12  # sweep / experiment: the URL did not answer, or the load generator failed
     # Stopped by a signal: the partial report was written; 128 + the signal number, as shells do.
     SIGHUP = 129
     SIGINT = 130
@@ -61,6 +62,10 @@ class NoSamples(DiagnoseError):
 
 class OutputFailed(DiagnoseError):
     exit_code = ExitCode.OUTPUT_FAILED
+
+
+class LoadFailed(DiagnoseError):
+    exit_code = ExitCode.LOAD_FAILED
 
 
 class Interrupted(DiagnoseError):

@@ -26,8 +26,10 @@ def _sha256(text: str) -> str:
     return base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
 
 
-def content_security_policy(js: str, css: str) -> str:
-    return (f"default-src 'none'; script-src 'sha256-{_sha256(js)}'; "
+def content_security_policy(js: str | None, css: str) -> str:
+    """Only the inline script and style of exactly these texts run; `js` None: no script."""
+    script = "'none'" if js is None else f"'sha256-{_sha256(js)}'"
+    return (f"default-src 'none'; script-src {script}; "
             f"style-src 'sha256-{_sha256(css)}'; img-src data:; base-uri 'none'; form-action 'none'")
 
 

@@ -18,9 +18,10 @@ and a load generator (wrk, or a Python closed-loop client) to drive them.
   `uvicorn_app`) return the argv for a fixture module of fixtures/servers/, binding 127.0.0.1 only.
   The server programs are taken from the directory of `sys.executable` (the venv's bin), else
   `python -m gunicorn` / `python -m uvicorn`.
-* `load` runs `wrk -t2 -cN -dSs --latency URL` in the background (only against 127.0.0.1 /
-  localhost), bounded in time; without wrk on PATH it runs a closed-loop client of N threads with
-  keep-alive `http.client` connections instead. Same interface, same `LoadResult`.
+* `load` (diagnose/loadgen.py, re-exported here) runs `wrk -t2 -cN -dSs --latency URL` in the
+  background (only against 127.0.0.1 / localhost), bounded in time; without wrk on PATH it runs a
+  closed-loop client of N threads with keep-alive `http.client` connections instead. Same
+  interface, same `LoadResult`.
 
 If the test runner itself is killed (SIGTERM/SIGKILL: no `finally` runs), the started process
 gets SIGTERM from the kernel (PR_SET_PDEATHSIG) and stops its workers. That signal is tied to
@@ -36,36 +37,30 @@ Standard library + psutil.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import functools
 import http.client
-import math
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence, Union
-from urllib.parse import urlsplit
 
 import psutil
+
+from diagnose.loadgen import (LOOPBACK, LoadError, LoadResult, LoadRun,  # noqa: F401 (re-exported)
+                              die_with_parent, killpg as _killpg, load, loopback_url,
+                              measure_throughput, parse_wrk)
 
 REPO = Path(__file__).resolve().parent.parent.parent
 SERVERS = REPO / "fixtures" / "servers"
 BIN_DIR = Path(sys.executable).parent  # not resolved: a venv's python is a symlink
-LOOPBACK = "127.0.0.1"
-LOOPBACK_NAMES = ("127.0.0.1", "localhost")
-OVERRUN_GRACE_S = 15.0  # a load run may exceed its duration by this much before it is killed
 
 # Variables that would change what a fixture command does, removed unless passed explicitly.
 SCRUBBED_ENV = ("WEB_CONCURRENCY", "GUNICORN_CMD_ARGS", "DIAGNOSE_FIXTURE_OFFLOAD")
@@ -80,10 +75,6 @@ _HELPER_PROCESSES = ("resource_tracker", "semaphore_tracker", "forkserver")
 
 class ServerError(RuntimeError):
     """The server exited, or did not become ready in time."""
-
-
-class LoadError(RuntimeError):
-    """The load generator failed or overran its time budget."""
 
 
 # -- ports and programs -----------------------------------------------------------------------
@@ -402,13 +393,6 @@ def _pgid(pid: int) -> Optional[int]:
         return None
 
 
-def _killpg(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def _wait_gone(procs: Sequence[psutil.Process], timeout: float) -> List[psutil.Process]:
     deadline = time.monotonic() + timeout
     while True:
@@ -460,24 +444,6 @@ def stop_tree(server: Server, timeout: float = 10.0) -> List[int]:
     return [p.pid for p in survivors]
 
 
-_PR_SET_PDEATHSIG = 1
-try:
-    _prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
-except (OSError, AttributeError):  # not Linux / no glibc: rely on stop_tree alone
-    _prctl = None
-
-
-def _die_with_parent(parent_pid: int):
-    """preexec_fn: SIGTERM the server when the thread that started it dies (a test runner
-    killed by SIGTERM/SIGKILL runs no `finally`); the server then stops its own workers."""
-    def preexec() -> None:
-        if _prctl is not None:
-            _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        if os.getppid() != parent_pid:  # the parent died before prctl took effect
-            os.kill(os.getpid(), signal.SIGTERM)
-    return preexec
-
-
 def _server_env(env: Optional[Dict[str, Optional[str]]]) -> Dict[str, str]:
     result = dict(os.environ)
     for name in SCRUBBED_ENV:
@@ -516,7 +482,7 @@ def start_server(argv: Sequence[str], port: int,
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, env=_server_env(env),
                                 cwd=str(SERVERS), start_new_session=True,
-                                preexec_fn=_die_with_parent(os.getpid()))
+                                preexec_fn=die_with_parent(os.getpid()))
     except BaseException:
         log.close()
         log_path.unlink()
@@ -546,294 +512,3 @@ def start_server(argv: Sequence[str], port: int,
             log_path.unlink()
         except OSError:
             pass
-
-
-# -- load generation --------------------------------------------------------------------------
-
-@dataclass
-class LoadResult:
-    tool: str                        # "wrk" or "python"
-    url: str
-    connections: int
-    duration_s: float                # the measured window (wrk's "requests in X s")
-    requests: int                    # completed requests (any status)
-    requests_per_second: float
-    latency_avg_ms: Optional[float] = None
-    latency_p50_ms: Optional[float] = None
-    latency_p99_ms: Optional[float] = None
-    socket_errors: Dict[str, int] = field(default_factory=dict)  # connect/read/write/timeout
-    non_2xx: int = 0                 # responses outside 2xx/3xx (wrk's "Non-2xx or 3xx")
-    output: str = ""                 # wrk's text output (empty for the Python client)
-
-    @property
-    def errors(self) -> int:
-        """Socket errors plus non-2xx/3xx responses."""
-        return sum(self.socket_errors.values()) + self.non_2xx
-
-    @property
-    def ok_requests(self) -> int:
-        return max(0, self.requests - self.non_2xx)
-
-
-class LoadRun:
-    """A load run in progress; `result` is set when the `with load(...)` block exits."""
-
-    def __init__(self, tool: str, url: str, seconds: int, connections: int):
-        self.tool = tool
-        self.url = url
-        self.seconds = seconds
-        self.connections = connections
-        self.started = time.monotonic()
-        self.result: Optional[LoadResult] = None
-
-    @property
-    def deadline(self) -> float:
-        """When the run must be over (duration + OVERRUN_GRACE_S), on time.monotonic()."""
-        return self.started + self.seconds + OVERRUN_GRACE_S
-
-    def wait(self) -> LoadResult:
-        """Blocks until the run is over (at most until `deadline`) and returns its result."""
-        if self.result is None:
-            self.result = self._finish()
-        return self.result
-
-    def _finish(self) -> LoadResult:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def abort(self) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-
-def loopback_url(url: str) -> str:
-    """`url` with its host checked (127.0.0.1 or localhost only, http only) and written as
-    127.0.0.1; raises ValueError for anything else."""
-    parts = urlsplit(url)
-    if parts.scheme != "http":
-        raise ValueError(f"refusing to load {url!r}: only http:// URLs are supported")
-    host = (parts.hostname or "").lower()
-    if host not in LOOPBACK_NAMES or parts.username is not None or parts.password is not None:
-        raise ValueError(f"refusing to load {url!r}: only 127.0.0.1 / localhost may be loaded")
-    port = parts.port or 80
-    path = parts.path or "/"
-    if parts.query:
-        path += "?" + parts.query
-    return f"http://{LOOPBACK}:{port}{path}"
-
-
-_WRK_UNITS_MS = {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 60e3, "h": 3600e3}
-
-
-def _wrk_ms(text: str) -> Optional[float]:
-    match = re.fullmatch(r"([\d.]+)(us|ms|s|m|h)", text.strip())
-    if not match:
-        return None
-    return float(match.group(1)) * _WRK_UNITS_MS[match.group(2)]
-
-
-def _wrk_count(text: str) -> float:
-    match = re.fullmatch(r"([\d.]+)([kMG]?)", text.strip())
-    if not match:
-        raise ValueError(text)
-    return float(match.group(1)) * {"": 1, "k": 1e3, "M": 1e6, "G": 1e9}[match.group(2)]
-
-
-def parse_wrk(output: str, url: str, connections: int) -> LoadResult:
-    """Parses `wrk --latency` output."""
-    done = re.search(r"^\s*(\d+) requests in ([\d.]+)(us|ms|s|m|h),", output, re.M)
-    if not done:
-        raise LoadError(f"cannot parse wrk output:\n{output[-2000:]}")
-    requests = int(done.group(1))
-    duration_s = _wrk_ms(done.group(2) + done.group(3)) / 1e3
-    rps = re.search(r"^Requests/sec:\s+([\d.]+[kMG]?)", output, re.M)
-    result = LoadResult(tool="wrk", url=url, connections=connections, duration_s=duration_s,
-                        requests=requests,
-                        requests_per_second=_wrk_count(rps.group(1)) if rps else
-                        (requests / duration_s if duration_s else 0.0),
-                        output=output)
-    avg = re.search(r"^\s*Latency\s+(\S+)", output, re.M)
-    if avg:
-        result.latency_avg_ms = _wrk_ms(avg.group(1))
-    for pct, attr in (("50", "latency_p50_ms"), ("99", "latency_p99_ms")):
-        match = re.search(rf"^\s*{pct}%\s+(\S+)", output, re.M)
-        if match:
-            setattr(result, attr, _wrk_ms(match.group(1)))
-    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)",
-                       output)
-    if errors:
-        result.socket_errors = dict(zip(("connect", "read", "write", "timeout"),
-                                        map(int, errors.groups())))
-    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
-    if non2xx:
-        result.non_2xx = int(non2xx.group(1))
-    return result
-
-
-class _WrkRun(LoadRun):
-    def __init__(self, wrk: str, url: str, seconds: int, connections: int, threads: int,
-                 request_timeout_s: int):
-        super().__init__("wrk", url, seconds, connections)
-        self.argv = [wrk, f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency",
-                     "--timeout", f"{request_timeout_s}s", url]
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True,
-                                     start_new_session=True)
-
-    def _finish(self) -> LoadResult:
-        try:
-            output, _ = self.proc.communicate(timeout=max(0.0, self.deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            self.abort()
-            raise LoadError(f"{self.argv} overran {self.seconds} s by more than "
-                            f"{OVERRUN_GRACE_S:.0f} s; killed") from None
-        if self.proc.returncode != 0:
-            raise LoadError(f"{self.argv} exited with {self.proc.returncode}:\n{output[-2000:]}")
-        return parse_wrk(output, self.url, self.connections)
-
-    def abort(self) -> None:
-        if self.proc.poll() is None:
-            _killpg(self.proc.pid, signal.SIGKILL)
-        try:
-            self.proc.communicate(timeout=5)
-        except (subprocess.TimeoutExpired, ValueError):
-            pass
-
-
-class _PythonRun(LoadRun):
-    """Closed loop: `connections` threads, each with one keep-alive http.client connection,
-    sending GETs back to back until the duration is over."""
-
-    def __init__(self, url: str, seconds: int, connections: int, request_timeout_s: float):
-        super().__init__("python", url, seconds, connections)
-        parts = urlsplit(url)
-        self.port = parts.port or 80
-        self.path = parts.path + ("?" + parts.query if parts.query else "")
-        self.request_timeout_s = request_timeout_s
-        self.stop = threading.Event()
-        self.latencies: List[List[float]] = [[] for _ in range(connections)]
-        self.statuses: List[Dict[int, int]] = [{} for _ in range(connections)]
-        self.errors: List[Dict[str, int]] = [{} for _ in range(connections)]
-        self.t_start = time.monotonic()
-        self.t_end: Optional[float] = None
-        self.threads = [threading.Thread(target=self._client, args=(i,), daemon=True,
-                                         name=f"load-client-{i}") for i in range(connections)]
-        for thread in self.threads:
-            thread.start()
-
-    def _client(self, index: int) -> None:
-        end = self.t_start + self.seconds
-        conn = None
-        latencies, statuses = self.latencies[index], self.statuses[index]
-        errors = self.errors[index]
-        while not self.stop.is_set() and time.monotonic() < end:
-            if conn is None:
-                conn = http.client.HTTPConnection(LOOPBACK, self.port,
-                                                  timeout=self.request_timeout_s)
-            t0 = time.monotonic()
-            try:
-                conn.request("GET", self.path)
-                response = conn.getresponse()
-                response.read()
-            except socket.timeout:
-                errors["timeout"] = errors.get("timeout", 0) + 1
-                conn.close()
-                conn = None
-                continue
-            except ConnectionRefusedError:
-                errors["connect"] = errors.get("connect", 0) + 1
-                conn.close()
-                conn = None
-                time.sleep(0.01)
-                continue
-            except (OSError, http.client.HTTPException):
-                errors["read"] = errors.get("read", 0) + 1
-                conn.close()
-                conn = None
-                continue
-            t1 = time.monotonic()
-            if t1 <= end:  # count what completed inside the window, as wrk does
-                latencies.append(t1 - t0)
-                statuses[response.status] = statuses.get(response.status, 0) + 1
-            if response.will_close:
-                conn.close()
-                conn = None
-        if conn is not None:
-            conn.close()
-
-    def _finish(self) -> LoadResult:
-        for thread in self.threads:
-            thread.join(max(0.0, self.deadline - time.monotonic()))
-        if any(t.is_alive() for t in self.threads):
-            self.stop.set()
-            raise LoadError(f"python load client overran {self.seconds} s by more than "
-                            f"{OVERRUN_GRACE_S:.0f} s")
-        elapsed = min(time.monotonic() - self.t_start, float(self.seconds))
-        latencies = sorted(x for per_thread in self.latencies for x in per_thread)
-        statuses: Dict[int, int] = {}
-        for per_thread in self.statuses:
-            for status, count in per_thread.items():
-                statuses[status] = statuses.get(status, 0) + count
-        socket_errors = {"connect": 0, "read": 0, "write": 0, "timeout": 0}
-        for per_thread in self.errors:
-            for kind, count in per_thread.items():
-                socket_errors[kind] = socket_errors.get(kind, 0) + count
-
-        def pct(q: float) -> Optional[float]:
-            if not latencies:
-                return None
-            rank = max(1, math.ceil(q * len(latencies)))
-            return latencies[rank - 1] * 1e3
-
-        requests = len(latencies)
-        return LoadResult(
-            tool="python", url=self.url, connections=self.connections, duration_s=elapsed,
-            requests=requests, requests_per_second=requests / elapsed if elapsed > 0 else 0.0,
-            latency_avg_ms=(sum(latencies) / requests * 1e3) if requests else None,
-            latency_p50_ms=pct(0.50), latency_p99_ms=pct(0.99),
-            socket_errors=socket_errors,
-            non_2xx=sum(c for s, c in statuses.items() if not 200 <= s < 400))
-
-    def abort(self) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(max(0.0, min(self.request_timeout_s, self.deadline - time.monotonic())))
-
-
-@contextmanager
-def load(url: str, seconds: float, connections: int = 8, threads: int = 2,
-         tool: str = "auto", request_timeout_s: int = 10) -> Iterator[LoadRun]:
-    """Drives `url` (127.0.0.1 / localhost only) for `seconds` (rounded up to whole seconds)
-    with `connections` concurrent keep-alive connections, in the background while the block
-    runs; the run's `LoadResult` is in `run.result` after the block (or from `run.wait()`).
-
-    tool: "wrk" (`wrk -tT -cN -dSs --latency --timeout 10s URL`), "python" (closed-loop
-    http.client threads) or "auto" (wrk when on PATH). On leaving the block the run is awaited
-    until it ends, at most OVERRUN_GRACE_S seconds past its duration (then killed, LoadError);
-    if the block raises, the run is stopped at once and no result is set.
-    """
-    target = loopback_url(url)  # refuses non-loopback hosts before anything starts
-    secs = max(1, int(math.ceil(seconds)))
-    if connections < 1:
-        raise ValueError("connections must be at least 1")
-    wrk = shutil.which("wrk") if tool in ("auto", "wrk") else None
-    if tool == "wrk" and wrk is None:
-        raise LoadError("wrk is not on PATH")
-    if tool not in ("auto", "wrk", "python"):
-        raise ValueError(f"unknown load tool {tool!r}")
-    if wrk:
-        run: LoadRun = _WrkRun(wrk, target, secs, connections, max(1, min(threads, connections)),
-                               request_timeout_s)
-    else:
-        run = _PythonRun(target, secs, connections, float(request_timeout_s))
-    try:
-        yield run
-    except BaseException:
-        run.abort()
-        raise
-    run.wait()
-
-
-def measure_throughput(url: str, seconds: float, connections: int = 8, **kwargs) -> float:
-    """Requests per second `url` sustains under `load(url, seconds, connections)`."""
-    with load(url, seconds, connections, **kwargs) as run:
-        pass
-    return run.result.requests_per_second

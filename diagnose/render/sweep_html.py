@@ -1,0 +1,86 @@
+"""The HTML pages of `diagnose sweep` and `diagnose experiment`: one self-contained file each,
+no script at all (the charts are SVG drawn here), inline CSS under a hashed CSP, every text
+autoescaped. Renderers only render: the numbers and judgements come finished in the report."""
+
+from __future__ import annotations
+
+import math
+
+import jinja2
+from markupsafe import Markup
+
+from diagnose.render.html import _asset, content_security_policy, script_safe_json
+
+_CSS = "static/sweep.css"
+
+
+def _css() -> str:
+    text = _asset(_CSS)
+    if "</style" in text.lower() or "<!--" in text or "\r" in text or "\0" in text:
+        raise ValueError(f"{_CSS} cannot be inlined safely")
+    return text
+
+
+# Chart geometry, in SVG user units.
+W, H, LEFT, RIGHT, TOP, BOTTOM = 500, 260, 56, 12, 12, 34
+
+
+def _nice_max(value: float) -> float:
+    if value <= 0:
+        return 1.0
+    exp = 10 ** math.floor(math.log10(value))
+    for m in (1, 2, 2.5, 5, 10):
+        if value <= m * exp:
+            return m * exp
+    return 10 * exp
+
+
+def chart(steps: list[dict], series: tuple[str, ...], knee: int | None) -> dict:
+    """Polylines of `series` (step keys) over concurrency on a log2 axis, with ticks."""
+    points = [s for s in steps if s.get("concurrency")]
+    frame = {"w": W, "h": H, "left": LEFT, "bottom": H - BOTTOM, "right": W - RIGHT, "top": TOP}
+    if not points:
+        return {**frame, "lines": [], "xticks": [], "yticks": [], "knee_x": None}
+    xs = [math.log2(s["concurrency"]) for s in points]
+    x0, x1 = min(xs), max(xs)
+    span = (x1 - x0) or 1.0
+    top = _nice_max(max((s.get(k) or 0) for s in points for k in series))
+
+    def px(c):
+        return LEFT + (math.log2(c) - x0) / span * (W - LEFT - RIGHT)
+
+    def py(v):
+        return H - BOTTOM - (v / top) * (H - TOP - BOTTOM)
+
+    lines = []
+    for key in series:
+        pts = [(px(s["concurrency"]), py(s[key])) for s in points if s.get(key) is not None]
+        lines.append({"key": key, "points": " ".join(f"{x:.1f},{y:.1f}" for x, y in pts),
+                      "dots": [{"x": round(x, 1), "y": round(y, 1)} for x, y in pts]})
+    yticks = [{"y": round(py(top * f / 4), 1), "label": f"{top * f / 4:,.4g}"} for f in range(5)]
+    xticks = [{"x": round(px(s["concurrency"]), 1), "label": str(s["concurrency"])} for s in points]
+    return {**frame, "lines": lines, "xticks": xticks, "yticks": yticks,
+            "knee_x": round(px(knee), 1) if knee else None}
+
+
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.PackageLoader("diagnose._reports", ""),
+                              autoescape=True, undefined=jinja2.StrictUndefined)
+
+
+def render_sweep_html(report: dict) -> str:
+    css = _css()
+    knee = ((report.get("summary") or {}).get("knee") or {}).get("concurrency")
+    steps = report.get("steps") or []
+    charts = {"rps": chart(steps, ("rps",), knee),
+              "latency": chart(steps, ("p50_ms", "p95_ms", "p99_ms"), knee)}
+    return _env().get_template("sweep.html.j2").render(
+        report=report, charts=charts, css=Markup(css), csp=content_security_policy(None, css),
+        data_json=Markup(script_safe_json(report)))
+
+
+def render_experiment_html(report: dict) -> str:
+    css = _css()
+    return _env().get_template("experiment.html.j2").render(
+        report=report, css=Markup(css), csp=content_security_policy(None, css),
+        data_json=Markup(script_safe_json(report)))

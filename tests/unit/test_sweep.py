@@ -1,0 +1,285 @@
+"""The sweep's policy on synthetic services: stability per step, the stop rules, the knee, and
+who set the top of the curve. The measuring function is the only thing replaced; the loop, the
+judgements, the JSON and the HTML are the code `diagnose sweep` runs."""
+
+from __future__ import annotations
+
+import json
+import re
+from html import unescape
+
+import pytest
+
+from diagnose.loadgen import LoadResult, parse_wrk
+from diagnose.render.sweep_html import render_sweep_html
+from diagnose.sweep import (CpuMeter, CpuReading, SweepSettings, Window, doubling_levels,
+                            knee_index, parse_levels, plateaued, run_sweep, summarize,
+                            sweep_report)
+
+
+def closed_loop_service(capacity_rps: float, service_ms: float, gen_cores=lambda c, rps: 0.1,
+                        noise=lambda call: 1.0, errors=lambda c: 0):
+    """A service with `capacity_rps` that takes `service_ms` per request when idle, under a
+    closed loop of c connections: rps = min(c / service time, capacity), latency by Little's
+    law (c / rps). Returns (measure, calls)."""
+    calls = []
+
+    def measure(connections: int, seconds: int) -> LoadResult:
+        calls.append((connections, seconds))
+        rps = min(connections / (service_ms / 1e3), capacity_rps) * noise(len(calls))
+        latency_ms = connections / rps * 1e3
+        return LoadResult(tool="wrk", url="http://127.0.0.1:1/", connections=connections,
+                          duration_s=float(seconds), requests=int(rps * seconds),
+                          requests_per_second=rps, latency_p50_ms=latency_ms,
+                          latency_p90_ms=latency_ms * 1.3, latency_p95_ms=latency_ms * 1.5,
+                          latency_p99_ms=latency_ms * 2, threads=2,
+                          generator_cpu_s=gen_cores(connections, rps) * seconds,
+                          wall_s=float(seconds), non_2xx=errors(connections))
+    return measure, calls
+
+
+SETTINGS = SweepSettings(levels=(1, 2, 4, 8, 16, 32, 64), window_s=1, warmup_s=1, patience=2)
+
+
+def test_saturating_service_has_its_knee_where_throughput_stops_growing():
+    # 10 ms per request, 400 req/s at most: c=4 gives 400, so the knee is 4.
+    measure, calls = closed_loop_service(capacity_rps=400, service_ms=10)
+    result = run_sweep(SETTINGS, measure)
+    summary = summarize(result)
+    assert summary["knee"]["concurrency"] == 4
+    assert summary["capacity_rps"] == pytest.approx(400)
+    assert summary["limited_by"] == "service"
+    assert summary["saturated"] is True
+    assert summary["operating_point_rps"] == pytest.approx(320)
+    # p99 at the knee is 4 connections / 400 req/s × 2 = 20 ms; at c=1 it was 20 ms too
+    assert summary["knee"]["p99_ms"] == pytest.approx(20)
+    # Stopped by the plateau: 8 and 16 gained nothing over 4; 32 and 64 were never loaded.
+    assert [s.concurrency for s in result.steps] == [1, 2, 4, 8, 16]
+    assert result.stop_reason.startswith("plateau")
+    assert max(c for c, _ in calls) == 16
+    assert "capacity 400 req/s, reached at concurrency 4" in summary["headline"]
+
+
+def test_every_step_warms_up_then_stops_at_three_agreeing_windows():
+    measure, calls = closed_loop_service(capacity_rps=400, service_ms=10)
+    result = run_sweep(SweepSettings(levels=(1, 2), window_s=2, warmup_s=3), measure)
+    # per step: one warm-up of 3 s, then three 2 s windows that agree exactly
+    assert calls == [(1, 3), (1, 2), (1, 2), (1, 2), (2, 3), (2, 2), (2, 2), (2, 2)]
+    assert all(s.stable and len(s.windows) == 3 for s in result.steps)
+    assert all(s.warmup is not None for s in result.steps)
+
+
+def test_a_step_that_never_settles_is_measured_to_the_limit_and_marked_unstable():
+    # ±30% alternating throughput: never within 10% of the mean over three windows
+    measure, calls = closed_loop_service(400, 10, noise=lambda n: 1.3 if n % 2 else 0.7)
+    settings = SweepSettings(levels=(1,), window_s=1, warmup_s=0, max_windows=5)
+    result = run_sweep(settings, measure)
+    step = result.steps[0]
+    assert not step.stable
+    assert len(step.windows) == 5
+    assert summarize(result)["unstable_levels"] == [1]
+
+
+def test_throughput_still_growing_at_the_last_level_is_not_called_a_knee():
+    measure, _ = closed_loop_service(capacity_rps=10_000, service_ms=10)
+    result = run_sweep(SweepSettings(levels=(1, 2, 4), window_s=1, warmup_s=0), measure)
+    summary = summarize(result)
+    assert summary["limited_by"] == "not reached"
+    assert summary["saturated"] is False
+    assert "sweep higher" in summary["headline"]
+    assert result.stop_reason == "levels exhausted"
+
+
+def test_a_generator_out_of_cpu_is_named_as_the_limit_not_the_service():
+    # The generator burns one core per 100 req/s: at 200 req/s it has used both its cores.
+    measure, _ = closed_loop_service(capacity_rps=200, service_ms=10,
+                                     gen_cores=lambda c, rps: rps / 100)
+    result = run_sweep(SETTINGS, measure)
+    summary = summarize(result)
+    assert summary["limited_by"] == "generator"
+    assert "lower bound" in summary["headline"]
+    assert any("2.00 of the 2 cores" in r for r in summary["generator_limits"])
+
+
+def test_a_step_near_the_measured_generator_ceiling_is_generator_limited():
+    measure, _ = closed_loop_service(capacity_rps=900, service_ms=1)
+    settings = SweepSettings(levels=(1, 2, 4), window_s=1, warmup_s=0,
+                             generator_ceiling_rps=1000)
+    summary = summarize(run_sweep(settings, measure))
+    assert summary["limited_by"] == "generator"
+    assert any("90% of the load generator's measured ceiling" in r
+               for r in summary["generator_limits"])
+    # 900 req/s against a ceiling of 2,000 is not near it
+    settings = SweepSettings(levels=(1, 2, 4), window_s=1, warmup_s=0,
+                             generator_ceiling_rps=2000)
+    assert summarize(run_sweep(settings, measure))["limited_by"] != "generator"
+
+
+def test_a_full_machine_where_the_generator_holds_a_large_share_is_generator_limited():
+    step_windows = []
+    measure, _ = closed_loop_service(capacity_rps=400, service_ms=10,
+                                     gen_cores=lambda c, rps: 0.9)
+    result = run_sweep(SweepSettings(levels=(1, 2), window_s=1, warmup_s=0), measure)
+    step = result.steps[-1]
+    # Replace the windows' machine reading: 2 cores, both busy; the generator held 0.9.
+    step.windows = [Window(**{**vars(w), "machine_busy_cores": 2.0}) for w in step.windows]
+    step_windows.extend(step.windows)
+    reasons = step.generator_limits(cores=2, ceiling_rps=None)
+    assert reasons == ["the machine's 2 cores were busy (2.00) and the load generator held "
+                       "0.90 of them"]
+    assert step.generator_limits(cores=4, ceiling_rps=None) == []  # 4 cores: not full
+
+
+def test_errors_above_one_percent_stop_the_sweep():
+    measure, calls = closed_loop_service(400, 10, errors=lambda c: 50 if c >= 4 else 0)
+    result = run_sweep(SETTINGS, measure)
+    assert [s.concurrency for s in result.steps] == [1, 2, 4]
+    assert result.stop_reason.startswith("errors:")
+    assert max(c for c, _ in calls) == 4
+    summary = summarize(result)
+    # the failing level counts for nothing: the best is concurrency 2, and errors stopped it
+    assert summary["limited_by"] == "errors"
+    assert summary["capacity_rps"] == pytest.approx(200)
+    assert summary["knee"]["concurrency"] == 2
+
+
+def test_a_latency_budget_stops_the_sweep_at_the_first_level_past_it():
+    measure, _ = closed_loop_service(400, 10)
+    settings = SweepSettings(levels=(1, 2, 4, 8, 16), window_s=1, warmup_s=0,
+                             latency_budget_ms=50)
+    result = run_sweep(settings, measure)
+    # p99 = 2 × c / rps: 20 ms up to c=4, 40 ms at 8, 80 ms at 16
+    assert [s.concurrency for s in result.steps] == [1, 2, 4, 8, 16]
+    assert result.stop_reason.startswith("latency budget: p99 80.0 ms")
+
+
+def test_plateau_and_knee_rules():
+    class S:
+        def __init__(self, rps):
+            self.rps = rps
+    steps = [S(100), S(200), S(204), S(206), S(190)]
+    assert plateaued(steps, 0.05, 3)          # 206 < 1.05 × 200
+    assert not plateaued(steps, 0.05, 4)      # 206 > 1.05 × 100
+    assert not plateaued(steps[:2], 0.05, 2)  # too few steps
+    assert knee_index(steps, 0.05) == 1       # 200 >= 0.95 × 206
+    assert knee_index([], 0.05) is None
+    assert knee_index([S(0.0)], 0.05) is None
+
+
+def test_levels_from_options():
+    assert doubling_levels(1, 64) == (1, 2, 4, 8, 16, 32, 64)
+    assert doubling_levels(3, 20) == (3, 6, 12, 20)
+    assert parse_levels("1, 2,8") == (1, 2, 8)
+    with pytest.raises(ValueError):
+        parse_levels("1,two")
+    with pytest.raises(ValueError):
+        SweepSettings(levels=(4, 2))
+    with pytest.raises(ValueError):
+        SweepSettings(levels=(0, 2))
+
+
+def test_window_cpu_comes_from_the_readings_around_it():
+    result = LoadResult(tool="wrk", url="u", connections=4, duration_s=2.0, requests=800,
+                        requests_per_second=400.0, threads=2, generator_cpu_s=0.5, wall_s=2.0)
+    w = Window.from_load(result, CpuReading(10.0, 5.0, 100.0), CpuReading(12.0, 7.4, 101.0),
+                         cores=2)
+    assert w.service_cores == pytest.approx(1.2)       # 2.4 CPU-s over 2 s
+    assert w.machine_busy_cores == pytest.approx(1.5)  # 2 cores - 1 idle s / 2 s
+    assert w.generator_cores == pytest.approx(0.25)
+    assert w.generator_capacity_cores == 2.0
+
+
+def test_the_cpu_meter_reads_this_process_tree():
+    import os
+    import time as _time
+    meter = CpuMeter([os.getpid()])
+    a = meter.read()
+    end = _time.process_time() + 0.3
+    while _time.process_time() < end:
+        pass
+    b = meter.read()
+    assert b.service_cpu_s - a.service_cpu_s >= 0.2
+    assert CpuMeter([]).read().service_cpu_s is None
+
+
+def test_the_wrk_hook_line_gives_p95_and_exact_percentiles():
+    text = ("  Latency Distribution\n     50%    1.40ms\n     90%    1.80ms\n     99%    2.90ms\n"
+            "  1000 requests in 1.00s, 100.00KB read\nRequests/sec:   1000.00\n"
+            "DIAGNOSE-LATENCY-US 1402.0 1801.0 2100.5 2903.0 1500.2 3001.0\n")
+    r = parse_wrk(text, "u", 8)
+    assert (r.latency_p50_ms, r.latency_p95_ms, r.latency_p99_ms) == (1.402, 2.1005, 2.903)
+    assert r.latency_max_ms == 3.001
+    without = parse_wrk(text.rsplit("DIAGNOSE", 1)[0], "u", 8)
+    assert without.latency_p95_ms is None and without.latency_p99_ms == 2.9
+
+
+def _report(capacity=400, target=None):
+    measure, _ = closed_loop_service(capacity_rps=capacity, service_ms=10)
+    result = run_sweep(SETTINGS, measure)
+    return sweep_report(result, target or {"url": "http://127.0.0.1:1/predict", "pids": [42]},
+                        {"tool": "wrk", "threads": 2})
+
+
+def test_the_json_report_carries_every_step_and_its_windows():
+    report = json.loads(json.dumps(_report()))
+    assert report["kind"] == "sweep" and report["schema_version"] == 1
+    assert [s["concurrency"] for s in report["steps"]] == [1, 2, 4, 8, 16]
+    knee = next(s for s in report["steps"] if s["concurrency"] == 4)
+    assert knee["rps"] == pytest.approx(400) and knee["stable"] is True
+    assert len(knee["windows"]) == knee["windows_measured"] == 3
+    assert knee["warmup"]["rps"] == pytest.approx(400)
+    assert report["summary"]["knee"]["concurrency"] == 4
+    assert report["partial"] is False and report["diagnosis"] is None
+
+
+def test_the_html_report_draws_the_curve_marks_the_knee_and_runs_no_script():
+    html = render_sweep_html(_report())
+    csp = unescape(re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', html)[1])
+    assert "script-src 'none'" in csp and "default-src 'none'" in csp
+    assert "<script>" not in html and "<script src" not in html
+    assert html.count("<polyline") == 4  # rps; p50, p95, p99
+    assert 'class="knee"' in html and ">knee<" in html
+    rows = re.findall(r"<tr( class=\"knee\")?><td>(\d+)</td><td>([\d,.]+)</td>", html)
+    assert [(bool(k), int(c)) for k, c, _ in rows] == [(False, 1), (False, 2), (True, 4),
+                                                      (False, 8), (False, 16)]
+    assert "capacity 400 req/s" in html
+
+
+def test_hostile_text_in_the_report_cannot_escape_the_page():
+    report = _report(target={"url": "http://127.0.0.1:1/</script><script>alert(1)</script>\u202e",
+                             "pids": []})
+    html = render_sweep_html(report)
+    assert "<script>alert(1)" not in html
+    assert "&lt;/script&gt;&lt;script&gt;alert(1)" in html
+    data = re.search(r'<script type="application/json" id="sweep-data">(.*?)</script>', html, re.S)
+    page = html.replace(data.group(0), "")
+    assert "\u202e" not in page and "[U+202E]" in page  # shown, never obeyed
+    assert json.loads(data.group(1))["target"]["url"].endswith("</script>\u202e")
+
+
+def test_a_sweep_with_nothing_usable_says_why():
+    from diagnose.sweep import SweepResult
+    empty = SweepResult(SETTINGS, [], "interrupted by SIGINT", 2, 0.0, 1.0, interrupted="SIGINT")
+    assert summarize(empty)["headline"] == "no level was measured"
+    page = render_sweep_html(sweep_report(empty, {"url": "http://127.0.0.1:1/", "pids": []}, {}))
+    assert "no level was measured" in page and "interrupted by SIGINT" in page
+    measure, _ = closed_loop_service(400, 10, errors=lambda c: 100)
+    failing = run_sweep(SETTINGS, measure)
+    summary = summarize(failing)
+    assert summary["limited_by"] == "no throughput" and summary["knee"] is None
+    assert summary["headline"] == "every level measured failed more than 1% of its requests"
+    render_sweep_html(sweep_report(failing, {"url": "http://127.0.0.1:1/", "pids": []}, {}))
+
+
+def test_other_processes_busy_during_the_sweep_are_reported():
+    measure, _ = closed_loop_service(400, 10, gen_cores=lambda c, rps: 0.1)
+    result = run_sweep(SweepSettings(levels=(1, 2), window_s=1, warmup_s=0), measure)
+    assert summarize(result)["other_load_cores"] is None  # no pid: unknown
+    for step in result.steps:  # 2 cores busy, the service 1.0 and the generator 0.1
+        step.windows = [Window(**{**vars(w), "machine_busy_cores": 2.0, "service_cores": 1.0})
+                        for w in step.windows]
+    assert result.steps[0].other_cores == pytest.approx(0.9)
+    summary = summarize(result)
+    assert summary["other_load_cores"] == pytest.approx(0.9)
+    html = render_sweep_html(sweep_report(result, {"url": "http://127.0.0.1:1/", "pids": [1]}, {}))
+    assert "shared machine" in html and "up to 0.90 cores" in html
