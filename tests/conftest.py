@@ -35,3 +35,12 @@ def marker_line(path: Path, tag: str) -> int:
 @pytest.fixture
 def out_dir(tmp_path):
     return tmp_path / "reports"
+
+
+def outcome(report: dict, check_id: str) -> str:
+    """A check's severity, or "not applicable": every check ends as exactly one of the two, so a
+    check missing from the report fails here instead of passing as "no finding"."""
+    found = [f["severity"] for f in report["findings"] if f["id"] == check_id]
+    skipped = [n["reason"] for n in report["not_applicable"] if n["id"] == check_id]
+    assert len(found) + len(skipped) == 1, (check_id, found, skipped)
+    return found[0] if found else "not applicable"

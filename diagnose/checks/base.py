@@ -123,6 +123,11 @@ def make_finding(check_id: str, settings: CheckSettings, score: float, summary: 
 MAX_AMDAHL = 20.0  # a share this close to 1 says "large", not a number to trust
 
 
+def amdahl(share: float) -> float:
+    """The most a speed-up can be when a share `share` of the time goes away: 1/(1-s), capped."""
+    return min(MAX_AMDAHL, 1.0 / max(1e-9, 1.0 - min(share, 0.999)))
+
+
 def core_room(analysis) -> float | None:
     """How much more CPU the process could use: the cores it could have (usable cores, and on a
     shared machine no more than it used plus what the machine left idle) / the cores it used."""
@@ -139,10 +144,10 @@ def core_room(analysis) -> float | None:
 def serial_gain(share: float, analysis, what: str) -> tuple[float, str]:
     """Amdahl for a serialized share of request time, capped by the cores the process leaves
     idle (removing a lock cannot buy more than the cores can run): estimate and its inputs."""
-    amdahl = min(MAX_AMDAHL, 1.0 / max(1e-9, 1.0 - min(share, 0.999)))
+    bound = amdahl(share)
     room = core_room(analysis)
-    gain = min(amdahl, room) if room is not None else amdahl
-    basis = f"estimate: {what} is {100 * share:.0f}% of request time, so at most {amdahl:.2f}x (Amdahl)"
+    gain = min(bound, room) if room is not None else bound
+    basis = f"estimate: {what} is {100 * share:.0f}% of request time, so at most {bound:.2f}x (Amdahl)"
     if room is not None:
         basis += (f"; the cores allow {room:.2f}x ({analysis.os.cpu_s / analysis.os.window_s:.2f} of "
                   f"{analysis.os.usable_cores:g} usable cores in use"

@@ -7,7 +7,7 @@ work could have run elsewhere. A loop idle in its selector most of the time is n
 
 from __future__ import annotations
 
-from diagnose.checks.base import (MAX_AMDAHL, NotApplicable, Site, make_finding, pct, ramp,
+from diagnose.checks.base import (amdahl, NotApplicable, Site, make_finding, pct, ramp,
                                   serial_gain, short_path)
 
 ID = "event_loop_blocked"
@@ -65,7 +65,7 @@ def run(analysis, settings):
                           top.share))
     sites += [Site(c.function, c.file, c.line, c.share) for c in app_callbacks[1:4]]
     if top.kind == "blocking_call":
-        gain = (min(MAX_AMDAHL, 1.0 / max(1e-9, 1 - min(loop.app_share, 0.999))),
+        gain = (amdahl(loop.app_share),
                 f"estimate: the loop waits in a blocking call {pct(loop.app_share)} of the time; "
                 f"awaited instead, the loop serves other requests meanwhile (Amdahl)")
     else:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from diagnose.checks.base import (MAX_AMDAHL, NotApplicable, make_finding, pct, ramp, serial_gain, short_path,
+from diagnose.checks.base import (NotApplicable, amdahl, make_finding, pct, ramp, serial_gain,
+                                  short_path,
                                   sites_from_waits)
 from diagnose.model.native_pools import SERIALIZES_CALLERS
 from diagnose.model.waits import describe
@@ -51,7 +52,7 @@ def run(analysis, settings):
         # What the first advice (a one-thread pool) buys: each call sheds the pool's
         # synchronisation, judged on the low end of its 95% interval.
         sure = serializing.sync_share_low
-        pool_gain = min(MAX_AMDAHL, 1.0 / max(1e-9, 1.0 - min(sure, 0.999)))
+        pool_gain = amdahl(sure)
         gain = (pool_gain, f"estimate: the lock holders run in {serializing.library}'s thread pool, "
                            f"which admits one caller at a time, so removing the lock alone buys "
                            f"nothing; {serializing.knob}=1 sheds the pool's synchronisation, "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diagnose.checks.base import (MAX_AMDAHL, NotApplicable, busy_samples, make_finding, pct, ramp,
+from diagnose.checks.base import (amdahl, NotApplicable, busy_samples, make_finding, pct, ramp,
                                   top_sites)
 
 ID = "preprocess_bound"
@@ -34,7 +34,7 @@ def run(analysis, settings):
     if sites:
         evidence["fix"] = {"knob": "faster_preprocessing", "value": sites[0].function}
     summary = f"{pct(share)} of request-thread busy time is preprocessing{where}"
-    gain = min(MAX_AMDAHL, 1.0 / max(1e-9, 1.0 - min(share, 0.999)))
+    gain = amdahl(share)
     basis = (f"estimate: preprocessing is {pct(share)} of busy request time; making it free buys at "
              f"most {gain:.2f}x (Amdahl), halving it {1 / (1 - share / 2):.2f}x")
     return make_finding(ID, settings, score, summary, evidence, sites, gain=(gain, basis), samples=total_busy,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from diagnose.checks.base import (MAX_AMDAHL, CheckSettings, NotApplicable, core_room, make_finding,
+from diagnose.checks.base import (amdahl, CheckSettings, NotApplicable, core_room, make_finding,
                                   ramp, serial_gain, top_sites)
 from diagnose.model.native_pools import LIBRARIES
 
@@ -155,7 +155,7 @@ def _intra_op_overhead(analysis, settings, split, score, intra_op, cores, eviden
               "Then re-measure: with the pool small, request threads (or a batcher feeding bigger "
               "matrices) supply the parallelism."]
     sure = split.sync_share_low
-    gain = min(MAX_AMDAHL, 1.0 / max(1e-9, 1.0 - min(sure, 0.999)))
+    gain = amdahl(sure)
     basis = (f"estimate: {100 * split.sync_share:.0f}% of the library's {split.samples} native samples "
              f"synchronise (at least {100 * sure:.0f}% at 95% confidence); without that each call "
              f"takes at most {100 * (1 - sure):.0f}% of its time: about {gain:.2f}x")

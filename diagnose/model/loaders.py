@@ -59,6 +59,15 @@ def read_input(path: str | Path, what: str = "profile", limit: int | None = None
     return read_bounded(path, what, limit, BadProfile, hint="record a shorter window")
 
 
+def _parse_json(text: str, path) -> object:
+    try:
+        # strict=False: py-spy writes thread names with raw control characters unescaped.
+        return json.loads(text, strict=False)
+    except json.JSONDecodeError as exc:
+        raise BadProfile(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}); "
+                         f"a truncated or damaged file?")
+
+
 def decode_input(raw: bytes, path: str | Path, what: str = "profile") -> str:
     """Text of a profile: UTF-8 (undecodable bytes replaced: a thread or file name in another
     encoding is no reason to refuse the samples), or UTF-16 with its byte-order mark. A binary
@@ -88,21 +97,12 @@ def load_profile(path: str | Path, rate_hz: float | None = None) -> Profile:
     try:
         if text.lstrip().startswith("{"):
             text, arrays = _lift_sample_arrays(text)
-            try:
-                # strict=False: py-spy writes thread names with raw control characters unescaped.
-                data = json.loads(text, strict=False)
-            except json.JSONDecodeError as exc:
-                raise BadProfile(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}); "
-                                 f"a truncated or damaged file?")
+            data = _parse_json(text, path)
             del text
             return load_speedscope(data, str(path), arrays)
         if text.lstrip().startswith("["):
             from diagnose.model.chrometrace import load_chrometrace
-            try:
-                data = json.loads(text, strict=False)
-            except json.JSONDecodeError as exc:
-                raise BadProfile(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}); "
-                                 f"a truncated or damaged file?")
+            data = _parse_json(text, path)
             del text
             return load_chrometrace(data, str(path), rate_hz)
         return load_collapsed(text, str(path))

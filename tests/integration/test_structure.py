@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import outcome, run_cli
 from tests.integration.conftest import requires_ptrace, running, workload_command
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
@@ -19,15 +19,6 @@ def diagnose(name: str, out_dir, *args: str, seconds: str = "6") -> dict:
 
 def finding(report, check_id):
     return next((f for f in report["findings"] if f["id"] == check_id), None)
-
-
-def outcome(report: dict, check_id: str) -> str:
-    """A check's severity, or "not applicable": every check ends as exactly one of the two, so a
-    check missing from the report fails here instead of passing as "no finding"."""
-    found = [f["severity"] for f in report["findings"] if f["id"] == check_id]
-    skipped = [n["reason"] for n in report["not_applicable"] if n["id"] == check_id]
-    assert len(found) + len(skipped) == 1, (check_id, found, skipped)
-    return found[0] if found else "not applicable"
 
 
 def test_pipeline_with_one_slow_model_stage_is_stage_bound_naming_that_stage(out_dir):

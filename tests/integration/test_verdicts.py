@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import WORKLOADS, marker_line, run_cli
+from tests.conftest import WORKLOADS, marker_line, outcome, run_cli
 from tests.integration.conftest import requires_ptrace, running, workload_command
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
@@ -18,15 +18,6 @@ def diagnose_workload(name: str, out_dir, *workload_args: str) -> dict:
                                "--output-dir", out_dir)
     assert proc.returncode == 0, proc.stderr
     return report
-
-
-def outcome(report: dict, check_id: str) -> str:
-    """A check's severity, or "not applicable": every check ends as exactly one of the two, so a
-    check missing from the report fails here instead of passing as "no finding"."""
-    found = [f["severity"] for f in report["findings"] if f["id"] == check_id]
-    skipped = [n["reason"] for n in report["not_applicable"] if n["id"] == check_id]
-    assert len(found) + len(skipped) == 1, (check_id, found, skipped)
-    return found[0] if found else "not applicable"
 
 
 def test_global_model_lock_is_named_as_the_culprit(out_dir):
