@@ -442,5 +442,14 @@ def _wait_ready(service: subprocess.Popen, timeout: float) -> int:
     raise DiagnoseError("the demo service did not start")
 
 
+# Commands that live in their own modules (they import this one's helpers, so they come last).
+from diagnose.cli_diff import diff as _diff_command  # noqa: E402
+from diagnose.cli_export import export as _export_command  # noqa: E402
+from diagnose.cli_watch import watch as _watch_command  # noqa: E402
+
+main.add_command(_diff_command)
+main.add_command(_export_command)
+main.add_command(_watch_command)
+
 if __name__ == "__main__":
     main()

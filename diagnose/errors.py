@@ -17,9 +17,11 @@ class ExitCode:
     PROFILER_FAILED = 7
     TARGET_EXITED = 8  # the report was still written, marked partial
     NO_SAMPLES = 9
-    # 10 is reserved for a CI gate (--fail-on): the primary finding reached the asked severity.
+    FINDING_GATE = 10  # --fail-on: the primary finding reached that severity (outputs written)
     OUTPUT_FAILED = 11  # an output file could not be written; the ones already written are kept
     LOAD_FAILED = 12  # sweep / experiment: the URL did not answer, or the load generator failed
+    PUSH_FAILED = 13  # --push / watch: the profiling server refused or never answered (local
+    # outputs are written and kept)
     # Stopped by a signal: the partial report was written; 128 + the signal number, as shells do.
     SIGHUP = 129
     SIGINT = 130

@@ -6,6 +6,8 @@ set -uo pipefail
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v wrk >/dev/null 2>&1 || missing+=(wrk)
+# protoc: the independent decoder of the pprof export test (and the regenerating command)
+command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
 if [ "${#missing[@]}" -eq 0 ]; then
   exit 0
 fi

@@ -6,6 +6,7 @@ import pandas as pd
 
 from diagnose.checks.engine import CheckResults
 from diagnose.model.analysis import Analysis
+from diagnose.render.stack_rows import stack_rows
 from diagnose.model.service import Service
 from diagnose.model.waits import describe
 from diagnose.render.redact import redact_cmdline
@@ -186,4 +187,5 @@ def build_report(service: Service, results: CheckResults, per_process: dict | No
                         for loop in view.analysis.event_loops],
         "not_applicable": [{"id": n.id, "reason": n.reason} for n in results.not_applicable],
         "threads": thread_rows(analysis),
+        "stacks": stack_rows(analysis),
     }

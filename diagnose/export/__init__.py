@@ -1,0 +1,1 @@
+"""Exports of a report to other tools' formats (pprof for Pyroscope and `go tool pprof`)."""
