@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 import webbrowser
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -49,32 +50,73 @@ def _run(action) -> None:
 
 
 def _finish(outputs, as_json: bool, open_browser: bool, stopped: Interrupted | None = None,
-            recorder_failure: str | None = None) -> int:
-    """Prints the verdict and where the report is. `stopped`: a signal ended the window early
-    (its message replaces the "target exited" warning, its code is returned); `recorder_failure`:
-    a py-spy recorder was killed mid-window and the report holds the others' samples."""
+            recorder_failure: str | None = None, ticket: Ticket | None = None) -> int:
+    """Prints the verdict and where the report is, then the ticket's extras (pprof, push, gate).
+    `stopped`: a signal ended the window early (its message replaces the "target exited"
+    warning, its code is returned); `recorder_failure`: a py-spy recorder was killed mid-window
+    and the report holds the others' samples."""
+    ticket = ticket or Ticket()
     report = outputs.report
     label = report["verdict"]["primary"].replace("_", " ")
     if as_json:
         click.echo(json.dumps(report, indent=2, ensure_ascii=False))
         _log(f"Report: {outputs.html}")
+    elif ticket.print_format == "md" and getattr(outputs, "markdown", None) is not None:
+        click.echo(outputs.markdown.read_text(encoding="utf-8"), nl=False)
+        _log(f"Report: {outputs.html}")
     else:
         headline = report["verdict"]["headline"]
         click.echo(f"Verdict: {headline}" if label == "none" else
                    f"Verdict: {label} — {headline.split(' — ', 1)[-1]}")
-        click.echo(f"Report: {outputs.html}   (also .json, .speedscope.json)")
+        click.echo(f"Report: {outputs.html}   (also .json, .md, .speedscope.json)")
     if stopped is None and recorder_failure:
         _log(f"warning: {recorder_failure}; the report is marked partial")
     elif stopped is None and outputs.partial:
         _log("warning: the target exited during sampling; the report is marked partial")
     if open_browser:
         webbrowser.open(outputs.html.resolve().as_uri())
+    extras_code = _ticket_extras(outputs, ticket)
     if stopped is not None:
         _log(stopped.message)
         return stopped.exit_code
     if recorder_failure:
         return ExitCode.PROFILER_FAILED
-    return ExitCode.TARGET_EXITED if outputs.partial else ExitCode.OK
+    if outputs.partial:
+        return ExitCode.TARGET_EXITED
+    if extras_code != ExitCode.OK:
+        return extras_code
+    return _gate(ExitCode.OK, report["verdict"], ticket.fail_on, "the verdict")
+
+
+def _ticket_extras(outputs, ticket: Ticket) -> int:
+    """--pprof and --push, after the report files exist: a failure here is said in one line and
+    returns its exit code (11, 13); nothing already written is removed."""
+    code = ExitCode.OK
+    pprof_path = None
+    if ticket.write_pprof:
+        from diagnose.export.pprof import write_pprof
+
+        target = outputs.json.with_name(outputs.json.name.removesuffix(".json") + ".pb.gz")
+        try:
+            pprof_path = write_pprof(outputs.report, target)
+            _log(f"pprof: {pprof_path}")
+        except DiagnoseError as exc:
+            _log(f"error: {exc.message}")
+            code = exc.exit_code
+    if ticket.push_url:
+        from diagnose import push
+
+        end = time.time()
+        start, end = ticket.window or (end - (outputs.report["sampling"].get("duration_s")
+                                              or 1.0), end)
+        try:
+            result = push.push_report(outputs.report, ticket.push_url, ticket.app_name,
+                                      push.parse_tags(ticket.tags), start, end)
+            _log(f"pushed to {ticket.push_url} ({result})")
+        except push.PushFailed as exc:
+            _log(f"error: {exc.message}; the report is kept at {outputs.html}")
+            code = code or exc.exit_code
+    return code
 
 
 @click.group(epilog=EPILOG)
@@ -107,9 +149,65 @@ def common_output(fn):
     return fn
 
 
+_ticket_options = [
+    click.option("--fail-on", type=click.Choice(["warning", "critical"]), default=None,
+                 help="CI gate: exit 10 when the verdict's severity reaches this level, after "
+                      "writing every output."),
+    click.option("--print", "print_format", type=click.Choice(["md"]), default=None,
+                 help="Print the Markdown ticket summary (also written as .md) on stdout instead "
+                      "of the verdict lines."),
+    click.option("--pprof", "write_pprof", is_flag=True,
+                 help="Also write the samples as a gzipped pprof profile (.pb.gz) with thread, "
+                      "role, state, category and pid labels."),
+    click.option("--push", "push_url", metavar="URL",
+                 help="Send the pprof profile to a Grafana Pyroscope server's ingest API "
+                      "(e.g. http://pyroscope:4040); the local outputs are written first and "
+                      "kept whatever happens (exit 13 when the push fails)."),
+    click.option("--app-name", default="diagnose", show_default=True,
+                 help="--push: the application name the profile is filed under."),
+    click.option("--tag", "tags", multiple=True, metavar="NAME=VALUE",
+                 help="--push: an extra label (repeatable); verdict, host and pid are added."),
+]
+
+
+def ticket_options(fn):
+    for option in reversed(_ticket_options):
+        fn = option(fn)
+    return fn
+
+
+@dataclass
+class Ticket:
+    """What a run does with its outputs besides printing the verdict: the CI gate, the Markdown
+    summary on stdout, the pprof file and the push to a profiling server."""
+
+    fail_on: str | None = None
+    print_format: str | None = None
+    write_pprof: bool = False
+    push_url: str | None = None
+    app_name: str = "diagnose"
+    tags: tuple[str, ...] = ()
+    window: tuple[float, float] | None = None  # the sampled window, wall clock (for --push)
+
+    def check(self, as_json: bool) -> None:
+        """Usage errors said before any sampling."""
+        if self.print_format and as_json:
+            raise click.UsageError("--print md and --json both print on stdout: choose one")
+        if self.tags and not self.push_url:
+            raise click.UsageError("--tag labels a --push: give --push URL too")
+        if self.push_url:
+            from diagnose import push
+
+            try:
+                push.check_push_url(self.push_url)
+                push.parse_tags(self.tags)
+            except ValueError as exc:
+                raise click.UsageError(str(exc)) from None
+
+
 def _attach(pids: list[int], duration: float, rate: int | None, native: str, output_dir: Path,
             rules_file: str | None, as_json: bool, open_browser: bool, keep_raw: bool,
-            quiet: bool, children: bool = True) -> int:
+            quiet: bool, children: bool = True, ticket: Ticket | None = None) -> int:
     """SIGINT, SIGTERM and SIGHUP are handled over the whole command (see StopSignals): before
     sampling starts one aborts; during the window one ends it early and the partial report is
     written, exiting 128 + the signal's number; a second one aborts at once."""
@@ -117,12 +215,14 @@ def _attach(pids: list[int], duration: float, rate: int | None, native: str, out
 
     with StopSignals() as stop:
         return _attach_stoppable(stop, pids, duration, rate, native, output_dir, rules_file,
-                                 as_json, open_browser, keep_raw, quiet, children)
+                                 as_json, open_browser, keep_raw, quiet, children,
+                                 ticket or Ticket())
 
 
 def _attach_stoppable(stop, pids: list[int], duration: float, rate: int | None, native: str,
                       output_dir: Path, rules_file: str | None, as_json: bool,
-                      open_browser: bool, keep_raw: bool, quiet: bool, children: bool) -> int:
+                      open_browser: bool, keep_raw: bool, quiet: bool, children: bool,
+                      ticket: Ticket) -> int:
     from diagnose import pipeline
     from diagnose.collect.attach import AttachOptions, capture, describe_target
     from diagnose.collect.tree import python_descendants
@@ -177,7 +277,8 @@ def _attach_stoppable(stop, pids: list[int], duration: float, rate: int | None, 
     elif stop.signum is not None:
         stopped = stop.error(f"{stop.name} received after the window ended: the full report was "
                              f"written")
-    return _finish(outputs, as_json, open_browser, stopped, cap.recorder_failure)
+    ticket.window = (cap.started_at, cap.started_at + (cap.sampling.get("duration_s") or duration))
+    return _finish(outputs, as_json, open_browser, stopped, cap.recorder_failure, ticket)
 
 
 @main.command(epilog=EPILOG)
@@ -203,13 +304,16 @@ def _attach_stoppable(stop, pids: list[int], duration: float, rate: int | None, 
                    "Python children.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @common_output
+@ticket_options
 def attach(pids, duration, rate, native, children, keep_raw, quiet, output_dir, rules_file,
-           as_json, open_browser):
+           as_json, open_browser, fail_on, print_format, write_pprof, push_url, app_name, tags):
     """Sample the running Python service PID (and its worker processes) and diagnose its
     bottleneck. Name several PIDs to sample several process trees as one service."""
     mode = "auto" if native is None else ("on" if native else "off")
+    ticket = Ticket(fail_on, print_format, write_pprof, push_url, app_name, tuple(tags))
+    ticket.check(as_json)
     _run(lambda: _attach(list(pids), duration, rate, mode, output_dir, rules_file, as_json,
-                         open_browser, keep_raw, quiet, children))
+                         open_browser, keep_raw, quiet, children, ticket))
 
 
 @main.command(epilog=EPILOG)
@@ -220,14 +324,19 @@ def attach(pids, duration, rate, native, children, keep_raw, quiet, output_dir, 
               help="The .native.speedscope.json written by `attach --keep-raw`: sparse native "
                    "samples that calibrate the thread states of a Python-only profile.")
 @common_output
-def analyze(profile, procfs, native_profile, output_dir, rules_file, as_json, open_browser):
+@ticket_options
+def analyze(profile, procfs, native_profile, output_dir, rules_file, as_json, open_browser,
+            fail_on, print_format, write_pprof, push_url, app_name, tags):
     """Diagnose a profile recorded elsewhere (py-spy speedscope JSON or raw/collapsed)."""
     from diagnose import pipeline
+
+    ticket = Ticket(fail_on, print_format, write_pprof, push_url, app_name, tuple(tags))
+    ticket.check(as_json)
 
     def action():
         user_rules = pipeline.load_user_rules(rules_file)
         outputs = pipeline.from_file(profile, output_dir, user_rules, procfs, native_profile)
-        return _finish(outputs, as_json, open_browser)
+        return _finish(outputs, as_json, open_browser, ticket=ticket)
 
     _run(action)
 
@@ -297,10 +406,16 @@ def load_options(fn):
 @click.argument("url")
 @click.option("--pid", "pids", type=click.IntRange(min=1), multiple=True,
               help="The service's pid (repeatable): its CPU is recorded at every step, and it is "
-                   "diagnosed at the knee while loaded (see --diagnose-seconds).")
+                   "diagnosed under every step's load (see --diagnose-seconds).")
 @click.option("--concurrency", "levels",
-              help="Concurrency levels, comma-separated (e.g. 1,2,4,8). Default: doubling from 1 "
-                   "to --max-concurrency.")
+              help="Closed model: concurrent connections per step, comma-separated (e.g. "
+                   "1,2,4,8). Default: doubling from 1 to --max-concurrency.")
+@click.option("--rate", "rates",
+              help="Open model: requests per second per step, comma-separated (e.g. 10,20,40); "
+                   "requests leave on schedule whether or not the service keeps up, and each "
+                   "latency counts from the request's intended send time.")
+@click.option("--arrivals", type=click.Choice(["constant", "poisson"]), default="constant",
+              show_default=True, help="Open model: evenly spaced or Poisson arrivals.")
 @click.option("--max-concurrency", type=click.IntRange(1, 10000), default=64, show_default=True)
 @click.option("--window", type=click.IntRange(1, 600), default=3, show_default=True,
               help="Seconds per measurement window.")
@@ -309,56 +424,128 @@ def load_options(fn):
 @click.option("--max-windows", type=click.IntRange(1, 100), default=6, show_default=True,
               help="Windows per step at most, while throughput or p99 are not yet stable "
                    "(the last 3 within 10% of their mean).")
-@click.option("--patience", type=click.IntRange(1, 100), default=4, show_default=True,
+@click.option("--patience", type=click.IntRange(1, 100), default=2, show_default=True,
               help="Stop when throughput gained less than 5% over this many steps.")
-@click.option("--latency-budget", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Stop once p99 passes this many milliseconds.")
+@click.option("--slo-p99", type=click.FloatRange(min=0, min_open=True), default=None,
+              metavar="MS", help="Stop once a step's p99 passes this many milliseconds.")
+@click.option("--max-duration", type=click.IntRange(1, 86400), default=1800, show_default=True,
+              help="Seconds the whole sweep may take: no step starts after it.")
 @click.option("--ceiling", type=click.FloatRange(min=0, min_open=True), default=None,
               help="The load generator's measured ceiling on this machine (req/s, see "
                    "benchmarks/generator_ceiling.py): a step reaching 80% of it is "
                    "generator-limited.")
-@click.option("--diagnose-seconds", type=click.FloatRange(min=0), default=5.0, show_default=True,
-              help="With --pid: sample the service this long at the knee, under load (0: no "
+@click.option("--diagnose-seconds", type=click.FloatRange(min=0), default=4.0, show_default=True,
+              help="With --pid: sample the service this long under each step's load (0: no "
                    "diagnosis).")
-@click.option("--diagnose-at", type=click.IntRange(min=1), default=None,
-              help="Diagnose at this concurrency instead of the knee.")
+@click.option("--method", default="GET", show_default=True, help="The requests' HTTP method.")
+@click.option("--body", "body_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="A file whose bytes are every request's body.")
+@click.option("--header", "headers", multiple=True, metavar="NAME:VALUE",
+              help="A request header (repeatable).")
+@click.option("--fail-on", type=click.Choice(["warning", "critical"]), default=None,
+              help="CI gate: exit 10 when the verdict at the knee (or at the last step "
+                   "diagnosed) reaches this severity, after writing every output.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @load_options
 @common_output
-def sweep(url, pids, levels, max_concurrency, window, warmup, max_windows, patience,
-          latency_budget, ceiling, diagnose_seconds, diagnose_at, quiet, tool, gen_threads,
-          request_timeout, output_dir, rules_file, as_json, open_browser):
-    """Step the load on URL (loopback only) up through concurrency levels: throughput and
-    p50/p95/p99 per level, the knee where throughput stops growing, whether the service or the
-    load generator set that limit, and (with --pid) the service's diagnosis at the knee."""
+def sweep(url, pids, levels, rates, arrivals, max_concurrency, window, warmup, max_windows,
+          patience, slo_p99, max_duration, ceiling, diagnose_seconds, method, body_file, headers,
+          fail_on, quiet, tool, gen_threads, request_timeout, output_dir, rules_file, as_json,
+          open_browser):
+    """Step the load on URL (loopback only) up: concurrency levels (closed model) or request
+    rates (open model). Per step: throughput, p50/p90/p95/p99/max from an HDR histogram, errors
+    by kind, stability, the load generator's own CPU and lateness, and (with --pid) the
+    service's verdict under that load with its full report. Then the knee: the step after which
+    p99 grows faster than throughput. Writes diagnose-sweep-<pid or host>-<time>.html/.json."""
     from diagnose import loadtest, pipeline
     from diagnose.loadgen import loopback_url
     from diagnose.sweep import SweepSettings, doubling_levels, parse_levels
 
     def action():
         try:
-            chosen = parse_levels(levels) if levels else doubling_levels(1, max_concurrency)
-            settings = SweepSettings(levels=chosen, window_s=window, warmup_s=warmup,
+            if levels and rates:
+                raise ValueError("give --concurrency (closed model) or --rate (open model), "
+                                 "not both")
+            if rates:
+                chosen, model = parse_levels(rates, float), "open"
+            else:
+                chosen = parse_levels(levels) if levels else doubling_levels(1, max_concurrency)
+                model = "closed"
+            settings = SweepSettings(levels=chosen, model=model, arrivals=arrivals,
+                                     window_s=window, warmup_s=warmup,
                                      stable_windows=min(3, max_windows), max_windows=max_windows,
-                                     patience=patience, latency_budget_ms=latency_budget,
-                                     generator_ceiling_rps=ceiling)
+                                     patience=patience, slo_p99_ms=slo_p99,
+                                     generator_ceiling_rps=ceiling, max_duration_s=max_duration)
             loadgen_url = loopback_url(url)
             if 0 < diagnose_seconds < 1:
                 raise ValueError("--diagnose-seconds is 0 (no diagnosis) or at least 1")
+            header_pairs = tuple(_parse_header(h) for h in headers)
+            body = _read_body(body_file) if body_file is not None else None
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
         user_rules = pipeline.load_user_rules(rules_file)
-        outcome = loadtest.sweep(loadgen_url, list(pids), settings,
-                                 loadtest.Generator(tool, gen_threads, request_timeout),
-                                 output_dir, diagnose_seconds if pids else None, user_rules,
-                                 (lambda _m: None) if quiet else _log, diagnose_at)
+        generator = loadtest.Generator(tool, gen_threads, request_timeout, model=model,
+                                       arrivals=arrivals, method=method.upper(), body=body,
+                                       headers=header_pairs)
+        outcome = loadtest.sweep(loadgen_url, list(pids), settings, generator, output_dir,
+                                 diagnose_seconds if pids else None, user_rules,
+                                 (lambda _m: None) if quiet else _log)
         lines = [f"Sweep: {outcome.report['summary']['headline']}"]
-        diagnosis = outcome.report.get("diagnosis") or {}
-        if diagnosis.get("headline"):
-            lines.append(f"At concurrency {diagnosis['concurrency']}: {diagnosis['headline']}")
-        return _finish_load(outcome, lines, as_json, open_browser)
+        for step in outcome.report["steps"]:
+            if step.get("verdict"):
+                where = (f"concurrency {step['concurrency']}" if "concurrency" in step
+                         else f"{step['rate']:g} req/s")
+                lines.append(f"  at {where}: {step['verdict']['headline']}")
+        code = _finish_load(outcome, lines, as_json, open_browser)
+        gate = _sweep_gate_verdict(outcome.report)
+        return _gate(code, gate, fail_on, "the verdict at the knee")
 
     _run(action)
+
+
+def _parse_header(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition(":")
+    if not sep or not name.strip() or any(c in text for c in "\r\n"):
+        raise ValueError(f"a header is NAME:VALUE on one line: {text!r}")
+    return name.strip(), value.strip()
+
+
+MAX_BODY_BYTES = 16 * 1024 * 1024
+
+
+def _read_body(path: Path) -> bytes:
+    try:
+        if path.stat().st_size > MAX_BODY_BYTES:
+            raise ValueError(f"--body {path}: larger than {MAX_BODY_BYTES // 2**20} MiB")
+        return path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"--body {path}: {exc.strerror or exc}") from None
+
+
+def _sweep_gate_verdict(report: dict) -> dict | None:
+    """The verdict a sweep is gated on: at the knee, else at the last step diagnosed."""
+    steps = report.get("steps") or []
+    knee = report.get("knee")
+    if knee is not None and steps[knee["index"]].get("verdict"):
+        return steps[knee["index"]]["verdict"]
+    diagnosed = [s["verdict"] for s in steps if s.get("verdict")]
+    return diagnosed[-1] if diagnosed else None
+
+
+SEVERITY_ORDER = ("ok", "info", "warning", "critical")
+
+
+def _gate(code: int, verdict: dict | None, fail_on: str | None, what: str) -> int:
+    """--fail-on: exit 10 (after every output is written) when `verdict` reached the asked
+    severity and nothing else already failed."""
+    if fail_on is None or code != ExitCode.OK or not verdict:
+        return code
+    severity = verdict.get("severity") or "ok"
+    if SEVERITY_ORDER.index(severity) >= SEVERITY_ORDER.index(fail_on):
+        _log(f"fail-on {fail_on}: {what} is {severity} ({verdict.get('primary')}): exit "
+             f"{ExitCode.FINDING_GATE}")
+        return ExitCode.FINDING_GATE
+    return code
 
 
 def _wait_ready(service: subprocess.Popen, timeout: float) -> int:

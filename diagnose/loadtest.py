@@ -20,7 +20,7 @@ import psutil
 from diagnose import loadgen
 from diagnose.collect.attach import StopSignals
 from diagnose.errors import Interrupted, LoadFailed, NoSuchProcess, OutputFailed
-from diagnose.sweep import CpuMeter, SweepResult, SweepSettings, run_sweep, summarize, sweep_report
+from diagnose.sweep import CpuMeter, SweepResult, SweepSettings, run_sweep, sweep_report
 
 
 class Stopped(BaseException):
@@ -87,27 +87,60 @@ def stamp(prefix: str, port: int | None) -> str:
     return f"{prefix}-{port or 80}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
 
 
+# Open model: the most requests in flight at once (beyond it the generator queues them, their
+# latency still counting from the intended send time).
+OPEN_MODEL_CONNECTIONS = 64
+
+
 @dataclass
 class Generator:
+    """How load is generated: the tool, and what every request looks like."""
+
     tool: str = "auto"
     threads: int = 2
     request_timeout_s: int = 10
+    model: str = "closed"          # "closed": levels are connections; "open": requests/s
+    arrivals: str = "constant"     # open model's inter-arrival times: "constant" / "poisson"
+    method: str = "GET"
+    body: bytes | None = None
+    headers: tuple[tuple[str, str], ...] = ()
 
     def describe(self) -> dict:
-        try:
-            wrk = loadgen.resolve_tool(self.tool)
-        except loadgen.LoadError as exc:
-            raise LoadFailed(str(exc)) from None
+        if self.model == "open":
+            if self.tool == "wrk":
+                raise LoadFailed("wrk cannot drive an open model (a constant request rate); "
+                                 "use --tool python or auto")
+            wrk = None
+        else:
+            try:
+                wrk = loadgen.resolve_tool(self.tool)
+            except loadgen.LoadError as exc:
+                raise LoadFailed(str(exc)) from None
         return {"tool": "wrk" if wrk else "python",
                 "path": os.path.basename(wrk) if wrk else None,
-                "threads": self.threads if wrk else None, "closed_loop": True,
-                "coordinated_omission_corrected": False}
+                "threads": self.threads if wrk else None,
+                "model": self.model, "closed_loop": self.model == "closed",
+                "arrivals": self.arrivals if self.model == "open" else None,
+                # Open model: each latency counts from the request's intended send time.
+                "coordinated_omission_corrected": self.model == "open",
+                "method": self.method, "body_bytes": len(self.body) if self.body else 0,
+                "headers": [name for name, _ in self.headers]}
 
-    def measure(self, url: str) -> Callable[[int, int], loadgen.LoadResult]:
-        def run(connections: int, seconds: int) -> loadgen.LoadResult:
+    def load_kwargs(self, level: float) -> dict:
+        """loadgen.load()'s arguments for one run at `level` (connections or requests/s)."""
+        kwargs = dict(threads=self.threads, tool=self.tool,
+                      request_timeout_s=self.request_timeout_s, method=self.method,
+                      body=self.body, headers=self.headers)
+        if self.model == "open":
+            kwargs.update(rate=float(level), arrivals=self.arrivals, tool="python")
+            return {"connections": OPEN_MODEL_CONNECTIONS, **kwargs}
+        return {"connections": int(level), **kwargs}
+
+    def measure(self, url: str) -> Callable[[float, int], loadgen.LoadResult]:
+        def run(level: float, seconds: int) -> loadgen.LoadResult:
+            kwargs = self.load_kwargs(level)
             try:
-                return loadgen.measure(url, seconds, connections, threads=self.threads,
-                                       tool=self.tool, request_timeout_s=self.request_timeout_s)
+                return loadgen.measure(url, seconds, kwargs.pop("connections"), **kwargs)
             except loadgen.LoadError as exc:
                 raise LoadFailed(f"the load generator failed: {exc}") from None
         return run
@@ -125,41 +158,44 @@ class Outcome:
 
 def sweep(url: str, pids: list[int], settings: SweepSettings, generator: Generator,
           out_dir: Path, diagnose_seconds: float | None, user_rules: dict | None,
-          log: Callable[[str], None], diagnose_at: int | None = None) -> Outcome:
-    """Runs the sweep; with `pids` and `diagnose_seconds`, diagnoses the service at the knee
-    (or `diagnose_at`) under that load. A stop signal ends it early: the steps measured so far
-    are written as a partial report and `stopped` carries the exit code."""
+          log: Callable[[str], None]) -> Outcome:
+    """Runs the sweep; with `pids` and `diagnose_seconds`, diagnoses the service under every
+    step's load (its verdict and full report per step). A stop signal ends it early: the steps
+    measured so far are written as a partial report and `stopped` carries the exit code."""
+    from diagnose import pipeline
     from diagnose.render.sweep_html import render_sweep_html
 
     check_pids(pids)
+    gen = generator.describe()  # a generator that cannot drive this load: said before the URL
     target_url = check_url(url)
     port = urlsplit(target_url).port
-    from diagnose import pipeline
-
     pipeline.prepare_output_dir(out_dir, probe=True)  # a read-only directory is said first
-    steps, stopped, diagnosis = [], None, None
-    gen = generator.describe()
+    steps, stopped = [], None
     meter = CpuMeter(pids)
-    log(f"Sweeping {target_url} at concurrency {', '.join(map(str, settings.levels))} "
-        f"with {gen['tool']} ...")
+    unit = "concurrency" if settings.model == "closed" else "req/s"
+    log(f"Sweeping {target_url} at {unit} {', '.join(f'{x:g}' for x in settings.levels)} "
+        f"({settings.model} model) with {gen['tool']} ...")
+
+    def diagnose_step(step) -> None:
+        if pids and diagnose_seconds:
+            step.diagnosis = diagnose_under_load(target_url, pids, step.level, diagnose_seconds,
+                                                 generator, out_dir, user_rules, log)
+
     result: SweepResult
     started = time.time()
     with StopOnSignal():
         try:
-            result = run_sweep(settings, generator.measure(target_url), meter, log, steps)
-            summary = summarize(result)
-            level = diagnose_at or (summary.get("knee") or {}).get("concurrency")
-            if pids and diagnose_seconds and level:
-                diagnosis = diagnose_under_load(target_url, pids, level, diagnose_seconds,
-                                                generator, out_dir, user_rules, log)
+            result = run_sweep(settings, generator.measure(target_url), meter, log, steps,
+                               after_step=diagnose_step)
         except Stopped as exc:
             stopped = exc
             result = SweepResult(settings, steps, f"interrupted by {exc.name}", meter.cores,
                                  started, time.time(), interrupted=exc.name)
     target = {"url": target_url, "pids": pids}
-    report = sweep_report(result, target, gen, diagnosis)
-    json_path, html_path = write_report(out_dir, stamp("sweep", port), report,
-                                        render_sweep_html(report))
+    report = sweep_report(result, target, gen)
+    name = f"diagnose-sweep-{pids[0] if pids else f'127.0.0.1-{port or 80}'}"
+    json_path, html_path = write_report(out_dir, f"{name}-{datetime.now():%Y%m%d-%H%M%S}",
+                                        report, render_sweep_html(report))
     error = None
     if stopped is not None:
         error = stopped.error(f"interrupted by {stopped.name} after {len(steps)} step"
@@ -167,22 +203,24 @@ def sweep(url: str, pids: list[int], settings: SweepSettings, generator: Generat
     return Outcome(report, json_path, html_path, error)
 
 
-def diagnose_under_load(url: str, pids: list[int], concurrency: int, seconds: float,
+def diagnose_under_load(url: str, pids: list[int], level: float, seconds: float,
                         generator: Generator, out_dir: Path, user_rules: dict | None,
                         log: Callable[[str], None]) -> dict:
-    """`attach` on `pids` for `seconds` while the generator holds `concurrency` connections."""
+    """`attach` on `pids` for `seconds` while the generator holds `level` (connections, or
+    requests/s in the open model): the verdict under that load and its written report."""
     from diagnose import pipeline
     from diagnose.collect.attach import AttachOptions, SignalAbort, StopSignals, capture
     from diagnose.errors import DiagnoseError
 
-    log(f"Diagnosing pid {', '.join(map(str, pids))} for {seconds:g} s at concurrency "
-        f"{concurrency} ...")
-    info: dict = {"concurrency": concurrency, "seconds": seconds}
+    what = (f"concurrency {int(level)}" if generator.model == "closed" else f"{level:g} req/s")
+    log(f"  diagnosing pid {', '.join(map(str, pids))} for {seconds:g} s at {what} ...")
+    info: dict = ({"concurrency": int(level)} if generator.model == "closed"
+                  else {"rate": level})
+    info["seconds"] = seconds
     ramp_s = 1.0
+    kwargs = generator.load_kwargs(level)
     try:
-        with loadgen.load(url, seconds + ramp_s + 4, concurrency, threads=generator.threads,
-                          tool=generator.tool,
-                          request_timeout_s=generator.request_timeout_s) as run:
+        with loadgen.load(url, seconds + ramp_s + 4, kwargs.pop("connections"), **kwargs) as run:
             time.sleep(ramp_s)
             stop = StopSignals()  # attach's own handling inside its window
             cap = capture(pids, out_dir, AttachOptions(duration=seconds, rate=None,
@@ -205,4 +243,5 @@ def diagnose_under_load(url: str, pids: list[int], concurrency: int, seconds: fl
                 html_name=outputs.html.name, json=str(outputs.json),
                 rps_while_sampled=round(run.result.requests_per_second, 2) if run.result else None,
                 partial=outputs.partial)
+    log(f"    verdict: {verdict.get('primary')}")
     return info

@@ -1,24 +1,33 @@
-"""`diagnose sweep`: step the concurrency up against a service, find where throughput stops growing
-(the knee), and say whether the curve's top is the service's or the load generator's.
+"""`diagnose sweep`: step the load up against a service, find where latency breaks (the knee), and
+say whether the curve's top is the service's or the load generator's.
 
-Each level of concurrency is one closed-loop load (diagnose/loadgen.py): a warm-up run that is
-discarded (thread pools, memory pools and connection set-up lie for the first requests), then
-measurement windows until the step is *stable*: throughput and p99 of the last three windows
-each within ±10% of their mean (Triton perf_analyzer's rule), at most `max_windows`. A step that
-never settles is kept and marked unstable. The sweep stops early when throughput has gained less
+A step is a level of load: concurrent connections (the closed model: each sends its next request
+when the last is answered) or requests per second (the open model: requests leave on schedule,
+constant or Poisson, whether or not the service keeps up, and each latency counts from the
+request's intended send time, so a stall shows in the percentiles instead of slowing the
+generator down: no coordinated omission). See diagnose/loadgen.py.
+
+Each step is a warm-up run that is discarded (thread pools, memory pools and connection set-up
+lie for the first requests), then measurement windows until the step is *stable*: throughput
+and p99 of the last three windows each within ±10% of their mean (Triton perf_analyzer's rule),
+at most `max_windows`. A step that never settles is kept and marked unstable. Its percentiles
+come from the HDR histograms of those windows added together (every request counted once), not
+from an average of per-window percentiles. The sweep stops early when throughput has gained less
 than 5% over the last `patience` steps (model_analyzer's rule), when more than 1% of requests
-fail, or when p99 passes a latency budget.
+fail, when p99 passes the SLO, or when the sweep's time budget is spent.
 
-The knee is the lowest concurrency whose throughput is within 5% of the best measured:
-beyond it, more concurrency only queues (latency grows, throughput does not). Capacity is the
-best throughput; the operating point is 80% of it (the soak level of the load-testing notes).
+The knee is the step after which p99 grows faster than throughput: from it to the next step,
+latency's growth factor exceeds throughput's by more than 10% (below the knee more load buys
+throughput at flat latency; beyond it, more load only queues). Capacity is the best throughput;
+the operating point is 80% of it (the soak level of the load-testing notes).
 
 The generator shares the cores with the service on one machine. Every window records the CPU
 the generator used (its own accounting), the CPU of the service's process tree (with `pids`) and
 the machine's busy cores. A step is *generator-limited* when the generator used at least 90% of
 the cores it can use, or when the machine was out of cores and the generator held a large
 share of them, or when the step's throughput reached 80% of the generator's measured ceiling
-(`generator_ceiling_rps`, benchmarks/generator_ceiling.py). When the best step is
+(`generator_ceiling_rps`, benchmarks/generator_ceiling.py), or (open model) when the generator
+itself sent requests late (its schedule lag: dispatch time minus intended time, p99). When the best step is
 generator-limited the sweep says so: its capacity is a lower bound.
 
 `run_sweep` takes the measuring function and the CPU meter as arguments, so the policy is tested
@@ -46,27 +55,47 @@ GENERATOR_SHARE = 0.35          # ... with at least this share of the busy cores
 CEILING_SHARE = 0.80            # of the generator's measured ceiling (req/s)
 OPERATING_SHARE = 0.80          # of capacity: the level to run or soak at
 OTHER_LOAD = 0.25               # cores used by the rest of the machine worth a warning
+GENERATOR_LAG_MS = 5.0          # open model: the generator's own p99 lateness that marks a step
+KNEE_MARGIN = 0.10              # p99 must outgrow throughput by this much to be a knee
+
+
+MODELS = ("closed", "open")
 
 
 @dataclass(frozen=True)
 class SweepSettings:
-    levels: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+    levels: tuple[float, ...] = (1, 2, 4, 8, 16, 32, 64)
+    model: str = "closed"         # "closed": levels are connections; "open": requests/s
+    arrivals: str = "constant"    # open model: "constant" or "poisson" inter-arrival times
     window_s: int = 3
     warmup_s: int = 2
     stable_windows: int = 3       # the last N windows judged for stability, and averaged
     max_windows: int = 6
     stability: float = 0.10       # each of throughput and p99 within ±10% of the mean
     plateau_gain: float = 0.05    # less than 5% more throughput ...
-    patience: int = 4             # ... over this many steps: stop
+    patience: int = 2             # ... over this many steps: stop
     max_error_rate: float = 0.01
-    latency_budget_ms: float | None = None
+    slo_p99_ms: float | None = None
     generator_ceiling_rps: float | None = None
+    max_duration_s: float | None = None  # the whole sweep's time budget (None: no budget)
+
+    @property
+    def level_name(self) -> str:
+        """The JSON key of a step's load: "concurrency" or "rate"."""
+        return "concurrency" if self.model == "closed" else "rate"
 
     def __post_init__(self):
-        if not self.levels or any(c < 1 for c in self.levels):
-            raise ValueError("concurrency levels must be positive")
+        if self.model not in MODELS:
+            raise ValueError(f"unknown load model {self.model!r}")
+        if self.arrivals not in ("constant", "poisson"):
+            raise ValueError(f"unknown arrival process {self.arrivals!r}")
+        unit = "concurrency levels" if self.model == "closed" else "rates"
+        if not self.levels or any(c <= 0 for c in self.levels):
+            raise ValueError(f"{unit} must be positive")
+        if self.model == "closed" and any(c != int(c) for c in self.levels):
+            raise ValueError("concurrency levels must be whole numbers")
         if list(self.levels) != sorted(set(self.levels)):
-            raise ValueError("concurrency levels must be strictly increasing")
+            raise ValueError(f"{unit} must be strictly increasing")
         if self.window_s < 1 or self.warmup_s < 0:
             raise ValueError("the window is at least 1 s and the warm-up not negative")
         if not 1 <= self.stable_windows <= self.max_windows:
@@ -86,14 +115,15 @@ def doubling_levels(start: int, maximum: int) -> tuple[int, ...]:
     return tuple(levels + [maximum])
 
 
-def parse_levels(text: str) -> tuple[int, ...]:
-    """`"1,2,4,8"` -> (1, 2, 4, 8); ValueError naming what is wrong."""
+def parse_levels(text: str, kind=int) -> tuple:
+    """`"1,2,4,8"` -> (1, 2, 4, 8) (`kind=float` for rates); ValueError naming what is wrong."""
+    what = "concurrency levels must be whole numbers" if kind is int else "rates must be numbers"
     try:
-        levels = tuple(int(part) for part in text.split(",") if part.strip())
+        levels = tuple(kind(part) for part in text.split(",") if part.strip())
     except ValueError:
-        raise ValueError(f"concurrency levels must be whole numbers separated by commas: {text!r}")
+        raise ValueError(f"{what} separated by commas: {text!r}")
     if not levels:
-        raise ValueError("no concurrency level given")
+        raise ValueError("no level given")
     return levels
 
 
@@ -153,6 +183,11 @@ class Window:
     generator_capacity_cores: float
     service_cores: float | None
     machine_busy_cores: float | None
+    max_ms: float | None = None
+    errors_by_kind: dict = field(default_factory=dict)
+    lag_ms: float | None = None   # open model: the generator's own lateness, p99
+    histogram: object = None      # HDR histogram of the window's latencies (µs), when recorded
+    histogram_source: str | None = None
 
     @classmethod
     def from_load(cls, result: LoadResult, before: CpuReading | None, after: CpuReading | None,
@@ -165,6 +200,9 @@ class Window:
             if before.machine_idle_s is not None and after.machine_idle_s is not None:
                 idle = max(0.0, after.machine_idle_s - before.machine_idle_s) / wall
                 busy = min(float(cores), max(0.0, cores - idle))
+        kinds = getattr(result, "errors_by_kind", None)
+        if kinds is None:
+            kinds = dict(result.socket_errors, non_2xx=result.non_2xx)
         return cls(rps=result.requests_per_second, requests=result.requests,
                    errors=result.errors,
                    attempts=result.requests + sum(result.socket_errors.values()),
@@ -173,7 +211,12 @@ class Window:
                    p95_ms=result.latency_p95_ms, p99_ms=result.latency_p99_ms,
                    generator_cores=result.generator_cores,
                    generator_capacity_cores=result.generator_capacity_cores,
-                   service_cores=service, machine_busy_cores=busy)
+                   service_cores=service, machine_busy_cores=busy,
+                   max_ms=result.latency_max_ms,
+                   errors_by_kind={k: int(v) for k, v in kinds.items() if v},
+                   lag_ms=getattr(result, "schedule_lag_ms", None),
+                   histogram=getattr(result, "histogram", None),
+                   histogram_source=getattr(result, "histogram_source", None))
 
 
 def _mean(values):
@@ -191,13 +234,31 @@ def within(values: Sequence[float | None], tolerance: float) -> bool:
     return all(abs(v - mean) <= tolerance * mean for v in values)
 
 
+PERCENTILES = ("p50", "p90", "p95", "p99", "max")
+
+
 @dataclass
 class Step:
-    concurrency: int
+    level: float                  # connections (closed model) or requests/s (open model)
+    model: str = "closed"
     windows: list[Window] = field(default_factory=list)
     warmup: Window | None = None
     stable: bool = False
     judged_on: int = 3
+    diagnosis: dict | None = None  # the verdict under this step's load (with --pid)
+
+    @property
+    def concurrency(self) -> int | None:
+        return int(self.level) if self.model == "closed" else None
+
+    @property
+    def rate(self) -> float | None:
+        return float(self.level) if self.model == "open" else None
+
+    @property
+    def label(self) -> str:
+        return (f"concurrency {int(self.level)}" if self.model == "closed"
+                else f"{self.level:g} req/s")
 
     @property
     def last(self) -> list[Window]:
@@ -207,18 +268,62 @@ class Step:
     def rps(self) -> float:
         return _mean(w.rps for w in self.last) or 0.0
 
+    @property
+    def pooled(self) -> bool:
+        """The step's percentiles come from its windows' histograms added together."""
+        return bool(self.last) and all(w.histogram is not None for w in self.last)
+
     def latency(self, name: str) -> float | None:
-        """The mean over the judged windows of each window's percentile `name` ("p99_ms")."""
-        return _mean(getattr(w, name) for w in self.last)
+        """Percentile `name` ("p50" ... "p99", "max"; a trailing "_ms" is accepted) in ms of
+        every request of the judged windows: from their HDR histograms pooled when recorded,
+        else the mean of each window's percentile (the max of the maxima)."""
+        name = name.removesuffix("_ms")
+        if self.pooled:
+            return self._pooled_percentiles().get(name)
+        if name == "max":
+            values = [w.max_ms for w in self.last if w.max_ms is not None]
+            return max(values) if values else None
+        return _mean(getattr(w, f"{name}_ms") for w in self.last)
+
+    def _pooled_percentiles(self) -> dict:
+        from diagnose.latency import merge, percentiles_ms
+
+        key = tuple(id(w) for w in self.last)
+        cached = getattr(self, "_pooled_cache", None)
+        if cached is None or cached[0] != key:
+            cached = (key, percentiles_ms(merge([w.histogram for w in self.last])))
+            self._pooled_cache = cached
+        return cached[1]
+
+    def latencies(self) -> dict:
+        return {name: self.latency(name) for name in PERCENTILES}
 
     @property
     def requests(self) -> int:
         return sum(w.requests for w in self.last)
 
     @property
+    def error_count(self) -> int:
+        return sum(w.errors for w in self.last)
+
+    @property
+    def errors_by_kind(self) -> dict:
+        kinds: dict = {}
+        for w in self.last:
+            for kind, count in w.errors_by_kind.items():
+                kinds[kind] = kinds.get(kind, 0) + count
+        return kinds
+
+    @property
     def error_rate(self) -> float:
         total = sum(w.attempts for w in self.last)
         return sum(w.errors for w in self.last) / total if total else 0.0
+
+    @property
+    def lag_ms(self) -> float | None:
+        """Open model: the generator's worst p99 lateness over the judged windows."""
+        values = [w.lag_ms for w in self.last if w.lag_ms is not None]
+        return max(values) if values else None
 
     @property
     def generator_cores(self) -> float | None:
@@ -257,12 +362,16 @@ class Step:
         if ceiling_rps and self.rps >= CEILING_SHARE * ceiling_rps:
             reasons.append(f"{self.rps:,.0f} req/s is {self.rps / ceiling_rps:.0%} of the load "
                            f"generator's measured ceiling ({ceiling_rps:,.0f} req/s)")
+        lag = self.lag_ms
+        if lag is not None and lag > GENERATOR_LAG_MS:
+            reasons.append(f"the load generator sent requests up to {lag:,.1f} ms behind "
+                           f"schedule (p99): it could not keep the rate")
         return reasons
 
 
 # -- the sweep ----------------------------------------------------------------------------------
 
-Measure = Callable[[int, int], LoadResult]  # (connections, seconds) -> one load run
+Measure = Callable[[float, int], LoadResult]  # (level, seconds) -> one load run
 
 
 @dataclass
@@ -276,15 +385,15 @@ class SweepResult:
     interrupted: str | None = None  # the signal's name when one ended the sweep
 
 
-def measure_step(concurrency: int, settings: SweepSettings, measure: Measure,
+def measure_step(level: float, settings: SweepSettings, measure: Measure,
                  meter: CpuMeter | None, log: Callable[[str], None] = lambda _m: None) -> Step:
     cores = meter.cores if meter is not None else cores_available(0)
-    step = Step(concurrency, judged_on=settings.stable_windows)
+    step = Step(level, settings.model, judged_on=settings.stable_windows)
     if settings.warmup_s:
-        step.warmup = Window.from_load(measure(concurrency, settings.warmup_s), None, None, cores)
+        step.warmup = Window.from_load(measure(level, settings.warmup_s), None, None, cores)
     while len(step.windows) < settings.max_windows:
         before = meter.read() if meter is not None else None
-        result = measure(concurrency, settings.window_s)
+        result = measure(level, settings.window_s)
         after = meter.read() if meter is not None else None
         step.windows.append(Window.from_load(result, before, after, cores))
         if len(step.windows) >= settings.stable_windows:
@@ -293,9 +402,8 @@ def measure_step(concurrency: int, settings: SweepSettings, measure: Measure,
                     and within([w.p99_ms for w in last], settings.stability)):
                 step.stable = True
                 break
-    log(f"  concurrency {concurrency}: {step.rps:,.1f} req/s, p99 "
-        f"{_fmt_ms(step.latency('p99_ms'))}, {len(step.windows)} windows"
-        + ("" if step.stable else " (not stable)"))
+    log(f"  {step.label}: {step.rps:,.1f} req/s, p99 {_fmt_ms(step.latency('p99'))}, "
+        f"{len(step.windows)} windows" + ("" if step.stable else " (not stable)"))
     return step
 
 
@@ -315,28 +423,35 @@ def plateaued(steps: Sequence[Step], gain: float, patience: int) -> bool:
 
 def run_sweep(settings: SweepSettings, measure: Measure, meter: CpuMeter | None = None,
               log: Callable[[str], None] = lambda _m: None,
-              steps: list[Step] | None = None) -> SweepResult:
+              steps: list[Step] | None = None,
+              after_step: Callable[[Step], None] | None = None) -> SweepResult:
     """Measures each level in turn until a stop rule fires. `steps` (optional) is filled in as
-    the sweep goes, so a caller interrupted mid-sweep still holds the steps measured."""
+    the sweep goes, so a caller interrupted mid-sweep still holds the steps measured;
+    `after_step` runs after each step is measured (the diagnosis under that step's load)."""
     steps = steps if steps is not None else []
     started = time.time()
+    clock = time.monotonic()
     reason = "levels exhausted"
-    for concurrency in settings.levels:
-        step = measure_step(concurrency, settings, measure, meter, log)
+    for level in settings.levels:
+        step = measure_step(level, settings, measure, meter, log)
         steps.append(step)
+        if after_step is not None:
+            after_step(step)
         if step.error_rate > settings.max_error_rate:
-            reason = (f"errors: {step.error_rate:.1%} of requests failed at concurrency "
-                      f"{concurrency}")
+            reason = f"errors: {step.error_rate:.1%} of requests failed at {step.label}"
             break
-        p99 = step.latency("p99_ms")
-        if settings.latency_budget_ms is not None and p99 is not None \
-                and p99 > settings.latency_budget_ms:
-            reason = (f"latency budget: p99 {p99:,.1f} ms passed {settings.latency_budget_ms:g} "
-                      f"ms at concurrency {concurrency}")
+        p99 = step.latency("p99")
+        if settings.slo_p99_ms is not None and p99 is not None and p99 > settings.slo_p99_ms:
+            reason = (f"SLO: p99 {p99:,.1f} ms passed {settings.slo_p99_ms:g} ms at "
+                      f"{step.label}")
             break
         if plateaued(steps, settings.plateau_gain, settings.patience):
             reason = (f"plateau: less than {settings.plateau_gain:.0%} more throughput over the "
                       f"last {settings.patience} steps")
+            break
+        if (settings.max_duration_s is not None
+                and time.monotonic() - clock >= settings.max_duration_s):
+            reason = f"time budget: the sweep's {settings.max_duration_s:g} s are spent"
             break
     cores = meter.cores if meter is not None else cores_available(0)
     return SweepResult(settings, steps, reason, cores, started, time.time())
@@ -344,14 +459,26 @@ def run_sweep(settings: SweepSettings, measure: Measure, meter: CpuMeter | None 
 
 # -- the summary --------------------------------------------------------------------------------
 
-def knee_index(steps: Sequence[Step], gain: float) -> int | None:
-    """The lowest step whose throughput is within `gain` of the best (None without steps)."""
-    if not steps:
-        return None
-    best = max(s.rps for s in steps)
-    if best <= 0:
-        return None
-    return next(i for i, s in enumerate(steps) if s.rps >= (1 - gain) * best)
+def find_knee(steps: Sequence[Step], margin: float = KNEE_MARGIN) -> tuple[int, str] | None:
+    """The step after which p99 grows faster than throughput, with the reason: the first i
+    where p99(i+1)/p99(i) > (1 + margin) × rps(i+1)/rps(i). None when latency never outgrew
+    throughput over the steps measured."""
+    for i in range(len(steps) - 1):
+        here, there = steps[i], steps[i + 1]
+        p_here, p_there = here.latency("p99"), there.latency("p99")
+        if not (here.rps > 0 and p_here and p_there):
+            continue
+        rps_growth, p99_growth = there.rps / here.rps, p_there / p_here
+        if p99_growth > (1 + margin) * rps_growth:
+            return i, (f"from {here.label} to {there.label} p99 grew ×{p99_growth:.2f} "
+                       f"({_fmt_ms(p_here)} → {_fmt_ms(p_there)}) while throughput grew "
+                       f"×{rps_growth:.2f} ({here.rps:,.0f} → {there.rps:,.0f} req/s)")
+    return None
+
+
+def _step_ref(step: Step) -> dict:
+    return ({"concurrency": step.concurrency} if step.model == "closed"
+            else {"rate": step.rate})
 
 
 def summarize(result: SweepResult) -> dict:
@@ -359,8 +486,7 @@ def summarize(result: SweepResult) -> dict:
     settings = result.settings
     # A level where requests failed is no capacity (fast errors are not service).
     steps = [s for s in result.steps if s.error_rate <= settings.max_error_rate]
-    knee = knee_index(steps, settings.plateau_gain)
-    if knee is None:
+    if not steps or max(s.rps for s in steps) <= 0:
         if not result.steps:
             headline = "no level was measured"
         elif len(steps) < len(result.steps):
@@ -371,48 +497,56 @@ def summarize(result: SweepResult) -> dict:
         return {"limited_by": "no throughput", "capacity_rps": None, "knee": None,
                 "headline": headline, "generator_limits": [], "operating_point_rps": None,
                 "saturated": False, "unstable_levels": []}
+    found = find_knee(steps)
     peak = max(range(len(steps)), key=lambda i: steps[i].rps)
-    k, top = steps[knee], steps[peak]
+    top = steps[peak]
     limits = top.generator_limits(result.cores, settings.generator_ceiling_rps)
-    saturated = knee < len(steps) - 1  # a higher level measured no more throughput
+    knee_limits = steps[found[0]].generator_limits(result.cores, settings.generator_ceiling_rps) \
+        if found else []
+    saturated = found is not None
     first = steps[0]
-    p99_first, p99_knee = first.latency("p99_ms"), k.latency("p99_ms")
-    beyond = steps[-1] if saturated else None
-    if limits:
+    k = steps[found[0]] if found else top
+    p99_first, p99_knee = first.latency("p99"), k.latency("p99")
+    beyond = steps[-1]
+    if limits or knee_limits:
         limited_by = "generator"
-        headline = (f"the load generator, not the service, set the top of this curve: "
-                    f"{top.rps:,.0f} req/s at concurrency {top.concurrency} is a lower bound "
-                    f"of the service's capacity ({limits[0]})")
-    elif result.stop_reason.startswith(("errors", "latency budget")) and not saturated:
+        reasons = knee_limits or limits
+        headline = (f"the load generator, not the service, set this curve: "
+                    f"{top.rps:,.0f} req/s at {top.label} is a lower bound of the service's "
+                    f"capacity ({reasons[0]})")
+        limits = limits or knee_limits
+    elif result.stop_reason.startswith(("errors", "SLO")) and not saturated:
         limited_by = result.stop_reason.split(":", 1)[0]
-        headline = (f"stopped by {result.stop_reason}; best {top.rps:,.0f} req/s at "
-                    f"concurrency {top.concurrency}")
+        headline = f"stopped by {result.stop_reason}; best {top.rps:,.0f} req/s at {top.label}"
     elif saturated:
         limited_by = "service"
-        headline = (f"capacity {top.rps:,.0f} req/s, reached at concurrency {k.concurrency} "
-                    f"(the knee): beyond it throughput grows less than "
-                    f"{settings.plateau_gain:.0%} while p99 goes from {_fmt_ms(p99_knee)} to "
-                    f"{_fmt_ms(beyond.latency('p99_ms'))} at concurrency {beyond.concurrency}")
+        headline = (f"the knee is at {k.label} ({k.rps:,.0f} req/s, p99 {_fmt_ms(p99_knee)}): "
+                    f"beyond it latency grows faster than throughput, p99 reaching "
+                    f"{_fmt_ms(beyond.latency('p99'))} at {beyond.label}; capacity "
+                    f"{top.rps:,.0f} req/s")
     else:
         limited_by = "not reached"
-        headline = (f"throughput still grew at the highest concurrency measured "
-                    f"({k.concurrency}: {k.rps:,.0f} req/s): "
+        headline = (f"latency never outgrew throughput up to {beyond.label} "
+                    f"({beyond.rps:,.0f} req/s): "
                     + ("the sweep was interrupted before the knee" if result.interrupted
                        else "sweep higher to find the knee"))
-    unstable = [s.concurrency for s in result.steps if not s.stable]
+    unstable = [s.label for s in result.steps if not s.stable]
     others = [s.other_cores for s in result.steps if s.other_cores is not None]
     shared = max(others) if others and max(others) >= OTHER_LOAD else None
+    knee = None
+    if found:
+        knee = {**_step_ref(k), "index": result.steps.index(k), "rps": round(k.rps, 2),
+                "p50_ms": _r(k.latency("p50")), "p95_ms": _r(k.latency("p95")),
+                "p99_ms": _r(p99_knee), "reason": found[1]}
     return {
         "limited_by": limited_by,
         "headline": headline,
         "capacity_rps": round(top.rps, 2),
-        "peak_concurrency": top.concurrency,
-        "knee": {"concurrency": k.concurrency, "rps": round(k.rps, 2),
-                 "p50_ms": k.latency("p50_ms"), "p95_ms": k.latency("p95_ms"),
-                 "p99_ms": p99_knee},
+        "peak": {**_step_ref(top), "index": result.steps.index(top)},
+        "knee": knee,
         "saturated": saturated,
         "latency_growth_to_knee": (round(p99_knee / p99_first, 2)
-                                   if p99_first and p99_knee else None),
+                                   if found and p99_first and p99_knee else None),
         "operating_point_rps": round(OPERATING_SHARE * top.rps, 2),
         "generator_limits": limits,
         "unstable_levels": unstable,
@@ -429,49 +563,77 @@ def _r(value, digits=3):
 def _window_dict(w: Window) -> dict:
     return {"rps": _r(w.rps, 2), "requests": w.requests, "errors": w.errors,
             "duration_s": _r(w.duration_s), "p50_ms": _r(w.p50_ms), "p90_ms": _r(w.p90_ms),
-            "p95_ms": _r(w.p95_ms), "p99_ms": _r(w.p99_ms),
+            "p95_ms": _r(w.p95_ms), "p99_ms": _r(w.p99_ms), "max_ms": _r(w.max_ms),
+            "lag_ms": _r(w.lag_ms),
             "generator_cores": _r(w.generator_cores),
             "generator_capacity_cores": w.generator_capacity_cores,
             "service_cores": _r(w.service_cores), "machine_busy_cores": _r(w.machine_busy_cores)}
 
 
+def _verdict(diagnosis: dict | None) -> dict | None:
+    if not diagnosis or not diagnosis.get("primary"):
+        return None
+    return {"primary": diagnosis["primary"], "headline": diagnosis.get("headline"),
+            "severity": diagnosis.get("severity")}
+
+
 def step_dict(step: Step, cores: int, ceiling_rps: float | None) -> dict:
+    """One step in the report's contract (docs/load.md): its load, what was measured, the
+    generator's self-check and, with --pid, the verdict under that load and its report."""
+    limits = step.generator_limits(cores, ceiling_rps)
+    gen = step.generator_cores
+    source = "hdr" if step.pooled else "window means"
+    if step.pooled and step.last[-1].histogram_source:
+        source = f"hdr ({step.last[-1].histogram_source})"
+    diagnosis = step.diagnosis or {}
     return {
-        "concurrency": step.concurrency, "rps": _r(step.rps, 2), "requests": step.requests,
+        **_step_ref(step),
+        "requests": step.requests,
+        "throughput_rps": _r(step.rps, 2),
+        "latency_ms": {name: _r(value) for name, value in step.latencies().items()},
+        "latency_source": source,
+        "errors": step.errors_by_kind,
+        "error_count": step.error_count,
         "error_rate": _r(step.error_rate, 4),
-        "p50_ms": _r(step.latency("p50_ms")), "p90_ms": _r(step.latency("p90_ms")),
-        "p95_ms": _r(step.latency("p95_ms")), "p99_ms": _r(step.latency("p99_ms")),
-        "stable": step.stable, "windows_measured": len(step.windows),
-        "generator_cores": _r(step.generator_cores), "service_cores": _r(step.service_cores),
+        "stable": step.stable,
+        "windows_measured": len(step.windows),
+        "generator": {"cpu_share": _r(gen / cores if gen is not None and cores else None),
+                      "cores": _r(gen), "lag_ms": _r(step.lag_ms),
+                      "limited": bool(limits), "reasons": limits},
+        "service_cores": _r(step.service_cores),
         "machine_busy_cores": _r(step.machine_busy_cores),
         "other_cores": _r(step.other_cores),
-        "generator_limits": step.generator_limits(cores, ceiling_rps),
+        "verdict": _verdict(step.diagnosis),
+        "report": diagnosis.get("html_name"),
+        "diagnosis": step.diagnosis,
         "windows": [_window_dict(w) for w in step.windows],
         "warmup": _window_dict(step.warmup) if step.warmup is not None else None,
     }
 
 
-def sweep_report(result: SweepResult, target: dict, generator: dict,
-                 diagnosis: dict | None = None) -> dict:
-    """The JSON report of a sweep (`kind: "sweep"`)."""
+def sweep_report(result: SweepResult, target: dict, generator: dict) -> dict:
+    """The JSON report of a sweep (`kind: "sweep"`, contract in docs/load.md)."""
     s = result.settings
+    summary = summarize(result)
+    knee = summary.get("knee")
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": "sweep",
         "target": target,
         "generator": generator,
-        "settings": {"levels": list(s.levels), "window_s": s.window_s, "warmup_s": s.warmup_s,
+        "settings": {"model": s.model, "arrivals": s.arrivals if s.model == "open" else None,
+                     "levels": list(s.levels), "window_s": s.window_s, "warmup_s": s.warmup_s,
                      "stable_windows": s.stable_windows, "max_windows": s.max_windows,
                      "stability": s.stability, "plateau_gain": s.plateau_gain,
                      "patience": s.patience, "max_error_rate": s.max_error_rate,
-                     "latency_budget_ms": s.latency_budget_ms,
+                     "slo_p99_ms": s.slo_p99_ms, "max_duration_s": s.max_duration_s,
                      "generator_ceiling_rps": s.generator_ceiling_rps},
         "machine": {"cores": result.cores},
         "started_at": result.started_at, "ended_at": result.ended_at,
         "stop_reason": result.stop_reason,
         "interrupted": result.interrupted,
         "partial": result.interrupted is not None,
-        "summary": summarize(result),
+        "summary": summary,
         "steps": [step_dict(st, result.cores, s.generator_ceiling_rps) for st in result.steps],
-        "diagnosis": diagnosis,
+        "knee": {"index": knee["index"], "reason": knee["reason"]} if knee else None,
     }

@@ -35,16 +35,27 @@ def _nice_max(value: float) -> float:
     return 10 * exp
 
 
-def chart(steps: list[dict], series: tuple[str, ...], knee: int | None) -> dict:
-    """Polylines of `series` (step keys) over concurrency on a log2 axis, with ticks."""
-    points = [s for s in steps if s.get("concurrency")]
+def _level(step: dict) -> float | None:
+    return step.get("concurrency") or step.get("rate")
+
+
+def _series_value(step: dict, key: str) -> float | None:
+    """"throughput_rps", or a latency percentile "p50" / "p95" / "p99" (ms)."""
+    if key == "throughput_rps":
+        return step.get("throughput_rps")
+    return (step.get("latency_ms") or {}).get(key)
+
+
+def chart(steps: list[dict], series: tuple[str, ...], knee: float | None) -> dict:
+    """Polylines of `series` over the load (connections or requests/s) on a log2 axis."""
+    points = [s for s in steps if _level(s)]
     frame = {"w": W, "h": H, "left": LEFT, "bottom": H - BOTTOM, "right": W - RIGHT, "top": TOP}
     if not points:
         return {**frame, "lines": [], "xticks": [], "yticks": [], "knee_x": None}
-    xs = [math.log2(s["concurrency"]) for s in points]
+    xs = [math.log2(_level(s)) for s in points]
     x0, x1 = min(xs), max(xs)
     span = (x1 - x0) or 1.0
-    top = _nice_max(max((s.get(k) or 0) for s in points for k in series))
+    top = _nice_max(max((_series_value(s, k) or 0) for s in points for k in series))
 
     def px(c):
         return LEFT + (math.log2(c) - x0) / span * (W - LEFT - RIGHT)
@@ -54,11 +65,12 @@ def chart(steps: list[dict], series: tuple[str, ...], knee: int | None) -> dict:
 
     lines = []
     for key in series:
-        pts = [(px(s["concurrency"]), py(s[key])) for s in points if s.get(key) is not None]
+        pts = [(px(_level(s)), py(_series_value(s, key))) for s in points
+               if _series_value(s, key) is not None]
         lines.append({"key": key, "points": " ".join(f"{x:.1f},{y:.1f}" for x, y in pts),
                       "dots": [{"x": round(x, 1), "y": round(y, 1)} for x, y in pts]})
     yticks = [{"y": round(py(top * f / 4), 1), "label": f"{top * f / 4:,.4g}"} for f in range(5)]
-    xticks = [{"x": round(px(s["concurrency"]), 1), "label": str(s["concurrency"])} for s in points]
+    xticks = [{"x": round(px(_level(s)), 1), "label": f"{_level(s):g}"} for s in points]
     return {**frame, "lines": lines, "xticks": xticks, "yticks": yticks,
             "knee_x": round(px(knee), 1) if knee else None}
 
@@ -70,10 +82,11 @@ def _env() -> jinja2.Environment:
 
 def render_sweep_html(report: dict) -> str:
     css = _css()
-    knee = ((report.get("summary") or {}).get("knee") or {}).get("concurrency")
     steps = report.get("steps") or []
-    charts = {"rps": chart(steps, ("rps",), knee),
-              "latency": chart(steps, ("p50_ms", "p95_ms", "p99_ms"), knee)}
+    knee_at = report.get("knee")
+    knee = _level(steps[knee_at["index"]]) if knee_at else None
+    charts = {"rps": chart(steps, ("throughput_rps",), knee),
+              "latency": chart(steps, ("p50", "p95", "p99"), knee)}
     return _env().get_template("sweep.html.j2").render(
         report=report, charts=charts, css=Markup(css), csp=content_security_policy(None, css),
         data_json=Markup(script_safe_json(report)))

@@ -21,11 +21,14 @@ HOSTILE = "</script><img src=x onerror=alert(1)>"
 
 def sweep_page(tmp_path):
     measure, _ = closed_loop_service(capacity_rps=400, service_ms=10)
-    report = sweep_report(run_sweep(SETTINGS, measure),
+
+    def diagnose(step):  # the verdict under each step's load, with a hostile headline
+        step.diagnosis = {"primary": "pool_wait", "headline": HOSTILE, "severity": "critical",
+                          "html_name": f"d{int(step.level)}.html"}
+
+    report = sweep_report(run_sweep(SETTINGS, measure, after_step=diagnose),
                           {"url": f"http://127.0.0.1:1/{HOSTILE}", "pids": [7]},
-                          {"tool": "wrk", "threads": 2},
-                          {"concurrency": 4, "headline": HOSTILE, "html_name": "d.html",
-                           "rps_while_sampled": 390.0})
+                          {"tool": "wrk", "threads": 2})
     path = tmp_path / "sweep.html"
     path.write_text(render_sweep_html(json.loads(json.dumps(report))), encoding="utf-8")
     return path
@@ -42,8 +45,9 @@ def test_the_sweep_page_draws_its_curves_without_script(open_report, tmp_path):
     box = page.locator("svg.chart").first.bounding_box()
     assert box["width"] > 300 and box["height"] > 150
     assert page.locator("tr.knee td").first.inner_text() == "4"
-    assert HOSTILE in page.locator("#diagnosis").inner_text()
-    assert page.locator("#diagnosis a").get_attribute("href") == "d.html"
+    knee_verdict = page.locator("tr.knee td.verdict")
+    assert HOSTILE in knee_verdict.inner_text()
+    assert knee_verdict.locator("a").get_attribute("href") == "d4.html"
 
 
 def test_the_experiment_page_shows_the_outcome_and_every_run(open_report, tmp_path):

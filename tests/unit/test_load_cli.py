@@ -27,7 +27,7 @@ def test_sweep_of_a_url_nothing_answers_is_exit_12_with_no_report(out_dir):
     proc, _ = run_cli("sweep", f"http://127.0.0.1:{port}/predict", "-o", out_dir, timeout=30)
     assert proc.returncode == 12
     assert f"http://127.0.0.1:{port}/predict does not answer" in proc.stderr
-    assert not out_dir.exists() or not list(out_dir.glob("sweep-*"))
+    assert not out_dir.exists() or not list(out_dir.glob("*sweep-*"))
 
 
 def test_sweep_with_a_pid_that_does_not_exist_is_exit_3(out_dir):
@@ -38,10 +38,27 @@ def test_sweep_with_a_pid_that_does_not_exist_is_exit_3(out_dir):
 
 
 def test_sweep_levels_must_be_increasing_numbers(out_dir):
-    for levels in ("4,2", "1,x"):
-        proc, _ = run_cli("sweep", "http://127.0.0.1:1/", "--concurrency", levels, "-o",
+    for option, levels in (("--concurrency", "4,2"), ("--concurrency", "1,x"),
+                           ("--concurrency", "1.5,2"), ("--rate", "20,10"), ("--rate", "0,5")):
+        proc, _ = run_cli("sweep", "http://127.0.0.1:1/", option, levels, "-o",
                           out_dir, timeout=30)
         assert proc.returncode == 2, levels
+        assert "Error:" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_sweep_takes_one_load_model_and_well_formed_requests(out_dir, tmp_path):
+    cases = [
+        (["--concurrency", "1,2", "--rate", "10,20"], "not both"),
+        (["--header", "no-colon-here"], "NAME:VALUE"),
+        (["--body", str(tmp_path / "missing.bin")], "--body"),
+    ]
+    for args, message in cases:
+        proc, _ = run_cli("sweep", "http://127.0.0.1:1/", *args, "-o", out_dir, timeout=30)
+        assert proc.returncode == 2, args
+        assert message in proc.stderr, proc.stderr
+    proc, _ = run_cli("sweep", "http://127.0.0.1:1/", "--rate", "10", "--tool", "wrk",
+                      "-o", out_dir, timeout=30)
+    assert proc.returncode == 12 and "open model" in proc.stderr
 
 
 def test_experiment_needs_a_change_to_compare(out_dir):

@@ -12,8 +12,8 @@ import pytest
 
 from diagnose.loadgen import LoadResult, parse_wrk
 from diagnose.render.sweep_html import render_sweep_html
-from diagnose.sweep import (CpuMeter, CpuReading, SweepSettings, Window, doubling_levels,
-                            knee_index, parse_levels, plateaued, run_sweep, summarize,
+from diagnose.sweep import (CpuMeter, CpuReading, Step, SweepSettings, Window, doubling_levels,
+                            find_knee, parse_levels, plateaued, run_sweep, summarize,
                             sweep_report)
 
 
@@ -25,6 +25,7 @@ def closed_loop_service(capacity_rps: float, service_ms: float, gen_cores=lambda
     calls = []
 
     def measure(connections: int, seconds: int) -> LoadResult:
+        connections = int(connections)
         calls.append((connections, seconds))
         rps = min(connections / (service_ms / 1e3), capacity_rps) * noise(len(calls))
         latency_ms = connections / rps * 1e3
@@ -41,8 +42,9 @@ def closed_loop_service(capacity_rps: float, service_ms: float, gen_cores=lambda
 SETTINGS = SweepSettings(levels=(1, 2, 4, 8, 16, 32, 64), window_s=1, warmup_s=1, patience=2)
 
 
-def test_saturating_service_has_its_knee_where_throughput_stops_growing():
-    # 10 ms per request, 400 req/s at most: c=4 gives 400, so the knee is 4.
+def test_saturating_service_has_its_knee_where_p99_starts_outgrowing_throughput():
+    # 10 ms per request, 400 req/s at most: c=4 gives 400; from 4 to 8 p99 doubles while
+    # throughput stays, so the knee is 4.
     measure, calls = closed_loop_service(capacity_rps=400, service_ms=10)
     result = run_sweep(SETTINGS, measure)
     summary = summarize(result)
@@ -57,7 +59,11 @@ def test_saturating_service_has_its_knee_where_throughput_stops_growing():
     assert [s.concurrency for s in result.steps] == [1, 2, 4, 8, 16]
     assert result.stop_reason.startswith("plateau")
     assert max(c for c, _ in calls) == 16
-    assert "capacity 400 req/s, reached at concurrency 4" in summary["headline"]
+    assert "the knee is at concurrency 4" in summary["headline"]
+    assert "capacity 400 req/s" in summary["headline"]
+    assert summary["knee"]["reason"] == ("from concurrency 4 to concurrency 8 p99 grew ×2.00 "
+                                         "(20.0 ms → 40.0 ms) while throughput grew ×1.00 "
+                                         "(400 → 400 req/s)")
 
 
 def test_every_step_warms_up_then_stops_at_three_agreeing_windows():
@@ -77,7 +83,7 @@ def test_a_step_that_never_settles_is_measured_to_the_limit_and_marked_unstable(
     step = result.steps[0]
     assert not step.stable
     assert len(step.windows) == 5
-    assert summarize(result)["unstable_levels"] == [1]
+    assert summarize(result)["unstable_levels"] == ["concurrency 1"]
 
 
 def test_throughput_still_growing_at_the_last_level_is_not_called_a_knee():
@@ -87,6 +93,7 @@ def test_throughput_still_growing_at_the_last_level_is_not_called_a_knee():
     assert summary["limited_by"] == "not reached"
     assert summary["saturated"] is False
     assert "sweep higher" in summary["headline"]
+    assert summary["knee"] is None
     assert result.stop_reason == "levels exhausted"
 
 
@@ -140,17 +147,24 @@ def test_errors_above_one_percent_stop_the_sweep():
     # the failing level counts for nothing: the best is concurrency 2, and errors stopped it
     assert summary["limited_by"] == "errors"
     assert summary["capacity_rps"] == pytest.approx(200)
-    assert summary["knee"]["concurrency"] == 2
+    assert summary["knee"] is None  # up to 2, latency never outgrew throughput
 
 
-def test_a_latency_budget_stops_the_sweep_at_the_first_level_past_it():
+def test_an_slo_on_p99_stops_the_sweep_at_the_first_level_past_it():
     measure, _ = closed_loop_service(400, 10)
-    settings = SweepSettings(levels=(1, 2, 4, 8, 16), window_s=1, warmup_s=0,
-                             latency_budget_ms=50)
+    settings = SweepSettings(levels=(1, 2, 4, 8, 16), window_s=1, warmup_s=0, patience=4,
+                             slo_p99_ms=50)
     result = run_sweep(settings, measure)
     # p99 = 2 × c / rps: 20 ms up to c=4, 40 ms at 8, 80 ms at 16
     assert [s.concurrency for s in result.steps] == [1, 2, 4, 8, 16]
-    assert result.stop_reason.startswith("latency budget: p99 80.0 ms")
+    assert result.stop_reason.startswith("SLO: p99 80.0 ms passed 50 ms at concurrency 16")
+
+
+def test_by_default_two_steps_without_5_percent_more_throughput_stop_the_sweep():
+    measure, _ = closed_loop_service(400, 10)
+    result = run_sweep(SweepSettings(levels=(1, 2, 4, 8, 16, 32), window_s=1, warmup_s=0),
+                       measure)
+    assert [s.concurrency for s in result.steps] == [1, 2, 4, 8, 16]
 
 
 def test_plateau_and_knee_rules():
@@ -161,9 +175,28 @@ def test_plateau_and_knee_rules():
     assert plateaued(steps, 0.05, 3)          # 206 < 1.05 × 200
     assert not plateaued(steps, 0.05, 4)      # 206 > 1.05 × 100
     assert not plateaued(steps[:2], 0.05, 2)  # too few steps
-    assert knee_index(steps, 0.05) == 1       # 200 >= 0.95 × 206
-    assert knee_index([], 0.05) is None
-    assert knee_index([S(0.0)], 0.05) is None
+
+
+def _step(level, rps, p99_ms, model="closed"):
+    window = Window(rps=rps, requests=int(rps), errors=0, attempts=int(rps), duration_s=1.0,
+                    p50_ms=p99_ms / 2, p90_ms=None, p95_ms=None, p99_ms=p99_ms,
+                    generator_cores=0.1, generator_capacity_cores=1.0, service_cores=None,
+                    machine_busy_cores=None)
+    return Step(level, model, windows=[window], judged_on=1)
+
+
+def test_the_knee_is_the_step_after_which_p99_grows_faster_than_throughput():
+    steps = [_step(1, 100, 10), _step(2, 190, 11), _step(4, 300, 14), _step(8, 320, 30)]
+    index, reason = find_knee(steps)
+    assert index == 2  # 4 → 8: p99 ×2.14, throughput ×1.07
+    assert reason.startswith("from concurrency 4 to concurrency 8 p99 grew ×2.14")
+    # within the 10% margin: p99 ×1.15 against throughput ×1.07 is no knee
+    assert find_knee([_step(1, 100, 10), _step(2, 107, 11.5)]) is None
+    assert find_knee([]) is None and find_knee([_step(1, 100, 10)]) is None
+    # the open model: offered rates
+    open_steps = [_step(10, 10, 5, "open"), _step(20, 20, 5, "open"), _step(40, 25, 900, "open")]
+    index, reason = find_knee(open_steps)
+    assert index == 1 and reason.startswith("from 20 req/s to 40 req/s p99 grew ×180.00")
 
 
 def test_levels_from_options():
@@ -176,6 +209,12 @@ def test_levels_from_options():
         SweepSettings(levels=(4, 2))
     with pytest.raises(ValueError):
         SweepSettings(levels=(0, 2))
+    assert parse_levels("10, 20.5", float) == (10.0, 20.5)
+    with pytest.raises(ValueError):
+        SweepSettings(levels=(1.5, 2))  # half a connection
+    assert SweepSettings(levels=(0.5, 2.5), model="open").level_name == "rate"
+    with pytest.raises(ValueError):
+        SweepSettings(levels=(1, 2), model="half-open")
 
 
 def test_window_cpu_comes_from_the_readings_around_it():
@@ -220,16 +259,48 @@ def _report(capacity=400, target=None):
                         {"tool": "wrk", "threads": 2})
 
 
-def test_the_json_report_carries_every_step_and_its_windows():
+def test_the_json_report_follows_the_sweep_contract():
     report = json.loads(json.dumps(_report()))
     assert report["kind"] == "sweep" and report["schema_version"] == 1
+    assert {"schema_version", "kind", "target", "steps", "knee"} <= set(report)
     assert [s["concurrency"] for s in report["steps"]] == [1, 2, 4, 8, 16]
-    knee = next(s for s in report["steps"] if s["concurrency"] == 4)
-    assert knee["rps"] == pytest.approx(400) and knee["stable"] is True
+    for step in report["steps"]:
+        assert {"concurrency", "requests", "throughput_rps", "latency_ms", "errors", "stable",
+                "generator", "verdict", "report"} <= set(step)
+        assert set(step["latency_ms"]) == {"p50", "p90", "p95", "p99", "max"}
+        assert {"cpu_share", "lag_ms"} <= set(step["generator"])
+        assert step["verdict"] is None and step["report"] is None  # no --pid: no diagnosis
+    knee = report["steps"][report["knee"]["index"]]
+    assert knee["concurrency"] == 4
+    assert report["knee"]["reason"].startswith("from concurrency 4 to concurrency 8")
+    assert knee["throughput_rps"] == pytest.approx(400) and knee["stable"] is True
+    assert knee["latency_ms"]["p99"] == pytest.approx(20)
+    assert knee["generator"]["cpu_share"] == pytest.approx(0.05)  # 0.1 of 2 cores
     assert len(knee["windows"]) == knee["windows_measured"] == 3
     assert knee["warmup"]["rps"] == pytest.approx(400)
     assert report["summary"]["knee"]["concurrency"] == 4
-    assert report["partial"] is False and report["diagnosis"] is None
+    assert report["partial"] is False
+
+
+def test_each_step_carries_the_verdict_diagnosed_under_its_load():
+    measure, _ = closed_loop_service(capacity_rps=400, service_ms=10)
+    seen = []
+
+    def diagnose(step):
+        seen.append(step.level)
+        primary = "underloaded" if step.level < 4 else "pool_wait"
+        step.diagnosis = {"primary": primary, "headline": f"{primary} at {step.level}",
+                          "severity": "critical" if primary == "pool_wait" else "info",
+                          "html_name": f"diagnose-1-{int(step.level)}.html"}
+
+    result = run_sweep(SETTINGS, measure, after_step=diagnose)
+    report = sweep_report(result, {"url": "http://127.0.0.1:1/", "pids": [1]}, {})
+    assert seen == [1, 2, 4, 8, 16]
+    verdicts = [(s["concurrency"], s["verdict"]["primary"], s["report"]) for s in report["steps"]]
+    assert verdicts[0] == (1, "underloaded", "diagnose-1-1.html")
+    assert verdicts[2] == (4, "pool_wait", "diagnose-1-4.html")
+    html = render_sweep_html(report)
+    assert '<a href="diagnose-1-4.html">pool_wait</a>' in html
 
 
 def test_the_html_report_draws_the_curve_marks_the_knee_and_runs_no_script():
@@ -243,6 +314,7 @@ def test_the_html_report_draws_the_curve_marks_the_knee_and_runs_no_script():
     assert [(bool(k), int(c)) for k, c, _ in rows] == [(False, 1), (False, 2), (True, 4),
                                                       (False, 8), (False, 16)]
     assert "capacity 400 req/s" in html
+    assert "p99 grew ×2.00" in html  # the knee's reason
 
 
 def test_hostile_text_in_the_report_cannot_escape_the_page():

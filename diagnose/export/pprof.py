@@ -1,0 +1,151 @@
+"""A report's stacks as a pprof profile (google/pprof's profile.proto, gzipped), the format
+`go tool pprof`, Pyroscope and most continuous-profiling tools read (docs/pprof.md).
+
+One pprof Sample per row of report["stacks"]["samples"]: its locations leaf first, its values
+[samples/count, wall/nanoseconds], its labels thread, role, state, category (strings) and
+pid, tid (numbers, when known).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from numbers import Real
+from pathlib import Path
+
+from diagnose.errors import BadProfile, OutputFailed
+from diagnose.export import profile_pb2
+
+SAMPLE_TYPES = (("samples", "count"), ("wall", "nanoseconds"))
+STRING_LABELS = ("thread", "role", "state", "category")
+NUMBER_LABELS = ("pid", "tid")
+# Marks a native (C/C++) frame's Function.system_name; a Python frame's system_name is its name.
+NATIVE_PREFIX = "[native] "
+
+
+class _StringTable:
+    """pprof's interned strings: every name is an index into one list whose entry 0 is ""."""
+
+    def __init__(self):
+        self.strings = [""]
+        self._index = {"": 0}
+
+    def __call__(self, text: str) -> int:
+        index = self._index.get(text)
+        if index is None:
+            index = self._index[text] = len(self.strings)
+            self.strings.append(text)
+        return index
+
+
+def _stacks_of(report: dict) -> dict:
+    stacks = report.get("stacks") if isinstance(report, dict) else None
+    if stacks is None:
+        raise BadProfile("the report predates stack export (it has no \"stacks\"): analyze its "
+                         ".speedscope.json again with this diagnose to get one that can be "
+                         "exported")
+    if (not isinstance(stacks, dict) or not isinstance(stacks.get("frames"), list)
+            or not isinstance(stacks.get("samples"), list)):
+        raise BadProfile("the report's \"stacks\" is not a table of frames and samples")
+    interval = stacks.get("interval_s")
+    if not isinstance(interval, Real) or isinstance(interval, bool) or not interval > 0:
+        raise BadProfile(f"the report's stacks have no usable sampling interval "
+                         f"(interval_s={interval!r})")
+    return stacks
+
+
+def _add_frames(profile, frames: list, intern: _StringTable) -> list[int]:
+    """The Functions and Locations of the frame table; returns the location id of each frame.
+    A Function is one (name, file, native); a Location one line of one Function."""
+    function_ids: dict[tuple, int] = {}
+    location_ids: dict[tuple, int] = {}
+    ids = []
+    for frame in frames:
+        try:
+            name, file = str(frame["function"]), str(frame["file"])
+            line, native = int(frame["line"]), bool(frame.get("native"))
+        except (TypeError, KeyError, ValueError):
+            raise BadProfile(f"the report's stacks hold a malformed frame: {frame!r}") from None
+        function_key = (name, file, native)
+        function_id = function_ids.get(function_key)
+        if function_id is None:
+            function_id = function_ids[function_key] = len(function_ids) + 1
+            profile.function.add(id=function_id, name=intern(name), filename=intern(file),
+                                 system_name=intern(NATIVE_PREFIX + name if native else name))
+        location_key = (function_id, line)
+        location_id = location_ids.get(location_key)
+        if location_id is None:
+            location_id = location_ids[location_key] = len(location_ids) + 1
+            location = profile.location.add(id=location_id)
+            location.line.add(function_id=function_id, line=line)
+        ids.append(location_id)
+    return ids
+
+
+def _add_sample(profile, row: dict, location_ids: list[int], period_ns: int,
+                intern: _StringTable) -> None:
+    try:
+        count = int(row["count"])
+        # The report lists a stack root first; pprof wants the leaf first.
+        leaf_first = [location_ids[index] for index in reversed(row["stack"])]
+    except (TypeError, KeyError, ValueError, IndexError):
+        raise BadProfile(f"the report's stacks hold a malformed sample: {row!r}") from None
+    sample = profile.sample.add(location_id=leaf_first, value=[count, count * period_ns])
+    for key in STRING_LABELS:
+        if row.get(key) is not None:
+            sample.label.add(key=intern(key), str=intern(str(row[key])))
+    for key in NUMBER_LABELS:
+        if isinstance(row.get(key), int) and not isinstance(row[key], bool):
+            sample.label.add(key=intern(key), num=row[key])
+
+
+def build_profile(report: dict) -> profile_pb2.Profile:
+    """The report's stacks as a pprof Profile; BadProfile when it has none (an older report)."""
+    stacks = _stacks_of(report)
+    # Every sample stands for one whole interval: wall = count * period, exactly.
+    period_ns = round(stacks["interval_s"] * 1e9)
+    intern = _StringTable()
+    profile = profile_pb2.Profile()
+    for kind, unit in SAMPLE_TYPES:
+        profile.sample_type.add(type=intern(kind), unit=intern(unit))
+    profile.period_type.type, profile.period_type.unit = intern("wall"), intern("nanoseconds")
+    profile.period = period_ns
+    duration = (report.get("sampling") or {}).get("duration_s")
+    if isinstance(duration, Real) and not isinstance(duration, bool) and duration > 0:
+        profile.duration_nanos = round(duration * 1e9)
+    # time_nanos stays 0: a report carries no wall-clock start of its window.
+    headline = (report.get("verdict") or {}).get("headline")
+    if headline:
+        profile.comment.append(intern(f"diagnose: {headline}"))
+    location_ids = _add_frames(profile, stacks["frames"], intern)
+    for row in stacks["samples"]:
+        if not isinstance(row, dict):
+            raise BadProfile(f"the report's stacks hold a malformed sample: {row!r}")
+        _add_sample(profile, row, location_ids, period_ns, intern)
+    profile.string_table.extend(intern.strings)
+    return profile
+
+
+def pprof_bytes(report: dict) -> bytes:
+    """The gzipped serialized profile, as pprof files are stored (mtime 0: same report, same
+    bytes)."""
+    return gzip.compress(build_profile(report).SerializeToString(), mtime=0)
+
+
+def write_pprof(report: dict, path: Path) -> Path:
+    """Writes the profile to `path` whole or not at all (a temporary file beside it, renamed
+    into place; an existing file at `path` is replaced). OutputFailed (exit 11) when it cannot
+    be written; BadProfile (exit 6) when the report has no stacks, before anything is written."""
+    path = Path(path)
+    data = pprof_bytes(report)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise OutputFailed(f"could not write {path}: {exc.strerror or exc}") from None
+    return path

@@ -1,0 +1,85 @@
+"""Reading back a diagnose report a user names: the .json written beside it, or the .html page,
+whose data block carries the same report. Anything else is BadProfile (exit 6), one line."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+from diagnose.bounded_read import read_bounded
+from diagnose.errors import BadProfile
+
+# A report of a long window over many threads is a few MiB; its page a little more.
+MAX_REPORT_BYTES = 256 << 20
+WHAT = "diagnose report (.json or .html)"
+
+# The page's data block (reports/report.html.j2): JSON whose "<", ">" and "&" are escaped, so
+# its first "</script" is its end.
+_DATA_BLOCK = re.compile(r'<script type="application/json" id="diagnose-data">(.*?)</script',
+                         re.S | re.I)
+# Pages of the other commands: said by name rather than "no report in it".
+_OTHER_PAGES = {"sweep-data": "a sweep report", "experiment-data": "an experiment report",
+                "diff-data": "a diff report"}
+# What the comparison reads; a report lacking any of these cannot be diffed.
+REQUIRED_KEYS = ("schema_version", "sampling", "verdict", "findings", "threads")
+
+
+def read_report(path: str | Path) -> dict:
+    """The report dict of the .json or .html report at `path`."""
+    path = Path(path)
+    raw = read_bounded(path, WHAT, MAX_REPORT_BYTES, BadProfile)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadProfile(f"{path}: not UTF-8 text, not a {WHAT}") from None
+    stripped = text.lstrip("\ufeff \t\r\n")
+    if stripped.startswith("{"):
+        data = _parse(stripped, path)
+    elif stripped[:200].lower().startswith(("<!doctype html", "<html")):
+        data = _from_page(text, path)
+    else:
+        raise BadProfile(f"{path}: neither JSON nor an HTML page, not a {WHAT}")
+    return _check(data, path)
+
+
+def _parse(text: str, path: Path):
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise BadProfile(f"{path}: not a {WHAT} (nested too deeply)") from None
+    except ValueError as exc:
+        raise BadProfile(f"{path}: not valid JSON ({exc}), not a {WHAT}") from None
+
+
+def _from_page(text: str, path: Path):
+    match = _DATA_BLOCK.search(text)
+    if match is None:
+        for block_id, name in _OTHER_PAGES.items():
+            if f'id="{block_id}"' in text:
+                raise BadProfile(f"{path}: is {name} page, not a {WHAT}")
+        raise BadProfile(f"{path}: an HTML page without a diagnose data block, not a {WHAT}")
+    # The block is raw text to the HTML parser (never entity-decoded); unescape defensively
+    # only when a tool re-saved the page with entities.
+    body = match.group(1)
+    data = _parse(body if "&quot;" not in body else html.unescape(body), path)
+    if not isinstance(data, dict) or not isinstance(data.get("report"), dict):
+        raise BadProfile(f"{path}: the page's data block holds no report, not a {WHAT}")
+    return data["report"]
+
+
+def _check(data, path: Path) -> dict:
+    if not isinstance(data, dict):
+        raise BadProfile(f"{path}: JSON but not an object, not a {WHAT}")
+    if data.get("kind") == "diagnose-diff":
+        raise BadProfile(f"{path}: is a diff report, not a {WHAT}")
+    if "verdict" not in data and ("steps" in data or "decision" in data):
+        raise BadProfile(f"{path}: is a sweep or experiment report, not a {WHAT}")
+    missing = [key for key in REQUIRED_KEYS if key not in data]
+    if missing:
+        raise BadProfile(f"{path}: JSON without {', '.join(missing)}, not a {WHAT}")
+    if not isinstance(data.get("stacks"), dict) or not data["stacks"].get("frames"):
+        raise BadProfile(f"{path}: the report carries no stacks (written by an older diagnose?): "
+                         f"analyze its .speedscope.json again to get one that can be compared")
+    return data

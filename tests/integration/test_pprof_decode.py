@@ -1,0 +1,231 @@
+"""`diagnose export --format pprof` end to end: the real CLI writes the file, and protoc (the C++
+protobuf compiler, a decoder independent of the Python code that wrote it) reads it back."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from diagnose.errors import ExitCode
+from tests.conftest import RECORDED, REPO, run_cli
+
+pytestmark = [pytest.mark.integration]
+
+PROTO = REPO / "diagnose" / "export" / "profile.proto"
+PROTOC = shutil.which("protoc")
+requires_protoc = pytest.mark.skipif(
+    PROTOC is None, reason="protoc not installed (Debian protobuf-compiler; "
+                           "scripts/install-test-tools.sh installs it)")
+
+
+@pytest.fixture(scope="module")
+def written_report(tmp_path_factory) -> tuple:
+    """A report of a recorded profile, written by the real CLI: (.json path, .html path)."""
+    out = tmp_path_factory.mktemp("pprof")
+    proc, _ = run_cli("analyze", RECORDED / "lock_contention.speedscope.json",
+                      "--procfs", RECORDED / "lock_contention.procfs.json", "-o", out,
+                      check_json=False, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    json_path = next(p for p in out.glob("*.json") if not p.name.endswith(".speedscope.json"))
+    return json_path, json_path.with_suffix(".html")
+
+
+def export(*args):
+    proc, _ = run_cli("export", *args, check_json=False, timeout=60)
+    return proc
+
+
+# --- protoc's text format, read back into plain values --------------------------------------
+
+_ESCAPE = re.compile(rb"\\([0-7]{1,3}|x[0-9a-fA-F]{1,2}|.)")
+_SIMPLE = {b"n": b"\n", b"t": b"\t", b"r": b"\r", b'"': b'"', b"'": b"'", b"\\": b"\\"}
+
+
+def _unquote(text: str) -> str:
+    def one(match):
+        code = match.group(1)
+        if code[:1].isdigit():
+            return bytes([int(code, 8)])
+        if code[:1] == b"x":
+            return bytes([int(code[1:], 16)])
+        return _SIMPLE[code]
+    return _ESCAPE.sub(one, text[1:-1].encode("ascii")).decode("utf-8")
+
+
+def parse_text_format(text: str) -> dict:
+    """protoc --decode's output as nested dicts: field name -> list of values or messages."""
+    root: dict = {}
+    stack = [root]
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        if line == "}":
+            stack.pop()
+        elif line.endswith("{"):
+            child: dict = {}
+            stack[-1].setdefault(line[:-1].strip(), []).append(child)
+            stack.append(child)
+        else:
+            name, value = line.split(": ", 1)
+            value = _unquote(value) if value.startswith('"') else int(value)
+            stack[-1].setdefault(name, []).append(value)
+    assert stack == [root], "unbalanced braces in protoc's output"
+    return root
+
+
+def protoc_decode(pb_gz) -> dict:
+    proc = subprocess.run([PROTOC, f"--proto_path={PROTO.parent}",
+                           "--decode=perftools.profiles.Profile", PROTO.name],
+                          input=gzip.decompress(pb_gz.read_bytes()), capture_output=True,
+                          timeout=60, check=True)
+    return parse_text_format(proc.stdout.decode("ascii"))
+
+
+def first(message: dict, field: str, default=0):
+    """A singular field: proto3 omits it from the text when it holds its default."""
+    return message.get(field, [default])[0]
+
+
+def decoded_rows(profile: dict) -> list[dict]:
+    strings = profile["string_table"]
+    functions = {first(f, "id"): f for f in profile["function"]}
+    locations = {first(loc, "id"): loc for loc in profile["location"]}
+    rows = []
+    for sample in profile["sample"]:
+        names = [strings[first(functions[first(first(locations[lid], "line"), "function_id")],
+                               "name")] for lid in sample["location_id"]]
+        labels = {}
+        for label in sample["label"]:
+            key = strings[first(label, "key")]
+            labels[key] = first(label, "num") if "num" in label else strings[first(label, "str")]
+        rows.append({"functions": names, "values": sample["value"], "labels": labels})
+    return rows
+
+
+# --- tests ------------------------------------------------------------------------------------
+
+@requires_protoc
+def test_protoc_reads_back_the_totals_labels_and_stacks_of_the_json_report(written_report,
+                                                                          tmp_path):
+    json_path, _ = written_report
+    target = tmp_path / "lock.pb.gz"
+    proc = export(json_path, "--format", "pprof", "-o", target)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(json_path.read_text())
+    stacks = report["stacks"]
+    profile = protoc_decode(target)
+    strings = profile["string_table"]
+
+    assert strings[0] == ""
+    assert [(strings[first(t, "type")], strings[first(t, "unit")])
+            for t in profile["sample_type"]] == [("samples", "count"), ("wall", "nanoseconds")]
+    period = first(profile, "period")
+    assert period == round(stacks["interval_s"] * 1e9)
+
+    rows = decoded_rows(profile)
+    total = sum(row["count"] for row in stacks["samples"])
+    assert sum(row["values"][0] for row in rows) == total == report["sampling"]["thread_samples"]
+    assert sum(row["values"][1] for row in rows) == total * period
+
+    assert len(rows) == len(stacks["samples"])
+    for row, expected in zip(rows, stacks["samples"]):
+        assert row["values"] == [expected["count"], expected["count"] * period]
+        assert row["labels"] == {"thread": expected["thread"], "role": expected["role"],
+                                 "state": expected["state"], "category": expected["category"],
+                                 "pid": expected["pid"], "tid": expected["tid"]}
+        assert row["functions"] == [stacks["frames"][i]["function"]
+                                    for i in reversed(expected["stack"])]
+    # one full stack spelled out: a request thread in the model, leaf first
+    model = next(r for r in rows if r["labels"]["category"] == "model")
+    assert model["functions"][0] == "Model.predict"
+    assert model["functions"][-1] == "Thread._bootstrap"
+
+
+@requires_protoc
+def test_protoc_reads_back_non_ascii_thread_names(tmp_path, written_report):
+    json_path, _ = written_report
+    report = json.loads(json_path.read_text())
+    report["stacks"]["samples"][0]["thread"] = "wörker «1»"
+    renamed = tmp_path / "renamed.json"
+    renamed.write_text(json.dumps(report), encoding="utf-8")
+    proc = export(renamed)
+    assert proc.returncode == 0, proc.stderr
+    assert decoded_rows(protoc_decode(tmp_path / "renamed.pb.gz"))[0]["labels"]["thread"] == (
+        "wörker «1»")
+
+
+def test_html_report_exports_the_same_profile_as_its_json(written_report, tmp_path):
+    json_path, html_path = written_report
+    from_json, from_html = tmp_path / "a.pb.gz", tmp_path / "b.pb.gz"
+    assert export(json_path, "-o", from_json).returncode == 0
+    proc = export(html_path, "-o", from_html)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(from_html)
+    assert from_html.read_bytes() == from_json.read_bytes()
+
+
+def test_default_output_sits_beside_the_report_and_never_replaces_a_file(written_report,
+                                                                         tmp_path):
+    json_path, html_path = written_report
+    local_json = tmp_path / json_path.name
+    local_html = tmp_path / html_path.name
+    shutil.copyfile(json_path, local_json)
+    shutil.copyfile(html_path, local_html)
+    stem = json_path.name[:-len(".json")]
+
+    printed = [export(path).stdout.strip() for path in (local_json, local_html, local_json)]
+    assert printed == [str(tmp_path / f"{stem}.pb.gz"), str(tmp_path / f"{stem}-2.pb.gz"),
+                       str(tmp_path / f"{stem}-3.pb.gz")]
+    assert len({(tmp_path / f"{stem}{n}.pb.gz").read_bytes() for n in ("", "-2", "-3")}) == 1
+
+
+def test_explicit_output_that_exists_is_refused_and_kept(written_report, tmp_path):
+    json_path, _ = written_report
+    taken = tmp_path / "taken.pb.gz"
+    taken.write_bytes(b"keep me")
+    proc = export(json_path, "-o", taken)
+    assert proc.returncode == ExitCode.OUTPUT_FAILED
+    assert proc.stderr.strip() == f"error: {taken} exists: remove it or name another file with -o"
+    assert taken.read_bytes() == b"keep me"
+
+
+def test_output_into_a_missing_directory_exits_11(written_report, tmp_path):
+    json_path, _ = written_report
+    proc = export(json_path, "-o", tmp_path / "missing" / "out.pb.gz")
+    assert proc.returncode == ExitCode.OUTPUT_FAILED
+    assert proc.stderr.startswith("error: could not write") and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("content", ['{"not": "a report"}', "just text", ""])
+def test_a_file_that_is_not_a_report_exits_6_with_one_line(tmp_path, content):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    proc = export(bad)
+    assert proc.returncode == ExitCode.BAD_PROFILE
+    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("error: ")
+    assert list(tmp_path.iterdir()) == [bad]  # no output claimed
+
+
+def test_a_report_without_stacks_exits_6(written_report, tmp_path):
+    json_path, _ = written_report
+    report = json.loads(json_path.read_text())
+    del report["stacks"]
+    older = tmp_path / "older.json"
+    older.write_text(json.dumps(report))
+    proc = export(older)
+    assert proc.returncode == ExitCode.BAD_PROFILE
+    assert "stacks" in proc.stderr and "Traceback" not in proc.stderr
+    assert list(tmp_path.iterdir()) == [older]
+
+
+def test_only_pprof_is_a_format(written_report):
+    json_path, _ = written_report
+    proc = export(json_path, "--format", "svg")
+    assert proc.returncode == ExitCode.USAGE
+    assert "pprof" in proc.stderr
