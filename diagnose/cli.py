@@ -18,10 +18,12 @@ from diagnose.errors import DiagnoseError, ExitCode, Interrupted, NoSamples
 EPILOG = """\b
 Exit codes: 0 ok, 2 bad usage or rules file, 3 no such process, 4 not a Python process,
 5 not permitted to attach, 6 not a profile file, 7 py-spy failed, 8 the target exited
-during sampling (a partial report was still written), 9 no samples, 11 an output file
-could not be written, 12 (sweep, experiment) the URL did not answer or the load generator
-failed, 129 / 130 / 143 stopped by SIGHUP / SIGINT (Ctrl-C) / SIGTERM (the
-partial report of what was collected was still written; a second Ctrl-C aborts at once).
+during sampling (a partial report was still written), 9 no samples, 10 (--fail-on) the
+verdict reached that severity (every output was written), 11 an output file could not be
+written, 12 (sweep, experiment) the URL did not answer or the load generator failed,
+13 (--push, watch) the profiling server refused or never answered (the local outputs are
+kept), 129 / 130 / 143 stopped by SIGHUP / SIGINT (Ctrl-C) / SIGTERM (the partial report of
+what was collected was still written; a second Ctrl-C aborts at once).
 """
 
 
@@ -106,15 +108,15 @@ def _ticket_extras(outputs, ticket: Ticket) -> int:
     if ticket.push_url:
         from diagnose import push
 
-        end = time.time()
-        start, end = ticket.window or (end - (outputs.report["sampling"].get("duration_s")
-                                              or 1.0), end)
+        start, end = ticket.window or (None, None)  # a recorded file's own time is unknown
+        kept = [p for p in (outputs.html, outputs.json, pprof_path) if p is not None]
         try:
             result = push.push_report(outputs.report, ticket.push_url, ticket.app_name,
-                                      push.parse_tags(ticket.tags), start, end)
-            _log(f"pushed to {ticket.push_url} ({result})")
+                                      push.parse_tags(ticket.tags), start, end, kept=kept)
+            _log(f"pushed to {result.url} (HTTP {result.status}, {result.tries} "
+                 f"tr{'y' if result.tries == 1 else 'ies'})")
         except push.PushFailed as exc:
-            _log(f"error: {exc.message}; the report is kept at {outputs.html}")
+            _log(f"error: {exc.message}")
             code = code or exc.exit_code
     return code
 
@@ -199,8 +201,8 @@ class Ticket:
             from diagnose import push
 
             try:
-                push.check_push_url(self.push_url)
-                push.parse_tags(self.tags)
+                push.parse_push_url(self.push_url)
+                push.label_set(self.app_name, push.parse_tags(self.tags))
             except ValueError as exc:
                 raise click.UsageError(str(exc)) from None
 

@@ -1,11 +1,54 @@
-"""`diagnose diff`: placeholder while it is being built."""
+"""`diagnose diff BEFORE AFTER`: did the fix work? Two reports in, one diff page and JSON out."""
 
 from __future__ import annotations
 
+import json
+import webbrowser
+from datetime import datetime
+from pathlib import Path
+
 import click
 
+from diagnose.cli import EPILOG, _log, _run
 
-@click.command(name="diff")
-def diff():
-    """Compare two reports: BEFORE and AFTER. (not built yet)"""
-    raise click.UsageError("diagnose diff is not built yet")
+
+def write_diff(diff: dict, out_dir: Path) -> tuple[Path, Path]:
+    """`diagnose-diff-<YYYYmmdd-HHMMSS>.json` and `.html` in `out_dir`, each whole or not at all;
+    a name already taken gets a suffix (the rules every report follows)."""
+    from diagnose.loadtest import write_report
+    from diagnose.render.diff_html import render_diff_html
+
+    base = f"diagnose-diff-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    return write_report(out_dir, base, diff, render_diff_html(diff))
+
+
+@click.command(name="diff", epilog=EPILOG)
+@click.argument("before", type=click.Path(path_type=Path))
+@click.argument("after", type=click.Path(path_type=Path))
+@click.option("--output-dir", "-o", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("reports"), show_default=True,
+              help="Where the diff's .html and .json files are written.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the diff JSON on stdout (logs go to stderr).")
+@click.option("--open", "open_browser", is_flag=True, help="Open the HTML diff in a browser.")
+def diff(before, after, output_dir, as_json, open_browser):
+    """Compare two reports of one service (their .json, or the .html pages): the verdict before
+    and after, each finding's severity change (or "within noise"), the wait sites that appeared,
+    disappeared or changed, the state mix per thread role, and a differential flame graph.
+    Reports of different programs are refused (exit 2)."""
+    from diagnose.diff import diff_reports
+    from diagnose.report_input import read_report
+
+    def action():
+        result = diff_reports(read_report(before), read_report(after), (before.name, after.name))
+        json_path, html_path = write_diff(result, output_dir)
+        if as_json:
+            click.echo(json.dumps(result, indent=2, ensure_ascii=False))
+        else:
+            click.echo(f"Diff: {result['summary']}")
+        _log(f"Report: {html_path}   (also {json_path.name})")
+        if open_browser:
+            webbrowser.open(html_path.resolve().as_uri())
+        return 0
+
+    _run(action)

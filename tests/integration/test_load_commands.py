@@ -33,7 +33,7 @@ def generators_loading(port: int) -> list[int]:
     return found
 
 
-def test_sweep_finds_the_knee_of_two_sync_workers_and_diagnoses_it(out_dir):
+def test_sweep_finds_the_knee_of_two_sync_workers(out_dir):
     # Two sync workers, ~10 ms of pure-Python preprocessing per request, two cores: one
     # connection keeps one worker busy, two keep both; more connections only queue.
     port = free_port()
@@ -41,48 +41,81 @@ def test_sweep_finds_the_knee_of_two_sync_workers_and_diagnoses_it(out_dir):
         started = time.monotonic()
         proc, report = run_cli("sweep", server.url("/predict"), "--pid", server.pid,
                                "--concurrency", "1,2,4,8,16", "--window", "1", "--warmup", "1",
-                               "--max-windows", "4", "--patience", "2",
-                               "--diagnose-seconds", "3", "--json", "-o", out_dir, timeout=170)
+                               "--max-windows", "4", "--diagnose-seconds", "0", "--json",
+                               "-o", out_dir, timeout=170)
         elapsed = time.monotonic() - started
         assert generators_loading(port) == []
     assert proc.returncode == 0, proc.stderr
     steps = {s["concurrency"]: s for s in report["steps"]}
     assert list(steps)[:3] == [1, 2, 4]
     summary = report["summary"]
-    # The two workers saturate well before 16 connections (on a busy machine, later than 2).
-    assert summary["saturated"] is True
-    assert summary["limited_by"] == "service"
-    knee, top = summary["knee"], max(report["steps"], key=lambda s: s["rps"])
-    assert all(s["rps"] < 0.95 * top["rps"] for s in report["steps"]
-               if s["concurrency"] < knee["concurrency"])
+    # The two workers saturate well before 16 connections (on a busy machine, later than 2):
+    # from the knee on, p99 grows faster than throughput.
+    assert report["knee"] is not None, summary
+    assert summary["saturated"] is True and summary["limited_by"] == "service"
+    knee = report["steps"][report["knee"]["index"]]
+    after = report["steps"][report["knee"]["index"] + 1]
+    assert (after["latency_ms"]["p99"] / knee["latency_ms"]["p99"]
+            > after["throughput_rps"] / knee["throughput_rps"])
+    assert report["knee"]["reason"].startswith(f"from concurrency {knee['concurrency']} to "
+                                               f"concurrency {after['concurrency']}")
+    top = max(report["steps"], key=lambda s: s["throughput_rps"])
     # What was measured obeys the service's physics: never more than its two workers can serve
     # at the time one request takes alone, and in a closed loop Little's law ties each level's
     # throughput and latency (concurrency = req/s × latency; p50 stands in for the mean).
-    alone_ms = steps[1]["p50_ms"]
-    assert top["rps"] < 1.3 * 2 * 1000 / alone_ms
+    alone_ms = steps[1]["latency_ms"]["p50"]
+    assert top["throughput_rps"] < 1.3 * 2 * 1000 / alone_ms
     for s in report["steps"]:
-        assert s["concurrency"] == pytest.approx(s["rps"] * s["p50_ms"] / 1000, rel=0.35), s
+        assert s["concurrency"] == pytest.approx(
+            s["throughput_rps"] * s["latency_ms"]["p50"] / 1000, rel=0.35), s
+        # every request of the judged windows in one HDR histogram: ordered percentiles
+        lat = s["latency_ms"]
+        assert lat["p50"] <= lat["p90"] <= lat["p95"] <= lat["p99"] <= lat["max"], s
+        assert s["latency_source"].startswith("hdr")
+        assert s["verdict"] is None and s["report"] is None  # --diagnose-seconds 0
     # Beyond the knee the connections only queue: p99 grows far past one request's time.
     last = report["steps"][-1]
     assert last["concurrency"] >= 8
-    assert last["p99_ms"] > 2 * steps[1]["p99_ms"]
+    assert last["latency_ms"]["p99"] > 2 * steps[1]["latency_ms"]["p99"]
     # CPU seen at each step: the service's tree and the generator's own.
     assert top["service_cores"] > 0.5
-    assert all(s["generator_cores"] is not None and s["generator_cores"] > 0
+    assert all(s["generator"]["cores"] > 0 and 0 < s["generator"]["cpu_share"] < 1
                for s in report["steps"])
     assert all(len(s["windows"]) == s["windows_measured"] >= 3 for s in report["steps"])
-    # Why it stops there: the diagnosis at the knee, under that load.
-    diagnosis = report["diagnosis"]
-    assert diagnosis["concurrency"] == summary["knee"]["concurrency"]
-    assert diagnosis["primary"] == "preprocess_bound", diagnosis
-    assert (out_dir / diagnosis["html_name"]).is_file()
-    assert diagnosis["rps_while_sampled"] > 0
-    sweep_files = sorted(p.name for p in out_dir.glob("sweep-*"))
+    sweep_files = sorted(p.name for p in out_dir.glob("diagnose-sweep-*"))
     assert len(sweep_files) == 2 and sweep_files[0].endswith(".html")
+    assert sweep_files[0].startswith(f"diagnose-sweep-{server.pid}-")
     html = (out_dir / sweep_files[0]).read_text()
-    assert 'class="knee"' in html and diagnosis["html_name"] in html
+    assert 'class="knee"' in html
     assert json.loads((out_dir / sweep_files[1]).read_text())["steps"] == report["steps"]
     assert elapsed < 120
+
+
+def test_the_verdict_moves_from_underloaded_to_the_pool_at_the_knee(out_dir):
+    # A threaded service whose requests borrow one of two connections for ~10 ms: one request
+    # at a time leaves it idle; from two on, request threads queue for the pool.
+    port = free_port()
+    argv = [sys.executable, "pool_service.py", "--port", str(port)]
+    with start_server(argv, port, workers=None) as server:
+        proc, report = run_cli("sweep", server.url("/predict"), "--pid", server.pid,
+                               "--concurrency", "1,2,4,8", "--window", "1", "--warmup", "1",
+                               "--max-windows", "3", "--diagnose-seconds", "3", "--json",
+                               "-o", out_dir, timeout=240)
+        assert generators_loading(port) == []
+    assert proc.returncode == 0, proc.stderr
+    steps = report["steps"]
+    assert [s["concurrency"] for s in steps] == [1, 2, 4, 8]
+    verdicts = [s["verdict"]["primary"] for s in steps]
+    assert verdicts[0] == "underloaded", verdicts
+    knee = report["knee"]
+    assert knee is not None and steps[knee["index"]]["concurrency"] <= 4, report["summary"]
+    # at and past the knee: request threads queue for the pool's connections
+    assert all(v == "pool_wait" for v in verdicts[knee["index"] + 1:]), verdicts
+    assert verdicts[-1] == "pool_wait"
+    for step in steps:  # each verdict links its full report, written beside the sweep's
+        assert (out_dir / step["report"]).is_file()
+    html = next(out_dir.glob("diagnose-sweep-*.html")).read_text()
+    assert f'href="{steps[-1]["report"]}"' in html
 
 
 def test_the_python_client_sweeps_when_asked_and_counts_its_own_cpu(out_dir):
@@ -94,9 +127,29 @@ def test_the_python_client_sweeps_when_asked_and_counts_its_own_cpu(out_dir):
     assert proc.returncode == 0, proc.stderr
     assert report["generator"]["tool"] == "python"
     assert [s["concurrency"] for s in report["steps"]] == [1, 2]
-    assert all(s["rps"] > 20 and s["generator_cores"] > 0 for s in report["steps"])
-    assert report["steps"][0]["p95_ms"] >= report["steps"][0]["p50_ms"]
-    assert report["diagnosis"] is None  # no --pid: no diagnosis
+    assert all(s["throughput_rps"] > 20 and s["generator"]["cores"] > 0
+               for s in report["steps"])
+    assert report["steps"][0]["latency_ms"]["p95"] >= report["steps"][0]["latency_ms"]["p50"]
+    assert all(s["verdict"] is None for s in report["steps"])  # no --pid: no diagnosis
+    assert next(out_dir.glob("diagnose-sweep-127.0.0.1-*.json"))
+
+
+def test_an_open_model_sweep_steps_the_request_rate(out_dir):
+    port = free_port()
+    argv = [sys.executable, "pool_service.py", "--port", str(port)]
+    with start_server(argv, port, workers=None) as server:
+        proc, report = run_cli("sweep", server.url("/predict"), "--rate", "20,40",
+                               "--arrivals", "poisson", "--window", "2", "--warmup", "1",
+                               "--max-windows", "3", "--json", "-o", out_dir, timeout=90)
+    assert proc.returncode == 0, proc.stderr
+    assert report["generator"]["model"] == "open"
+    assert report["generator"]["coordinated_omission_corrected"] is True
+    assert [s["rate"] for s in report["steps"]] == [20.0, 40.0]
+    for step in report["steps"]:
+        # well below the pool's ~200 req/s: the service keeps up with the offered rate
+        assert step["throughput_rps"] == pytest.approx(step["rate"], rel=0.35), step
+        assert step["generator"]["lag_ms"] is not None
+        assert step["latency_ms"]["p50"] >= 10  # the ~10 ms remote call
 
 
 def test_a_sweep_stopped_by_sigterm_writes_its_partial_report_and_stops_the_generator(out_dir):
@@ -123,10 +176,10 @@ def test_a_sweep_stopped_by_sigterm_writes_its_partial_report_and_stops_the_gene
         assert generators_loading(port) == []
     assert sweep.returncode == 143, err
     assert "interrupted by SIGTERM after 1 step: partial sweep report written" in err
-    report = json.loads(next(out_dir.glob("sweep-*.json")).read_text())
+    report = json.loads(next(out_dir.glob("diagnose-sweep-*.json")).read_text())
     assert report["partial"] is True and report["interrupted"] == "SIGTERM"
     assert [s["concurrency"] for s in report["steps"]] == [1]
-    assert report["steps"][0]["rps"] > 0
+    assert report["steps"][0]["throughput_rps"] > 0
 
 
 def test_experiment_measures_that_offloading_a_blocked_event_loop_pays(out_dir):

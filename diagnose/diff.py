@@ -1,0 +1,446 @@
+"""Two reports of one service, before and after a change: what moved, normalised so that runs of
+different lengths, rates and thread counts compare. Pure functions: report dicts in, the diff
+dict out (its shape is what `diagnose diff --json` prints and the diff page renders).
+
+Normalisation: a wait site as thread-seconds waited per second of wall time (the mean number of
+threads waiting there); the state mix of each thread role as shares of that role's samples; a
+frame as its share of all samples (of thread-time). Per request only when both reports carry
+the throughput they were taken at.
+"""
+
+from __future__ import annotations
+
+import re
+
+from diagnose.checks.base import SEVERITIES
+from diagnose.errors import DiagnoseError, ExitCode
+from diagnose.model.confidence import wilson
+from diagnose.render.redact import redact_text
+
+SCHEMA_VERSION = 1
+
+# A severity change counts as real only when the score moved at least this many points (so a
+# score jittering around one threshold between runs is not a change) and, where both findings
+# carry sampled shares with 95% intervals, at least one pair of intervals does not overlap (the
+# measured proportion itself moved; intervals over sampling ticks, see _tick_intervals). Findings whose score comes from /proc counters alone have
+# no intervals and rest on the margin. Otherwise the change is reported as "within noise".
+# Samples are correlated (threads at one tick, one thread over consecutive ticks), so even the
+# tick intervals are if anything too narrow; the margin and them together keep two runs of an
+# unchanged service from flipping. Changes of the machine (other load on shared cores) are not
+# seen in the reports and can still move a score.
+SEVERITY_MARGIN = 20
+
+# The sampling settings that make raw counts comparable; differing, only normalised figures are.
+SAMPLING_FIELDS = ("mode", "plan", "rate_hz", "native")
+
+# The flame graph keeps frames down to this share of either report's samples.
+MIN_FRAME_SHARE = 0.0005
+MAX_FRAME_NODES = 4000
+MAX_VANISHED = 50
+
+# A wait site holding less than this share of request-thread time in a report counts as absent
+# from it (a single sample of a lock no longer contended is not the site "still there").
+NEGLIGIBLE_WAIT_SHARE = 0.01
+
+
+class DifferentPrograms(DiagnoseError):
+    exit_code = ExitCode.USAGE
+
+
+def diff_reports(before: dict, after: dict, names: tuple[str, str] = ("before", "after")) -> dict:
+    check_same_program(before, after)
+    differs = sampling_differences(before, after)
+    per_request = throughput(before) is not None and throughput(after) is not None
+    result = {
+        "kind": "diagnose-diff",
+        "schema_version": SCHEMA_VERSION,
+        "before": describe(before, names[0]),
+        "after": describe(after, names[1]),
+        "sampling_differs": differs,
+        "normalised_only": bool(differs),
+        "per_request": per_request,
+        "primary": compare_primary(before, after),
+        "findings": compare_findings(before, after),
+        "waits": compare_waits(before, after, per_request),
+        "states": compare_states(before, after),
+        "flame": flame_diff(before, after),
+        "rules": {"severity_margin": SEVERITY_MARGIN, "interval": "95% Wilson"},
+    }
+    result["summary"] = summary_line(result)
+    return result
+
+
+# -- what each side is -------------------------------------------------------------------------
+
+def _mode(sampling: dict) -> str | None:
+    mode = sampling.get("mode")
+    # An offline analysis names its file in the mode: the file's name is not a sampling setting.
+    return "offline" if isinstance(mode, str) and mode.startswith("offline:") else mode
+
+
+def _plan(sampling: dict):
+    plan = sampling.get("plan")
+    if not isinstance(plan, str):
+        return plan
+    # The plan says the thread count it was sized for: another count is not another plan.
+    return re.sub(r"\d+(\.\d+)? ?(Hz|thread-samples/s|threads)", r"N \2", plan)
+
+
+def sampling_differences(before: dict, after: dict) -> list[str]:
+    a, b = before.get("sampling") or {}, after.get("sampling") or {}
+    readers = {"mode": _mode, "plan": _plan, "rate_hz": lambda s: s.get("rate_hz"),
+               "native": lambda s: s.get("native")}
+    return [name for name in SAMPLING_FIELDS if readers[name](a) != readers[name](b)]
+
+
+def wall_seconds(report: dict) -> float | None:
+    """The sampled window's wall time: the report's own, else the busiest thread's samples."""
+    sampling = report.get("sampling") or {}
+    duration = sampling.get("duration_s")
+    if isinstance(duration, (int, float)) and duration > 0:
+        return float(duration)
+    interval = (report.get("stacks") or {}).get("interval_s")
+    ticks = max((t.get("samples") or 0 for t in report.get("threads") or []), default=0)
+    return ticks * interval if interval and ticks else None
+
+
+def throughput(report: dict) -> float | None:
+    rps = (report.get("load") or {}).get("throughput_rps")
+    return float(rps) if isinstance(rps, (int, float)) and rps > 0 else None
+
+
+def describe(report: dict, name: str) -> dict:
+    target, sampling, verdict = (report.get("target") or {}, report.get("sampling") or {},
+                                 report.get("verdict") or {})
+    cmdline = target.get("cmdline")
+    if isinstance(cmdline, list):
+        cmdline = " ".join(map(str, cmdline))
+    return {"name": name, "pid": target.get("pid"),
+            # already redacted when the report was written; again, for a hand-edited report
+            "cmdline": redact_text(cmdline) if isinstance(cmdline, str) else None,
+            "wall_s": wall_seconds(report), "mode": _mode(sampling), "plan": sampling.get("plan"),
+            "rate_hz": sampling.get("rate_hz"), "native": sampling.get("native"),
+            "thread_samples": sampling.get("thread_samples"),
+            "threads": len(report.get("threads") or []), "throughput_rps": throughput(report),
+            "states_estimated": bool(sampling.get("state_estimated")),
+            "primary": verdict.get("primary"), "severity": verdict.get("severity"),
+            "headline": verdict.get("headline")}
+
+
+def file_key(file) -> str:
+    """A source file as the two reports can agree on it: its last two path parts. The same code
+    is found under another prefix on another host, in a container, or in a recorded report
+    whose paths were shortened ("$REPO/...")."""
+    parts = [p for p in re.split(r"[/\\]", str(file or "")) if p]
+    return "/".join(parts[-2:])
+
+
+# -- same program? -----------------------------------------------------------------------------
+
+_LIBRARY = re.compile(r"[/\\](site|dist)-packages[/\\]|[/\\]lib[/\\]python\d[\d.]*[/\\]|^<")
+
+
+def _frame_keys(report: dict, own_code_only: bool) -> set[tuple[str, str]]:
+    keys = set()
+    for frame in (report.get("stacks") or {}).get("frames") or []:
+        file = str(frame.get("file") or "")
+        if own_code_only and (frame.get("native") or _LIBRARY.search(file)):
+            continue
+        keys.add((str(frame.get("function")), file_key(file)))
+    return keys
+
+
+def check_same_program(before: dict, after: dict) -> None:
+    """Two reports of different programs share no frame of their own code (the standard library
+    and installed packages do not count: any two threaded programs share threading.py)."""
+    own_before, own_after = _frame_keys(before, True), _frame_keys(after, True)
+    if own_before and own_after:
+        common = own_before & own_after
+    else:  # one side ran only library code: any common frame will do
+        common = _frame_keys(before, False) & _frame_keys(after, False)
+    if not common:
+        raise DifferentPrograms("the two reports share no frame (function and file): they are of "
+                                "different programs, and a diff of them would mean nothing")
+
+
+# -- findings ----------------------------------------------------------------------------------
+
+def _tick_intervals(finding: dict, threads: int) -> dict[str, tuple[float, float]]:
+    """Each share's 95% interval with the threads sampled at one tick counted as one observation
+    (as for wait sites): the report's own intervals count every thread-sample, and two runs of
+    an unchanged service then differ "beyond noise" in a share of busy samples."""
+    evidence = finding.get("evidence") or {}
+    out = {}
+    for key, interval in (finding.get("intervals") or {}).items():
+        share = evidence.get(key)
+        if not isinstance(share, (int, float)):
+            share = (interval["low"] + interval["high"]) / 2
+        n = max(1, round((interval.get("samples") or 0) / max(1, threads)))
+        out[key] = wilson(float(share), n)
+    return out
+
+
+def _intervals_overlap(a: dict, b: dict) -> bool | None:
+    """Whether every share both findings carry overlaps; None when they carry none in common."""
+    common = sorted(set(a) & set(b))
+    if not common:
+        return None
+    return all(a[k][0] <= b[k][1] and b[k][0] <= a[k][1] for k in common)
+
+
+def severity_change(before: dict, after: dict, threads: tuple[int, int] = (1, 1)
+                    ) -> tuple[str, str]:
+    """(status, why): "unchanged", "changed" or "within noise" (see SEVERITY_MARGIN);
+    `threads`: each report's request threads (see _tick_intervals)."""
+    moved = (after.get("score") or 0) - (before.get("score") or 0)
+    if before.get("severity") == after.get("severity"):
+        return "unchanged", f"score {moved:+d}" if moved else "same score"
+    if abs(moved) < SEVERITY_MARGIN:
+        return "within noise", (f"score moved {moved:+d}, less than {SEVERITY_MARGIN} points: "
+                                f"a score near a threshold crosses it from run to run")
+    overlap = _intervals_overlap(_tick_intervals(before, threads[0]),
+                                 _tick_intervals(after, threads[1]))
+    if overlap:
+        return "within noise", (f"score moved {moved:+d} but every share's 95% interval overlaps "
+                                f"the other run's")
+    basis = ("its shares' 95% intervals do not overlap" if overlap is False
+             else "no sampled share to test (counters)")
+    return "changed", f"score moved {moved:+d}; {basis}"
+
+
+def _thread_counts(before: dict, after: dict) -> tuple[int, int]:
+    return _request_population(before)[1], _request_population(after)[1]
+
+
+def _side(finding: dict | None) -> dict | None:
+    if finding is None:
+        return None
+    return {"score": finding.get("score"), "severity": finding.get("severity"),
+            "summary": finding.get("summary"), "low_confidence": bool(finding.get("low_confidence"))}
+
+
+def compare_findings(before: dict, after: dict) -> list[dict]:
+    a = {f["id"]: f for f in before.get("findings") or [] if isinstance(f, dict) and "id" in f}
+    b = {f["id"]: f for f in after.get("findings") or [] if isinstance(f, dict) and "id" in f}
+    out = []
+    for fid in list(a) + [fid for fid in b if fid not in a]:
+        old, new = a.get(fid), b.get(fid)
+        if old is None or new is None:
+            status, why = ("not applicable before" if old is None else "not applicable after",
+                           "the check lacked its inputs in one report")
+        else:
+            status, why = severity_change(old, new, _thread_counts(before, after))
+        out.append({"id": fid, "title": (new or old).get("title", fid),
+                    "before": _side(old), "after": _side(new),
+                    "score_change": None if old is None or new is None
+                    else (new.get("score") or 0) - (old.get("score") or 0),
+                    "status": status, "why": why})
+    rank = {s: i for i, s in enumerate(SEVERITIES)}
+    out.sort(key=lambda f: (f["status"] != "changed",
+                            -max(rank.get((f[side] or {}).get("severity"), 0)
+                                 for side in ("before", "after"))))
+    return out
+
+
+def compare_primary(before: dict, after: dict) -> dict:
+    """The finding that was BEFORE's verdict, as it stands AFTER, and AFTER's own verdict."""
+    primary = (before.get("verdict") or {}).get("primary")
+    old = next((f for f in before.get("findings") or [] if f.get("id") == primary), None)
+    new = next((f for f in after.get("findings") or [] if f.get("id") == primary), None)
+    status, why = (severity_change(old, new, _thread_counts(before, after))
+                   if old is not None and new is not None
+                   else ("not comparable", "the finding is missing from one report"))
+    verdict_after = after.get("verdict") or {}
+    return {"id": primary, "before": _side(old), "after": _side(new), "status": status,
+            "why": why, "after_primary": verdict_after.get("primary"),
+            "after_primary_severity": verdict_after.get("severity")}
+
+
+# -- wait sites --------------------------------------------------------------------------------
+
+def _request_population(report: dict) -> tuple[int, int]:
+    """(samples, threads) a wait's share is a proportion of: request threads', else every
+    thread's."""
+    threads = report.get("threads") or []
+    request = [t for t in threads if t.get("role") == "request"] or threads
+    return sum(t.get("samples") or 0 for t in request), max(1, len(request))
+
+
+def _wait_key(w: dict) -> tuple:
+    return (w.get("kind"), w.get("function"), file_key(w.get("file")), w.get("line"))
+
+
+def _wait_side(w: dict | None, wall: float | None, rps: float | None,
+               population: tuple[int, int]) -> dict:
+    samples_all, threads = population
+    if w is None:
+        share, n = 0.0, samples_all
+        measured = {"thread_seconds": 0.0, "samples": 0}
+    else:
+        share = float(w.get("share") or 0.0)
+        samples = int(w.get("samples") or 0)
+        n = round(samples / share) if share > 0 and samples else samples_all
+        measured = {"thread_seconds": w.get("thread_seconds"), "samples": samples}
+    rate = (measured["thread_seconds"] or 0.0) / wall if wall else None
+    # Threads of one service wait together (on one lock, at one instant): the threads sampled at
+    # one tick are one observation, not one each. Counting every thread-sample would make the
+    # interval so narrow that two runs of an unchanged service differ "beyond noise".
+    low, high = wilson(share, max(1, round(n / threads)))
+    side = {**measured, "share": round(share, 4), "share_low": round(low, 4),
+            "share_high": round(high, 4), "waiting_threads": None if rate is None else round(rate, 4)}
+    if rps:
+        side["ms_per_request"] = None if rate is None else round(1000.0 * rate / rps, 3)
+    return side
+
+
+def compare_waits(before: dict, after: dict, per_request: bool) -> list[dict]:
+    """Each wait site of either report: appeared, disappeared, changed or unchanged, judged on its
+    share of request-thread time (a change counts when the 95% intervals, taken over sampling
+    ticks, do not overlap; a site in one report only is a share of 0 in the other)."""
+    a = {_wait_key(w): w for w in before.get("waits") or [] if isinstance(w, dict)}
+    b = {_wait_key(w): w for w in after.get("waits") or [] if isinstance(w, dict)}
+    walls = wall_seconds(before), wall_seconds(after)
+    rps = (throughput(before), throughput(after)) if per_request else (None, None)
+    pop_before, pop_after = _request_population(before), _request_population(after)
+    out = []
+    for key in list(a) + [k for k in b if k not in a]:
+        old, new = a.get(key), b.get(key)
+        s_old = _wait_side(old, walls[0], rps[0], pop_before)
+        s_new = _wait_side(new, walls[1], rps[1], pop_after)
+        separated = s_old["share_high"] < s_new["share_low"] or s_new["share_high"] < s_old["share_low"]
+        absent_before = old is None or s_old["share"] < NEGLIGIBLE_WAIT_SHARE
+        absent_after = new is None or s_new["share"] < NEGLIGIBLE_WAIT_SHARE
+        if absent_before and absent_after:
+            change = "unchanged"
+        elif absent_before or absent_after:
+            change = "appeared" if absent_before else "disappeared"
+            change += "" if separated else " (within noise)"
+        else:
+            change = "changed" if separated else "unchanged"
+        any_side = new or old
+        rates = s_old["waiting_threads"], s_new["waiting_threads"]
+        out.append({"kind": any_side.get("kind"), "label": any_side.get("label"),
+                    "function": any_side.get("function"), "file": any_side.get("file"),
+                    "line": any_side.get("line"), "change": change, "beyond_noise": separated,
+                    "before": s_old, "after": s_new,
+                    "waiting_threads_change": None if None in rates
+                    else round(rates[1] - rates[0], 4)})
+    out.sort(key=lambda w: (not w["beyond_noise"],
+                            -abs(w["waiting_threads_change"] or w["after"]["share"]
+                                 - w["before"]["share"])))
+    return out
+
+
+# -- state mix per role ------------------------------------------------------------------------
+
+def _state_mix(report: dict) -> dict[str, dict[str, float]]:
+    counts: dict[str, dict[str, int]] = {}
+    for thread in report.get("threads") or []:
+        role = str(thread.get("role") or "other")
+        for state, n in (thread.get("states") or {}).items():
+            counts.setdefault(role, {})
+            counts[role][state] = counts[role].get(state, 0) + int(n or 0)
+    return {role: {s: n / total for s, n in states.items()}
+            for role, states in counts.items() if (total := sum(states.values()))}
+
+
+def compare_states(before: dict, after: dict) -> list[dict]:
+    a, b = _state_mix(before), _state_mix(after)
+    out = []
+    for role in sorted(set(a) | set(b)):
+        old, new = a.get(role, {}), b.get(role, {})
+        rows = [{"state": s, "before": round(old.get(s, 0.0), 4), "after": round(new.get(s, 0.0), 4),
+                 "change": round(new.get(s, 0.0) - old.get(s, 0.0), 4)}
+                for s in sorted(set(old) | set(new))]
+        out.append({"role": role, "in_before": role in a, "in_after": role in b,
+                    "states": sorted(rows, key=lambda r: -max(r["before"], r["after"]))})
+    return out
+
+
+# -- differential flame graph ------------------------------------------------------------------
+
+def _tree(report: dict) -> tuple[dict, int]:
+    """{path tuple of (function, file key): samples under it} and the total samples."""
+    stacks = report.get("stacks") or {}
+    frames = stacks.get("frames") or []
+    keys = [(str(f.get("function")), file_key(f.get("file"))) for f in frames]
+    weights: dict[tuple, int] = {}
+    total = 0
+    for row in stacks.get("samples") or []:
+        count = int(row.get("count") or 0)
+        path: tuple = ()
+        total += count
+        seen = set()
+        for index in row.get("stack") or []:
+            path = path + (keys[index],)
+            if path not in seen:
+                seen.add(path)
+                weights[path] = weights.get(path, 0) + count
+    return weights, total
+
+
+def flame_diff(before: dict, after: dict) -> dict:
+    """The AFTER call tree with each frame's share of AFTER's samples (its width) and of
+    BEFORE's (the same path; its colour is the difference), in depth-first order, children by
+    name; and the paths of BEFORE that vanished (the first frame of each that AFTER lacks)."""
+    old, old_total = _tree(before)
+    new, new_total = _tree(after)
+    children: dict[tuple, list[tuple]] = {}
+    for path in new:
+        children.setdefault(path[:-1], []).append(path)
+    nodes = []
+    dropped = 0
+
+    def visit(path: tuple, depth: int) -> None:
+        nonlocal dropped
+        for child in sorted(children.get(path, ()), key=lambda p: p[-1]):
+            share_after = new[child] / new_total
+            share_before = old.get(child, 0) / old_total if old_total else 0.0
+            if max(share_after, share_before) < MIN_FRAME_SHARE or len(nodes) >= MAX_FRAME_NODES:
+                dropped += 1
+                continue
+            nodes.append({"function": child[-1][0], "file": child[-1][1], "depth": depth,
+                          "after": round(share_after, 5), "before": round(share_before, 5),
+                          "change": round(share_after - share_before, 5)})
+            visit(child, depth + 1)
+
+    if new_total:
+        visit((), 0)
+    vanished = [{"path": [function for function, _ in path], "file": path[-1][1],
+                 "before": round(count / old_total, 5)}
+                for path, count in old.items()
+                if path not in new and (len(path) == 1 or path[:-1] in new)]
+    vanished.sort(key=lambda v: -v["before"])
+    return {"nodes": nodes, "dropped_nodes": dropped, "vanished": vanished[:MAX_VANISHED],
+            "vanished_more": max(0, len(vanished) - MAX_VANISHED),
+            "samples_before": old_total, "samples_after": new_total}
+
+
+# -- the one line ------------------------------------------------------------------------------
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def summary_line(diff: dict) -> str:
+    p = diff["primary"]
+    sev = (lambda side: (p[side] or {}).get("severity") or "absent")
+    parts = [f"primary: {p['id']} {sev('before')} → {sev('after')}"
+             + (" (within noise)" if p["status"] == "within noise" else "")]
+    if p["after_primary"] != p["id"]:
+        parts[0] += f" (now {p['after_primary']} {p['after_primary_severity']})"
+    counts: dict[str, int] = {}
+    for w in diff["waits"]:
+        if w["beyond_noise"] and w["change"] != "unchanged":
+            counts[w["change"]] = counts.get(w["change"], 0) + 1
+    for change in ("disappeared", "appeared", "changed"):
+        if counts.get(change):
+            parts.append(f"{_plural(counts[change], 'wait site')} {change}")
+    changed = [f for f in diff["findings"] if f["status"] == "changed"]
+    noisy = [f for f in diff["findings"] if f["status"] == "within noise"]
+    parts.append(f"{_plural(len(changed), 'finding')} changed severity"
+                 + (f" ({len(noisy)} more within noise)" if noisy else ""))
+    if diff["normalised_only"]:
+        parts.append(f"sampling differs ({', '.join(diff['sampling_differs'])}): "
+                     f"normalised figures only")
+    return "; ".join(parts)

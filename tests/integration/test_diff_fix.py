@@ -1,0 +1,83 @@
+"""`diagnose diff` on real attaches: the lock-contention workload before and after its fix (one
+model instance per request thread), and twice as it is."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.integration.conftest import requires_ptrace, running, workload_command
+
+pytestmark = [pytest.mark.integration, requires_ptrace]
+
+SAMPLE_SECONDS = "4"
+THREADS = "6"  # the workload's default: six request threads on one model lock
+
+
+def attach(pid: int, out_dir) -> dict:
+    proc, report = run_cli("attach", pid, "--duration", SAMPLE_SECONDS, "--json", "--quiet",
+                           "--output-dir", out_dir, timeout=90)
+    assert proc.returncode == 0, proc.stderr
+    return report
+
+
+def report_path(out_dir, report: dict):
+    """The .json report of `report` among those in `out_dir` (matched by pid and window)."""
+    for path in out_dir.glob("diagnose-*.json"):
+        if path.name.endswith(".speedscope.json"):
+            continue
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("sampling") == report["sampling"] and data["target"] == report["target"]:
+            return path
+    raise AssertionError("the attached report was not written")
+
+
+def diff(before, after, out_dir) -> dict:
+    proc, result = run_cli("diff", before, after, "--json", "--output-dir", out_dir, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return result
+
+
+@pytest.fixture(scope="module")
+def attaches(tmp_path_factory):
+    """Two attaches of the contended service as it is, then one of it with the fix."""
+    out = tmp_path_factory.mktemp("diff-reports")
+    with running(workload_command("lock_contention", "--seconds", "60",
+                                  "--threads", THREADS)) as pid:
+        first = report_path(out, attach(pid, out))
+        second = report_path(out, attach(pid, out))
+    with running(workload_command("lock_contention", "--seconds", "40", "--threads", THREADS,
+                                  "--instances", THREADS)) as pid:
+        fixed = report_path(out, attach(pid, out))
+    return out, first, second, fixed
+
+
+def test_the_fix_takes_the_lock_finding_from_critical_to_ok_and_its_wait_site_away(attaches):
+    out, before, _, after = attaches
+    result = diff(before, after.with_suffix(".html"), out / "diffs")  # the page reads back too
+    primary = result["primary"]
+    assert primary["id"] == "lock_contention"
+    assert (primary["before"]["severity"], primary["after"]["severity"]) == ("critical", "ok")
+    assert primary["status"] == "changed"
+    lock_sites = [w for w in result["waits"] if w["kind"] == "lock"]
+    assert lock_sites and lock_sites[0]["change"] == "disappeared", lock_sites
+    assert lock_sites[0]["before"]["waiting_threads"] > 1.0  # most of six threads were waiting
+    request = next(r for r in result["states"] if r["role"] == "request")
+    lock_state = next(s for s in request["states"] if s["state"] == "lock")
+    assert lock_state["before"] > 0.5 and lock_state["after"] < 0.05
+    assert any(n["function"] == "Model.forward" for n in result["flame"]["nodes"])
+    assert len(list((out / "diffs").glob("diagnose-diff-*.html"))) == 1
+
+
+def test_two_attaches_of_the_unchanged_service_change_no_finding_severity(attaches):
+    out, first, second, _ = attaches
+    result = diff(first, second, out / "diffs-same")
+    changed = [(f["id"], f["before"], f["after"], f["why"]) for f in result["findings"]
+               if f["status"] == "changed"]
+    assert changed == []
+    assert result["primary"]["id"] == "lock_contention"
+    assert result["primary"]["status"] in ("unchanged", "within noise")
+    assert not [w for w in result["waits"] if w["kind"] == "lock" and w["beyond_noise"]
+                and w["change"] != "unchanged"]
