@@ -1,41 +1,259 @@
-"""Runs an experiment end to end: the variants' services, the load, the written report."""
+"""Runs an experiment end to end: each variant's service started and stopped (its whole process
+group), the load of one run (one step, or a sweep), the verdict taken once per variant while it
+is loaded, and the written report. The decisions are in diagnose/experiment.py."""
 
 from __future__ import annotations
 
+import os
+import shlex
+import signal
+import subprocess
+import tempfile
+import time
+from datetime import datetime
 from pathlib import Path
 from typing import Callable
 from urllib.parse import urlsplit
 
-from diagnose.loadtest import Outcome, StopOnSignal, Stopped, stamp, write_report
+from diagnose import loadgen
+from diagnose.errors import LoadFailed
+from diagnose.experiment import (Arm, ExperimentResult, RunSettings, experiment_report,
+                                 failed_arms, run_experiment, throughput_at_slo)
+from diagnose.loadtest import Outcome, StopOnSignal, Stopped, write_report
+
+READY_TIMEOUT_S = 60.0
+STOP_GRACE_S = 8.0
 
 
-def experiment(arms, settings, advice: dict | None, out_dir: Path,
-               log: Callable[[str], None]) -> Outcome:
-    """Runs both arms in alternated rounds (diagnose/experiment.py). A stop signal ends it: the
-    service of the run in progress and its generator are stopped, the rounds measured so far
-    are written as a partial report."""
+class Service:
+    """One started service: its own session (process group), output to a temporary file."""
+
+    def __init__(self, arm: Arm):
+        env = dict(os.environ)
+        for name, value in arm.env:
+            if value is None:
+                env.pop(name, None)   # "unset": the service runs without the variable
+            else:
+                env[name] = value
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        self._log = tempfile.TemporaryFile(prefix="diagnose-experiment-")
+        try:
+            self.proc = subprocess.Popen(list(arm.argv), stdin=subprocess.DEVNULL,
+                                         stdout=self._log, stderr=subprocess.STDOUT, env=env,
+                                         start_new_session=True,
+                                         preexec_fn=loadgen.die_with_parent(os.getpid()))
+        except OSError as exc:
+            self._log.close()
+            raise LoadFailed(f"cannot start {shlex.join(arm.argv)}: {exc}") from None
+
+    def output(self, limit: int = 1500) -> str:
+        self._log.seek(0)
+        return self._log.read().decode("utf-8", "replace")[-limit:]
+
+    def exited(self) -> str | None:
+        """Why the service is gone, or None while it runs."""
+        if self.proc.poll() is None:
+            return None
+        return f"the service exited with {self.proc.returncode}"
+
+    def wait_answering(self, url: str, timeout: float = READY_TIMEOUT_S) -> float:
+        """Seconds from start until the URL answered; LoadFailed if it exits or never does."""
+        from diagnose.loadtest import check_url
+
+        start = time.monotonic()
+        while True:
+            if self.exited():
+                raise LoadFailed(f"{self.exited()} before {url} answered:\n{self.output()}")
+            try:
+                check_url(url, timeout=2.0)
+                return time.monotonic() - start
+            except LoadFailed:
+                if time.monotonic() - start > timeout:
+                    raise LoadFailed(f"{url} did not answer within {timeout:.0f} s:\n"
+                                     f"{self.output()}") from None
+                time.sleep(0.1)
+
+    def cpu_s(self) -> float | None:
+        from diagnose.sweep import CpuMeter
+
+        return CpuMeter([self.proc.pid]).read().service_cpu_s
+
+    def stop(self) -> None:
+        """SIGTERM to the group, a grace, then SIGKILL to the group; reaps the process."""
+        if self.proc.poll() is None:
+            loadgen.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
+        loadgen.killpg(self.proc.pid, signal.SIGKILL)  # workers that outlived their master
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        self._log.close()
+
+
+# -- one run --------------------------------------------------------------------------------------
+
+def measure_step(settings: RunSettings, seconds: float) -> loadgen.LoadResult:
+    """One closed (--at-load N connections) or open (--at-rate R requests/s, the generator
+    built with the open model) step of `seconds` on the URL."""
+    return settings.generator.measure(settings.url)(settings.level, seconds)
+
+
+def _step_figures(result: loadgen.LoadResult) -> dict:
+    return {"rps": round(result.requests_per_second, 2), "p50_ms": result.latency_p50_ms,
+            "p99_ms": result.latency_p99_ms, "errors": result.errors,
+            "requests": result.requests,
+            "generator_cores": (None if result.generator_cores is None
+                                else round(result.generator_cores, 3))}
+
+
+def _sweep_figures(settings: RunSettings, service: Service, out_dir: Path,
+                   log: Callable[[str], None]) -> dict:
+    """A whole sweep of the service (diagnose.loadtest.sweep, its own report written beside the
+    experiment's), judged at the SLO or at its knee."""
+    from diagnose import loadtest
+    from diagnose.sweep import SweepSettings
+
+    outcome = loadtest.sweep(
+        url=settings.url, pids=[service.proc.pid],
+        settings=SweepSettings(model=settings.generator.model, warmup_s=settings.warmup_s,
+                               slo_p99_ms=settings.slo_p99_ms),
+        generator=settings.generator, out_dir=out_dir, diagnose_seconds=None,
+        user_rules=settings.user_rules, log=log)
+    if outcome.stopped is not None:
+        raise Stopped(outcome.stopped.exit_code - 128)
+    report = outcome.report
+    knee = report.get("knee") or (report.get("summary") or {}).get("knee")
+    step = throughput_at_slo(report.get("steps") or [], knee, settings.slo_p99_ms)
+    if step is None:
+        raise LoadFailed("no step of the sweep " + (f"kept p99 within {settings.slo_p99_ms:g} ms"
+                                                    if settings.slo_p99_ms else "was measured"))
+    latency = step.get("latency_ms") or {}
+    return {"rps": step.get("throughput_rps", step.get("rps")),
+            "p50_ms": latency.get("p50", step.get("p50_ms")),
+            "p99_ms": latency.get("p99", step.get("p99_ms")),
+            "errors": step.get("errors") or 0,
+            "level": step.get("concurrency") or step.get("rate"),
+            "sweep_report": outcome.json_path.name}
+
+
+def _diagnose(settings: RunSettings, service: Service, level: float, out_dir: Path,
+              log: Callable[[str], None]) -> dict:
+    """The variant's verdict: attach to its service while the generator loads it at `level`."""
+    from diagnose.loadtest import diagnose_under_load
+
+    return diagnose_under_load(settings.url, [service.proc.pid], level,
+                               settings.diagnose_seconds, settings.generator, out_dir,
+                               settings.user_rules, log)
+
+
+def run_arm(arm: Arm, settings: RunSettings, out_dir: Path, diagnose: bool = False,
+            log: Callable[[str], None] = lambda _m: None) -> dict:
+    """Start the arm's service, wait for the URL, warm it up, measure it (and with `diagnose`,
+    take its verdict under load), stop its process group: one run's figures. LoadFailed when
+    the service exits or stops answering at any point."""
+    service = Service(arm)
+    try:
+        ready_s = service.wait_answering(settings.url)
+        cpu0, t0 = service.cpu_s(), time.monotonic()
+        try:
+            if settings.mode == "sweep":
+                figures = _sweep_figures(settings, service, out_dir, log)
+            else:
+                if settings.warmup_s:
+                    measure_step(settings, settings.warmup_s)
+                cpu0, t0 = service.cpu_s(), time.monotonic()
+                figures = _step_figures(measure_step(settings, settings.seconds))
+        except LoadFailed:
+            _check_alive(service, {"rps": 1})  # the service's exit, not the generator's
+            raise
+        cpu1, t1 = service.cpu_s(), time.monotonic()
+        _check_alive(service, figures)
+        if diagnose and settings.diagnose_seconds:
+            level = figures.get("level") or settings.level
+            figures["diagnosis"] = _diagnose(settings, service, level, out_dir, log)
+        if figures.get("diagnosis"):
+            figures["diagnosis"] = _without_paths(figures["diagnosis"])
+    finally:
+        service.stop()
+    cores = (cpu1 - cpu0) / (t1 - t0) if cpu0 is not None and cpu1 is not None else None
+    figures.update(service_cores=None if cores is None else round(cores, 3),
+                   ready_s=round(ready_s, 2))
+    return figures
+
+
+def _without_paths(diagnosis: dict) -> dict:
+    """The diagnosis with its reports named relative to the experiment report (which is written
+    beside them), not by this machine's paths."""
+    kept = {k: v for k, v in diagnosis.items() if k not in ("html", "json")}
+    if diagnosis.get("json"):
+        kept["json_name"] = Path(diagnosis["json"]).name
+    if diagnosis.get("html") and not kept.get("html_name"):
+        kept["html_name"] = Path(diagnosis["html"]).name
+    return kept
+
+
+def _check_alive(service: Service, figures: dict) -> None:
+    """A service that died during the window, or answered nothing, measured no capacity."""
+    if service.exited():
+        raise LoadFailed(f"{service.exited()} while it was loaded:\n{service.output()}") from None
+    if not figures.get("rps") or (figures.get("requests") is not None
+                                  and figures["requests"] <= (figures.get("errors") or 0)):
+        raise LoadFailed("the service stopped answering under load (no request succeeded)")
+
+
+# -- the experiment -------------------------------------------------------------------------------
+
+def experiment(arms, settings: RunSettings, advice: dict | None, out_dir: Path,
+               log: Callable[[str], None], advised=()) -> Outcome:
+    """Runs the arms in alternated rounds, each diagnosed in its first run. A stop signal ends it:
+    the service of the run in progress and its generator are stopped, the rounds measured so far
+    are written as a partial report. Raises LoadFailed (exit 12) after writing the report when
+    the baseline or every other variant failed."""
     from diagnose import pipeline
-    from diagnose.experiment import ExperimentResult, experiment_report, run_arm, run_experiment
-    from diagnose.render.sweep_html import render_experiment_html
+    from diagnose.render.experiment_html import render_experiment_html
 
     pipeline.prepare_output_dir(out_dir, probe=True)
     gen = settings.generator.describe()
     result, stopped = ExperimentResult(tuple(arms)), None
-    log(f"Experiment on {settings.url}: {settings.rounds} rounds of {settings.seconds} s at "
-        f"concurrency {settings.concurrency}, each run on a fresh service ...")
+    diagnosed: set[str] = set()
+
+    def one_run(arm: Arm) -> dict:
+        diagnose = bool(settings.diagnose_seconds) and arm.name not in diagnosed
+        diagnosed.add(arm.name)
+        return run_arm(arm, settings, out_dir, diagnose, log)
+
+    log(f"Experiment on {settings.url}: {len(arms)} variants, {settings.rounds} rounds of "
+        f"{settings.seconds} s {settings.load_label()}, each run on a fresh service ...")
     with StopOnSignal():
         try:
-            run_experiment(tuple(arms), settings.rounds, lambda arm: run_arm(arm, settings),
-                           log, result)
+            run_experiment(tuple(arms), settings.rounds, one_run, log, result)
         except Stopped as exc:
             stopped = exc
     report = experiment_report(result, settings, gen, advice,
-                               stopped.name if stopped is not None else None)
-    json_path, html_path = write_report(out_dir, stamp("experiment", urlsplit(settings.url).port),
-                                        report, render_experiment_html(report))
+                               stopped.name if stopped is not None else None, advised)
+    name = f"diagnose-experiment-{urlsplit(settings.url).port or 80}-{datetime.now():%Y%m%d-%H%M%S}"
+    json_path, html_path = write_report(out_dir, name, report, render_experiment_html(report))
     error = None
     if stopped is not None:
         error = stopped.error(f"interrupted by {stopped.name} after {len(result.runs)} run"
                               f"{'s' if len(result.runs) != 1 else ''}: partial experiment "
                               f"report written")
+    else:
+        _raise_unless_compared(result, html_path)
     return Outcome(report, json_path, html_path, error)
+
+
+def _raise_unless_compared(result: ExperimentResult, html_path: Path) -> None:
+    """Exit 12 unless the baseline and at least one other variant completed."""
+    failed = failed_arms(result)
+    measured = {r["arm"] for r in result.runs if r.get("rps") is not None} - set(failed)
+    base = result.arms[0].name
+    if base in measured and len(measured) >= 2:
+        return
+    reasons = "; ".join(f"{name}: {why.splitlines()[0]}" for name, why in failed.items())
+    raise LoadFailed(f"{'the baseline' if base not in measured else 'every other variant'} "
+                     f"failed, nothing to compare ({reasons}); report written to {html_path}")

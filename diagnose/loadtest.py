@@ -179,7 +179,8 @@ def sweep(url: str, pids: list[int], settings: SweepSettings, generator: Generat
     def diagnose_step(step) -> None:
         if pids and diagnose_seconds:
             step.diagnosis = diagnose_under_load(target_url, pids, step.level, diagnose_seconds,
-                                                 generator, out_dir, user_rules, log)
+                                                 generator, out_dir, user_rules, log,
+                                                 throughput_rps=step.rps)
 
     result: SweepResult
     started = time.time()
@@ -205,9 +206,11 @@ def sweep(url: str, pids: list[int], settings: SweepSettings, generator: Generat
 
 def diagnose_under_load(url: str, pids: list[int], level: float, seconds: float,
                         generator: Generator, out_dir: Path, user_rules: dict | None,
-                        log: Callable[[str], None]) -> dict:
+                        log: Callable[[str], None], throughput_rps: float | None = None) -> dict:
     """`attach` on `pids` for `seconds` while the generator holds `level` (connections, or
-    requests/s in the open model): the verdict under that load and its written report."""
+    requests/s in the open model): the verdict under that load and its written report.
+    `throughput_rps`: what that level served when measured (the sweep step's), written into
+    the report's `load` so reports of two runs compare per request."""
     from diagnose import pipeline
     from diagnose.collect.attach import AttachOptions, SignalAbort, StopSignals, capture
     from diagnose.errors import DiagnoseError
@@ -228,7 +231,12 @@ def diagnose_under_load(url: str, pids: list[int], level: float, seconds: float,
                           stop=stop, warn=log)
             if stop.signum is not None:
                 raise Stopped(stop.signum)
-            outputs = pipeline.from_capture(cap, out_dir, user_rules, False)
+            load = None
+            if throughput_rps is not None:
+                load = {"throughput_rps": round(throughput_rps, 2),
+                        ("concurrency" if generator.model == "closed" else "rate"):
+                            int(level) if generator.model == "closed" else level}
+            outputs = pipeline.from_capture(cap, out_dir, user_rules, False, load=load)
     except SignalAbort as exc:
         raise Stopped(exc.error.exit_code - 128) from None
     except loadgen.LoadError as exc:

@@ -25,6 +25,7 @@ from diagnose.model.service import Service, build_service
 from diagnose.render.html import render_html
 from diagnose.render.html_data import page_data
 from diagnose.render.json_report import build_report
+from diagnose.render.markdown import render_markdown
 from diagnose.render.speedscope_out import write_speedscope
 
 
@@ -36,11 +37,13 @@ class Outputs:
     procfs: Path | None
     report: dict
     partial: bool
+    markdown: Path | None = None  # the ticket summary (`--print md`)
 
 
 # Every file a report may write, by suffix; the .json is created first, exclusively, to claim
 # the name (see `_claim_name`).
-OUTPUT_SUFFIXES = (".json", ".html", ".speedscope.json", ".procfs.json", ".native.speedscope.json")
+OUTPUT_SUFFIXES = (".json", ".html", ".speedscope.json", ".procfs.json", ".native.speedscope.json",
+                   ".md", ".pb.gz")
 
 
 def report_basename(pid: int | str, when: float) -> str:
@@ -107,11 +110,11 @@ def write_outputs(service: Service, results: CheckResults, per_process: dict,
                   categorizer: Categorizer, source_profiles: list[Path], out_dir: Path, base: str,
                   tree: TreeRecord | None, keep_raw: bool, move_profile: bool,
                   native_paths: list[Path] = ()) -> Outputs:
-    """Writes the speedscope profile (the samples, first), the JSON report, the HTML report and,
-    with `keep_raw`, the /proc record and native samples. Each file is written whole or not at
-    all (a temporary file renamed into place); a name already taken gets a suffix. A file that
-    cannot be written is OutputFailed (exit 11) naming it; the ones written before it are kept,
-    and so are the recordings it came from."""
+    """Writes the speedscope profile (the samples, first), the JSON report, the Markdown ticket
+    summary, the HTML report and, with `keep_raw`, the /proc record and native samples. Each
+    file is written whole or not at all (a temporary file renamed into place); a name already
+    taken gets a suffix. A file that cannot be written is OutputFailed (exit 11) naming it; the
+    ones written before it are kept, and so are the recordings it came from."""
     def recordings_kept() -> str:
         kept = [str(p) for p in source_profiles if move_profile and p.exists()]
         return f"; the py-spy recording is kept as {', '.join(kept)}" if kept else ""
@@ -124,7 +127,7 @@ def write_outputs(service: Service, results: CheckResults, per_process: dict,
         base = _claim_name(out_dir, base)
     except OutputFailed as exc:
         raise OutputFailed(exc.message + recordings_kept()) from None
-    paths = {ext: out_dir / f"{base}{ext}" for ext in (".html", ".json", ".speedscope.json")}
+    paths = {ext: out_dir / f"{base}{ext}" for ext in (".html", ".json", ".speedscope.json", ".md")}
     speedscope = paths[".speedscope.json"]
     source_profile = source_profiles[0]
     written: list[Path] = []
@@ -152,6 +155,10 @@ def write_outputs(service: Service, results: CheckResults, per_process: dict,
         report_text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
         _write_file(paths[".json"], lambda tmp: tmp.write_text(report_text, encoding="utf-8"))
         written.append(paths[".json"])
+        summary = render_markdown(report, [paths[ext].name for ext in
+                                           (".html", ".json", ".speedscope.json")])
+        _write_file(paths[".md"], lambda tmp: tmp.write_text(summary, encoding="utf-8"))
+        written.append(paths[".md"])
         html = render_html(page_data(report, analysis, categorizer, generated))
         _write_file(paths[".html"], lambda tmp: tmp.write_text(html, encoding="utf-8"))
         written.append(paths[".html"])
@@ -187,7 +194,7 @@ def write_outputs(service: Service, results: CheckResults, per_process: dict,
             + (f"; kept {', '.join(kept)}" if kept else "; no report file was written")
             + recordings_kept()) from None
     return Outputs(paths[".html"], paths[".json"], speedscope, procfs_path, report,
-                   bool(analysis.meta.get("partial")))
+                   bool(analysis.meta.get("partial")), markdown=paths[".md"])
 
 
 def prepare_output_dir(out_dir: Path, probe: bool = False) -> None:
@@ -275,9 +282,14 @@ def _move_file(source_path: Path, path: Path) -> None:
 
 
 def from_capture(capture: Capture, out_dir: Path, user_rules: dict | None,
-                 keep_raw: bool) -> Outputs:
+                 keep_raw: bool, load: dict | None = None) -> Outputs:
+    """`load`: the load the service was under while sampled, when a sweep or an experiment
+    generated it ({"throughput_rps", "concurrency" | "rate"}): `diagnose diff` then compares
+    per request."""
     meta = {"target": capture.target, "sampling": capture.sampling, "partial": capture.partial,
             "notes": capture.notes}
+    if load is not None:
+        meta["load"] = load
     profiles = [capture.profile_path, *capture.extra_profile_paths]
     natives = ([capture.native_profile_path, *capture.extra_native_paths]
                if capture.native_profile_path is not None else [])

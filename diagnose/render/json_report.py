@@ -169,6 +169,7 @@ def build_report(service: Service, results: CheckResults, per_process: dict | No
     sampling["observer"] = observer_cost(sampling)
     sampling["partial"] = bool(meta.get("partial", False))
     sampling["notes"] = list(meta.get("notes", []))
+    extra = {"load": meta["load"]} if meta.get("load") else {}
     return {
         "schema_version": SCHEMA_VERSION,
         "target": target,
@@ -188,4 +189,5 @@ def build_report(service: Service, results: CheckResults, per_process: dict | No
         "not_applicable": [{"id": n.id, "reason": n.reason} for n in results.not_applicable],
         "threads": thread_rows(analysis),
         "stacks": stack_rows(analysis),
+        **extra,
     }

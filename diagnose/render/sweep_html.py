@@ -1,4 +1,4 @@
-"""The HTML pages of `diagnose sweep` and `diagnose experiment`: one self-contained file each,
+"""The HTML page of `diagnose sweep`: one self-contained file,
 no script at all (the charts are SVG drawn here), inline CSS under a hashed CSP, every text
 autoescaped. Renderers only render: the numbers and judgements come finished in the report."""
 
@@ -89,11 +89,4 @@ def render_sweep_html(report: dict) -> str:
               "latency": chart(steps, ("p50", "p95", "p99"), knee)}
     return _env().get_template("sweep.html.j2").render(
         report=report, charts=charts, css=Markup(css), csp=content_security_policy(None, css),
-        data_json=Markup(script_safe_json(report)))
-
-
-def render_experiment_html(report: dict) -> str:
-    css = _css()
-    return _env().get_template("experiment.html.j2").render(
-        report=report, css=Markup(css), csp=content_security_policy(None, css),
         data_json=Markup(script_safe_json(report)))

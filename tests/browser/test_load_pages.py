@@ -9,7 +9,8 @@ import json
 import pytest
 
 from diagnose.experiment import Arm, RunSettings, experiment_report, run_experiment
-from diagnose.render.sweep_html import render_experiment_html, render_sweep_html
+from diagnose.render.experiment_html import render_experiment_html
+from diagnose.render.sweep_html import render_sweep_html
 from diagnose.sweep import run_sweep, sweep_report
 from tests.browser.conftest import requires_browser
 from tests.unit.test_sweep import SETTINGS, closed_loop_service

@@ -187,10 +187,10 @@ def _kept_after_full_disk(proc, out: Path) -> dict:
     html = next(word for word in message.split() if word.endswith(".html:"))[:-1]
     base = Path(html).name.removesuffix(".html")
     assert Path(html).parent == out
-    assert [n for n in files(out) if not n.startswith(".")] == [f"{base}.json",
+    assert [n for n in files(out) if not n.startswith(".")] == [f"{base}.json", f"{base}.md",
                                                                 f"{base}.speedscope.json"]
     assert not list(out.rglob("*.tmp"))  # no half-written report left behind
-    assert f"kept {base}.speedscope.json, {base}.json" in message
+    assert f"kept {base}.speedscope.json, {base}.json, {base}.md" in message
     report = json.loads((out / f"{base}.json").read_text())
     assert report["verdict"]["primary"]
     return json.loads((out / f"{base}.speedscope.json").read_text())
@@ -230,7 +230,7 @@ def test_an_attach_in_the_same_second_as_an_earlier_report_does_not_overwrite_it
         assert (out_dir / name).read_text() == text, name
     new = sorted(set(files(out_dir)) - set(earlier))
     stem = new[0].removesuffix(".html")
-    assert stem.endswith("-2") and new == [f"{stem}.html", f"{stem}.json",
+    assert stem.endswith("-2") and new == [f"{stem}.html", f"{stem}.json", f"{stem}.md",
                                            f"{stem}.speedscope.json"], new
     assert json.loads((out_dir / f"{stem}.json").read_text())["verdict"]
 
@@ -242,7 +242,7 @@ def test_two_analyze_runs_at_once_keep_both_reports(out_dir):
     outputs = [run.communicate(timeout=120) for run in runs]
     assert [run.returncode for run in runs] == [0, 0], outputs
     stems = sorted(n.removesuffix(".html") for n in files(out_dir) if n.endswith(".html"))
-    assert len(stems) == 2 and len(files(out_dir)) == 6, files(out_dir)
+    assert len(stems) == 2 and len(files(out_dir)) == 8, files(out_dir)
     plain = [stem.removesuffix("-2") for stem in stems]
     if plain[0] == plain[1]:  # the same second (nearly always): the second run got a suffix
         assert stems == [plain[0], plain[0] + "-2"], stems
@@ -265,7 +265,7 @@ def test_a_taken_report_name_gets_a_suffix(out_dir):
     assert [o.html.name for o in written] == ["diagnose-42-20260101-000000.html",
                                               "diagnose-42-20260101-000000-2.html",
                                               "diagnose-42-20260101-000000-3.html"]
-    assert len(files(out_dir)) == 9
+    assert len(files(out_dir)) == 12
 
 
 # --- malformed rules --------------------------------------------------------------------------
@@ -355,7 +355,7 @@ def test_non_utf8_names_in_a_real_profile_are_kept(tmp_path, out_dir):
                      .encode("latin-1"))
     proc = cli("analyze", path, "-o", out_dir, "--json")
     assert proc.returncode == 0, proc.stderr
-    assert len(files(out_dir)) == 3
+    assert len(files(out_dir)) == 4
 
 
 def test_a_profile_read_from_a_pipe(tmp_path, out_dir):
@@ -398,7 +398,7 @@ def test_a_profile_naming_special_files_never_blocks(tmp_path, out_dir):
         profile.write_text("\n".join(lines) + "\n")
         proc = cli("analyze", profile, "-o", out_dir / name, timeout=60, stdin=subprocess.DEVNULL)
         assert proc.returncode == 0, proc.stderr
-        assert len(files(out_dir / name)) == 3
+        assert len(files(out_dir / name)) == 4
 
 
 # --- a containerised target -------------------------------------------------------------------

@@ -209,5 +209,5 @@ def test_experiment_measures_that_offloading_a_blocked_event_loop_pays(out_dir):
             if p.pid not in before and "asgi_inline" in " ".join(p.info.get("cmdline") or [])
             and p.status() != psutil.STATUS_ZOMBIE]
     assert left == []
-    html = next(out_dir.glob("experiment-*.html")).read_text()
+    html = next(out_dir.glob("diagnose-experiment-*.html")).read_text()
     assert 'id="outcome">better</span>' in html

@@ -1,0 +1,68 @@
+"""The HTML page of `diagnose experiment`: one self-contained file, no script (the bars are SVG
+drawn here), inline CSS under a hashed CSP, every text autoescaped (environment values and
+commands come from the user, verdict headlines from the profiled process). It only renders: the
+numbers and judgements come finished in the report."""
+
+from __future__ import annotations
+
+import re
+
+import jinja2
+from markupsafe import Markup
+
+from diagnose.render.html import _asset, content_security_policy, script_safe_json
+
+_CSS = "static/sweep.css"
+
+# Bar chart geometry, in SVG user units: one row per variant.
+W, LEFT, RIGHT, ROW, TOP, BOTTOM = 640, 220, 70, 26, 8, 26
+LABEL_CHARS = 34
+# A report named by us sits beside the page; anything else is not linked.
+_SAFE_LINK = re.compile(r"[A-Za-z0-9._-]+\.html\Z")
+
+
+def _css() -> str:
+    text = _asset(_CSS)
+    if "</style" in text.lower() or "<!--" in text or "\r" in text or "\0" in text:
+        raise ValueError(f"{_CSS} cannot be inlined safely")
+    return text
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= LABEL_CHARS else text[:LABEL_CHARS - 1] + "…"
+
+
+def bars(variants: list[dict]) -> dict:
+    """Median throughput per variant as a horizontal bar, the rounds' range as a whisker."""
+    top = max([v.get("throughput_rps") or 0 for v in variants]
+              + [max(v.get("rps_by_round") or [0]) for v in variants] + [1e-9])
+    scale = (W - LEFT - RIGHT) / top
+    rows = []
+    for i, v in enumerate(variants):
+        y = TOP + i * ROW
+        rps, runs = v.get("throughput_rps"), [r for r in v.get("rps_by_round") or [] if r]
+        rows.append({"y": y, "mid": y + ROW / 2, "label": _short(v.get("name") or ""),
+                     "width": round((rps or 0) * scale, 1), "value": rps,
+                     "failed": v.get("status") == "failed",
+                     "lo": round(LEFT + min(runs) * scale, 1) if runs and rps else None,
+                     "hi": round(LEFT + max(runs) * scale, 1) if runs and rps else None})
+    height = TOP + len(variants) * ROW + BOTTOM
+    ticks = [{"x": round(LEFT + top * f / 4 * scale, 1), "label": f"{top * f / 4:,.4g}"}
+             for f in range(5)]
+    return {"w": W, "h": height, "left": LEFT, "axis_y": height - BOTTOM, "rows": rows,
+            "ticks": ticks, "bar_h": ROW - 8}
+
+
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.PackageLoader("diagnose._reports", ""),
+                              autoescape=True, undefined=jinja2.StrictUndefined)
+
+
+def render_experiment_html(report: dict) -> str:
+    css = _css()
+    variants = report.get("variants") or []
+    links = {v.get("name"): v["report"] for v in variants
+             if isinstance(v.get("report"), str) and _SAFE_LINK.match(v["report"])}
+    return _env().get_template("experiment.html.j2").render(
+        report=report, chart=bars(variants), links=links, css=Markup(css),
+        csp=content_security_policy(None, css), data_json=Markup(script_safe_json(report)))

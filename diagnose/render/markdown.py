@@ -1,0 +1,377 @@
+"""The ticket summary: a report as GitHub-flavoured Markdown of under 4 KB.
+
+`render_markdown(report)` writes the verdict, the top findings with their evidence and first
+advice, the top wait sites with their holders, the run facts and what observing cost the target:
+pipe tables and text only (no HTML), so it renders in GitHub, GitLab and Jira issues.
+
+Names, files and command lines come from the profiled process: they pass through `md_text`,
+`md_cell` or `md_code`, which keep them from making markup, links, HTML or extra table cells.
+When the summary would exceed 4 KB it is rebuilt with fewer rows and shorter names (the first
+budget of `_BUDGETS` that fits), so one report always gives the same summary.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from diagnose.render.evidence_labels import (DASH, TIMES, describe_evidence, fmt_number,
+                                             fmt_percent, fmt_seconds)
+
+MAX_BYTES = 4096
+ELLIPSIS = "\u2026"
+PIPE_STAND_IN = "\u00a6"  # broken bar: a `|` in a table cell, which no renderer splits on
+
+# ------------------------------------------------------------------ escaping untrusted text
+
+# ASCII punctuation that can start markup somewhere in a line: emphasis (* _ ~), code (`), links
+# and images ([ ] !), HTML and autolinks (< >), entities (&), headings (#), table cells (|),
+# math ($ on GitHub), e-mail autolinks (@), Jira macros ({ }), and the escape character itself.
+# CommonMark lets a backslash escape any ASCII punctuation, so each renders as itself.
+#
+# `<` and `>` are backslash-escaped, not written as `&lt;`: an entity is HTML, which GitHub and
+# GitLab decode but Jira and plain-text notifications show as the five characters; a backslash
+# escape is understood by every CommonMark renderer (GitHub, GitLab, Jira's Markdown import) and
+# at worst leaves a visible backslash, never a tag.
+_ESCAPED = frozenset("\\`*_~[]!<>&#|$@{}")
+# A colon between a word and more text ("https:", "javascript:", ":emoji:"): the scheme of a bare
+# URL, which GitHub would make a link. A colon before a space ("it: the") is left as it is.
+# (GitLab links bare http(s) URLs after rendering, escapes or not: the link then shows its own
+# address, never a disguise; a disguised link needs `[`, which is always escaped.)
+_SCHEME_COLON = re.compile(r"(?<=[A-Za-z0-9]):(?=\S)")
+# At the start of a line these make a list or a heading underline.
+_LEADING_MARKERS = frozenset("-+=")
+_ORDERED_MARKER = re.compile(r"\d+[.)](?= |$)")
+
+# Bidirectional controls reorder the text around them (a name could make a row read backwards):
+# shown as their code points, as the HTML report does.
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
+
+
+def _one_line(text) -> str:
+    """`text` as one line: line breaks, tabs and other control characters become spaces
+    (a newline would end a table row or start a block), runs of spaces one space."""
+    s = "" if text is None else str(text)
+    s = "".join(" " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in s)
+    return " ".join(s.split())
+
+
+def _shorten(text: str, limit: int | None, keep_tail: bool = False) -> str:
+    """At most `limit` characters, the cut marked with an ellipsis; `keep_tail` keeps the end
+    (of a file path, whose last part names the file)."""
+    if limit is None or len(text) <= limit:
+        return text
+    if keep_tail:
+        return ELLIPSIS + text[len(text) - (limit - 1):]
+    return text[:limit - 1].rstrip() + ELLIPSIS
+
+
+def _show_bidi(text: str) -> str:
+    return "".join(f"[U+{ord(c):04X}]" if c in _BIDI else c for c in text)
+
+
+def md_text(text, limit: int | None = None, keep_tail: bool = False,
+            line_start: bool = True) -> str:
+    """Untrusted `text` as Markdown that renders as exactly that text, on one line, shortened to
+    `limit` characters before escaping (so no escape is ever cut in two). `line_start`: the
+    text may begin a line, where "- ", "+ ", "1. " would start a list."""
+    s = _show_bidi(_shorten(_one_line(text), limit, keep_tail))
+    colons = {m.start() for m in _SCHEME_COLON.finditer(s)}
+    out = []
+    for i, c in enumerate(s):
+        if c in _ESCAPED or i in colons:
+            out.append("\\" + c)
+        elif c == "." and s[max(0, i - 3):i].lower() == "www":
+            out.append("\\.")  # "www." starts a GitHub autolink
+        else:
+            out.append(c)
+    if line_start and out and out[0] in _LEADING_MARKERS:
+        out[0] = "\\" + out[0]
+    ordered = _ORDERED_MARKER.match(s) if line_start else None
+    if ordered:
+        out[ordered.end() - 1] = "\\" + out[ordered.end() - 1]
+    return "".join(out)
+
+
+def md_cell(text, limit: int | None = None, keep_tail: bool = False) -> str:
+    """`md_text` for a table cell: a `|` becomes a broken bar, since renderers split rows on
+    pipes before they read escapes (and some do so even inside code spans)."""
+    if text is None or _one_line(text) == "":
+        return DASH
+    return md_text(str(text).replace("|", PIPE_STAND_IN), limit, keep_tail, line_start=False)
+
+
+def md_code(text, limit: int | None = None, keep_tail: bool = False) -> str:
+    """Untrusted `text` as a code span: nothing inside it is markup or a link. Backticks are
+    replaced (one would close the span) and so are pipes (they split table cells even here)."""
+    raw = "" if text is None else str(text)
+    s = _one_line(raw.replace("`", "'").replace("|", PIPE_STAND_IN))
+    s = _show_bidi(_shorten(s, limit, keep_tail))
+    return f"`{s}`" if s else DASH
+
+
+# ------------------------------------------------------------------ values
+
+
+def _num(value) -> float | int | None:
+    """A finite number, or None for anything else (a hand-edited or older report)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _dict(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _table(header: tuple[str, ...], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows]
+
+
+# ------------------------------------------------------------------ sections
+
+
+@dataclass(frozen=True)
+class _Budget:
+    findings: int  # findings shown
+    evidence: int  # evidence rows per finding
+    waits: int  # wait sites shown
+    name: int  # characters of a function, file or command line
+    text: int  # characters of a sentence (headline, summary, advice)
+
+
+# From the full summary to the smallest; the first that fits in MAX_BYTES is used.
+_BUDGETS = (
+    _Budget(3, 3, 5, 80, 300),
+    _Budget(3, 2, 4, 60, 200),
+    _Budget(3, 2, 3, 44, 150),
+    _Budget(2, 2, 2, 36, 110),
+    _Budget(1, 1, 1, 28, 80),
+    _Budget(0, 0, 0, 20, 60),
+)
+
+
+def _verdict_lines(report: dict, budget: _Budget) -> list[str]:
+    verdict = _dict(report.get("verdict"))
+    severity = md_text(verdict.get("severity") or "unknown", 12)
+    headline = md_text(verdict.get("headline") or "no verdict", budget.text)
+    lines = [f"## diagnose: {severity} {DASH} {headline}", ""]
+    confidence = md_text(verdict.get("confidence") or "unknown", 12)
+    samples = _num(verdict.get("samples"))
+    on = f" ({fmt_number(samples)} samples)" if samples is not None else ""
+    lines.append(f"**Primary finding:** {md_code(verdict.get('primary'), budget.name)} "
+                 f"\u00b7 **severity:** {severity} \u00b7 **confidence:** {confidence}{on}")
+    if verdict.get("confidence") == "low":
+        lines += ["", f"**Low confidence:** the verdict rests on "
+                      f"{fmt_number(samples) if samples is not None else 'too few'} samples; "
+                      f"sample longer before acting on it."]
+    warning = _dict(_dict(report.get("sampling")).get("observer")).get("warning")
+    if warning:
+        lines += ["", f"**Observer effect:** {md_text(warning, budget.text)}"]
+    return lines
+
+
+def _observer_text(sampling: dict) -> str:
+    observer = _dict(sampling.get("observer"))
+    parts = []
+    paused = _num(observer.get("paused_share", sampling.get("paused_share")))
+    parts.append(f"target paused {fmt_percent(paused)}" if paused is not None
+                 else "pause not measured")
+    cpu_s = _num(observer.get("pyspy_cpu_s"))
+    cpu_share = _num(observer.get("pyspy_cpu_share_of_cores"))
+    if cpu_s is not None:
+        share = f" ({fmt_percent(cpu_share)} of the cores)" if cpu_share is not None else ""
+        parts.append(f"py-spy CPU {fmt_seconds(cpu_s)}{share}")
+    errors, error_rate = _num(observer.get("errors")), _num(observer.get("error_rate"))
+    if errors is not None:
+        rate = f" ({fmt_percent(error_rate)})" if errors and error_rate is not None else ""
+        parts.append(f"{fmt_number(errors)} sampling errors{rate}")
+    if observer.get("torn_stacks_possible") is True:
+        parts.append("stacks may be torn (non-blocking sampling)")
+    return " \u00b7 ".join(parts)
+
+
+def _rate_text(sampling: dict) -> str:
+    observer = _dict(sampling.get("observer"))
+    asked = _num(observer.get("requested_rate_hz", sampling.get("rate_hz")))
+    got = _num(observer.get("achieved_rate_hz", sampling.get("achieved_rate_hz")))
+    if asked and got is not None:
+        return f"{fmt_number(got)} of {fmt_number(asked)} Hz"
+    if got is not None:
+        return f"{fmt_number(got)} Hz"
+    return f"{fmt_number(asked)} Hz asked" if asked else "not measured"
+
+
+def _run_facts(report: dict, budget: _Budget) -> list[str]:
+    target, sampling = _dict(report.get("target")), _dict(report.get("sampling"))
+    pids = [p for p in _list(target.get("pids")) if p is not None]
+    who = (f"pids {md_cell(', '.join(map(str, pids)), budget.name)}" if len(pids) > 1
+           else f"pid {md_cell(target.get('pid'), 12)}")
+    for key, unit in (("python", "Python "), ("cores", ""), ("threads", "")):
+        value = target.get(key)
+        if value is not None:
+            noun = {"cores": " cores", "threads": " threads"}.get(key, "")
+            who += f" \u00b7 {unit}{md_cell(value, 16)}{noun}"
+    window = _num(sampling.get("duration_s"))
+    at_least = _num(sampling.get("duration_at_least_s"))
+    window_text = (fmt_seconds(window) if window is not None
+                   else f"at least {fmt_seconds(at_least)}" if at_least is not None else "unknown")
+    samples = _num(sampling.get("samples"))
+    thread_samples = _num(sampling.get("thread_samples"))
+    sample_text = fmt_number(samples) if samples is not None else DASH
+    if thread_samples is not None and thread_samples != samples:
+        sample_text += f" ({fmt_number(thread_samples)} thread-samples)"
+    partial, cmdline = sampling.get("partial"), target.get("cmdline")
+    rows = [["Target", who],
+            ["Command line", md_code(" ".join(map(str, cmdline)) if isinstance(cmdline, list)
+                                     else cmdline, budget.name + 20)],
+            ["Window", window_text],
+            ["Samples", sample_text],
+            ["Rate (achieved of asked)", _rate_text(sampling)],
+            ["Mode", md_cell(sampling.get("mode"), budget.name)],
+            ["Observer cost", _observer_text(sampling)],
+            ["Partial", "**yes**, the target exited during the window" if partial is True
+             else "no" if partial is False else DASH]]
+    return ["### Run facts", "", *_table(("Run fact", "Value"), rows)]
+
+
+# Flags that qualify other rows (`estimated` is already said on the rows it concerns).
+_QUIET_EVIDENCE = frozenset({"estimated", "calibrated"})
+
+
+def _telling_rows(finding: dict, count: int) -> list[dict]:
+    """The `count` evidence rows that say most: in the check's own order (each check lists the
+    measurement it stands on first), with zero or empty values last (they say what did not
+    happen)."""
+    evidence = _dict(finding.get("evidence"))
+
+    def says_nothing(row: dict) -> bool:
+        value = evidence.get(row["key"])
+        return value is None or value == 0 or value in ("", [], {})
+
+    rows = [r for r in describe_evidence(finding) if r["key"] not in _QUIET_EVIDENCE]
+    rows.sort(key=says_nothing)  # stable: the check's order within each group
+    return rows[:count]
+
+
+def _finding_heading(rank: int, finding: dict, budget: _Budget) -> str:
+    parts = [md_text(finding.get("severity") or "unknown", 12)]
+    score = _num(finding.get("score"))
+    if score is not None:
+        parts.append(f"score {fmt_number(score)}")
+    gain = _num(finding.get("predicted_gain"))
+    if gain is not None:
+        parts.append(f"predicted gain {gain:.2f}{TIMES} (estimate)")
+    if finding.get("low_confidence") is True:
+        samples = _num(finding.get("samples"))
+        parts.append("low confidence" + (f": {fmt_number(samples)} samples" if samples is not None
+                                         else ""))
+    title = md_text(finding.get("title") or finding.get("id") or "finding", budget.text)
+    return f"#### {rank}. {title} ({', '.join(parts)})"
+
+
+def _findings(report: dict, budget: _Budget) -> list[str]:
+    # A finding of severity "ok" says a check found nothing: in a ticket, noise.
+    found = [f for f in map(_dict, _list(report.get("findings"))) if f.get("severity") != "ok"]
+    lines = ["### Top findings", ""]
+    if not found:
+        return lines + ["No check found a problem."]
+    for rank, finding in enumerate(found[:budget.findings], start=1):
+        lines += [_finding_heading(rank, finding, budget), ""]
+        if finding.get("summary"):
+            lines += [md_text(finding["summary"], budget.text), ""]
+        rows = [[md_cell(r["label"], budget.text), md_cell(r["text"], budget.text)]
+                for r in _telling_rows(finding, budget.evidence)]
+        if rows:
+            lines += [*_table(("Evidence", "Value"), rows), ""]
+        advice = [a for a in _list(finding.get("advice")) if a]
+        if advice:
+            lines += [f"**What to do:** {md_text(advice[0], budget.text)}", ""]
+    hidden = len(found) - min(len(found), budget.findings)
+    if hidden:
+        lines.append(f"{hidden} more finding{'s' if hidden > 1 else ''} in the full report.")
+    return lines[:-1] if lines[-1] == "" else lines
+
+
+def _where(wait: dict, budget: _Budget) -> str:
+    line = wait.get("line")
+    at = f"{wait.get('file') or '?'}:{line}" if line is not None else wait.get("file")
+    return f"{md_code(wait.get('function'), budget.name)} at {md_code(at, budget.name, True)}"
+
+
+def _holder(wait: dict, budget: _Budget) -> str:
+    holders = [h for h in map(_dict, _list(wait.get("holders"))) if h.get("function")]
+    if not holders:
+        return DASH
+    share = _num(holders[0].get("share"))
+    return md_code(holders[0]["function"], budget.name) + (
+        f" ({fmt_percent(share)} of the time)" if share is not None else "")
+
+
+def _waits(report: dict, budget: _Budget) -> list[str]:
+    waits = [w for w in map(_dict, _list(report.get("waits"))) if w]
+    if not waits or budget.waits == 0:
+        return []
+    # The sites that cost the most thread time first; the report lists them by process.
+    waits.sort(key=lambda w: -(_num(w.get("thread_seconds")) or 0))
+    several_processes = len({w.get("pid") for w in waits}) > 1
+    rows = []
+    for wait in waits[:budget.waits]:
+        kind = md_cell(wait.get("label") or wait.get("kind"), budget.name)
+        if several_processes:
+            kind += f" (pid {md_cell(wait.get('pid'), 12)})"
+        share, seconds = _num(wait.get("share")), _num(wait.get("thread_seconds"))
+        threads, at_once = _num(wait.get("threads")), _num(wait.get("max_concurrent"))
+        rows.append([kind, _where(wait, budget),
+                     fmt_percent(share) if share is not None else DASH,
+                     fmt_seconds(seconds) if seconds is not None else DASH,
+                     (fmt_number(threads) if threads is not None else DASH)
+                     + (f" ({fmt_number(at_once)} at once)" if at_once is not None else ""),
+                     _holder(wait, budget)])
+    lines = ["### Wait sites", "",
+             *_table(("Wait", "Where", "Share", "Thread time", "Threads", "Top holder"), rows)]
+    if len(waits) > budget.waits:
+        lines += ["", f"{len(waits) - budget.waits} more wait sites in the full report."]
+    return lines
+
+
+def _footer(files: tuple[str, ...], budget: _Budget) -> list[str]:
+    names = [md_code(name, budget.name + 30, True) for name in files[:3]]
+    if not names:
+        return ["Generated by diagnose; the HTML report beside it has the flame graph, threads "
+                "and timeline."]
+    rest = f" (the report's data: {', '.join(names[1:])})" if len(names) > 1 else ""
+    return [f"Generated by diagnose. Open {names[0]} in a browser for the flame graph, threads "
+            f"and timeline{rest}."]
+
+
+def _render(report: dict, files: tuple[str, ...], budget: _Budget) -> str:
+    sections = [_verdict_lines(report, budget), _findings(report, budget),
+                _waits(report, budget), _run_facts(report, budget), _footer(files, budget)]
+    return "\n\n".join("\n".join(s) for s in sections if s) + "\n"
+
+
+def _fits(text: str) -> bool:
+    return len(text.encode("utf-8")) < MAX_BYTES
+
+
+def render_markdown(report: dict, files: tuple[str, ...] | list[str] = ()) -> str:
+    """The ticket summary of `report` (a JSON report), under MAX_BYTES of UTF-8. `files`: the
+    names of the report's other files (the HTML first), named in the last line."""
+    report, files = _dict(report), tuple(str(f) for f in files)
+    for budget in _BUDGETS:
+        text = _render(report, files, budget)
+        if _fits(text):
+            return text
+    # Untrusted text of the worst kind (every character escaped or shown as a code point) in
+    # every field: the verdict alone, which fits whatever the report holds.
+    smallest = _BUDGETS[-1]
+    return "\n\n".join("\n".join(s) for s in (_verdict_lines(report, smallest),
+                                              _footer(files, smallest))) + "\n"
