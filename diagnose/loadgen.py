@@ -1,56 +1,123 @@
-"""The load generator: `wrk` when it is on PATH, else a closed-loop Python client, against a
-loopback URL only. Used by `diagnose sweep` / `diagnose experiment` and by the real-server tests
+"""The load generator, against a loopback URL only: the closed model (`connections` in flight,
+`wrk` when it is on PATH, else a Python client) or the open model (`rate` requests per second,
+constant or Poisson arrivals, always the Python client of diagnose/openloop.py). Used by
+`diagnose sweep` / `diagnose experiment` and by the real-server tests
 (tests/integration/servers.py re-exports it).
 
     with load("http://127.0.0.1:8000/predict", seconds=8, connections=8) as run:
         ...                                   # attach to the server while it is loaded
     print(run.result.requests_per_second, run.result.latency_p99_ms, run.result.generator_cpu_s)
+    measure(url, 5, rate=200, arrivals="poisson", method="POST", body=b"{}",
+            headers=[("Content-Type", "application/json")])
 
-Both tools are closed loops: each connection sends its next request when the previous one is
-answered, so latencies are those of the requests actually sent (no coordinated-omission
-correction, unlike wrk2 or vegeta) and the offered load falls when the service slows down.
+Closed model: each connection sends its next request when the previous one is answered, so
+the offered load falls when the service slows down. The Python client's latencies are those of
+the requests actually sent (a stall delays the requests that would have met it: coordinated
+omission). wrk 4 corrects its own histogram after the run (its `stats_correct`: each latency
+longer than a connection's mean interval also records the requests that connection would have
+sent meanwhile), so wrk's buckets hold more values than requests completed and a stall does
+reach its p99. Open model: requests leave on schedule and latency counts from each request's intended send time,
+so a stall shows in the percentiles. Every completed request's latency is in an HDR histogram
+(`LoadResult.histogram`, microseconds, diagnose/latency.py); the percentiles are read from it.
+For wrk, the histogram is wrk's own: its `done` hook writes every (latency, count) bucket of
+wrk's 1 µs-resolution histogram to a file (`histogram_source = "wrk-buckets"`); a wrk without
+bucket access gives percentiles only, from which an approximate histogram is made
+("wrk-percentiles").
+
+Errors by kind (`errors_by_kind`): connect, read, write, timeout (no answer), http_4xx, http_5xx
+(answers, counted in `requests` too) and, open model only, dropped (scheduled but never sent:
+the client's bound on outstanding requests was reached, or the window ended first; see
+diagnose/openloop.py).
 
 The generator shares the machine's cores with the service it loads: every result carries the
 CPU it used itself (`generator_cpu_s`, from the kernel's accounting of the wrk process, or the
 client threads' own CPU time), so a caller can tell a service that stopped scaling from a
-generator that ran out of CPU. wrk's percentiles come from its own histogram through a small
-Lua `done` hook (p50, p90, p95, p99, mean, max); its text output is parsed for the rest.
+generator that ran out of CPU. In the open model the generator also reports its own lateness
+(`schedule_lag_ms`: p99 of dispatch time minus intended send time): a large lag means the
+generator, not the service, could not keep the rate.
 
-Standard library only.
+Standard library + hdrhistogram.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import http.client
 import math
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 from urllib.parse import urlsplit
+
+from hdrh.histogram import HdrHistogram
+
+from diagnose import latency
+from diagnose.openloop import (DEFAULT_MAX_OUTSTANDING, ERROR_KINDS, SOCKET_ERRORS, Connection,
+                               OpenLoop, RequestSpec, normalise_headers)
 
 LOOPBACK = "127.0.0.1"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost")
 OVERRUN_GRACE_S = 15.0  # a load run may exceed its duration by this much before it is killed
 
-# wrk's `done` hook: its own latency histogram, in microseconds, on one line we parse.
-_WRK_DONE_LUA = """\
+# wrk's script: the request (method, headers, body), a count of 4xx / 5xx answers per thread,
+# and a `done` hook printing wrk's percentiles (µs) and writing every bucket of its latency
+# histogram, `latency(i)` -> (µs, count) for i = 1 .. #latency, to BUCKETS_PATH.
+_WRK_LUA = """\
+{request}
+diagnose_4xx, diagnose_5xx = 0, 0
+local diagnose_threads = {{}}
+setup = function(thread) table.insert(diagnose_threads, thread) end
+response = function(status, headers, body)
+  if status >= 500 then diagnose_5xx = diagnose_5xx + 1
+  elseif status >= 400 then diagnose_4xx = diagnose_4xx + 1 end
+end
 done = function(summary, latency, requests)
   io.write(string.format("DIAGNOSE-LATENCY-US %.1f %.1f %.1f %.1f %.1f %.1f\\n",
     latency:percentile(50), latency:percentile(90), latency:percentile(95),
     latency:percentile(99), latency.mean, latency.max))
+  local c4, c5 = 0, 0
+  for _, thread in ipairs(diagnose_threads) do
+    c4 = c4 + (thread:get("diagnose_4xx") or 0)
+    c5 = c5 + (thread:get("diagnose_5xx") or 0)
+  end
+  io.write(string.format("DIAGNOSE-STATUS %d %d\\n", c4, c5))
+  local ok, n = pcall(function() return #latency end)
+  if not ok or not n then return end
+  local out = io.open({buckets_path}, "w")
+  if not out then return end
+  for i = 1, n do
+    local value, count = latency(i)
+    out:write(string.format("%d %d\\n", value, count))
+  end
+  out:close()
 end
 """
+
+
+def lua_string(data: bytes) -> str:
+    """A Lua string literal of `data`, byte for byte (\\ddd escapes outside printable ASCII)."""
+    return '"' + "".join(chr(b) if 32 <= b < 127 and b not in (34, 92) else f"\\{b:03d}"
+                         for b in data) + '"'
+
+
+def wrk_script(spec: RequestSpec, buckets_path: str) -> str:
+    """The Lua script for wrk: `spec` as wrk's request, the status counts and the done hook."""
+    lines = [f"wrk.method = {lua_string(spec.method.encode('ascii'))}"]
+    if spec.body is not None:
+        lines.append(f"wrk.body = {lua_string(spec.body)}")
+    for name, value in spec.headers:
+        lines.append(f"wrk.headers[{lua_string(name.encode('latin-1'))}] = "
+                     f"{lua_string(value.encode('latin-1'))}")
+    return _WRK_LUA.format(request="\n".join(lines),
+                           buckets_path=lua_string(buckets_path.encode()))
 
 
 class LoadError(RuntimeError):
@@ -77,15 +144,39 @@ class LoadResult:
     threads: int = 1                 # generator threads: at most this many cores for it
     generator_cpu_s: Optional[float] = None  # CPU the generator itself used (user + system)
     wall_s: Optional[float] = None   # the run's wall time, start to exit
+    # Every completed request's latency (µs) in the window; the percentiles above come from it.
+    histogram: Optional[HdrHistogram] = None
+    histogram_source: Optional[str] = None  # "python" | "wrk-buckets" | "wrk-percentiles"
+    model: str = "closed"            # "closed" (connections) or "open" (rate)
+    rate: Optional[float] = None     # open model: offered requests/s
+    arrivals: Optional[str] = None   # open model: "constant" or "poisson"
+    scheduled: Optional[int] = None  # open model: requests whose intended time is in the window
+    # connect/read/write/timeout/http_4xx/http_5xx (+ dropped, open model); see the docstring.
+    errors_by_kind: Dict[str, int] = field(default_factory=dict)
+    # Open model: p99 / max of (dispatch time - intended send time), the generator's own
+    # lateness (not the service's queueing). None for the closed model.
+    schedule_lag_ms: Optional[float] = None
+    schedule_lag_max_ms: Optional[float] = None
 
     @property
     def errors(self) -> int:
-        """Socket errors plus non-2xx/3xx responses."""
-        return sum(self.socket_errors.values()) + self.non_2xx
+        """Socket errors, non-2xx/3xx responses and (open model) requests never sent."""
+        return (sum(self.socket_errors.values()) + self.non_2xx
+                + self.errors_by_kind.get("dropped", 0))
 
     @property
     def ok_requests(self) -> int:
         return max(0, self.requests - self.non_2xx)
+
+    def use_histogram(self, hist: HdrHistogram, source: str) -> None:
+        """Takes `hist` as the run's latencies: percentiles, mean and max are read from it."""
+        self.histogram, self.histogram_source = hist, source
+        if hist.get_total_count() == 0:
+            return
+        points = latency.percentiles_ms(hist)
+        self.latency_p50_ms, self.latency_p90_ms = points["p50"], points["p90"]
+        self.latency_p95_ms, self.latency_p99_ms = points["p95"], points["p99"]
+        self.latency_max_ms, self.latency_avg_ms = points["max"], latency.mean_ms(hist)
 
     @property
     def generator_cores(self) -> Optional[float]:
@@ -199,7 +290,32 @@ def parse_wrk(output: str, url: str, connections: int) -> LoadResult:
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
     if non2xx:
         result.non_2xx = int(non2xx.group(1))
+    result.errors_by_kind = {kind: result.socket_errors.get(kind, 0) for kind in SOCKET_ERRORS}
+    status = re.search(r"^DIAGNOSE-STATUS (\d+) (\d+)", output, re.M)
+    if status:
+        result.errors_by_kind["http_4xx"] = int(status.group(1))
+        result.errors_by_kind["http_5xx"] = int(status.group(2))
+    elif result.non_2xx:  # wrk's text does not split them
+        result.errors_by_kind["http_other"] = result.non_2xx
+    if hook and requests:
+        points = [(50.0, p50), (90.0, p90), (95.0, p95), (99.0, p99), (100.0, top)]
+        result.histogram = latency.from_percentiles([(q, ms * 1e3) for q, ms in points],
+                                                    requests)
+        result.histogram_source = "wrk-percentiles"
     return result
+
+
+def read_wrk_buckets(path: str) -> Optional[HdrHistogram]:
+    """The histogram of the (µs, count) lines the done hook wrote; None without the file."""
+    try:
+        with open(path) as lines:
+            pairs = [line.split() for line in lines if line.strip()]
+    except OSError:
+        return None
+    try:
+        return latency.from_buckets((float(value), int(float(count))) for value, count in pairs)
+    except ValueError:
+        return None
 
 
 _PR_SET_PDEATHSIG = 1
@@ -229,13 +345,14 @@ def killpg(pgid: int, sig: int) -> None:
 
 class _WrkRun(LoadRun):
     def __init__(self, wrk: str, url: str, seconds: int, connections: int, threads: int,
-                 request_timeout_s: int):
+                 request_timeout_s: int, spec: RequestSpec = RequestSpec()):
         super().__init__("wrk", url, seconds, connections)
         self.threads = threads
         script = tempfile.NamedTemporaryFile("w", prefix="diagnose-wrk-", suffix=".lua",
                                              delete=False)
+        self.buckets = script.name[:-len(".lua")] + ".buckets"
         with script:
-            script.write(_WRK_DONE_LUA)
+            script.write(wrk_script(spec, self.buckets))
         self.script = script.name
         self.argv = [wrk, f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency",
                      "--timeout", f"{request_timeout_s}s", "-s", self.script, url]
@@ -257,10 +374,11 @@ class _WrkRun(LoadRun):
             pass
 
     def _remove_script(self) -> None:
-        try:
-            os.unlink(self.script)
-        except OSError:
-            pass
+        for path in (self.script, self.buckets):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
 
     def _reap(self, deadline: float):
         """Waits for wrk with wait4, which also returns the CPU it used; None past `deadline`."""
@@ -292,6 +410,9 @@ class _WrkRun(LoadRun):
                 raise LoadError(f"{self.argv[:-3]} exited with {code}:\n{output[-2000:]}")
             result = parse_wrk(output, self.url, self.connections)
             result.threads, result.generator_cpu_s, result.wall_s = self.threads, cpu, wall
+            buckets = read_wrk_buckets(self.buckets)
+            if buckets is not None:
+                result.use_histogram(buckets, "wrk-buckets")
             return result
         finally:
             self._remove_script()
@@ -309,21 +430,22 @@ class _WrkRun(LoadRun):
 
 class _PythonRun(LoadRun):
     """Closed loop: `connections` threads, each with one keep-alive http.client connection,
-    sending GETs back to back until the duration is over."""
+    sending `spec` back to back until the duration is over."""
 
-    def __init__(self, url: str, seconds: int, connections: int, request_timeout_s: float):
+    def __init__(self, url: str, seconds: int, connections: int, request_timeout_s: float,
+                 spec: RequestSpec = RequestSpec()):
         super().__init__("python", url, seconds, connections)
-        parts = urlsplit(url)
-        self.port = parts.port or 80
-        self.path = parts.path + ("?" + parts.query if parts.query else "")
+        self.port = urlsplit(url).port or 80
+        self.spec = spec
         self.request_timeout_s = request_timeout_s
         self.stop = threading.Event()
-        self.latencies: List[List[float]] = [[] for _ in range(connections)]
-        self.statuses: List[Dict[int, int]] = [{} for _ in range(connections)]
+        self.histograms = [latency.new_histogram() for _ in range(connections)]
         self.errors: List[Dict[str, int]] = [{} for _ in range(connections)]
+        self.answered: List[int] = [0] * connections
         self.cpu: List[float] = [0.0] * connections
+        self.connections_in_use = [Connection(self.port, request_timeout_s)
+                                   for _ in range(connections)]
         self.t_start = time.monotonic()
-        self.t_end: Optional[float] = None
         self.threads = [threading.Thread(target=self._client, args=(i,), daemon=True,
                                          name=f"load-client-{i}") for i in range(connections)]
         for thread in self.threads:
@@ -334,89 +456,92 @@ class _PythonRun(LoadRun):
         try:
             self._loop(index)
         finally:
+            self.connections_in_use[index].close()
             self.cpu[index] = time.thread_time() - cpu0
 
     def _loop(self, index: int) -> None:
         end = self.t_start + self.seconds
-        conn = None
-        latencies, statuses = self.latencies[index], self.statuses[index]
-        errors = self.errors[index]
+        connection = self.connections_in_use[index]
+        hist, errors = self.histograms[index], self.errors[index]
         while not self.stop.is_set() and time.monotonic() < end:
-            if conn is None:
-                conn = http.client.HTTPConnection(LOOPBACK, self.port,
-                                                  timeout=self.request_timeout_s)
             t0 = time.monotonic()
-            try:
-                conn.request("GET", self.path)
-                response = conn.getresponse()
-                response.read()
-            except socket.timeout:
-                errors["timeout"] = errors.get("timeout", 0) + 1
-                conn.close()
-                conn = None
-                continue
-            except ConnectionRefusedError:
-                errors["connect"] = errors.get("connect", 0) + 1
-                conn.close()
-                conn = None
-                time.sleep(0.01)
-                continue
-            except (OSError, http.client.HTTPException):
-                errors["read"] = errors.get("read", 0) + 1
-                conn.close()
-                conn = None
-                continue
+            status, kind = connection.send(self.spec)
             t1 = time.monotonic()
-            if t1 <= end:  # count what completed inside the window, as wrk does
-                latencies.append(t1 - t0)
-                statuses[response.status] = statuses.get(response.status, 0) + 1
-            if response.will_close:
-                conn.close()
-                conn = None
-        if conn is not None:
-            conn.close()
+            if t1 > end:  # count only what ended inside the window, as wrk does
+                break
+            if status is not None:
+                latency.record_us(hist, (t1 - t0) * 1e6)
+                self.answered[index] += 1
+            if kind is not None:
+                errors[kind] = errors.get(kind, 0) + 1
+            if kind == "connect":
+                time.sleep(0.01)  # a refusing server: don't spin
 
     def _finish(self) -> LoadResult:
         for thread in self.threads:
             thread.join(max(0.0, self.deadline - time.monotonic()))
         if any(t.is_alive() for t in self.threads):
-            self.stop.set()
+            self.abort()
             raise LoadError(f"python load client overran {self.seconds} s by more than "
                             f"{OVERRUN_GRACE_S:.0f} s")
         wall = time.monotonic() - self.t_start
         elapsed = min(wall, float(self.seconds))
-        latencies = sorted(x for per_thread in self.latencies for x in per_thread)
-        statuses: Dict[int, int] = {}
-        for per_thread in self.statuses:
-            for status, count in per_thread.items():
-                statuses[status] = statuses.get(status, 0) + count
-        socket_errors = {"connect": 0, "read": 0, "write": 0, "timeout": 0}
+        errors = {kind: 0 for kind in ERROR_KINDS if kind != "dropped"}
         for per_thread in self.errors:
             for kind, count in per_thread.items():
-                socket_errors[kind] = socket_errors.get(kind, 0) + count
-
-        def pct(q: float) -> Optional[float]:
-            if not latencies:
-                return None
-            rank = max(1, math.ceil(q * len(latencies)))
-            return latencies[rank - 1] * 1e3
-
-        requests = len(latencies)
-        return LoadResult(
+                errors[kind] = errors.get(kind, 0) + count
+        requests = sum(self.answered)
+        result = LoadResult(
             tool="python", url=self.url, connections=self.connections, duration_s=elapsed,
             requests=requests, requests_per_second=requests / elapsed if elapsed > 0 else 0.0,
-            latency_avg_ms=(sum(latencies) / requests * 1e3) if requests else None,
-            latency_p50_ms=pct(0.50), latency_p90_ms=pct(0.90), latency_p95_ms=pct(0.95),
-            latency_p99_ms=pct(0.99),
-            latency_max_ms=latencies[-1] * 1e3 if latencies else None,
-            socket_errors=socket_errors,
-            non_2xx=sum(c for s, c in statuses.items() if not 200 <= s < 400),
-            threads=self.connections, generator_cpu_s=sum(self.cpu), wall_s=wall)
+            socket_errors={kind: errors[kind] for kind in SOCKET_ERRORS},
+            non_2xx=errors["http_4xx"] + errors["http_5xx"],
+            threads=self.connections, generator_cpu_s=sum(self.cpu), wall_s=wall,
+            errors_by_kind=errors)
+        result.use_histogram(latency.merge(self.histograms), "python")
+        return result
 
     def abort(self) -> None:
         self.stop.set()
+        for connection in self.connections_in_use:
+            connection.shutdown()
         for thread in self.threads:
             thread.join(max(0.0, min(self.request_timeout_s, self.deadline - time.monotonic())))
+
+
+class _OpenRun(LoadRun):
+    """Open model: diagnose/openloop.py's client at `rate` requests/s."""
+
+    def __init__(self, url: str, seconds: int, rate: float, arrivals: str, seed: Optional[int],
+                 max_outstanding: int, request_timeout_s: float, spec: RequestSpec):
+        super().__init__("python", url, seconds, max_outstanding)
+        self.rate, self.arrivals = float(rate), arrivals
+        self.loop = OpenLoop(urlsplit(url).port or 80, spec, rate, seconds, arrivals=arrivals,
+                             seed=seed, max_outstanding=max_outstanding,
+                             request_timeout_s=request_timeout_s)
+
+    def _finish(self) -> LoadResult:
+        stats = self.loop.wait(min(self.loop.drain_deadline, self.deadline))
+        if stats is None:
+            raise LoadError(f"the open-model client overran {self.seconds} s by more than "
+                            f"{OVERRUN_GRACE_S:.0f} s")
+        errors = stats.errors_by_kind
+        lag = latency.percentiles_ms(stats.lag_histogram)
+        result = LoadResult(
+            tool="python", url=self.url, connections=max(1, stats.workers),
+            duration_s=stats.window_s, requests=stats.completed,
+            requests_per_second=stats.completed_in_window / stats.window_s,
+            socket_errors={kind: errors[kind] for kind in SOCKET_ERRORS},
+            non_2xx=errors["http_4xx"] + errors["http_5xx"],
+            threads=max(1, stats.workers), generator_cpu_s=stats.cpu_s, wall_s=stats.wall_s,
+            model="open", rate=self.rate, arrivals=self.arrivals, scheduled=stats.scheduled,
+            errors_by_kind=dict(errors), schedule_lag_ms=lag["p99"],
+            schedule_lag_max_ms=lag["max"])
+        result.use_histogram(stats.histogram, "python")
+        return result
+
+    def abort(self) -> None:
+        self.loop.abort()
 
 
 def resolve_tool(tool: str) -> Optional[str]:
@@ -429,29 +554,66 @@ def resolve_tool(tool: str) -> Optional[str]:
     return wrk
 
 
+WRK_OPEN_MODEL = ("wrk cannot drive an open model (constant request rate); "
+                  "use --tool python or auto")
+METHOD_CHARS = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+
+
+def request_spec(target: str, method: str = "GET", body: Optional[bytes] = None,
+                 headers: Sequence[Tuple[str, str]] = ()) -> RequestSpec:
+    """The request every connection sends to `target` (a loopback_url), checked."""
+    if not METHOD_CHARS.fullmatch(method or ""):
+        raise ValueError(f"not an HTTP method: {method!r}")
+    parts = urlsplit(target)
+    path = (parts.path or "/") + ("?" + parts.query if parts.query else "")
+    return RequestSpec(method=method.upper(), path=path,
+                       body=bytes(body) if body is not None else None,
+                       headers=normalise_headers(headers))
+
+
 @contextmanager
 def load(url: str, seconds: float, connections: int = 8, threads: int = 2,
-         tool: str = "auto", request_timeout_s: int = 10) -> Iterator[LoadRun]:
+         tool: str = "auto", request_timeout_s: int = 10, *, rate: Optional[float] = None,
+         arrivals: str = "constant", seed: Optional[int] = None, method: str = "GET",
+         body: Optional[bytes] = None, headers: Sequence[Tuple[str, str]] = (),
+         max_outstanding: int = DEFAULT_MAX_OUTSTANDING) -> Iterator[LoadRun]:
     """Drives `url` (127.0.0.1 / localhost only) for `seconds` (rounded up to whole seconds)
-    with `connections` concurrent keep-alive connections, in the background while the block
-    runs; the run's `LoadResult` is in `run.result` after the block (or from `run.wait()`).
+    in the background while the block runs; the run's `LoadResult` is in `run.result` after the
+    block (or from `run.wait()`).
 
-    tool: "wrk" (`wrk -tT -cN -dSs --latency --timeout 10s -s HOOK URL`), "python" (closed-loop
-    http.client threads) or "auto" (wrk when on PATH). On leaving the block the run is awaited
-    until it ends, at most OVERRUN_GRACE_S seconds past its duration (then killed, LoadError);
-    if the block raises, or an exception (a signal's) interrupts that wait, the run is stopped
-    at once and no result is set.
+    Closed model (no `rate`): `connections` concurrent keep-alive connections. tool: "wrk"
+    (`wrk -tT -cN -dSs --latency --timeout 10s -s SCRIPT URL`), "python" (closed-loop
+    http.client threads) or "auto" (wrk when on PATH).
+    Open model (`rate` requests/s): the Python open-loop client whatever `tool` says, except
+    "wrk" (LoadError: wrk has no open model); `arrivals` "constant" or "poisson" (`seed` makes
+    Poisson gaps reproducible); at most `max_outstanding` requests in flight (see
+    diagnose/openloop.py for what happens beyond).
+    Every request is `method` with `headers` ((name, value) pairs) and `body`.
+
+    On leaving the block the run is awaited until it ends, at most OVERRUN_GRACE_S seconds past
+    its duration (then killed, LoadError); if the block raises, or an exception (a signal's)
+    interrupts that wait, the run is stopped at once and no result is set.
     """
     target = loopback_url(url)  # refuses non-loopback hosts before anything starts
     secs = max(1, int(math.ceil(seconds)))
     if connections < 1:
         raise ValueError("connections must be at least 1")
-    wrk = resolve_tool(tool)
-    if wrk:
-        run: LoadRun = _WrkRun(wrk, target, secs, connections, max(1, min(threads, connections)),
-                               request_timeout_s)
+    spec = request_spec(target, method, body, headers)
+    if rate is not None:
+        if tool == "wrk":
+            raise LoadError(WRK_OPEN_MODEL)
+        resolve_tool(tool)  # an unknown tool name is still an error
+        if not rate > 0:
+            raise ValueError("rate must be positive")
+        run: LoadRun = _OpenRun(target, secs, rate, arrivals, seed, max_outstanding,
+                                float(request_timeout_s), spec)
     else:
-        run = _PythonRun(target, secs, connections, float(request_timeout_s))
+        wrk = resolve_tool(tool)
+        if wrk:
+            run = _WrkRun(wrk, target, secs, connections, max(1, min(threads, connections)),
+                          request_timeout_s, spec)
+        else:
+            run = _PythonRun(target, secs, connections, float(request_timeout_s), spec)
     try:
         yield run
         run.wait()
