@@ -1,20 +1,64 @@
-"""underloaded: the workers mostly wait for requests; the bottleneck is outside the process."""
+"""underloaded: the workers mostly wait for requests, or inside a request for calls outside the
+process (a remote store, a downstream service); nothing inside the process limits throughput.
+
+A thread-per-connection server's handler threads are request workers even when, at light load,
+they spend the request in such a call (an IO or sleep wait, not a lock, queue or GIL wait): the
+stdlib and WSGI servers' request-handling frames name them, whatever the application's code."""
 
 from __future__ import annotations
+
+import re
 
 from diagnose.checks.base import NotApplicable, make_finding, pct, ramp, top_sites
 
 ID = "underloaded"
 
+# Frames of servers that run one request per thread: a thread whose stacks pass through one of
+# them is handling requests (file suffix, function pattern; a suffix ending in "/" is a package).
+REQUEST_HANDLING_FRAMES = (
+    ("socketserver.py", re.compile(r"(process_request_thread|finish_request)$")),
+    ("http/server.py", re.compile(r"handle_one_request$")),
+    ("wsgiref/", re.compile(r"(handle|run)$")),
+    ("gunicorn/workers/", re.compile(r"handle(_request)?$")),
+    ("waitress/", re.compile(r"(handle_request|service)$")),
+)
+
+
+def _handles_requests(frames) -> bool:
+    for frame in frames:
+        for suffix, pattern in REQUEST_HANDLING_FRAMES:
+            where = (suffix in frame.file) if suffix.endswith("/") else frame.file.endswith(suffix)
+            if where and pattern.search(frame.function):
+                return True
+    return False
+
+
+def handler_threads(analysis) -> set:
+    """Threads (summary index) whose samples ran inside a server's request-handling frames."""
+    profile = analysis.profile
+    stack_ids = analysis.samples["stack"].unique()
+    handling = {int(sid) for sid in stack_ids
+                if _handles_requests([profile.frames[f] for f in profile.stacks[int(sid)]])}
+    rows = analysis.samples[analysis.samples["stack"].isin(handling)]
+    return set(int(t) for t in rows["thread"].unique())
+
 
 def run(analysis, settings):
-    workers = analysis.threads[analysis.threads["role"].isin(("request", "idle"))]
+    roles = analysis.threads["role"]
+    handlers = handler_threads(analysis)
+    workers = analysis.threads[roles.isin(("request", "idle"))
+                               | analysis.threads.index.isin(list(handlers))]
     if workers.empty:
         return NotApplicable(ID, "no worker threads were seen")
     samples = analysis.samples[analysis.samples["thread"].isin(workers.index)]
     total = float(samples["count"].sum())
     idle = samples[samples["state"] == "idle"]
-    share = float(idle["count"].sum()) / total if total else 0.0
+    # A handler thread in an IO or sleep wait inside a request waits for something outside the
+    # process (locks, queues and the GIL are the process's own and scored by their checks).
+    outside = samples[(samples["state"] == "io") & samples["thread"].isin(list(handlers))]
+    idle_share = float(idle["count"].sum()) / total if total else 0.0
+    outside_share = float(outside["count"].sum()) / total if total else 0.0
+    share = idle_share + outside_share
     structure = analysis.structure
     stages = [st for st in structure.stages if st.role in ("stage", "batcher")]
     if structure.pipeline and stages:
@@ -27,13 +71,19 @@ def run(analysis, settings):
         # Busy cores contradict "waiting for work", whatever the thread states say.
         score *= max(0.0, 1.0 - max(0.0, utilization - 0.5) / 0.4)
     evidence = {
-        "idle_share_of_workers": share,
+        "waiting_share_of_workers": share,
+        "idle_share_of_workers": idle_share,
+        "waiting_outside_share_of_workers": outside_share,
         "worker_threads": int(len(workers)),
         "idle_threads": int((workers["role"] == "idle").sum()),
         "cpu_utilization": utilization,
     }
-    sites = top_sites(analysis, idle, total, limit=3)
-    summary = f"worker threads were idle waiting for work {pct(share)} of the time"
+    sites = top_sites(analysis, samples[samples.index.isin(idle.index.union(outside.index))],
+                      total, limit=3)
+    summary = f"worker threads were idle waiting for work {pct(idle_share)} of the time"
+    if outside_share:
+        summary = (f"worker threads waited {pct(share)} of the time: for work {pct(idle_share)}, "
+                   f"on calls outside the process (IO, sleep) {pct(outside_share)}")
     if utilization is not None:
         summary += f"; cores {pct(min(utilization, 1.0))} busy"
     return make_finding(ID, settings, score, summary, evidence, sites,

@@ -202,6 +202,10 @@ LABELS: dict[str, Label] = {
     "submit_site_seen": L("a submit / put call site was sampled", FLAG),
     # -- underloaded
     "idle_share_of_workers": L("share of worker time idle, waiting for work", PERCENT),
+    "waiting_share_of_workers": L("share of worker time waiting for work or on calls outside "
+                                  "the process", PERCENT),
+    "waiting_outside_share_of_workers": L("share of worker time inside requests waiting on "
+                                          "calls outside the process (IO, sleep)", PERCENT),
     "worker_threads": L("worker threads", THREADS),
     "idle_threads": L("threads that only waited for work", THREADS),
     "cpu_utilization": L("CPU used, share of usable cores (OS)", PERCENT, none=_NOT_MEASURED),
