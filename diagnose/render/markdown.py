@@ -254,7 +254,14 @@ def _telling_rows(finding: dict, count: int) -> list[dict]:
 
     def says_nothing(row: dict) -> bool:
         value = evidence.get(row["key"])
-        return value is None or value == 0 or value in ("", [], {})
+        if value is None:
+            return True
+        if isinstance(value, (int, float)):
+            return value == 0
+        try:  # a string, list, dict or array: empty says nothing
+            return len(value) == 0
+        except TypeError:
+            return False
 
     rows = [r for r in describe_evidence(finding) if r["key"] not in _QUIET_EVIDENCE]
     rows.sort(key=says_nothing)  # stable: the check's order within each group

@@ -46,9 +46,9 @@ def test_the_sweep_page_draws_its_curves_without_script(open_report, tmp_path):
     box = page.locator("svg.chart").first.bounding_box()
     assert box["width"] > 300 and box["height"] > 150
     assert page.locator("tr.knee td").first.inner_text() == "4"
-    knee_verdict = page.locator("tr.knee td.verdict")
+    knee_verdict = page.locator("#verdicts tr.knee")
     assert HOSTILE in knee_verdict.inner_text()
-    assert knee_verdict.locator("a").get_attribute("href") == "d4.html"
+    assert knee_verdict.locator("td.verdict a").get_attribute("href") == "d4.html"
 
 
 def test_the_experiment_page_shows_the_outcome_and_every_run(open_report, tmp_path):

@@ -327,3 +327,20 @@ def test_wait_sites_are_ranked_by_thread_time_with_their_top_holder(recorded_rep
     assert rows[1] == ["Lock", "Pool.get at /srv/pool.py:12", "80%", "40 s", "6 (6 at once)",
                        "Pool.refill (75% of the time)"]
     assert rows[2][0] == "small"
+
+
+def test_evidence_holding_arrays_or_empty_collections_still_renders():
+    # A report dict still in memory (before JSON) can carry numpy arrays in a finding's
+    # evidence; an empty one says nothing and sorts last, a full one is a value like any other.
+    import numpy as np
+
+    from diagnose.render.markdown import render_markdown
+
+    report = {"verdict": {"primary": "event_loop_blocked", "headline": "h", "severity": "critical"},
+              "findings": [{"id": "event_loop_blocked", "title": "t", "severity": "critical",
+                            "score": 90, "summary": "s",
+                            "evidence": {"gaps": np.array([]), "sizes": np.array([1.0, 2.0]),
+                                         "names": [], "share": 0.5}}]}
+    text = render_markdown(report)
+    assert "event\\_loop\\_blocked" in text or "event_loop_blocked" in text
+    assert_tables_intact(text)
