@@ -445,8 +445,9 @@ def load_options(fn):
 @click.option("--header", "headers", multiple=True, metavar="NAME:VALUE",
               help="A request header (repeatable).")
 @click.option("--fail-on", type=click.Choice(["warning", "critical"]), default=None,
-              help="CI gate: exit 10 when the verdict at the knee (or at the last step "
-                   "diagnosed) reaches this severity, after writing every output.")
+              help="CI gate: exit 10 when the verdict that explains the knee (the first step at "
+                   "or past it naming a bottleneck; else the last step diagnosed) reaches this "
+                   "severity, after writing every output.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @load_options
 @common_output
@@ -492,7 +493,14 @@ def sweep(url, pids, levels, rates, arrivals, max_concurrency, window, warmup, m
         outcome = loadtest.sweep(loadgen_url, list(pids), settings, generator, output_dir,
                                  diagnose_seconds if pids else None, user_rules,
                                  (lambda _m: None) if quiet else _log)
-        lines = [f"Sweep: {outcome.report['summary']['headline']}"]
+        summary = outcome.report["summary"]
+        lines = [f"Sweep: {summary['headline']}"]
+        why = summary.get("why")
+        if why:
+            where = (f"concurrency {why['concurrency']}" if "concurrency" in why
+                     else f"{why['rate']:g} req/s")
+            lines.append(f"Why: at {where}, {why['primary'].replace('_', ' ')} — "
+                         f"{why['headline'].split(' — ', 1)[-1]}")
         for step in outcome.report["steps"]:
             if step.get("verdict"):
                 where = (f"concurrency {step['concurrency']}" if "concurrency" in step
@@ -500,7 +508,7 @@ def sweep(url, pids, levels, rates, arrivals, max_concurrency, window, warmup, m
                 lines.append(f"  at {where}: {step['verdict']['headline']}")
         code = _finish_load(outcome, lines, as_json, open_browser)
         gate = _sweep_gate_verdict(outcome.report)
-        return _gate(code, gate, fail_on, "the verdict at the knee")
+        return _gate(code, gate, fail_on, "the verdict that explains the knee")
 
     _run(action)
 
@@ -525,12 +533,12 @@ def _read_body(path: Path) -> bytes:
 
 
 def _sweep_gate_verdict(report: dict) -> dict | None:
-    """The verdict a sweep is gated on: at the knee, else at the last step diagnosed."""
-    steps = report.get("steps") or []
-    knee = report.get("knee")
-    if knee is not None and steps[knee["index"]].get("verdict"):
-        return steps[knee["index"]]["verdict"]
-    diagnosed = [s["verdict"] for s in steps if s.get("verdict")]
+    """The verdict a sweep is gated on: the one that explains its knee (summary.why), else the
+    last step's diagnosed."""
+    why = (report.get("summary") or {}).get("why")
+    if why:
+        return why
+    diagnosed = [s["verdict"] for s in report.get("steps") or [] if s.get("verdict")]
     return diagnosed[-1] if diagnosed else None
 
 

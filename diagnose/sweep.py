@@ -476,6 +476,24 @@ def find_knee(steps: Sequence[Step], margin: float = KNEE_MARGIN) -> tuple[int, 
     return None
 
 
+# Verdicts that name no bottleneck inside the service.
+NO_BOTTLENECK = ("underloaded", "none", "inconclusive")
+
+
+def why_it_stops(steps: Sequence[Step], knee: int | None) -> dict | None:
+    """The verdict that explains the knee: the first step at or past it whose verdict names a
+    bottleneck (a resource used to its limit shows as waiting only once requests queue for it,
+    one step past the knee), else the knee's own verdict; None without diagnoses."""
+    if knee is None:
+        return None
+    candidates = [(i, s) for i, s in enumerate(steps) if i >= knee and _verdict(s.diagnosis)]
+    if not candidates:
+        return None
+    index, step = next(((i, s) for i, s in candidates
+                        if s.diagnosis["primary"] not in NO_BOTTLENECK), candidates[0])
+    return {**_step_ref(step), "index": index, **_verdict(step.diagnosis)}
+
+
 def _step_ref(step: Step) -> dict:
     return ({"concurrency": step.concurrency} if step.model == "closed"
             else {"rate": step.rate})
@@ -496,7 +514,7 @@ def summarize(result: SweepResult) -> dict:
             headline = "no request completed: the service did not answer under load"
         return {"limited_by": "no throughput", "capacity_rps": None, "knee": None,
                 "headline": headline, "generator_limits": [], "operating_point_rps": None,
-                "saturated": False, "unstable_levels": []}
+                "saturated": False, "unstable_levels": [], "why": None}
     found = find_knee(steps)
     peak = max(range(len(steps)), key=lambda i: steps[i].rps)
     top = steps[peak]
@@ -553,6 +571,7 @@ def summarize(result: SweepResult) -> dict:
         # Other processes used this many cores at some level: the figures are those of a
         # shared machine (None: below OTHER_LOAD, or unknown without --pid).
         "other_load_cores": None if shared is None else round(shared, 2),
+        "why": why_it_stops(result.steps, knee["index"] if knee else None),
     }
 
 

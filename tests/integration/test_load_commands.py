@@ -100,9 +100,11 @@ def test_the_verdict_moves_from_underloaded_to_the_pool_at_the_knee(out_dir):
         proc, report = run_cli("sweep", server.url("/predict"), "--pid", server.pid,
                                "--concurrency", "1,2,4,8", "--window", "1", "--warmup", "1",
                                "--max-windows", "3", "--diagnose-seconds", "3", "--json",
-                               "-o", out_dir, timeout=240)
+                               "--fail-on", "critical", "-o", out_dir, timeout=240)
         assert generators_loading(port) == []
-    assert proc.returncode == 0, proc.stderr
+    # the CI gate: the verdict that explains the knee is critical (exit 10, outputs written)
+    assert proc.returncode == 10, proc.stderr
+    assert "fail-on critical: the verdict that explains the knee is critical" in proc.stderr
     steps = report["steps"]
     assert [s["concurrency"] for s in steps] == [1, 2, 4, 8]
     verdicts = [s["verdict"]["primary"] for s in steps]
@@ -112,6 +114,9 @@ def test_the_verdict_moves_from_underloaded_to_the_pool_at_the_knee(out_dir):
     # at and past the knee: request threads queue for the pool's connections
     assert all(v == "pool_wait" for v in verdicts[knee["index"] + 1:]), verdicts
     assert verdicts[-1] == "pool_wait"
+    # why it stops there: the pool, named at the knee or where requests first queue past it
+    why = report["summary"]["why"]
+    assert why["primary"] == "pool_wait" and why["index"] in (knee["index"], knee["index"] + 1)
     for step in steps:  # each verdict links its full report, written beside the sweep's
         assert (out_dir / step["report"]).is_file()
     html = next(out_dir.glob("diagnose-sweep-*.html")).read_text()

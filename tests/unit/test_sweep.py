@@ -299,8 +299,31 @@ def test_each_step_carries_the_verdict_diagnosed_under_its_load():
     verdicts = [(s["concurrency"], s["verdict"]["primary"], s["report"]) for s in report["steps"]]
     assert verdicts[0] == (1, "underloaded", "diagnose-1-1.html")
     assert verdicts[2] == (4, "pool_wait", "diagnose-1-4.html")
+    # the knee (concurrency 4) is explained by the first bottleneck verdict at or past it
+    assert report["summary"]["why"]["concurrency"] == 4
+    assert report["summary"]["why"]["primary"] == "pool_wait"
     html = render_sweep_html(report)
     assert '<a href="diagnose-1-4.html">pool_wait</a>' in html
+    assert 'id="why"' in html
+
+
+def test_a_resource_saturated_at_the_knee_is_explained_by_the_next_step():
+    # At the knee the pool is full but nobody queues yet (no waiting to see); one step past it
+    # requests queue for it: that step's verdict explains the knee.
+    measure, _ = closed_loop_service(capacity_rps=400, service_ms=10)
+
+    def diagnose(step):
+        primary = "underloaded" if step.level <= 4 else "pool_wait"
+        step.diagnosis = {"primary": primary, "headline": primary, "severity": "critical"}
+
+    result = run_sweep(SETTINGS, measure, after_step=diagnose)
+    summary = summarize(result)
+    assert summary["knee"]["concurrency"] == 4
+    assert summary["why"]["concurrency"] == 8 and summary["why"]["primary"] == "pool_wait"
+    # without any bottleneck verdict past the knee, the knee's own verdict is the answer
+    for step in result.steps:
+        step.diagnosis = {"primary": "underloaded", "headline": "u", "severity": "info"}
+    assert summarize(result)["why"]["concurrency"] == 4
 
 
 def test_the_html_report_draws_the_curve_marks_the_knee_and_runs_no_script():
