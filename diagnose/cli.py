@@ -16,14 +16,15 @@ from diagnose import __version__
 from diagnose.errors import DiagnoseError, ExitCode, Interrupted, NoSamples
 
 EPILOG = """\b
-Exit codes: 0 ok, 2 bad usage or rules file, 3 no such process, 4 not a Python process,
-5 not permitted to attach, 6 not a profile file, 7 py-spy failed, 8 the target exited
-during sampling (a partial report was still written), 9 no samples, 10 (--fail-on) the
-verdict reached that severity (every output was written), 11 an output file could not be
-written, 12 (sweep, experiment) the URL did not answer or the load generator failed,
-13 (--push, watch) the profiling server refused or never answered (the local outputs are
-kept), 129 / 130 / 143 stopped by SIGHUP / SIGINT (Ctrl-C) / SIGTERM (the partial report of
-what was collected was still written; a second Ctrl-C aborts at once).
+Exit codes: 0 ok, 2 bad usage or rules file (diff: reports of two different programs), 3 no
+such process, 4 not a Python process, 5 not permitted to attach, 6 not a profile file (diff,
+export: not a diagnose report), 7 py-spy failed, 8 the target exited during sampling (a
+partial report was still written), 9 no samples, 10 (--fail-on) the verdict reached that
+severity (every output was written), 11 an output file could not be written, 12 (sweep,
+experiment) the URL did not answer or the load generator failed, 13 (--push, watch) the
+profiling server refused or never answered (the local outputs are kept), 129 / 130 / 143
+stopped by SIGHUP / SIGINT (Ctrl-C) / SIGTERM (the partial report of what was collected was
+still written; a second Ctrl-C aborts at once).
 """
 
 
@@ -147,6 +148,23 @@ _common_output = [
 
 def common_output(fn):
     for option in reversed(_common_output):
+        fn = option(fn)
+    return fn
+
+
+# The output options of the commands that write one page and its JSON (diff, experiment).
+_page_output = [
+    click.option("--output-dir", "-o", type=click.Path(file_okay=False, path_type=Path),
+                 default=Path("reports"), show_default=True,
+                 help="Where the .html and .json files are written."),
+    click.option("--json", "as_json", is_flag=True,
+                 help="Print the JSON on stdout (logs go to stderr)."),
+    click.option("--open", "open_browser", is_flag=True, help="Open the HTML page in a browser."),
+]
+
+
+def page_output(fn):
+    for option in reversed(_page_output):
         fn = option(fn)
     return fn
 

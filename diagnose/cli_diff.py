@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from diagnose.cli import EPILOG, _log, _run
+from diagnose.cli import EPILOG, _log, _run, page_output
 
 
 def write_diff(diff: dict, out_dir: Path) -> tuple[Path, Path]:
@@ -25,12 +25,7 @@ def write_diff(diff: dict, out_dir: Path) -> tuple[Path, Path]:
 @click.command(name="diff", epilog=EPILOG)
 @click.argument("before", type=click.Path(path_type=Path))
 @click.argument("after", type=click.Path(path_type=Path))
-@click.option("--output-dir", "-o", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("reports"), show_default=True,
-              help="Where the diff's .html and .json files are written.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the diff JSON on stdout (logs go to stderr).")
-@click.option("--open", "open_browser", is_flag=True, help="Open the HTML diff in a browser.")
+@page_output
 def diff(before, after, output_dir, as_json, open_browser):
     """Compare two reports of one service (their .json, or the .html pages): the verdict before
     and after, each finding's severity change (or "within noise"), the wait sites that appeared,

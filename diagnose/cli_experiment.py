@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from diagnose.cli import EPILOG, _finish_load, _log, _run, load_options
+from diagnose.cli import EPILOG, _finish_load, _log, _run, load_options, page_output
 
 
 @click.command(epilog=EPILOG, context_settings={"ignore_unknown_options": True})
@@ -44,12 +44,7 @@ from diagnose.cli import EPILOG, _finish_load, _log, _run, load_options
                    "assignments (repeatable).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @load_options
-@click.option("--output-dir", "-o", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("reports"), show_default=True,
-              help="Where the .html and .json files are written.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the JSON report on stdout (logs go to stderr).")
-@click.option("--open", "open_browser", is_flag=True, help="Open the HTML report in a browser.")
+@page_output
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def experiment(url, vary, at_load, at_rate, slo_p99, seconds, warmup, rounds, diagnose_seconds,
                from_report, start_command, assignments, quiet, tool, gen_threads,

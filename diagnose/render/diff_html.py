@@ -4,10 +4,10 @@ numbers and judgements come finished in the diff dict (diagnose/diff.py); this o
 
 from __future__ import annotations
 
-import jinja2
 from markupsafe import Markup
 
-from diagnose.render.html import _asset, content_security_policy, script_safe_json
+from diagnose.render.html import (content_security_policy, inline_stylesheet, script_safe_json,
+                                  template_environment)
 
 _CSS = "static/diff.css"
 
@@ -19,12 +19,6 @@ CHAR_W = 6.6  # an 11px system font's mean character width, to cut labels to the
 SATURATE_AT = 0.10
 _NEUTRAL, _GREW, _SHRANK = (226, 226, 226), (200, 40, 40), (40, 100, 190)
 
-
-def _css() -> str:
-    text = _asset(_CSS)
-    if "</style" in text.lower() or "<!--" in text or "\r" in text or "\0" in text:
-        raise ValueError(f"{_CSS} cannot be inlined safely")
-    return text
 
 
 def change_colour(change: float) -> str:
@@ -62,17 +56,13 @@ def flame_layout(nodes: list[dict]) -> dict:
     return {"w": FLAME_W, "h": max(depth, 1) * ROW_H, "row_h": ROW_H, "rects": rects}
 
 
-def _env() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.PackageLoader("diagnose._reports", ""),
-                              autoescape=True, undefined=jinja2.StrictUndefined)
-
 
 def render_diff_html(diff: dict) -> str:
-    css = _css()
+    css = inline_stylesheet(_CSS)
     legend = [{"label": label, "fill": change_colour(c)}
               for label, c in (("−10 points or less", -SATURATE_AT), ("−5", -SATURATE_AT / 2),
                                ("no change", 0.0), ("+5", SATURATE_AT / 2),
                                ("+10 points or more", SATURATE_AT))]
-    return _env().get_template("diff.html.j2").render(
+    return template_environment().get_template("diff.html.j2").render(
         diff=diff, flame=flame_layout(diff["flame"]["nodes"]), legend=legend, css=Markup(css),
         csp=content_security_policy(None, css), data_json=Markup(script_safe_json(diff)))

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import re
 
-import jinja2
 from markupsafe import Markup
 
-from diagnose.render.html import _asset, content_security_policy, script_safe_json
+from diagnose.render.html import (content_security_policy, inline_stylesheet, script_safe_json,
+                                  template_environment)
 
 _CSS = "static/sweep.css"
 
@@ -20,12 +20,6 @@ LABEL_CHARS = 34
 # A report named by us sits beside the page; anything else is not linked.
 _SAFE_LINK = re.compile(r"[A-Za-z0-9._-]+\.html\Z")
 
-
-def _css() -> str:
-    text = _asset(_CSS)
-    if "</style" in text.lower() or "<!--" in text or "\r" in text or "\0" in text:
-        raise ValueError(f"{_CSS} cannot be inlined safely")
-    return text
 
 
 def _short(text: str) -> str:
@@ -53,16 +47,12 @@ def bars(variants: list[dict]) -> dict:
             "ticks": ticks, "bar_h": ROW - 8}
 
 
-def _env() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.PackageLoader("diagnose._reports", ""),
-                              autoescape=True, undefined=jinja2.StrictUndefined)
-
 
 def render_experiment_html(report: dict) -> str:
-    css = _css()
+    css = inline_stylesheet(_CSS)
     variants = report.get("variants") or []
     links = {v.get("name"): v["report"] for v in variants
              if isinstance(v.get("report"), str) and _SAFE_LINK.match(v["report"])}
-    return _env().get_template("experiment.html.j2").render(
+    return template_environment().get_template("experiment.html.j2").render(
         report=report, chart=bars(variants), links=links, css=Markup(css),
         csp=content_security_policy(None, css), data_json=Markup(script_safe_json(report)))

@@ -6,19 +6,13 @@ from __future__ import annotations
 
 import math
 
-import jinja2
 from markupsafe import Markup
 
-from diagnose.render.html import _asset, content_security_policy, script_safe_json
+from diagnose.render.html import (content_security_policy, inline_stylesheet, script_safe_json,
+                                  template_environment)
 
 _CSS = "static/sweep.css"
 
-
-def _css() -> str:
-    text = _asset(_CSS)
-    if "</style" in text.lower() or "<!--" in text or "\r" in text or "\0" in text:
-        raise ValueError(f"{_CSS} cannot be inlined safely")
-    return text
 
 
 # Chart geometry, in SVG user units.
@@ -75,18 +69,14 @@ def chart(steps: list[dict], series: tuple[str, ...], knee: float | None) -> dic
             "knee_x": round(px(knee), 1) if knee else None}
 
 
-def _env() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.PackageLoader("diagnose._reports", ""),
-                              autoescape=True, undefined=jinja2.StrictUndefined)
-
 
 def render_sweep_html(report: dict) -> str:
-    css = _css()
+    css = inline_stylesheet(_CSS)
     steps = report.get("steps") or []
     knee_at = report.get("knee")
     knee = _level(steps[knee_at["index"]]) if knee_at else None
     charts = {"rps": chart(steps, ("throughput_rps",), knee),
               "latency": chart(steps, ("p50", "p95", "p99"), knee)}
-    return _env().get_template("sweep.html.j2").render(
+    return template_environment().get_template("sweep.html.j2").render(
         report=report, charts=charts, css=Markup(css), csp=content_security_policy(None, css),
         data_json=Markup(script_safe_json(report)))
