@@ -286,7 +286,9 @@ def from_capture(capture: Capture, out_dir: Path, user_rules: dict | None,
     """`load`: the load the service was under while sampled, when a sweep or an experiment
     generated it ({"throughput_rps", "concurrency" | "rate"}): `diagnose diff` then compares
     per request."""
-    meta = {"target": capture.target, "sampling": capture.sampling, "partial": capture.partial,
+    # The window's wall-clock start: pprof's time_nanos, and the span a push files it under.
+    sampling = dict(capture.sampling, started_at=round(capture.started_at, 3))
+    meta = {"target": capture.target, "sampling": sampling, "partial": capture.partial,
             "notes": capture.notes}
     if load is not None:
         meta["load"] = load

@@ -251,8 +251,9 @@ def push_report(report: dict, base_url: str, app_name: str, tags: dict[str, obje
     """The one call for `attach`/`analyze --push` and `watch`, made after the outputs are
     written: builds the report's pprof (diagnose.export.pprof.pprof_bytes), labels it with
     `default_tags(report, service or app_name)` overridden by `tags` (the validated `--tag`s),
-    and pushes it for the window [`start`, `end`] in unix seconds (None: the window is taken
-    as the report's sampling duration ending now: a recorded file's own time is unknown).
+    and pushes it for the window [`start`, `end`] in unix seconds (None: the report's own
+    window, `sampling.started_at` + its duration; without a start, as ending now: a recorded
+    file's own time is unknown).
     `kept`: the local output paths, named in the PushFailed message ("...; the local report is
     kept at A, B")."""
     from diagnose.export.pprof import pprof_bytes  # built by the export module; loaded on use
@@ -263,8 +264,14 @@ def push_report(report: dict, base_url: str, app_name: str, tags: dict[str, obje
     except BadProfile as exc:
         raise PushFailed(f"could not build the pprof profile to push: {exc.message}{suffix}") from None
     if start is None or end is None:
-        end = time.time()
-        start = end - float((report.get("sampling") or {}).get("duration_s") or 1.0)
+        sampling = report.get("sampling") or {}
+        duration = float(sampling.get("duration_s") or 1.0)
+        began = sampling.get("started_at")  # a live capture's window start
+        if isinstance(began, (int, float)) and not isinstance(began, bool) and began > 0:
+            start, end = float(began), float(began) + duration
+        else:  # a recorded file's own time is unknown: the window as ending now
+            end = time.time()
+            start = end - duration
     labels = {**default_tags(report, service or app_name), **(tags or {})}
     rate = (report.get("sampling") or {}).get("rate_hz")
     try:

@@ -113,7 +113,11 @@ def build_profile(report: dict) -> profile_pb2.Profile:
     duration = (report.get("sampling") or {}).get("duration_s")
     if isinstance(duration, Real) and not isinstance(duration, bool) and duration > 0:
         profile.duration_nanos = round(duration * 1e9)
-    # time_nanos stays 0: a report carries no wall-clock start of its window.
+    # A live capture knows when its window began (sampling.started_at, unix seconds); a
+    # recorded file analysed offline does not, and time_nanos stays 0.
+    started = (report.get("sampling") or {}).get("started_at")
+    if isinstance(started, Real) and not isinstance(started, bool) and started > 0:
+        profile.time_nanos = round(started * 1e9)
     headline = (report.get("verdict") or {}).get("headline")
     if headline:
         profile.comment.append(intern(f"diagnose: {headline}"))

@@ -98,6 +98,9 @@ def test_sample_types_period_and_duration_follow_pprof_conventions():
     assert profile.period == 10_000_000
     assert profile.duration_nanos == 100_000_000
     assert profile.time_nanos == 0  # the report has no wall-clock start
+    live = synthetic_report()
+    live["sampling"]["started_at"] = 1_764_550_000.25  # a live capture's window start
+    assert abs(build_profile(live).time_nanos - 1_764_550_000_250_000_000) < 1_000  # float s
     assert [strings[c] for c in profile.comment] == [
         "diagnose: The cores are busy with model compute"]
 
