@@ -51,7 +51,9 @@ def test_threads_that_come_and_go_still_give_a_report(out_dir):
     assert len(report["threads"]) >= 2
     assert any(t["name"] != "MainThread" for t in report["threads"])
     assert report["verdict"]["primary"] not in ("lock_contention", "pool_wait")
-    # The main thread's join shows as a join wait site, or (when it is parked in join nearly
-    # the whole window) as no request wait at all: never as a lock, queue or pool wait.
-    kinds = {w["kind"] for w in report["waits"]}
-    assert not kinds & {"lock", "rlock", "semaphore", "queue", "condition"}, kinds
+    # The main thread's join is the largest wait when waits are listed (it can also be parked
+    # in join nearly the whole window, then it is no request wait at all); the threads' own
+    # start-up handshake may show a brief lock inside threading.py, never the main wait.
+    if report["waits"]:
+        largest = max(report["waits"], key=lambda w: w["share"])
+        assert largest["kind"] in ("join", "event", "gil"), report["waits"]
