@@ -91,3 +91,12 @@ def test_ticket_options_that_cannot_work_are_usage_errors_before_anything_runs(o
         assert proc.returncode == 2, (args, proc.stderr)
         assert message in proc.stderr, (args, proc.stderr)
     assert not out_dir.exists() or not list(out_dir.iterdir())
+
+
+def test_print_md_prints_the_ticket_summary_written_beside_the_report(out_dir):
+    proc = analyze(out_dir, "--print", "md")
+    assert proc.returncode == 0, proc.stderr
+    [summary] = list(out_dir.glob("*.md"))
+    assert proc.stdout == summary.read_text(encoding="utf-8")
+    assert "Verdict:" not in proc.stdout  # the summary replaces the verdict lines
+    assert "| " in proc.stdout and len(proc.stdout.encode()) < 4096
