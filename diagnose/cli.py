@@ -219,8 +219,7 @@ class Ticket:
             from diagnose import push
 
             try:
-                push.parse_push_url(self.push_url)
-                push.label_set(self.app_name, push.parse_tags(self.tags))
+                push.check_push_options(self.push_url, self.app_name, self.tags)
             except ValueError as exc:
                 raise click.UsageError(str(exc)) from None
 
@@ -480,6 +479,7 @@ def sweep(url, pids, levels, rates, arrivals, max_concurrency, window, warmup, m
     p99 grows faster than throughput. Writes diagnose-sweep-<pid or host>-<time>.html/.json."""
     from diagnose import loadtest, pipeline
     from diagnose.loadgen import loopback_url
+    from diagnose.openloop import parse_header
     from diagnose.sweep import SweepSettings, doubling_levels, parse_levels
 
     def action():
@@ -500,7 +500,7 @@ def sweep(url, pids, levels, rates, arrivals, max_concurrency, window, warmup, m
             loadgen_url = loopback_url(url)
             if 0 < diagnose_seconds < 1:
                 raise ValueError("--diagnose-seconds is 0 (no diagnosis) or at least 1")
-            header_pairs = tuple(_parse_header(h) for h in headers)
+            header_pairs = tuple(parse_header(h) for h in headers)
             body = _read_body(body_file) if body_file is not None else None
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
@@ -529,13 +529,6 @@ def sweep(url, pids, levels, rates, arrivals, max_concurrency, window, warmup, m
         return _gate(code, gate, fail_on, "the verdict that explains the knee")
 
     _run(action)
-
-
-def _parse_header(text: str) -> tuple[str, str]:
-    name, sep, value = text.partition(":")
-    if not sep or not name.strip() or any(c in text for c in "\r\n"):
-        raise ValueError(f"a header is NAME:VALUE on one line: {text!r}")
-    return name.strip(), value.strip()
 
 
 MAX_BODY_BYTES = 16 * 1024 * 1024

@@ -52,7 +52,7 @@ def watch(pid, every, duration, windows, push_url, app_name, tag_pairs, push_tim
     write each window's report, and (with --push) send its profile to Grafana Pyroscope."""
     from diagnose import pipeline
     from diagnose.collect.attach import StopSignals
-    from diagnose.push import label_set, parse_push_url, parse_tags
+    from diagnose.push import check_push_options, parse_push_url
     from diagnose.watch import WatchSettings, watch as run_watch
 
     def action():
@@ -60,10 +60,7 @@ def watch(pid, every, duration, windows, push_url, app_name, tag_pairs, push_tim
             raise click.UsageError(f"--duration {duration:g} is longer than --every {every:g}: "
                                    f"a window must end before the next one starts")
         try:
-            tags = parse_tags(tag_pairs)
-            label_set(app_name, tags)  # the app name and tag names, checked before sampling
-            if push_url:
-                parse_push_url(push_url)
+            tags = check_push_options(push_url, app_name, tag_pairs)
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
         settings = WatchSettings(every=every, duration=duration, output_dir=output_dir,

@@ -244,6 +244,17 @@ def default_tags(report: dict, service: str | None = None, host: str | None = No
             "pid": pid}
 
 
+def check_push_options(push_url: str | None, app_name: str,
+                       tag_pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """`--push`, `--app-name` and `--tag` checked before any sampling: the parsed tags, or
+    ValueError with the one-line message the CLI turns into a usage error."""
+    tags = parse_tags(tag_pairs)
+    label_set(app_name, tags)
+    if push_url:
+        parse_push_url(push_url)
+    return tags
+
+
 def push_report(report: dict, base_url: str, app_name: str, tags: dict[str, object] | None,
                 start: float | None, end: float | None, kept: list | tuple = (),
                 service: str | None = None, timeout: float = 10.0, retries: int = 3,

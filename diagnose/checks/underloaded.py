@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from diagnose.checks.base import NotApplicable, make_finding, pct, ramp, top_sites
+from diagnose.model.profile import frame_is
 
 ID = "underloaded"
 
@@ -25,12 +26,8 @@ REQUEST_HANDLING_FRAMES = (
 
 
 def _handles_requests(frames) -> bool:
-    for frame in frames:
-        for suffix, pattern in REQUEST_HANDLING_FRAMES:
-            where = (suffix in frame.file) if suffix.endswith("/") else frame.file.endswith(suffix)
-            if where and pattern.search(frame.function):
-                return True
-    return False
+    return any(frame_is(frame, suffix, pattern) for frame in frames
+               for suffix, pattern in REQUEST_HANDLING_FRAMES)
 
 
 def handler_threads(analysis) -> set:

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from diagnose.model import source
-from diagnose.model.profile import Frame
+from diagnose.model.profile import Frame, frame_is
 
 STATES = ("python", "native", "gil", "lock", "io", "idle", "unknown")
 WAIT_STATES = ("gil", "lock", "io", "idle")
@@ -127,12 +127,6 @@ class StackState:
     estimated: bool = False  # inferred without native frames
 
 
-def _is(frame: Frame, suffix: str, pattern: re.Pattern) -> bool:
-    """`suffix` ends the frame's file, or, ending in "/", names a directory the file is in."""
-    where = (suffix in frame.file) if suffix.endswith("/") else frame.file.endswith(suffix)
-    return where and bool(pattern.search(frame.function))
-
-
 # CPython <= 3.10 has no co_qualname: py-spy shows `wait`, `acquire`, `get` where 3.11+ shows
 # `Condition.wait`, `Semaphore.acquire`, `Queue.get`. A bare threading.py `wait` directly over
 # another threading.py `wait` is Event.wait (Event.wait -> Condition.wait); one over `_wait` or
@@ -154,7 +148,7 @@ def _outermost_user_frame(frames: list[Frame]) -> int:
     for i, f in enumerate(frames):
         if f.native:
             continue
-        if any(_is(f, suffix, pat) for suffix, pat in _PLUMBING):
+        if any(frame_is(f, suffix, pat) for suffix, pat in _PLUMBING):
             continue
         return i
     return -1
@@ -189,9 +183,9 @@ def _stdlib_wait(frames: list[Frame], top: int) -> tuple[str, int] | None:
 
 def _stdlib_io(frames: list[Frame], top: int) -> int | None:
     f = frames[top]
-    if any(_is(f, suffix, pat) for suffix, pat in _STDLIB_IO):
+    if any(frame_is(f, suffix, pat) for suffix, pat in _STDLIB_IO):
         i = top
-        while i > 0 and any(_is(frames[i - 1], s, p) for s, p in _STDLIB_IO):
+        while i > 0 and any(frame_is(frames[i - 1], s, p) for s, p in _STDLIB_IO):
             i -= 1
         return i
     return None
@@ -204,10 +198,10 @@ def _is_idle_site(frames: list[Frame], site: int) -> bool:
     frames (it was forked there), and its request waits are real waits."""
     if site < 0:
         return False
-    if any(_is(frames[site], suffix, pat) for suffix, pat in _IDLE_SITES):
+    if any(frame_is(frames[site], suffix, pat) for suffix, pat in _IDLE_SITES):
         return True
     caller = next((i for i in range(site - 1, -1, -1) if not frames[i].native), -1)
-    if caller >= 0 and any(_is(frames[caller], suffix, pat) for suffix, pat in _SUPERVISOR_SITES):
+    if caller >= 0 and any(frame_is(frames[caller], suffix, pat) for suffix, pat in _SUPERVISOR_SITES):
         return True
     return site == _outermost_user_frame(frames)
 
@@ -280,7 +274,7 @@ def classify_stack(frames: list[Frame], native_profile: bool = True,
             # unnamed frame in `_queue.cpython-3XX-....so` without (stripped distro builds).
             simple_queue = "_queue_SimpleQueue_get" in names or any(
                 re.search(r"(^|/)_queue\.cpython", f.file) for f in tail)
-            pool_worker = any(_is(frames[top], suffix, pat) for suffix, pat in _IDLE_SITES)
+            pool_worker = any(frame_is(frames[top], suffix, pat) for suffix, pat in _IDLE_SITES)
             if _is_idle_site(frames, top) and (simple_queue or pool_worker):
                 return StackState("idle", "queue", top)
             # RLock.acquire shows no rlock_acquire frame on 3.6-3.13: the Python frame sits
@@ -323,7 +317,7 @@ def classify_stack(frames: list[Frame], native_profile: bool = True,
     if io_site is not None:
         site = max(io_site - 1, 0)
         return StackState("idle" if _is_idle_site(frames, site) else "io", "io", site, estimated=True)
-    if _is(frames[top], "concurrent/futures/thread.py", re.compile(r"_worker$")):
+    if frame_is(frames[top], "concurrent/futures/thread.py", re.compile(r"_worker$")):
         # its only blocking call, SimpleQueue.get (3.7+), is C code: invisible without --native
         return StackState("idle", "queue", top, estimated=True)
     if _SLEEP_LINE.search(_line_text(frames[top])):

@@ -6,6 +6,8 @@ distinct stack rather than once per sample.
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,6 +23,13 @@ class Frame:
     @property
     def location(self) -> str:
         return f"{self.file}:{self.line}" if self.line else self.file
+
+
+def frame_is(frame: Frame, suffix: str, pattern: re.Pattern) -> bool:
+    """`suffix` ends the frame's file, or, ending in "/", names a directory the file is in; and
+    `pattern` is found in its function name."""
+    where = (suffix in frame.file) if suffix.endswith("/") else frame.file.endswith(suffix)
+    return where and bool(pattern.search(frame.function))
 
 
 @dataclass

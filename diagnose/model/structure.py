@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from diagnose.model import source
-from diagnose.model.profile import Frame
+from diagnose.model.profile import Frame, frame_is
 
 BUSY = ("python", "native", "gil")
 _QUEUE_CALL = re.compile(r"([A-Za-z_][\w]*)\s*(?:\[[^\]]*\])?\s*\.\s*(get|put|get_nowait|put_nowait|"
@@ -96,15 +96,11 @@ class Structure:
                 "pipeline": self.pipeline}
 
 
-def _is(frame: Frame, suffix: str, pattern: re.Pattern) -> bool:
-    return frame.file.endswith(suffix) and bool(pattern.search(frame.function))
-
-
 def loop_frame(frames: list[Frame]) -> int:
     """Index of the thread's loop function: the outermost frame that is not thread or pool
     plumbing (a pool worker's loop is the function its work items run)."""
     for i, f in enumerate(frames):
-        if f.native or any(_is(f, s, p) for s, p in _PLUMBING):
+        if f.native or any(frame_is(f, s, p) for s, p in _PLUMBING):
             continue
         return i
     return -1
