@@ -37,16 +37,26 @@ def _asset(name: str) -> str:
     return resources.files("diagnose._reports").joinpath(name).read_text(encoding="utf-8")
 
 
-# Sequences that would end or confuse the inline element early and break the CSP hash.
-_UNSAFE_INLINE = {"static/report.js": ("</script", "<!--", "<script"),
-                  "static/report.css": ("</style", "<!--")}
+# The report page's script, one file per view (reports/static/page/), joined in this order into
+# one strict-mode function: one inline script, one CSP hash, no module loader, works offline.
+# The parts share that function's scope: later parts use the helpers of `core`.
+PAGE_SCRIPT = ("core", "verdict", "flame", "timeline", "waits", "processes", "loops", "structure",
+               "main")
 
 
-def _inline_asset(name: str) -> str:
-    text = _asset(name)
-    if any(bad in text.lower() for bad in _UNSAFE_INLINE[name]) or "\r" in text or "\0" in text:
+def _checked_inline(name: str, text: str, unsafe: tuple[str, ...]) -> str:
+    """`text`, checked safe to inline: nothing that ends or confuses its element early, no
+    carriage return or NUL that would break its CSP hash."""
+    if any(bad in text.lower() for bad in unsafe) or "\r" in text or "\0" in text:
         raise ValueError(f"{name} cannot be inlined safely")
     return text
+
+
+def page_script() -> str:
+    """The report page's script, assembled from its parts."""
+    parts = [_asset(f"static/page/{part}.js") for part in PAGE_SCRIPT]
+    text = "(function () {\n  'use strict';\n\n" + "\n".join(parts) + "})();\n"
+    return _checked_inline("static/page/*.js", text, ("</script", "<!--", "<script"))
 
 
 def template_environment() -> jinja2.Environment:
@@ -58,15 +68,12 @@ def template_environment() -> jinja2.Environment:
 def inline_stylesheet(name: str) -> str:
     """A stylesheet of reports/static, checked safe to inline in a <style> element: nothing
     that ends it early, no carriage return or NUL that would break its CSP hash."""
-    text = _asset(name)
-    if "</style" in text.lower() or "<!--" in text or "\r" in text or "\0" in text:
-        raise ValueError(f"{name} cannot be inlined safely")
-    return text
+    return _checked_inline(name, _asset(name), ("</style", "<!--"))
 
 
 def render_html(data: dict) -> str:
     env = template_environment()
-    js, css = _inline_asset("static/report.js"), _inline_asset("static/report.css")
+    js, css = page_script(), inline_stylesheet("static/report.css")
     template = env.get_template("report.html.j2")
     return template.render(data_json=Markup(script_safe_json(data)), js=Markup(js),
                            css=Markup(css), csp=content_security_policy(js, css),

@@ -18,7 +18,7 @@ pytestmark = requires_browser
 
 HOSTILE_CALLBACK = "<img src=x onerror=alert(1)>"
 HOSTILE_THREAD = "</script><img src=x onerror=alert(1)>"
-CMD_MAX_CHARS = 80  # report.js CMD_MAX_CHARS
+CMD_MAX_CHARS = 80  # page/processes.js CMD_MAX_CHARS
 
 
 @pytest.fixture
@@ -51,7 +51,7 @@ def assert_percent(text: str, share: float):
 
 
 def shell_quote(arg: str) -> str:
-    """report.js shellQuote: display-only quoting that keeps argument boundaries visible."""
+    """page/verdict.js shellQuote: display-only quoting that keeps argument boundaries visible."""
     if arg and re.fullmatch(r"[\w@%+=:,./<>\[\]-]+", arg, re.ASCII):
         return arg
     return "'" + arg.replace("'", "'\\''") + "'"

@@ -19,9 +19,9 @@ pytestmark = requires_browser
 PIPELINE_PID = 4340
 QUEUE_ORDER = ["client_loop", "decode_stage", "model_stage", "postprocess_stage"]
 HOSTILE_QUEUE = "<svg onload=alert(1)>:23"
-ROLE_LABELS = {"event_loop": "event loop"}  # report.js STAGE_ROLES: the others as they are
+ROLE_LABELS = {"event_loop": "event loop"}  # page/structure.js STAGE_ROLES: the others as they are
 EDGE_WORDS = {"starved": "starved on", "backpressure": "backpressure on", "result": "waiting for",
-              "lock": "waiting on", "gil": "waiting for"}  # report.js EDGE_KINDS
+              "lock": "waiting on", "gil": "waiting for"}  # page/structure.js EDGE_KINDS
 
 
 @pytest.fixture
@@ -35,7 +35,7 @@ def sample_page(sample, open_report, tmp_path):
 
 
 def fmt_pct(share: float | None) -> str:
-    """report.js fmtPct."""
+    """page/core.js fmtPct."""
     if share is None:
         return "\u2014"
     p = share * 100

@@ -6,6 +6,7 @@ import zipfile
 
 import pytest
 
+from diagnose.render.html import PAGE_SCRIPT
 from tests.conftest import REPO
 
 
@@ -28,8 +29,10 @@ def test_rules_templates_assets_and_demo_are_in_the_wheel(wheel):
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
     for needed in ("diagnose/_rules/categories.toml", "diagnose/_rules/checks.toml",
-                   "diagnose/_reports/report.html.j2", "diagnose/_reports/static/report.js",
+                   "diagnose/_reports/report.html.j2",
                    "diagnose/_reports/static/report.css", "diagnose/demo/service.py",
                    "diagnose/_reports/sweep.html.j2", "diagnose/_reports/experiment.html.j2",
                    "diagnose/_reports/static/sweep.css", "diagnose/loadgen.py"):
         assert needed in names, needed
+    for part in PAGE_SCRIPT:
+        assert f"diagnose/_reports/static/page/{part}.js" in names, part

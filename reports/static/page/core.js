@@ -1,0 +1,413 @@
+/* diagnose HTML report: page script. Plain ES2020, no libraries, no network.
+ *
+ * Safety rule for this file: profile data (function/file/thread names, command lines, notes...)
+ * reaches the page only through createElement + textContent / createTextNode, setAttribute on
+ * non-URL attributes, or canvas fillText. No HTML-string sinks, no string-to-code. Invisible and
+ * bidi-control characters are shown as visible "U+XXXX" markers so names cannot disguise
+ * themselves or reorder surrounding text.
+ */
+  // Report page script, part: constants, text helpers, tooltip, data preparation, sortable table. The parts share one scope: diagnose/render/html.py
+  // joins them in PAGE_SCRIPT order inside one strict-mode function (one inline script).
+
+  // ------------------------------------------------------------------ constants
+
+  const WAIT_STATES = ['gil', 'lock', 'io', 'idle'];
+  const BUSY_STATES = ['python', 'native'];
+  // diagnose uses ok < info < warning < critical; high/medium/low are accepted too.
+  const SEVERITIES = ['critical', 'warning', 'info', 'ok', 'high', 'medium', 'low'];
+  const STATE_COLORS = {
+    python: '#3f9b4a', native: '#1f8a99', gil: '#e8912d', lock: '#d1434b',
+    io: '#4a74d0', idle: '#c3c8d0', unknown: '#8a8f98',
+  };
+  const STATE_FALLBACK = ['#9b59b6', '#b7950b', '#16a085', '#c0392b', '#7f8c8d'];
+  const NO_SAMPLE_COLOR = '#f1f3f6';
+  const CATEGORY_HSL = {
+    preprocess: [195, 60, 66], model: [265, 50, 74], postprocess: [135, 40, 64],
+    sync: [355, 70, 72], io: [218, 65, 74], runtime: [40, 80, 64], other: [220, 10, 76],
+  };
+  const CATEGORY_FALLBACK_HUES = [20, 300, 90, 170, 240, 330, 60, 120];
+  const FLAME_ROW_H = 18;
+  const FLAME_MAX_DRAWN = 4000;
+  const FLAME_LABEL_MIN_PX = 26;
+  const LANE_H = 16;
+  const LANE_GAP = 3;
+  const AXIS_H = 22;
+
+  // Attributes that can carry a URL or code: never set from here.
+  const FORBIDDEN_ATTRS = new Set([
+    'href', 'src', 'srcset', 'srcdoc', 'action', 'formaction', 'xlink:href', 'style', 'data',
+    'poster', 'background', 'ping', 'manifest', 'codebase', 'cite', 'longdesc', 'usemap',
+  ]);
+  // C0/C1 controls, bidi embeddings/overrides/isolates/marks, zero-width and other invisible formatting.
+  const INVISIBLE_RE = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]/g;
+
+  // ------------------------------------------------------------------ small helpers
+
+  const $ = (id) => document.getElementById(id);
+  const arr = (v) => (Array.isArray(v) ? v : []);
+  const obj = (v) => (v && typeof v === 'object' && !Array.isArray(v) ? v : {});
+  const isNum = (v) => typeof v === 'number' && Number.isFinite(v);
+  const isIdx = (v, n) => Number.isInteger(v) && v >= 0 && v < n;
+
+  function str(v) {
+    if (v == null) return '';
+    if (typeof v === 'string') return v;
+    if (typeof v === 'object') {
+      try { return JSON.stringify(v); } catch (e) { return '[object]'; }
+    }
+    return String(v);
+  }
+
+  function codePoint(ch) {
+    return 'U+' + ch.codePointAt(0).toString(16).toUpperCase().padStart(4, '0');
+  }
+
+  /** Plain string with invisible characters replaced by visible markers (for attributes,
+   *  <option> labels and canvas text). */
+  function visStr(v) {
+    return str(v).replace(INVISIBLE_RE, (ch) => '\u27e8' + codePoint(ch) + '\u27e9');
+  }
+
+  /** Append v as text to parent; invisible characters become highlighted marker spans. */
+  function putText(parent, v) {
+    const s = str(v);
+    INVISIBLE_RE.lastIndex = 0;
+    let last = 0;
+    let m;
+    while ((m = INVISIBLE_RE.exec(s)) !== null) {
+      if (m.index > last) parent.appendChild(document.createTextNode(s.slice(last, m.index)));
+      const mark = document.createElement('span');
+      mark.className = 'ctl';
+      mark.textContent = codePoint(m[0]);
+      mark.setAttribute('title', 'invisible or control character ' + codePoint(m[0]) + ', shown as text');
+      parent.appendChild(mark);
+      last = m.index + m[0].length;
+    }
+    if (last < s.length) parent.appendChild(document.createTextNode(s.slice(last)));
+    return parent;
+  }
+
+  /** createElement with safe attribute handling. attrs: class, text, on:{event:fn}, css:{prop:val},
+   *  any other key -> setAttribute (URL/event attributes are refused). */
+  function h(tag, attrs, ...kids) {
+    const e = document.createElement(tag);
+    if (attrs) {
+      for (const k of Object.keys(attrs)) {
+        const v = attrs[k];
+        if (v == null || v === false) continue;
+        if (k === 'class') e.className = v;
+        else if (k === 'text') putText(e, v);
+        else if (k === 'on') for (const ev of Object.keys(v)) e.addEventListener(ev, v[ev]);
+        else if (k === 'css') for (const p of Object.keys(v)) e.style[p] = v[p];
+        else if (/^on/i.test(k) || FORBIDDEN_ATTRS.has(k.toLowerCase())) throw new Error('refused attribute ' + k);
+        else e.setAttribute(k, v === true ? '' : str(v));
+      }
+    }
+    appendKids(e, kids);
+    return e;
+  }
+
+  function appendKids(e, kids) {
+    for (const kid of kids) {
+      if (kid == null || kid === false) continue;
+      if (Array.isArray(kid)) appendKids(e, kid);
+      else if (kid instanceof Node) e.appendChild(kid);
+      else putText(e, kid);
+    }
+  }
+
+  function clear(e) {
+    while (e.firstChild) e.removeChild(e.firstChild);
+    return e;
+  }
+
+  function fmtInt(n) {
+    return isNum(n) ? Math.round(n).toLocaleString('en-US') : '\u2014';
+  }
+
+  function fmtNum(n) {
+    if (!isNum(n)) return str(n) || '\u2014';
+    if (Number.isInteger(n)) return n.toLocaleString('en-US');
+    const a = Math.abs(n);
+    if (a >= 1000) return Math.round(n).toLocaleString('en-US');
+    if (a >= 100) return n.toFixed(1);
+    if (a >= 1) return String(Number(n.toFixed(2)));
+    return String(Number(n.toPrecision(3)));
+  }
+
+  function fmtPct(frac) {
+    if (!isNum(frac)) return '\u2014';
+    const p = frac * 100;
+    if (p === 0) return '0%';
+    if (Math.abs(p) < 0.1) return '<0.1%';
+    return (Math.abs(p) >= 99.95 ? p.toFixed(0) : p.toFixed(1)) + '%';
+  }
+
+  function fmtSec(s, total) {
+    if (!isNum(s)) return '\u2014';
+    const digits = total >= 100 ? 1 : total >= 1 ? 2 : 3;
+    return s.toFixed(digits) + ' s';
+  }
+
+  function basename(path) {
+    const s = str(path);
+    const i = Math.max(s.lastIndexOf('/'), s.lastIndexOf('\\'));
+    return i >= 0 ? s.slice(i + 1) : s;
+  }
+
+  function fileLine(file, line) {
+    const f = str(file);
+    return isNum(line) && line > 0 ? f + ':' + line : f;
+  }
+
+  function sevClass(sev) {
+    const s = str(sev).toLowerCase();
+    return 'badge sev-' + (SEVERITIES.includes(s) ? s : 'other');
+  }
+
+  function badge(sev) {
+    return h('span', { class: sevClass(sev), text: str(sev) || 'unknown' });
+  }
+
+  function debounce(fn, ms) {
+    let t = 0;
+    return (...a) => {
+      clearTimeout(t);
+      t = setTimeout(() => fn(...a), ms);
+    };
+  }
+
+  function hashStr(s) {
+    let x = 2166136261;
+    for (let i = 0; i < s.length; i++) {
+      x ^= s.charCodeAt(i);
+      x = Math.imul(x, 16777619);
+    }
+    return x >>> 0;
+  }
+
+  // ------------------------------------------------------------------ tooltip
+
+  const tip = {
+    el: null,
+    show(lines, ev) {
+      const el = this.el;
+      if (!el) return;
+      clear(el);
+      lines.forEach((line, i) => {
+        if (line == null) return;
+        const row = h('div', { class: i === 0 ? 'tip-title' : 'tip-line' });
+        if (Array.isArray(line)) {
+          row.appendChild(h('span', { class: 'tip-key', text: line[0] }));
+          row.appendChild(h('span', { class: 'tip-val', text: line[1] }));
+        } else {
+          putText(row, line);
+        }
+        el.appendChild(row);
+      });
+      el.hidden = false;
+      this.move(ev);
+    },
+    move(ev) {
+      const el = this.el;
+      if (!el || el.hidden || !ev) return;
+      const pad = 14;
+      const r = el.getBoundingClientRect();
+      let x = ev.clientX + pad;
+      let y = ev.clientY + pad;
+      if (x + r.width > window.innerWidth - 4) x = ev.clientX - r.width - pad;
+      if (y + r.height > window.innerHeight - 4) y = ev.clientY - r.height - pad;
+      el.style.left = Math.max(4, x) + 'px';
+      el.style.top = Math.max(4, y) + 'px';
+    },
+    hide() {
+      if (this.el) this.el.hidden = true;
+    },
+  };
+
+  // ------------------------------------------------------------------ data preparation
+
+  function loadData() {
+    const node = $('diagnose-data');
+    if (!node) return null;
+    try {
+      const d = JSON.parse(node.textContent);
+      return d && typeof d === 'object' ? d : null;
+    } catch (e) {
+      return null;
+    }
+  }
+
+  function prepare(raw) {
+    const report = obj(raw.report);
+    const states = arr(raw.states).map(str);
+    const categories = arr(raw.categories).map(str);
+    const threads = arr(raw.threads).map((t, i) => {
+      const o = obj(t);
+      return {
+        index: i, tid: o.tid, name: str(o.name), role: str(o.role),
+        pid: Number.isInteger(o.pid) ? o.pid : null,
+        samples: isNum(o.samples) ? o.samples : 0,
+        states: obj(o.states),
+        os: o.os && typeof o.os === 'object' ? o.os : null,
+      };
+    });
+    const flame = obj(raw.flame);
+    const strings = arr(flame.strings).map(str);
+    const sAt = (i) => (isIdx(i, strings.length) ? strings[i] : '?');
+    const frames = arr(flame.frames).map((f) => {
+      const a = arr(f);
+      return {
+        name: sAt(a[0]), file: sAt(a[1]),
+        line: Number.isInteger(a[2]) ? a[2] : null,
+        cat: isIdx(a[3], categories.length) ? a[3] : -1,
+      };
+    });
+    const nF = frames.length;
+    const stacks = [];
+    let dropped = 0;
+    for (const row of arr(flame.stacks)) {
+      const fr = Array.isArray(row) ? row[0] : null;
+      const count = Array.isArray(row) ? row[3] : null;
+      let ok = Array.isArray(fr) && isNum(count) && count > 0;
+      if (ok) {
+        for (let i = 0; i < fr.length; i++) {
+          if (!isIdx(fr[i], nF)) { ok = false; break; }
+        }
+      }
+      if (!ok) { dropped++; continue; }
+      stacks.push({
+        frames: fr,
+        thread: isIdx(row[1], threads.length) ? row[1] : -1,
+        state: isIdx(row[2], states.length) ? row[2] : -1,
+        count,
+      });
+    }
+    const tl = obj(raw.timeline);
+    // Threads of several processes (a master and its workers): their labels carry the pid.
+    const multiProcess = new Set(threads.map((t) => t.pid).filter((p) => p != null)).size > 1;
+    return {
+      report, states, categories, threads, frames, stacks, dropped, multiProcess,
+      generatedAt: str(raw.generated_at),
+      // Per finding, its evidence as labelled rows with units (absent in older pages).
+      evidenceText: Array.isArray(raw.evidence_text) ? raw.evidence_text : null,
+      timeline: {
+        interval: isNum(tl.interval_s) && tl.interval_s > 0 ? tl.interval_s : 0,
+        steps: Number.isInteger(tl.steps) && tl.steps > 0 ? tl.steps : 0,
+        lanes: arr(tl.lanes).map(obj),
+      },
+    };
+  }
+
+  /** A thread as people read it: "4340 \u00b7 MainThread" when threads come from several
+   *  processes, the bare name otherwise. */
+  function threadLabel(D, t) {
+    return D.multiProcess && t.pid != null ? t.pid + ' \u00b7 ' + t.name : t.name;
+  }
+
+  function stateColor(D, si) {
+    if (si < 0 || !isIdx(si, D.states.length)) return NO_SAMPLE_COLOR;
+    const name = D.states[si];
+    return Object.prototype.hasOwnProperty.call(STATE_COLORS, name)
+      ? STATE_COLORS[name] : STATE_FALLBACK[si % STATE_FALLBACK.length];
+  }
+
+  function categoryHsl(D, ci) {
+    if (ci < 0) return [220, 8, 80];
+    const name = D.categories[ci];
+    if (Object.prototype.hasOwnProperty.call(CATEGORY_HSL, name)) return CATEGORY_HSL[name];
+    return [CATEGORY_FALLBACK_HUES[ci % CATEGORY_FALLBACK_HUES.length], 55, 70];
+  }
+
+  function categoryColor(D, ci) {
+    const c = categoryHsl(D, ci);
+    return 'hsl(' + c[0] + ',' + c[1] + '%,' + c[2] + '%)';
+  }
+
+  function legendItem(color, label, extraClass) {
+    const sw = h('span', { class: 'swatch' + (extraClass ? ' ' + extraClass : '') });
+    sw.style.backgroundColor = color;
+    return h('span', { class: 'legend-item' }, sw, h('span', { text: label }));
+  }
+
+  function stateLegend(D) {
+    const box = h('div', { class: 'legend', 'aria-label': 'thread states' });
+    D.states.forEach((s, i) => box.appendChild(legendItem(stateColor(D, i), s)));
+    box.appendChild(legendItem(NO_SAMPLE_COLOR, 'no sample', 'hollow'));
+    return box;
+  }
+
+  // ------------------------------------------------------------------ generic sortable table
+
+  /** columns: [{label, value(row) -> sortable, cell(row) -> Node|string, num, descFirst, ascFirst,
+   *  title, cls}]. opts: {cls, sortCol, sortDir, rowAttrs(row) -> {attr: value},
+   *  afterRow(row, nCols) -> <tr>|null: a detail row kept under its row whatever the order}. */
+  function sortableTable(columns, rows, opts) {
+    const o = opts || {};
+    const table = h('table', { class: 'data sortable' + (o.cls ? ' ' + o.cls : '') });
+    const thead = h('thead');
+    const tbody = h('tbody');
+    const headRow = h('tr');
+    let sortCol = isIdx(o.sortCol, columns.length) ? o.sortCol : -1;
+    let sortDir = o.sortDir === 'asc' ? 1 : -1;
+
+    const ths = columns.map((c, ci) => {
+      const btn = h('button', { type: 'button', class: 'sort-btn', title: c.title || 'sort by ' + c.label, text: c.label });
+      const th = h('th', { scope: 'col', class: (c.num ? 'num ' : '') + (c.cls || '') }, btn);
+      btn.addEventListener('click', () => {
+        if (sortCol === ci) sortDir = -sortDir;
+        else { sortCol = ci; sortDir = c.ascFirst ? 1 : c.num || c.descFirst ? -1 : 1; }
+        fill();
+      });
+      headRow.appendChild(th);
+      return th;
+    });
+    thead.appendChild(headRow);
+    table.appendChild(thead);
+    table.appendChild(tbody);
+    const built = new Array(rows.length);
+
+    function cmp(a, b) {
+      const an = a == null || a === '' || (typeof a === 'number' && !Number.isFinite(a));
+      const bn = b == null || b === '' || (typeof b === 'number' && !Number.isFinite(b));
+      if (an || bn) return an === bn ? 0 : an ? 1 : -1; // empty always last
+      if (typeof a === 'number' && typeof b === 'number') return (a - b) * sortDir;
+      return str(a).localeCompare(str(b), 'en', { numeric: true }) * sortDir;
+    }
+
+    function fill() {
+      const order = rows.map((r, i) => i);
+      if (sortCol >= 0) {
+        const c = columns[sortCol];
+        const keys = rows.map((r) => c.value(r));
+        order.sort((x, y) => cmp(keys[x], keys[y]) || x - y);
+      }
+      ths.forEach((th, ci) => {
+        if (ci === sortCol) th.setAttribute('aria-sort', sortDir > 0 ? 'ascending' : 'descending');
+        else th.removeAttribute('aria-sort');
+      });
+      // Rows are built once and only reordered, so what a reader opened in them stays open.
+      for (const i of order) {
+        if (!built[i]) built[i] = buildRow(rows[i]);
+        for (const tr of built[i]) tbody.appendChild(tr);
+      }
+    }
+
+    function buildRow(r) {
+      const tr = h('tr');
+      if (o.rowAttrs) {
+        const attrs = o.rowAttrs(r);
+        for (const k of Object.keys(attrs)) tr.setAttribute(k, str(attrs[k]));
+      }
+      columns.forEach((c) => {
+        const v = c.cell ? c.cell(r) : c.value(r);
+        const td = h('td', { class: (c.num ? 'num ' : '') + (c.cls || '') });
+        appendKids(td, [v instanceof Node ? v : typeof v === 'number' ? fmtNum(v) : v]);
+        tr.appendChild(td);
+      });
+      const extra = o.afterRow ? o.afterRow(r, columns.length) : null;
+      return extra ? [tr, extra] : [tr];
+    }
+    fill();
+    return h('div', { class: 'table-wrap' }, table);
+  }

@@ -1,0 +1,456 @@
+  // Report page script, part: the verdict header, the findings and the run facts. The parts share one scope: diagnose/render/html.py
+  // joins them in PAGE_SCRIPT order inside one strict-mode function (one inline script).
+
+  // ------------------------------------------------------------------ 1. verdict header
+
+  function renderHeader(D) {
+    const root = $('verdict');
+    const r = D.report;
+    const v = obj(r.verdict);
+    const s = obj(r.sampling);
+    const t = obj(r.target);
+    clear(root);
+
+    const top = h('div', { class: 'verdict-top' },
+      h('span', { class: 'brand', text: 'diagnose' }),
+      badge(v.severity),
+      str(v.confidence) === 'low' ? confidenceBadge(v.samples, 'verdict-confidence') : null);
+    if (v.primary != null && v.primary !== '') {
+      const id = str(v.primary);
+      const known = arr(r.findings).some((f) => f && str(f.id) === id);
+      let ref;
+      if (known) {
+        ref = h('button', { type: 'button', class: 'linkish', id: 'primary-finding', text: id });
+        ref.addEventListener('click', () => openFinding(id));
+      } else {
+        ref = h('span', { class: 'mono', id: 'primary-finding', text: id });
+      }
+      top.appendChild(h('span', { class: 'primary-id' }, 'primary finding: ', ref));
+    }
+    root.appendChild(top);
+    root.appendChild(h('h1', { id: 'verdict-headline', text: str(v.headline) || 'No verdict' }));
+    // What fixing the top finding can buy (the findings come ranked: the first is the top one).
+    const ranked = arr(r.findings).map(obj);
+    const first = ranked.find((f) => v.primary != null && str(f.id) === str(v.primary)) || ranked[0];
+    if (first && isNum(first.predicted_gain)) {
+      const gain = gainBlock(first, 'verdict', 'Predicted gain from fixing the top finding');
+      gain.id = 'verdict-gain';
+      gain.setAttribute('data-finding-id', str(first.id));
+      root.appendChild(gain);
+    }
+
+    const meta = [];
+    if (t.pid != null) meta.push('pid ' + str(t.pid));
+    if (isNum(s.duration_s)) meta.push(fmtNum(s.duration_s) + ' s sampled');
+    if (isNum(s.samples)) meta.push(fmtInt(s.samples) + ' samples');
+    if (D.generatedAt) meta.push('generated ' + D.generatedAt);
+    root.appendChild(h('p', { class: 'verdict-meta', text: meta.join(' \u00b7 ') }));
+
+    const notes = arr(s.notes).filter((n) => str(n) !== '');
+    const warning = observerWarning(s);
+    if (s.partial === true || notes.length || D.dropped || warning) {
+      const banner = h('div', {
+        class: 'banner' + (warning || s.partial === true ? ' strong' : ''),
+        id: 'sampling-banner', role: 'note',
+      });
+      if (warning) {
+        const more = h('button', { type: 'button', class: 'linkish', text: 'what sampling cost the target' });
+        more.addEventListener('click', () => {
+          const el = $('observer-cost');
+          if (el) el.scrollIntoView({ block: 'center' });
+        });
+        banner.appendChild(h('p', { class: 'banner-title', id: 'observer-warning' },
+          '\u26a0 Observer effect: ', h('span', { class: 'warning-text', text: warning })));
+        banner.appendChild(h('p', { class: 'small' },
+          'The sampler disturbed the process it measured; weigh the findings below with that in mind (see ',
+          more, ').'));
+      }
+      if (s.partial === true) {
+        banner.appendChild(h('p', { class: 'banner-title', text: '\u26a0 Warning: target exited during sampling \u2014 partial data' }));
+      } else if (notes.length && !warning) {
+        banner.appendChild(h('p', { class: 'banner-title', text: '\u26a0 Sampling notes' }));
+      }
+      if (notes.length) banner.appendChild(h('ul', null, notes.map((n) => h('li', { text: n }))));
+      if (D.dropped) {
+        banner.appendChild(h('p', { text: D.dropped + ' malformed stack rows were ignored by this page.' }));
+      }
+      root.appendChild(banner);
+    }
+  }
+
+  function openFinding(id) {
+    const target = Array.from(document.querySelectorAll('details.finding'))
+      .find((d) => d.getAttribute('data-finding-id') === id);
+    if (!target) return;
+    target.open = true;
+    target.scrollIntoView({ block: 'start' });
+  }
+
+  /** A predicted throughput ratio: "\u00d72.18". */
+  function fmtGain(g) {
+    return isNum(g) ? '\u00d7' + g.toFixed(2) : '\u2014';
+  }
+
+  /** "Predicted gain: \u00d72.18 (estimate)" and, beneath it, the inputs of the estimate.
+   *  `prefix` names the classes (f-gain* for a finding, verdict-gain* for the header). */
+  function gainBlock(f, prefix, label) {
+    const g = isNum(f.predicted_gain) ? f.predicted_gain : null;
+    const basis = str(f.gain_basis);
+    if (g == null && basis === '') return null;
+    const line = h('p', { class: prefix + '-gain-line' }, h('span', { class: 'gain-label', text: (label || 'Predicted gain') + ': ' }));
+    if (g == null) {
+      line.appendChild(h('span', { class: 'muted gain-value', text: 'not estimated' }));
+    } else {
+      line.appendChild(h('strong', { class: 'gain-value', title: 'throughput with the fix / throughput now', text: fmtGain(g) }));
+      line.appendChild(document.createTextNode(' '));
+      line.appendChild(h('span', { class: 'gain-est', title: 'an estimate from the structure found, not a measurement', text: '(estimate)' }));
+    }
+    return h('div', { class: prefix + '-gain gain', 'data-gain': g },
+      line, basis !== '' ? h('p', { class: prefix + '-gain-basis gain-basis small', text: basis }) : null);
+  }
+
+  /** evidence.fix, the first advice as a knob: "Knob: OPENBLAS_NUM_THREADS = 1". */
+  function knobLine(fix) {
+    const o = obj(fix);
+    if (o.knob == null || str(o.knob) === '') return null;
+    const v = o.value;
+    const value = v == null ? h('span', { class: 'muted', text: '\u2014' })
+      : typeof v === 'object' ? valueNode(v, 'value') : h('span', { text: String(v) });
+    const stage = o.stage == null || str(o.stage) === '' ? null : str(o.stage);
+    return h('p', { class: 'f-knob', 'data-knob': str(o.knob) },
+      h('span', { class: 'knob-label', text: 'Knob: ' }),
+      h('code', { class: 'knob' }, h('span', { class: 'knob-name', text: str(o.knob) }), ' = ',
+        h('span', { class: 'knob-value' }, value)),
+      stage ? h('span', { class: 'knob-stage' }, ' for stage ', h('span', { class: 'mono', text: stage })) : null);
+  }
+
+  // ------------------------------------------------------------------ 2. findings
+
+  function renderFindings(D) {
+    const root = clear($('findings-body'));
+    const primary = str(obj(D.report.verdict).primary);
+    // Ranked by diagnose (score, and among critical findings what fixing them can buy): shown in
+    // the report's order, never re-sorted here.
+    const findings = arr(D.report.findings).map(obj);
+    if (!findings.length) root.appendChild(h('p', { class: 'muted', text: 'No findings.' }));
+    findings.forEach((f, rank) => {
+      const isPrimary = primary !== '' && str(f.id) === primary;
+      const det = h('details', {
+        class: 'finding' + (isPrimary ? ' primary' : ''),
+        id: 'finding-' + rank,
+        'data-finding-id': str(f.id),
+        'data-rank': rank + 1,
+        open: rank < 3,
+      });
+      det.appendChild(h('summary', null,
+        h('span', { class: 'f-rank', text: '#' + (rank + 1) }),
+        h('span', { class: 'f-title', text: str(f.title) || str(f.id) }),
+        badge(f.severity),
+        f.low_confidence === true ? confidenceBadge(f.samples, null, 'f-conf') : null,
+        h('span', { class: 'f-score', text: 'score ' + fmtNum(f.score) }),
+        isNum(f.predicted_gain) ? h('span', {
+          class: 'f-gain-tag', title: 'predicted throughput gain if fixed (an estimate)',
+          text: fmtGain(f.predicted_gain) + ' est.',
+        }) : null,
+        isPrimary ? h('span', { class: 'tag', text: 'primary' }) : null,
+        h('span', { class: 'f-id', text: str(f.id) })));
+
+      const body = h('div', { class: 'finding-body' });
+      if (f.summary != null) body.appendChild(h('p', { class: 'f-summary', text: f.summary }));
+      const gain = gainBlock(f, 'f');
+      if (gain) body.appendChild(gain);
+      const knob = knobLine(obj(f.evidence).fix);
+      if (knob) body.appendChild(knob);
+
+      const ev = obj(f.evidence);
+      const labelled = evidenceRows(D, f, rank);
+      if (labelled) {
+        // Labels and values with their units, made by diagnose (evidence_labels.py).
+        if (labelled.length) {
+          body.appendChild(h('h4', { text: 'Evidence' }));
+          body.appendChild(h('table', { class: 'kv evidence labelled' }, h('tbody', null, labelled.map((r) =>
+            h('tr', { 'data-key': r.key, 'data-flag': r.flag == null ? null : str(r.flag) },
+              h('th', { scope: 'row', text: str(r.label) || r.key }), evidenceCell(r))))));
+        }
+      }
+      // Older pages: the raw evidence; evidence.fix is the knob line above.
+      const evKeys = labelled ? [] : Object.keys(ev).filter((k) => !(k === 'fix' && knob));
+      if (evKeys.length) {
+        body.appendChild(h('h4', { text: 'Evidence' }));
+        body.appendChild(h('table', { class: 'kv evidence' }, h('tbody', null, evKeys.map((k) =>
+          h('tr', { 'data-key': k }, h('th', { scope: 'row', text: k }),
+            h('td', { class: isNum(ev[k]) ? 'num' : '' }, valueNode(ev[k], k)))))));
+      }
+
+      const sites = arr(f.sites).map(obj);
+      if (sites.length) {
+        body.appendChild(h('h4', { text: 'Where' }));
+        body.appendChild(sitesTable(sites));
+      }
+
+      const advice = arr(f.advice);
+      if (advice.length) {
+        body.appendChild(h('h4', { text: 'What to do' }));
+        body.appendChild(h('ul', { class: 'advice' }, advice.map((a) => h('li', { text: a }))));
+      }
+      det.appendChild(body);
+      root.appendChild(det);
+    });
+    const na = arr(D.report.not_applicable).map(obj).filter((n) => n.id != null);
+    if (na.length) {
+      root.appendChild(h('div', { class: 'not-applicable', id: 'not-applicable' },
+        h('h4', { text: 'Checks that could not run' }),
+        h('ul', null, na.map((n) => h('li', null,
+          h('span', { class: 'mono', text: str(n.id) }), ': ', h('span', { text: str(n.reason) }))))));
+    }
+  }
+
+  /** "low confidence: 41 samples": the shares behind a finding (or the verdict) rest on too few
+   *  samples to be trusted. */
+  function confidenceBadge(samples, id, cls) {
+    return h('span', {
+      class: 'badge conf-low' + (cls ? ' ' + cls : ''), id: id || null,
+      'data-samples': isNum(samples) ? samples : null,
+      title: 'few samples behind these shares: they could be far off; sample longer',
+      text: 'low confidence' + (isNum(samples) ? ': ' + fmtInt(samples) + ' samples' : ''),
+    });
+  }
+
+  /** The finding's evidence as labelled rows (page data `evidence_text`, parallel to the
+   *  report's findings), or null when the page has none that fits this finding. */
+  function evidenceRows(D, f, rank) {
+    const all = D.evidenceText;
+    if (!all || all.length !== arr(D.report.findings).length || !Array.isArray(all[rank])) return null;
+    // Only rows made for exactly this evidence, key for key: never another finding's values.
+    const keys = Object.keys(obj(f.evidence)).filter((k) => k !== 'fix');
+    const rows = all[rank].map(obj);
+    const fits = rows.length === keys.length && rows.every((r, i) => r.key === keys[i]);
+    return fits ? rows : null;
+  }
+
+  /** A labelled evidence value: its text, or a name/value list for a dict. */
+  function evidenceCell(r) {
+    const iv = obj(r.interval);
+    const td = h('td', {
+      class: 'ev-text',
+      title: isNum(iv.samples) ? 'range: 95% Wilson interval over ' + fmtInt(iv.samples) + ' samples' : null,
+    });
+    const items = arr(r.items).filter(Array.isArray);
+    if (items.length) {
+      td.appendChild(h('dl', { class: 'kv-nested' }, items.map((it) => [
+        h('dt', { text: str(it[0]) }), h('dd', { text: str(it[1]) })])));
+      if (r.flag != null) td.appendChild(h('span', { class: 'ev-flag', text: '(' + str(r.flag) + ')' }));
+    } else {
+      putText(td, str(r.text));
+    }
+    return td;
+  }
+
+  /** Keys whose numbers are fractions, shown as percentages: *_share, *_shares, *_share_of_*,
+   *  *_share_per_*, share_of_*, anything with "utilization", *_fraction, *error_rate. */
+  function isShareKey(k) {
+    const s = str(k).toLowerCase();
+    return /(^|_)shares?($|_)/.test(s) || s.includes('utilization') || /(^|_)(fraction|error_rate)$/.test(s);
+  }
+
+  const MAX_VALUE_DEPTH = 4;
+
+  /** A value of any JSON shape as DOM: numbers rounded (percentages for share keys, inherited by
+   *  nested values), null as a dash, booleans as yes/no, objects as a nested key/value list,
+   *  arrays as a list. Never JSON text. */
+  function valueNode(v, key, asShare, depth) {
+    const share = asShare === true || isShareKey(key);
+    const d = depth || 0;
+    if (v == null) return h('span', { class: 'muted', text: '\u2014' });
+    if (typeof v === 'boolean') return h('span', { text: v ? 'yes' : 'no' });
+    if (isNum(v)) return h('span', { class: 'v-num', text: share ? fmtPct(v) : fmtNum(v) });
+    if (typeof v !== 'object') return h('span', { text: str(v) });
+    if (d >= MAX_VALUE_DEPTH) return h('span', { class: 'muted', text: '\u2026' });
+    if (Array.isArray(v)) {
+      if (!v.length) return h('span', { class: 'muted', text: 'none' });
+      if (v.every((x) => x == null || typeof x !== 'object')) {
+        return h('span', null, v.map((x, i) => [i ? ', ' : null, valueNode(x, key, share, d + 1)]));
+      }
+      return h('ol', { class: 'kv-list' }, v.map((x) => h('li', null, valueNode(x, key, share, d + 1))));
+    }
+    const keys = Object.keys(v);
+    if (!keys.length) return h('span', { class: 'muted', text: 'none' });
+    return h('dl', { class: 'kv-nested' }, keys.map((k) => [
+      h('dt', { text: k }), h('dd', null, valueNode(v[k], k, share, d + 1))]));
+  }
+
+  function shareCell(share) {
+    if (!isNum(share)) return h('span', { class: 'muted', text: '\u2014' });
+    const bar = h('span', { class: 'share-bar' });
+    const fill = h('span', { class: 'share-fill' });
+    fill.style.width = Math.max(0, Math.min(100, share * 100)) + '%';
+    bar.appendChild(fill);
+    return h('span', { class: 'share' }, bar, h('span', { class: 'share-pct', text: fmtPct(share) }));
+  }
+
+  /** Ranked sites table. `share` is a fraction of samples in [0, 1]. */
+  function sitesTable(sites) {
+    return h('div', { class: 'table-wrap' }, h('table', { class: 'data sites' },
+      h('thead', null, h('tr', null,
+        h('th', { scope: 'col', class: 'num', text: '#' }),
+        h('th', { scope: 'col', text: 'Function' }),
+        h('th', { scope: 'col', text: 'File:line' }),
+        h('th', { scope: 'col', class: 'num', text: 'Share' }))),
+      h('tbody', null, sites.map((s, i) => h('tr', null,
+        h('td', { class: 'num', text: String(i + 1) }),
+        h('td', { class: 'mono', text: s.function }),
+        h('td', { class: 'mono path', text: fileLine(s.file, s.line) }),
+        h('td', { class: 'num' }, shareCell(s.share)))))));
+  }
+
+  // ------------------------------------------------------------------ 3. run facts
+
+  function renderFacts(D) {
+    const root = clear($('facts-body'));
+    const t = obj(D.report.target);
+    const s = obj(D.report.sampling);
+    const yesNo = (b) => (b === true ? 'yes' : b === false ? 'no' : '\u2014');
+    const unit = (v, u) => (isNum(v) ? fmtNum(v) + u : '\u2014');
+    const facts = [
+      ['pid', 'PID', str(t.pid)],
+      ['python', 'Python', str(t.python)],
+      ['cores', 'CPU cores', fmtNum(t.cores)],
+      ['threads', 'Threads', fmtNum(t.threads)],
+      ['duration', 'Duration', unit(s.duration_s, ' s')],
+      ['samples', 'Samples', fmtInt(s.samples)],
+      ['native', 'Native frames', yesNo(s.native)],
+      ['mode', 'Mode', str(s.mode)],
+      ['partial', 'Partial', s.partial === true ? 'yes \u2014 target exited' : s.partial === false ? 'no' : '\u2014'],
+    ];
+    // Optional facts: shown when the report has them. Rate, errors and the sampler's own cost
+    // are in the observer block below.
+    const optional = [
+      [t, 'cpu_quota_cores', 'cpu-quota', 'CPU quota (cores)', (v) => unit(v, '')],
+      [s, 'requested_duration_s', 'requested-duration', 'Requested duration', (v) => unit(v, ' s')],
+      [s, 'thread_samples', 'thread-samples', 'Thread samples', fmtInt],
+      [s, 'state_estimated', 'state-estimated', 'States estimated', yesNo],
+      [s, 'proc_interval_s', 'proc-interval', '/proc read every', (v) => unit(v, ' s')],
+      [s, 'pyspy_version', 'pyspy-version', 'py-spy version', str],
+    ];
+    for (const [src, k, key, label, fmt] of optional) {
+      if (k in src) facts.push([key, label, fmt(src[k])]);
+    }
+    // Anything newer in target/sampling that this page does not know yet: show it plainly.
+    const known = new Set(['pid', 'python', 'cmdline', 'threads', 'cores', 'duration_s', 'rate_hz', 'samples', 'errors',
+      'native', 'mode', 'partial', 'notes', 'achieved_rate_hz', 'paused_share', 'observer', 'plan',
+      'pyspy_cpu_s', 'pyspy_cpu_share_of_cores']
+      .concat(optional.map((o) => o[1])));
+    for (const src of [t, s]) {
+      for (const k of Object.keys(src)) {
+        if (!known.has(k)) facts.push(['extra', k, valueNode(src[k], k)]);
+      }
+    }
+    const dl = h('dl', { class: 'facts' });
+    for (const [key, k, v] of facts) {
+      dl.appendChild(h('div', { class: 'fact', 'data-fact': key }, h('dt', { text: k }),
+        v instanceof Node ? h('dd', null, v) : h('dd', { text: v || '\u2014' })));
+    }
+    root.appendChild(dl);
+    root.appendChild(observerBlock(s));
+    const cmd = Array.isArray(t.cmdline) ? t.cmdline.map(shellQuote).join(' ') : str(t.cmdline);
+    root.appendChild(h('div', { class: 'cmdline' },
+      h('div', { class: 'cmd-label', text: 'Command line' }),
+      h('code', { id: 'cmdline', text: cmd || '\u2014' })));
+  }
+
+  /** sampling.observer, or what older reports had of it in sampling itself. */
+  function observerOf(s) {
+    const o = obj(s.observer);
+    const pick = (k, alt) => (k in o ? o[k] : alt === undefined ? null : alt);
+    return {
+      paused_share: pick('paused_share', s.paused_share),
+      pyspy_cpu_s: pick('pyspy_cpu_s', s.pyspy_cpu_s),
+      pyspy_cpu_share_of_cores: pick('pyspy_cpu_share_of_cores', s.pyspy_cpu_share_of_cores),
+      requested_rate_hz: pick('requested_rate_hz', s.rate_hz),
+      achieved_rate_hz: pick('achieved_rate_hz', s.achieved_rate_hz),
+      errors: pick('errors', s.errors),
+      error_rate: pick('error_rate'),
+      torn_stacks_possible: pick('torn_stacks_possible'),
+      plan: pick('plan', s.plan),
+      warning: pick('warning'),
+    };
+  }
+
+  function observerWarning(s) {
+    const w = observerOf(s).warning;
+    return w == null || str(w) === '' ? '' : str(w);
+  }
+
+  /** "What sampling cost the target": the observer's own effect on what it measured. */
+  function observerBlock(s) {
+    const o = observerOf(s);
+    const num = (v) => (isNum(v) ? v : null);
+    const attrs = { id: 'observer-cost', class: 'observer', 'aria-labelledby': 'observer-h' };
+    for (const k of ['paused_share', 'pyspy_cpu_s', 'pyspy_cpu_share_of_cores', 'requested_rate_hz',
+      'achieved_rate_hz', 'errors', 'error_rate']) {
+      if (num(o[k]) != null) attrs['data-' + k.replace(/_/g, '-')] = String(o[k]);
+    }
+    if (typeof o.torn_stacks_possible === 'boolean') attrs['data-torn-stacks-possible'] = String(o.torn_stacks_possible);
+    const warning = observerWarning(s);
+    attrs['data-warning'] = warning ? 'true' : 'false';
+    const box = h('div', attrs);
+    box.appendChild(h('h3', { id: 'observer-h', text: 'What sampling cost the target' }));
+
+    const notMeasured = 'not measured';
+    let rate;
+    const achieved = num(o.achieved_rate_hz);
+    const requested = num(o.requested_rate_hz);
+    if (achieved != null && requested) {
+      rate = fmtNum(achieved) + ' of ' + fmtNum(requested) + ' Hz (' + fmtPct(achieved / requested) + ')';
+    } else if (achieved != null) {
+      rate = fmtNum(achieved) + ' Hz (requested: \u2014)';
+    } else if (requested) {
+      rate = 'requested ' + fmtNum(requested) + ' Hz, achieved ' + notMeasured;
+    } else {
+      rate = notMeasured;
+    }
+    let cpu = notMeasured;
+    if (num(o.pyspy_cpu_s) != null) {
+      cpu = fmtNum(o.pyspy_cpu_s) + ' s' +
+        (num(o.pyspy_cpu_share_of_cores) != null ? ' (' + fmtPct(o.pyspy_cpu_share_of_cores) + ' of the cores)' : '');
+    } else if (num(o.pyspy_cpu_share_of_cores) != null) {
+      cpu = fmtPct(o.pyspy_cpu_share_of_cores) + ' of the cores';
+    }
+    let errors = notMeasured;
+    if (num(o.errors) != null) {
+      errors = fmtInt(o.errors) + (num(o.error_rate) != null && o.errors > 0 ? ' (' + fmtPct(o.error_rate) + ' of samples)' : '');
+    }
+    const torn = o.torn_stacks_possible === true ? 'possible (non-blocking sampling)'
+      : o.torn_stacks_possible === false ? 'no' : notMeasured;
+    const items = [
+      ['paused', 'Target paused by the sampler',
+        num(o.paused_share) != null ? fmtPct(o.paused_share) : notMeasured,
+        'share of /proc observations of target threads that found them stopped by py-spy'],
+      ['pyspy-cpu', 'py-spy CPU', cpu, 'CPU time py-spy itself used; on a small machine it competes with the target'],
+      ['rate', 'Achieved / requested rate', rate, 'sampler ticks per second, against the rate asked for'],
+      ['errors', 'Sampling errors', errors, 'samples py-spy could not take'],
+      ['torn', 'Stacks may be torn', torn,
+        'non-blocking sampling reads a thread while it runs, so a stack can mix frames from two moments'],
+    ];
+    const dl = h('dl', { class: 'facts observer-facts' });
+    for (const [key, label, value, title] of items) {
+      dl.appendChild(h('div', { class: 'fact', 'data-observer': key, title },
+        h('dt', { text: label }), h('dd', { class: value === notMeasured ? 'muted' : null, text: value })));
+    }
+    box.appendChild(dl);
+    const plan = o.plan == null || str(o.plan) === '' ? '' : str(o.plan);
+    box.appendChild(h('p', { class: 'observer-plan small', id: 'observer-plan' },
+      h('span', { class: 'plan-label', text: 'Sampling plan: ' }),
+      plan ? h('span', { text: plan }) : h('span', { class: 'muted', text: 'not recorded for this run' })));
+    if (warning) {
+      box.appendChild(h('p', { class: 'observer-warn', text: '\u26a0 ' + warning }));
+    }
+    return box;
+  }
+
+  /** Display-only quoting so argument boundaries stay visible. */
+  function shellQuote(a) {
+    const s = str(a);
+    if (s !== '' && /^[\w@%+=:,./<>\[\]-]+$/.test(s)) return s;
+    return "'" + s.replace(/'/g, "'\\''") + "'";
+  }
