@@ -366,7 +366,7 @@ def evidence(page, finding_id: str) -> dict:
 
 
 def page_number(value: float) -> str:
-    """A plain number as report.js's fmtNum writes it."""
+    """A plain number as page/core.js's fmtNum writes it."""
     if float(value).is_integer():
         return f"{int(value):,}"
     a = abs(value)
