@@ -14,6 +14,7 @@ import click
 
 from diagnose import __version__
 from diagnose.errors import DiagnoseError, ExitCode, Interrupted, NoSamples
+from diagnose.outputs.files import prepare_output_dir
 
 EPILOG = """\b
 Exit codes: 0 ok, 2 bad usage or rules file (diff: reports of two different programs), 3 no
@@ -135,7 +136,7 @@ def main() -> None:
 
 _common_output = [
     click.option("--output-dir", "-o", type=click.Path(file_okay=False, path_type=Path),
-                 default=Path("reports"), show_default=True,
+                 default=Path("diagnose-reports"), show_default=True,
                  help="Where the .html, .json and .speedscope.json files are written."),
     click.option("--rules", "rules_file", type=click.Path(dir_okay=False),
                  help="A TOML file of extra frame-category patterns and check settings "
@@ -155,7 +156,7 @@ def common_output(fn):
 # The output options of the commands that write one page and its JSON (diff, experiment).
 _page_output = [
     click.option("--output-dir", "-o", type=click.Path(file_okay=False, path_type=Path),
-                 default=Path("reports"), show_default=True,
+                 default=Path("diagnose-reports"), show_default=True,
                  help="Where the .html and .json files are written."),
     click.option("--json", "as_json", is_flag=True,
                  help="Print the JSON on stdout (logs go to stderr)."),
@@ -248,7 +249,7 @@ def _attach_stoppable(stop, pids: list[int], duration: float, rate: int | None, 
 
     user_rules = pipeline.load_user_rules(rules_file)
     # Before the window, not after it: a read-only or full directory is said before sampling.
-    pipeline.prepare_output_dir(output_dir, probe=True)
+    prepare_output_dir(output_dir, probe=True)
     labels = []
     for pid in pids:
         proc = describe_target(pid)

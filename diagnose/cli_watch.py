@@ -42,7 +42,7 @@ when a signal stopped it (the window under way is still written and pushed).
               help="Keep the files of the last N windows that were pushed (0: all). A window "
                    "not pushed, or whose push failed, is always kept.")
 @click.option("--output-dir", "-o", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("reports"), show_default=True,
+              default=Path("diagnose-reports"), show_default=True,
               help="Where each window's .html, .json and .speedscope.json files are written.")
 @click.option("--rules", "rules_file", type=click.Path(dir_okay=False),
               help="A TOML file of extra frame-category patterns and check settings.")

@@ -20,6 +20,7 @@ from diagnose.errors import LoadFailed
 from diagnose.experiment import (Arm, ExperimentResult, RunSettings, experiment_report,
                                  failed_arms, run_experiment, throughput_at_slo)
 from diagnose.loadtest import Outcome, StopOnSignal, Stopped, write_report
+from diagnose.outputs.files import prepare_output_dir
 
 READY_TIMEOUT_S = 60.0
 STOP_GRACE_S = 8.0
@@ -213,10 +214,9 @@ def experiment(arms, settings: RunSettings, advice: dict | None, out_dir: Path,
     the service of the run in progress and its generator are stopped, the rounds measured so far
     are written as a partial report. Raises LoadFailed (exit 12) after writing the report when
     the baseline or every other variant failed."""
-    from diagnose import pipeline
     from diagnose.render.experiment_html import render_experiment_html
 
-    pipeline.prepare_output_dir(out_dir, probe=True)
+    prepare_output_dir(out_dir, probe=True)
     gen = settings.generator.describe()
     result, stopped = ExperimentResult(tuple(arms)), None
     diagnosed: set[str] = set()

@@ -20,6 +20,7 @@ import psutil
 from diagnose import loadgen
 from diagnose.collect.attach import StopSignals
 from diagnose.errors import Interrupted, LoadFailed, NoSuchProcess, OutputFailed
+from diagnose.outputs.files import WriteFailed, claim_name, prepare_output_dir, write_text
 from diagnose.sweep import CpuMeter, SweepResult, SweepSettings, run_sweep, sweep_report
 
 
@@ -69,16 +70,14 @@ def check_pids(pids: list[int]) -> None:
 def write_report(out_dir: Path, base: str, report: dict, html: str) -> tuple[Path, Path]:
     """`base.json` and `base.html` under `out_dir`, each whole or not at all; a name already taken
     gets a suffix (the same rules as the diagnosis reports)."""
-    from diagnose import pipeline
-
-    pipeline.prepare_output_dir(out_dir)
-    base = pipeline._claim_name(out_dir, base)
+    prepare_output_dir(out_dir)
+    base = claim_name(out_dir, base, (".json", ".html"))
     json_path, html_path = out_dir / f"{base}.json", out_dir / f"{base}.html"
     text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
     try:
-        pipeline._write_file(json_path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
-        pipeline._write_file(html_path, lambda tmp: tmp.write_text(html, encoding="utf-8"))
-    except pipeline._WriteFailed as exc:
+        write_text(json_path, text)
+        write_text(html_path, html)
+    except WriteFailed as exc:
         raise OutputFailed(f"could not write {exc.path}: {exc.reason}") from None
     return json_path, html_path
 
@@ -162,14 +161,13 @@ def sweep(url: str, pids: list[int], settings: SweepSettings, generator: Generat
     """Runs the sweep; with `pids` and `diagnose_seconds`, diagnoses the service under every
     step's load (its verdict and full report per step). A stop signal ends it early: the steps
     measured so far are written as a partial report and `stopped` carries the exit code."""
-    from diagnose import pipeline
     from diagnose.render.sweep_html import render_sweep_html
 
     check_pids(pids)
     gen = generator.describe()  # a generator that cannot drive this load: said before the URL
     target_url = check_url(url)
     port = urlsplit(target_url).port
-    pipeline.prepare_output_dir(out_dir, probe=True)  # a read-only directory is said first
+    prepare_output_dir(out_dir, probe=True)  # a read-only directory is said first
     steps, stopped = [], None
     meter = CpuMeter(pids)
     unit = "concurrency" if settings.model == "closed" else "req/s"

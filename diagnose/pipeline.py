@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import errno
 import json
-import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -22,6 +20,8 @@ from diagnose.model import source
 from diagnose.model.chrometrace import close_exited_threads, regrid, settle_rate
 from diagnose.model.loaders import decode_input, load_profile, read_input
 from diagnose.model.service import Service, build_service
+from diagnose.outputs.files import (WriteFailed, claim_name, move_file, prepare_output_dir,
+                                    remove_quietly, write_atomically, write_text)
 from diagnose.render.html import render_html
 from diagnose.render.html_data import page_data
 from diagnose.render.json_report import build_report
@@ -41,7 +41,7 @@ class Outputs:
 
 
 # Every file a report may write, by suffix; the .json is created first, exclusively, to claim
-# the name (see `_claim_name`).
+# the name (see outputs.files.claim_name).
 OUTPUT_SUFFIXES = (".json", ".html", ".speedscope.json", ".procfs.json", ".native.speedscope.json",
                    ".md", ".pb.gz")
 
@@ -124,7 +124,7 @@ def write_outputs(service: Service, results: CheckResults, per_process: dict,
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     try:
         prepare_output_dir(out_dir)
-        base = _claim_name(out_dir, base)
+        base = claim_name(out_dir, base, OUTPUT_SUFFIXES)
     except OutputFailed as exc:
         raise OutputFailed(exc.message + recordings_kept()) from None
     paths = {ext: out_dir / f"{base}{ext}" for ext in (".html", ".json", ".speedscope.json", ".md")}
@@ -134,7 +134,7 @@ def write_outputs(service: Service, results: CheckResults, per_process: dict,
     try:
         if (analysis.profile.source != "speedscope" or len(source_profiles) > 1
                 or not source_profile.is_file()):  # a pipe cannot be read twice: re-encode it
-            _write_file(speedscope, lambda tmp: write_speedscope(analysis.profile, tmp, base))
+            write_atomically(speedscope, lambda tmp: write_speedscope(analysis.profile, tmp, base))
             written.append(speedscope)
             if move_profile:
                 for index, path in enumerate(source_profiles):
@@ -142,41 +142,41 @@ def write_outputs(service: Service, results: CheckResults, per_process: dict,
                         # The recording with its measured instants, for `diagnose analyze` later.
                         number = "" if len(source_profiles) == 1 else f".{index + 1}"
                         kept_raw = out_dir / f"{base}{number}.chrometrace.json"
-                        _move_file(path, kept_raw)
+                        move_file(path, kept_raw)
                         written.append(kept_raw)
                     else:
                         path.unlink(missing_ok=True)
         elif source_profile.resolve() != speedscope.resolve():
             if move_profile:
-                _move_file(source_profile, speedscope)
+                move_file(source_profile, speedscope)
             else:
-                _write_file(speedscope, lambda tmp: shutil.copyfile(source_profile, tmp))
+                write_atomically(speedscope, lambda tmp: shutil.copyfile(source_profile, tmp))
             written.append(speedscope)
         report_text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
-        _write_file(paths[".json"], lambda tmp: tmp.write_text(report_text, encoding="utf-8"))
+        write_text(paths[".json"], report_text)
         written.append(paths[".json"])
         summary = render_markdown(report, [paths[ext].name for ext in
                                            (".html", ".json", ".speedscope.json")])
-        _write_file(paths[".md"], lambda tmp: tmp.write_text(summary, encoding="utf-8"))
+        write_text(paths[".md"], summary)
         written.append(paths[".md"])
         html = render_html(page_data(report, analysis, categorizer, generated))
-        _write_file(paths[".html"], lambda tmp: tmp.write_text(html, encoding="utf-8"))
+        write_text(paths[".html"], html)
         written.append(paths[".html"])
         procfs_path = None
         if keep_raw and tree is not None:
             procfs_path = out_dir / f"{base}.procfs.json"
             procfs_text = json.dumps(tree.to_dict())
-            _write_file(procfs_path, lambda tmp: tmp.write_text(procfs_text, encoding="utf-8"))
+            write_text(procfs_path, procfs_text)
             written.append(procfs_path)
         native_paths = [p for p in native_paths if p.exists()]
         if native_paths:
             if keep_raw:
                 target = out_dir / f"{base}.native.speedscope.json"
                 if len(native_paths) == 1:
-                    _move_file(native_paths[0], target)
+                    move_file(native_paths[0], target)
                 else:
                     natives = _load_all(native_paths)
-                    _write_file(target, lambda tmp: write_speedscope(natives, tmp,
+                    write_atomically(target, lambda tmp: write_speedscope(natives, tmp,
                                                                      base + " (native)"))
                 written.append(target)
             if move_profile:
@@ -184,8 +184,8 @@ def write_outputs(service: Service, results: CheckResults, per_process: dict,
                     path.unlink(missing_ok=True)
     except BaseException as exc:
         if paths[".json"] not in written:  # the empty file that claimed the name
-            _remove(paths[".json"])
-        if not isinstance(exc, _WriteFailed):
+            remove_quietly(paths[".json"])
+        if not isinstance(exc, WriteFailed):
             raise
         failed = exc
         kept = [p.name for p in written]
@@ -195,90 +195,6 @@ def write_outputs(service: Service, results: CheckResults, per_process: dict,
             + recordings_kept()) from None
     return Outputs(paths[".html"], paths[".json"], speedscope, procfs_path, report,
                    bool(analysis.meta.get("partial")), markdown=paths[".md"])
-
-
-def prepare_output_dir(out_dir: Path, probe: bool = False) -> None:
-    """Creates the output directory; OutputFailed (exit 11) when it cannot be created or, with
-    `probe`, written to (checked with a file created and removed at once: before sampling, so
-    that a read-only directory is said before the window, not after)."""
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise OutputFailed(f"could not create the output directory {out_dir}: "
-                           f"it exists and is not a directory")
-    except OSError as exc:
-        raise OutputFailed(f"could not create the output directory {out_dir}: {_reason(exc)}")
-    if probe:
-        test = out_dir / f".diagnose-write-test-{os.getpid()}"
-        try:
-            os.close(os.open(test, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        except OSError as exc:
-            raise OutputFailed(f"cannot write to the output directory {out_dir}: {_reason(exc)}")
-        _remove(test)
-
-
-class _WriteFailed(Exception):
-    def __init__(self, path: Path, exc: BaseException):
-        super().__init__(f"{path}: {exc}")
-        self.path, self.reason = path, _reason(exc)
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    return str(exc) or type(exc).__name__
-
-
-def _remove(path: Path) -> None:
-    try:
-        path.unlink(missing_ok=True)
-    except OSError:
-        pass
-
-
-def _claim_name(out_dir: Path, base: str) -> str:
-    """`base`, or `base-2`, `base-3`, ...: the first name no file of a report uses, claimed by
-    creating its .json exclusively, so that two runs at once never pick the same name."""
-    for n in range(1, 1000):
-        name = base if n == 1 else f"{base}-{n}"
-        if any(os.path.lexists(out_dir / f"{name}{ext}") for ext in OUTPUT_SUFFIXES[1:]):
-            continue
-        claim = out_dir / f"{name}.json"
-        try:
-            os.close(os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-            return name
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise OutputFailed(f"could not write {claim}: {_reason(exc)}; no report file was "
-                               f"written")
-    raise OutputFailed(f"could not write a report named {base} in {out_dir}: 999 reports of "
-                       f"that name exist")
-
-
-def _write_file(path: Path, produce) -> None:
-    """`produce(tmp)` writes the file's content to a temporary file beside `path`, which then
-    replaces `path`: a full disk leaves no truncated report behind."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        produce(tmp)
-        os.replace(tmp, path)
-    except OSError as exc:
-        _remove(tmp)
-        raise _WriteFailed(path, exc)
-
-
-def _move_file(source_path: Path, path: Path) -> None:
-    """Renames `source_path` to `path` (no space needed on the same filesystem), else copies it
-    and removes the source only once the copy is whole."""
-    try:
-        os.replace(source_path, path)
-        return
-    except OSError as exc:
-        if exc.errno != errno.EXDEV:
-            raise _WriteFailed(path, exc)
-    _write_file(path, lambda tmp: shutil.copyfile(source_path, tmp))
-    _remove(source_path)
 
 
 def from_capture(capture: Capture, out_dir: Path, user_rules: dict | None,

@@ -16,6 +16,7 @@ from diagnose import pipeline
 from diagnose.collect.attach import AttachOptions, StopSignals, capture, describe_target
 from diagnose.errors import DiagnoseError, ExitCode, Interrupted, NoSamples
 from diagnose.push import PushFailed, PushResult, push_report
+from diagnose.outputs.files import prepare_output_dir
 
 POLL_S = 0.2  # how often the wait between windows looks for a signal or the target's exit
 
@@ -84,7 +85,7 @@ def watch(pid: int, settings: WatchSettings, stop: StopSignals,
     the caller; here a first signal never aborts: during a window it ends the window early (its
     partial report is written and pushed), between windows it ends the wait, and the watch
     stops. A second signal aborts at once (StopSignals)."""
-    pipeline.prepare_output_dir(settings.output_dir, probe=True)
+    prepare_output_dir(settings.output_dir, probe=True)
     describe_target(pid)
     stop.graceful = True  # from the start: nothing of a finished window may be dropped
     done: list[Window] = []

@@ -9,12 +9,12 @@ pid, tid (numbers, when known).
 from __future__ import annotations
 
 import gzip
-import os
 from numbers import Real
 from pathlib import Path
 
 from diagnose.errors import BadProfile, OutputFailed
 from diagnose.export import profile_pb2
+from diagnose.outputs.files import WriteFailed, write_bytes
 
 SAMPLE_TYPES = (("samples", "count"), ("wall", "nanoseconds"))
 STRING_LABELS = ("thread", "role", "state", "category")
@@ -142,14 +142,8 @@ def write_pprof(report: dict, path: Path) -> Path:
     be written; BadProfile (exit 6) when the report has no stacks, before anything is written."""
     path = Path(path)
     data = pprof_bytes(report)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
-        raise OutputFailed(f"could not write {path}: {exc.strerror or exc}") from None
+        write_bytes(path, data)
+    except WriteFailed as exc:
+        raise OutputFailed(f"could not write {path}: {exc.reason}") from None
     return path

@@ -36,3 +36,15 @@ def test_rules_templates_assets_and_demo_are_in_the_wheel(wheel):
         assert needed in names, needed
     for part in PAGE_SCRIPT:
         assert f"diagnose/_reports/static/page/{part}.js" in names, part
+
+
+def test_no_command_writes_its_reports_among_the_page_templates_by_default():
+    from diagnose.cli import main
+
+    defaults = {}
+    for name, command in main.commands.items():
+        for param in command.params:
+            if param.name == "output_dir":
+                defaults[name] = str(param.default)
+    assert defaults, "no command has --output-dir"
+    assert set(defaults.values()) == {"diagnose-reports"}, defaults
