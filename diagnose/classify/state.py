@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass
 
 from diagnose.model import source
-from diagnose.model.profile import Frame, frame_is
 from diagnose.model.native_pools import LIBRARIES as POOL_LIBRARIES
+from diagnose.model.profile import Frame, frame_is
 
 STATES = ("python", "native", "gil", "lock", "io", "idle", "unknown")
 WAIT_STATES = ("gil", "lock", "io", "idle")
