@@ -61,7 +61,7 @@ def run(analysis, settings):
         "native_mutex_wait_share": native_mutex_share,
         "busy_samples": int(total_busy),
         "running_samples": int(total_running),
-        **counters.evidence(),
+        "sampled_cores": counters.sampled, "measured_cores": counters.measured,
     }
     hot = top_sites(analysis, model, total_busy)
     sites = list(hot)
@@ -74,6 +74,7 @@ def run(analysis, settings):
                f"is model compute" + (f", most in {hot[0].function}" if hot else ""))
     if not counters.agrees:
         summary += f" — {counters.note()}"
+        evidence["counters_note"] = counters.note()
     return make_finding(ID, settings, score, summary, evidence, sites, samples=total_running,
                         gain=(1.0, "estimate: no structural gain: the cores already run the model; "
                                    "only a cheaper model or more cores buy throughput"))

@@ -40,13 +40,14 @@ def run(analysis, settings):
                 "self_time": {f"{s.function} ({s.file.rsplit('/', 1)[-1]}:{s.line})": s.share
                               for s in self_sites},
                 "total_time": {s.function: s.share for s in total_sites},
-                **counters.evidence()}
+                "sampled_cores": counters.sampled, "measured_cores": counters.measured}
     hottest = self_sites[0].function if self_sites else "?"
     holds = "running pure Python (holding the GIL)" if python_share > 0.5 else "running native code"
     summary = (f"request threads are busy {pct(busy_share)} of the time, {pct(other_share)} of it in "
                f"code no category names, {holds}; hottest: {hottest}")
     if not counters.agrees:
         summary += f" — {counters.note()}"
+        evidence["counters_note"] = counters.note()
     if python_share > 0.5:
         advice = [f"{hottest} is pure Python and holds the GIL while the threads queue for it: "
                   "vectorise it (numpy), move it to native code that releases the GIL, or run it in "

@@ -44,9 +44,10 @@ def _from_native_frames(analysis, settings, total):
     # A contended GIL has a holder running on a core: the process's /proc CPU must show it.
     counters = holder_agreement(analysis, share)
     score *= counters.factor
-    evidence.update(counters.evidence())
+    evidence.update({"sampled_cores": counters.sampled, "measured_cores": counters.measured})
     if not counters.agrees:
         summary += f" — {counters.note()}"
+        evidence["counters_note"] = counters.note()
     # Who holds the GIL, by phase: the arbiter ranks a preprocessing finding first when
     # preprocessing is what the waiters wait behind.
     evidence["holder_phase_shares"] = _holder_phase_shares(analysis)

@@ -1,6 +1,8 @@
 """The OS counters against the samples: /proc CPU time is the arbiter of "was it running".
 
-A sample says a thread ran when its stack looks busy; /proc says how much CPU the thread got.
+A sample says a thread ran when its stack looks busy; /proc says how much CPU the thread got and
+how long it sat runnable in the run queue (schedstat): together, the time it wanted a core. A
+sample cannot tell running from runnable, so the counters' figure is the two summed.
 They disagree when a wait looks like work: a native library's wait whose frames do not show it
 (a completion queue behind an unnamed `syscall`), a Python-only sample estimated busy. A check
 that says the limit is CPU (cpu_bound, compute_bound, gil_contention) needs that CPU to have been
@@ -24,7 +26,16 @@ MIN_GAP_CORES = 0.15  # a smaller difference is sampling noise, whatever the rat
 class CpuAgreement:
     what: str  # whose CPU, in words ("request threads running")
     sampled_cores: float  # cores the samples imply: each thread's running share, summed
-    measured_cores: float | None  # the same threads' CPU seconds from /proc over the window
+    measured_cores: float | None  # the same threads' CPU + run-queue seconds from /proc over the
+    # window: the cores they ran on or waited for
+
+    @property
+    def sampled(self) -> float:
+        return round(self.sampled_cores, 4)
+
+    @property
+    def measured(self) -> float | None:
+        return None if self.measured_cores is None else round(self.measured_cores, 4)
 
     @property
     def agrees(self) -> bool:
@@ -44,16 +55,8 @@ class CpuAgreement:
         if self.agrees:
             return ""
         return (f"the OS counters overrule the samples: the samples imply {self.sampled_cores:.2f} "
-                f"cores of {self.what}, /proc measured {self.measured_cores:.2f} cores "
-                f"(the rest was waiting)")
-
-    def evidence(self) -> dict:
-        out = {"sampled_cores": round(self.sampled_cores, 4)}
-        if self.measured_cores is not None:
-            out["measured_cores"] = round(self.measured_cores, 4)
-        if not self.agrees:
-            out["counters_note"] = self.note()
-        return out
+                f"cores of {self.what}, /proc measured {self.measured_cores:.2f} cores running "
+                f"or waiting for a core (the rest was waiting for something else)")
 
 
 def _window(os_) -> float:
@@ -74,15 +77,19 @@ def running_agreement(analysis, samples: pd.DataFrame, what: str = "request thre
     if not known:
         return CpuAgreement(what, float(shares.sum()), None)
     sampled = float(shares.loc[known].sum())
-    measured = sum(os_.threads[t].cpu_s for t in known) / _window(os_)
+    measured = sum(_wanted_core_s(os_.threads[t]) for t in known) / _window(os_)
     return CpuAgreement(what, sampled, measured)
+
+
+def _wanted_core_s(thread) -> float:
+    return thread.cpu_s + (thread.runqueue_wait_s or 0.0)
 
 
 def holder_agreement(analysis, wait_share: float, what: str = "a GIL holder running"
                      ) -> CpuAgreement:
-    """A contended GIL is held, and its holder runs, while the waiters wait: the process ran at
-    least about `wait_share` of a core (the share of request time some thread waited). Against the
-    process's CPU seconds in /proc."""
+    """A contended GIL is held, and its holder runs, while the waiters wait: the process ran (or
+    waited for a core) at least about `wait_share` of a core (the share of request time some
+    thread waited). Against the process's CPU and run-queue seconds in /proc."""
     os_ = analysis.os
-    measured = None if os_ is None else os_.cpu_s / _window(os_)
+    measured = None if os_ is None else (os_.cpu_s + (os_.runqueue_wait_s or 0.0)) / _window(os_)
     return CpuAgreement(what, float(wait_share), measured)

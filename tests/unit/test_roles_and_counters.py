@@ -218,3 +218,18 @@ def test_gil_contention_needs_a_holder_running_on_a_core():
     busy = {tid: (stacks, 6.0) for tid, (stacks, _) in threads.items()}
     (loaded,) = build([(300, None, ("python", "s.py"), busy)])
     assert gil_contention.run(loaded.analysis, SETTINGS["gil_contention"]).score >= 75
+
+
+def test_an_unnamed_native_leaf_of_a_thread_proc_saw_asleep_is_a_wait():
+    from diagnose.classify.os_state import settle_with_os_state
+
+    (view,) = build([(200, None, ("python", "client.py"), {2000: ([(CQ_OPAQUE, 200)], 0.05)})])
+    assert set(view.analysis.samples["state"]) == {"native"}  # the frames alone: running native
+    asleep = view.analysis.os.threads[2000]
+    os_ = process_os({2000: 0.05})
+    os_.threads[2000] = ThreadOS(2000, "", asleep.cpu_s, None, None, None, {"S": 95, "R": 5}, 0)
+    settled = settle_with_os_state(view.analysis.samples, os_)
+    assert set(settled["state"]) == {"io"}
+    running = process_os({2000: 9.0})
+    running.threads[2000] = ThreadOS(2000, "", 9.0, None, None, None, {"R": 90, "S": 10}, 0)
+    assert set(settle_with_os_state(view.analysis.samples, running)["state"]) == {"native"}
