@@ -254,7 +254,7 @@ def library_wait(tail: list[Frame]) -> bool:
     asio, any library's condition variable. The intra-op compute pools (OpenBLAS, OpenMP, MKL,
     torch, ONNX Runtime) are left out: their waits are pool synchronisation, split from their
     kernels in model/native_pools.py."""
-    named = [f for f in tail if not (_unnamed_runtime(f) or (_LIBC.search(f.file) and f.function.startswith("0x")))]
+    named = [f for f in tail if not _unnamed_runtime(f)]
     if not named or named[-1].function not in _NATIVE_BLOCKING:
         return False
     libraries = [f for f in tail if f.file and not _RUNTIME_LIBS.search(f.file)]

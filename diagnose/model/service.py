@@ -1,14 +1,15 @@
 """The service as processes: one analysis per sampled process, each with its role.
 
 The checks run per process (a lock, the GIL, an event loop belong to one process), and the
-verdict is the service's (checks/service.py merges them). Roles:
+verdict is the service's (checks/service.py merges them).
 
 Roles come from the work each process does, not from its place in the tree. A process does
 request work when it has threads in request handling whose activity stands up to the OS
 counters: threads waiting on a lock, a pool or the GIL inside request handling are request work
 (a server whose handlers queue on one lock is rarely *busy*, yet it serves); threads the samples
 call busy count only as far as /proc's CPU time confirms them (a thread asleep in a library's
-completion queue can look busy in its frames).
+completion queue can look busy in its frames). "Next to no CPU" is by /proc: under
+QUIET_MAX_CORES, or under QUIET_SHARE of the busiest working process's cores.
 
 - `single`: the only process sampled.
 - `master`: a parent that does no request work and used next to no CPU (a gunicorn arbiter,
@@ -35,7 +36,8 @@ from diagnose.model.os_summary import combine
 from diagnose.model.profile import Profile
 
 MASTER_MAX_BUSY_SHARE = 0.15  # without /proc: a process busier than this does work itself
-QUIET_MAX_CORES = 0.05  # with /proc: "next to no CPU" for a master or a helper
+QUIET_MAX_CORES = 0.05  # with /proc: "next to no CPU" for a master or a helper...
+QUIET_SHARE = 0.1  # ...or this share of the busiest working process's cores
 WAIT_WORK_SHARE = 0.05  # request-thread time in in-process waits (lock, pool, GIL) that is work
 # Contention on a resource of the process (a lock, a pool, the GIL); not waits for another
 # party's result (Event, join, Future: a parent waiting for its children).
@@ -83,12 +85,12 @@ class ProcessView:
         counters = running_agreement(self.analysis, req)
         return counters.agrees and counters.sampled_cores > 0
 
-    @property
-    def quiet(self) -> bool:
-        """Next to no CPU: by /proc where it was read, else by the samples."""
+    def quiet(self, busiest_cores: float = 0.0) -> bool:
+        """Next to no CPU, beside processes that kept `busiest_cores` busy: by /proc where it
+        was read, else by the samples."""
         cores = self.cpu_cores
         if cores is not None:
-            return cores < QUIET_MAX_CORES
+            return cores < max(QUIET_MAX_CORES, QUIET_SHARE * busiest_cores)
         return self.busy_share < MASTER_MAX_BUSY_SHARE
 
 
@@ -170,9 +172,10 @@ def assign_roles(views: list[ProcessView]) -> None:
     for v in views:
         has_descendants |= _ancestors(v.pid, parents)
     working = {v.pid for v in views if v.does_request_work}
+    busiest = max((v.cpu_cores or 0.0 for v in views if v.pid in working), default=0.0)
     for v in views:
         text = " ".join(v.cmdline)
-        idle = v.pid not in working and v.quiet
+        idle = v.pid not in working and v.quiet(busiest)
         if any(marker in text for marker in HELPER_MARKERS):
             v.role = "helper"
         elif v.pid in has_descendants:

@@ -233,3 +233,9 @@ def test_an_unnamed_native_leaf_of_a_thread_proc_saw_asleep_is_a_wait():
     running = process_os({2000: 9.0})
     running.threads[2000] = ThreadOS(2000, "", 9.0, None, None, None, {"R": 90, "S": 10}, 0)
     assert set(settle_with_os_state(view.analysis.samples, running)["state"]) == {"native"}
+
+
+def test_a_child_at_a_few_hundredths_of_a_core_beside_a_busy_server_is_a_helper():
+    # 0.6 s over 10 s = 0.06 cores, beside a server at ~1 core
+    views = build([locked_server(), exporter(stack=CQ_OPAQUE, cpu=0.6)])
+    assert roles(views) == {100: "worker", 200: "helper"}
