@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from diagnose.checks.base import NotApplicable, Site, busy_samples, make_finding, pct, ramp, top_sites
+from diagnose.model.counters import running_agreement
 
 ID = "compute_bound"
 
@@ -44,6 +45,9 @@ def run(analysis, settings):
         utilization = max(utilization, min(1.0, os_utilization))
     busy_factor = min(1.0, utilization / settings["min_utilization"])
     score = ramp(share, settings["low"], settings["high"]) * busy_factor
+    # The cores are busy only if /proc says the threads ran: the counters have the last word.
+    counters = running_agreement(analysis, req)
+    score *= counters.factor
     runnable_per_core = None
     if analysis.os is not None and analysis.os.usable_cores:
         runnable_per_core = analysis.os.mean_runnable / analysis.os.usable_cores
@@ -57,6 +61,7 @@ def run(analysis, settings):
         "native_mutex_wait_share": native_mutex_share,
         "busy_samples": int(total_busy),
         "running_samples": int(total_running),
+        "sampled_cores": counters.sampled, "measured_cores": counters.measured,
     }
     hot = top_sites(analysis, model, total_busy)
     sites = list(hot)
@@ -67,6 +72,9 @@ def run(analysis, settings):
         sites.insert(0, Site(stage.function, stage.file, stage.line, stage.utilization))
     summary = (f"cores {pct(min(utilization, 1.0))} busy; {pct(share)} of {who} busy time "
                f"is model compute" + (f", most in {hot[0].function}" if hot else ""))
+    if not counters.agrees:
+        summary += f" — {counters.note()}"
+        evidence["counters_note"] = counters.note()
     return make_finding(ID, settings, score, summary, evidence, sites, samples=total_running,
                         gain=(1.0, "estimate: no structural gain: the cores already run the model; "
                                    "only a cheaper model or more cores buy throughput"))

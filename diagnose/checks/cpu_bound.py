@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from diagnose.checks.base import (NotApplicable, Site, busy_samples, core_room, make_finding, pct,
                                   ramp)
+from diagnose.model.counters import running_agreement
 
 ID = "cpu_bound"
 
@@ -29,17 +30,24 @@ def run(analysis, settings):
     python_share = float(busy[busy["state"].isin(("python", "gil"))]["count"].sum()) / busy_total
     # Saturated threads, scaled by how much of their work no other finding explains.
     score = ramp(busy_share, settings["low"], settings["high"]) * min(1.0, other_share / 0.6)
+    # Busy means running on a core: /proc's CPU time has the last word on it.
+    counters = running_agreement(analysis, req)
+    score *= counters.factor
     self_sites = _self_time(analysis, other, busy_total)
     total_sites = _total_time(analysis, other, busy_total)
     evidence = {"busy_share_of_request_time": busy_share, "unclassified_share_of_busy": other_share,
                 "python_share_of_busy": python_share, "busy_samples": int(busy_total),
                 "self_time": {f"{s.function} ({s.file.rsplit('/', 1)[-1]}:{s.line})": s.share
                               for s in self_sites},
-                "total_time": {s.function: s.share for s in total_sites}}
+                "total_time": {s.function: s.share for s in total_sites},
+                "sampled_cores": counters.sampled, "measured_cores": counters.measured}
     hottest = self_sites[0].function if self_sites else "?"
     holds = "running pure Python (holding the GIL)" if python_share > 0.5 else "running native code"
     summary = (f"request threads are busy {pct(busy_share)} of the time, {pct(other_share)} of it in "
                f"code no category names, {holds}; hottest: {hottest}")
+    if not counters.agrees:
+        summary += f" — {counters.note()}"
+        evidence["counters_note"] = counters.note()
     if python_share > 0.5:
         advice = [f"{hottest} is pure Python and holds the GIL while the threads queue for it: "
                   "vectorise it (numpy), move it to native code that releases the GIL, or run it in "

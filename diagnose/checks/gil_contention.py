@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from diagnose.checks.base import NotApplicable, Site, make_finding, pct, ramp, serial_gain
+from diagnose.model.counters import holder_agreement
 from diagnose.model.waits import describe
 
 ID = "gil_contention"
@@ -40,6 +41,13 @@ def _from_native_frames(analysis, settings, total):
                 "gil_wait_share_per_thread": _per_thread_share(analysis, "gil")}
     summary = f"request threads spend {pct(share)} of their time waiting for the GIL"
     score = ramp(share, settings["low"], settings["high"])
+    # A contended GIL has a holder running on a core: the process's /proc CPU must show it.
+    counters = holder_agreement(analysis, share)
+    score *= counters.factor
+    evidence.update({"sampled_cores": counters.sampled, "measured_cores": counters.measured})
+    if not counters.agrees:
+        summary += f" — {counters.note()}"
+        evidence["counters_note"] = counters.note()
     # Who holds the GIL, by phase: the arbiter ranks a preprocessing finding first when
     # preprocessing is what the waiters wait behind.
     evidence["holder_phase_shares"] = _holder_phase_shares(analysis)

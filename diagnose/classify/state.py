@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 
 from diagnose.model import source
+from diagnose.model.native_pools import LIBRARIES as POOL_LIBRARIES
 from diagnose.model.profile import Frame, frame_is
 
 STATES = ("python", "native", "gil", "lock", "io", "idle", "unknown")
@@ -48,6 +49,12 @@ _IO_WAIT = {"select", "__select", "poll", "__poll", "ppoll", "epoll_wait", "epol
             "sock_recv", "sock_accept", "sock_call_ex", "fsync", "fdatasync", "wait4",
             "waitpid", "__waitpid", "os_waitpid", "os_waitpid_impl", "_io__Buffered_read",
             "_io_FileIO_read", "_io_FileIO_readinto"}
+# The kernel-blocking primitives a native library sleeps in (its event loop, completion queue,
+# condition variable, semaphore): a thread stopped with one of these as its leaf is asleep, not
+# running. A mutex (pthread_mutex_lock, __lll_lock_wait) stays `native_mutex`: contention.
+_NATIVE_BLOCKING = (_COND_WAIT | _IO_WAIT | {"sem_wait", "sem_timedwait", "sem_clockwait",
+                                             "futex_wait", "__futex_abstimed_wait_common",
+                                             "do_futex_wait", "__new_sem_wait_slow64"})
 _LIBC = re.compile(r"(libc\.so|libc-|libpthread|ld-linux)")
 # libpython itself, the python executable, and CPython extension modules (which re-take the GIL
 # through the C API).
@@ -221,12 +228,39 @@ def _cond_wait_is_gil(tail: list[Frame]) -> bool:
     for frame in tail:
         if frame.function in _COND_WAIT:
             break
-        if frame.function.startswith("0x") or _LIBC.search(frame.file):
+        if _LIBC.search(frame.file) or (frame.function.startswith("0x") and not frame.file):
             continue
         caller = frame
     if caller is None:
         return True
+    if caller.function.startswith("0x") and not _RUNTIME_LIBS.search(caller.file):
+        # Re-taking the GIL goes through libpython's exported functions (PyEval_RestoreThread,
+        # PyGILState_Ensure), named even in stripped builds: a condvar wait reached from an
+        # extension's own unnamed code (the gRPC C-core's completion queue) is that library's.
+        return False
     return bool(_PYTHON_BINARY.search(caller.file))
+
+
+def _unnamed_runtime(frame: Frame) -> bool:
+    """An unsymbolized frame that is the runtime's own (libc, libpython) or of no known file;
+    an unnamed frame of another shared library is that library's code."""
+    return frame.function.startswith("0x") and (not frame.file or bool(_RUNTIME_LIBS.search(frame.file)))
+
+
+def library_wait(tail: list[Frame]) -> bool:
+    """A native library's own wait: the leaf (past unnamed libc frames) is a kernel-blocking
+    primitive (condition variable, futex, semaphore, epoll / poll, read, sleep) reached through
+    a shared library other than the runtime's: the gRPC C-core's completion queues, libuv,
+    asio, any library's condition variable. The intra-op compute pools (OpenBLAS, OpenMP, MKL,
+    torch, ONNX Runtime) are left out: their waits are pool synchronisation, split from their
+    kernels in model/native_pools.py."""
+    named = [f for f in tail if not _unnamed_runtime(f)]
+    if not named or named[-1].function not in _NATIVE_BLOCKING:
+        return False
+    libraries = [f for f in tail if f.file and not _RUNTIME_LIBS.search(f.file)]
+    if not libraries:
+        return False
+    return not any(pattern.search(f.file) for f in libraries for _, pattern, _ in POOL_LIBRARIES)
 
 
 def _io_leaf(tail: list[Frame]) -> bool:
@@ -250,7 +284,7 @@ def classify_stack(frames: list[Frame], native_profile: bool = True,
     top = max((i for i, f in enumerate(frames) if not f.native), default=-1)
     tail = frames[top + 1:]
     names = {f.function for f in tail}
-    libs_only_runtime = all(_RUNTIME_LIBS.search(f.file) or f.function.startswith("0x") for f in tail)
+    libs_only_runtime = all(_RUNTIME_LIBS.search(f.file) or _unnamed_runtime(f) for f in tail)
 
     if top < 0:  # a thread with no Python frames: a native pool thread (OpenMP, BLAS, ...)
         leaf = frames[-1].function
@@ -289,6 +323,9 @@ def classify_stack(frames: list[Frame], native_profile: bool = True,
             site = top if io_site is None else max(io_site - 1, 0)
             idle = _is_idle_site(frames, site) and not names & _SLEEP
             return StackState("idle" if idle else "io", "io", site)
+        if library_wait(tail):
+            # Waiting inside a library for an event: outside the process's compute, like IO.
+            return StackState("idle" if _is_idle_site(frames, top) else "io", "io", top)
         if (names & _MUTEX_WAIT or tail[-1].function in _NATIVE_DISPATCH_WAIT) and not libs_only_runtime:
             return StackState("native", "native_mutex", top)
         if not libs_only_runtime:

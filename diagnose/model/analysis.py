@@ -9,6 +9,7 @@ import pandas as pd
 
 from diagnose.classify.calibrate import calibration_from
 from diagnose.classify.categories import Categorizer
+from diagnose.classify.os_state import settle_with_os_state
 from diagnose.classify.state import STATES
 from diagnose.collect.procfs import ProcRecord
 from diagnose.model.os_summary import ProcessOS, summarize
@@ -125,9 +126,11 @@ def analysis_of(profile: Profile, stacks: StackTable, proc: ProcRecord | None = 
     """The analysis of a profile whose stacks are classified (`stacks` may cover a larger
     profile sharing the same stack list, e.g. the whole process tree)."""
     samples = build_sample_table(profile, stacks)
-    threads = summarize_threads(profile, samples)
     if os_summary is None and proc is not None:
         os_summary = summarize(proc)
+    # The OS state has the last word where the frames could not tell a wait from work.
+    samples = settle_with_os_state(samples, os_summary)
+    threads = summarize_threads(profile, samples)
     return Analysis(profile, stacks, samples, threads, os_summary, meta or {},
                     native=native if native is not None else (profile if profile.native else None))
 

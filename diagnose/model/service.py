@@ -1,14 +1,26 @@
 """The service as processes: one analysis per sampled process, each with its role.
 
 The checks run per process (a lock, the GIL, an event loop belong to one process), and the
-verdict is the service's (checks/service.py merges them). Roles:
+verdict is the service's (checks/service.py merges them).
+
+Roles come from the work each process does, not from its place in the tree. A process does
+request work when it has threads in request handling whose activity stands up to the OS
+counters: threads waiting on a lock, a pool or the GIL inside request handling are request work
+(a server whose handlers queue on one lock is rarely *busy*, yet it serves); threads the samples
+call busy count only as far as /proc's CPU time confirms them (a thread asleep in a library's
+completion queue can look busy in its frames). "Next to no CPU" is by /proc: under
+QUIET_MAX_CORES, or under QUIET_SHARE of the busiest working process's cores.
 
 - `single`: the only process sampled.
-- `master`: a process whose sampled Python descendants do the work while it waits (a gunicorn
-  arbiter, uvicorn's multiprocess supervisor, a multiprocessing parent). Its waits are never
-  contention and its findings never the verdict.
-- `helper`: multiprocessing's resource tracker / fork server: never request work.
-- `worker`: every other process (a parent that does real work itself counts as a worker).
+- `master`: a parent that does no request work and used next to no CPU (a gunicorn arbiter,
+  uvicorn's multiprocess supervisor, a multiprocessing parent joining its children). Its waits
+  are never contention and its findings never the verdict.
+- `helper`: a child that does no request work and used next to no CPU while another process of
+  the tree did request work (a metrics exporter, a load driver, a resource tracker), unless it
+  runs the same program as a working sibling (an idle worker of a pool is still a worker); and
+  multiprocessing's resource tracker / fork server, always.
+- `worker`: every other process: a parent that serves requests is a worker whatever children it
+  has.
 """
 
 from __future__ import annotations
@@ -19,11 +31,17 @@ import numpy as np
 
 from diagnose.collect.tree import HELPER_MARKERS
 from diagnose.model.analysis import Analysis, analysis_of, classify_profile
+from diagnose.model.counters import running_agreement
 from diagnose.model.os_summary import combine
 from diagnose.model.profile import Profile
 
-MASTER_MAX_BUSY_SHARE = 0.15  # a parent busier than this does work itself: it is a worker
-MASTER_MAX_CORES = 0.03  # ...unless the OS says it used next to no CPU
+MASTER_MAX_BUSY_SHARE = 0.15  # without /proc: a process busier than this does work itself
+QUIET_MAX_CORES = 0.05  # with /proc: "next to no CPU" for a master or a helper...
+QUIET_SHARE = 0.1  # ...or this share of the busiest working process's cores
+WAIT_WORK_SHARE = 0.05  # request-thread time in in-process waits (lock, pool, GIL) that is work
+# Contention on a resource of the process (a lock, a pool, the GIL); not waits for another
+# party's result (Event, join, Future: a parent waiting for its children).
+IN_PROCESS_WAIT_KINDS = ("lock", "rlock", "semaphore", "queue", "logging", "gil")
 
 
 @dataclass
@@ -51,6 +69,29 @@ class ProcessView:
     def cpu_cores(self) -> float | None:
         os_ = self.analysis.os
         return os_.cpu_s / os_.window_s if os_ is not None and os_.window_s else None
+
+    @property
+    def does_request_work(self) -> bool:
+        """Threads in request handling that wait inside the process (a lock, a pool, the GIL) or
+        run as far as /proc's CPU time confirms."""
+        req = self.analysis.request_samples()
+        total = float(req["count"].sum())
+        if not total:
+            return False
+        waiting = float(req[req["state"].isin(("lock", "gil"))
+                            & req["wait_kind"].isin(IN_PROCESS_WAIT_KINDS)]["count"].sum())
+        if waiting / total >= WAIT_WORK_SHARE:
+            return True
+        counters = running_agreement(self.analysis, req)
+        return counters.agrees and counters.sampled_cores > 0
+
+    def quiet(self, busiest_cores: float = 0.0) -> bool:
+        """Next to no CPU, beside processes that kept `busiest_cores` busy: by /proc where it
+        was read, else by the samples."""
+        cores = self.cpu_cores
+        if cores is not None:
+            return cores < max(QUIET_MAX_CORES, QUIET_SHARE * busiest_cores)
+        return self.busy_share < MASTER_MAX_BUSY_SHARE
 
 
 @dataclass
@@ -124,21 +165,32 @@ def _ancestors(pid: int, parents: dict) -> set[int]:
 
 
 def assign_roles(views: list[ProcessView]) -> None:
+    """Roles from the work each process does (see the module docstring)."""
     parents = {v.pid: v.ppid for v in views}
+    pids = set(parents)
     has_descendants = set()
     for v in views:
         has_descendants |= _ancestors(v.pid, parents)
+    working = {v.pid for v in views if v.does_request_work}
+    busiest = max((v.cpu_cores or 0.0 for v in views if v.pid in working), default=0.0)
     for v in views:
         text = " ".join(v.cmdline)
+        idle = v.pid not in working and v.quiet(busiest)
         if any(marker in text for marker in HELPER_MARKERS):
             v.role = "helper"
-        elif v.pid in has_descendants and (
-                v.busy_share < MASTER_MAX_BUSY_SHARE
-                # the OS's word: a parent that used next to no CPU did no request work
-                or (v.cpu_cores is not None and v.cpu_cores < MASTER_MAX_CORES)):
-            v.role = "master"
+        elif v.pid in has_descendants:
+            v.role = "master" if idle else "worker"
+        elif idle and v.ppid in pids and working and not _twin_of_working_sibling(v, views, working):
+            v.role = "helper"
         else:
             v.role = "worker"
+
+
+def _twin_of_working_sibling(view: ProcessView, views: list[ProcessView], working: set) -> bool:
+    """A child running the same program as a working child of the same parent is a worker that
+    got no request this window (a pool's idle worker), not a helper."""
+    return any(o.pid in working and o.pid != view.pid and o.ppid == view.ppid
+               and o.cmdline == view.cmdline for o in views)
 
 
 def worker_load(views: list[ProcessView]) -> np.ndarray:

@@ -72,6 +72,11 @@ LABELS: dict[str, Label] = {
     "threads_waiting": L("threads that waited (at the busiest site)", THREADS),
     "max_concurrent_waiters": L("most threads waiting at once", THREADS),
     "holder": L("what the holder was doing", TEXT),
+    # -- the OS counters against the samples (model/counters.py)
+    "sampled_cores": L("cores the threads ran by their samples", CORES),
+    "measured_cores": L("cores the threads ran on or waited for, by /proc (CPU + run queue)", CORES,
+                        none=_NOT_MEASURED),
+    "counters_note": L("samples and OS counters disagree", TEXT),
     "runnable_per_core": L("runnable threads per usable core", NUMBER, none=_NOT_MEASURED),
     "native_mutex_wait_share": L("share of request-thread time waiting on a native library's mutex",
                                  PERCENT),

@@ -1,0 +1,95 @@
+"""The OS counters against the samples: /proc CPU time is the arbiter of "was it running".
+
+A sample says a thread ran when its stack looks busy; /proc says how much CPU the thread got and
+how long it sat runnable in the run queue (schedstat): together, the time it wanted a core. A
+sample cannot tell running from runnable, so the counters' figure is the two summed.
+They disagree when a wait looks like work: a native library's wait whose frames do not show it
+(a completion queue behind an unnamed `syscall`), a Python-only sample estimated busy. A check
+that says the limit is CPU (cpu_bound, compute_bound, gil_contention) needs that CPU to have been
+used. Where the threads used far less CPU than the samples imply, the counters win: the check's
+score is scaled by measured / sampled and the finding says so with both figures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+RUNNING = ("python", "native")
+AGREE_RATIO = 0.5  # measured at least this share of what the samples imply: they agree (py-spy's
+# pauses take CPU from the target, so the counters read low by a margin)
+MIN_GAP_CORES = 0.15  # a smaller difference is sampling noise, whatever the ratio
+
+
+@dataclass(frozen=True)
+class CpuAgreement:
+    what: str  # whose CPU, in words ("request threads running")
+    sampled_cores: float  # cores the samples imply: each thread's running share, summed
+    measured_cores: float | None  # the same threads' CPU + run-queue seconds from /proc over the
+    # window: the cores they ran on or waited for
+
+    @property
+    def sampled(self) -> float:
+        return round(self.sampled_cores, 4)
+
+    @property
+    def measured(self) -> float | None:
+        return None if self.measured_cores is None else round(self.measured_cores, 4)
+
+    @property
+    def agrees(self) -> bool:
+        if self.measured_cores is None:
+            return True
+        gap = self.sampled_cores - self.measured_cores
+        return gap < MIN_GAP_CORES or self.measured_cores >= AGREE_RATIO * self.sampled_cores
+
+    @property
+    def factor(self) -> float:
+        """What a CPU finding's score keeps: 1 where the counters agree, else measured/sampled."""
+        if self.agrees or not self.sampled_cores:
+            return 1.0
+        return max(0.0, self.measured_cores / self.sampled_cores)
+
+    def note(self) -> str:
+        if self.agrees:
+            return ""
+        return (f"the OS counters overrule the samples: the samples imply {self.sampled_cores:.2f} "
+                f"cores of {self.what}, /proc measured {self.measured_cores:.2f} cores running "
+                f"or waiting for a core (the rest was waiting for something else)")
+
+
+def _window(os_) -> float:
+    return max(os_.window_s * (1.0 - os_.observer_stop_share), 1e-6)
+
+
+def running_agreement(analysis, samples: pd.DataFrame, what: str = "request threads running"
+                      ) -> CpuAgreement:
+    """The cores `samples`' threads ran by their samples (running share per thread, summed)
+    against their CPU seconds in /proc. Threads /proc never saw are left out of both."""
+    total = samples.groupby("tid")["count"].sum()
+    running = samples[samples["state"].isin(RUNNING)].groupby("tid")["count"].sum()
+    shares = (running.reindex(total.index, fill_value=0) / total.where(total > 0, 1))
+    os_ = analysis.os
+    if os_ is None:
+        return CpuAgreement(what, float(shares.sum()), None)
+    known = [int(t) for t in shares.index if int(t) in os_.threads]
+    if not known:
+        return CpuAgreement(what, float(shares.sum()), None)
+    sampled = float(shares.loc[known].sum())
+    measured = sum(_wanted_core_s(os_.threads[t]) for t in known) / _window(os_)
+    return CpuAgreement(what, sampled, measured)
+
+
+def _wanted_core_s(thread) -> float:
+    return thread.cpu_s + (thread.runqueue_wait_s or 0.0)
+
+
+def holder_agreement(analysis, wait_share: float, what: str = "a GIL holder running"
+                     ) -> CpuAgreement:
+    """A contended GIL is held, and its holder runs, while the waiters wait: the process ran (or
+    waited for a core) at least about `wait_share` of a core (the share of request time some
+    thread waited). Against the process's CPU and run-queue seconds in /proc."""
+    os_ = analysis.os
+    measured = None if os_ is None else (os_.cpu_s + (os_.runqueue_wait_s or 0.0)) / _window(os_)
+    return CpuAgreement(what, float(wait_share), measured)
