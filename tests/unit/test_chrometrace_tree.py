@@ -172,3 +172,23 @@ def test_without_process_frames_the_event_pid_names_the_process():
     profile = load_chrometrace(pyspy_chrometrace(samples), rate_hz=100)
     assert [(t.pid, t.tid) for t in profile.threads] == [(7, 7)]
     assert functions(profile, profile.threads[0].stack_ids[0]) == ["main", "work"]
+
+
+def test_a_new_thread_reusing_a_shared_pthread_id_ends_the_old_one_in_its_own_process():
+    """Process 101's thread with OS id 101 exits and a new one (OS id 555) gets the same
+    pthread id, which the parent's thread also has: 101 shows two threads one after the other,
+    the parent one throughout."""
+    def worker(os_tid: int, leaf: str) -> list[str]:
+        return ['process 100:"master"', 'process 101:"worker"', f"thread ({os_tid}): T", leaf]
+
+    samples = [[(100, TID, tree_stack(100, "run")),
+                (101, TID, worker(101 if i < 3 else 555, "old" if i < 3 else "new"))]
+               for i in range(6)]
+    profile = load_chrometrace(pyspy_chrometrace(samples), rate_hz=100)
+    by_pid = {t.pid: t for t in profile.threads}
+    assert set(by_pid) == {100, 101}
+    segments = by_pid[101].segments
+    assert [s[0] for s in segments] == [101, 555]
+    assert segments[0][2] == pytest.approx(0.03) == segments[1][1]  # ended as the new one began
+    assert [s[0] for s in by_pid[100].segments] == [100]
+    assert [functions(profile, s) for s in by_pid[101].changes[1]] == [["old"], ["new"]]
