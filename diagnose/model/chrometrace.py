@@ -6,7 +6,10 @@ microseconds since py-spy started; `tid` is the thread's pthread id (the OS thre
 `thread (N): name` pseudo-frame that `--threads` adds, the process in `process P:"cmd"` that
 `--subprocesses` adds). Events are differences: when a thread's stack changes between two
 samples, the frames that left get "E" and the new ones "B", all at the instant of that sample;
-a sample whose stack did not change writes nothing. Every thread of every process is read at the
+a sample whose stack did not change writes nothing. The "previous stack" a trace is diffed
+against is the previous trace of the same pthread id in *any* process (py-spy keys it by thread
+id alone), and forked processes share their threads' pthread ids: `_changes` replays that. Every
+thread of every process is read at the
 same sampling instant (one timer for the whole tree; py-spy draws the gaps between instants from
 an exponential distribution), and py-spy stamps each thread's events as it writes them: the
 events of one instant lie within ~0.2 ms of each other, distinct instants were ~1 ms or more
@@ -32,6 +35,7 @@ Two things the format does not say, and how they are handled:
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
@@ -42,11 +46,12 @@ from diagnose.model.visibility import assess_waits
 
 SAME_INSTANT_US = 500  # events closer than this belong to one sampling instant
 MAX_OS_TID = 1 << 22  # Linux pid_max ceiling: larger ids are pthread ids, not OS thread ids
+_PROCESS_PID = re.compile(r"^process (\d+):")
 EXIT_MARGIN_S = 0.05  # /proc and py-spy clocks start a few ms apart: never end a thread sooner
 
 
 def _events(data: list, label: str):
-    """(ts, pid, key, phase, frame) per B/E event, in recording order."""
+    """(ts, pid, tid, phase, frame) per B/E event, in recording order."""
     out = []
     for index, event in enumerate(data):
         if not isinstance(event, dict):
@@ -57,7 +62,7 @@ def _events(data: list, label: str):
         try:
             ts = float(event["ts"])
             pid = int(event.get("pid") or 0)
-            key = (pid, event["tid"])
+            tid = event["tid"]
             args = event.get("args") or {}
             frame = (str(event["name"]), str(args.get("filename") or ""),
                      int(args.get("line") or 0))
@@ -65,7 +70,7 @@ def _events(data: list, label: str):
             raise BadProfile(f"{label}: trace event {index} lacks ts/pid/tid/name")
         if not math.isfinite(ts):
             raise BadProfile(f"{label}: trace event {index} has a timestamp that is not a number")
-        out.append((ts, pid, key, phase, frame))
+        out.append((ts, pid, tid, phase, frame))
     return out
 
 
@@ -80,18 +85,51 @@ def _on_instants(events):
     return [(mapping[e[0]],) + e[1:] for e in events]
 
 
+def _owner(stack: tuple, fallback: int, owners: dict) -> int:
+    """The process a stack belongs to: its innermost `process P:"cmd"` pseudo-frame (py-spy
+    puts the sampled process under its ancestors' frames, outermost first), else the event's
+    pid (a recording without --subprocesses holds one process)."""
+    owner = fallback
+    for frame in stack:
+        if frame[1]:
+            break  # a real frame: the pseudo-frames are over
+        pid = owners.get(frame[0], -1)
+        if pid == -1:
+            match = _PROCESS_PID.match(frame[0])
+            pid = owners[frame[0]] = int(match.group(1)) if match else None
+        if pid is None:
+            break  # the thread's pseudo-frame follows its process's
+        owner = pid
+    return owner
+
+
 def _changes(events) -> dict:
-    """Per (pid, pthread id): [(ts, raw stack root→leaf)] after each sampling instant's events;
-    an empty stack ends the thread."""
+    """Per (pid, pthread id): [(ts, raw stack root→leaf)] after each trace py-spy wrote; an
+    empty stack ends the thread.
+
+    py-spy's writer diffs each trace against the previous trace of the same pthread id, in any
+    process (src/chrometrace.rs keys `prev_traces` by thread id alone), and stamps the events
+    with the new trace's pid. Forked processes share their threads' pthread ids, so the "E"
+    events of a trace close frames another process opened. The events are replayed the same
+    way, one open stack per pthread id; each stack the replay reaches is the whole stack of one
+    trace, credited to the process its root names. One trace's events are consecutive and share
+    the instant, pid and pthread id: a change of any of the three starts the next trace."""
     events = sorted(events, key=lambda e: e[0])  # stable: py-spy's E-before-B order kept
     open_frames: dict = {}
     changes: dict = {}
-    current = None  # (key, ts) whose events are being applied
-    for ts, _pid, key, phase, frame in events:
-        if current is not None and current != (key, ts):
-            changes.setdefault(current[0], []).append((current[1], tuple(open_frames[current[0]])))
-        current = (key, ts)
-        stack = open_frames.setdefault(key, [])
+    owners: dict = {}  # pseudo-frame name -> its process's pid (None: not a process frame)
+    cur_ts = cur_pid = cur_tid = None
+    stack = None
+    for ts, pid, tid, phase, frame in events:
+        if ts != cur_ts or tid != cur_tid or pid != cur_pid:
+            if stack is not None:
+                held = tuple(stack)
+                changes.setdefault((_owner(held, cur_pid, owners), cur_tid), []).append(
+                    (cur_ts, held))
+            cur_ts, cur_pid, cur_tid = ts, pid, tid
+            stack = open_frames.get(tid)
+            if stack is None:
+                stack = open_frames[tid] = []
         if phase == "B":
             stack.append(frame)
         elif stack:
@@ -100,8 +138,9 @@ def _changes(events) -> dict:
                 stack.pop()
             elif frame in stack:
                 del stack[len(stack) - 1 - stack[::-1].index(frame)]
-    if current is not None:
-        changes.setdefault(current[0], []).append((current[1], tuple(open_frames[current[0]])))
+    if stack is not None:
+        held = tuple(stack)
+        changes.setdefault((_owner(held, cur_pid, owners), cur_tid), []).append((cur_ts, held))
     return changes
 
 

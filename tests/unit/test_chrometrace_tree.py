@@ -1,0 +1,194 @@
+"""Stacks of a forked process tree, read from py-spy's chrometrace recording.
+
+Forked processes share their threads' pthread ids, and py-spy's chrometrace writer diffs each
+trace against the previous trace of the same pthread id in *any* process: the "E" events of one
+process's trace close frames another process opened (model/chrometrace.py `_changes`). Read per
+(pid, thread), those frames were never closed and stacks grew hundreds of frames deep.
+
+The recorded fixture (fixtures/recorded/fork_tree.chrometrace.json and its /proc record) is 1 s
+at 20 Hz of fixtures/workloads/fork_tree.py (a parent and 2 forked workers, child processes
+sampled), re-made by `python fixtures/record.py fork_tree`.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from diagnose.collect.procfs import TreeRecord
+from diagnose.model.chrometrace import load_chrometrace
+from diagnose.model.loaders import load_profile
+from diagnose.render.speedscope_out import profile_to_speedscope
+from tests.conftest import RECORDED, REPO, WORKLOADS
+
+PROGRAM = WORKLOADS / "fork_tree.py"
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory):
+    text = (RECORDED / "fork_tree.chrometrace.json").read_text()
+    path = tmp_path_factory.mktemp("recorded") / "fork_tree.chrometrace.json"
+    path.write_text(text.replace("$REPO", str(REPO)))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tree() -> TreeRecord:
+    return TreeRecord.from_dict(json.loads((RECORDED / "fork_tree.procfs.json").read_text()))
+
+
+def functions(profile, stack_id) -> list[str]:
+    return [profile.frames[f].function for f in profile.stacks[int(stack_id)]]
+
+
+def program_depths() -> dict[str, int]:
+    """The deepest stack each role of the program can have, counted from its source: frames
+    of the program itself plus the standard library calls between them (multiprocessing's
+    fork start-up for a worker, the selector wait for the parent)."""
+    return {"parent": len(["<module>", "main", "supervise", "wait", "select"]) + 2,
+            "worker": len(["<module>", "main", "start", "_Popen", "__init__", "_launch",
+                           "_bootstrap", "run", "serve", "handle", "checksum"]) + 2}
+
+
+def test_the_recorded_tree_shares_one_pthread_id_across_its_processes(recording):
+    events = json.loads(recording.read_text())
+    assert len({e["pid"] for e in events}) == 3
+    assert len({e["tid"] for e in events}) == 1  # the case the writer keys wrongly
+
+
+def test_each_process_of_a_forked_tree_has_its_own_shallow_stacks(recording, tree):
+    profile = load_profile(recording, rate_hz=20)
+    parent = tree.roots[0]
+    assert set(profile.pids) == set(tree.records) and len(profile.pids) == 3
+    limits = program_depths()
+    for track in profile.threads:
+        assert len(track.stack_ids) >= 10
+        role = "parent" if track.pid == parent else "worker"
+        for sid in set(track.stack_ids.tolist()):
+            names = functions(profile, sid)
+            assert names[0] == "<module>"  # the program's entry, once: no tower of stacks
+            assert names.count("<module>") == 1 and names.count("main") == 1
+            assert len(names) <= limits[role]
+            if role == "parent":
+                assert "supervise" in names and "serve" not in names
+            else:
+                assert "serve" in names and "supervise" not in names
+                assert profile.frames[profile.stacks[int(sid)][0]].file.endswith("fork_tree.py")
+
+
+def test_the_speedscope_output_of_a_forked_tree_keeps_the_shallow_stacks(recording):
+    profile = load_profile(recording, rate_hz=20)
+    out = profile_to_speedscope(profile, "tree")
+    depths = [len(sample) for p in out["profiles"] for sample in p["samples"]]
+    assert depths and max(depths) <= max(program_depths().values())
+    names = [f["name"] for f in out["shared"]["frames"]]
+    for p in out["profiles"]:
+        for sample in p["samples"]:
+            assert [names[i] for i in sample].count("<module>") == 1
+
+
+# -- the writer, re-enacted ---------------------------------------------------------------------
+
+def pyspy_chrometrace(samples: list[list[tuple[int, int, list[str]]]], gap_us: int = 10_000):
+    """Events as py-spy's writer (src/chrometrace.rs, 0.4.x) makes them: per sampling instant,
+    each (pid, pthread id, stack root→leaf) trace is diffed against `prev_traces[thread_id]`,
+    the previous trace of that pthread id in any process; "E" for the frames that left
+    (innermost first) and "B" for the new ones, all stamped with this trace's pid and instant.
+    At the end every open trace is closed."""
+    events, prev = [], {}
+    now = 0
+    for instant, traces in enumerate(samples):
+        for k, (pid, tid, stack) in enumerate(traces):
+            now = instant * gap_us + 20 * k  # a few µs between the traces of one instant
+            old = prev.pop(tid, (pid, []))[1]
+            same = 0
+            while same < min(len(old), len(stack)) and old[same] == stack[same]:
+                same += 1
+            for name in reversed(old[same:]):
+                events.append({"ph": "E", "ts": now, "pid": pid, "tid": tid, "name": name,
+                               "args": {"filename": "" if " " in name else "app.py", "line": 1}})
+            for name in stack[same:]:
+                events.append({"ph": "B", "ts": now, "pid": pid, "tid": tid, "name": name,
+                               "args": {"filename": "" if " " in name else "app.py", "line": 1}})
+            prev[tid] = (pid, stack)
+    end = now + gap_us
+    for tid, (pid, stack) in prev.items():
+        for name in reversed(stack):
+            events.append({"ph": "E", "ts": end, "pid": pid, "tid": tid, "name": name,
+                           "args": {"filename": "" if " " in name else "app.py", "line": 1}})
+    return events
+
+
+TID = 140_000_000_000_000  # one pthread id, shared by the forked processes
+
+
+def tree_stack(pid: int, *frames: str, parent: int = 100) -> list[str]:
+    roots = [f'process {parent}:"master"'] + ([f'process {pid}:"worker"'] if pid != parent else [])
+    return roots + [f"thread ({pid}): MainThread"] + list(frames)
+
+
+def test_frames_closed_under_another_pid_are_replayed_as_the_writer_keyed_them():
+    master = ["run", "sleep"]
+    worker = {1: ["run", "handle", "tokenize"], 2: ["run", "handle", "predict"]}
+    samples = []
+    for i in range(6):
+        leaf = ["tokenize", "predict"][i % 2]
+        samples.append([(100, TID, tree_stack(100, *master)),
+                        (101, TID, tree_stack(101, "run", "handle", leaf)),
+                        (102, TID, tree_stack(102, *worker[1 + i % 2]))])
+    events = pyspy_chrometrace(samples)
+    assert any(e["ph"] == "E" and e["pid"] == 100 and e["name"] == "tokenize" for e in events)
+    profile = load_chrometrace(events, rate_hz=100)
+    # the stacks each process was seen to change to, in order
+    seen = {t.pid: [functions(profile, s) for s in t.changes[1]] for t in profile.threads}
+    assert set(seen) == {100, 101, 102}
+    assert seen[100] == [master]
+    assert [s[-1] for s in seen[101]] == ["tokenize", "predict"] * 3
+    assert [s[-1] for s in seen[102]] == ["tokenize", "predict"] * 3
+    assert all(s[:2] == ["run", "handle"] and len(s) == 3 for pid in (101, 102) for s in seen[pid])
+    assert {t.tid for t in profile.threads} == {100, 101, 102}  # OS thread ids, per process
+
+
+def test_a_pthread_id_unique_to_one_process_keeps_its_unchanged_stack_between_changes():
+    """Only the shared ids are rewritten at every instant; a thread whose id no other process
+    has writes nothing while its stack holds, and keeps it."""
+    other = TID + 1
+    samples = [[(100, TID, tree_stack(100, "run")),
+                (101, TID, tree_stack(101, "serve", "work")),
+                (101, other, tree_stack(101, "pool", "wait"))] for _ in range(5)]
+    for later in samples[3:]:
+        later[2] = (101, other, tree_stack(101, "pool", "run_task"))
+    profile = load_chrometrace(pyspy_chrometrace(samples), rate_hz=100)
+    pool = next(t for t in profile.threads if functions(profile, t.stack_ids[0])[0] == "pool")
+    assert pool.pid == 101
+    assert [functions(profile, s)[-1] for s in pool.changes[1]] == ["wait", "run_task"]
+    assert list(pool.changes[0]) == pytest.approx([0.0, 0.03])
+    assert max(len(functions(profile, s)) for t in profile.threads for s in t.stack_ids) == 2
+
+
+def test_without_process_frames_the_event_pid_names_the_process():
+    samples = [[(7, TID, ["thread (7): MainThread", "main", "work"])] for _ in range(3)]
+    profile = load_chrometrace(pyspy_chrometrace(samples), rate_hz=100)
+    assert [(t.pid, t.tid) for t in profile.threads] == [(7, 7)]
+    assert functions(profile, profile.threads[0].stack_ids[0]) == ["main", "work"]
+
+
+def test_a_new_thread_reusing_a_shared_pthread_id_ends_the_old_one_in_its_own_process():
+    """Process 101's thread with OS id 101 exits and a new one (OS id 555) gets the same
+    pthread id, which the parent's thread also has: 101 shows two threads one after the other,
+    the parent one throughout."""
+    def worker(os_tid: int, leaf: str) -> list[str]:
+        return ['process 100:"master"', 'process 101:"worker"', f"thread ({os_tid}): T", leaf]
+
+    samples = [[(100, TID, tree_stack(100, "run")),
+                (101, TID, worker(101 if i < 3 else 555, "old" if i < 3 else "new"))]
+               for i in range(6)]
+    profile = load_chrometrace(pyspy_chrometrace(samples), rate_hz=100)
+    by_pid = {t.pid: t for t in profile.threads}
+    assert set(by_pid) == {100, 101}
+    segments = by_pid[101].segments
+    assert [s[0] for s in segments] == [101, 555]
+    assert segments[0][2] == pytest.approx(0.03) == segments[1][1]  # ended as the new one began
+    assert [s[0] for s in by_pid[100].segments] == [100]
+    assert [functions(profile, s) for s in by_pid[101].changes[1]] == [["old"], ["new"]]
