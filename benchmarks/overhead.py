@@ -89,10 +89,12 @@ WORKLOADS = {
     "sixtyfour": ("scheduler_overhead", 64, "64 runnable request threads on the cores"),
     "workers": ("process_pool", 3, "pre-fork parent supervising 3 preprocess-bound worker "
                                    "processes; observed as a process tree"),
+    "tree": ("forked_workers", 4, "pre-fork parent supervising 3 worker processes of 4 busy "
+                                  "request threads each; observed as a process tree"),
 }
 # Workloads whose requests run in child processes of the pid that prints READY: observers sample
 # the whole tree (py-spy --subprocesses), as `diagnose attach` does by default.
-PROCESS_TREE_WORKLOADS = {"workers"}
+PROCESS_TREE_WORKLOADS = {"workers", "tree"}
 DEFAULT_MODES = ["none", "py-spy", "diagnose"]  # fits 10 minutes with 5 rounds; add more by --modes
 ALL_MODES = DEFAULT_MODES + ["py-spy-nonblocking", "diagnose-no-native", "py-spy-native",
                              "py-spy-idle-nb", "procfs"]

@@ -12,14 +12,14 @@ import tempfile
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import psutil
 
-from diagnose.collect import pyspy, target_state, tree
-from diagnose.collect.plan import plan_sampling
+from diagnose.collect import activity, pyspy, target_state, tree
+from diagnose.collect.plan import TreePlan, plan_tree
 from diagnose.collect.procfs import ProcRecord, TreeRecord, TreeSampler
 from diagnose.errors import Interrupted, NoSamples, NoSuchProcess, NotPython, ProfilerFailed
 
@@ -253,19 +253,48 @@ def resolve_probe_pid(pid: int, children: bool, retry_s: float) -> int:
         time.sleep(0.3)
 
 
-def _tree_size(pids: list[int], children: bool) -> tuple[int | None, int]:
-    """(threads, processes) of everything that will be sampled, for the shared budget."""
-    total, known, processes = 0, False, 0
+def _python_members(pids: list[int], children: bool) -> list[int]:
+    """The Python processes that will be sampled: each named pid that runs Python (a launcher
+    does not: its Python descendants do) and, with children, every Python descendant."""
+    members = []
     for pid in pids:
-        members = [pid] + ([n.pid for n in tree.python_descendants(pid)] if children else [])
-        for member in members:
-            try:
-                total += psutil.Process(member).num_threads()
-                known = True
-                processes += 1
-            except psutil.Error:
-                pass
-    return (total if known else None), max(1, processes)
+        if tree.maps_python(pid):
+            members.append(pid)
+        if children:
+            members.extend(n.pid for n in tree.python_descendants(pid))
+    return list(dict.fromkeys(members))
+
+
+@dataclass(frozen=True)
+class _Recording:
+    """What one py-spy recorder writes: the samples of one process."""
+
+    pid: int
+    path: Path
+    native: bool  # the sparse native calibration recorder (speedscope), else the main one
+    rate_hz: int
+
+
+def _start_recordings(pid: int, plan: TreePlan, native: bool, duration: float, temp_dir: Path,
+                      recorders: list[subprocess.Popen], recordings: list[_Recording]) -> None:
+    """One process's recorders, by its plan: the main one and, where the plan calibrates it,
+    the native one. One recorder per process, not py-spy --subprocesses: each process gets its
+    own rate, and py-spy's scan of every /proc/<pid> for children (10 times a second, per
+    recorder) is left to the /proc sampler, which finds them anyway."""
+    mine = plan.of(pid)
+    stem = temp_dir / str(pid)
+    main = _Recording(pid, Path(f"{stem}.chrometrace.json"), False, mine.rate_hz)  # timestamped
+    specs = [(main, pyspy.record_command(
+        pid, str(main.path), duration, mine.rate_hz, native=native and not plan.sampling.nonblocking,
+        nonblocking=plan.sampling.nonblocking))]
+    if mine.native_rate_hz:
+        calib = _Recording(pid, Path(f"{stem}.native.speedscope.json"), True, mine.native_rate_hz)
+        specs.append((calib, pyspy.record_command(pid, str(calib.path), duration,
+                                                  mine.native_rate_hz, native=True,
+                                                  fmt="speedscope")))
+    for recording, cmd in specs:
+        recorders.append(_start_recorder(cmd))
+        recordings.append(recording)
 
 
 @dataclass
@@ -346,6 +375,9 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
         if probe_pid not in pids:
             _refuse_stopped(session.before.get(probe_pid) or target_state.process_state(probe_pid))
     session.checked.extend(probe_pids)
+    members = _python_members(pids, options.children) or list(probe_pids)
+    # CPU per thread around the probes: which processes are busy (plan.py shares by it).
+    before = activity.snapshot(members)
     probe, native = probe_target(probe_pids[0], options.native, options.retry_s, notes)
     for other in probe_pids[1:]:
         wait_until_readable(other, options.retry_s)
@@ -358,29 +390,15 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
     except psutil.AccessDenied:
         cmdline, threads = [], None
     # Sampling a launcher's tree with --no-children cannot happen (resolve_probe_pid refused it);
-    # a launcher's Python child is sampled through py-spy --subprocesses.
+    # a launcher's Python children are sampled, each by its own recorder.
     subprocesses = options.children
-    total_threads, processes = _tree_size(pids, options.children)
-    plan = plan_sampling(total_threads or threads, options.rate, native, processes)
+    tree_plan = plan_tree(activity.measure(before, members), options.rate, native)
+    plan = tree_plan.sampling
     work_dir.mkdir(parents=True, exist_ok=True)
     # py-spy writes into a hidden directory of the output directory (the report then moves its
     # profile out, on the same file system); it is removed on every way out.
     session.temp_dir = Path(tempfile.mkdtemp(prefix=".diagnose-", dir=work_dir))
-    # The main recorders first, then the native ones: outputs are split by that order below.
-    main_commands, native_commands, profile_paths, native_paths = [], [], [], []
-    for pid in pids:
-        stem = session.temp_dir / str(pid)
-        profile_paths.append(Path(f"{stem}.chrometrace.json"))  # timestamped samples
-        main_commands.append(pyspy.record_command(
-            pid, str(profile_paths[-1]), options.duration, plan.rate_hz,
-            native=native and not plan.nonblocking, nonblocking=plan.nonblocking,
-            subprocesses=subprocesses))
-        if plan.native_rate_hz:
-            native_paths.append(Path(f"{stem}.native.speedscope.json"))
-            native_commands.append(pyspy.record_command(
-                pid, str(native_paths[-1]), options.duration, plan.native_rate_hz, native=True,
-                subprocesses=subprocesses, fmt="speedscope"))
-    commands = main_commands + native_commands
+    recordings: list[_Recording] = []  # recordings[i] is what recorders[i] writes
     sampler = TreeSampler(pids, children=options.children)
     session.sampler = sampler
     started = time.time()
@@ -388,9 +406,11 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
     children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     recorders = session.recorders
     stop.graceful = True  # from here a first signal ends the window and the report is written
-    for cmd in commands:
-        recorders.append(_start_recorder(cmd))
+    for pid in members:
+        _start_recordings(pid, tree_plan, native, options.duration, session.temp_dir, recorders,
+                          recordings)
     sampler.start()
+    sampler.new_pids.clear()  # the members found by the sampler's first scan are recorded
     deadline = started_mono + options.duration + RECORD_GRACE_S
     while stop.signum is None:
         running = [r.poll() is None for r in recorders]
@@ -400,6 +420,13 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
             _interrupt(recorders)
             break
         sampler.tick()
+        left = started_mono + options.duration - time.monotonic()
+        for pid in sampler.new_pids:  # born mid-window: recorded from now on, at the busy rate
+            if pid not in members and left >= 1.0:
+                members.append(pid)
+                _start_recordings(pid, tree_plan, native, left, session.temp_dir, recorders,
+                                  recordings)
+        sampler.new_pids.clear()
         if on_progress:
             on_progress(min(1.0, (time.time() - started) / options.duration),
                         sampler.thread_count())
@@ -420,13 +447,19 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
     # py-spy's own CPU: on a small box it competes with the target for the same cores.
     pyspy_cpu_s = ((children_after.ru_utime + children_after.ru_stime)
                    - (children_before.ru_utime + children_before.ru_stime))
-    main_outputs, native_outputs = outputs[:len(pids)], outputs[len(pids):]
-    counts = [pyspy.parse_record_summary(o) for o in main_outputs]
-    samples = _sum_known(c[0] for c in counts)
-    errors = _sum_known(c[1] for c in counts)
+    mains = [(rec, out, r) for rec, out, r in zip(recordings, outputs, recorders) if not rec.native]
+    natives = [(rec, out) for rec, out in zip(recordings, outputs) if rec.native]
+    counts = [(rec, pyspy.parse_record_summary(out)) for rec, out, _ in mains]
+    samples_taken = _sum_known(c[0] for _, c in counts)
+    # The analysis reads every recording on one grid at the busy rate; an idle process's stack
+    # holds between its samples, so its count is what the busy rate would have taken.
+    samples = _sum_known(round(c[0] * plan.rate_hz / rec.rate_hz) if c[0] is not None else None
+                         for rec, c in counts)
+    errors = _sum_known(c[1] for _, c in counts)
     # Only the roots' exits end the window early; a worker that exits is followed, not fatal.
     target_exited = all(tree_record.records[pid].target_exited for pid in pids) or (
-        len(pids) == 1 and not subprocesses and any("process exited" in o for o in main_outputs))
+        len(pids) == 1 and not subprocesses
+        and any("process exited" in out for rec, out, _ in mains if rec.pid == root))
     signame = signal.Signals(interrupted_by).name if interrupted_by is not None else ""
     if interrupted_by is not None:
         notes.append(f"the window was cut short by {signame} after {elapsed:.1f} s of the "
@@ -450,26 +483,37 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
     if workers_gone:
         notes.append(f"{len(workers_gone)} child process(es) exited during the window "
                      f"({', '.join(map(str, workers_gone[:8]))}): their samples until then are kept")
-    written = [p for p in profile_paths if p.exists() and p.stat().st_size > 0]
+    # The named pids' recordings first: the report is named after the first.
+    ordered = sorted(mains, key=lambda m: m[0].pid not in pids)
+    written = [rec.path for rec, _, _ in ordered if rec.path.exists() and rec.path.stat().st_size > 0]
     if not written:
         if interrupted_by is not None:
             raise stop.error(f"interrupted by {signame} {elapsed:.1f} s into the window, before "
                              f"py-spy wrote any sample: no report written")
-        if killed and recorders[0] in killed:
+        _, first_out, first_recorder = ordered[0] if ordered else (None, "", None)
+        if killed and first_recorder in killed:
             raise ProfilerFailed(f"{recorder_failure}: no profile was written")
         if target_exited:
             raise NoSamples(f"process {root} exited before py-spy took any sample")
-        raise ProfilerFailed(f"py-spy wrote no profile (exit {recorders[0].returncode}): "
-                             f"{pyspy.first_error_line(main_outputs[0])}")
+        code = first_recorder.returncode if first_recorder is not None else None
+        raise ProfilerFailed(f"py-spy wrote no profile (exit {code}): "
+                             f"{pyspy.first_error_line(first_out)}")
     native_samples = native_errors = None
-    if native_paths:
-        native_counts = [pyspy.parse_record_summary(o) for o in native_outputs]
-        native_samples = _sum_known(c[0] for c in native_counts)
-        native_errors = _sum_known(c[1] for c in native_counts)
+    native_paths: list[Path] = []
+    if natives:
+        native_counts = [(rec, pyspy.parse_record_summary(out)) for rec, out in natives]
+        native_samples = _sum_known(c[0] for _, c in native_counts)
+        native_errors = _sum_known(c[1] for _, c in native_counts)
         # A window cut short can end before the sparse native recorder took a sample: its file
         # then holds no profile, and the report goes on without it.
-        native_paths = [p for p, (n, _) in zip(native_paths, native_counts)
-                        if p.exists() and p.stat().st_size > 0 and n != 0]
+        native_paths = [rec.path for rec, (n, _) in native_counts
+                        if rec.path.exists() and rec.path.stat().st_size > 0 and n != 0]
+        for rec, _ in native_counts:
+            if rec.path in native_paths:
+                try:
+                    pyspy.tag_speedscope_process(str(rec.path), rec.pid)
+                except (OSError, ValueError):
+                    native_paths.remove(rec.path)
         if not native_paths:
             notes.append("the native recorder wrote nothing: thread states are estimated from "
                          "Python frames and OS counters")
@@ -482,14 +526,16 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
     if native_paths:
         mode += f" + native calibration at {plan.native_rate_hz} Hz"
     if subprocesses:
-        mode += " + subprocesses"
+        mode += f" + subprocesses ({len(members)} recorded)"
     sampling = {"duration_s": round(min(elapsed, options.duration + RECORD_GRACE_S), 3),
                 "requested_duration_s": options.duration, "rate_hz": plan.rate_hz,
                 "plan": plan.reason, "proc_interval_s": round(plan.proc_interval_s, 3),
-                "samples": samples, "errors": errors, "native": native,
+                "samples": samples, "samples_taken": samples_taken, "errors": errors,
+                "native": native,
                 "native_rate_hz": plan.native_rate_hz or None,
                 "native_samples": native_samples, "native_errors": native_errors,
                 "mode": mode,
+                "processes_planned": [asdict(p) for p in tree_plan.processes],
                 "processes_sampled": len(tree_record.records),
                 "pyspy_version": pyspy.pyspy_version(),
                 "pyspy_cpu_s": round(pyspy_cpu_s, 3),

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from diagnose.collect.activity import ProcessActivity
+
 THREAD_SAMPLES_PER_SECOND = 200
 # py-spy pays a fixed cost per process per sampling instant (finding the interpreter, listing
 # its threads) beside the per-thread cost: a pre-fork fleet of one-thread workers would otherwise
@@ -27,6 +29,8 @@ NATIVE_THREAD_SAMPLES_PER_SECOND = 20
 MIN_NATIVE_RATE_HZ = 1
 MIN_RATE_HZ = 2
 MAX_RATE_HZ = 100
+# A process whose threads all sleep (a supervisor in its wait) shows the same stack all window.
+IDLE_PROCESS_RATE_HZ = 1
 # The /proc sampler reads one small file per thread per tick; its budget is similar.
 PROC_READS_PER_SECOND = 300
 MIN_PROC_INTERVAL_S = 0.1
@@ -57,11 +61,8 @@ def plan_sampling(threads: int | None, requested_rate: int | None, native: bool 
         return SamplingPlan(requested_rate, proc_interval, False,
                             f"full fidelity: every sample blocking{' with native frames' if native else ''} "
                             f"at {requested_rate} Hz (--rate)")
-    rate = max(MIN_RATE_HZ, min(MAX_RATE_HZ, round(THREAD_SAMPLES_PER_SECOND / threads),
-                                round(PROCESS_SAMPLES_PER_SECOND / processes)))
-    native_rate = (max(MIN_NATIVE_RATE_HZ, min(round(NATIVE_THREAD_SAMPLES_PER_SECOND / threads),
-                                               round(NATIVE_PROCESS_SAMPLES_PER_SECOND / processes)))
-                   if native else 0)
+    rate = _rate(threads, processes)
+    native_rate = _native_rate(threads, processes) if native else 0
     reason = (f"gentle: non-blocking Python stacks at {rate} Hz ({THREAD_SAMPLES_PER_SECOND} "
               f"thread-samples/s over {threads} threads"
               + (f", {PROCESS_SAMPLES_PER_SECOND} process-samples/s over {processes} processes"
@@ -69,3 +70,80 @@ def plan_sampling(threads: int | None, requested_rate: int | None, native: bool 
     if native_rate:
         reason += f", plus native stacks at {native_rate} Hz to calibrate thread states"
     return SamplingPlan(rate, proc_interval, True, reason, nonblocking=True, native_rate_hz=native_rate)
+
+
+@dataclass(frozen=True)
+class ProcessPlan:
+    """One process's recorders: its own non-blocking rate, and native calibration or none."""
+
+    pid: int
+    rate_hz: int
+    native_rate_hz: int  # 0: not calibrated natively (idle, or a sibling's calibration covers it)
+    busy: bool
+
+
+@dataclass(frozen=True)
+class TreePlan:
+    """The sampling plan of every process of the target, shared by what their threads do."""
+
+    sampling: SamplingPlan  # rate_hz: the busy processes' rate (the analysis grid)
+    processes: tuple[ProcessPlan, ...]
+
+    def of(self, pid: int) -> ProcessPlan:
+        """The plan of `pid`; a process born mid-window gets the busy rate, no calibration."""
+        return next((p for p in self.processes if p.pid == pid),
+                    ProcessPlan(pid, self.sampling.rate_hz, 0, True))
+
+
+def plan_tree(activity: list[ProcessActivity], requested_rate: int | None,
+              native: bool = True) -> TreePlan:
+    """The gentle plan over a process tree, shared by activity. Each process's threads cost
+    py-spy the same per sample whatever they do, but only busy ones need the rate: a supervisor
+    asleep in a wait shows one stack all window. So the thread-sample budget is divided over the
+    threads of busy processes, and idle processes get IDLE_PROCESS_RATE_HZ. Native calibration
+    (classify/calibrate.py) is keyed by Python stack and shared by the whole tree: processes
+    running the same program run the same stacks, so one busy process per program is unwound
+    natively, at the native rate the others would have had between them. py-spy's cost of a
+    native recorder is mostly per process (loading every library's symbols), so this cuts it
+    by the number of alike workers. Nothing busy (an idle service): every process counts."""
+    threads = sum(a.threads for a in activity) or None
+    base = plan_sampling(threads, requested_rate, native, max(1, len(activity)))
+    if requested_rate or not activity:
+        return TreePlan(base, tuple(ProcessPlan(a.pid, base.rate_hz, 0, a.busy) for a in activity))
+    busy = [a for a in activity if a.busy] or list(activity)
+    busy_threads = max(1, sum(a.threads for a in busy))
+    rate = _rate(busy_threads, len(busy))
+    idle_rate = min(rate, IDLE_PROCESS_RATE_HZ)
+    calibrated: dict[tuple[str, ...], ProcessActivity] = {}
+    for a in sorted(busy, key=lambda a: -(a.cpu_cores if a.cpu_cores == a.cpu_cores else 0.0)):
+        calibrated.setdefault(a.program, a)
+    native_rate = (_native_rate(sum(a.threads for a in calibrated.values()), len(busy))
+                   if native else 0)
+    chosen = {a.pid for a in calibrated.values()}
+    busy_pids = {a.pid for a in busy}
+    processes = tuple(ProcessPlan(a.pid, rate if a.pid in busy_pids else idle_rate,
+                                  native_rate if a.pid in chosen else 0, a.pid in busy_pids)
+                      for a in activity)
+    idle = len(activity) - len(busy)
+    reason = (f"gentle: non-blocking Python stacks at {rate} Hz in {len(busy)} busy "
+              f"process{'es' if len(busy) > 1 else ''} ({THREAD_SAMPLES_PER_SECOND} "
+              f"thread-samples/s over their {busy_threads} threads"
+              + (f", {PROCESS_SAMPLES_PER_SECOND} process-samples/s over {len(busy)} processes"
+                 if len(busy) > 1 else "") + ")"
+              + (f", {idle_rate} Hz in {idle} idle one{'s' if idle > 1 else ''}" if idle else ""))
+    if native_rate:
+        reason += (f", plus native stacks at {native_rate} Hz in {len(chosen)} of them to "
+                   f"calibrate thread states (one per program)")
+    sampling = SamplingPlan(rate, base.proc_interval_s, True, reason, nonblocking=True,
+                            native_rate_hz=native_rate)
+    return TreePlan(sampling, processes)
+
+
+def _rate(threads: int, processes: int) -> int:
+    return max(MIN_RATE_HZ, min(MAX_RATE_HZ, round(THREAD_SAMPLES_PER_SECOND / threads),
+                                round(PROCESS_SAMPLES_PER_SECOND / processes)))
+
+
+def _native_rate(threads: int, processes: int) -> int:
+    return max(MIN_NATIVE_RATE_HZ, min(round(NATIVE_THREAD_SAMPLES_PER_SECOND / max(1, threads)),
+                                       round(NATIVE_PROCESS_SAMPLES_PER_SECOND / max(1, processes))))

@@ -293,6 +293,7 @@ class TreeSampler:
         self._rejected: set[int] = set()
         self._started = time.time()
         self._last_scan = -1e9
+        self.new_pids: list[int] = []  # descendants found since the caller last cleared it
         for pid in roots:
             self._add(pid, None)
 
@@ -319,6 +320,7 @@ class TreeSampler:
                 if self._include(pid):
                     self._add(pid, None)
                     new.append(pid)
+                    self.new_pids.append(pid)
                 else:
                     self._rejected.add(pid)
         return new

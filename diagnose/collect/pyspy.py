@@ -116,3 +116,19 @@ def parse_record_summary(stderr_text: str) -> tuple[int | None, int | None]:
     if not match:
         return None, None
     return int(match.group(1)), int(match.group(2))
+
+
+def tag_speedscope_process(path: str, pid: int) -> None:
+    """Names the process in a speedscope file recorded for one pid: py-spy names a thread
+    `Thread T "name"`, and `Process P Thread T "name"` only with --subprocesses. One recorder
+    per process (the tree plan) keeps each thread's process that way, as the loader reads it."""
+    import json
+
+    with open(path, encoding="utf-8") as fh:
+        data = json.load(fh)
+    for profile in data.get("profiles", []):
+        name = profile.get("name", "")
+        if isinstance(name, str) and name.startswith("Thread "):
+            profile["name"] = f"Process {pid} {name}"
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(data, fh)

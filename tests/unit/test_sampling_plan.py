@@ -1,0 +1,95 @@
+"""The sampling plan over a process tree: the budget goes where the threads work."""
+
+import subprocess
+import sys
+import time
+
+from diagnose.collect import activity
+from diagnose.collect.activity import ProcessActivity
+from diagnose.collect.plan import IDLE_PROCESS_RATE_HZ, plan_sampling, plan_tree
+
+PROGRAM = ("python", "app.py")
+
+
+def supervisor(pid=100):
+    return ProcessActivity(pid, threads=1, busy_threads=0, cpu_cores=0.0, program=PROGRAM)
+
+
+def worker(pid, threads=5, busy=4, cpu=0.6, program=PROGRAM):
+    return ProcessActivity(pid, threads=threads, busy_threads=busy, cpu_cores=cpu, program=program)
+
+
+def test_busy_workers_get_the_rate_and_the_idle_supervisor_little():
+    plan = plan_tree([supervisor(), worker(101), worker(102), worker(103)], None)
+    rates = {p.pid: p.rate_hz for p in plan.processes}
+    assert rates[100] == IDLE_PROCESS_RATE_HZ
+    assert rates[101] == rates[102] == rates[103] == plan.sampling.rate_hz
+    # the busy processes share the budget among their own 15 threads, not the supervisor's too
+    assert plan.sampling.rate_hz == round(200 / 15)
+    assert plan.sampling.rate_hz > IDLE_PROCESS_RATE_HZ
+
+
+def test_one_busy_process_per_program_is_calibrated_natively_the_busiest():
+    plan = plan_tree([supervisor(), worker(101, cpu=0.3), worker(102, cpu=0.7),
+                      worker(103, cpu=0.5)], None)
+    calibrated = [p.pid for p in plan.processes if p.native_rate_hz]
+    assert calibrated == [102]
+    # what the three workers would have had between them, in the one that is unwound
+    assert plan.sampling.native_rate_hz == plan.of(102).native_rate_hz >= 2
+
+
+def test_each_distinct_program_gets_its_own_calibration():
+    other = ("python", "-m", "celery", "worker")
+    plan = plan_tree([supervisor(), worker(101), worker(102), worker(103, program=other)], None)
+    assert sorted(p.pid for p in plan.processes if p.native_rate_hz) in ([101, 103], [102, 103])
+
+
+def test_an_idle_supervisor_is_never_unwound_natively():
+    plan = plan_tree([supervisor(), worker(101)], None)
+    assert plan.of(100).native_rate_hz == 0
+    assert plan.of(101).native_rate_hz > 0
+
+
+def test_a_single_process_keeps_the_single_process_plan():
+    for threads in (4, 11, 64):
+        one = plan_tree([worker(7, threads=threads, busy=threads - 1)], None)
+        flat = plan_sampling(threads, None)
+        assert (one.sampling.rate_hz, one.sampling.native_rate_hz) == \
+            (flat.rate_hz, flat.native_rate_hz)
+
+
+def test_an_idle_service_is_sampled_evenly():
+    idle = [supervisor(100), worker(101, busy=0, cpu=0.0), worker(102, busy=0, cpu=0.0)]
+    plan = plan_tree(idle, None)
+    assert {p.rate_hz for p in plan.processes} == {plan.sampling.rate_hz}
+
+
+def test_a_requested_rate_applies_to_every_process_blocking():
+    plan = plan_tree([supervisor(), worker(101)], 50)
+    assert {p.rate_hz for p in plan.processes} == {50}
+    assert not plan.sampling.nonblocking and not any(p.native_rate_hz for p in plan.processes)
+
+
+def test_a_process_born_mid_window_gets_the_busy_rate():
+    plan = plan_tree([supervisor(), worker(101)], None)
+    assert plan.of(999).rate_hz == plan.sampling.rate_hz and plan.of(999).busy
+
+
+def test_activity_tells_a_spinning_process_from_a_sleeping_one():
+    code = ("import sys, time\nprint('up', flush=True)\nend = time.time() + 20\n"
+            "while time.time() < end:\n    {}\n")
+    spin = subprocess.Popen([sys.executable, "-c", code.format("pass")], stdout=subprocess.PIPE)
+    sleep = subprocess.Popen([sys.executable, "-c", code.format("time.sleep(0.5)")],
+                             stdout=subprocess.PIPE)
+    try:
+        for proc in (spin, sleep):
+            proc.stdout.readline()  # past interpreter start-up
+        before = activity.snapshot([spin.pid, sleep.pid])
+        time.sleep(0.5)
+        found = {a.pid: a for a in activity.measure(before, [spin.pid, sleep.pid])}
+        assert found[spin.pid].busy and found[spin.pid].cpu_cores > 0
+        assert not found[sleep.pid].busy
+    finally:
+        for proc in (spin, sleep):
+            proc.kill()
+            proc.wait()
