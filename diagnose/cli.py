@@ -313,10 +313,11 @@ def _attach_stoppable(stop, pids: list[int], duration: float, rate: int | None, 
               help="Force native (C) frames on or off. Default: on where py-spy supports them; "
                    "without them thread state is estimated from Python frames.")
 @click.option("--keep-raw", is_flag=True,
-              help="Also keep py-spy's recording with its measured instants (.chrometrace.json), "
-                   "the /proc record (.procfs.json) and the native calibration samples "
-                   "(.native.speedscope.json) so `analyze X.chrometrace.json --procfs "
-                   "X.procfs.json --native-profile X.native.speedscope.json` can replay the session.")
+              help="Also keep py-spy's recording with its measured instants (.chrometrace.json; a "
+                   "process tree: one per process, X.1.chrometrace.json, X.2...), the /proc record "
+                   "(.procfs.json) and the native calibration samples (.native.speedscope.json) so "
+                   "`analyze X*.chrometrace.json --procfs X.procfs.json --native-profile "
+                   "X.native.speedscope.json` can replay the session.")
 @click.option("--children/--no-children", default=True, show_default=True,
               help="Also sample every Python process descending from PID (gunicorn / uvicorn "
                    "workers, multiprocessing pools), followed as they start and exit; the sampling "
@@ -337,7 +338,8 @@ def attach(pids, duration, rate, native, children, keep_raw, quiet, output_dir, 
 
 
 @main.command(epilog=EPILOG)
-@click.argument("profile", type=click.Path(path_type=Path))
+@click.argument("profiles", metavar="FILE [FILE ...]", type=click.Path(path_type=Path), nargs=-1,
+                required=True)
 @click.option("--procfs", type=click.Path(dir_okay=False, path_type=Path),
               help="The .procfs.json written by `attach --keep-raw` for the same window.")
 @click.option("--native-profile", type=click.Path(dir_okay=False, path_type=Path),
@@ -345,9 +347,11 @@ def attach(pids, duration, rate, native, children, keep_raw, quiet, output_dir, 
                    "samples that calibrate the thread states of a Python-only profile.")
 @common_output
 @ticket_options
-def analyze(profile, procfs, native_profile, output_dir, rules_file, as_json, open_browser,
+def analyze(profiles, procfs, native_profile, output_dir, rules_file, as_json, open_browser,
             fail_on, print_format, write_pprof, push_url, app_name, tags):
-    """Diagnose a profile recorded elsewhere (py-spy speedscope JSON or raw/collapsed)."""
+    """Diagnose a profile recorded elsewhere (py-spy chrometrace, speedscope JSON or
+    raw/collapsed). Several files are read as one service: the recordings `attach --keep-raw`
+    keeps of a process tree, one per process."""
     from diagnose import pipeline
 
     ticket = Ticket(fail_on, print_format, write_pprof, push_url, app_name, tuple(tags))
@@ -355,7 +359,8 @@ def analyze(profile, procfs, native_profile, output_dir, rules_file, as_json, op
 
     def action():
         user_rules = pipeline.load_user_rules(rules_file)
-        outputs = pipeline.from_file(profile, output_dir, user_rules, procfs, native_profile)
+        outputs = pipeline.from_file(list(profiles), output_dir, user_rules, procfs,
+                                     native_profile)
         return _finish(outputs, as_json, open_browser, ticket=ticket)
 
     _run(action)

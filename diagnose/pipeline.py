@@ -233,8 +233,12 @@ def from_capture(capture: Capture, out_dir: Path, user_rules: dict | None,
             capture.cleanup()  # py-spy's temporary outputs, on every other way out
 
 
-def from_file(path: Path, out_dir: Path, user_rules: dict | None,
+def from_file(paths: Path | list[Path], out_dir: Path, user_rules: dict | None,
               procfs_path: Path | None = None, native_path: Path | None = None) -> Outputs:
+    """`paths`: one recording, or the recordings of one window read as one service (`attach
+    --keep-raw` of a process tree keeps one recording per process)."""
+    paths = [paths] if isinstance(paths, Path) else list(paths)
+    path = paths[0]
     tree = None
     if procfs_path is not None:
         try:
@@ -255,12 +259,12 @@ def from_file(path: Path, out_dir: Path, user_rules: dict | None,
                        "cmdline": tree.cmdlines.get(proc.pid, []) if proc else [],
                        "threads": None, "cores": proc.cores if proc else None},
             "sampling": {"duration_s": window, "rate_hz": None, "samples": None, "errors": None,
-                         "mode": "offline: " + path.name},
+                         "mode": "offline: " + ", ".join(p.name for p in paths)},
             "partial": bool(proc and proc.target_exited), "notes": []}
     # The pids of a recording are history (gone, or reused by another process): its source
     # files are read as named, never through /proc/<pid>/root.
     service, results, per_process, categorizer = analyze(
-        [path], tree, meta, user_rules, [native_path] if native_path is not None else [],
+        paths, tree, meta, user_rules, [native_path] if native_path is not None else [],
         live=False)
     analysis = service.combined
     if window is None:
@@ -285,5 +289,5 @@ def from_file(path: Path, out_dir: Path, user_rules: dict | None,
                                       "alone; no OS counters (run-queue wait, CPU time)")
     stem = path.name.split(".")[0].removeprefix("diagnose-")[:80] or "profile"
     base = f"diagnose-{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-    return write_outputs(service, results, per_process, categorizer, [path], out_dir, base, tree,
+    return write_outputs(service, results, per_process, categorizer, paths, out_dir, base, tree,
                          keep_raw=False, move_profile=False)

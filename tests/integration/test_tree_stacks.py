@@ -140,11 +140,12 @@ def test_gunicorn_workers_stacks_in_the_report_match_their_dumps(out_dir):
     assert len(dumps) == 4
     outputs = report_stacks(out_dir)
     assert_stacks_match_dumps(outputs, server.pid, dumps)
-    # the kept recording, replayed offline, gives the same stacks
-    recording = next(out_dir.glob("*.chrometrace.json"))
-    base = str(recording)[:-len(".chrometrace.json")]
+    # the kept recordings (one per process), replayed offline together, give the same stacks
+    recordings = sorted(out_dir.glob("*.chrometrace.json"))
+    assert recordings
+    base = out_dir / recordings[0].name.split(".")[0]
     replayed = out_dir / "replayed"
-    proc, _ = run_cli("analyze", recording, "--procfs", f"{base}.procfs.json",
+    proc, _ = run_cli("analyze", *recordings, "--procfs", f"{base}.procfs.json",
                       "--native-profile", f"{base}.native.speedscope.json",
                       "--output-dir", replayed)
     assert proc.returncode == 0, proc.stderr
