@@ -205,6 +205,17 @@ def _consumer(view):
     return None if best is None else best[1:]
 
 
+def _demand(view) -> float | None:
+    """Share of the window the process ran or was runnable (CPU + run-queue wait, /proc): on a
+    machine whose other load keeps it off the cores, a worker that always wants to run is
+    saturated all the same. None without OS counters."""
+    os_ = getattr(view.analysis, "os", None)
+    if os_ is None or not os_.window_s:
+        return None if view.cpu_cores is None else min(1.0, view.cpu_cores)
+    wait = os_.runqueue_wait_s or 0.0
+    return min(1.0, (os_.cpu_s + wait) / os_.window_s)
+
+
 def find_process_pipeline(service) -> ProcessPipeline | None:
     """The consumer process and its worker processes, when the tree is one."""
     if not service.multi:
@@ -231,9 +242,9 @@ def find_process_pipeline(service) -> ProcessPipeline | None:
         return None
     parent, workers, (thread, c_busy, c_starved, c_site) = best
     framework = max((f[0] for _, f in workers), key=lambda fw: sum(1 for _, f in workers if f[0] is fw))
-    cores = [v.cpu_cores for v, _ in workers]
-    if all(c is not None for c in cores):
-        busy, source = float(np.mean([min(1.0, c) for c in cores])), "proc"
+    demand = [_demand(v) for v, _ in workers]
+    if all(d is not None for d in demand):
+        busy, source = float(np.mean(demand)), "proc"
     else:
         busy, source = float(np.mean([f[1] for _, f in workers])), "samples"
     hottest = max(workers, key=lambda w: w[1][1])[1]
