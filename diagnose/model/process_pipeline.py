@@ -97,7 +97,9 @@ def _library(frame: Frame) -> bool:
 
 
 def _worker_loop(frames: list[Frame]) -> tuple[int, Framework] | None:
-    for i, f in enumerate(frames):
+    """The innermost worker-loop frame: a forked worker's stack starts with its parent's frames."""
+    for i in range(len(frames) - 1, -1, -1):
+        f = frames[i]
         for suffix, pattern, framework in WORKER_LOOPS:
             if not f.native and frame_is(f, suffix, pattern):
                 return i, framework
