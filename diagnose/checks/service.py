@@ -15,9 +15,9 @@ import dataclasses
 
 import numpy as np
 
-from diagnose.checks.base import Finding, load_check_settings, make_finding, pct, ramp, severity_for
 from diagnose.checks import stage_bound
 from diagnose.checks.arbiter import CRITICAL, rank
+from diagnose.checks.base import Finding, load_check_settings, make_finding, pct, ramp, severity_for
 from diagnose.checks.engine import (CheckResults, describe_activity, order_of, run_checks, verdict_for,
                                     waits_hidden)
 from diagnose.model.process_pipeline import ProcessPipeline, find_process_pipeline
@@ -108,7 +108,7 @@ def server_kind(service: Service) -> tuple[str, ...]:
 
 def _workers_advice(n: int, service: Service, pipeline: ProcessPipeline | None) -> str:
     if pipeline is not None:
-        knob, call = pipeline.knob()
+        call = pipeline.knob()[1]
         return (f"Run {n} worker processes, one per usable core: `{call.format(n=n)}`: each "
                 f"saturated worker is one core's worth of throughput.")
     flags = [_SERVERS[k].format(n=n) for k in server_kind(service)]
