@@ -14,6 +14,7 @@ import math
 from diagnose.checks.base import NotApplicable, Site, core_room, make_finding, pct, ramp
 
 ID = "stage_bound"
+MIN_CONSUMER_BUSY = 0.05  # a consumer process busier than this does work of its own
 
 
 def run(analysis, settings):
@@ -124,12 +125,16 @@ def run_processes(pipeline, service, settings):
     consumer process that starves waiting for their results (model/process_pipeline.py)."""
     if pipeline is None or pipeline.bottleneck != "producers":
         return None
-    busy, starved = pipeline.producer_busy, pipeline.consumer_starved
-    score = 100 * (ramp(busy, settings["busy_low"], settings["busy_high"]) / 100
-                   * ramp(starved, settings["low"], settings["high"]) / 100)
     n = pipeline.workers
     os_ = service.combined.os
     cores = os_.usable_cores if os_ is not None else None
+    if pipeline.consumer_busy < MIN_CONSUMER_BUSY or (cores and n >= cores):
+        # A parent that only waits supervises (the workers' own findings are the verdict);
+        # with a worker per usable core already, more workers only share the cores.
+        return None
+    busy, starved = pipeline.producer_busy, pipeline.consumer_starved
+    score = 100 * (ramp(busy, settings["busy_low"], settings["busy_high"]) / 100
+                   * ramp(starved, settings["low"], settings["high"]) / 100)
     # Workers to keep the consumer busy: today n workers at `busy` feed a consumer busy
     # `consumer_busy` of its time; it could take 1/consumer_busy times as much.
     consumer = max(pipeline.consumer_busy, 0.05)

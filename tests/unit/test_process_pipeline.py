@@ -135,3 +135,18 @@ def test_a_resource_sharing_thread_in_socket_accept_waits_for_connections():
     assert classify_stack(frames).state == "idle"
     assert classify_stack(frames + [Frame("0x7f01", "/usr/lib/_socket.so", 0, True)]).state == "idle"
     assert classify_stack(frames, native_profile=False).state == "idle"
+
+
+def test_a_parent_that_only_waits_for_its_pool_is_a_supervisor_not_a_consumer():
+    consumer = view(40, 1, 0.01, {"MainThread": [(POOL_WAIT, "idle", 100)]})
+    worker = view(41, 40, 0.97, {"MainThread": [(POOL_LOOP + [py("decode", APP, 56)], "python", 100)]})
+    tree = service(consumer, [worker])
+    assert stage_bound.run_processes(find_process_pipeline(tree), tree, SETTINGS) is None
+
+
+def test_no_more_workers_are_advised_once_there_is_one_per_usable_core():
+    consumer = view(50, 1, 0.4, {"MainThread": [(POOL_WAIT, "idle", 60), (MODEL, "python", 40)]})
+    workers = [view(51 + i, 50, 0.97, {"MainThread": [(POOL_LOOP + [py("decode", APP, 56)], "python", 100)]})
+               for i in range(2)]
+    tree = service(consumer, workers, usable=2.0)
+    assert stage_bound.run_processes(find_process_pipeline(tree), tree, SETTINGS) is None
