@@ -38,7 +38,8 @@ WORKLOADS = REPO / "fixtures" / "workloads"
 
 DEFAULT_FIXTURES = ("pipeline", "locked_blas", "batching", "lock_contention", "pool_wait",
                     "logging_lock", "gil_contention", "preprocess_bound", "blas_fanout",
-                    "scheduler_overhead", "compute_bound", "process_pool")
+                    "scheduler_overhead", "compute_bound", "process_pool", "mp_pipeline",
+                    "dataloader_job")
 
 _BLAS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 _PIPELINE_STAGES = {"decode_stage": "--decode-threads", "model_stage": "--model-threads",
@@ -74,6 +75,10 @@ def knob_args(fixture: str, fix: dict | None) -> list[str] | None:
         return ["--threads", str(value)]
     if knob == "workers" and fixture == "process_pool":
         return ["--threads", str(value)]
+    if knob == "num_workers" and fixture == "dataloader_job":
+        return ["--num-workers", str(value)]
+    if knob in ("processes", "max_workers") and fixture == "mp_pipeline":
+        return ["--processes", str(value)]
     if knob == "max_queue" and fixture == "unbounded_backlog":
         return ["--max-queue", str(value)]
     return None

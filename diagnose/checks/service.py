@@ -15,10 +15,12 @@ import dataclasses
 
 import numpy as np
 
+from diagnose.checks import stage_bound
+from diagnose.checks.arbiter import CRITICAL, rank
 from diagnose.checks.base import Finding, load_check_settings, make_finding, pct, ramp, severity_for
-from diagnose.checks.arbiter import rank
 from diagnose.checks.engine import (CheckResults, describe_activity, order_of, run_checks, verdict_for,
                                     waits_hidden)
+from diagnose.model.process_pipeline import ProcessPipeline, find_process_pipeline
 from diagnose.model.service import Service, worker_load
 
 WEIGHT_FLOOR_CORES = 0.02  # every worker weighs at least this many cores' worth
@@ -35,16 +37,36 @@ def run_service_checks(service: Service, user_rules: dict | None = None
     weights = np.nan_to_num(worker_load(workers), nan=0.0) + WEIGHT_FLOOR_CORES
     merged = _merge([per_process[w.pid] for w in workers], [w.pid for w in workers], weights)
     settings = load_check_settings(user_rules)
-    fleet = worker_imbalance(service, settings[IMBALANCE_ID])
+    pipeline = find_process_pipeline(service)
+    staged = stage_bound.run_processes(pipeline, service, settings[stage_bound.ID])
+    if staged is not None:
+        # One stage finding per service: the one spanning processes names the whole pipeline.
+        merged = [f for f in merged if f.id != stage_bound.ID] + [staged]
+    fleet = worker_imbalance(service, settings[IMBALANCE_ID], pipeline)
     if fleet is not None:
         merged.append(fleet)
-    ranked = rank(merged, order_of)
+    ranked = _stage_first(rank(merged, order_of), staged, pipeline)
     first = per_process[workers[0].pid]
     applicable = {f.id for f in ranked}
     skipped = tuple(n for n in first.not_applicable if n.id not in applicable)
     return (CheckResults(ranked, skipped, verdict_for(ranked, describe_activity(service.combined),
                                                      waits_hidden(service.combined))),
             per_process)
+
+
+def _stage_first(ranked: tuple[Finding, ...], staged: Finding | None,
+                 pipeline: ProcessPipeline | None) -> tuple[Finding, ...]:
+    """A process pipeline's findings from its own processes (a worker's busy Python, the
+    consumer's waits) describe parts of one stage: the stage's finding, at critical strength,
+    leads them (it says which part limits the whole and names the transform they ran)."""
+    if staged is None or staged.score < CRITICAL:
+        return ranked
+    members = {pipeline.consumer_pid, *pipeline.producer_pids}
+    rest = [f for f in ranked if f is not staged]
+    first = next((i for i, f in enumerate(rest) if f.evidence.get("pid") in members
+                  or f.id == IMBALANCE_ID), len(rest))
+    before = [f for f in rest[:first]]
+    return tuple(before + [staged] + rest[first:])
 
 
 def _merge(results: list[CheckResults], pids: list, weights: np.ndarray) -> list[Finding]:
@@ -72,9 +94,36 @@ def _merge(results: list[CheckResults], pids: list, weights: np.ndarray) -> list
     return merged
 
 
-def worker_imbalance(service: Service, settings) -> Finding | None:
-    """Workers that share the load unevenly, or fewer busy workers than usable cores."""
+_SERVERS = {"gunicorn": "gunicorn `-w {n}`", "uvicorn": "uvicorn `--workers {n}`"}
+
+
+def server_kind(service: Service) -> tuple[str, ...]:
+    """The pre-fork servers the tree runs (from cmdlines and frames): their flags only for them."""
+    text = " ".join(" ".join(getattr(v, "cmdline", None) or ()) for v in service.processes).lower()
+    profile = getattr(service.combined, "profile", None)
+    files = {f.file for f in getattr(profile, "frames", ()) if not f.native}
+    return tuple(name for name in _SERVERS
+                 if name in text or any(f"{name}/" in file for file in files))
+
+
+def _workers_advice(n: int, service: Service, pipeline: ProcessPipeline | None) -> str:
+    if pipeline is not None:
+        call = pipeline.knob()[1]
+        return (f"Run {n} worker processes, one per usable core: `{call.format(n=n)}`: each "
+                f"saturated worker is one core's worth of throughput.")
+    flags = [_SERVERS[k].format(n=n) for k in server_kind(service)]
+    how = ", ".join(flags) if flags else "the process count of whatever starts them"
+    return (f"Run {n} worker processes, one per usable core ({how}): each saturated worker is "
+            f"one core's worth of throughput.")
+
+
+def worker_imbalance(service: Service, settings, pipeline: ProcessPipeline | None = None
+                     ) -> Finding | None:
+    """Workers that share the load unevenly, or fewer busy workers than usable cores. In a
+    process pipeline only the worker processes are peers (the consumer does other work)."""
     workers = [v for v in service.processes if v.role == "worker"]
+    if pipeline is not None:
+        workers = [v for v in service.processes if v.pid in pipeline.producer_pids]
     load = worker_load(workers)
     if len(workers) == 0 or np.isnan(load).all():
         return None
@@ -98,12 +147,11 @@ def worker_imbalance(service: Service, settings) -> Finding | None:
                 "saturated_workers": int(saturated.sum())}
     if too_few >= uneven:
         n = int(cores) if cores else len(workers) + 1
-        evidence["fix"] = {"knob": "workers", "value": n}
+        evidence["fix"] = ({"knob": pipeline.knob()[0], "value": n} if pipeline is not None
+                           else {"knob": "workers", "value": n})
         summary = (f"{len(workers)} worker process(es) for {cores:g} usable cores: "
                    f"{int(saturated.sum())} saturated while {pct(idle_cores)} of the cores stayed idle")
-        advice = [f"Run {n} worker processes, one per usable core (gunicorn `-w {n}`, uvicorn "
-                  f"`--workers {n}`, `Pool(processes={n})`): each saturated worker is one core's "
-                  f"worth of throughput."]
+        advice = [_workers_advice(n, service, pipeline)]
         room = cores / total if cores and total else 1.0
         gain = (max(1.0, room), f"estimate: the workers use {total:.2f} of {cores:g} usable cores; "
                                 f"one saturated worker per core uses all of them")
@@ -111,11 +159,16 @@ def worker_imbalance(service: Service, settings) -> Finding | None:
         busiest = workers[int(np.argmax(load))]
         summary = (f"{len(workers)} worker processes carry uneven load: from {load.min():.2f} to "
                    f"{load.max():.2f} cores each (busiest pid {busiest.pid})")
-        advice = ["Requests reach the workers unevenly: with keep-alive connections each client "
-                  "sticks to one worker. Let the kernel balance accepts (gunicorn `--reuse-port`, "
-                  "SO_REUSEPORT), shorten keep-alive, or balance in front of the workers.",
-                  "If one worker is busy because of long requests, move that work to a queue "
-                  "served by every worker."]
+        if server_kind(service):
+            advice = ["Requests reach the workers unevenly: with keep-alive connections each "
+                      "client sticks to one worker. Let the kernel balance accepts (gunicorn "
+                      "`--reuse-port`, SO_REUSEPORT), shorten keep-alive, or balance in front of "
+                      "the workers."]
+        else:
+            advice = ["The work reaches the worker processes unevenly: hand it out from one "
+                      "shared queue (smaller chunks / tasks) so every worker takes the next item."]
+        advice.append("If one worker is busy because of long requests, move that work to a queue "
+                      "served by every worker.")
         gain = (max(1.0, float(load.max()) * len(workers) / total) if total else 1.0,
                 "estimate: the load of the busiest worker spread evenly over all of them")
     return make_finding(IMBALANCE_ID, settings, score, summary, evidence,

@@ -14,6 +14,7 @@ import math
 from diagnose.checks.base import NotApplicable, Site, core_room, make_finding, pct, ramp
 
 ID = "stage_bound"
+MIN_CONSUMER_BUSY = 0.05  # a consumer process busier than this does work of its own
 
 
 def run(analysis, settings):
@@ -117,3 +118,63 @@ def _predict(stage, linked, rates, n, room, pure_python):
     inputs = (f"{stage.name} busy {rate:.2f} threads of {n}; next stage saturates at "
               f"{next_stage:.2f}x; the free cores allow {core_room:.2f}x")
     return round(max(gain, 1.0), 2), proposal, inputs
+
+
+def run_processes(pipeline, service, settings):
+    """The same law across processes: worker processes (a DataLoader's, a Pool's) feeding a
+    consumer process that starves waiting for their results (model/process_pipeline.py)."""
+    if pipeline is None or pipeline.bottleneck != "producers":
+        return None
+    n = pipeline.workers
+    os_ = service.combined.os
+    cores = os_.usable_cores if os_ is not None else None
+    if pipeline.consumer_busy < MIN_CONSUMER_BUSY or (cores and n >= cores):
+        # A parent that only waits supervises (the workers' own findings are the verdict);
+        # with a worker per usable core already, more workers only share the cores.
+        return None
+    busy, starved = pipeline.producer_busy, pipeline.consumer_starved
+    score = 100 * (ramp(busy, settings["busy_low"], settings["busy_high"]) / 100
+                   * ramp(starved, settings["low"], settings["high"]) / 100)
+    # Workers to keep the consumer busy: today n workers at `busy` feed a consumer busy
+    # `consumer_busy` of its time; it could take 1/consumer_busy times as much.
+    consumer = max(pipeline.consumer_busy, 0.05)
+    wanted = max(n + 1, math.ceil(n * busy / consumer - 1e-6))
+    if cores:
+        wanted = max(n + 1, min(wanted, int(cores)))
+    room = core_room(service.combined)
+    bounds = {"workers": wanted / (n * max(busy, 1e-3)) if busy < 1 else wanted / n,
+              "consumer": 1.0 / consumer}
+    if room is not None:
+        bounds["cores"] = room
+    gain = max(1.0, min(bounds.values()))
+    inputs = (f"{n} worker process{'es' if n > 1 else ''} busy {pct(busy)} "
+              f"({'from /proc' if pipeline.producer_busy_source == 'proc' else 'from samples'}); "
+              f"the consumer busy {pct(pipeline.consumer_busy)}, starved {pct(starved)}; "
+              f"{wanted} workers allow {bounds['workers']:.2f}x, the consumer {bounds['consumer']:.2f}x"
+              + (f", the free cores {room:.2f}x" if room is not None else ""))
+    knob, call = pipeline.knob()
+    transform = pipeline.transform or pipeline.entry
+    what = transform.function if transform else "the worker's task"
+    entry = pipeline.entry.function if pipeline.entry else "the task"
+    summary = (f"{pipeline.framework.value} worker processes ({n}) are busy {pct(busy)} running "
+               f"{entry}" + (f" (most in {what}, {pct(transform.share)})"
+                             if transform and transform is not pipeline.entry else "")
+               + f" while the consumer (pid {pipeline.consumer_pid}, {pipeline.consumer_thread}) "
+               f"starves {pct(starved)} of the time waiting for their results")
+    sites = [Site(h.function, h.file, h.line, h.share)
+             for h in (pipeline.transform, pipeline.entry, pipeline.consumer_site) if h is not None]
+    advice = [f"Run {wanted} worker processes: `{call.format(n=wanted)}` (today {n}). The workers "
+              f"are the slow stage and the consumer waits for them. Predicted: {gain:.2f}x the "
+              f"throughput (estimate, utilization law: {inputs}).",
+              f"{what} runs in the workers on every item: making it cheaper (vectorised, native "
+              f"code, precomputed) raises what each worker serves.",
+              "Beyond the usable cores more workers only share them: re-measure after each change."]
+    evidence = {"stage": f"{pipeline.framework.value} workers", "framework": pipeline.framework.value,
+                "worker_processes": n, "worker_pids": list(pipeline.producer_pids),
+                "worker_busy_share": busy, "worker_busy_source": pipeline.producer_busy_source,
+                "transform": what, "entry": entry, "consumer_pid": pipeline.consumer_pid,
+                "consumer_busy_share": pipeline.consumer_busy, "consumer_starved_share": starved,
+                "proposed_workers": wanted, "predicted_gain_inputs": inputs, "core_room": room,
+                "fix": {"knob": knob, "value": wanted}}
+    return make_finding(ID, settings, score, summary, evidence, sites, advice=advice,
+                        gain=(gain, f"estimate (utilization law): {inputs}"))

@@ -126,6 +126,17 @@ _SUPERVISOR_SITES = [
 _IDLE_SITES += _SUPERVISOR_SITES
 
 
+# A listening socket's accept: the thread waits for a connection (torch's and multiprocessing's
+# resource-sharing thread, a server's acceptor). Its native tail may be unsymbolized or look like
+# running native code; it is a wait for work all the same.
+_ACCEPT_WAITS = [("socket.py", re.compile(r"(^|\.)accept$")),
+                 ("multiprocessing/connection.py", re.compile(r"Listener\.accept$"))]
+
+
+def _waits_for_connection(frame: Frame) -> bool:
+    return any(frame_is(frame, suffix, pat) for suffix, pat in _ACCEPT_WAITS)
+
+
 @dataclass(frozen=True)
 class StackState:
     state: str
@@ -298,6 +309,8 @@ def classify_stack(frames: list[Frame], native_profile: bool = True,
         if names & _GIL_WAIT or (names & _COND_WAIT and "PyThread_acquire_lock_timed" not in names
                                  and _cond_wait_is_gil(tail)):
             return StackState("gil", "gil", top)
+        if _waits_for_connection(frames[top]):
+            return StackState("idle", "io", top)
         if names & _PY_LOCK_WAIT:
             found = _stdlib_wait(frames, top)
             if found:
@@ -341,6 +354,8 @@ def classify_stack(frames: list[Frame], native_profile: bool = True,
                 return StackState(state, kind, site)
         return StackState("python", "", top)
 
+    if _waits_for_connection(frames[top]):
+        return StackState("idle", "io", top, estimated=not native_profile)
     if native_profile:
         return StackState("python", "", top)
 

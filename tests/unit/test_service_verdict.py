@@ -20,9 +20,9 @@ def results(*findings):
     return CheckResults(tuple(findings), (), Verdict("x", "x", "ok"))
 
 
-def service(loads, cores=2, roles=None):
+def service(loads, cores=2, roles=None, cmdline=("python", "job.py")):
     roles = roles or ["worker"] * len(loads)
-    views = [SimpleNamespace(pid=100 + i, role=role, cpu_cores=load)
+    views = [SimpleNamespace(pid=100 + i, role=role, cpu_cores=load, cmdline=list(cmdline))
              for i, (load, role) in enumerate(zip(loads, roles))]
     return SimpleNamespace(processes=views, combined=SimpleNamespace(os=SimpleNamespace(usable_cores=cores)))
 
@@ -49,10 +49,18 @@ def test_evenly_loaded_saturated_workers_raise_no_fleet_finding():
     assert worker_imbalance(service([0.66, 0.67, 0.66]), SETTINGS).severity == "ok"
 
 
-def test_one_saturated_worker_on_two_cores_is_too_few_workers():
+def test_one_saturated_gunicorn_worker_on_two_cores_is_too_few_workers():
+    found = worker_imbalance(service([0.98], cmdline=("/venv/bin/gunicorn", "-w", "1", "app:app")),
+                             SETTINGS)
+    assert found.severity in ("warning", "critical")
+    assert "gunicorn `-w 2`" in found.advice[0]
+
+
+def test_a_tree_that_is_no_web_server_gets_no_server_flags():
     found = worker_imbalance(service([0.98]), SETTINGS)
     assert found.severity in ("warning", "critical")
-    assert "-w 2" in found.advice[0]
+    assert "Run 2 worker processes" in found.advice[0]
+    assert not any("gunicorn" in a or "uvicorn" in a for a in found.advice)
 
 
 def test_one_busy_worker_beside_idle_ones_is_uneven_load():

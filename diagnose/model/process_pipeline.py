@@ -1,0 +1,257 @@
+"""Pipelines across processes: a consumer process fed by worker processes.
+
+A torch DataLoader, a `multiprocessing.Pool` or a `ProcessPoolExecutor` feeding a model loop is
+two stages in different processes: the workers (the producer stage, one process each) run the
+transform; the parent takes results from a multiprocessing queue / pipe / result object and runs
+the model. Recognised by what the threads loop on, never by names the app chose:
+
+- a producer is a process whose busiest thread runs a library's worker loop (torch's
+  `_worker_loop`, `multiprocessing.pool.worker`, `concurrent.futures.process._process_worker`);
+- its consumer is the parent process, whose thread waiting on the workers' results
+  (a `multiprocessing` queue `get`, `Connection.recv` / `poll`, a pool's `AsyncResult.get` /
+  `IMapIterator.next`, a `Future.result` of a process pool) is the consumer stage.
+
+Utilization law: the producer stage serves at most N / (time per item); the consumer, starved
+while it waits for the next result, is held back by it. The stage's CPU comes from /proc (OS
+counters outrank samples); the transform is the hottest user function under the worker loop.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from diagnose.model.profile import Frame, frame_is
+
+BUSY = ("python", "native", "gil")
+
+
+class Framework(enum.Enum):
+    DATALOADER = "torch DataLoader"
+    POOL = "multiprocessing.Pool"
+    PROCESS_POOL = "ProcessPoolExecutor"
+
+
+# (file suffix, function pattern, framework): the library loop a worker process runs.
+WORKER_LOOPS = (
+    ("torch/utils/data/_utils/worker.py", re.compile(r"(^|\.)_worker_loop$"), Framework.DATALOADER),
+    ("multiprocessing/pool.py", re.compile(r"(^|\.)worker$"), Framework.POOL),
+    ("concurrent/futures/process.py", re.compile(r"(^|\.)_process_worker$"), Framework.PROCESS_POOL),
+)
+# Where a consumer waits for its workers' results.
+RESULT_WAITS = (
+    ("multiprocessing/queues.py", re.compile(r"(^|\.)get$")),
+    ("multiprocessing/connection.py", re.compile(r"(recv|recv_bytes|poll|_poll|wait)$")),
+    ("multiprocessing/pool.py", re.compile(r"(ApplyResult\.get|ApplyResult\.wait|"
+                                           r"IMapIterator\.next|^get$|^next$)")),
+    ("concurrent/futures/_base.py", re.compile(r"(^|\.)(result|as_completed|wait)$")),
+)
+# Library code between a worker loop and the user's transform, or above a consumer's wait.
+_LIBRARY = ("torch/utils/data/", "multiprocessing/", "concurrent/futures/", "threading.py",
+            "selectors.py", "queue.py", "torch/nn/", "torch/_", "site-packages/torch/")
+KNOBS = {Framework.DATALOADER: ("num_workers", "DataLoader(..., num_workers={n})"),
+         Framework.POOL: ("processes", "Pool(processes={n})"),
+         Framework.PROCESS_POOL: ("max_workers", "ProcessPoolExecutor(max_workers={n})")}
+
+
+@dataclass(frozen=True)
+class Hotspot:
+    function: str
+    file: str
+    line: int
+    share: float  # of the producer stage's busy samples (inclusive)
+
+
+@dataclass(frozen=True)
+class ProcessPipeline:
+    framework: Framework
+    consumer_pid: int
+    consumer_thread: str
+    consumer_site: Hotspot | None  # where the consumer asks for the next result
+    consumer_busy: float  # share of the consumer thread's samples running or runnable
+    consumer_starved: float  # share waiting for the workers' results
+    producer_pids: tuple[int, ...]
+    producer_busy: float  # mean over the workers: /proc cores when known, else sample share
+    producer_busy_source: str  # "proc" or "samples"
+    entry: Hotspot | None  # the user function the worker loop calls (Dataset.__getitem__, the task)
+    transform: Hotspot | None  # the hottest user function under it
+
+    @property
+    def workers(self) -> int:
+        return len(self.producer_pids)
+
+    @property
+    def bottleneck(self) -> str:
+        """"producers" when the workers are the busier stage relative to their number."""
+        return "producers" if self.producer_busy >= self.consumer_busy else "consumer"
+
+    def knob(self) -> tuple[str, str]:
+        return KNOBS[self.framework]
+
+
+def _library(frame: Frame) -> bool:
+    return frame.native or any(part in frame.file for part in _LIBRARY) or frame.file.startswith("<")
+
+
+def _worker_loop(frames: list[Frame]) -> tuple[int, Framework] | None:
+    """The innermost worker-loop frame: a forked worker's stack starts with its parent's frames."""
+    for i in range(len(frames) - 1, -1, -1):
+        f = frames[i]
+        for suffix, pattern, framework in WORKER_LOOPS:
+            if not f.native and frame_is(f, suffix, pattern):
+                return i, framework
+    return None
+
+
+def _result_wait(frames: list[Frame]) -> int | None:
+    """Index of the outermost result-wait frame, or None."""
+    for i, f in enumerate(frames):
+        if not f.native and any(frame_is(f, s, p) for s, p in RESULT_WAITS):
+            return i
+    return None
+
+
+def _stacks(analysis, rows):
+    profile = analysis.profile
+    for sid, state, count in zip(rows["stack"].to_numpy(), rows["state"].astype(str).to_numpy(),
+                                 rows["count"].to_numpy()):
+        yield [profile.frames[i] for i in profile.stacks[int(sid)]], state, int(count)
+
+
+def _producer(view) -> tuple[Framework, float, Hotspot | None, Hotspot | None] | None:
+    """(framework, busy share of its loop thread, entry, transform) when the process is a worker."""
+    samples = view.analysis.samples
+    if samples.empty:
+        return None
+    best = None
+    for thread, rows in samples.groupby("thread", sort=False):
+        total, looped, busy = 0, 0, 0
+        framework = None
+        entries: dict = {}
+        callees: dict = {}
+        for frames, state, count in _stacks(view.analysis, rows):
+            total += count
+            found = _worker_loop(frames)
+            if found is None:
+                continue
+            index, framework = found
+            looped += count
+            if state not in BUSY:
+                continue
+            busy += count
+            user = [j for j in range(index + 1, len(frames)) if not _library(frames[j])]
+            if not user:
+                continue
+            entry = frames[user[0]]
+            key = (entry.function, entry.file)
+            entries[key] = entries.get(key, (entry.line, 0))[0], entries.get(key, (0, 0))[1] + count
+            seen = set()
+            for j in user[1:]:
+                f = frames[j]
+                fk = (f.function, f.file)
+                if fk in seen:
+                    continue
+                seen.add(fk)
+                line, c = callees.get(fk, (f.line, 0))
+                callees[fk] = (line, c + count)
+        if framework is None or looped < 0.5 * total:
+            continue
+        if best is None or looped > best[0]:
+            best = (looped, framework, busy / total if total else 0.0, entries, callees, busy)
+    if best is None:
+        return None
+    _, framework, share, entries, callees, busy = best
+    entry = transform = None
+    if entries:
+        (fn, file), (line, c) = max(entries.items(), key=lambda kv: kv[1][1])
+        entry = Hotspot(fn, file, line, round(c / busy, 4) if busy else 0.0)
+    if callees:
+        (fn, file), (line, c) = max(callees.items(), key=lambda kv: kv[1][1])
+        transform = Hotspot(fn, file, line, round(c / busy, 4) if busy else 0.0)
+    return framework, share, entry, transform or entry
+
+
+def _consumer(view):
+    """(thread name, busy share, starved share, site) of the thread waiting on results."""
+    analysis = view.analysis
+    samples = analysis.samples
+    best = None
+    for thread, rows in samples.groupby("thread", sort=False):
+        total, busy, starved = 0, 0, 0
+        sites: dict = {}
+        for frames, state, count in _stacks(analysis, rows):
+            total += count
+            if state in BUSY:
+                busy += count
+                continue
+            index = _result_wait(frames)
+            if index is None:
+                continue
+            starved += count
+            caller = next((j for j in range(index - 1, -1, -1) if not _library(frames[j])), None)
+            if caller is not None:
+                f = frames[caller]
+                sites[(f.function, f.file, f.line)] = sites.get((f.function, f.file, f.line), 0) + count
+        if not total or not starved:
+            continue
+        if best is None or starved + busy > best[0]:
+            name = str(analysis.threads.loc[thread, "name"]) if "name" in analysis.threads else str(thread)
+            site = None
+            if sites:
+                (fn, file, line), c = max(sites.items(), key=lambda kv: kv[1])
+                site = Hotspot(fn, file, line, round(c / starved, 4))
+            best = (starved + busy, name, busy / total, starved / total, site)
+    return None if best is None else best[1:]
+
+
+def _demand(view) -> float | None:
+    """Share of the window the process ran or was runnable (CPU + run-queue wait, /proc): on a
+    machine whose other load keeps it off the cores, a worker that always wants to run is
+    saturated all the same. None without OS counters."""
+    os_ = getattr(view.analysis, "os", None)
+    if os_ is None or not os_.window_s:
+        return None if view.cpu_cores is None else min(1.0, view.cpu_cores)
+    wait = os_.runqueue_wait_s or 0.0
+    return min(1.0, (os_.cpu_s + wait) / os_.window_s)
+
+
+def find_process_pipeline(service) -> ProcessPipeline | None:
+    """The consumer process and its worker processes, when the tree is one."""
+    if not service.multi:
+        return None
+    producers: dict[int, list] = {}
+    for view in service.processes:
+        if view.role == "helper" or view.ppid is None:
+            continue
+        found = _producer(view)
+        if found is not None:
+            producers.setdefault(view.ppid, []).append((view, found))
+    by_pid = {v.pid: v for v in service.processes}
+    best = None
+    for parent_pid, workers in producers.items():
+        parent = by_pid.get(parent_pid)
+        if parent is None:
+            continue
+        consumer = _consumer(parent)
+        if consumer is None:
+            continue
+        if best is None or len(workers) > len(best[1]):
+            best = (parent, workers, consumer)
+    if best is None:
+        return None
+    parent, workers, (thread, c_busy, c_starved, c_site) = best
+    framework = max((f[0] for _, f in workers), key=lambda fw: sum(1 for _, f in workers if f[0] is fw))
+    demand = [_demand(v) for v, _ in workers]
+    if all(d is not None for d in demand):
+        busy, source = float(np.mean(demand)), "proc"
+    else:
+        busy, source = float(np.mean([f[1] for _, f in workers])), "samples"
+    hottest = max(workers, key=lambda w: w[1][1])[1]
+    return ProcessPipeline(
+        framework=framework, consumer_pid=parent.pid, consumer_thread=thread, consumer_site=c_site,
+        consumer_busy=round(c_busy, 4), consumer_starved=round(c_starved, 4),
+        producer_pids=tuple(v.pid for v, _ in workers), producer_busy=round(busy, 4),
+        producer_busy_source=source, entry=hottest[2], transform=hottest[3])

@@ -1,0 +1,54 @@
+"""Worker processes feeding a model loop (torch DataLoader, multiprocessing.Pool): attached at the
+consumer's pid, the verdict is the saturated worker stage, named by its transform, and the first
+advice is more workers in the framework's own terms."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from tests.conftest import WORKLOADS, marker_line, run_cli
+from tests.integration.conftest import requires_ptrace, running, workload_command
+
+pytestmark = requires_ptrace
+
+TRANSFORM_MARKERS = ("decode-loop", "augment-loop")
+
+
+def _attach(name: str, out_dir, *args: str) -> dict:
+    with running(workload_command(name, "--seconds", "120", *args), ready_timeout=120) as pid:
+        proc, report = run_cli("attach", pid, "--duration", "8", "--json", "--output-dir", out_dir)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return report
+
+
+def _check(report: dict, name: str, knob: str):
+    top = report["findings"][0]
+    said = f"{report['verdict']['headline']} / {top['advice'][:1]}"
+    assert report["verdict"]["primary"] == "stage_bound", said
+    assert top["evidence"]["fix"]["knob"] == knob, said
+    assert top["evidence"]["fix"]["value"] > top["evidence"]["worker_processes"], said
+    assert f"{knob}=" in top["advice"][0], said
+    # the saturated stage's function: the decode or augment loop of the workers' transform
+    path = WORKLOADS / f"{name}.py"
+    lines = {marker_line(path, tag) for tag in TRANSFORM_MARKERS}
+    assert top["evidence"]["transform"] in ("decode", "augment", "decode.<locals>.<listcomp>",
+                                            "augment.<locals>.<listcomp>"), said
+    assert top["sites"][0]["file"].endswith(f"{name}.py"), said
+    assert top["sites"][0]["function"].split(".")[0] in ("decode", "augment"), said
+    assert lines  # markers exist in the fixture
+    for finding in report["findings"]:
+        if finding["id"] == "worker_imbalance":
+            assert not any("gunicorn" in a or "uvicorn" in a for a in finding["advice"]), finding
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                    reason="torch is not installed (pip install -e '.[torch]'): the DataLoader "
+                           "fixture needs it")
+def test_dataloader_with_one_busy_worker_advises_more_num_workers(out_dir):
+    _check(_attach("dataloader_job", out_dir), "dataloader_job", "num_workers")
+
+
+def test_process_pool_feeding_a_model_loop_advises_more_pool_processes(out_dir):
+    _check(_attach("mp_pipeline", out_dir), "mp_pipeline", "processes")
