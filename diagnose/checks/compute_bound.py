@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diagnose.checks.base import NotApplicable, Site, busy_samples, make_finding, pct, ramp, top_sites
+from diagnose.checks.base import NotApplicable, ScoreBasis, Site, busy_samples, make_finding, pct, ramp, top_sites
 
 ID = "compute_bound"
 
@@ -69,4 +69,6 @@ def run(analysis, settings):
                f"is model compute" + (f", most in {hot[0].function}" if hot else ""))
     return make_finding(ID, settings, score, summary, evidence, sites, samples=total_running,
                         gain=(1.0, "estimate: no structural gain: the cores already run the model; "
-                                   "only a cheaper model or more cores buy throughput"))
+                                   "only a cheaper model or more cores buy throughput"),
+                        basis=ScoreBasis("model_share_of_busy",
+                                         lambda s: ramp(s, settings["low"], settings["high"]) * busy_factor))
