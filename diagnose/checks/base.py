@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import tomllib
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import pandas as pd
 
@@ -53,6 +53,15 @@ class Finding:
         for key in ("score_interval", "gain_interval"):
             out[key] = None if out[key] is None else list(out[key])
         return out
+
+    def rescored(self, score: int) -> Finding:
+        """The finding at another score (a service's weighted mean of its workers'): severity
+        follows, and the score's interval moves with it, keeping its width."""
+        interval = self.score_interval
+        if interval is not None:
+            shift = score - self.score
+            interval = (max(0, interval[0] + shift), min(100, interval[1] + shift))
+        return replace(self, score=score, severity=severity_for(score), score_interval=interval)
 
     @property
     def score_range(self) -> tuple[int, int]:

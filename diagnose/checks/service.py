@@ -15,7 +15,7 @@ import dataclasses
 
 import numpy as np
 
-from diagnose.checks.base import Finding, load_check_settings, make_finding, pct, ramp, severity_for
+from diagnose.checks.base import Finding, load_check_settings, make_finding, pct, ramp
 from diagnose.checks.arbiter import rank
 from diagnose.checks.engine import (CheckResults, describe_activity, order_of, run_checks, verdict_for,
                                     waits_hidden)
@@ -67,8 +67,7 @@ def _merge(results: list[CheckResults], pids: list, weights: np.ndarray) -> list
         if len(results) > 1:
             summary = f"in {held} of {len(results)} worker processes: {summary}"
         score = int(round(score))
-        merged.append(dataclasses.replace(finding, score=score, severity=severity_for(score),
-                                          summary=summary, evidence=evidence))
+        merged.append(dataclasses.replace(finding.rescored(score), summary=summary, evidence=evidence))
     return merged
 
 
