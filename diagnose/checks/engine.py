@@ -40,6 +40,22 @@ class Verdict:
     # The first advice of each finding the verdict names, in the same order.
     first_advice: tuple[str, ...] = ()
 
+    def to_dict(self) -> dict:
+        """The JSON report's `verdict` (docs/report-data.md)."""
+        return {"primary": self.primary, "headline": self.headline, "severity": self.severity,
+                "confidence": self.confidence, "samples": self.samples,
+                "co_primary": self.co_primary, "co_primary_reason": self.co_primary_reason or None,
+                "first_advice": list(self.first_advice)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Verdict:
+        """A report's `verdict` back as the type (a report without co-primary fields has none)."""
+        return cls(primary=data["primary"], headline=data["headline"], severity=data["severity"],
+                   confidence=data.get("confidence") or "ok", samples=data.get("samples"),
+                   co_primary=data.get("co_primary"),
+                   co_primary_reason=data.get("co_primary_reason") or "",
+                   first_advice=tuple(data.get("first_advice") or ()))
+
     @property
     def named(self) -> tuple[str, ...]:
         """The findings the verdict names: its primary, and its co-primary if any."""
