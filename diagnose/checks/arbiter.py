@@ -50,32 +50,36 @@ def rank_key(finding: Finding, order: int) -> tuple:
     return (*_key(finding, finding.score, finding.predicted_gain), order)
 
 
-def _best_key(finding: Finding) -> tuple:
-    return _key(finding, finding.score_range[1], finding.gain_range[1])
+def _best_key(finding: Finding, order: int) -> tuple:
+    return (*_key(finding, finding.score_range[1], finding.gain_range[1]), order)
 
 
-def _worst_key(finding: Finding) -> tuple:
-    return _key(finding, finding.score_range[0], finding.gain_range[0])
+def _worst_key(finding: Finding, order: int) -> tuple:
+    return (*_key(finding, finding.score_range[0], finding.gain_range[0]), order)
 
 
-def within_noise(a: Finding, b: Finding) -> bool:
-    """Either could rank first: their rank keys overlap between the ends of their intervals."""
-    return _best_key(a) <= _worst_key(b) and _best_key(b) <= _worst_key(a)
+def within_noise(a: Finding, b: Finding, order_of) -> bool:
+    """Either could rank first: each one's best rank key (at the favourable ends of its
+    intervals) beats the other's worst. Equal keys are no noise: the causal order settles them
+    the same way on every attach."""
+    oa, ob = order_of(a), order_of(b)
+    return _best_key(a, oa) < _worst_key(b, ob) and _best_key(b, ob) < _worst_key(a, oa)
 
 
 def rank(findings: list[Finding], order_of) -> tuple[Finding, ...]:
     """`order_of(finding) -> int`: its place in the causal order. Co-primary findings (rule 4)
     come first in the causal order, whichever scored higher on this attach."""
     ranked = sorted(findings, key=lambda f: rank_key(f, order_of(f)))
-    if len(ranked) >= 2 and co_primary(ranked[0], ranked[1]):
+    if len(ranked) >= 2 and co_primary(ranked[0], ranked[1], order_of):
         ranked[:2] = sorted(ranked[:2], key=order_of)
     return tuple(ranked)
 
 
-def co_primary(first: Finding, second: Finding) -> bool:
+def co_primary(first: Finding, second: Finding, order_of) -> bool:
     """The second of the first two findings shares the verdict: noise alone could have ranked it
     first, and it could be a finding at all (its score's interval reaches "info")."""
-    return second.score_range[1] >= 25 and first.score_range[1] >= 25 and within_noise(first, second)
+    return (second.score_range[1] >= 25 and first.score_range[1] >= 25
+            and within_noise(first, second, order_of))
 
 
 def noise_reason(a: Finding, b: Finding) -> str:

@@ -75,7 +75,7 @@ def test_clearly_separated_findings_give_one_verdict():
 def test_critical_findings_whose_gains_tie_within_their_intervals_share_the_verdict():
     strong_lock = lock(0.6)  # 100, about 2.5x
     model = compute(gain=2.6, gain_of=lambda s: 2.6 + (s - 0.95))
-    assert within_noise(strong_lock, model)
+    assert within_noise(strong_lock, model, order_of)
     ranked = rank([model, strong_lock], order_of)
     verdict = verdict_for(ranked)
     assert (verdict.primary, verdict.co_primary) == ("lock_contention", "compute_bound")
@@ -150,3 +150,13 @@ def test_the_html_fallback_headline_names_both_findings_and_escapes_them():
     assert "Co-primary finding: compute_bound, within the noise of\nlock_contention" in fallback
     assert "First advice for compute_bound: Use a cheaper model or more cores." in fallback
     assert "&lt;script&gt;" in fallback and "<script>" not in fallback
+
+
+def test_an_exact_tie_is_settled_by_the_causal_order_alone():
+    # Two critical findings with the same point gain and no interval on it: the causal order
+    # puts the same one first on every attach, so there is nothing to hedge.
+    model = compute(gain=2.0)
+    locked = make_finding("lock_contention", CheckSettings({"title": "Lock contention: x"}), 100,
+                          "every request waits on a lock", {}, gain=(2.0, "estimate"))
+    verdict = verdict_for(rank([model, locked], order_of))
+    assert (verdict.primary, verdict.co_primary) == ("lock_contention", None)
