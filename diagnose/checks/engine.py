@@ -105,12 +105,14 @@ def verdict_for(findings: tuple[Finding, ...], activity: str = "", hidden_waits:
         return Verdict("none", f"No clear bottleneck: {activity or 'no finding is strong'}.", "ok")
     # Co-primary findings in the causal order, whichever scored higher on this attach (rank()
     # already orders them so; a caller's own ranking may not).
-    named = sorted(findings[:2], key=order_of) if len(findings) > 1 and co_primary(*findings[:2], order_of) else [top]
+    named = [top]
+    if len(findings) > 1 and co_primary(findings[0], findings[1], order_of):
+        named = sorted(findings[:2], key=order_of)
     top = named[0]
     # A few dozen samples can make any share look decisive: say so, and never call it critical.
     severity = max((_capped(f) for f in named), key=SEVERITIES.index)
     low = [f for f in named if f.low_confidence]
-    samples = min((f.samples for f in low), default=top.samples)
+    samples = min((f.samples for f in low if f.samples is not None), default=top.samples)
     headline = f"{top.title.split(':')[0]} — {top.summary}"
     if len(named) > 1:
         other = named[1]
