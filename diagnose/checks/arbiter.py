@@ -4,7 +4,7 @@
    check damps its score for another check's reason. Where one finding is the mechanism of
    another (GIL waits behind preprocessing, busy cores under far too many threads), the cause
    leads because it predicts the larger gain (preprocessing's share is not capped by the cores;
-   fewer threads return the switching) or, at equal gain, by the causal order (rule 4).
+   fewer threads return the switching) or, at equal gain, by the causal order (rule 5).
 2. Findings at critical strength (score >= 75) come first, ordered by what fixing them can buy:
    their predicted gain (Amdahl for a serialized share, capped by the cores the process leaves
    idle; the utilization law for a pipeline stage; kernels vs pool synchronisation for an
@@ -13,11 +13,17 @@
    Exception: a finding that foretells a failure (FAILURE_FIRST: an unbounded backlog growing
    memory until the process is killed) leads at critical strength, whatever the gains.
 3. Weaker findings follow, by score.
-4. Equal keys fall back to the causal order of engine.CHECKS: the more specific, more actionable
+4. Noise never picks the verdict. Each finding carries its score and gain at the ends of the 95%
+   interval of the share its score rests on (base.ScoreBasis). When the first two findings' rank
+   keys overlap within those intervals — one's interval straddles the critical line while the
+   other is critical, their scores overlap below it, or their predicted gains tie within their
+   intervals — either could have come first on another attach: they are co-primary, put in the
+   causal order (rule 5), and the verdict names both (engine.verdict_for).
+5. Equal keys fall back to the causal order of engine.CHECKS: the more specific, more actionable
    diagnosis (a blocked loop, a stage, a lock) before its symptoms (busy cores, idle workers).
-The verdict is the first finding, unless it is weak (then the headline says what the threads did).
-A verdict whose first finding rests on fewer than confidence.MIN_SAMPLES samples says "low
-confidence" in its headline and is never critical (engine.verdict_for).
+The verdict is the first finding (and its co-primary), unless it is weak (then the headline says
+what the threads did). A verdict whose first finding rests on fewer than confidence.MIN_SAMPLES
+samples says "low confidence" in its headline and is never critical (engine.verdict_for).
 """
 
 from __future__ import annotations
@@ -33,13 +39,64 @@ CRITICAL = 75
 FAILURE_FIRST = ("unbounded_backlog",)
 
 
-def rank_key(finding: Finding, order: int) -> tuple:
-    if finding.score >= CRITICAL:
+def _key(finding: Finding, score: float, gain: float | None) -> tuple:
+    if score >= CRITICAL:
         failure = 0 if finding.id in FAILURE_FIRST else 1
-        return (0, failure, -(finding.predicted_gain or 1.0), order)
-    return (1, 1, -finding.score, order)
+        return (0, failure, -(gain or 1.0))
+    return (1, 1, -score)
+
+
+def rank_key(finding: Finding, order: int) -> tuple:
+    return (*_key(finding, finding.score, finding.predicted_gain), order)
+
+
+def _best_key(finding: Finding, order: int) -> tuple:
+    return (*_key(finding, finding.score_range[1], finding.gain_range[1]), order)
+
+
+def _worst_key(finding: Finding, order: int) -> tuple:
+    return (*_key(finding, finding.score_range[0], finding.gain_range[0]), order)
+
+
+def within_noise(a: Finding, b: Finding, order_of) -> bool:
+    """Either could rank first: each one's best rank key (at the favourable ends of its
+    intervals) beats the other's worst. Equal keys are no noise: the causal order settles them
+    the same way on every attach."""
+    oa, ob = order_of(a), order_of(b)
+    return _best_key(a, oa) < _worst_key(b, ob) and _best_key(b, ob) < _worst_key(a, oa)
 
 
 def rank(findings: list[Finding], order_of) -> tuple[Finding, ...]:
-    """`order_of(finding) -> int`: its place in the causal order."""
-    return tuple(sorted(findings, key=lambda f: rank_key(f, order_of(f))))
+    """`order_of(finding) -> int`: its place in the causal order. Co-primary findings (rule 4)
+    come first in the causal order, whichever scored higher on this attach."""
+    ranked = sorted(findings, key=lambda f: rank_key(f, order_of(f)))
+    if len(ranked) >= 2 and co_primary(ranked[0], ranked[1], order_of):
+        ranked[:2] = sorted(ranked[:2], key=order_of)
+    return tuple(ranked)
+
+
+def co_primary(first: Finding, second: Finding, order_of) -> bool:
+    """The second of the first two findings shares the verdict: noise alone could have ranked it
+    first, and it could be a finding at all (its score's interval reaches "info")."""
+    return (second.score_range[1] >= 25 and first.score_range[1] >= 25
+            and within_noise(first, second, order_of))
+
+
+def noise_reason(a: Finding, b: Finding) -> str:
+    """Why `a` and `b` share the verdict, in words with their intervals."""
+    def score(f: Finding) -> str:
+        low, high = f.score_range
+        return f"{f.id} {f.score}" + (f" (95% interval {low}-{high})" if low != high else "")
+
+    def gain(f: Finding) -> str:
+        low, high = f.gain_range
+        return f"{f.id} {f.predicted_gain or 1.0:.2f}x" + (f" ({low:.2f}-{high:.2f})" if low != high else "")
+
+    critical = [f.score_range[0] >= CRITICAL for f in (a, b)]
+    if all(critical):
+        return (f"both are critical and their predicted gains tie within their intervals: "
+                f"{gain(a)}, {gain(b)}")
+    if any(f.score_range[1] >= CRITICAL for f in (a, b)):
+        return (f"their scores straddle the critical line ({CRITICAL}) within their intervals: "
+                f"{score(a)}, {score(b)}")
+    return f"their scores overlap within their intervals: {score(a)}, {score(b)}"

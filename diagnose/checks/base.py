@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 
 import pandas as pd
 
 from diagnose.classify.categories import builtin_rules_text
-from diagnose.model.confidence import MIN_SAMPLES, intervals_for
+from diagnose.model.confidence import MIN_SAMPLES, intervals_for, wilson
 
 
 @dataclass(frozen=True)
@@ -39,12 +40,48 @@ class Finding:
     samples: int | None = None
     intervals: dict = field(default_factory=dict)
     low_confidence: bool = False
+    # The score and the predicted gain at the two ends of the 95% interval of the share the score
+    # rests on (ScoreBasis): how far noise alone could move them. None: exact (from /proc, or a
+    # figure no share of samples moves).
+    score_interval: tuple[int, int] | None = None
+    gain_interval: tuple[float, float] | None = None
 
     def to_dict(self) -> dict:
         out = asdict(self)
         out["sites"] = [asdict(s) for s in self.sites]
         out["advice"] = list(self.advice)
+        for key in ("score_interval", "gain_interval"):
+            out[key] = None if out[key] is None else list(out[key])
         return out
+
+    def rescored(self, score: int) -> Finding:
+        """The finding at another score (a service's weighted mean of its workers'): severity
+        follows, and the score's interval moves with it, keeping its width."""
+        interval = self.score_interval
+        if interval is not None:
+            shift = score - self.score
+            interval = (max(0, interval[0] + shift), min(100, interval[1] + shift))
+        return replace(self, score=score, severity=severity_for(score), score_interval=interval)
+
+    @property
+    def score_range(self) -> tuple[int, int]:
+        return self.score_interval or (self.score, self.score)
+
+    @property
+    def gain_range(self) -> tuple[float, float]:
+        gain = self.predicted_gain or 1.0
+        return self.gain_interval or (gain, gain)
+
+
+@dataclass(frozen=True)
+class ScoreBasis:
+    """What a finding's score rests on: one share of samples (an evidence key) and the score (and,
+    when it follows from the same share, the predicted gain) as a function of that share. The
+    check's own formula, evaluated at the ends of the share's interval, gives the score's."""
+
+    key: str
+    score_of: Callable[[float], float]
+    gain_of: Callable[[float], float] | None = None
 
 
 @dataclass(frozen=True)
@@ -102,22 +139,44 @@ def load_check_settings(user_rules: dict | None = None) -> dict[str, CheckSettin
 
 def make_finding(check_id: str, settings: CheckSettings, score: float, summary: str,
                  evidence: dict, sites=(), advice=None, gain: tuple[float, str] | None = None,
-                 samples: int | float | None = None, share_samples: dict | None = None) -> Finding:
+                 samples: int | float | None = None, share_samples: dict | None = None,
+                 basis: ScoreBasis | None = None) -> Finding:
     """`gain`: (predicted throughput ratio, the estimate's inputs in words). `samples`: how many
     samples the finding's shares are proportions of (None for /proc-only evidence);
-    `share_samples`: {evidence key: count} for a share of another population."""
+    `share_samples`: {evidence key: count} for a share of another population. `basis`: the share
+    the score rests on, for the score's (and the gain's) interval."""
     score = int(round(max(0.0, min(100.0, score))))
-    predicted, basis = gain if gain is not None else (None, "")
+    predicted, gain_words = gain if gain is not None else (None, "")
     evidence = {k: _plain(v) for k, v in evidence.items()}
     samples = None if samples is None else int(samples)
+    score_interval, gain_interval = _intervals_from(basis, evidence, score, predicted,
+                                                    (share_samples or {}).get(basis.key, samples)
+                                                    if basis is not None else None)
     return Finding(id=check_id, title=settings.get("title", check_id), score=score,
                    severity=severity_for(score), summary=summary,
                    evidence=evidence, sites=tuple(sites),
                    advice=tuple(advice if advice is not None else settings.get("advice", [])),
                    predicted_gain=None if predicted is None else round(float(predicted), 2),
-                   gain_basis=basis, samples=samples,
+                   gain_basis=gain_words, samples=samples,
                    intervals=intervals_for(evidence, samples, share_samples),
-                   low_confidence=samples is not None and samples < MIN_SAMPLES)
+                   low_confidence=samples is not None and samples < MIN_SAMPLES,
+                   score_interval=score_interval, gain_interval=gain_interval)
+
+
+def _intervals_from(basis: ScoreBasis | None, evidence: dict, score: int, predicted: float | None,
+                    samples: int | None) -> tuple:
+    """The score's and the gain's range over the 95% interval of the share they rest on. Both
+    ranges contain the point values (a formula with a cap or a floor can be flat at one end)."""
+    share = evidence.get(basis.key) if basis is not None else None
+    if basis is None or not samples or not isinstance(share, (int, float)):
+        return None, None
+    ends = wilson(float(share), int(samples))
+    scores = [int(round(max(0.0, min(100.0, basis.score_of(end))))) for end in ends] + [score]
+    score_interval = (min(scores), max(scores))
+    if basis.gain_of is None or predicted is None:
+        return score_interval, None
+    gains = [round(float(basis.gain_of(end)), 2) for end in ends] + [round(float(predicted), 2)]
+    return score_interval, (min(gains), max(gains))
 
 
 MAX_AMDAHL = 20.0  # a share this close to 1 says "large", not a number to trust

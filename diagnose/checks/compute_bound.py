@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from diagnose.checks.base import NotApplicable, Site, busy_samples, make_finding, pct, ramp, top_sites
+from diagnose.checks.base import (NotApplicable, ScoreBasis, Site, busy_samples, make_finding, pct, ramp,
+                                  top_sites)
 from diagnose.model.counters import running_agreement
 
 ID = "compute_bound"
@@ -77,4 +78,7 @@ def run(analysis, settings):
         evidence["counters_note"] = counters.note()
     return make_finding(ID, settings, score, summary, evidence, sites, samples=total_running,
                         gain=(1.0, "estimate: no structural gain: the cores already run the model; "
-                                   "only a cheaper model or more cores buy throughput"))
+                                   "only a cheaper model or more cores buy throughput"),
+                        basis=ScoreBasis("model_share_of_busy",
+                                         lambda s: ramp(s, settings["low"], settings["high"])
+                                         * busy_factor * counters.factor))

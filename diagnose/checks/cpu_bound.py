@@ -8,7 +8,7 @@ time (anywhere on the stack), and whether they hold the GIL.
 
 from __future__ import annotations
 
-from diagnose.checks.base import (NotApplicable, Site, busy_samples, core_room, make_finding, pct,
+from diagnose.checks.base import (NotApplicable, ScoreBasis, Site, busy_samples, core_room, make_finding, pct,
                                   ramp)
 from diagnose.model.counters import running_agreement
 
@@ -65,7 +65,10 @@ def run(analysis, settings):
         gain = (1.0, "estimate: the code already runs on the cores it has")
     return make_finding(ID, settings, score, summary, evidence, self_sites[:3] + total_sites[:2],
                         advice=advice, gain=gain, samples=busy_total,
-                        share_samples={"busy_share_of_request_time": total})
+                        share_samples={"busy_share_of_request_time": total},
+                        basis=ScoreBasis("busy_share_of_request_time", lambda s: ramp(
+                            s, settings["low"], settings["high"]) * min(1.0, other_share / 0.6)
+                            * counters.factor))
 
 
 def _self_time(analysis, samples, reference, limit=5):

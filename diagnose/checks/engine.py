@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from diagnose.checks import (compute_bound, cpu_bound, event_loop_blocked, gil_contention,
                              lock_contention, logging_lock, pool_wait, preprocess_bound,
                              scheduler_overhead, stage_bound, unbounded_backlog, underloaded)
-from diagnose.checks.arbiter import rank
-from diagnose.checks.base import Finding, NotApplicable, load_check_settings
+from diagnose.checks.arbiter import co_primary, noise_reason, rank
+from diagnose.checks.base import SEVERITIES, Finding, NotApplicable, load_check_settings
 
 # The causal order: it breaks ties in the ranking (checks/arbiter.py), the more specific, more
 # actionable diagnosis first. Far too many runnable threads come before the GIL they fight over:
@@ -28,10 +28,38 @@ def order_of(finding) -> int:
 class Verdict:
     primary: str
     headline: str
+    # The highest severity of the findings the verdict names (the --fail-on gate reads it).
     severity: str
-    # "low" when the primary finding rests on too few samples (its severity is then capped).
+    # "low" when a finding it names rests on too few samples (its severity is then capped).
     confidence: str = "ok"
     samples: int | None = None
+    # A second finding within the noise of the primary (arbiter rule 4): either could have come
+    # first on another attach, so the verdict names both, in the causal order, and says why.
+    co_primary: str | None = None
+    co_primary_reason: str = ""
+    # The first advice of each finding the verdict names, in the same order.
+    first_advice: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        """The JSON report's `verdict` (docs/report-data.md)."""
+        return {"primary": self.primary, "headline": self.headline, "severity": self.severity,
+                "confidence": self.confidence, "samples": self.samples,
+                "co_primary": self.co_primary, "co_primary_reason": self.co_primary_reason or None,
+                "first_advice": list(self.first_advice)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Verdict:
+        """A report's `verdict` back as the type (a report without co-primary fields has none)."""
+        return cls(primary=data["primary"], headline=data["headline"], severity=data["severity"],
+                   confidence=data.get("confidence") or "ok", samples=data.get("samples"),
+                   co_primary=data.get("co_primary"),
+                   co_primary_reason=data.get("co_primary_reason") or "",
+                   first_advice=tuple(data.get("first_advice") or ()))
+
+    @property
+    def named(self) -> tuple[str, ...]:
+        """The findings the verdict names: its primary, and its co-primary if any."""
+        return (self.primary,) + ((self.co_primary,) if self.co_primary else ())
 
 
 @dataclass(frozen=True)
@@ -75,13 +103,33 @@ def verdict_for(findings: tuple[Finding, ...], activity: str = "", hidden_waits:
                        "info", "low", top.samples)
     if top.severity == "ok":
         return Verdict("none", f"No clear bottleneck: {activity or 'no finding is strong'}.", "ok")
+    # Co-primary findings in the causal order, whichever scored higher on this attach (rank()
+    # already orders them so; a caller's own ranking may not).
+    named = [top]
+    if len(findings) > 1 and co_primary(findings[0], findings[1], order_of):
+        named = sorted(findings[:2], key=order_of)
+    top = named[0]
+    # A few dozen samples can make any share look decisive: say so, and never call it critical.
+    severity = max((_capped(f) for f in named), key=SEVERITIES.index)
+    low = [f for f in named if f.low_confidence]
+    samples = min((f.samples for f in low if f.samples is not None), default=top.samples)
     headline = f"{top.title.split(':')[0]} — {top.summary}"
-    if top.low_confidence:
-        # A few dozen samples can make any share look decisive: say so, and never call it critical.
-        severity = "warning" if top.severity == "critical" else top.severity
-        return Verdict(top.id, f"low confidence: {top.samples} samples; sample longer — {headline}",
-                       severity, "low", top.samples)
-    return Verdict(top.id, headline, top.severity, "ok", top.samples)
+    if len(named) > 1:
+        other = named[1]
+        headline += f"; within the noise of it: {other.title.split(':')[0].lower()}"
+    advice = tuple(f.advice[0] if f.advice else "" for f in named)
+    co_id = named[1].id if len(named) > 1 else None
+    reason = noise_reason(*named) if len(named) > 1 else ""
+    if low:
+        headline = f"low confidence: {samples} samples; sample longer — {headline}"
+    return Verdict(top.id, headline, severity, "low" if low else "ok", samples if low else top.samples,
+                   co_primary=co_id, co_primary_reason=reason, first_advice=advice)
+
+
+def _capped(finding: Finding) -> str:
+    if finding.low_confidence and finding.severity == "critical":
+        return "warning"
+    return finding.severity
 
 
 _ACTIVITY = {"idle": "waiting for work", "io": "asleep or waiting on IO", "lock": "waiting on locks",

@@ -7,7 +7,7 @@ work could have run elsewhere. A loop idle in its selector most of the time is n
 
 from __future__ import annotations
 
-from diagnose.checks.base import (amdahl, NotApplicable, Site, make_finding, pct, ramp,
+from diagnose.checks.base import (amdahl, NotApplicable, ScoreBasis, Site, make_finding, pct, ramp,
                                   serial_gain, short_path)
 
 ID = "event_loop_blocked"
@@ -72,7 +72,10 @@ def run(analysis, settings):
         gain = serial_gain(loop.app_share, analysis, "synchronous work on the loop")
     return make_finding(ID, settings, score, summary, evidence, sites,
                         advice=_advice(top, analysis) + list(settings.get("advice", [])), gain=gain,
-                        samples=loop.samples)
+                        samples=loop.samples,
+                        basis=ScoreBasis("app_sync_share", lambda s: ramp(s, settings["low"], settings["high"]),
+                                         amdahl if top.kind == "blocking_call" else
+                                         lambda s: serial_gain(s, analysis, "")[0]))
 
 
 def _per_request(loop) -> str:

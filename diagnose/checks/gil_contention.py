@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diagnose.checks.base import NotApplicable, Site, make_finding, pct, ramp, serial_gain
+from diagnose.checks.base import NotApplicable, ScoreBasis, Site, make_finding, pct, ramp, serial_gain
 from diagnose.model.counters import holder_agreement
 from diagnose.model.waits import describe
 
@@ -60,7 +60,10 @@ def _from_native_frames(analysis, settings, total):
         summary += (f"; the holder was most often running {top.function} "
                     f"({top.file.rsplit('/', 1)[-1]}:{top.line})")
     return make_finding(ID, settings, score, summary, evidence, sites,
-                        gain=serial_gain(share, analysis, "waiting for the GIL"), samples=total)
+                        gain=serial_gain(share, analysis, "waiting for the GIL"), samples=total,
+                        basis=ScoreBasis("gil_wait_share",
+                                         lambda s: ramp(s, settings["low"], settings["high"]) * counters.factor,
+                                         lambda s: serial_gain(s, analysis, "")[0]))
 
 
 def _holder_phase_shares(analysis) -> dict:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diagnose.checks.base import (NotApplicable, amdahl, make_finding, pct, ramp, serial_gain,
+from diagnose.checks.base import (NotApplicable, ScoreBasis, amdahl, make_finding, pct, ramp, serial_gain,
                                   short_path,
                                   sites_from_waits)
 from diagnose.model.native_pools import SERIALIZES_CALLERS
@@ -71,4 +71,7 @@ def run(analysis, settings):
                          f"the work: start the service with {serializing.knob}=1 and re-measure; then "
                          f"shrink the critical section or use a pool of model instances.")
     return make_finding(ID, settings, ramp(share, settings["low"], settings["high"]), summary,
-                        evidence, sites_from_waits(waits), advice=advice, gain=gain, samples=total)
+                        evidence, sites_from_waits(waits), advice=advice, gain=gain, samples=total,
+                        basis=ScoreBasis("lock_wait_share", lambda s: ramp(s, settings["low"], settings["high"]),
+                                         None if serializing is not None else
+                                         lambda s: serial_gain(s, analysis, "")[0]))

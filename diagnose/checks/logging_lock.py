@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diagnose.checks.base import (NotApplicable, make_finding, pct, ramp, serial_gain, short_path,
+from diagnose.checks.base import (NotApplicable, ScoreBasis, make_finding, pct, ramp, serial_gain, short_path,
                                   sites_from_waits)
 from diagnose.model.waits import describe
 
@@ -40,4 +40,6 @@ def run(analysis, settings):
     return make_finding(ID, settings, ramp(share, settings["low"], settings["high"]), summary,
                         evidence, sites_from_waits(waits),
                         gain=serial_gain(share, analysis, "waiting on the logging lock"),
-                        samples=req["count"].sum())
+                        samples=req["count"].sum(),
+                        basis=ScoreBasis("logging_wait_share", lambda s: ramp(s, settings["low"], settings["high"]),
+                                         lambda s: serial_gain(s, analysis, "")[0]))

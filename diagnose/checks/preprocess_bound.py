@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diagnose.checks.base import (amdahl, NotApplicable, busy_samples, make_finding, pct, ramp,
+from diagnose.checks.base import (amdahl, NotApplicable, ScoreBasis, busy_samples, make_finding, pct, ramp,
                                   top_sites)
 
 ID = "preprocess_bound"
@@ -22,7 +22,8 @@ def run(analysis, settings):
     # threads that mostly wait (on a lock, a pool, a native library's mutex) have another
     # bottleneck, whatever their few busy samples run.
     busy_share = total_busy / float(req["count"].sum())
-    score = ramp(share, settings["low"], settings["high"]) * min(1.0, busy_share / settings["min_busy_share"])
+    busy_factor = min(1.0, busy_share / settings["min_busy_share"])
+    score = ramp(share, settings["low"], settings["high"]) * busy_factor
     evidence = {
         "preprocess_share_of_busy": share,
         "busy_share_of_request_time": busy_share,
@@ -38,4 +39,7 @@ def run(analysis, settings):
     basis = (f"estimate: preprocessing is {pct(share)} of busy request time; making it free buys at "
              f"most {gain:.2f}x (Amdahl), halving it {1 / (1 - share / 2):.2f}x")
     return make_finding(ID, settings, score, summary, evidence, sites, gain=(gain, basis), samples=total_busy,
-                        share_samples={"busy_share_of_request_time": req["count"].sum()})
+                        share_samples={"busy_share_of_request_time": req["count"].sum()},
+                        basis=ScoreBasis("preprocess_share_of_busy",
+                                         lambda s: ramp(s, settings["low"], settings["high"]) * busy_factor,
+                                         amdahl))

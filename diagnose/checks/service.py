@@ -17,7 +17,7 @@ import numpy as np
 
 from diagnose.checks import stage_bound
 from diagnose.checks.arbiter import CRITICAL, rank
-from diagnose.checks.base import Finding, load_check_settings, make_finding, pct, ramp, severity_for
+from diagnose.checks.base import Finding, load_check_settings, make_finding, pct, ramp
 from diagnose.checks.engine import (CheckResults, describe_activity, order_of, run_checks, verdict_for,
                                     waits_hidden)
 from diagnose.model.process_pipeline import ProcessPipeline, find_process_pipeline
@@ -89,8 +89,7 @@ def _merge(results: list[CheckResults], pids: list, weights: np.ndarray) -> list
         if len(results) > 1:
             summary = f"in {held} of {len(results)} worker processes: {summary}"
         score = int(round(score))
-        merged.append(dataclasses.replace(finding, score=score, severity=severity_for(score),
-                                          summary=summary, evidence=evidence))
+        merged.append(dataclasses.replace(finding.rescored(score), summary=summary, evidence=evidence))
     return merged
 
 

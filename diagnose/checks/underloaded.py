@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from diagnose.checks.base import NotApplicable, make_finding, pct, ramp, top_sites
+from diagnose.checks.base import NotApplicable, ScoreBasis, make_finding, pct, ramp, top_sites
 from diagnose.model.profile import frame_is
 
 ID = "underloaded"
@@ -62,11 +62,10 @@ def run(analysis, settings):
         # A pipeline is underloaded only when every stage waits for input: a stage blocked on
         # put, or busy, is waiting for (or is) the bottleneck, not for requests.
         share = min(st.starved_share for st in stages)
-    score = ramp(share, settings["low"], settings["high"])
     utilization = analysis.os.cpu_utilization if analysis.os is not None else None
-    if utilization is not None:
-        # Busy cores contradict "waiting for work", whatever the thread states say.
-        score *= max(0.0, 1.0 - max(0.0, utilization - 0.5) / 0.4)
+    # Busy cores contradict "waiting for work", whatever the thread states say.
+    cores_factor = max(0.0, 1.0 - max(0.0, utilization - 0.5) / 0.4) if utilization is not None else 1.0
+    score = ramp(share, settings["low"], settings["high"]) * cores_factor
     evidence = {
         "waiting_share_of_workers": share,
         "idle_share_of_workers": idle_share,
@@ -85,4 +84,6 @@ def run(analysis, settings):
         summary += f"; cores {pct(min(utilization, 1.0))} busy"
     return make_finding(ID, settings, score, summary, evidence, sites,
                         gain=(1.0, "estimate: nothing inside the process limits throughput"),
-                        samples=total)
+                        samples=total,
+                        basis=ScoreBasis("waiting_share_of_workers",
+                                         lambda s: ramp(s, settings["low"], settings["high"]) * cores_factor))

@@ -39,6 +39,13 @@ _PLUMBING = (("threading.py", re.compile(r"(_bootstrap|_bootstrap_inner|run)$"))
 SUBMIT_LOOKBACK_LINES = 25  # how far above a result wait to look for the put/submit that fed it
 
 
+def is_entry(function: str, file: str) -> bool:
+    """Where a thread started, not a loop that takes work: a module body (`<module>`, a script's
+    top level) or the interpreter's bootstrap (runpy). Such a group is never a stage and never
+    the bottleneck; the source "around" a module-level line is not a loop body to read."""
+    return function == "<module>" or file.endswith("runpy.py") or file == "<frozen runpy>"
+
+
 @dataclass(frozen=True)
 class Stage:
     name: str  # the loop function
@@ -244,11 +251,14 @@ def build_structure(analysis) -> Structure:
         loop = next((f for f in (per_stack[int(s)][0] for s in rows["stack"].to_numpy())
                      if f is not None and (f.function, f.file) == (function, file)), None)
         frame_line = loop.line if loop is not None else 0
-        source_gets, source_puts = source_queue_ops(loop) if loop is not None else (set(), set())
+        entry = is_entry(function, file)
+        source_gets, source_puts = (source_queue_ops(loop) if loop is not None and not entry
+                                    else (set(), set()))
         gets = sorted({o[1] for o in ops if o and o[0] == "get"} | source_gets)
         puts = sorted({o[1] for o in ops if o and o[0] == "put"} | {w for w in submits if w}
                       | source_puts)
-        role = _role(threads, tids, loop_threads, master, analysis, gets, busy / total if total else 0)
+        role = _role(threads, tids, loop_threads, master, analysis, [] if entry else gets,
+                     busy / total if total else 0)
         stages.append(Stage(
             name=function, role=role, function=function, file=file, line=frame_line,
             threads=tuple(threads), tids=tids, samples=int(total),
@@ -322,7 +332,7 @@ def _bottleneck(structure: Structure) -> str | None:
     for edge in structure.edges:
         if edge.holder and edge.kind in ("starved", "backpressure", "result"):
             waited_on[edge.holder] = waited_on.get(edge.holder, 0.0) + edge.share
-    candidates = [s for s in structure.stages if s.name in waited_on]
+    candidates = [s for s in structure.stages if s.name in waited_on and not is_entry(s.function, s.file)]
     if not candidates:
         return None
     best = max(candidates, key=lambda s: (s.utilization, waited_on[s.name]))

@@ -174,9 +174,7 @@ def build_report(service: Service, results: CheckResults, per_process: dict | No
         "schema_version": SCHEMA_VERSION,
         "target": target,
         "sampling": sampling,
-        "verdict": {"primary": results.verdict.primary, "headline": results.verdict.headline,
-                    "severity": results.verdict.severity,
-                    "confidence": results.verdict.confidence, "samples": results.verdict.samples},
+        "verdict": results.verdict.to_dict(),
         "findings": [f.to_dict() for f in results.findings],
         "waits": [dict(w.to_dict(), summary=describe(w), pid=view.pid)
                   for view in service.processes if view.role != "master"

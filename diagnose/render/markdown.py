@@ -166,8 +166,21 @@ def _verdict_lines(report: dict, budget: _Budget) -> list[str]:
     confidence = md_text(verdict.get("confidence") or "unknown", 12)
     samples = _num(verdict.get("samples"))
     on = f" ({fmt_number(samples)} samples)" if samples is not None else ""
-    lines.append(f"**Primary finding:** {md_code(verdict.get('primary'), budget.name)} "
+    co = verdict.get("co_primary")
+    also = f" \u00b7 **co-primary:** {md_code(co, budget.name)}" if co else ""
+    lines.append(f"**Primary finding:** {md_code(verdict.get('primary'), budget.name)}{also} "
                  f"\u00b7 **severity:** {severity} \u00b7 **confidence:** {confidence}{on}")
+    if co and budget.findings:
+        # Two findings within the noise of each other: why, and the first step for each (the
+        # smallest budget, for text of the worst kind, names the co-primary only).
+        lines += ["", f"**Within the noise of each other:** "
+                      f"{md_text(verdict.get('co_primary_reason') or '', budget.text)}"]
+        named = (verdict.get("primary"), co)
+        advice = verdict.get("first_advice") if isinstance(verdict.get("first_advice"), list) else []
+        for name, text in zip(named, advice):
+            if text:
+                lines += ["", f"**First advice for {md_code(name, budget.name)}:** "
+                              f"{md_text(text, budget.text)}"]
     if verdict.get("confidence") == "low":
         lines += ["", f"**Low confidence:** the verdict rests on "
                       f"{fmt_number(samples) if samples is not None else 'too few'} samples; "

@@ -664,3 +664,22 @@ def test_a_low_confidence_verdict_and_finding_carry_a_badge(lock_report, open_re
         assert "low confidence: 41 samples)" in text  # its line in the findings list
     finally:
         context.close()
+
+
+def test_a_co_primary_verdict_shows_both_findings_the_reason_and_each_first_advice(
+        lock_report, open_report, tmp_path):
+    html, _ = lock_report
+    data = copy.deepcopy(page_data(html))
+    report = data["report"]
+    first, second = report["findings"][0], report["findings"][1]
+    report["verdict"].update(co_primary=second["id"], co_primary_reason="<b>scores</b> overlap",
+                             first_advice=[first["advice"][0], "<img src=x> advice"])
+    opened = open_report(render_page(data, tmp_path / "co.html"))
+    co = opened.page.locator("#verdict #verdict-co-primary")
+    assert co.count() == 1 and co.is_visible()
+    text = co.inner_text()
+    assert f"Co-primary finding: {second['id']} \u2014 <b>scores</b> overlap" in text
+    assert f"First advice for {first['id']}: {first['advice'][0]}" in text
+    assert f"First advice for {second['id']}: <img src=x> advice" in text
+    assert opened.page.locator("#verdict-co-primary img").count() == 0
+    opened.assert_clean()

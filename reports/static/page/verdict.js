@@ -29,6 +29,18 @@
     }
     root.appendChild(top);
     root.appendChild(h('h1', { id: 'verdict-headline', text: str(v.headline) || 'No verdict' }));
+    // Two findings within the noise of each other: the verdict names both, why, and each first advice.
+    if (v.co_primary != null && v.co_primary !== '') {
+      const co = h('div', { class: 'verdict-co-primary', id: 'verdict-co-primary' },
+        h('p', { text: 'Co-primary finding: ' + str(v.co_primary) + ' \u2014 ' + str(v.co_primary_reason) }));
+      const advice = arr(v.first_advice);
+      const list = h('ul', { class: 'first-advice' });
+      [v.primary, v.co_primary].forEach((id, i) => {
+        if (advice[i]) list.appendChild(h('li', { text: 'First advice for ' + str(id) + ': ' + str(advice[i]) }));
+      });
+      if (list.childNodes.length) co.appendChild(list);
+      root.appendChild(co);
+    }
     // What fixing the top finding can buy (the findings come ranked: the first is the top one).
     const ranked = arr(r.findings).map(obj);
     const first = ranked.find((f) => v.primary != null && str(f.id) === str(v.primary)) || ranked[0];

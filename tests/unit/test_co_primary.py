@@ -1,0 +1,162 @@
+"""Noise never picks the verdict: two findings within the noise of each other share it, in the
+causal order, whichever scored higher on this attach; clearly separated findings do not."""
+
+from __future__ import annotations
+
+import json
+
+from diagnose.checks.arbiter import CRITICAL, rank, within_noise
+from diagnose.checks.base import CheckSettings, ScoreBasis, amdahl, make_finding, ramp
+from diagnose.checks.engine import Verdict, order_of, verdict_for
+from diagnose.cli import _gate
+from diagnose.model.structure import Stage, Structure, WaitEdge, _bottleneck, is_entry
+from diagnose.render.html import render_html
+from diagnose.render.markdown import md_text, render_markdown
+
+SAMPLES = 2000
+LOCK_ADVICE = "Start the service with OPENBLAS_NUM_THREADS=1 and re-measure."
+MODEL_ADVICE = "Use a cheaper model or more cores."
+
+
+def lock(share: float, samples: int = SAMPLES):
+    """lock_contention as the check scores it: a ramp on the lock-wait share, Amdahl's gain."""
+    score_of = lambda s: ramp(s, 0.05, 0.4)  # noqa: E731
+    return make_finding("lock_contention", CheckSettings({"title": "Lock contention: x"}),
+                        score_of(share), f"{share:.0%} of request time waits on a lock",
+                        {"lock_wait_share": share}, advice=[LOCK_ADVICE],
+                        gain=(amdahl(share), "estimate"), samples=samples,
+                        basis=ScoreBasis("lock_wait_share", score_of, amdahl))
+
+
+def compute(share: float = 0.95, gain: float = 1.0, gain_of=None):
+    score_of = lambda s: ramp(s, 0.4, 0.8)  # noqa: E731
+    return make_finding("compute_bound", CheckSettings({"title": "Compute bound: x"}),
+                        score_of(share), "cores busy with the model", {"model_share_of_busy": share},
+                        advice=[MODEL_ADVICE], gain=(gain, "estimate"), samples=SAMPLES,
+                        basis=ScoreBasis("model_share_of_busy", score_of, gain_of))
+
+
+def share_for(score: float) -> float:
+    return 0.05 + score / 100 * 0.35
+
+
+def test_a_score_interval_comes_from_the_share_interval_through_the_checks_formula():
+    finding = lock(share_for(73))
+    low, high = finding.score_interval
+    assert low < finding.score == 73 < high
+    assert high >= CRITICAL  # 2000 samples: the share is known to about +/-2 points
+    assert finding.gain_interval[0] < finding.predicted_gain < finding.gain_interval[1]
+
+
+def test_findings_straddling_the_critical_line_share_the_verdict_in_causal_order_whichever_led():
+    below = rank([compute(), lock(share_for(73))], order_of)  # the model leads on points
+    above = rank([compute(), lock(share_for(77))], order_of)  # the lock leads on its gain
+    for ranked in (below, above):
+        assert [f.id for f in ranked] == ["lock_contention", "compute_bound"]
+        verdict = verdict_for(ranked)
+        assert (verdict.primary, verdict.co_primary) == ("lock_contention", "compute_bound")
+        assert "straddle the critical line" in verdict.co_primary_reason
+        assert verdict.first_advice == (LOCK_ADVICE, MODEL_ADVICE)
+        assert "within the noise of it: compute bound" in verdict.headline
+
+
+def test_clearly_separated_findings_give_one_verdict():
+    weak_lock = lock(share_for(40))
+    assert weak_lock.score_interval[1] < CRITICAL
+    verdict = verdict_for(rank([weak_lock, compute()], order_of))
+    assert (verdict.primary, verdict.co_primary) == ("compute_bound", None)
+    assert verdict.first_advice == (MODEL_ADVICE,) and verdict.co_primary_reason == ""
+    # Both surely critical, gains far apart: the larger gain alone.
+    strong_lock = lock(share_for(100) + 0.3)
+    verdict = verdict_for(rank([compute(), strong_lock], order_of))
+    assert (verdict.primary, verdict.co_primary) == ("lock_contention", None)
+
+
+def test_critical_findings_whose_gains_tie_within_their_intervals_share_the_verdict():
+    strong_lock = lock(0.6)  # 100, about 2.5x
+    model = compute(gain=2.6, gain_of=lambda s: 2.6 + (s - 0.95))
+    assert within_noise(strong_lock, model, order_of)
+    ranked = rank([model, strong_lock], order_of)
+    verdict = verdict_for(ranked)
+    assert (verdict.primary, verdict.co_primary) == ("lock_contention", "compute_bound")
+    assert "predicted gains tie" in verdict.co_primary_reason
+
+
+def test_the_verdicts_severity_and_the_gate_take_the_higher_of_the_two():
+    verdict = verdict_for(rank([compute(), lock(share_for(73))], order_of))
+    assert verdict.primary == "lock_contention"  # a warning on its own
+    assert verdict.severity == "critical"  # its co-primary is critical
+    assert _gate(0, verdict.to_dict(), "critical", "the verdict") == 10
+    alone = verdict_for((lock(share_for(60)),))
+    assert alone.severity == "warning"
+    assert _gate(0, alone.to_dict(), "critical", "the verdict") == 0
+
+
+def test_verdict_and_finding_intervals_survive_a_json_round_trip():
+    ranked = rank([compute(), lock(share_for(73))], order_of)
+    verdict = verdict_for(ranked)
+    assert Verdict.from_dict(json.loads(json.dumps(verdict.to_dict()))) == verdict
+    single = verdict_for((compute(),))
+    assert Verdict.from_dict(json.loads(json.dumps(single.to_dict()))) == single
+    row = json.loads(json.dumps(ranked[0].to_dict()))
+    assert row["score_interval"] == list(ranked[0].score_interval)
+    assert row["gain_interval"] == list(ranked[0].gain_interval)
+
+
+def test_markdown_summary_names_both_findings_with_the_reason_and_each_first_advice():
+    ranked = rank([compute(), lock(share_for(73))], order_of)
+    report = {"verdict": verdict_for(ranked).to_dict(), "findings": [f.to_dict() for f in ranked]}
+    text = render_markdown(report)
+    assert "**Primary finding:** `lock_contention` · **co-primary:** `compute_bound`" in text
+    assert "**Within the noise of each other:** their scores straddle the critical line" in text
+    assert f"**First advice for `lock_contention`:** {md_text(LOCK_ADVICE, 300)}" in text
+    assert "**First advice for `compute_bound`:** Use a cheaper model or more cores." in text
+
+
+def test_a_service_score_moves_the_interval_with_it():
+    finding = lock(share_for(73))
+    width = finding.score_interval[1] - finding.score_interval[0]
+    moved = finding.rescored(60)
+    assert moved.severity == "warning"
+    assert moved.score_interval[0] < 60 < moved.score_interval[1]
+    assert moved.score_interval[1] - moved.score_interval[0] == width
+
+
+def _stage(name, function, file):
+    return Stage(name=name, role="other", function=function, file=file, line=1, threads=(0,),
+                 tids=(1,), samples=100, busy_share=0.99, python_share=0.5, starved_share=0.0,
+                 blocked_put_share=0.0, result_wait_share=0.0)
+
+
+def test_a_module_body_or_the_interpreters_bootstrap_is_never_the_bottleneck_stage():
+    assert is_entry("<module>", "/srv/app.py") and is_entry("_run_module_as_main", "<frozen runpy>")
+    assert is_entry("_run_code", "/usr/lib/python3.11/runpy.py")
+    assert not is_entry("decode_loop", "/srv/app.py")
+    module = _stage("<module>", "<module>", "/srv/app.py")
+    worker = _stage("worker", "worker", "/srv/app.py")
+    edges = [WaitEdge("worker", "starved", "queue jobs", "<module>", 0.5)]
+    assert _bottleneck(Structure(stages=[module, worker], edges=edges)) is None
+    edges.append(WaitEdge("<module>", "result", "results of queue jobs", "worker", 0.5))
+    assert _bottleneck(Structure(stages=[module, worker], edges=edges)) == "worker"
+
+
+def test_the_html_fallback_headline_names_both_findings_and_escapes_them():
+    ranked = rank([compute(), lock(share_for(73))], order_of)
+    verdict = verdict_for(ranked).to_dict()
+    verdict["first_advice"] = ["<script>alert(1)</script>", MODEL_ADVICE]
+    page = render_html({"report": {"verdict": verdict, "findings": [f.to_dict() for f in ranked]}})
+    fallback = page[page.index('<p id="noscript-co-primary">'):]
+    fallback = fallback[:fallback.index("</ul>")]
+    assert "Co-primary finding: compute_bound, within the noise of\nlock_contention" in fallback
+    assert "First advice for compute_bound: Use a cheaper model or more cores." in fallback
+    assert "&lt;script&gt;" in fallback and "<script>" not in fallback
+
+
+def test_an_exact_tie_is_settled_by_the_causal_order_alone():
+    # Two critical findings with the same point gain and no interval on it: the causal order
+    # puts the same one first on every attach, so there is nothing to hedge.
+    model = compute(gain=2.0)
+    locked = make_finding("lock_contention", CheckSettings({"title": "Lock contention: x"}), 100,
+                          "every request waits on a lock", {}, gain=(2.0, "estimate"))
+    verdict = verdict_for(rank([model, locked], order_of))
+    assert (verdict.primary, verdict.co_primary) == ("lock_contention", None)
