@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import os
-import select
 import subprocess
 import sys
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import WORKLOADS
+from tests.ready import wait_ready
 
 
 def _ptrace_allowed() -> bool:
@@ -30,23 +29,11 @@ requires_ptrace = pytest.mark.skipif(not _ptrace_allowed(),
 
 @contextmanager
 def running(command: list[str], ready_timeout: float = 60.0):
-    """Starts a process that prints `READY <pid>`; yields the pid; always stops it."""
+    """Starts a fixture program; yields the pid of its READY line (tests/ready.py); always stops
+    it."""
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + ready_timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AssertionError(f"{command} did not print READY within {ready_timeout} s")
-            readable, _, _ = select.select([proc.stdout], [], [], remaining)
-            if not readable:
-                continue
-            line = proc.stdout.readline()
-            if not line:
-                raise AssertionError(f"{command} exited before READY: {proc.stderr.read()[-2000:]}")
-            if line.startswith("READY"):
-                yield int(line.split()[1])
-                return
+        yield wait_ready(proc, ready_timeout).pid
     finally:
         proc.terminate()
         try:
