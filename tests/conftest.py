@@ -4,12 +4,15 @@ this process through click's test runner)."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import subprocess
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -80,6 +83,28 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if any(Path(item.path).is_relative_to(d) for d in _SLOW_DIRS):
             item.add_marker(pytest.mark.slow)
+
+
+class SessionCaptures:
+    """Expensive captures (a real attach, a server under load) made once per test session and
+    shared by every test that asserts on the same one: same workload, arguments and window give
+    the same key. Each test still makes every assertion it made on its own capture; only the
+    capture is shared. Every caller gets its own deep copy, so no test sees another's edits."""
+
+    def __init__(self, factory: pytest.TempPathFactory):
+        self._factory = factory
+        self._made: dict[tuple, Any] = {}
+
+    def get(self, key: tuple, make: Callable[[Path], Any]) -> Any:
+        """make(a fresh output directory) the first time `key` is asked for; its result after."""
+        if key not in self._made:
+            self._made[key] = make(self._factory.mktemp("capture"))
+        return copy.deepcopy(self._made[key])
+
+
+@pytest.fixture(scope="session")
+def captures(tmp_path_factory) -> SessionCaptures:
+    return SessionCaptures(tmp_path_factory)
 
 
 @pytest.fixture
