@@ -7,7 +7,7 @@
     python benchmarks/knob_sweep.py --rounds 5 locked_blas "" "--blas-threads 1" "--no-lock"
 
 WORKLOAD is a name under fixtures/workloads/ (``pipeline``) or a path to a script that follows
-the fixture contract (``_harness.py``: ``READY <pid>``, SIGUSR1 -> ``COUNT <n> <monotonic>``,
+the fixture contract (``_harness.py``: ``READY pid=<pid>``, SIGUSR1 -> ``COUNT <n> <monotonic>``,
 SIGTERM -> ``SERVED <n> <elapsed>``). Each CONFIG is one shell-quoted string of extra arguments
 (``""`` = the workload's defaults); the sweep's own OPTIONS go *before* WORKLOAD, everything
 after it is a configuration.
@@ -51,6 +51,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from tests.ready import parse_ready  # noqa: E402  (the one READY-line reader)
 WORKLOAD_DIR = REPO / "fixtures" / "workloads"
 READY_TIMEOUT_S = 60.0
 COUNT_TIMEOUT_S = 10.0
@@ -173,8 +175,9 @@ class Workload:
 
     def wait_ready(self):
         for line in self.lines(READY_TIMEOUT_S):
-            if line.startswith("READY"):
-                self.pid = int(line.split()[1])
+            ready = parse_ready(line)
+            if ready is not None:
+                self.pid = ready.pid
                 return self.pid
         status = self.proc.poll()
         if status is None:

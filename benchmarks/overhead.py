@@ -81,6 +81,8 @@ import psutil
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+sys.path.insert(0, str(REPO))
+from tests.ready import parse_ready  # noqa: E402  (the one READY-line reader)
 WORKLOAD_DIR = REPO / "fixtures" / "workloads"
 
 # name -> (fixture script, request threads (worker processes for a tree), what it stands for)
@@ -202,8 +204,9 @@ class Target:
 
     def _wait_ready(self) -> int:
         for line in self._lines(READY_TIMEOUT_S):
-            if line.startswith("READY"):
-                return int(line.split()[1])
+            ready = parse_ready(line)
+            if ready is not None:
+                return ready.pid
         self.stop()
         raise RuntimeError(f"workload did not print READY: {self.proc.args}")
 

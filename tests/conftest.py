@@ -1,11 +1,18 @@
-"""Shared test helpers: where things are, and how to run the real CLI."""
+"""Shared test helpers: where things are, and how to run the real CLI (in a subprocess, or in
+this process through click's test runner)."""
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import json
 import subprocess
 import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,12 +31,80 @@ def run_cli(*args, timeout=180, check_json=True) -> tuple[subprocess.CompletedPr
     return proc, data
 
 
+@dataclass(frozen=True)
+class CliResult:
+    """What an in-process CLI run gave back, named like subprocess.CompletedProcess's fields so a
+    test reads the same whichever way the CLI ran."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def invoke_cli(*args, timeout=None, check_json=True) -> tuple[CliResult, dict | None]:
+    """Runs the CLI's click command in this process (no interpreter start, no pandas import per
+    run); returns the result and the parsed --json output if any. For argument checks and offline
+    analyses; a test of exit codes on signals, or of what a real process prints, uses run_cli.
+    `timeout` is accepted for run_cli's signature and not enforced in-process.
+
+    An exception the CLI did not handle lands in stderr as its traceback, as it would from a real
+    process, so "no Traceback in stderr" assertions keep their meaning."""
+    from click.testing import CliRunner
+
+    from diagnose.cli import main
+
+    with contextlib.chdir(REPO):  # run_cli's working directory
+        result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=True)
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(result.exception))
+    proc = CliResult(int(result.exit_code), result.stdout, stderr)
+    data = None
+    if check_json and "--json" in args and proc.stdout.strip():
+        data = json.loads(proc.stdout)
+    return proc, data
+
+
 def marker_line(path: Path, tag: str) -> int:
     """Line number of the `# diagnose-fixture: TAG` marker in a workload."""
     for number, line in enumerate(path.read_text().splitlines(), start=1):
         if f"# diagnose-fixture: {tag}" in line:
             return number
     raise AssertionError(f"{path.name} has no marker {tag!r}")
+
+
+_SLOW_DIRS = (REPO / "tests" / "integration", REPO / "tests" / "browser")
+
+
+def pytest_collection_modifyitems(items):
+    """Every test under tests/integration and tests/browser is `slow` (real processes, py-spy,
+    Chromium), so `pytest -m "not slow"` is the fast tier and a new file there joins the slow
+    tier without remembering a marker."""
+    for item in items:
+        if any(Path(item.path).is_relative_to(d) for d in _SLOW_DIRS):
+            item.add_marker(pytest.mark.slow)
+
+
+class SessionCaptures:
+    """Expensive captures (a real attach, a server under load) made once per test session and
+    shared by every test that asserts on the same one: same workload, arguments and window give
+    the same key. Each test still makes every assertion it made on its own capture; only the
+    capture is shared. Every caller gets its own deep copy, so no test sees another's edits."""
+
+    def __init__(self, factory: pytest.TempPathFactory):
+        self._factory = factory
+        self._made: dict[tuple, Any] = {}
+
+    def get(self, key: tuple, make: Callable[[Path], Any]) -> Any:
+        """make(a fresh output directory) the first time `key` is asked for; its result after."""
+        if key not in self._made:
+            self._made[key] = make(self._factory.mktemp("capture"))
+        return copy.deepcopy(self._made[key])
+
+
+@pytest.fixture(scope="session")
+def captures(tmp_path_factory) -> SessionCaptures:
+    return SessionCaptures(tmp_path_factory)
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import RECORDED, run_cli
+from tests.conftest import RECORDED, invoke_cli
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update",
@@ -152,13 +152,12 @@ def open_report(browser):
 
 
 def analyze_recorded(name: str, out_dir: Path) -> tuple[Path, dict]:
-    """Runs the real CLI offline on fixtures/recorded/NAME.*; returns (html path, JSON report)."""
+    """Runs the CLI in-process (click's runner) offline on fixtures/recorded/NAME.*; returns (html path, JSON report)."""
     native = RECORDED / f"{name}.native.speedscope.json"
     calibration = ("--native-profile", native) if native.exists() else ()
-    proc, _ = run_cli("analyze", RECORDED / f"{name}.speedscope.json",
-                      "--procfs", RECORDED / f"{name}.procfs.json", *calibration,
-                      "--output-dir", out_dir,
-                      check_json=False)
+    proc, _ = invoke_cli("analyze", RECORDED / f"{name}.speedscope.json",
+                         "--procfs", RECORDED / f"{name}.procfs.json", *calibration,
+                         "--output-dir", out_dir, check_json=False)
     assert proc.returncode == 0, proc.stderr
     html = next(out_dir.glob("*.html"))
     report = json.loads(next(p for p in out_dir.glob("*.json")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tests.browser.conftest import open_report_in, requires_browser
-from tests.integration.conftest import SECRETS, attach_hostile_names, requires_ptrace
+from tests.integration.conftest import SECRETS, requires_ptrace, shared_hostile_names
 
 pytestmark = [pytest.mark.integration, requires_ptrace, requires_browser]
 
@@ -21,8 +21,8 @@ SCRIPT_FILE_NAME = "<script>alert(3)</script>.py"
 
 
 @pytest.fixture(scope="module")
-def hostile_report(tmp_path_factory):
-    return attach_hostile_names(tmp_path_factory.mktemp("hostile"))
+def hostile_report(captures):
+    return shared_hostile_names(captures)  # the capture test_report_safety asserts on too
 
 
 @pytest.fixture(scope="module")

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import os
-import select
 import subprocess
 import sys
-import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import WORKLOADS
+from tests.ready import wait_ready
 
 
 def _ptrace_allowed() -> bool:
@@ -30,23 +30,11 @@ requires_ptrace = pytest.mark.skipif(not _ptrace_allowed(),
 
 @contextmanager
 def running(command: list[str], ready_timeout: float = 60.0):
-    """Starts a process that prints `READY <pid>`; yields the pid; always stops it."""
+    """Starts a fixture program; yields the pid of its READY line (tests/ready.py); always stops
+    it."""
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + ready_timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AssertionError(f"{command} did not print READY within {ready_timeout} s")
-            readable, _, _ = select.select([proc.stdout], [], [], remaining)
-            if not readable:
-                continue
-            line = proc.stdout.readline()
-            if not line:
-                raise AssertionError(f"{command} exited before READY: {proc.stderr.read()[-2000:]}")
-            if line.startswith("READY"):
-                yield int(line.split()[1])
-                return
+        yield wait_ready(proc, ready_timeout).pid
     finally:
         proc.terminate()
         try:
@@ -65,6 +53,30 @@ SECRET_ARGS = ["--api-key=sk-live-SECRET123", "--password", "hunter2",
 SECRETS = ["SECRET123", "hunter2", "s3cret"]
 
 
+@dataclass(frozen=True)
+class Capture:
+    """One real attach: the --json report and the directory its files were written to."""
+
+    report: dict
+    out_dir: Path
+
+
+def attach_workload(captures, name: str, *workload_args: str, seconds: str = "6") -> Capture:
+    """`diagnose attach --duration SECONDS --json` on fixtures/workloads/NAME.py started with
+    `workload_args`, made once per session for those arguments (tests.conftest.SessionCaptures)
+    and shared by every test that asks for the same one."""
+    from tests.conftest import run_cli
+
+    def make(out: Path) -> Capture:
+        with running(workload_command(name, "--seconds", "180", *workload_args)) as pid:
+            proc, report = run_cli("attach", pid, "--duration", seconds, "--json",
+                                   "--output-dir", out)
+        assert proc.returncode == 0, proc.stderr
+        return Capture(report, out)
+
+    return captures.get(("attach", name, workload_args, seconds), make)
+
+
 def attach_hostile_names(out: Path) -> tuple[Path, dict]:
     """Attaches the real CLI to the hostile-names workload run with secret-looking arguments;
     returns the HTML report's path and the --json report."""
@@ -74,3 +86,9 @@ def attach_hostile_names(out: Path) -> tuple[Path, dict]:
         proc, report = run_cli("attach", pid, "--duration", "3", "--json", "--output-dir", out)
     assert proc.returncode == 0, proc.stderr
     return next(out.glob("*.html")), report
+
+
+def shared_hostile_names(captures) -> tuple[Path, dict]:
+    """attach_hostile_names made once per session: the browser's and the integration tests'
+    hostile-names assertions read the same capture."""
+    return captures.get(("hostile_names", tuple(SECRET_ARGS), "3"), attach_hostile_names)

@@ -9,8 +9,10 @@ Used by cross-version integration tests and by fixtures/pyversions/survey.py:
 
 Interpreters come from pyenv (`$PYENV_ROOT`, `pyenv root`, else ~/.pyenv and /root/.pyenv; each
 `versions/<X.Y.Z>/bin/python`) plus the running interpreter. Venvs are created once and cached
-under `<repo>/.cache/pythons/<X.Y>` (the directory ignores itself with its own `.gitignore`), or
-under $DIAGNOSE_PYTHONS_CACHE. Standard library only; runs on the project's Python (3.8+).
+under the user's cache directory, `${XDG_CACHE_HOME:-~/.cache}/diagnose/pythons/<X.Y>`, or under
+$DIAGNOSE_PYTHONS_CACHE: outside the checkout, so a fresh clone or worktree on the same machine
+reuses them instead of building eight venvs again (minutes each on a busy machine); a file lock
+per version lets several test runs share them. Standard library only; runs on the project's Python (3.8+).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from pathlib import Path
 from typing import NamedTuple, Optional, Tuple
 
 REPO = Path(__file__).resolve().parent.parent.parent
-CACHE = Path(os.environ.get("DIAGNOSE_PYTHONS_CACHE") or REPO / ".cache" / "pythons")
+CACHE = Path(os.environ.get("DIAGNOSE_PYTHONS_CACHE")
+             or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "diagnose" / "pythons")
 
 # The oldest interpreter the probes (fixtures/pyversions) and the workloads' plumbing run on.
 MIN_VERSION = (3, 6)

@@ -62,6 +62,26 @@ REPO = Path(__file__).resolve().parent.parent.parent
 SERVERS = REPO / "fixtures" / "servers"
 BIN_DIR = Path(sys.executable).parent  # not resolved: a venv's python is a symlink
 
+
+
+class _BlockDone(Exception):
+    """Raised inside `load` on leaving a `load_during` block: `load` stops its run at once."""
+
+
+@contextmanager
+def load_during(url: str, seconds: float, **kwargs) -> Iterator[LoadRun]:
+    """`load(url, seconds, ...)` for a load that only has to cover what the block does (a
+    sampling window): stopped when the block ends instead of awaited to its full `seconds` as
+    `load` does, and no LoadResult is kept. `seconds` stays the upper bound, generous enough to
+    cover a slow start of the window on a busy machine."""
+    try:
+        with load(url, seconds, **kwargs) as run:
+            yield run
+            raise _BlockDone
+    except _BlockDone:
+        pass
+
+
 # Variables that would change what a fixture command does, removed unless passed explicitly.
 SCRUBBED_ENV = ("WEB_CONCURRENCY", "GUNICORN_CMD_ARGS", "DIAGNOSE_FIXTURE_OFFLOAD")
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from diagnose.errors import ExitCode
-from tests.conftest import run_cli
+from tests.conftest import invoke_cli, run_cli
 from tests.integration.conftest import requires_ptrace, running, workload_command
 
 pytestmark = [pytest.mark.integration]
@@ -56,7 +56,7 @@ def test_non_python_process_exits_with_not_python(out_dir):
 def test_file_that_is_not_a_profile_exits_with_bad_profile(tmp_path, out_dir, content):
     bogus = tmp_path / "bogus.txt"
     bogus.write_text(content)
-    proc, _ = run_cli("analyze", bogus, "--output-dir", out_dir)
+    proc, _ = invoke_cli("analyze", bogus, "--output-dir", out_dir)
     assert proc.returncode == ExitCode.BAD_PROFILE
     assert "error:" in proc.stderr and "Traceback" not in proc.stderr
     assert not out_dir.exists() or not any(out_dir.iterdir())

@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import REPO, run_cli
 from tests.integration.conftest import requires_ptrace
-from tests.integration.servers import free_port, load, start_server
+from tests.integration.servers import free_port, load_during, start_server
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
 
@@ -26,7 +26,7 @@ def test_a_real_reports_environment_advice_is_proven_by_measurement(out_dir):
     port = free_port()
     unpinned = {name: None for name in BLAS_ENV}  # OpenBLAS at its default: a thread per core
     with start_server([*SERVICE, "--port", str(port)], port, env=unpinned, workers=None) as server:
-        with load(server.url("/predict"), seconds=10, connections=8):
+        with load_during(server.url("/predict"), seconds=10, connections=8):
             proc, report = run_cli("attach", server.pid, "--duration", "4", "--json",
                                    "-o", out_dir)
     assert proc.returncode == 0, proc.stderr

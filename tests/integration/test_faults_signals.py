@@ -28,6 +28,7 @@ from diagnose.collect import target_state
 from diagnose.errors import ExitCode
 from tests.conftest import REPO
 from tests.integration.conftest import requires_ptrace
+from tests.ready import wait_ready
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
 
@@ -47,7 +48,7 @@ def worker():
         time.sleep(0.001)
 for _ in range(4):
     threading.Thread(target=worker, daemon=True).start()
-print("READY", os.getpid(), flush=True)
+print(f"READY pid={os.getpid()}", flush=True)
 time.sleep(seconds)
 """
 
@@ -89,9 +90,8 @@ def start_service(procs, seconds: float = 120, launcher: bool = False) -> int:
         command = ["bash", "-c", '"$@"; echo done', "launcher", *command]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     procs.append(proc)
-    line = proc.stdout.readline()
-    assert line.startswith("READY"), line
-    return proc.pid
+    wait_ready(proc, 60)
+    return proc.pid  # the launcher's, when there is one
 
 
 def start_diagnose(procs, tmp_path: Path, *args, env=None, python=sys.executable):

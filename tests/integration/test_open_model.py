@@ -6,7 +6,6 @@ answers are counted by kind; an impossible rate shows as the generator's own lag
 from __future__ import annotations
 
 import json
-import select
 import shutil
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import pytest
 
 from diagnose import loadgen
 from tests.conftest import REPO
+from tests.ready import wait_ready
 
 STALL_SERVICE = REPO / "fixtures" / "servers" / "stall_service.py"
 TOOLS = ["python"] + (["wrk"] if shutil.which("wrk") else [])
@@ -30,10 +30,7 @@ def stall_service(*args: str):
     proc = subprocess.Popen([sys.executable, str(STALL_SERVICE), "--seconds", "60", *args],
                             stdout=subprocess.PIPE, text=True)
     try:
-        ready, _, _ = select.select([proc.stdout], [], [], 30)
-        line = proc.stdout.readline().split() if ready else []
-        assert line[:1] == ["READY"], f"stall service did not start: {line}"
-        yield f"http://127.0.0.1:{int(line[2])}"
+        yield f"http://127.0.0.1:{wait_ready(proc, 30).port}"
     finally:
         proc.kill()
         proc.wait(10)

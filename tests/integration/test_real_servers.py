@@ -11,8 +11,8 @@ import pytest
 
 from tests.conftest import REPO, WORKLOADS, marker_line, run_cli
 from tests.integration.conftest import requires_ptrace, running, workload_command
-from tests.integration.servers import (free_port, gunicorn_sync, gunicorn_uvicorn_worker, load,
-                                       start_server, uvicorn_app)
+from tests.integration.servers import (free_port, gunicorn_sync, gunicorn_uvicorn_worker,
+                                       load_during, start_server, uvicorn_app)
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
 
@@ -22,7 +22,7 @@ LOAD_SECONDS = 14  # covers the probes, the window and py-spy's wrap-up
 
 
 def attach_under_load(server, out_dir, path="/predict", connections=8, *extra) -> dict:
-    with load(server.url(path), seconds=LOAD_SECONDS, connections=connections):
+    with load_during(server.url(path), seconds=LOAD_SECONDS, connections=connections):
         proc, report = run_cli("attach", server.pid, "--duration", SAMPLE_SECONDS, "--json",
                                "--output-dir", out_dir, *extra)
     assert proc.returncode == 0, proc.stderr

@@ -7,18 +7,17 @@ import re
 
 import pytest
 
-from tests.integration.conftest import SECRETS, attach_hostile_names, requires_ptrace
+from tests.integration.conftest import SECRETS, requires_ptrace, shared_hostile_names
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
 
 
 
 @pytest.fixture(scope="module")
-def hostile_report(tmp_path_factory):
-    out = tmp_path_factory.mktemp("hostile")
-    html_path, report = attach_hostile_names(out)
+def hostile_report(captures):
+    html_path, report = shared_hostile_names(captures)  # shared with the browser's tests
     html = html_path.read_text(encoding="utf-8")
-    saved = next(out.glob("*[0-9].json")).read_text(encoding="utf-8")
+    saved = next(html_path.parent.glob("*[0-9].json")).read_text(encoding="utf-8")
     return report, html, saved
 
 

@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import run_cli
 from tests.integration import pythons
 from tests.integration.conftest import requires_ptrace
-from tests.integration.servers import free_port, gunicorn_sync, load, start_server, uvicorn_app
+from tests.integration.servers import free_port, gunicorn_sync, load_during, start_server, uvicorn_app
 from tests.integration.test_python_versions import INTERPRETERS, summary
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
@@ -39,7 +39,7 @@ def server_python(interp: pythons.Interpreter) -> str:
 
 def diagnose_server(argv, port, out_dir) -> dict:
     with start_server(argv, port) as server:
-        with load(server.url("/predict"), seconds=12, connections=8):
+        with load_during(server.url("/predict"), seconds=12, connections=8):
             proc, report = run_cli("attach", server.pid, "--duration", DURATION, "--json",
                                    "--output-dir", out_dir)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -7,25 +7,23 @@ import re
 
 import pytest
 
-from tests.conftest import WORKLOADS, marker_line, run_cli
-from tests.integration.conftest import requires_ptrace, running, workload_command
+from tests.conftest import WORKLOADS, marker_line
+from tests.integration.conftest import attach_workload, requires_ptrace
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
 
 
-def diagnose_workload(name: str, out_dir, seconds: str = "6", *args: str) -> dict:
-    with running(workload_command(name, "--seconds", "180", *args)) as pid:
-        proc, report = run_cli("attach", pid, "--duration", seconds, "--json", "--output-dir", out_dir)
-    assert proc.returncode == 0, proc.stderr
-    return report
+def diagnose_workload(captures, name: str) -> dict:
+    """The 6 s attach of NAME, shared with test_verdicts (same workload, same window)."""
+    return attach_workload(captures, name, seconds="6").report
 
 
 def finding(report, check_id):
     return next(f for f in report["findings"] if f["id"] == check_id)
 
 
-def test_pure_python_postprocessing_is_named_as_the_gil_holder(out_dir):
-    report = diagnose_workload("gil_contention", out_dir)
+def test_pure_python_postprocessing_is_named_as_the_gil_holder(captures):
+    report = diagnose_workload(captures, "gil_contention")
     assert report["verdict"]["primary"] == "gil_contention"
     gil = finding(report, "gil_contention")
     assert gil["sites"][0]["function"] == "postprocess"
@@ -36,8 +34,8 @@ def test_pure_python_postprocessing_is_named_as_the_gil_holder(out_dir):
     assert waits[0]["kind"] == "gil" and waits[0]["holders"][0]["function"] == "postprocess"
 
 
-def test_connection_pool_acquire_line_and_size_are_named(out_dir):
-    report = diagnose_workload("pool_wait", out_dir)
+def test_connection_pool_acquire_line_and_size_are_named(captures):
+    report = diagnose_workload(captures, "pool_wait")
     assert report["verdict"]["primary"] == "pool_wait"
     pool = finding(report, "pool_wait")
     top = pool["sites"][0]
@@ -48,8 +46,8 @@ def test_connection_pool_acquire_line_and_size_are_named(out_dir):
     assert wait["kind"] == "queue" and "Connection.query" in wait["holders"][0]["stack"]
 
 
-def test_logging_handler_and_its_call_site_are_named(out_dir):
-    report = diagnose_workload("logging_lock", out_dir)
+def test_logging_handler_and_its_call_site_are_named(captures):
+    report = diagnose_workload(captures, "logging_lock")
     assert report["verdict"]["primary"] == "logging_lock"
     logging_finding = finding(report, "logging_lock")
     assert logging_finding["evidence"]["handler"].endswith("emit")
@@ -58,16 +56,16 @@ def test_logging_handler_and_its_call_site_are_named(out_dir):
     assert any("QueueHandler" in a for a in logging_finding["advice"])
 
 
-def test_growing_memory_with_saturated_workers_is_an_unbounded_backlog(out_dir):
-    report = diagnose_workload("unbounded_backlog", out_dir)
+def test_growing_memory_with_saturated_workers_is_an_unbounded_backlog(captures):
+    report = diagnose_workload(captures, "unbounded_backlog")
     assert report["verdict"]["primary"] == "unbounded_backlog"
     backlog = finding(report, "unbounded_backlog")
     assert backlog["evidence"]["rss_growth_mb_per_s"] > 1
     assert any(s["file"].endswith("unbounded_backlog.py") for s in backlog["sites"])
 
 
-def test_blas_mutex_is_fan_out_not_python_lock_contention(out_dir):
-    report = diagnose_workload("blas_fanout", out_dir)
+def test_blas_mutex_is_fan_out_not_python_lock_contention(captures):
+    report = diagnose_workload(captures, "blas_fanout")
     assert report["verdict"]["primary"] == "scheduler_overhead"
     lock = finding(report, "lock_contention")
     assert lock["severity"] == "ok"
@@ -77,8 +75,8 @@ def test_blas_mutex_is_fan_out_not_python_lock_contention(out_dir):
     assert fan["request_threads"] >= 4 and fan["intra_op_threads"] >= 1
 
 
-def test_fan_out_numbers_threads_cores_and_run_queue_wait_are_reported(out_dir):
-    report = diagnose_workload("scheduler_overhead", out_dir)
+def test_fan_out_numbers_threads_cores_and_run_queue_wait_are_reported(captures):
+    report = diagnose_workload(captures, "scheduler_overhead")
     assert report["verdict"]["primary"] == "scheduler_overhead"
     evidence = finding(report, "scheduler_overhead")["evidence"]
     assert evidence["threads"] >= 64
@@ -89,9 +87,10 @@ def test_fan_out_numbers_threads_cores_and_run_queue_wait_are_reported(out_dir):
     assert any("usable cores" in a for a in advice)
 
 
-def test_wait_sites_and_holders_appear_in_the_html_report(out_dir):
-    report = diagnose_workload("lock_contention", out_dir)
-    html = next(out_dir.glob("*.html")).read_text(encoding="utf-8")
+def test_wait_sites_and_holders_appear_in_the_html_report(captures):
+    capture = attach_workload(captures, "lock_contention", seconds="6")
+    report = capture.report
+    html = next(capture.out_dir.glob("*.html")).read_text(encoding="utf-8")
     match = re.search(r'<script type="application/json" id="diagnose-data">(.*?)</script>', html, re.S)
     assert match, "the page has no data block"
     # the page carries the wait sites themselves, not merely a (possibly empty) "waits" key

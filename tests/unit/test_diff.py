@@ -16,7 +16,7 @@ from diagnose.errors import BadProfile, ExitCode
 from diagnose.render.diff_html import render_diff_html
 from diagnose.render.html import render_html
 from diagnose.report_input import read_report
-from tests.conftest import run_cli
+from tests.conftest import invoke_cli
 
 APP = "/srv/app/service.py"
 THREADING = "/usr/lib/python3.11/threading.py"
@@ -282,25 +282,25 @@ def test_the_cli_writes_the_diff_and_exits_2_on_different_programs(tmp_path):
     before.write_text(json.dumps(report(0.75, 100)), encoding="utf-8")
     after.write_text(json.dumps(report(0.0, 0)), encoding="utf-8")
     out = tmp_path / "out"
-    proc, data = run_cli("diff", before, after, "-o", out, "--json", timeout=60)
+    proc, data = invoke_cli("diff", before, after, "-o", out, "--json", timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert data["primary"]["after"]["severity"] == "ok"
     written = sorted(p.name for p in out.iterdir())
     assert len(written) == 2 and all(re.fullmatch(r"diagnose-diff-\d{8}-\d{6}\.(html|json)", n)
                                      for n in written)
     # a second diff in the same second does not overwrite the first
-    proc, _ = run_cli("diff", before, after, "-o", out, check_json=False, timeout=60)
+    proc, _ = invoke_cli("diff", before, after, "-o", out, check_json=False, timeout=60)
     assert proc.returncode == 0 and len(list(out.iterdir())) == 4
     assert proc.stdout.startswith("Diff: primary: lock_contention critical → ok")
 
     other = tmp_path / "other.json"
     other.write_text(json.dumps(report(0.7, 100, app_file="/opt/o.py", functions=("job",))),
                      encoding="utf-8")
-    proc, _ = run_cli("diff", before, other, "-o", out, check_json=False, timeout=60)
+    proc, _ = invoke_cli("diff", before, other, "-o", out, check_json=False, timeout=60)
     assert proc.returncode == ExitCode.USAGE
     assert proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
     assert len(list(out.iterdir())) == 4
 
-    proc, _ = run_cli("diff", before, tmp_path / "missing.json", "-o", out, check_json=False,
+    proc, _ = invoke_cli("diff", before, tmp_path / "missing.json", "-o", out, check_json=False,
                       timeout=60)
     assert proc.returncode == ExitCode.BAD_PROFILE and "no such file" in proc.stderr

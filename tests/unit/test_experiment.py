@@ -15,7 +15,7 @@ from diagnose.experiment import (MAX_VARIANTS, Arm, ExperimentResult, RunSetting
                                  fix_from_report, parse_assignments, parse_vary, round_order,
                                  run_experiment, throughput_at_slo, vary_from_advice)
 from diagnose.render.experiment_html import render_experiment_html
-from tests.conftest import run_cli
+from tests.conftest import invoke_cli
 
 CMD = ("serve", "--port", "1")
 BAD, GOOD, MID = (Arm(f"T={v}", CMD, (("T", v),)) for v in ("1", "8", "4"))
@@ -298,7 +298,7 @@ def test_the_command_refuses_bad_variants_before_starting_anything(out_dir):
         (["--vary", "A-B=1,2", "--", "true"], "environment variable name"),
     ]
     for args, message in cases:
-        proc, _ = run_cli("experiment", url, *args, "-o", out_dir, timeout=30)
+        proc, _ = invoke_cli("experiment", url, *args, "-o", out_dir, timeout=30)
         assert proc.returncode == 2, (args, proc.stderr)
         assert message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert not out_dir.exists()

@@ -15,7 +15,7 @@ from diagnose.pipeline import Outputs
 from diagnose.push import (PushFailed, default_tags, ingest_url, label_set, parse_push_url,
                            parse_tags, push_profile, push_report, sanitise_label_value)
 from diagnose.watch import Window, WatchOutcome, _prune
-from tests.conftest import RECORDED, run_cli
+from tests.conftest import RECORDED, invoke_cli
 from tests.pyroscope_contract import IngestServer, parse_name
 
 START, END = 1_700_000_000.4, 1_700_000_010.6
@@ -38,7 +38,7 @@ def query(url: str) -> dict[str, list[str]]:
 def analyzed(tmp_path_factory) -> tuple[dict, Path]:
     """A real report (the recorded lock-contention fixture analysed) and its directory."""
     out = tmp_path_factory.mktemp("reports")
-    proc, report = run_cli("analyze", RECORDED / "lock_contention.speedscope.json", "--procfs",
+    proc, report = invoke_cli("analyze", RECORDED / "lock_contention.speedscope.json", "--procfs",
                            RECORDED / "lock_contention.procfs.json", "-o", out, "--json")
     assert proc.returncode == 0, proc.stderr
     return report, out
@@ -319,6 +319,6 @@ def test_a_failed_push_makes_the_watch_exit_13_even_when_a_signal_stopped_it(tmp
     (["--app-name", "my app"], "--app-name"),
 ])
 def test_watch_refuses_bad_options_before_touching_the_process(args, said):
-    proc, _ = run_cli("watch", "999999999", *args, timeout=60)
+    proc, _ = invoke_cli("watch", "999999999", *args, timeout=60)
     assert proc.returncode == 2
     assert said in proc.stderr and "Traceback" not in proc.stderr

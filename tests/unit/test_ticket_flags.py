@@ -10,7 +10,7 @@ import json
 import socket
 
 from diagnose.export import profile_pb2
-from tests.conftest import RECORDED, run_cli
+from tests.conftest import RECORDED, invoke_cli
 from tests.pyroscope_contract import IngestServer
 
 LOCK = RECORDED / "lock_contention.speedscope.json"
@@ -18,7 +18,7 @@ LOCK_PROCFS = RECORDED / "lock_contention.procfs.json"
 
 
 def analyze(out_dir, *args, timeout=120):
-    return run_cli("analyze", LOCK, "--procfs", LOCK_PROCFS, "-o", out_dir, *args,
+    return invoke_cli("analyze", LOCK, "--procfs", LOCK_PROCFS, "-o", out_dir, *args,
                    timeout=timeout, check_json=False)[0]
 
 
