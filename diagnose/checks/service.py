@@ -123,6 +123,10 @@ def worker_imbalance(service: Service, settings, pipeline: ProcessPipeline | Non
     workers = [v for v in service.processes if v.role == "worker"]
     if pipeline is not None:
         workers = [v for v in service.processes if v.pid in pipeline.producer_pids]
+    elif len(workers) < 2 and not any(v.role == "master" for v in service.processes):
+        # No fleet: one serving process beside its helpers (an exporter, a load driver) has no
+        # worker count to turn; what limits it is found inside it.
+        return None
     load = worker_load(workers)
     if len(workers) == 0 or np.isnan(load).all():
         return None

@@ -50,17 +50,23 @@ def test_evenly_loaded_saturated_workers_raise_no_fleet_finding():
 
 
 def test_one_saturated_gunicorn_worker_on_two_cores_is_too_few_workers():
-    found = worker_imbalance(service([0.98], cmdline=("/venv/bin/gunicorn", "-w", "1", "app:app")),
+    found = worker_imbalance(service([0.0, 0.98], roles=["master", "worker"],
+                                     cmdline=("/venv/bin/gunicorn", "-w", "1", "app:app")),
                              SETTINGS)
     assert found.severity in ("warning", "critical")
     assert "gunicorn `-w 2`" in found.advice[0]
 
 
 def test_a_tree_that_is_no_web_server_gets_no_server_flags():
-    found = worker_imbalance(service([0.98]), SETTINGS)
+    found = worker_imbalance(service([0.0, 0.98], roles=["master", "worker"]), SETTINGS)
     assert found.severity in ("warning", "critical")
     assert "Run 2 worker processes" in found.advice[0]
     assert not any("gunicorn" in a or "uvicorn" in a for a in found.advice)
+
+
+def test_one_serving_process_beside_its_helper_has_no_fleet_to_grow():
+    # a threaded server with an exporter child: no supervisor runs workers, no count to turn
+    assert worker_imbalance(service([0.98, 0.01], roles=["worker", "helper"]), SETTINGS) is None
 
 
 def test_one_busy_worker_beside_idle_ones_is_uneven_load():
