@@ -140,9 +140,12 @@ def worker_imbalance(service: Service, settings, pipeline: ProcessPipeline | Non
     idle_cores = max(0.0, (cores - total)) / cores if cores else 0.0
     # Uneven: some workers do most of the work while the service is loaded at all.
     uneven = ramp(cv, settings["imbalance_low"], settings["imbalance_high"]) * min(1.0, total / 0.5)
-    # Too few: every busy worker is saturated, yet usable cores stay idle.
+    # Too few: every busy worker is saturated, yet usable cores stay idle. In a process pipeline
+    # stage_bound sizes the pool from the consumer's starvation (the utilization law), so only
+    # uneven load is this check's to say there.
     too_few = (ramp(idle_cores, settings["idle_cores_low"], settings["idle_cores_high"])
-               * (float(saturated.sum()) / len(workers)) if cores and len(workers) < cores else 0.0)
+               * (float(saturated.sum()) / len(workers))
+               if cores and len(workers) < cores and pipeline is None else 0.0)
     score = max(uneven, too_few)
     evidence = {"workers": len(workers), "usable_cores": cores,
                 "cores_busy_per_worker": {str(w.pid): round(float(c), 3) for w, c in zip(workers, load)},

@@ -43,8 +43,9 @@ def write(out_dir):
 
 
 def test_analyze_writes_the_ticket_summary_beside_the_json(out_dir):
-    proc, report = run_cli("analyze", RECORDED / "late_thread.chrometrace.json", "--procfs",
-                           RECORDED / "late_thread.procfs.json", "-o", out_dir, "--json")
+    # a recording whose request threads queue on a lock: the summary has a wait site to show
+    proc, report = run_cli("analyze", RECORDED / "lock_contention.native.speedscope.json", "--procfs",
+                           RECORDED / "lock_contention.procfs.json", "-o", out_dir, "--json")
     assert proc.returncode == 0, proc.stderr
     stem = next(n for n in names(out_dir) if n.endswith(".html")).removesuffix(".html")
     assert names(out_dir) == [f"{stem}.html", f"{stem}.json", f"{stem}.md",
