@@ -22,8 +22,9 @@ SCHEMA_VERSION = 1
 # A severity change counts as real only when the score moved at least this many points (so a
 # score jittering around one threshold between runs is not a change) and, where both findings
 # carry sampled shares with 95% intervals, at least one pair of intervals does not overlap (the
-# measured proportion itself moved; intervals over sampling ticks, see _tick_intervals). Findings whose score comes from /proc counters alone have
-# no intervals and rest on the margin. Otherwise the change is reported as "within noise".
+# measured proportion itself moved; intervals over sampling ticks, see _tick_intervals).
+# Findings whose score comes from /proc counters alone have no intervals and rest on the margin.
+# Otherwise the change is reported as "within noise".
 # Samples are correlated (threads at one tick, one thread over consecutive ticks), so even the
 # tick intervals are if anything too narrow; the margin and them together keep two runs of an
 # unchanged service from flipping. Changes of the machine (other load on shared cores) are not
@@ -424,7 +425,9 @@ def _plural(n: int, word: str) -> str:
 
 def summary_line(diff: dict) -> str:
     p = diff["primary"]
-    sev = (lambda side: (p[side] or {}).get("severity") or "absent")
+    def sev(side: str) -> str:
+        return (p[side] or {}).get("severity") or "absent"
+
     parts = [f"primary: {p['id']} {sev('before')} → {sev('after')}"
              + (" (within noise)" if p["status"] == "within noise" else "")]
     if p["after_primary"] != p["id"]:

@@ -101,6 +101,8 @@ done = function(summary, latency, requests)
 end
 """
 
+PLAIN_GET = RequestSpec()  # what a request sends unless told otherwise (frozen: safe as a default)
+
 
 def lua_string(data: bytes) -> str:
     """A Lua string literal of `data`, byte for byte (\\ddd escapes outside printable ASCII)."""
@@ -345,7 +347,7 @@ def killpg(pgid: int, sig: int) -> None:
 
 class _WrkRun(LoadRun):
     def __init__(self, wrk: str, url: str, seconds: int, connections: int, threads: int,
-                 request_timeout_s: int, spec: RequestSpec = RequestSpec()):
+                 request_timeout_s: int, spec: RequestSpec = PLAIN_GET):
         super().__init__("wrk", url, seconds, connections)
         self.threads = threads
         script = tempfile.NamedTemporaryFile("w", prefix="diagnose-wrk-", suffix=".lua",
@@ -433,7 +435,7 @@ class _PythonRun(LoadRun):
     sending `spec` back to back until the duration is over."""
 
     def __init__(self, url: str, seconds: int, connections: int, request_timeout_s: float,
-                 spec: RequestSpec = RequestSpec()):
+                 spec: RequestSpec = PLAIN_GET):
         super().__init__("python", url, seconds, connections)
         self.port = urlsplit(url).port or 80
         self.spec = spec

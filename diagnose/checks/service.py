@@ -76,7 +76,7 @@ def _merge(results: list[CheckResults], pids: list, weights: np.ndarray) -> list
             by_id.setdefault(finding.id, {})[index] = finding
     total_weight = float(weights.sum())
     merged = []
-    for check_id, found in by_id.items():
+    for found in by_id.values():
         score = sum(weights[i] * f.score for i, f in found.items()) / total_weight
         lead = max(found, key=lambda i: weights[i] * found[i].score)
         finding = found[lead]

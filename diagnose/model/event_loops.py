@@ -28,8 +28,8 @@ import numpy as np
 from diagnose.model import source
 from diagnose.model.profile import Frame
 
-LOOP_THREAD_SHARE = 0.8
-SEPARATED_IDLE_SHARE = 0.2  # below this, consecutive requests' stretches merge: no estimate  # a thread whose samples carry a loop marker this often is a loop thread
+LOOP_THREAD_SHARE = 0.8  # a thread whose samples carry a loop marker this often is a loop thread
+SEPARATED_IDLE_SHARE = 0.2  # below this, consecutive requests' stretches merge: no estimate
 _STDLIB = re.compile(r"/lib/python\d+(\.\d+)?/(?!site-packages/|dist-packages/)|^<frozen |^<string>")
 _SITE = re.compile(r"/(site|dist)-packages/([^/]+)")
 FRAMEWORK_PACKAGES = frozenset({

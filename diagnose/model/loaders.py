@@ -247,7 +247,7 @@ def load_collapsed(text: str, label: str = "profile") -> Profile:
     per_thread: dict[int, tuple[str, list[int], list[int]]] = {}
     frame_cache: dict[str, int] = {}
     bad = 0
-    lines = [l for l in text.splitlines() if l.strip()]
+    lines = [line for line in text.splitlines() if line.strip()]
     for line in lines:
         stack_text, _, count_text = line.rstrip().rpartition(" ")
         if not stack_text or not count_text.isdigit():

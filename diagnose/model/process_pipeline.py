@@ -127,7 +127,7 @@ def _producer(view) -> tuple[Framework, float, Hotspot | None, Hotspot | None] |
     if samples.empty:
         return None
     best = None
-    for thread, rows in samples.groupby("thread", sort=False):
+    for _thread, rows in samples.groupby("thread", sort=False):
         total, looped, busy = 0, 0, 0
         framework = None
         entries: dict = {}
