@@ -576,6 +576,7 @@ def _gate(code: int, verdict: dict | None, fail_on: str | None, what: str) -> in
 
 
 def _wait_ready(service: subprocess.Popen, timeout: float) -> int:
+    assert service.stdout is not None  # started with stdout=PIPE
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         line = service.stdout.readline()

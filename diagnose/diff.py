@@ -11,6 +11,7 @@ the throughput they were taken at.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from diagnose.checks.base import SEVERITIES
 from diagnose.errors import DiagnoseError, ExitCode
@@ -22,8 +23,9 @@ SCHEMA_VERSION = 1
 # A severity change counts as real only when the score moved at least this many points (so a
 # score jittering around one threshold between runs is not a change) and, where both findings
 # carry sampled shares with 95% intervals, at least one pair of intervals does not overlap (the
-# measured proportion itself moved; intervals over sampling ticks, see _tick_intervals). Findings whose score comes from /proc counters alone have
-# no intervals and rest on the margin. Otherwise the change is reported as "within noise".
+# measured proportion itself moved; intervals over sampling ticks, see _tick_intervals).
+# Findings whose score comes from /proc counters alone have no intervals and rest on the margin.
+# Otherwise the change is reported as "within noise".
 # Samples are correlated (threads at one tick, one thread over consecutive ticks), so even the
 # tick intervals are if anything too narrow; the margin and them together keep two runs of an
 # unchanged service from flipping. Changes of the machine (other load on shared cores) are not
@@ -230,12 +232,14 @@ def compare_findings(before: dict, after: dict) -> list[dict]:
                            "the check lacked its inputs in one report")
         else:
             status, why = severity_change(old, new, _thread_counts(before, after))
-        out.append({"id": fid, "title": (new or old).get("title", fid),
+        either = new or old
+        assert either is not None  # fid is a key of a or of b
+        out.append({"id": fid, "title": either.get("title", fid),
                     "before": _side(old), "after": _side(new),
                     "score_change": None if old is None or new is None
                     else (new.get("score") or 0) - (old.get("score") or 0),
                     "status": status, "why": why})
-    rank = {s: i for i, s in enumerate(SEVERITIES)}
+    rank: dict[str | None, int] = {s: i for i, s in enumerate(SEVERITIES)}  # no severity: 0
     out.sort(key=lambda f: (f["status"] != "changed",
                             -max(rank.get((f[side] or {}).get("severity"), 0)
                                  for side in ("before", "after"))))
@@ -275,7 +279,7 @@ def _wait_side(w: dict | None, wall: float | None, rps: float | None,
     samples_all, threads = population
     if w is None:
         share, n = 0.0, samples_all
-        measured = {"thread_seconds": 0.0, "samples": 0}
+        measured: dict[str, float | None] = {"thread_seconds": 0.0, "samples": 0}
     else:
         share = float(w.get("share") or 0.0)
         samples = int(w.get("samples") or 0)
@@ -318,6 +322,7 @@ def compare_waits(before: dict, after: dict, per_request: bool) -> list[dict]:
         else:
             change = "changed" if separated else "unchanged"
         any_side = new or old
+        assert any_side is not None  # key is a key of a or of b
         rates = s_old["waiting_threads"], s_new["waiting_threads"]
         out.append({"kind": any_side.get("kind"), "label": any_side.get("label"),
                     "function": any_side.get("function"), "file": any_side.get("file"),
@@ -349,9 +354,10 @@ def compare_states(before: dict, after: dict) -> list[dict]:
     out = []
     for role in sorted(set(a) | set(b)):
         old, new = a.get(role, {}), b.get(role, {})
-        rows = [{"state": s, "before": round(old.get(s, 0.0), 4), "after": round(new.get(s, 0.0), 4),
-                 "change": round(new.get(s, 0.0) - old.get(s, 0.0), 4)}
-                for s in sorted(set(old) | set(new))]
+        rows: list[dict[str, Any]] = [
+            {"state": s, "before": round(old.get(s, 0.0), 4), "after": round(new.get(s, 0.0), 4),
+             "change": round(new.get(s, 0.0) - old.get(s, 0.0), 4)}
+            for s in sorted(set(old) | set(new))]
         out.append({"role": role, "in_before": role in a, "in_after": role in b,
                     "states": sorted(rows, key=lambda r: -max(r["before"], r["after"]))})
     return out
@@ -388,7 +394,7 @@ def flame_diff(before: dict, after: dict) -> dict:
     children: dict[tuple, list[tuple]] = {}
     for path in new:
         children.setdefault(path[:-1], []).append(path)
-    nodes = []
+    nodes: list[dict[str, Any]] = []
     dropped = 0
 
     def visit(path: tuple, depth: int) -> None:
@@ -424,7 +430,9 @@ def _plural(n: int, word: str) -> str:
 
 def summary_line(diff: dict) -> str:
     p = diff["primary"]
-    sev = (lambda side: (p[side] or {}).get("severity") or "absent")
+    def sev(side: str) -> str:
+        return (p[side] or {}).get("severity") or "absent"
+
     parts = [f"primary: {p['id']} {sev('before')} → {sev('after')}"
              + (" (within noise)" if p["status"] == "within noise" else "")]
     if p["after_primary"] != p["id"]:

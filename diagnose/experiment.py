@@ -32,8 +32,12 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from diagnose.errors import BadProfile, LoadFailed
+
+if TYPE_CHECKING:
+    from diagnose.loadtest import Generator
 
 SCHEMA_VERSION = 2
 NOISE_MARGIN = 0.05
@@ -181,7 +185,7 @@ class RunSettings:
     seconds: int = 8
     warmup_s: int = 2
     rounds: int = 3
-    generator: object = None       # loadtest.Generator
+    generator: Generator | None = None  # None only where no run is made (a report's settings)
     rate: float | None = None      # --at-rate R requests/s (open model)
     slo_p99_ms: float | None = None
     diagnose_seconds: float = 0.0  # attach to each variant once, under load, for its verdict

@@ -19,7 +19,7 @@ from diagnose import loadgen
 from diagnose.errors import LoadFailed
 from diagnose.experiment import (Arm, ExperimentResult, RunSettings, experiment_report,
                                  failed_arms, run_experiment, throughput_at_slo)
-from diagnose.loadtest import Outcome, StopOnSignal, Stopped, write_report
+from diagnose.loadtest import Generator, Outcome, StopOnSignal, Stopped, write_report
 from diagnose.outputs.files import prepare_output_dir
 
 READY_TIMEOUT_S = 60.0
@@ -97,10 +97,18 @@ class Service:
 
 # -- one run --------------------------------------------------------------------------------------
 
-def measure_step(settings: RunSettings, seconds: float) -> loadgen.LoadResult:
+def _generator(settings: RunSettings) -> Generator:
+    """The settings' load generator: the settings of a run always carry one (cli_experiment)."""
+    assert settings.generator is not None, "a run needs a load generator"
+    return settings.generator
+
+
+def measure_step(settings: RunSettings, seconds: int) -> loadgen.LoadResult:
     """One closed (--at-load N connections) or open (--at-rate R requests/s, the generator
     built with the open model) step of `seconds` on the URL."""
-    return settings.generator.measure(settings.url)(settings.level, seconds)
+    level = settings.level
+    assert level is not None  # --at-load or --at-rate: a sweep measures no single step
+    return _generator(settings).measure(settings.url)(level, seconds)
 
 
 def _step_figures(result: loadgen.LoadResult) -> dict:
@@ -120,9 +128,9 @@ def _sweep_figures(settings: RunSettings, service: Service, out_dir: Path,
 
     outcome = loadtest.sweep(
         url=settings.url, pids=[service.proc.pid],
-        settings=SweepSettings(model=settings.generator.model, warmup_s=settings.warmup_s,
+        settings=SweepSettings(model=_generator(settings).model, warmup_s=settings.warmup_s,
                                slo_p99_ms=settings.slo_p99_ms),
-        generator=settings.generator, out_dir=out_dir, diagnose_seconds=None,
+        generator=_generator(settings), out_dir=out_dir, diagnose_seconds=None,
         user_rules=settings.user_rules, log=log)
     if outcome.stopped is not None:
         raise Stopped(outcome.stopped.exit_code - 128)
@@ -147,7 +155,7 @@ def _diagnose(settings: RunSettings, service: Service, level: float, out_dir: Pa
     from diagnose.loadtest import diagnose_under_load
 
     return diagnose_under_load(settings.url, [service.proc.pid], level,
-                               settings.diagnose_seconds, settings.generator, out_dir,
+                               settings.diagnose_seconds, _generator(settings), out_dir,
                                settings.user_rules, log)
 
 
@@ -175,6 +183,7 @@ def run_arm(arm: Arm, settings: RunSettings, out_dir: Path, diagnose: bool = Fal
         _check_alive(service, figures)
         if diagnose and settings.diagnose_seconds:
             level = figures.get("level") or settings.level
+            assert level is not None  # a sweep's figures carry its level; a step run, settings'
             figures["diagnosis"] = _diagnose(settings, service, level, out_dir, log)
         if figures.get("diagnosis"):
             figures["diagnosis"] = _without_paths(figures["diagnosis"])
@@ -217,7 +226,7 @@ def experiment(arms, settings: RunSettings, advice: dict | None, out_dir: Path,
     from diagnose.render.experiment_html import render_experiment_html
 
     prepare_output_dir(out_dir, probe=True)
-    gen = settings.generator.describe()
+    gen = _generator(settings).describe()
     result, stopped = ExperimentResult(tuple(arms)), None
     diagnosed: set[str] = set()
 

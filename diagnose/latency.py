@@ -37,7 +37,8 @@ def record_seconds(hist: HdrHistogram, seconds: float) -> None:
 def percentiles_ms(hist: Optional[HdrHistogram]) -> Dict[str, Optional[float]]:
     """{"p50", "p90", "p95", "p99", "max"} in milliseconds; every value None when empty."""
     if hist is None or hist.get_total_count() == 0:
-        return {name: None for name, _ in PERCENTILES} | {"max": None}
+        empty: Dict[str, Optional[float]] = {name: None for name, _ in PERCENTILES}
+        return empty | {"max": None}
     # One pass over the counts for all four (get_value_at_percentile walks them each time).
     values = hist.get_percentile_to_value_dict([q for _, q in PERCENTILES])
     out = {name: values[q] / 1e3 for name, q in PERCENTILES}

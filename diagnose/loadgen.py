@@ -54,7 +54,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 from urllib.parse import urlsplit
 
 from hdrh.histogram import HdrHistogram
@@ -100,6 +100,8 @@ done = function(summary, latency, requests)
   out:close()
 end
 """
+
+PLAIN_GET = RequestSpec()  # what a request sends unless told otherwise (frozen: safe as a default)
 
 
 def lua_string(data: bytes) -> str:
@@ -261,7 +263,9 @@ def parse_wrk(output: str, url: str, connections: int) -> LoadResult:
     if not done:
         raise LoadError(f"cannot parse wrk output:\n{output[-2000:]}")
     requests = int(done.group(1))
-    duration_s = _wrk_ms(done.group(2) + done.group(3)) / 1e3
+    duration_ms = _wrk_ms(done.group(2) + done.group(3))
+    assert duration_ms is not None  # `done` matched _wrk_ms's own pattern
+    duration_s = duration_ms / 1e3
     rps = re.search(r"^Requests/sec:\s+([\d.]+[kMG]?)", output, re.M)
     result = LoadResult(tool="wrk", url=url, connections=connections, duration_s=duration_s,
                         requests=requests,
@@ -319,6 +323,7 @@ def read_wrk_buckets(path: str) -> Optional[HdrHistogram]:
 
 
 _PR_SET_PDEATHSIG = 1
+_prctl: Optional[Callable[..., int]]
 try:
     _prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
 except (OSError, AttributeError):  # not Linux / no glibc: the caller's own clean-up only
@@ -345,7 +350,7 @@ def killpg(pgid: int, sig: int) -> None:
 
 class _WrkRun(LoadRun):
     def __init__(self, wrk: str, url: str, seconds: int, connections: int, threads: int,
-                 request_timeout_s: int, spec: RequestSpec = RequestSpec()):
+                 request_timeout_s: int, spec: RequestSpec = PLAIN_GET):
         super().__init__("wrk", url, seconds, connections)
         self.threads = threads
         script = tempfile.NamedTemporaryFile("w", prefix="diagnose-wrk-", suffix=".lua",
@@ -369,6 +374,7 @@ class _WrkRun(LoadRun):
 
     def _read(self) -> None:
         try:
+            assert self.proc.stdout is not None  # stdout=PIPE
             self._output.append(self.proc.stdout.read())
         except (OSError, ValueError):
             pass
@@ -433,7 +439,7 @@ class _PythonRun(LoadRun):
     sending `spec` back to back until the duration is over."""
 
     def __init__(self, url: str, seconds: int, connections: int, request_timeout_s: float,
-                 spec: RequestSpec = RequestSpec()):
+                 spec: RequestSpec = PLAIN_GET):
         super().__init__("python", url, seconds, connections)
         self.port = urlsplit(url).port or 80
         self.spec = spec
@@ -626,6 +632,7 @@ def measure(url: str, seconds: float, connections: int = 8, **kwargs) -> LoadRes
     """One load run of `seconds`, waited for: its LoadResult."""
     with load(url, seconds, connections, **kwargs) as run:
         pass
+    assert run.result is not None  # set by run.wait() as the block exits
     return run.result
 
 

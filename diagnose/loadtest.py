@@ -21,7 +21,7 @@ from diagnose import loadgen
 from diagnose.collect.attach import StopSignals
 from diagnose.errors import Interrupted, LoadFailed, NoSuchProcess, OutputFailed
 from diagnose.outputs.files import WriteFailed, claim_name, prepare_output_dir, write_text
-from diagnose.sweep import CpuMeter, SweepResult, SweepSettings, run_sweep, sweep_report
+from diagnose.sweep import CpuMeter, Step, SweepResult, SweepSettings, run_sweep, sweep_report
 
 
 class Stopped(BaseException):
@@ -50,6 +50,7 @@ def check_url(url: str, timeout: float = 5.0) -> str:
     (exit 12) when nothing answers, ValueError for a URL that may not be loaded."""
     target = loadgen.loopback_url(url)
     parts = urlsplit(target)
+    assert parts.hostname is not None  # loopback_url writes the host
     conn = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout)
     try:
         conn.request("GET", parts.path + (f"?{parts.query}" if parts.query else ""))
@@ -168,7 +169,8 @@ def sweep(url: str, pids: list[int], settings: SweepSettings, generator: Generat
     target_url = check_url(url)
     port = urlsplit(target_url).port
     prepare_output_dir(out_dir, probe=True)  # a read-only directory is said first
-    steps, stopped = [], None
+    steps: list[Step] = []
+    stopped: Stopped | None = None
     meter = CpuMeter(pids)
     unit = "concurrency" if settings.model == "closed" else "req/s"
     log(f"Sweeping {target_url} at {unit} {', '.join(f'{x:g}' for x in settings.levels)} "

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Sequence
 
 from diagnose import rules_file
 from diagnose.checks.engine import CheckResults
@@ -88,7 +89,7 @@ def _settle_instants(profile, tree: TreeRecord | None, meta: dict) -> None:
 
 
 def analyze(profile_paths: list[Path], tree: TreeRecord | None, meta: dict,
-            user_rules: dict | None, native_paths: list[Path] = (), live: bool = True
+            user_rules: dict | None, native_paths: Sequence[Path] = (), live: bool = True
             ) -> tuple[Service, CheckResults, dict, Categorizer]:
     """`live`: the pids in `meta` and the profile are running processes (attach), whose source
     files are read as they see them (through /proc/<pid>/root: a container's own files)."""
@@ -109,7 +110,7 @@ def analyze(profile_paths: list[Path], tree: TreeRecord | None, meta: dict,
 def write_outputs(service: Service, results: CheckResults, per_process: dict,
                   categorizer: Categorizer, source_profiles: list[Path], out_dir: Path, base: str,
                   tree: TreeRecord | None, keep_raw: bool, move_profile: bool,
-                  native_paths: list[Path] = ()) -> Outputs:
+                  native_paths: Sequence[Path] = ()) -> Outputs:
     """Writes the speedscope profile (the samples, first), the JSON report, the Markdown ticket
     summary, the HTML report and, with `keep_raw`, the /proc record and native samples. Each
     file is written whole or not at all (a temporary file renamed into place); a name already
@@ -256,7 +257,7 @@ def from_file(paths: Path | list[Path], out_dir: Path, user_rules: dict | None,
     if proc is not None and proc.ended_at:
         window = round(proc.ended_at - proc.started_at, 3)
     meta = {"target": {"pid": proc.pid if proc else None, "python": None,
-                       "cmdline": tree.cmdlines.get(proc.pid, []) if proc else [],
+                       "cmdline": tree.cmdlines.get(proc.pid, []) if proc and tree is not None else [],
                        "threads": None, "cores": proc.cores if proc else None},
             "sampling": {"duration_s": window, "rate_hz": None, "samples": None, "errors": None,
                          "mode": "offline: " + ", ".join(p.name for p in paths)},

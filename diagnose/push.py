@@ -22,7 +22,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
 from diagnose.errors import BadProfile, DiagnoseError, ExitCode
 
@@ -127,7 +127,7 @@ def parse_tags(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
     return tags
 
 
-def label_set(app_name: str, tags: dict[str, object]) -> str:
+def label_set(app_name: str, tags: Mapping[str, object]) -> str:
     """`app{k=v,...}`: names validated, values sanitised, sorted (as Pyroscope normalises
     them); a tag whose value is None or sanitises to nothing is left out."""
     validate_app_name(app_name)
@@ -229,6 +229,8 @@ def _said(exc: urllib.error.HTTPError) -> str:
 
 
 def _retry_after(value: str | None) -> float:
+    if value is None:
+        return 0.0
     try:
         return min(MAX_RETRY_AFTER_S, max(0.0, float(value)))
     except (TypeError, ValueError):
@@ -255,7 +257,7 @@ def check_push_options(push_url: str | None, app_name: str,
     return tags
 
 
-def push_report(report: dict, base_url: str, app_name: str, tags: dict[str, object] | None,
+def push_report(report: dict, base_url: str, app_name: str, tags: Mapping[str, object] | None,
                 start: float | None, end: float | None, kept: list | tuple = (),
                 service: str | None = None, timeout: float = 10.0, retries: int = 3,
                 backoff: float = 0.5, sleep: Callable[[float], None] = time.sleep) -> PushResult:

@@ -79,7 +79,8 @@ class Locator:
         self.lines = text.splitlines()
         self.blocks: list[tuple[tuple, int, int]] = []  # (header path, first line, end) 0-based
         counts: dict[tuple, int] = {}
-        start, path = 0, ()
+        start = 0
+        path: tuple[str | int, ...] = ()
         for number, line in enumerate(self.lines):
             match = _HEADER.match(line)
             if not match:

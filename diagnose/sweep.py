@@ -226,12 +226,13 @@ def _mean(values):
 
 def within(values: Sequence[float | None], tolerance: float) -> bool:
     """Every value within ±tolerance of their mean (False when one is missing or all are 0)."""
-    if not values or any(v is None for v in values):
+    present = [v for v in values if v is not None]
+    if not values or len(present) < len(values):
         return False
-    mean = statistics.fmean(values)
+    mean = statistics.fmean(present)
     if mean <= 0:
         return False
-    return all(abs(v - mean) <= tolerance * mean for v in values)
+    return all(abs(v - mean) <= tolerance * mean for v in present)
 
 
 PERCENTILES = ("p50", "p90", "p95", "p99", "max")
@@ -341,10 +342,10 @@ class Step:
     def other_cores(self) -> float | None:
         """Cores the rest of the machine used meanwhile (busy - service - generator); known only
         with the service's pids."""
-        parts = (self.machine_busy_cores, self.service_cores, self.generator_cores)
-        if any(p is None for p in parts):
+        busy, service, generator = self.machine_busy_cores, self.service_cores, self.generator_cores
+        if busy is None or service is None or generator is None:
             return None
-        return max(0.0, parts[0] - parts[1] - parts[2])
+        return max(0.0, busy - service - generator)
 
     def generator_limits(self, cores: int, ceiling_rps: float | None) -> list[str]:
         """Why this step's throughput may be the generator's limit, not the service's."""
@@ -486,12 +487,14 @@ def why_it_stops(steps: Sequence[Step], knee: int | None) -> dict | None:
     one step past the knee), else the knee's own verdict; None without diagnoses."""
     if knee is None:
         return None
-    candidates = [(i, s) for i, s in enumerate(steps) if i >= knee and _verdict(s.diagnosis)]
+    candidates = [(i, s, verdict) for i, s in enumerate(steps)
+                  if i >= knee and (verdict := _verdict(s.diagnosis))]
     if not candidates:
         return None
-    index, step = next(((i, s) for i, s in candidates
-                        if s.diagnosis["primary"] not in NO_BOTTLENECK), candidates[0])
-    return {**_step_ref(step), "index": index, **_verdict(step.diagnosis)}
+    # a verdict's "primary" is its diagnosis's
+    index, step, verdict = next(((i, s, v) for i, s, v in candidates
+                                 if v["primary"] not in NO_BOTTLENECK), candidates[0])
+    return {**_step_ref(step), "index": index, **verdict}
 
 
 def _step_ref(step: Step) -> dict:

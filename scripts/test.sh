@@ -18,4 +18,7 @@ if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
     || echo "warning: no CPU build of torch to install; the DataLoader test skips" >&2
 fi
 bash scripts/install-test-tools.sh
+# The linter and the type checker first: a quick failure before the long run.
+.venv/bin/python -m ruff check diagnose
+.venv/bin/python -m mypy diagnose
 exec .venv/bin/python -m pytest "$@"

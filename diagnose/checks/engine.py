@@ -71,7 +71,8 @@ class CheckResults:
 
 def run_checks(analysis, user_rules: dict | None = None) -> CheckResults:
     settings = load_check_settings(user_rules)
-    findings, skipped = [], []
+    findings: list[tuple[int, Finding]] = []
+    skipped: list[tuple[int, NotApplicable]] = []
     for order, check in enumerate(CHECKS):
         result = check.run(analysis, settings[check.ID])
         (skipped if isinstance(result, NotApplicable) else findings).append((order, result))

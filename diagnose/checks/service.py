@@ -12,6 +12,7 @@ Fleet findings (worker_imbalance) come from comparing the workers.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -61,6 +62,7 @@ def _stage_first(ranked: tuple[Finding, ...], staged: Finding | None,
     leads them (it says which part limits the whole and names the transform they ran)."""
     if staged is None or staged.score < CRITICAL:
         return ranked
+    assert pipeline is not None  # a stage finding spans a pipeline (stage_bound.run_processes)
     members = {pipeline.consumer_pid, *pipeline.producer_pids}
     rest = [f for f in ranked if f is not staged]
     first = next((i for i, f in enumerate(rest) if f.evidence.get("pid") in members
@@ -76,7 +78,7 @@ def _merge(results: list[CheckResults], pids: list, weights: np.ndarray) -> list
             by_id.setdefault(finding.id, {})[index] = finding
     total_weight = float(weights.sum())
     merged = []
-    for check_id, found in by_id.items():
+    for found in by_id.values():
         score = sum(weights[i] * f.score for i, f in found.items()) / total_weight
         lead = max(found, key=lambda i: weights[i] * found[i].score)
         finding = found[lead]
@@ -147,6 +149,7 @@ def worker_imbalance(service: Service, settings, pipeline: ProcessPipeline | Non
                * (float(saturated.sum()) / len(workers))
                if cores and len(workers) < cores and pipeline is None else 0.0)
     score = max(uneven, too_few)
+    evidence: dict[str, Any]  # declared apart: tests/unit/test_evidence_labels.py reads `evidence = {`
     evidence = {"workers": len(workers), "usable_cores": cores,
                 "cores_busy_per_worker": {str(w.pid): round(float(c), 3) for w, c in zip(workers, load)},
                 "load_coefficient_of_variation": cv, "idle_core_share": idle_cores,

@@ -58,7 +58,8 @@ def run(analysis, settings):
         "fix": None if pure_python else {"knob": "stage_threads", "stage": stage.name,
                                          "value": proposal[stage.name]},
     }
-    neighbours = ", ".join(f"{e.waiter} {'blocked on put' if e.kind == 'backpressure' else 'starved on get' if e.kind == 'starved' else 'waiting for results'} {pct(e.share)}"
+    how = {"backpressure": "blocked on put", "starved": "starved on get"}
+    neighbours = ", ".join(f"{e.waiter} {how.get(e.kind, 'waiting for results')} {pct(e.share)}"
                            for e in waits[:3])
     summary = (f"pipeline stage {stage.name} ({n} thread{'s' if n > 1 else ''}) is busy "
                f"{pct(stage.utilization)} of the time while {neighbours}")

@@ -58,7 +58,8 @@ _NATIVE_BLOCKING = (_COND_WAIT | _IO_WAIT | {"sem_wait", "sem_timedwait", "sem_c
 _LIBC = re.compile(r"(libc\.so|libc-|libpthread|ld-linux)")
 # libpython itself, the python executable, and CPython extension modules (which re-take the GIL
 # through the C API).
-_PYTHON_BINARY = re.compile(r"(libpython|(^|/)python\d*(\.\d+)?m?$|\.cpython-\d+|\.abi3\.so|/lib-dynload/|Modules/|Python/|Objects/)")
+_PYTHON_BINARY = re.compile(r"(libpython|(^|/)python\d*(\.\d+)?m?$|\.cpython-\d+|\.abi3\.so|/lib-dynload/|"
+                            r"Modules/|Python/|Objects/)")
 # time.sleep: `time_sleep > select` on CPython <= 3.10, `time_sleep > clock_nanosleep` on 3.11+.
 _SLEEP = {"time_sleep", "pysleep", "clock_nanosleep", "__clock_nanosleep", "nanosleep", "__nanosleep"}
 # libpython frames that are the interpreter itself, not "native code the thread runs".

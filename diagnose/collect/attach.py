@@ -14,7 +14,8 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from types import FrameType
+from typing import Any, Callable
 
 import psutil
 
@@ -78,12 +79,12 @@ class StopSignals:
     started (`nohup` ignores SIGHUP) stays ignored. Handlers exist in the main thread only;
     elsewhere `install` does nothing."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.signum: int | None = None
         self.at: float | None = None  # time.monotonic() of the first signal
         self.graceful = False
-        self.recorders: list[subprocess.Popen] = []
-        self._previous: dict[int, object] = {}
+        self.recorders: list[_Recorder] = []
+        self._previous: dict[int, Callable[[int, FrameType | None], Any] | int | None] = {}
         self._installed = False
 
     def __enter__(self) -> StopSignals:
@@ -118,6 +119,7 @@ class StopSignals:
 
     def error(self, message: str) -> Interrupted:
         """`message` as the Interrupted error of the first signal (exit 128 + its number)."""
+        assert self.signum is not None, "error() is for after a signal"
         return Interrupted(message, 128 + self.signum)
 
     def _handle(self, signum: int, _frame) -> None:
@@ -276,7 +278,7 @@ class _Recording:
 
 
 def _start_recordings(pid: int, plan: TreePlan, native: bool, duration: float, temp_dir: Path,
-                      recorders: list[subprocess.Popen], recordings: list[_Recording]) -> None:
+                      recorders: list[_Recorder], recordings: list[_Recording]) -> None:
     """One process's recorders, by its plan: the main one and, where the plan calibrates it,
     the native one. One recorder per process, not py-spy --subprocesses: each process gets its
     own rate, and py-spy's scan of every /proc/<pid> for children (10 times a second, per
@@ -303,7 +305,7 @@ class _Session:
 
     before: dict[int, target_state.ProcessState] = field(default_factory=dict)
     checked: list[int] = field(default_factory=list)  # further pids whose state is checked after
-    recorders: list[subprocess.Popen] = field(default_factory=list)
+    recorders: list[_Recorder] = field(default_factory=list)
     temp_dir: Path | None = None
     sampler: TreeSampler | None = None
 
@@ -440,7 +442,8 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
         _interrupt(recorders)  # again: one started after the handler ran would not have heard it
     outputs = [_collect(r) for r in recorders]
     tree_record = sampler.finish()
-    window_end = stop.at if interrupted_by is not None else time.monotonic()
+    # stop.at is set with stop.signum, by the handler
+    window_end = stop.at if interrupted_by is not None and stop.at is not None else time.monotonic()
     elapsed = max(0.0, window_end - started_mono)
     killed = _killed(recorders)
     children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -561,16 +564,16 @@ def _signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
-def _killed(recorders: list[subprocess.Popen]) -> list[subprocess.Popen]:
+def _killed(recorders: list[_Recorder]) -> list[_Recorder]:
     """Recorders someone else killed. Not those we killed for overrunning (`_collect`), nor a
     SIGINT death: py-spy handles SIGINT once started (writes, exits 0), so that was ours
     reaching one still starting."""
     return [r for r in recorders
             if r.returncode is not None and r.returncode < 0 and -r.returncode != signal.SIGINT
-            and not getattr(r, "killed_by_diagnose", False)]
+            and not r.killed_by_diagnose]
 
 
-def _signal_all(recorders: list[subprocess.Popen], signum: int) -> None:
+def _signal_all(recorders: list[_Recorder], signum: int) -> None:
     """Signals each recorder still running. Never waits: safe inside a signal handler."""
     for recorder in list(recorders):
         try:
@@ -580,11 +583,11 @@ def _signal_all(recorders: list[subprocess.Popen], signum: int) -> None:
             pass
 
 
-def _interrupt(recorders: list[subprocess.Popen]) -> None:
+def _interrupt(recorders: list[_Recorder]) -> None:
     _signal_all(recorders, signal.SIGINT)  # py-spy writes what it has on SIGINT
 
 
-def _reap(recorders: list[subprocess.Popen]) -> None:
+def _reap(recorders: list[_Recorder]) -> None:
     """Kills every recorder still running and waits for it: none outlives the capture."""
     _signal_all(recorders, signal.SIGKILL)
     for recorder in recorders:
@@ -600,6 +603,7 @@ def _reap(recorders: list[subprocess.Popen]) -> None:
                     pass
 
 
+_PRCTL: Callable[..., int] | None
 try:
     _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
 except (OSError, AttributeError):
@@ -607,7 +611,13 @@ except (OSError, AttributeError):
 _PR_SET_PDEATHSIG = 1
 
 
-def _start_recorder(cmd: list[str]) -> subprocess.Popen:
+class _Recorder(subprocess.Popen[str]):
+    """A py-spy recorder; `killed_by_diagnose` once we killed it for overrunning (`_collect`)."""
+
+    killed_by_diagnose = False
+
+
+def _start_recorder(cmd: list[str]) -> _Recorder:
     """A py-spy recorder in its own session: the Ctrl-C of a terminal, `timeout`'s SIGTERM to our
     process group and a hangup do not reach it (py-spy dies on SIGTERM without writing anything);
     we forward one SIGINT instead. Should diagnose itself be killed (SIGKILL), the kernel sends
@@ -620,12 +630,12 @@ def _start_recorder(cmd: list[str]) -> subprocess.Popen:
         if os.getppid() != parent:  # we died before prctl took effect
             os.kill(os.getpid(), signal.SIGKILL)
 
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True,
-                            preexec_fn=die_with_parent if _PRCTL is not None else None)
+    return _Recorder(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                     start_new_session=True,
+                     preexec_fn=die_with_parent if _PRCTL is not None else None)
 
 
-def _collect(recorder: subprocess.Popen) -> str:
+def _collect(recorder: _Recorder) -> str:
     """py-spy's output (it prints its summary on stdout), after it has written its file."""
     try:
         stdout, stderr = recorder.communicate(timeout=RECORD_GRACE_S)

@@ -310,7 +310,7 @@ class TreeSampler:
             self.record.appeared_s[pid] = round(appeared, 3)
 
     def _rescan(self) -> list[int]:
-        new = []
+        new: list[int] = []
         if not self.children:
             return new
         for root in self.record.roots:

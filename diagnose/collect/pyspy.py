@@ -53,7 +53,7 @@ def first_error_line(stderr: str) -> str:
         line = line.strip()
         if line.startswith("Error:"):
             return line[len("Error:"):].strip()
-    lines = [l.strip() for l in stderr.splitlines() if l.strip()]
+    lines = [text.strip() for text in stderr.splitlines() if text.strip()]
     return lines[0] if lines else ""
 
 

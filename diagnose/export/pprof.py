@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 from numbers import Real
 from pathlib import Path
+from typing import cast
 
 from diagnose.errors import BadProfile, OutputFailed
 from diagnose.export import profile_pb2
@@ -21,6 +22,15 @@ STRING_LABELS = ("thread", "role", "state", "category")
 NUMBER_LABELS = ("pid", "tid")
 # Marks a native (C/C++) frame's Function.system_name; a Python frame's system_name is its name.
 NATIVE_PREFIX = "[native] "
+
+
+def _real(value: object) -> float | None:
+    """value when it is a real number (numbers.Real, so numpy's scalars too; not a bool), else
+    None. Typed float: typeshed types numbers.Real's arithmetic as complex-like, and float is
+    the real number of Python's typing."""
+    if isinstance(value, Real) and not isinstance(value, bool):
+        return cast(float, value)
+    return None
 
 
 class _StringTable:
@@ -48,7 +58,8 @@ def _stacks_of(report: dict) -> dict:
             or not isinstance(stacks.get("samples"), list)):
         raise BadProfile("the report's \"stacks\" is not a table of frames and samples")
     interval = stacks.get("interval_s")
-    if not isinstance(interval, Real) or isinstance(interval, bool) or not interval > 0:
+    real_interval = _real(interval)
+    if real_interval is None or not real_interval > 0:
         raise BadProfile(f"the report's stacks have no usable sampling interval "
                          f"(interval_s={interval!r})")
     return stacks
@@ -110,13 +121,13 @@ def build_profile(report: dict) -> profile_pb2.Profile:
         profile.sample_type.add(type=intern(kind), unit=intern(unit))
     profile.period_type.type, profile.period_type.unit = intern("wall"), intern("nanoseconds")
     profile.period = period_ns
-    duration = (report.get("sampling") or {}).get("duration_s")
-    if isinstance(duration, Real) and not isinstance(duration, bool) and duration > 0:
+    duration = _real((report.get("sampling") or {}).get("duration_s"))
+    if duration is not None and duration > 0:
         profile.duration_nanos = round(duration * 1e9)
     # A live capture knows when its window began (sampling.started_at, unix seconds); a
     # recorded file analysed offline does not, and time_nanos stays 0.
-    started = (report.get("sampling") or {}).get("started_at")
-    if isinstance(started, Real) and not isinstance(started, bool) and started > 0:
+    started = _real((report.get("sampling") or {}).get("started_at"))
+    if started is not None and started > 0:
         profile.time_nanos = round(started * 1e9)
     headline = (report.get("verdict") or {}).get("headline")
     if headline:

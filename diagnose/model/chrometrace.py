@@ -119,10 +119,11 @@ def _changes(events) -> dict:
     changes: dict = {}
     owners: dict = {}  # pseudo-frame name -> its process's pid (None: not a process frame)
     cur_ts = cur_pid = cur_tid = None
-    stack = None
+    stack: list | None = None
     for ts, pid, tid, phase, frame in events:
         if ts != cur_ts or tid != cur_tid or pid != cur_pid:
             if stack is not None:
+                assert cur_pid is not None  # set by the event that opened this stack
                 held = tuple(stack)
                 changes.setdefault((_owner(held, cur_pid, owners), cur_tid), []).append(
                     (cur_ts, held))
@@ -131,6 +132,7 @@ def _changes(events) -> dict:
             if stack is None:
                 stack = open_frames[tid] = []
         if phase == "B":
+            assert stack is not None  # a ts is never None: the first event opens a stack
             stack.append(frame)
         elif stack:
             # py-spy closes frames innermost first; tolerate a foreign writer's order
@@ -139,6 +141,7 @@ def _changes(events) -> dict:
             elif frame in stack:
                 del stack[len(stack) - 1 - stack[::-1].index(frame)]
     if stack is not None:
+        assert cur_pid is not None  # set by the event that opened this stack
         held = tuple(stack)
         changes.setdefault((_owner(held, cur_pid, owners), cur_tid), []).append((cur_ts, held))
     return changes
@@ -259,6 +262,7 @@ def regrid(profile: Profile, rate_hz: float) -> None:
             keep.append(track)
             continue
         changed, stacks = track.changes
+        assert track.segments is not None  # a measured track has both (load_chrometrace)
         k = np.concatenate([np.arange(math.ceil((start - origin) / step - 1e-6),
                                       math.ceil((end - origin) / step - 1e-6))
                             for _tid, start, end in track.segments]).astype(np.int64)

@@ -47,7 +47,7 @@ class CpuAgreement:
     @property
     def factor(self) -> float:
         """What a CPU finding's score keeps: 1 where the counters agree, else measured/sampled."""
-        if self.agrees or not self.sampled_cores:
+        if self.measured_cores is None or self.agrees or not self.sampled_cores:
             return 1.0
         return max(0.0, self.measured_cores / self.sampled_cores)
 

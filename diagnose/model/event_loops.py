@@ -28,8 +28,8 @@ import numpy as np
 from diagnose.model import source
 from diagnose.model.profile import Frame
 
-LOOP_THREAD_SHARE = 0.8
-SEPARATED_IDLE_SHARE = 0.2  # below this, consecutive requests' stretches merge: no estimate  # a thread whose samples carry a loop marker this often is a loop thread
+LOOP_THREAD_SHARE = 0.8  # a thread whose samples carry a loop marker this often is a loop thread
+SEPARATED_IDLE_SHARE = 0.2  # below this, consecutive requests' stretches merge: no estimate
 _STDLIB = re.compile(r"/lib/python\d+(\.\d+)?/(?!site-packages/|dist-packages/)|^<frozen |^<string>")
 _SITE = re.compile(r"/(site|dist)-packages/([^/]+)")
 FRAMEWORK_PACKAGES = frozenset({
@@ -224,7 +224,7 @@ def _measure_loop(analysis, thread: int, group, info, counts, total: int, interv
     by_callback: dict[tuple, dict] = {}
     states = group["state"].astype(str).to_numpy()
     phases = group["phase"].astype(str).to_numpy()
-    flavors = {}
+    flavors: dict[str, int] = {}
     for loop_stack, count, state, phase in zip(info, counts, states, phases):
         if loop_stack is None:
             segments["framework"] += count
@@ -255,7 +255,7 @@ def _measure_loop(analysis, thread: int, group, info, counts, total: int, interv
     pid = row["pid"] if "pid" in row.index else None
     return EventLoop(
         pid=None if pid is None or pid != pid else int(pid), tid=tid, thread=thread,
-        name=str(row["name"]), flavor=max(flavors, key=flavors.get) if flavors else "asyncio",
+        name=str(row["name"]), flavor=max(flavors, key=flavors.__getitem__) if flavors else "asyncio",
         samples=total, idle_share=round(segments["idle"] / total, 4),
         busy_share=round(1 - segments["idle"] / total, 4),
         app_share=round(segments["app"] / total, 4),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -157,7 +158,7 @@ def _sample_texts(raw: str) -> list[str]:
     return inner[1:-1].split("],[")
 
 
-def load_speedscope(data: dict, label: str = "profile", arrays: list[str] | None = None) -> Profile:
+def load_speedscope(data: object, label: str = "profile", arrays: list[str] | None = None) -> Profile:
     if not isinstance(data, dict) or "profiles" not in data or "shared" not in data:
         raise BadProfile(f"{label}: JSON but not a speedscope profile (no 'profiles'/'shared')")
     shared_frames = data["shared"].get("frames", [])
@@ -191,7 +192,7 @@ def load_speedscope(data: dict, label: str = "profile", arrays: list[str] | None
         lifted = _lifted(samples, arrays)
         if lifted is not None:
             samples = _sample_texts(lifted)
-            parse = _parse_sample_text
+            parse: Callable[[Any], tuple[int, ...]] = _parse_sample_text
         else:
             parse = tuple
         lifted = _lifted(weights, arrays)
@@ -247,7 +248,7 @@ def load_collapsed(text: str, label: str = "profile") -> Profile:
     per_thread: dict[int, tuple[str, list[int], list[int]]] = {}
     frame_cache: dict[str, int] = {}
     bad = 0
-    lines = [l for l in text.splitlines() if l.strip()]
+    lines = [line for line in text.splitlines() if line.strip()]
     for line in lines:
         stack_text, _, count_text = line.rstrip().rpartition(" ")
         if not stack_text or not count_text.isdigit():

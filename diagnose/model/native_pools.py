@@ -80,12 +80,13 @@ def pool_split(native: Profile | None, tids: set[int] | None = None) -> list[Poo
     split by their leaf into kernels and synchronisation; largest first."""
     if native is None or not native.threads:
         return []
-    verdicts: dict[int, tuple | None] = {}
+    verdicts: dict[np.integer, tuple | None] = {}  # by the stack id np.flatnonzero gives
     tallies: dict[tuple, dict] = {}
     for track in native.threads:
         if tids is not None and track.tid not in tids:
             continue
-        counts = np.bincount(track.stack_ids, minlength=len(native.stacks)) if len(track.stack_ids) else []
+        counts: np.ndarray | list[int] = (np.bincount(track.stack_ids, minlength=len(native.stacks))
+                                          if len(track.stack_ids) else [])
         for sid in np.flatnonzero(counts):
             if sid not in verdicts:
                 verdicts[sid] = _classify(native, int(sid))

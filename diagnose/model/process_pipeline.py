@@ -127,7 +127,7 @@ def _producer(view) -> tuple[Framework, float, Hotspot | None, Hotspot | None] |
     if samples.empty:
         return None
     best = None
-    for thread, rows in samples.groupby("thread", sort=False):
+    for _thread, rows in samples.groupby("thread", sort=False):
         total, looped, busy = 0, 0, 0
         framework = None
         entries: dict = {}
@@ -245,8 +245,9 @@ def find_process_pipeline(service) -> ProcessPipeline | None:
     parent, workers, (thread, c_busy, c_starved, c_site) = best
     framework = max((f[0] for _, f in workers), key=lambda fw: sum(1 for _, f in workers if f[0] is fw))
     demand = [_demand(v) for v, _ in workers]
-    if all(d is not None for d in demand):
-        busy, source = float(np.mean(demand)), "proc"
+    known = [d for d in demand if d is not None]
+    if len(known) == len(demand):
+        busy, source = float(np.mean(known)), "proc"
     else:
         busy, source = float(np.mean([f[1] for _, f in workers])), "samples"
     hottest = max(workers, key=lambda w: w[1][1])[1]

@@ -156,7 +156,7 @@ def _lifetime(view: ProcessView, tree) -> None:
         view.exited_s = float(record.state_samples[-1][0])
 
 
-def _ancestors(pid: int, parents: dict) -> set[int]:
+def _ancestors(pid: int | None, parents: dict) -> set[int]:
     seen = set()
     while pid in parents and parents[pid] is not None and parents[pid] not in seen:
         pid = parents[pid]

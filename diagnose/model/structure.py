@@ -147,7 +147,8 @@ def _queue_name(frame: Frame, op: str) -> str:
 def source_queue_ops(frame: Frame) -> tuple[set[str], set[str]]:
     """(queues got from, queues put to) by the function of `frame`, read from its source: a
     stage's loop names its queues even when the samples never caught it inside get or put."""
-    gets, puts = set(), set()
+    gets: set[str] = set()
+    puts: set[str] = set()
     number = frame.line
     try:
         while number > 0:
@@ -210,11 +211,11 @@ def build_structure(analysis) -> Structure:
     per_stack = {}
     for sid in np.unique(samples["stack"].to_numpy()):
         frames = [profile.frames[i] for i in profile.stacks[int(sid)]]
-        loop = loop_frame(frames)
+        loop_at = loop_frame(frames)
         op = queue_op(frames)
         waiter = result_wait(frames) if op is None else None
         submitted = _submitted_to(frames[waiter]) if waiter is not None else None
-        per_stack[int(sid)] = (frames[loop] if loop >= 0 else None, op, submitted)
+        per_stack[int(sid)] = (frames[loop_at] if loop_at >= 0 else None, op, submitted)
     loop_threads = {loop.tid for loop in analysis.event_loops}
     master = analysis.process_role == "master"
     groups: dict[tuple, list[int]] = {}
@@ -229,7 +230,7 @@ def build_structure(analysis) -> Structure:
                 tally[key] = tally.get(key, 0) + int(count)
         if not tally:
             continue
-        key = max(tally, key=tally.get)
+        key = max(tally, key=tally.__getitem__)
         thread_loop[int(thread)] = key
         groups.setdefault(key, []).append(int(thread))
     interval = profile.interval_s or 0.01

@@ -123,11 +123,11 @@ def build_sample_table(profile: Profile, stacks: StackTable) -> pd.DataFrame:
         rows = np.flatnonzero(sid == stack_id)
         for row, choice in zip(rows, spread(len(rows), mixture)):
             state[row], wait_kind[row], site[row] = components[choice]
-    df["state"] = pd.Categorical(state, categories=STATES) if len(sid) else pd.Categorical([], categories=STATES)
-    df["wait_kind"] = pd.Categorical(wait_kind, categories=WAIT_KINDS) if len(sid) else pd.Categorical([], categories=WAIT_KINDS)
+    df["state"] = _categorical(state, STATES, sid)
+    df["wait_kind"] = _categorical(wait_kind, WAIT_KINDS, sid)
     df["site"] = site
-    df["phase"] = pd.Categorical(stacks.phase[sid], categories=PHASES_AND_OTHER) if len(sid) else pd.Categorical([], categories=PHASES_AND_OTHER)
-    df["leaf_category"] = pd.Categorical(stacks.leaf_category[sid], categories=CATEGORIES) if len(sid) else pd.Categorical([], categories=CATEGORIES)
+    df["phase"] = _categorical(stacks.phase[sid], PHASES_AND_OTHER, sid)
+    df["leaf_category"] = _categorical(stacks.leaf_category[sid], CATEGORIES, sid)
     df["estimated"] = stacks.estimated[sid]
     source = np.where(stacks.calibrated[sid], "calibrated",
                       np.where(stacks.estimated[sid], "estimated", "measured"))
@@ -144,3 +144,8 @@ def validate(df: pd.DataFrame) -> pd.DataFrame:
     if out["state"].isna().any():
         raise ValueError("sample table has samples with no state")
     return out
+
+
+def _categorical(values, categories, sid) -> pd.Categorical:
+    """A column of the sample table; an empty table's is empty (whatever `values` holds)."""
+    return pd.Categorical(values if len(sid) else [], categories=categories)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 # Units: how a value (or, for a dict, each of its values) is written.
 PERCENT = "percent"
@@ -417,7 +418,7 @@ def describe_item(key: str, value, evidence: dict | None = None, intervals: dict
     """One evidence row: {"key", "label", "text"}, "items" for a dict, "interval" when shown."""
     label = _infer_for_value(label_for(key), key, value)
     text = fmt_value(value, label.unit, label.none)
-    row = {"key": key, "label": label.label, "text": text}
+    row: dict[str, Any] = {"key": key, "label": label.label, "text": text}
     interval = (intervals or {}).get(key) if label.interval else None
     if (label.unit == PERCENT and isinstance(interval, dict) and isinstance(value, (int, float))
             and not isinstance(value, bool)):

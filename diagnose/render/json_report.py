@@ -26,7 +26,7 @@ def state_sources(samples: pd.DataFrame) -> dict:
     """Samples by where their state came from, and the native samples behind the calibrated ones:
     {measured, calibrated, estimated, calibration_min_support, calibration_median_support}."""
     counts = samples.groupby("state_source", observed=False)["count"].sum()
-    out = {str(k): int(v) for k, v in counts.items()}
+    out: dict[str, int | float | None] = {str(k): int(v) for k, v in counts.items()}
     calibrated = samples[samples["state_source"] == "calibrated"]
     support = calibrated["calibration_support"]
     out["calibration_min_support"] = int(support.min()) if len(support) else None

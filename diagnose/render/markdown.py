@@ -176,7 +176,8 @@ def _verdict_lines(report: dict, budget: _Budget) -> list[str]:
         lines += ["", f"**Within the noise of each other:** "
                       f"{md_text(verdict.get('co_primary_reason') or '', budget.text)}"]
         named = (verdict.get("primary"), co)
-        advice = verdict.get("first_advice") if isinstance(verdict.get("first_advice"), list) else []
+        first_advice = verdict.get("first_advice")
+        advice = first_advice if isinstance(first_advice, list) else []
         for name, text in zip(named, advice):
             if text:
                 lines += ["", f"**First advice for {md_code(name, budget.name)}:** "

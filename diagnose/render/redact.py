@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 MASK = "***"
-_SECRET_WORD = r"(pass(word|wd)?|pwd|token|secret|api[-_]?key|apikey|access[-_]?key|private[-_]?key|auth|credentials?|session[-_]?key|client[-_]?secret|dsn|key)"
+_SECRET_WORD = (r"(pass(word|wd)?|pwd|token|secret|api[-_]?key|apikey|access[-_]?key|private[-_]?key|auth|"
+                r"credentials?|session[-_]?key|client[-_]?secret|dsn|key)")
 # --password=x, --api-key=x, PASSWORD=x, token:x
 _INLINE = re.compile(rf"^(?P<name>-{{0,2}}[\w.-]*{_SECRET_WORD}[\w.-]*)(?P<sep>[=:])(?P<value>.+)$", re.I)
 # --password x (the value is the next argument)

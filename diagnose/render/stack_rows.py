@@ -12,6 +12,8 @@ calibrated stack whose state is a mix counts once per state it was given.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from diagnose.model.analysis import Analysis
@@ -37,7 +39,7 @@ def stack_rows(analysis: Analysis) -> dict:
                            "native": bool(frame.native)})
         return used_frames[frame_id]
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for stack_id, thread, state, category, count in grouped.itertuples(index=False):
         info = threads.loc[int(thread)]
         pid = info["pid"]

@@ -46,7 +46,7 @@ def chart(steps: list[dict], series: tuple[str, ...], knee: float | None) -> dic
     frame = {"w": W, "h": H, "left": LEFT, "bottom": H - BOTTOM, "right": W - RIGHT, "top": TOP}
     if not points:
         return {**frame, "lines": [], "xticks": [], "yticks": [], "knee_x": None}
-    xs = [math.log2(_level(s)) for s in points]
+    xs = [math.log2(level) for s in points if (level := _level(s))]  # every point has a level
     x0, x1 = min(xs), max(xs)
     span = (x1 - x0) or 1.0
     top = _nice_max(max((_series_value(s, k) or 0) for s in points for k in series))
