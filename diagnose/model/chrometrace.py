@@ -157,6 +157,29 @@ class _Thread:
         self.end: float | None = None
 
 
+def _drop_torn_reads(profile: Profile, thread: _Thread) -> None:
+    """A thread's outermost frame never changes while it lives (`<module>`, threading's
+    bootstrap): a stack that starts elsewhere is a torn read — py-spy's non-blocking mode walks
+    the frame chain while the thread runs and can stop part-way, keeping only the innermost
+    frames. Such a change is dropped: the thread is read as holding its previous stack until its
+    next whole one, as for any instant whose read is missing."""
+    if len(thread.stacks) < 3:
+        return
+    roots: dict[int, int] = {}
+    for sid in thread.stacks:
+        stack = profile.stacks[sid]
+        if stack:
+            roots[stack[0]] = roots.get(stack[0], 0) + 1
+    if len(roots) < 2:
+        return
+    root, count = max(roots.items(), key=lambda item: item[1])
+    if count * 2 <= len(thread.stacks):
+        return  # no root most reads agree on: nothing to tell a torn read by
+    keep = [k for k, sid in enumerate(thread.stacks) if profile.stacks[sid][:1] in ((), (root,))]
+    thread.times = [thread.times[k] for k in keep]
+    thread.stacks = [thread.stacks[k] for k in keep]
+
+
 def estimated_rate_hz(timestamps: np.ndarray, window_us: float) -> int:
     """A grid rate at least as fine as the sampling instants seen (offline: py-spy's rate is
     not in the file). The final instant (the closing events) is not a sample."""
@@ -224,6 +247,8 @@ def load_chrometrace(data, label: str = "profile", rate_hz: float | None = None)
                 continue  # only a pseudo-frame changed (a thread renamed)
             thread.times.append(ts)
             thread.stacks.append(sid)
+        for thread in slot:
+            _drop_torn_reads(profile, thread)
         slot = [t for t in slot if t.times]
         if slot:
             slots.append(slot)

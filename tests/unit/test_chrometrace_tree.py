@@ -192,3 +192,27 @@ def test_a_new_thread_reusing_a_shared_pthread_id_ends_the_old_one_in_its_own_pr
     assert segments[0][2] == pytest.approx(0.03) == segments[1][1]  # ended as the new one began
     assert [s[0] for s in by_pid[100].segments] == [100]
     assert [functions(profile, s) for s in by_pid[101].changes[1]] == [["old"], ["new"]]
+
+
+def test_a_torn_non_blocking_read_that_lost_the_threads_root_frames_is_dropped():
+    from diagnose.model.chrometrace import load_chrometrace
+
+    def frame(name):
+        return {"name": name, "args": {"filename": "app.py", "line": 1}}
+
+    stacks = [("<module>", "serve", "work"), ("work",), ("<module>", "serve", "parse"),
+              ("<module>", "serve", "work"), ("<module>", "serve", "parse")]
+    events, held = [], ()
+    for k, stack in enumerate(stacks):
+        ts = 10_000.0 * k
+        common = 0
+        while common < min(len(held), len(stack)) and held[common] == stack[common]:
+            common += 1
+        events += [dict(frame(n), ph="E", ts=ts, pid=7, tid=1) for n in reversed(held[common:])]
+        events += [dict(frame(n), ph="B", ts=ts, pid=7, tid=1) for n in stack[common:]]
+        held = stack
+    events += [dict(frame(n), ph="E", ts=50_000.0, pid=7, tid=1) for n in reversed(held)]
+    profile = load_chrometrace(events, rate_hz=100)
+    roots = {profile.frames[profile.stacks[sid][0]].function
+             for track in profile.threads for sid in track.stack_ids}
+    assert roots == {"<module>"}
