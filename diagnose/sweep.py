@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from diagnose.collect.procfs import _read, cores_available, machine_idle_seconds, parse_stat
+from diagnose.collect.procfs import cores_available, machine_idle_seconds, parse_stat, read_proc_text
 from diagnose.loadgen import LoadResult
 
 SCHEMA_VERSION = 1
@@ -157,7 +157,7 @@ class CpuMeter:
                 if p in seen:
                     continue
                 seen.add(p)
-                stat = _read(f"/proc/{p}/stat")
+                stat = read_proc_text(f"/proc/{p}/stat")
                 if stat:
                     total += parse_stat(stat)[2]
         return total

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from diagnose.collect.procfs import _CLOCK_TICKS, _read, list_tids, parse_stat
+from diagnose.collect.procfs import CLOCK_TICKS, list_tids, parse_stat, read_proc_text
 
 # A thread is busy when it was charged a CPU clock tick (10 ms) between the two reads: a thread
 # asleep in a wait, woken by a timer now and then, is charged microseconds. Not a share of a
@@ -43,7 +43,7 @@ class ProcessActivity:
 
 
 def _cmdline(pid: int) -> tuple[str, ...]:
-    text = _read(f"/proc/{pid}/cmdline")
+    text = read_proc_text(f"/proc/{pid}/cmdline")
     return tuple(part for part in (text or "").split("\0") if part)
 
 
@@ -52,7 +52,7 @@ def snapshot(pids: list[int]) -> CpuSnapshot:
     for pid in pids:
         threads = {}
         for tid in list_tids(pid):
-            stat = _read(f"/proc/{pid}/task/{tid}/stat")
+            stat = read_proc_text(f"/proc/{pid}/task/{tid}/stat")
             if stat is not None:
                 threads[tid] = parse_stat(stat)[2]
         if threads:
@@ -68,7 +68,7 @@ def measure(before: CpuSnapshot, pids: list[int]) -> list[ProcessActivity]:
     if wait > 0:
         time.sleep(wait)
     after = snapshot(pids)
-    elapsed = max(after.at - before.at, 1.0 / _CLOCK_TICKS)
+    elapsed = max(after.at - before.at, 1.0 / CLOCK_TICKS)
     found = []
     for pid, threads in after.cpu.items():
         earlier = before.cpu.get(pid)
@@ -77,7 +77,7 @@ def measure(before: CpuSnapshot, pids: list[int]) -> list[ProcessActivity]:
                                          after.cmdlines.get(pid, ())))
             continue
         used = {tid: cpu - earlier.get(tid, 0.0) for tid, cpu in threads.items()}
-        tick = 1.0 / _CLOCK_TICKS
+        tick = 1.0 / CLOCK_TICKS
         busy = sum(1 for d in used.values() if d >= tick - 1e-9)
         found.append(ProcessActivity(pid, len(threads), busy, round(sum(used.values()) / elapsed, 3),
                                      after.cmdlines.get(pid, ())))

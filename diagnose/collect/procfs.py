@@ -11,7 +11,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -76,7 +76,8 @@ class ProcRecord:
         return rec
 
 
-def _read(path: str) -> str | None:
+def read_proc_text(path: str) -> str | None:
+    """A /proc file's text, or None when the thread or process is gone (or not ours to read)."""
     try:
         with open(path, "rb") as fh:
             return fh.read().decode("utf-8", "replace")
@@ -91,7 +92,7 @@ def parse_stat(text: str) -> tuple[str, str, float]:
     fields = text[close_paren + 2:].split()
     state = fields[0]
     utime, stime = int(fields[11]), int(fields[12])
-    return comm, state, (utime + stime) / _CLOCK_TICKS
+    return comm, state, (utime + stime) / CLOCK_TICKS
 
 
 def parse_status_ctx(text: str) -> tuple[int | None, int | None]:
@@ -106,13 +107,13 @@ def parse_status_ctx(text: str) -> tuple[int | None, int | None]:
 
 def cgroup_cpu_quota_cores(pid: int) -> float | None:
     """The cgroup v2 CPU quota in cores (cpu.max), or None when unlimited or unknown."""
-    cgroup = _read(f"/proc/{pid}/cgroup")
+    cgroup = read_proc_text(f"/proc/{pid}/cgroup")
     if not cgroup:
         return None
     for line in cgroup.splitlines():
         if line.startswith("0::"):
             rel = line[3:].strip()
-            text = _read(os.path.join("/sys/fs/cgroup", rel.lstrip("/"), "cpu.max"))
+            text = read_proc_text(os.path.join("/sys/fs/cgroup", rel.lstrip("/"), "cpu.max"))
             if text:
                 quota, _, period = text.strip().partition(" ")
                 if quota != "max" and period:
@@ -129,18 +130,18 @@ def list_tids(pid: int) -> list[int]:
 
 def read_counters(pid: int, tid: int) -> ThreadCounters | None:
     base = f"/proc/{pid}/task/{tid}"
-    stat = _read(f"{base}/stat")
+    stat = read_proc_text(f"{base}/stat")
     if stat is None:
         return None
     _, _, cpu_s = parse_stat(stat)
     wait_s = slices = None
-    sched = _read(f"{base}/schedstat")
+    sched = read_proc_text(f"{base}/schedstat")
     if sched:
         parts = sched.split()
         if len(parts) >= 3:
             wait_s, slices = int(parts[1]) / 1e9, int(parts[2])
     vol = invol = None
-    status = _read(f"{base}/status")
+    status = read_proc_text(f"{base}/status")
     if status:
         vol, invol = parse_status_ctx(status)
     return ThreadCounters(cpu_s, wait_s, slices, vol, invol)
@@ -148,11 +149,11 @@ def read_counters(pid: int, tid: int) -> ThreadCounters | None:
 
 def machine_idle_seconds() -> float | None:
     """Idle + iowait CPU seconds of the whole machine since boot (/proc/stat)."""
-    text = _read("/proc/stat")
+    text = read_proc_text("/proc/stat")
     if not text or not text.startswith("cpu "):
         return None
     fields = text.split("\n", 1)[0].split()
-    return (int(fields[4]) + int(fields[5])) / _CLOCK_TICKS
+    return (int(fields[4]) + int(fields[5])) / CLOCK_TICKS
 
 
 def cores_available(pid: int) -> int:
@@ -184,7 +185,7 @@ class ProcSampler:
         return os.path.exists(f"/proc/{self.pid}/stat") and not self._is_zombie()
 
     def _is_zombie(self) -> bool:
-        stat = _read(f"/proc/{self.pid}/stat")
+        stat = read_proc_text(f"/proc/{self.pid}/stat")
         return stat is None or parse_stat(stat)[1] in ("Z", "X")
 
     def tick(self) -> bool:
@@ -194,7 +195,7 @@ class ProcSampler:
         if not tids:
             return False
         for tid in tids:
-            stat = _read(f"/proc/{self.pid}/task/{tid}/stat")
+            stat = read_proc_text(f"/proc/{self.pid}/task/{tid}/stat")
             if stat is None:
                 continue
             comm, state, _ = parse_stat(stat)
@@ -204,7 +205,7 @@ class ProcSampler:
                 counters = read_counters(self.pid, tid)
                 if counters:
                     self.record.first[tid] = counters
-        statm = _read(f"/proc/{self.pid}/statm")
+        statm = read_proc_text(f"/proc/{self.pid}/statm")
         if statm:
             self.record.rss_samples.append((round(now, 4), int(statm.split()[1]) * _PAGE_SIZE))
         self._ticks += 1
@@ -221,7 +222,7 @@ class ProcSampler:
         return self.record
 
     def _snapshot_counters(self, into: dict[int, ThreadCounters]) -> None:
-        io = _read(f"/proc/{self.pid}/io")
+        io = read_proc_text(f"/proc/{self.pid}/io")
         syscw = next((int(line.split()[1]) for line in (io or "").splitlines()
                       if line.startswith("syscw:")), None)
         if syscw is not None:
