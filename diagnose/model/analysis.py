@@ -12,6 +12,7 @@ from diagnose.classify.categories import Categorizer
 from diagnose.classify.os_state import settle_with_os_state
 from diagnose.classify.state import STATES
 from diagnose.collect.procfs import ProcRecord
+from diagnose.model.library_threads import LIBRARY_THREAD_SHARE, library_stacks
 from diagnose.model.os_summary import ProcessOS, summarize
 from diagnose.model.profile import Profile
 from diagnose.model.table import StackTable, build_sample_table, classify_stacks
@@ -98,6 +99,12 @@ def summarize_threads(profile: Profile, samples: pd.DataFrame) -> pd.DataFrame:
     busy = counts[["python", "native"]].sum(axis=1)
     parked = ((parking / safe_total) >= PARKED_SHARE) & ((busy / safe_total) < PARKED_MAX_BUSY)
     role[((active / safe_total) >= REQUEST_ACTIVE_SHARE) & ~parked & has_python] = "request"
+    # A library's transport thread (a queue feeder, a pool's result handler) is never a
+    # request handler nor an idle worker, however it spends its time (model/library_threads.py).
+    in_library = library_stacks(profile)[samples["stack"].to_numpy(dtype="int64")]
+    library = (samples[in_library].groupby("thread")["count"].sum()
+               .reindex(counts.index, fill_value=0) / safe_total) >= LIBRARY_THREAD_SHARE
+    role[library] = "library"
     out = pd.DataFrame({
         "tid": [t.tid for t in profile.threads],
         "pid": pd.array([t.pid for t in profile.threads], dtype="Int64"),

@@ -180,14 +180,18 @@ def _consumer(view):
     samples = analysis.samples
     best = None
     for thread, rows in samples.groupby("thread", sort=False):
-        total, busy, starved = 0, 0, 0
+        if analysis.threads.loc[thread, "role"] == "library":
+            continue  # a pool's own handler threads wait on pipes too; they consume nothing
+        total, busy, starved, busy_in_wait = 0, 0, 0, 0
         sites: dict = {}
         for frames, state, count in _stacks(analysis, rows):
             total += count
+            index = _result_wait(frames)
             if state in BUSY:
                 busy += count
+                if index is not None:
+                    busy_in_wait += count
                 continue
-            index = _result_wait(frames)
             if index is None:
                 continue
             starved += count
@@ -195,16 +199,37 @@ def _consumer(view):
             if caller is not None:
                 f = frames[caller]
                 sites[(f.function, f.file, f.line)] = sites.get((f.function, f.file, f.line), 0) + count
-        if not total or not starved:
+        if not total or not (starved or busy_in_wait):
             continue
-        if best is None or starved + busy > best[0]:
+        busy_share, starved_share = busy / total, starved / total
+        proc = _thread_demand(analysis, thread)
+        if proc is not None and proc < busy_share:
+            # OS counters outrank the samples: a thread "running" inside its result wait more
+            # than /proc's CPU + run-queue time allows was waiting (a non-blocking sampler
+            # can catch a poll() as running Python).
+            busy_share = proc
+            starved_share = min(starved_share + busy_in_wait / total, 1.0 - proc)
+        if not starved_share:
+            continue
+        if best is None or starved_share + busy_share > best[0]:
             name = str(analysis.threads.loc[thread, "name"]) if "name" in analysis.threads else str(thread)
             site = None
             if sites:
                 (fn, file, line), c = max(sites.items(), key=lambda kv: kv[1])
-                site = Hotspot(fn, file, line, round(c / starved, 4))
-            best = (starved + busy, name, busy / total, starved / total, site)
+                site = Hotspot(fn, file, line, round(c / sum(sites.values()), 4))
+            best = (starved_share + busy_share, name, busy_share, starved_share, site)
     return None if best is None else best[1:]
+
+
+def _thread_demand(analysis, thread) -> float | None:
+    """Share of the window the thread ran or waited for a core, by /proc; None unknown."""
+    os_ = getattr(analysis, "os", None)
+    if os_ is None or not os_.window_s or "tid" not in analysis.threads:
+        return None
+    counters = os_.threads.get(int(analysis.threads.loc[thread, "tid"]))
+    if counters is None:
+        return None
+    return min(1.0, (counters.cpu_s + (counters.runqueue_wait_s or 0.0)) / os_.window_s)
 
 
 def _demand(view) -> float | None:

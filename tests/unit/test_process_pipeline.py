@@ -41,8 +41,9 @@ POOL_WAIT = [py("<module>", APP, 200), py("run_inference", APP, 112),
 MODEL = [py("<module>", APP, 200), py("run_inference", APP, 111), py("Model.forward", APP, 99)]
 
 
-def view(pid, ppid, cpu, threads):
-    """threads: {name: [(frames, state, count), ...]}"""
+def view(pid, ppid, cpu, threads, roles=None, thread_cpu=None):
+    """threads: {name: [(frames, state, count), ...]}; roles: {name: thread role} (else request);
+    thread_cpu: {name: /proc CPU seconds over a 10 s window}"""
     frames, stacks, rows, names = [], [], [], []
     for t, (name, samples) in enumerate(threads.items()):
         names.append(name)
@@ -53,9 +54,16 @@ def view(pid, ppid, cpu, threads):
                 ids.append(len(frames) - 1)
             stacks.append(tuple(ids))
             rows.append({"thread": t, "stack": len(stacks) - 1, "state": state, "count": count})
+    tids = [pid * 100 + t for t in range(len(names))]
+    os_ = None
+    if thread_cpu is not None:
+        os_ = SimpleNamespace(window_s=10.0, threads={
+            tid: SimpleNamespace(cpu_s=thread_cpu[n], runqueue_wait_s=0.0)
+            for tid, n in zip(tids, names) if n in thread_cpu})
     analysis = SimpleNamespace(profile=SimpleNamespace(frames=frames, stacks=stacks),
-                               samples=pd.DataFrame(rows),
-                               threads=pd.DataFrame({"name": names}))
+                               samples=pd.DataFrame(rows), os=os_,
+                               threads=pd.DataFrame({"name": names, "tid": tids, "role": [
+                                   (roles or {}).get(n, "request") for n in names]}))
     return SimpleNamespace(pid=pid, ppid=ppid, role="worker", cpu_cores=cpu, analysis=analysis,
                            cmdline=["python", APP])
 
@@ -105,6 +113,31 @@ def test_a_pool_worker_feeding_a_starved_consumer_advises_pool_processes():
     found = stage_bound.run_processes(pipeline, tree, SETTINGS)
     assert found.evidence["fix"] == {"knob": "processes", "value": 2}
     assert "Pool(processes=2)" in found.advice[0]
+
+
+def test_a_pools_own_handler_thread_waiting_on_its_pipes_is_not_the_consumer():
+    handler = [py("Thread._bootstrap", f"{LIB}/threading.py", 1002),
+               py("Pool._handle_workers", f"{LIB}/multiprocessing/pool.py", 522),
+               py("Pool._wait_for_updates", f"{LIB}/multiprocessing/pool.py", 502),
+               py("wait", f"{LIB}/multiprocessing/connection.py", 947)]
+    consumer = view(20, 1, 0.4, {"Thread-1 (_handle_workers)": [(handler, "idle", 100)],
+                                 "MainThread": [(POOL_WAIT, "idle", 60), (MODEL, "python", 40)]},
+                    roles={"Thread-1 (_handle_workers)": "library"})
+    worker = view(21, 20, 0.97, {"MainThread": [(POOL_LOOP + [py("decode", APP, 56)], "python", 100)]})
+    pipeline = find_process_pipeline(service(consumer, [worker]))
+    assert pipeline.consumer_thread == "MainThread"
+    assert (pipeline.consumer_busy, pipeline.consumer_starved) == (0.4, 0.6)
+
+
+def test_a_consumer_sampled_running_inside_its_result_wait_is_starved_by_proc_cpu():
+    # A non-blocking sampler caught the consumer's poll() as running Python; /proc says the
+    # thread ran 3 s of the 10 s window: it waited for its workers the rest of the time.
+    consumer = view(10, 1, 0.3, {"MainThread": [(TORCH_WAIT, "python", 70), (MODEL, "python", 30)]},
+                    thread_cpu={"MainThread": 3.0})
+    worker = view(11, 10, 0.98, {"MainThread": [(TORCH_LOOP + [py("decode", APP, 56)], "python", 100)]})
+    pipeline = find_process_pipeline(service(consumer, [worker]))
+    assert (pipeline.consumer_busy, pipeline.consumer_starved) == (0.3, 0.7)
+    assert pipeline.bottleneck == "producers"
 
 
 def test_workers_waiting_for_a_busy_consumer_are_not_the_bottleneck():
