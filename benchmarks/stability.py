@@ -4,10 +4,11 @@
     python benchmarks/stability.py [--fixtures a,b,...] [--attaches 5] [--duration 4]
                                    [--python 3.12 | /path/to/python]
 
-Each fixture workload (fixtures/workloads/, every one but those starting with "_") is started
-once and attached `--attaches` times back to back with `diagnose attach PID --duration D
---json`. `--python` runs the workloads on another interpreter: a version ("3.13") gets the
-cached venv with numpy that the integration tests build (tests/integration/pythons.py, under
+Each fixture workload (fixtures/workloads/, every one but those starting with "_"; and the gRPC
+server fixtures/servers/grpc_locked.py under its gRPC load client) is started once and attached
+`--attaches` times back to back with `diagnose attach PID --duration D --json`; late_thread starts
+in its steady state (`--start-after 0`). `--python` runs the workloads on another interpreter: a
+version ("3.13") gets the cached venv with numpy that the integration tests build (tests/integration/pythons.py, under
 .cache/pythons/), a path is used as it is; diagnose itself runs on this interpreter. A verdict
 is stable when the set it names (the primary, and the co-primary if any) is the same in every
 attach. The table lists, per fixture, that set for each attach, the top finding's score and
@@ -18,9 +19,11 @@ stdout; the exit status is 1 when any fixture's verdict changed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -32,7 +35,11 @@ sys.path.insert(0, str(REPO))
 from diagnose.checks.arbiter import rank_key  # noqa: E402
 from diagnose.checks.engine import order_of  # noqa: E402
 WORKLOADS = REPO / "fixtures" / "workloads"
-DEFAULT_FIXTURES = tuple(sorted(p.stem for p in WORKLOADS.glob("*.py") if not p.stem.startswith("_")))
+DEFAULT_FIXTURES = tuple(sorted([p.stem for p in WORKLOADS.glob("*.py") if not p.stem.startswith("_")]
+                                + ["grpc_locked"]))
+# Arguments that put a workload in its steady state from READY on: late_thread's threads start on
+# a trigger (a window before it and one after see two different services, by design).
+STEADY_ARGS = {"late_thread": ("--start-after", "0")}
 
 
 def workload_python(spec: str | None) -> str:
@@ -66,15 +73,49 @@ def point_first(findings: list[dict]) -> str:
     return first.id if first.score >= 25 else "none"
 
 
+@contextlib.contextmanager
+def workload_target(fixture: str, seconds: float, python: str):
+    """A self-loading workload: its READY pid."""
+    workload = knob_sweep.Workload([python, str(WORKLOADS / f"{fixture}.py"), "--seconds",
+                                    str(seconds), *STEADY_ARGS.get(fixture, ())])
+    try:
+        yield workload.wait_ready()
+    finally:
+        workload.kill()
+
+
+@contextlib.contextmanager
+def grpc_target(seconds: float, python: str):
+    """The gRPC server under its gRPC load client for the whole run: the server's pid."""
+    if python != sys.executable:
+        raise RuntimeError("the gRPC server runs on this interpreter only (grpcio is installed in "
+                           "diagnose's environment, not in the per-version venvs)")
+    import advice_grpc
+
+    with advice_grpc.Server([]) as server:
+        client = advice_grpc.load(server.port, seconds, 16)
+        try:
+            time.sleep(2)  # the client's channels connected and the handlers busy
+            yield server.proc.pid
+        finally:
+            client.kill()
+            client.wait(10)
+
+
+# Fixtures that are servers: started with their load driver (not in fixtures/workloads/).
+SERVERS = {"grpc_locked": grpc_target}
+
+
 def attaches(fixture: str, count: int, duration: float, python: str = sys.executable) -> list[dict]:
     # Generous: under a loaded machine an attach of a many-thread workload takes far longer
     # than its window, and a workload that ended early makes a failed attach, not a verdict.
-    cmd = [python, str(WORKLOADS / f"{fixture}.py"), "--seconds",
-           str(count * (duration + 90) + 60)]
-    workload = knob_sweep.Workload(cmd)
+    seconds = count * (duration + 90) + 60
+    if fixture in SERVERS:
+        target = SERVERS[fixture](seconds, python)
+    else:
+        target = workload_target(fixture, seconds, python)
     results = []
-    try:
-        pid = workload.wait_ready()
+    with target as pid:
         for k in range(count):
             knob_sweep.log(f"  {fixture}: attach {k + 1}/{count}")
             proc = subprocess.run([sys.executable, "-m", "diagnose", "attach", str(pid),
@@ -97,8 +138,6 @@ def attaches(fixture: str, count: int, duration: float, python: str = sys.execut
             results.append({"verdict": named(report["verdict"]), "point": point_first(report["findings"]),
                             "score": top.get("score"),
                             "gain": top.get("predicted_gain"), "scores": scores})
-    finally:
-        workload.kill()
     return results
 
 

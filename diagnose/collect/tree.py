@@ -99,8 +99,21 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def own_processes(pids: list[int]) -> set[int]:
+    """Those of `pids` that are this diagnose run or its children (its recorders, its load
+    generators): never a target. `diagnose attach $$` from a shell would otherwise follow the
+    shell to its only Python child, the running diagnose, and diagnose itself."""
+    own = os.getpid()
+    if own not in pids:
+        return set()
+    return {own, *descendants(own)} & set(pids)
+
+
 def python_descendants(pid: int) -> list[ProcessNode]:
-    found = [node(p) for p in descendants(pid)]
+    """The Python processes under `pid`, never diagnose's own."""
+    pids = descendants(pid)
+    mine = own_processes(pids)
+    found = [node(p) for p in pids if p not in mine]
     return [n for n in found if n is not None and n.python]
 
 

@@ -40,6 +40,30 @@ def test_missing_pid_exits_with_no_such_process(out_dir):
 
 
 @requires_ptrace
+@pytest.mark.parametrize("after", ["", "; exit $?"], ids=["exec-d-into-diagnose", "shell-parent"])
+def test_attaching_the_shell_that_runs_diagnose_refuses_to_sample_diagnose_itself(out_dir, after):
+    # `diagnose attach $$` from a shell: the shell's only Python descendant is diagnose (a lone
+    # command is exec'd by bash, so $$ is diagnose's own pid; with another command after it,
+    # the shell stays its parent).
+    command = f"{sys.executable} -m diagnose attach $$ --duration 2 --output-dir {out_dir}{after}"
+    proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == ExitCode.NOT_PYTHON, proc.stderr[-1500:]
+    assert "this diagnose run" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not list(out_dir.glob("*.html"))  # no report of diagnose's own threads
+
+
+def test_attaching_diagnoses_own_pid_is_refused_in_process():
+    import os
+
+    from diagnose.collect.attach import resolve_probe_pid
+    from diagnose.errors import NotPython
+
+    with pytest.raises(NotPython, match="this diagnose run"):
+        resolve_probe_pid(os.getpid(), children=True, retry_s=0)
+
+
+@requires_ptrace
 def test_non_python_process_exits_with_not_python(out_dir):
     sleeper = subprocess.Popen(["sleep", "60"])
     try:
