@@ -140,7 +140,7 @@ class StopSignals:
 
 def describe_target(pid: int) -> psutil.Process:
     if pid == os.getpid():
-        raise NotPython(f"process {pid} is this diagnose run: attach to the service's pid")
+        raise NotPython(f"process {pid} is diagnose itself: attach to the service's pid")
     try:
         proc = psutil.Process(pid)
         if proc.status() == psutil.STATUS_ZOMBIE:
@@ -242,12 +242,12 @@ def resolve_probe_pid(pid: int, children: bool, retry_s: float) -> int:
     is not Python), its outermost Python descendant. With --no-children a launcher is an error
     that names the Python pids to attach instead."""
     if pid == os.getpid():
-        raise NotPython(f"process {pid} is this diagnose run: attach to the service's pid")
+        raise NotPython(f"process {pid} is diagnose itself: attach to the service's pid")
     if tree.maps_python(pid):
         return pid
     if tree.own_processes(tree.descendants(pid)) and not tree.python_descendants(pid):
-        raise NotPython(f"process {pid} ({_safe_name(pid)}) is not a Python process, and its only "
-                        f"Python descendant is this diagnose run: attach to the service's pid")
+        raise NotPython(f"no Python process under {pid} ({_safe_name(pid)}) other than diagnose "
+                        f"itself: attach to the service's pid")
     deadline = time.monotonic() + retry_s
     while True:
         pythons = tree.outermost_python(pid)

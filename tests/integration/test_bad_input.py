@@ -48,7 +48,7 @@ def test_attaching_the_shell_that_runs_diagnose_refuses_to_sample_diagnose_itsel
     command = f"{sys.executable} -m diagnose attach $$ --duration 2 --output-dir {out_dir}{after}"
     proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120)
     assert proc.returncode == ExitCode.NOT_PYTHON, proc.stderr[-1500:]
-    assert "this diagnose run" in proc.stderr
+    assert "diagnose itself" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not list(out_dir.glob("*.html"))  # no report of diagnose's own threads
 
@@ -59,7 +59,7 @@ def test_attaching_diagnoses_own_pid_is_refused_in_process():
     from diagnose.collect.attach import resolve_probe_pid
     from diagnose.errors import NotPython
 
-    with pytest.raises(NotPython, match="this diagnose run"):
+    with pytest.raises(NotPython, match="diagnose itself"):
         resolve_probe_pid(os.getpid(), children=True, retry_s=0)
 
 
