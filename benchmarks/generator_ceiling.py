@@ -10,7 +10,7 @@ service it loads: on a 2-core machine they share the same cores).
 The endpoint is the cheapest one Python can serve: an asyncio protocol (uvloop when installed)
 that answers every request on a keep-alive connection with a fixed 2-byte body, no framework,
 in `--server-procs` processes sharing the port (SO_REUSEPORT). Against it, each tool of
-diagnose/loadgen.py runs at each connection count for `--seconds` after a 1 s warm-up. A row
+diagnose/load/loadgen.py runs at each connection count for `--seconds` after a 1 s warm-up. A row
 gives the requests per second, the generator's CPU (cores, from its own accounting), the
 server's CPU, the machine's busy cores and what other processes used of them (near 0: the
 figures are this machine's, not a neighbour's), and the generator's CPU per 1,000 req/s.
@@ -42,8 +42,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from diagnose import loadgen  # noqa: E402
-from diagnose.sweep import CpuMeter  # noqa: E402
+from diagnose.load import loadgen  # noqa: E402
+from diagnose.load.sweep import CpuMeter  # noqa: E402
 
 SERVER = r"""
 import asyncio, os, socket, sys

@@ -43,7 +43,7 @@ from diagnose.model.analysis import analyze_profile  # noqa: E402
 from diagnose.model.profile import Frame, Profile, ThreadTrack  # noqa: E402
 from diagnose.render.html import render_html  # noqa: E402
 from diagnose.render.html_data import page_data  # noqa: E402
-from diagnose.render.json_report import build_report  # noqa: E402
+from diagnose.report.json_report import build_report  # noqa: E402
 
 SIZE_TARGET_MB = 5.0
 RENDER_TARGET_S = 2.0

@@ -108,7 +108,7 @@ def _ticket_extras(outputs, ticket: Ticket) -> int:
             _log(f"error: {exc.message}")
             code = exc.exit_code
     if ticket.push_url:
-        from diagnose import push
+        from diagnose.publish import push
 
         start, end = ticket.window or (None, None)  # a recorded file's own time is unknown
         kept = [p for p in (outputs.html, outputs.json, pprof_path) if p is not None]
@@ -217,7 +217,7 @@ class Ticket:
         if self.tags and not self.push_url:
             raise click.UsageError("--tag labels a --push: give --push URL too")
         if self.push_url:
-            from diagnose import push
+            from diagnose.publish import push
 
             try:
                 push.check_push_options(self.push_url, self.app_name, self.tags)
@@ -243,7 +243,7 @@ def _attach_stoppable(stop, pids: list[int], duration: float, rate: int | None, 
                       output_dir: Path, rules_file: str | None, as_json: bool,
                       open_browser: bool, keep_raw: bool, quiet: bool, children: bool,
                       ticket: Ticket) -> int:
-    from diagnose import pipeline
+    from diagnose.report import pipeline
     from diagnose.collect.attach import AttachOptions, capture, describe_target
     from diagnose.collect.tree import python_descendants
 
@@ -352,7 +352,7 @@ def analyze(profiles, procfs, native_profile, output_dir, rules_file, as_json, o
     """Diagnose a profile recorded elsewhere (py-spy chrometrace, speedscope JSON or
     raw/collapsed). Several files are read as one service: the recordings `attach --keep-raw`
     keeps of a process tree, one per process."""
-    from diagnose import pipeline
+    from diagnose.report import pipeline
 
     ticket = Ticket(fail_on, print_format, write_pprof, push_url, app_name, tuple(tags))
     ticket.check(as_json)
@@ -483,10 +483,11 @@ def sweep(url, pids, levels, rates, arrivals, max_concurrency, window, warmup, m
     by kind, stability, the load generator's own CPU and lateness, and (with --pid) the
     service's verdict under that load with its full report. Then the knee: the step after which
     p99 grows faster than throughput. Writes diagnose-sweep-<pid or host>-<time>.html/.json."""
-    from diagnose import loadtest, pipeline
-    from diagnose.loadgen import loopback_url
-    from diagnose.openloop import parse_header
-    from diagnose.sweep import SweepSettings, doubling_levels, parse_levels
+    from diagnose.load import loadtest
+    from diagnose.report import pipeline
+    from diagnose.load.loadgen import loopback_url
+    from diagnose.load.openloop import parse_header
+    from diagnose.load.sweep import SweepSettings, doubling_levels, parse_levels
 
     def action():
         try:

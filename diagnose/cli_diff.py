@@ -15,7 +15,7 @@ from diagnose.cli import EPILOG, _log, _run, page_output
 def write_diff(diff: dict, out_dir: Path) -> tuple[Path, Path]:
     """`diagnose-diff-<YYYYmmdd-HHMMSS>.json` and `.html` in `out_dir`, each whole or not at all;
     a name already taken gets a suffix (the rules every report follows)."""
-    from diagnose.loadtest import write_report
+    from diagnose.outputs.files import write_report
     from diagnose.render.diff_html import render_diff_html
 
     base = f"diagnose-diff-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
@@ -31,8 +31,8 @@ def diff(before, after, output_dir, as_json, open_browser):
     and after, each finding's severity change (or "within noise"), the wait sites that appeared,
     disappeared or changed, the state mix per thread role, and a differential flame graph.
     Reports of different programs are refused (exit 2)."""
-    from diagnose.diff import diff_reports
-    from diagnose.report_input import read_report
+    from diagnose.compare.diff import diff_reports
+    from diagnose.report.reader import read_report
 
     def action():
         result = diff_reports(read_report(before), read_report(after), (before.name, after.name))

@@ -54,10 +54,10 @@ def experiment(url, vary, at_load, at_rate, slo_p99, seconds, warmup, rounds, di
     starts CMD fresh for every variant and round with the variant's environment, waits until
     URL (loopback only) answers, loads it, stops its process group, and reports each variant's
     throughput, p99 and verdict, the winner and its gain over the baseline."""
-    from diagnose import experiment_run, loadtest
-    from diagnose.experiment import (Arm, RunSettings, arms_from_vary, fix_from_report,
+    from diagnose.load import experiment_run, loadtest
+    from diagnose.load.experiment import (Arm, RunSettings, arms_from_vary, fix_from_report,
                                      parse_assignments, parse_vary, vary_from_advice)
-    from diagnose.loadgen import loopback_url
+    from diagnose.load.loadgen import loopback_url
 
     def action():
         try:

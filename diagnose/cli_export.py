@@ -10,7 +10,7 @@ import click
 from diagnose.cli import _run
 from diagnose.errors import OutputFailed
 from diagnose.export.pprof import write_pprof
-from diagnose.report_input import read_report
+from diagnose.report.reader import read_report
 
 FORMAT_SUFFIXES = {"pprof": ".pb.gz"}
 

@@ -50,10 +50,10 @@ def watch(pid, every, duration, windows, push_url, app_name, tag_pairs, push_tim
           push_retries, keep_reports, output_dir, rules_file):
     """Sample the running Python service PID for --duration seconds every --every seconds,
     write each window's report, and (with --push) send its profile to Grafana Pyroscope."""
-    from diagnose import pipeline
+    from diagnose.report import pipeline
     from diagnose.collect.attach import StopSignals
-    from diagnose.push import check_push_options, parse_push_url
-    from diagnose.watch import WatchSettings, watch as run_watch
+    from diagnose.publish.push import check_push_options, parse_push_url
+    from diagnose.publish.watch import WatchSettings, watch as run_watch
 
     def action():
         if duration > every:

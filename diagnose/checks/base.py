@@ -128,7 +128,7 @@ class CheckSettings:
 def load_check_settings(user_rules: dict | None = None) -> dict[str, CheckSettings]:
     builtin = tomllib.loads(builtin_rules_text("checks.toml")).get("checks", {})
     if user_rules:
-        from diagnose.rules_file import validate  # unknown ids, keys and types are errors
+        from diagnose.classify.rules_file import validate  # unknown ids, keys and types are errors
 
         validate(user_rules)
     merged = {cid: dict(values) for cid, values in builtin.items()}

@@ -72,8 +72,8 @@ def parse_category_rules(data: dict, where: str) -> list[Pattern]:
 
 
 def load_toml(path: Path) -> dict:
-    """A user's rules file, read and validated strictly (diagnose/rules_file.py)."""
-    from diagnose.rules_file import load
+    """A user's rules file, read and validated strictly (diagnose/classify/rules_file.py)."""
+    from diagnose.classify.rules_file import load
 
     return load(path)
 
@@ -97,7 +97,7 @@ class Categorizer:
         builtin = parse_category_rules(tomllib.loads(builtin_rules_text("categories.toml")),
                                        "built-in categories.toml")
         if user_rules:
-            from diagnose.rules_file import validate
+            from diagnose.classify.rules_file import validate
 
             validate(user_rules)
         user = parse_category_rules(user_rules, "--rules file") if user_rules else []

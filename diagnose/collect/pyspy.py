@@ -92,7 +92,7 @@ def record_command(pid: int, output: str, duration: float, rate: int, native: bo
                    fmt: str = "chrometrace") -> list[str]:
     """py-spy record with every thread (--threads), idle ones too (--idle).
     `fmt`: "chrometrace" (the default) stamps the samples with their instants: each thread's
-    stack changes with the microsecond they were seen (model/chrometrace.py); "speedscope" keeps
+    stack changes with the microsecond they were seen (readers/chrometrace.py); "speedscope" keeps
     only each thread's sample order (enough for the sparse native calibration recorder).
     `subprocesses`: the pid's descendants too (py-spy polls for them every 100 ms and tags each
     sample with its process), the rate applying to each process."""

@@ -51,7 +51,7 @@ class ThreadTrack:
     # own outputs, such threads share one track, one after the other.
     segments: list | None = None
     # The recording itself, for measured tracks: the instants the stack changed (recorder
-    # clock) and the stack held from each (the samples are read off these: model/chrometrace.py).
+    # clock) and the stack held from each (the samples are read off these: readers/chrometrace.py).
     changes: tuple[np.ndarray, np.ndarray] | None = None
 
     @property

@@ -5,6 +5,7 @@ a truncated report behind."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 from collections.abc import Callable, Iterable
@@ -108,3 +109,18 @@ def move_file(source_path: Path, path: Path) -> None:
             raise WriteFailed(path, exc) from None
     write_atomically(path, lambda tmp: shutil.copyfile(source_path, tmp))
     remove_quietly(source_path)
+
+
+def write_report(out_dir: Path, base: str, report: dict, html: str) -> tuple[Path, Path]:
+    """`base.json` and `base.html` under `out_dir`, each whole or not at all; a name already taken
+    gets a suffix (the same rules as the diagnosis reports)."""
+    prepare_output_dir(out_dir)
+    base = claim_name(out_dir, base, (".json", ".html"))
+    json_path, html_path = out_dir / f"{base}.json", out_dir / f"{base}.html"
+    text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+    try:
+        write_text(json_path, text)
+        write_text(html_path, html)
+    except WriteFailed as exc:
+        raise OutputFailed(f"could not write {exc.path}: {exc.reason}") from None
+    return json_path, html_path

@@ -1,6 +1,6 @@
 """The page of `diagnose diff`: one self-contained file, no script at all (the differential flame
 graph is SVG laid out here), inline CSS under a hashed CSP, every text autoescaped. The
-numbers and judgements come finished in the diff dict (diagnose/diff.py); this only lays out."""
+numbers and judgements come finished in the diff dict (diagnose/compare/diff.py); this only lays out."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ differential flame graph laid out from AFTER's shares, hostile names inert."""
 
 from __future__ import annotations
 
-from diagnose.diff import diff_reports
+from diagnose.compare.diff import diff_reports
 from diagnose.render.diff_html import render_diff_html
 from tests.browser.conftest import requires_browser
 from tests.unit.test_diff import report

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from diagnose.experiment import Arm, RunSettings, experiment_report, run_experiment
+from diagnose.load.experiment import Arm, RunSettings, experiment_report, run_experiment
 from diagnose.render.experiment_html import render_experiment_html
 from diagnose.render.sweep_html import render_sweep_html
-from diagnose.sweep import run_sweep, sweep_report
+from diagnose.load.sweep import run_sweep, sweep_report
 from tests.browser.conftest import requires_browser
 from tests.unit.test_sweep import SETTINGS, closed_loop_service
 

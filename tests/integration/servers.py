@@ -18,7 +18,7 @@ and a load generator (wrk, or a Python closed-loop client) to drive them.
   `uvicorn_app`) return the argv for a fixture module of fixtures/servers/, binding 127.0.0.1 only.
   The server programs are taken from the directory of `sys.executable` (the venv's bin), else
   `python -m gunicorn` / `python -m uvicorn`.
-* `load` (diagnose/loadgen.py, re-exported here) runs `wrk -t2 -cN -dSs --latency URL` in the
+* `load` (diagnose/load/loadgen.py, re-exported here) runs `wrk -t2 -cN -dSs --latency URL` in the
   background (only against 127.0.0.1 / localhost), bounded in time; without wrk on PATH it runs a
   closed-loop client of N threads with keep-alive `http.client` connections instead. Same
   interface, same `LoadResult`.
@@ -54,7 +54,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Union
 
 import psutil
 
-from diagnose.loadgen import (LOOPBACK, LoadError, LoadResult, LoadRun,  # noqa: F401 (re-exported)
+from diagnose.load.loadgen import (LOOPBACK, LoadError, LoadResult, LoadRun,  # noqa: F401 (re-exported)
                               die_with_parent, killpg as _killpg, load, loopback_url,
                               measure_throughput, parse_wrk)
 

@@ -254,7 +254,7 @@ def test_two_analyze_runs_at_once_keep_both_reports(out_dir):
 def test_a_taken_report_name_gets_a_suffix(out_dir):
     """Deterministic: the same base name three times gives base, base-2, base-3; nothing is
     overwritten."""
-    from diagnose import pipeline
+    from diagnose.report import pipeline
 
     meta = {"target": {"pid": None}, "sampling": {}, "partial": False, "notes": []}
     service, results, per_process, categorizer = pipeline.analyze([PROFILE], None, meta, None,

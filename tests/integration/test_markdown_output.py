@@ -9,7 +9,7 @@ import os
 import pytest
 from markdown_it import MarkdownIt
 
-from diagnose import pipeline
+from diagnose.report import pipeline
 from diagnose.errors import OutputFailed
 from diagnose.render.markdown import MAX_BYTES
 from tests.conftest import RECORDED, run_cli

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from diagnose import loadgen
+from diagnose.load import loadgen
 from tests.conftest import REPO
 from tests.ready import wait_ready
 

@@ -4,7 +4,7 @@ that process (the same outermost frames, a depth in the range its dumps show), a
 mixes the supervisor's frames with a worker's.
 
 Forked processes share their threads' pthread ids and py-spy's chrometrace writer diffs traces
-per pthread id across processes (model/chrometrace.py); read per (pid, thread), the stacks grew
+per pthread id across processes (readers/chrometrace.py); read per (pid, thread), the stacks grew
 towers hundreds of frames deep (`… → app → tokenize → Arbiter.run → … → app → …`)."""
 
 from __future__ import annotations

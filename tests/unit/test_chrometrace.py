@@ -19,11 +19,11 @@ from diagnose.classify.categories import Categorizer
 from diagnose.collect import pyspy
 from diagnose.collect.procfs import ProcRecord, TreeRecord
 from diagnose.errors import BadProfile
-from diagnose.model.chrometrace import close_exited_threads, load_chrometrace, settle_rate
-from diagnose.model.loaders import load_profile, load_speedscope
+from diagnose.readers.chrometrace import close_exited_threads, load_chrometrace, settle_rate
+from diagnose.readers.loaders import load_profile, load_speedscope
 from diagnose.model.service import build_service
 from diagnose.render.html_data import timeline_data
-from diagnose.render.json_report import build_report
+from diagnose.report.json_report import build_report
 from diagnose.render.speedscope_out import profile_to_speedscope
 from tests.conftest import RECORDED, REPO, WORKLOADS, marker_line
 

@@ -2,7 +2,7 @@
 
 Forked processes share their threads' pthread ids, and py-spy's chrometrace writer diffs each
 trace against the previous trace of the same pthread id in *any* process: the "E" events of one
-process's trace close frames another process opened (model/chrometrace.py `_changes`). Read per
+process's trace close frames another process opened (readers/chrometrace.py `_changes`). Read per
 (pid, thread), those frames were never closed and stacks grew hundreds of frames deep.
 
 The recorded fixture (fixtures/recorded/fork_tree.chrometrace.json and its /proc record) is 1 s
@@ -17,8 +17,8 @@ import json
 import pytest
 
 from diagnose.collect.procfs import TreeRecord
-from diagnose.model.chrometrace import load_chrometrace
-from diagnose.model.loaders import load_profile
+from diagnose.readers.chrometrace import load_chrometrace
+from diagnose.readers.loaders import load_profile
 from diagnose.render.speedscope_out import profile_to_speedscope
 from tests.conftest import RECORDED, REPO, WORKLOADS
 
@@ -195,7 +195,7 @@ def test_a_new_thread_reusing_a_shared_pthread_id_ends_the_old_one_in_its_own_pr
 
 
 def test_a_torn_non_blocking_read_that_lost_the_threads_root_frames_is_dropped():
-    from diagnose.model.chrometrace import load_chrometrace
+    from diagnose.readers.chrometrace import load_chrometrace
 
     def frame(name):
         return {"name": name, "args": {"filename": "app.py", "line": 1}}

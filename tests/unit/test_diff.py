@@ -11,11 +11,11 @@ import re
 
 import pytest
 
-from diagnose.diff import SEVERITY_MARGIN, diff_reports, severity_change
+from diagnose.compare.diff import SEVERITY_MARGIN, diff_reports, severity_change
 from diagnose.errors import BadProfile, ExitCode
 from diagnose.render.diff_html import render_diff_html
 from diagnose.render.html import render_html
-from diagnose.report_input import read_report
+from diagnose.report.reader import read_report
 from tests.conftest import invoke_cli
 
 APP = "/srv/app/service.py"

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from diagnose.errors import BadProfile, LoadFailed
-from diagnose.experiment import (MAX_VARIANTS, Arm, ExperimentResult, RunSettings, advised_arm,
+from diagnose.load.experiment import (MAX_VARIANTS, Arm, ExperimentResult, RunSettings, advised_arm,
                                  arms_from_vary, choose_winner, decide, experiment_report,
                                  fix_from_report, parse_assignments, parse_vary, round_order,
                                  run_experiment, throughput_at_slo, vary_from_advice)

@@ -14,8 +14,8 @@ import time
 import psutil
 import pytest
 
-from diagnose.loadgen import load
-from diagnose.loadtest import StopOnSignal, Stopped
+from diagnose.load.loadgen import load
+from diagnose.load.loadtest import StopOnSignal, Stopped
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from diagnose.errors import BadProfile
-from diagnose.model.loaders import load_collapsed, load_profile
+from diagnose.readers.loaders import load_collapsed, load_profile
 
 
 def test_collapsed_stacks_with_thread_roots_load_per_thread():
@@ -43,7 +43,7 @@ def _same_profile(a, b):
 @pytest.mark.parametrize("indent", [None, 2])
 def test_fast_sample_parsing_matches_plain_json_parsing(tmp_path, indent):
     from tests.conftest import RECORDED
-    from diagnose.model.loaders import load_speedscope
+    from diagnose.readers.loaders import load_speedscope
 
     data = json.loads((RECORDED / "lock_contention.speedscope.json").read_text())
     path = tmp_path / "p.speedscope.json"

@@ -1,4 +1,4 @@
-"""Latency histograms (diagnose/latency.py) and how the load generator fills them: HDR
+"""Latency histograms (diagnose/load/latency.py) and how the load generator fills them: HDR
 percentiles, merging windows, JSON round trips, wrk's buckets and percentiles, wrk's script."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from diagnose import latency
-from diagnose.loadgen import LoadResult, lua_string, parse_wrk, read_wrk_buckets, wrk_script
-from diagnose.openloop import RequestSpec
+from diagnose.load import latency
+from diagnose.load.loadgen import LoadResult, lua_string, parse_wrk, read_wrk_buckets, wrk_script
+from diagnose.load.openloop import RequestSpec
 
 
 def uniform_ms(n: int = 1000):

@@ -9,7 +9,7 @@ import re
 import pytest
 from markdown_it import MarkdownIt
 
-from diagnose import pipeline
+from diagnose.report import pipeline
 from diagnose.render.evidence_labels import describe_evidence
 from diagnose.render.markdown import (MAX_BYTES, PIPE_STAND_IN, md_cell, md_code, md_text,
                                       render_markdown)

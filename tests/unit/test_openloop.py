@@ -1,4 +1,4 @@
-"""The open-model client's schedule and its accounting (diagnose/openloop.py), and the load()
+"""The open-model client's schedule and its accounting (diagnose/load/openloop.py), and the load()
 arguments that choose it. The servers here are bare sockets: one refusing, one silent."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import threading
 
 import pytest
 
-from diagnose import loadgen
-from diagnose.openloop import OpenLoop, RequestSpec, intended_times, parse_header
+from diagnose.load import loadgen
+from diagnose.load.openloop import OpenLoop, RequestSpec, intended_times, parse_header
 
 
 def first(n, iterator):

@@ -11,7 +11,7 @@ import pytest
 from diagnose.errors import BadProfile, ExitCode, OutputFailed
 from diagnose.export import profile_pb2
 from diagnose.export.pprof import NATIVE_PREFIX, build_profile, pprof_bytes, write_pprof
-from diagnose.pipeline import from_file
+from diagnose.report.pipeline import from_file
 from tests.conftest import RECORDED
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from diagnose.errors import ExitCode
-from diagnose.pipeline import Outputs
-from diagnose.push import (PushFailed, default_tags, ingest_url, label_set, parse_push_url,
+from diagnose.report.pipeline import Outputs
+from diagnose.publish.push import (PushFailed, default_tags, ingest_url, label_set, parse_push_url,
                            parse_tags, push_profile, push_report, sanitise_label_value)
-from diagnose.watch import Window, WatchOutcome, _prune
+from diagnose.publish.watch import Window, WatchOutcome, _prune
 from tests.conftest import RECORDED, invoke_cli
 from tests.pyroscope_contract import IngestServer, parse_name
 

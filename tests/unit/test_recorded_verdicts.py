@@ -12,7 +12,7 @@ from diagnose.checks.engine import run_checks
 from diagnose.classify.categories import Categorizer
 from diagnose.collect.procfs import TreeRecord
 from diagnose.model.analysis import analyze_profile
-from diagnose.model.loaders import load_profile
+from diagnose.readers.loaders import load_profile
 from tests.conftest import RECORDED, WORKLOADS, marker_line
 
 import json

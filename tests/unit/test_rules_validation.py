@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from diagnose import rules_file
+from diagnose.classify import rules_file
 from diagnose.checks.base import load_check_settings
 from diagnose.classify.categories import BadRules, Categorizer, builtin_rules_text
 from diagnose.errors import ExitCode

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from diagnose.classify.state import classify_stack
 from diagnose.model.event_loops import classify_loop_stack, frame_owner
-from diagnose.model.loaders import load_speedscope
+from diagnose.readers.loaders import load_speedscope
 from diagnose.model.profile import Frame
 
 LIB = "/usr/lib/python3.11"
@@ -118,7 +118,7 @@ def test_speedscope_profiles_of_subprocesses_carry_their_pid():
 
 
 def test_a_torn_frame_without_line_or_path_does_not_make_a_profile_native():
-    from diagnose.model.loaders import is_native_frame
+    from diagnose.readers.loaders import is_native_frame
     assert not is_native_frame("__init__", "__init__", 0)
     assert is_native_frame("_PyEval_EvalFrameDefault", "/usr/bin/python3.11", 0)
     assert is_native_frame("select_poll_poll_impl", "Modules/selectmodule.c", 681)

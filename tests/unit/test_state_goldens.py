@@ -35,7 +35,7 @@ from __future__ import annotations
 import pytest
 
 from diagnose.classify.state import FULL_SYMBOL_MARKERS, classify_stack
-from diagnose.model.loaders import load_collapsed
+from diagnose.readers.loaders import load_collapsed
 from diagnose.model.profile import Frame
 
 VERSIONS = ["3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13"]

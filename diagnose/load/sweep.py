@@ -5,7 +5,7 @@ A step is a level of load: concurrent connections (the closed model: each sends 
 when the last is answered) or requests per second (the open model: requests leave on schedule,
 constant or Poisson, whether or not the service keeps up, and each latency counts from the
 request's intended send time, so a stall shows in the percentiles instead of slowing the
-generator down: no coordinated omission). See diagnose/loadgen.py.
+generator down: no coordinated omission). See diagnose/load/loadgen.py.
 
 Each step is a warm-up run that is discarded (thread pools, memory pools and connection set-up
 lie for the first requests), then measurement windows until the step is *stable*: throughput
@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 import psutil
 
 from diagnose.collect.procfs import cores_available, machine_idle_seconds, parse_stat, read_proc_text
-from diagnose.loadgen import LoadResult
+from diagnose.load.loadgen import LoadResult
 
 SCHEMA_VERSION = 1
 
@@ -287,7 +287,7 @@ class Step:
         return _mean(getattr(w, f"{name}_ms") for w in self.last)
 
     def _pooled_percentiles(self) -> dict:
-        from diagnose.latency import merge, percentiles_ms
+        from diagnose.load.latency import merge, percentiles_ms
 
         key = tuple(id(w) for w in self.last)
         cached = getattr(self, "_pooled_cache", None)

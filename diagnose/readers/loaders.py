@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from diagnose.bounded_read import read_bounded
+from diagnose.readers.bounded_read import read_bounded
 from diagnose.errors import BadProfile
 from diagnose.model.profile import Frame, Profile, ThreadTrack
 from diagnose.model.visibility import assess_waits
@@ -88,7 +88,7 @@ def decode_input(raw: bytes, path: str | Path, what: str = "profile") -> str:
 
 def load_profile(path: str | Path, rate_hz: float | None = None) -> Profile:
     """`rate_hz`: the sampling rate when known, for a format that does not state it
-    (chrometrace, model/chrometrace.py)."""
+    (chrometrace, readers/chrometrace.py)."""
     path = Path(path)
     raw = read_input(path)
     if not raw.strip():
@@ -102,7 +102,7 @@ def load_profile(path: str | Path, rate_hz: float | None = None) -> Profile:
             del text
             return load_speedscope(data, str(path), arrays)
         if text.lstrip().startswith("["):
-            from diagnose.model.chrometrace import load_chrometrace
+            from diagnose.readers.chrometrace import load_chrometrace
             data = _parse_json(text, path)
             del text
             return load_chrometrace(data, str(path), rate_hz)

@@ -5,7 +5,6 @@ the JSON and HTML reports, and (sweep) diagnose the service at its knee while it
 from __future__ import annotations
 
 import http.client
-import json
 import os
 import signal
 import time
@@ -17,11 +16,11 @@ from urllib.parse import urlsplit
 
 import psutil
 
-from diagnose import loadgen
+from diagnose.load import loadgen
 from diagnose.collect.attach import StopSignals
-from diagnose.errors import Interrupted, LoadFailed, NoSuchProcess, OutputFailed
-from diagnose.outputs.files import WriteFailed, claim_name, prepare_output_dir, write_text
-from diagnose.sweep import CpuMeter, Step, SweepResult, SweepSettings, run_sweep, sweep_report
+from diagnose.errors import Interrupted, LoadFailed, NoSuchProcess
+from diagnose.outputs.files import prepare_output_dir, write_report
+from diagnose.load.sweep import CpuMeter, Step, SweepResult, SweepSettings, run_sweep, sweep_report
 
 
 class Stopped(BaseException):
@@ -66,21 +65,6 @@ def check_pids(pids: list[int]) -> None:
     for pid in pids:
         if not psutil.pid_exists(pid):
             raise NoSuchProcess(f"no process with pid {pid}")
-
-
-def write_report(out_dir: Path, base: str, report: dict, html: str) -> tuple[Path, Path]:
-    """`base.json` and `base.html` under `out_dir`, each whole or not at all; a name already taken
-    gets a suffix (the same rules as the diagnosis reports)."""
-    prepare_output_dir(out_dir)
-    base = claim_name(out_dir, base, (".json", ".html"))
-    json_path, html_path = out_dir / f"{base}.json", out_dir / f"{base}.html"
-    text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
-    try:
-        write_text(json_path, text)
-        write_text(html_path, html)
-    except WriteFailed as exc:
-        raise OutputFailed(f"could not write {exc.path}: {exc.reason}") from None
-    return json_path, html_path
 
 
 def stamp(prefix: str, port: int | None) -> str:
@@ -211,7 +195,7 @@ def diagnose_under_load(url: str, pids: list[int], level: float, seconds: float,
     requests/s in the open model): the verdict under that load and its written report.
     `throughput_rps`: what that level served when measured (the sweep step's), written into
     the report's `load` so reports of two runs compare per request."""
-    from diagnose import pipeline
+    from diagnose.report import pipeline
     from diagnose.collect.attach import AttachOptions, SignalAbort, StopSignals, capture
     from diagnose.errors import DiagnoseError
 

@@ -19,9 +19,9 @@ Requests scheduled inside the window are awaited after it (at most the request t
 second); their latencies are all recorded, including those that end after the window.
 
 `Connection` (one keep-alive connection, one request at a time, failures classified like wrk's
-socket errors) is also the closed-loop client's (diagnose/loadgen.py).
+socket errors) is also the closed-loop client's (diagnose/load/loadgen.py).
 
-Standard library + hdrhistogram (diagnose/latency.py).
+Standard library + hdrhistogram (diagnose/load/latency.py).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from hdrh.histogram import HdrHistogram
 
-from diagnose import latency
+from diagnose.load import latency
 
 LOOPBACK = "127.0.0.1"
 ARRIVALS = ("constant", "poisson")

@@ -40,7 +40,7 @@ import re
 import numpy as np
 
 from diagnose.errors import BadProfile
-from diagnose.model.loaders import _PROCESS_PSEUDO, _THREAD_PSEUDO, _parse_tid, is_native_frame
+from diagnose.readers.loaders import _PROCESS_PSEUDO, _THREAD_PSEUDO, _parse_tid, is_native_frame
 from diagnose.model.profile import Frame, Profile, ThreadTrack
 from diagnose.model.visibility import assess_waits
 

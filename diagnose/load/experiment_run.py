@@ -1,6 +1,6 @@
 """Runs an experiment end to end: each variant's service started and stopped (its whole process
 group), the load of one run (one step, or a sweep), the verdict taken once per variant while it
-is loaded, and the written report. The decisions are in diagnose/experiment.py."""
+is loaded, and the written report. The decisions are in diagnose/load/experiment.py."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import urlsplit
 
-from diagnose import loadgen
+from diagnose.load import loadgen
 from diagnose.errors import LoadFailed
-from diagnose.experiment import (Arm, ExperimentResult, RunSettings, experiment_report,
+from diagnose.load.experiment import (Arm, ExperimentResult, RunSettings, experiment_report,
                                  failed_arms, run_experiment, throughput_at_slo)
-from diagnose.loadtest import Generator, Outcome, StopOnSignal, Stopped, write_report
-from diagnose.outputs.files import prepare_output_dir
+from diagnose.load.loadtest import Generator, Outcome, StopOnSignal, Stopped
+from diagnose.outputs.files import prepare_output_dir, write_report
 
 READY_TIMEOUT_S = 60.0
 STOP_GRACE_S = 8.0
@@ -59,7 +59,7 @@ class Service:
 
     def wait_answering(self, url: str, timeout: float = READY_TIMEOUT_S) -> float:
         """Seconds from start until the URL answered; LoadFailed if it exits or never does."""
-        from diagnose.loadtest import check_url
+        from diagnose.load.loadtest import check_url
 
         start = time.monotonic()
         while True:
@@ -75,7 +75,7 @@ class Service:
                 time.sleep(0.1)
 
     def cpu_s(self) -> float | None:
-        from diagnose.sweep import CpuMeter
+        from diagnose.load.sweep import CpuMeter
 
         return CpuMeter([self.proc.pid]).read().service_cpu_s
 
@@ -123,8 +123,8 @@ def _sweep_figures(settings: RunSettings, service: Service, out_dir: Path,
                    log: Callable[[str], None]) -> dict:
     """A whole sweep of the service (diagnose.loadtest.sweep, its own report written beside the
     experiment's), judged at the SLO or at its knee."""
-    from diagnose import loadtest
-    from diagnose.sweep import SweepSettings
+    from diagnose.load import loadtest
+    from diagnose.load.sweep import SweepSettings
 
     outcome = loadtest.sweep(
         url=settings.url, pids=[service.proc.pid],
@@ -152,7 +152,7 @@ def _sweep_figures(settings: RunSettings, service: Service, out_dir: Path,
 def _diagnose(settings: RunSettings, service: Service, level: float, out_dir: Path,
               log: Callable[[str], None]) -> dict:
     """The variant's verdict: attach to its service while the generator loads it at `level`."""
-    from diagnose.loadtest import diagnose_under_load
+    from diagnose.load.loadtest import diagnose_under_load
 
     return diagnose_under_load(settings.url, [service.proc.pid], level,
                                settings.diagnose_seconds, _generator(settings), out_dir,

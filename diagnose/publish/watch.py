@@ -12,10 +12,10 @@ from typing import Callable
 
 import psutil
 
-from diagnose import pipeline
+from diagnose.report import pipeline
 from diagnose.collect.attach import AttachOptions, StopSignals, capture, describe_target
 from diagnose.errors import DiagnoseError, ExitCode, Interrupted, NoSamples
-from diagnose.push import PushFailed, PushResult, push_report
+from diagnose.publish.push import PushFailed, PushResult, push_report
 from diagnose.outputs.files import prepare_output_dir
 
 POLL_S = 0.2  # how often the wait between windows looks for a signal or the target's exit

@@ -4,7 +4,7 @@ The variants are the cartesian product of the `--vary NAME=v1,v2` values (at mos
 MAX_VARIANTS); the *baseline* is the first value of every `--vary`. The service is started fresh
 from its command for every run with the variant's environment applied (a value of None removes
 the variable: "unset"), loaded, and stopped with its whole process group
-(diagnose/experiment_run.py). Runs alternate, the order rotated each round, so a slow spell of a
+(diagnose/load/experiment_run.py). Runs alternate, the order rotated each round, so a slow spell of a
 shared machine hits every variant; the gain is the median of the same-round ratios to the
 baseline. The best median throughput is called the *winner* only when, in every round, it
 served more than every other variant by the noise margin (5%); otherwise the JSON says
@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from diagnose.errors import BadProfile, LoadFailed
 
 if TYPE_CHECKING:
-    from diagnose.loadtest import Generator
+    from diagnose.load.loadtest import Generator
 
 SCHEMA_VERSION = 2
 NOISE_MARGIN = 0.05

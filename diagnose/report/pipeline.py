@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
-from diagnose import rules_file
+from diagnose.classify import rules_file
 from diagnose.checks.engine import CheckResults
 from diagnose.checks.service import run_service_checks
 from diagnose.classify.categories import Categorizer
@@ -18,14 +18,14 @@ from diagnose.collect.attach import Capture
 from diagnose.collect.procfs import TreeRecord
 from diagnose.errors import BadProfile, NoSamples, OutputFailed
 from diagnose.model import source
-from diagnose.model.chrometrace import close_exited_threads, regrid, settle_rate
-from diagnose.model.loaders import decode_input, load_profile, read_input
+from diagnose.readers.chrometrace import close_exited_threads, regrid, settle_rate
+from diagnose.readers.loaders import decode_input, load_profile, read_input
 from diagnose.model.service import Service, build_service
 from diagnose.outputs.files import (WriteFailed, claim_name, move_file, prepare_output_dir,
                                     remove_quietly, write_atomically, write_text)
 from diagnose.render.html import render_html
 from diagnose.render.html_data import page_data
-from diagnose.render.json_report import build_report
+from diagnose.report.json_report import build_report
 from diagnose.render.markdown import render_markdown
 from diagnose.render.speedscope_out import write_speedscope
 
@@ -73,7 +73,7 @@ def _load_all(paths: list[Path], rate_hz: float | None = None):
 
 
 def _settle_instants(profile, tree: TreeRecord | None, meta: dict) -> None:
-    """A timestamped recording (model/chrometrace.py) does not mark a thread's exit: the /proc
+    """A timestamped recording (readers/chrometrace.py) does not mark a thread's exit: the /proc
     record of the same window does; without it, say so. Then, with py-spy's count of the
     samples it took, read the recording at the rate py-spy achieved."""
     if profile.instants != "measured":

@@ -1,6 +1,6 @@
 """The load generator, against a loopback URL only: the closed model (`connections` in flight,
 `wrk` when it is on PATH, else a Python client) or the open model (`rate` requests per second,
-constant or Poisson arrivals, always the Python client of diagnose/openloop.py). Used by
+constant or Poisson arrivals, always the Python client of diagnose/load/openloop.py). Used by
 `diagnose sweep` / `diagnose experiment` and by the real-server tests
 (tests/integration/servers.py re-exports it).
 
@@ -18,7 +18,7 @@ longer than a connection's mean interval also records the requests that connecti
 sent meanwhile), so wrk's buckets hold more values than requests completed and a stall does
 reach its p99. Open model: requests leave on schedule and latency counts from each request's intended send time,
 so a stall shows in the percentiles. Every completed request's latency is in an HDR histogram
-(`LoadResult.histogram`, microseconds, diagnose/latency.py); the percentiles are read from it.
+(`LoadResult.histogram`, microseconds, diagnose/load/latency.py); the percentiles are read from it.
 For wrk, the histogram is wrk's own: its `done` hook writes every (latency, count) bucket of
 wrk's 1 µs-resolution histogram to a file (`histogram_source = "wrk-buckets"`); a wrk without
 bucket access gives percentiles only, from which an approximate histogram is made
@@ -27,7 +27,7 @@ bucket access gives percentiles only, from which an approximate histogram is mad
 Errors by kind (`errors_by_kind`): connect, read, write, timeout (no answer), http_4xx, http_5xx
 (answers, counted in `requests` too) and, open model only, dropped (scheduled but never sent:
 the client's bound on outstanding requests was reached, or the window ended first; see
-diagnose/openloop.py).
+diagnose/load/openloop.py).
 
 The generator shares the machine's cores with the service it loads: every result carries the
 CPU it used itself (`generator_cpu_s`, from the kernel's accounting of the wrk process, or the
@@ -59,8 +59,8 @@ from urllib.parse import urlsplit
 
 from hdrh.histogram import HdrHistogram
 
-from diagnose import latency
-from diagnose.openloop import (DEFAULT_MAX_OUTSTANDING, ERROR_KINDS, SOCKET_ERRORS, Connection,
+from diagnose.load import latency
+from diagnose.load.openloop import (DEFAULT_MAX_OUTSTANDING, ERROR_KINDS, SOCKET_ERRORS, Connection,
                                OpenLoop, RequestSpec, normalise_headers)
 
 LOOPBACK = "127.0.0.1"
@@ -516,7 +516,7 @@ class _PythonRun(LoadRun):
 
 
 class _OpenRun(LoadRun):
-    """Open model: diagnose/openloop.py's client at `rate` requests/s."""
+    """Open model: diagnose/load/openloop.py's client at `rate` requests/s."""
 
     def __init__(self, url: str, seconds: int, rate: float, arrivals: str, seed: Optional[int],
                  max_outstanding: int, request_timeout_s: float, spec: RequestSpec):
@@ -593,7 +593,7 @@ def load(url: str, seconds: float, connections: int = 8, threads: int = 2,
     Open model (`rate` requests/s): the Python open-loop client whatever `tool` says, except
     "wrk" (LoadError: wrk has no open model); `arrivals` "constant" or "poisson" (`seed` makes
     Poisson gaps reproducible); at most `max_outstanding` requests in flight (see
-    diagnose/openloop.py for what happens beyond).
+    diagnose/load/openloop.py for what happens beyond).
     Every request is `method` with `headers` ((name, value) pairs) and `body`.
 
     On leaving the block the run is awaited until it ends, at most OVERRUN_GRACE_S seconds past

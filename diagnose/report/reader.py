@@ -8,7 +8,7 @@ import json
 import re
 from pathlib import Path
 
-from diagnose.bounded_read import read_bounded
+from diagnose.readers.bounded_read import read_bounded
 from diagnose.errors import BadProfile
 
 # A report of a long window over many threads is a few MiB; its page a little more.

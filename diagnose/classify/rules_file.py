@@ -18,7 +18,7 @@ import tomllib
 from functools import lru_cache
 from pathlib import Path
 
-from diagnose.bounded_read import read_bounded
+from diagnose.readers.bounded_read import read_bounded
 from diagnose.classify.categories import CATEGORIES, BadRules, builtin_rules_text
 
 MAX_RULES_BYTES = 4 << 20  # a rules file is a few kB; more is not a rules file

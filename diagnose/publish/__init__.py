@@ -1,0 +1,1 @@
+"""Sending reports elsewhere: the push to a Pyroscope server and the `watch` schedule."""
