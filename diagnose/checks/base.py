@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import pandas as pd
 
-from diagnose.classify.categories import builtin_rules_text
+from diagnose.classify.rules_file import builtin_rules_text
 from diagnose.model.confidence import MIN_SAMPLES, intervals_for, wilson
 
 

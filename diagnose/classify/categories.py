@@ -5,18 +5,12 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
-from diagnose.errors import DiagnoseError, ExitCode
+from diagnose.classify.rules_file import CATEGORIES, BadRules, builtin_rules_text, load, validate
 from diagnose.model.profile import Frame
 
-CATEGORIES = ("preprocess", "model", "postprocess", "sync", "io", "runtime", "other")
 PHASES = ("preprocess", "model", "postprocess")
-
-
-class BadRules(DiagnoseError):
-    exit_code = ExitCode.USAGE
 
 
 @dataclass(frozen=True)
@@ -73,13 +67,7 @@ def parse_category_rules(data: dict, where: str) -> list[Pattern]:
 
 def load_toml(path: Path) -> dict:
     """A user's rules file, read and validated strictly (diagnose/classify/rules_file.py)."""
-    from diagnose.classify.rules_file import load
-
     return load(path)
-
-
-def builtin_rules_text(name: str) -> str:
-    return resources.files("diagnose._rules").joinpath(name).read_text(encoding="utf-8")
 
 
 class Categorizer:
@@ -97,8 +85,6 @@ class Categorizer:
         builtin = parse_category_rules(tomllib.loads(builtin_rules_text("categories.toml")),
                                        "built-in categories.toml")
         if user_rules:
-            from diagnose.classify.rules_file import validate
-
             validate(user_rules)
         user = parse_category_rules(user_rules, "--rules file") if user_rules else []
         phase_paths = [p for p in builtin if p.category in PHASES and p.names_a_library]

@@ -16,10 +16,23 @@ import math
 import re
 import tomllib
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 
+from diagnose.errors import DiagnoseError, ExitCode
 from diagnose.readers.bounded_read import read_bounded
-from diagnose.classify.categories import CATEGORIES, BadRules, builtin_rules_text
+
+# The frame categories a rule may name (classify/categories.py sorts frames into them).
+CATEGORIES = ("preprocess", "model", "postprocess", "sync", "io", "runtime", "other")
+
+
+class BadRules(DiagnoseError):
+    exit_code = ExitCode.USAGE
+
+
+def builtin_rules_text(name: str) -> str:
+    return resources.files("diagnose._rules").joinpath(name).read_text(encoding="utf-8")
+
 
 MAX_RULES_BYTES = 4 << 20  # a rules file is a few kB; more is not a rules file
 REGEX_KEYS = ("function", "file")  # pattern keys holding regular expressions

@@ -40,9 +40,9 @@ import re
 import numpy as np
 
 from diagnose.errors import BadProfile
-from diagnose.readers.loaders import _PROCESS_PSEUDO, _THREAD_PSEUDO, _parse_tid, is_native_frame
 from diagnose.model.profile import Frame, Profile, ThreadTrack
 from diagnose.model.visibility import assess_waits
+from diagnose.readers.frames import PROCESS_PSEUDO, THREAD_PSEUDO, is_native_frame, parse_tid
 
 SAME_INSTANT_US = 500  # events closer than this belong to one sampling instant
 MAX_OS_TID = 1 << 22  # Linux pid_max ceiling: larger ids are pthread ids, not OS thread ids
@@ -206,7 +206,7 @@ def load_chrometrace(data, label: str = "profile", rate_hz: float | None = None)
         fid = frame_ids.get(raw, -1)
         if fid == -1:
             name, file, line = raw
-            if not file and (_THREAD_PSEUDO.match(name) or _PROCESS_PSEUDO.match(name)):
+            if not file and (THREAD_PSEUDO.match(name) or PROCESS_PSEUDO.match(name)):
                 fid = None
             else:
                 native = is_native_frame(name, file, line)
@@ -229,9 +229,9 @@ def load_chrometrace(data, label: str = "profile", rate_hz: float | None = None)
             for frame in raw:  # the pseudo-frames lead: processes (outermost first), the thread
                 if frame[1]:
                     break
-                match = _THREAD_PSEUDO.match(frame[0])
+                match = THREAD_PSEUDO.match(frame[0])
                 if match:
-                    tid, name = _parse_tid(match.group(1)), match.group(2) or ""
+                    tid, name = parse_tid(match.group(1)), match.group(2) or ""
                     break
             if thread is None or (tid is not None and tid != thread.tid):
                 # another OS thread behind the same pthread id: the previous one had exited
@@ -326,7 +326,7 @@ def _key_tid(value) -> int:
     try:
         return int(value)
     except (TypeError, ValueError):
-        return _parse_tid(str(value))
+        return parse_tid(str(value))
 
 
 def close_exited_threads(profile: Profile, tree, margin_s: float = EXIT_MARGIN_S) -> int:

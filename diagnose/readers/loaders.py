@@ -9,43 +9,17 @@ from typing import Any, Callable
 
 import numpy as np
 
-from diagnose.readers.bounded_read import read_bounded
 from diagnose.errors import BadProfile
 from diagnose.model.profile import Frame, Profile, ThreadTrack
 from diagnose.model.visibility import assess_waits
+from diagnose.readers.bounded_read import read_bounded
+from diagnose.readers.frames import PROCESS_PSEUDO, THREAD_PSEUDO, is_native_frame, parse_tid
 
 # py-spy names a speedscope profile `Thread 1945 "req-0"` (tid may be hex on some platforms).
 # With --subprocesses: `Process 4340 Thread 4340 "MainThread"`.
 _PROFILE_NAME = re.compile(r'^(?:Process (\d+) )?Thread (\d+|0x[0-9a-fA-F]+)(?: "(.*)")?$', re.S)
-# --threads / --subprocesses add pseudo-frames at the root of every stack.
-_THREAD_PSEUDO = re.compile(r"^thread \((\d+|0x[0-9a-fA-F]+)\)(?:: (.*))?$", re.S)
-_PROCESS_PSEUDO = re.compile(r"^process \d+:", re.S)
 # collapsed frame: `name (file:line)` or `name (library.so)`
 _COLLAPSED_FRAME = re.compile(r"^(.*) \(([^()]*?)(?::(\d+))?\)$", re.S)
-
-
-_PYTHON_SOURCE = (".py", ".pyw", ".pyx", ".pyi")
-_NATIVE_SOURCE = (".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".rs", ".S", ".s", ".cu", ".f", ".f90")
-
-
-def is_native_frame(function: str, file: str, line: int) -> bool:
-    """py-spy --native frames name a shared library, or (with debug info) a C source file."""
-    if file.endswith(_PYTHON_SOURCE) or file.startswith("<"):
-        return False
-    if file.endswith(_NATIVE_SOURCE) or ".so" in file or function.startswith("0x"):
-        return True
-    # A binary named by its path (a static python executable). A bare name with no line
-    # (`__init__` in `__init__`: a frame py-spy read torn, without blocking) is no evidence of
-    # native frames: taken as one, it would mark a Python-only profile native.
-    # The raw format names a static build's binary bare ("python3.11"): that is native too.
-    return line == 0 and ("/" in file or _BARE_INTERPRETER.match(file) is not None)
-
-
-_BARE_INTERPRETER = re.compile(r"^(python|pypy)[\d.]*[dmu]*$")
-
-
-def _parse_tid(text: str) -> int:
-    return int(text, 16) if text.lower().startswith("0x") else int(text)
 
 
 # A py-spy recording of minutes of a busy service is tens of MB; beyond this a file is refused
@@ -168,12 +142,12 @@ def load_speedscope(data: object, label: str = "profile", arrays: list[str] | No
     pseudo_tid: dict[int, int] = {}
     for i, f in enumerate(shared_frames):
         name, file, line = str(f.get("name", "?")), str(f.get("file") or ""), int(f.get("line") or 0)
-        match = _THREAD_PSEUDO.match(name)
+        match = THREAD_PSEUDO.match(name)
         if match and not file:
-            pseudo_tid[i] = _parse_tid(match.group(1))
+            pseudo_tid[i] = parse_tid(match.group(1))
             mapped.append(None)
             continue
-        if _PROCESS_PSEUDO.match(name) and not file:
+        if PROCESS_PSEUDO.match(name) and not file:
             mapped.append(None)
             continue
         native = is_native_frame(name, file, line)
@@ -186,7 +160,7 @@ def load_speedscope(data: object, label: str = "profile", arrays: list[str] | No
                              f"(profile {index} is {prof.get('type')!r})")
         name = str(prof.get("name", f"thread {index}"))
         match = _PROFILE_NAME.match(name)
-        tid, thread_name = (_parse_tid(match.group(2)), match.group(3) or "") if match else (index, name)
+        tid, thread_name = (parse_tid(match.group(2)), match.group(3) or "") if match else (index, name)
         pid = int(match.group(1)) if match and match.group(1) else None
         samples, weights = prof.get("samples", []), prof.get("weights", [])
         lifted = _lifted(samples, arrays)
@@ -257,11 +231,11 @@ def load_collapsed(text: str, label: str = "profile") -> Profile:
         tid, thread_name = 0, "all threads"
         frame_ids = []
         for k, part in enumerate(stack_text.split(";")):
-            match = _THREAD_PSEUDO.match(part) if k == 0 else None
+            match = THREAD_PSEUDO.match(part) if k == 0 else None
             if match:
-                tid, thread_name = _parse_tid(match.group(1)), match.group(2) or ""
+                tid, thread_name = parse_tid(match.group(1)), match.group(2) or ""
                 continue
-            if k == 0 and _PROCESS_PSEUDO.match(part):
+            if k == 0 and PROCESS_PSEUDO.match(part):
                 continue
             fid = frame_cache.get(part)
             if fid is None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from diagnose.classify.categories import BadRules, Categorizer
+from diagnose.classify.categories import Categorizer
+from diagnose.classify.rules_file import BadRules
 from diagnose.model.profile import Frame
 
 SITE = "/srv/venv/lib/python3.11/site-packages"

@@ -6,7 +6,8 @@ import pytest
 
 from diagnose.classify import rules_file
 from diagnose.checks.base import load_check_settings
-from diagnose.classify.categories import BadRules, Categorizer, builtin_rules_text
+from diagnose.classify.categories import Categorizer
+from diagnose.classify.rules_file import BadRules, builtin_rules_text
 from diagnose.errors import ExitCode
 
 

@@ -118,7 +118,7 @@ def test_speedscope_profiles_of_subprocesses_carry_their_pid():
 
 
 def test_a_torn_frame_without_line_or_path_does_not_make_a_profile_native():
-    from diagnose.readers.loaders import is_native_frame
+    from diagnose.readers.frames import is_native_frame
     assert not is_native_frame("__init__", "__init__", 0)
     assert is_native_frame("_PyEval_EvalFrameDefault", "/usr/bin/python3.11", 0)
     assert is_native_frame("select_poll_poll_impl", "Modules/selectmodule.c", 681)
