@@ -98,7 +98,7 @@ class Service:
 # -- one run --------------------------------------------------------------------------------------
 
 def _generator(settings: RunSettings) -> Generator:
-    """The settings' load generator: the settings of a run always carry one (cli_experiment)."""
+    """The settings' load generator: the settings of a run always carry one (cli/experiment.py)."""
     assert settings.generator is not None, "a run needs a load generator"
     return settings.generator
 

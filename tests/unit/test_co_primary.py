@@ -8,7 +8,7 @@ import json
 from diagnose.checks.arbiter import CRITICAL, rank, within_noise
 from diagnose.checks.base import CheckSettings, ScoreBasis, amdahl, make_finding, ramp
 from diagnose.checks.engine import Verdict, order_of, verdict_for
-from diagnose.cli import _gate
+from diagnose.cli.common import gate
 from diagnose.model.structure import Stage, Structure, WaitEdge, _bottleneck, is_entry
 from diagnose.render.html import render_html
 from diagnose.render.markdown import md_text, render_markdown
@@ -86,10 +86,10 @@ def test_the_verdicts_severity_and_the_gate_take_the_higher_of_the_two():
     verdict = verdict_for(rank([compute(), lock(share_for(73))], order_of))
     assert verdict.primary == "lock_contention"  # a warning on its own
     assert verdict.severity == "critical"  # its co-primary is critical
-    assert _gate(0, verdict.to_dict(), "critical", "the verdict") == 10
+    assert gate(0, verdict.to_dict(), "critical", "the verdict") == 10
     alone = verdict_for((lock(share_for(60)),))
     assert alone.severity == "warning"
-    assert _gate(0, alone.to_dict(), "critical", "the verdict") == 0
+    assert gate(0, alone.to_dict(), "critical", "the verdict") == 0
 
 
 def test_verdict_and_finding_intervals_survive_a_json_round_trip():

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from diagnose.cli import EPILOG, _finish_load, _log, _run, load_options, page_output
+from diagnose.cli.common import EPILOG, finish_load, load_options, log, page_output, run
 
 
 @click.command(epilog=EPILOG, context_settings={"ignore_unknown_options": True})
@@ -99,16 +99,16 @@ def experiment(url, vary, at_load, at_rate, slo_p99, seconds, warmup, rounds, di
                                rate=at_rate, slo_p99_ms=slo_p99,
                                diagnose_seconds=diagnose_seconds)
         outcome = experiment_run.experiment(arms, settings, advice, output_dir,
-                                            (lambda _m: None) if quiet else _log, advised)
+                                            (lambda _m: None) if quiet else log, advised)
         lines = [f"Experiment: {outcome.report['headline']}"]
         if outcome.report.get("advice"):
             adv = outcome.report["advice"]
             lines.append(f"{adv['status'].capitalize()}: measured "
                          f"{_ratio(adv.get('measured_gain'))}, predicted "
                          f"{_ratio(adv.get('predicted_gain'))}")
-        return _finish_load(outcome, lines, as_json, open_browser)
+        return finish_load(outcome, lines, as_json, open_browser)
 
-    _run(action)
+    run(action)
 
 
 def _ratio(value) -> str:

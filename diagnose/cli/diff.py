@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from diagnose.cli import EPILOG, _log, _run, page_output
+from diagnose.cli.common import EPILOG, log, page_output, run
 
 
 def write_diff(diff: dict, out_dir: Path) -> tuple[Path, Path]:
@@ -41,9 +41,9 @@ def diff(before, after, output_dir, as_json, open_browser):
             click.echo(json.dumps(result, indent=2, ensure_ascii=False))
         else:
             click.echo(f"Diff: {result['summary']}")
-        _log(f"Report: {html_path}   (also {json_path.name})")
+        log(f"Report: {html_path}   (also {json_path.name})")
         if open_browser:
             webbrowser.open(html_path.resolve().as_uri())
         return 0
 
-    _run(action)
+    run(action)

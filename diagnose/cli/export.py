@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from diagnose.cli import _run
+from diagnose.cli.common import run
 from diagnose.errors import OutputFailed
 from diagnose.export.pprof import write_pprof
 from diagnose.report.reader import read_report
@@ -71,4 +71,4 @@ def export(report_path, fmt, output):
     """Write the stacks of REPORT (a diagnose .json or .html report) as a pprof profile.
 
     Prints the path written."""
-    _run(lambda: _export(report_path, fmt, output))
+    run(lambda: _export(report_path, fmt, output))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from diagnose.cli import EPILOG, _log, _run
+from diagnose.cli.common import EPILOG, log, run
 
 WATCH_EPILOG = EPILOG + """
 \b
@@ -70,16 +70,16 @@ def watch(pid, every, duration, windows, push_url, app_name, tag_pairs, push_tim
                                  user_rules=pipeline.load_user_rules(rules_file))
         where = (f", pushing to {parse_push_url(push_url).shown} as {app_name}"
                  if push_url else ", not pushed (no --push)")
-        _log(f"Watching pid {pid}: a {duration:g} s window every {every:g} s"
+        log(f"Watching pid {pid}: a {duration:g} s window every {every:g} s"
              + (f", {windows} window{'s' if windows > 1 else ''}" if windows else "")
              + where + "; Ctrl-C stops after the current window is written")
         with StopSignals() as stop:
-            outcome = run_watch(pid, settings, stop, _log)
+            outcome = run_watch(pid, settings, stop, log)
         failed = outcome.failed_pushes
         if failed:
-            _log(f"error: {len(failed)} of {len(outcome.windows)} pushes failed; their reports "
+            log(f"error: {len(failed)} of {len(outcome.windows)} pushes failed; their reports "
                  f"are kept: " + ", ".join(str(w.outputs.html) for w in failed))
-        _log(f"Watch ended: {outcome.ended}")
+        log(f"Watch ended: {outcome.ended}")
         return outcome.exit_code
 
-    _run(action)
+    run(action)

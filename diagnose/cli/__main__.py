@@ -1,0 +1,5 @@
+"""`python -m diagnose.cli`, as `python -m diagnose`."""
+
+from diagnose.cli import main
+
+main()

@@ -1,0 +1,52 @@
+"""`diagnose demo`: start the bundled demo service, diagnose it, stop it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import click
+
+from diagnose.cli.attach import AttachArgs, attach_and_report
+from diagnose.cli.common import EPILOG, common_output, log, run
+from diagnose.errors import DiagnoseError
+
+
+@click.command(epilog=EPILOG)
+@click.option("--duration", "-d", type=click.FloatRange(min=1), default=10.0, show_default=True,
+              help="Seconds to sample the demo.")
+@common_output
+def demo(duration, output_dir, rules_file, as_json, open_browser):
+    """Start the bundled demo inference service, diagnose it, and stop it."""
+
+    def action():
+        service = subprocess.Popen(
+            [sys.executable, "-m", "diagnose.demo.service", "--seconds", str(int(duration) + 30)],
+            stdout=subprocess.PIPE, text=True)
+        try:
+            ready = _wait_ready(service, timeout=60)
+            log(f"Demo service running as pid {ready}")
+            return attach_and_report(AttachArgs((ready,), duration, None, "auto", output_dir,
+                                                rules_file, as_json, open_browser, False, False))
+        finally:
+            service.terminate()
+            try:
+                service.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                service.kill()
+
+    run(action)
+
+
+def _wait_ready(service: subprocess.Popen, timeout: float) -> int:
+    assert service.stdout is not None  # started with stdout=PIPE
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = service.stdout.readline()
+        if not line:
+            break
+        if line.startswith("READY"):
+            return int(line.split()[1])
+    raise DiagnoseError("the demo service did not start")
+
