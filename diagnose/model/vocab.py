@@ -1,0 +1,164 @@
+"""The report's vocabulary, defined once: thread states, wait kinds, roles, severities, confidence.
+
+Every member is a `str` (enum.StrEnum): it compares, hashes, formats and serialises as its
+value, so a report written with these members is byte-identical to one written with the plain
+strings. Pandas categoricals are built from the values (`STATES`, `WAIT_KINDS`), so the sample
+table's categories stay plain strings.
+
+The groups of states are named by what they mean, not by a shared word: "busy" (running or
+wanting to run) includes the GIL wait, "running" (on a CPU) does not. Each place that selects
+states uses the group whose meaning it needs.
+
+The report page reads the same vocabulary from its data (`page_vocabulary`, rendered into the
+page's data as `vocabulary`) instead of declaring its own.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ThreadState(enum.StrEnum):
+    """What a thread was doing in one sample (classify/state.py infers it from the stack)."""
+
+    PYTHON = "python"    # running Python bytecode
+    NATIVE = "native"    # running native code (an extension, a library)
+    GIL = "gil"          # waiting for the GIL: runnable, wants to run Python
+    LOCK = "lock"        # waiting on a lock another thread of the process holds
+    IO = "io"            # asleep or blocked in IO
+    IDLE = "idle"        # waiting for work
+    UNKNOWN = "unknown"  # the samples could not tell
+
+
+class WaitKind(enum.StrEnum):
+    """What a waiting sample waits on ("" when it does not wait)."""
+
+    NONE = ""
+    LOCK = "lock"
+    RLOCK = "rlock"
+    QUEUE = "queue"
+    SEMAPHORE = "semaphore"
+    CONDITION = "condition"
+    EVENT = "event"
+    JOIN = "join"
+    BARRIER = "barrier"
+    LOGGING = "logging"
+    FUTURE = "future"
+    GIL = "gil"
+    IO = "io"
+    NATIVE_MUTEX = "native_mutex"  # a native library's mutex (OpenBLAS serializing its callers)
+
+
+class ThreadRole(enum.StrEnum):
+    """What a thread is for, from how it spent the window (model/analysis.summarize_threads)."""
+
+    REQUEST = "request"  # handles requests
+    IDLE = "idle"        # waits for work nearly all the window
+    LIBRARY = "library"  # a library's own transport thread (model/library_threads.py)
+    OTHER = "other"
+
+
+class ProcessRole(enum.StrEnum):
+    """What a process of the service is for (model/service.py), in the page's display order."""
+
+    MASTER = "master"  # the parent of the workers, idle itself
+    SINGLE = "single"  # the only process: the service itself
+    WORKER = "worker"
+    HELPER = "helper"  # a process that serves no request (a resource tracker, a pool helper)
+
+
+class Severity(enum.StrEnum):
+    """A finding's (and a verdict's) severity, lowest first: `SEVERITIES` is the order."""
+
+    OK = "ok"
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+class Confidence(enum.StrEnum):
+    """A verdict's confidence: low when a finding it names rests on too few samples."""
+
+    OK = "ok"
+    LOW = "low"
+
+
+# ---------------------------------------------------------------- orders (plain values)
+
+# The sample table's categories, and the page's state indices, in this order.
+STATES: tuple[str, ...] = tuple(s.value for s in ThreadState)
+WAIT_KINDS: tuple[str, ...] = tuple(k.value for k in WaitKind)
+SEVERITIES: tuple[str, ...] = tuple(s.value for s in Severity)  # lowest first
+
+# Score thresholds of the severities (checks/base.severity_for): a score at or above one has
+# that severity. CRITICAL_SCORE is also the arbiter's critical line (checks/arbiter.py).
+CRITICAL_SCORE = 75
+WARNING_SCORE = 50
+INFO_SCORE = 25
+SEVERITY_THRESHOLDS: tuple[tuple[int, Severity], ...] = (
+    (CRITICAL_SCORE, Severity.CRITICAL), (WARNING_SCORE, Severity.WARNING), (INFO_SCORE, Severity.INFO))
+
+# The severities `--fail-on` accepts.
+GATE_SEVERITIES: tuple[str, ...] = (Severity.WARNING.value, Severity.CRITICAL.value)
+
+
+def severity_rank(severity: str) -> int:
+    """A severity's place in `SEVERITIES` (ok = 0); ValueError for another word."""
+    return SEVERITIES.index(severity)
+
+
+# ---------------------------------------------------------------- groups of thread states
+
+# On a CPU, running the thread's own code (Python or native).
+RUNNING: tuple[ThreadState, ...] = (ThreadState.PYTHON, ThreadState.NATIVE)
+# Running or wanting to run its own work: RUNNING and the GIL wait (a runnable thread).
+BUSY: tuple[ThreadState, ...] = (ThreadState.PYTHON, ThreadState.NATIVE, ThreadState.GIL)
+# Running Python or waiting for the GIL to: the GIL-bound work.
+GIL_BOUND: tuple[ThreadState, ...] = (ThreadState.PYTHON, ThreadState.GIL)
+# Busy, or blocked on a lock another thread holds: a thread doing (or held up in) a request.
+ACTIVE: tuple[ThreadState, ...] = (ThreadState.PYTHON, ThreadState.NATIVE, ThreadState.GIL,
+                                   ThreadState.LOCK)
+# Waiting on something another thread of the same process holds: a lock or the GIL.
+CONTENDED: tuple[ThreadState, ...] = (ThreadState.LOCK, ThreadState.GIL)
+# Every waiting state.
+WAITING: tuple[ThreadState, ...] = (ThreadState.GIL, ThreadState.LOCK, ThreadState.IO,
+                                    ThreadState.IDLE)
+
+# ---------------------------------------------------------------- groups of wait kinds
+
+# Locks proper (checks/lock_contention.py).
+LOCK_KINDS: tuple[WaitKind, ...] = (WaitKind.LOCK, WaitKind.RLOCK, WaitKind.CONDITION, WaitKind.BARRIER)
+# A bounded pool's waits: for a free slot or a result (checks/pool_wait.py).
+POOL_KINDS: tuple[WaitKind, ...] = (WaitKind.QUEUE, WaitKind.SEMAPHORE)
+# A thread parked for the window rather than serving (model/analysis.py).
+PARKING_KINDS: tuple[WaitKind, ...] = (WaitKind.EVENT, WaitKind.JOIN)
+# Waits on something held inside the process, which another process cannot be held up by
+# (model/service.py).
+IN_PROCESS_KINDS: tuple[WaitKind, ...] = (WaitKind.LOCK, WaitKind.RLOCK, WaitKind.SEMAPHORE,
+                                          WaitKind.QUEUE, WaitKind.LOGGING, WaitKind.GIL)
+# Waits on something one thread holds at a time: an edge from the waiter to the holder
+# (model/structure.py).
+HELD_KINDS: tuple[WaitKind, ...] = (WaitKind.LOCK, WaitKind.RLOCK, WaitKind.CONDITION,
+                                    WaitKind.SEMAPHORE, WaitKind.GIL, WaitKind.NATIVE_MUTEX)
+
+# ---------------------------------------------------------------- groups of roles
+
+# The threads that take requests, busy or waiting for one.
+HANDLER_ROLES: tuple[ThreadRole, ...] = (ThreadRole.REQUEST, ThreadRole.IDLE)
+# The processes that serve requests (model/service.ServiceModel.workers).
+SERVING_ROLES: tuple[ProcessRole, ...] = (ProcessRole.WORKER, ProcessRole.SINGLE)
+
+
+def page_vocabulary() -> dict:
+    """The vocabulary the report page reads from its data (docs/report-data.md)."""
+    return {
+        "severities": list(SEVERITIES),
+        "critical_score": CRITICAL_SCORE,
+        "states": list(STATES),
+        "running": [s.value for s in RUNNING],
+        "waiting": [s.value for s in WAITING],
+        "wait_kinds": list(WAIT_KINDS),
+        "thread_roles": [r.value for r in ThreadRole],
+        "process_roles": [r.value for r in ProcessRole],
+        "confidences": [c.value for c in Confidence],
+    }
