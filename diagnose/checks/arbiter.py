@@ -29,8 +29,9 @@ samples says "low confidence" in its headline and is never critical (engine.verd
 from __future__ import annotations
 
 from diagnose.checks.base import Finding
+from diagnose.model.vocab import CRITICAL_SCORE
 
-CRITICAL = 75
+CRITICAL = CRITICAL_SCORE
 
 
 # Findings that foretell a failure (memory growing without bound until the process is killed):

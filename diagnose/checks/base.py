@@ -11,6 +11,7 @@ import pandas as pd
 
 from diagnose.classify.rules_file import builtin_rules_text
 from diagnose.model.confidence import MIN_SAMPLES, intervals_for, wilson
+from diagnose.model.vocab import BUSY, SEVERITY_THRESHOLDS, Severity, WaitKind
 
 
 @dataclass(frozen=True)
@@ -92,17 +93,10 @@ class NotApplicable:
     reason: str
 
 
-SEVERITIES = ("ok", "info", "warning", "critical")
-
-
-def severity_for(score: float) -> str:
-    if score >= 75:
-        return "critical"
-    if score >= 50:
-        return "warning"
-    if score >= 25:
-        return "info"
-    return "ok"
+def severity_for(score: float) -> Severity:
+    """The severity of a score: the highest whose threshold it reaches (vocab.SEVERITY_THRESHOLDS)."""
+    return next((severity for threshold, severity in SEVERITY_THRESHOLDS if score >= threshold),
+                Severity.OK)
 
 
 def ramp(value: float, low: float, high: float) -> float:
@@ -254,5 +248,5 @@ def busy_samples(samples: pd.DataFrame) -> pd.DataFrame:
     """Samples of threads that run or want to run their own work. GIL waits count (the thread
     is runnable and wants to run the code it is in); a native library's mutex wait (OpenBLAS
     serializing callers) does not: that thread is blocked."""
-    return samples[samples["state"].isin(("python", "native", "gil"))
-                   & (samples["wait_kind"] != "native_mutex")]
+    return samples[samples["state"].isin(BUSY)
+                   & (samples["wait_kind"] != WaitKind.NATIVE_MUTEX)]

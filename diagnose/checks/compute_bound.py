@@ -5,6 +5,7 @@ from __future__ import annotations
 from diagnose.checks.base import (NotApplicable, ScoreBasis, Site, busy_samples, make_finding, pct, ramp,
                                   top_sites)
 from diagnose.model.counters import running_agreement
+from diagnose.model.vocab import ThreadState, WaitKind
 
 ID = "compute_bound"
 
@@ -29,7 +30,7 @@ def run(analysis, settings):
         return NotApplicable(ID, "request threads were never busy")
     # What the cores run is judged on running samples: a thread waiting for the GIL is busy
     # (it wants a core) but computes nothing, and GIL noise would swing the model's share.
-    running = busy[busy["state"] != "gil"]
+    running = busy[busy["state"] != ThreadState.GIL]
     total_running = float(running["count"].sum()) or total_busy
     model = running[running["phase"] == "model"]
     share = float(model["count"].sum()) / total_running
@@ -52,7 +53,7 @@ def run(analysis, settings):
     runnable_per_core = None
     if analysis.os is not None and analysis.os.usable_cores:
         runnable_per_core = analysis.os.mean_runnable / analysis.os.usable_cores
-    native_mutex_share = sum(w.share for w in analysis.waits if w.kind == "native_mutex")
+    native_mutex_share = sum(w.share for w in analysis.waits if w.kind == WaitKind.NATIVE_MUTEX)
     evidence = {
         "model_share_of_busy": share,
         "busy_request_threads": busy_threads,

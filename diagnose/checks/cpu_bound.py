@@ -11,6 +11,7 @@ from __future__ import annotations
 from diagnose.checks.base import (NotApplicable, ScoreBasis, Site, busy_samples, core_room, make_finding, pct,
                                   ramp)
 from diagnose.model.counters import running_agreement
+from diagnose.model.vocab import GIL_BOUND
 
 ID = "cpu_bound"
 
@@ -27,7 +28,7 @@ def run(analysis, settings):
     busy_share = busy_total / total
     other = busy[busy["phase"] == "other"]
     other_share = float(other["count"].sum()) / busy_total
-    python_share = float(busy[busy["state"].isin(("python", "gil"))]["count"].sum()) / busy_total
+    python_share = float(busy[busy["state"].isin(GIL_BOUND)]["count"].sum()) / busy_total
     # Saturated threads, scaled by how much of their work no other finding explains.
     score = ramp(busy_share, settings["low"], settings["high"]) * min(1.0, other_share / 0.6)
     # Busy means running on a core: /proc's CPU time has the last word on it.

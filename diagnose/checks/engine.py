@@ -8,7 +8,8 @@ from diagnose.checks import (compute_bound, cpu_bound, event_loop_blocked, gil_c
                              lock_contention, logging_lock, pool_wait, preprocess_bound,
                              scheduler_overhead, stage_bound, unbounded_backlog, underloaded)
 from diagnose.checks.arbiter import co_primary, noise_reason, rank
-from diagnose.checks.base import SEVERITIES, Finding, NotApplicable, load_check_settings
+from diagnose.checks.base import Finding, NotApplicable, load_check_settings
+from diagnose.model.vocab import SEVERITIES, Confidence, Severity, ThreadState
 
 # The causal order: it breaks ties in the ranking (checks/arbiter.py), the more specific, more
 # actionable diagnosis first. Far too many runnable threads come before the GIL they fight over:
@@ -31,7 +32,7 @@ class Verdict:
     # The highest severity of the findings the verdict names (the --fail-on gate reads it).
     severity: str
     # "low" when a finding it names rests on too few samples (its severity is then capped).
-    confidence: str = "ok"
+    confidence: str = Confidence.OK
     samples: int | None = None
     # A second finding within the noise of the primary (arbiter rule 4): either could have come
     # first on another attach, so the verdict names both, in the causal order, and says why.
@@ -51,7 +52,7 @@ class Verdict:
     def from_dict(cls, data: dict) -> Verdict:
         """A report's `verdict` back as the type (a report without co-primary fields has none)."""
         return cls(primary=data["primary"], headline=data["headline"], severity=data["severity"],
-                   confidence=data.get("confidence") or "ok", samples=data.get("samples"),
+                   confidence=data.get("confidence") or Confidence.OK, samples=data.get("samples"),
                    co_primary=data.get("co_primary"),
                    co_primary_reason=data.get("co_primary_reason") or "",
                    first_advice=tuple(data.get("first_advice") or ()))
@@ -94,16 +95,16 @@ def verdict_for(findings: tuple[Finding, ...], activity: str = "", hidden_waits:
     `hidden_waits`: why the profile cannot show waits; then every share of busy time could be
     overturned by the waits it dropped, so there is no verdict, only what the busy time shows."""
     if not findings:
-        return Verdict("none", "No check could run on this data.", "ok")
+        return Verdict("none", "No check could run on this data.", Severity.OK)
     top = findings[0]
     if hidden_waits:
         busy = (f"; among what it kept, the strongest pattern was: {top.title.split(':')[0].lower()}"
-                f" — {top.summary}") if top.severity != "ok" else ""
+                f" — {top.summary}") if top.severity != Severity.OK else ""
         return Verdict("inconclusive", f"Inconclusive: this profile cannot show waits ({hidden_waits}); "
                        f"record it again with `py-spy record --idle` or use `diagnose attach`{busy}.",
-                       "info", "low", top.samples)
-    if top.severity == "ok":
-        return Verdict("none", f"No clear bottleneck: {activity or 'no finding is strong'}.", "ok")
+                       Severity.INFO, Confidence.LOW, top.samples)
+    if top.severity == Severity.OK:
+        return Verdict("none", f"No clear bottleneck: {activity or 'no finding is strong'}.", Severity.OK)
     # Co-primary findings in the causal order, whichever scored higher on this attach (rank()
     # already orders them so; a caller's own ranking may not).
     named = [top]
@@ -123,19 +124,21 @@ def verdict_for(findings: tuple[Finding, ...], activity: str = "", hidden_waits:
     reason = noise_reason(*named) if len(named) > 1 else ""
     if low:
         headline = f"low confidence: {samples} samples; sample longer — {headline}"
-    return Verdict(top.id, headline, severity, "low" if low else "ok", samples if low else top.samples,
-                   co_primary=co_id, co_primary_reason=reason, first_advice=advice)
+    return Verdict(top.id, headline, severity, Confidence.LOW if low else Confidence.OK,
+                   samples if low else top.samples, co_primary=co_id, co_primary_reason=reason, first_advice=advice)
 
 
 def _capped(finding: Finding) -> str:
-    if finding.low_confidence and finding.severity == "critical":
-        return "warning"
+    if finding.low_confidence and finding.severity == Severity.CRITICAL:
+        return Severity.WARNING
     return finding.severity
 
 
-_ACTIVITY = {"idle": "waiting for work", "io": "asleep or waiting on IO", "lock": "waiting on locks",
-             "gil": "waiting for the GIL", "python": "running Python", "native": "running native code",
-             "unknown": "in states the samples could not tell"}
+_ACTIVITY: dict[str, str] = {
+    ThreadState.IDLE: "waiting for work", ThreadState.IO: "asleep or waiting on IO",
+    ThreadState.LOCK: "waiting on locks", ThreadState.GIL: "waiting for the GIL",
+    ThreadState.PYTHON: "running Python", ThreadState.NATIVE: "running native code",
+    ThreadState.UNKNOWN: "in states the samples could not tell"}
 
 
 def describe_activity(analysis) -> str:
@@ -159,7 +162,7 @@ def describe_activity(analysis) -> str:
             line = source.getline(frame.file, frame.line).strip() if frame.line else ""
         except Exception:
             pass
-        if state == "io" and "sleep(" in line:
+        if state == ThreadState.IO and "sleep(" in line:
             words = "asleep in time.sleep"
         where = f", most in {frame.function} ({frame.file.rsplit('/', 1)[-1]}:{frame.line})"
     return f"the threads were {words} {100 * share:.0f}% of the time{where}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from diagnose.checks.base import NotApplicable, ScoreBasis, Site, make_finding, pct, ramp, serial_gain
 from diagnose.model.counters import holder_agreement
+from diagnose.model.vocab import BUSY, ThreadState, WaitKind
 from diagnose.model.waits import describe
 
 ID = "gil_contention"
@@ -22,7 +23,7 @@ def run(analysis, settings):
         return NotApplicable(ID, "no request threads were seen handling work")
     # The GIL is only contended between threads: a one-thread worker process (a gunicorn sync
     # worker) caught while re-taking it after a syscall is not waiting for anyone.
-    running = analysis.samples[analysis.samples["state"].isin(("python", "native", "gil"))]
+    running = analysis.samples[analysis.samples["state"].isin(BUSY)]
     if running["thread"].nunique() < 2:
         return NotApplicable(ID, "only one thread of this process ran Python: nothing to contend "
                                  "with for the GIL")
@@ -32,13 +33,13 @@ def run(analysis, settings):
 
 
 def _from_native_frames(analysis, settings, total):
-    gil = next((w for w in analysis.waits if w.kind == "gil"), None)
+    gil = next((w for w in analysis.waits if w.kind == WaitKind.GIL), None)
     share = gil.share if gil else 0.0
     sites = [Site(h.function, h.file, h.line, h.share) for h in gil.holders] if gil else []
     evidence = {"gil_wait_share": share, "estimated": False,
                 "gil_wait_thread_seconds": gil.thread_seconds if gil else 0.0,
                 "max_concurrent_waiters": gil.max_concurrent if gil else 0,
-                "gil_wait_share_per_thread": _per_thread_share(analysis, "gil")}
+                "gil_wait_share_per_thread": _per_thread_share(analysis, ThreadState.GIL)}
     summary = f"request threads spend {pct(share)} of their time waiting for the GIL"
     score = ramp(share, settings["low"], settings["high"])
     # A contended GIL has a holder running on a core: the process's /proc CPU must show it.
@@ -68,7 +69,7 @@ def _from_native_frames(analysis, settings, total):
 
 def _holder_phase_shares(analysis) -> dict:
     req = analysis.request_samples()
-    running = req[req["state"] == "python"]
+    running = req[req["state"] == ThreadState.PYTHON]
     total = float(running["count"].sum())
     if not total:
         return {}
@@ -83,13 +84,13 @@ def _estimated_from_cpu_time(analysis, settings, req, total):
         return NotApplicable(ID, "without native frames the GIL wait is estimated from OS CPU "
                                  "time, which only `attach` records")
     interval = analysis.profile.interval_s or 0.01
-    python_samples = req[req["state"] == "python"]
+    python_samples = req[req["state"] == ThreadState.PYTHON]
     python_thread_s = float(python_samples["count"].sum()) * interval
     cpu_s = sum(analysis.os.threads[int(t)].cpu_s for t in analysis.request_threads["tid"]
                 if int(t) in analysis.os.threads)
     waited = max(0.0, python_thread_s - cpu_s)
     share = waited / (total * interval)
-    sampled = req[req["state"] == "python"]
+    sampled = req[req["state"] == ThreadState.PYTHON]
     top = (sampled[sampled["site"] >= 0].groupby("site")["count"].sum()
            .sort_values(ascending=False).head(5))
     sites = [Site(analysis.frame(int(f)).function, analysis.frame(int(f)).file,

@@ -6,14 +6,15 @@ from diagnose.checks.base import (NotApplicable, ScoreBasis, amdahl, make_findin
                                   short_path,
                                   sites_from_waits)
 from diagnose.model.native_pools import SERIALIZES_CALLERS
+from diagnose.model.vocab import LOCK_KINDS, ThreadState
 from diagnose.model.waits import describe
 
 ID = "lock_contention"
 # Waits on a lock-like object that another request thread holds. Pools (queue, semaphore) and
 # logging handler locks have their own checks, with their own advice. An Event, a Future or a
-# join is not a lock: its waiter waits for the thread that produces the result (the service
-# structure follows it to that producer), so it is never lock contention.
-LOCK_KINDS = ("lock", "rlock", "condition", "barrier")
+# The waits scored here are vocab.LOCK_KINDS. join is not a lock: its waiter waits for the thread
+# that produces the result (the service structure follows it to that producer), so it is never
+# lock contention.
 
 
 SERIALIZING_MIN_SAMPLES = 3  # holders seen inside the library: enough to know where they are
@@ -31,7 +32,7 @@ def run(analysis, settings):
         "lock_wait_thread_seconds": sum(w.thread_seconds for w in waits),
         "request_threads": int(len(analysis.request_threads)),
         "threads_waiting": max((w.threads for w in waits), default=0),
-        "estimated": bool(req[req["state"] == "lock"]["estimated"].any()),
+        "estimated": bool(req[req["state"] == ThreadState.LOCK]["estimated"].any()),
     }
     if waits:
         top = waits[0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from diagnose.checks.base import (NotApplicable, ScoreBasis, make_finding, pct, ramp, serial_gain, short_path,
                                   sites_from_waits)
+from diagnose.model.vocab import WaitKind
 from diagnose.model.waits import describe
 
 ID = "logging_lock"
@@ -22,7 +23,7 @@ def run(analysis, settings):
     req = analysis.request_samples()
     if float(req["count"].sum()) == 0:
         return NotApplicable(ID, "no request threads were seen handling work")
-    waits = [w for w in analysis.waits if w.kind == "logging"]
+    waits = [w for w in analysis.waits if w.kind == WaitKind.LOGGING]
     share = sum(w.share for w in waits)
     evidence = {"logging_wait_share": share,
                 "logging_wait_thread_seconds": sum(w.thread_seconds for w in waits),

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from diagnose.checks.base import (NotApplicable, ScoreBasis, make_finding, pct, ramp, serial_gain, short_path,
                                   sites_from_waits)
+from diagnose.model.vocab import POOL_KINDS
 from diagnose.model.waits import describe
 
 ID = "pool_wait"
 # A queue.get / semaphore acquire deep inside request handling: the thread waits for a
 # connection, client or model instance another request holds. (A worker's own loop waiting on
-# its work queue is idle, and never reaches this table.)
-POOL_KINDS = ("queue", "semaphore")
+# its work queue is idle, and never reaches this table.) The kinds: vocab.POOL_KINDS.
 
 
 def run(analysis, settings):

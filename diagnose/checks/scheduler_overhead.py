@@ -11,6 +11,7 @@ import re
 from diagnose.checks.base import (amdahl, CheckSettings, NotApplicable, core_room, make_finding,
                                   ramp, serial_gain, top_sites)
 from diagnose.model.native_pools import LIBRARIES
+from diagnose.model.vocab import BUSY, WaitKind
 
 ID = "scheduler_overhead"
 _POOLS = [("OpenBLAS", re.compile(r"openblas", re.I)), ("MKL", re.compile(r"libmkl|libiomp", re.I)),
@@ -58,12 +59,12 @@ def run(analysis, settings):
     libraries = intra_op_libraries(analysis)
     # Fan-out that serializes instead of oversubscribing: request threads queue on a native
     # library's internal mutex (OpenBLAS lets one caller at a time into its thread pool).
-    native_mutex_share = sum(w.share for w in analysis.waits if w.kind == "native_mutex")
+    native_mutex_share = sum(w.share for w in analysis.waits if w.kind == WaitKind.NATIVE_MUTEX)
     if intra_op and libraries:
         score = max(score, ramp(native_mutex_share, settings["native_mutex_low"],
                                 settings["native_mutex_high"]))
     req = analysis.request_samples()
-    busy = req[req["state"].isin(("python", "native", "gil"))]
+    busy = req[req["state"].isin(BUSY)]
     sites = top_sites(analysis, busy, float(busy["count"].sum()) or 1.0, limit=3)
     evidence = {
         "runqueue_wait_per_cpu_second": ratio,

@@ -23,6 +23,7 @@ from diagnose.checks.engine import (CheckResults, describe_activity, order_of, r
                                     waits_hidden)
 from diagnose.model.process_pipeline import ProcessPipeline, find_process_pipeline
 from diagnose.model.service import Service, worker_load
+from diagnose.model.vocab import ProcessRole, Severity
 
 WEIGHT_FLOOR_CORES = 0.02  # every worker weighs at least this many cores' worth
 IMBALANCE_ID = "worker_imbalance"
@@ -34,7 +35,7 @@ def run_service_checks(service: Service, user_rules: dict | None = None
     per_process = {view.pid: run_checks(view.analysis, user_rules) for view in service.processes}
     if not service.multi:
         return per_process[service.processes[0].pid], per_process
-    workers = service.workers() or [v for v in service.processes if v.role != "helper"]
+    workers = service.workers() or [v for v in service.processes if v.role != ProcessRole.HELPER]
     weights = np.nan_to_num(worker_load(workers), nan=0.0) + WEIGHT_FLOOR_CORES
     merged = _merge([per_process[w.pid] for w in workers], [w.pid for w in workers], weights)
     settings = load_check_settings(user_rules)
@@ -82,7 +83,7 @@ def _merge(results: list[CheckResults], pids: list, weights: np.ndarray) -> list
         score = sum(weights[i] * f.score for i, f in found.items()) / total_weight
         lead = max(found, key=lambda i: weights[i] * found[i].score)
         finding = found[lead]
-        held = sum(1 for f in found.values() if f.severity != "ok")
+        held = sum(1 for f in found.values() if f.severity != Severity.OK)
         evidence = dict(finding.evidence)
         evidence.update({"pid": pids[lead], "worker_processes": len(results),
                          "processes_with_finding": held,
@@ -122,10 +123,10 @@ def worker_imbalance(service: Service, settings, pipeline: ProcessPipeline | Non
                      ) -> Finding | None:
     """Workers that share the load unevenly, or fewer busy workers than usable cores. In a
     process pipeline only the worker processes are peers (the consumer does other work)."""
-    workers = [v for v in service.processes if v.role == "worker"]
+    workers = [v for v in service.processes if v.role == ProcessRole.WORKER]
     if pipeline is not None:
         workers = [v for v in service.processes if v.pid in pipeline.producer_pids]
-    elif len(workers) < 2 and not any(v.role == "master" for v in service.processes):
+    elif len(workers) < 2 and not any(v.role == ProcessRole.MASTER for v in service.processes):
         # No fleet: one serving process beside its helpers (an exporter, a load driver) has no
         # worker count to turn; what limits it is found inside it.
         return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from diagnose.checks.base import NotApplicable, Site, make_finding, pct, ramp
+from diagnose.model.vocab import HANDLER_ROLES, ThreadState
 
 ID = "unbounded_backlog"
 MB = 1024 * 1024
@@ -51,10 +52,10 @@ def run(analysis, settings):
     os_ = analysis.os
     if os_ is None or os_.rss_slope_bytes_per_s is None:
         return NotApplicable(ID, "needs resident-memory samples over the window (`attach`)")
-    workers = analysis.threads[analysis.threads["role"].isin(("request", "idle"))]
+    workers = analysis.threads[analysis.threads["role"].isin(HANDLER_ROLES)]
     samples = analysis.samples[analysis.samples["thread"].isin(workers.index)]
     total = float(samples["count"].sum())
-    busy = float(samples[samples["state"] != "idle"]["count"].sum()) / total if total else 0.0
+    busy = float(samples[samples["state"] != ThreadState.IDLE]["count"].sum()) / total if total else 0.0
     slope_mb = os_.rss_slope_bytes_per_s / MB
     steadiness = max(0.0, min(1.0, (os_.rss_fit_r2 or 0.0) / settings["min_r2"]))
     saturation = min(1.0, busy / settings["min_busy"])

@@ -11,6 +11,7 @@ import re
 
 from diagnose.checks.base import NotApplicable, ScoreBasis, make_finding, pct, ramp, top_sites
 from diagnose.model.profile import frame_is
+from diagnose.model.vocab import HANDLER_ROLES, ThreadRole, ThreadState
 
 ID = "underloaded"
 
@@ -43,16 +44,16 @@ def handler_threads(analysis) -> set:
 def run(analysis, settings):
     roles = analysis.threads["role"]
     handlers = handler_threads(analysis)
-    workers = analysis.threads[roles.isin(("request", "idle"))
+    workers = analysis.threads[roles.isin(HANDLER_ROLES)
                                | analysis.threads.index.isin(list(handlers))]
     if workers.empty:
         return NotApplicable(ID, "no worker threads were seen")
     samples = analysis.samples[analysis.samples["thread"].isin(workers.index)]
     total = float(samples["count"].sum())
-    idle = samples[samples["state"] == "idle"]
+    idle = samples[samples["state"] == ThreadState.IDLE]
     # A handler thread in an IO or sleep wait inside a request waits for something outside the
     # process (locks, queues and the GIL are the process's own and scored by their checks).
-    outside = samples[(samples["state"] == "io") & samples["thread"].isin(list(handlers))]
+    outside = samples[(samples["state"] == ThreadState.IO) & samples["thread"].isin(list(handlers))]
     idle_share = float(idle["count"].sum()) / total if total else 0.0
     outside_share = float(outside["count"].sum()) / total if total else 0.0
     share = idle_share + outside_share
@@ -71,7 +72,7 @@ def run(analysis, settings):
         "idle_share_of_workers": idle_share,
         "waiting_outside_share_of_workers": outside_share,
         "worker_threads": int(len(workers)),
-        "idle_threads": int((workers["role"] == "idle").sum()),
+        "idle_threads": int((workers["role"] == ThreadRole.IDLE).sum()),
         "cpu_utilization": utilization,
     }
     sites = top_sites(analysis, samples[samples.index.isin(idle.index.union(outside.index))],

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from diagnose.model.vocab import RUNNING, ThreadState, WaitKind
+
 SLEEPING = ("S", "D", "I")
 MIN_OBSERVATIONS = 5  # fewer /proc observations of a thread decide nothing
 ASLEEP_SHARE = 0.9  # of the thread's observations (py-spy's own pauses excluded)
@@ -40,12 +42,12 @@ def settle_with_os_state(samples: pd.DataFrame, os_) -> pd.DataFrame:
     asleep = asleep_threads(os_)
     if not asleep:
         return samples
-    undecided = (((samples["state"] == "native") & (samples["wait_kind"] == ""))
-                 | (samples["state"].isin(("python", "native")) & samples["estimated"]))
+    undecided = (((samples["state"] == ThreadState.NATIVE) & (samples["wait_kind"] == WaitKind.NONE))
+                 | (samples["state"].isin(RUNNING) & samples["estimated"]))
     mask = samples["tid"].isin(asleep) & undecided
     if not mask.any():
         return samples
     out = samples.copy()
-    out.loc[mask, "state"] = "io"
-    out.loc[mask, "wait_kind"] = "io"
+    out.loc[mask, "state"] = ThreadState.IO
+    out.loc[mask, "wait_kind"] = WaitKind.IO
     return out

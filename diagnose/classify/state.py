@@ -20,10 +20,8 @@ from dataclasses import dataclass
 from diagnose.model import source
 from diagnose.model.native_pools import LIBRARIES as POOL_LIBRARIES
 from diagnose.model.profile import Frame, frame_is
+from diagnose.model.vocab import ThreadState, WaitKind
 
-STATES = ("python", "native", "gil", "lock", "io", "idle", "unknown")
-WAIT_STATES = ("gil", "lock", "io", "idle")
-BUSY_STATES = ("python", "native")
 
 # Native leaf functions, as they appear in py-spy --native stacks on glibc/CPython builds.
 _PY_LOCK_WAIT = {"PyThread_acquire_lock_timed", "PyThread_acquire_lock_timed_with_retries",
@@ -73,14 +71,15 @@ FULL_SYMBOL_MARKERS = frozenset({"lock_PyThread_acquire_lock", "time_sleep", "th
 
 # Stdlib Python functions that block, by file suffix and function name: (kind).
 _STDLIB_WAITS = [
-    ("queue.py", re.compile(r"^(Queue\.)?(get|put)$"), "queue"),
-    ("threading.py", re.compile(r"^((Bounded)?Semaphore\.)?acquire$"), "semaphore"),
-    ("threading.py", re.compile(r"^Event\.wait$"), "event"),
-    ("threading.py", re.compile(r"^(Condition\.)?(wait|wait_for)$"), "condition"),
-    ("threading.py", re.compile(r"^(Thread\.join|Thread\._wait_for_tstate_lock|_wait_for_tstate_lock|join)$"), "join"),
-    ("threading.py", re.compile(r"^Barrier\.(wait|_wait|_enter)$|^(_wait|_enter)$"), "barrier"),
-    ("logging/__init__.py", re.compile(r"^(Handler\.)?(acquire|handle|emit)$|^_acquireLock$"), "logging"),
-    ("concurrent/futures/_base.py", re.compile(r"^(Future\.)?result$|^(as_completed|wait)$"), "future"),
+    ("queue.py", re.compile(r"^(Queue\.)?(get|put)$"), WaitKind.QUEUE),
+    ("threading.py", re.compile(r"^((Bounded)?Semaphore\.)?acquire$"), WaitKind.SEMAPHORE),
+    ("threading.py", re.compile(r"^Event\.wait$"), WaitKind.EVENT),
+    ("threading.py", re.compile(r"^(Condition\.)?(wait|wait_for)$"), WaitKind.CONDITION),
+    ("threading.py", re.compile(r"^(Thread\.join|Thread\._wait_for_tstate_lock|_wait_for_tstate_lock|join)$"),
+     WaitKind.JOIN),
+    ("threading.py", re.compile(r"^Barrier\.(wait|_wait|_enter)$|^(_wait|_enter)$"), WaitKind.BARRIER),
+    ("logging/__init__.py", re.compile(r"^(Handler\.)?(acquire|handle|emit)$|^_acquireLock$"), WaitKind.LOGGING),
+    ("concurrent/futures/_base.py", re.compile(r"^(Future\.)?result$|^(as_completed|wait)$"), WaitKind.FUTURE),
 ]
 _STDLIB_IO = [
     ("selectors.py", re.compile(r"select$")),
@@ -140,8 +139,8 @@ def _waits_for_connection(frame: Frame) -> bool:
 
 @dataclass(frozen=True)
 class StackState:
-    state: str
-    wait_kind: str  # "", lock, rlock, queue, semaphore, condition, event, join, logging, gil, io, native_mutex, ...
+    state: ThreadState
+    wait_kind: WaitKind
     site: int  # index into the stack of the acquiring / blocked Python frame, -1 when none
     estimated: bool = False  # inferred without native frames
 
@@ -173,7 +172,7 @@ def _outermost_user_frame(frames: list[Frame]) -> int:
     return -1
 
 
-def _stdlib_wait(frames: list[Frame], top: int) -> tuple[str, int] | None:
+def _stdlib_wait(frames: list[Frame], top: int) -> tuple[WaitKind, int] | None:
     """If the Python frames at the top are stdlib blocking calls, (kind, index of caller site)."""
     kind, i = None, top
     while i >= 0:
@@ -286,13 +285,24 @@ def _io_leaf(tail: list[Frame]) -> bool:
     return all(_RUNTIME_LIBS.search(f.file) or f.function.startswith("0x") for f in tail[first + 1:])
 
 
+def _wait_state(frames: list[Frame], site: int, kind: WaitKind) -> ThreadState:
+    """A stdlib wait at `site`: idle when it waits for work (never a logging handler's lock),
+    else a lock wait."""
+    return ThreadState.IDLE if _is_idle_site(frames, site) and kind != WaitKind.LOGGING else ThreadState.LOCK
+
+
+def _io_state(frames: list[Frame], site: int) -> ThreadState:
+    """An IO wait at `site`: idle when it waits for work, else IO."""
+    return ThreadState.IDLE if _is_idle_site(frames, site) else ThreadState.IO
+
+
 def classify_stack(frames: list[Frame], native_profile: bool = True,
                    full_symbols: bool = False) -> StackState:
     """`native_profile`: the recording had native frames, so a Python leaf means running Python.
     `full_symbols`: the profile shows libpython's static functions (any FULL_SYMBOL_MARKERS frame),
     so a lock wait without lock_PyThread_acquire_lock is an RLock wait."""
     if not frames:
-        return StackState("unknown", "", -1)
+        return StackState(ThreadState.UNKNOWN, WaitKind.NONE, -1)
     top = max((i for i, f in enumerate(frames) if not f.native), default=-1)
     tail = frames[top + 1:]
     names = {f.function for f in tail}
@@ -301,7 +311,7 @@ def classify_stack(frames: list[Frame], native_profile: bool = True,
     if top < 0:  # a thread with no Python frames: a native pool thread (OpenMP, BLAS, ...)
         leaf = frames[-1].function
         waiting = names & (_COND_WAIT | _MUTEX_WAIT | _IO_WAIT) or leaf.startswith("0x")
-        return StackState("idle" if waiting else "native", "", -1)
+        return StackState(ThreadState.IDLE if waiting else ThreadState.NATIVE, WaitKind.NONE, -1)
 
     if tail:
         # Re-taking the GIL is a condition-variable wait inside libpython. A Python lock
@@ -309,14 +319,14 @@ def classify_stack(frames: list[Frame], native_profile: bool = True,
         # the same acquire followed by a condvar wait means "got the lock, now wants the GIL".
         if names & _GIL_WAIT or (names & _COND_WAIT and "PyThread_acquire_lock_timed" not in names
                                  and _cond_wait_is_gil(tail)):
-            return StackState("gil", "gil", top)
+            return StackState(ThreadState.GIL, WaitKind.GIL, top)
         if _waits_for_connection(frames[top]):
-            return StackState("idle", "io", top)
+            return StackState(ThreadState.IDLE, WaitKind.IO, top)
         if names & _PY_LOCK_WAIT:
             found = _stdlib_wait(frames, top)
             if found:
                 kind, site = found
-                state = "idle" if _is_idle_site(frames, site) and kind != "logging" else "lock"
+                state = _wait_state(frames, site, kind)
                 return StackState(state, kind, site)
             # SimpleQueue.get is C code: named `_queue_SimpleQueue_get` with symbols, an
             # unnamed frame in `_queue.cpython-3XX-....so` without (stripped distro builds).
@@ -324,26 +334,26 @@ def classify_stack(frames: list[Frame], native_profile: bool = True,
                 re.search(r"(^|/)_queue\.cpython", f.file) for f in tail)
             pool_worker = any(frame_is(frames[top], suffix, pat) for suffix, pat in _IDLE_SITES)
             if _is_idle_site(frames, top) and (simple_queue or pool_worker):
-                return StackState("idle", "queue", top)
+                return StackState(ThreadState.IDLE, WaitKind.QUEUE, top)
             # RLock.acquire shows no rlock_acquire frame on 3.6-3.13: the Python frame sits
             # directly over PyThread_acquire_lock_timed(_with_retries); Lock.acquire goes
             # through lock_PyThread_acquire_lock.
             first = tail[0].function
-            kind = "rlock" if "rlock_acquire" in names or (full_symbols and first in (
-                "PyThread_acquire_lock_timed", "PyThread_acquire_lock_timed_with_retries")) else "lock"
-            return StackState("lock", kind, top)
+            kind = WaitKind.RLOCK if "rlock_acquire" in names or (full_symbols and first in (
+                "PyThread_acquire_lock_timed", "PyThread_acquire_lock_timed_with_retries")) else WaitKind.LOCK
+            return StackState(ThreadState.LOCK, kind, top)
         if names & _IO_WAIT and (libs_only_runtime or _io_leaf(tail)):
             io_site = _stdlib_io(frames, top)
             site = top if io_site is None else max(io_site - 1, 0)
             idle = _is_idle_site(frames, site) and not names & _SLEEP
-            return StackState("idle" if idle else "io", "io", site)
+            return StackState(ThreadState.IDLE if idle else ThreadState.IO, WaitKind.IO, site)
         if library_wait(tail):
             # Waiting inside a library for an event: outside the process's compute, like IO.
-            return StackState("idle" if _is_idle_site(frames, top) else "io", "io", top)
+            return StackState(_io_state(frames, top), WaitKind.IO, top)
         if (names & _MUTEX_WAIT or tail[-1].function in _NATIVE_DISPATCH_WAIT) and not libs_only_runtime:
-            return StackState("native", "native_mutex", top)
+            return StackState(ThreadState.NATIVE, WaitKind.NATIVE_MUTEX, top)
         if not libs_only_runtime:
-            return StackState("native", "", top)
+            return StackState(ThreadState.NATIVE, WaitKind.NONE, top)
         if all(f.function.startswith("0x") for f in tail):
             # Only unsymbolized libc frames (futex / sem_clockwait): CPython 3.13's PyMutex and
             # PyEvent waits (Thread.join, ...) look like this; so does a GIL hand-off in
@@ -351,30 +361,30 @@ def classify_stack(frames: list[Frame], native_profile: bool = True,
             found = _stdlib_wait(frames, top)
             if found:
                 kind, site = found
-                state = "idle" if _is_idle_site(frames, site) and kind != "logging" else "lock"
+                state = _wait_state(frames, site, kind)
                 return StackState(state, kind, site)
-        return StackState("python", "", top)
+        return StackState(ThreadState.PYTHON, WaitKind.NONE, top)
 
     if _waits_for_connection(frames[top]):
-        return StackState("idle", "io", top, estimated=not native_profile)
+        return StackState(ThreadState.IDLE, WaitKind.IO, top, estimated=not native_profile)
     if native_profile:
-        return StackState("python", "", top)
+        return StackState(ThreadState.PYTHON, WaitKind.NONE, top)
 
     # Python frames only: py-spy recorded without --native.
     found = _stdlib_wait(frames, top)
     if found:
         kind, site = found
-        state = "idle" if _is_idle_site(frames, site) and kind != "logging" else "lock"
+        state = _wait_state(frames, site, kind)
         return StackState(state, kind, site, estimated=True)
     io_site = _stdlib_io(frames, top)
     if io_site is not None:
         site = max(io_site - 1, 0)
-        return StackState("idle" if _is_idle_site(frames, site) else "io", "io", site, estimated=True)
+        return StackState(_io_state(frames, site), WaitKind.IO, site, estimated=True)
     if frame_is(frames[top], "concurrent/futures/thread.py", re.compile(r"_worker$")):
         # its only blocking call, SimpleQueue.get (3.7+), is C code: invisible without --native
-        return StackState("idle", "queue", top, estimated=True)
+        return StackState(ThreadState.IDLE, WaitKind.QUEUE, top, estimated=True)
     if _SLEEP_LINE.search(_line_text(frames[top])):
-        return StackState("io", "io", top, estimated=True)
+        return StackState(ThreadState.IO, WaitKind.IO, top, estimated=True)
     if _LOCK_LINE.search(_line_text(frames[top])):
-        return StackState("lock", "lock", top, estimated=True)
-    return StackState("python", "", top, estimated=True)
+        return StackState(ThreadState.LOCK, WaitKind.LOCK, top, estimated=True)
+    return StackState(ThreadState.PYTHON, WaitKind.NONE, top, estimated=True)

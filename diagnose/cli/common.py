@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from diagnose.errors import DiagnoseError, ExitCode, Interrupted
+from diagnose.model.vocab import GATE_SEVERITIES, Severity, severity_rank
 
 EPILOG = """\b
 Exit codes: 0 ok, 2 bad usage or rules file (diff: reports of two different programs), 3 no
@@ -158,7 +159,7 @@ def page_output(fn):
 
 
 _ticket_options = [
-    click.option("--fail-on", type=click.Choice(["warning", "critical"]), default=None,
+    click.option("--fail-on", type=click.Choice(GATE_SEVERITIES), default=None,
                  help="CI gate: exit 10 when the verdict's severity reaches this level, after "
                       "writing every output."),
     click.option("--print", "print_format", type=click.Choice(["md"]), default=None,
@@ -247,16 +248,13 @@ def load_options(fn):
     return fn
 
 
-SEVERITY_ORDER = ("ok", "info", "warning", "critical")
-
-
 def gate(code: int, verdict: dict | None, fail_on: str | None, what: str) -> int:
     """--fail-on: exit 10 (after every output is written) when `verdict` reached the asked
     severity and nothing else already failed."""
     if fail_on is None or code != ExitCode.OK or not verdict:
         return code
-    severity = verdict.get("severity") or "ok"
-    if SEVERITY_ORDER.index(severity) >= SEVERITY_ORDER.index(fail_on):
+    severity = verdict.get("severity") or Severity.OK
+    if severity_rank(severity) >= severity_rank(fail_on):
         log(f"fail-on {fail_on}: {what} is {severity} ({verdict.get('primary')}): exit "
              f"{ExitCode.FINDING_GATE}")
         return ExitCode.FINDING_GATE

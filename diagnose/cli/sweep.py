@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from diagnose.cli.common import EPILOG, common_output, finish_load, gate, load_options, log, run
+from diagnose.model.vocab import GATE_SEVERITIES
 
 
 @click.command(epilog=EPILOG)
@@ -49,7 +50,7 @@ from diagnose.cli.common import EPILOG, common_output, finish_load, gate, load_o
               help="A file whose bytes are every request's body.")
 @click.option("--header", "headers", multiple=True, metavar="NAME:VALUE",
               help="A request header (repeatable).")
-@click.option("--fail-on", type=click.Choice(["warning", "critical"]), default=None,
+@click.option("--fail-on", type=click.Choice(GATE_SEVERITIES), default=None,
               help="CI gate: exit 10 when the verdict that explains the knee (the first step at "
                    "or past it naming a bottleneck; else the last step diagnosed) reaches this "
                    "severity, after writing every output.")

@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from diagnose.checks.base import SEVERITIES
 from diagnose.errors import DiagnoseError, ExitCode
 from diagnose.model.confidence import wilson
+from diagnose.model.vocab import SEVERITIES, ThreadRole
 from diagnose.render.redact import redact_text
 
 SCHEMA_VERSION = 1
@@ -266,7 +266,7 @@ def _request_population(report: dict) -> tuple[int, int]:
     """(samples, threads) a wait's share is a proportion of: request threads', else every
     thread's."""
     threads = report.get("threads") or []
-    request = [t for t in threads if t.get("role") == "request"] or threads
+    request = [t for t in threads if t.get("role") == ThreadRole.REQUEST] or threads
     return sum(t.get("samples") or 0 for t in request), max(1, len(request))
 
 
@@ -341,7 +341,7 @@ def compare_waits(before: dict, after: dict, per_request: bool) -> list[dict]:
 def _state_mix(report: dict) -> dict[str, dict[str, float]]:
     counts: dict[str, dict[str, int]] = {}
     for thread in report.get("threads") or []:
-        role = str(thread.get("role") or "other")
+        role = str(thread.get("role") or ThreadRole.OTHER)
         for state, n in (thread.get("states") or {}).items():
             counts.setdefault(role, {})
             counts[role][state] = counts[role].get(state, 0) + int(n or 0)

@@ -10,16 +10,15 @@ import pandas as pd
 from diagnose.classify.calibrate import calibration_from
 from diagnose.classify.categories import Categorizer
 from diagnose.classify.os_state import settle_with_os_state
-from diagnose.classify.state import STATES
 from diagnose.collect.procfs import ProcRecord
 from diagnose.model.library_threads import LIBRARY_THREAD_SHARE, library_stacks
 from diagnose.model.os_summary import ProcessOS, summarize
 from diagnose.model.profile import Profile
 from diagnose.model.table import StackTable, build_sample_table, classify_stacks
+from diagnose.model.vocab import ACTIVE, PARKING_KINDS, RUNNING, STATES, ProcessRole, ThreadRole, ThreadState
 
-ACTIVE_STATES = ("python", "native", "gil", "lock")
 REQUEST_ACTIVE_SHARE = 0.2  # a thread busy or blocked this often is handling requests...
-PARKING_KINDS = ("event", "join")  # ...unless it is parked: a thread (typically the main
+# ...unless it is parked (waits of vocab.PARKING_KINDS): a thread (typically the main
 PARKED_SHARE = 0.9                  # thread) blocked in Event.wait()/join() nearly all window
 PARKED_MAX_BUSY = 0.02              # and almost never running is not serving requests. A lock
 # convoy is never "parked", however long its threads wait.
@@ -34,7 +33,7 @@ class Analysis:
     threads: pd.DataFrame  # index: thread index; tid, name, role, samples, one column per state
     os: ProcessOS | None
     meta: dict = field(default_factory=dict)  # target and sampling facts
-    process_role: str = "single"  # set by the service model: master / worker / helper / single
+    process_role: str = ProcessRole.SINGLE  # set by the service model: master / worker / helper / single
     native: Profile | None = None  # native-frame samples of the same window (the profile itself
     # at full fidelity, else the sparse calibration samples), for what runs inside C libraries
 
@@ -55,7 +54,7 @@ class Analysis:
 
     @property
     def request_threads(self) -> pd.DataFrame:
-        return self.threads[self.threads["role"] == "request"]
+        return self.threads[self.threads["role"] == ThreadRole.REQUEST]
 
     def request_samples(self) -> pd.DataFrame:
         return self.samples[self.samples["thread"].isin(self.request_threads.index)]
@@ -87,24 +86,24 @@ def summarize_threads(profile: Profile, samples: pd.DataFrame) -> pd.DataFrame:
               .unstack(fill_value=0).reindex(columns=list(STATES), fill_value=0))
     counts = counts.reindex(range(len(profile.threads)), fill_value=0)
     total = counts.sum(axis=1)
-    active = counts[list(ACTIVE_STATES)].sum(axis=1)
+    active = counts[list(ACTIVE)].sum(axis=1)
     has_python = samples.groupby("thread")["site"].max().reindex(counts.index, fill_value=-1) >= 0
-    has_python |= samples.assign(py=samples["state"] == "python").groupby("thread")["py"].any() \
+    has_python |= samples.assign(py=samples["state"] == ThreadState.PYTHON).groupby("thread")["py"].any() \
         .reindex(counts.index, fill_value=False)
-    role = pd.Series("other", index=counts.index)
+    role = pd.Series(ThreadRole.OTHER, index=counts.index)
     safe_total = total.where(total > 0, 1)
-    role[(counts["idle"] / safe_total) >= IDLE_SHARE] = "idle"
+    role[(counts[ThreadState.IDLE] / safe_total) >= IDLE_SHARE] = ThreadRole.IDLE
     parking = (samples[samples["wait_kind"].isin(PARKING_KINDS)].groupby("thread")["count"].sum()
                .reindex(counts.index, fill_value=0))
-    busy = counts[["python", "native"]].sum(axis=1)
+    busy = counts[list(RUNNING)].sum(axis=1)
     parked = ((parking / safe_total) >= PARKED_SHARE) & ((busy / safe_total) < PARKED_MAX_BUSY)
-    role[((active / safe_total) >= REQUEST_ACTIVE_SHARE) & ~parked & has_python] = "request"
+    role[((active / safe_total) >= REQUEST_ACTIVE_SHARE) & ~parked & has_python] = ThreadRole.REQUEST
     # A library's transport thread (a queue feeder, a pool's result handler) is never a
     # request handler nor an idle worker, however it spends its time (model/library_threads.py).
     in_library = library_stacks(profile)[samples["stack"].to_numpy(dtype="int64")]
     library = (samples[in_library].groupby("thread")["count"].sum()
                .reindex(counts.index, fill_value=0) / safe_total) >= LIBRARY_THREAD_SHARE
-    role[library] = "library"
+    role[library] = ThreadRole.LIBRARY
     out = pd.DataFrame({
         "tid": [t.tid for t in profile.threads],
         "pid": pd.array([t.pid for t in profile.threads], dtype="Int64"),

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-RUNNING = ("python", "native")
+from diagnose.model.vocab import RUNNING
+
 AGREE_RATIO = 0.5  # measured at least this share of what the samples imply: they agree (py-spy's
 # pauses take CPU from the target, so the counters read low by a margin)
 MIN_GAP_CORES = 0.15  # a smaller difference is sampling noise, whatever the ratio

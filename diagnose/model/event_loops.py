@@ -27,6 +27,7 @@ import numpy as np
 
 from diagnose.model import source
 from diagnose.model.profile import Frame
+from diagnose.model.vocab import BUSY, GIL_BOUND
 
 LOOP_THREAD_SHARE = 0.8  # a thread whose samples carry a loop marker this often is a loop thread
 SEPARATED_IDLE_SHARE = 0.2  # below this, consecutive requests' stretches merge: no estimate
@@ -44,7 +45,6 @@ _NETWORK = re.compile(r"(/socket\.py|/ssl\.py|/http/client\.py|/urllib/|/(reques
 _DATABASE = re.compile(r"/(psycopg2?|pymysql|MySQLdb|sqlite3|redis|sqlalchemy|pymongo|cassandra|"
                        r"elasticsearch)/|_sqlite3|psycopg")
 _FILE_IO = re.compile(r"^(_io\.|io\.|open$|read$|write$|readinto$)|_io_FileIO|_io__Buffered")
-_CPU_STATES = ("python", "native", "gil")
 _RUNTIME_FILE = re.compile(r"(libc\.so|libc-|libpthread|ld-linux)")
 _SLEEP_NATIVE = {"time_sleep", "pysleep", "clock_nanosleep", "__clock_nanosleep", "nanosleep",
                  "__nanosleep"}
@@ -179,7 +179,7 @@ def classify_loop_stack(frames: list[Frame], frame_ids: tuple[int, ...], state: 
     app = [i for i, owner in owners if owner == "app"]
     if not app:
         # Nothing above the dispatch and not running: the loop waits in its selector.
-        segment = "idle" if not above and state not in _CPU_STATES else "framework"
+        segment = "idle" if not above and state not in BUSY else "framework"
         return LoopStack(flavor, segment, -1, -1, "", "")
     outer = app[0]
     package = _package_root(frames[outer].file)
@@ -239,8 +239,8 @@ def _measure_loop(analysis, thread: int, group, info, counts, total: int, interv
         entry = by_callback.setdefault(key, {"samples": 0, "cpu": 0, "blocked": 0, "python": 0,
                                              "phases": {}, "blocking": {}})
         entry["samples"] += count
-        entry["cpu" if state in _CPU_STATES else "blocked"] += count
-        entry["python"] += count if state in ("python", "gil") else 0
+        entry["cpu" if state in BUSY else "blocked"] += count
+        entry["python"] += count if state in GIL_BOUND else 0
         entry["phases"][phase] = entry["phases"].get(phase, 0) + count
         if loop_stack.blocking:
             entry["blocking"][loop_stack.blocking] = entry["blocking"].get(loop_stack.blocking, 0) + count

@@ -34,14 +34,12 @@ from diagnose.model.analysis import Analysis, analysis_of, classify_profile
 from diagnose.model.counters import running_agreement
 from diagnose.model.os_summary import combine
 from diagnose.model.profile import Profile
+from diagnose.model.vocab import BUSY, CONTENDED, IN_PROCESS_KINDS, SERVING_ROLES, ProcessRole
 
 MASTER_MAX_BUSY_SHARE = 0.15  # without /proc: a process busier than this does work itself
 QUIET_MAX_CORES = 0.05  # with /proc: "next to no CPU" for a master or a helper...
 QUIET_SHARE = 0.1  # ...or this share of the busiest working process's cores
 WAIT_WORK_SHARE = 0.05  # request-thread time in in-process waits (lock, pool, GIL) that is work
-# Contention on a resource of the process (a lock, a pool, the GIL); not waits for another
-# party's result (Event, join, Future: a parent waiting for its children).
-IN_PROCESS_WAIT_KINDS = ("lock", "rlock", "semaphore", "queue", "logging", "gil")
 
 
 @dataclass
@@ -58,7 +56,7 @@ class ProcessView:
     def busy_share(self) -> float:
         samples = self.analysis.samples
         total = float(samples["count"].sum())
-        busy = samples[samples["state"].isin(("python", "native", "gil"))]["count"].sum()
+        busy = samples[samples["state"].isin(BUSY)]["count"].sum()
         return float(busy) / total if total else 0.0
 
     @property
@@ -78,8 +76,8 @@ class ProcessView:
         total = float(req["count"].sum())
         if not total:
             return False
-        waiting = float(req[req["state"].isin(("lock", "gil"))
-                            & req["wait_kind"].isin(IN_PROCESS_WAIT_KINDS)]["count"].sum())
+        waiting = float(req[req["state"].isin(CONTENDED)
+                            & req["wait_kind"].isin(IN_PROCESS_KINDS)]["count"].sum())
         if waiting / total >= WAIT_WORK_SHARE:
             return True
         counters = running_agreement(self.analysis, req)
@@ -104,7 +102,7 @@ class Service:
         return len(self.processes) > 1
 
     def workers(self) -> list[ProcessView]:
-        return [p for p in self.processes if p.role in ("worker", "single")]
+        return [p for p in self.processes if p.role in SERVING_ROLES]
 
 
 def build_service(profile: Profile, categorizer, tree=None, meta: dict | None = None,
@@ -119,7 +117,7 @@ def build_service(profile: Profile, categorizer, tree=None, meta: dict | None = 
         if record is None and tree is not None and len(records) == 1:
             record = next(iter(records.values()))
         analysis = analysis_of(profile, stacks, record, meta, native=native_profile)
-        view = ProcessView(pid, tree.parents.get(pid) if tree is not None else None, "single",
+        view = ProcessView(pid, tree.parents.get(pid) if tree is not None else None, ProcessRole.SINGLE,
                            _cmdline(tree, pid, meta), analysis)
         _lifetime(view, tree)
         return Service(analysis, [view])
@@ -128,7 +126,7 @@ def build_service(profile: Profile, categorizer, tree=None, meta: dict | None = 
         record = records.get(pid)
         native = native_profile.of_process(pid) if native_profile is not None else None
         analysis = analysis_of(profile.of_process(pid), stacks, record, meta, native=native)
-        view = ProcessView(pid, tree.parents.get(pid) if tree is not None else None, "worker",
+        view = ProcessView(pid, tree.parents.get(pid) if tree is not None else None, ProcessRole.WORKER,
                            _cmdline(tree, pid, meta), analysis)
         _lifetime(view, tree)
         views.append(view)
@@ -177,13 +175,13 @@ def assign_roles(views: list[ProcessView]) -> None:
         text = " ".join(v.cmdline)
         idle = v.pid not in working and v.quiet(busiest)
         if any(marker in text for marker in HELPER_MARKERS):
-            v.role = "helper"
+            v.role = ProcessRole.HELPER
         elif v.pid in has_descendants:
-            v.role = "master" if idle else "worker"
+            v.role = ProcessRole.MASTER if idle else ProcessRole.WORKER
         elif idle and v.ppid in pids and working and not _twin_of_working_sibling(v, views, working):
-            v.role = "helper"
+            v.role = ProcessRole.HELPER
         else:
-            v.role = "worker"
+            v.role = ProcessRole.WORKER
 
 
 def _twin_of_working_sibling(view: ProcessView, views: list[ProcessView], working: set) -> bool:

@@ -28,8 +28,7 @@ import numpy as np
 
 from diagnose.model import source
 from diagnose.model.profile import Frame, frame_is
-
-BUSY = ("python", "native", "gil")
+from diagnose.model.vocab import BUSY, GIL_BOUND, HELD_KINDS, ProcessRole, ThreadRole, WaitKind
 _QUEUE_CALL = re.compile(r"([A-Za-z_][\w]*)\s*(?:\[[^\]]*\])?\s*\.\s*(get|put|get_nowait|put_nowait|"
                          r"submit|append|appendleft|popleft)\s*\(")
 _QUEUE_FILES = ("queue.py",)
@@ -217,7 +216,7 @@ def build_structure(analysis) -> Structure:
         submitted = _submitted_to(frames[waiter]) if waiter is not None else None
         per_stack[int(sid)] = (frames[loop_at] if loop_at >= 0 else None, op, submitted)
     loop_threads = {loop.tid for loop in analysis.event_loops}
-    master = analysis.process_role == "master"
+    master = analysis.process_role == ProcessRole.MASTER
     groups: dict[tuple, list[int]] = {}
     thread_loop = {}
     for thread, group in samples.groupby("thread", sort=True):
@@ -244,7 +243,7 @@ def build_structure(analysis) -> Structure:
         submits = [per_stack[int(s)][2] for s in rows["stack"].to_numpy()]
         busy_mask = np.isin(state, BUSY)
         busy = float(counts[busy_mask].sum())
-        python = float(counts[np.isin(state, ("python", "gil"))].sum())
+        python = float(counts[np.isin(state, GIL_BOUND)].sum())
         starved = sum(c for o, c, s in zip(ops, counts, state) if o and o[0] == "get" and s not in BUSY)
         blocked = sum(c for o, c, s in zip(ops, counts, state) if o and o[0] == "put" and s not in BUSY)
         waiting = sum(c for w, c, s in zip(submits, counts, state) if w and s not in BUSY)
@@ -283,9 +282,9 @@ def _role(threads, tids, loop_threads, master, analysis, gets, busy_share) -> st
     if gets:
         return "stage"
     roles = set(analysis.threads.loc[threads, "role"])
-    if "request" in roles:
+    if ThreadRole.REQUEST in roles:
         return "request"
-    return "idle" if roles == {"idle"} else "other"
+    return "idle" if roles == {ThreadRole.IDLE} else "other"
 
 
 def _link(structure: Structure, analysis) -> None:
@@ -312,12 +311,12 @@ def _link(structure: Structure, analysis) -> None:
                 edges.append(WaitEdge(stage.name, "result", f"results of queue {name}",
                                       downstream[0], stage.result_wait_share))
     for wait in analysis.waits[:5]:
-        if wait.kind in ("lock", "rlock", "condition", "semaphore", "gil", "native_mutex"):
+        if wait.kind in HELD_KINDS:
             holder = None
             if wait.holders:
                 holder = wait.holders[0].stack[0] if wait.holders[0].stack else wait.holders[0].function
-            edges.append(WaitEdge(wait.function, "gil" if wait.kind == "gil" else "lock",
-                                  "GIL" if wait.kind == "gil" else
+            edges.append(WaitEdge(wait.function, "gil" if wait.kind == WaitKind.GIL else "lock",
+                                  "GIL" if wait.kind == WaitKind.GIL else
                                   f"{wait.label} at {wait.file.rsplit('/', 1)[-1]}:{wait.line}",
                                   holder, wait.share))
     structure.edges = edges

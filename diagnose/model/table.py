@@ -12,12 +12,11 @@ import numpy as np
 import pandas as pd
 
 from diagnose.classify.categories import CATEGORIES, Categorizer
-from diagnose.classify.state import FULL_SYMBOL_MARKERS, STATES, classify_stack
+from diagnose.classify.state import FULL_SYMBOL_MARKERS, classify_stack
 from diagnose.classify.calibrate import python_key, spread
 from diagnose.model.profile import Frame, Profile
+from diagnose.model.vocab import STATES, WAIT_KINDS
 
-WAIT_KINDS = ("", "lock", "rlock", "queue", "semaphore", "condition", "event", "join", "barrier",
-              "logging", "future", "gil", "io", "native_mutex")
 PHASES_AND_OTHER = ("preprocess", "model", "postprocess", "other")
 
 SAMPLE_COLUMNS = {

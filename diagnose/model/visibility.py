@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from diagnose.classify.state import FULL_SYMBOL_MARKERS, WAIT_STATES, classify_stack
+from diagnose.classify.state import FULL_SYMBOL_MARKERS, classify_stack
+from diagnose.model.vocab import WAITING
 from diagnose.model.profile import Profile
 
 MOSTLY_WAITING = 0.5  # a thread whose samples are at least this share waiting or idle...
@@ -48,7 +49,7 @@ def assess_waits(profile: Profile) -> None:
         if known is None:
             frames = [profile.frames[i] for i in profile.stacks[sid]]
             known = waiting_stack[sid] = (classify_stack(frames, profile.native, full_symbols).state
-                                          in WAIT_STATES)
+                                          in WAITING)
         return known
 
     per_thread, waiting = [], []

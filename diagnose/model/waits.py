@@ -13,11 +13,13 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
+from diagnose.model.vocab import CONTENDED, ThreadState, WaitKind
+
 KIND_LABELS = {
-    "lock": "Lock", "rlock": "RLock", "condition": "Condition", "semaphore": "Semaphore",
-    "queue": "Queue", "logging": "logging handler lock", "native_mutex": "native mutex",
-    "gil": "GIL", "event": "Event", "join": "Thread.join", "barrier": "Barrier",
-    "future": "Future.result",
+    WaitKind.LOCK: "Lock", WaitKind.RLOCK: "RLock", WaitKind.CONDITION: "Condition",
+    WaitKind.SEMAPHORE: "Semaphore", WaitKind.QUEUE: "Queue", WaitKind.LOGGING: "logging handler lock",
+    WaitKind.NATIVE_MUTEX: "native mutex", WaitKind.GIL: "GIL", WaitKind.EVENT: "Event",
+    WaitKind.JOIN: "Thread.join", WaitKind.BARRIER: "Barrier", WaitKind.FUTURE: "Future.result",
 }
 HOLDER_PATH_FRAMES = 6
 MIN_SCOPE_COVERAGE = 0.2
@@ -63,7 +65,7 @@ def with_ticks(samples: pd.DataFrame, interval: float) -> pd.Series:
 
 
 def _is_waiting(samples: pd.DataFrame) -> pd.Series:
-    return (samples["state"].isin(("lock", "gil"))) | (samples["wait_kind"] == "native_mutex")
+    return (samples["state"].isin(CONTENDED)) | (samples["wait_kind"] == WaitKind.NATIVE_MUTEX)
 
 
 def wait_sites(analysis, limit: int = 8, holders_for: int = 5) -> list[WaitSite]:
@@ -75,7 +77,7 @@ def wait_sites(analysis, limit: int = 8, holders_for: int = 5) -> list[WaitSite]
     if waiting.empty:
         return []
     interval = analysis.profile.interval_s or 0.01
-    waiting = waiting.assign(key_site=np.where(waiting["wait_kind"] == "gil", -1, waiting["site"]),
+    waiting = waiting.assign(key_site=np.where(waiting["wait_kind"] == WaitKind.GIL, -1, waiting["site"]),
                              kind=waiting["wait_kind"].astype(str))
     grouped = (waiting.groupby(["kind", "key_site"])
                .agg(samples=("count", "sum"), threads=("thread", "nunique"))
@@ -126,9 +128,9 @@ def _holders(analysis, all_samples, waiters, wait_ticks: set[int], kind: str):
     others = at_instants[~np.isin(keys, waiter_keys)]
     # Threads blocked on a lock themselves (at another call site of the same logger, say) are
     # waiters too, not holders.
-    others = others[others["state"] != "lock"]
-    if kind == "gil":
-        running = others[others["state"] == "python"]
+    others = others[others["state"] != ThreadState.LOCK]
+    if kind == WaitKind.GIL:
+        running = others[others["state"] == ThreadState.PYTHON]
         return (_rank(analysis, running, len(wait_ticks), scope_function=None), "running Python",
                 _max_threads(running))
     stack = analysis.profile.stacks[int(waiters["stack"].iloc[0])]
@@ -137,7 +139,7 @@ def _holders(analysis, all_samples, waiters, wait_ticks: set[int], kind: str):
     # The critical section is the function that waits; for a pool whose acquire is a helper
     # (pool.acquire -> queue.get), the caller holds the resource while it works.
     scopes = [site_frame]
-    if kind == "logging":
+    if kind == WaitKind.LOGGING:
         # The handler's lock is taken in Handler.handle: its occupants are the holders.
         scopes = [f for f in frames if not f.native and f.file.endswith("logging/__init__.py")
                   and f.function.rsplit(".", 1)[-1] == "handle"][-1:] or scopes
@@ -149,7 +151,7 @@ def _holders(analysis, all_samples, waiters, wait_ticks: set[int], kind: str):
     # Threads anywhere inside the acquire call itself (waiting, or re-taking the GIL after it)
     # do not hold the resource yet. Not so for logging: the holder logs from the same call site
     # and is deep inside the handler's emit.
-    if kind != "logging":
+    if kind != WaitKind.LOGGING:
         site_id = int(waiters["site"].iloc[0])
         others = others[~_stacks_where(analysis, others["stack"].to_numpy(),
                                        lambda stack: site_id in stack)]
@@ -231,7 +233,7 @@ def describe(site: WaitSite) -> str:
     """'while 6 threads waited at server.py:88, the holder was in A → B (82% of those instants)'"""
     where = f"{site.file.rsplit('/', 1)[-1]}:{site.line}"
     waited = f"while up to {site.max_concurrent} threads waited" if site.max_concurrent else "while threads waited"
-    if site.kind == "gil":
+    if site.kind == WaitKind.GIL:
         waited += " for the GIL"
         if site.holders:
             h = site.holders[0]

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 
 from diagnose.classify.categories import CATEGORIES, Categorizer
-from diagnose.classify.state import STATES
 from diagnose.model.analysis import Analysis
+from diagnose.model.vocab import STATES, page_vocabulary
 from diagnose.render.evidence_labels import describe_evidence
 
 MAX_TIMELINE_STEPS = 3000  # enough resolution for a screen; longer windows are coarsened
@@ -82,6 +82,8 @@ def page_data(report: dict, analysis: Analysis, categorizer: Categorizer, genera
         "generated_at": generated_at,
         "states": list(STATES),
         "categories": list(CATEGORIES),
+        # The words the page shows and the orders it sorts by (model/vocab.py).
+        "vocabulary": page_vocabulary(),
         "threads": report["threads"],
         "flame": flame_data(analysis, categorizer),
         "timeline": timeline_data(analysis),

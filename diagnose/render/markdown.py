@@ -17,6 +17,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from diagnose.model.vocab import Confidence, Severity
 from diagnose.render.evidence_labels import (DASH, TIMES, describe_evidence, fmt_number,
                                              fmt_percent, fmt_seconds)
 
@@ -182,7 +183,7 @@ def _verdict_lines(report: dict, budget: _Budget) -> list[str]:
             if text:
                 lines += ["", f"**First advice for {md_code(name, budget.name)}:** "
                               f"{md_text(text, budget.text)}"]
-    if verdict.get("confidence") == "low":
+    if verdict.get("confidence") == Confidence.LOW:
         lines += ["", f"**Low confidence:** the verdict rests on "
                       f"{fmt_number(samples) if samples is not None else 'too few'} samples; "
                       f"sample longer before acting on it."]
@@ -300,7 +301,7 @@ def _finding_heading(rank: int, finding: dict, budget: _Budget) -> str:
 
 def _findings(report: dict, budget: _Budget) -> list[str]:
     # A finding of severity "ok" says a check found nothing: in a ticket, noise.
-    found = [f for f in map(_dict, _list(report.get("findings"))) if f.get("severity") != "ok"]
+    found = [f for f in map(_dict, _list(report.get("findings"))) if f.get("severity") != Severity.OK]
     lines = ["### Top findings", ""]
     if not found:
         return lines + ["No check found a problem."]

@@ -9,6 +9,7 @@ from diagnose.model.analysis import Analysis
 from diagnose.render.stack_rows import stack_rows
 from diagnose.model.service import Service
 from diagnose.model.waits import describe
+from diagnose.model.vocab import ProcessRole
 from diagnose.render.redact import redact_cmdline
 
 SCHEMA_VERSION = 1
@@ -177,7 +178,7 @@ def build_report(service: Service, results: CheckResults, per_process: dict | No
         "verdict": results.verdict.to_dict(),
         "findings": [f.to_dict() for f in results.findings],
         "waits": [dict(w.to_dict(), summary=describe(w), pid=view.pid)
-                  for view in service.processes if view.role != "master"
+                  for view in service.processes if view.role != ProcessRole.MASTER
                   for w in view.analysis.waits],
         "processes": process_rows(service, per_process),
         "structure": [dict(view.analysis.structure.to_dict(), pid=view.pid)
