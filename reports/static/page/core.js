@@ -11,14 +11,13 @@
 
   // ------------------------------------------------------------------ constants
 
-  const WAIT_STATES = ['gil', 'lock', 'io', 'idle'];
-  const BUSY_STATES = ['python', 'native'];
-  // diagnose uses ok < info < warning < critical; high/medium/low are accepted too.
-  const SEVERITIES = ['critical', 'warning', 'info', 'ok', 'high', 'medium', 'low'];
-  const STATE_COLORS = {
-    python: '#3f9b4a', native: '#1f8a99', gil: '#e8912d', lock: '#d1434b',
-    io: '#4a74d0', idle: '#c3c8d0', unknown: '#8a8f98',
-  };
+  // The words of the report (severities and their order, thread states, roles) are not declared
+  // here: the page reads them from its data's `vocabulary` (diagnose/model/vocab.py), in prepare().
+  // Badge words other tools use, styled as the severity they stand for (high = critical, ...).
+  const SEVERITY_ALIASES = ['high', 'medium', 'low'];
+  // The colours of the vocabulary's thread states, in its order (python, native, gil, lock, io,
+  // idle, unknown); a state past the end takes a fallback colour.
+  const STATE_PALETTE = ['#3f9b4a', '#1f8a99', '#e8912d', '#d1434b', '#4a74d0', '#c3c8d0', '#8a8f98'];
   const STATE_FALLBACK = ['#9b59b6', '#b7950b', '#16a085', '#c0392b', '#7f8c8d'];
   const NO_SAMPLE_COLOR = '#f1f3f6';
   const CATEGORY_HSL = {
@@ -162,7 +161,7 @@
 
   function sevClass(sev) {
     const s = str(sev).toLowerCase();
-    return 'badge sev-' + (SEVERITIES.includes(s) ? s : 'other');
+    return 'badge sev-' + (VOCAB.severities.includes(s) || SEVERITY_ALIASES.includes(s) ? s : 'other');
   }
 
   function badge(sev) {
@@ -238,7 +237,30 @@
     }
   }
 
+  /** The report's vocabulary (its data's `vocabulary`): severities lowest first, the critical
+   *  score, thread states, the running and the waiting states, thread and process roles. */
+  function vocabularyOf(raw) {
+    const v = obj(raw.vocabulary);
+    const words = (x) => arr(x).map(str);
+    const states = words(v.states);
+    const stateColors = {};
+    states.forEach((s, i) => { if (i < STATE_PALETTE.length) stateColors[s] = STATE_PALETTE[i]; });
+    return {
+      severities: words(v.severities),
+      critical: isNum(v.critical_score) ? v.critical_score : null,
+      states, stateColors,
+      running: words(v.running),
+      waiting: words(v.waiting),
+      threadRoles: words(v.thread_roles),
+      processRoles: words(v.process_roles),
+    };
+  }
+
+  // The vocabulary of the page's data, set by prepare() before any section renders.
+  let VOCAB = vocabularyOf({});
+
   function prepare(raw) {
+    VOCAB = vocabularyOf(raw);
     const report = obj(raw.report);
     const states = arr(raw.states).map(str);
     const categories = arr(raw.categories).map(str);
@@ -287,7 +309,7 @@
     // Threads of several processes (a master and its workers): their labels carry the pid.
     const multiProcess = new Set(threads.map((t) => t.pid).filter((p) => p != null)).size > 1;
     return {
-      report, states, categories, threads, frames, stacks, dropped, multiProcess,
+      report, states, categories, threads, frames, stacks, dropped, multiProcess, vocab: VOCAB,
       generatedAt: str(raw.generated_at),
       // Per finding, its evidence as labelled rows with units (absent in older pages).
       evidenceText: Array.isArray(raw.evidence_text) ? raw.evidence_text : null,
@@ -308,8 +330,8 @@
   function stateColor(D, si) {
     if (si < 0 || !isIdx(si, D.states.length)) return NO_SAMPLE_COLOR;
     const name = D.states[si];
-    return Object.prototype.hasOwnProperty.call(STATE_COLORS, name)
-      ? STATE_COLORS[name] : STATE_FALLBACK[si % STATE_FALLBACK.length];
+    return Object.prototype.hasOwnProperty.call(D.vocab.stateColors, name)
+      ? D.vocab.stateColors[name] : STATE_FALLBACK[si % STATE_FALLBACK.length];
   }
 
   function categoryHsl(D, ci) {

@@ -5,8 +5,8 @@
 
   function renderFlame(D) {
     const root = clear($('flame-body'));
-    const waitSet = new Set(WAIT_STATES);
-    const busySet = new Set(BUSY_STATES);
+    const waitSet = new Set(D.vocab.waiting);
+    const busySet = new Set(D.vocab.running);
     const nF = D.frames.length;
 
     // Frame keys: merge frames of the same function+file (default) or keep lines apart.

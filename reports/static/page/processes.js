@@ -3,13 +3,14 @@
 
   // ------------------------------------------------------------------ 8. processes
 
-  const ROLE_RANK = { master: 0, single: 1, worker: 2, helper: 3 };
-  const ROLE_ORDER = ['master', 'single', 'worker', 'helper'];
   const CMD_MAX_CHARS = 80;
   const TREE_MAX_INDENT = 6;
 
+  /** A process role's place in the vocabulary's order (master, single, worker, helper); another
+   *  word after them all. */
   function roleRank(role) {
-    return Object.prototype.hasOwnProperty.call(ROLE_RANK, role) ? ROLE_RANK[role] : ROLE_ORDER.length;
+    const i = VOCAB.processRoles.indexOf(role);
+    return i >= 0 ? i : VOCAB.processRoles.length;
   }
 
   /** The first `max` characters (code points, so no pair is split) of s, with an ellipsis when cut. */

@@ -14,7 +14,7 @@
     const stateTotal = (t) => D.states.reduce((a, s) => a + stateCount(t, s), 0);
     const busyShare = (t) => {
       const tot = stateTotal(t);
-      return tot ? BUSY_STATES.reduce((a, s) => a + stateCount(t, s), 0) / tot : null;
+      return tot ? D.vocab.running.reduce((a, s) => a + stateCount(t, s), 0) / tot : null;
     };
     const osNum = (t, k) => (t.os && isNum(t.os[k]) ? t.os[k] : null);
 
