@@ -24,9 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from diagnose.model import vocab
 from diagnose.model.profile import Frame, frame_is
 
-BUSY = ("python", "native", "gil")
+BUSY = vocab.BUSY
 
 
 class Framework(enum.Enum):
