@@ -27,7 +27,14 @@ def test_pipeline_with_one_slow_model_stage_is_stage_bound_naming_that_stage(out
     stage = finding(report, "stage_bound")
     assert stage["sites"][0]["function"] == "model_stage"
     assert stage["evidence"]["proposed_threads"]["model_stage"] >= 2
-    assert stage["predicted_gain"] > 1.2 and "utilization law" in stage["gain_basis"]
+    assert "utilization law" in stage["gain_basis"]
+    room = stage["evidence"].get("core_room")
+    if room is not None and room < 1.2:
+        # Other load on the machine left next to no core free in this window: the prediction
+        # is capped by the measured free cores, and says so.
+        assert stage["predicted_gain"] <= room + 0.01 and "free cores" in stage["gain_basis"], stage
+    else:
+        assert stage["predicted_gain"] > 1.2, stage
     structure = report["structure"][0]
     assert structure["bottleneck"] == "model_stage"
     kinds = {(e["waiter"], e["kind"], e["holder"]) for e in structure["edges"]}
