@@ -35,8 +35,11 @@ def attach_and_report(args: AttachArgs) -> int:
     """SIGINT, SIGTERM and SIGHUP are handled over the whole command (see StopSignals): before
     sampling starts one aborts; during the window one ends it early and the partial report is
     written, exiting 128 + the signal's number; a second one aborts at once."""
+    from diagnose.collect import priority
     from diagnose.collect.attach import StopSignals
 
+    # Before the heavy imports: beside a service that saturates the cores they took minutes.
+    priority.raise_own()
     with StopSignals() as stop:
         return _attach_stoppable(stop, args)
 

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import psutil
 
-from diagnose.collect import activity, pyspy, target_state, tree
+from diagnose.collect import activity, priority, pyspy, target_state, tree
 from diagnose.collect.plan import TreePlan, plan_tree
 from diagnose.collect.procfs import ProcRecord, TreeRecord, TreeSampler
 from diagnose.errors import Interrupted, NoSamples, NoSuchProcess, NotPython, ProfilerFailed
@@ -631,15 +631,15 @@ def _start_recorder(cmd: list[str]) -> _Recorder:
     the recorder SIGINT too, so it never outlives us by more than its last write."""
     parent = os.getpid()
 
-    def die_with_parent() -> None:
+    def prepare_child() -> None:
+        priority.restore_in_child()  # the sampling disturbs the service as it always did
         if _PRCTL is not None:
             _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGINT), 0, 0, 0)
         if os.getppid() != parent:  # we died before prctl took effect
             os.kill(os.getpid(), signal.SIGKILL)
 
     return _Recorder(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                     start_new_session=True,
-                     preexec_fn=die_with_parent if _PRCTL is not None else None)
+                     start_new_session=True, preexec_fn=prepare_child)
 
 
 def _collect(recorder: _Recorder) -> str:
