@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
 import pandas as pd
 
-from diagnose.classify.rules_file import builtin_rules_text
 from diagnose.model.confidence import MIN_SAMPLES, intervals_for, wilson
 from diagnose.model.vocab import BUSY, SEVERITY_THRESHOLDS, Severity, WaitKind
 
@@ -108,37 +106,15 @@ def ramp(value: float, low: float, high: float) -> float:
     return max(0.0, min(100.0, 100.0 * (value - low) / (high - low)))
 
 
-@dataclass
-class CheckSettings:
-    values: dict = field(default_factory=dict)
-
-    def __getitem__(self, key):
-        return self.values[key]
-
-    def get(self, key, default=None):
-        return self.values.get(key, default)
-
-
-def load_check_settings(user_rules: dict | None = None) -> dict[str, CheckSettings]:
-    builtin = tomllib.loads(builtin_rules_text("checks.toml")).get("checks", {})
-    if user_rules:
-        from diagnose.classify.rules_file import validate  # unknown ids, keys and types are errors
-
-        validate(user_rules)
-    merged = {cid: dict(values) for cid, values in builtin.items()}
-    for cid, values in (user_rules or {}).get("checks", {}).items():
-        merged.setdefault(cid, {}).update(values)
-    return {cid: CheckSettings(values) for cid, values in merged.items()}
-
-
-def make_finding(check_id: str, settings: CheckSettings, score: float, summary: str,
+def make_finding(check_id: str, settings, score: float, summary: str,
                  evidence: dict, sites=(), advice=None, gain: tuple[float, str] | None = None,
                  samples: int | float | None = None, share_samples: dict | None = None,
                  basis: ScoreBasis | None = None) -> Finding:
     """`gain`: (predicted throughput ratio, the estimate's inputs in words). `samples`: how many
     samples the finding's shares are proportions of (None for /proc-only evidence);
     `share_samples`: {evidence key: count} for a share of another population. `basis`: the share
-    the score rests on, for the score's (and the gain's) interval."""
+    the score rests on, for the score's (and the gain's) interval. `settings`: the check's
+    CheckSettings (checks/spec.py), for its title and advice."""
     score = int(round(max(0.0, min(100.0, score))))
     predicted, gain_words = gain if gain is not None else (None, "")
     evidence = {k: _plain(v) for k, v in evidence.items()}
@@ -146,10 +122,10 @@ def make_finding(check_id: str, settings: CheckSettings, score: float, summary: 
     score_interval, gain_interval = _intervals_from(basis, evidence, score, predicted,
                                                     (share_samples or {}).get(basis.key, samples)
                                                     if basis is not None else None)
-    return Finding(id=check_id, title=settings.get("title", check_id), score=score,
+    return Finding(id=check_id, title=settings.title or check_id, score=score,
                    severity=severity_for(score), summary=summary,
                    evidence=evidence, sites=tuple(sites),
-                   advice=tuple(advice if advice is not None else settings.get("advice", [])),
+                   advice=tuple(advice if advice is not None else settings.advice),
                    predicted_gain=None if predicted is None else round(float(predicted), 2),
                    gain_basis=gain_words, samples=samples,
                    intervals=intervals_for(evidence, samples, share_samples),

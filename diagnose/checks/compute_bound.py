@@ -1,13 +1,53 @@
-"""compute_bound: the cores are busy and the busy time is model compute."""
+"""compute_bound: the cores are busy and the busy time is model compute.
+
+What it finds:
+    The CPU utilization of the usable cores, and the share of busy request samples in model
+    compute (of the bottleneck stage's threads in a pipeline or batching server). The cores are
+    busy only if /proc says the threads ran: the OS counters have the last word.
+
+Why it matters:
+    The service is genuinely compute-bound in the model: no change of threads or structure buys
+    throughput; only a cheaper model or more cores do.
+
+What to do instead:
+    Work on the model itself (quantization, pruning, distillation, operator fusion, a faster
+    runtime such as ONNX Runtime or OpenVINO). Use dynamic batching with a fixed thread pool.
+    Re-sweep the intra-op thread count after any model-format change (e.g. FP32 to INT8 moves
+    the optimum). If latency matters more than throughput, scale out: more cores or more
+    replicas.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from diagnose.checks.evidence import shared
+from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
+from diagnose.checks.spec import Evidence as E
+from diagnose.checks.spec import Unit as U
 from diagnose.checks.base import (NotApplicable, ScoreBasis, Site, busy_samples, make_finding, pct, ramp,
                                   top_sites)
 from diagnose.model.counters import running_agreement
 from diagnose.model.vocab import ThreadState, WaitKind
 
 ID = "compute_bound"
+
+
+@dataclass(frozen=True)
+class Settings(CheckSettings):
+    low: float = 0.4
+    high: float = 0.8
+    min_utilization: float = 0.6
+
+
+EVIDENCE = {
+    **shared("busy_samples", "counters_note", "measured_cores", "model_share_of_busy",
+             "native_mutex_wait_share", "runnable_per_core", "sampled_cores", "stage"),
+    "running_samples": E("running samples (not waiting for the GIL) behind the model share", U.SAMPLES),
+    "busy_request_threads": E("busy threads (mean)", U.THREADS),
+    "core_utilization_from_samples": E("share of usable cores kept busy (from samples)", U.PERCENT),
+    "os_cpu_utilization": E("CPU used, share of usable cores (OS)", U.PERCENT, none=NOT_MEASURED),
+}
 
 
 def _reference(analysis):
@@ -45,8 +85,8 @@ def run(analysis, settings):
         # Native pool threads (a BLAS pool under the batcher) have no Python frames: only the
         # OS sees them fill the cores.
         utilization = max(utilization, min(1.0, os_utilization))
-    busy_factor = min(1.0, utilization / settings["min_utilization"])
-    score = ramp(share, settings["low"], settings["high"]) * busy_factor
+    busy_factor = min(1.0, utilization / settings.min_utilization)
+    score = ramp(share, settings.low, settings.high) * busy_factor
     # The cores are busy only if /proc says the threads ran: the counters have the last word.
     counters = running_agreement(analysis, req)
     score *= counters.factor
@@ -81,5 +121,9 @@ def run(analysis, settings):
                         gain=(1.0, "estimate: no structural gain: the cores already run the model; "
                                    "only a cheaper model or more cores buy throughput"),
                         basis=ScoreBasis("model_share_of_busy",
-                                         lambda s: ramp(s, settings["low"], settings["high"])
+                                         lambda s: ramp(s, settings.low, settings.high)
                                          * busy_factor * counters.factor))
+
+
+SPEC = CheckSpec(ID, "The cores are busy with model compute", Settings, EVIDENCE, __doc__ or "", run=run,
+                 needs=(), uses=(Input.OS_COUNTERS, Input.PIPELINE))

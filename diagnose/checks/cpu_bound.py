@@ -1,14 +1,31 @@
 """cpu_bound: busy threads saturate their CPU share in code no frame category claims.
 
-A thread busy nearly all the time is a bottleneck whatever its code is called: a one-thread
-gunicorn worker running a pure-Python feature extractor is saturated even if no pattern names
-its function. Names the hottest functions by self time (the innermost Python frame) and total
-time (anywhere on the stack), and whether they hold the GIL.
+What it finds:
+    Request or stage threads busy most of the time (running or waiting for the GIL) in code no
+    frame category claims. Names the hottest functions by self time (the innermost Python
+    frame) and total time (anywhere on the stack), and whether they hold the GIL.
+
+Why it matters:
+    A thread busy nearly all the time is a bottleneck whatever its code is called: a one-thread
+    gunicorn worker running a pure-Python feature extractor is saturated even if no pattern
+    names its function.
+
+What to do instead:
+    Pure Python holding the GIL: vectorise it (numpy), move it to native code that releases the
+    GIL, or run it in processes (more worker processes, a ProcessPoolExecutor); threads will not
+    add throughput to GIL-bound code. Native code on every busy core: a faster implementation or
+    more cores (workers or replicas) are the levers.
 """
 
 from __future__ import annotations
 
-from diagnose.checks.base import (NotApplicable, ScoreBasis, Site, busy_samples, core_room, make_finding, pct,
+from dataclasses import dataclass
+
+from diagnose.checks.evidence import shared
+from diagnose.checks.spec import CheckSettings, CheckSpec, Input
+from diagnose.checks.spec import Evidence as E
+from diagnose.checks.spec import Unit as U
+from diagnose.checks.base import (ScoreBasis, Site, busy_samples, core_room, make_finding, pct,
                                   ramp)
 from diagnose.model.counters import running_agreement
 from diagnose.model.vocab import GIL_BOUND
@@ -16,21 +33,33 @@ from diagnose.model.vocab import GIL_BOUND
 ID = "cpu_bound"
 
 
+@dataclass(frozen=True)
+class Settings(CheckSettings):
+    low: float = 0.5
+    high: float = 0.85
+
+
+EVIDENCE = {
+    **shared("busy_samples", "busy_share_of_request_time", "counters_note", "measured_cores", "sampled_cores"),
+    "unclassified_share_of_busy": E("share of busy time in code no category names", U.PERCENT),
+    "python_share_of_busy": E("share of busy time running Python (holding or wanting the GIL)",
+                              U.PERCENT),
+    "self_time": E("hottest functions by self time (share of busy time)", U.PERCENT),
+    "total_time": E("hottest functions by total time (share of busy time)", U.PERCENT),
+}
+
+
 def run(analysis, settings):
     req = analysis.request_samples()
     total = float(req["count"].sum())
-    if total == 0:
-        return NotApplicable(ID, "no request threads were seen handling work")
     busy = busy_samples(req)
     busy_total = float(busy["count"].sum())
-    if busy_total == 0:
-        return NotApplicable(ID, "request threads were never busy")
     busy_share = busy_total / total
     other = busy[busy["phase"] == "other"]
     other_share = float(other["count"].sum()) / busy_total
     python_share = float(busy[busy["state"].isin(GIL_BOUND)]["count"].sum()) / busy_total
     # Saturated threads, scaled by how much of their work no other finding explains.
-    score = ramp(busy_share, settings["low"], settings["high"]) * min(1.0, other_share / 0.6)
+    score = ramp(busy_share, settings.low, settings.high) * min(1.0, other_share / 0.6)
     # Busy means running on a core: /proc's CPU time has the last word on it.
     counters = running_agreement(analysis, req)
     score *= counters.factor
@@ -68,7 +97,7 @@ def run(analysis, settings):
                         advice=advice, gain=gain, samples=busy_total,
                         share_samples={"busy_share_of_request_time": total},
                         basis=ScoreBasis("busy_share_of_request_time", lambda s: ramp(
-                            s, settings["low"], settings["high"]) * min(1.0, other_share / 0.6)
+                            s, settings.low, settings.high) * min(1.0, other_share / 0.6)
                             * counters.factor))
 
 
@@ -94,3 +123,7 @@ def _total_time(analysis, samples, reference, limit=5):
             totals[key] = totals.get(key, 0) + int(count)
     ranked = sorted(totals.items(), key=lambda kv: -kv[1])[:limit]
     return [Site(fn, file, 0, round(c / reference, 4)) for (fn, file), c in ranked]
+
+
+SPEC = CheckSpec(ID, "Busy threads saturate the CPU in unclassified code", Settings, EVIDENCE, __doc__ or "", run=run,
+                 needs=(Input.REQUEST_SAMPLES, Input.BUSY_REQUEST_SAMPLES), uses=(Input.OS_COUNTERS,))

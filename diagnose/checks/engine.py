@@ -4,21 +4,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diagnose.checks import (compute_bound, cpu_bound, event_loop_blocked, gil_contention,
-                             lock_contention, logging_lock, pool_wait, preprocess_bound,
-                             scheduler_overhead, stage_bound, unbounded_backlog, underloaded)
+from diagnose.checks import settings as check_settings
 from diagnose.checks.arbiter import co_primary, noise_reason, rank
-from diagnose.checks.base import Finding, NotApplicable, load_check_settings
+from diagnose.checks.base import Finding, NotApplicable
+from diagnose.checks.registry import CHECKS  # the causal order
+from diagnose.checks.spec import REQUIREMENTS, CheckSettings, CheckSpec, Input
+from diagnose.classify.rules_file import validate
 from diagnose.model.vocab import SEVERITIES, Confidence, Severity, ThreadState
 
-# The causal order: it breaks ties in the ranking (checks/arbiter.py), the more specific, more
-# actionable diagnosis first. Far too many runnable threads come before the GIL they fight over:
-# on a machine with no idle core both predict no gain, and the thread count is the first fix.
-CHECKS = (event_loop_blocked, stage_bound, lock_contention, pool_wait, logging_lock, unbounded_backlog,
-          scheduler_overhead, gil_contention, preprocess_bound, compute_bound, cpu_bound, underloaded)
+_ORDER = {check.id: i for i, check in enumerate(CHECKS)}
 
 
-_ORDER = {check.ID: i for i, check in enumerate(CHECKS)}
+def load_check_settings(user_rules: dict | None = None) -> dict[str, CheckSettings]:
+    """Each check's Settings: the shipped values with a user's rules over them. A user's rules
+    are validated against the Settings classes first (BadRules, exit 2: unknown ids, keys and
+    types are errors)."""
+    if user_rules:
+        validate(user_rules, checks=check_settings.schema())
+    return check_settings.merged((user_rules or {}).get("checks"))
 
 
 def order_of(finding) -> int:
@@ -74,12 +77,31 @@ def run_checks(analysis, user_rules: dict | None = None) -> CheckResults:
     settings = load_check_settings(user_rules)
     findings: list[tuple[int, Finding]] = []
     skipped: list[tuple[int, NotApplicable]] = []
+    present: dict[Input, bool] = {}  # each input tested once per analysis
     for order, check in enumerate(CHECKS):
-        result = check.run(analysis, settings[check.ID])
-        (skipped if isinstance(result, NotApplicable) else findings).append((order, result))
+        result = run_check(check, analysis, settings[check.id], present)
+        if isinstance(result, NotApplicable):
+            skipped.append((order, result))
+        else:
+            findings.append((order, result))
     ranked = rank([f for _, f in findings], order_of)
     return CheckResults(ranked, tuple(s for _, s in skipped),
                         verdict_for(ranked, describe_activity(analysis), waits_hidden(analysis)))
+
+
+def run_check(check: CheckSpec, analysis, settings: CheckSettings,
+              present: dict[Input, bool] | None = None) -> Finding | NotApplicable:
+    """The check's finding, or why it does not apply: the first input it needs that the data
+    lacks (tested here, in the order declared), else the check's own reason."""
+    present = {} if present is None else present
+    for needed in check.needs:
+        test, reason = REQUIREMENTS[needed]
+        if needed not in present:
+            present[needed] = bool(test(analysis))
+        if not present[needed]:
+            return NotApplicable(check.id, reason)
+    assert check.run is not None, f"{check.id} runs on a service, not on one process"
+    return check.run(analysis, settings)
 
 
 def waits_hidden(analysis) -> str:

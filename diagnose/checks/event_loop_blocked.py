@@ -1,16 +1,67 @@
 """event_loop_blocked: an event loop runs synchronous app code long enough that requests queue.
 
-One loop thread serves every request of its process. While an `async def` endpoint computes
-inline or makes a blocking call, nothing else on that loop moves: the loop is "busy" but the
-work could have run elsewhere. A loop idle in its selector most of the time is no problem.
+What it finds:
+    The share of an event-loop thread's samples inside the app's coroutines or callbacks:
+    synchronous work on the loop, inline compute or a blocking call. A loop idle in its
+    selector most of the time scores nothing.
+
+Why it matters:
+    One loop thread serves every request of its process. While one coroutine runs synchronous
+    code the loop accepts, parses and answers nothing else: every other request of that process
+    waits, and latency grows with concurrency.
+
+What to do instead:
+    Move the work off the event loop (`asyncio.to_thread`, `run_in_threadpool`,
+    `loop.run_in_executor`, or a plain `def` endpoint the framework runs in its thread pool);
+    replace a blocking call with its async counterpart (`asyncio.sleep`, an async HTTP client or
+    database driver). Pure-Python work holds the GIL: run it in a process pool or more worker
+    processes.
 """
 
 from __future__ import annotations
 
-from diagnose.checks.base import (amdahl, NotApplicable, ScoreBasis, Site, make_finding, pct, ramp,
+from dataclasses import dataclass
+
+from diagnose.checks.evidence import shared
+from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
+from diagnose.checks.spec import Evidence as E
+from diagnose.checks.spec import Unit as U
+from diagnose.checks.base import (amdahl, ScoreBasis, Site, make_finding, pct, ramp,
                                   serial_gain, short_path)
 
 ID = "event_loop_blocked"
+
+
+@dataclass(frozen=True)
+class Settings(CheckSettings):
+    low: float = 0.2
+    high: float = 0.6
+
+
+EVIDENCE = {
+    **shared("fix"),
+    "loop_thread": E("event-loop thread", U.TEXT),
+    "loop_flavor": E("event-loop implementation", U.TEXT),
+    "loop_samples": E("samples of the event-loop thread", U.SAMPLES),
+    "loop_busy_share": E("share of loop time busy", U.PERCENT),
+    "loop_idle_share": E("share of loop time idle in its selector", U.PERCENT),
+    "app_sync_share": E("share of loop time running the app's synchronous code", U.PERCENT),
+    "framework_share": E("share of loop time in framework code", U.PERCENT),
+    "loop_thread_cpu_share_os": E("loop thread's CPU time, share of the window (OS)",
+                                  U.PERCENT, none=NOT_MEASURED),
+    "estimated_blocking_per_request_s": E("estimated blocking per request",
+                                          U.SECONDS, none="not estimated"),
+    "estimated_blocking_per_request_min_s": E("estimated blocking per request, at least",
+                                              U.SECONDS, none="not estimated"),
+    "estimated_blocking_per_request_max_s": E("estimated blocking per request, at most",
+                                              U.SECONDS, none="not estimated"),
+    "blocking_estimate_basis": E("basis of the per-request estimate", U.TEXT, none="none"),
+    "event_loops": E("event loops seen", U.LOOPS),
+    "coroutine": E("coroutine running on the loop", U.TEXT),
+    "work_kind": E("kind of work on the loop", U.TEXT),
+    "work": E("what the loop ran", U.TEXT),
+    "call": E("the call", U.TEXT),
+}
 _PHASE_WORDS = {"model": "model compute", "preprocess": "preprocessing",
                 "postprocess": "serialization / postprocessing", "other": "CPU work"}
 _BLOCKING_WORDS = {"sleep": "a blocking sleep", "network": "a synchronous network (HTTP/RPC) call",
@@ -27,11 +78,9 @@ _ASYNC_REPLACEMENT = {
 
 def run(analysis, settings):
     loops = analysis.event_loops
-    if not loops:
-        return NotApplicable(ID, "no event-loop thread was seen")
     loop = loops[0]  # the one blocked the most
     app_callbacks = [c for c in loop.callbacks if c.kind != "framework"]
-    score = ramp(loop.app_share, settings["low"], settings["high"])
+    score = ramp(loop.app_share, settings.low, settings.high)
     top = app_callbacks[0] if app_callbacks else None
     evidence = {
         "loop_thread": loop.name, "loop_flavor": loop.flavor, "loop_samples": loop.samples,
@@ -71,9 +120,9 @@ def run(analysis, settings):
     else:
         gain = serial_gain(loop.app_share, analysis, "synchronous work on the loop")
     return make_finding(ID, settings, score, summary, evidence, sites,
-                        advice=_advice(top, analysis) + list(settings.get("advice", [])), gain=gain,
+                        advice=_advice(top, analysis) + list(settings.advice), gain=gain,
                         samples=loop.samples,
-                        basis=ScoreBasis("app_sync_share", lambda s: ramp(s, settings["low"], settings["high"]),
+                        basis=ScoreBasis("app_sync_share", lambda s: ramp(s, settings.low, settings.high),
                                          amdahl if top.kind == "blocking_call" else
                                          lambda s: serial_gain(s, analysis, "")[0]))
 
@@ -115,3 +164,7 @@ def _advice(top, analysis) -> list[str]:
         second = ("Native compute (numpy, torch, ONNX Runtime) releases the GIL, so the thread pool "
                   "runs it on every core; then size the worker processes to the cores" + workers + ".")
     return [offload, second]
+
+
+SPEC = CheckSpec(ID, "The event loop is blocked by synchronous work", Settings, EVIDENCE, __doc__ or "", run=run,
+                 needs=(Input.EVENT_LOOPS,), uses=(Input.OS_COUNTERS,))

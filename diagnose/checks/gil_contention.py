@@ -1,13 +1,54 @@
-"""gil_contention: threads are runnable but wait for the GIL; names who holds it."""
+"""gil_contention: threads are runnable but wait for the GIL; names who holds it.
+
+What it finds:
+    The share of request-thread time runnable but waiting for the GIL, from native frames (or a
+    calibration), or estimated from Python-active time beyond the CPU time the threads got; and
+    what the holder was running. Only between threads: a one-thread process is not contended.
+
+Why it matters:
+    Pure-Python code holds the GIL while the other threads queue for it. More threads make GIL
+    contention worse, not better.
+
+What to do instead:
+    Vectorize the holders' Python hot spots (numpy), move them into a native extension that
+    releases the GIL, or run them in a process pool. Size the thread pool to the GIL-free share
+    of the work.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from diagnose.checks.evidence import shared
+from diagnose.checks.spec import CheckSettings, CheckSpec, Input
+from diagnose.checks.spec import Evidence as E
+from diagnose.checks.spec import Unit as U
 from diagnose.checks.base import NotApplicable, ScoreBasis, Site, make_finding, pct, ramp, serial_gain
 from diagnose.model.counters import holder_agreement
 from diagnose.model.vocab import BUSY, ThreadState, WaitKind
 from diagnose.model.waits import describe
 
 ID = "gil_contention"
+
+
+@dataclass(frozen=True)
+class Settings(CheckSettings):
+    low: float = 0.1
+    high: float = 0.45
+
+
+EVIDENCE = {
+    **shared("counters_note", "estimated", "fix", "holder", "max_concurrent_waiters", "measured_cores",
+             "runnable_per_core", "sampled_cores"),
+    "gil_wait_share": E("share of request-thread time waiting for the GIL", U.PERCENT, estimable=True),
+    "gil_wait_thread_seconds": E("time waiting for the GIL, summed over threads",
+                                 U.SECONDS, estimable=True),
+    "gil_wait_share_per_thread": E("share of each request thread's time waiting for the GIL",
+                                   U.PERCENT, estimable=True),
+    "holder_phase_shares": E("what the running Python did, by phase (share of its samples)", U.PERCENT),
+    "python_active_thread_seconds": E("request-thread time in Python, from the samples", U.SECONDS),
+    "cpu_seconds": E("CPU time the request threads got (OS)", U.SECONDS),
+}
 
 
 def _per_thread_share(analysis, column: str) -> dict:
@@ -19,8 +60,6 @@ def _per_thread_share(analysis, column: str) -> dict:
 def run(analysis, settings):
     req = analysis.request_samples()
     total = float(req["count"].sum())
-    if total == 0:
-        return NotApplicable(ID, "no request threads were seen handling work")
     # The GIL is only contended between threads: a one-thread worker process (a gunicorn sync
     # worker) caught while re-taking it after a syscall is not waiting for anyone.
     running = analysis.samples[analysis.samples["state"].isin(BUSY)]
@@ -41,7 +80,7 @@ def _from_native_frames(analysis, settings, total):
                 "max_concurrent_waiters": gil.max_concurrent if gil else 0,
                 "gil_wait_share_per_thread": _per_thread_share(analysis, ThreadState.GIL)}
     summary = f"request threads spend {pct(share)} of their time waiting for the GIL"
-    score = ramp(share, settings["low"], settings["high"])
+    score = ramp(share, settings.low, settings.high)
     # A contended GIL has a holder running on a core: the process's /proc CPU must show it.
     counters = holder_agreement(analysis, share)
     score *= counters.factor
@@ -63,7 +102,7 @@ def _from_native_frames(analysis, settings, total):
     return make_finding(ID, settings, score, summary, evidence, sites,
                         gain=serial_gain(share, analysis, "waiting for the GIL"), samples=total,
                         basis=ScoreBasis("gil_wait_share",
-                                         lambda s: ramp(s, settings["low"], settings["high"]) * counters.factor,
+                                         lambda s: ramp(s, settings.low, settings.high) * counters.factor,
                                          lambda s: serial_gain(s, analysis, "")[0]))
 
 
@@ -99,6 +138,10 @@ def _estimated_from_cpu_time(analysis, settings, req, total):
                 "python_active_thread_seconds": python_thread_s, "cpu_seconds": cpu_s}
     summary = (f"an estimated {pct(share)} of request-thread time waits for the GIL "
                f"(Python-active time beyond the CPU time the threads got; no native frames)")
-    return make_finding(ID, settings, ramp(share, settings["low"], settings["high"]), summary,
+    return make_finding(ID, settings, ramp(share, settings.low, settings.high), summary,
                         evidence, sites, gain=serial_gain(share, analysis, "waiting for the GIL (estimated)"),
                         samples=total)
+
+
+SPEC = CheckSpec(ID, "Threads wait for the GIL", Settings, EVIDENCE, __doc__ or "", run=run,
+                 needs=(Input.REQUEST_SAMPLES,), uses=(Input.NATIVE_FRAMES, Input.OS_COUNTERS))

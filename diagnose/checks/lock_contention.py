@@ -1,8 +1,34 @@
-"""lock_contention: request threads spend their time blocked acquiring a lock."""
+"""lock_contention: request threads spend their time blocked acquiring a lock.
+
+What it finds:
+    The share of request threads' samples blocked acquiring a lock inside request handling
+    (the lock-like waits of vocab.LOCK_KINDS), the site every request queues on and what its
+    holder was doing. Pools (queue, semaphore) and logging handler locks have their own checks;
+    a join is not a lock (its waiter waits for the thread that produces the result). When the
+    lock holders run in a native library's thread pool that admits one caller at a time, it
+    says so.
+
+Why it matters:
+    A serialized section caps the speed-up whatever the thread count (Amdahl: a 20% serialized
+    section caps it at 5x), so adding threads only lengthens the queue on the lock.
+
+What to do instead:
+    Shrink the critical section to the shared state alone, and never do IO or model compute
+    while holding it. If the lock protects a model instance, use a pool of instances (about half
+    the physical cores, 2-4 intra-op threads each) or thread-local copies instead of one global
+    lock. For statistics or counters updated under the lock, keep per-thread counters and merge
+    them periodically. Remove serial sections before adding threads.
+"""
 
 from __future__ import annotations
 
-from diagnose.checks.base import (NotApplicable, ScoreBasis, amdahl, make_finding, pct, ramp, serial_gain,
+from dataclasses import dataclass
+
+from diagnose.checks.evidence import shared
+from diagnose.checks.spec import CheckSettings, CheckSpec, Input
+from diagnose.checks.spec import Evidence as E
+from diagnose.checks.spec import Unit as U
+from diagnose.checks.base import (ScoreBasis, amdahl, make_finding, pct, ramp, serial_gain,
                                   short_path,
                                   sites_from_waits)
 from diagnose.model.native_pools import SERIALIZES_CALLERS
@@ -10,11 +36,22 @@ from diagnose.model.vocab import LOCK_KINDS, ThreadState
 from diagnose.model.waits import describe
 
 ID = "lock_contention"
-# Waits on a lock-like object that another request thread holds. Pools (queue, semaphore) and
-# logging handler locks have their own checks, with their own advice. An Event, a Future or a
-# The waits scored here are vocab.LOCK_KINDS. join is not a lock: its waiter waits for the thread
-# that produces the result (the service structure follows it to that producer), so it is never
-# lock contention.
+
+
+@dataclass(frozen=True)
+class Settings(CheckSettings):
+    low: float = 0.05
+    high: float = 0.4
+
+
+EVIDENCE = {
+    **shared("estimated", "fix", "holder", "request_threads", "threads_waiting"),
+    "lock_wait_share": E("share of request-thread time waiting on locks", U.PERCENT, estimable=True),
+    "lock_wait_thread_seconds": E("time waiting on locks, summed over threads",
+                                  U.SECONDS, estimable=True),
+    "top_site_max_concurrent_waiters": E("most threads waiting at once at the top lock", U.THREADS),
+    "critical_section_library": E("library the critical section runs in", U.TEXT),
+}
 
 
 SERIALIZING_MIN_SAMPLES = 3  # holders seen inside the library: enough to know where they are
@@ -23,8 +60,6 @@ SERIALIZING_MIN_SAMPLES = 3  # holders seen inside the library: enough to know w
 def run(analysis, settings):
     req = analysis.request_samples()
     total = float(req["count"].sum())
-    if total == 0:
-        return NotApplicable(ID, "no request threads were seen handling work")
     waits = [w for w in analysis.waits if w.kind in LOCK_KINDS]
     share = sum(w.share for w in waits)
     evidence = {
@@ -64,15 +99,19 @@ def run(analysis, settings):
         evidence["fix"] = {"knob": serializing.knob, "value": 1}
     elif waits:
         evidence["fix"] = {"knob": "model_instances", "value": max(2, int(len(analysis.request_threads)) // 2)}
-    advice = list(settings.get("advice", []))
+    advice = list(settings.advice)
     if serializing is not None:
         advice.insert(0, f"The critical section runs in {serializing.library}'s thread pool, which "
                          f"admits one caller at a time: removing the lock alone will not help (the "
                          f"threads would queue inside {serializing.library}). First size the pool to "
                          f"the work: start the service with {serializing.knob}=1 and re-measure; then "
                          f"shrink the critical section or use a pool of model instances.")
-    return make_finding(ID, settings, ramp(share, settings["low"], settings["high"]), summary,
+    return make_finding(ID, settings, ramp(share, settings.low, settings.high), summary,
                         evidence, sites_from_waits(waits), advice=advice, gain=gain, samples=total,
-                        basis=ScoreBasis("lock_wait_share", lambda s: ramp(s, settings["low"], settings["high"]),
+                        basis=ScoreBasis("lock_wait_share", lambda s: ramp(s, settings.low, settings.high),
                                          None if serializing is not None else
                                          lambda s: serial_gain(s, analysis, "")[0]))
+
+
+SPEC = CheckSpec(ID, "Request threads queue on a lock", Settings, EVIDENCE, __doc__ or "", run=run,
+                 needs=(Input.REQUEST_SAMPLES,), uses=(Input.NATIVE_FRAMES, Input.OS_COUNTERS))

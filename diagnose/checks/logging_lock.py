@@ -1,13 +1,50 @@
-"""logging_lock: request threads queue on a logging handler's lock."""
+"""logging_lock: request threads queue on a logging handler's lock.
+
+What it finds:
+    The share of request-thread time blocked on a logging Handler's lock (taken on every
+    record), and the handler doing the slow work (its emit, from the holders' stacks).
+
+Why it matters:
+    Every log record takes the handler's lock and does the handler's IO while holding it: the
+    request threads serialize on logging.
+
+What to do instead:
+    Log through a logging.handlers.QueueHandler with a QueueListener on its own thread (async
+    logging), so request threads only enqueue. Lower the log level on the hot path, or log a
+    summary per batch instead of per item.
+"""
 
 from __future__ import annotations
 
-from diagnose.checks.base import (NotApplicable, ScoreBasis, make_finding, pct, ramp, serial_gain, short_path,
+from dataclasses import dataclass
+
+from diagnose.checks.evidence import shared
+from diagnose.checks.spec import CheckSettings, CheckSpec, Input
+from diagnose.checks.spec import Evidence as E
+from diagnose.checks.spec import Unit as U
+from diagnose.checks.base import (ScoreBasis, make_finding, pct, ramp, serial_gain, short_path,
                                   sites_from_waits)
 from diagnose.model.vocab import WaitKind
 from diagnose.model.waits import describe
 
 ID = "logging_lock"
+
+
+@dataclass(frozen=True)
+class Settings(CheckSettings):
+    low: float = 0.05
+    high: float = 0.4
+
+
+EVIDENCE = {
+    **shared("fix", "holder", "max_concurrent_waiters", "threads_waiting"),
+    "logging_wait_share": E("share of request-thread time waiting on logging handler locks",
+                            U.PERCENT, estimable=True),
+    "logging_wait_thread_seconds": E("time waiting on logging locks, summed over threads",
+                                     U.SECONDS, estimable=True),
+    "call_sites": E("logging call sites waited at", U.SITES),
+    "handler": E("handler doing the slow work", U.TEXT, none="not seen"),
+}
 
 
 def _handler(site) -> str:
@@ -21,8 +58,6 @@ def _handler(site) -> str:
 
 def run(analysis, settings):
     req = analysis.request_samples()
-    if float(req["count"].sum()) == 0:
-        return NotApplicable(ID, "no request threads were seen handling work")
     waits = [w for w in analysis.waits if w.kind == WaitKind.LOGGING]
     share = sum(w.share for w in waits)
     evidence = {"logging_wait_share": share,
@@ -38,9 +73,13 @@ def run(analysis, settings):
         summary = (f"{pct(share)} of request-thread time waits on a logging handler's lock"
                    + (f" ({handler})" if handler else "")
                    + f", most from {short_path(top.file)}:{top.line} ({top.function})")
-    return make_finding(ID, settings, ramp(share, settings["low"], settings["high"]), summary,
+    return make_finding(ID, settings, ramp(share, settings.low, settings.high), summary,
                         evidence, sites_from_waits(waits),
                         gain=serial_gain(share, analysis, "waiting on the logging lock"),
                         samples=req["count"].sum(),
-                        basis=ScoreBasis("logging_wait_share", lambda s: ramp(s, settings["low"], settings["high"]),
+                        basis=ScoreBasis("logging_wait_share", lambda s: ramp(s, settings.low, settings.high),
                                          lambda s: serial_gain(s, analysis, "")[0]))
+
+
+SPEC = CheckSpec(ID, "Request threads queue on a logging handler's lock", Settings, EVIDENCE, __doc__ or "", run=run,
+                 needs=(Input.REQUEST_SAMPLES,), uses=(Input.OS_COUNTERS,))

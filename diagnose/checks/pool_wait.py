@@ -1,22 +1,58 @@
-"""pool_wait: request threads block acquiring a resource from a bounded pool."""
+"""pool_wait: request threads block acquiring a resource from a bounded pool.
+
+What it finds:
+    The share of request-thread time blocked in queue.get / Semaphore.acquire deep inside
+    request handling: a connection, client or model-instance pool another request holds (the
+    kinds: vocab.POOL_KINDS). A worker's own loop waiting on its work queue is idle, not this.
+    The most threads seen holding the resource at once bounds the pool size from below.
+
+Why it matters:
+    The pool is smaller than the concurrency that needs it: every request waits for a
+    connection or instance before it can work. This is not the model.
+
+What to do instead:
+    Size the pool to the request threads that use it at once (or cap the request threads to the
+    pool size), and hold a pooled resource only for the call that needs it. Add a timeout to
+    the acquire and fail fast when the pool is exhausted, so overload becomes a quick error
+    instead of a queue.
+"""
 
 from __future__ import annotations
 
-from diagnose.checks.base import (NotApplicable, ScoreBasis, make_finding, pct, ramp, serial_gain, short_path,
+from dataclasses import dataclass
+
+from diagnose.checks.evidence import shared
+from diagnose.checks.spec import CheckSettings, CheckSpec, Input
+from diagnose.checks.spec import Evidence as E
+from diagnose.checks.spec import Unit as U
+from diagnose.checks.base import (ScoreBasis, make_finding, pct, ramp, serial_gain, short_path,
                                   sites_from_waits)
 from diagnose.model.vocab import POOL_KINDS
 from diagnose.model.waits import describe
 
 ID = "pool_wait"
-# A queue.get / semaphore acquire deep inside request handling: the thread waits for a
-# connection, client or model instance another request holds. (A worker's own loop waiting on
-# its work queue is idle, and never reaches this table.) The kinds: vocab.POOL_KINDS.
+
+
+@dataclass(frozen=True)
+class Settings(CheckSettings):
+    low: float = 0.05
+    high: float = 0.5
+
+
+EVIDENCE = {
+    **shared("fix", "holder", "max_concurrent_waiters", "request_threads", "threads_waiting"),
+    "pool_wait_share": E("share of request-thread time waiting for a pooled resource",
+                         U.PERCENT, estimable=True),
+    "pool_wait_thread_seconds": E("time waiting for the pool, summed over threads",
+                                  U.SECONDS, estimable=True),
+    "acquire_site": E("where the resource is acquired", U.TEXT),
+    "kind": E("kind of pool", U.TEXT),
+    "pool_size_estimate": E("pool size, at least (most seen held at once)", U.NUMBER, none="unknown"),
+}
 
 
 def run(analysis, settings):
     req = analysis.request_samples()
-    if float(req["count"].sum()) == 0:
-        return NotApplicable(ID, "no request threads were seen handling work")
     waits = [w for w in analysis.waits if w.kind in POOL_KINDS]
     share = sum(w.share for w in waits)
     evidence = {"pool_wait_share": share,
@@ -39,9 +75,13 @@ def run(analysis, settings):
         size = f"; about {top.max_holders} held at once (the pool size?)" if top.max_holders else ""
         summary = (f"{pct(share)} of request-thread time waits for a pooled resource at "
                    f"{short_path(top.file)}:{top.line} ({top.function}, {top.label}){size}")
-    return make_finding(ID, settings, ramp(share, settings["low"], settings["high"]), summary,
+    return make_finding(ID, settings, ramp(share, settings.low, settings.high), summary,
                         evidence, sites_from_waits(waits),
                         gain=serial_gain(share, analysis, "waiting for the pool"),
                         samples=req["count"].sum(),
-                        basis=ScoreBasis("pool_wait_share", lambda s: ramp(s, settings["low"], settings["high"]),
+                        basis=ScoreBasis("pool_wait_share", lambda s: ramp(s, settings.low, settings.high),
                                          lambda s: serial_gain(s, analysis, "")[0]))
+
+
+SPEC = CheckSpec(ID, "Request threads wait for a pooled resource", Settings, EVIDENCE, __doc__ or "", run=run,
+                 needs=(Input.REQUEST_SAMPLES,), uses=(Input.OS_COUNTERS,))

@@ -1,19 +1,55 @@
-"""preprocess_bound: request-thread busy time is dominated by preprocessing."""
+"""preprocess_bound: request-thread busy time is dominated by preprocessing.
+
+What it finds:
+    The share of the request threads' busy samples spent in preprocessing (decode, resize,
+    normalize, tokenize), discounted when the request threads are busy less than half the time:
+    threads that mostly wait (on a lock, a pool, a native library's mutex) have another
+    bottleneck, whatever their few busy samples run.
+
+Why it matters:
+    Preprocessing, not the model, limits throughput: more model threads or a faster model will
+    not help. Making preprocessing free buys at most 1/(1 - share) (Amdahl).
+
+What to do instead:
+    Move decode/resize/normalize out of the request thread into a pipeline stage with its own
+    2-3 threads (or processes, if it is pure Python and holds the GIL), and balance stages by
+    their measured time. Use native, GIL-releasing implementations (Pillow-SIMD, OpenCV,
+    torchvision.io, fast tokenizers) and avoid per-pixel Python loops. Cache or precompute
+    features that repeat across requests.
+"""
 
 from __future__ import annotations
 
-from diagnose.checks.base import (amdahl, NotApplicable, ScoreBasis, busy_samples, make_finding, pct, ramp,
+from dataclasses import dataclass
+
+from diagnose.checks.evidence import shared
+from diagnose.checks.spec import CheckSettings, CheckSpec, Input
+from diagnose.checks.spec import Evidence as E
+from diagnose.checks.spec import Unit as U
+from diagnose.checks.base import (amdahl, ScoreBasis, busy_samples, make_finding, pct, ramp,
                                   top_sites)
 
 ID = "preprocess_bound"
+
+
+@dataclass(frozen=True)
+class Settings(CheckSettings):
+    low: float = 0.25
+    high: float = 0.65
+    min_busy_share: float = 0.5
+
+
+EVIDENCE = {
+    **shared("busy_samples", "busy_share_of_request_time", "fix", "model_share_of_busy"),
+    "preprocess_share_of_busy": E("share of busy time in preprocessing", U.PERCENT),
+    "postprocess_share_of_busy": E("share of busy time in postprocessing", U.PERCENT),
+}
 
 
 def run(analysis, settings):
     req = analysis.request_samples()
     busy = busy_samples(req)
     total_busy = float(busy["count"].sum())
-    if total_busy == 0:
-        return NotApplicable(ID, "request threads were never busy")
     by_phase = busy.groupby("phase", observed=False)["count"].sum() / total_busy
     share = float(by_phase.get("preprocess", 0.0))
     pre = busy[busy["phase"] == "preprocess"]
@@ -22,8 +58,8 @@ def run(analysis, settings):
     # threads that mostly wait (on a lock, a pool, a native library's mutex) have another
     # bottleneck, whatever their few busy samples run.
     busy_share = total_busy / float(req["count"].sum())
-    busy_factor = min(1.0, busy_share / settings["min_busy_share"])
-    score = ramp(share, settings["low"], settings["high"]) * busy_factor
+    busy_factor = min(1.0, busy_share / settings.min_busy_share)
+    score = ramp(share, settings.low, settings.high) * busy_factor
     evidence = {
         "preprocess_share_of_busy": share,
         "busy_share_of_request_time": busy_share,
@@ -41,5 +77,9 @@ def run(analysis, settings):
     return make_finding(ID, settings, score, summary, evidence, sites, gain=(gain, basis), samples=total_busy,
                         share_samples={"busy_share_of_request_time": req["count"].sum()},
                         basis=ScoreBasis("preprocess_share_of_busy",
-                                         lambda s: ramp(s, settings["low"], settings["high"]) * busy_factor,
+                                         lambda s: ramp(s, settings.low, settings.high) * busy_factor,
                                          amdahl))
+
+
+SPEC = CheckSpec(ID, "Preprocessing dominates request time", Settings, EVIDENCE, __doc__ or "", run=run,
+                 needs=(Input.BUSY_REQUEST_SAMPLES,), uses=())

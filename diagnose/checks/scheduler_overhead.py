@@ -1,19 +1,83 @@
 """scheduler_overhead: more runnable threads than cores; threads wait for a CPU.
 
-Includes the fan-out diagnosis: request threads x intra-op threads (OpenMP / MKL / OpenBLAS /
-torch pools, visible only in /proc/<pid>/task) against the cores the process may use.
+What it finds:
+    Runnable threads per usable core (sampled from /proc) and run-queue wait per CPU-second
+    (schedstat); the score is the weaker of the two. Includes the fan-out diagnosis: request
+    threads x intra-op threads (OpenMP / MKL / OpenBLAS / torch pools, visible only in
+    /proc/<pid>/task) against the cores the process may use, request threads queueing on a
+    native library's internal mutex, and an intra-op thread pool that synchronises more than it
+    computes while the process leaves cores idle.
+
+Why it matters:
+    Threads wait for a core longer than they run: more threads do not make a core faster, they
+    add context switches and cache refills.
+
+What to do instead:
+    Cut the total number of busy threads to the number of physical cores. Set both knobs so that
+    request threads x intra-op threads <= cores (torch.set_num_threads, OMP_NUM_THREADS, the
+    request pool size). Leave one or two cores to the OS and the web/IO threads; pin compute
+    threads to physical cores where the platform allows. A pool that synchronises more than it
+    computes: set it to fewer threads and re-measure.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import re
 
-from diagnose.checks.base import (amdahl, CheckSettings, NotApplicable, core_room, make_finding,
+from diagnose.checks.evidence import shared
+from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
+from diagnose.checks.spec import Evidence as E
+from diagnose.checks.spec import Unit as U
+from diagnose.checks.base import (amdahl, core_room, make_finding,
                                   ramp, serial_gain, top_sites)
 from diagnose.model.native_pools import LIBRARIES
 from diagnose.model.vocab import BUSY, WaitKind
 
 ID = "scheduler_overhead"
+
+
+@dataclass(frozen=True)
+class Settings(CheckSettings):
+    intra_op_title: str = "An intra-op thread pool synchronises more than it computes"
+    oversubscription_low: float = 1.2
+    oversubscription_high: float = 3.0
+    native_mutex_low: float = 0.1
+    native_mutex_high: float = 0.5
+    pool_sync_low: float = 0.3
+    pool_sync_high: float = 0.55
+    pool_idle_core_room: float = 1.4
+    low: float = 0.5
+    high: float = 2.0
+
+
+EVIDENCE = {
+    **shared("fix", "native_mutex_wait_share", "request_threads", "runnable_per_core", "usable_cores"),
+    "runqueue_wait_per_cpu_second": E("time waiting for a core, per CPU-second run", U.SECONDS),
+    "runqueue_wait_s": E("time waiting for a core (run queue), summed over threads", U.SECONDS),
+    "cpu_s": E("CPU time used", U.SECONDS),
+    "mean_runnable_threads": E("runnable threads (mean)", U.THREADS),
+    "affinity_cores": E("cores in the CPU affinity mask", U.CORES, none=NOT_MEASURED),
+    "cgroup_cpu_quota_cores": E("cgroup CPU quota", U.CORES, none="no quota"),
+    "threads": E("threads in the process (most at once)", U.THREADS),
+    "intra_op_threads": E("intra-op pool threads (native)", U.THREADS),
+    "intra_op_libraries": E("libraries with an intra-op pool", U.TEXT, none="none seen"),
+    "threads_per_core": E("threads per usable core", U.NUMBER, none=NOT_MEASURED),
+    "involuntary_ctx_per_s": E("involuntary context switches (preempted)", U.PER_S, none=NOT_MEASURED),
+    "voluntary_ctx_per_s": E("voluntary context switches (blocked)", U.PER_S, none=NOT_MEASURED),
+    "intra_op_library": E("library whose pool synchronises", U.TEXT),
+    "intra_op_sync_share": E("share of the pool's native samples synchronising", U.PERCENT),
+    "intra_op_sync_share_95_low": E("share synchronising, 95% lower bound", U.PERCENT, interval=False),
+    "cores_in_use": E("cores in use", U.CORES, none=NOT_MEASURED),
+    "intra_op_sync_samples": E("native samples synchronising", U.SAMPLES),
+    "intra_op_kernel_samples": E("native samples in kernels", U.SAMPLES),
+    "native_samples_used": E("native samples of the pool", U.SAMPLES),
+    "intra_op_sync_functions": E("synchronisation functions", U.SAMPLES),
+    "intra_op_kernel_functions": E("kernel functions", U.SAMPLES),
+    "knob": E("setting to change", U.TEXT),
+    "knob_value": E("value to set it to", U.NUMBER),
+}
 _POOLS = [("OpenBLAS", re.compile(r"openblas", re.I)), ("MKL", re.compile(r"libmkl|libiomp", re.I)),
           ("OpenMP", re.compile(r"libgomp|libomp", re.I)), ("torch", re.compile(r"libtorch|libc10|libdnnl", re.I)),
           ("onnxruntime", re.compile(r"onnxruntime", re.I))]
@@ -45,15 +109,13 @@ def fan_out_advice(request_threads: int, intra_op: int, cores: float, libraries:
 
 def run(analysis, settings):
     os_ = analysis.os
-    if os_ is None or os_.runqueue_ratio is None:
-        return NotApplicable(ID, "needs per-thread OS counters (schedstat), only taken by `attach`")
     cores = os_.usable_cores
     ratio = os_.runqueue_ratio
     oversubscription = os_.mean_runnable / cores if cores else 0.0
     # Both must hold: more runnable threads than cores, and threads waiting for a core a long
     # time per second they run. Run-queue wait alone misleads: the sampler itself takes a core.
-    score = min(ramp(oversubscription, settings["oversubscription_low"], settings["oversubscription_high"]),
-                ramp(ratio, settings["low"], settings["high"]))
+    score = min(ramp(oversubscription, settings.oversubscription_low, settings.oversubscription_high),
+                ramp(ratio, settings.low, settings.high))
     intra_op = analysis.native_threads
     request_threads = int(len(analysis.request_threads))
     libraries = intra_op_libraries(analysis)
@@ -61,8 +123,8 @@ def run(analysis, settings):
     # library's internal mutex (OpenBLAS lets one caller at a time into its thread pool).
     native_mutex_share = sum(w.share for w in analysis.waits if w.kind == WaitKind.NATIVE_MUTEX)
     if intra_op and libraries:
-        score = max(score, ramp(native_mutex_share, settings["native_mutex_low"],
-                                settings["native_mutex_high"]))
+        score = max(score, ramp(native_mutex_share, settings.native_mutex_low,
+                                settings.native_mutex_high))
     req = analysis.request_samples()
     busy = req[req["state"].isin(BUSY)]
     sites = top_sites(analysis, busy, float(busy["count"].sum()) or 1.0, limit=3)
@@ -87,18 +149,18 @@ def run(analysis, settings):
     fan = f" = {request_threads} request x {intra_op} intra-op" if intra_op else ""
     summary = (f"{os_.mean_runnable:.1f} runnable threads on {cores:g} usable cores; threads waited "
                f"{ratio:.2f} s for a core per CPU-second ({os_.threads_max} threads{fan})")
-    if native_mutex_share >= settings["native_mutex_low"] and libraries:
+    if native_mutex_share >= settings.native_mutex_low and libraries:
         summary = (f"{request_threads} request threads fan out into {', '.join(libraries)}'s pool of "
                    f"{intra_op} threads on {cores:g} usable cores and queue on its internal mutex "
                    f"{100 * native_mutex_share:.0f}% of the time; " + summary)
-    advice = fan_out_advice(request_threads, intra_op, cores, libraries) + list(settings.get("advice", []))
+    advice = fan_out_advice(request_threads, intra_op, cores, libraries) + list(settings.advice)
     # The first advice as a knob and its value, for scripts that apply it (benchmarks/advice_gain.py).
     if intra_op and request_threads:
         knob = next((k for name, _, k in LIBRARIES if name in libraries), "OMP_NUM_THREADS")
         evidence["fix"] = {"knob": knob, "value": max(1, int(cores) // max(1, request_threads))}
     else:
         evidence["fix"] = {"knob": "request_threads", "value": max(1, int(cores))}
-    if native_mutex_share >= settings["native_mutex_low"] and libraries:
+    if native_mutex_share >= settings.native_mutex_low and libraries:
         gain = serial_gain(native_mutex_share, analysis, "queueing on the library's mutex")
     else:
         # Fewer threads do not make a core faster: what returns is the switching itself.
@@ -112,9 +174,9 @@ def run(analysis, settings):
     # The caller's samples alone cannot tell a pool computing (the caller waits in inner_thread
     # for busy pool threads) from a pool handing work out and waiting on itself; the cores can:
     # a pool that parallelizes keeps them busy, one that synchronises leaves them idle.
-    if (split is not None and split.sync_share_low >= settings["pool_sync_low"]
-            and room is not None and room >= settings["pool_idle_core_room"]):
-        sync_score = ramp(split.sync_share_low, settings["pool_sync_low"], settings["pool_sync_high"])
+    if (split is not None and split.sync_share_low >= settings.pool_sync_low
+            and room is not None and room >= settings.pool_idle_core_room):
+        sync_score = ramp(split.sync_share_low, settings.pool_sync_low, settings.pool_sync_high)
         if sync_score >= score:
             return _intra_op_overhead(analysis, settings, split, sync_score, intra_op, cores,
                                       evidence, sites)
@@ -160,7 +222,11 @@ def _intra_op_overhead(analysis, settings, split, score, intra_op, cores, eviden
     basis = (f"estimate: {100 * split.sync_share:.0f}% of the library's {split.samples} native samples "
              f"synchronise (at least {100 * sure:.0f}% at 95% confidence); without that each call "
              f"takes at most {100 * (1 - sure):.0f}% of its time: about {gain:.2f}x")
-    variant = CheckSettings(dict(settings.values, title=settings.get("intra_op_title", settings["title"])))
+    variant = replace(settings, title=settings.intra_op_title)
     return make_finding(ID, variant, score, summary, evidence, sites, advice=advice,
                         gain=(gain, basis), samples=split.samples,
                         share_samples={"native_mutex_wait_share": analysis.request_samples()["count"].sum()})
+
+
+SPEC = CheckSpec(ID, "Too many threads for the cores", Settings, EVIDENCE, __doc__ or "", run=run,
+                 needs=(Input.SCHEDSTAT,), uses=(Input.NATIVE_FRAMES,))

@@ -1,50 +1,104 @@
 """stage_bound: one pipeline stage limits the service while its neighbours wait on it.
 
-By the utilization law a pipeline serves at the rate of its slowest stage: the stage whose
-threads are busy nearly all the time while its upstream blocks on `put` into the full queue
-between them and its downstream starves on `get`. Every item passes every stage, so each
-stage's busy thread-seconds are proportional to its time per item: threads go to stages in
-that proportion. A stage that runs pure Python holds the GIL: more threads will not help.
+What it finds:
+    The busiest pipeline stage relative to its threads (busy share), and how much its
+    neighbours wait on it: upstream blocked on `put` into the full queue between them,
+    downstream starved on `get`. Across processes, the same for worker processes (a
+    DataLoader's, a Pool's) feeding a consumer process that starves waiting for their results.
+
+Why it matters:
+    By the utilization law a pipeline serves at the rate of its slowest stage. Every item passes
+    every stage, so each stage's busy thread-seconds are proportional to its time per item. A
+    stage that runs pure Python holds the GIL: more threads will not help it.
+
+What to do instead:
+    Give threads (or worker processes) to stages in proportion to their time per item: the
+    finding proposes a count for the bottleneck and predicts the gain. A pure-Python stage:
+    vectorise it, move it to native code that releases the GIL, or run it in processes. Keep the
+    queues between stages bounded: backpressure is what tells you which stage is slow.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import math
 
-from diagnose.checks.base import NotApplicable, Site, core_room, make_finding, pct, ramp
+from diagnose.checks.evidence import shared
+from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
+from diagnose.checks.spec import Evidence as E
+from diagnose.checks.spec import Unit as U
+from diagnose.checks.base import Site, core_room, make_finding, pct, ramp
 
 ID = "stage_bound"
+
+
+@dataclass(frozen=True)
+class Settings(CheckSettings):
+    busy_low: float = 0.6
+    busy_high: float = 0.9
+    low: float = 0.1
+    high: float = 0.4
+    pure_python_share: float = 0.6
+    pooled_stage_factor: float = 0.5
+    own_cpu_low: float = 0.8
+    own_cpu_high: float = 0.95
+
+
+EVIDENCE = {
+    **shared("fix", "stage", "worker_busy_share", "worker_processes"),
+    "stage_threads": E("threads in the stage", U.THREADS),
+    "stage_busy_share": E("share of the stage's thread time busy", U.PERCENT),
+    "stage_python_share_of_busy": E("share of the stage's busy time running Python", U.PERCENT),
+    "waiting_on_it": E("stages waiting on it (share of their time)", U.PERCENT),
+    "busy_threads_per_stage": E("busy threads per stage", U.THREADS),
+    "stage_threads_by_stage": E("threads per stage", U.THREADS),
+    "proposed_threads": E("proposed threads per stage", U.THREADS),
+    "predicted_gain": E("predicted throughput gain (estimate)", U.RATIO),
+    "predicted_gain_inputs": E("inputs of the prediction", U.TEXT),
+    "core_room": E("CPU headroom (cores it could use / cores it uses)", U.RATIO, none=NOT_MEASURED),
+    "process_cpu_utilization": E("process CPU, share of usable cores (OS)",
+                                 U.PERCENT, none=NOT_MEASURED),
+    "framework": E("worker-process framework", U.TEXT),
+    "worker_pids": E("worker processes (pids)", U.TEXT),
+    "worker_busy_source": E("where the workers' busy share comes from", U.TEXT),
+    "transform": E("hottest function in the workers", U.TEXT),
+    "entry": E("function the worker loop calls per item", U.TEXT),
+    "consumer_pid": E("consumer process (pid)", U.ID),
+    "consumer_busy_share": E("consumer thread busy", U.PERCENT),
+    "consumer_starved_share": E("consumer thread waiting for the workers", U.PERCENT),
+    "proposed_workers": E("proposed worker processes", U.PROCESSES),
+    "stage_fans_out_to_cores": E("stage already runs on a native pool as wide as the cores", U.FLAG),
+}
 MIN_CONSUMER_BUSY = 0.05  # a consumer process busier than this does work of its own
 
 
 def run(analysis, settings):
     structure = analysis.structure
-    if not structure.pipeline or structure.bottleneck is None:
-        return NotApplicable(ID, "no pipeline of stages joined by queues was seen")
     stage = structure.stage(structure.bottleneck)
     waits = [e for e in structure.edges if e.holder == stage.name
              and e.kind in ("starved", "backpressure", "result")]
     waiting = max((e.share for e in waits), default=0.0)
-    score = 100 * (ramp(stage.utilization, settings["busy_low"], settings["busy_high"]) / 100
-                   * ramp(waiting, settings["low"], settings["high"]) / 100)
+    score = 100 * (ramp(stage.utilization, settings.busy_low, settings.busy_high) / 100
+                   * ramp(waiting, settings.low, settings.high) / 100)
     linked = [s for s in structure.stages if s.role in ("stage", "batcher")]
     window = (analysis.os.window_s if analysis.os is not None else None) or _window(analysis)
     rates = {s.name: s.busy_thread_seconds / window for s in linked} if window else {}
     n = len(stage.threads)
-    pure_python = stage.python_share > settings["pure_python_share"]
+    pure_python = stage.python_share > settings.pure_python_share
     room = core_room(analysis)
     gain, proposal, inputs = _predict(stage, linked, rates, n, room, pure_python)
     pooled = _fans_out_to_cores(analysis, stage)
     if pooled:
         # Each call of the stage already runs on an intra-op pool as wide as the cores: a second
         # stage thread would share the same cores (the pool is the parallelism).
-        score *= settings["pooled_stage_factor"]
+        score *= settings.pooled_stage_factor
     own = analysis.os.cpu_utilization if analysis.os is not None else None
     if own is not None and not pure_python:
         # A stage limits the service only while the process leaves cores for more of its
         # threads; when the process itself fills the cores (a batcher whose BLAS pool runs on
         # all of them), the cores are the limit and compute_bound names what runs on them.
-        score *= 1.0 - ramp(own, settings["own_cpu_low"], settings["own_cpu_high"]) / 100
+        score *= 1.0 - ramp(own, settings.own_cpu_low, settings.own_cpu_high) / 100
     evidence = {
         "stage": stage.name, "stage_threads": n, "stage_busy_share": stage.utilization,
         "stage_python_share_of_busy": stage.python_share,
@@ -134,8 +188,8 @@ def run_processes(pipeline, service, settings):
         # with a worker per usable core already, more workers only share the cores.
         return None
     busy, starved = pipeline.producer_busy, pipeline.consumer_starved
-    score = 100 * (ramp(busy, settings["busy_low"], settings["busy_high"]) / 100
-                   * ramp(starved, settings["low"], settings["high"]) / 100)
+    score = 100 * (ramp(busy, settings.busy_low, settings.busy_high) / 100
+                   * ramp(starved, settings.low, settings.high) / 100)
     # Workers to keep the consumer busy: today n workers at `busy` feed a consumer busy
     # `consumer_busy` of its time; it could take 1/consumer_busy times as much.
     consumer = max(pipeline.consumer_busy, 0.05)
@@ -179,3 +233,7 @@ def run_processes(pipeline, service, settings):
                 "fix": {"knob": knob, "value": wanted}}
     return make_finding(ID, settings, score, summary, evidence, sites, advice=advice,
                         gain=(gain, f"estimate (utilization law): {inputs}"))
+
+
+SPEC = CheckSpec(ID, "One pipeline stage limits the service", Settings, EVIDENCE, __doc__ or "", run=run,
+                 needs=(Input.PIPELINE,), uses=(Input.OS_COUNTERS, Input.PROCESS_TREE))

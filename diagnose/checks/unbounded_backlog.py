@@ -1,11 +1,50 @@
-"""unbounded_backlog: memory grows steadily while request threads are saturated."""
+"""unbounded_backlog: memory grows steadily while request threads are saturated.
+
+What it finds:
+    Resident memory growth per second (a linear fit over the window, scored by its steadiness)
+    while the workers are saturated, and where work is queued: executor submits and queue puts.
+
+Why it matters:
+    Work is accepted faster than it is served and waits in a queue with no bound: memory grows
+    until the process is killed, and every queued request times out.
+
+What to do instead:
+    Bound the queue (e.g. a ThreadPoolExecutor behind a BoundedSemaphore, or
+    queue.Queue(maxsize=N)) and reject explicitly when full (HTTP 429/503 'busy'): overload
+    must be a fast error, not an avalanche. Then raise capacity where the profile shows the
+    workers spend their time.
+"""
 
 from __future__ import annotations
 
-from diagnose.checks.base import NotApplicable, Site, make_finding, pct, ramp
+from dataclasses import dataclass
+
+from diagnose.checks.evidence import shared
+from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
+from diagnose.checks.spec import Evidence as E
+from diagnose.checks.spec import Unit as U
+from diagnose.checks.base import Site, make_finding, pct, ramp
 from diagnose.model.vocab import HANDLER_ROLES, ThreadState
 
 ID = "unbounded_backlog"
+
+
+@dataclass(frozen=True)
+class Settings(CheckSettings):
+    low: float = 0.5
+    high: float = 5.0
+    min_r2: float = 0.8
+    min_busy: float = 0.6
+
+
+EVIDENCE = {
+    **shared("fix", "worker_busy_share"),
+    "rss_growth_mb_per_s": E("resident memory growth", U.MB_PER_S),
+    "rss_growth_mb": E("resident memory change over the window", U.MB),
+    "rss_fit_r2": E("steadiness of the growth (r² of a straight-line fit)", U.NUMBER, none=NOT_MEASURED),
+    "rss_end_mb": E("resident memory at the end", U.MB),
+    "submit_site_seen": E("a submit / put call site was sampled", U.FLAG),
+}
 MB = 1024 * 1024
 # Where work is queued without a bound: executor submits and queue puts.
 _SUBMIT = (("concurrent/futures/thread.py", "submit"), ("queue.py", "put"))
@@ -50,16 +89,14 @@ def _submit_sites(analysis, limit=3):
 
 def run(analysis, settings):
     os_ = analysis.os
-    if os_ is None or os_.rss_slope_bytes_per_s is None:
-        return NotApplicable(ID, "needs resident-memory samples over the window (`attach`)")
     workers = analysis.threads[analysis.threads["role"].isin(HANDLER_ROLES)]
     samples = analysis.samples[analysis.samples["thread"].isin(workers.index)]
     total = float(samples["count"].sum())
     busy = float(samples[samples["state"] != ThreadState.IDLE]["count"].sum()) / total if total else 0.0
     slope_mb = os_.rss_slope_bytes_per_s / MB
-    steadiness = max(0.0, min(1.0, (os_.rss_fit_r2 or 0.0) / settings["min_r2"]))
-    saturation = min(1.0, busy / settings["min_busy"])
-    score = ramp(slope_mb, settings["low"], settings["high"]) * steadiness * saturation
+    steadiness = max(0.0, min(1.0, (os_.rss_fit_r2 or 0.0) / settings.min_r2))
+    saturation = min(1.0, busy / settings.min_busy)
+    score = ramp(slope_mb, settings.low, settings.high) * steadiness * saturation
     grown = ((os_.rss_end or 0) - (os_.rss_start or 0)) / MB
     evidence = {"rss_growth_mb_per_s": slope_mb, "rss_growth_mb": grown,
                 "rss_fit_r2": os_.rss_fit_r2, "rss_end_mb": (os_.rss_end or 0) / MB,
@@ -74,3 +111,7 @@ def run(analysis, settings):
                         gain=(1.0, "estimate: a bound buys stability (fast rejections instead of "
                                    "time-outs and an out-of-memory kill), not throughput"),
                         samples=total)
+
+
+SPEC = CheckSpec(ID, "An unbounded queue is filling up", Settings, EVIDENCE, __doc__ or "", run=run,
+                 needs=(Input.RSS_SERIES,), uses=())

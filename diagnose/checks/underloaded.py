@@ -1,19 +1,58 @@
 """underloaded: the workers mostly wait for requests, or inside a request for calls outside the
 process (a remote store, a downstream service); nothing inside the process limits throughput.
 
-A thread-per-connection server's handler threads are request workers even when, at light load,
-they spend the request in such a call (an IO or sleep wait, not a lock, queue or GIL wait): the
-stdlib and WSGI servers' request-handling frames name them, whatever the application's code."""
+What it finds:
+    The share of worker-thread samples idle waiting for work or, inside a request, waiting on a
+    call outside the process (IO, sleep), discounted when the cores are busy. A
+    thread-per-connection server's handler threads are request workers even when, at light
+    load, they spend the request in such a call (an IO or sleep wait, not a lock, queue or GIL
+    wait): the stdlib and WSGI servers' request-handling frames name them, whatever the
+    application's code. A pipeline is underloaded only when every stage waits for input.
+
+Why it matters:
+    The service is not the bottleneck at this load: its workers wait for requests. Tuning the
+    process will not raise throughput.
+
+What to do instead:
+    Look upstream: the load balancer, the client's concurrency, network, or a gateway. If
+    latency is still high, profile at the moment it is high (a load test stepping concurrency
+    up), or measure the time requests spend before they reach this process. Where request
+    threads wait on calls outside the process, those calls set each request's latency: more
+    concurrent requests raise throughput until the downstream's own capacity.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import re
 
+from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
+from diagnose.checks.spec import Evidence as E
+from diagnose.checks.spec import Unit as U
 from diagnose.checks.base import NotApplicable, ScoreBasis, make_finding, pct, ramp, top_sites
 from diagnose.model.profile import frame_is
 from diagnose.model.vocab import HANDLER_ROLES, ThreadRole, ThreadState
 
 ID = "underloaded"
+
+
+@dataclass(frozen=True)
+class Settings(CheckSettings):
+    low: float = 0.5
+    high: float = 0.9
+
+
+EVIDENCE = {
+    "idle_share_of_workers": E("share of worker time idle, waiting for work", U.PERCENT),
+    "waiting_share_of_workers": E("share of worker time waiting for work or on calls outside "
+                                  "the process", U.PERCENT),
+    "waiting_outside_share_of_workers": E("share of worker time inside requests waiting on "
+                                          "calls outside the process (IO, sleep)", U.PERCENT),
+    "worker_threads": E("worker threads", U.THREADS),
+    "idle_threads": E("threads that only waited for work", U.THREADS),
+    "cpu_utilization": E("CPU used, share of usable cores (OS)", U.PERCENT, none=NOT_MEASURED),
+}
 
 # Frames of servers that run one request per thread: a thread whose stacks pass through one of
 # them is handling requests (file suffix, function pattern; a suffix ending in "/" is a package).
@@ -66,7 +105,7 @@ def run(analysis, settings):
     utilization = analysis.os.cpu_utilization if analysis.os is not None else None
     # Busy cores contradict "waiting for work", whatever the thread states say.
     cores_factor = max(0.0, 1.0 - max(0.0, utilization - 0.5) / 0.4) if utilization is not None else 1.0
-    score = ramp(share, settings["low"], settings["high"]) * cores_factor
+    score = ramp(share, settings.low, settings.high) * cores_factor
     evidence = {
         "waiting_share_of_workers": share,
         "idle_share_of_workers": idle_share,
@@ -87,4 +126,8 @@ def run(analysis, settings):
                         gain=(1.0, "estimate: nothing inside the process limits throughput"),
                         samples=total,
                         basis=ScoreBasis("waiting_share_of_workers",
-                                         lambda s: ramp(s, settings["low"], settings["high"]) * cores_factor))
+                                         lambda s: ramp(s, settings.low, settings.high) * cores_factor))
+
+
+SPEC = CheckSpec(ID, "The service waits for work, not on itself", Settings, EVIDENCE, __doc__ or "", run=run,
+                 needs=(), uses=(Input.OS_COUNTERS, Input.PIPELINE))

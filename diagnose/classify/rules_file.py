@@ -1,9 +1,11 @@
 """A user's `--rules FILE`, validated strictly against the shipped rules files.
 
-Every table, check id, key and value type a rules file may hold is read from the shipped
-`rules/checks.toml` and `rules/categories.toml`, so a new setting is accepted as soon as it
-ships. Anything else — a misspelled table, check id or key, a value of the wrong type, a pattern
-that is not a regular expression — is an error (exit 2) naming the line, never silently ignored.
+Every check id, key and value type a rules file may hold is given by the checks' Settings
+classes (checks/settings.py `schema()`, passed in by the callers that run checks; without it, the
+keys of the shipped `rules/checks.toml`, which a test keeps equal to them), and every [[category]]
+key is read from the shipped `rules/categories.toml`. Anything else
+— a misspelled table, check id or key, a value of the wrong type, a pattern that is not a
+regular expression — is an error (exit 2) naming the line, never silently ignored.
 
 tomllib gives no line numbers for values, so the line of an offending key is found by scanning
 the text for its table header and key (`Locator`).
@@ -192,24 +194,29 @@ class _Problem(Exception):
         self.path, self.message, self.value = path, message, value
 
 
-def validate(data: dict, text: str | None = None, where: str = "--rules file") -> dict:
+CheckSchema = dict[str, dict[str, str]]  # check id -> {key: kind}
+
+
+def validate(data: dict, text: str | None = None, where: str = "--rules file",
+             checks: CheckSchema | None = None) -> dict:
     """Raises BadRules (exit 2) for the first problem of a user's rules, naming its line when
-    `text` (the file's text) is given; returns `data` unchanged."""
+    `text` (the file's text) is given; returns `data` unchanged. `checks`: the keys and kinds of
+    each check's settings (checks/settings.py `schema()`; by default the shipped tables')."""
     try:
-        _validate(data)
+        _validate(data, checks)
     except _Problem as problem:
         line = Locator(text).line_of(problem.path, problem.value) if text is not None else None
         raise BadRules(f"{where}{f', line {line}' if line else ''}: {problem.message}")
     return data
 
 
-def _validate(data: dict) -> None:
+def _validate(data: dict, schema: CheckSchema | None) -> None:
     if not isinstance(data, dict):
         raise _Problem((), "a rules file is a TOML document of [checks.<id>] tables and "
                            "[[category]] entries")
     for key, value in data.items():
         if key == "checks":
-            _validate_checks(value)
+            _validate_checks(value, schema if schema is not None else shipped()[0])
         elif key == "category":
             _validate_categories(value)
         else:
@@ -220,8 +227,7 @@ def _validate(data: dict) -> None:
                                    f"entries (frame patterns)")
 
 
-def _validate_checks(checks) -> None:
-    known, _, _ = shipped()
+def _validate_checks(checks, known: CheckSchema) -> None:
     if not isinstance(checks, dict):
         raise _Problem(("checks",), "'checks' must be a table of [checks.<id>] tables, "
                                     f"not {_kind(checks)}")
@@ -305,8 +311,9 @@ def _validate_categories(entries) -> None:
 
 # --- reading ----------------------------------------------------------------------------------
 
-def load(path: str | Path) -> dict:
-    """Reads and validates a user's rules file; BadRules (exit 2) for anything wrong with it."""
+def load(path: str | Path, checks: CheckSchema | None = None) -> dict:
+    """Reads and validates a user's rules file; BadRules (exit 2) for anything wrong with it.
+    `checks`: as for validate()."""
     path = Path(path)
     raw = _read(path)
     try:
@@ -319,7 +326,7 @@ def load(path: str | Path) -> dict:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise BadRules(f"{path}: not valid TOML: {exc}")
-    return validate(data, text, str(path))
+    return validate(data, text, str(path), checks)
 
 
 def _read(path: Path) -> bytes:

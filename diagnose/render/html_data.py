@@ -8,7 +8,7 @@ import pandas as pd
 from diagnose.classify.categories import CATEGORIES, Categorizer
 from diagnose.model.analysis import Analysis
 from diagnose.model.vocab import STATES, page_vocabulary
-from diagnose.render.evidence_labels import describe_evidence
+from diagnose.render.evidence import describe_evidence
 
 MAX_TIMELINE_STEPS = 3000  # enough resolution for a screen; longer windows are coarsened
 

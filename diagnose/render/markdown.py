@@ -18,7 +18,7 @@ import unicodedata
 from dataclasses import dataclass
 
 from diagnose.model.vocab import Confidence, Severity
-from diagnose.render.evidence_labels import (DASH, TIMES, describe_evidence, fmt_number,
+from diagnose.render.evidence import (DASH, TIMES, describe_evidence, fmt_number,
                                              fmt_percent, fmt_seconds)
 
 MAX_BYTES = 4096

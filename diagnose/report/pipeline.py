@@ -13,6 +13,7 @@ from typing import Sequence
 from diagnose.classify import rules_file
 from diagnose.checks.engine import CheckResults
 from diagnose.checks.service import run_service_checks
+from diagnose.checks.settings import schema as check_schema
 from diagnose.classify.categories import Categorizer
 from diagnose.collect.attach import Capture
 from diagnose.collect.procfs import TreeRecord
@@ -56,7 +57,7 @@ def report_basename(pid: int | str, when: float) -> str:
 def load_user_rules(path: str | None) -> dict | None:
     """The `--rules` file, validated strictly: any unknown table, check id or key, a value of the
     wrong type or a bad regular expression is BadRules (exit 2) naming the line."""
-    return rules_file.load(Path(path)) if path else None
+    return rules_file.load(Path(path), checks=check_schema()) if path else None
 
 
 def _load_all(paths: list[Path], rate_hz: float | None = None):

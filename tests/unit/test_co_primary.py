@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 from diagnose.checks.arbiter import CRITICAL, rank, within_noise
-from diagnose.checks.base import CheckSettings, ScoreBasis, amdahl, make_finding, ramp
+from diagnose.checks.base import ScoreBasis, amdahl, make_finding, ramp
+from diagnose.checks.spec import CheckSettings
 from diagnose.checks.engine import Verdict, order_of, verdict_for
 from diagnose.cli.common import gate
 from diagnose.model.structure import Stage, Structure, WaitEdge, _bottleneck, is_entry
@@ -21,7 +22,7 @@ MODEL_ADVICE = "Use a cheaper model or more cores."
 def lock(share: float, samples: int = SAMPLES):
     """lock_contention as the check scores it: a ramp on the lock-wait share, Amdahl's gain."""
     score_of = lambda s: ramp(s, 0.05, 0.4)  # noqa: E731
-    return make_finding("lock_contention", CheckSettings({"title": "Lock contention: x"}),
+    return make_finding("lock_contention", CheckSettings(title="Lock contention: x"),
                         score_of(share), f"{share:.0%} of request time waits on a lock",
                         {"lock_wait_share": share}, advice=[LOCK_ADVICE],
                         gain=(amdahl(share), "estimate"), samples=samples,
@@ -30,7 +31,7 @@ def lock(share: float, samples: int = SAMPLES):
 
 def compute(share: float = 0.95, gain: float = 1.0, gain_of=None):
     score_of = lambda s: ramp(s, 0.4, 0.8)  # noqa: E731
-    return make_finding("compute_bound", CheckSettings({"title": "Compute bound: x"}),
+    return make_finding("compute_bound", CheckSettings(title="Compute bound: x"),
                         score_of(share), "cores busy with the model", {"model_share_of_busy": share},
                         advice=[MODEL_ADVICE], gain=(gain, "estimate"), samples=SAMPLES,
                         basis=ScoreBasis("model_share_of_busy", score_of, gain_of))
@@ -156,7 +157,7 @@ def test_an_exact_tie_is_settled_by_the_causal_order_alone():
     # Two critical findings with the same point gain and no interval on it: the causal order
     # puts the same one first on every attach, so there is nothing to hedge.
     model = compute(gain=2.0)
-    locked = make_finding("lock_contention", CheckSettings({"title": "Lock contention: x"}), 100,
+    locked = make_finding("lock_contention", CheckSettings(title="Lock contention: x"), 100,
                           "every request waits on a lock", {}, gain=(2.0, "estimate"))
     verdict = verdict_for(rank([model, locked], order_of))
     assert (verdict.primary, verdict.co_primary) == ("lock_contention", None)

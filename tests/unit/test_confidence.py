@@ -1,6 +1,7 @@
 """Shares carry their sample counts and 95% intervals; thin evidence gives a low-confidence verdict."""
 
-from diagnose.checks.base import CheckSettings, make_finding
+from diagnose.checks.base import make_finding
+from diagnose.checks.spec import CheckSettings
 from diagnose.checks.engine import verdict_for
 from diagnose.model.confidence import MIN_SAMPLES, intervals_for, wilson
 
@@ -27,7 +28,7 @@ def test_only_share_keys_get_intervals():
 
 
 def _finding(samples):
-    return make_finding("lock_contention", CheckSettings({"title": "Lock contention: x"}), 100,
+    return make_finding("lock_contention", CheckSettings(title="Lock contention: x"), 100,
                         "95% of request-thread time waits on the lock", {"lock_wait_share": 0.95},
                         samples=samples)
 

@@ -10,7 +10,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from diagnose.report import pipeline
-from diagnose.render.evidence_labels import describe_evidence
+from diagnose.render.evidence import describe_evidence
 from diagnose.render.markdown import (MAX_BYTES, PIPE_STAND_IN, md_cell, md_code, md_text,
                                       render_markdown)
 from tests.conftest import RECORDED

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pandas as pd
 
 from diagnose.checks import stage_bound
-from diagnose.checks.base import load_check_settings
+from diagnose.checks.engine import load_check_settings
 from diagnose.classify.state import classify_stack
 from diagnose.model.process_pipeline import Framework, find_process_pipeline
 from diagnose.model.profile import Frame

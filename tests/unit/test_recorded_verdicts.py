@@ -101,3 +101,13 @@ def test_calibration_turns_python_only_lock_waits_into_measured_states():
     assert (calibrated.samples["state"] == "gil").any()
     assert not (estimated.samples["state"] == "gil").any()
     assert results.verdict.primary == "lock_contention"
+
+
+def test_the_engine_says_which_declared_input_is_missing():
+    """Without /proc, the checks that need its counters are not applicable, in their words."""
+    _, results = analyse_recording("lock_contention", with_os=False, calibrated=False)
+    reasons = {n.id: n.reason for n in results.not_applicable}
+    assert reasons["scheduler_overhead"] == "needs per-thread OS counters (schedstat), only taken by `attach`"
+    assert reasons["unbounded_backlog"] == "needs resident-memory samples over the window (`attach`)"
+    assert reasons["event_loop_blocked"] == "no event-loop thread was seen"
+    assert reasons["stage_bound"] == "no pipeline of stages joined by queues was seen"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from diagnose.checks import cpu_bound, gil_contention
-from diagnose.checks.base import load_check_settings
+from diagnose.checks.engine import load_check_settings
 from diagnose.classify.categories import Categorizer
 from diagnose.classify.state import classify_stack
 from diagnose.model.analysis import analysis_of, classify_profile

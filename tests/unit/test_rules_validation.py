@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from diagnose.classify import rules_file
-from diagnose.checks.base import load_check_settings
+from diagnose.checks.engine import load_check_settings
 from diagnose.classify.categories import Categorizer
 from diagnose.classify.rules_file import BadRules, builtin_rules_text
 from diagnose.errors import ExitCode
@@ -94,10 +94,10 @@ def test_valid_rules_load_and_take_effect(tmp_path):
                             "[[category]]\nname = 'model'\ndescription = 'our model'\nphase = true\n"
                             "patterns = [{ function = '^MyNet\\.forward$' }, { file = '/ourlib/', generic = true }]\n")
     settings = load_check_settings(rules)
-    assert settings["lock_contention"]["low"] == 0.02
-    assert settings["lock_contention"]["advice"] == ["one"]
-    assert settings["pool_wait"]["low"] == 1
-    assert settings["lock_contention"]["what"]  # unset keys keep the shipped values
+    assert settings["lock_contention"].low == 0.02
+    assert settings["lock_contention"].advice == ("one",)
+    assert settings["pool_wait"].low == 1
+    assert settings["lock_contention"].what  # unset keys keep the shipped values
     assert Categorizer(rules).patterns[0].category == "model"
 
 

@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from diagnose.checks.base import Finding, load_check_settings
+from diagnose.checks.base import Finding
+from diagnose.checks.engine import load_check_settings
 from diagnose.checks.engine import CheckResults, Verdict
 from diagnose.checks.service import _merge, worker_imbalance
 

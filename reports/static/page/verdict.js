@@ -177,7 +177,7 @@
       const ev = obj(f.evidence);
       const labelled = evidenceRows(D, f, rank);
       if (labelled) {
-        // Labels and values with their units, made by diagnose (evidence_labels.py).
+        // Labels and values with their units, made by diagnose (render/evidence.py).
         if (labelled.length) {
           body.appendChild(h('h4', { text: 'Evidence' }));
           body.appendChild(h('table', { class: 'kv evidence labelled' }, h('tbody', null, labelled.map((r) =>

@@ -1,0 +1,48 @@
+"""Every check's declaration (checks/spec.py), in the causal order, and what is built from them:
+the evidence labels the reports render."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from diagnose.checks import (compute_bound, cpu_bound, event_loop_blocked, gil_contention,
+                             lock_contention, logging_lock, pool_wait, preprocess_bound,
+                             scheduler_overhead, stage_bound, unbounded_backlog, underloaded,
+                             worker_imbalance)
+from diagnose.checks.evidence import MERGED, SHARED
+from diagnose.checks.spec import CheckSpec, Evidence
+
+# The checks run on each process, in the causal order: it breaks ties in the ranking
+# (checks/arbiter.py), the more specific, more actionable diagnosis first. Far too many runnable
+# threads come before the GIL they fight over: on a machine with no idle core both predict no
+# gain, and the thread count is the first fix.
+CHECKS: tuple[CheckSpec, ...] = tuple(m.SPEC for m in (
+    event_loop_blocked, stage_bound, lock_contention, pool_wait, logging_lock, unbounded_backlog,
+    scheduler_overhead, gil_contention, preprocess_bound, compute_bound, cpu_bound, underloaded))
+
+# Checks run on a service's processes together (checks/service.py).
+SERVICE_CHECKS: tuple[CheckSpec, ...] = (worker_imbalance.SPEC,)
+
+SPECS: tuple[CheckSpec, ...] = CHECKS + SERVICE_CHECKS
+
+
+def spec(check_id: str) -> CheckSpec:
+    return next(s for s in SPECS if s.id == check_id)
+
+
+class ConflictingEvidence(Exception):
+    """Two checks declare one evidence key with different labels or units."""
+
+
+@lru_cache(maxsize=1)
+def evidence_labels() -> dict[str, Evidence]:
+    """Every evidence key any check writes (and the service's merge fields) -> its declaration.
+    A key two checks write means one thing: declared differently, it is an error."""
+    labels: dict[str, Evidence] = {key: SHARED[key] for key in MERGED}
+    for check in SPECS:
+        for key, declared in check.evidence.items():
+            known = labels.setdefault(key, declared)
+            if known != declared:
+                raise ConflictingEvidence(f"evidence {key!r} of {check.id} is declared as {declared}, "
+                                          f"elsewhere as {known}")
+    return labels

@@ -1,0 +1,170 @@
+"""What a check declares: the inputs it needs, its settings as one typed object, the evidence it
+measures (with labels and units), and the function that runs it.
+
+The engine (checks/engine.py) tests a check's declared inputs before running it and answers
+"not applicable" itself when one is missing; the rules file is validated against the Settings
+class (checks/settings.py); the report renders evidence with the declared labels and units
+(render/evidence.py); docs/checks.md is generated from the declarations and the check modules'
+docstrings (checks/doc.py).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from diagnose.checks.base import busy_samples
+
+
+class Input(StrEnum):
+    """What a check may need from the data. Each one the engine can test has the reason it gives
+    when the input is missing (REASONS)."""
+
+    REQUEST_SAMPLES = "samples of request threads handling work"
+    BUSY_REQUEST_SAMPLES = "busy samples of request threads (running or runnable)"
+    SCHEDSTAT = "per-thread OS counters (schedstat), only taken by `attach`"
+    RSS_SERIES = "resident-memory samples over the window (`attach`)"
+    EVENT_LOOPS = "an event-loop thread"
+    PIPELINE = "a pipeline of stages joined by queues"
+    NATIVE_FRAMES = "native frames, or a calibration from sparse native samples"
+    OS_COUNTERS = "OS counters from /proc (`attach`, or `analyze --procfs`)"
+    PROCESS_TREE = "a tree of worker processes (`attach` of a pre-fork server or a process pool)"
+
+
+def _request_samples(analysis) -> bool:
+    return float(analysis.request_samples()["count"].sum()) > 0
+
+
+def _busy_request_samples(analysis) -> bool:
+    return float(busy_samples(analysis.request_samples())["count"].sum()) > 0
+
+
+def _schedstat(analysis) -> bool:
+    return analysis.os is not None and analysis.os.runqueue_ratio is not None
+
+
+def _rss_series(analysis) -> bool:
+    return analysis.os is not None and analysis.os.rss_slope_bytes_per_s is not None
+
+
+def _event_loops(analysis) -> bool:
+    return bool(analysis.event_loops)
+
+
+def _pipeline(analysis) -> bool:
+    return bool(analysis.structure.pipeline) and analysis.structure.bottleneck is not None
+
+
+# The inputs the engine tests before a check runs: (is it there?, the reason when it is not).
+# The reasons are the words the checks gave before they declared their inputs.
+REQUIREMENTS: dict[Input, tuple[Callable[[Any], bool], str]] = {
+    Input.REQUEST_SAMPLES: (_request_samples, "no request threads were seen handling work"),
+    Input.BUSY_REQUEST_SAMPLES: (_busy_request_samples, "request threads were never busy"),
+    Input.SCHEDSTAT: (_schedstat, "needs per-thread OS counters (schedstat), only taken by `attach`"),
+    Input.RSS_SERIES: (_rss_series, "needs resident-memory samples over the window (`attach`)"),
+    Input.EVENT_LOOPS: (_event_loops, "no event-loop thread was seen"),
+    Input.PIPELINE: (_pipeline, "no pipeline of stages joined by queues was seen"),
+}
+
+
+class Unit(StrEnum):
+    """How an evidence value (or, for a dict, each of its values) is written."""
+
+    PERCENT = "percent"
+    SECONDS = "seconds"
+    PER_S = "per_s"
+    MB = "mb"
+    MB_PER_S = "mb_per_s"
+    CORES = "cores"
+    RATIO = "ratio"
+    NUMBER = "number"
+    TEXT = "text"
+    FLAG = "flag"
+    ID = "id"
+    THREADS = "threads"
+    SAMPLES = "samples"
+    PROCESSES = "processes"
+    LOOPS = "loops"
+    SITES = "sites"
+
+
+DASH = "\u2014"
+NOT_MEASURED = "not measured"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """How one evidence value reads: its label and unit."""
+
+    label: str
+    unit: str  # a Unit; of the value, for a dict of each of its values
+    # The value rests on inferred thread states: flagged when the evidence says `estimated`.
+    estimable: bool = False
+    # Shown with its interval when `intervals` has one (False for a value that is itself a bound).
+    interval: bool = True
+    none: str = DASH  # what a null value means
+    # A row of the report's evidence list (False: shown another way, as `fix` is the knob line).
+    row: bool = True
+
+
+@dataclass(frozen=True)
+class CheckSettings:
+    """The settings every check has; a check's Settings subclass adds its thresholds. The values
+    come from rules/checks.toml's [checks.<id>] table, overridden by a user's --rules file."""
+
+    title: str = ""
+    what: str = ""
+    advice: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    id: str
+    title: str
+    settings: type[CheckSettings]
+    evidence: Mapping[str, Evidence]
+    # The module docstring: what it finds, why it matters, what to do instead.
+    doc: str
+    # run(analysis, settings) -> Finding | NotApplicable; None for a check run on a whole service
+    # (checks/service.py calls it).
+    run: Callable[..., Any] | None = None
+    # Inputs without which the check cannot run: the engine says so in the check's place.
+    needs: tuple[Input, ...] = ()
+    # Inputs it uses when they are there (it runs, on less, without them).
+    uses: tuple[Input, ...] = ()
+    scope: str = "process"  # or "service": run on the processes of a service together
+
+    def sections(self) -> dict[str, str]:
+        return doc_sections(self.doc)
+
+
+SECTIONS = ("What it finds", "Why it matters", "What to do instead")
+_HEADING = re.compile(r"^(" + "|".join(SECTIONS) + r"):?\s*$")
+
+
+def doc_sections(doc: str) -> dict[str, str]:
+    """The docstring's parts by heading (a line of its own: `What it finds:` ...), each as one
+    paragraph of text (blank lines kept as paragraph breaks)."""
+    parts: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in (doc or "").splitlines():
+        match = _HEADING.match(line.strip())
+        if match:
+            current = parts.setdefault(match.group(1), [])
+        elif current is not None:
+            current.append(line.strip())
+    return {name: _paragraphs(lines) for name, lines in parts.items()}
+
+
+def _paragraphs(lines: list[str]) -> str:
+    out, paragraph = [], []
+    for line in lines + [""]:
+        if line:
+            paragraph.append(line)
+        elif paragraph:
+            out.append(" ".join(paragraph))
+            paragraph = []
+    return "\n\n".join(out)

@@ -1,0 +1,265 @@
+"""Evidence as people read it: a label and a value with its unit, instead of a JSON key.
+
+`describe_evidence(finding)` turns a finding's `evidence` into rows for the report page:
+
+    {"key": "lock_wait_share",
+     "label": "share of request-thread time waiting on locks",
+     "text": "35% (31–39%), 812 samples"}
+
+A share whose 95% Wilson interval is in the finding's `intervals` shows that interval as a range
+(it is asymmetric near 0% and 100%, so never as ±) and the samples behind it. A value that
+depends on inferred thread states says so when the finding's evidence is marked `estimated`
+(or `calibrated`). A dict value also gets `items`, [[name, text], ...], for the page's nested
+list. Every key the checks emit has a label and a unit, declared next to the code that measures
+it (each check's EVIDENCE, checks/registry.py gathers them); an unknown key is humanized and its
+unit inferred from its suffix, so a new key never reaches the page raw.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from diagnose.checks.registry import evidence_labels
+from diagnose.checks.spec import DASH, Evidence
+from diagnose.checks.spec import Unit as U
+
+PERCENT, SECONDS, PER_S, MB, MB_PER_S = U.PERCENT, U.SECONDS, U.PER_S, U.MB, U.MB_PER_S
+CORES, RATIO, NUMBER, TEXT, FLAG, ID = U.CORES, U.RATIO, U.NUMBER, U.TEXT, U.FLAG, U.ID
+THREADS, SAMPLES, PROCESSES, LOOPS, SITES = U.THREADS, U.SAMPLES, U.PROCESSES, U.LOOPS, U.SITES
+
+# Count units: (singular, plural).
+_NOUNS: dict[str, tuple[str, str]] = {THREADS: ("thread", "threads"), SAMPLES: ("sample", "samples"),
+          PROCESSES: ("process", "processes"), LOOPS: ("event loop", "event loops"),
+          SITES: ("call site", "call sites"), CORES: ("core", "cores")}
+
+EN_DASH = "\u2013"
+TIMES = "\u00d7"
+
+# Every evidence key the checks emit, declared by the check that measures it (checks/*.py's
+# EVIDENCE; checks/evidence.py for the shared ones).
+LABELS: dict[str, Evidence] = evidence_labels()
+
+SKIPPED = tuple(key for key, label in LABELS.items() if not label.row)  # `fix`: the knob line
+
+# Words of a humanized key: abbreviations spelled out, units dropped (the value carries them).
+_WORDS = {"cpu": "CPU", "gil": "GIL", "os": "(OS)", "rss": "resident memory", "ctx": "context switches",
+          "io": "IO", "r2": "r\u00b2", "mb": "", "pct": "percent", "num": "number", "p99": "P99",
+          "p50": "P50", "id": "id", "pid": "pid", "db": "database", "rpc": "RPC", "http": "HTTP"}
+
+
+# ------------------------------------------------------------------ numbers
+
+
+def fmt_number(x) -> str:
+    """A plain number, rounded for reading: 3,200 / 123.4 / 1.56 / 0.0123."""
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, int):
+        return f"{x:,}"
+    x = float(x)
+    if not math.isfinite(x):
+        return DASH
+    a = abs(x)
+    if x.is_integer() and a < 1e15:
+        return f"{int(x):,}"
+    if a >= 1000:
+        return f"{int(_round_half_up(x)):,}"
+    if a >= 100:
+        return f"{x:.1f}"
+    if a >= 1:
+        return f"{x:.2f}".rstrip("0").rstrip(".")
+    if a < 0.001:
+        return "<0.001" if x > 0 else ">-0.001"
+    return f"{x:.3g}"
+
+
+def _round_half_up(x: float) -> float:
+    return math.floor(x + 0.5)
+
+
+def fmt_percent(share) -> str:
+    """A fraction as a percentage: whole percent from 10%, one decimal below; "<0.1%" for a
+    trace, and never "100%" for a share short of it."""
+    p = 100 * float(share)
+    if p == 0:
+        return "0%"
+    if 0 < abs(p) < 0.1:
+        return "<0.1%"
+    if abs(p) < 10:
+        return f"{p:.1f}%"
+    if share < 1 and _round_half_up(p) >= 100:
+        one = f"{p:.1f}"
+        return ">99.9%" if one == "100.0" else one + "%"
+    return f"{int(_round_half_up(p))}%"
+
+
+def fmt_seconds(s) -> str:
+    """1.25 s; under a second in ms (45 ms), under a millisecond in \u00b5s."""
+    s = float(s)
+    a = abs(s)
+    if a == 0:
+        return "0 s"
+    if a >= 1:
+        return f"{fmt_number(s)} s"
+    if a >= 0.001:
+        return f"{fmt_number(1000 * s)} ms"
+    return f"{fmt_number(1e6 * s)} \u00b5s"
+
+
+def _count(x, unit: str) -> str:
+    one, many = _NOUNS[unit]
+    return f"{fmt_number(x)} {one if x == 1 else many}"
+
+
+def fmt_value(value, unit: str, none: str = DASH) -> str:
+    """`value` written in `unit`. Values of an unexpected type are written as they are."""
+    if value is None:
+        return none
+    if isinstance(value, dict):
+        if not value:
+            return "none"
+        return "; ".join(f"{name}: {text}" for name, text in _items(value, unit, none))
+    if isinstance(value, (list, tuple)):
+        return ", ".join(fmt_value(v, unit, none) for v in value) if value else "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return none
+    if unit == PERCENT:
+        return fmt_percent(value)
+    if unit == SECONDS:
+        return fmt_seconds(value)
+    if unit == PER_S:
+        return f"{fmt_number(value)} /s"
+    if unit == MB:
+        return f"{fmt_number(value)} MB"
+    if unit == MB_PER_S:
+        return f"{fmt_number(value)} MB/s"
+    if unit == RATIO:
+        return f"{float(value):.2f}{TIMES}"
+    if unit == ID:
+        return str(int(value)) if float(value).is_integer() else str(value)
+    if unit in _NOUNS:
+        return _count(value, unit)
+    return fmt_number(value)
+
+
+def _items(value: dict, unit: str, none: str) -> list[list[str]]:
+    return [[str(name), fmt_value(v, unit, none)] for name, v in value.items()]
+
+
+# ------------------------------------------------------------------ labels
+
+
+def label_for(key: str) -> Evidence:
+    """The explicit label of `key`, or one made from the key itself."""
+    known = LABELS.get(key)
+    return known if known is not None else fallback_label(key)
+
+
+def infer_unit(key: str) -> str:
+    """A unit from the key's suffix (the naming convention of the checks)."""
+    k = key.lower()
+    if k.endswith("_mb_per_s"):
+        return MB_PER_S
+    if k.endswith("_per_s"):
+        return PER_S
+    if k.endswith("_mb"):
+        return MB
+    if k.endswith(("_s", "_seconds")):
+        return SECONDS
+    if k.endswith("_cores") or k == "cores":
+        return CORES
+    if (k.endswith(("_share", "_shares")) or "_share_" in k or k.startswith("share_")
+            or k == "share" or "utilization" in k):
+        return PERCENT
+    if k.endswith("threads"):
+        return THREADS
+    if k.endswith("samples"):
+        return SAMPLES
+    if k == "pid" or k.endswith("_pid"):
+        return ID
+    return NUMBER
+
+
+def humanize(key: str) -> str:
+    """'queue_wait_thread_seconds' -> 'queue wait thread seconds'; units the value shows
+    ('_s', '_mb', '_per_s') are left out. Never contains an underscore."""
+    words = [w for w in str(key).replace("-", "_").split("_") if w]
+    unit = infer_unit(key)
+    if unit in (PER_S, MB_PER_S) and words[-2:] == ["per", "s"]:
+        words = words[:-2]
+    elif unit == SECONDS and words and words[-1] == "s":
+        words = words[:-1]
+    out = [_WORDS.get(w.lower(), w) for w in words]
+    text = " ".join(w for w in out if w).strip()
+    return text or "value"
+
+
+def fallback_label(key: str) -> Evidence:
+    return Evidence(humanize(key), infer_unit(key))
+
+
+# ------------------------------------------------------------------ rows
+
+
+def _flag(evidence: dict) -> str:
+    if evidence.get("estimated") is True:
+        return "estimated"
+    if evidence.get("calibrated") is True:
+        return "calibrated"
+    return ""
+
+
+def _infer_for_value(label: Evidence, key: str, value) -> Evidence:
+    """A fallback label whose suffix says nothing: the value's type decides."""
+    if key in LABELS or label.unit != NUMBER:
+        return label
+    if isinstance(value, bool):
+        return Evidence(label.label, FLAG)
+    if isinstance(value, str):
+        return Evidence(label.label, TEXT)
+    return label
+
+
+def describe_item(key: str, value, evidence: dict | None = None, intervals: dict | None = None
+                  ) -> dict:
+    """One evidence row: {"key", "label", "text"}, "items" for a dict, "interval" when shown."""
+    label = _infer_for_value(label_for(key), key, value)
+    text = fmt_value(value, label.unit, label.none)
+    row: dict[str, Any] = {"key": key, "label": label.label, "text": text}
+    interval = (intervals or {}).get(key) if label.interval else None
+    if (label.unit == PERCENT and isinstance(interval, dict) and isinstance(value, (int, float))
+            and not isinstance(value, bool)):
+        low, high, samples = interval.get("low"), interval.get("high"), interval.get("samples")
+        if isinstance(low, (int, float)) and isinstance(high, (int, float)):
+            lo, hi = fmt_percent(low), fmt_percent(high)
+            bounds = lo.removesuffix("%") + EN_DASH + hi if lo.endswith("%") else lo + EN_DASH + hi
+            row["text"] = f"{text} ({bounds})"
+            if isinstance(samples, int) and not isinstance(samples, bool):
+                row["text"] += ", " + _count(samples, SAMPLES)
+            row["interval"] = {"low": low, "high": high, "samples": samples}
+    if isinstance(value, dict):
+        row["items"] = _items(value, label.unit, label.none)
+    flag = _flag(evidence or {})
+    if flag and label.estimable and value is not None:
+        row["text"] += f" ({flag})"
+        row["flag"] = flag
+    return row
+
+
+def describe_evidence(finding: dict) -> list[dict]:
+    """Each evidence value of `finding` (a report finding) as a labelled row, in the evidence's
+    order; `fix` is left out (the page shows it as the knob line)."""
+    finding = finding if isinstance(finding, dict) else {}
+    evidence = finding.get("evidence")
+    if not isinstance(evidence, dict):
+        return []
+    intervals = finding.get("intervals") if isinstance(finding.get("intervals"), dict) else {}
+    return [describe_item(str(key), value, evidence, intervals)
+            for key, value in evidence.items() if key not in SKIPPED]

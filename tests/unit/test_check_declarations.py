@@ -1,0 +1,135 @@
+"""Each check declares its inputs, settings and evidence (diagnose/checks/spec.py): the
+declarations match what the code does, the shipped rules file, and docs/checks.md."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from diagnose.checks import doc, registry
+from diagnose.checks.evidence import MERGED
+from diagnose.checks.settings import schema, shipped_tables
+from diagnose.checks.spec import REQUIREMENTS, SECTIONS, CheckSettings
+from diagnose.classify.rules_file import shipped
+from tests.conftest import REPO
+
+CHECKS_DIR = REPO / "diagnose" / "checks"
+SPECS = {spec.id: spec for spec in registry.SPECS}
+
+
+def _is_evidence(node) -> bool:
+    return isinstance(node, ast.Name) and node.id == "evidence"
+
+
+def _literal_keys(node) -> set[str]:
+    """Keys of a dict literal or of dict(..., key=...)."""
+    if isinstance(node, ast.Dict):
+        return {k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
+        keys = {kw.arg for kw in node.keywords if kw.arg}
+        for arg in node.args:
+            keys |= _literal_keys(arg)
+        return keys
+    return set()
+
+
+def emitted_keys(path: Path) -> set[str]:
+    """Every evidence key a module writes: `evidence = {...}`, `evidence = dict(evidence,
+    k=...)`, `evidence["k"] = ...` and `evidence.update({...})`."""
+    keys: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if _is_evidence(target):
+                    keys |= _literal_keys(node.value)
+                elif (isinstance(target, ast.Subscript) and _is_evidence(target.value)
+                      and isinstance(target.slice, ast.Constant)):
+                    keys.add(target.slice.value)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr == "update" and _is_evidence(node.func.value)):
+            for arg in node.args:
+                keys |= _literal_keys(arg)
+            keys |= {kw.arg for kw in node.keywords if kw.arg}
+    return keys
+
+
+def test_the_scan_finds_keys_of_every_form():
+    # a literal, a subscript, dict(evidence, ...), update({...})
+    assert {"lock_wait_share", "estimated"} <= emitted_keys(CHECKS_DIR / "lock_contention.py")
+    assert "submit_site_seen" in emitted_keys(CHECKS_DIR / "unbounded_backlog.py")
+    assert "intra_op_sync_share_95_low" in emitted_keys(CHECKS_DIR / "scheduler_overhead.py")
+    assert {"handler", "fix"} <= emitted_keys(CHECKS_DIR / "logging_lock.py")
+    assert set(MERGED) == emitted_keys(CHECKS_DIR / "service.py")
+
+
+def test_every_check_module_is_declared():
+    modules = {p.stem for p in CHECKS_DIR.glob("*.py")
+               if re.search(r'^ID = "', p.read_text(encoding="utf-8"), re.M)}
+    assert modules == set(SPECS)
+
+
+@pytest.mark.parametrize("check_id", sorted(SPECS))
+def test_a_check_declares_exactly_the_evidence_it_writes(check_id):
+    emitted = emitted_keys(CHECKS_DIR / f"{check_id}.py")
+    declared = set(SPECS[check_id].evidence)
+    assert sorted(emitted - declared) == [], "declare these in the check's EVIDENCE"
+    assert sorted(declared - emitted) == [], "the check never writes these"
+
+
+def test_every_evidence_key_reads_one_way():
+    labels = registry.evidence_labels()  # raises when two checks declare a key differently
+    assert len(labels) > 100
+    for key, evidence in labels.items():
+        assert evidence.label != key and "_" not in evidence.label and evidence.label.strip() == evidence.label
+
+
+SHIPPED = tomllib.loads((REPO / "rules" / "checks.toml").read_text(encoding="utf-8"))["checks"]
+TEXTS = {f.name for f in dataclasses.fields(CheckSettings)}
+
+
+@pytest.mark.parametrize("check_id", sorted(SPECS))
+def test_the_settings_defaults_are_the_shipped_values(check_id):
+    spec = SPECS[check_id]
+    table = SHIPPED[check_id]
+    fields = {f.name: f.default for f in dataclasses.fields(spec.settings)}
+    assert set(fields) == set(table) | TEXTS, "rules/checks.toml and the Settings class differ in keys"
+    for key, value in table.items():
+        if key not in TEXTS:
+            assert fields[key] == value and type(fields[key]) is type(value), key
+    assert spec.title == table["title"]
+
+
+def test_the_shipped_rules_are_the_ones_loaded():
+    assert shipped_tables() == SHIPPED
+
+
+def test_the_rules_schema_is_the_settings_classes():
+    """A --rules file is validated against the Settings classes; the shipped tables, what the
+    validation falls back to where no schema is passed, agree with them."""
+    assert set(schema()) == set(SHIPPED)
+    assert schema() == shipped()[0]
+    assert schema()["lock_contention"] == {"title": "string", "what": "string",
+                                           "advice": "list of strings", "low": "number",
+                                           "high": "number"}
+
+
+@pytest.mark.parametrize("check_id", sorted(SPECS))
+def test_the_docstring_says_what_why_and_instead(check_id):
+    sections = SPECS[check_id].sections()
+    assert list(sections) == list(SECTIONS)
+    assert all(len(text) > 40 for text in sections.values())
+
+
+def test_every_needed_input_has_its_reason():
+    for spec in registry.CHECKS:
+        assert all(needed in REQUIREMENTS for needed in spec.needs), spec.id
+
+
+def test_docs_checks_md_is_generated_from_the_declarations():
+    committed = (REPO / "docs" / "checks.md").read_text(encoding="utf-8")
+    assert committed == doc.render(), "stale: run `python -m diagnose.checks.doc`"
