@@ -3,18 +3,27 @@ place (`common.run`)."""
 
 from __future__ import annotations
 
-import click
+import sys
 
-from diagnose import __version__
-from diagnose.cli.analyze import analyze
-from diagnose.cli.attach import attach
-from diagnose.cli.common import EPILOG
-from diagnose.cli.demo import demo
-from diagnose.cli.diff import diff
-from diagnose.cli.experiment import experiment
-from diagnose.cli.export import export
-from diagnose.cli.sweep import sweep
-from diagnose.cli.watch import watch
+from diagnose.collect import priority
+
+# `attach` and `demo` raise their priority before the imports below: beside a service that
+# saturates the cores, importing took most of a minute at the service's priority.
+if sys.argv[1:2] in (["attach"], ["demo"]):
+    priority.raise_own()
+
+import click  # noqa: E402
+
+from diagnose import __version__  # noqa: E402
+from diagnose.cli.analyze import analyze  # noqa: E402
+from diagnose.cli.attach import attach  # noqa: E402
+from diagnose.cli.common import EPILOG  # noqa: E402
+from diagnose.cli.demo import demo  # noqa: E402
+from diagnose.cli.diff import diff  # noqa: E402
+from diagnose.cli.experiment import experiment  # noqa: E402
+from diagnose.cli.export import export  # noqa: E402
+from diagnose.cli.sweep import sweep  # noqa: E402
+from diagnose.cli.watch import watch  # noqa: E402
 
 
 @click.group(epilog=EPILOG)
