@@ -15,6 +15,12 @@ What it checks, and where that is documented (github.com/grafana/pyroscope):
   tests before `format`), would be misread, so the content type must be a plain octet-stream.
 * The body: gzip (pkg/og/convert/pprof/decoder.go detects the 1f 8b magic) of a pprof
   `Profile` that decodes with diagnose/export/profile_pb2.py and is internally consistent.
+* Series: Pyroscope's distributor (extractSampleSeries, pkg/distributor) turns the `name`
+  labels and every *string* label of a sample into series labels (numeric sample labels are
+  dropped at ingest), and keeps one series per distinct label set. A label per process or per
+  thread (pid, tid, a thread name) among them opens a series per worker and per restart: a
+  problem here (`series` lists the label sets a request makes).
+* `X-Scope-OrgID`: the tenant of a multi-tenant Pyroscope (`tenant`).
 
 It answers 200 with an empty body to a valid request and 400 with the problems to an invalid
 one (as Pyroscope answers a bad parameter), records every request, and can be told to fail
@@ -36,6 +42,7 @@ DOCUMENTED_PARAMS = {"name", "from", "until", "format", "sampleRate", "spyName",
 APP_NAME_RE = re.compile(r"[A-Za-z0-9_./-]+")
 LABEL_NAME_RE = re.compile(r"[A-Za-z0-9_.]+")
 RAW_CONTENT_TYPES = {"binary/octet-stream", "application/octet-stream"}
+PER_INSTANCE_LABELS = {"pid", "tid", "thread"}  # one series per process / thread
 
 
 @dataclass
@@ -56,6 +63,25 @@ class IngestRequest:
     @property
     def valid(self) -> bool:
         return not self.problems
+
+    @property
+    def tenant(self) -> str | None:
+        return self.headers.get("x-scope-orgid")
+
+    @property
+    def series(self) -> set[frozenset[tuple[str, str]]]:
+        """The distinct label sets the request makes: the name's labels and each sample's
+        string labels (its numeric labels are dropped, as Pyroscope's ingest drops them)."""
+        if self.profile is None:
+            return set()
+        strings = self.profile.string_table
+        out = set()
+        for sample in self.profile.sample:
+            labels = dict(self.labels)
+            labels.update({strings[label.key]: strings[label.str]
+                           for label in sample.label if label.str})
+            out.add(frozenset(labels.items()))
+        return out
 
     def sample_total(self, sample_type: str | None = None, unit: str | None = None) -> int:
         """The sum over samples of the value of the first sample type matching `sample_type`
@@ -181,6 +207,10 @@ def validate(request: IngestRequest) -> None:
         problems.append(f"content type {content_type!r}: with format=pprof the raw body is the "
                         f"profile (send an octet-stream, not a form)")
     request.profile = decode_pprof(request.body, problems)
+    per_instance = {key for labels in request.series for key, _ in labels} & PER_INSTANCE_LABELS
+    if per_instance:
+        problems.append(f"series labels {sorted(per_instance)}: a series per process or thread "
+                        f"(send them as numeric sample labels, which ingest drops)")
 
 
 class IngestServer:

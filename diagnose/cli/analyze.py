@@ -20,13 +20,13 @@ from diagnose.cli.common import EPILOG, Ticket, common_output, finish, run, tick
 @common_output
 @ticket_options
 def analyze(profiles, procfs, native_profile, output_dir, rules_file, as_json, open_browser,
-            fail_on, print_format, write_pprof, push_url, app_name, tags):
+            fail_on, print_format, write_pprof, push_url, app_name, tags, tenant):
     """Diagnose a profile recorded elsewhere (py-spy chrometrace, speedscope JSON or
     raw/collapsed). Several files are read as one service: the recordings `attach --keep-raw`
     keeps of a process tree, one per process."""
     from diagnose.report import pipeline
 
-    ticket = Ticket(fail_on, print_format, write_pprof, push_url, app_name, tuple(tags))
+    ticket = Ticket(fail_on, print_format, write_pprof, push_url, app_name, tuple(tags), tenant)
     ticket.check(as_json)
 
     def action():

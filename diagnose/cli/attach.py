@@ -133,11 +133,11 @@ def _attach_stoppable(stop, args: AttachArgs) -> int:
 @common_output
 @ticket_options
 def attach(pids, duration, rate, native, children, keep_raw, quiet, output_dir, rules_file,
-           as_json, open_browser, fail_on, print_format, write_pprof, push_url, app_name, tags):
+           as_json, open_browser, fail_on, print_format, write_pprof, push_url, app_name, tags, tenant):
     """Sample the running Python service PID (and its worker processes) and diagnose its
     bottleneck. Name several PIDs to sample several process trees as one service."""
     mode = "auto" if native is None else ("on" if native else "off")
-    ticket = Ticket(fail_on, print_format, write_pprof, push_url, app_name, tuple(tags))
+    ticket = Ticket(fail_on, print_format, write_pprof, push_url, app_name, tuple(tags), tenant)
     ticket.check(as_json)
     args = AttachArgs(tuple(pids), duration, rate, mode, output_dir, rules_file, as_json,
                       open_browser, keep_raw, quiet, children, ticket)

@@ -113,7 +113,8 @@ def _ticket_extras(outputs, ticket: Ticket) -> int:
         kept = [p for p in (outputs.html, outputs.json, pprof_path) if p is not None]
         try:
             result = push.push_report(outputs.report, ticket.push_url, ticket.app_name,
-                                      push.parse_tags(ticket.tags), start, end, kept=kept)
+                                      push.parse_tags(ticket.tags), start, end, kept=kept,
+                                      tenant=ticket.tenant)
             log(f"pushed to {result.url} (HTTP {result.status}, {result.tries} "
                  f"tr{'y' if result.tries == 1 else 'ies'})")
         except push.PushFailed as exc:
@@ -167,7 +168,7 @@ _ticket_options = [
                       "of the verdict lines."),
     click.option("--pprof", "write_pprof", is_flag=True,
                  help="Also write the samples as a gzipped pprof profile (.pb.gz) with thread, "
-                      "role, state, category and pid labels."),
+                      "role, state, category, pid and tid labels."),
     click.option("--push", "push_url", metavar="URL",
                  help="Send the pprof profile to a Grafana Pyroscope server's ingest API "
                       "(e.g. http://pyroscope:4040); the local outputs are written first and "
@@ -175,7 +176,10 @@ _ticket_options = [
     click.option("--app-name", default="diagnose", show_default=True,
                  help="--push: the application name the profile is filed under."),
     click.option("--tag", "tags", multiple=True, metavar="NAME=VALUE",
-                 help="--push: an extra label (repeatable); verdict, host and pid are added."),
+                 help="--push: an extra label (repeatable); verdict, service and host are "
+                      "added (pid and tid ride on the samples as numbers: no series per process)."),
+    click.option("--tenant", metavar="ID",
+                 help="--push: the tenant of a multi-tenant Pyroscope (sent as X-Scope-OrgID)."),
 ]
 
 
@@ -196,6 +200,7 @@ class Ticket:
     push_url: str | None = None
     app_name: str = "diagnose"
     tags: tuple[str, ...] = ()
+    tenant: str | None = None
     window: tuple[float, float] | None = None  # the sampled window, wall clock (for --push)
 
     def check(self, as_json: bool) -> None:
@@ -204,6 +209,8 @@ class Ticket:
             raise click.UsageError("--print md and --json both print on stdout: choose one")
         if self.tags and not self.push_url:
             raise click.UsageError("--tag labels a --push: give --push URL too")
+        if self.tenant is not None and not self.push_url:
+            raise click.UsageError("--tenant names the tenant of a --push: give --push URL too")
         if self.push_url:
             from diagnose.publish import push
 

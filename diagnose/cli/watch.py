@@ -31,8 +31,11 @@ when a signal stopped it (the window under way is still written and pushed).
 @click.option("--app-name", default="diagnose", show_default=True,
               help="The application name in Pyroscope (letters, digits, _ . - /).")
 @click.option("--tag", "tag_pairs", multiple=True, metavar="NAME=VALUE",
-              help="A label on every pushed profile (repeatable); beside verdict, service, "
-                   "host and pid, which are added by default.")
+              help="A label on every pushed profile (repeatable); beside verdict, service and "
+                   "host, which are added by default (pid and tid ride on the samples as "
+                   "numbers: no series per process).")
+@click.option("--tenant", metavar="ID",
+              help="The tenant of a multi-tenant Pyroscope (sent as X-Scope-OrgID).")
 @click.option("--push-timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
               help="Seconds to wait for the server on each try.")
 @click.option("--push-retries", type=click.IntRange(0, 10), default=3, show_default=True,
@@ -46,7 +49,7 @@ when a signal stopped it (the window under way is still written and pushed).
               help="Where each window's .html, .json and .speedscope.json files are written.")
 @click.option("--rules", "rules_file", type=click.Path(dir_okay=False),
               help="A TOML file of extra frame-category patterns and check settings.")
-def watch(pid, every, duration, windows, push_url, app_name, tag_pairs, push_timeout,
+def watch(pid, every, duration, windows, push_url, app_name, tag_pairs, tenant, push_timeout,
           push_retries, keep_reports, output_dir, rules_file):
     """Sample the running Python service PID for --duration seconds every --every seconds,
     write each window's report, and (with --push) send its profile to Grafana Pyroscope."""
@@ -59,13 +62,16 @@ def watch(pid, every, duration, windows, push_url, app_name, tag_pairs, push_tim
         if duration > every:
             raise click.UsageError(f"--duration {duration:g} is longer than --every {every:g}: "
                                    f"a window must end before the next one starts")
+        if tenant is not None and not push_url:
+            raise click.UsageError("--tenant names the tenant of a --push: give --push URL too")
         try:
             tags = check_push_options(push_url, app_name, tag_pairs)
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
         settings = WatchSettings(every=every, duration=duration, output_dir=output_dir,
                                  windows=windows, keep_reports=keep_reports, push_url=push_url,
-                                 app_name=app_name, tags=tags, push_timeout=push_timeout,
+                                 app_name=app_name, tags=tags, tenant=tenant,
+                                 push_timeout=push_timeout,
                                  push_retries=push_retries,
                                  user_rules=pipeline.load_user_rules(rules_file))
         where = (f", pushing to {parse_push_url(push_url).shown} as {app_name}"

@@ -3,7 +3,9 @@
 
 One pprof Sample per row of report["stacks"]["samples"]: its locations leaf first, its values
 [samples/count, wall/nanoseconds], its labels thread, role, state, category (strings) and
-pid, tid (numbers, when known).
+pid, tid (numbers, when known). The profile pushed to Pyroscope leaves the thread name out:
+Pyroscope's distributor makes every string label of a sample a series label (numeric ones are
+dropped at ingest), and a name per thread opens a series per thread (`for_push`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from diagnose.outputs.files import WriteFailed, write_bytes
 
 SAMPLE_TYPES = (("samples", "count"), ("wall", "nanoseconds"))
 STRING_LABELS = ("thread", "role", "state", "category")
+PUSHED_STRING_LABELS = ("role", "state", "category")  # low cardinality: one series each
 NUMBER_LABELS = ("pid", "tid")
 # Marks a native (C/C++) frame's Function.system_name; a Python frame's system_name is its name.
 NATIVE_PREFIX = "[native] "
@@ -94,7 +97,7 @@ def _add_frames(profile, frames: list, intern: _StringTable) -> list[int]:
 
 
 def _add_sample(profile, row: dict, location_ids: list[int], period_ns: int,
-                intern: _StringTable) -> None:
+                intern: _StringTable, string_labels: tuple[str, ...] = STRING_LABELS) -> None:
     try:
         count = int(row["count"])
         # The report lists a stack root first; pprof wants the leaf first.
@@ -102,7 +105,7 @@ def _add_sample(profile, row: dict, location_ids: list[int], period_ns: int,
     except (TypeError, KeyError, ValueError, IndexError):
         raise BadProfile(f"the report's stacks hold a malformed sample: {row!r}") from None
     sample = profile.sample.add(location_id=leaf_first, value=[count, count * period_ns])
-    for key in STRING_LABELS:
+    for key in string_labels:
         if row.get(key) is not None:
             sample.label.add(key=intern(key), str=intern(str(row[key])))
     for key in NUMBER_LABELS:
@@ -110,8 +113,9 @@ def _add_sample(profile, row: dict, location_ids: list[int], period_ns: int,
             sample.label.add(key=intern(key), num=row[key])
 
 
-def build_profile(report: dict) -> profile_pb2.Profile:
-    """The report's stacks as a pprof Profile; BadProfile when it has none (an older report)."""
+def build_profile(report: dict, for_push: bool = False) -> profile_pb2.Profile:
+    """The report's stacks as a pprof Profile; BadProfile when it has none (an older report).
+    `for_push`: without the thread-name label (see the module docstring)."""
     stacks = _stacks_of(report)
     # Every sample stands for one whole interval: wall = count * period, exactly.
     period_ns = round(stacks["interval_s"] * 1e9)
@@ -136,15 +140,16 @@ def build_profile(report: dict) -> profile_pb2.Profile:
     for row in stacks["samples"]:
         if not isinstance(row, dict):
             raise BadProfile(f"the report's stacks hold a malformed sample: {row!r}")
-        _add_sample(profile, row, location_ids, period_ns, intern)
+        _add_sample(profile, row, location_ids, period_ns, intern,
+                    PUSHED_STRING_LABELS if for_push else STRING_LABELS)
     profile.string_table.extend(intern.strings)
     return profile
 
 
-def pprof_bytes(report: dict) -> bytes:
+def pprof_bytes(report: dict, for_push: bool = False) -> bytes:
     """The gzipped serialized profile, as pprof files are stored (mtime 0: same report, same
     bytes)."""
-    return gzip.compress(build_profile(report).SerializeToString(), mtime=0)
+    return gzip.compress(build_profile(report, for_push).SerializeToString(), mtime=0)
 
 
 def write_pprof(report: dict, path: Path) -> Path:

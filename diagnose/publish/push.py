@@ -175,7 +175,7 @@ _OPENER = urllib.request.build_opener(_NoRedirect)
 def push_profile(base_url: str, pprof: bytes, app_name: str, tags: dict[str, object],
                  start: float, end: float, timeout: float = 10.0, retries: int = 3,
                  backoff: float = 0.5, sleep: Callable[[float], None] = time.sleep,
-                 sample_rate: int | None = None) -> PushResult:
+                 sample_rate: int | None = None, tenant: str | None = None) -> PushResult:
     """POSTs `pprof` (gzipped pprof bytes) to the server. Up to `retries` more tries after the
     first on a connection error, a timeout (`timeout` seconds per try), HTTP 429 or 5xx,
     waiting `backoff` x 2^n between them (or the server's Retry-After, up to 30 s); any other
@@ -186,6 +186,8 @@ def push_profile(base_url: str, pprof: bytes, app_name: str, tags: dict[str, obj
     headers = {"Content-Type": CONTENT_TYPE, "User-Agent": "diagnose"}
     if target.authorization:
         headers["Authorization"] = target.authorization
+    if tenant:  # a multi-tenant Pyroscope files the profile under this tenant
+        headers["X-Scope-OrgID"] = tenant
     tries = 0
     while True:
         tries += 1
@@ -238,12 +240,12 @@ def _retry_after(value: str | None) -> float:
 
 
 def default_tags(report: dict, service: str | None = None, host: str | None = None) -> dict:
-    """verdict=<primary>, service, host (this machine's name unless given) and pid: the labels
-    that let a fleet's windows be told apart and filtered in Pyroscope."""
+    """verdict=<primary>, service and host (this machine's name unless given): the labels that
+    let a fleet's windows be told apart and filtered in Pyroscope. Never the pid: Pyroscope keeps
+    one series per distinct label set, and every restart of every worker would open a new one
+    (the samples carry pid and tid as numeric labels, which its ingest drops)."""
     verdict = (report.get("verdict") or {}).get("primary")
-    pid = (report.get("target") or {}).get("pid")
-    return {"verdict": verdict, "service": service, "host": host or socket.gethostname(),
-            "pid": pid}
+    return {"verdict": verdict, "service": service, "host": host or socket.gethostname()}
 
 
 def check_push_options(push_url: str | None, app_name: str,
@@ -260,20 +262,22 @@ def check_push_options(push_url: str | None, app_name: str,
 def push_report(report: dict, base_url: str, app_name: str, tags: Mapping[str, object] | None,
                 start: float | None, end: float | None, kept: list | tuple = (),
                 service: str | None = None, timeout: float = 10.0, retries: int = 3,
-                backoff: float = 0.5, sleep: Callable[[float], None] = time.sleep) -> PushResult:
+                backoff: float = 0.5, sleep: Callable[[float], None] = time.sleep,
+                tenant: str | None = None) -> PushResult:
     """The one call for `attach`/`analyze --push` and `watch`, made after the outputs are
     written: builds the report's pprof (diagnose.export.pprof.pprof_bytes), labels it with
     `default_tags(report, service or app_name)` overridden by `tags` (the validated `--tag`s),
     and pushes it for the window [`start`, `end`] in unix seconds (None: the report's own
     window, `sampling.started_at` + its duration; without a start, as ending now: a recorded
     file's own time is unknown).
+    `tenant`: sent as X-Scope-OrgID (a multi-tenant Pyroscope).
     `kept`: the local output paths, named in the PushFailed message ("...; the local report is
     kept at A, B")."""
     from diagnose.export.pprof import pprof_bytes  # built by the export module; loaded on use
 
     suffix = f"; the local report is kept at {', '.join(map(str, kept))}" if kept else ""
     try:
-        body = pprof_bytes(report)
+        body = pprof_bytes(report, for_push=True)
     except BadProfile as exc:
         raise PushFailed(f"could not build the pprof profile to push: {exc.message}{suffix}") from None
     if start is None or end is None:
@@ -290,6 +294,6 @@ def push_report(report: dict, base_url: str, app_name: str, tags: Mapping[str, o
     try:
         return push_profile(base_url, body, app_name, labels, start, end, timeout=timeout,
                             retries=retries, backoff=backoff, sleep=sleep,
-                            sample_rate=int(rate) if rate else None)
+                            sample_rate=int(rate) if rate else None, tenant=tenant)
     except PushFailed as exc:
         raise PushFailed(exc.message + suffix) from None

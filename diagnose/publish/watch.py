@@ -31,6 +31,7 @@ class WatchSettings:
     push_url: str | None = None
     app_name: str = "diagnose"
     tags: dict = field(default_factory=dict)
+    tenant: str | None = None  # X-Scope-OrgID of a multi-tenant Pyroscope
     push_timeout: float = 10.0
     push_retries: int = 3
     user_rules: dict | None = None
@@ -139,7 +140,7 @@ def _one_window(pid: int, number: int, settings: WatchSettings, stop: StopSignal
                 report, settings.push_url, settings.app_name, settings.tags, cap.started_at, end,
                 kept=[outputs.html, outputs.json, outputs.speedscope],
                 timeout=settings.push_timeout, retries=settings.push_retries,
-                sleep=lambda seconds: _sleep_unless_stopped(seconds, stop))
+                sleep=lambda seconds: _sleep_unless_stopped(seconds, stop), tenant=settings.tenant)
         except PushFailed as exc:
             window.push_error = exc.message
         except _StopRequested:

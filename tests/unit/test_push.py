@@ -110,10 +110,10 @@ def test_label_set_is_sorted_and_leaves_out_unknown_values():
         label_set("my app", {})
 
 
-def test_default_tags_name_the_verdict_service_host_and_pid():
+def test_default_tags_name_the_verdict_service_and_host_never_the_pid():
     report = {"verdict": {"primary": "lock_contention"}, "target": {"pid": 42}}
     assert default_tags(report, service="svc", host="box") == {
-        "verdict": "lock_contention", "service": "svc", "host": "box", "pid": 42}
+        "verdict": "lock_contention", "service": "svc", "host": "box"}
     assert default_tags(report)["host"] == socket.gethostname()
 
 
@@ -196,12 +196,57 @@ def test_a_real_reports_profile_is_accepted_by_the_documented_ingest_api(analyze
     assert request.app_name == "inference.api"
     assert request.labels == {"env": "test", "service": "ranker",
                               "verdict": report["verdict"]["primary"],
-                              "host": sanitise_label_value(socket.gethostname()),
-                              "pid": str(report["target"]["pid"])}
+                              "host": sanitise_label_value(socket.gethostname())}
     assert (request.start, request.end) == (1_700_000_000, 1_700_000_011)
     assert request.params["format"] == ["pprof"]
     counted = sum(row["count"] for row in report["stacks"]["samples"])
     assert counted > 0 and request.sample_total(unit="count") == counted
+
+
+def test_pushed_series_stay_few_while_samples_keep_pid_and_tid_as_numbers(analyzed):
+    report, _ = analyzed
+    with IngestServer() as server:
+        push_report(report, server.url, "app", {"env": "test"}, START, END, service="svc")
+    [request] = server.requests
+    assert request.problems == []
+    keys = {key for labels in request.series for key, _ in labels}
+    assert keys <= {"env", "service", "verdict", "host", "role", "state", "category"}, keys
+    threads = {row.get("tid") for row in report["stacks"]["samples"]}
+    # fewer series than threads x states: no label per thread or per process among them
+    assert len(request.series) <= 4 * 7 * 8 and len(threads) > 1
+    strings = request.profile.string_table
+    numeric = {strings[label.key] for sample in request.profile.sample for label in sample.label
+               if not label.str}
+    assert {"pid", "tid"} <= numeric
+
+
+def test_the_exported_file_keeps_the_thread_names_the_push_leaves_out(analyzed):
+    from diagnose.export.pprof import build_profile
+
+    report, _ = analyzed
+    def string_keys(profile):
+        return {profile.string_table[label.key] for sample in profile.sample
+                for label in sample.label if label.str}
+    assert "thread" in string_keys(build_profile(report))
+    assert "thread" not in string_keys(build_profile(report, for_push=True))
+
+
+def test_a_tenant_is_sent_as_the_scope_org_id_header(analyzed):
+    report, _ = analyzed
+    with IngestServer() as server:
+        push_report(report, server.url, "app", {}, START, END, tenant="team-a")
+        push_report(report, server.url, "app", {}, START, END)
+    assert [r.tenant for r in server.requests] == ["team-a", None]
+
+
+def test_the_contract_flags_a_label_per_process_among_the_series(body):
+    from tests.pyroscope_contract import IngestRequest, validate
+
+    request = IngestRequest("POST", "/ingest", {"name": ["app{pid=42}"], "from": ["1700000000"],
+                                                 "until": ["1700000010"], "format": ["pprof"]},
+                            {"content-type": "binary/octet-stream"}, body)
+    validate(request)
+    assert any("series labels ['pid']" in p for p in request.problems), request.problems
 
 
 def test_a_server_failing_twice_then_accepting_gets_a_valid_profile_on_the_third_try(analyzed):
@@ -322,3 +367,13 @@ def test_watch_refuses_bad_options_before_touching_the_process(args, said):
     proc, _ = invoke_cli("watch", "999999999", *args, timeout=60)
     assert proc.returncode == 2
     assert said in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("command", [["analyze", "fixtures/recorded/lock_contention.speedscope.json"],
+                                     ["watch", "1"]])
+def test_a_tenant_without_a_push_is_a_usage_error(command, tmp_path):
+    from tests.conftest import invoke_cli
+
+    proc, _ = invoke_cli(*command, "--tenant", "team-a", "--output-dir", tmp_path, check_json=False)
+    assert proc.returncode == 2
+    assert "--tenant names the tenant of a --push" in proc.stderr
