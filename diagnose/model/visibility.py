@@ -4,7 +4,9 @@ py-spy records only the threads that are running unless told `--idle`: a thread 
 lock, a queue, I/O or a sleep is then never sampled, and every wait is invisible. Such a
 recording is recognisable: no thread is ever seen waiting or idle, and the threads have unequal
 sample counts (with `--idle` every thread is read at every sampling instant it is alive, so
-threads that live through the window have the same count). A timestamped recording (whose
+threads that live through the window have the same count: a pool's threads sharing the largest
+count says --idle, counts spread below it say running threads only, whatever waits still show).
+A timestamped recording (whose
 samples hold each thread's last stack until its next change) says it differently: a process's
 main thread is first seen after its other threads. A recording without timestamps
 (speedscope, collapsed) then does not tell its window's length either: the busiest thread's
@@ -23,6 +25,9 @@ MOSTLY_WAITING = 0.5  # a thread whose samples are at least this share waiting o
 SIZEABLE = 0.25  # ...among threads with at least this share of the largest sample count
 EQUAL_COUNTS = 0.9  # a thread with fewer than this share of the largest count is "unequal"
 LIFETIME_SLACK_S = 0.5  # a main thread first seen later than this after its process's others
+SPREAD_MIN_THREADS = 3  # a process's threads, to judge their counts' spread
+FULL_COUNT = 0.98  # "at the largest count": py-spy may miss a read or two of a thread
+SPREAD_LOW = 0.5  # "between half of the largest count and it"
 
 
 def assess_waits(profile: Profile) -> None:
@@ -63,18 +68,49 @@ def assess_waits(profile: Profile) -> None:
     largest = max(per_thread)
     if not largest:
         return
+    spread = _spread_counts(profile, per_thread)
+    if spread is not None:
+        # Threads read unequally though they lived alike: whatever waits still show (a lock
+        # wait py-spy judged active), the rest were dropped.
+        _idle_less(profile, f"{spread}: py-spy recorded only running threads (no --idle)",
+                   largest)
+        return
     for count, waited in zip(per_thread, waiting):
         if count >= SIZEABLE * largest and waited >= MOSTLY_WAITING * count:
             return  # a thread was seen waiting: the recording shows waits
     unequal = _unequal_counts(profile, per_thread)
     if unequal is None:
         return
-    reason = (f"no thread was seen waiting or idle most of the time and {unequal}: py-spy "
-              f"recorded only running threads (no --idle)")
+    _idle_less(profile, f"no thread was seen waiting or idle most of the time and {unequal}: "
+                        f"py-spy recorded only running threads (no --idle)", largest)
+
+
+def _idle_less(profile: Profile, reason: str, largest: float) -> None:
     if profile.window is None:
         reason += (f"; the window's length is not in the file (at least "
                    f"{largest * (profile.interval_s or 0.01):.1f} s, the busiest thread's samples)")
     profile.waits_visible, profile.waits_reason = False, reason
+
+
+def _spread_counts(profile: Profile, per_thread: list[float]) -> str | None:
+    """With --idle, threads that live through the window are read at every instant: a pool's
+    threads share the largest count. Counts spread below the largest, with at most one thread
+    at it, and most threads between half of it and just under it, are a recording of running
+    threads only (short-lived threads, as a thread-per-request server has, sit far below half
+    and do not count)."""
+    groups: dict = {}
+    for track, count in zip(profile.threads, per_thread):
+        groups.setdefault(track.pid, []).append(count)
+    for group in groups.values():
+        top = max(group)
+        if len(group) < SPREAD_MIN_THREADS or not top:
+            continue
+        at_top = sum(1 for c in group if c >= FULL_COUNT * top)
+        between = sum(1 for c in group if SPREAD_LOW * top <= c < FULL_COUNT * top)
+        if at_top <= 1 and between >= len(group) / 2:
+            return (f"the threads' sample counts spread from {int(min(group))} to {int(top)} "
+                    f"with no two at the largest")
+    return None
 
 
 def _main_thread_late(profile: Profile) -> str | None:

@@ -17,7 +17,10 @@ from tests.conftest import RECORDED, WORKLOADS, marker_line
 
 import json
 
-NAMES = sorted({p.name.split(".")[0] for p in RECORDED.glob("*.speedscope.json")})
+# The recordings of diagnose's own attach (NAME.speedscope.json); not py-spy-only recordings such
+# as locked_blas.noidle.speedscope.json (tests/unit/test_visibility.py).
+NAMES = sorted({p.name.split(".")[0] for p in RECORDED.glob("*.speedscope.json")
+                if (RECORDED / f"{p.name.split('.')[0]}.speedscope.json").exists()})
 
 
 def analyse_recording(name: str, with_os: bool = True, calibrated: bool = True):
