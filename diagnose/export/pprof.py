@@ -23,7 +23,10 @@ SAMPLE_TYPES = (("samples", "count"), ("wall", "nanoseconds"))
 STRING_LABELS = ("thread", "role", "state", "category")
 PUSHED_STRING_LABELS = ("role", "state", "category")  # low cardinality: one series each
 NUMBER_LABELS = ("pid", "tid")
-# Marks a native (C/C++) frame's Function.system_name; a Python frame's system_name is its name.
+# Marks a native (C/C++) frame's Function.system_name. A Python frame has no system name: its
+# system_name is left empty, which tells pprof the name is final. Were it equal to the name, `go tool
+# pprof` would take a name with <> or [] for demangled C++ and strip them: `<module>` and `<lambda>`
+# would show as `<unknown>`.
 NATIVE_PREFIX = "[native] "
 
 
@@ -85,7 +88,7 @@ def _add_frames(profile, frames: list, intern: _StringTable) -> list[int]:
         if function_id is None:
             function_id = function_ids[function_key] = len(function_ids) + 1
             profile.function.add(id=function_id, name=intern(name), filename=intern(file),
-                                 system_name=intern(NATIVE_PREFIX + name if native else name))
+                                 system_name=intern(NATIVE_PREFIX + name) if native else 0)
         location_key = (function_id, line)
         location_id = location_ids.get(location_key)
         if location_id is None:

@@ -1,10 +1,13 @@
 """`diagnose export --format pprof` end to end: the real CLI writes the file, and protoc (the C++
-protobuf compiler, a decoder independent of the Python code that wrote it) reads it back."""
+protobuf compiler, a decoder independent of the Python code that wrote it) reads it back; and
+`go tool pprof`, the reference reader, opens the files `analyze --pprof` writes for recorded
+profiles (a forked tree among them) and shows the report's samples, stacks, totals and labels."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -229,3 +232,152 @@ def test_only_pprof_is_a_format(written_report):
     proc = export(json_path, "--format", "svg")
     assert proc.returncode == ExitCode.USAGE
     assert "pprof" in proc.stderr
+
+
+# --- go tool pprof: the reference reader ------------------------------------------------------
+
+GO = shutil.which("go")
+requires_go = pytest.mark.skipif(
+    GO is None, reason="go not installed (Debian golang-go; scripts/install-test-tools.sh "
+                       "installs it): go tool pprof is the reference reader of pprof files")
+# fork_tree: a forked tree recorded by py-spy's chrometrace output (three processes)
+ANALYSED = {"lock_contention": "lock_contention.speedscope.json",
+            "fork_tree": "fork_tree.chrometrace.json"}
+
+
+@pytest.fixture(scope="module", params=sorted(ANALYSED))
+def analysed_with_pprof(request, tmp_path_factory) -> tuple:
+    """`analyze REC --pprof --json -o DIR` on a recorded profile: (the JSON report, the .pb.gz)."""
+    name = request.param
+    out = tmp_path_factory.mktemp(f"gopprof-{name}")
+    proc, _ = run_cli("analyze", RECORDED / ANALYSED[name], "--procfs",
+                      RECORDED / f"{name}.procfs.json", "--pprof", "--json", "-o", out,
+                      check_json=False, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    json_path = next(p for p in out.glob("*.json") if not p.name.endswith(".speedscope.json"))
+    (pb_gz,) = out.glob("*.pb.gz")
+    return json.loads(json_path.read_text(encoding="utf-8")), pb_gz
+
+
+def go_pprof(*args) -> str:
+    """`go tool pprof ARGS`: its stdout (stderr says "Main binary filename not available.": the
+    frames are symbolized already and there is no binary)."""
+    proc = subprocess.run([GO, "tool", "pprof", *map(str, args)], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": ""})
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def expected_rows(report: dict) -> list[tuple]:
+    """The report's stacks as (count, functions leaf first, labels), sorted."""
+    stacks = report["stacks"]
+    rows = []
+    for row in stacks["samples"]:
+        labels = {key: str(row[key]) for key in ("thread", "role", "state", "category", "pid",
+                                                 "tid") if row.get(key) is not None}
+        rows.append((row["count"], tuple(stacks["frames"][i]["function"]
+                                         for i in reversed(row["stack"])), labels))
+    return sorted(rows, key=repr)
+
+
+_RAW_LOCATION = re.compile(r"^\s*(\d+): 0x[0-9a-f]+ M=\d+ (.+?) (\S+):(\d+) s=\d+(?:\((.*)\))?$")
+_RAW_SAMPLE = re.compile(r"^\s*(\d+)\s+(\d+): ([\d ]+)$")
+_RAW_LABEL = re.compile(r"(\w+):\[([^\]]*)\]")
+
+
+def parse_raw(text: str) -> dict:
+    """`go tool pprof -raw`: the header fields, the samples and the locations it read."""
+    header, samples, locations = {}, [], {}
+    section = "header"
+    for line in text.splitlines():
+        if line in ("Samples:", "Locations", "Mappings"):
+            section = line.rstrip(":")
+        elif section == "header" and ": " in line:
+            key, value = line.split(": ", 1)
+            header[key] = value
+        elif section == "Samples" and (match := _RAW_SAMPLE.match(line)):
+            samples.append({"values": [int(match.group(1)), int(match.group(2))],
+                            "locations": [int(x) for x in match.group(3).split()], "labels": {}})
+        elif section == "Samples" and _RAW_LABEL.search(line):
+            samples[-1]["labels"].update(_RAW_LABEL.findall(line))
+        elif section == "Locations" and (match := _RAW_LOCATION.match(line)):
+            locations[int(match.group(1))] = {"function": match.group(2), "file": match.group(3),
+                                              "line": int(match.group(4)),
+                                              "system_name": match.group(5)}
+    return {"header": header, "samples": samples, "locations": locations}
+
+
+@requires_go
+def test_go_pprof_raw_reads_every_sample_with_its_stack_values_and_labels(analysed_with_pprof):
+    report, pb_gz = analysed_with_pprof
+    raw = parse_raw(go_pprof("-raw", pb_gz))
+    period = round(report["stacks"]["interval_s"] * 1e9)
+    assert raw["header"]["PeriodType"] == "wall nanoseconds"
+    assert int(raw["header"]["Period"]) == period
+    assert raw["header"]["Comment"] == f"diagnose: {report['verdict']['headline']}"
+    got = sorted(((s["values"][0], tuple(raw["locations"][i]["function"] for i in s["locations"]),
+                   s["labels"]) for s in raw["samples"]), key=repr)
+    assert got == expected_rows(report)
+    assert all(s["values"][1] == s["values"][0] * period for s in raw["samples"])
+    # the frames' files and lines as the report has them; no name left to pprof's C++ heuristics
+    frames = {(f["function"], f["file"], f["line"]) for f in report["stacks"]["frames"]}
+    assert {(loc["function"], loc["file"], loc["line"])
+            for loc in raw["locations"].values()} == frames
+    assert "<module>" in {loc["function"] for loc in raw["locations"].values()}
+
+
+_TOP_ROW = re.compile(r"^\s*(\d+)\s+[\d.]+%\s+[\d.]+%\s+(\d+)\s+[\d.]+%\s+(.+)$")
+
+
+@requires_go
+def test_go_pprof_top_totals_and_functions_are_the_reports(analysed_with_pprof):
+    report, pb_gz = analysed_with_pprof
+    text = go_pprof("-top", "-nodefraction=0", "-sample_index=samples", pb_gz)
+    total = report["sampling"]["thread_samples"]
+    assert f"Total samples = {total} " in text
+    assert f"Showing nodes accounting for {total}, 100% of {total} total" in text
+    assert f"Duration: {report['sampling']['duration_s']:.2f}s" in text
+    flat: dict = {}
+    cum: dict = {}
+    for count, functions, _ in expected_rows(report):
+        flat[functions[0]] = flat.get(functions[0], 0) + count
+        for name in set(functions):
+            cum[name] = cum.get(name, 0) + count
+    rows = {m.group(3): (int(m.group(1)), int(m.group(2)))
+            for m in map(_TOP_ROW.match, text.splitlines()) if m}
+    assert rows == {name: (flat.get(name, 0), cum[name]) for name in cum}
+    assert "<unknown>" not in rows
+    # the default view is wall time: every sample stands for one interval
+    period = round(report["stacks"]["interval_s"] * 1e9)
+    assert f"Total samples = {total * period}ns " in go_pprof("-top", "-unit=ns", pb_gz)
+
+
+_TAG_TOTAL = re.compile(r"^\s*(\w+): Total (\d+)(?:\.0)?$")
+_TAG_ROW = re.compile(r"^\s*(\d+)(?:\.0)? \(\s*[\d.]+%\): (.*)$")
+
+
+@requires_go
+def test_go_pprof_tags_and_tagfocus_select_the_reports_threads_and_states(analysed_with_pprof):
+    report, pb_gz = analysed_with_pprof
+    rows = expected_rows(report)
+    tags: dict = {}
+    key = None
+    for line in go_pprof("-tags", "-sample_index=samples", pb_gz).splitlines():
+        if match := _TAG_TOTAL.match(line):
+            key = match.group(1)
+            tags[key] = {}
+        elif key and (match := _TAG_ROW.match(line)):
+            tags[key][match.group(2)] = int(match.group(1))
+    expected: dict = {}
+    for count, _, labels in rows:
+        for name, value in labels.items():
+            expected.setdefault(name, {})
+            expected[name][value] = expected[name].get(value, 0) + count
+    assert tags == expected
+    # -tagfocus keeps one process's (numeric label) and one state's (string label) samples
+    for label in ("pid", "state"):
+        value, count = min(expected[label].items())
+        text = go_pprof("-top", "-nodefraction=0", "-sample_index=samples",
+                        f"-tagfocus={label}={value}", pb_gz)
+        total = report["sampling"]["thread_samples"]
+        assert f"Showing nodes accounting for {count}, " in text and f"of {total} total" in text

@@ -123,7 +123,19 @@ def test_native_frames_are_marked_in_system_name():
     system_names = {profile.string_table[f.name]: profile.string_table[f.system_name]
                     for f in profile.function}
     assert system_names["matmul"] == NATIVE_PREFIX + "matmul"
-    assert system_names["handle"] == "handle"
+    assert system_names["handle"] == ""  # a Python frame has no system name
+
+
+def test_python_names_with_angle_brackets_are_not_taken_for_demangled_cplusplus():
+    """pprof simplifies a name whose system_name equals it and that looks like demangled C++ (has
+    <> or [] and no ".<"): `<module>` became "" and showed as `<unknown>` in `go tool pprof`. An
+    empty system_name says the name is final; a native frame's differs from its name too."""
+    report = synthetic_report()
+    profile = build_profile(report)
+    strings = profile.string_table
+    for function in profile.function:
+        assert strings[function.system_name] != strings[function.name]
+    assert "<module>" in {strings[f.name] for f in profile.function}
 
 
 def test_report_without_stacks_is_refused_as_predating_stack_export():
