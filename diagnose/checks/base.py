@@ -124,7 +124,7 @@ def make_finding(check_id: str, settings, score: float, summary: str,
                                                     if basis is not None else None)
     return Finding(id=check_id, title=settings.title or check_id, score=score,
                    severity=severity_for(score), summary=summary,
-                   evidence=evidence, sites=tuple(sites),
+                   evidence=evidence, sites=leading_sites(sites),
                    advice=tuple(advice if advice is not None else settings.advice),
                    predicted_gain=None if predicted is None else round(float(predicted), 2),
                    gain_basis=gain_words, samples=samples,
@@ -226,3 +226,14 @@ def busy_samples(samples: pd.DataFrame) -> pd.DataFrame:
     serializing callers) does not: that thread is blocked."""
     return samples[samples["state"].isin(BUSY)
                    & (samples["wait_kind"] != WaitKind.NATIVE_MUTEX)]
+
+
+def leading_sites(sites) -> tuple:
+    """A finding's sites without bootstrap frames (runpy, `<module>`, a thread's or a server's
+    run loop: on nearly every stack, never the lead), unless nothing else is left."""
+    from diagnose.model.bootstrap import is_bootstrap
+    from diagnose.model.profile import Frame
+
+    sites = tuple(sites)
+    kept = tuple(s for s in sites if not is_bootstrap(Frame(s.function, s.file, s.line, False)))
+    return kept or sites

@@ -27,6 +27,7 @@ from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
 from diagnose.checks.base import (ScoreBasis, Site, busy_samples, core_room, make_finding, pct,
                                   ramp)
+from diagnose.model.bootstrap import is_bootstrap
 from diagnose.model.counters import running_agreement
 from diagnose.model.vocab import GIL_BOUND
 
@@ -109,7 +110,9 @@ def _self_time(analysis, samples, reference, limit=5):
 
 
 def _total_time(analysis, samples, reference, limit=5):
-    """Inclusive time per function: each Python frame of a stack counted once per sample."""
+    """Inclusive time per function: each Python frame of a stack counted once per sample.
+    Bootstrap frames (runpy, `<module>`, a thread's or a server's run loop) are left out: on
+    nearly every stack, they do not say where the time goes."""
     per_stack = samples.groupby("stack")["count"].sum()
     totals: dict = {}
     for sid, count in per_stack.items():
@@ -117,7 +120,7 @@ def _total_time(analysis, samples, reference, limit=5):
         for fid in analysis.profile.stacks[int(sid)]:
             frame = analysis.frame(fid)
             key = (frame.function, frame.file)
-            if frame.native or key in seen:
+            if frame.native or key in seen or is_bootstrap(frame):
                 continue
             seen.add(key)
             totals[key] = totals.get(key, 0) + int(count)
