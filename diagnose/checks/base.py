@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import pandas as pd
 
-from diagnose.model.confidence import MIN_SAMPLES, intervals_for, wilson
+from diagnose.model.confidence import intervals_for, too_uncertain, wilson
 from diagnose.model.vocab import BUSY, SEVERITY_THRESHOLDS, Severity, WaitKind
 
 
@@ -39,6 +39,7 @@ class Finding:
     samples: int | None = None
     intervals: dict = field(default_factory=dict)
     low_confidence: bool = False
+    basis_key: str | None = None  # the evidence share the score rests on (ScoreBasis), if any
     # The score and the predicted gain at the two ends of the 95% interval of the share the score
     # rests on (ScoreBasis): how far noise alone could move them. None: exact (from /proc, or a
     # figure no share of samples moves).
@@ -129,7 +130,11 @@ def make_finding(check_id: str, settings, score: float, summary: str,
                    predicted_gain=None if predicted is None else round(float(predicted), 2),
                    gain_basis=gain_words, samples=samples,
                    intervals=intervals_for(evidence, samples, share_samples),
-                   low_confidence=samples is not None and samples < MIN_SAMPLES,
+                   low_confidence=too_uncertain(
+                       evidence.get(basis.key) if basis is not None else None,
+                       (share_samples or {}).get(basis.key, samples) if basis is not None
+                       else samples),
+                   basis_key=basis.key if basis is not None else None,
                    score_interval=score_interval, gain_interval=gain_interval)
 
 

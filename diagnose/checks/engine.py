@@ -145,9 +145,21 @@ def verdict_for(findings: tuple[Finding, ...], activity: str = "", hidden_waits:
     co_id = named[1].id if len(named) > 1 else None
     reason = noise_reason(*named) if len(named) > 1 else ""
     if low:
-        headline = f"low confidence: {samples} samples; sample longer — {headline}"
+        headline = f"low confidence: {samples} samples; sample longer{_widest(low)} — {headline}"
     return Verdict(top.id, headline, severity, Confidence.LOW if low else Confidence.OK,
                    samples if low else top.samples, co_primary=co_id, co_primary_reason=reason, first_advice=advice)
+
+
+def _widest(low: list[Finding]) -> str:
+    """The loosest interval a low-confidence verdict rests on, in words ("" when unknown)."""
+    spans = [(f.intervals[f.basis_key]["high"] - f.intervals[f.basis_key]["low"], f)
+             for f in low if f.basis_key and f.basis_key in f.intervals]
+    if not spans:
+        return ""
+    _, finding = max(spans, key=lambda pair: pair[0])
+    interval = finding.intervals[finding.basis_key]
+    return (f" (the share it rests on is known only to {100 * interval['low']:.0f}-"
+            f"{100 * interval['high']:.0f}%)")
 
 
 def _capped(finding: Finding) -> str:

@@ -12,8 +12,22 @@ import math
 
 Z95 = 1.96
 # Below this many samples behind its main share, a verdict is labelled low confidence and its
-# severity capped: at 100 samples a 50% share is known to about +/-10 points.
+# severity capped: at 100 samples a 50% share is known to about +/-10 points. Where the share is
+# known, its interval decides instead: one no wider than that (a 100% share of 61 samples is
+# 94-100%) is no low confidence, however few the samples.
 MIN_SAMPLES = 100
+MAX_INTERVAL_WIDTH = 0.2  # a share's 95% interval wider than +/-10 points: low confidence
+
+
+def too_uncertain(share: float | None, samples: int | None) -> bool:
+    """Is a share of `samples` samples known too loosely to rest a verdict on? By its interval's
+    width where the share is known, else by the sample count."""
+    if samples is None:
+        return False
+    if share is None or not isinstance(share, (int, float)) or not 0.0 <= float(share) <= 1.0:
+        return samples < MIN_SAMPLES
+    low, high = wilson(float(share), int(samples))
+    return high - low > MAX_INTERVAL_WIDTH
 
 
 def wilson(share: float, samples: int, z: float = Z95) -> tuple[float, float]:

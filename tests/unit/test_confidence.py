@@ -53,3 +53,40 @@ def test_a_profile_that_cannot_show_waits_gives_no_verdict_only_what_its_busy_ti
     assert verdict.headline.startswith("Inconclusive: this profile cannot show waits (recorded without --idle)")
     assert "py-spy record --idle" in verdict.headline
     assert verdict.severity != "critical"
+
+
+def _based(share: float, samples: int):
+    from diagnose.checks.base import ScoreBasis
+
+    return make_finding("lock_contention", CheckSettings(title="Lock contention: x"), 100,
+                        f"{share:.0%} of request-thread time waits on the lock",
+                        {"lock_wait_share": share}, samples=samples,
+                        basis=ScoreBasis("lock_wait_share", lambda s: 100 * s))
+
+
+def test_a_share_known_tightly_from_few_samples_is_no_low_confidence():
+    # 61 samples all waiting: 94-100%; a verdict resting on it is not "low confidence"
+    assert not _based(1.0, 61).low_confidence
+    verdict = verdict_for((_based(1.0, 61),))
+    assert verdict.confidence == "ok" and "low confidence" not in verdict.headline
+
+
+def test_a_loosely_known_share_says_its_interval_in_the_headline():
+    finding = _based(0.5, 60)
+    assert finding.low_confidence
+    verdict = verdict_for((finding,))
+    assert verdict.headline.startswith("low confidence: 60 samples; sample longer (the share it "
+                                       "rests on is known only to ")
+
+
+def test_a_services_share_pools_the_samples_of_its_workers():
+    from diagnose.checks.service import _pooled_confidence
+
+    workers = [_based(0.6, 30), _based(0.5, 30), _based(0.55, 30)]
+    assert all(f.low_confidence for f in workers)
+    samples, low = _pooled_confidence(workers, workers[0])
+    assert samples == 90 and low  # 55% of 90: 45-65%, still wider than +/-10 points
+    three = [_based(0.55, 60) for _ in range(3)]  # each 42-67%: low on its own
+    assert all(f.low_confidence for f in three)
+    samples, low = _pooled_confidence(three, three[0])
+    assert samples == 180 and not low  # pooled: 48-62%
