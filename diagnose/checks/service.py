@@ -94,9 +94,31 @@ def _merge(results: list[CheckResults], pids: list, weights: np.ndarray) -> list
             summary = f"in {held} of {len(results)} worker processes: {summary}"
         score = int(round(score))
         samples, low = _pooled_confidence(list(found.values()), finding)
-        merged.append(dataclasses.replace(finding.rescored(score), summary=summary, evidence=evidence,
+        rescored = _narrowed(finding.rescored(score), finding.samples, samples)
+        merged.append(dataclasses.replace(rescored, summary=summary, evidence=evidence,
                                           samples=samples, low_confidence=low))
     return merged
+
+
+def _narrowed(finding: Finding, own: int | None, pooled: int | None) -> Finding:
+    """The service's score and gain intervals rest on the pooled samples: an interval's width
+    shrinks as one over the square root of the samples behind it."""
+    if not own or not pooled or pooled <= own:
+        return finding
+    factor = (own / pooled) ** 0.5
+
+    def shrink(interval, point):
+        if interval is None or point is None:
+            return interval
+        low, high = interval
+        return (point - (point - low) * factor, point + (high - point) * factor)
+
+    score = shrink(finding.score_interval, finding.score)
+    gain = shrink(finding.gain_interval, finding.predicted_gain)
+    return dataclasses.replace(
+        finding,
+        score_interval=None if score is None else (int(round(score[0])), int(round(score[1]))),
+        gain_interval=None if gain is None else (round(gain[0], 2), round(gain[1], 2)))
 
 
 def _pooled_confidence(found: list[Finding], lead: Finding) -> tuple[int | None, bool]:

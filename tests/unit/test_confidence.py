@@ -58,7 +58,7 @@ def test_a_profile_that_cannot_show_waits_gives_no_verdict_only_what_its_busy_ti
 def _based(share: float, samples: int):
     from diagnose.checks.base import ScoreBasis
 
-    return make_finding("lock_contention", CheckSettings(title="Lock contention: x"), 100,
+    return make_finding("lock_contention", CheckSettings(title="Lock contention: x"), 100 * share,
                         f"{share:.0%} of request-thread time waits on the lock",
                         {"lock_wait_share": share}, samples=samples,
                         basis=ScoreBasis("lock_wait_share", lambda s: 100 * s))
@@ -90,3 +90,14 @@ def test_a_services_share_pools_the_samples_of_its_workers():
     assert all(f.low_confidence for f in three)
     samples, low = _pooled_confidence(three, three[0])
     assert samples == 180 and not low  # pooled: 48-62%
+
+
+def test_a_services_score_interval_narrows_with_its_workers_pooled_samples():
+    from diagnose.checks.service import _narrowed
+
+    finding = _based(0.5, 60)  # score 50, interval from the share's 38-62%
+    low, high = finding.score_interval
+    pooled = _narrowed(finding, 60, 240)  # four workers' samples: half the width
+    assert pooled.score_interval[0] > low and pooled.score_interval[1] < high
+    assert abs((pooled.score_interval[1] - pooled.score_interval[0]) - (high - low) / 2) <= 1
+    assert _narrowed(finding, 60, 60) is finding

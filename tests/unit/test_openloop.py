@@ -97,7 +97,10 @@ def test_every_request_to_a_refusing_service_is_a_connect_error(refusing_port):
     assert result.model == "open" and result.rate == 50 and result.arrivals == "constant"
     assert result.scheduled == 50
     assert result.requests == 0 and result.histogram.get_total_count() == 0
-    assert result.errors_by_kind["connect"] == 50
+    kinds = result.errors_by_kind
+    # Every request sent is refused; on a loaded machine the generator may drop (and count)
+    # some it could not send in time, never turn them into another kind of error.
+    assert kinds["connect"] + kinds["dropped"] == 50 and kinds["connect"] >= 25, kinds
     assert accounted(result) == result.scheduled
     assert result.latency_p99_ms is None
 
