@@ -183,6 +183,16 @@ _ticket_options = [
 ]
 
 
+def print_option(fn):
+    """--print md for the commands that take no other ticket option (sweep, experiment)."""
+    return _ticket_options[1](fn)
+
+
+def check_print(print_format: str | None, as_json: bool) -> None:
+    if print_format and as_json:
+        raise click.UsageError("--print md and --json both print on stdout: choose one")
+
+
 def ticket_options(fn):
     for option in reversed(_ticket_options):
         fn = option(fn)
@@ -205,8 +215,7 @@ class Ticket:
 
     def check(self, as_json: bool) -> None:
         """Usage errors said before any sampling."""
-        if self.print_format and as_json:
-            raise click.UsageError("--print md and --json both print on stdout: choose one")
+        check_print(self.print_format, as_json)
         if self.tags and not self.push_url:
             raise click.UsageError("--tag labels a --push: give --push URL too")
         if self.tenant is not None and not self.push_url:
@@ -220,15 +229,19 @@ class Ticket:
                 raise click.UsageError(str(exc)) from None
 
 
-def finish_load(outcome, lines: list[str], as_json: bool, open_browser: bool) -> int:
-    """Prints a sweep's or an experiment's verdict (or its JSON report) and where the report is;
-    the exit code: 0, or 128 + the signal that stopped it (the partial report was written)."""
+def finish_load(outcome, lines: list[str], as_json: bool, open_browser: bool,
+                print_format: str | None = None) -> int:
+    """Prints a sweep's or an experiment's verdict (or its JSON report, or with `print_format`
+    "md" its Markdown ticket summary) and where the report is; the exit code: 0, or 128 + the
+    signal that stopped it (the partial report was written)."""
     if as_json:
         click.echo(json.dumps(outcome.report, indent=2, ensure_ascii=False))
+    elif print_format == "md":
+        click.echo(outcome.markdown_path.read_text(encoding="utf-8"), nl=False)
     else:
         for line in lines:
             click.echo(line)
-    log(f"Report: {outcome.html_path}   (also .json)")
+    log(f"Report: {outcome.html_path}   (also .json, .md)")
     if open_browser:
         webbrowser.open(outcome.html_path.resolve().as_uri())
     if outcome.stopped is not None:

@@ -30,7 +30,10 @@ def diff(before, after, output_dir, as_json, open_browser):
     """Compare two reports of one service (their .json, or the .html pages): the verdict before
     and after, each finding's severity change (or "within noise"), the wait sites that appeared,
     disappeared or changed, the state mix per thread role, and a differential flame graph.
-    Reports of different programs are refused (exit 2)."""
+    Frames are matched by function and by file relative to its package root (site-packages, the
+    standard library) or release directory (the longest common path suffix), so the same code
+    deployed under another prefix or virtualenv compares; reports with no code in common are of
+    different programs and refused (exit 2)."""
     from diagnose.compare.diff import diff_reports
     from diagnose.report.reader import read_report
 
@@ -41,6 +44,8 @@ def diff(before, after, output_dir, as_json, open_browser):
             click.echo(json.dumps(result, indent=2, ensure_ascii=False))
         else:
             click.echo(f"Diff: {result['summary']}")
+            if result["paths"]["note"]:
+                click.echo(f"Paths: {result['paths']['note']}")
         log(f"Report: {html_path}   (also {json_path.name})")
         if open_browser:
             webbrowser.open(html_path.resolve().as_uri())

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from diagnose.cli.common import EPILOG, finish_load, load_options, log, page_output, run
+from diagnose.cli.common import (EPILOG, check_print, finish_load, load_options, log, page_output,
+                                 print_option, run)
 
 
 @click.command(epilog=EPILOG, context_settings={"ignore_unknown_options": True})
@@ -42,24 +43,27 @@ from diagnose.cli.common import EPILOG, finish_load, load_options, log, page_out
 @click.option("--set", "assignments", multiple=True, metavar="NAME=VALUE",
               help="Shorthand for two variants: as inherited (baseline) and with these "
                    "assignments (repeatable).")
+@print_option
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @load_options
 @page_output
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def experiment(url, vary, at_load, at_rate, slo_p99, seconds, warmup, rounds, diagnose_seconds,
-               from_report, start_command, assignments, quiet, tool, gen_threads,
+               from_report, start_command, assignments, print_format, quiet, tool, gen_threads,
                request_timeout, output_dir, as_json, open_browser, command):
     """Measure which setting serves more instead of predicting it:
     `diagnose experiment URL --vary NAME=v1,v2 [--at-load N | --at-rate R] -- CMD ARGS`
     starts CMD fresh for every variant and round with the variant's environment, waits until
     URL (loopback only) answers, loads it, stops its process group, and reports each variant's
-    throughput, p99 and verdict, the winner and its gain over the baseline."""
+    throughput, p99 and verdict, the winner and its gain over the baseline. Writes
+    diagnose-experiment-<port>-<time>.html/.json/.md (the .md: a ticket summary)."""
     from diagnose.load import experiment_run, loadtest
     from diagnose.load.experiment import (Arm, RunSettings, arms_from_vary, fix_from_report,
                                      parse_assignments, parse_vary, vary_from_advice)
     from diagnose.load.loadgen import loopback_url
 
     def action():
+        check_print(print_format, as_json)
         try:
             target = loopback_url(url)
             argv = _command(command, start_command)
@@ -106,7 +110,7 @@ def experiment(url, vary, at_load, at_rate, slo_p99, seconds, warmup, rounds, di
             lines.append(f"{adv['status'].capitalize()}: measured "
                          f"{_ratio(adv.get('measured_gain'))}, predicted "
                          f"{_ratio(adv.get('predicted_gain'))}")
-        return finish_load(outcome, lines, as_json, open_browser)
+        return finish_load(outcome, lines, as_json, open_browser, print_format)
 
     run(action)
 

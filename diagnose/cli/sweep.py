@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from diagnose.cli.common import EPILOG, common_output, finish_load, gate, load_options, log, run
+from diagnose.cli.common import (EPILOG, check_print, common_output, finish_load, gate,
+                                 load_options, log, print_option, run)
 from diagnose.model.vocab import GATE_SEVERITIES
 
 
@@ -54,18 +55,20 @@ from diagnose.model.vocab import GATE_SEVERITIES
               help="CI gate: exit 10 when the verdict that explains the knee (the first step at "
                    "or past it naming a bottleneck; else the last step diagnosed) reaches this "
                    "severity, after writing every output.")
+@print_option
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @load_options
 @common_output
 def sweep(url, pids, levels, rates, arrivals, max_concurrency, window, warmup, max_windows,
           patience, slo_p99, max_duration, ceiling, diagnose_seconds, method, body_file, headers,
-          fail_on, quiet, tool, gen_threads, request_timeout, output_dir, rules_file, as_json,
-          open_browser):
+          fail_on, print_format, quiet, tool, gen_threads, request_timeout, output_dir,
+          rules_file, as_json, open_browser):
     """Step the load on URL (loopback only) up: concurrency levels (closed model) or request
     rates (open model). Per step: throughput, p50/p90/p95/p99/max from an HDR histogram, errors
     by kind, stability, the load generator's own CPU and lateness, and (with --pid) the
     service's verdict under that load with its full report. Then the knee: the step after which
-    p99 grows faster than throughput. Writes diagnose-sweep-<pid or host>-<time>.html/.json."""
+    p99 grows faster than throughput. Writes diagnose-sweep-<pid or host>-<time>.html/.json/.md
+    (the .md: a ticket summary of the knee, the verdict behind it and the steps)."""
     from diagnose.load import loadtest
     from diagnose.report import pipeline
     from diagnose.load.loadgen import loopback_url
@@ -73,6 +76,7 @@ def sweep(url, pids, levels, rates, arrivals, max_concurrency, window, warmup, m
     from diagnose.load.sweep import SweepSettings, doubling_levels, parse_levels
 
     def action():
+        check_print(print_format, as_json)
         try:
             if levels and rates:
                 raise ValueError("give --concurrency (closed model) or --rate (open model), "
@@ -114,7 +118,7 @@ def sweep(url, pids, levels, rates, arrivals, max_concurrency, window, warmup, m
                 where = (f"concurrency {step['concurrency']}" if "concurrency" in step
                          else f"{step['rate']:g} req/s")
                 lines.append(f"  at {where}: {step['verdict']['headline']}")
-        code = finish_load(outcome, lines, as_json, open_browser)
+        code = finish_load(outcome, lines, as_json, open_browser, print_format)
         verdict = _sweep_gate_verdict(outcome.report)
         return gate(code, verdict, fail_on, "the verdict that explains the knee")
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from diagnose.compare.paths import FileMatch, is_library, match_files
 from diagnose.errors import DiagnoseError, ExitCode
 from diagnose.model.confidence import wilson
 from diagnose.model.vocab import SEVERITIES, ThreadRole
@@ -50,7 +51,8 @@ class DifferentPrograms(DiagnoseError):
 
 
 def diff_reports(before: dict, after: dict, names: tuple[str, str] = ("before", "after")) -> dict:
-    check_same_program(before, after)
+    files = match_files(_frames(before), _frames(after))
+    check_same_program(before, after, files)
     differs = sampling_differences(before, after)
     per_request = throughput(before) is not None and throughput(after) is not None
     result = {
@@ -61,11 +63,12 @@ def diff_reports(before: dict, after: dict, names: tuple[str, str] = ("before", 
         "sampling_differs": differs,
         "normalised_only": bool(differs),
         "per_request": per_request,
+        "paths": files.describe(),
         "primary": compare_primary(before, after),
         "findings": compare_findings(before, after),
-        "waits": compare_waits(before, after, per_request),
+        "waits": compare_waits(before, after, per_request, files),
         "states": compare_states(before, after),
-        "flame": flame_diff(before, after),
+        "flame": flame_diff(before, after, files),
         "rules": {"severity_margin": SEVERITY_MARGIN, "interval": "95% Wilson"},
     }
     result["summary"] = summary_line(result)
@@ -129,40 +132,39 @@ def describe(report: dict, name: str) -> dict:
             "headline": verdict.get("headline")}
 
 
-def file_key(file) -> str:
-    """A source file as the two reports can agree on it: its last two path parts. The same code
-    is found under another prefix on another host, in a container, or in a recorded report
-    whose paths were shortened ("$REPO/...")."""
-    parts = [p for p in re.split(r"[/\\]", str(file or "")) if p]
-    return "/".join(parts[-2:])
+def _frames(report: dict) -> list[dict]:
+    return [f for f in (report.get("stacks") or {}).get("frames") or [] if isinstance(f, dict)]
 
 
 # -- same program? -----------------------------------------------------------------------------
 
-_LIBRARY = re.compile(r"[/\\](site|dist)-packages[/\\]|[/\\]lib[/\\]python\d[\d.]*[/\\]|^<")
-
-
-def _frame_keys(report: dict, own_code_only: bool) -> set[tuple[str, str]]:
+def _frame_keys(report: dict, side: int, files: FileMatch, own_code_only: bool
+                ) -> set[tuple[str, str]]:
     keys = set()
-    for frame in (report.get("stacks") or {}).get("frames") or []:
+    for frame in _frames(report):
         file = str(frame.get("file") or "")
-        if own_code_only and (frame.get("native") or _LIBRARY.search(file)):
+        if own_code_only and (frame.get("native") or is_library(file)):
             continue
-        keys.add((str(frame.get("function")), file_key(file)))
+        keys.add((str(frame.get("function")), files.key(side, file)))
     return keys
 
 
-def check_same_program(before: dict, after: dict) -> None:
+def check_same_program(before: dict, after: dict, files: FileMatch | None = None) -> None:
     """Two reports of different programs share no frame of their own code (the standard library
-    and installed packages do not count: any two threaded programs share threading.py)."""
-    own_before, own_after = _frame_keys(before, True), _frame_keys(after, True)
+    and installed packages do not count: any two threaded programs share threading.py). Frames
+    are matched by function and by file relative to its package root or release directory
+    (diagnose/compare/paths.py): the same code deployed at another prefix is the same code."""
+    files = files if files is not None else match_files(_frames(before), _frames(after))
+    own_before = _frame_keys(before, 0, files, True)
+    own_after = _frame_keys(after, 1, files, True)
     if own_before and own_after:
         common = own_before & own_after
     else:  # one side ran only library code: any common frame will do
-        common = _frame_keys(before, False) & _frame_keys(after, False)
+        common = _frame_keys(before, 0, files, False) & _frame_keys(after, 1, files, False)
     if not common:
-        raise DifferentPrograms("the two reports share no frame (function and file): they are of "
-                                "different programs, and a diff of them would mean nothing")
+        raise DifferentPrograms("the two reports share no frame (function and file, matched "
+                                "relative to the package root or release directory): they are "
+                                "of different programs, and a diff of them would mean nothing")
 
 
 # -- findings ----------------------------------------------------------------------------------
@@ -270,8 +272,8 @@ def _request_population(report: dict) -> tuple[int, int]:
     return sum(t.get("samples") or 0 for t in request), max(1, len(request))
 
 
-def _wait_key(w: dict) -> tuple:
-    return (w.get("kind"), w.get("function"), file_key(w.get("file")), w.get("line"))
+def _wait_key(w: dict, side: int, files: FileMatch) -> tuple:
+    return (w.get("kind"), w.get("function"), files.key(side, w.get("file")), w.get("line"))
 
 
 def _wait_side(w: dict | None, wall: float | None, rps: float | None,
@@ -297,12 +299,14 @@ def _wait_side(w: dict | None, wall: float | None, rps: float | None,
     return side
 
 
-def compare_waits(before: dict, after: dict, per_request: bool) -> list[dict]:
+def compare_waits(before: dict, after: dict, per_request: bool,
+                  files: FileMatch | None = None) -> list[dict]:
     """Each wait site of either report: appeared, disappeared, changed or unchanged, judged on its
     share of request-thread time (a change counts when the 95% intervals, taken over sampling
     ticks, do not overlap; a site in one report only is a share of 0 in the other)."""
-    a = {_wait_key(w): w for w in before.get("waits") or [] if isinstance(w, dict)}
-    b = {_wait_key(w): w for w in after.get("waits") or [] if isinstance(w, dict)}
+    files = files if files is not None else match_files(_frames(before), _frames(after))
+    a = {_wait_key(w, 0, files): w for w in before.get("waits") or [] if isinstance(w, dict)}
+    b = {_wait_key(w, 1, files): w for w in after.get("waits") or [] if isinstance(w, dict)}
     walls = wall_seconds(before), wall_seconds(after)
     rps = (throughput(before), throughput(after)) if per_request else (None, None)
     pop_before, pop_after = _request_population(before), _request_population(after)
@@ -365,11 +369,11 @@ def compare_states(before: dict, after: dict) -> list[dict]:
 
 # -- differential flame graph ------------------------------------------------------------------
 
-def _tree(report: dict) -> tuple[dict, int]:
+def _tree(report: dict, side: int, files: FileMatch) -> tuple[dict, int]:
     """{path tuple of (function, file key): samples under it} and the total samples."""
     stacks = report.get("stacks") or {}
     frames = stacks.get("frames") or []
-    keys = [(str(f.get("function")), file_key(f.get("file"))) for f in frames]
+    keys = [(str(f.get("function")), files.key(side, f.get("file"))) for f in frames]
     weights: dict[tuple, int] = {}
     total = 0
     for row in stacks.get("samples") or []:
@@ -385,12 +389,13 @@ def _tree(report: dict) -> tuple[dict, int]:
     return weights, total
 
 
-def flame_diff(before: dict, after: dict) -> dict:
+def flame_diff(before: dict, after: dict, files: FileMatch | None = None) -> dict:
     """The AFTER call tree with each frame's share of AFTER's samples (its width) and of
     BEFORE's (the same path; its colour is the difference), in depth-first order, children by
     name; and the paths of BEFORE that vanished (the first frame of each that AFTER lacks)."""
-    old, old_total = _tree(before)
-    new, new_total = _tree(after)
+    files = files if files is not None else match_files(_frames(before), _frames(after))
+    old, old_total = _tree(before, 0, files)
+    new, new_total = _tree(after, 1, files)
     children: dict[tuple, list[tuple]] = {}
     for path in new:
         children.setdefault(path[:-1], []).append(path)

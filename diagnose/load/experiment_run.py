@@ -224,6 +224,7 @@ def experiment(arms, settings: RunSettings, advice: dict | None, out_dir: Path,
     are written as a partial report. Raises LoadFailed (exit 12) after writing the report when
     the baseline or every other variant failed."""
     from diagnose.render.experiment_html import render_experiment_html
+    from diagnose.render.load_markdown import render_experiment_markdown
 
     prepare_output_dir(out_dir, probe=True)
     gen = _generator(settings).describe()
@@ -245,7 +246,9 @@ def experiment(arms, settings: RunSettings, advice: dict | None, out_dir: Path,
     report = experiment_report(result, settings, gen, advice,
                                stopped.name if stopped is not None else None, advised)
     name = f"diagnose-experiment-{urlsplit(settings.url).port or 80}-{datetime.now():%Y%m%d-%H%M%S}"
-    json_path, html_path = write_report(out_dir, name, report, render_experiment_html(report))
+    json_path, html_path = write_report(
+        out_dir, name, report, render_experiment_html(report),
+        lambda html: render_experiment_markdown(report, (html,)))
     error = None
     if stopped is not None:
         error = stopped.error(f"interrupted by {stopped.name} after {len(result.runs)} run"

@@ -139,6 +139,11 @@ class Outcome:
     html_path: Path
     stopped: Interrupted | None
 
+    @property
+    def markdown_path(self) -> Path:
+        """The ticket summary written beside the report."""
+        return self.json_path.with_suffix(".md")
+
 
 def sweep(url: str, pids: list[int], settings: SweepSettings, generator: Generator,
           out_dir: Path, diagnose_seconds: float | None, user_rules: dict | None,
@@ -146,6 +151,7 @@ def sweep(url: str, pids: list[int], settings: SweepSettings, generator: Generat
     """Runs the sweep; with `pids` and `diagnose_seconds`, diagnoses the service under every
     step's load (its verdict and full report per step). A stop signal ends it early: the steps
     measured so far are written as a partial report and `stopped` carries the exit code."""
+    from diagnose.render.load_markdown import render_sweep_markdown
     from diagnose.render.sweep_html import render_sweep_html
 
     check_pids(pids)
@@ -180,7 +186,8 @@ def sweep(url: str, pids: list[int], settings: SweepSettings, generator: Generat
     report = sweep_report(result, target, gen)
     name = f"diagnose-sweep-{pids[0] if pids else f'127.0.0.1-{port or 80}'}"
     json_path, html_path = write_report(out_dir, f"{name}-{datetime.now():%Y%m%d-%H%M%S}",
-                                        report, render_sweep_html(report))
+                                        report, render_sweep_html(report),
+                                        lambda html: render_sweep_markdown(report, (html,)))
     error = None
     if stopped is not None:
         error = stopped.error(f"interrupted by {stopped.name} after {len(steps)} step"

@@ -111,16 +111,21 @@ def move_file(source_path: Path, path: Path) -> None:
     remove_quietly(source_path)
 
 
-def write_report(out_dir: Path, base: str, report: dict, html: str) -> tuple[Path, Path]:
+def write_report(out_dir: Path, base: str, report: dict, html: str,
+                 markdown: Callable[[str], str] | None = None) -> tuple[Path, Path]:
     """`base.json` and `base.html` under `out_dir`, each whole or not at all; a name already taken
-    gets a suffix (the same rules as the diagnosis reports)."""
+    gets a suffix (the same rules as the diagnosis reports). `markdown`: also `base.md`, its text
+    made from the HTML file's name (which the summary names); it is `json_path.with_suffix(".md")`."""
     prepare_output_dir(out_dir)
-    base = claim_name(out_dir, base, (".json", ".html"))
+    suffixes = (".json", ".html", ".md") if markdown is not None else (".json", ".html")
+    base = claim_name(out_dir, base, suffixes)
     json_path, html_path = out_dir / f"{base}.json", out_dir / f"{base}.html"
     text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
     try:
         write_text(json_path, text)
         write_text(html_path, html)
+        if markdown is not None:
+            write_text(out_dir / f"{base}.md", markdown(html_path.name))
     except WriteFailed as exc:
         raise OutputFailed(f"could not write {exc.path}: {exc.reason}") from None
     return json_path, html_path

@@ -1,14 +1,17 @@
 """`diagnose diff` on real attaches: the lock-contention workload before and after its fix (one
-model instance per request thread), and twice as it is."""
+model instance per request thread), twice as it is, and deployed as two releases (the same
+code copied to `app-1.2.3/` and, with the lock dropped, to `app-1.2.4/`)."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 
 import pytest
 
 from tests.conftest import run_cli
-from tests.integration.conftest import requires_ptrace, running, workload_command
+from tests.integration.conftest import WORKLOADS, requires_ptrace, running, workload_command
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
 
@@ -81,3 +84,51 @@ def test_two_attaches_of_the_unchanged_service_change_no_finding_severity(attach
     assert result["primary"]["status"] in ("unchanged", "within noise")
     assert not [w for w in result["waits"] if w["kind"] == "lock" and w["beyond_noise"]
                 and w["change"] != "unchanged"]
+
+
+LOCKED = "models = [Model(locked=not args.no_lock)"
+
+
+@pytest.fixture(scope="module")
+def releases(tmp_path_factory):
+    """The workload deployed as `model_service.py` in two release directories, the second with
+    the fix (no model lock); one attach of each."""
+    root = tmp_path_factory.mktemp("srv")
+    out = root / "reports"
+    reports = []
+    for version, fix in (("1.2.3", False), ("1.2.4", True)):
+        release = root / f"app-{version}"
+        release.mkdir()
+        shutil.copy(WORKLOADS / "_harness.py", release)
+        source = (WORKLOADS / "lock_contention.py").read_text(encoding="utf-8")
+        assert LOCKED in source
+        if fix:
+            source = source.replace(LOCKED, "models = [Model(locked=False)")
+        (release / "model_service.py").write_text(source, encoding="utf-8")
+        command = [sys.executable, str(release / "model_service.py"), "--seconds", "40",
+                   "--threads", THREADS]
+        with running(command) as pid:
+            reports.append(report_path(out, attach(pid, out)))
+    return root, out, reports
+
+
+def test_a_fix_deployed_as_a_new_release_is_compared_not_refused(releases):
+    root, out, (before, after) = releases
+    result = diff(before, after, out / "diffs")
+    primary = result["primary"]
+    assert primary["id"] == "lock_contention"
+    assert (primary["before"]["severity"], primary["after"]["severity"]) == ("critical", "ok")
+    lock_sites = [w for w in result["waits"] if w["kind"] == "lock"]
+    assert lock_sites and lock_sites[0]["change"] == "disappeared", lock_sites
+    paths = result["paths"]
+    assert not paths["same_paths"]
+    [moved] = paths["roots"]
+    assert (moved["before"], moved["after"]) == (str(root / "app-1.2.3"), str(root / "app-1.2.4"))
+    assert moved["files"] == 2  # model_service.py and _harness.py
+    # the frames of the service's own code are one tree: Model.forward ran before and after
+    forward = [n for n in result["flame"]["nodes"] if n["function"] == "Model.forward"]
+    assert forward and forward[0]["file"] == "model_service.py" and forward[0]["before"] > 0
+    proc, _ = run_cli("diff", before, after, "--output-dir", out / "diffs", check_json=False,
+                      timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "Paths: the two reports ran the same code from different directories" in proc.stdout

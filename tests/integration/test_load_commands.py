@@ -143,10 +143,17 @@ def test_an_open_model_sweep_steps_the_request_rate(out_dir):
     port = free_port()
     argv = [sys.executable, "pool_service.py", "--port", str(port)]
     with start_server(argv, port, workers=None) as server:
-        proc, report = run_cli("sweep", server.url("/predict"), "--rate", "20,40",
-                               "--arrivals", "poisson", "--window", "2", "--warmup", "1",
-                               "--max-windows", "3", "--json", "-o", out_dir, timeout=90)
+        proc, _ = run_cli("sweep", server.url("/predict"), "--rate", "20,40",
+                          "--arrivals", "poisson", "--window", "2", "--warmup", "1",
+                          "--max-windows", "3", "--print", "md", "-o", out_dir, timeout=90)
     assert proc.returncode == 0, proc.stderr
+    [json_path] = out_dir.glob("diagnose-sweep-*.json")
+    report = json.loads(json_path.read_text(encoding="utf-8"))
+    # --print md: the ticket summary written beside the report, on stdout
+    summary = json_path.with_suffix(".md").read_text(encoding="utf-8")
+    assert proc.stdout == summary and len(summary.encode("utf-8")) < 4096
+    assert summary.startswith("## diagnose sweep: ") and "| 20 req/s |" in summary
+    assert "| Knee |" in summary and "| Verdict behind the knee |" in summary
     assert report["generator"]["model"] == "open"
     assert report["generator"]["coordinated_omission_corrected"] is True
     assert [s["rate"] for s in report["steps"]] == [20.0, 40.0]
@@ -197,11 +204,21 @@ def test_experiment_measures_that_offloading_a_blocked_event_loop_pays(out_dir):
     proc = subprocess.run([sys.executable, "-m", "diagnose", "experiment",
                            f"http://127.0.0.1:{port}/predict", "--start", start,
                            "--set", "DIAGNOSE_FIXTURE_OFFLOAD=1", "--concurrency", "8",
-                           "--seconds", "3", "--warmup", "1", "--rounds", "2", "--json",
+                           "--seconds", "3", "--warmup", "1", "--rounds", "2", "--print", "md",
                            "-o", str(out_dir)],
                           cwd=REPO, capture_output=True, text=True, timeout=170, env=env)
     assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout)
+    [json_path] = out_dir.glob("diagnose-experiment-*.json")
+    report = json.loads(json_path.read_text(encoding="utf-8"))
+    # --print md: the ticket summary written beside the report, on stdout
+    summary = json_path.with_suffix(".md").read_text(encoding="utf-8")
+    assert proc.stdout == summary and len(summary.encode("utf-8")) < 4096
+    assert summary.startswith("## diagnose experiment: ") and "| Outcome | " in summary
+    assert "| `baseline` (baseline)" in summary and "| `variant`" in summary  # one row each
+    assert "| `DIAGNOSE_FIXTURE_OFFLOAD=1` |" in summary  # the variant's environment
+    if report["winner"] is not None:
+        assert f"| Winner | `{report['winner']['name']}` (" in summary, summary
+        assert f"| `{report['winner']['name']}` " in summary  # its row in the variants
     decision = report["decision"]
     assert [(r["round"], r["arm"]) for r in report["runs"]] == [
         (0, "baseline"), (0, "variant"), (1, "variant"), (1, "baseline")]
