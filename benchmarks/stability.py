@@ -40,6 +40,9 @@ DEFAULT_FIXTURES = tuple(sorted([p.stem for p in WORKLOADS.glob("*.py") if not p
 # Arguments that put a workload in its steady state from READY on: late_thread's threads start on
 # a trigger (a window before it and one after see two different services, by design).
 STEADY_ARGS = {"late_thread": ("--start-after", "0")}
+# Workloads whose state moves on by design: a fresh process for each attach. unbounded_backlog's
+# queue grows until its memory cap (1 GiB) ends it, ~60 s in: later attaches met another service.
+FRESH_PER_ATTACH = {"unbounded_backlog"}
 
 
 def workload_python(spec: str | None) -> str:
@@ -110,35 +113,41 @@ def attaches(fixture: str, count: int, duration: float, python: str = sys.execut
     # Generous: under a loaded machine an attach of a many-thread workload takes far longer
     # than its window, and a workload that ended early makes a failed attach, not a verdict.
     seconds = count * (duration + 90) + 60
-    if fixture in SERVERS:
-        target = SERVERS[fixture](seconds, python)
-    else:
-        target = workload_target(fixture, seconds, python)
     results = []
+    if fixture in FRESH_PER_ATTACH:
+        for k in range(count):
+            with workload_target(fixture, duration + 90, python) as pid:
+                results.append(_attach_once(fixture, pid, k, count, duration))
+        return results
+    target = (SERVERS[fixture](seconds, python) if fixture in SERVERS
+              else workload_target(fixture, seconds, python))
     with target as pid:
         for k in range(count):
-            knob_sweep.log(f"  {fixture}: attach {k + 1}/{count}")
-            proc = subprocess.run([sys.executable, "-m", "diagnose", "attach", str(pid),
-                                   "--duration", str(duration), "--json", "--quiet",
-                                   "--output-dir", f"/tmp/diagnose-stability-{fixture}"],
-                                  capture_output=True, text=True, timeout=duration + 120, cwd=REPO)
-            if not proc.stdout.strip():
-                knob_sweep.log(f"    error: {(proc.stderr.strip().splitlines() or ['no output'])[-1][:200]}")
-                results.append({"verdict": "error", "point": "error", "score": None, "gain": None,
-                                "scores": ""})
-                continue
-            report = json.loads(proc.stdout)
-            top = report["findings"][0] if report["findings"] else {}
-            # The first three findings with their score intervals: why a verdict moved.
-            scores = " ".join(f"{f['id']}={f['score']}" + (
-                f"[{f['score_interval'][0]}-{f['score_interval'][1]}]" if f.get("score_interval") else "")
-                + (f"x{f['predicted_gain']}" if f.get("predicted_gain") is not None else "")
-                for f in report["findings"][:3])
-            knob_sweep.log(f"    {named(report['verdict'])}: {scores}")
-            results.append({"verdict": named(report["verdict"]), "point": point_first(report["findings"]),
-                            "score": top.get("score"),
-                            "gain": top.get("predicted_gain"), "scores": scores})
+            results.append(_attach_once(fixture, pid, k, count, duration))
     return results
+
+
+def _attach_once(fixture: str, pid: int, k: int, count: int, duration: float) -> dict:
+    """One attach: the verdict it named, its first finding by point scores, score and gain."""
+    knob_sweep.log(f"  {fixture}: attach {k + 1}/{count}")
+    proc = subprocess.run([sys.executable, "-m", "diagnose", "attach", str(pid),
+                           "--duration", str(duration), "--json", "--quiet",
+                           "--output-dir", f"/tmp/diagnose-stability-{fixture}"],
+                          capture_output=True, text=True, timeout=duration + 120, cwd=REPO)
+    if not proc.stdout.strip():
+        knob_sweep.log(f"    error: {(proc.stderr.strip().splitlines() or ['no output'])[-1][:200]}")
+        return {"verdict": "error", "point": "error", "score": None, "gain": None,
+                "scores": ""}
+    report = json.loads(proc.stdout)
+    top = report["findings"][0] if report["findings"] else {}
+    # The first three findings with their score intervals: why a verdict moved.
+    scores = " ".join(f"{f['id']}={f['score']}" + (
+        f"[{f['score_interval'][0]}-{f['score_interval'][1]}]" if f.get("score_interval") else "")
+        + (f"x{f['predicted_gain']}" if f.get("predicted_gain") is not None else "")
+        for f in report["findings"][:3])
+    knob_sweep.log(f"    {named(report['verdict'])}: {scores}")
+    return {"verdict": named(report["verdict"]), "point": point_first(report["findings"]),
+            "score": top.get("score"), "gain": top.get("predicted_gain"), "scores": scores}
 
 
 def _span(values) -> str:
