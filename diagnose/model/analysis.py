@@ -57,7 +57,14 @@ class Analysis:
         return self.threads[self.threads["role"] == ThreadRole.REQUEST]
 
     def request_samples(self) -> pd.DataFrame:
-        return self.samples[self.samples["thread"].isin(self.request_threads.index)]
+        """The request threads' rows, selected once (the checks read them many times); selected
+        again if the sample table or the thread summary is replaced."""
+        key = (id(self.samples), id(self.threads))
+        cached = self.__dict__.get("_request_samples")
+        if cached is None or cached[0] != key:
+            rows = self.samples[self.samples["thread"].isin(self.request_threads.index)]
+            cached = self.__dict__["_request_samples"] = (key, rows)
+        return cached[1]
 
     def frame(self, frame_id: int):
         return self.profile.frames[frame_id]

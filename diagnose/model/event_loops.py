@@ -24,6 +24,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from diagnose.model import source
 from diagnose.model.profile import Frame
@@ -207,14 +208,22 @@ def event_loops(analysis) -> list:
         per_stack[int(sid)] = classify_loop_stack(frames, stack, str(stack_state[int(sid)]))
     loops = []
     interval = profile.interval_s or 0.01
-    for thread, group in samples.groupby("thread", sort=True):
-        info = [per_stack.get(int(s)) for s in group["stack"].to_numpy()]
-        counts = group["count"].to_numpy()
-        marked = sum(c for i, c in zip(info, counts) if i is not None)
-        total = int(counts.sum())
+    # Per thread, the share of its samples whose stack carries a loop marker: summed by numpy
+    # over stack ids (the stacks were read once each above).
+    marked_stack = np.zeros(len(profile.stacks), dtype=bool)
+    marked_stack[[sid for sid, info in per_stack.items() if info is not None]] = True
+    stack_ids = samples["stack"].to_numpy()
+    counts_all = samples["count"].to_numpy()
+    per_thread = pd.DataFrame({"thread": samples["thread"].to_numpy(), "count": counts_all,
+                               "marked": np.where(marked_stack[stack_ids], counts_all, 0)})
+    sums = per_thread.groupby("thread", sort=True)[["count", "marked"]].sum()
+    for thread, total, marked in zip(sums.index.tolist(), sums["count"].tolist(), sums["marked"].tolist()):
         if not total or marked / total < LOOP_THREAD_SHARE:
             continue
-        loops.append(_measure_loop(analysis, int(thread), group, info, counts, total, interval))
+        group = samples[samples["thread"].to_numpy() == thread]
+        info = [per_stack.get(int(s)) for s in group["stack"].to_numpy()]
+        counts = group["count"].to_numpy()
+        loops.append(_measure_loop(analysis, int(thread), group, info, counts, int(total), interval))
     return sorted(loops, key=lambda loop: -loop.app_share)
 
 

@@ -217,13 +217,22 @@ def build_structure(analysis) -> Structure:
         per_stack[int(sid)] = (frames[loop_at] if loop_at >= 0 else None, op, submitted)
     loop_threads = {loop.tid for loop in analysis.event_loops}
     master = analysis.process_role == ProcessRole.MASTER
+    # The samples summed per (thread, stack, state), in the order each first appears: every sum
+    # below is over these few rows, not over the samples (the first row to show a stack is the
+    # first sample that did, so "the first ..." reads the same).
+    agg = (samples.groupby(["thread", "stack", "state"], sort=False, observed=True)["count"].sum()
+           .reset_index())
+    agg_thread = agg["thread"].to_numpy()
+    agg_stack = agg["stack"].to_numpy()
+    agg_state = agg["state"].astype(str).to_numpy()
+    agg_count = agg["count"].to_numpy()
     groups: dict[tuple, list[int]] = {}
     thread_loop = {}
-    for thread, group in samples.groupby("thread", sort=True):
-        frames = [per_stack[int(s)][0] for s in group["stack"].to_numpy()]
-        counts = group["count"].to_numpy()
+    for thread in np.unique(agg_thread):
+        mine = agg_thread == thread
         tally: dict = {}
-        for frame, count in zip(frames, counts):
+        for sid, count in zip(agg_stack[mine].tolist(), agg_count[mine].tolist()):
+            frame = per_stack[sid][0]
             if frame is not None:
                 key = (frame.function, frame.file)
                 tally[key] = tally.get(key, 0) + int(count)
@@ -235,12 +244,13 @@ def build_structure(analysis) -> Structure:
     interval = profile.interval_s or 0.01
     stages = []
     for (function, file), threads in groups.items():
-        rows = samples[samples["thread"].isin(threads)]
-        total = float(rows["count"].sum())
-        state = rows["state"].astype(str).to_numpy()
-        counts = rows["count"].to_numpy()
-        ops = [per_stack[int(s)][1] for s in rows["stack"].to_numpy()]
-        submits = [per_stack[int(s)][2] for s in rows["stack"].to_numpy()]
+        mine = np.isin(agg_thread, threads)
+        stack_ids = agg_stack[mine].tolist()
+        state = agg_state[mine]
+        counts = agg_count[mine]
+        total = float(counts.sum())
+        ops = [per_stack[s][1] for s in stack_ids]
+        submits = [per_stack[s][2] for s in stack_ids]
         busy_mask = np.isin(state, BUSY)
         busy = float(counts[busy_mask].sum())
         python = float(counts[np.isin(state, GIL_BOUND)].sum())
@@ -248,7 +258,7 @@ def build_structure(analysis) -> Structure:
         blocked = sum(c for o, c, s in zip(ops, counts, state) if o and o[0] == "put" and s not in BUSY)
         waiting = sum(c for w, c, s in zip(submits, counts, state) if w and s not in BUSY)
         tids = tuple(int(analysis.threads.loc[t, "tid"]) for t in threads)
-        loop = next((f for f in (per_stack[int(s)][0] for s in rows["stack"].to_numpy())
+        loop = next((f for f in (per_stack[s][0] for s in stack_ids)
                      if f is not None and (f.function, f.file) == (function, file)), None)
         frame_line = loop.line if loop is not None else 0
         entry = is_entry(function, file)

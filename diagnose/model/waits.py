@@ -83,7 +83,13 @@ def wait_sites(analysis, limit: int = 8, holders_for: int = 5) -> list[WaitSite]
                .agg(samples=("count", "sum"), threads=("thread", "nunique"))
                .sort_values("samples", ascending=False).head(limit))
     timed = analysis.samples["t"].notna().all()
-    all_samples = analysis.samples.assign(tick=with_ticks(analysis.samples, interval)) if timed else None
+    # Only the columns the holder search reads, with each sample's tick (not a copy of the table).
+    all_samples = (pd.DataFrame({"thread": analysis.samples["thread"].to_numpy(),
+                                 "stack": analysis.samples["stack"].to_numpy(),
+                                 "state": analysis.samples["state"].array,
+                                 "count": analysis.samples["count"].to_numpy(),
+                                 "tick": with_ticks(analysis.samples, interval)})
+                   if timed else None)
     sites = []
     for rank, ((kind, key_site), row) in enumerate(grouped.iterrows()):
         these = waiting[(waiting["kind"] == kind) & (waiting["key_site"] == key_site)]
@@ -213,16 +219,35 @@ def _rank(analysis, samples: pd.DataFrame, instants: int, scope_function) -> tup
     the share of waiting instants at which some thread was on that path."""
     if samples.empty or instants == 0:
         return ()
-    paths = {int(sid): _holder_path(analysis, int(sid), scope_function)
-             for sid in samples["stack"].unique().tolist()}
-    keyed = samples.assign(path=samples["stack"].map(lambda s: paths[int(s)][0]),
-                           entry=samples["stack"].map(lambda s: paths[int(s)][1]))
-    per_path = keyed.groupby("path")["tick"].nunique().sort_values(ascending=False).head(5)
+    # Each distinct stack's path is read once; rows carry it as an integer code.
+    stack_ids = samples["stack"].to_numpy()
+    distinct, row_stack = np.unique(stack_ids, return_inverse=True)
+    paths = [_holder_path(analysis, int(sid), scope_function) for sid in distinct.tolist()]
+    path_ids: dict[tuple, int] = {}
+    entry_ids: dict[str, int] = {}
+    stack_path = np.array([path_ids.setdefault(p[0], len(path_ids)) for p in paths], dtype=np.int64)
+    stack_entry = np.array([entry_ids.setdefault(p[1], len(entry_ids)) for p in paths], dtype=np.int64)
+    path_names = list(path_ids)
+    entry_names = list(entry_ids)
+    row_path = stack_path[row_stack]
+    keyed = pd.DataFrame({"path": row_path, "entry": stack_entry[row_stack],
+                          "tick": samples["tick"].to_numpy(), "count": samples["count"].to_numpy()})
+    ticks_per_path = keyed.groupby("path")["tick"].nunique()
+    # Ranked as grouping by the path tuples themselves would (sorted by path, then by count).
+    order = sorted(range(len(ticks_per_path)), key=lambda i: path_names[int(ticks_per_path.index[i])])
+    per_path = pd.Series(ticks_per_path.to_numpy()[order],
+                         index=pd.Index([path_names[int(ticks_per_path.index[i])] for i in order],
+                                        tupleize_cols=False, dtype=object))
+    per_path = per_path.sort_values(ascending=False).head(5)
     holders = []
     for path, n in per_path.items():
-        group = keyed[keyed["path"] == path]
-        entry = group.groupby("entry")["count"].sum().idxmax()
-        leaf = paths[int(group["stack"].iloc[0])][2]
+        code = path_ids[path]
+        mine = row_path == code
+        sums = keyed[mine].groupby("entry")["count"].sum()
+        by_name = sorted(zip([entry_names[int(e)] for e in sums.index], sums.tolist()), key=lambda x: x[0])
+        best = max(c for _, c in by_name)
+        entry = next(name for name, c in by_name if c == best)
+        leaf = paths[int(row_stack[np.flatnonzero(mine)[0]])][2]
         stack = tuple(path) + ((entry,) if entry else ())
         holders.append(Holder(stack, leaf.function, leaf.file, leaf.line,
                               round(n / instants, 4), int(n)))
