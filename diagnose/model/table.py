@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.classify.categories import CATEGORIES, Categorizer
-from diagnose.classify.state import FULL_SYMBOL_MARKERS, classify_stack
+from diagnose.classify.state import FULL_SYMBOL_MARKERS, classify_profile_stack
 from diagnose.classify.calibrate import python_key, spread
 from diagnose.model.profile import Frame, Profile
 from diagnose.model.vocab import STATES, WAIT_KINDS
@@ -80,7 +80,7 @@ def classify_stacks(profile: Profile, categorizer: Categorizer, calibration=None
             if len(components) > 1:
                 mixtures[sid] = (components, mixture)
         else:
-            result = classify_stack(frames, profile.native, full_symbols)
+            result = classify_profile_stack(profile, sid, full_symbols)
             state[sid], wait_kind[sid], estimated[sid] = result.state, result.wait_kind, result.estimated
             site[sid] = stack[result.site] if result.site >= 0 else -1
         phase[sid] = categorizer.phase_of(frames)
