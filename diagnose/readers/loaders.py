@@ -296,32 +296,44 @@ def load_collapsed(text: str, label: str = "profile") -> Profile:
     profile = Profile(source="collapsed", instants="none")
     per_thread: dict[int, tuple[str, list[int], list[int]]] = {}
     frame_cache: dict[str, int] = {}
+    # The root frame of a line: a thread pseudo-frame (tid, name, 1 frame to skip), a process
+    # pseudo-frame (0, "all threads", 1) or a real frame (0, "all threads", 0); read once each.
+    root_cache: dict[str, tuple[int, str, int]] = {}
     bad = 0
-    lines = [line for line in text.splitlines() if line.strip()]
-    for line in lines:
+    lines = 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        lines += 1
         stack_text, _, count_text = line.rstrip().rpartition(" ")
         if not stack_text or not count_text.isdigit():
             bad += 1
             continue
-        tid, thread_name = 0, "all threads"
-        frame_ids = []
-        for k, part in enumerate(stack_text.split(";")):
-            match = THREAD_PSEUDO.match(part) if k == 0 else None
+        parts = stack_text.split(";")
+        root = root_cache.get(parts[0])
+        if root is None:
+            match = THREAD_PSEUDO.match(parts[0])
             if match:
-                tid, thread_name = parse_tid(match.group(1)), match.group(2) or ""
-                continue
-            if k == 0 and PROCESS_PSEUDO.match(part):
-                continue
-            fid = frame_cache.get(part)
-            if fid is None:
-                frame = _parse_collapsed_frame(part)
-                profile.native = profile.native or frame.native
-                fid = frame_cache[part] = profile.intern_frame(frame)
-            frame_ids.append(fid)
-        entry = per_thread.setdefault(tid, (thread_name, [], []))
-        entry[1].append(profile.intern_stack(tuple(frame_ids)))
+                root = (parse_tid(match.group(1)), match.group(2) or "", 1)
+            else:
+                root = (0, "all threads", 1 if PROCESS_PSEUDO.match(parts[0]) else 0)
+            root_cache[parts[0]] = root
+        tid, thread_name, skip = root
+        try:
+            frame_ids = tuple([frame_cache[part] for part in parts[skip:]])
+        except KeyError:
+            for part in parts[skip:]:
+                if part not in frame_cache:
+                    frame = _parse_collapsed_frame(part)
+                    profile.native = profile.native or frame.native
+                    frame_cache[part] = profile.intern_frame(frame)
+            frame_ids = tuple([frame_cache[part] for part in parts[skip:]])
+        entry = per_thread.get(tid)
+        if entry is None:
+            entry = per_thread[tid] = (thread_name, [], [])
+        entry[1].append(profile.intern_stack(frame_ids))
         entry[2].append(int(count_text))
-    if not lines or bad > len(lines) // 2:
+    if not lines or bad > lines // 2:
         raise BadProfile(f"{label}: not a profile: expected a py-spy speedscope JSON file or "
                          f"collapsed stacks ('frame;frame;frame COUNT' per line)")
     for tid, (name, ids, counts) in per_thread.items():

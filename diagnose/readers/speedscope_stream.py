@@ -129,11 +129,13 @@ def lift(chunks: Iterator[bytes], first: bytes = b"") -> Lifted:
             parts: list[np.ndarray] = []
             while True:
                 closed = _EMPTY_END.match(buf)  # no sample (left) before the closing bracket
-                end = None if closed else _SAMPLES_END.search(buf)
-                if closed or end:
-                    upto = 0 if closed else end.start() + 1
-                    parts.append(interner.samples(buf[:upto]))
-                    buf = buf[(closed or end).end():]
+                end = _SAMPLES_END.search(buf) if closed is None else None
+                if closed is not None:
+                    buf = buf[closed.end():]
+                    break
+                if end is not None:
+                    parts.append(interner.samples(buf[:end.start() + 1]))
+                    buf = buf[end.end():]
                     break
                 cut = buf.rfind(b"]") + 1  # after the last complete sample
                 parts.append(interner.samples(buf[:cut]))
