@@ -73,10 +73,9 @@ def _handles_requests(frames) -> bool:
 def handler_threads(analysis) -> set:
     """Threads (summary index) whose samples ran inside a server's request-handling frames."""
     profile = analysis.profile
-    stack_ids = analysis.samples["stack"].unique()
-    handling = {int(sid) for sid in stack_ids
-                if _handles_requests([profile.frames[f] for f in profile.stacks[int(sid)]])}
-    rows = analysis.samples[analysis.samples["stack"].isin(handling)]
+    # Each frame tested once; a stack handles requests when any of its frames does.
+    handling = profile.stacks_with_any([_handles_requests([frame]) for frame in profile.frames])
+    rows = analysis.samples[handling[analysis.samples["stack"].to_numpy()]]
     return set(int(t) for t in rows["thread"].unique())
 
 

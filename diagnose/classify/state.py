@@ -388,3 +388,14 @@ def classify_stack(frames: list[Frame], native_profile: bool = True,
     if _LOCK_LINE.search(_line_text(frames[top])):
         return StackState(ThreadState.LOCK, WaitKind.LOCK, top, estimated=True)
     return StackState(ThreadState.PYTHON, WaitKind.NONE, top, estimated=True)
+
+
+def classify_profile_stack(profile, sid: int, full_symbols: bool) -> StackState:
+    """`classify_stack` of one of a profile's stacks, computed once per stack for the profile's
+    lifetime (the loader's visibility test and the analysis both ask)."""
+    memo = profile.memo(("classify_stack", profile.native, full_symbols))
+    result = memo.get(sid)
+    if result is None:
+        result = memo[sid] = classify_stack([profile.frames[i] for i in profile.stacks[sid]],
+                                            profile.native, full_symbols)
+    return result

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from diagnose.classify.calibrate import calibration_from
@@ -57,7 +58,20 @@ class Analysis:
         return self.threads[self.threads["role"] == ThreadRole.REQUEST]
 
     def request_samples(self) -> pd.DataFrame:
-        return self.samples[self.samples["thread"].isin(self.request_threads.index)]
+        """The request threads' rows, selected once (the checks read them many times); selected
+        again if the sample table or the thread summary is replaced."""
+        key = (id(self.samples), id(self.threads))
+        cached = self.__dict__.get("_request_samples")
+        if cached is None or cached[0] != key:
+            mask = self.samples["thread"].isin(self.request_threads.index).to_numpy()
+            rows = np.flatnonzero(mask)
+            if len(rows) and rows[-1] - rows[0] + 1 == len(rows):
+                # one block of rows (a thread's samples are consecutive): a slice, not a copy
+                selected = self.samples.iloc[int(rows[0]):int(rows[-1]) + 1]
+            else:
+                selected = self.samples[mask]
+            cached = self.__dict__["_request_samples"] = (key, selected)
+        return cached[1]
 
     def frame(self, frame_id: int):
         return self.profile.frames[frame_id]

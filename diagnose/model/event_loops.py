@@ -24,6 +24,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from diagnose.model import source
 from diagnose.model.profile import Frame
@@ -129,6 +130,12 @@ def _is(frame: Frame, suffix: str, pattern: str) -> bool:
     return frame.file.endswith(suffix) and re.search(pattern, frame.function) is not None
 
 
+def _may_mark_loop(frame: Frame) -> bool:
+    """The frames `_loop_marker` looks for: without one, a stack is no loop's."""
+    return (frame.file.endswith("asyncio/base_events.py") or _is(frame, "asyncio/runners.py", r"(^|\.)run$")
+            or _is(frame, "uvloop/__init__.py", r"(^|\.)run$"))
+
+
 def _loop_marker(frames: list[Frame]) -> tuple[str, int] | None:
     """(flavor, index of the frame above which callbacks run), or None for a non-loop stack."""
     run_once = max((i for i, f in enumerate(frames) if _is(f, "asyncio/base_events.py", r"(^|\.)_run_once$")),
@@ -201,20 +208,34 @@ def event_loops(analysis) -> list:
         return []
     stack_state = analysis.stacks.state
     per_stack: dict[int, LoopStack | None] = {}
-    for sid in np.unique(samples["stack"].to_numpy()):
-        stack = profile.stacks[int(sid)]
+    # A stack can be a loop's only if one of its frames is a loop marker (`_loop_marker`): each
+    # frame is tested once, and only the stacks that hold one are read frame by frame.
+    candidate = profile.stacks_with_any([_may_mark_loop(f) for f in profile.frames])
+    for sid in np.unique(samples["stack"].to_numpy()).tolist():
+        if not candidate[sid]:
+            per_stack[sid] = None
+            continue
+        stack = profile.stacks[sid]
         frames = [profile.frames[i] for i in stack]
-        per_stack[int(sid)] = classify_loop_stack(frames, stack, str(stack_state[int(sid)]))
+        per_stack[sid] = classify_loop_stack(frames, stack, str(stack_state[sid]))
     loops = []
     interval = profile.interval_s or 0.01
-    for thread, group in samples.groupby("thread", sort=True):
-        info = [per_stack.get(int(s)) for s in group["stack"].to_numpy()]
-        counts = group["count"].to_numpy()
-        marked = sum(c for i, c in zip(info, counts) if i is not None)
-        total = int(counts.sum())
+    # Per thread, the share of its samples whose stack carries a loop marker: summed by numpy
+    # over stack ids (the stacks were read once each above).
+    marked_stack = np.zeros(len(profile.stacks), dtype=bool)
+    marked_stack[[sid for sid, info in per_stack.items() if info is not None]] = True
+    stack_ids = samples["stack"].to_numpy()
+    counts_all = samples["count"].to_numpy()
+    per_thread = pd.DataFrame({"thread": samples["thread"].to_numpy(), "count": counts_all,
+                               "marked": np.where(marked_stack[stack_ids], counts_all, 0)})
+    sums = per_thread.groupby("thread", sort=True)[["count", "marked"]].sum()
+    for thread, total, marked in zip(sums.index.tolist(), sums["count"].tolist(), sums["marked"].tolist()):
         if not total or marked / total < LOOP_THREAD_SHARE:
             continue
-        loops.append(_measure_loop(analysis, int(thread), group, info, counts, total, interval))
+        group = samples[samples["thread"].to_numpy() == thread]
+        info = [per_stack.get(int(s)) for s in group["stack"].to_numpy()]
+        counts = group["count"].to_numpy()
+        loops.append(_measure_loop(analysis, int(thread), group, info, counts, int(total), interval))
     return sorted(loops, key=lambda loop: -loop.app_share)
 
 

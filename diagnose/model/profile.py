@@ -86,6 +86,35 @@ class Profile:
 
     _frame_index: dict = field(default_factory=dict, repr=False)
     _stack_index: dict = field(default_factory=dict, repr=False)
+    # Per-stack results computed once and shared by every reader of the profile (classification
+    # is asked for at load time and again by the analysis): key -> {stack id: value}.
+    _memo: dict = field(default_factory=dict, repr=False)
+
+    def memo(self, key) -> dict:
+        """A per-stack cache for results that depend only on the stack (and on `key`). Stack ids
+        never change meaning (stacks are only appended), so entries stay valid."""
+        return self._memo.setdefault(key, {})
+
+    def stacks_with_any(self, frame_mask: np.ndarray) -> np.ndarray:
+        """Per stack id: True when any of its frames is marked in `frame_mask` (per frame id),
+        by numpy over the stacks' frames laid end to end, not a Python walk per stack."""
+        flat, offsets = self.stack_frames()
+        hits = np.zeros(len(flat) + 1, dtype=np.int64)
+        if len(flat):
+            np.cumsum(np.asarray(frame_mask, dtype=bool)[flat], out=hits[1:])
+        return (hits[offsets[1:]] - hits[offsets[:-1]]) > 0
+
+    def stack_frames(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every stack's frame ids laid end to end (int64) and the offsets where each begins
+        (one more than there are stacks); rebuilt when stacks were added."""
+        cached = self._memo.get("stack_frames")
+        if cached is None or cached[0] != len(self.stacks):
+            lengths = np.fromiter((len(s) for s in self.stacks), dtype=np.int64, count=len(self.stacks))
+            offsets = np.zeros(len(self.stacks) + 1, dtype=np.int64)
+            np.cumsum(lengths, out=offsets[1:])
+            flat = np.fromiter((f for s in self.stacks for f in s), dtype=np.int64, count=int(offsets[-1]))
+            cached = self._memo["stack_frames"] = (len(self.stacks), flat, offsets)
+        return cached[1], cached[2]
 
     def intern_frame(self, frame: Frame) -> int:
         idx = self._frame_index.get(frame)
@@ -119,7 +148,7 @@ class Profile:
                       source=self.source, interval_s=self.interval_s, instants=self.instants,
                       window=self.window, waits_visible=self.waits_visible,
                       waits_reason=self.waits_reason)
-        sub._frame_index, sub._stack_index = self._frame_index, self._stack_index
+        sub._frame_index, sub._stack_index, sub._memo = self._frame_index, self._stack_index, self._memo
         return sub
 
     def absorb(self, other: "Profile") -> None:

@@ -173,6 +173,16 @@ def source_queue_ops(frame: Frame) -> tuple[set[str], set[str]]:
     return gets, puts
 
 
+def _may_queue_or_wait(f: Frame) -> bool:
+    """The frames `queue_op` and `result_wait` look for: without one, a stack has neither."""
+    if f.native:
+        return False
+    if f.file.endswith(_QUEUE_FILES) and f.function.rsplit(".", 1)[-1] in ("get", "put"):
+        return True
+    return bool((f.file.endswith("concurrent/futures/_base.py") and _RESULT_WAIT.match(f.function))
+                or (f.file.endswith("threading.py") and f.function in ("Event.wait",)))
+
+
 def result_wait(frames: list[Frame]) -> int | None:
     """Index of the caller when the stack waits for a result (Future.result / Event.wait)."""
     for i in range(len(frames) - 1, -1, -1):
@@ -208,22 +218,47 @@ def build_structure(analysis) -> Structure:
     if samples.empty:
         return Structure()
     per_stack = {}
-    for sid in np.unique(samples["stack"].to_numpy()):
-        frames = [profile.frames[i] for i in profile.stacks[int(sid)]]
-        loop_at = loop_frame(frames)
-        op = queue_op(frames)
-        waiter = result_wait(frames) if op is None else None
-        submitted = _submitted_to(frames[waiter]) if waiter is not None else None
-        per_stack[int(sid)] = (frames[loop_at] if loop_at >= 0 else None, op, submitted)
+    # Each frame is tested once: is it a loop function's candidate (`loop_frame`), a queue
+    # get/put (`queue_op`), a result wait (`result_wait`)? Each stack's loop frame is then its
+    # first candidate, found by numpy; only stacks holding a queue op or a result wait are read
+    # frame by frame.
+    flat, offsets = profile.stack_frames()
+    candidate = np.array([not (f.native or any(frame_is(f, s, p) for s, p in _PLUMBING))
+                          for f in profile.frames], dtype=bool)
+    hits = np.flatnonzero(candidate[flat]) if len(flat) else np.zeros(0, dtype=np.int64)
+    at = np.searchsorted(hits, offsets[:-1])
+    found = at < len(hits)
+    first = np.where(found, hits[np.minimum(at, max(len(hits) - 1, 0))] if len(hits) else -1, -1)
+    first = np.where(found & (first < offsets[1:]), first, -1)
+    loop_frame_id = np.where(first >= 0, flat[np.maximum(first, 0)] if len(flat) else -1, -1)
+    reading = profile.stacks_with_any([_may_queue_or_wait(f) for f in profile.frames])
+    for sid in np.unique(samples["stack"].to_numpy()).tolist():
+        loop = profile.frames[int(loop_frame_id[sid])] if loop_frame_id[sid] >= 0 else None
+        op = submitted = None
+        if reading[sid]:
+            frames = [profile.frames[i] for i in profile.stacks[sid]]
+            op = queue_op(frames)
+            waiter = result_wait(frames) if op is None else None
+            submitted = _submitted_to(frames[waiter]) if waiter is not None else None
+        per_stack[sid] = (loop, op, submitted)
     loop_threads = {loop.tid for loop in analysis.event_loops}
     master = analysis.process_role == ProcessRole.MASTER
+    # The samples summed per (thread, stack, state), in the order each first appears: every sum
+    # below is over these few rows, not over the samples (the first row to show a stack is the
+    # first sample that did, so "the first ..." reads the same).
+    agg = (samples.groupby(["thread", "stack", "state"], sort=False, observed=True)["count"].sum()
+           .reset_index())
+    agg_thread = agg["thread"].to_numpy()
+    agg_stack = agg["stack"].to_numpy()
+    agg_state = agg["state"].astype(str).to_numpy()
+    agg_count = agg["count"].to_numpy()
     groups: dict[tuple, list[int]] = {}
     thread_loop = {}
-    for thread, group in samples.groupby("thread", sort=True):
-        frames = [per_stack[int(s)][0] for s in group["stack"].to_numpy()]
-        counts = group["count"].to_numpy()
+    for thread in np.unique(agg_thread):
+        mine = agg_thread == thread
         tally: dict = {}
-        for frame, count in zip(frames, counts):
+        for sid, count in zip(agg_stack[mine].tolist(), agg_count[mine].tolist()):
+            frame = per_stack[sid][0]
             if frame is not None:
                 key = (frame.function, frame.file)
                 tally[key] = tally.get(key, 0) + int(count)
@@ -235,12 +270,13 @@ def build_structure(analysis) -> Structure:
     interval = profile.interval_s or 0.01
     stages = []
     for (function, file), threads in groups.items():
-        rows = samples[samples["thread"].isin(threads)]
-        total = float(rows["count"].sum())
-        state = rows["state"].astype(str).to_numpy()
-        counts = rows["count"].to_numpy()
-        ops = [per_stack[int(s)][1] for s in rows["stack"].to_numpy()]
-        submits = [per_stack[int(s)][2] for s in rows["stack"].to_numpy()]
+        mine = np.isin(agg_thread, threads)
+        stack_ids = agg_stack[mine].tolist()
+        state = agg_state[mine]
+        counts = agg_count[mine]
+        total = float(counts.sum())
+        ops = [per_stack[s][1] for s in stack_ids]
+        submits = [per_stack[s][2] for s in stack_ids]
         busy_mask = np.isin(state, BUSY)
         busy = float(counts[busy_mask].sum())
         python = float(counts[np.isin(state, GIL_BOUND)].sum())
@@ -248,7 +284,7 @@ def build_structure(analysis) -> Structure:
         blocked = sum(c for o, c, s in zip(ops, counts, state) if o and o[0] == "put" and s not in BUSY)
         waiting = sum(c for w, c, s in zip(submits, counts, state) if w and s not in BUSY)
         tids = tuple(int(analysis.threads.loc[t, "tid"]) for t in threads)
-        loop = next((f for f in (per_stack[int(s)][0] for s in rows["stack"].to_numpy())
+        loop = next((f for f in (per_stack[s][0] for s in stack_ids)
                      if f is not None and (f.function, f.file) == (function, file)), None)
         frame_line = loop.line if loop is not None else 0
         entry = is_entry(function, file)

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.classify.categories import CATEGORIES, Categorizer
-from diagnose.classify.state import FULL_SYMBOL_MARKERS, classify_stack
+from diagnose.classify.state import FULL_SYMBOL_MARKERS, classify_profile_stack
 from diagnose.classify.calibrate import python_key, spread
 from diagnose.model.profile import Frame, Profile
 from diagnose.model.vocab import STATES, WAIT_KINDS
@@ -80,7 +80,7 @@ def classify_stacks(profile: Profile, categorizer: Categorizer, calibration=None
             if len(components) > 1:
                 mixtures[sid] = (components, mixture)
         else:
-            result = classify_stack(frames, profile.native, full_symbols)
+            result = classify_profile_stack(profile, sid, full_symbols)
             state[sid], wait_kind[sid], estimated[sid] = result.state, result.wait_kind, result.estimated
             site[sid] = stack[result.site] if result.site >= 0 else -1
         phase[sid] = categorizer.phase_of(frames)
@@ -94,11 +94,19 @@ def _frame_id(profile: Profile, key) -> int:
     return profile.frame_id(Frame(key[0], key[1], key[2], False))
 
 
+def _codes(values: np.ndarray, categories) -> np.ndarray:
+    """Per distinct stack: the category code of its value (-1 for a value not among them)."""
+    index = {c: i for i, c in enumerate(categories)}
+    return np.fromiter((index.get(v, -1) for v in values), dtype=np.int16, count=len(values))
+
+
 def build_sample_table(profile: Profile, stacks: StackTable) -> pd.DataFrame:
-    parts = []
+    """Columns are numpy arrays joined across threads; every per-stack decision is taken from
+    the stack table by stack id (categorical codes, never a string per sample)."""
+    threads, times, ids, counts = [], [], [], []
+    tids = []
     for index, track in enumerate(profile.threads):
-        ids = track.stack_ids
-        n = len(ids)
+        n = len(track.stack_ids)
         if track.times is not None:
             t = track.times - profile.origin_s  # measured: where the thread ran in the window
         elif track.timed:
@@ -106,31 +114,46 @@ def build_sample_table(profile: Profile, stacks: StackTable) -> pd.DataFrame:
             t = np.cumsum(track.weights) - track.weights
         else:
             t = np.full(n, np.nan)
-        counts = track.counts if track.counts is not None else np.ones(n, dtype=np.int64)
-        parts.append(pd.DataFrame({
-            "thread": np.full(n, index, dtype=np.int32),
-            "tid": np.full(n, track.tid, dtype=np.int64),
-            "t": t,
-            "stack": ids,
-            "count": counts,
-        }))
-    df = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
-        {c: pd.Series(dtype="int64") for c in ("thread", "tid", "t", "stack", "count")})
-    sid = df["stack"].to_numpy()
-    state, wait_kind, site = stacks.state[sid], stacks.wait_kind[sid], stacks.site[sid]
-    for stack_id, (components, mixture) in stacks.mixtures.items():
-        rows = np.flatnonzero(sid == stack_id)
-        for row, choice in zip(rows, spread(len(rows), mixture)):
-            state[row], wait_kind[row], site[row] = components[choice]
-    df["state"] = _categorical(state, STATES, sid)
-    df["wait_kind"] = _categorical(wait_kind, WAIT_KINDS, sid)
+        threads.append(np.full(n, index, dtype=np.int32))
+        tids.append(np.full(n, track.tid, dtype=np.int64))
+        times.append(np.asarray(t, dtype=np.float64))
+        ids.append(np.asarray(track.stack_ids, dtype=np.int32))
+        counts.append(track.counts.astype(np.int64, copy=False) if track.counts is not None
+                      else np.ones(n, dtype=np.int64))
+
+    def joined(parts: list, dtype) -> np.ndarray:
+        return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
+
+    sid = joined(ids, np.int32)
+    df = pd.DataFrame({"thread": joined(threads, np.int32), "tid": joined(tids, np.int64),
+                       "t": joined(times, np.float64), "stack": sid, "count": joined(counts, np.int64)})
+    state = _codes(stacks.state, STATES)[sid]
+    wait_kind = _codes(stacks.wait_kind, WAIT_KINDS)[sid]
+    site = stacks.site[sid]
+    if stacks.mixtures and len(sid):
+        # Samples of a calibrated stack get its mix of states, spread evenly over its samples.
+        order = np.argsort(sid, kind="stable")
+        bounds = np.searchsorted(sid[order], np.arange(len(stacks.state) + 1))
+        state_index = {c: i for i, c in enumerate(STATES)}
+        kind_index = {c: i for i, c in enumerate(WAIT_KINDS)}
+        for stack_id, (components, mixture) in stacks.mixtures.items():
+            rows = order[bounds[stack_id]:bounds[stack_id + 1]]
+            if not len(rows):
+                continue
+            choice = spread(len(rows), mixture)
+            state[rows] = np.array([state_index.get(c[0], -1) for c in components], dtype=np.int16)[choice]
+            wait_kind[rows] = np.array([kind_index.get(c[1], -1) for c in components], dtype=np.int16)[choice]
+            site[rows] = np.array([c[2] for c in components], dtype=np.int32)[choice]
+    df["state"] = pd.Categorical.from_codes(state, dtype=SAMPLE_COLUMNS["state"])
+    df["wait_kind"] = pd.Categorical.from_codes(wait_kind, dtype=SAMPLE_COLUMNS["wait_kind"])
     df["site"] = site
-    df["phase"] = _categorical(stacks.phase[sid], PHASES_AND_OTHER, sid)
-    df["leaf_category"] = _categorical(stacks.leaf_category[sid], CATEGORIES, sid)
+    df["phase"] = pd.Categorical.from_codes(_codes(stacks.phase, PHASES_AND_OTHER)[sid],
+                                            dtype=SAMPLE_COLUMNS["phase"])
+    df["leaf_category"] = pd.Categorical.from_codes(_codes(stacks.leaf_category, CATEGORIES)[sid],
+                                                    dtype=SAMPLE_COLUMNS["leaf_category"])
     df["estimated"] = stacks.estimated[sid]
-    source = np.where(stacks.calibrated[sid], "calibrated",
-                      np.where(stacks.estimated[sid], "estimated", "measured"))
-    df["state_source"] = pd.Categorical(source, categories=("measured", "calibrated", "estimated"))
+    source = np.where(stacks.calibrated, 1, np.where(stacks.estimated, 2, 0)).astype(np.int8)
+    df["state_source"] = pd.Categorical.from_codes(source[sid], dtype=SAMPLE_COLUMNS["state_source"])
     df["calibration_support"] = stacks.support[sid]
     return validate(df)
 
@@ -145,6 +168,3 @@ def validate(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _categorical(values, categories, sid) -> pd.Categorical:
-    """A column of the sample table; an empty table's is empty (whatever `values` holds)."""
-    return pd.Categorical(values if len(sid) else [], categories=categories)

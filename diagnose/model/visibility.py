@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from diagnose.classify.state import FULL_SYMBOL_MARKERS, classify_stack
+from diagnose.classify.state import FULL_SYMBOL_MARKERS, classify_profile_stack
 from diagnose.model.vocab import WAITING
 from diagnose.model.profile import Profile
 
@@ -52,9 +52,7 @@ def assess_waits(profile: Profile) -> None:
     def is_waiting(sid: int) -> bool:
         known = waiting_stack.get(sid)
         if known is None:
-            frames = [profile.frames[i] for i in profile.stacks[sid]]
-            known = waiting_stack[sid] = (classify_stack(frames, profile.native, full_symbols).state
-                                          in WAITING)
+            known = waiting_stack[sid] = classify_profile_stack(profile, sid, full_symbols).state in WAITING
         return known
 
     per_thread, waiting = [], []

@@ -77,27 +77,43 @@ def wait_sites(analysis, limit: int = 8, holders_for: int = 5) -> list[WaitSite]
     if waiting.empty:
         return []
     interval = analysis.profile.interval_s or 0.01
-    waiting = waiting.assign(key_site=np.where(waiting["wait_kind"] == WaitKind.GIL, -1, waiting["site"]),
-                             kind=waiting["wait_kind"].astype(str))
-    grouped = (waiting.groupby(["kind", "key_site"])
-               .agg(samples=("count", "sum"), threads=("thread", "nunique"))
-               .sort_values("samples", ascending=False).head(limit))
+    kind_codes = waiting["wait_kind"].cat.codes.to_numpy()
+    gil_code = list(waiting["wait_kind"].cat.categories).index(WaitKind.GIL)
+    key_site = np.where(kind_codes == gil_code, -1, waiting["site"].to_numpy())
+    # Grouped by (wait kind code, site), then put in the order grouping by the kind's text
+    # would give (so the ranking below breaks ties as it always has).
+    grouped = (pd.DataFrame({"code": kind_codes, "key_site": key_site, "count": waiting["count"].to_numpy(),
+                             "thread": waiting["thread"].to_numpy()})
+               .groupby(["code", "key_site"]).agg(samples=("count", "sum"), threads=("thread", "nunique")))
+    categories = list(waiting["wait_kind"].cat.categories)
+    names = [str(categories[int(code)]) for code in grouped.index.get_level_values(0)]
+    grouped.index = pd.MultiIndex.from_arrays([names, grouped.index.get_level_values(1)],
+                                              names=["kind", "key_site"])
+    grouped = grouped.sort_index().sort_values("samples", ascending=False).head(limit)
     timed = analysis.samples["t"].notna().all()
-    all_samples = analysis.samples.assign(tick=with_ticks(analysis.samples, interval)) if timed else None
+    # The columns the holder search reads, as the table's own arrays (no copy) and each sample's
+    # tick; rows are taken from them only once a holder's rows are known.
+    all_samples = ({"thread": analysis.samples["thread"].to_numpy(),
+                    "stack": analysis.samples["stack"].to_numpy(),
+                    "state": analysis.samples["state"].array,
+                    "count": analysis.samples["count"].to_numpy(),
+                    "tick": with_ticks(analysis.samples, interval)}
+                   if timed else None)
     sites = []
-    for rank, ((kind, key_site), row) in enumerate(grouped.iterrows()):
-        these = waiting[(waiting["kind"] == kind) & (waiting["key_site"] == key_site)]
-        frame_id = int(key_site) if key_site >= 0 else int(these["site"].mode().iloc[0])
+    for rank, ((kind, site_key), row) in enumerate(grouped.iterrows()):
+        code = categories.index(kind)
+        these = waiting[(kind_codes == code) & (key_site == site_key)]
+        frame_id = int(site_key) if site_key >= 0 else int(these["site"].mode().iloc[0])
         frame = analysis.frame(frame_id)
         max_concurrent = max_holders = 0
         holders: tuple[Holder, ...] = ()
         scope = ""
         if all_samples is not None:
             ticks = with_ticks(these, interval)
-            max_concurrent = int(pd.Series(ticks).value_counts().max())
+            max_concurrent = int(np.bincount(ticks - ticks.min()).max()) if len(ticks) else 0
             if rank < holders_for:
                 holders, scope, max_holders = _holders(analysis, all_samples, these,
-                                                       set(ticks.tolist()), kind)
+                                                       np.unique(ticks), kind)
         sites.append(WaitSite(
             kind=kind, label=KIND_LABELS.get(kind, kind), function=frame.function, file=frame.file,
             line=frame.line, frame=frame_id, samples=int(row["samples"]),
@@ -112,6 +128,20 @@ def _thread_tick_keys(thread: np.ndarray, tick: np.ndarray) -> np.ndarray:
     return thread.astype(np.int64) * (1 << 32) + tick.astype(np.int64)
 
 
+def _member(values: np.ndarray, members: np.ndarray) -> np.ndarray:
+    """`np.isin(values, members)` for non-negative integers: a lookup table when the range is
+    small enough (one pass, no sort), else np.isin."""
+    if not len(values) or not len(members):
+        return np.zeros(len(values), dtype=bool)
+    low = min(int(values.min()), int(members.min()))
+    high = max(int(values.max()), int(members.max()))
+    if low >= 0 and high < (1 << 27):
+        table = np.zeros(high + 1, dtype=bool)
+        table[members] = True
+        return table[values]
+    return np.isin(values, members)
+
+
 def _stacks_where(analysis, stack_ids: np.ndarray, predicate) -> np.ndarray:
     """Evaluates a per-stack predicate once per distinct stack; returns a row mask."""
     distinct = np.unique(stack_ids)
@@ -119,20 +149,39 @@ def _stacks_where(analysis, stack_ids: np.ndarray, predicate) -> np.ndarray:
     return np.isin(stack_ids, distinct[keep])
 
 
-def _holders(analysis, all_samples, waiters, wait_ticks: set[int], kind: str):
-    at_instants = all_samples[all_samples["tick"].isin(wait_ticks)]
-    # Threads waiting at this very site are waiters, not holders.
+def _holders(analysis, all_samples, waiters, wait_ticks: np.ndarray, kind: str):
+    """`wait_ticks`: the distinct ticks at which the waiters waited."""
+    # The other threads' samples at the waiting instants: one mask over the arrays, one take.
     interval = analysis.profile.interval_s or 0.01
-    waiter_keys = _thread_tick_keys(waiters["thread"].to_numpy(), with_ticks(waiters, interval))
-    keys = _thread_tick_keys(at_instants["thread"].to_numpy(), at_instants["tick"].to_numpy())
-    others = at_instants[~np.isin(keys, waiter_keys)]
+    tick, thread = all_samples["tick"], all_samples["thread"]
+    state = all_samples["state"]
+    codes = state.codes
+    categories = list(state.categories)
+    mask = _member(tick, wait_ticks)
     # Threads blocked on a lock themselves (at another call site of the same logger, say) are
-    # waiters too, not holders.
-    others = others[others["state"] != ThreadState.LOCK]
+    # waiters too, not holders; for the GIL, the holders are the threads running Python.
+    mask &= codes != categories.index(ThreadState.LOCK)
     if kind == WaitKind.GIL:
-        running = others[others["state"] == ThreadState.PYTHON]
-        return (_rank(analysis, running, len(wait_ticks), scope_function=None), "running Python",
-                _max_threads(running))
+        mask &= codes == categories.index(ThreadState.PYTHON)
+    rows = np.flatnonzero(mask)
+    # Threads waiting at this very site are waiters, not holders.
+    at_thread, at_tick = thread[rows], tick[rows]
+    waiter_thread, waiter_tick = waiters["thread"].to_numpy(), with_ticks(waiters, interval)
+    threads = int(max(at_thread.max(initial=0), waiter_thread.max(initial=0))) + 1
+    span = int(max(at_tick.max(initial=0), waiter_tick.max(initial=0))) + 1
+    if min(at_tick.min(initial=0), waiter_tick.min(initial=0)) >= 0 and threads * span < (1 << 27):
+        # (thread, tick) pairs as one index into a thread x tick table
+        is_waiter = _member(at_thread.astype(np.int64) * span + at_tick,
+                            waiter_thread.astype(np.int64) * span + waiter_tick)
+    else:
+        is_waiter = np.isin(_thread_tick_keys(at_thread, at_tick), _thread_tick_keys(waiter_thread, waiter_tick))
+    rows = rows[~is_waiter]
+    others = pd.DataFrame({"thread": thread[rows], "stack": all_samples["stack"][rows],
+                           "state": state.take(rows), "count": all_samples["count"][rows],
+                           "tick": tick[rows]}, index=rows)
+    if kind == WaitKind.GIL:
+        return (_rank(analysis, others, len(wait_ticks), scope_function=None), "running Python",
+                _max_threads(others))
     stack = analysis.profile.stacks[int(waiters["stack"].iloc[0])]
     frames = [analysis.frame(f) for f in stack]
     site_frame = analysis.frame(int(waiters["site"].iloc[0]))
@@ -213,16 +262,35 @@ def _rank(analysis, samples: pd.DataFrame, instants: int, scope_function) -> tup
     the share of waiting instants at which some thread was on that path."""
     if samples.empty or instants == 0:
         return ()
-    paths = {int(sid): _holder_path(analysis, int(sid), scope_function)
-             for sid in samples["stack"].unique().tolist()}
-    keyed = samples.assign(path=samples["stack"].map(lambda s: paths[int(s)][0]),
-                           entry=samples["stack"].map(lambda s: paths[int(s)][1]))
-    per_path = keyed.groupby("path")["tick"].nunique().sort_values(ascending=False).head(5)
+    # Each distinct stack's path is read once; rows carry it as an integer code.
+    stack_ids = samples["stack"].to_numpy()
+    distinct, row_stack = np.unique(stack_ids, return_inverse=True)
+    paths = [_holder_path(analysis, int(sid), scope_function) for sid in distinct.tolist()]
+    path_ids: dict[tuple, int] = {}
+    entry_ids: dict[str, int] = {}
+    stack_path = np.array([path_ids.setdefault(p[0], len(path_ids)) for p in paths], dtype=np.int64)
+    stack_entry = np.array([entry_ids.setdefault(p[1], len(entry_ids)) for p in paths], dtype=np.int64)
+    path_names = list(path_ids)
+    entry_names = list(entry_ids)
+    row_path = stack_path[row_stack]
+    keyed = pd.DataFrame({"path": row_path, "entry": stack_entry[row_stack],
+                          "tick": samples["tick"].to_numpy(), "count": samples["count"].to_numpy()})
+    ticks_per_path = keyed.groupby("path")["tick"].nunique()
+    # Ranked as grouping by the path tuples themselves would (sorted by path, then by count).
+    order = sorted(range(len(ticks_per_path)), key=lambda i: path_names[int(ticks_per_path.index[i])])
+    per_path = pd.Series(ticks_per_path.to_numpy()[order],
+                         index=pd.Index([path_names[int(ticks_per_path.index[i])] for i in order],
+                                        tupleize_cols=False, dtype=object))
+    per_path = per_path.sort_values(ascending=False).head(5)
     holders = []
     for path, n in per_path.items():
-        group = keyed[keyed["path"] == path]
-        entry = group.groupby("entry")["count"].sum().idxmax()
-        leaf = paths[int(group["stack"].iloc[0])][2]
+        code = path_ids[path]
+        mine = row_path == code
+        sums = keyed[mine].groupby("entry")["count"].sum()
+        by_name = sorted(zip([entry_names[int(e)] for e in sums.index], sums.tolist()), key=lambda x: x[0])
+        best = max(c for _, c in by_name)
+        entry = next(name for name, c in by_name if c == best)
+        leaf = paths[int(row_stack[np.flatnonzero(mine)[0]])][2]
         stack = tuple(path) + ((entry,) if entry else ())
         holders.append(Holder(stack, leaf.function, leaf.file, leaf.line,
                               round(n / instants, 4), int(n)))

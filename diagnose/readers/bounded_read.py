@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Generator
 
 
 def size_text(n: int) -> str:
@@ -37,3 +38,40 @@ def read_bounded(path: str | Path, what: str, limit: int, error: type[Exception]
     if len(raw) > limit:
         raise error(f"{path}: {too_large}")
     return raw
+
+
+def read_chunks(path: str | Path, what: str, limit: int, error: type[Exception], hint: str = "",
+                chunk: int = 16 << 20) -> Generator[bytes, None, None]:
+    """The file's bytes in chunks, with the checks and messages of `read_bounded`: a file over
+    the cap is refused before any is read, and a pipe is refused as soon as it passes it. A
+    reader that parses as it goes holds one chunk at a time, not the file."""
+    path = Path(path)
+    too_large = f"is larger than a {what} may be ({size_text(limit)})" + (f"; {hint}" if hint else "")
+    try:
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode):
+            raise error(f"{path}: is a directory, not a {what}")
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+            raise error(f"{path}: not a regular file (a device or socket), not a {what}")
+        if st.st_size > limit:
+            raise error(f"{path}: {size_text(st.st_size)} {too_large}")
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        raise error(f"{path}: no such file (expected a {what})")
+    except OSError as exc:
+        raise error(f"{path}: cannot read it: {exc.strerror or exc}")
+    with fh:
+        seen = 0
+        while True:
+            try:
+                data = fh.read(chunk)
+            except MemoryError:
+                raise error(f"{path}: too large to read into memory")
+            except OSError as exc:
+                raise error(f"{path}: cannot read it: {exc.strerror or exc}")
+            if not data:
+                return
+            seen += len(data)
+            if seen > limit:
+                raise error(f"{path}: {too_large}")
+            yield data

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any, Callable
 
@@ -12,7 +14,8 @@ import numpy as np
 from diagnose.errors import BadProfile
 from diagnose.model.profile import Frame, Profile, ThreadTrack
 from diagnose.model.visibility import assess_waits
-from diagnose.readers.bounded_read import read_bounded
+from diagnose.readers import speedscope_stream
+from diagnose.readers.bounded_read import read_bounded, read_chunks
 from diagnose.readers.frames import PROCESS_PSEUDO, THREAD_PSEUDO, is_native_frame, parse_tid
 
 # py-spy names a speedscope profile `Thread 1945 "req-0"` (tid may be hex on some platforms).
@@ -64,6 +67,19 @@ def load_profile(path: str | Path, rate_hz: float | None = None) -> Profile:
     """`rate_hz`: the sampling rate when known, for a format that does not state it
     (chrometrace, readers/chrometrace.py)."""
     path = Path(path)
+    try:
+        streamed = _load_streamed(path)
+    except BadProfile:
+        raise
+    except RecursionError:
+        raise BadProfile(f"{path}: not a profile: nested too deeply")
+    except MemoryError:
+        raise BadProfile(f"{path}: too large to parse in the memory available")
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError) as exc:
+        raise BadProfile(f"{path}: not a valid py-spy profile ({type(exc).__name__}: "
+                         f"{str(exc)[:120]})")
+    if streamed is not None:
+        return streamed
     raw = read_input(path)
     if not raw.strip():
         raise BadProfile(f"{path}: the file is empty")
@@ -92,6 +108,39 @@ def load_profile(path: str | Path, rate_hz: float | None = None) -> Profile:
         # limits too: an integer of thousands of digits)
         raise BadProfile(f"{path}: not a valid py-spy profile ({type(exc).__name__}: "
                          f"{str(exc)[:120]})")
+
+
+def _load_streamed(path: Path) -> Profile | None:
+    """A speedscope file (a regular file, UTF-8) read in chunks, its sample arrays parsed as
+    they stream by (readers/speedscope_stream.py): never the whole file in memory, nor a Python
+    object per sample. None when the file is something else (or has arrays of another shape):
+    the caller then reads it whole."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+    except OSError:
+        return None
+    chunks = read_chunks(path, "profile", MAX_PROFILE_BYTES, BadProfile, hint="record a shorter window")
+    head = b""
+    for chunk in chunks:
+        head += chunk
+        if head.strip() or len(head) > (1 << 20):
+            break
+    start = head.lstrip().removeprefix(b"\xef\xbb\xbf").lstrip()
+    if not start.startswith(b"{") or b"\x00" in head[:65536]:
+        chunks.close()
+        return None
+    try:
+        lifted = speedscope_stream.lift(chunks, head)
+    except speedscope_stream.Unexpected:
+        return None
+    except speedscope_stream.Truncated as exc:
+        raise BadProfile(f"{path}: not valid JSON ({exc}); a truncated or damaged file?")
+    finally:
+        chunks.close()
+    data = _parse_json(lifted.skeleton.decode("utf-8", "replace").removeprefix("\ufeff"), path)
+    del lifted.skeleton
+    return load_speedscope(data, str(path), lifted.arrays, lifted.raw_stacks)
 
 
 # A sampled profile's "samples" (a list of int lists) and "weights" (numbers) are nearly all of
@@ -132,7 +181,10 @@ def _sample_texts(raw: str) -> list[str]:
     return inner[1:-1].split("],[")
 
 
-def load_speedscope(data: object, label: str = "profile", arrays: list[str] | None = None) -> Profile:
+def load_speedscope(data: object, label: str = "profile", arrays: list | None = None,
+                    raw_stacks: list[tuple[int, ...]] | None = None) -> Profile:
+    """`arrays`: the lifted arrays the placeholders name: text (`_lift_sample_arrays`), or
+    parsed by readers/speedscope_stream.py (sample ids into `raw_stacks`, weights as floats)."""
     if not isinstance(data, dict) or "profiles" not in data or "shared" not in data:
         raise BadProfile(f"{label}: JSON but not a speedscope profile (no 'profiles'/'shared')")
     shared_frames = data["shared"].get("frames", [])
@@ -154,6 +206,7 @@ def load_speedscope(data: object, label: str = "profile", arrays: list[str] | No
         profile.native = profile.native or native
         mapped.append(profile.intern_frame(Frame(name, file, line, native)))
     intervals = []
+    raw_map: np.ndarray | None = None
     for index, prof in enumerate(data["profiles"]):
         if prof.get("type") != "sampled":
             raise BadProfile(f"{label}: only sampled speedscope profiles are supported "
@@ -164,14 +217,18 @@ def load_speedscope(data: object, label: str = "profile", arrays: list[str] | No
         pid = int(match.group(1)) if match and match.group(1) else None
         samples, weights = prof.get("samples", []), prof.get("weights", [])
         lifted = _lifted(samples, arrays)
-        if lifted is not None:
+        raw_ids = lifted.ids if isinstance(lifted, speedscope_stream.RawSamples) else None
+        parse: Callable[[Any], tuple[int, ...]] = tuple
+        if raw_ids is not None:
+            samples = raw_ids
+        elif lifted is not None:
             samples = _sample_texts(lifted)
-            parse: Callable[[Any], tuple[int, ...]] = _parse_sample_text
-        else:
-            parse = tuple
+            parse = _parse_sample_text
         lifted = _lifted(weights, arrays)
         try:
-            if lifted is not None:
+            if isinstance(lifted, np.ndarray):
+                w = lifted
+            elif lifted is not None:
                 w = np.array(lifted.replace("\n", "").split(",") if lifted.strip() else [],
                              dtype=np.float64)
             else:
@@ -181,6 +238,24 @@ def load_speedscope(data: object, label: str = "profile", arrays: list[str] | No
         if len(samples) != len(w):
             raise BadProfile(f"{label}: profile {name!r} has {len(samples)} samples "
                              f"but {len(w)} weights")
+        if raw_ids is not None and raw_stacks is not None:
+            if raw_map is None:
+                raw_map = np.full(len(raw_stacks), -1, dtype=np.int64)
+            # Each distinct stack of this profile mapped once, new ones interned in order of
+            # first appearance (as the per-sample loop below does); samples by numpy.
+            distinct, first = np.unique(raw_ids, return_index=True)
+            try:
+                for raw in distinct[np.argsort(first, kind="stable")].tolist():
+                    if raw_map[raw] < 0:
+                        raw_map[raw] = profile.intern_stack(
+                            tuple(m for m in (mapped[k] for k in raw_stacks[raw]) if m is not None))
+            except (IndexError, TypeError, ValueError):
+                raise BadProfile(f"{label}: profile {name!r} refers to frames that do not exist")
+            if len(w):
+                intervals.append(float(np.median(w)))
+            profile.threads.append(ThreadTrack(tid, thread_name, raw_map[raw_ids].astype(np.int32), w,
+                                               pid=pid))
+            continue
         ids = np.empty(len(samples), dtype=np.int32)
         cache: dict = {}
         try:
@@ -221,32 +296,44 @@ def load_collapsed(text: str, label: str = "profile") -> Profile:
     profile = Profile(source="collapsed", instants="none")
     per_thread: dict[int, tuple[str, list[int], list[int]]] = {}
     frame_cache: dict[str, int] = {}
+    # The root frame of a line: a thread pseudo-frame (tid, name, 1 frame to skip), a process
+    # pseudo-frame (0, "all threads", 1) or a real frame (0, "all threads", 0); read once each.
+    root_cache: dict[str, tuple[int, str, int]] = {}
     bad = 0
-    lines = [line for line in text.splitlines() if line.strip()]
-    for line in lines:
+    lines = 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        lines += 1
         stack_text, _, count_text = line.rstrip().rpartition(" ")
         if not stack_text or not count_text.isdigit():
             bad += 1
             continue
-        tid, thread_name = 0, "all threads"
-        frame_ids = []
-        for k, part in enumerate(stack_text.split(";")):
-            match = THREAD_PSEUDO.match(part) if k == 0 else None
+        parts = stack_text.split(";")
+        root = root_cache.get(parts[0])
+        if root is None:
+            match = THREAD_PSEUDO.match(parts[0])
             if match:
-                tid, thread_name = parse_tid(match.group(1)), match.group(2) or ""
-                continue
-            if k == 0 and PROCESS_PSEUDO.match(part):
-                continue
-            fid = frame_cache.get(part)
-            if fid is None:
-                frame = _parse_collapsed_frame(part)
-                profile.native = profile.native or frame.native
-                fid = frame_cache[part] = profile.intern_frame(frame)
-            frame_ids.append(fid)
-        entry = per_thread.setdefault(tid, (thread_name, [], []))
-        entry[1].append(profile.intern_stack(tuple(frame_ids)))
+                root = (parse_tid(match.group(1)), match.group(2) or "", 1)
+            else:
+                root = (0, "all threads", 1 if PROCESS_PSEUDO.match(parts[0]) else 0)
+            root_cache[parts[0]] = root
+        tid, thread_name, skip = root
+        try:
+            frame_ids = tuple([frame_cache[part] for part in parts[skip:]])
+        except KeyError:
+            for part in parts[skip:]:
+                if part not in frame_cache:
+                    frame = _parse_collapsed_frame(part)
+                    profile.native = profile.native or frame.native
+                    frame_cache[part] = profile.intern_frame(frame)
+            frame_ids = tuple([frame_cache[part] for part in parts[skip:]])
+        entry = per_thread.get(tid)
+        if entry is None:
+            entry = per_thread[tid] = (thread_name, [], [])
+        entry[1].append(profile.intern_stack(frame_ids))
         entry[2].append(int(count_text))
-    if not lines or bad > len(lines) // 2:
+    if not lines or bad > lines // 2:
         raise BadProfile(f"{label}: not a profile: expected a py-spy speedscope JSON file or "
                          f"collapsed stacks ('frame;frame;frame COUNT' per line)")
     for tid, (name, ids, counts) in per_thread.items():

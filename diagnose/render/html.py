@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 from importlib import resources
 
 import jinja2
 from markupsafe import Markup
+
+from diagnose.render.json_text import compact_text
 
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
                  "\u2029": "\\u2029"}
@@ -16,7 +17,7 @@ _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2
 
 def script_safe_json(data) -> str:
     """JSON that cannot close its <script> element or break out of it in any parser."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = compact_text(data)
     for raw, escaped in _JSON_ESCAPES.items():
         text = text.replace(raw, escaped)
     return text

@@ -11,6 +11,10 @@ from diagnose.model.vocab import STATES, page_vocabulary
 from diagnose.render.evidence import describe_evidence
 
 MAX_TIMELINE_STEPS = 3000  # enough resolution for a screen; longer windows are coarsened
+# (stack, thread, state) rows the page's flame graph carries: the heaviest ones; the rest are folded
+# per thread and state into one frame saying how many stacks it stands for (the page draws at
+# most a few thousand frames anyway; a recording of 300,000 distinct stacks stays a page of MBs)
+MAX_FLAME_ROWS = 50_000
 
 
 def flame_data(analysis: Analysis, categorizer: Categorizer) -> dict:
@@ -19,6 +23,7 @@ def flame_data(analysis: Analysis, categorizer: Categorizer) -> dict:
     strings: dict[str, int] = {}
     frame_index: dict[int, int] = {}
     frames: list[list] = []
+    paths: dict[int, list[int]] = {}
 
     def intern(text: str) -> int:
         idx = strings.get(text)
@@ -35,11 +40,33 @@ def flame_data(analysis: Analysis, categorizer: Categorizer) -> dict:
             frames.append([intern(f.function), intern(f.file), int(f.line), CATEGORIES.index(cat)])
         return idx
 
+    def path_of(stack_id: int) -> list[int]:  # once per distinct stack
+        path = paths.get(stack_id)
+        if path is None:
+            path = paths[stack_id] = [frame_ref(fid) for fid in analysis.profile.stacks[stack_id]]
+        return path
+
     state_index = {s: i for i, s in enumerate(STATES)}
-    stacks = []
-    for stack_id, thread, state, count in grouped.itertuples(index=False):
-        path = [frame_ref(fid) for fid in analysis.profile.stacks[stack_id]]
-        stacks.append([path, int(thread), state_index[state], int(count)])
+    stack_ids, threads = grouped["stack"].tolist(), grouped["thread"].tolist()
+    states, counts = grouped["state"].astype(str).tolist(), grouped["count"].tolist()
+    keep: range | list[int] = range(len(stack_ids))
+    rest: dict[tuple[int, str], list[int]] = {}
+    if len(stack_ids) > MAX_FLAME_ROWS:
+        # The heaviest rows are drawn; the others are folded, per thread and state, into one
+        # frame that says how many stacks it stands for (totals per thread and state stay whole).
+        order = np.argsort(-grouped["count"].to_numpy(), kind="stable")
+        keep = sorted(order[:MAX_FLAME_ROWS].tolist())
+        for i in order[MAX_FLAME_ROWS:].tolist():
+            entry = rest.setdefault((threads[i], states[i]), [0, 0])
+            entry[0] += 1
+            entry[1] += int(counts[i])
+    stacks = [[list(path_of(stack_ids[i])), int(threads[i]), state_index[states[i]], int(counts[i])]
+              for i in keep]
+    for (thread, state), (rows, count) in rest.items():
+        folded = len(frames)
+        frames.append([intern(f"({rows:,} rarer stacks, not drawn)"), intern(""), 0,
+                       CATEGORIES.index("other")])
+        stacks.append([[folded], int(thread), state_index[state], count])
     return {"strings": list(strings), "frames": frames, "stacks": stacks}
 
 
@@ -76,7 +103,9 @@ def timeline_data(analysis: Analysis) -> dict:
 
 def page_data(report: dict, analysis: Analysis, categorizer: Categorizer, generated_at: str) -> dict:
     return {
-        "report": report,
+        # The .json report, less its `stacks` table (export and diff read it from the .json file;
+        # the page draws the flame rows below): a report of many distinct stacks stays small.
+        "report": {key: value for key, value in report.items() if key != "stacks"},
         # Per finding, in the report's order: its evidence as labelled rows with units.
         "evidence_text": [describe_evidence(f) for f in report.get("findings") or []],
         "generated_at": generated_at,

@@ -27,27 +27,39 @@ def stack_rows(analysis: Analysis) -> dict:
     grouped = (samples.groupby(["stack", "thread", "state", "leaf_category"], observed=True)["count"]
                .sum().reset_index())
     grouped = grouped[grouped["count"] > 0]
+    # The thread facts of every row, looked up once per thread (not once per row).
     threads = analysis.threads
+    facts = {int(index): (int(tid), str(name), None if pd.isna(pid) else int(pid), str(role))
+             for index, tid, name, pid, role in zip(threads.index, threads["tid"], threads["name"],
+                                                    threads["pid"], threads["role"])}
+    # Each distinct stack's path in the report's frame list, built once per stack.
     used_frames: dict[int, int] = {}
     frames: list[dict] = []
+    paths: dict[int, list[int]] = {}
 
-    def frame_index(frame_id: int) -> int:
-        if frame_id not in used_frames:
-            frame = profile.frames[frame_id]
-            used_frames[frame_id] = len(frames)
-            frames.append({"function": frame.function, "file": frame.file, "line": int(frame.line),
-                           "native": bool(frame.native)})
-        return used_frames[frame_id]
+    def path_of(stack_id: int) -> list[int]:
+        path = paths.get(stack_id)
+        if path is None:
+            path = []
+            for frame_id in profile.stacks[stack_id]:
+                index = used_frames.get(frame_id)
+                if index is None:
+                    frame = profile.frames[frame_id]
+                    index = used_frames[frame_id] = len(frames)
+                    frames.append({"function": frame.function, "file": frame.file,
+                                   "line": int(frame.line), "native": bool(frame.native)})
+                path.append(index)
+            paths[stack_id] = path
+        return path
 
     rows: list[dict[str, Any]] = []
-    for stack_id, thread, state, category, count in grouped.itertuples(index=False):
-        info = threads.loc[int(thread)]
-        pid = info["pid"]
+    for stack_id, thread, state, category, count in zip(
+            grouped["stack"].tolist(), grouped["thread"].tolist(), grouped["state"].astype(str).tolist(),
+            grouped["leaf_category"].astype(str).tolist(), grouped["count"].tolist()):
+        tid, name, pid, role = facts[thread]
         rows.append({
-            "stack": [frame_index(f) for f in profile.stacks[int(stack_id)]],
-            "tid": int(info["tid"]), "thread": str(info["name"]),
-            "pid": None if pd.isna(pid) else int(pid), "role": str(info["role"]),
-            "state": str(state), "category": str(category), "count": int(count),
+            "stack": list(path_of(stack_id)), "tid": tid, "thread": name, "pid": pid, "role": role,
+            "state": state, "category": category, "count": int(count),
         })
     rows.sort(key=lambda r: -r["count"])
     return {"frames": frames, "samples": rows, "interval_s": profile.interval_s}

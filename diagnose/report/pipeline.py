@@ -26,6 +26,7 @@ from diagnose.outputs.files import (WriteFailed, claim_name, move_file, prepare_
                                     remove_quietly, write_atomically, write_text)
 from diagnose.render.html import render_html
 from diagnose.render.html_data import page_data
+from diagnose.render import json_text
 from diagnose.report.json_report import build_report
 from diagnose.render.markdown import render_markdown
 from diagnose.render.speedscope_out import write_speedscope
@@ -154,7 +155,7 @@ def write_outputs(service: Service, results: CheckResults, per_process: dict,
             else:
                 write_atomically(speedscope, lambda tmp: shutil.copyfile(source_profile, tmp))
             written.append(speedscope)
-        report_text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+        report_text = json_text.report_text(report)
         write_text(paths[".json"], report_text)
         written.append(paths[".json"])
         summary = render_markdown(report, [paths[ext].name for ext in

@@ -1,0 +1,160 @@
+"""Reads a py-spy speedscope file in bounded memory: the file is read in chunks, each profile's
+"samples" and "weights" arrays are parsed as they stream by, and only the rest of the document
+(the shared frames, each profile's name and type: kilobytes) is left for the JSON parser.
+
+In each chunk the samples are cut apart at their brackets by `bytes.split` and numbered by
+pandas' hash table (`pd.factorize`), both in C: no Python code runs per sample. Each distinct
+sample text is checked (digits and commas only, as JSON writes them) and parsed once, into the
+tuple of frame indices it names; a profile's samples are kept as one int32 array of those
+tuples' ids. The weights are numbered the same way and each distinct number parsed once.
+
+Anything this reader does not expect inside those arrays (another number format, deeper
+nesting, a stray character) raises `Unexpected`, and the caller reads the file the general way,
+whose JSON parser says precisely what is wrong.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+import pandas as pd
+
+_KEY = re.compile(rb'"(samples|weights)"\s*:\s*\[')
+_KEY_TAIL = 256  # bytes kept back at a chunk's end: a key split across two chunks is still found
+LIFTED = "@@diagnose-lifted:"
+_SAMPLES_END = re.compile(rb"\]\s*\]")  # a sample's closing bracket, then the array's
+_EMPTY_END = re.compile(rb"\s*\]")  # the array closes right here
+_SPACE = b" \t\r\n"
+_SAMPLE_TEXT = re.compile(rb"(?:(?:0|[1-9][0-9]{0,8})(?:,(?:0|[1-9][0-9]{0,8}))*)?")
+_NUMBER = re.compile(rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+
+
+class Unexpected(Exception):
+    """Not the shape this reader parses: read the file the general way."""
+
+
+class Truncated(Exception):
+    """The file ended inside a profile's samples or weights."""
+
+
+@dataclass
+class RawSamples:
+    """One profile's samples: per sample, the id of its frame-index sequence in the reader's
+    `raw_stacks` (ids in order of first appearance in the file)."""
+
+    ids: np.ndarray
+
+
+@dataclass
+class Lifted:
+    skeleton: bytes  # the document with each array replaced by a placeholder string
+    arrays: list  # per placeholder: RawSamples or the float64 weights
+    raw_stacks: list[tuple[int, ...]] = field(default_factory=list)
+
+
+class _Interner:
+    def __init__(self) -> None:
+        self.by_text: dict[bytes, int] = {}
+        self.raw_stacks: list[tuple[int, ...]] = []
+
+    def samples(self, content: bytes) -> np.ndarray:
+        """Stack ids of the complete samples in `content` (`[1,2],[3]`, perhaps a leading comma
+        and whitespace)."""
+        if content.strip(_SPACE).strip(b","):
+            content = content.translate(None, _SPACE).removeprefix(b",")
+        else:
+            return np.empty(0, dtype=np.int32)
+        if not (content.startswith(b"[") and content.endswith(b"]")):
+            raise Unexpected("samples that are not lists of frame indices")
+        codes, texts = pd.factorize(np.array(content[1:-1].split(b"],["), dtype=object))
+        ids = np.empty(len(texts), dtype=np.int32)
+        for i, text in enumerate(texts.tolist()):  # once per distinct sample text
+            sid = self.by_text.get(text)
+            if sid is None:
+                if not _SAMPLE_TEXT.fullmatch(text):
+                    raise Unexpected("samples that are not lists of frame indices")
+                sid = self.by_text[text] = len(self.raw_stacks)
+                self.raw_stacks.append(tuple(int(k) for k in text.split(b",")) if text else ())
+            ids[i] = sid
+        return ids[codes]
+
+
+def _weights(content: bytes) -> np.ndarray:
+    content = content.translate(None, _SPACE).strip(b",")
+    if not content:
+        return np.empty(0, dtype=np.float64)
+    codes, texts = pd.factorize(np.array(content.split(b","), dtype=object))
+    values = np.empty(len(texts), dtype=np.float64)
+    for i, text in enumerate(texts.tolist()):  # once per distinct number
+        if not _NUMBER.fullmatch(text):
+            raise Unexpected("weights that are not plain numbers")
+        values[i] = float(text)
+    return values[codes]
+
+
+def lift(chunks: Iterator[bytes], first: bytes = b"") -> Lifted:
+    """Reads the document from `first` and then `chunks`, lifting out every profile's samples
+    and weights. Raises Unexpected or Truncated."""
+    interner = _Interner()
+    skeleton: list[bytes] = []
+    arrays: list = []
+    buf = first
+    done = False
+
+    def more() -> bytes:
+        nonlocal done
+        for chunk in chunks:
+            if chunk:
+                return chunk
+        done = True
+        return b""
+
+    while True:
+        match = _KEY.search(buf)
+        if match is None:
+            if done:
+                skeleton.append(buf)
+                break
+            skeleton.append(buf[:-_KEY_TAIL])
+            buf = buf[-_KEY_TAIL:] + more()
+            continue
+        kind = match.group(1)
+        skeleton.append(buf[:match.start()])
+        skeleton.append(b'"%s":"%s%d"' % (kind, LIFTED.encode(), len(arrays)))
+        buf = buf[match.end():]
+        if kind == b"samples":
+            parts: list[np.ndarray] = []
+            while True:
+                closed = _EMPTY_END.match(buf)  # no sample (left) before the closing bracket
+                end = _SAMPLES_END.search(buf) if closed is None else None
+                if closed is not None:
+                    buf = buf[closed.end():]
+                    break
+                if end is not None:
+                    parts.append(interner.samples(buf[:end.start() + 1]))
+                    buf = buf[end.end():]
+                    break
+                cut = buf.rfind(b"]") + 1  # after the last complete sample
+                parts.append(interner.samples(buf[:cut]))
+                if done:
+                    raise Truncated("the file ends inside a profile's samples")
+                buf = buf[cut:] + more()
+            arrays.append(RawSamples(np.concatenate(parts) if parts else np.empty(0, np.int32)))
+        else:
+            weights: list[np.ndarray] = []
+            while True:
+                end_at = buf.find(b"]")
+                if end_at >= 0:
+                    weights.append(_weights(buf[:end_at]))
+                    buf = buf[end_at + 1:]
+                    break
+                cut = buf.rfind(b",") + 1
+                weights.append(_weights(buf[:cut]))
+                if done:
+                    raise Truncated("the file ends inside a profile's weights")
+                buf = buf[cut:] + more()
+            arrays.append(np.concatenate(weights) if weights else np.empty(0, np.float64))
+    return Lifted(b"".join(skeleton), arrays, interner.raw_stacks)
