@@ -349,7 +349,7 @@ def _findings(report: dict, budget: _Budget) -> list[str]:
         lines += [_finding_heading(rank, finding, budget), ""]
         if finding.get("summary"):
             lines += [md_text(finding["summary"], budget.text), ""]
-        levers = levers_text(finding, budget.name)
+        levers = levers_text(finding, budget.text)
         if levers:
             lines += [f"**Predicted gain:** {levers}", ""]
         rows = [[md_cell(r["label"], budget.text), md_cell(r["text"], budget.text)]
