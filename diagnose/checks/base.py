@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -18,6 +19,45 @@ class Site:
     file: str
     line: int
     share: float  # of the check's reference samples (usually request-thread samples)
+
+
+class LeverKind(enum.StrEnum):
+    """What a lever changes: the work itself, or the cores the work runs on."""
+
+    REMOVE_WORK = "remove_work"  # vectorise, cache, a cheaper decode: the work gets cheaper
+    MORE_CORES = "more_cores"  # processes, workers, replicas: the same work on more cores
+
+
+@dataclass(frozen=True)
+class Lever:
+    """One way to act on a finding and what it can buy, as a throughput ratio: an estimate whose
+    inputs `basis` states. `label` says the lever in a few words ("if featurize cost nothing",
+    "from more cores"); `upper_bound`: the figure is the most the lever can buy (the work made
+    free), not what a realistic fix buys."""
+
+    kind: LeverKind
+    gain: float
+    label: str
+    basis: str
+    upper_bound: bool = False
+
+    def to_dict(self) -> dict:
+        return {"kind": str(self.kind), "gain": round(float(self.gain), 2), "label": self.label,
+                "basis": self.basis, "upper_bound": self.upper_bound}
+
+
+def remove_work_lever(share: float, what: str, of: str) -> Lever:
+    """The bound if `what` (a share `share` of `of`) cost nothing: Amdahl, an upper bound."""
+    gain = amdahl(share)
+    capped = " (capped: a share this close to all of it says 'large')" if gain >= MAX_AMDAHL else ""
+    return Lever(LeverKind.REMOVE_WORK, round(gain, 2), f"if {what} cost nothing",
+                 f"estimate: {what} is {pct(share)} of {of}; if it cost nothing, at most "
+                 f"{gain:.2f}x{capped} (Amdahl), an upper bound", upper_bound=True)
+
+
+def more_cores_lever(gain: float, basis: str) -> Lever:
+    """The gain from running the same work on more cores (the check's own estimate)."""
+    return Lever(LeverKind.MORE_CORES, round(max(1.0, float(gain)), 2), "from more cores", basis)
 
 
 @dataclass(frozen=True)
@@ -45,11 +85,15 @@ class Finding:
     # figure no share of samples moves).
     score_interval: tuple[int, int] | None = None
     gain_interval: tuple[float, float] | None = None
+    # Each lever the advice pulls and what it can buy (work removed, more cores), beside the
+    # ranking's `predicted_gain`: what the report shows. Empty when the check states one gain.
+    levers: tuple[Lever, ...] = ()
 
     def to_dict(self) -> dict:
         out = asdict(self)
         out["sites"] = [asdict(s) for s in self.sites]
         out["advice"] = list(self.advice)
+        out["levers"] = [lever.to_dict() for lever in self.levers]
         for key in ("score_interval", "gain_interval"):
             out[key] = None if out[key] is None else list(out[key])
         return out
@@ -110,12 +154,13 @@ def ramp(value: float, low: float, high: float) -> float:
 def make_finding(check_id: str, settings, score: float, summary: str,
                  evidence: dict, sites=(), advice=None, gain: tuple[float, str] | None = None,
                  samples: int | float | None = None, share_samples: dict | None = None,
-                 basis: ScoreBasis | None = None) -> Finding:
+                 basis: ScoreBasis | None = None, levers=()) -> Finding:
     """`gain`: (predicted throughput ratio, the estimate's inputs in words). `samples`: how many
     samples the finding's shares are proportions of (None for /proc-only evidence);
     `share_samples`: {evidence key: count} for a share of another population. `basis`: the share
     the score rests on, for the score's (and the gain's) interval. `settings`: the check's
-    CheckSettings (checks/spec.py), for its title and advice."""
+    CheckSettings (checks/spec.py), for its title and advice. `levers`: each lever the advice
+    pulls with its own estimate (Lever), shown beside the predicted gain, never ranked on."""
     score = int(round(max(0.0, min(100.0, score))))
     predicted, gain_words = gain if gain is not None else (None, "")
     evidence = {k: _plain(v) for k, v in evidence.items()}
@@ -135,7 +180,8 @@ def make_finding(check_id: str, settings, score: float, summary: str,
                        (share_samples or {}).get(basis.key, samples) if basis is not None
                        else samples),
                    basis_key=basis.key if basis is not None else None,
-                   score_interval=score_interval, gain_interval=gain_interval)
+                   score_interval=score_interval, gain_interval=gain_interval,
+                   levers=tuple(levers))
 
 
 def _intervals_from(basis: ScoreBasis | None, evidence: dict, score: int, predicted: float | None,

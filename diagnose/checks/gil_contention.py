@@ -23,7 +23,8 @@ from diagnose.checks.evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
-from diagnose.checks.base import NotApplicable, ScoreBasis, Site, make_finding, pct, ramp, serial_gain
+from diagnose.checks.base import (NotApplicable, ScoreBasis, Site, busy_samples, make_finding,
+                                  more_cores_lever, pct, ramp, remove_work_lever, serial_gain)
 from diagnose.model.counters import holder_agreement
 from diagnose.model.vocab import BUSY, ThreadState, WaitKind
 from diagnose.model.waits import describe
@@ -99,8 +100,10 @@ def _from_native_frames(analysis, settings, total):
         evidence["fix"] = {"knob": "vectorize", "value": top.function}
         summary += (f"; the holder was most often running {top.function} "
                     f"({top.file.rsplit('/', 1)[-1]}:{top.line})")
+    gain = serial_gain(share, analysis, "waiting for the GIL")
+    holder = gil.holders[0].function if gil and gil.holders else None
     return make_finding(ID, settings, score, summary, evidence, sites,
-                        gain=serial_gain(share, analysis, "waiting for the GIL"), samples=total,
+                        gain=gain, samples=total, levers=_levers(analysis, holder, gain),
                         basis=ScoreBasis("gil_wait_share",
                                          lambda s: ramp(s, settings.low, settings.high) * counters.factor,
                                          lambda s: serial_gain(s, analysis, "")[0]))
@@ -138,9 +141,34 @@ def _estimated_from_cpu_time(analysis, settings, req, total):
                 "python_active_thread_seconds": python_thread_s, "cpu_seconds": cpu_s}
     summary = (f"an estimated {pct(share)} of request-thread time waits for the GIL "
                f"(Python-active time beyond the CPU time the threads got; no native frames)")
+    gain = serial_gain(share, analysis, "waiting for the GIL (estimated)")
     return make_finding(ID, settings, ramp(share, settings.low, settings.high), summary,
-                        evidence, sites, gain=serial_gain(share, analysis, "waiting for the GIL (estimated)"),
-                        samples=total)
+                        evidence, sites, gain=gain, samples=total,
+                        levers=_levers(analysis, sites[0].function if sites else None, gain))
+
+
+def _levers(analysis, holder: str | None, gain: tuple[float, str]) -> list:
+    """The first advice vectorises the holder: the bound if its self time (its share of the
+    request threads' busy time) were free, beside the predicted gain of the waiters running on
+    the cores (the ranking's)."""
+    levers = [more_cores_lever(*gain)]
+    share = _self_share(analysis, holder) if holder else 0.0
+    if holder and share > 0:
+        levers.insert(0, remove_work_lever(share, holder, "the request threads' busy time by self time"))
+    return levers
+
+
+def _self_share(analysis, function: str) -> float:
+    """The share of the request threads' busy samples whose innermost Python frame is in
+    `function` (its self time)."""
+    busy = busy_samples(analysis.request_samples())
+    total = float(busy["count"].sum())
+    with_site = busy[busy["site"] >= 0]
+    if not total or with_site.empty:
+        return 0.0
+    counts = with_site.groupby("site")["count"].sum()
+    mine = sum(float(c) for f, c in counts.items() if analysis.frame(int(f)).function == function)
+    return mine / total
 
 
 SPEC = CheckSpec(ID, "Threads wait for the GIL", Settings, EVIDENCE, __doc__ or "", run=run,

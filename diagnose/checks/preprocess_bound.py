@@ -20,14 +20,14 @@ What to do instead:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from diagnose.checks.evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
-from diagnose.checks.base import (amdahl, ScoreBasis, busy_samples, make_finding, pct, ramp,
-                                  top_sites)
+from diagnose.checks.base import (amdahl, ScoreBasis, busy_samples, core_room, make_finding,
+                                  more_cores_lever, pct, ramp, remove_work_lever, top_sites)
 
 ID = "preprocess_bound"
 
@@ -74,7 +74,18 @@ def run(analysis, settings):
     gain = amdahl(share)
     basis = (f"estimate: preprocessing is {pct(share)} of busy request time; making it free buys at "
              f"most {gain:.2f}x (Amdahl), halving it {1 / (1 - share / 2):.2f}x")
-    return make_finding(ID, settings, score, summary, evidence, sites, gain=(gain, basis), samples=total_busy,
+    # The first advice makes preprocessing cheaper (a native decode, a pipeline stage): the
+    # ranking's Amdahl bound; and the cores the process leaves idle, if any.
+    free = remove_work_lever(share, "preprocessing", "busy request time")
+    levers = [replace(free, basis=f"{free.basis}; halving it buys {1 / (1 - share / 2):.2f}x")]
+    room = core_room(analysis)
+    if room is not None and room > 1.0:
+        used = analysis.os.cpu_s / analysis.os.window_s
+        levers.append(more_cores_lever(room, f"estimate: the process uses {used:.2f} of "
+                                             f"{analysis.os.usable_cores:g} usable cores; work "
+                                             f"spread over the idle ones buys at most {room:.2f}x"))
+    return make_finding(ID, settings, score, summary, evidence, sites, gain=(gain, basis),
+                        samples=total_busy, levers=levers,
                         share_samples={"busy_share_of_request_time": req["count"].sum()},
                         basis=ScoreBasis("preprocess_share_of_busy",
                                          lambda s: ramp(s, settings.low, settings.high) * busy_factor,

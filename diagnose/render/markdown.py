@@ -1,7 +1,8 @@
 """The ticket summary: a report as GitHub-flavoured Markdown of under 4 KB.
 
-`render_markdown(report)` writes the verdict, the top findings with their evidence and first
-advice, the top wait sites with their holders, the run facts and what observing cost the target:
+`render_markdown(report)` writes the verdict, the top findings with their evidence, their levers
+(each with its estimated gain) and first advice, one "also checked" line per check that found
+nothing (no advice), the top wait sites with their holders, the run facts and what observing cost the target:
 pipe tables and text only (no HTML), so it renders in GitHub, GitLab and Jira issues.
 
 Names, files and command lines come from the profiled process: they pass through `md_text`,
@@ -146,16 +147,19 @@ class _Budget:
     waits: int  # wait sites shown
     name: int  # characters of a function, file or command line
     text: int  # characters of a sentence (headline, summary, advice)
+    checked: int  # "also checked" lines (checks that found nothing)
 
 
 # From the full summary to the smallest; the first that fits in MAX_BYTES is used.
 _BUDGETS = (
-    _Budget(3, 3, 5, 80, 300),
-    _Budget(3, 2, 4, 60, 200),
-    _Budget(3, 2, 3, 44, 150),
-    _Budget(2, 2, 2, 36, 110),
-    _Budget(1, 1, 1, 28, 80),
-    _Budget(0, 0, 0, 20, 60),
+    _Budget(3, 3, 5, 80, 300, 12),
+    _Budget(3, 3, 5, 80, 300, 4),  # fewer "also checked" lines before shorter names
+    _Budget(3, 2, 4, 60, 200, 12),
+    _Budget(3, 2, 4, 60, 200, 4),
+    _Budget(3, 2, 3, 44, 150, 4),
+    _Budget(2, 2, 2, 36, 110, 4),
+    _Budget(1, 1, 1, 28, 80, 0),
+    _Budget(0, 0, 0, 20, 60, 0),
 )
 
 
@@ -289,7 +293,7 @@ def _finding_heading(rank: int, finding: dict, budget: _Budget) -> str:
     if score is not None:
         parts.append(f"score {fmt_number(score)}")
     gain = _num(finding.get("predicted_gain"))
-    if gain is not None:
+    if gain is not None and not _levers(finding):  # levers: their own line, each with its figure
         parts.append(f"predicted gain {gain:.2f}{TIMES} (estimate)")
     if finding.get("low_confidence") is True:
         samples = _num(finding.get("samples"))
@@ -299,16 +303,55 @@ def _finding_heading(rank: int, finding: dict, budget: _Budget) -> str:
     return f"#### {rank}. {title} ({', '.join(parts)})"
 
 
+def _levers(finding: dict) -> list[dict]:
+    """The finding's levers that have a figure and words (a hand-edited report may lack them)."""
+    return [lever for lever in map(_dict, _list(finding.get("levers")))
+            if _num(lever.get("gain")) is not None and lever.get("label")]
+
+
+def levers_text(finding: dict, limit: int | None = None) -> str:
+    """Each lever with its figure, all estimates: "×4.17 if checksum cost nothing (estimate,
+    upper bound) · ×1.00 from more cores (estimate)"; "" when the finding has none."""
+    return " \u00b7 ".join(
+        f"{TIMES}{lever['gain']:.2f} {md_text(lever['label'], limit, line_start=False)} "
+        f"(estimate{', upper bound' if lever.get('upper_bound') is True else ''})"
+        for lever in _levers(finding))
+
+
+def _also_checked(findings: list[dict], budget: _Budget) -> list[str]:
+    """One line per check that found nothing: what it checked and the figure that cleared it
+    (its summary), never its advice. Paragraphs, not a list: no line of the summary is markup."""
+    lines = []
+    for finding in findings[:budget.checked]:
+        title = md_text(finding.get("title") or finding.get("id") or "check", budget.name,
+                        line_start=False)
+        figure = (f" {DASH} {md_text(finding['summary'], min(budget.text, 160), line_start=False)}"
+                  if finding.get("summary") else "")
+        lines += [f"**Also checked:** {title}{figure}", ""]
+    hidden = len(findings) - min(len(findings), budget.checked)
+    if hidden and budget.checked:
+        lines += [f"{hidden} more check{'s' if hidden > 1 else ''} found nothing (in the full "
+                  f"report).", ""]
+    return lines[:-1] if lines else lines
+
+
 def _findings(report: dict, budget: _Budget) -> list[str]:
-    # A finding of severity "ok" says a check found nothing: in a ticket, noise.
-    found = [f for f in map(_dict, _list(report.get("findings"))) if f.get("severity") != Severity.OK]
+    # A finding of severity "ok" says a check found nothing: one "also checked" line each.
+    findings = list(map(_dict, _list(report.get("findings"))))
+    found = [f for f in findings if f.get("severity") != Severity.OK]
+    cleared = [f for f in findings if f.get("severity") == Severity.OK]
     lines = ["### Top findings", ""]
     if not found:
-        return lines + ["No check found a problem."]
+        lines += ["No check found a problem."]
+        checked = _also_checked(cleared, budget)
+        return lines + (["", *checked] if checked else [])
     for rank, finding in enumerate(found[:budget.findings], start=1):
         lines += [_finding_heading(rank, finding, budget), ""]
         if finding.get("summary"):
             lines += [md_text(finding["summary"], budget.text), ""]
+        levers = levers_text(finding, budget.text)
+        if levers:
+            lines += [f"**Predicted gain:** {levers}", ""]
         rows = [[md_cell(r["label"], budget.text), md_cell(r["text"], budget.text)]
                 for r in _telling_rows(finding, budget.evidence)]
         if rows:
@@ -318,7 +361,8 @@ def _findings(report: dict, budget: _Budget) -> list[str]:
             lines += [f"**What to do:** {md_text(advice[0], budget.text)}", ""]
     hidden = len(found) - min(len(found), budget.findings)
     if hidden:
-        lines.append(f"{hidden} more finding{'s' if hidden > 1 else ''} in the full report.")
+        lines += [f"{hidden} more finding{'s' if hidden > 1 else ''} in the full report.", ""]
+    lines += _also_checked(cleared, budget)
     return lines[:-1] if lines[-1] == "" else lines
 
 

@@ -307,7 +307,7 @@ def test_observer_cost_and_partial_run_are_in_the_facts(recorded_reports):
     assert "Observer effect: py-spy kept the target's threads stopped 12% of the time" in plain(text)
 
 
-def test_findings_that_found_nothing_are_left_out(recorded_reports):
+def test_findings_that_found_nothing_are_one_also_checked_line_each(recorded_reports):
     report = copy.deepcopy(recorded_reports["underloaded"].report)
     for finding in report["findings"]:
         finding["severity"] = "ok"
@@ -315,6 +315,57 @@ def test_findings_that_found_nothing_are_left_out(recorded_reports):
     assert "No check found a problem." in plain(text)
     findings = text[text.index("### Top findings"):text.index("### Run facts")]
     assert "####" not in findings and "Evidence" not in findings
+    assert "What to do" not in findings
+    checked = [line for line in findings.splitlines() if line.startswith("**Also checked:**")]
+    assert [plain(line) for line in checked] == [
+        f"Also checked: {f['title']} \u2014 {f['summary']}" for f in report["findings"]]
+    for finding in report["findings"]:
+        assert not any(advice in plain(findings) for advice in finding["advice"])
+
+
+def lever_report(label: str = "checksum") -> dict:
+    levers = [{"kind": "remove_work", "gain": 9.1, "label": f"if {label} cost nothing",
+               "basis": "estimate: b", "upper_bound": True},
+              {"kind": "more_cores", "gain": 1.04, "label": "from more cores",
+               "basis": "estimate: c", "upper_bound": False}]
+    return {"verdict": {"headline": "h", "primary": "cpu_bound"},
+            "findings": [{"id": "cpu_bound", "title": "Busy threads", "severity": "critical",
+                          "score": 100, "summary": "s", "predicted_gain": 1.04, "gain_basis": "c",
+                          "levers": levers, "advice": ["vectorise it", "size the pool"]},
+                         {"id": "lock_contention", "title": "Request threads queue on a lock",
+                          "severity": "ok", "score": 0,
+                          "summary": "0% of request-thread time waits on locks",
+                          "advice": ["shrink the critical section"]},
+                         {"id": "pool_wait", "title": "Request threads wait for a pooled resource",
+                          "severity": "ok", "score": 0,
+                          "summary": "0% of request-thread time waits for a pooled resource",
+                          "advice": ["size the pool"]}]}
+
+
+def test_a_finding_with_levers_states_each_instead_of_one_bare_gain():
+    text = render_markdown(lever_report())
+    shown = plain(text)
+    assert ("Predicted gain: \u00d79.10 if checksum cost nothing (estimate, upper bound) \u00b7 "
+            "\u00d71.04 from more cores (estimate)") in shown
+    heading = next(line for line in text.splitlines() if line.startswith("#### 1."))
+    assert "predicted gain" not in heading and "1.04" not in heading
+    assert "What to do: vectorise it" in shown
+    assert "Also checked: Request threads queue on a lock \u2014 0% of request-thread time waits on locks" in shown
+    assert "Also checked: Request threads wait for a pooled resource" in shown
+    assert "shrink the critical section" not in shown and "size the pool" not in shown
+    # without levers: the one figure, as before
+    report = lever_report()
+    del report["findings"][0]["levers"]
+    heading = next(line for line in render_markdown(report).splitlines() if line.startswith("#### 1."))
+    assert "predicted gain 1.04\u00d7 (estimate)" in heading
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_a_lever_label_from_the_profiled_process_stays_text(name):
+    text = render_markdown(lever_report(name))
+    assert_safe(text)
+    one_line = " ".join(name.split()).replace("\u202e", "[U+202E]")
+    assert f"\u00d79.10 if {one_line} cost nothing (estimate, upper bound)" in plain(text)
 
 
 def test_wait_sites_are_ranked_by_thread_time_with_their_top_holder(recorded_reports):

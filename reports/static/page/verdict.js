@@ -44,7 +44,7 @@
     // What fixing the top finding can buy (the findings come ranked: the first is the top one).
     const ranked = arr(r.findings).map(obj);
     const first = ranked.find((f) => v.primary != null && str(f.id) === str(v.primary)) || ranked[0];
-    if (first && isNum(first.predicted_gain)) {
+    if (first && (isNum(first.predicted_gain) || leversOf(first).length)) {
       const gain = gainBlock(first, 'verdict', 'Predicted gain from fixing the top finding');
       gain.id = 'verdict-gain';
       gain.setAttribute('data-finding-id', str(first.id));
@@ -103,22 +103,50 @@
     return isNum(g) ? '\u00d7' + g.toFixed(2) : '\u2014';
   }
 
-  /** "Predicted gain: \u00d72.18 (estimate)" and, beneath it, the inputs of the estimate.
+  /** The finding's levers that have a figure and words: [{kind, gain, label, basis, upper_bound}]. */
+  function leversOf(f) {
+    return arr(f.levers).map(obj).filter((l) => isNum(l.gain) && str(l.label) !== '');
+  }
+
+  /** "(estimate)", or "(estimate, upper bound)" for a lever that makes the work free. */
+  function estimateTag(upper) {
+    return h('span', {
+      class: 'gain-est', title: 'an estimate from the structure found, not a measurement',
+      text: upper ? '(estimate, upper bound)' : '(estimate)',
+    });
+  }
+
+  /** "Predicted gain: \u00d72.18 (estimate)" and, beneath it, the inputs of the estimate. A finding
+   *  with levers states each instead: "\u00d74.17 if checksum cost nothing (estimate, upper bound)
+   *  \u00b7 \u00d71.00 from more cores (estimate)", each lever's inputs beneath.
    *  `prefix` names the classes (f-gain* for a finding, verdict-gain* for the header). */
   function gainBlock(f, prefix, label) {
     const g = isNum(f.predicted_gain) ? f.predicted_gain : null;
     const basis = str(f.gain_basis);
-    if (g == null && basis === '') return null;
+    const levers = leversOf(f);
+    if (g == null && basis === '' && !levers.length) return null;
     const line = h('p', { class: prefix + '-gain-line' }, h('span', { class: 'gain-label', text: (label || 'Predicted gain') + ': ' }));
-    if (g == null) {
+    if (levers.length) {
+      levers.forEach((l, i) => {
+        if (i) line.appendChild(document.createTextNode(' \u00b7 '));
+        line.appendChild(h('span', { class: 'gain-lever', 'data-kind': str(l.kind), 'data-gain': l.gain },
+          h('strong', { class: 'gain-value', title: 'throughput with the lever pulled / throughput now', text: fmtGain(l.gain) }),
+          ' ', h('span', { class: 'lever-label', text: str(l.label) }), ' ', estimateTag(l.upper_bound === true)));
+      });
+    } else if (g == null) {
       line.appendChild(h('span', { class: 'muted gain-value', text: 'not estimated' }));
     } else {
       line.appendChild(h('strong', { class: 'gain-value', title: 'throughput with the fix / throughput now', text: fmtGain(g) }));
       line.appendChild(document.createTextNode(' '));
-      line.appendChild(h('span', { class: 'gain-est', title: 'an estimate from the structure found, not a measurement', text: '(estimate)' }));
+      line.appendChild(estimateTag(false));
     }
-    return h('div', { class: prefix + '-gain gain', 'data-gain': g },
-      line, basis !== '' ? h('p', { class: prefix + '-gain-basis gain-basis small', text: basis }) : null);
+    const bases = levers.length
+      ? levers.filter((l) => str(l.basis) !== '').map((l) => h('p', {
+        class: prefix + '-lever-basis gain-basis small', 'data-kind': str(l.kind), text: str(l.basis),
+      }))
+      : [basis !== '' ? h('p', { class: prefix + '-gain-basis gain-basis small', text: basis }) : null];
+    return h('div', { class: prefix + '-gain gain', 'data-gain': g, 'data-levers': levers.length || null },
+      line, bases);
   }
 
   /** evidence.fix, the first advice as a knob: "Knob: OPENBLAS_NUM_THREADS = 1". */
@@ -146,6 +174,10 @@
     const findings = arr(D.report.findings).map(obj);
     if (!findings.length) root.appendChild(h('p', { class: 'muted', text: 'No findings.' }));
     findings.forEach((f, rank) => {
+      if (str(f.severity) === 'ok') {
+        root.appendChild(alsoChecked(D, f, rank));
+        return;
+      }
       const isPrimary = primary !== '' && str(f.id) === primary;
       const det = h('details', {
         class: 'finding' + (isPrimary ? ' primary' : ''),
@@ -160,10 +192,7 @@
         badge(f.severity),
         f.low_confidence === true ? confidenceBadge(f.samples, null, 'f-conf') : null,
         h('span', { class: 'f-score', text: 'score ' + fmtNum(f.score) }),
-        isNum(f.predicted_gain) ? h('span', {
-          class: 'f-gain-tag', title: 'predicted throughput gain if fixed (an estimate)',
-          text: fmtGain(f.predicted_gain) + ' est.',
-        }) : null,
+        gainTag(f),
         isPrimary ? h('span', { class: 'tag', text: 'primary' }) : null,
         h('span', { class: 'f-id', text: str(f.id) })));
 
@@ -174,25 +203,7 @@
       const knob = knobLine(obj(f.evidence).fix);
       if (knob) body.appendChild(knob);
 
-      const ev = obj(f.evidence);
-      const labelled = evidenceRows(D, f, rank);
-      if (labelled) {
-        // Labels and values with their units, made by diagnose (render/evidence.py).
-        if (labelled.length) {
-          body.appendChild(h('h4', { text: 'Evidence' }));
-          body.appendChild(h('table', { class: 'kv evidence labelled' }, h('tbody', null, labelled.map((r) =>
-            h('tr', { 'data-key': r.key, 'data-flag': r.flag == null ? null : str(r.flag) },
-              h('th', { scope: 'row', text: str(r.label) || r.key }), evidenceCell(r))))));
-        }
-      }
-      // Older pages: the raw evidence; evidence.fix is the knob line above.
-      const evKeys = labelled ? [] : Object.keys(ev).filter((k) => !(k === 'fix' && knob));
-      if (evKeys.length) {
-        body.appendChild(h('h4', { text: 'Evidence' }));
-        body.appendChild(h('table', { class: 'kv evidence' }, h('tbody', null, evKeys.map((k) =>
-          h('tr', { 'data-key': k }, h('th', { scope: 'row', text: k }),
-            h('td', { class: isNum(ev[k]) ? 'num' : '' }, valueNode(ev[k], k)))))));
-      }
+      evidenceBlock(D, f, rank, body, knob);
 
       const sites = arr(f.sites).map(obj);
       if (sites.length) {
@@ -214,6 +225,77 @@
         h('h4', { text: 'Checks that could not run' }),
         h('ul', null, na.map((n) => h('li', null,
           h('span', { class: 'mono', text: str(n.id) }), ': ', h('span', { text: str(n.reason) }))))));
+    }
+  }
+
+  /** The summary line's gain: "\u00d72.18 est.", or each lever's figure ("\u00d74.17 \u00b7 \u00d71.00 est."). */
+  function gainTag(f) {
+    const levers = leversOf(f);
+    if (levers.length) {
+      return h('span', {
+        class: 'f-gain-tag', 'data-levers': levers.length,
+        title: 'estimates: ' + levers.map((l) => fmtGain(l.gain) + ' ' + str(l.label)).join('; '),
+        text: levers.map((l) => fmtGain(l.gain)).join(' \u00b7 ') + ' est.',
+      });
+    }
+    return isNum(f.predicted_gain) ? h('span', {
+      class: 'f-gain-tag', title: 'predicted throughput gain if fixed (an estimate)',
+      text: fmtGain(f.predicted_gain) + ' est.',
+    }) : null;
+  }
+
+  /** What a check that found nothing cleared it with: its summary, else the share its score rests on. */
+  function clearedBy(f) {
+    if (str(f.summary) !== '') return str(f.summary);
+    const key = f.basis_key == null ? '' : str(f.basis_key);
+    const v = obj(f.evidence)[key];
+    return key !== '' && isNum(v) ? key.replace(/_/g, ' ') + ': ' + fmtPct(v) : '';
+  }
+
+  /** A check that found nothing (severity ok): one line, "also checked: <title> \u2014 <the figure
+   *  that cleared it>", with no gain and no advice; its evidence and sites stay one click away. */
+  function alsoChecked(D, f, rank) {
+    const figure = clearedBy(f);
+    const det = h('details', {
+      class: 'finding also-checked', id: 'finding-' + rank, 'data-finding-id': str(f.id),
+      'data-rank': rank + 1, 'data-severity': 'ok',
+    });
+    det.appendChild(h('summary', null,
+      h('span', { class: 'also-label', text: 'also checked: ' }),
+      h('span', { class: 'f-title', text: str(f.title) || str(f.id) }),
+      figure !== '' ? h('span', { class: 'also-figure' }, ' \u2014 ', h('span', { text: figure })) : null,
+      h('span', { class: 'f-id', text: str(f.id) })));
+    const body = h('div', { class: 'finding-body' });
+    evidenceBlock(D, f, rank, body, null);
+    const sites = arr(f.sites).map(obj);
+    if (sites.length) {
+      body.appendChild(h('h4', { text: 'Where' }));
+      body.appendChild(sitesTable(sites));
+    }
+    det.appendChild(body);
+    return det;
+  }
+
+  /** The finding's evidence table: labelled rows when the page has them, else the raw values. */
+  function evidenceBlock(D, f, rank, body, knob) {
+    const ev = obj(f.evidence);
+    const labelled = evidenceRows(D, f, rank);
+    if (labelled) {
+      // Labels and values with their units, made by diagnose (render/evidence.py).
+      if (labelled.length) {
+        body.appendChild(h('h4', { text: 'Evidence' }));
+        body.appendChild(h('table', { class: 'kv evidence labelled' }, h('tbody', null, labelled.map((r) =>
+          h('tr', { 'data-key': r.key, 'data-flag': r.flag == null ? null : str(r.flag) },
+            h('th', { scope: 'row', text: str(r.label) || r.key }), evidenceCell(r))))));
+      }
+    }
+    // Older pages: the raw evidence; evidence.fix is the knob line above.
+    const evKeys = labelled ? [] : Object.keys(ev).filter((k) => !(k === 'fix' && knob));
+    if (evKeys.length) {
+      body.appendChild(h('h4', { text: 'Evidence' }));
+      body.appendChild(h('table', { class: 'kv evidence' }, h('tbody', null, evKeys.map((k) =>
+        h('tr', { 'data-key': k }, h('th', { scope: 'row', text: k }),
+          h('td', { class: isNum(ev[k]) ? 'num' : '' }, valueNode(ev[k], k)))))));
     }
   }
 

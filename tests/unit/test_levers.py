@@ -1,0 +1,95 @@
+"""A finding states each lever its advice pulls (checks/base.Lever): the bound if the work the first
+advice removes cost nothing, beside the gain from more cores; the ranking's predicted gain is
+unchanged."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from diagnose.checks.base import Finding, Lever, LeverKind, amdahl, core_room
+from diagnose.checks.engine import run_checks
+from diagnose.classify.categories import Categorizer
+from diagnose.collect.procfs import TreeRecord
+from diagnose.model.analysis import analyze_profile
+from diagnose.readers.loaders import load_profile
+from tests.conftest import RECORDED
+
+
+def analyse(profile: str, procfs: str, native: str | None = None):
+    proc = TreeRecord.from_dict(json.loads((RECORDED / procfs).read_text())).root_record
+    analysis = analyze_profile(load_profile(RECORDED / profile), Categorizer(), proc,
+                               native_profile=load_profile(RECORDED / native) if native else None)
+    results = run_checks(analysis)
+    return analysis, results, {f.id: f for f in results.findings}
+
+
+@pytest.fixture(scope="module")
+def preprocess():
+    return analyse("preprocess_bound.speedscope.json", "preprocess_bound.procfs.json",
+                   "preprocess_bound.native.speedscope.json")
+
+
+@pytest.fixture(scope="module")
+def pure_python():
+    """Threads busy in pure Python (the GIL contended, cpu_bound at info strength)."""
+    return analyse("late_thread.chrometrace.json", "late_thread.procfs.json")
+
+
+def kinds(finding: Finding) -> list[str]:
+    return [lever.kind for lever in finding.levers]
+
+
+def test_preprocessing_made_free_is_the_ranked_gain_beside_the_idle_cores(preprocess):
+    analysis, results, found = preprocess
+    finding = found["preprocess_bound"]
+    assert results.verdict.primary == "preprocess_bound"  # the ranking is as it was
+    share = finding.evidence["preprocess_share_of_busy"]
+    assert finding.predicted_gain == round(amdahl(share), 2)
+    free, cores = finding.levers
+    assert kinds(finding) == [LeverKind.REMOVE_WORK, LeverKind.MORE_CORES]
+    assert free.gain == finding.predicted_gain and free.upper_bound is True
+    assert free.label == "if preprocessing cost nothing"
+    assert f"{100 * share:.0f}%" in free.basis and "Amdahl" in free.basis
+    assert "upper bound" in free.basis and "estimate" in free.basis
+    assert cores.gain == round(core_room(analysis), 2) > 1.0 and cores.upper_bound is False
+    assert "usable cores" in cores.basis
+
+
+def test_gil_levers_name_the_holder_and_keep_the_cores_gain(preprocess):
+    _, _, found = preprocess
+    gil = found["gil_contention"]
+    free, cores = gil.levers
+    assert kinds(gil) == [LeverKind.REMOVE_WORK, LeverKind.MORE_CORES]
+    holder = gil.sites[0].function
+    assert free.label == f"if {holder} cost nothing" and free.upper_bound
+    assert cores.gain == gil.predicted_gain and cores.basis == gil.gain_basis
+
+
+def test_cpu_bound_states_the_hottest_function_made_free_beside_more_cores(pure_python):
+    _, _, found = pure_python
+    cpu = found["cpu_bound"]
+    hottest = cpu.sites[0]
+    free, cores = cpu.levers
+    assert free.kind == LeverKind.REMOVE_WORK and free.label == f"if {hottest.function} cost nothing"
+    assert free.gain == round(amdahl(hottest.share), 2) > cpu.predicted_gain
+    assert f"{100 * hottest.share:.0f}% of the threads' busy time by self time" in free.basis
+    assert cores.kind == LeverKind.MORE_CORES and cores.gain == cpu.predicted_gain
+    assert cores.basis == cpu.gain_basis
+
+
+def test_levers_serialise_as_a_list_of_plain_dicts(preprocess):
+    _, _, found = preprocess
+    data = found["preprocess_bound"].to_dict()
+    assert json.loads(json.dumps(data))["levers"] == [
+        {"kind": str(lever.kind), "gain": lever.gain, "label": lever.label, "basis": lever.basis,
+         "upper_bound": lever.upper_bound} for lever in found["preprocess_bound"].levers]
+    bare = Finding("x", "t", 0, "ok", "", {})
+    assert bare.levers == () and bare.to_dict()["levers"] == []
+
+
+def test_a_lever_rounds_its_gain():
+    lever = Lever(LeverKind.MORE_CORES, 1.23456, "from more cores", "estimate: b")
+    assert lever.to_dict() == {"kind": "more_cores", "gain": 1.23, "label": "from more cores",
+                               "basis": "estimate: b", "upper_bound": False}
