@@ -16,32 +16,11 @@ fits), so one report always gives the same summary.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from diagnose.render.evidence import DASH, TIMES, fmt_number
-from diagnose.render.markdown import MAX_BYTES, md_cell, md_code
-
-
-
-def _num(value) -> float | int | None:
-    """A finite number, or None for anything else (a hand-edited or older report)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _dict(value) -> dict:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value) -> list:
-    return value if isinstance(value, list) else []
-
-
-def _table(header: tuple[str, ...], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return lines + ["| " + " | ".join(row) + " |" for row in rows]
+from diagnose.render.markdown import (MAX_BYTES, as_dict, as_list, finite_number, md_cell,
+                                      md_code, md_table)
 
 
 @dataclass(frozen=True)
@@ -78,27 +57,27 @@ def _first_fitting(render, heading) -> str:
 
 
 def _number(value) -> str:
-    value = _num(value)
+    value = finite_number(value)
     return DASH if value is None else fmt_number(value)
 
 
 def _ms(value) -> str:
-    value = _num(value)
+    value = finite_number(value)
     return DASH if value is None else f"{value:,.1f} ms"
 
 
 def _rps(value) -> str:
-    value = _num(value)
+    value = finite_number(value)
     return DASH if value is None else f"{value:,.1f} req/s"
 
 
 def _ratio(value) -> str:
-    value = _num(value)
+    value = finite_number(value)
     return DASH if value is None else f"{value:.2f}{TIMES}"
 
 
 def _verdict_cell(verdict, budget: _Budget) -> str:
-    verdict = _dict(verdict)
+    verdict = as_dict(verdict)
     if not verdict.get("primary"):
         return DASH
     severity = md_cell(verdict.get("severity"), 12) if verdict.get("severity") else ""
@@ -142,14 +121,14 @@ def _level(step: dict) -> str:
     if step.get("concurrency") is not None:
         return f"concurrency {md_cell(step['concurrency'], 12)}"
     if step.get("rate") is not None:
-        rate = _num(step["rate"])
+        rate = finite_number(step["rate"])
         return f"{rate:g} req/s" if rate is not None else md_cell(step["rate"], 12)
     return DASH
 
 
 def _sweep_verdict(report: dict, budget: _Budget) -> list[str]:
-    summary = _dict(report.get("summary"))
-    knee = _dict(summary.get("knee"))
+    summary = as_dict(report.get("summary"))
+    knee = as_dict(summary.get("knee"))
     rows = []
     if knee:
         rows.append(["Knee", f"{_level(knee)}: {_rps(knee.get('rps'))}, p99 "
@@ -158,7 +137,7 @@ def _sweep_verdict(report: dict, budget: _Budget) -> list[str]:
             rows.append(["Why the knee", md_cell(knee["reason"], budget.text)])
     else:
         rows.append(["Knee", "none found"])
-    why = _dict(summary.get("why"))
+    why = as_dict(summary.get("why"))
     if why:
         rows.append(["Verdict behind the knee", f"at {_level(why)}: {_verdict_cell(why, budget)}"])
     else:
@@ -168,30 +147,30 @@ def _sweep_verdict(report: dict, budget: _Budget) -> list[str]:
     rows += [["Capacity", _rps(summary.get("capacity_rps"))],
              ["Limited by", md_cell(summary.get("limited_by"), budget.name)],
              ["Operating point (70% of capacity)", _rps(summary.get("operating_point_rps"))]]
-    growth = _num(summary.get("latency_growth_to_knee"))
+    growth = finite_number(summary.get("latency_growth_to_knee"))
     if growth is not None:
         rows.append(["p99 growth from the first step to the knee", _ratio(growth)])
-    limits = [x for x in _list(summary.get("generator_limits")) if x]
+    limits = [x for x in as_list(summary.get("generator_limits")) if x]
     if limits:
         rows.append(["Generator limit", md_cell(limits[0], budget.text)])
-    unstable = _list(summary.get("unstable_levels"))
+    unstable = as_list(summary.get("unstable_levels"))
     if unstable:
         rows.append(["Unstable levels", md_cell(", ".join(map(str, unstable)), budget.text)])
-    other = _num(summary.get("other_load_cores"))
+    other = finite_number(summary.get("other_load_cores"))
     if other is not None:
         rows.append(["Shared machine", f"other processes used up to {other:.2f} cores"])
     rows.append(["Stopped", md_cell(report.get("stop_reason"), budget.text)])
     if report.get("partial") is True:
         rows.append(["Partial", f"**yes**, interrupted by {md_cell(report.get('interrupted'), 12)}"])
-    return ["### Verdict", "", *_table(("Sweep", "Result"), rows)]
+    return ["### Verdict", "", *md_table(("Sweep", "Result"), rows)]
 
 
 def _sweep_steps(report: dict, budget: _Budget) -> list[str]:
-    steps = [s for s in map(_dict, _list(report.get("steps"))) if s]
+    steps = [s for s in map(as_dict, as_list(report.get("steps"))) if s]
     if not steps or budget.rows == 0:
         return []
-    knee = _num(_dict(report.get("knee")).get("index"))
-    why = _num(_dict(_dict(report.get("summary")).get("why")).get("index"))
+    knee = finite_number(as_dict(report.get("knee")).get("index"))
+    why = finite_number(as_dict(as_dict(report.get("summary")).get("why")).get("index"))
     keep = {int(i) for i in (knee, why) if i is not None}
     if knee is not None:
         keep |= {int(knee) - 1, int(knee) + 1}
@@ -199,9 +178,9 @@ def _sweep_steps(report: dict, budget: _Budget) -> list[str]:
     rows = []
     for i in shown:
         step = steps[i]
-        latency = _dict(step.get("latency_ms"))
+        latency = as_dict(step.get("latency_ms"))
         level = _level(step) + (" **(knee)**" if knee is not None and i == knee else "")
-        errors = _num(step.get("error_rate"))
+        errors = finite_number(step.get("error_rate"))
         rows.append([level, _rps(step.get("throughput_rps")), _ms(latency.get("p50")),
                      _ms(latency.get("p99")),
                      DASH if errors is None else f"{errors:.1%}",
@@ -209,14 +188,14 @@ def _sweep_steps(report: dict, budget: _Budget) -> list[str]:
                      else "no" if step.get("stable") is False else DASH,
                      _verdict_cell(step.get("verdict"), budget)])
     return ["### Steps", "",
-            *_table(("Load", "Throughput", "p50", "p99", "Errors", "Stable", "Verdict"), rows),
+            *md_table(("Load", "Throughput", "p50", "p99", "Errors", "Stable", "Verdict"), rows),
             *_hidden(len(shown), len(steps), "step")]
 
 
 def _sweep_facts(report: dict, budget: _Budget) -> list[str]:
-    target, settings = _dict(report.get("target")), _dict(report.get("settings"))
-    generator = _dict(report.get("generator"))
-    pids = [p for p in _list(target.get("pids")) if p is not None]
+    target, settings = as_dict(report.get("target")), as_dict(report.get("settings"))
+    generator = as_dict(report.get("generator"))
+    pids = [p for p in as_list(target.get("pids")) if p is not None]
     model = settings.get("model")
     rows = [["URL", md_code(target.get("url"), budget.name)],
             ["Service pids", md_cell(", ".join(map(str, pids)), budget.name) if pids
@@ -226,17 +205,17 @@ def _sweep_facts(report: dict, budget: _Budget) -> list[str]:
             ["Generator", md_cell(generator.get("tool"), budget.name)],
             ["Windows", f"{_number(settings.get('window_s'))} s after "
                         f"{_number(settings.get('warmup_s'))} s warm-up"],
-            ["Cores", md_cell(_dict(report.get("machine")).get("cores"), 8)]]
-    return ["### Run facts", "", *_table(("Run fact", "Value"), rows)]
+            ["Cores", md_cell(as_dict(report.get("machine")).get("cores"), 8)]]
+    return ["### Run facts", "", *md_table(("Run fact", "Value"), rows)]
 
 
 def render_sweep_markdown(report: dict, files: tuple[str, ...] | list[str] = ()) -> str:
     """The ticket summary of a sweep report, under MAX_BYTES of UTF-8. `files`: the report's
     other files (the HTML first), named in the last line."""
-    report, names = _dict(report), tuple(str(f) for f in files)
+    report, names = as_dict(report), tuple(str(f) for f in files)
 
     def heading(budget: _Budget) -> str:
-        headline = _dict(report.get("summary")).get("headline") or "no result"
+        headline = as_dict(report.get("summary")).get("headline") or "no result"
         return f"## diagnose sweep: {md_cell(headline, budget.text)}"
 
     def render(budget: _Budget) -> str:
@@ -252,7 +231,7 @@ def render_sweep_markdown(report: dict, files: tuple[str, ...] | list[str] = ())
 
 
 def _env_text(env) -> str:
-    env = _dict(env)
+    env = as_dict(env)
     if not env:
         return "as inherited"
     return " ".join(f"{k}={'(unset)' if v is None else v}" for k, v in env.items())
@@ -266,9 +245,9 @@ def _variant_name(entry: dict, budget: _Budget) -> str:
 
 
 def _experiment_verdict(report: dict, budget: _Budget) -> list[str]:
-    variants = {v.get("name"): v for v in map(_dict, _list(report.get("variants")))}
-    winner, leader = _dict(report.get("winner")), _dict(report.get("leader"))
-    baseline = _dict(report.get("baseline"))
+    variants = {v.get("name"): v for v in map(as_dict, as_list(report.get("variants")))}
+    winner, leader = as_dict(report.get("winner")), as_dict(report.get("leader"))
+    baseline = as_dict(report.get("baseline"))
     rows = [["Outcome", md_cell(report.get("outcome"), budget.name)]]
     top = winner or leader
     if top:
@@ -277,38 +256,38 @@ def _experiment_verdict(report: dict, budget: _Budget) -> list[str]:
         rows.append(["Gain over the baseline", _ratio(top.get("gain"))
                      + (" (median of the same-round ratios)" if top.get("gain") is not None
                         else "")])
-        mine = _dict(variants.get(top.get("name")))
+        mine = as_dict(variants.get(top.get("name")))
         rows.append([("Winner" if winner else "Leader") + "'s verdict",
                      _verdict_cell(mine.get("verdict"), budget) if mine.get("verdict")
                      else md_cell(mine.get("verdict_reason"), budget.text)])
     else:
         rows.append(["Winner", "none"])
     rows.append(["Baseline", _variant_name(baseline, budget)])
-    advice = _dict(report.get("advice"))
+    advice = as_dict(report.get("advice"))
     if advice:
         rows.append(["Advice", f"{md_cell(advice.get('status'), 24)}: measured "
                                f"{_ratio(advice.get('measured_gain'))}, predicted "
                                f"{_ratio(advice.get('predicted_gain'))}"])
-    margin = _num(report.get("margin"))
+    margin = finite_number(report.get("margin"))
     if margin is not None:
         rows.append(["Winning rule", f"more throughput than every other variant in every round "
                                      f"(by {margin:.0%} or more)"])
     if report.get("partial") is True:
         rows.append(["Partial", f"**yes**, interrupted by {md_cell(report.get('interrupted'), 12)}"])
-    return ["### Verdict", "", *_table(("Experiment", "Result"), rows)]
+    return ["### Verdict", "", *md_table(("Experiment", "Result"), rows)]
 
 
 def _experiment_variants(report: dict, budget: _Budget) -> list[str]:
-    variants = [v for v in map(_dict, _list(report.get("variants"))) if v]
+    variants = [v for v in map(as_dict, as_list(report.get("variants"))) if v]
     if not variants or budget.rows == 0:
         return []
-    top = (_dict(report.get("winner")) or _dict(report.get("leader"))).get("name")
+    top = (as_dict(report.get("winner")) or as_dict(report.get("leader"))).get("name")
     keep = {i for i, v in enumerate(variants) if v.get("baseline") or v.get("name") == top}
     shown = _pick_rows(variants, keep, budget.rows)
     rows = []
     for i in shown:
         v = variants[i]
-        latency = _dict(v.get("latency_ms"))
+        latency = as_dict(v.get("latency_ms"))
         name = md_code(v.get("name"), budget.name)
         if v.get("baseline"):
             name += " (baseline)"
@@ -321,13 +300,13 @@ def _experiment_variants(report: dict, budget: _Budget) -> list[str]:
                      _ms(latency.get("p99")), _ratio(v.get("gain")),
                      md_cell(v.get("errors"), 12), verdict])
     return ["### Variants", "",
-            *_table(("Variant", "Environment", "Status", "Throughput (median)", "p99 (median)",
+            *md_table(("Variant", "Environment", "Status", "Throughput (median)", "p99 (median)",
                      "Gain", "Errors", "Verdict"), rows),
             *_hidden(len(shown), len(variants), "variant")]
 
 
 def _experiment_facts(report: dict, budget: _Budget) -> list[str]:
-    target, settings = _dict(report.get("target")), _dict(report.get("settings"))
+    target, settings = as_dict(report.get("target")), as_dict(report.get("settings"))
     mode = settings.get("mode")
     load = (f"{_number(settings.get('rate'))} req/s offered" if mode == "rate"
             else f"{md_cell(settings.get('concurrency'), 12)} connections" if mode == "load"
@@ -339,13 +318,13 @@ def _experiment_facts(report: dict, budget: _Budget) -> list[str]:
             ["Load", load],
             ["Runs", f"{md_cell(settings.get('rounds'), 8)} rounds of "
                      f"{md_cell(settings.get('seconds'), 8)} s, each on a fresh service"],
-            ["Generator", md_cell(_dict(report.get("generator")).get("tool"), budget.name)]]
-    return ["### Run facts", "", *_table(("Run fact", "Value"), rows)]
+            ["Generator", md_cell(as_dict(report.get("generator")).get("tool"), budget.name)]]
+    return ["### Run facts", "", *md_table(("Run fact", "Value"), rows)]
 
 
 def render_experiment_markdown(report: dict, files: tuple[str, ...] | list[str] = ()) -> str:
     """The ticket summary of an experiment report, under MAX_BYTES of UTF-8."""
-    report, names = _dict(report), tuple(str(f) for f in files)
+    report, names = as_dict(report), tuple(str(f) for f in files)
 
     def heading(budget: _Budget) -> str:
         return f"## diagnose experiment: {md_cell(report.get('headline') or 'no result', budget.text)}"

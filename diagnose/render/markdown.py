@@ -117,22 +117,22 @@ def md_code(text, limit: int | None = None, keep_tail: bool = False) -> str:
 # ------------------------------------------------------------------ values
 
 
-def _num(value) -> float | int | None:
+def finite_number(value) -> float | int | None:
     """A finite number, or None for anything else (a hand-edited or older report)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return value if math.isfinite(value) else None
 
 
-def _dict(value) -> dict:
+def as_dict(value) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _list(value) -> list:
+def as_list(value) -> list:
     return value if isinstance(value, list) else []
 
 
-def _table(header: tuple[str, ...], rows: list[list[str]]) -> list[str]:
+def md_table(header: tuple[str, ...], rows: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
@@ -164,12 +164,12 @@ _BUDGETS = (
 
 
 def _verdict_lines(report: dict, budget: _Budget) -> list[str]:
-    verdict = _dict(report.get("verdict"))
+    verdict = as_dict(report.get("verdict"))
     severity = md_text(verdict.get("severity") or "unknown", 12)
     headline = md_text(verdict.get("headline") or "no verdict", budget.text)
     lines = [f"## diagnose: {severity} {DASH} {headline}", ""]
     confidence = md_text(verdict.get("confidence") or "unknown", 12)
-    samples = _num(verdict.get("samples"))
+    samples = finite_number(verdict.get("samples"))
     on = f" ({fmt_number(samples)} samples)" if samples is not None else ""
     co = verdict.get("co_primary")
     also = f" \u00b7 **co-primary:** {md_code(co, budget.name)}" if co else ""
@@ -191,24 +191,24 @@ def _verdict_lines(report: dict, budget: _Budget) -> list[str]:
         lines += ["", f"**Low confidence:** the verdict rests on "
                       f"{fmt_number(samples) if samples is not None else 'too few'} samples; "
                       f"sample longer before acting on it."]
-    warning = _dict(_dict(report.get("sampling")).get("observer")).get("warning")
+    warning = as_dict(as_dict(report.get("sampling")).get("observer")).get("warning")
     if warning:
         lines += ["", f"**Observer effect:** {md_text(warning, budget.text)}"]
     return lines
 
 
 def _observer_text(sampling: dict) -> str:
-    observer = _dict(sampling.get("observer"))
+    observer = as_dict(sampling.get("observer"))
     parts = []
-    paused = _num(observer.get("paused_share", sampling.get("paused_share")))
+    paused = finite_number(observer.get("paused_share", sampling.get("paused_share")))
     parts.append(f"target paused {fmt_percent(paused)}" if paused is not None
                  else "pause not measured")
-    cpu_s = _num(observer.get("pyspy_cpu_s"))
-    cpu_share = _num(observer.get("pyspy_cpu_share_of_cores"))
+    cpu_s = finite_number(observer.get("pyspy_cpu_s"))
+    cpu_share = finite_number(observer.get("pyspy_cpu_share_of_cores"))
     if cpu_s is not None:
         share = f" ({fmt_percent(cpu_share)} of the cores)" if cpu_share is not None else ""
         parts.append(f"py-spy CPU {fmt_seconds(cpu_s)}{share}")
-    errors, error_rate = _num(observer.get("errors")), _num(observer.get("error_rate"))
+    errors, error_rate = finite_number(observer.get("errors")), finite_number(observer.get("error_rate"))
     if errors is not None:
         rate = f" ({fmt_percent(error_rate)})" if errors and error_rate is not None else ""
         parts.append(f"{fmt_number(errors)} sampling errors{rate}")
@@ -218,9 +218,9 @@ def _observer_text(sampling: dict) -> str:
 
 
 def _rate_text(sampling: dict) -> str:
-    observer = _dict(sampling.get("observer"))
-    asked = _num(observer.get("requested_rate_hz", sampling.get("rate_hz")))
-    got = _num(observer.get("achieved_rate_hz", sampling.get("achieved_rate_hz")))
+    observer = as_dict(sampling.get("observer"))
+    asked = finite_number(observer.get("requested_rate_hz", sampling.get("rate_hz")))
+    got = finite_number(observer.get("achieved_rate_hz", sampling.get("achieved_rate_hz")))
     if asked and got is not None:
         return f"{fmt_number(got)} of {fmt_number(asked)} Hz"
     if got is not None:
@@ -229,8 +229,8 @@ def _rate_text(sampling: dict) -> str:
 
 
 def _run_facts(report: dict, budget: _Budget) -> list[str]:
-    target, sampling = _dict(report.get("target")), _dict(report.get("sampling"))
-    pids = [p for p in _list(target.get("pids")) if p is not None]
+    target, sampling = as_dict(report.get("target")), as_dict(report.get("sampling"))
+    pids = [p for p in as_list(target.get("pids")) if p is not None]
     who = (f"pids {md_cell(', '.join(map(str, pids)), budget.name)}" if len(pids) > 1
            else f"pid {md_cell(target.get('pid'), 12)}")
     for key, unit in (("python", "Python "), ("cores", ""), ("threads", "")):
@@ -238,12 +238,12 @@ def _run_facts(report: dict, budget: _Budget) -> list[str]:
         if value is not None:
             noun = {"cores": " cores", "threads": " threads"}.get(key, "")
             who += f" \u00b7 {unit}{md_cell(value, 16)}{noun}"
-    window = _num(sampling.get("duration_s"))
-    at_least = _num(sampling.get("duration_at_least_s"))
+    window = finite_number(sampling.get("duration_s"))
+    at_least = finite_number(sampling.get("duration_at_least_s"))
     window_text = (fmt_seconds(window) if window is not None
                    else f"at least {fmt_seconds(at_least)}" if at_least is not None else "unknown")
-    samples = _num(sampling.get("samples"))
-    thread_samples = _num(sampling.get("thread_samples"))
+    samples = finite_number(sampling.get("samples"))
+    thread_samples = finite_number(sampling.get("thread_samples"))
     sample_text = fmt_number(samples) if samples is not None else DASH
     if thread_samples is not None and thread_samples != samples:
         sample_text += f" ({fmt_number(thread_samples)} thread-samples)"
@@ -258,7 +258,7 @@ def _run_facts(report: dict, budget: _Budget) -> list[str]:
             ["Observer cost", _observer_text(sampling)],
             ["Partial", "**yes**, the target exited during the window" if partial is True
              else "no" if partial is False else DASH]]
-    return ["### Run facts", "", *_table(("Run fact", "Value"), rows)]
+    return ["### Run facts", "", *md_table(("Run fact", "Value"), rows)]
 
 
 # Flags that qualify other rows (`estimated` is already said on the rows it concerns).
@@ -269,7 +269,7 @@ def _telling_rows(finding: dict, count: int) -> list[dict]:
     """The `count` evidence rows that say most: in the check's own order (each check lists the
     measurement it stands on first), with zero or empty values last (they say what did not
     happen)."""
-    evidence = _dict(finding.get("evidence"))
+    evidence = as_dict(finding.get("evidence"))
 
     def says_nothing(row: dict) -> bool:
         value = evidence.get(row["key"])
@@ -289,14 +289,14 @@ def _telling_rows(finding: dict, count: int) -> list[dict]:
 
 def _finding_heading(rank: int, finding: dict, budget: _Budget) -> str:
     parts = [md_text(finding.get("severity") or "unknown", 12)]
-    score = _num(finding.get("score"))
+    score = finite_number(finding.get("score"))
     if score is not None:
         parts.append(f"score {fmt_number(score)}")
-    gain = _num(finding.get("predicted_gain"))
+    gain = finite_number(finding.get("predicted_gain"))
     if gain is not None and not _levers(finding):  # levers: their own line, each with its figure
         parts.append(f"predicted gain {gain:.2f}{TIMES} (estimate)")
     if finding.get("low_confidence") is True:
-        samples = _num(finding.get("samples"))
+        samples = finite_number(finding.get("samples"))
         parts.append("low confidence" + (f": {fmt_number(samples)} samples" if samples is not None
                                          else ""))
     title = md_text(finding.get("title") or finding.get("id") or "finding", budget.text)
@@ -305,8 +305,8 @@ def _finding_heading(rank: int, finding: dict, budget: _Budget) -> str:
 
 def _levers(finding: dict) -> list[dict]:
     """The finding's levers that have a figure and words (a hand-edited report may lack them)."""
-    return [lever for lever in map(_dict, _list(finding.get("levers")))
-            if _num(lever.get("gain")) is not None and lever.get("label")]
+    return [lever for lever in map(as_dict, as_list(finding.get("levers")))
+            if finite_number(lever.get("gain")) is not None and lever.get("label")]
 
 
 def levers_text(finding: dict, limit: int | None = None) -> str:
@@ -337,7 +337,7 @@ def _also_checked(findings: list[dict], budget: _Budget) -> list[str]:
 
 def _findings(report: dict, budget: _Budget) -> list[str]:
     # A finding of severity "ok" says a check found nothing: one "also checked" line each.
-    findings = list(map(_dict, _list(report.get("findings"))))
+    findings = list(map(as_dict, as_list(report.get("findings"))))
     found = [f for f in findings if f.get("severity") != Severity.OK]
     cleared = [f for f in findings if f.get("severity") == Severity.OK]
     lines = ["### Top findings", ""]
@@ -355,8 +355,8 @@ def _findings(report: dict, budget: _Budget) -> list[str]:
         rows = [[md_cell(r["label"], budget.text), md_cell(r["text"], budget.text)]
                 for r in _telling_rows(finding, budget.evidence)]
         if rows:
-            lines += [*_table(("Evidence", "Value"), rows), ""]
-        advice = [a for a in _list(finding.get("advice")) if a]
+            lines += [*md_table(("Evidence", "Value"), rows), ""]
+        advice = [a for a in as_list(finding.get("advice")) if a]
         if advice:
             lines += [f"**What to do:** {md_text(advice[0], budget.text)}", ""]
     hidden = len(found) - min(len(found), budget.findings)
@@ -373,28 +373,28 @@ def _where(wait: dict, budget: _Budget) -> str:
 
 
 def _holder(wait: dict, budget: _Budget) -> str:
-    holders = [h for h in map(_dict, _list(wait.get("holders"))) if h.get("function")]
+    holders = [h for h in map(as_dict, as_list(wait.get("holders"))) if h.get("function")]
     if not holders:
         return DASH
-    share = _num(holders[0].get("share"))
+    share = finite_number(holders[0].get("share"))
     return md_code(holders[0]["function"], budget.name) + (
         f" ({fmt_percent(share)} of the time)" if share is not None else "")
 
 
 def _waits(report: dict, budget: _Budget) -> list[str]:
-    waits = [w for w in map(_dict, _list(report.get("waits"))) if w]
+    waits = [w for w in map(as_dict, as_list(report.get("waits"))) if w]
     if not waits or budget.waits == 0:
         return []
     # The sites that cost the most thread time first; the report lists them by process.
-    waits.sort(key=lambda w: -(_num(w.get("thread_seconds")) or 0))
+    waits.sort(key=lambda w: -(finite_number(w.get("thread_seconds")) or 0))
     several_processes = len({w.get("pid") for w in waits}) > 1
     rows = []
     for wait in waits[:budget.waits]:
         kind = md_cell(wait.get("label") or wait.get("kind"), budget.name)
         if several_processes:
             kind += f" (pid {md_cell(wait.get('pid'), 12)})"
-        share, seconds = _num(wait.get("share")), _num(wait.get("thread_seconds"))
-        threads, at_once = _num(wait.get("threads")), _num(wait.get("max_concurrent"))
+        share, seconds = finite_number(wait.get("share")), finite_number(wait.get("thread_seconds"))
+        threads, at_once = finite_number(wait.get("threads")), finite_number(wait.get("max_concurrent"))
         rows.append([kind, _where(wait, budget),
                      fmt_percent(share) if share is not None else DASH,
                      fmt_seconds(seconds) if seconds is not None else DASH,
@@ -402,7 +402,7 @@ def _waits(report: dict, budget: _Budget) -> list[str]:
                      + (f" ({fmt_number(at_once)} at once)" if at_once is not None else ""),
                      _holder(wait, budget)])
     lines = ["### Wait sites", "",
-             *_table(("Wait", "Where", "Share", "Thread time", "Threads", "Top holder"), rows)]
+             *md_table(("Wait", "Where", "Share", "Thread time", "Threads", "Top holder"), rows)]
     if len(waits) > budget.waits:
         lines += ["", f"{len(waits) - budget.waits} more wait sites in the full report."]
     return lines
@@ -431,7 +431,7 @@ def _fits(text: str) -> bool:
 def render_markdown(report: dict, files: tuple[str, ...] | list[str] = ()) -> str:
     """The ticket summary of `report` (a JSON report), under MAX_BYTES of UTF-8. `files`: the
     names of the report's other files (the HTML first), named in the last line."""
-    report, files = _dict(report), tuple(str(f) for f in files)
+    report, files = as_dict(report), tuple(str(f) for f in files)
     for budget in _BUDGETS:
         text = _render(report, files, budget)
         if _fits(text):
