@@ -92,3 +92,36 @@ def test_a_check_that_found_nothing_is_one_also_checked_line_without_advice(prep
     # the checks that could not run are listed as before
     assert page.locator("#not-applicable li").count() == len(report["not_applicable"])
     opened.assert_clean()
+
+
+# Every recording of a fixture workload (diagnose's own attach of it: fixtures/record.py).
+RECORDED_FIXTURES = ("compute_bound", "lock_contention", "preprocess_bound", "scheduler_overhead",
+                     "underloaded")
+
+
+@pytest.mark.parametrize("name", RECORDED_FIXTURES)
+def test_each_fixtures_first_screen_says_what_its_json_says(name, tmp_path, open_report):
+    """The headline, the predicted gain (each lever, or the one figure) and the first advice of
+    a real report, read where a person reads them first, against the JSON."""
+    html, report = analyze_recorded(name, tmp_path)
+    verdict = report["verdict"]
+    opened = open_report(html)
+    page = opened.page
+    height = page.viewport_size["height"]
+    assert page.text_content("#verdict-headline") == verdict["headline"]
+    top = next((f for f in report["findings"] if f["id"] == verdict["primary"]), None)
+    if top is None or top["severity"] == "ok":  # no finding leads: nothing more to state
+        opened.assert_clean()
+        return
+    gain = page.locator("#verdict-gain")
+    box = gain.bounding_box()
+    assert box is not None and box["y"] + box["height"] <= height, "the gain is below the fold"
+    text = gain.text_content()
+    if top["levers"]:
+        for lever in top["levers"]:
+            assert f"\u00d7{lever['gain']:.2f} {lever['label']}" in text, (lever, text)
+    elif top["predicted_gain"] is not None:
+        assert f"\u00d7{top['predicted_gain']:.2f}" in text, text
+    advice = page.locator(f'details.finding[data-finding-id="{top["id"]}"] ul.advice > li').first
+    assert advice.text_content() == top["advice"][0]
+    opened.assert_clean()
