@@ -60,7 +60,6 @@ def finish(outputs, as_json: bool, open_browser: bool, stopped: Interrupted | No
     and the report holds the others' samples."""
     ticket = ticket or Ticket()
     report = outputs.report
-    label = report["verdict"]["primary"].replace("_", " ")
     if as_json:
         click.echo(json.dumps(report, indent=2, ensure_ascii=False))
         log(f"Report: {outputs.html}")
@@ -68,9 +67,7 @@ def finish(outputs, as_json: bool, open_browser: bool, stopped: Interrupted | No
         click.echo(outputs.markdown.read_text(encoding="utf-8"), nl=False)
         log(f"Report: {outputs.html}")
     else:
-        headline = report["verdict"]["headline"]
-        click.echo(f"Verdict: {headline}" if label == "none" else
-                   f"Verdict: {label} — {headline.split(' — ', 1)[-1]}")
+        click.echo(f"Verdict: {verdict_line(report['verdict'])}")
         click.echo(f"Report: {outputs.html}   (also .json, .md, .speedscope.json)")
     if stopped is None and recorder_failure:
         log(f"warning: {recorder_failure}; the report is marked partial")
@@ -197,6 +194,22 @@ def ticket_options(fn):
     for option in reversed(_ticket_options):
         fn = option(fn)
     return fn
+
+
+def verdict_line(verdict: dict) -> str:
+    """The terminal's verdict line: the finding's name and what it found, keeping whatever the
+    headline says first about the verdict itself (low confidence; a profile that cannot show
+    waits; no clear bottleneck), never dropping it."""
+    headline = verdict["headline"]
+    primary = verdict["primary"]
+    if primary in ("none", "inconclusive"):
+        return headline
+    label = primary.replace("_", " ")
+    caveat = ""
+    if headline.startswith("low confidence: ") and " — " in headline:
+        caveat, headline = headline.split(" — ", 1)
+        caveat = f" ({caveat})"
+    return f"{label}{caveat} — {headline.split(' — ', 1)[-1]}"
 
 
 @dataclass

@@ -100,3 +100,18 @@ def test_print_md_prints_the_ticket_summary_written_beside_the_report(out_dir):
     assert proc.stdout == summary.read_text(encoding="utf-8")
     assert "Verdict:" not in proc.stdout  # the summary replaces the verdict lines
     assert "| " in proc.stdout and len(proc.stdout.encode()) < 4096
+
+
+def test_the_terminal_verdict_line_keeps_what_the_headline_says_about_the_verdict_itself():
+    from diagnose.cli.common import verdict_line
+
+    inconclusive = {"primary": "inconclusive", "headline": "Inconclusive: this profile cannot show "
+                    "waits (no --idle); record it again with `py-spy record --idle`; among what it "
+                    "kept, the strongest pattern was: the cores are busy — cores 100% busy."}
+    assert verdict_line(inconclusive) == inconclusive["headline"]
+    low = {"primary": "lock_contention", "headline": "low confidence: 41 samples; sample longer — "
+           "Request threads queue on a lock — 95% of request-thread time waits on the lock"}
+    assert verdict_line(low) == ("lock contention (low confidence: 41 samples; sample longer) — "
+                                 "95% of request-thread time waits on the lock")
+    plain = {"primary": "lock_contention", "headline": "Request threads queue on a lock — 95% waits"}
+    assert verdict_line(plain) == "lock contention — 95% waits"
