@@ -103,9 +103,9 @@ def timeline_data(analysis: Analysis) -> dict:
 
 def page_data(report: dict, analysis: Analysis, categorizer: Categorizer, generated_at: str) -> dict:
     return {
-        # The .json report, less its `stacks` table (export and diff read it from the .json file;
-        # the page draws the flame rows below): a report of many distinct stacks stays small.
-        "report": {key: value for key, value in report.items() if key != "stacks"},
+        # The whole .json report, its `stacks` table included: the page is the one file people
+        # attach to a ticket, and `diagnose diff` / `export` read it as they read the .json.
+        "report": report,
         # Per finding, in the report's order: its evidence as labelled rows with units.
         "evidence_text": [describe_evidence(f) for f in report.get("findings") or []],
         "generated_at": generated_at,
