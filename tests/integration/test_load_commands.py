@@ -83,7 +83,8 @@ def test_sweep_finds_the_knee_of_two_sync_workers(out_dir):
                for s in report["steps"])
     assert all(len(s["windows"]) == s["windows_measured"] >= 3 for s in report["steps"])
     sweep_files = sorted(p.name for p in out_dir.glob("diagnose-sweep-*"))
-    assert len(sweep_files) == 2 and sweep_files[0].endswith(".html")
+    # the page, the JSON report and the Markdown ticket summary
+    assert [f.rsplit(".", 1)[-1] for f in sweep_files] == ["html", "json", "md"], sweep_files
     assert sweep_files[0].startswith(f"diagnose-sweep-{server.pid}-")
     html = (out_dir / sweep_files[0]).read_text()
     assert 'class="knee"' in html
