@@ -23,6 +23,7 @@ from diagnose.collect import activity, priority, pyspy, target_state, tree
 from diagnose.collect.plan import TreePlan, plan_tree
 from diagnose.collect.procfs import ProcRecord, TreeRecord, TreeSampler
 from diagnose.errors import Interrupted, NoSamples, NoSuchProcess, NotPython, ProfilerFailed
+from diagnose.model.async_tasks import TaskRecording
 
 ATTACH_RETRY_S = 3.0  # a launcher or a just-started interpreter gets this long to become readable
 RECORD_GRACE_S = 20.0  # py-spy's time to finish writing after the window
@@ -54,6 +55,8 @@ class Capture:
     interrupted_by: int | None = None  # the signal that cut the window short
     recorder_failure: str | None = None  # a recorder killed mid-window (the others' samples kept)
     temp_dir: Path | None = None  # py-spy's outputs until the report is written; see cleanup()
+    # asyncio tasks read from each sampled process's memory (model/async_tasks.py), by pid
+    task_recordings: dict[int, TaskRecording] = field(default_factory=dict)
 
     def cleanup(self) -> None:
         """Removes the temporary directory and whatever the report did not take from it."""
