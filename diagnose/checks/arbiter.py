@@ -17,7 +17,8 @@
    interval of the share its score rests on (base.ScoreBasis). When the first two findings' rank
    keys overlap within those intervals — one's interval straddles the critical line while the
    other is critical, their scores overlap below it, or their predicted gains tie within their
-   intervals — either could have come first on another attach: they are co-primary, put in the
+   intervals — either could have come first on another attach: they are co-primary (when the
+   second is a contender: its interval reaches the critical line or it is a warning), put in the
    causal order (rule 5), and the verdict names both (engine.verdict_for).
 5. Equal keys fall back to the causal order of engine.CHECKS: the more specific, more actionable
    diagnosis (a blocked loop, a stage, a lock) before its symptoms (busy cores, idle workers).
@@ -29,7 +30,7 @@ samples says "low confidence" in its headline and is never critical (engine.verd
 from __future__ import annotations
 
 from diagnose.checks.base import Finding
-from diagnose.model.vocab import CRITICAL_SCORE
+from diagnose.model.vocab import CRITICAL_SCORE, INFO_SCORE, WARNING_SCORE
 
 CRITICAL = CRITICAL_SCORE
 
@@ -78,8 +79,12 @@ def rank(findings: list[Finding], order_of) -> tuple[Finding, ...]:
 
 def co_primary(first: Finding, second: Finding, order_of) -> bool:
     """The second of the first two findings shares the verdict: noise alone could have ranked it
-    first, and it could be a finding at all (its score's interval reaches "info")."""
-    return (second.score_range[1] >= 25 and first.score_range[1] >= 25
+    first, and it is a contender for the headline — it could be critical on another attach (its
+    interval reaches the critical line) or it is a warning now. A finding that is at most "info"
+    here is listed below the verdict, not named in it: naming it would turn on how near its
+    point score came to the other's interval, which moves between attaches."""
+    contender = second.score_range[1] >= CRITICAL or second.score >= WARNING_SCORE
+    return (contender and first.score_range[1] >= INFO_SCORE
             and within_noise(first, second, order_of))
 
 

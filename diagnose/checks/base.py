@@ -154,13 +154,16 @@ def ramp(value: float, low: float, high: float) -> float:
 def make_finding(check_id: str, settings, score: float, summary: str,
                  evidence: dict, sites=(), advice=None, gain: tuple[float, str] | None = None,
                  samples: int | float | None = None, share_samples: dict | None = None,
-                 basis: ScoreBasis | None = None, levers=()) -> Finding:
+                 basis: ScoreBasis | None = None, levers=(),
+                 calibrated_of: dict | None = None) -> Finding:
     """`gain`: (predicted throughput ratio, the estimate's inputs in words). `samples`: how many
     samples the finding's shares are proportions of (None for /proc-only evidence);
     `share_samples`: {evidence key: count} for a share of another population. `basis`: the share
     the score rests on, for the score's (and the gain's) interval. `settings`: the check's
     CheckSettings (checks/spec.py), for its title and advice. `levers`: each lever the advice
-    pulls with its own estimate (Lever), shown beside the predicted gain, never ranked on."""
+    pulls with its own estimate (Lever), shown beside the predicted gain, never ranked on.
+    `calibrated_of`: {evidence key: samples} for a share whose count in `share_samples` is the
+    effective count of calibrated states over that many samples (confidence.calibrated_samples)."""
     score = int(round(max(0.0, min(100.0, score))))
     predicted, gain_words = gain if gain is not None else (None, "")
     evidence = {k: _plain(v) for k, v in evidence.items()}
@@ -174,7 +177,7 @@ def make_finding(check_id: str, settings, score: float, summary: str,
                    advice=tuple(advice if advice is not None else settings.advice),
                    predicted_gain=None if predicted is None else round(float(predicted), 2),
                    gain_basis=gain_words, samples=samples,
-                   intervals=intervals_for(evidence, samples, share_samples),
+                   intervals=intervals_for(evidence, samples, share_samples, calibrated_of),
                    low_confidence=too_uncertain(
                        evidence.get(basis.key) if basis is not None else None,
                        (share_samples or {}).get(basis.key, samples) if basis is not None

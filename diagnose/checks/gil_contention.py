@@ -23,6 +23,7 @@ from diagnose.checks.evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
+from diagnose.model.confidence import calibrated_samples
 from diagnose.checks.base import (NotApplicable, ScoreBasis, Site, busy_samples, make_finding,
                                   more_cores_lever, pct, ramp, remove_work_lever, serial_gain)
 from diagnose.model.counters import holder_agreement
@@ -102,8 +103,15 @@ def _from_native_frames(analysis, settings, total):
                     f"({top.file.rsplit('/', 1)[-1]}:{top.line})")
     gain = serial_gain(share, analysis, "waiting for the GIL")
     holder = gil.holders[0].function if gil and gil.holders else None
+    # In a calibrated profile the GIL wait is drawn from a few native samples per stack: the
+    # share's interval rests on those, not on the many Python samples they label.
+    calibrated = analysis.profile.calibrated
+    share_samples = ({"gil_wait_share": calibrated_samples(analysis.request_samples())}
+                     if calibrated else None)
     return make_finding(ID, settings, score, summary, evidence, sites,
                         gain=gain, samples=total, levers=_levers(analysis, holder, gain),
+                        share_samples=share_samples,
+                        calibrated_of={"gil_wait_share": int(total)} if calibrated else None,
                         basis=ScoreBasis("gil_wait_share",
                                          lambda s: ramp(s, settings.low, settings.high) * counters.factor,
                                          lambda s: serial_gain(s, analysis, "")[0]))

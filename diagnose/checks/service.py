@@ -94,7 +94,8 @@ def _merge(results: list[CheckResults], pids: list, weights: np.ndarray) -> list
             summary = f"in {held} of {len(results)} worker processes: {summary}"
         score = int(round(score))
         samples, low = _pooled_confidence(list(found.values()), finding)
-        rescored = _narrowed(finding.rescored(score), finding.samples, samples)
+        own = finding.intervals.get(finding.basis_key or "", {}).get("samples", finding.samples)
+        rescored = _narrowed(finding.rescored(score), own, samples)
         merged.append(dataclasses.replace(rescored, summary=summary, evidence=evidence,
                                           samples=samples, low_confidence=low))
     return merged
@@ -126,12 +127,27 @@ def _pooled_confidence(found: list[Finding], lead: Finding) -> tuple[int | None,
     weighted by their samples, over all their samples (three workers' 61 samples each at 94-100%
     are one share of 183). (samples, low confidence)."""
     key = lead.basis_key
-    rows = [(f.evidence.get(key), f.intervals.get(key, {}).get("samples", f.samples))
-            for f in found if key is not None]
-    rows = [(float(s), int(n)) for s, n in rows
-            if isinstance(s, (int, float)) and not isinstance(s, bool) and n]
+    entries = [(f.evidence.get(key), f.intervals.get(key, {})) for f in found if key is not None]
+    rows = [(float(s), int(e.get("samples") or 0), int(e.get("calibrated_of") or 0))
+            for s, e in entries if isinstance(s, (int, float)) and not isinstance(s, bool)]
+    rows = [r for r in rows if r[1]]
     if not rows:
         return lead.samples, lead.low_confidence
-    pooled_n = sum(n for _, n in rows)
-    pooled_share = sum(s * n for s, n in rows) / pooled_n
+    pooled_n = _pooled_count(rows)
+    weight = sum(n for _, n, _ in rows)
+    pooled_share = sum(s * n for s, n, _ in rows) / weight
     return pooled_n, too_uncertain(pooled_share, pooled_n)
+
+
+def _pooled_count(rows: list[tuple[float, int, int]]) -> int:
+    """The samples a pooled share rests on. Independent samples add up; calibrated states do not:
+    the workers' alike stacks are calibrated by the same few native samples (one process per
+    program is unwound natively, collect/plan.py), so each worker's calibration term
+    (1/effective - 1/samples, confidence.calibrated_samples) is kept, weighted by its samples,
+    and only the sampling term shrinks with the pooled samples."""
+    if not any(of for _, _, of in rows):
+        return sum(n for _, n, _ in rows)
+    drawn = [(of or n, n) for _, n, of in rows]  # (samples, effective count)
+    total = sum(of for of, _ in drawn)
+    spread = sum(of / total * max(0.0, 1.0 / n - 1.0 / of) for of, n in drawn)
+    return max(1, int(round(1.0 / (1.0 / total + spread))))

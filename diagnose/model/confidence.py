@@ -51,10 +51,14 @@ def is_share_key(key: str) -> bool:
     return key.endswith("share") or "_share_" in key or key.startswith("share_")
 
 
-def intervals_for(evidence: dict, samples: int | None, share_samples: dict | None = None) -> dict:
+def intervals_for(evidence: dict, samples: int | None, share_samples: dict | None = None,
+                  calibrated_of: dict | None = None) -> dict:
     """Each share in `evidence` with its interval and the sample count behind it: `samples`, or
-    for a share of another population its own count in `share_samples`."""
+    for a share of another population its own count in `share_samples`. `calibrated_of`: for a
+    share whose count is the effective count of calibrated states (calibrated_samples), how many
+    samples carry those states ("calibrated_of" in its entry)."""
     share_samples = share_samples or {}
+    calibrated_of = calibrated_of or {}
     out = {}
     for key, value in evidence.items():
         n = share_samples.get(key, samples)
@@ -62,4 +66,31 @@ def intervals_for(evidence: dict, samples: int | None, share_samples: dict | Non
                 and 0.0 <= float(value) <= 1.0:
             low, high = wilson(float(value), n)
             out[key] = {"low": round(low, 4), "high": round(high, 4), "samples": int(n)}
+            if calibrated_of.get(key):
+                out[key]["calibrated_of"] = int(calibrated_of[key])
     return out
+
+
+def calibrated_samples(samples) -> int:
+    """How many independent samples a state share of `samples` (sample-table rows) rests on.
+
+    A calibrated sample's state is not observed: it is drawn from the mix of the few native
+    samples of the same Python stack (classify/calibrate.py), so a thousand Python samples of one
+    stack calibrated by twelve native samples know its state mix about as well as twelve do.
+    With a share p_k of the samples in calibrated stack k of support s_k, the share's variance
+    is p(1-p) * (1/N + sum_k p_k^2 / s_k), i.e. an effective count of 1 / (1/N + sum p_k^2/s_k).
+    Stacks sharing one suffix mix (calibrate.SUFFIX_FRAMES) are taken as independent here, so
+    this still reads as a lower bound on the uncertainty. Rows measured natively or estimated
+    from frames count as themselves."""
+    total = float(samples["count"].sum()) if len(samples) else 0.0
+    if total <= 0:
+        return 0
+    calibrated = samples[samples["state_source"] == "calibrated"]
+    if not len(calibrated):
+        return int(total)
+    per_stack = calibrated.groupby("stack", observed=True).agg(
+        count=("count", "sum"), support=("calibration_support", "max"))
+    per_stack = per_stack[per_stack["support"] > 0]
+    weight = per_stack["count"].to_numpy(dtype=float) / total
+    spread = float((weight * weight / per_stack["support"].to_numpy(dtype=float)).sum())
+    return max(1, int(round(1.0 / (1.0 / total + spread))))

@@ -241,8 +241,11 @@ def describe_item(key: str, value, evidence: dict | None = None, intervals: dict
             lo, hi = fmt_percent(low), fmt_percent(high)
             bounds = lo.removesuffix("%") + EN_DASH + hi if lo.endswith("%") else lo + EN_DASH + hi
             row["text"] = f"{text} ({bounds})"
+            calibrated_of = interval.get("calibrated_of")
             if isinstance(samples, int) and not isinstance(samples, bool):
-                row["text"] += ", " + _count(samples, SAMPLES)
+                row["text"] += (f", calibrated: as sure as {_count(samples, SAMPLES)} of "
+                                f"{calibrated_of:,}" if isinstance(calibrated_of, int)
+                                else ", " + _count(samples, SAMPLES))
             row["interval"] = {"low": low, "high": high, "samples": samples}
     if isinstance(value, dict):
         row["items"] = _items(value, label.unit, label.none)

@@ -161,3 +161,23 @@ def test_an_exact_tie_is_settled_by_the_causal_order_alone():
                           "every request waits on a lock", {}, gain=(2.0, "estimate"))
     verdict = verdict_for(rank([model, locked], order_of))
     assert (verdict.primary, verdict.co_primary) == ("lock_contention", None)
+
+
+def test_a_finding_at_most_info_with_no_way_to_critical_is_listed_not_named_in_the_verdict():
+    """A wide-interval lead (few calibration samples) overlaps a pointwise counter finding at 47:
+    naming the 47 would turn on where the lead's interval happened to end on this attach."""
+    lead = lock(share_for(72), samples=60)  # interval roughly 40-95
+    counter = make_finding("scheduler_overhead", CheckSettings(title="Scheduler overhead: x"), 47,
+                           "runnable threads queue for the cores", {"runnable_per_core": 2.1})
+    assert lead.score_interval[0] < 47 < lead.score_interval[1]
+    assert within_noise(lead, counter, order_of)  # either could rank first on points...
+    verdict = verdict_for(rank([lead, counter], order_of))
+    assert (verdict.primary, verdict.co_primary) == ("lock_contention", None)  # ...but 47 is no contender
+
+
+def test_a_warning_level_finding_within_the_noise_of_the_lead_is_named_beside_it():
+    lead = lock(share_for(72), samples=60)
+    counter = make_finding("scheduler_overhead", CheckSettings(title="Scheduler overhead: x"), 55,
+                           "runnable threads queue for the cores", {"runnable_per_core": 2.6})
+    verdict = verdict_for(rank([lead, counter], order_of))
+    assert {verdict.primary, verdict.co_primary} == {"lock_contention", "scheduler_overhead"}

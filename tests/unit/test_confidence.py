@@ -101,3 +101,26 @@ def test_a_services_score_interval_narrows_with_its_workers_pooled_samples():
     assert pooled.score_interval[0] > low and pooled.score_interval[1] < high
     assert abs((pooled.score_interval[1] - pooled.score_interval[0]) - (high - low) / 2) <= 1
     assert _narrowed(finding, 60, 60) is finding
+
+
+def test_calibrated_states_are_as_sure_as_the_native_samples_behind_them_not_the_samples_they_label():
+    import pandas as pd
+    from diagnose.model.confidence import calibrated_samples
+    # 1,000 Python samples of one stack whose state mix came from 12 native samples, plus 1,000
+    # measured samples: the calibrated half is known about as well as 12 samples weighted by 1/4
+    rows = pd.DataFrame({"stack": [0] * 1000 + [1] * 1000, "count": [1] * 2000,
+                         "state_source": ["calibrated"] * 1000 + ["measured"] * 1000,
+                         "calibration_support": [12] * 1000 + [0] * 1000})
+    effective = calibrated_samples(rows)
+    assert 40 < effective < 50  # 1 / (1/2000 + 0.25/12) = 46.9
+    measured = rows.assign(state_source="measured", calibration_support=0)
+    assert calibrated_samples(measured) == 2000
+
+
+def test_workers_calibrated_by_the_same_native_samples_pool_their_sampling_not_their_calibration():
+    from diagnose.checks.service import _pooled_count
+    # three workers: 2,000 samples each, states calibrated to an effective 48 by one native recorder
+    calibrated = [(0.5, 48, 2000)] * 3
+    assert 45 <= _pooled_count(calibrated) <= 50  # not 144: the same dozen native samples thrice
+    independent = [(0.5, 61, 0)] * 3
+    assert _pooled_count(independent) == 183  # measured samples add up
