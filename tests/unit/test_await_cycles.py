@@ -1,0 +1,57 @@
+"""Await cycles among asyncio tasks, found from the recorded snapshots of what each task awaits."""
+
+from __future__ import annotations
+
+from diagnose.model.async_tasks import (AwaitKind, AwaitTarget, CoroFrame, TaskRecording,
+                                        TaskSnapshot, TaskState)
+from diagnose.model.await_graph import await_cycles
+
+
+def task(task_id: int, name: str, awaits: int | None = None, kind: AwaitKind = AwaitKind.TASK,
+         line: int = 10) -> TaskState:
+    target = None if kind is None else AwaitTarget(kind, awaited_task=awaits)
+    return TaskState(task_id, name, (CoroFrame("handler", "app.py", line),), target)
+
+
+def recording(*snapshots: tuple[TaskState, ...], step: float = 0.25) -> TaskRecording:
+    return TaskRecording(pid=1, python="3.12",
+                         snapshots=tuple(TaskSnapshot(i * step, s) for i, s in enumerate(snapshots)))
+
+
+def test_two_tasks_awaiting_each_other_all_window_are_a_cycle_with_their_victims():
+    tasks = (task(0x20, "loader", awaits=0x10, line=31), task(0x10, "refresher", awaits=0x20, line=47),
+             task(0x30, "request-1", awaits=0x20), task(0x40, "request-2", awaits=0x30),
+             task(0x50, "sleeper", kind=AwaitKind.SLEEP))
+    cycles = await_cycles(recording(*[tasks] * 8))
+    assert len(cycles) == 1
+    cycle = cycles[0]
+    assert [(t.name, t.site.line, t.awaits) for t in cycle.tasks] == [("refresher", 47, 0x20),
+                                                                        ("loader", 31, 0x10)]
+    assert cycle.victims == ("request-1", "request-2")  # request-2 waits through request-1
+    assert cycle.snapshots == 8 and cycle.seconds == 1.75
+
+
+def test_tasks_that_await_each_other_in_turn_are_no_deadlock():
+    a_waits = (task(1, "a", awaits=2), task(2, "b", kind=AwaitKind.FUTURE))
+    b_waits = (task(1, "a", kind=AwaitKind.FUTURE), task(2, "b", awaits=1))
+    both = (task(1, "a", awaits=2), task(2, "b", awaits=1))  # one snapshot raced them
+    assert await_cycles(recording(a_waits, b_waits, both, a_waits, b_waits, both, a_waits)) == ()
+
+
+def test_a_cycle_seen_too_briefly_is_not_yet_a_deadlock():
+    both = (task(1, "a", awaits=2), task(2, "b", awaits=1))
+    assert await_cycles(recording(both, both)) == ()  # two snapshots, a quarter second
+    assert len(await_cycles(recording(both, both, both, both, both))) == 1
+
+
+def test_a_self_await_and_a_three_task_ring_are_cycles_and_a_chain_is_not():
+    ring = (task(3, "c", awaits=1), task(1, "a", awaits=2), task(2, "b", awaits=3))
+    chain = (task(1, "a", awaits=2), task(2, "b", awaits=3), task(3, "c", kind=AwaitKind.SLEEP))
+    selfish = (task(9, "self", awaits=9),)
+    assert [[t.name for t in c.tasks] for c in await_cycles(recording(*[ring] * 6))] == [["a", "b", "c"]]
+    assert await_cycles(recording(*[chain] * 6)) == ()
+    assert len(await_cycles(recording(*[selfish] * 6))) == 1
+
+
+def test_a_recording_without_snapshots_has_no_cycles():
+    assert await_cycles(TaskRecording(pid=1, python="", unreadable="asyncio tasks not readable")) == ()
