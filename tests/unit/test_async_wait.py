@@ -253,3 +253,20 @@ def test_the_json_report_summarises_tasks_by_await_site(app):
 ])
 def test_the_primitives_name_is_read_from_the_await_line(line, kind, name):
     assert primitive_name(line, kind) == name
+
+
+def test_the_markdown_summary_has_a_line_for_the_top_await_site(app):
+    from diagnose.render.markdown import render_markdown
+
+    analysis = loop_analysis(semaphore_recording(app))
+    service = Service(analysis, [ProcessView(4242, 1, "single", ["python"], analysis)])
+    results = run_checks(analysis)
+    report = build_report(service, results, {4242: results})
+    text = render_markdown(report)
+    line = next(x for x in text.splitlines() if x.startswith("**Asyncio tasks by await site:**"))
+    assert "asyncio.Semaphore `MODEL_SLOTS`" in line and "`predict`" in line
+    assert "29.5 tasks waiting on average (30 at most), 2 permits; 20 reads" in line
+    # A name from the target stays inside its code span, on one line.
+    report["tasks"][0]["sites"][0]["name"] = "x`|\n<img src=x onerror=alert(1)>"
+    line = next(x for x in render_markdown(report).splitlines() if x.startswith("**Asyncio"))
+    assert "`x'\u00a6 <img src=x onerror=alert(1)>`" in line
