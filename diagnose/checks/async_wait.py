@@ -36,8 +36,8 @@ import math
 from dataclasses import dataclass
 
 from diagnose.checks import event_loop_blocked
-from diagnose.checks.base import (NotApplicable, ScoreBasis, Site, amdahl, make_finding, pct,
-                                  ramp, short_path)
+from diagnose.checks.base import (NotApplicable, ScoreBasis, Site, amdahl, core_room, make_finding,
+                                  pct, ramp, short_path)
 from diagnose.checks.evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
@@ -91,12 +91,16 @@ def loop_busy_share(analysis) -> float | None:
     return max((loop.busy_share for loop in loops), default=None) if loops else None
 
 
-def little_gain(site_share: float, busy: float | None) -> float:
+def little_gain(site_share: float, busy: float | None, room: float | None = None) -> float:
     """Throughput ratio if the wait at a site went away, same concurrency (Little's law:
-    throughput = requests in flight / time per request), capped by the loop's own headroom."""
+    throughput = requests in flight / time per request), capped by the loop's own headroom
+    (`busy`: its share out of the selector; one loop runs on one core) and by the cores the
+    process could use (`room`: base.core_room)."""
     gain = amdahl(site_share)
     if busy:
         gain = min(gain, max(1.0, 1.0 / busy))
+    if room is not None:
+        gain = min(gain, room)
     return max(1.0, gain)
 
 
@@ -148,6 +152,7 @@ def run(analysis, settings):
     share = summary.local_share
     local = summary.local_sites
     busy = loop_busy_share(analysis)
+    room = core_room(analysis)
     evidence = {
         "async_wait_share": share,
         "request_tasks_avg": summary.request_tasks_avg,
@@ -162,7 +167,7 @@ def run(analysis, settings):
                             basis=ScoreBasis("async_wait_share",
                                              lambda s: ramp(s, settings.low, settings.high)))
     top = local[0]
-    gain = little_gain(top.share, busy)
+    gain = little_gain(top.share, busy, room)
     advice, fix = first_advice(top, summary, gain)
     evidence.update({
         "top_site_share": top.share,
@@ -190,6 +195,8 @@ def run(analysis, settings):
     if busy:
         basis += (f"; the event loop was out of its selector {pct(busy)} of its samples, so it "
                   f"can serve at most {1.0 / busy:.2f}x more")
+    if room is not None:
+        basis += f"; the cores the process could use allow {room:.2f}x"
     sites = [Site(s.function, s.file, s.line, round(s.share, 4)) for s in local[:5]]
     # The gain follows the share the score rests on, in proportion (the top site's part of it).
     part = top.share / share if share else 1.0
@@ -198,7 +205,7 @@ def run(analysis, settings):
                         samples=summary.snapshots,
                         basis=ScoreBasis("async_wait_share",
                                          lambda s: ramp(s, settings.low, settings.high),
-                                         lambda s: little_gain(s * part, busy)))
+                                         lambda s: little_gain(s * part, busy, room)))
 
 
 SPEC = CheckSpec(ID, "Requests wait on an asyncio primitive", Settings, EVIDENCE, __doc__ or "",

@@ -72,8 +72,8 @@ REQUIREMENTS: dict[Input, tuple[Callable[[Any], bool], str]] = {
     Input.RSS_SERIES: (_rss_series, "needs resident-memory samples over the window (`attach`)"),
     Input.EVENT_LOOPS: (_event_loops, "no event-loop thread was seen"),
     Input.PIPELINE: (_pipeline, "no pipeline of stages joined by queues was seen"),
-    Input.ASYNC_TASKS: (_async_tasks, "needs asyncio tasks read from the live process's memory "
-                                      "(`attach`); a recorded profile has none"),
+    Input.ASYNC_TASKS: (_async_tasks, "no asyncio tasks were read from the live process's memory "
+                                      "(only `attach` reads them; a recorded profile has none)"),
 }
 
 

@@ -160,7 +160,7 @@ def test_requests_parked_on_a_semaphore_are_the_verdict_with_its_name_permits_an
 def test_without_task_reads_the_check_is_not_applicable_and_the_idle_loop_is_underloaded():
     results = run_checks(loop_analysis(None))
     skipped = {n.id: n.reason for n in results.not_applicable}
-    assert "live process's memory" in skipped["async_wait"]
+    assert "live process's memory" in skipped["async_wait"] and "`attach`" in skipped["async_wait"]
     assert results.verdict.primary == "underloaded"
 
 
@@ -270,3 +270,18 @@ def test_the_markdown_summary_has_a_line_for_the_top_await_site(app):
     report["tasks"][0]["sites"][0]["name"] = "x`|\n<img src=x onerror=alert(1)>"
     line = next(x for x in render_markdown(report).splitlines() if x.startswith("**Asyncio"))
     assert "`x'\u00a6 <img src=x onerror=alert(1)>`" in line
+
+
+def test_the_predicted_gain_is_capped_by_the_cores_a_busy_machine_leaves(app):
+    from diagnose.model.os_summary import ProcessOS
+
+    analysis = loop_analysis(semaphore_recording(app))
+    # The process used 0.1 of a core; the machine left 0.2 idle: at most 3x more.
+    analysis.os = ProcessOS(window_s=10.0, cores=2, cpu_quota_cores=None, threads_max=1, cpu_s=1.0,
+                            cpu_utilization=0.05, runqueue_wait_s=None, runqueue_ratio=None,
+                            mean_runnable=0.0, involuntary_ctx_per_s=None, voluntary_ctx_per_s=None,
+                            observer_stop_share=0.0, rss_start=None, rss_end=None,
+                            rss_slope_bytes_per_s=None, rss_fit_r2=None, machine_idle_cores=0.2)
+    found = finding(run_checks(analysis), "async_wait")
+    assert found.predicted_gain == pytest.approx(3.0)
+    assert "the cores the process could use allow 3.00x" in found.gain_basis
