@@ -285,3 +285,25 @@ def test_the_predicted_gain_is_capped_by_the_cores_a_busy_machine_leaves(app):
     found = finding(run_checks(analysis), "async_wait")
     assert found.predicted_gain == pytest.approx(3.0)
     assert "the cores the process could use allow 3.00x" in found.gain_basis
+
+
+def test_keep_raw_writes_every_read_of_the_tasks_beside_the_report(app, tmp_path):
+    import json
+
+    from diagnose.report.pipeline import write_outputs
+
+    analysis = loop_analysis(semaphore_recording(app, reads=3))
+    service = Service(analysis, [ProcessView(4242, 1, "single", ["python"], analysis)])
+    results = run_checks(analysis)
+    out = write_outputs(service, results, {4242: results}, Categorizer(),
+                        [tmp_path / "none.speedscope.json"], tmp_path / "out", "diagnose-4242",
+                        None, keep_raw=True, move_profile=False)
+    raw = json.loads((tmp_path / "out" / "diagnose-4242.tasks.json").read_text())
+    assert [r["pid"] for r in raw] == [4242] and len(raw[0]["snapshots"]) == 3
+    assert raw[0]["snapshots"][0]["tasks"][1]["waits_on"]["kind"] in ("semaphore", "sleep")
+    assert json.loads(out.json.read_text())["tasks"][0]["snapshots"] == 3
+    # Without --keep-raw the summary in the report is all that is kept.
+    write_outputs(service, results, {4242: results}, Categorizer(),
+                  [tmp_path / "none.speedscope.json"], tmp_path / "plain", "diagnose-4242",
+                  None, keep_raw=False, move_profile=False)
+    assert not (tmp_path / "plain" / "diagnose-4242.tasks.json").exists()
