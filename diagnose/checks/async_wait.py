@@ -151,6 +151,10 @@ def run(analysis, settings):
                                  f"asyncio tasks")
     share = summary.local_share
     local = summary.local_sites
+    # The shares are of request-task observations (a task in one read), as a thread's shares are
+    # of its samples; the tasks of one read are correlated as a thread's consecutive samples
+    # are, so the interval is a lower bound on the uncertainty (model/confidence.py).
+    observations = int(round(summary.request_tasks_avg * summary.snapshots))
     busy = loop_busy_share(analysis)
     room = core_room(analysis)
     evidence = {
@@ -163,7 +167,7 @@ def run(analysis, settings):
         summary_text = (f"request tasks waited on no in-process asyncio primitive "
                         f"({summary.snapshots} reads, {summary.request_tasks_avg:.1f} in flight "
                         f"on average)")
-        return make_finding(ID, settings, 0.0, summary_text, evidence, samples=summary.snapshots,
+        return make_finding(ID, settings, 0.0, summary_text, evidence, samples=observations,
                             basis=ScoreBasis("async_wait_share",
                                              lambda s: ramp(s, settings.low, settings.high)))
     top = local[0]
@@ -202,7 +206,7 @@ def run(analysis, settings):
     part = top.share / share if share else 1.0
     return make_finding(ID, settings, ramp(share, settings.low, settings.high), text, evidence,
                         sites, advice=[advice, *settings.advice], gain=(gain, basis),
-                        samples=summary.snapshots,
+                        samples=observations,
                         basis=ScoreBasis("async_wait_share",
                                          lambda s: ramp(s, settings.low, settings.high),
                                          lambda s: little_gain(s * part, busy, room)))

@@ -144,7 +144,7 @@ def test_requests_parked_on_a_semaphore_are_the_verdict_with_its_name_permits_an
     assert ev["permits"] == 2 and ev["permits_free"] == 0
     assert ev["tasks_waiting_avg"] == pytest.approx(29.5) and ev["tasks_waiting_max"] == 30
     assert ev["tasks_holding_avg"] == pytest.approx(2.0)
-    assert ev["task_reads"] == 20
+    assert ev["task_reads"] == 20 and found.samples == 630  # request tasks over the reads
     # Little's law: 29.5 of 31.5 request tasks wait there; the lifespan task is no request.
     assert ev["request_tasks_avg"] == pytest.approx(31.5)
     assert found.predicted_gain == pytest.approx(31.5 / 2, rel=0.01)
