@@ -15,6 +15,12 @@ uvloop when installed) and measures requests/s with wrk (`-t2 -cC -dSs --latency
 * after: the same file with `DIAGNOSE_FIXTURE_OFFLOAD=1`, i.e. the advice applied
   (`await run_in_threadpool(...)` around the blocking call).
 
+The async-wait fixtures (`--fixtures async_semaphore,async_lock,async_queue,async_batcher,
+aiohttp_semaphore`, not run by default): `asgi_async_wait` / `aiohttp_semaphore`, whose requests
+wait on an in-process asyncio primitive around a 20 ms awaited backend call, before with 2
+permits (a lock; 2 queue consumers; batches of 2), after with 32 (the `async_wait` advice), at 32
+connections.
+
 Before and after alternate (before, after, before, after, …) for `--rounds` rounds, each run on
 a freshly started server. Prints a markdown table of medians (and the ratio after / before), then
 one row per run with the latency percentiles, the server's CPU use (cores, from its CPU seconds
@@ -40,6 +46,7 @@ import resource
 import statistics
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
@@ -51,11 +58,45 @@ sys.path.insert(0, str(REPO))
 from tests.integration.servers import (free_port, load, start_server,  # noqa: E402
                                        uvicorn_app)
 
-# fixture -> the advice, as applied by DIAGNOSE_FIXTURE_OFFLOAD=1
+@dataclass(frozen=True)
+class Variant:
+    """A fixture of fixtures/servers/ as measured: its server, the environment before and after
+    the advice, the advice in words and the connections it is measured at by default."""
+
+    app: str
+    advice: str
+    before: dict = field(default_factory=dict)
+    after: dict = field(default_factory=dict)
+    connections: int = 8
+    aiohttp: bool = False  # `python APP.py --port PORT` (aiohttp), not uvicorn
+
+
+OFFLOAD_OFF, OFFLOAD_ON = {"DIAGNOSE_FIXTURE_OFFLOAD": None}, {"DIAGNOSE_FIXTURE_OFFLOAD": "1"}
+# Requests parked on an asyncio primitive: 2 permits (or one lock) against 32 connections.
+PERMITS_2 = {"DIAGNOSE_FIXTURE_PERMITS": "2"}
+PERMITS_32 = {"DIAGNOSE_FIXTURE_PERMITS": "32"}
+
 FIXTURES = {
-    "asgi_inline": "`await run_in_threadpool(MODEL.forward, x)`",
-    "asgi_blocking": "`await run_in_threadpool(fetch_features_sync, user_id)`",
+    "asgi_inline": Variant("asgi_inline", "`await run_in_threadpool(MODEL.forward, x)`",
+                           OFFLOAD_OFF, OFFLOAD_ON),
+    "asgi_blocking": Variant("asgi_blocking", "`await run_in_threadpool(fetch_features_sync, user_id)`",
+                             OFFLOAD_OFF, OFFLOAD_ON),
+    "async_semaphore": Variant("asgi_async_wait", "`asyncio.Semaphore` permits 2 -> 32",
+                               {"DIAGNOSE_FIXTURE_WAIT": "semaphore", **PERMITS_2},
+                               {"DIAGNOSE_FIXTURE_WAIT": "semaphore", **PERMITS_32}, 32),
+    "async_lock": Variant("asgi_async_wait", "`asyncio.Lock` -> `asyncio.Semaphore(32)`",
+                          {"DIAGNOSE_FIXTURE_WAIT": "lock", **PERMITS_2},
+                          {"DIAGNOSE_FIXTURE_WAIT": "semaphore", **PERMITS_32}, 32),
+    "async_queue": Variant("asgi_async_wait", "queue consumers (and its bound) 2 -> 32",
+                           {"DIAGNOSE_FIXTURE_WAIT": "queue", **PERMITS_2},
+                           {"DIAGNOSE_FIXTURE_WAIT": "queue", **PERMITS_32}, 32),
+    "async_batcher": Variant("asgi_async_wait", "batch size 2 -> 32",
+                             {"DIAGNOSE_FIXTURE_WAIT": "batcher", **PERMITS_2},
+                             {"DIAGNOSE_FIXTURE_WAIT": "batcher", **PERMITS_32}, 32),
+    "aiohttp_semaphore": Variant("aiohttp_semaphore", "`asyncio.Semaphore` permits 2 -> 32",
+                                 PERMITS_2, PERMITS_32, 32, aiohttp=True),
 }
+DEFAULT_FIXTURES = ("asgi_inline", "asgi_blocking")
 
 
 BUSY_OTHER_CORES = 0.25  # other jobs' CPU use above which a run is flagged
@@ -132,9 +173,15 @@ def children_cpu_seconds() -> float:
 
 
 def measure(fixture: str, after: bool, seconds: int, warmup: int, connections: int) -> dict:
+    variant = FIXTURES[fixture]
     port = free_port()
-    env = {"DIAGNOSE_FIXTURE_OFFLOAD": "1" if after else None}
-    with start_server(uvicorn_app(fixture, port), port, env=env) as server:
+    env = dict(variant.after if after else variant.before)
+    if variant.aiohttp:
+        argv = [sys.executable, f"{variant.app}.py", "--port", str(port)]
+        started = start_server(argv, port, env=env, workers=None, loaded_marker=None)
+    else:
+        started = start_server(uvicorn_app(variant.app, port), port, env=env, loaded_marker=None)
+    with started as server:
         url = server.url("/predict")
         if warmup > 0:
             with load(url, warmup, connections):
@@ -171,8 +218,9 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=int, default=10, help="measured seconds per run")
     parser.add_argument("--warmup", type=int, default=2, help="discarded seconds before each run")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--connections", type=int, default=8)
-    parser.add_argument("--fixtures", default=",".join(FIXTURES),
+    parser.add_argument("--connections", type=int, default=None,
+                        help="load connections (default: the fixture's, 8 or 32)")
+    parser.add_argument("--fixtures", default=",".join(DEFAULT_FIXTURES),
                         help="comma-separated, from: " + ", ".join(FIXTURES))
     parser.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
                         help="before each run, wait up to this long for CPU pressure < 10%%")
@@ -180,7 +228,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     fixtures = [f.strip() for f in args.fixtures.split(",") if f.strip()]
     unknown = [f for f in fixtures if f not in FIXTURES]
-    if unknown or args.seconds < 1 or args.rounds < 1 or args.connections < 1:
+    if unknown or args.seconds < 1 or args.rounds < 1 or (args.connections or 1) < 1:
         parser.error(f"unknown fixtures {unknown}" if unknown else "values must be positive")
 
     runs = []
@@ -189,7 +237,9 @@ def main(argv=None) -> int:
             for after in (False, True):
                 if args.wait_quiet > 0:
                     wait_quiet(args.wait_quiet)
-                row = measure(fixture, after, args.seconds, args.warmup, args.connections)
+                connections = args.connections or FIXTURES[fixture].connections
+                row = measure(fixture, after, args.seconds, args.warmup, connections)
+                row["connections"] = connections
                 row["round"] = round_no
                 runs.append(row)
                 log(f"{fixture} round {round_no} {'after ' if after else 'before'}: "
@@ -198,7 +248,8 @@ def main(argv=None) -> int:
                     f"others {fmt(row['other_cores'], '.2f')} cores, "
                     f"cpu pressure {fmt(row['cpu_pressure'], '.2f')}")
 
-    print(f"Single-process uvicorn on 127.0.0.1, {args.connections} connections, "
+    print(f"Single-process servers on 127.0.0.1 (uvicorn, or aiohttp where named), "
+          f"connections per fixture in the runs below, "
           f"{args.seconds} s per run after {args.warmup} s warm-up, {args.rounds} rounds "
           f"(before/after alternating), load by {runs[0]['tool']}; "
           f"{psutil.cpu_count()} CPUs, Python {platform.python_version()}.")
@@ -211,7 +262,7 @@ def main(argv=None) -> int:
         after = statistics.median(r["requests_per_second"] for r in runs
                                   if r["fixture"] == fixture and r["after"])
         ratio = after / before if before else float("inf")
-        print(f"| `{fixture}` | {FIXTURES[fixture]} | {before:.1f} | {after:.1f} | "
+        print(f"| `{fixture}` | {FIXTURES[fixture].advice} | {before:.1f} | {after:.1f} | "
               f"{ratio:.2f}× |")
     busy = [r for r in runs if (r["other_cores"] or 0.0) > BUSY_OTHER_CORES]
     if busy:
@@ -220,11 +271,12 @@ def main(argv=None) -> int:
               f"{BUSY_OTHER_CORES} of the {psutil.cpu_count()} CPUs (column \"other jobs' "
               f"cores\" below); throughput of CPU-bound variants depends on the cores left over.")
     print()
-    print("| fixture | round | variant | req/s | p50 ms | p99 ms | errors | server cores "
-          "| other jobs' cores | cpu pressure |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| fixture | round | variant | connections | req/s | p50 ms | p99 ms | errors "
+          "| server cores | other jobs' cores | cpu pressure |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in runs:
         print(f"| `{r['fixture']}` | {r['round']} | {'after' if r['after'] else 'before'} | "
+              f"{r['connections']} | "
               f"{r['requests_per_second']:.1f} | {fmt(r['p50_ms'])} | {fmt(r['p99_ms'])} | "
               f"{r['errors']} | {fmt(r['server_cores'], '.2f')} | "
               f"{fmt(r['other_cores'], '.2f')} | "

@@ -36,6 +36,8 @@ SHARED: dict[str, Evidence] = {
     "processes_with_finding": E("worker processes where it holds", U.PROCESSES),
     "score_per_process": E("score per process (pid: score)", U.NUMBER),
     "worker_busy_share": E("share of worker time busy", U.PERCENT),
+    "async_wait_share": E("share of request-task time waiting on in-process asyncio primitives",
+                          U.PERCENT),
 }
 
 # Written by checks/service.py on a finding merged from several worker processes.

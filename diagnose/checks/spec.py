@@ -32,6 +32,7 @@ class Input(StrEnum):
     NATIVE_FRAMES = "native frames, or a calibration from sparse native samples"
     OS_COUNTERS = "OS counters from /proc (`attach`, or `analyze --procfs`)"
     PROCESS_TREE = "a tree of worker processes (`attach` of a pre-fork server or a process pool)"
+    ASYNC_TASKS = "asyncio tasks read from the live process's memory (`attach`)"
 
 
 def _request_samples(analysis) -> bool:
@@ -58,6 +59,10 @@ def _pipeline(analysis) -> bool:
     return bool(analysis.structure.pipeline) and analysis.structure.bottleneck is not None
 
 
+def _async_tasks(analysis) -> bool:
+    return getattr(analysis, "tasks", None) is not None
+
+
 # The inputs the engine tests before a check runs: (is it there?, the reason when it is not).
 # The reasons are the words the checks gave before they declared their inputs.
 REQUIREMENTS: dict[Input, tuple[Callable[[Any], bool], str]] = {
@@ -67,6 +72,8 @@ REQUIREMENTS: dict[Input, tuple[Callable[[Any], bool], str]] = {
     Input.RSS_SERIES: (_rss_series, "needs resident-memory samples over the window (`attach`)"),
     Input.EVENT_LOOPS: (_event_loops, "no event-loop thread was seen"),
     Input.PIPELINE: (_pipeline, "no pipeline of stages joined by queues was seen"),
+    Input.ASYNC_TASKS: (_async_tasks, "no asyncio tasks were read from the live process's memory "
+                                      "(only `attach` reads them; a recorded profile has none)"),
 }
 
 

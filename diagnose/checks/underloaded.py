@@ -8,6 +8,10 @@ What it finds:
     load, they spend the request in such a call (an IO or sleep wait, not a lock, queue or GIL
     wait): the stdlib and WSGI servers' request-handling frames name them, whatever the
     application's code. A pipeline is underloaded only when every stage waits for input.
+    Where the asyncio tasks were read (`attach`), requests parked on an in-process primitive
+    are the service waiting on itself (`async_wait`): that share of request-task time is taken
+    off the score; requests awaiting a call outside the process (a socket read, an HTTP client
+    call, a sleep) are named by their await site instead of "waiting for work".
 
 Why it matters:
     The service is not the bottleneck at this load: its workers wait for requests. Tuning the
@@ -27,10 +31,12 @@ from dataclasses import dataclass
 
 import re
 
+from diagnose.checks.evidence import shared
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
-from diagnose.checks.base import NotApplicable, ScoreBasis, make_finding, pct, ramp, top_sites
+from diagnose.checks.base import (NotApplicable, ScoreBasis, Site, make_finding, pct, ramp,
+                                  short_path, top_sites)
 from diagnose.model.profile import frame_is
 from diagnose.model.vocab import HANDLER_ROLES, ThreadRole, ThreadState
 
@@ -52,6 +58,11 @@ EVIDENCE = {
     "worker_threads": E("worker threads", U.THREADS),
     "idle_threads": E("threads that only waited for work", U.THREADS),
     "cpu_utilization": E("CPU used, share of usable cores (OS)", U.PERCENT, none=NOT_MEASURED),
+    **shared("async_wait_share"),
+    "downstream_await_share": E("share of request-task time awaiting calls outside the process",
+                                U.PERCENT),
+    "downstream_await": E("await site of the call outside the process requests wait on most",
+                          U.TEXT),
 }
 
 # Frames of servers that run one request per thread: a thread whose stacks pass through one of
@@ -104,7 +115,11 @@ def run(analysis, settings):
     utilization = analysis.os.cpu_utilization if analysis.os is not None else None
     # Busy cores contradict "waiting for work", whatever the thread states say.
     cores_factor = max(0.0, 1.0 - max(0.0, utilization - 0.5) / 0.4) if utilization is not None else 1.0
-    score = ramp(share, settings.low, settings.high) * cores_factor
+    tasks = analysis.await_sites
+    in_flight = tasks is not None and tasks.request_tasks_avg > 0
+    # Requests parked on the process's own primitives: the service waits on itself.
+    local_factor = 1.0 - min(1.0, tasks.local_share) if tasks is not None and in_flight else 1.0
+    score = ramp(share, settings.low, settings.high) * cores_factor * local_factor
     evidence = {
         "waiting_share_of_workers": share,
         "idle_share_of_workers": idle_share,
@@ -119,13 +134,31 @@ def run(analysis, settings):
     if outside_share:
         summary = (f"worker threads waited {pct(share)} of the time: for work {pct(idle_share)}, "
                    f"on calls outside the process (IO, sleep) {pct(outside_share)}")
+    if tasks is not None and in_flight:
+        evidence["async_wait_share"] = tasks.local_share
+        evidence["downstream_await_share"] = tasks.downstream_share
+        downstream = tasks.downstream_sites
+        if downstream:
+            top = downstream[0]
+            name = f" `{top.name}`" if top.name else ""
+            evidence["downstream_await"] = (f"{top.function} ({short_path(top.file)}:{top.line})"
+                                            f"{name}, {top.kind}")
+            summary = (f"requests waited {pct(tasks.downstream_share)} of their time on calls "
+                       f"outside the process, most at {top.function} "
+                       f"({short_path(top.file)}:{top.line}){name}; worker threads were idle "
+                       f"{pct(idle_share)} of the time")
+            sites = [Site(s.function, s.file, s.line, round(s.share, 4)) for s in downstream[:3]]
+        if tasks.local_share:
+            summary += (f"; requests also waited {pct(tasks.local_share)} of their time on the "
+                        f"process's own asyncio primitives")
     if utilization is not None:
         summary += f"; cores {pct(min(utilization, 1.0))} busy"
     return make_finding(ID, settings, score, summary, evidence, sites,
                         gain=(1.0, "estimate: nothing inside the process limits throughput"),
                         samples=total,
                         basis=ScoreBasis("waiting_share_of_workers",
-                                         lambda s: ramp(s, settings.low, settings.high) * cores_factor))
+                                         lambda s: ramp(s, settings.low, settings.high)
+                                         * cores_factor * local_factor))
 
 
 SPEC = CheckSpec(ID, "The service waits for work, not on itself", Settings, EVIDENCE, __doc__ or "", run=run,

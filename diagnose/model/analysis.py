@@ -12,6 +12,7 @@ from diagnose.classify.calibrate import calibration_from
 from diagnose.classify.categories import Categorizer
 from diagnose.classify.os_state import settle_with_os_state
 from diagnose.collect.procfs import ProcRecord
+from diagnose.model.async_tasks import TaskRecording
 from diagnose.model.library_threads import LIBRARY_THREAD_SHARE, library_stacks
 from diagnose.model.os_summary import ProcessOS, summarize
 from diagnose.model.profile import Profile
@@ -37,6 +38,9 @@ class Analysis:
     process_role: str = ProcessRole.SINGLE  # set by the service model: master / worker / helper / single
     native: Profile | None = None  # native-frame samples of the same window (the profile itself
     # at full fidelity, else the sparse calibration samples), for what runs inside C libraries
+    # The process's asyncio tasks read from its memory over the window (`attach`); None offline
+    # or where no reader ran.
+    tasks: TaskRecording | None = None
 
     @functools.cached_property
     def native_threads(self) -> int:
@@ -87,6 +91,15 @@ class Analysis:
         """Event-loop threads with their idle / busy split and what ran on them."""
         from diagnose.model.event_loops import event_loops
         return event_loops(self)
+
+    @functools.cached_property
+    def await_sites(self):
+        """The asyncio request tasks' waits by await site (model/await_sites.py); None without
+        a recording of the tasks, or when none could be read."""
+        if self.tasks is None or not self.tasks.snapshots:
+            return None
+        from diagnose.model.await_sites import summarize_tasks
+        return summarize_tasks(self.tasks)
 
     @functools.cached_property
     def waits(self):

@@ -25,11 +25,13 @@ QUIET_MAX_CORES, or under QUIET_SHARE of the busiest working process's cores.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from diagnose.collect.tree import HELPER_MARKERS
+from diagnose.model.async_tasks import TaskRecording
 from diagnose.model.analysis import Analysis, analysis_of, classify_profile
 from diagnose.model.counters import running_agreement
 from diagnose.model.os_summary import combine
@@ -106,8 +108,11 @@ class Service:
 
 
 def build_service(profile: Profile, categorizer, tree=None, meta: dict | None = None,
-                  native_profile: Profile | None = None) -> Service:
-    """`tree`: the /proc TreeRecord of the window (None offline)."""
+                  native_profile: Profile | None = None,
+                  task_recordings: Mapping[int, TaskRecording] | None = None) -> Service:
+    """`tree`: the /proc TreeRecord of the window (None offline). `task_recordings`: each
+    process's asyncio tasks read from its memory, by pid (`attach`; none offline)."""
+    recordings = task_recordings or {}
     stacks = classify_profile(profile, categorizer, native_profile)
     pids = profile.pids
     records = tree.records if tree is not None else {}
@@ -117,6 +122,9 @@ def build_service(profile: Profile, categorizer, tree=None, meta: dict | None = 
         if record is None and tree is not None and len(records) == 1:
             record = next(iter(records.values()))
         analysis = analysis_of(profile, stacks, record, meta, native=native_profile)
+        analysis.tasks = recordings.get(pid) if pid is not None else None
+        if analysis.tasks is None and pid is None and len(recordings) == 1:
+            analysis.tasks = next(iter(recordings.values()))
         view = ProcessView(pid, tree.parents.get(pid) if tree is not None else None, ProcessRole.SINGLE,
                            _cmdline(tree, pid, meta), analysis)
         _lifetime(view, tree)
@@ -126,6 +134,7 @@ def build_service(profile: Profile, categorizer, tree=None, meta: dict | None = 
         record = records.get(pid)
         native = native_profile.of_process(pid) if native_profile is not None else None
         analysis = analysis_of(profile.of_process(pid), stacks, record, meta, native=native)
+        analysis.tasks = recordings.get(pid)
         view = ProcessView(pid, tree.parents.get(pid) if tree is not None else None, ProcessRole.WORKER,
                            _cmdline(tree, pid, meta), analysis)
         _lifetime(view, tree)

@@ -37,6 +37,16 @@ def getline(filename: str, lineno: int) -> str:
     return lines[lineno - 1] if lineno <= len(lines) else ""
 
 
+def text(filename: str) -> str:
+    """The whole of `filename` (as `getline` reads it), or "" when it cannot be read."""
+    if not filename:
+        return ""
+    lines = _cache.get(filename)
+    if lines is None:
+        lines = _cache[filename] = _load(filename)
+    return "".join(lines)
+
+
 def clear() -> None:
     _cache.clear()
 

@@ -2,7 +2,8 @@
 
 `render_markdown(report)` writes the verdict, the top findings with their evidence, their levers
 (each with its estimated gain) and first advice, one "also checked" line per check that found
-nothing (no advice), the top wait sites with their holders, the run facts and what observing cost the target:
+nothing (no advice), the top wait sites with their holders, the asyncio tasks' top await site
+(read from memory, `attach`), the run facts and what observing cost the target:
 pipe tables and text only (no HTML), so it renders in GitHub, GitLab and Jira issues.
 
 Names, files and command lines come from the profiled process: they pass through `md_text`,
@@ -408,6 +409,41 @@ def _waits(report: dict, budget: _Budget) -> list[str]:
     return lines
 
 
+_AWAIT_KINDS = {"semaphore": "asyncio.Semaphore", "lock": "asyncio.Lock",
+                "condition": "asyncio.Condition", "event": "asyncio.Event",
+                "queue_get": "Queue get", "queue_put": "Queue put", "future": "a future",
+                "sleep": "sleep", "io": "I/O"}
+
+
+def _tasks(report: dict, budget: _Budget) -> list[str]:
+    """One line: where the asyncio request tasks waited most (report.tasks), read from memory."""
+    if budget.waits == 0:
+        return []
+    best = None
+    for process in map(as_dict, as_list(report.get("tasks"))):
+        for site in map(as_dict, as_list(process.get("sites"))):
+            share = finite_number(site.get("share"))
+            if share is not None and (best is None or share > best[1]):
+                best = (process, share, site)
+    if best is None:
+        return []
+    process, share, site = best
+    kind = str(site.get("kind") or "")
+    what = md_text(_AWAIT_KINDS.get(kind, kind) or "?", budget.name, line_start=False)
+    name = f" {md_code(site.get('name'), budget.name)}" if site.get("name") else ""
+    avg, most = finite_number(site.get("waiting_avg")), finite_number(site.get("waiting_max"))
+    permits = finite_number(site.get("capacity"))
+    reads = finite_number(process.get("snapshots"))
+    where = "" if site.get("local", True) else " (a call outside the process)"
+    return [f"**Asyncio tasks by await site:** {fmt_percent(share)} of request-task time on "
+            f"{what}{name}{where} at {_where(site, budget)}"
+            + (f", {fmt_number(avg)} tasks waiting on average" if avg is not None else "")
+            + (f" ({fmt_number(most)} at most)" if most is not None else "")
+            + (f", {fmt_number(permits)} permits" if permits is not None else "")
+            + (f"; {fmt_number(reads)} reads of the tasks (pid {md_text(process.get('pid'), 12, line_start=False)})"
+               if reads is not None else "") + "."]
+
+
 def _footer(files: tuple[str, ...], budget: _Budget) -> list[str]:
     names = [md_code(name, budget.name + 30, True) for name in files[:3]]
     if not names:
@@ -420,7 +456,8 @@ def _footer(files: tuple[str, ...], budget: _Budget) -> list[str]:
 
 def _render(report: dict, files: tuple[str, ...], budget: _Budget) -> str:
     sections = [_verdict_lines(report, budget), _findings(report, budget),
-                _waits(report, budget), _run_facts(report, budget), _footer(files, budget)]
+                _waits(report, budget), _tasks(report, budget), _run_facts(report, budget),
+                _footer(files, budget)]
     return "\n\n".join("\n".join(s) for s in sections if s) + "\n"
 
 

@@ -134,6 +134,26 @@ def process_rows(service: Service, per_process: dict) -> list[dict]:
     return rows
 
 
+def task_rows(service: Service) -> list[dict]:
+    """Each process's asyncio tasks by await site (model/await_sites.py), or why none could be
+    read; the raw reads stay out of the report (`attach --keep-raw` writes them beside it)."""
+    rows = []
+    for view in service.processes:
+        recording = view.analysis.tasks
+        if recording is None:
+            continue
+        summary = view.analysis.await_sites
+        if summary is not None:
+            rows.append(summary.to_dict())
+        else:
+            rows.append({"pid": recording.pid, "python": recording.python, "snapshots": 0,
+                         "reads": recording.reads, "failed_reads": recording.failed_reads,
+                         "read_seconds": round(recording.read_seconds, 4),
+                         "unreadable": recording.unreadable or "no read of the tasks succeeded",
+                         "sites": [], "notes": list(recording.notes)})
+    return rows
+
+
 def build_report(service: Service, results: CheckResults, per_process: dict | None = None) -> dict:
     analysis = service.combined
     per_process = per_process or {}
@@ -185,6 +205,7 @@ def build_report(service: Service, results: CheckResults, per_process: dict | No
                       for view in service.processes if view.analysis.structure.stages],
         "event_loops": [loop.to_dict() for view in service.processes
                         for loop in view.analysis.event_loops],
+        "tasks": task_rows(service),
         "not_applicable": [{"id": n.id, "reason": n.reason} for n in results.not_applicable],
         "threads": thread_rows(analysis),
         "stacks": stack_rows(analysis),

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from diagnose.classify import rules_file
 from diagnose.checks.engine import CheckResults
@@ -19,6 +20,7 @@ from diagnose.collect.attach import Capture
 from diagnose.collect.procfs import TreeRecord
 from diagnose.errors import BadProfile, NoSamples, OutputFailed
 from diagnose.model import source
+from diagnose.model.async_tasks import TaskRecording
 from diagnose.readers.chrometrace import close_exited_threads, regrid, settle_rate
 from diagnose.readers.loaders import decode_input, load_profile, read_input
 from diagnose.model.service import Service, build_service
@@ -46,7 +48,7 @@ class Outputs:
 # Every file a report may write, by suffix; the .json is created first, exclusively, to claim
 # the name (see outputs.files.claim_name).
 OUTPUT_SUFFIXES = (".json", ".html", ".speedscope.json", ".procfs.json", ".native.speedscope.json",
-                   ".md", ".pb.gz")
+                   ".md", ".pb.gz", ".tasks.json")
 
 
 def report_basename(pid: int | str, when: float) -> str:
@@ -91,10 +93,12 @@ def _settle_instants(profile, tree: TreeRecord | None, meta: dict) -> None:
 
 
 def analyze(profile_paths: list[Path], tree: TreeRecord | None, meta: dict,
-            user_rules: dict | None, native_paths: Sequence[Path] = (), live: bool = True
+            user_rules: dict | None, native_paths: Sequence[Path] = (), live: bool = True,
+            task_recordings: Mapping[int, TaskRecording] | None = None,
             ) -> tuple[Service, CheckResults, dict, Categorizer]:
     """`live`: the pids in `meta` and the profile are running processes (attach), whose source
-    files are read as they see them (through /proc/<pid>/root: a container's own files)."""
+    files are read as they see them (through /proc/<pid>/root: a container's own files).
+    `task_recordings`: each process's asyncio tasks read during the window (attach only)."""
     categorizer = Categorizer(user_rules)
     profile = _load_all(profile_paths, (meta.get("sampling") or {}).get("rate_hz"))
     _settle_instants(profile, tree, meta)
@@ -104,7 +108,7 @@ def analyze(profile_paths: list[Path], tree: TreeRecord | None, meta: dict,
     target = meta.get("target") or {}
     pids = [*(target.get("pids") or [target.get("pid")]), *profile.pids] if live else []
     with source.reading_from(pids):
-        service = build_service(profile, categorizer, tree, meta, native)
+        service = build_service(profile, categorizer, tree, meta, native, task_recordings)
         results, per_process = run_service_checks(service, user_rules)
     return service, results, per_process, categorizer
 
@@ -171,6 +175,13 @@ def write_outputs(service: Service, results: CheckResults, per_process: dict,
             procfs_text = json.dumps(tree.to_dict())
             write_text(procfs_path, procfs_text)
             written.append(procfs_path)
+        recordings = [view.analysis.tasks for view in service.processes
+                      if view.analysis.tasks is not None]
+        if keep_raw and recordings:
+            # Every read of the asyncio tasks, as collected (the report keeps their summary).
+            tasks_path = out_dir / f"{base}.tasks.json"
+            write_text(tasks_path, json.dumps([dataclasses.asdict(r) for r in recordings]))
+            written.append(tasks_path)
         native_paths = [p for p in native_paths if p.exists()]
         if native_paths:
             if keep_raw:
@@ -217,8 +228,9 @@ def from_capture(capture: Capture, out_dir: Path, user_rules: dict | None,
     keep_recordings = False
     try:
         try:
-            service, results, per_process, categorizer = analyze(profiles, capture.tree, meta,
-                                                                 user_rules, natives)
+            service, results, per_process, categorizer = analyze(
+                profiles, capture.tree, meta, user_rules, natives,
+                task_recordings=capture.task_recordings)
         except BadProfile:
             if capture.partial:
                 raise NoSamples("the target exited before py-spy wrote a usable profile")

@@ -19,13 +19,85 @@
     if (!section || !root) return;
     clear(root);
     const loops = arr(D.report.event_loops).map(obj).filter((l) => Object.keys(l).length);
-    section.hidden = !loops.length;
-    if (!loops.length) return;
-    root.appendChild(h('p', { class: 'muted small', text:
-      'Where each event loop\u2019s thread spent its samples. While the app\u2019s synchronous code runs ' +
-      '(computing, or stuck in a blocking call), the loop runs nothing else: every other request of ' +
-      'that process waits.' }));
-    loops.forEach((l, i) => root.appendChild(loopBlock(D, l, i)));
+    const tasks = arr(D.report.tasks).map(obj).filter((t) => Object.keys(t).length);
+    section.hidden = !loops.length && !tasks.length;
+    if (loops.length) {
+      root.appendChild(h('p', { class: 'muted small', text:
+        'Where each event loop\u2019s thread spent its samples. While the app\u2019s synchronous code runs ' +
+        '(computing, or stuck in a blocking call), the loop runs nothing else: every other request of ' +
+        'that process waits.' }));
+      loops.forEach((l, i) => root.appendChild(loopBlock(D, l, i)));
+    }
+    if (tasks.length) root.appendChild(tasksBlock(tasks));
+  }
+
+  // ------------------------------------------------------------------ asyncio tasks by await site
+
+  const AWAIT_KINDS = {
+    semaphore: 'asyncio.Semaphore', lock: 'asyncio.Lock', condition: 'asyncio.Condition', event: 'asyncio.Event',
+    queue_get: 'Queue get', queue_put: 'Queue put', future: 'future', task: 'task', sleep: 'sleep', io: 'I/O',
+    unknown: 'unknown',
+  };
+
+  function tasksBlock(tasks) {
+    const box = h('div', { class: 'await-sites', id: 'await-sites' },
+      h('h3', { text: 'Tasks by await site' }),
+      h('p', { class: 'muted small', text:
+        'Where the asyncio request tasks waited, read from each process\u2019s memory a few times a second. ' +
+        'A suspended coroutine is on no thread\u2019s stack: the flame graph and the loop bars cannot show these waits. ' +
+        'Averages are over the reads; a share is of the request tasks\u2019 time.' }));
+    for (const t of tasks) box.appendChild(taskProcess(t));
+    return box;
+  }
+
+  function taskProcess(t) {
+    const pid = Number.isInteger(t.pid) ? t.pid : null;
+    const part = h('div', { class: 'await-process', 'data-pid': pid });
+    if (pid != null) part.appendChild(h('h4', { class: 'mono', text: 'pid ' + pid }));
+    if (str(t.unreadable)) {
+      part.appendChild(h('p', { class: 'muted small await-unreadable', text: str(t.unreadable) }));
+      return part;
+    }
+    const facts = [fmtInt(t.snapshots) + ' reads' + (isNum(t.torn) && t.torn ? ' (' + fmtInt(t.torn) + ' torn)' : ''),
+      fmtNum(t.request_tasks_avg) + ' request tasks in flight on average (at most ' + fmtInt(t.request_tasks_max) + ')',
+      'on in-process primitives ' + fmtPct(t.local_share), 'on calls outside the process ' + fmtPct(t.downstream_share)];
+    part.appendChild(h('p', { class: 'small await-facts', title: str(t.request_rule), text: facts.join(' \u00b7 ') }));
+    const sites = arr(t.sites).map(obj).filter((s) => Object.keys(s).length).map((s, k) => ({ s, rank: k + 1 }));
+    if (!sites.length) {
+      part.appendChild(h('p', { class: 'muted small', text: 'No request task waited on anything the reads could name.' }));
+      return part;
+    }
+    const kindLabel = (k) => (Object.prototype.hasOwnProperty.call(AWAIT_KINDS, k) ? AWAIT_KINDS[k] : k || '?');
+    const cols = [
+      { label: '#', value: (x) => x.rank, num: true, ascFirst: true, title: 'sort by rank (share of request-task time)' },
+      {
+        label: 'Await site', value: (x) => str(x.s.function),
+        cell: (x) => h('div', { class: 'site' },
+          h('div', { class: 'mono site-fn', text: str(x.s.function) || '?' }),
+          h('div', { class: 'mono path small site-file', title: visStr(fileLine(x.s.file, x.s.line)), text: fileLine(basename(x.s.file), x.s.line) })),
+      },
+      {
+        label: 'Waits on', value: (x) => kindLabel(str(x.s.kind)) + ' ' + str(x.s.name),
+        cell: (x) => h('span', { class: 'await-on' },
+          h('span', { class: 'kind await-kind', 'data-kind': str(x.s.kind), text: kindLabel(str(x.s.kind)) }),
+          str(x.s.name) ? ' ' : null, str(x.s.name) ? h('code', { class: 'await-name', text: str(x.s.name) }) : null,
+          x.s.local === false ? h('span', { class: 'tag await-outside', title: 'a call outside the process: no local limit', text: 'outside' }) : null),
+      },
+      {
+        label: 'Permits', value: (x) => (isNum(x.s.capacity) ? x.s.capacity : null), num: true,
+        title: 'sort by permits in all (tasks inside the block + free permits read)',
+        cell: (x) => (isNum(x.s.capacity) ? fmtInt(x.s.capacity) + (isNum(x.s.permits_free) ? ' (' + fmtInt(x.s.permits_free) + ' free)' : '')
+          : isNum(x.s.permits_free) ? fmtInt(x.s.permits_free) + ' free' : '\u2014'),
+      },
+      { label: 'Waiting avg', value: (x) => (isNum(x.s.waiting_avg) ? x.s.waiting_avg : null), num: true },
+      { label: 'Waiting max', value: (x) => (isNum(x.s.waiting_max) ? x.s.waiting_max : null), num: true },
+      { label: 'Share', value: (x) => (isNum(x.s.share) ? x.s.share : null), num: true, cell: (x) => shareCell(isNum(x.s.share) ? x.s.share : null), title: 'sort by share of request-task time' },
+    ];
+    part.appendChild(sortableTable(cols, sites, {
+      cls: 'await-table', sortCol: 0, sortDir: 'asc',
+      rowAttrs: (x) => ({ class: 'await-row', 'data-kind': str(x.s.kind), 'data-local': x.s.local === false ? 'false' : 'true', 'data-share': isNum(x.s.share) ? x.s.share : '' }),
+    }));
+    return part;
   }
 
   function loopBlock(D, l, i) {

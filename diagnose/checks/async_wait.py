@@ -1,0 +1,216 @@
+"""async_wait: requests parked on an in-process asyncio primitive.
+
+What it finds:
+    The share of asyncio request tasks' time spent waiting on a primitive of the process itself
+    (an `asyncio.Semaphore`, `Lock`, `Condition`, `Event`, `Queue.get`/`put`, or a future
+    another task resolves, such as a batcher's), read from the tasks in the target's memory a
+    few times a second (`attach`). Per await site (the innermost line of the application's own
+    code above asyncio's frames): the primitive's kind, the name the code gives it there, its
+    permits where readable, and the tasks waiting on average and at most. Request tasks are the
+    tasks that run the application's code under the server framework's request handling (all
+    tasks running the application's own code when no framework is seen); the server's own
+    long-lived tasks and the application's background tasks (a batcher, queue consumers) are
+    not requests. A request awaiting a call outside the process (a socket read, an HTTP client
+    call, a sleep) waits on no local limit: `underloaded` names that call instead.
+
+Why it matters:
+    A suspended coroutine is on no thread's stack: the event loop idles in its selector while
+    every request queues on the primitive, and stack sampling alone reads that as a service
+    waiting for work. A semaphore of two permits around a 20 ms backend call caps the process
+    at 100 calls a second whatever the concurrency the clients send.
+
+What to do instead:
+    If the resource the primitive guards has headroom (an accelerator not yet busy, a remote
+    model server that takes more concurrent calls), raise the permits to about the requests
+    that reach it. If it has none, batch the requests behind it (one call for many), or scale
+    the resource out. A lock around an awaited call serializes the requests: shorten what runs
+    under it. Requests waiting on a queue's consumers or a batcher's result need more
+    consumers, bigger batches or shorter batching intervals. The predicted gain is Little's law
+    on the measured waits: at the same concurrency, each request's time shrinks by the share it
+    spent waiting there.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from diagnose.checks import event_loop_blocked
+from diagnose.checks.base import (NotApplicable, ScoreBasis, Site, amdahl, core_room, make_finding,
+                                  pct, ramp, short_path)
+from diagnose.checks.evidence import shared
+from diagnose.checks.spec import CheckSettings, CheckSpec, Input
+from diagnose.checks.spec import Evidence as E
+from diagnose.checks.spec import Unit as U
+from diagnose.model.async_tasks import AwaitKind
+from diagnose.model.await_sites import AwaitSite, TaskSummary
+
+ID = "async_wait"
+
+
+@dataclass(frozen=True)
+class Settings(CheckSettings):
+    low: float = 0.1
+    high: float = 0.5
+
+
+EVIDENCE = {
+    **shared("fix", "async_wait_share"),
+    "top_site_share": E("share of request-task time waiting at the top await site", U.PERCENT),
+    "primitive": E("what the requests wait on at the top site", U.TEXT),
+    "primitive_name": E("its name at the await site", U.TEXT),
+    "permits": E("its permits in all (holders + free, read)", U.NUMBER),
+    "permits_free": E("its free permits, fewest read", U.NUMBER),
+    "tasks_waiting_avg": E("request tasks waiting at the top site, on average", U.NUMBER),
+    "tasks_waiting_max": E("request tasks waiting at the top site, at most", U.NUMBER),
+    "tasks_holding_avg": E("request tasks inside the block the top site guards, on average",
+                           U.NUMBER),
+    "request_tasks_avg": E("request tasks in flight, on average", U.NUMBER),
+    "task_reads": E("reads of the asyncio tasks behind the shares", U.SAMPLES),
+    "loop_busy_share": event_loop_blocked.EVIDENCE["loop_busy_share"],
+}
+
+# What each kind is, in the summary's words.
+KIND_WORDS = {
+    AwaitKind.SEMAPHORE: "asyncio.Semaphore", AwaitKind.LOCK: "asyncio.Lock",
+    AwaitKind.CONDITION: "asyncio.Condition", AwaitKind.EVENT: "asyncio.Event",
+    AwaitKind.QUEUE_GET: "asyncio.Queue get", AwaitKind.QUEUE_PUT: "asyncio.Queue put",
+    AwaitKind.FUTURE: "a future another task resolves",
+}
+
+
+def site_words(site: AwaitSite) -> str:
+    what = KIND_WORDS.get(site.kind, str(site.kind))
+    name = f" `{site.name}`" if site.name else ""
+    return f"{what}{name} at {short_path(site.file)}:{site.line} ({site.function})"
+
+
+def loop_busy_share(analysis) -> float | None:
+    """The busiest event loop's share of samples out of its selector, None without a loop."""
+    loops = list(analysis.event_loops or ())
+    return max((loop.busy_share for loop in loops), default=None) if loops else None
+
+
+def little_gain(site_share: float, busy: float | None, room: float | None = None) -> float:
+    """Throughput ratio if the wait at a site went away, same concurrency (Little's law:
+    throughput = requests in flight / time per request), capped by the loop's own headroom
+    (`busy`: its share out of the selector; one loop runs on one core) and by the cores the
+    process could use (`room`: base.core_room)."""
+    gain = amdahl(site_share)
+    if busy:
+        gain = min(gain, max(1.0, 1.0 / busy))
+    if room is not None:
+        gain = min(gain, room)
+    return max(1.0, gain)
+
+
+def first_advice(site: AwaitSite, summary: TaskSummary, gain: float) -> tuple[str, dict | None]:
+    """The advice for the top site, with the knob and value it proposes (or None)."""
+    where = site_words(site)
+    name = f"`{site.name}`" if site.name else "it"
+    estimate = (f"estimated {gain:.1f}x from Little's law on {summary.snapshots} reads of the "
+                f"tasks")
+    reach = max(1, math.ceil(site.waiting_avg + (site.holders_avg or 0.0)))
+    if site.kind == AwaitKind.SEMAPHORE:
+        permits = f" from {site.capacity}" if site.capacity is not None else ""
+        return (f"Requests wait {pct(site.share)} of their time on the {where}: raise its "
+                f"permits{permits} to about {reach} (the requests that reach it) if the resource "
+                f"it guards has headroom ({estimate}); if it has none, batch the requests behind "
+                f"{name} or scale the resource out.",
+                {"knob": site.name or "permits", "value": reach})
+    if site.kind in (AwaitKind.LOCK, AwaitKind.CONDITION):
+        return (f"Requests wait {pct(site.share)} of their time on the {where}: it serializes "
+                f"them. Move the awaited call out of the block it guards, or use a semaphore of "
+                f"about {reach} permits if the guarded resource takes concurrent calls "
+                f"({estimate}); else batch behind it or scale out.", None)
+    if site.kind == AwaitKind.QUEUE_PUT:
+        return (f"Requests wait {pct(site.share)} of their time to put on the {where}: its "
+                f"consumers are the limit. Add consumers, or have each consume a batch "
+                f"({estimate}).", None)
+    if site.kind == AwaitKind.QUEUE_GET:
+        return (f"Requests wait {pct(site.share)} of their time to get from the {where} (a pool "
+                f"of items): add items to the pool if what they stand for has headroom "
+                f"({estimate}).", None)
+    if site.kind == AwaitKind.FUTURE:
+        return (f"Requests wait {pct(site.share)} of their time for {where}: the task that "
+                f"resolves it (a batcher, a consumer) is the limit. Run bigger batches or "
+                f"shorter intervals, or more of those tasks ({estimate}).", None)
+    return (f"Requests wait {pct(site.share)} of their time on the {where}: find what sets it and "
+            f"why it is late ({estimate}).", None)
+
+
+def run(analysis, settings):
+    recording = analysis.tasks
+    if recording.unreadable:
+        return NotApplicable(ID, recording.unreadable)
+    summary: TaskSummary | None = analysis.await_sites
+    if summary is None:
+        return NotApplicable(ID, f"no read of the asyncio tasks succeeded ({recording.reads} tried)")
+    if summary.request_tasks_avg <= 0:
+        return NotApplicable(ID, f"no request task was seen in {summary.snapshots} reads of the "
+                                 f"asyncio tasks")
+    share = summary.local_share
+    local = summary.local_sites
+    # The shares are of request-task observations (a task in one read), as a thread's shares are
+    # of its samples; the tasks of one read are correlated as a thread's consecutive samples
+    # are, so the interval is a lower bound on the uncertainty (model/confidence.py).
+    observations = int(round(summary.request_tasks_avg * summary.snapshots))
+    busy = loop_busy_share(analysis)
+    room = core_room(analysis)
+    evidence = {
+        "async_wait_share": share,
+        "request_tasks_avg": summary.request_tasks_avg,
+        "task_reads": summary.snapshots,
+        "loop_busy_share": busy,
+    }
+    if not local:
+        summary_text = (f"request tasks waited on no in-process asyncio primitive "
+                        f"({summary.snapshots} reads, {summary.request_tasks_avg:.1f} in flight "
+                        f"on average)")
+        return make_finding(ID, settings, 0.0, summary_text, evidence, samples=observations,
+                            basis=ScoreBasis("async_wait_share",
+                                             lambda s: ramp(s, settings.low, settings.high)))
+    top = local[0]
+    gain = little_gain(top.share, busy, room)
+    advice, fix = first_advice(top, summary, gain)
+    evidence.update({
+        "top_site_share": top.share,
+        "primitive": KIND_WORDS.get(top.kind, str(top.kind)),
+        "primitive_name": top.name or None,
+        "permits": top.capacity,
+        "permits_free": top.permits_free,
+        "tasks_waiting_avg": round(top.waiting_avg, 2),
+        "tasks_waiting_max": top.waiting_max,
+        "tasks_holding_avg": None if top.holders_avg is None else round(top.holders_avg, 2),
+    })
+    if fix is not None:
+        evidence["fix"] = fix
+    text = (f"{pct(share)} of request-task time waits on in-process asyncio primitives, most on "
+            f"the {site_words(top)}: {top.waiting_avg:.1f} tasks waiting on average, "
+            f"{top.waiting_max} at most")
+    if top.capacity is not None:
+        text += f", {top.capacity} permits"
+    basis = (f"estimate from {summary.snapshots} reads of the asyncio tasks (Little's law): "
+             f"requests spent {pct(top.share)} of their time waiting at "
+             f"{short_path(top.file)}:{top.line} ({summary.request_tasks_avg:.1f} in flight on "
+             f"average); at the same concurrency each request's time shrinks by that share, so "
+             f"throughput rises up to {amdahl(top.share):.2f}x if the guarded resource keeps its "
+             f"time per call")
+    if busy:
+        basis += (f"; the event loop was out of its selector {pct(busy)} of its samples, so it "
+                  f"can serve at most {1.0 / busy:.2f}x more")
+    if room is not None:
+        basis += f"; the cores the process could use allow {room:.2f}x"
+    sites = [Site(s.function, s.file, s.line, round(s.share, 4)) for s in local[:5]]
+    # The gain follows the share the score rests on, in proportion (the top site's part of it).
+    part = top.share / share if share else 1.0
+    return make_finding(ID, settings, ramp(share, settings.low, settings.high), text, evidence,
+                        sites, advice=[advice, *settings.advice], gain=(gain, basis),
+                        samples=observations,
+                        basis=ScoreBasis("async_wait_share",
+                                         lambda s: ramp(s, settings.low, settings.high),
+                                         lambda s: little_gain(s * part, busy, room)))
+
+
+SPEC = CheckSpec(ID, "Requests wait on an asyncio primitive", Settings, EVIDENCE, __doc__ or "",
+                 run=run, needs=(Input.ASYNC_TASKS,), uses=(Input.EVENT_LOOPS,))
