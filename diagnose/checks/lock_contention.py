@@ -60,7 +60,9 @@ SERIALIZING_MIN_SAMPLES = 3  # holders seen inside the library: enough to know w
 def run(analysis, settings):
     req = analysis.request_samples()
     total = float(req["count"].sum())
-    waits = [w for w in analysis.waits if w.kind in LOCK_KINDS]
+    # A deadlock's threads and its victims wait forever, not in turn: the deadlock check's.
+    hung = {t.site_frame for d in analysis.deadlocks for t in (*d.threads, *(v.thread for v in d.victims))}
+    waits = [w for w in analysis.waits if w.kind in LOCK_KINDS and w.frame not in hung]
     share = sum(w.share for w in waits)
     evidence = {
         "lock_wait_share": share,

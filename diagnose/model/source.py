@@ -37,6 +37,18 @@ def getline(filename: str, lineno: int) -> str:
     return lines[lineno - 1] if lineno <= len(lines) else ""
 
 
+def lines(filename: str) -> list[str]:
+    """Every line of `filename` (with newlines), read as `getline` reads it; [] when it cannot be
+    read. The list is the cache's own: callers must not change it (its identity says the cache
+    was not cleared since)."""
+    if not filename:
+        return []
+    found = _cache.get(filename)
+    if found is None:
+        found = _cache[filename] = _load(filename)
+    return found
+
+
 def clear() -> None:
     _cache.clear()
 

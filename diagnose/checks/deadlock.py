@@ -1,0 +1,124 @@
+"""deadlock: threads blocked all window, each waiting for a lock another of them holds.
+
+What it finds:
+    A cycle in the wait-for graph of threads blocked on locks for the whole window
+    (model/deadlock.py): each thread of the cycle, the lock it holds (its name in the source and
+    the line of the `with` or `acquire()` that took it) and the lock it waits for (the line where
+    it waits), like a JVM thread dump's "Found one Java-level deadlock". The locks a thread holds
+    are read from the source of its stack's frames (model/held_locks.py): the `with` blocks and
+    unreleased `acquire()` calls that enclose each frame's line. Threads that queue behind the
+    deadlocked locks are listed as its victims, not as a finding of their own; their waits, and
+    the cycle's, are not counted as lock contention (checks/lock_contention.py leaves them out:
+    shrinking a critical section does not unhang a service).
+
+Why it matters:
+    The service is hung, not slow: none of these threads will ever run again, and every request
+    that needs one of the locks joins the victims. Throughput on those threads is zero until the
+    process is restarted; no setting, core or thread count changes that. This is why it ranks
+    first whatever else is found (checks/arbiter.py).
+
+What to do instead:
+    Take the locks in one global order on every code path: the advice names the order (the
+    cycle's locks sorted by name; any fixed order works if every path follows it) and the line
+    that takes them against it. Where one order is impractical, take the second lock with a
+    timeout (`acquire(timeout=...)`), release what you hold and retry, or merge the locks into
+    one. An RLock does not help: it lets its own holder re-enter, not another thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from diagnose.checks.base import Site, make_finding
+from diagnose.checks.spec import CheckSettings, CheckSpec, Input
+from diagnose.checks.spec import Evidence as E
+from diagnose.checks.spec import Unit as U
+from diagnose.model.deadlock import Deadlock
+from diagnose.model.held_locks import LockSite
+
+ID = "deadlock"
+
+
+@dataclass(frozen=True)
+class Settings(CheckSettings):
+    pass
+
+
+EVIDENCE = {
+    "deadlocked_threads": E("threads in the deadlock", U.THREADS),
+    "victim_threads": E("threads queued behind it (victims)", U.THREADS),
+    "locks_in_cycle": E("locks in the cycle", U.TEXT),
+    "lock_order": E("lock order to adopt", U.TEXT),
+    # The cycle itself, as the reports print it (jstack-like): not a row of the evidence list.
+    "deadlocks": E("the deadlocks, thread by thread", U.TEXT, row=False),
+}
+
+
+def lock_words(site: LockSite) -> str:
+    return f"{site.name} ({site.location})"
+
+
+def deadlock_data(deadlock: Deadlock) -> dict:
+    """One deadlock as the JSON report carries it (docs/report-data.md)."""
+    def lock(site: LockSite) -> dict:
+        return {"name": site.name, "file": site.file, "line": site.line, "function": site.function,
+                "taken": str(site.taken)}
+
+    return {
+        "threads": [{"thread": m.thread.name, "tid": m.thread.tid, "holds": lock(m.holds),
+                     "waits_for": lock(m.waits_for), "held_by": m.held_by}
+                    for m in deadlock.cycle],
+        "victims": [{"thread": v.thread.name, "tid": v.thread.tid,
+                     "waits_for": lock(v.thread.waits_for), "held_by": v.held_by}
+                    for v in deadlock.victims],
+        "lock_order": [s.name for s in deadlock.lock_order],
+    }
+
+
+def order_advice(deadlock: Deadlock) -> str:
+    names = [s.name for s in deadlock.lock_order]
+    order = " before ".join(f"`{n}`" for n in names)
+    breaker = deadlock.breaker
+    return (f"Take the locks in one order on every path: always take {order} (the order here "
+            f"is alphabetical by the lock's name; any fixed order works as long as every path "
+            f"follows it). Thread {breaker.thread.name} took `{breaker.holds.name}` at "
+            f"{breaker.holds.location} and then waits for `{breaker.waits_for.name}` at "
+            f"{breaker.waits_for.location}: take `{breaker.waits_for.name}` first there, or "
+            f"release `{breaker.holds.name}` before taking it.")
+
+
+def run(analysis, settings):
+    deadlocks: tuple[Deadlock, ...] = analysis.deadlocks
+    if not deadlocks:
+        return make_finding(ID, settings, 0.0, "no threads were blocked all window on each "
+                            "other's locks", {"deadlocked_threads": 0, "victim_threads": 0})
+    threads = sum(len(d.cycle) for d in deadlocks)
+    victims = sum(len(d.victims) for d in deadlocks)
+    first = deadlocks[0]
+    locks = ", ".join(lock_words(m.holds) for m in first.cycle)
+    count = "one deadlock" if len(deadlocks) == 1 else f"{len(deadlocks)} deadlocks"
+    summary = (f"the service is hung: {count}, {threads} threads each hold a lock another of "
+               f"them waits for ({', '.join(m.holds.name for m in first.cycle)})"
+               + (f", and {victims} more threads queue behind them" if victims else ""))
+    evidence = {
+        "deadlocked_threads": threads,
+        "victim_threads": victims,
+        "locks_in_cycle": locks,
+        "lock_order": " before ".join(s.name for s in first.lock_order),
+        "deadlocks": [deadlock_data(d) for d in deadlocks],
+    }
+    sites = [Site(m.waits_for.function, m.waits_for.file, m.waits_for.line, 1.0)
+             for d in deadlocks for m in d.cycle]
+    advice = [order_advice(d) for d in deadlocks]
+    advice.append(f"Until the fix ships, restart the process: the {threads + victims} threads "
+                  f"blocked here will never run again.")
+    advice += list(settings.advice)
+    samples = sum(m.thread.samples for d in deadlocks for m in d.cycle)
+    return make_finding(ID, settings, 100.0, summary, evidence, sites, advice=advice,
+                        gain=(None, "hung: no throughput ratio applies; the deadlocked threads "
+                                    "and their victims serve nothing until the process restarts"),
+                        samples=samples)
+
+
+SPEC = CheckSpec(ID, "The service is deadlocked: threads wait for each other's locks", Settings,
+                 EVIDENCE, __doc__ or "", run=run, uses=(Input.OS_COUNTERS,))
