@@ -29,7 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diagnose.checks.base import Site, make_finding
+from diagnose.checks.base import Site, make_finding, short_path
+from diagnose.checks.evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
@@ -45,6 +46,7 @@ class Settings(CheckSettings):
 
 
 EVIDENCE = {
+    **shared("fix"),
     "deadlocked_threads": E("threads in the deadlock", U.THREADS),
     "victim_threads": E("threads queued behind it (victims)", U.THREADS),
     "locks_in_cycle": E("locks in the cycle", U.TEXT),
@@ -55,13 +57,17 @@ EVIDENCE = {
 
 
 def lock_words(site: LockSite) -> str:
-    return f"{site.name} ({site.location})"
+    return f"{site.label} at {where(site)}"
+
+
+def where(site: LockSite) -> str:
+    return f"{short_path(site.file)}:{site.line}"
 
 
 def deadlock_data(deadlock: Deadlock) -> dict:
     """One deadlock as the JSON report carries it (docs/report-data.md)."""
     def lock(site: LockSite) -> dict:
-        return {"name": site.name, "file": site.file, "line": site.line, "function": site.function,
+        return {"name": site.name, "qualified": site.qualified, "file": site.file, "line": site.line, "function": site.function,
                 "taken": str(site.taken)}
 
     return {
@@ -71,20 +77,20 @@ def deadlock_data(deadlock: Deadlock) -> dict:
         "victims": [{"thread": v.thread.name, "tid": v.thread.tid,
                      "waits_for": lock(v.thread.waits_for), "held_by": v.held_by}
                     for v in deadlock.victims],
-        "lock_order": [s.name for s in deadlock.lock_order],
+        "lock_order": [s.qualified for s in deadlock.lock_order],
     }
 
 
 def order_advice(deadlock: Deadlock) -> str:
-    names = [s.name for s in deadlock.lock_order]
+    names = [s.qualified for s in deadlock.lock_order]
     order = " before ".join(f"`{n}`" for n in names)
     breaker = deadlock.breaker
+    held, waited = breaker.holds, breaker.waits_for
     return (f"Take the locks in one order on every path: always take {order} (the order here "
             f"is alphabetical by the lock's name; any fixed order works as long as every path "
-            f"follows it). Thread {breaker.thread.name} took `{breaker.holds.name}` at "
-            f"{breaker.holds.location} and then waits for `{breaker.waits_for.name}` at "
-            f"{breaker.waits_for.location}: take `{breaker.waits_for.name}` first there, or "
-            f"release `{breaker.holds.name}` before taking it.")
+            f"follows it). Thread {breaker.thread.name} took `{held.qualified}` at {where(held)} "
+            f"({held.function}) and then waits for `{waited.qualified}` at {where(waited)}: take "
+            f"`{waited.qualified}` first there, or release `{held.qualified}` before taking it.")
 
 
 def run(analysis, settings):
@@ -98,14 +104,16 @@ def run(analysis, settings):
     locks = ", ".join(lock_words(m.holds) for m in first.cycle)
     count = "one deadlock" if len(deadlocks) == 1 else f"{len(deadlocks)} deadlocks"
     summary = (f"the service is hung: {count}, {threads} threads each hold a lock another of "
-               f"them waits for ({', '.join(m.holds.name for m in first.cycle)})"
+               f"them waits for ({', '.join(m.holds.qualified for m in first.cycle)})"
                + (f", and {victims} more threads queue behind them" if victims else ""))
     evidence = {
         "deadlocked_threads": threads,
         "victim_threads": victims,
         "locks_in_cycle": locks,
-        "lock_order": " before ".join(s.name for s in first.lock_order),
+        "lock_order": " before ".join(s.qualified for s in first.lock_order),
         "deadlocks": [deadlock_data(d) for d in deadlocks],
+        # The first advice as a knob: take the first deadlock's locks in this order.
+        "fix": {"knob": "lock_order", "value": [s.qualified for s in first.lock_order]},
     }
     sites = [Site(m.waits_for.function, m.waits_for.file, m.waits_for.line, 1.0)
              for d in deadlocks for m in d.cycle]

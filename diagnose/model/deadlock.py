@@ -13,8 +13,8 @@ A cycle of two or more blocked threads is a deadlock: none of them can ever run 
 threads that wait, directly or through other blocked threads, for a lock a deadlocked thread
 holds are its victims: hung as surely, but not part of the cause.
 
-The lock order the advice proposes is the locks of the cycle sorted by their name (the source
-expression as written, then its identity): any fixed order removes the cycle as long as every
+The lock order the advice proposes is the locks of the cycle sorted by their resolved name
+(LockSite.qualified: `Cache._lock` for `self._lock` in class Cache, then the identity): any fixed order removes the cycle as long as every
 path follows it; alphabetical order is one a reader can check without the report. The member
 that breaks it is the one holding a later lock while waiting for an earlier one.
 
@@ -282,7 +282,7 @@ def _cycle_in(start: int, edges: dict[int, list[int]], group: set[int]) -> list[
 
 def _lock_order(members: list[CycleMember]) -> tuple[LockSite, ...]:
     locks = {m.holds.identity: m.holds for m in members}
-    return tuple(sorted(locks.values(), key=lambda s: (s.name, s.identity)))
+    return tuple(sorted(locks.values(), key=lambda s: (s.qualified, s.identity)))
 
 
 def _breaker(members: list[CycleMember], order: tuple[LockSite, ...]) -> CycleMember:

@@ -67,6 +67,18 @@ class LockSite:
     def location(self) -> str:
         return f"{self.file}:{self.line}"
 
+    @property
+    def qualified(self) -> str:
+        """The lock's name as its identity resolves it (`Cache._lock` for `self._lock` in class
+        Cache, `LOCK_A` for a module global): what tells two `self._lock` apart."""
+        return self.identity.split("::", 1)[-1]
+
+    @property
+    def label(self) -> str:
+        """The name as written, with its resolution when that says more: `self._lock
+        (Cache._lock)`."""
+        return self.name if self.qualified == self.name else f"{self.name} ({self.qualified})"
+
 
 @dataclass(frozen=True)
 class _Function:
