@@ -67,8 +67,8 @@ def where(site: LockSite) -> str:
 def deadlock_data(deadlock: Deadlock) -> dict:
     """One deadlock as the JSON report carries it (docs/report-data.md)."""
     def lock(site: LockSite) -> dict:
-        return {"name": site.name, "qualified": site.qualified, "file": site.file, "line": site.line, "function": site.function,
-                "taken": str(site.taken)}
+        return {"name": site.name, "qualified": site.qualified, "file": site.file,
+                "line": site.line, "function": site.function, "taken": str(site.taken)}
 
     return {
         "threads": [{"thread": m.thread.name, "tid": m.thread.tid, "holds": lock(m.holds),

@@ -14,8 +14,9 @@ threads that wait, directly or through other blocked threads, for a lock a deadl
 holds are its victims: hung as surely, but not part of the cause.
 
 The lock order the advice proposes is the locks of the cycle sorted by their resolved name
-(LockSite.qualified: `Cache._lock` for `self._lock` in class Cache, then the identity): any fixed order removes the cycle as long as every
-path follows it; alphabetical order is one a reader can check without the report. The member
+(LockSite.qualified: `Cache._lock` for `self._lock` in class Cache, then the identity): any
+fixed order removes the cycle as long as every path follows it; alphabetical order is one a
+reader can check without the report. The member
 that breaks it is the one holding a later lock while waiting for an earlier one.
 
 Not done: a thread re-acquiring a non-reentrant Lock it holds itself (a cycle of one: names alone
