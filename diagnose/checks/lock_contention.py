@@ -31,6 +31,7 @@ from diagnose.checks.spec import Unit as U
 from diagnose.checks.base import (ScoreBasis, amdahl, make_finding, pct, ramp, serial_gain,
                                   short_path,
                                   sites_from_waits)
+from diagnose.model.held_locks import Taken, acquired_at, held_at
 from diagnose.model.native_pools import SERIALIZES_CALLERS
 from diagnose.model.vocab import LOCK_KINDS, ThreadState
 from diagnose.model.waits import describe
@@ -55,6 +56,35 @@ EVIDENCE = {
 
 
 SERIALIZING_MIN_SAMPLES = 3  # holders seen inside the library: enough to know where they are
+HELD_CALL_MIN_SHARE = 0.3  # of the waiting instants: the holder's call that the advice names
+_BLOCKED = (ThreadState.IO, ThreadState.IDLE, ThreadState.LOCK)
+
+
+def held_call_advice(site) -> str:
+    """'Move `fetch_features` out of the `with MODEL_LOCK:` block ...': the call the lock's
+    holder was in while others waited (model/waits.py's top holder, the frame its critical
+    section called), when the source shows that call inside the `with` block of the waited lock.
+    "" when no holder path explains enough of the wait, or the source cannot confirm it."""
+    holder = next((h for h in site.holders if h.share >= HELD_CALL_MIN_SHARE and len(h.stack) >= 2
+                   and h.stack[0] == site.function and h.scope_line), None)
+    lock = acquired_at(site.file, site.line) if holder is not None else None
+    if holder is None or lock is None:
+        return ""
+    if not any(s.identity == lock.identity for s in held_at(site.file, holder.scope_line)):
+        return ""  # the holder was in the function, but not inside this lock's block
+    call = holder.stack[1]
+    where = f"{short_path(site.file)}:{lock.line}"
+    share = f"{100 * holder.share:.0f}% of the instants threads waited"
+    if holder.state in _BLOCKED:
+        why = (f"the lock's holder was blocked in `{call}` (waiting, not computing) in {share}, so "
+               f"every waiting request waits for that call too. Read what it needs under the "
+               f"lock, release the lock, then make the call")
+    else:
+        why = (f"the lock's holder was in `{call}` in {share}. Do that work outside the lock (on a "
+               f"copy of the shared state) and hold the lock only to read or publish the result")
+    block = (f"the `with {lock.name}:` block" if lock.taken == Taken.WITH
+             else f"the section between `{lock.name}.acquire()` and its release")
+    return f"Move `{call}` out of {block} ({where}): {why}."
 
 
 def run(analysis, settings):
@@ -102,6 +132,9 @@ def run(analysis, settings):
     elif waits:
         evidence["fix"] = {"knob": "model_instances", "value": max(2, int(len(analysis.request_threads)) // 2)}
     advice = list(settings.advice)
+    held_call = held_call_advice(waits[0]) if waits else ""
+    if held_call:
+        advice.insert(0, held_call)
     if serializing is not None:
         advice.insert(0, f"The critical section runs in {serializing.library}'s thread pool, which "
                          f"admits one caller at a time: removing the lock alone will not help (the "

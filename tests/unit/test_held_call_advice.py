@@ -1,0 +1,93 @@
+"""A lock held across a call: lock_contention's first advice names the call the holder was in and
+the `with` block to move it out of, from the holder's stack and the source."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from diagnose.checks import lock_contention
+from diagnose.checks.engine import load_check_settings
+from diagnose.model import held_locks, source
+from tests.unit.test_deadlock import LOCK_WAIT, THREAD_ROOT, analysis, native, py
+
+LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+SETTINGS = load_check_settings()["lock_contention"]
+
+SERVICE = '''\
+import threading
+
+MODEL_LOCK = threading.Lock()
+
+
+def worker(client):
+    while True:
+        handle(client, 1)  # mark: loop
+
+
+def handle(client, req):
+    with MODEL_LOCK:  # mark: acquire
+        features = fetch_features(client, req)  # mark: held-call
+        scores = score(features)  # mark: held-compute
+    return postprocess(scores)  # mark: after-block
+
+
+def fetch_features(client, req):
+    return client.get(req)  # mark: fetch
+
+
+def score(features):
+    return [f * 2 for f in features]  # mark: score
+
+
+def postprocess(scores):
+    return sorted(scores)  # mark: post
+'''
+
+
+@pytest.fixture()
+def service(tmp_path: Path) -> Path:
+    path = tmp_path / "server.py"
+    path.write_text(SERVICE)
+    source.clear()
+    held_locks.clear()
+    return path
+
+
+def line(mark: str) -> int:
+    return next(i for i, text in enumerate(SERVICE.splitlines(), 1) if f"# mark: {mark}" in text)
+
+
+def in_handle(path, mark, *inner):
+    return THREAD_ROOT + [py("worker", path, line("loop")), py("handle", path, line(mark)), *inner]
+
+
+def convoy(path, holder_stack):
+    """Five threads wait at the `with MODEL_LOCK:` line while one holds it in `holder_stack`."""
+    threads = {tid: [(in_handle(path, "acquire", *LOCK_WAIT), 200)] for tid in range(1, 6)}
+    threads[9] = [(holder_stack, 200)]
+    return analysis(threads)
+
+
+def test_a_holder_blocked_in_a_call_inside_the_with_block_is_named_in_the_first_advice(service):
+    blocked = in_handle(service, "held-call", py("fetch_features", service, line("fetch")),
+                        native("recv", LIBC))
+    finding = lock_contention.run(convoy(service, blocked), SETTINGS)
+    assert finding.advice[0].startswith(
+        f"Move `fetch_features` out of the `with MODEL_LOCK:` block ({service.parent.name}/server.py:"
+        f"{line('acquire')}): the lock's holder was blocked in `fetch_features` (waiting, not computing)")
+
+
+def test_a_holder_computing_inside_the_block_is_told_to_compute_outside_the_lock(service):
+    computing = in_handle(service, "held-compute", py("score", service, line("score")))
+    first = lock_contention.run(convoy(service, computing), SETTINGS).advice[0]
+    assert first.startswith("Move `score` out of the `with MODEL_LOCK:` block")
+    assert "Do that work outside the lock" in first
+
+
+def test_a_call_after_the_block_is_not_blamed_on_the_lock(service):
+    after = in_handle(service, "after-block", py("postprocess", service, line("post")))
+    advice = lock_contention.run(convoy(service, after), SETTINGS).advice
+    assert not any(a.startswith("Move ") for a in advice)
+    assert advice[0] == SETTINGS.advice[0]
