@@ -60,22 +60,24 @@ HELD_CALL_MIN_SHARE = 0.3  # of the waiting instants: the holder's call that the
 _BLOCKED = (ThreadState.IO, ThreadState.IDLE, ThreadState.LOCK)
 
 
-def held_call_advice(site) -> str:
-    """'Move `fetch_features` out of the `with MODEL_LOCK:` block ...': the call the lock's
-    holder was in while others waited (model/waits.py's top holder, the frame its critical
-    section called), when the source shows that call inside the `with` block of the waited lock.
-    "" when no holder path explains enough of the wait, or the source cannot confirm it."""
+def held_call_advice(site) -> tuple[str, bool]:
+    """('Move `fetch_features` out of the `with MODEL_LOCK:` block ...', the holder was blocked
+    in it): the call the lock's holder was in while others waited (model/waits.py's top holder,
+    the frame its critical section called), when the source shows that call inside the `with`
+    block of the waited lock. ("", False) when no holder path explains enough of the wait, or
+    the source cannot confirm it."""
     holder = next((h for h in site.holders if h.share >= HELD_CALL_MIN_SHARE and len(h.stack) >= 2
                    and h.stack[0] == site.function and h.scope_line), None)
     lock = acquired_at(site.file, site.line) if holder is not None else None
     if holder is None or lock is None:
-        return ""
+        return "", False
     if not any(s.identity == lock.identity for s in held_at(site.file, holder.scope_line)):
-        return ""  # the holder was in the function, but not inside this lock's block
+        return "", False  # the holder was in the function, but not inside this lock's block
     call = holder.stack[1]
     where = f"{short_path(site.file)}:{lock.line}"
     share = f"{100 * holder.share:.0f}% of the instants threads waited"
-    if holder.state in _BLOCKED:
+    blocked = holder.state in _BLOCKED
+    if blocked:
         why = (f"the lock's holder was blocked in `{call}` (waiting, not computing) in {share}, so "
                f"every waiting request waits for that call too. Read what it needs under the "
                f"lock, release the lock, then make the call")
@@ -84,7 +86,7 @@ def held_call_advice(site) -> str:
                f"copy of the shared state) and hold the lock only to read or publish the result")
     block = (f"the `with {lock.name}:` block" if lock.taken == Taken.WITH
              else f"the section between `{lock.name}.acquire()` and its release")
-    return f"Move `{call}` out of {block} ({where}): {why}."
+    return f"Move `{call}` out of {block} ({where}): {why}.", blocked
 
 
 def run(analysis, settings):
@@ -132,9 +134,11 @@ def run(analysis, settings):
     elif waits:
         evidence["fix"] = {"knob": "model_instances", "value": max(2, int(len(analysis.request_threads)) // 2)}
     advice = list(settings.advice)
-    held_call = held_call_advice(waits[0]) if waits else ""
+    held_call, blocked = held_call_advice(waits[0]) if waits else ("", False)
     if held_call:
-        advice.insert(0, held_call)
+        # A lock held across a blocking call: moving the call out is the fix, so it comes first.
+        # Compute under the lock: the general advice (shrink it, a pool of instances) leads.
+        advice.insert(0 if blocked else 1, held_call)
     if serializing is not None:
         advice.insert(0, f"The critical section runs in {serializing.library}'s thread pool, which "
                          f"admits one caller at a time: removing the lock alone will not help (the "

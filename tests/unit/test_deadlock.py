@@ -277,7 +277,7 @@ def test_the_advice_names_the_lock_order_and_the_line_that_breaks_it(service):
     first = finding.advice[0]
     assert "always take `LOCK_A` before `LOCK_B`" in first
     # transfer_ba holds LOCK_B (the later lock) and waits for LOCK_A: that path breaks the order.
-    assert f"took `LOCK_B` at {service}:{line('ba-outer')}" in first
+    assert f"took `LOCK_B` at {service.parent.name}/service.py:{line('ba-outer')} (transfer_ba)" in first
 
 
 def _blocked(i, waits, holds):
