@@ -102,10 +102,11 @@ def run(analysis, settings):
     victims = sum(len(d.victims) for d in deadlocks)
     first = deadlocks[0]
     locks = ", ".join(lock_words(m.holds) for m in first.cycle)
-    count = "one deadlock" if len(deadlocks) == 1 else f"{len(deadlocks)} deadlocks"
-    summary = (f"the service is hung: {count}, {threads} threads each hold a lock another of "
-               f"them waits for ({', '.join(m.holds.qualified for m in first.cycle)})"
-               + (f", and {victims} more threads queue behind them" if victims else ""))
+    count = "" if len(deadlocks) == 1 else f"{len(deadlocks)} deadlocks: "
+    summary = (f"{count}{threads} threads each hold a lock another of them waits for "
+               f"({', '.join(m.holds.qualified for m in first.cycle)})"
+               + (f" and {victims} more threads queue behind them" if victims else "")
+               + "; none of them will run again (hung, not slow)")
     evidence = {
         "deadlocked_threads": threads,
         "victim_threads": victims,

@@ -19,6 +19,10 @@ fixed order removes the cycle as long as every path follows it; alphabetical ord
 reader can check without the report. The member
 that breaks it is the one holding a later lock while waiting for an earlier one.
 
+The locks are named from the source files the stacks name, read as the target sees them
+(model/source.py): without them (an offline analysis on another machine) no lock is named and
+no deadlock is found; a file edited since the target imported it can name the wrong lines.
+
 Not done: a thread re-acquiring a non-reentrant Lock it holds itself (a cycle of one: names alone
 cannot tell it from two instances of one class); await cycles among asyncio tasks (TODO: when the
 asyncio task reader (model/async_tasks.py) gives each task the primitive it awaits and the ones
