@@ -82,6 +82,14 @@ def deadlock_data(deadlock: Deadlock) -> dict:
 
 
 def order_advice(deadlock: Deadlock) -> str:
+    if len(deadlock.cycle) == 1:
+        (member,) = deadlock.cycle
+        held, waited = member.holds, member.waits_for
+        return (f"`{held.qualified}` is not reentrant: thread {member.thread.name} took it at "
+                f"{where(held)} ({held.function}) and waits to take it again at {where(waited)} "
+                f"({waited.function}). Do not take it twice on one path: split the locked function "
+                f"into a wrapper that takes the lock and a helper that expects it held, or make it "
+                f"a `threading.RLock`.")
     names = [s.qualified for s in deadlock.lock_order]
     order = " before ".join(f"`{n}`" for n in names)
     breaker = deadlock.breaker
@@ -103,8 +111,13 @@ def run(analysis, settings):
     first = deadlocks[0]
     locks = ", ".join(lock_words(m.holds) for m in first.cycle)
     count = "" if len(deadlocks) == 1 else f"{len(deadlocks)} deadlocks: "
-    summary = (f"{count}{threads} threads each hold a lock another of them waits for "
-               f"({', '.join(m.holds.qualified for m in first.cycle)})"
+    if len(first.cycle) == 1 and len(deadlocks) == 1:
+        held = first.cycle[0].holds
+        cycle = f"a thread waits for {held.qualified}, which it holds itself"
+    else:
+        cycle = (f"{threads} threads each hold a lock another of them waits for "
+                 f"({', '.join(m.holds.qualified for m in first.cycle)})")
+    summary = (f"{count}{cycle}"
                + (f" and {victims} more threads queue behind them" if victims else "")
                + "; none of them will run again (hung, not slow)")
     evidence = {

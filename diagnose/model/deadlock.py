@@ -23,8 +23,13 @@ The locks are named from the source files the stacks name, read as the target se
 (model/source.py): without them (an offline analysis on another machine) no lock is named and
 no deadlock is found; a file edited since the target imported it can name the wrong lines.
 
-Not done: a thread re-acquiring a non-reentrant Lock it holds itself (a cycle of one: names alone
-cannot tell it from two instances of one class); await cycles among asyncio tasks (TODO: when the
+A thread blocked on a lock its own stack holds is a cycle of one (a non-reentrant Lock taken
+again, through a helper that takes it too), but only for a module-global lock (`file::NAME`): an
+RLock's owner never blocks on it, and one global name is one object, whereas `self.lock` held
+and `self.lock` waited for may be two instances of one class.
+
+Not done: a cycle of one through an attribute or a local name (see above); await cycles among
+asyncio tasks (TODO: when the
 asyncio task reader (model/async_tasks.py) gives each task the primitive it awaits and the ones
 it holds, the same graph over tasks finds them: tasks as nodes, edges from awaited locks to their
 holding tasks).
@@ -199,6 +204,14 @@ def deadlocks_among(blocked: list[BlockedThread]) -> tuple[Deadlock, ...]:
             in_cycle[index] = len(deadlocks)
         order = _lock_order(members)
         deadlocks.append((tuple(members), order, _breaker(members, order)))
+    for t in blocked:
+        if t.thread in in_cycle or not _global(t.waits_for):
+            continue
+        own = next((s for s in t.holds if s.identity == t.waits_for.identity), None)
+        if own is not None:  # it waits for a lock it holds itself: a Lock taken twice
+            member = CycleMember(t, own, t.waits_for, t.name)
+            in_cycle[t.thread] = len(deadlocks)
+            deadlocks.append(((member,), (own,), member))
     if not deadlocks:
         return ()
     victims: dict[int, list[Victim]] = {i: [] for i in range(len(deadlocks))}
@@ -218,6 +231,11 @@ def deadlocks_among(blocked: list[BlockedThread]) -> tuple[Deadlock, ...]:
                 changed = True
     return tuple(Deadlock(members, tuple(victims[i]), order, breaker)
                  for i, (members, order, breaker) in enumerate(deadlocks))
+
+
+def _global(site: LockSite) -> bool:
+    """A module-global lock: a bare name the function does not bind (`file::NAME`)."""
+    return site.qualified.isidentifier()
 
 
 def _strong_groups(edges: dict[int, list[int]]) -> list[list[int]]:

@@ -101,6 +101,16 @@ def released_then_wait():
     LOCK_B.acquire()  # mark: released-wait
 
 
+def relock():
+    with LOCK_A:  # mark: relock-outer
+        return relock_helper()  # mark: relock-call
+
+
+def relock_helper():
+    with LOCK_A:  # mark: relock-inner
+        return 1
+
+
 def local_lock():
     LOCK_A = threading.Lock()
     with LOCK_A:  # mark: local-lock
@@ -278,6 +288,28 @@ def test_the_advice_names_the_lock_order_and_the_line_that_breaks_it(service):
     assert "always take `LOCK_A` before `LOCK_B`" in first
     # transfer_ba holds LOCK_B (the later lock) and waits for LOCK_A: that path breaks the order.
     assert f"took `LOCK_B` at {service.parent.name}/service.py:{line('ba-outer')} (transfer_ba)" in first
+
+
+def test_a_thread_waiting_for_a_global_lock_it_holds_itself_is_a_deadlock_of_one(service):
+    relock = THREAD_ROOT + [py("worker", service, line("call-ab")), py("relock", service, line("relock-call")),
+                            py("relock_helper", service, line("relock-inner"))] + LOCK_WAIT
+    queued = {2: [(waiting_in(service, "call-ab", "transfer_ab", "ab-outer"), 300)]}
+    a = analysis({1: [(relock, 300)], **queued})
+    (found,) = a.deadlocks
+    (member,) = found.cycle
+    assert (member.holds.line, member.waits_for.line) == (line("relock-outer"), line("relock-inner"))
+    assert [v.thread.tid for v in found.victims] == [2]
+    finding = run_checks(a).findings[0]
+    assert finding.id == "deadlock" and "which it holds itself" in finding.summary
+    assert finding.advice[0].startswith("`LOCK_A` is not reentrant")
+
+
+def test_an_attribute_lock_held_and_waited_for_by_one_thread_is_not_called_a_deadlock():
+    # `self.lock` held and `self.lock` waited for may be two instances of one class.
+    def site(name, line_no):
+        return LockSite("self.lock", "f::Node.lock", "f.py", line_no, "Node.visit", Taken.WITH)
+    t = BlockedThread(0, 100, "t0", site("self.lock", 9), (site("self.lock", 5),), 50)
+    assert deadlocks_among([t]) == ()
 
 
 def _blocked(i, waits, holds):
