@@ -53,6 +53,32 @@ def test_the_verdict_prints_each_deadlocked_thread_with_what_it_holds_and_waits_
     opened.assert_clean()
 
 
+def test_the_deadlock_findings_evidence_is_labelled_rows_and_the_dump_is_not_repeated(
+        tmp_path, open_report):
+    """A page made by the CLI from a report with a deadlock finding: its evidence reads as
+    labelled rows, and the thread-by-thread data is shown once, in the verdict."""
+    from diagnose.render.evidence import describe_evidence
+
+    html, _ = analyze_recorded("lock_contention", tmp_path / "made")
+    data = copy.deepcopy(page_data(html))
+    cycle = {"threads": [
+        {"thread": "a", "tid": 1, "holds": lock("L1", 1, "/x/y.py"), "waits_for": lock("L2", 2, "/x/y.py"),
+         "held_by": "b"},
+        {"thread": "b", "tid": 2, "holds": lock("L2", 3, "/x/y.py"), "waits_for": lock("L1", 4, "/x/y.py"),
+         "held_by": "a"}], "victims": []}
+    finding = {"id": "deadlock", "title": "The service is deadlocked", "score": 100, "severity": "critical",
+               "summary": "hung", "advice": ["order"],
+               "evidence": {"deadlocked_threads": 2, "victim_threads": 0, "deadlocks": [cycle],
+                            "fix": {"knob": "lock_order", "value": ["L1", "L2"]}}}
+    data["report"]["findings"].insert(0, finding)
+    data["evidence_text"].insert(0, describe_evidence(finding))
+    opened = open_report(render_page(data, tmp_path / "rows.html"))
+    rows = opened.page.locator('details.finding[data-finding-id="deadlock"]').first.locator(
+        "table.evidence.labelled th")
+    assert rows.all_text_contents() == ["threads in the deadlock", "threads queued behind it (victims)"]
+    opened.assert_clean()
+
+
 def test_no_deadlock_block_without_a_deadlock(lock_report, open_report):
     html, _ = lock_report
     opened = open_report(html)

@@ -352,7 +352,7 @@
     const all = D.evidenceText;
     if (!all || all.length !== arr(D.report.findings).length || !Array.isArray(all[rank])) return null;
     // Only rows made for exactly this evidence, key for key: never another finding's values.
-    const keys = Object.keys(obj(f.evidence)).filter((k) => k !== 'fix');
+    const keys = Object.keys(obj(f.evidence)).filter((k) => !D.evidenceHidden.has(k));
     const rows = all[rank].map(obj);
     const fits = rows.length === keys.length && rows.every((r, i) => r.key === keys[i]);
     return fits ? rows : null;
