@@ -39,7 +39,7 @@ WORKLOADS = REPO / "fixtures" / "workloads"
 DEFAULT_FIXTURES = ("pipeline", "locked_blas", "batching", "lock_contention", "pool_wait",
                     "logging_lock", "gil_contention", "preprocess_bound", "blas_fanout",
                     "scheduler_overhead", "compute_bound", "process_pool", "mp_pipeline",
-                    "dataloader_job", "deadlock_two_locks", "deadlock_rlock")
+                    "dataloader_job", "deadlock_two_locks", "deadlock_rlock", "lock_across_io")
 
 _BLAS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 _PIPELINE_STAGES = {"decode_stage": "--decode-threads", "model_stage": "--model-threads",
@@ -79,6 +79,8 @@ def knob_args(fixture: str, fix: dict | None) -> list[str] | None:
         return ["--num-workers", str(value)]
     if knob in ("processes", "max_workers") and fixture == "mp_pipeline":
         return ["--processes", str(value)]
+    if knob == "call_outside_lock" and fixture == "lock_across_io":
+        return ["--fetch-outside-lock"]
     if knob == "lock_order" and fixture in ("deadlock_two_locks", "deadlock_rlock"):
         return ["--lock-order", "consistent"]
     if knob == "max_queue" and fixture == "unbounded_backlog":

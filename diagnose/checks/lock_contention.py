@@ -60,19 +60,27 @@ HELD_CALL_MIN_SHARE = 0.3  # of the waiting instants: the holder's call that the
 _BLOCKED = (ThreadState.IO, ThreadState.IDLE, ThreadState.LOCK)
 
 
-def held_call_advice(site) -> tuple[str, bool]:
-    """('Move `fetch_features` out of the `with MODEL_LOCK:` block ...', the holder was blocked
-    in it): the call the lock's holder was in while others waited (model/waits.py's top holder,
-    the frame its critical section called), when the source shows that call inside the `with`
-    block of the waited lock. ("", False) when no holder path explains enough of the wait, or
-    the source cannot confirm it."""
+@dataclass(frozen=True)
+class HeldCall:
+    """The call a lock's holder made inside the lock's block while others waited."""
+
+    call: str  # the function the critical section called ("fetch_features")
+    blocked: bool  # the holder was blocked in it (IO, sleep, another wait), not computing
+    advice: str
+
+
+def held_call(site) -> HeldCall | None:
+    """The call the lock's holder was in while others waited (model/waits.py's top holder, the
+    frame its critical section called), when the source shows that call inside the `with` block
+    of the waited lock; None when no holder path explains enough of the wait, or the source
+    cannot confirm it."""
     holder = next((h for h in site.holders if h.share >= HELD_CALL_MIN_SHARE and len(h.stack) >= 2
                    and h.stack[0] == site.function and h.scope_line), None)
     lock = acquired_at(site.file, site.line) if holder is not None else None
     if holder is None or lock is None:
-        return "", False
+        return None
     if not any(s.identity == lock.identity for s in held_at(site.file, holder.scope_line)):
-        return "", False  # the holder was in the function, but not inside this lock's block
+        return None  # the holder was in the function, but not inside this lock's block
     call = holder.stack[1]
     where = f"{short_path(site.file)}:{lock.line}"
     share = f"{100 * holder.share:.0f}% of the instants threads waited"
@@ -86,7 +94,7 @@ def held_call_advice(site) -> tuple[str, bool]:
                f"copy of the shared state) and hold the lock only to read or publish the result")
     block = (f"the `with {lock.name}:` block" if lock.taken == Taken.WITH
              else f"the section between `{lock.name}.acquire()` and its release")
-    return f"Move `{call}` out of {block} ({where}): {why}.", blocked
+    return HeldCall(call, blocked, f"Move `{call}` out of {block} ({where}): {why}.")
 
 
 def run(analysis, settings):
@@ -134,11 +142,14 @@ def run(analysis, settings):
     elif waits:
         evidence["fix"] = {"knob": "model_instances", "value": max(2, int(len(analysis.request_threads)) // 2)}
     advice = list(settings.advice)
-    held_call, blocked = held_call_advice(waits[0]) if waits else ("", False)
-    if held_call:
-        # A lock held across a blocking call: moving the call out is the fix, so it comes first.
-        # Compute under the lock: the general advice (shrink it, a pool of instances) leads.
-        advice.insert(0 if blocked else 1, held_call)
+    held = held_call(waits[0]) if waits else None
+    if held is not None:
+        # A lock held across a blocking call: moving the call out is the fix, so it comes first
+        # (and is the knob). Compute under the lock: the general advice (shrink it, a pool of
+        # instances) leads.
+        advice.insert(0 if held.blocked else 1, held.advice)
+        if held.blocked and serializing is None:
+            evidence["fix"] = {"knob": "call_outside_lock", "value": held.call}
     if serializing is not None:
         advice.insert(0, f"The critical section runs in {serializing.library}'s thread pool, which "
                          f"admits one caller at a time: removing the lock alone will not help (the "

@@ -1,6 +1,7 @@
 """A service whose threads take two locks in opposite orders hangs: attached by the real CLI and
 py-spy, it is reported as a deadlock (the cycle's threads, the lock each holds and the one it
-waits for, at their lines), not as lock contention; the same service with one lock order is not."""
+waits for, at their lines), not as lock contention; the same service with one lock order is not.
+A lock held across a blocking call is lock contention whose first advice moves the call out."""
 
 from __future__ import annotations
 
@@ -64,4 +65,19 @@ def test_threads_taking_two_locks_in_opposite_orders_are_reported_as_a_deadlock(
 def test_the_same_service_with_one_lock_order_is_no_deadlock(captures, workload):
     report = attach_workload(captures, workload, "--lock-order", "consistent", seconds=SECONDS).report
     assert report["verdict"]["primary"] != "deadlock", report["verdict"]
+    assert finding(report, "deadlock")["score"] == 0
+
+
+def test_a_lock_held_across_a_blocking_fetch_is_advised_to_move_the_fetch_out(captures):
+    report = attach_workload(captures, "lock_across_io", seconds=SECONDS).report
+    assert report["verdict"]["primary"] == "lock_contention", report["verdict"]
+    lock = finding(report, "lock_contention")
+    path = WORKLOADS / "lock_across_io.py"
+    assert lock["sites"][0]["line"] == marker_line(path, "lock-acquire")
+    assert lock["advice"][0].startswith("Move `fetch_features` out of the `with MODEL_LOCK:` block"), \
+        lock["advice"]
+    assert lock["evidence"]["fix"] == {"knob": "call_outside_lock", "value": "fetch_features"}
+    holder = report["waits"][0]["holders"][0]
+    assert holder["stack"][:2] == ["handle_request", "fetch_features"], holder
+    assert holder["scope_line"] == marker_line(path, "held-fetch") and holder["state"] == "io", holder
     assert finding(report, "deadlock")["score"] == 0

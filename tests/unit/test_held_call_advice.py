@@ -77,6 +77,7 @@ def test_a_holder_blocked_in_a_call_inside_the_with_block_is_named_in_the_first_
     assert finding.advice[0].startswith(
         f"Move `fetch_features` out of the `with MODEL_LOCK:` block ({service.parent.name}/server.py:"
         f"{line('acquire')}): the lock's holder was blocked in `fetch_features` (waiting, not computing)")
+    assert finding.evidence["fix"] == {"knob": "call_outside_lock", "value": "fetch_features"}
 
 
 def test_a_holder_computing_inside_the_block_is_named_after_the_general_advice(service):
@@ -85,6 +86,8 @@ def test_a_holder_computing_inside_the_block_is_named_after_the_general_advice(s
     assert advice[0] == SETTINGS.advice[0]
     assert advice[1].startswith("Move `score` out of the `with MODEL_LOCK:` block")
     assert "Do that work outside the lock" in advice[1]
+    fix = lock_contention.run(convoy(service, computing), SETTINGS).evidence["fix"]
+    assert fix["knob"] == "model_instances"
 
 
 def test_a_call_after_the_block_is_not_blamed_on_the_lock(service):
