@@ -126,10 +126,14 @@ def run(analysis, settings):
         "locks_in_cycle": locks,
         "lock_order": " before ".join(s.qualified for s in first.lock_order),
         "deadlocks": [deadlock_data(d) for d in deadlocks],
-        # The first advice as a knob: take the first deadlock's locks in this order.
-        "fix": {"knob": "lock_order", "value": [s.qualified for s in first.lock_order]},
     }
-    sites = [Site(m.waits_for.function, m.waits_for.file, m.waits_for.line, 1.0)
+    if len(first.cycle) > 1:
+        # The first advice as a knob: take the first deadlock's locks in this order.
+        evidence["fix"] = {"knob": "lock_order", "value": [s.qualified for s in first.lock_order]}
+    # Each cycle thread's wait site, with its share of all the threads' samples.
+    total = max(1.0, float(analysis.samples["count"].sum()))
+    sites = [Site(m.waits_for.function, m.waits_for.file, m.waits_for.line,
+                  round(m.thread.samples / total, 4))
              for d in deadlocks for m in d.cycle]
     advice = [order_advice(d) for d in deadlocks]
     advice.append(f"Until the fix ships, restart the process: the {threads + victims} threads "

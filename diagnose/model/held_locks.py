@@ -130,12 +130,12 @@ def _build(lines: list[str]) -> _Index | None:
     text = "".join(lines)
     if not text or len(text) > MAX_PARSE_CHARS:
         return None
+    index = _Index()
     try:
         tree = ast.parse(text)
+        _walk(tree, index, klass="", prefix="", function=None)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    index = _Index()
-    _walk(tree, index, klass="", prefix="", function=None)
+        return None  # not Python, or nested deeper than we walk: no locks known in it
     index.functions.sort(key=lambda f: (f.start, -f.end))
     return index
 

@@ -233,6 +233,12 @@ def test_another_objects_attribute_resolves_to_the_one_class_that_assigns_it(ser
 def test_unreadable_source_holds_nothing_and_names_no_wait(tmp_path):
     assert held_at(str(tmp_path / "gone.py"), 3) == ()
     assert acquired_at("/dev/zero", 1) is None
+    garbage = tmp_path / "garbage.py"
+    garbage.write_text("with (" * 300 + "\n")
+    assert held_at(str(garbage), 1) == () and acquired_at(str(garbage), 1) is None
+    deep = tmp_path / "deep.py"
+    deep.write_text("with L:\n    x = " + "(" * 180 + "1" + ")" * 180 + "\n")
+    assert acquired_at(str(deep), 1) is not None
 
 
 # -- the wait-for graph -------------------------------------------------------------------------
