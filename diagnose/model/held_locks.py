@@ -148,9 +148,12 @@ def _walk(node: ast.AST, index: _Index, klass: str, prefix: str, function: _Func
         if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
             args = child.args
             params = [a.arg for a in (*args.posonlyargs, *args.args)]
-            self_name = params[0] if klass and params else ""
+            if function is not None:  # a closure in a method sees the method's `self`
+                owner, self_name = function.klass, function.self_name
+            else:
+                owner, self_name = klass, (params[0] if klass and params else "")
             fn = _Function(child.lineno, child.end_lineno or child.lineno, f"{prefix}{child.name}",
-                           klass, self_name, _locals(child))
+                           owner, self_name, _locals(child))
             index.functions.append(fn)
             _walk(child, index, klass, f"{prefix}{child.name}.", fn)
             continue

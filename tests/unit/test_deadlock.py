@@ -81,6 +81,12 @@ class Account:
     def __init__(self):
         self.balance_lock = threading.Lock()
 
+    def later(self):
+        def callback(event):
+            with self.balance_lock:  # mark: closure
+                return event
+        return callback
+
     def pay(self, other):
         with self.balance_lock:
             with other.balance_lock:  # mark: other-attr
@@ -228,6 +234,12 @@ def test_another_objects_attribute_resolves_to_the_one_class_that_assigns_it(ser
     own = held_at(str(service), line("other-attr"))[0]
     assert other.name == "other.balance_lock" and own.name == "self.balance_lock"
     assert other.identity == own.identity
+
+
+def test_a_closure_in_a_method_takes_the_methods_own_attribute_lock(service):
+    closure = acquired_at(str(service), line("closure"))
+    assert closure.qualified == "Account.balance_lock"
+    assert closure.function == "Account.later.callback"
 
 
 def test_unreadable_source_holds_nothing_and_names_no_wait(tmp_path):
