@@ -23,7 +23,7 @@ def lock_report(tmp_path_factory):
 
 
 def test_the_verdict_prints_each_deadlocked_thread_with_what_it_holds_and_waits_for(
-        lock_report, open_report, tmp_path):
+        lock_report, open_report, browser, tmp_path):
     html, _ = lock_report
     data = copy.deepcopy(page_data(html))
     report = data["report"]
@@ -51,6 +51,20 @@ def test_the_verdict_prints_each_deadlocked_thread_with_what_it_holds_and_waits_
             "request-7, request-8, request-9 and 2 more") in lines
     assert opened.page.locator("#verdict-deadlock img, #verdict-deadlock b").count() == 0
     opened.assert_clean()
+
+    # without JavaScript, the fallback prints the same thread dump, as text
+    context = browser.new_context(java_script_enabled=False, service_workers="block")
+    try:
+        page = context.new_page()
+        url = (tmp_path / "deadlock.html").resolve().as_uri()
+        context.route("**/*", lambda r: r.continue_() if r.request.url == url else r.abort())
+        page.goto(url, wait_until="load")
+        dump = page.inner_text("#noscript-deadlock")
+        assert dump.startswith("Found one deadlock:")
+        assert f'holds INVENTORY_LOCK ({where}:45)' in dump and 'held by "<b>request-1</b>"' in dump
+        assert page.locator("#noscript-deadlock img, #noscript-deadlock b").count() == 0
+    finally:
+        context.close()
 
 
 def test_the_deadlock_findings_evidence_is_labelled_rows_and_the_dump_is_not_repeated(
