@@ -6,6 +6,10 @@ instants are measured), and /proc agrees where it was read: the OS counters outr
 so a thread that accumulated CPU time over the window, or that /proc saw running, is not blocked
 (it got the lock at some point and the samples missed it).
 
+A thread that ran early in the window and is blocked from some instant to its end (in the
+samples: /proc cannot date its CPU time) cannot be in a cycle (it may have released a lock
+since), but it can be a victim.
+
 Each blocked thread waits for one lock (model/held_locks.waited_at: the `with`/`acquire()` at
 its innermost application frame) and holds the locks its stack encloses (held_in_stack). An edge
 T -> U says: T waits for a lock U holds, matched by the lock's identity (held_locks.LockSite).
@@ -96,42 +100,48 @@ class Deadlock:
         return tuple(m.thread for m in self.cycle)
 
 
-def blocked_threads(analysis) -> list[BlockedThread]:
-    """Threads blocked on one lock all window (see the module's docstring)."""
+def blocked_threads(analysis) -> tuple[list[BlockedThread], list[BlockedThread]]:
+    """(threads blocked on one lock all window, threads blocked on one lock from some instant
+    of the window to its end): see the module's docstring. Only the first can be in a cycle
+    (a thread seen running in the window may have released a lock since); the others can be
+    its victims, queued behind it during the window."""
     samples = analysis.samples
     if samples.empty:
-        return []
+        return [], []
     profile = analysis.profile
     window = profile.window_s
-    measured = profile.instants == "measured" and window
+    measured = bool(profile.instants == "measured" and window)
     state = samples["state"].to_numpy()
     kind = samples["wait_kind"].to_numpy()
     waiting = (state == ThreadState.LOCK) & np.isin(kind, _LOCK_KINDS)
-    out = []
+    counts, sites, times = (samples["count"].to_numpy(), samples["site"].to_numpy(),
+                            samples["t"].to_numpy())
+    whole: list[BlockedThread] = []
+    since: list[BlockedThread] = []
     for thread, rows in samples.groupby("thread", sort=True).indices.items():
-        if not waiting[rows].all():
+        # The thread's trailing run of lock waits (rows are in sampling order).
+        not_waiting = np.flatnonzero(~waiting[rows])
+        run = rows[not_waiting[-1] + 1:] if len(not_waiting) else rows
+        count = int(counts[run].sum())
+        run_sites = np.unique(sites[run])
+        if count < MIN_BLOCKED_SAMPLES or len(run_sites) != 1 or run_sites[0] < 0:
             continue
-        count = int(samples["count"].to_numpy()[rows].sum())
-        if count < MIN_BLOCKED_SAMPLES:
-            continue
-        sites = np.unique(samples["site"].to_numpy()[rows])
-        if len(sites) != 1 or sites[0] < 0:
-            continue
-        if measured:
-            t = samples["t"].to_numpy()[rows]
-            if np.isnan(t).any() or (t.max() - t.min()) < WINDOW_COVERAGE * window - 2 * profile.interval_s:
-                continue
+        t = times[run]
+        if measured and (np.isnan(t).any() or t.max() < WINDOW_COVERAGE * window):
+            continue  # the thread was gone, or its last samples were not waits, before the end
+        all_window = len(run) == len(rows) and (
+            not measured or (t.max() - t.min()) >= WINDOW_COVERAGE * window - 2 * profile.interval_s)
         row = analysis.threads.loc[thread]
         tid = int(row["tid"])
-        if not _os_agrees(analysis.os, tid):
-            continue
-        found = _locks_of(analysis, np.unique(samples["stack"].to_numpy()[rows]), int(sites[0]))
+        if all_window and not _os_agrees(analysis.os, tid):
+            continue  # /proc saw it run: blocked in the samples only
+        found = _locks_of(analysis, np.unique(samples["stack"].to_numpy()[run]), int(run_sites[0]))
         if found is None:
             continue
         waits_for, holds = found
-        out.append(BlockedThread(int(thread), tid, str(row["name"]), waits_for, holds, count,
-                                 int(sites[0])))
-    return out
+        (whole if all_window else since).append(
+            BlockedThread(int(thread), tid, str(row["name"]), waits_for, holds, count, int(run_sites[0])))
+    return whole, since
 
 
 def _os_agrees(os_, tid: int) -> bool:
@@ -173,18 +183,24 @@ def _locks_of(analysis, stack_ids, site_frame: int) -> tuple[LockSite, tuple[Loc
 def find_deadlocks(analysis) -> tuple[Deadlock, ...]:
     """Every cycle among the blocked threads (one per strongly connected group), with its
     victims, in a deterministic order."""
-    blocked = blocked_threads(analysis)
-    return deadlocks_among(blocked)
+    whole, since = blocked_threads(analysis)
+    return deadlocks_among(whole, since)
 
 
-def deadlocks_among(blocked: list[BlockedThread]) -> tuple[Deadlock, ...]:
+def deadlocks_among(blocked: list[BlockedThread],
+                    queued: list[BlockedThread] | tuple = ()) -> tuple[Deadlock, ...]:
+    """Cycles among the `blocked` (all window) threads; victims among them and the `queued`
+    ones (blocked from some instant to the window's end)."""
+    everyone = list(blocked) + list(queued)
     holders: dict[str, list[BlockedThread]] = {}
-    for t in blocked:
+    for t in everyone:
         for lock in t.holds:
             holders.setdefault(lock.identity, []).append(t)
-    edges = {t.thread: [u.thread for u in holders.get(t.waits_for.identity, []) if u.thread != t.thread]
-             for t in blocked}
-    by_index = {t.thread: t for t in blocked}
+    waits_on = {t.thread: [u.thread for u in holders.get(t.waits_for.identity, []) if u.thread != t.thread]
+                for t in everyone}
+    whole = {t.thread for t in blocked}
+    edges = {t.thread: [u for u in waits_on[t.thread] if u in whole] for t in blocked}
+    by_index = {t.thread: t for t in everyone}
     deadlocks: list[tuple[tuple[CycleMember, ...], tuple[LockSite, ...], CycleMember]] = []
     in_cycle: dict[int, int] = {}
     for group in _strong_groups(edges):
@@ -221,10 +237,10 @@ def deadlocks_among(blocked: list[BlockedThread]) -> tuple[Deadlock, ...]:
     changed = True
     while changed:
         changed = False
-        for t in blocked:
+        for t in everyone:
             if t.thread in reached:
                 continue
-            target = next((u for u in edges[t.thread] if u in reached), None)
+            target = next((u for u in waits_on[t.thread] if u in reached), None)
             if target is not None:
                 reached[t.thread] = reached[target]
                 victims[reached[target]].append(Victim(t, by_index[target].name))

@@ -287,6 +287,17 @@ def test_threads_queued_behind_a_deadlocked_lock_are_its_victims(service):
     assert {v.held_by for v in found[0].victims} == {"worker-1"}  # transfer_ab holds LOCK_A
 
 
+def test_a_thread_that_ran_then_queued_behind_the_deadlock_is_a_victim_not_a_member(service):
+    ran_then_queued = {3: [(running_in(service, "call-ab", "transfer_ab", "ab-work"), 60),
+                           (waiting_in(service, "call-ab", "transfer_ab", "ab-outer"), 240)],
+                       4: [(waiting_in(service, "call-ab", "transfer_ab", "ab-outer"), 240),
+                           (running_in(service, "call-ab", "transfer_ab", "ab-work"), 60)]}
+    (found,) = two_lock_deadlock(service, extra=ran_then_queued).deadlocks
+    assert {m.thread.tid for m in found.cycle} == {1, 2}
+    # 3 waits to the end; 4 got going again, so it was only contention
+    assert [v.thread.tid for v in found.victims] == [3]
+
+
 def test_the_deadlock_is_the_verdict_and_its_waits_are_not_lock_contention(service):
     queued = {tid: [(waiting_in(service, "call-ab", "transfer_ab", "ab-outer"), 300)] for tid in (3, 4)}
     results = run_checks(two_lock_deadlock(service, extra=queued))
