@@ -33,6 +33,14 @@ def handle(client, req):
     return postprocess(scores)  # mark: after-block
 
 
+def handle_manually(client, req):
+    MODEL_LOCK.acquire()  # mark: manual-acquire
+    try:
+        return fetch_features(client, req)  # mark: manual-call
+    finally:
+        MODEL_LOCK.release()
+
+
 def fetch_features(client, req):
     return client.get(req)  # mark: fetch
 
@@ -95,3 +103,15 @@ def test_a_call_after_the_block_is_not_blamed_on_the_lock(service):
     advice = lock_contention.run(convoy(service, after), SETTINGS).advice
     assert not any(a.startswith("Move ") for a in advice)
     assert advice[0] == SETTINGS.advice[0]
+
+
+def test_a_call_between_acquire_and_release_is_named_with_that_section(service):
+    def manual(mark, *inner):
+        return THREAD_ROOT + [py("worker", service, line("loop")), py("handle_manually", service, line(mark)),
+                              *inner]
+    threads = {tid: [(manual("manual-acquire", *LOCK_WAIT), 200)] for tid in range(1, 6)}
+    threads[9] = [(manual("manual-call", py("fetch_features", service, line("fetch")),
+                          native("recv", LIBC)), 200)]
+    first = lock_contention.run(analysis(threads), SETTINGS).advice[0]
+    assert first.startswith("Move `fetch_features` out of the section between `MODEL_LOCK.acquire()` "
+                            "and its release")
