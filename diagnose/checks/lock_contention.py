@@ -31,6 +31,7 @@ from diagnose.checks.spec import Unit as U
 from diagnose.checks.base import (ScoreBasis, amdahl, make_finding, pct, ramp, serial_gain,
                                   short_path,
                                   sites_from_waits)
+from diagnose.model import source
 from diagnose.model.held_locks import Taken, acquired_at, held_at
 from diagnose.model.native_pools import SERIALIZES_CALLERS
 from diagnose.model.vocab import LOCK_KINDS, ThreadState
@@ -57,6 +58,7 @@ EVIDENCE = {
 
 SERIALIZING_MIN_SAMPLES = 3  # holders seen inside the library: enough to know where they are
 HELD_CALL_MIN_SHARE = 0.3  # of the waiting instants: the holder's call that the advice names
+MAX_CALL_TEXT = 80  # a source line longer than this is named by its C call instead
 _BLOCKED = (ThreadState.IO, ThreadState.IDLE, ThreadState.LOCK)
 
 
@@ -82,6 +84,11 @@ def held_call(site) -> HeldCall | None:
     if not any(s.identity == lock.identity for s in held_at(site.file, holder.scope_line)):
         return None  # the holder was in the function, but not inside this lock's block
     call = holder.stack[1]
+    if holder.function == site.function and holder.file == site.file:
+        # The critical section itself made the call (a C function: `time.sleep`, a socket
+        # read): its source line names it better than the C symbol does.
+        text = source.getline(site.file, holder.scope_line).split("#", 1)[0].strip()
+        call = text if 0 < len(text) <= MAX_CALL_TEXT else call
     where = f"{short_path(site.file)}:{lock.line}"
     share = f"{100 * holder.share:.0f}% of the instants threads waited"
     blocked = holder.state in _BLOCKED

@@ -173,6 +173,8 @@ def _locks_of(analysis, stack_ids, site_frame: int) -> tuple[LockSite, tuple[Loc
         if lock is None or (waited is not None and lock.identity != waited.identity):
             return None
         waited = lock
+        # Innermost first: the outermost acquisition of a lock taken twice (an RLock re-entered)
+        # is the one kept, where the thread first took it.
         these = {s.identity: s for s in held_in_stack(frames, site)}
         held = these if held is None else {k: v for k, v in held.items() if k in these}
     if waited is None:

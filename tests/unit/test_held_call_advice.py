@@ -17,6 +17,7 @@ SETTINGS = load_check_settings()["lock_contention"]
 
 SERVICE = '''\
 import threading
+import time
 
 MODEL_LOCK = threading.Lock()
 
@@ -31,6 +32,12 @@ def handle(client, req):
         features = fetch_features(client, req)  # mark: held-call
         scores = score(features)  # mark: held-compute
     return postprocess(scores)  # mark: after-block
+
+
+def handle_sleeping(client, req):
+    with MODEL_LOCK:  # mark: sleep-acquire
+        time.sleep(0.005)  # mark: sleep-call
+        return req
 
 
 def handle_manually(client, req):
@@ -115,3 +122,14 @@ def test_a_call_between_acquire_and_release_is_named_with_that_section(service):
     first = lock_contention.run(analysis(threads), SETTINGS).advice[0]
     assert first.startswith("Move `fetch_features` out of the section between `MODEL_LOCK.acquire()` "
                             "and its release")
+
+
+def test_a_c_call_made_by_the_critical_section_itself_is_named_by_its_source_line(service):
+    def sleeper(mark, *inner):
+        return THREAD_ROOT + [py("worker", service, line("loop")), py("handle_sleeping", service, line(mark)),
+                              *inner]
+    threads = {tid: [(sleeper("sleep-acquire", *LOCK_WAIT), 200)] for tid in range(1, 6)}
+    threads[9] = [(sleeper("sleep-call", native("time_sleep", "/usr/lib/libpython3.11.so.1.0"),
+                           native("clock_nanosleep", LIBC)), 200)]
+    first = lock_contention.run(analysis(threads), SETTINGS).advice[0]
+    assert first.startswith("Move `time.sleep(0.005)` out of the `with MODEL_LOCK:` block"), first
