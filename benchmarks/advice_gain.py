@@ -39,7 +39,7 @@ WORKLOADS = REPO / "fixtures" / "workloads"
 DEFAULT_FIXTURES = ("pipeline", "locked_blas", "batching", "lock_contention", "pool_wait",
                     "logging_lock", "gil_contention", "preprocess_bound", "blas_fanout",
                     "scheduler_overhead", "compute_bound", "process_pool", "mp_pipeline",
-                    "dataloader_job")
+                    "dataloader_job", "deadlock_two_locks", "deadlock_rlock", "lock_across_io")
 
 _BLAS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 _PIPELINE_STAGES = {"decode_stage": "--decode-threads", "model_stage": "--model-threads",
@@ -79,6 +79,10 @@ def knob_args(fixture: str, fix: dict | None) -> list[str] | None:
         return ["--num-workers", str(value)]
     if knob in ("processes", "max_workers") and fixture == "mp_pipeline":
         return ["--processes", str(value)]
+    if knob == "call_outside_lock" and fixture == "lock_across_io":
+        return ["--fetch-outside-lock"]
+    if knob == "lock_order" and fixture in ("deadlock_two_locks", "deadlock_rlock"):
+        return ["--lock-order", "consistent"]
     if knob == "max_queue" and fixture == "unbounded_backlog":
         return ["--max-queue", str(value)]
     return None
@@ -141,7 +145,11 @@ def markdown(rows: list[dict]) -> str:
         applied = " ".join(r["applied"]) if r.get("applied") else \
             ("no knob: " + (r["advice"][:60] + "…" if r.get("advice") else "no advice"))
         measured = f"{_f(r.get('ratio'))}x" if r.get("ratio") else "–"
+        if r.get("before") == 0 and r.get("after"):
+            measured = "hung → serving"  # no ratio to a service that served nothing
         predicted = f"{_f(r.get('predicted_gain'))}x" if r.get("predicted_gain") else "–"
+        if r.get("verdict") == "deadlock":
+            predicted = "hung"  # the finding predicts no ratio: the service serves nothing
         out.append(f"| {r['fixture']} | {r['verdict']} | `{applied}` | {_f(r.get('before'), 0)} | "
                    f"{_f(r.get('after'), 0)} | {measured} | {predicted} |")
     return "\n".join(out)

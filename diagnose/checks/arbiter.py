@@ -10,8 +10,10 @@
    idle; the utilization law for a pipeline stage; kernels vs pool synchronisation for an
    intra-op pool; 1.0 where only the model itself can change). Two findings that both saturate
    the score are never ordered by noise in their scores.
-   Exception: a finding that foretells a failure (FAILURE_FIRST: an unbounded backlog growing
-   memory until the process is killed) leads at critical strength, whatever the gains.
+   Exceptions, at critical strength, whatever the gains: first a finding that the service is
+   hung (HUNG_FIRST: a deadlock; nothing on its threads runs again, so no throughput gain
+   compares with it), then one that foretells a failure (FAILURE_FIRST: an unbounded backlog
+   growing memory until the process is killed).
 3. Weaker findings follow, by score.
 4. Noise never picks the verdict. Each finding carries its score and gain at the ends of the 95%
    interval of the share its score rests on (base.ScoreBasis). When the first two findings' rank
@@ -39,13 +41,22 @@ CRITICAL = CRITICAL_SCORE
 # at critical strength they lead whatever the others' throughput gains, because no throughput
 # matters once the process is gone.
 FAILURE_FIRST = ("unbounded_backlog",)
+# Findings that the service is hung (threads that will never run again): ahead even of those.
+# A hung service has no throughput to gain a ratio of, so no gain can outrank it.
+HUNG_FIRST = ("deadlock",)
+
+
+def _urgency(finding: Finding) -> int:
+    """0: the service is hung; 1: it will fail; 2: it is slow."""
+    if finding.id in HUNG_FIRST:
+        return 0
+    return 1 if finding.id in FAILURE_FIRST else 2
 
 
 def _key(finding: Finding, score: float, gain: float | None) -> tuple:
     if score >= CRITICAL:
-        failure = 0 if finding.id in FAILURE_FIRST else 1
-        return (0, failure, -(gain or 1.0))
-    return (1, 1, -score)
+        return (0, _urgency(finding), -(gain or 1.0))
+    return (1, 2, -score)
 
 
 def rank_key(finding: Finding, order: int) -> tuple:

@@ -31,6 +31,8 @@ from diagnose.checks.spec import Unit as U
 from diagnose.checks.base import (ScoreBasis, amdahl, make_finding, pct, ramp, serial_gain,
                                   short_path,
                                   sites_from_waits)
+from diagnose.model import source
+from diagnose.model.held_locks import Taken, acquired_at, held_at
 from diagnose.model.native_pools import SERIALIZES_CALLERS
 from diagnose.model.vocab import LOCK_KINDS, ThreadState
 from diagnose.model.waits import describe
@@ -55,12 +57,59 @@ EVIDENCE = {
 
 
 SERIALIZING_MIN_SAMPLES = 3  # holders seen inside the library: enough to know where they are
+HELD_CALL_MIN_SHARE = 0.3  # of the waiting instants: the holder's call that the advice names
+MAX_CALL_TEXT = 80  # a source line longer than this is named by its C call instead
+_BLOCKED = (ThreadState.IO, ThreadState.IDLE, ThreadState.LOCK)
+
+
+@dataclass(frozen=True)
+class HeldCall:
+    """The call a lock's holder made inside the lock's block while others waited."""
+
+    call: str  # the function the critical section called ("fetch_features")
+    blocked: bool  # the holder was blocked in it (IO, sleep, another wait), not computing
+    advice: str
+
+
+def held_call(site) -> HeldCall | None:
+    """The call the lock's holder was in while others waited (model/waits.py's top holder, the
+    frame its critical section called), when the source shows that call inside the `with` block
+    of the waited lock; None when no holder path explains enough of the wait, or the source
+    cannot confirm it."""
+    holder = next((h for h in site.holders if h.share >= HELD_CALL_MIN_SHARE and len(h.stack) >= 2
+                   and h.stack[0] == site.function and h.scope_line), None)
+    lock = acquired_at(site.file, site.line) if holder is not None else None
+    if holder is None or lock is None:
+        return None
+    if not any(s.identity == lock.identity for s in held_at(site.file, holder.scope_line)):
+        return None  # the holder was in the function, but not inside this lock's block
+    call = holder.stack[1]
+    if holder.function == site.function and holder.file == site.file:
+        # The critical section itself made the call (a C function: `time.sleep`, a socket
+        # read): its source line names it better than the C symbol does.
+        text = source.getline(site.file, holder.scope_line).split("#", 1)[0].strip()
+        call = text if 0 < len(text) <= MAX_CALL_TEXT else call
+    where = f"{short_path(site.file)}:{lock.line}"
+    share = f"{100 * holder.share:.0f}% of the instants threads waited"
+    blocked = holder.state in _BLOCKED
+    if blocked:
+        why = (f"the lock's holder was blocked in `{call}` (waiting, not computing) in {share}, so "
+               f"every waiting request waits for that call too. Read what it needs under the "
+               f"lock, release the lock, then make the call")
+    else:
+        why = (f"the lock's holder was in `{call}` in {share}. Do that work outside the lock (on a "
+               f"copy of the shared state) and hold the lock only to read or publish the result")
+    block = (f"the `with {lock.name}:` block" if lock.taken == Taken.WITH
+             else f"the section between `{lock.name}.acquire()` and its release")
+    return HeldCall(call, blocked, f"Move `{call}` out of {block} ({where}): {why}.")
 
 
 def run(analysis, settings):
     req = analysis.request_samples()
     total = float(req["count"].sum())
-    waits = [w for w in analysis.waits if w.kind in LOCK_KINDS]
+    # A deadlock's threads and its victims wait forever, not in turn: the deadlock check's.
+    hung = {t.site_frame for d in analysis.deadlocks for t in (*d.threads, *(v.thread for v in d.victims))}
+    waits = [w for w in analysis.waits if w.kind in LOCK_KINDS and w.frame not in hung]
     share = sum(w.share for w in waits)
     evidence = {
         "lock_wait_share": share,
@@ -100,6 +149,14 @@ def run(analysis, settings):
     elif waits:
         evidence["fix"] = {"knob": "model_instances", "value": max(2, int(len(analysis.request_threads)) // 2)}
     advice = list(settings.advice)
+    held = held_call(waits[0]) if waits else None
+    if held is not None:
+        # A lock held across a blocking call: moving the call out is the fix, so it comes first
+        # (and is the knob). Compute under the lock: the general advice (shrink it, a pool of
+        # instances) leads.
+        advice.insert(0 if held.blocked else 1, held.advice)
+        if held.blocked and serializing is None:
+            evidence["fix"] = {"knob": "call_outside_lock", "value": held.call}
     if serializing is not None:
         advice.insert(0, f"The critical section runs in {serializing.library}'s thread pool, which "
                          f"admits one caller at a time: removing the lock alone will not help (the "

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from diagnose.checks import (async_wait, compute_bound, cpu_bound, event_loop_blocked, gil_contention,
+from diagnose.checks import (async_wait, compute_bound, cpu_bound, deadlock, event_loop_blocked,
+                             gil_contention,
                              lock_contention, logging_lock, pool_wait, preprocess_bound,
                              scheduler_overhead, stage_bound, unbounded_backlog, underloaded,
                              worker_imbalance)
@@ -15,9 +16,10 @@ from diagnose.checks.spec import CheckSpec, Evidence
 # The checks run on each process, in the causal order: it breaks ties in the ranking
 # (checks/arbiter.py), the more specific, more actionable diagnosis first. Far too many runnable
 # threads come before the GIL they fight over: on a machine with no idle core both predict no
-# gain, and the thread count is the first fix.
+# gain, and the thread count is the first fix. A deadlock (a hung service) is first of all.
 CHECKS: tuple[CheckSpec, ...] = tuple(m.SPEC for m in (
-    event_loop_blocked, stage_bound, lock_contention, pool_wait, async_wait, logging_lock, unbounded_backlog,
+    deadlock, event_loop_blocked, stage_bound, lock_contention, pool_wait, async_wait, logging_lock,
+    unbounded_backlog,
     scheduler_overhead, gil_contention, preprocess_bound, compute_bound, cpu_bound, underloaded))
 
 # Checks run on a service's processes together (checks/service.py).

@@ -16,7 +16,7 @@ import dataclasses
 import numpy as np
 
 from diagnose.checks import stage_bound
-from diagnose.checks.arbiter import CRITICAL, rank
+from diagnose.checks.arbiter import CRITICAL, HUNG_FIRST, rank
 from diagnose.checks.base import Finding
 from diagnose.checks.engine import (CheckResults, describe_activity, load_check_settings, order_of, run_checks,
                                     verdict_for, waits_hidden)
@@ -83,6 +83,10 @@ def _merge(results: list[CheckResults], pids: list, weights: np.ndarray) -> list
     for found in by_id.values():
         score = sum(weights[i] * f.score for i, f in found.items()) / total_weight
         lead = max(found, key=lambda i: weights[i] * found[i].score)
+        if any(f.id in HUNG_FIRST for f in found.values()):
+            # A hung worker weighs nothing by CPU, yet every request sent to it hangs.
+            lead = max(found, key=lambda i: (found[i].score, weights[i]))
+            score = found[lead].score
         finding = found[lead]
         held = sum(1 for f in found.values() if f.severity != Severity.OK)
         evidence = dict(finding.evidence)

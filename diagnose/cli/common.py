@@ -14,6 +14,7 @@ import click
 
 from diagnose.errors import DiagnoseError, ExitCode, Interrupted
 from diagnose.model.vocab import GATE_SEVERITIES, Severity, severity_rank
+from diagnose.render.deadlock_text import dump_lines
 
 EPILOG = """\b
 Exit codes: 0 ok, 2 bad usage or rules file (diff: reports of two different programs), 3 no
@@ -68,6 +69,8 @@ def finish(outputs, as_json: bool, open_browser: bool, stopped: Interrupted | No
         log(f"Report: {outputs.html}")
     else:
         click.echo(f"Verdict: {verdict_line(report['verdict'])}")
+        for line in dump_lines(report):  # a deadlock, thread by thread (jstack's layout)
+            click.echo(line)
         click.echo(f"Report: {outputs.html}   (also .json, .md, .speedscope.json)")
     if stopped is None and recorder_failure:
         log(f"warning: {recorder_failure}; the report is marked partial")

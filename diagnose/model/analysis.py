@@ -102,6 +102,12 @@ class Analysis:
         return summarize_tasks(self.tasks)
 
     @functools.cached_property
+    def deadlocks(self):
+        """Cycles of threads blocked all window on each other's locks (model/deadlock.py)."""
+        from diagnose.model.deadlock import find_deadlocks
+        return find_deadlocks(self)
+
+    @functools.cached_property
     def waits(self):
         """The ranked wait-site table with holders (computed once, read by several checks)."""
         from diagnose.model.waits import wait_sites

@@ -37,14 +37,21 @@ def getline(filename: str, lineno: int) -> str:
     return lines[lineno - 1] if lineno <= len(lines) else ""
 
 
+def lines(filename: str) -> list[str]:
+    """Every line of `filename` (with newlines), read as `getline` reads it; [] when it cannot be
+    read. The list is the cache's own: callers must not change it (its identity says the cache
+    was not cleared since)."""
+    if not filename:
+        return []
+    found = _cache.get(filename)
+    if found is None:
+        found = _cache[filename] = _load(filename)
+    return found
+
+
 def text(filename: str) -> str:
     """The whole of `filename` (as `getline` reads it), or "" when it cannot be read."""
-    if not filename:
-        return ""
-    lines = _cache.get(filename)
-    if lines is None:
-        lines = _cache[filename] = _load(filename)
-    return "".join(lines)
+    return "".join(lines(filename))
 
 
 def clear() -> None:

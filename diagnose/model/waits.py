@@ -33,6 +33,11 @@ class Holder:
     line: int
     share: float  # of the instants when some thread waited at the site
     instants: int
+    # The line the holder's critical-section frame was at (the first frame of `stack`, 0 when
+    # unknown): inside the `with` block or not. And the holder's most common thread state on
+    # this path: "io" for a lock held across a blocking call.
+    scope_line: int = 0
+    state: str = ""
 
 
 @dataclass(frozen=True)
@@ -238,7 +243,8 @@ def _contains(analysis, stack: tuple[int, ...], function: str, file: str) -> boo
 
 
 def _holder_path(analysis, stack_id: int, scope):
-    """(Python frames from the critical section down, the C call under them, the leaf Python frame)."""
+    """(Python frames from the critical section down, the C call under them, the leaf Python
+    frame, the first of those frames' line)."""
     frames = [analysis.frame(f) for f in analysis.profile.stacks[stack_id]]
     start = 0
     if scope is not None:
@@ -254,7 +260,7 @@ def _holder_path(analysis, stack_id: int, scope):
     names = [f.function for f in python_frames]
     if len(names) > HOLDER_PATH_FRAMES:
         names = names[:2] + ["…"] + names[-(HOLDER_PATH_FRAMES - 3):]
-    return tuple(names), entry, leaf
+    return tuple(names), entry, leaf, python_frames[0].line if python_frames else 0
 
 
 def _rank(analysis, samples: pd.DataFrame, instants: int, scope_function) -> tuple[Holder, ...]:
@@ -274,7 +280,8 @@ def _rank(analysis, samples: pd.DataFrame, instants: int, scope_function) -> tup
     entry_names = list(entry_ids)
     row_path = stack_path[row_stack]
     keyed = pd.DataFrame({"path": row_path, "entry": stack_entry[row_stack],
-                          "tick": samples["tick"].to_numpy(), "count": samples["count"].to_numpy()})
+                          "tick": samples["tick"].to_numpy(), "count": samples["count"].to_numpy(),
+                          "state": np.asarray(samples["state"].astype(str))})
     ticks_per_path = keyed.groupby("path")["tick"].nunique()
     # Ranked as grouping by the path tuples themselves would (sorted by path, then by count).
     order = sorted(range(len(ticks_per_path)), key=lambda i: path_names[int(ticks_per_path.index[i])])
@@ -290,10 +297,13 @@ def _rank(analysis, samples: pd.DataFrame, instants: int, scope_function) -> tup
         by_name = sorted(zip([entry_names[int(e)] for e in sums.index], sums.tolist()), key=lambda x: x[0])
         best = max(c for _, c in by_name)
         entry = next(name for name, c in by_name if c == best)
-        leaf = paths[int(row_stack[np.flatnonzero(mine)[0]])][2]
+        first = paths[int(row_stack[np.flatnonzero(mine)[0]])]
+        leaf = first[2]
         stack = tuple(path) + ((entry,) if entry else ())
+        states = keyed[mine].groupby("state")["count"].sum()
+        state = str(sorted(states.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]) if len(states) else ""
         holders.append(Holder(stack, leaf.function, leaf.file, leaf.line,
-                              round(n / instants, 4), int(n)))
+                              round(n / instants, 4), int(n), first[3], state))
     return tuple(holders)
 
 

@@ -9,6 +9,7 @@ from importlib import resources
 import jinja2
 from markupsafe import Markup
 
+from diagnose.render.deadlock_text import dump_lines
 from diagnose.render.json_text import compact_text
 
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
@@ -78,4 +79,4 @@ def render_html(data: dict) -> str:
     template = env.get_template("report.html.j2")
     return template.render(data_json=Markup(script_safe_json(data)), js=Markup(js),
                            css=Markup(css), csp=content_security_policy(js, css),
-                           report=data["report"])
+                           report=data["report"], deadlock_lines=dump_lines(data["report"]))

@@ -8,7 +8,7 @@ import pandas as pd
 from diagnose.classify.categories import CATEGORIES, Categorizer
 from diagnose.model.analysis import Analysis
 from diagnose.model.vocab import STATES, page_vocabulary
-from diagnose.render.evidence import describe_evidence
+from diagnose.render.evidence import SKIPPED, describe_evidence
 
 MAX_TIMELINE_STEPS = 3000  # enough resolution for a screen; longer windows are coarsened
 # (stack, thread, state) rows the page's flame graph carries: the heaviest ones; the rest are folded
@@ -108,6 +108,8 @@ def page_data(report: dict, analysis: Analysis, categorizer: Categorizer, genera
         "report": report,
         # Per finding, in the report's order: its evidence as labelled rows with units.
         "evidence_text": [describe_evidence(f) for f in report.get("findings") or []],
+        # The evidence keys shown another way than as a row (the knob line, the thread dump).
+        "evidence_hidden": list(SKIPPED),
         "generated_at": generated_at,
         "states": list(STATES),
         "categories": list(CATEGORIES),

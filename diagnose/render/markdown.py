@@ -20,6 +20,7 @@ import unicodedata
 from dataclasses import dataclass
 
 from diagnose.model.vocab import Confidence, Severity
+from diagnose.render.deadlock_text import behind, deadlocks_in, heading
 from diagnose.render.evidence import (DASH, TIMES, describe_evidence, fmt_number,
                                              fmt_percent, fmt_seconds)
 
@@ -454,10 +455,32 @@ def _footer(files: tuple[str, ...], budget: _Budget) -> list[str]:
             f"and timeline{rest}."]
 
 
+def _deadlock_lines(report: dict, budget: _Budget) -> list[str]:
+    """The deadlocks thread by thread, as a thread dump prints them ("Found one deadlock:")."""
+    deadlocks = deadlocks_in(report)
+    if not deadlocks or not budget.findings:
+        return []
+    lines = [f"**{heading(len(deadlocks))}**", ""]
+    for deadlock in deadlocks[:budget.findings]:
+        for t in deadlock.threads:
+            lines.append(f"- {md_code(t.thread, budget.name)} holds {md_code(t.holds.name, budget.name)} "
+                         f"({md_code(t.holds.where, budget.name, keep_tail=True)}), waits for "
+                         f"{md_code(t.waits_for.name, budget.name)} "
+                         f"({md_code(t.waits_for.where, budget.name, keep_tail=True)}), held by "
+                         f"{md_code(t.held_by, budget.name)}")
+        if deadlock.victims:
+            shown = deadlock.victims[:budget.waits]
+            named = ", ".join(md_code(v, budget.name) for v in shown)
+            more = f" and {len(deadlock.victims) - len(shown)} more" if len(shown) < len(deadlock.victims) else ""
+            lines.append(f"- {behind(len(deadlock.victims))}"
+                         + (f": {named}{more}" if shown else ""))
+    return lines
+
+
 def _render(report: dict, files: tuple[str, ...], budget: _Budget) -> str:
-    sections = [_verdict_lines(report, budget), _findings(report, budget),
-                _waits(report, budget), _tasks(report, budget), _run_facts(report, budget),
-                _footer(files, budget)]
+    sections = [_verdict_lines(report, budget), _deadlock_lines(report, budget),
+                _findings(report, budget), _waits(report, budget), _tasks(report, budget),
+                _run_facts(report, budget), _footer(files, budget)]
     return "\n\n".join("\n".join(s) for s in sections if s) + "\n"
 
 

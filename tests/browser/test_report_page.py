@@ -436,7 +436,9 @@ def test_older_pages_without_labels_show_evidence_objects_as_lists_with_percenta
     data = page_data(html)
     # evidence labels that do not fit the findings (re-ordered) are not used: never mislabelled
     shuffled = copy.deepcopy(data)
-    shuffled["report"]["findings"].reverse()
+    # rotated, not reversed: with an odd count, reversing leaves the middle finding in place
+    moved = shuffled["report"]["findings"]
+    moved[:] = moved[1:] + moved[:1]
     opened = open_report(render_page(shuffled, tmp_path / "shuffled.html"))
     keys = opened.page.eval_on_selector_all("table.evidence th", "els => els.map(e => e.textContent)")
     assert keys and set(keys) <= {k for f in report["findings"] for k in f["evidence"]}

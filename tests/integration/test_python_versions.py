@@ -22,6 +22,7 @@ import pytest
 from tests.conftest import WORKLOADS, marker_line, run_cli
 from tests.integration import pythons
 from tests.integration.conftest import requires_ptrace, running, workload_command
+from tests.integration.test_deadlock import CYCLES, check_deadlock
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
 
@@ -145,4 +146,21 @@ CASES = [pytest.param(interp, workload, id=f"{interp.version}-{workload}")
 def test_finding_on_every_python_version(interp, workload, out_dir):
     python = target_python(interp)
     CHECKS[workload](diagnose_on(python, workload, out_dir))
+
+
+# The deadlock fixtures on the interpreters production runs (3.11+): a separate matrix, so the
+# rotation above keeps its cost; the held locks are read from the source, the wait from the
+# stack, and both change with the interpreter's line numbers and lock frames.
+DEADLOCK_CASES = [pytest.param(interp, workload, id=f"{interp.version}-{workload}")
+                  for interp in INTERPRETERS if interp.version_info[:2] >= (3, 11)
+                  for workload in sorted(CYCLES)]
+
+
+@pytest.mark.parametrize("interp, workload", DEADLOCK_CASES)
+def test_deadlock_on_every_current_python_version(interp, workload, out_dir):
+    python = target_python(interp)
+    with running(workload_command(workload, "--seconds", "120", python=python)) as pid:
+        proc, report = run_cli("attach", pid, "--duration", "3", "--json", "--output-dir", out_dir)
+    assert proc.returncode == 0 and report is not None, proc.stderr[-3000:]
+    check_deadlock(report, workload)
 

@@ -46,6 +46,14 @@ def test_a_finding_missing_in_a_worker_counts_as_zero_there():
     assert merged[0].score == 40
 
 
+def test_a_deadlock_in_one_idle_worker_keeps_its_score_beside_busy_workers():
+    merged = _merge([results(finding("deadlock", 100, "hung worker")), results(finding("deadlock", 0)),
+                     results(finding("deadlock", 0))], [1, 2, 3], np.array([0.02, 0.9, 0.9]))
+    (only,) = merged
+    assert only.score == 100 and only.evidence["pid"] == 1
+    assert only.summary.startswith("in 1 of 3 worker processes: hung worker")
+
+
 def test_evenly_loaded_saturated_workers_raise_no_fleet_finding():
     assert worker_imbalance(service([0.66, 0.67, 0.66]), SETTINGS).severity == "ok"
 

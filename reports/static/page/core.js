@@ -313,6 +313,8 @@
       generatedAt: str(raw.generated_at),
       // Per finding, its evidence as labelled rows with units (absent in older pages).
       evidenceText: Array.isArray(raw.evidence_text) ? raw.evidence_text : null,
+      // Evidence keys with no row of their own (the knob line, the verdict's thread dump).
+      evidenceHidden: new Set(Array.isArray(raw.evidence_hidden) ? raw.evidence_hidden.map(str) : ['fix']),
       timeline: {
         interval: isNum(tl.interval_s) && tl.interval_s > 0 ? tl.interval_s : 0,
         steps: Number.isInteger(tl.steps) && tl.steps > 0 ? tl.steps : 0,

@@ -41,6 +41,8 @@
       if (list.childNodes.length) co.appendChild(list);
       root.appendChild(co);
     }
+    const deadlock = deadlockBlock(r);
+    if (deadlock) root.appendChild(deadlock);
     // What fixing the top finding can buy (the findings come ranked: the first is the top one).
     const ranked = arr(r.findings).map(obj);
     const first = ranked.find((f) => v.primary != null && str(f.id) === str(v.primary)) || ranked[0];
@@ -88,6 +90,40 @@
       }
       root.appendChild(banner);
     }
+  }
+
+  // A deadlock, thread by thread as a thread dump prints it: the lock each thread holds, the one
+  // it waits for and who holds that (checks/deadlock.py's `deadlocks` evidence). Text only.
+  function deadlockBlock(r) {
+    const f = arr(r.findings).map(obj).find((x) => str(x.id) === 'deadlock');
+    const cycles = f ? arr(obj(f.evidence).deadlocks).map(obj).filter((d) => arr(d.threads).length >= 2) : [];
+    if (!cycles.length) return null;
+    const where = (l) => {
+      const parts = str(l.file).split('/');
+      return parts.slice(-2).join('/') + ':' + str(l.line);
+    };
+    const lock = (l) => { l = obj(l); return str(l.qualified || l.name) + ' (' + where(l) + ')'; };
+    const box = h('div', { class: 'verdict-deadlock', id: 'verdict-deadlock' },
+      h('p', { class: 'banner-title',
+        text: cycles.length === 1 ? 'Found one deadlock:' : 'Found ' + cycles.length + ' deadlocks:' }));
+    cycles.forEach((d) => {
+      const list = h('ul', { class: 'mono' });
+      arr(d.threads).map(obj).forEach((t) => {
+        list.appendChild(h('li', { class: 'deadlock-thread' },
+          h('strong', { text: '"' + str(t.thread) + '"' }),
+          ' holds ' + lock(t.holds) + ', waits for ' + lock(t.waits_for) + ', held by "' + str(t.held_by) + '"'));
+      });
+      const victims = arr(d.victims).map(obj);
+      if (victims.length) {
+        const named = victims.slice(0, 8).map((v) => str(v.thread)).join(', ');
+        const more = victims.length > 8 ? ' and ' + (victims.length - 8) + ' more' : '';
+        list.appendChild(h('li', { class: 'deadlock-victims',
+          text: (victims.length === 1 ? '1 more thread waits' : victims.length + ' more threads wait') +
+            ' behind it: ' + named + more }));
+      }
+      box.appendChild(list);
+    });
+    return box;
   }
 
   function openFinding(id) {
@@ -316,7 +352,7 @@
     const all = D.evidenceText;
     if (!all || all.length !== arr(D.report.findings).length || !Array.isArray(all[rank])) return null;
     // Only rows made for exactly this evidence, key for key: never another finding's values.
-    const keys = Object.keys(obj(f.evidence)).filter((k) => k !== 'fix');
+    const keys = Object.keys(obj(f.evidence)).filter((k) => !D.evidenceHidden.has(k));
     const rows = all[rank].map(obj);
     const fits = rows.length === keys.length && rows.every((r, i) => r.key === keys[i]);
     return fits ? rows : null;

@@ -1,0 +1,150 @@
+"""deadlock: threads blocked all window, each waiting for a lock another of them holds.
+
+What it finds:
+    A cycle in the wait-for graph of threads blocked on locks for the whole window
+    (model/deadlock.py): each thread of the cycle, the lock it holds (its name in the source and
+    the line of the `with` or `acquire()` that took it) and the lock it waits for (the line where
+    it waits), like a JVM thread dump's "Found one Java-level deadlock". The locks a thread holds
+    are read from the source of its stack's frames (model/held_locks.py): the `with` blocks and
+    unreleased `acquire()` calls that enclose each frame's line. Threads that queue behind the
+    deadlocked locks are listed as its victims, not as a finding of their own; their waits, and
+    the cycle's, are not counted as lock contention (checks/lock_contention.py leaves them out:
+    shrinking a critical section does not unhang a service).
+
+Why it matters:
+    The service is hung, not slow: none of these threads will ever run again, and every request
+    that needs one of the locks joins the victims. Throughput on those threads is zero until the
+    process is restarted; no setting, core or thread count changes that. This is why it ranks
+    first whatever else is found (checks/arbiter.py).
+
+What to do instead:
+    Take the locks in one global order on every code path: the advice names the order (the
+    cycle's locks sorted by name; any fixed order works if every path follows it) and the line
+    that takes them against it. Where one order is impractical, take the second lock with a
+    timeout (`acquire(timeout=...)`), release what you hold and retry, or merge the locks into
+    one. An RLock does not help: it lets its own holder re-enter, not another thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from diagnose.checks.base import Site, make_finding, short_path
+from diagnose.checks.evidence import shared
+from diagnose.checks.spec import CheckSettings, CheckSpec, Input
+from diagnose.checks.spec import Evidence as E
+from diagnose.checks.spec import Unit as U
+from diagnose.model.deadlock import Deadlock
+from diagnose.model.held_locks import LockSite
+
+ID = "deadlock"
+
+
+@dataclass(frozen=True)
+class Settings(CheckSettings):
+    pass
+
+
+EVIDENCE = {
+    **shared("fix"),
+    "deadlocked_threads": E("threads in the deadlock", U.THREADS),
+    "victim_threads": E("threads queued behind it (victims)", U.THREADS),
+    "locks_in_cycle": E("locks in the cycle", U.TEXT),
+    "lock_order": E("lock order to adopt", U.TEXT),
+    # The cycle itself, as the reports print it (jstack-like): not a row of the evidence list.
+    "deadlocks": E("the deadlocks, thread by thread", U.TEXT, row=False),
+}
+
+
+def lock_words(site: LockSite) -> str:
+    return f"{site.label} at {where(site)}"
+
+
+def where(site: LockSite) -> str:
+    return f"{short_path(site.file)}:{site.line}"
+
+
+def deadlock_data(deadlock: Deadlock) -> dict:
+    """One deadlock as the JSON report carries it (docs/report-data.md)."""
+    def lock(site: LockSite) -> dict:
+        return {"name": site.name, "qualified": site.qualified, "file": site.file,
+                "line": site.line, "function": site.function, "taken": str(site.taken)}
+
+    return {
+        "threads": [{"thread": m.thread.name, "tid": m.thread.tid, "holds": lock(m.holds),
+                     "waits_for": lock(m.waits_for), "held_by": m.held_by}
+                    for m in deadlock.cycle],
+        "victims": [{"thread": v.thread.name, "tid": v.thread.tid,
+                     "waits_for": lock(v.thread.waits_for), "held_by": v.held_by}
+                    for v in deadlock.victims],
+        "lock_order": [s.qualified for s in deadlock.lock_order],
+    }
+
+
+def order_advice(deadlock: Deadlock) -> str:
+    if len(deadlock.cycle) == 1:
+        (member,) = deadlock.cycle
+        held, waited = member.holds, member.waits_for
+        return (f"`{held.qualified}` is not reentrant: thread {member.thread.name} took it at "
+                f"{where(held)} ({held.function}) and waits to take it again at {where(waited)} "
+                f"({waited.function}). Do not take it twice on one path: split the locked function "
+                f"into a wrapper that takes the lock and a helper that expects it held, or make it "
+                f"a `threading.RLock`.")
+    names = [s.qualified for s in deadlock.lock_order]
+    order = " before ".join(f"`{n}`" for n in names)
+    breaker = deadlock.breaker
+    held, waited = breaker.holds, breaker.waits_for
+    return (f"Take the locks in one order on every path: always take {order} (the order here "
+            f"is alphabetical by the lock's name; any fixed order works as long as every path "
+            f"follows it). Thread {breaker.thread.name} took `{held.qualified}` at {where(held)} "
+            f"({held.function}) and then waits for `{waited.qualified}` at {where(waited)}: take "
+            f"`{waited.qualified}` first there, or release `{held.qualified}` before taking it.")
+
+
+def run(analysis, settings):
+    deadlocks: tuple[Deadlock, ...] = analysis.deadlocks
+    if not deadlocks:
+        return make_finding(ID, settings, 0.0, "no threads were blocked all window on each "
+                            "other's locks", {"deadlocked_threads": 0, "victim_threads": 0})
+    threads = sum(len(d.cycle) for d in deadlocks)
+    victims = sum(len(d.victims) for d in deadlocks)
+    first = deadlocks[0]
+    locks = ", ".join(lock_words(m.holds) for m in first.cycle)
+    count = "" if len(deadlocks) == 1 else f"{len(deadlocks)} deadlocks: "
+    if len(first.cycle) == 1 and len(deadlocks) == 1:
+        held = first.cycle[0].holds
+        cycle = f"a thread waits for {held.qualified}, which it holds itself"
+    else:
+        cycle = (f"{threads} threads each hold a lock another of them waits for "
+                 f"({', '.join(m.holds.qualified for m in first.cycle)})")
+    summary = (f"{count}{cycle}"
+               + (f" and {victims} more threads queue behind them" if victims else "")
+               + "; none of them will run again (hung, not slow)")
+    evidence = {
+        "deadlocked_threads": threads,
+        "victim_threads": victims,
+        "locks_in_cycle": locks,
+        "lock_order": " before ".join(s.qualified for s in first.lock_order),
+        "deadlocks": [deadlock_data(d) for d in deadlocks],
+    }
+    if len(first.cycle) > 1:
+        # The first advice as a knob: take the first deadlock's locks in this order.
+        evidence["fix"] = {"knob": "lock_order", "value": [s.qualified for s in first.lock_order]}
+    # Each cycle thread's wait site, with its share of all the threads' samples.
+    total = max(1.0, float(analysis.samples["count"].sum()))
+    sites = [Site(m.waits_for.function, m.waits_for.file, m.waits_for.line,
+                  round(m.thread.samples / total, 4))
+             for d in deadlocks for m in d.cycle]
+    advice = [order_advice(d) for d in deadlocks]
+    advice.append(f"Until the fix ships, restart the process: the {threads + victims} threads "
+                  f"blocked here will never run again.")
+    advice += list(settings.advice)
+    samples = sum(m.thread.samples for d in deadlocks for m in d.cycle)
+    return make_finding(ID, settings, 100.0, summary, evidence, sites, advice=advice,
+                        gain=(None, "hung: no throughput ratio applies; the deadlocked threads "
+                                    "and their victims serve nothing until the process restarts"),
+                        samples=samples)
+
+
+SPEC = CheckSpec(ID, "The service is deadlocked: threads wait for each other's locks", Settings,
+                 EVIDENCE, __doc__ or "", run=run, uses=(Input.OS_COUNTERS,))

@@ -1,0 +1,334 @@
+"""Deadlocks among threads: a cycle in the wait-for graph of threads blocked all window on locks.
+
+A thread is blocked when every one of its samples is a lock wait (state `lock`, a Lock or RLock
+acquire), at one acquire site, over the whole window (its samples span the window where their
+instants are measured), and /proc agrees where it was read: the OS counters outrank the samples,
+so a thread that accumulated CPU time over the window, or that /proc saw running, is not blocked
+(it got the lock at some point and the samples missed it).
+
+A thread that ran early in the window and is blocked from some instant to its end (in the
+samples: /proc cannot date its CPU time) cannot be in a cycle (it may have released a lock
+since), but it can be a victim.
+
+Each blocked thread waits for one lock (model/held_locks.waited_at: the `with`/`acquire()` at
+its innermost application frame) and holds the locks its stack encloses (held_in_stack). An edge
+T -> U says: T waits for a lock U holds, matched by the lock's identity (held_locks.LockSite).
+A cycle of two or more blocked threads is a deadlock: none of them can ever run again. Blocked
+threads that wait, directly or through other blocked threads, for a lock a deadlocked thread
+holds are its victims: hung as surely, but not part of the cause.
+
+The lock order the advice proposes is the locks of the cycle sorted by their resolved name
+(LockSite.qualified: `Cache._lock` for `self._lock` in class Cache, then the identity): any
+fixed order removes the cycle as long as every path follows it; alphabetical order is one a
+reader can check without the report. The member
+that breaks it is the one holding a later lock while waiting for an earlier one.
+
+The locks are named from the source files the stacks name, read as the target sees them
+(model/source.py): without them (an offline analysis on another machine) no lock is named and
+no deadlock is found; a file edited since the target imported it can name the wrong lines.
+
+A thread blocked on a lock its own stack holds is a cycle of one (a non-reentrant Lock taken
+again, through a helper that takes it too), but only for a module-global lock (`file::NAME`): an
+RLock's owner never blocks on it, and one global name is one object, whereas `self.lock` held
+and `self.lock` waited for may be two instances of one class.
+
+Not done: a cycle of one through an attribute or a local name (see above); await cycles among
+asyncio tasks (TODO: when the
+asyncio task reader (model/async_tasks.py) gives each task the primitive it awaits and the ones
+it holds, the same graph over tasks finds them: tasks as nodes, edges from awaited locks to their
+holding tasks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from diagnose.model.held_locks import LockSite, held_in_stack, waited_at
+from diagnose.model.vocab import ThreadState, WaitKind
+
+MIN_BLOCKED_SAMPLES = 5  # fewer samples of a thread decide nothing
+WINDOW_COVERAGE = 0.8  # measured instants: the thread's samples span this much of the window
+# /proc: a blocked thread gets next to no CPU (py-spy's own reads of it cost a little).
+MAX_BLOCKED_CPU_S = 0.02
+MAX_BLOCKED_CPU_SHARE = 0.02  # of the window
+MAX_RUNNING_OBSERVATIONS = 0.1  # share of /proc observations in state R
+MIN_OS_OBSERVATIONS = 5
+_LOCK_KINDS = (WaitKind.LOCK, WaitKind.RLOCK)
+
+
+@dataclass(frozen=True)
+class BlockedThread:
+    """A thread blocked on one lock all window, and the locks its stack holds."""
+
+    thread: int  # index into the analysis's thread summary
+    tid: int
+    name: str
+    waits_for: LockSite
+    holds: tuple[LockSite, ...]
+    samples: int
+    site_frame: int = -1  # frame id of the acquiring frame (the wait site's)
+
+
+@dataclass(frozen=True)
+class CycleMember:
+    """One thread of a deadlock: the lock it holds that the next member waits for, and the lock
+    it waits for (held by the member before it... in the cycle's order, the next one's)."""
+
+    thread: BlockedThread
+    holds: LockSite  # as this thread took it (its own with/acquire line)
+    waits_for: LockSite
+    held_by: str  # the thread holding the lock it waits for
+
+
+@dataclass(frozen=True)
+class Victim:
+    thread: BlockedThread
+    held_by: str  # the thread holding the lock it waits for
+
+
+@dataclass(frozen=True)
+class Deadlock:
+    cycle: tuple[CycleMember, ...]
+    victims: tuple[Victim, ...]
+    lock_order: tuple[LockSite, ...]  # the order to adopt, one site per lock
+    breaker: CycleMember  # the member taking the locks against that order
+
+    @property
+    def threads(self) -> tuple[BlockedThread, ...]:
+        return tuple(m.thread for m in self.cycle)
+
+
+def blocked_threads(analysis) -> tuple[list[BlockedThread], list[BlockedThread]]:
+    """(threads blocked on one lock all window, threads blocked on one lock from some instant
+    of the window to its end): see the module's docstring. Only the first can be in a cycle
+    (a thread seen running in the window may have released a lock since); the others can be
+    its victims, queued behind it during the window."""
+    samples = analysis.samples
+    if samples.empty:
+        return [], []
+    profile = analysis.profile
+    window = profile.window_s
+    measured = bool(profile.instants == "measured" and window)
+    state = samples["state"].to_numpy()
+    kind = samples["wait_kind"].to_numpy()
+    waiting = (state == ThreadState.LOCK) & np.isin(kind, _LOCK_KINDS)
+    counts, sites, times = (samples["count"].to_numpy(), samples["site"].to_numpy(),
+                            samples["t"].to_numpy())
+    whole: list[BlockedThread] = []
+    since: list[BlockedThread] = []
+    for thread, rows in samples.groupby("thread", sort=True).indices.items():
+        # The thread's trailing run of lock waits (rows are in sampling order).
+        not_waiting = np.flatnonzero(~waiting[rows])
+        run = rows[not_waiting[-1] + 1:] if len(not_waiting) else rows
+        count = int(counts[run].sum())
+        run_sites = np.unique(sites[run])
+        if count < MIN_BLOCKED_SAMPLES or len(run_sites) != 1 or run_sites[0] < 0:
+            continue
+        t = times[run]
+        if measured and (np.isnan(t).any() or t.max() < WINDOW_COVERAGE * window):
+            continue  # the thread was gone, or its last samples were not waits, before the end
+        all_window = len(run) == len(rows) and (
+            not measured or (t.max() - t.min()) >= WINDOW_COVERAGE * window - 2 * profile.interval_s)
+        row = analysis.threads.loc[thread]
+        tid = int(row["tid"])
+        if all_window and not _os_agrees(analysis.os, tid):
+            continue  # /proc saw it run: blocked in the samples only
+        found = _locks_of(analysis, np.unique(samples["stack"].to_numpy()[run]), int(run_sites[0]))
+        if found is None:
+            continue
+        waits_for, holds = found
+        (whole if all_window else since).append(
+            BlockedThread(int(thread), tid, str(row["name"]), waits_for, holds, count, int(run_sites[0])))
+    return whole, since
+
+
+def _os_agrees(os_, tid: int) -> bool:
+    """/proc did not see the thread run: no CPU time to speak of, rarely in state R."""
+    if os_ is None:
+        return True
+    thread = os_.threads.get(tid)
+    if thread is None:
+        return True
+    if thread.cpu_s > max(MAX_BLOCKED_CPU_S, MAX_BLOCKED_CPU_SHARE * (os_.window_s or 0.0)):
+        return False
+    seen = sum(thread.state_counts.values())
+    running = thread.state_counts.get("R", 0)
+    return seen < MIN_OS_OBSERVATIONS or running / seen <= MAX_RUNNING_OBSERVATIONS
+
+
+def _locks_of(analysis, stack_ids, site_frame: int) -> tuple[LockSite, tuple[LockSite, ...]] | None:
+    """(the lock waited for, the locks held) over a thread's distinct stacks: one waited lock
+    for all of them, and the locks every one of them holds."""
+    waited: LockSite | None = None
+    held: dict[str, LockSite] | None = None
+    for sid in stack_ids.tolist():
+        frames = [analysis.frame(f) for f in analysis.profile.stacks[int(sid)]]
+        site = next((i for i in range(len(frames) - 1, -1, -1)
+                     if analysis.profile.stacks[int(sid)][i] == site_frame), -1)
+        if site < 0:
+            return None
+        lock = waited_at(frames, site)
+        if lock is None or (waited is not None and lock.identity != waited.identity):
+            return None
+        waited = lock
+        # Innermost first: the outermost acquisition of a lock taken twice (an RLock re-entered)
+        # is the one kept, where the thread first took it.
+        these = {s.identity: s for s in held_in_stack(frames, site)}
+        held = these if held is None else {k: v for k, v in held.items() if k in these}
+    if waited is None:
+        return None
+    return waited, tuple((held or {}).values())
+
+
+def find_deadlocks(analysis) -> tuple[Deadlock, ...]:
+    """Every cycle among the blocked threads (one per strongly connected group), with its
+    victims, in a deterministic order."""
+    whole, since = blocked_threads(analysis)
+    return deadlocks_among(whole, since)
+
+
+def deadlocks_among(blocked: list[BlockedThread],
+                    queued: list[BlockedThread] | tuple = ()) -> tuple[Deadlock, ...]:
+    """Cycles among the `blocked` (all window) threads; victims among them and the `queued`
+    ones (blocked from some instant to the window's end)."""
+    everyone = list(blocked) + list(queued)
+    holders: dict[str, list[BlockedThread]] = {}
+    for t in everyone:
+        for lock in t.holds:
+            holders.setdefault(lock.identity, []).append(t)
+    waits_on = {t.thread: [u.thread for u in holders.get(t.waits_for.identity, []) if u.thread != t.thread]
+                for t in everyone}
+    whole = {t.thread for t in blocked}
+    edges = {t.thread: [u for u in waits_on[t.thread] if u in whole] for t in blocked}
+    by_index = {t.thread: t for t in everyone}
+    deadlocks: list[tuple[tuple[CycleMember, ...], tuple[LockSite, ...], CycleMember]] = []
+    in_cycle: dict[int, int] = {}
+    for group in _strong_groups(edges):
+        if len(group) < 2:
+            continue
+        cycle = _cycle_in(min(group), edges, set(group))
+        if cycle is None:
+            continue
+        members = []
+        for i, index in enumerate(cycle):
+            thread = by_index[index]
+            previous = by_index[cycle[i - 1]]  # waits for a lock this thread holds
+            nxt = by_index[cycle[(i + 1) % len(cycle)]]
+            held = next(s for s in thread.holds if s.identity == previous.waits_for.identity)
+            members.append(CycleMember(thread, held, thread.waits_for, nxt.name))
+        for index in cycle:
+            in_cycle[index] = len(deadlocks)
+        order = _lock_order(members)
+        deadlocks.append((tuple(members), order, _breaker(members, order)))
+    for t in blocked:
+        if t.thread in in_cycle or not _global(t.waits_for):
+            continue
+        own = next((s for s in t.holds if s.identity == t.waits_for.identity), None)
+        if own is not None:  # it waits for a lock it holds itself: a Lock taken twice
+            member = CycleMember(t, own, t.waits_for, t.name)
+            in_cycle[t.thread] = len(deadlocks)
+            deadlocks.append(((member,), (own,), member))
+    if not deadlocks:
+        return ()
+    victims: dict[int, list[Victim]] = {i: [] for i in range(len(deadlocks))}
+    reached = dict(in_cycle)
+    # Victims, nearest first: a blocked thread waiting for a lock a deadlocked thread (or an
+    # earlier victim) holds.
+    changed = True
+    while changed:
+        changed = False
+        for t in everyone:
+            if t.thread in reached:
+                continue
+            target = next((u for u in waits_on[t.thread] if u in reached), None)
+            if target is not None:
+                reached[t.thread] = reached[target]
+                victims[reached[target]].append(Victim(t, by_index[target].name))
+                changed = True
+    return tuple(Deadlock(members, tuple(victims[i]), order, breaker)
+                 for i, (members, order, breaker) in enumerate(deadlocks))
+
+
+def _global(site: LockSite) -> bool:
+    """A module-global lock: a bare name the function does not bind (`file::NAME`)."""
+    return site.qualified.isidentifier()
+
+
+def _strong_groups(edges: dict[int, list[int]]) -> list[list[int]]:
+    """Tarjan's strongly connected components, iteratively, in a stable order."""
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    on_stack: set[int] = set()
+    stack: list[int] = []
+    groups: list[list[int]] = []
+    counter = 0
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, 0)]
+        while work:
+            node, i = work.pop()
+            if i == 0:
+                index[node] = low[node] = counter
+                counter += 1
+                stack.append(node)
+                on_stack.add(node)
+            targets = edges.get(node, [])
+            if i < len(targets):
+                work.append((node, i + 1))
+                nxt = targets[i]
+                if nxt not in index:
+                    work.append((nxt, 0))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            for target in targets:
+                if target in on_stack:
+                    low[node] = min(low[node], low[target])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    group.append(top)
+                    if top == node:
+                        break
+                groups.append(sorted(group))
+    return sorted(groups)
+
+
+def _cycle_in(start: int, edges: dict[int, list[int]], group: set[int]) -> list[int] | None:
+    """A simple cycle through `start` inside `group` (breadth-first: the shortest)."""
+    parents: dict[int, int] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for nxt in sorted(edges.get(node, [])):
+                if nxt not in group:
+                    continue
+                if nxt == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(parents[path[-1]])
+                    return list(reversed(path))
+                if nxt not in parents:
+                    parents[nxt] = node
+                    following.append(nxt)
+        frontier = following
+    return None
+
+
+def _lock_order(members: list[CycleMember]) -> tuple[LockSite, ...]:
+    locks = {m.holds.identity: m.holds for m in members}
+    return tuple(sorted(locks.values(), key=lambda s: (s.qualified, s.identity)))
+
+
+def _breaker(members: list[CycleMember], order: tuple[LockSite, ...]) -> CycleMember:
+    """The member that holds a later lock (in `order`) while waiting for an earlier one."""
+    rank = {s.identity: i for i, s in enumerate(order)}
+    against = [m for m in members
+               if rank.get(m.holds.identity, 0) > rank.get(m.waits_for.identity, 0)]
+    return (against or members)[0]

@@ -1,0 +1,120 @@
+"""A report's deadlocks read back, and printed like a JVM thread dump ("Found one deadlock:").
+
+`deadlocks_in(report)` reads the deadlock finding's `deadlocks` evidence (checks/deadlock.py) of
+a JSON report into frozen types, tolerating a hand-edited or older report (anything malformed is
+left out). `dump_lines(report)` prints them for a terminal; the Markdown summary and the report
+page print the same fields in their own markup. Thread names, lock names and files come from the
+profiled process: here control and bidirectional characters are shown as code points, so a name
+cannot move the terminal's cursor or reorder the line.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
+MAX_NAME = 120
+MAX_VICTIMS_NAMED = 8
+
+
+@dataclass(frozen=True)
+class LockRef:
+    name: str  # as resolved (`FeatureCache._lock`), else as written
+    file: str
+    line: int
+
+    @property
+    def where(self) -> str:
+        parts = self.file.replace("\\", "/").split("/")
+        return f"{'/'.join(parts[-2:]) if len(parts) > 1 else self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class DeadlockedThread:
+    thread: str
+    tid: int | None
+    holds: LockRef
+    waits_for: LockRef
+    held_by: str
+
+
+@dataclass(frozen=True)
+class ReportedDeadlock:
+    threads: tuple[DeadlockedThread, ...]
+    victims: tuple[str, ...]
+
+
+def _lock(value) -> LockRef | None:
+    if not isinstance(value, dict):
+        return None
+    name = value.get("qualified") or value.get("name")
+    line = value.get("line")
+    if not isinstance(name, str) or not isinstance(line, int) or isinstance(line, bool):
+        return None
+    return LockRef(name, str(value.get("file") or ""), line)
+
+
+def deadlocks_in(report: dict) -> tuple[ReportedDeadlock, ...]:
+    findings = report.get("findings") if isinstance(report, dict) else None
+    found = next((f for f in findings or [] if isinstance(f, dict) and f.get("id") == "deadlock"), None)
+    evidence = found.get("evidence") if isinstance(found, dict) else None
+    raw = evidence.get("deadlocks") if isinstance(evidence, dict) else None
+    out = []
+    for item in raw if isinstance(raw, list) else []:
+        if not isinstance(item, dict):
+            continue
+        threads = []
+        for t in item.get("threads") or []:
+            if not isinstance(t, dict):
+                continue
+            holds, waits = _lock(t.get("holds")), _lock(t.get("waits_for"))
+            if holds is None or waits is None:
+                continue
+            tid = t.get("tid")
+            threads.append(DeadlockedThread(str(t.get("thread") or "?"),
+                                            tid if isinstance(tid, int) and not isinstance(tid, bool) else None,
+                                            holds, waits, str(t.get("held_by") or "?")))
+        victims = tuple(str(v.get("thread") or "?") for v in item.get("victims") or []
+                        if isinstance(v, dict))
+        if len(threads) >= 2:
+            out.append(ReportedDeadlock(tuple(threads), victims))
+    return tuple(out)
+
+
+def safe(text, limit: int = MAX_NAME) -> str:
+    """Untrusted text for a terminal: one line, control and bidi characters as code points."""
+    s = "".join(f"[U+{ord(c):04X}]" if c in _BIDI or unicodedata.category(c) in ("Cc", "Zl", "Zp")
+                else c for c in str(text))
+    return s if len(s) <= limit else s[:limit - 1] + "\u2026"
+
+
+def behind(count: int) -> str:
+    return "1 more thread waits behind it" if count == 1 else f"{count} more threads wait behind it"
+
+
+def heading(count: int) -> str:
+    return "Found one deadlock:" if count == 1 else f"Found {count} deadlocks:"
+
+
+def dump_lines(report: dict) -> list[str]:
+    """The deadlocks as a thread dump prints them; [] when the report has none."""
+    deadlocks = deadlocks_in(report)
+    if not deadlocks:
+        return []
+    lines = [heading(len(deadlocks))]
+    for n, deadlock in enumerate(deadlocks):
+        if n:
+            lines.append("")
+        for t in deadlock.threads:
+            tid = f" (tid {t.tid})" if t.tid is not None else ""
+            lines.append(f'  "{safe(t.thread)}"{tid}')
+            lines.append(f"      holds {safe(t.holds.name)} ({safe(t.holds.where)})")
+            lines.append(f"      waits for {safe(t.waits_for.name)} ({safe(t.waits_for.where)}), "
+                         f'held by "{safe(t.held_by)}"')
+        if deadlock.victims:
+            named = ", ".join(safe(v, 40) for v in deadlock.victims[:MAX_VICTIMS_NAMED])
+            more = "" if len(deadlock.victims) <= MAX_VICTIMS_NAMED else \
+                f" and {len(deadlock.victims) - MAX_VICTIMS_NAMED} more"
+            lines.append(f"  {behind(len(deadlock.victims))}: {named}{more}")
+    return lines

@@ -1,0 +1,83 @@
+"""A service whose threads take two locks in opposite orders hangs: attached by the real CLI and
+py-spy, it is reported as a deadlock (the cycle's threads, the lock each holds and the one it
+waits for, at their lines), not as lock contention; the same service with one lock order is not.
+A lock held across a blocking call is lock contention whose first advice moves the call out."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import WORKLOADS, marker_line
+from tests.integration.conftest import attach_workload, requires_ptrace
+
+pytestmark = [pytest.mark.integration, requires_ptrace]
+
+SECONDS = "3"
+THREADS = 8  # the fixtures' default request threads
+
+# Per fixture: the cycle as (line that took the held lock, line that waits for the other) pairs,
+# by marker, one pair per thread of the cycle.
+CYCLES = {
+    "deadlock_two_locks": {("inventory-first", "pricing-second"), ("pricing-first", "inventory-second")},
+    "deadlock_rlock": {("cache-outer", "registry-second"), ("registry-outer", "cache-second")},
+}
+
+
+def finding(report: dict, check_id: str) -> dict:
+    return next(f for f in report["findings"] if f["id"] == check_id)
+
+
+def check_deadlock(report: dict, workload: str) -> None:
+    """The verdict is the deadlock, with the fixture's two-thread cycle at its marked lines and
+    the other request threads as its victims."""
+    brief = json.dumps({"verdict": report["verdict"],
+                        "findings": [(f["id"], f["score"], f["summary"]) for f in report["findings"]]},
+                       indent=1)
+    assert report["verdict"]["primary"] == "deadlock", brief
+    assert report["verdict"]["severity"] == "critical", brief
+    found = finding(report, "deadlock")
+    evidence = found["evidence"]
+    assert evidence["deadlocked_threads"] == 2, evidence
+    assert evidence["victim_threads"] == THREADS - 2, evidence
+    path = WORKLOADS / f"{workload}.py"
+    (cycle,) = evidence["deadlocks"]
+    seen = {(t["holds"]["line"], t["waits_for"]["line"]) for t in cycle["threads"]}
+    expected = {(marker_line(path, held), marker_line(path, waits)) for held, waits in CYCLES[workload]}
+    assert seen == expected, cycle
+    assert all(t["holds"]["file"].endswith(f"{workload}.py") for t in cycle["threads"]), cycle
+    # Each thread waits for the lock the other holds.
+    names = {t["thread"] for t in cycle["threads"]}
+    assert len(names) == 2 and {t["held_by"] for t in cycle["threads"]} == names, cycle
+    holds = {t["thread"]: t["holds"]["qualified"] for t in cycle["threads"]}
+    assert all(t["waits_for"]["qualified"] == holds[t["held_by"]] for t in cycle["threads"]), cycle
+    assert "always take" in found["advice"][0], found["advice"]
+    assert finding(report, "lock_contention")["severity"] != "critical", brief
+
+
+@pytest.mark.parametrize("workload", sorted(CYCLES))
+def test_threads_taking_two_locks_in_opposite_orders_are_reported_as_a_deadlock(captures, workload):
+    check_deadlock(attach_workload(captures, workload, seconds=SECONDS).report, workload)
+
+
+@pytest.mark.parametrize("workload", sorted(CYCLES))
+def test_the_same_service_with_one_lock_order_is_no_deadlock(captures, workload):
+    report = attach_workload(captures, workload, "--lock-order", "consistent", seconds=SECONDS).report
+    assert report["verdict"]["primary"] != "deadlock", report["verdict"]
+    assert finding(report, "deadlock")["score"] == 0
+
+
+def test_a_lock_held_across_a_blocking_fetch_is_advised_to_move_the_fetch_out(captures):
+    report = attach_workload(captures, "lock_across_io", seconds=SECONDS).report
+    assert report["verdict"]["primary"] == "lock_contention", report["verdict"]
+    lock = finding(report, "lock_contention")
+    path = WORKLOADS / "lock_across_io.py"
+    assert lock["sites"][0]["line"] == marker_line(path, "lock-acquire")
+    assert lock["advice"][0].startswith("Move `fetch_features` out of the `with MODEL_LOCK:` block"), \
+        lock["advice"]
+    assert lock["evidence"]["fix"] == {"knob": "call_outside_lock", "value": "fetch_features"}
+    holder = report["waits"][0]["holders"][0]
+    assert holder["stack"][:2] == ["handle_request", "fetch_features"], holder
+    assert holder["scope_line"] == marker_line(path, "held-fetch") and holder["state"] == "io", holder
+    assert finding(report, "deadlock")["score"] == 0

@@ -1,0 +1,387 @@
+"""Synthetic stacks over real source files: the locks a stack holds (from its `with` blocks and
+`acquire()` calls), which lock it waits for, the cycle of threads blocked on each other's locks,
+their victims, and the deadlock finding's place in the ranking."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from diagnose.checks import lock_contention
+from diagnose.checks.arbiter import rank
+from diagnose.checks.base import Finding
+from diagnose.checks.engine import load_check_settings, order_of, run_checks
+from diagnose.classify.categories import Categorizer
+from diagnose.model import held_locks, source
+from diagnose.model.analysis import analysis_of, classify_profile
+from diagnose.model.deadlock import BlockedThread, deadlocks_among
+from diagnose.model.held_locks import LockSite, Taken, acquired_at, held_at
+from diagnose.model.os_summary import ProcessOS, ThreadOS
+from diagnose.model.profile import Frame, Profile, ThreadTrack
+
+LIB = "/usr/lib/python3.11"
+LIBPYTHON = "/usr/lib/libpython3.11.so.1.0"
+LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+WINDOW_S = 3.0
+
+SERVICE = '''\
+import threading
+
+LOCK_A = threading.Lock()
+LOCK_B = threading.Lock()
+
+
+def worker(n):
+    while True:
+        if n % 2:
+            transfer_ab()  # mark: call-ab
+        else:
+            transfer_ba()  # mark: call-ba
+
+
+def transfer_ab():
+    with LOCK_A:  # mark: ab-outer
+        step()  # mark: ab-work
+        with LOCK_B:  # mark: ab-inner
+            step()
+
+
+def transfer_ba():
+    with LOCK_B:  # mark: ba-outer
+        step()  # mark: ba-work
+        with LOCK_A:  # mark: ba-inner
+            step()
+
+
+def step():
+    return sum(range(10))  # mark: step
+
+
+class Cache:
+    def __init__(self):
+        self.lock = threading.Lock()
+
+    def get(self):
+        with self.lock:  # mark: cache-get
+            return 1
+
+
+class Registry:
+    def __init__(self):
+        self.lock = threading.Lock()
+
+    def get(self):
+        with self.lock:  # mark: registry-get
+            return 1
+
+
+class Account:
+    def __init__(self):
+        self.balance_lock = threading.Lock()
+
+    def later(self):
+        def callback(event):
+            with self.balance_lock:  # mark: closure
+                return event
+        return callback
+
+    def pay(self, other):
+        with self.balance_lock:
+            with other.balance_lock:  # mark: other-attr
+                return 1
+
+
+def manual():
+    LOCK_A.acquire()
+    try:
+        LOCK_B.acquire()  # mark: manual-wait
+    finally:
+        LOCK_A.release()
+
+
+def released_then_wait():
+    LOCK_A.acquire()
+    LOCK_A.release()
+    LOCK_B.acquire()  # mark: released-wait
+
+
+def relock():
+    with LOCK_A:  # mark: relock-outer
+        return relock_helper()  # mark: relock-call
+
+
+def relock_helper():
+    with LOCK_A:  # mark: relock-inner
+        return 1
+
+
+def local_lock():
+    LOCK_A = threading.Lock()
+    with LOCK_A:  # mark: local-lock
+        return 1
+'''
+
+
+@pytest.fixture()
+def service(tmp_path: Path) -> Path:
+    path = tmp_path / "service.py"
+    path.write_text(SERVICE)
+    source.clear()
+    held_locks.clear()
+    return path
+
+
+def line(mark: str) -> int:
+    return next(i for i, text in enumerate(SERVICE.splitlines(), 1) if f"# mark: {mark}" in text)
+
+
+def py(function, file, line_no=1):
+    return Frame(function, str(file), line_no, False)
+
+
+def native(function, lib):
+    return Frame(function, lib, 0, True)
+
+
+LOCK_WAIT = [native("lock_PyThread_acquire_lock", LIBPYTHON),
+             native("PyThread_acquire_lock_timed", LIBPYTHON), native("0x7f001", LIBC)]
+THREAD_ROOT = [py("Thread._bootstrap", f"{LIB}/threading.py", 1002),
+               py("Thread._bootstrap_inner", f"{LIB}/threading.py", 1045),
+               py("Thread.run", f"{LIB}/threading.py", 982)]
+
+
+def waiting_in(path, caller_mark, function, mark):
+    """A thread of `worker` inside `function`, blocked acquiring the lock on line `mark`."""
+    return THREAD_ROOT + [py("worker", path, line(caller_mark)), py(function, path, line(mark))] + LOCK_WAIT
+
+
+def running_in(path, caller_mark, function, mark):
+    return THREAD_ROOT + [py("worker", path, line(caller_mark)), py(function, path, line(mark)),
+                          py("step", path, line("step"))]
+
+
+def process_os(cpu_by_tid: dict) -> ProcessOS:
+    threads = {tid: ThreadOS(tid, "", cpu, None, None, None, {"S": 30}, 0) for tid, cpu in cpu_by_tid.items()}
+    cpu = float(sum(cpu_by_tid.values()))
+    return ProcessOS(window_s=WINDOW_S, cores=2, cpu_quota_cores=None, threads_max=len(threads),
+                     cpu_s=cpu, cpu_utilization=cpu / (2 * WINDOW_S), runqueue_wait_s=None,
+                     runqueue_ratio=None, mean_runnable=0.0, involuntary_ctx_per_s=None,
+                     voluntary_ctx_per_s=None, observer_stop_share=0.0, rss_start=None,
+                     rss_end=None, rss_slope_bytes_per_s=None, rss_fit_r2=None, threads=threads)
+
+
+def analysis(threads: dict, cpu: dict | None = None):
+    """threads: {tid: [(frames, samples)...]} -> the analysis of one process."""
+    profile = Profile(native=True, interval_s=0.01)
+    for tid, stacks in threads.items():
+        ids = []
+        for frames, count in stacks:
+            sid = profile.intern_stack(tuple(profile.intern_frame(f) for f in frames))
+            ids += [sid] * count
+        profile.threads.append(ThreadTrack(tid, f"worker-{tid}", np.array(ids, dtype=np.int32),
+                                           np.full(len(ids), 0.01)))
+    os_ = process_os(cpu) if cpu is not None else None
+    return analysis_of(profile, classify_profile(profile, Categorizer()), os_summary=os_)
+
+
+def two_lock_deadlock(path, extra=None, cpu=None):
+    threads = {1: [(waiting_in(path, "call-ab", "transfer_ab", "ab-inner"), 300)],
+               2: [(waiting_in(path, "call-ba", "transfer_ba", "ba-inner"), 300)]}
+    threads.update(extra or {})
+    return analysis(threads, cpu)
+
+
+# -- held and waited locks ----------------------------------------------------------------------
+
+def test_a_with_block_around_the_line_is_a_held_lock_and_its_header_is_the_wait(service):
+    held = held_at(str(service), line("ab-work"))
+    assert [(s.name, s.line, s.taken) for s in held] == [("LOCK_A", line("ab-outer"), Taken.WITH)]
+    assert [s.name for s in held_at(str(service), line("ab-inner"))] == ["LOCK_A"]
+    waited = acquired_at(str(service), line("ab-inner"))
+    assert (waited.name, waited.line, waited.function) == ("LOCK_B", line("ab-inner"), "transfer_ab")
+
+
+def test_nested_with_blocks_are_held_innermost_first(service):
+    inside = line("ab-inner") + 1
+    assert [s.name for s in held_at(str(service), inside)] == ["LOCK_B", "LOCK_A"]
+
+
+def test_an_acquire_not_yet_released_is_held_and_a_released_one_is_not(service):
+    held = held_at(str(service), line("manual-wait"))
+    assert [(s.name, s.taken) for s in held] == [("LOCK_A", Taken.ACQUIRE)]
+    assert acquired_at(str(service), line("manual-wait")).name == "LOCK_B"
+    assert held_at(str(service), line("released-wait")) == ()
+
+
+def test_self_attributes_of_different_classes_are_different_locks(service):
+    cache = acquired_at(str(service), line("cache-get"))
+    registry = acquired_at(str(service), line("registry-get"))
+    assert cache.name == registry.name == "self.lock"
+    assert cache.identity != registry.identity
+
+
+def test_a_module_global_is_one_lock_across_functions_and_a_local_of_that_name_is_not(service):
+    ab = acquired_at(str(service), line("ba-inner"))
+    ba = acquired_at(str(service), line("ab-outer"))
+    assert ab.identity == ba.identity
+    assert acquired_at(str(service), line("local-lock")).identity != ab.identity
+
+
+def test_another_objects_attribute_resolves_to_the_one_class_that_assigns_it(service):
+    other = acquired_at(str(service), line("other-attr"))
+    own = held_at(str(service), line("other-attr"))[0]
+    assert other.name == "other.balance_lock" and own.name == "self.balance_lock"
+    assert other.identity == own.identity
+
+
+def test_a_closure_in_a_method_takes_the_methods_own_attribute_lock(service):
+    closure = acquired_at(str(service), line("closure"))
+    assert closure.qualified == "Account.balance_lock"
+    assert closure.function == "Account.later.callback"
+
+
+def test_unreadable_source_holds_nothing_and_names_no_wait(tmp_path):
+    assert held_at(str(tmp_path / "gone.py"), 3) == ()
+    assert acquired_at("/dev/zero", 1) is None
+    garbage = tmp_path / "garbage.py"
+    garbage.write_text("with (" * 300 + "\n")
+    assert held_at(str(garbage), 1) == () and acquired_at(str(garbage), 1) is None
+    deep = tmp_path / "deep.py"
+    deep.write_text("with L:\n    x = " + "(" * 180 + "1" + ")" * 180 + "\n")
+    assert acquired_at(str(deep), 1) is not None
+
+
+# -- the wait-for graph -------------------------------------------------------------------------
+
+def test_two_threads_taking_two_locks_in_opposite_orders_are_one_deadlock(service):
+    found = two_lock_deadlock(service).deadlocks
+    assert len(found) == 1
+    members = {m.thread.tid: m for m in found[0].cycle}
+    assert set(members) == {1, 2}
+    assert (members[1].holds.name, members[1].holds.line) == ("LOCK_A", line("ab-outer"))
+    assert (members[1].waits_for.name, members[1].waits_for.line) == ("LOCK_B", line("ab-inner"))
+    assert (members[2].holds.name, members[2].holds.line) == ("LOCK_B", line("ba-outer"))
+    assert (members[2].waits_for.name, members[2].waits_for.line) == ("LOCK_A", line("ba-inner"))
+    assert members[1].held_by == "worker-2" and members[2].held_by == "worker-1"
+    assert found[0].victims == ()
+
+
+def test_no_deadlock_when_one_of_the_threads_runs_during_the_window(service):
+    runs = {2: [(waiting_in(service, "call-ba", "transfer_ba", "ba-inner"), 290),
+                (running_in(service, "call-ba", "transfer_ba", "ba-work"), 10)]}
+    assert two_lock_deadlock(service, extra=runs).deadlocks == ()
+
+
+def test_cpu_time_proc_measured_overrules_samples_that_look_blocked(service):
+    assert two_lock_deadlock(service, cpu={1: 0.0, 2: 0.0}).deadlocks
+    assert two_lock_deadlock(service, cpu={1: 0.0, 2: 0.9}).deadlocks == ()
+
+
+def test_threads_queued_behind_a_deadlocked_lock_are_its_victims(service):
+    queued = {tid: [(waiting_in(service, "call-ab", "transfer_ab", "ab-outer"), 300)] for tid in (3, 4, 5)}
+    found = two_lock_deadlock(service, extra=queued).deadlocks
+    assert len(found) == 1
+    assert sorted(v.thread.tid for v in found[0].victims) == [3, 4, 5]
+    assert {v.held_by for v in found[0].victims} == {"worker-1"}  # transfer_ab holds LOCK_A
+
+
+def test_a_thread_that_ran_then_queued_behind_the_deadlock_is_a_victim_not_a_member(service):
+    ran_then_queued = {3: [(running_in(service, "call-ab", "transfer_ab", "ab-work"), 60),
+                           (waiting_in(service, "call-ab", "transfer_ab", "ab-outer"), 240)],
+                       4: [(waiting_in(service, "call-ab", "transfer_ab", "ab-outer"), 240),
+                           (running_in(service, "call-ab", "transfer_ab", "ab-work"), 60)]}
+    (found,) = two_lock_deadlock(service, extra=ran_then_queued).deadlocks
+    assert {m.thread.tid for m in found.cycle} == {1, 2}
+    # 3 waits to the end; 4 got going again, so it was only contention
+    assert [v.thread.tid for v in found.victims] == [3]
+
+
+def test_the_deadlock_is_the_verdict_and_its_waits_are_not_lock_contention(service):
+    queued = {tid: [(waiting_in(service, "call-ab", "transfer_ab", "ab-outer"), 300)] for tid in (3, 4)}
+    results = run_checks(two_lock_deadlock(service, extra=queued))
+    assert results.verdict.primary == "deadlock"
+    assert results.verdict.severity == "critical"
+    finding = results.findings[0]
+    assert finding.id == "deadlock" and finding.predicted_gain is None and "hung" in finding.gain_basis
+    assert finding.evidence["deadlocked_threads"] == 2 and finding.evidence["victim_threads"] == 2
+    assert [f.id for f in results.findings].count("deadlock") == 1
+    contention = next(f for f in results.findings if f.id == "lock_contention")
+    assert contention.score == 0
+
+
+def test_the_advice_names_the_lock_order_and_the_line_that_breaks_it(service):
+    finding = run_checks(two_lock_deadlock(service)).findings[0]
+    first = finding.advice[0]
+    assert "always take `LOCK_A` before `LOCK_B`" in first
+    # transfer_ba holds LOCK_B (the later lock) and waits for LOCK_A: that path breaks the order.
+    assert f"took `LOCK_B` at {service.parent.name}/service.py:{line('ba-outer')} (transfer_ba)" in first
+
+
+def test_a_thread_waiting_for_a_global_lock_it_holds_itself_is_a_deadlock_of_one(service):
+    relock = THREAD_ROOT + [py("worker", service, line("call-ab")), py("relock", service, line("relock-call")),
+                            py("relock_helper", service, line("relock-inner"))] + LOCK_WAIT
+    queued = {2: [(waiting_in(service, "call-ab", "transfer_ab", "ab-outer"), 300)]}
+    a = analysis({1: [(relock, 300)], **queued})
+    (found,) = a.deadlocks
+    (member,) = found.cycle
+    assert (member.holds.line, member.waits_for.line) == (line("relock-outer"), line("relock-inner"))
+    assert [v.thread.tid for v in found.victims] == [2]
+    finding = run_checks(a).findings[0]
+    assert finding.id == "deadlock" and "which it holds itself" in finding.summary
+    assert finding.advice[0].startswith("`LOCK_A` is not reentrant")
+
+
+def test_an_attribute_lock_held_and_waited_for_by_one_thread_is_not_called_a_deadlock():
+    # `self.lock` held and `self.lock` waited for may be two instances of one class.
+    def site(name, line_no):
+        return LockSite("self.lock", "f::Node.lock", "f.py", line_no, "Node.visit", Taken.WITH)
+    t = BlockedThread(0, 100, "t0", site("self.lock", 9), (site("self.lock", 5),), 50)
+    assert deadlocks_among([t]) == ()
+
+
+def _blocked(i, waits, holds):
+    def site(name):
+        return LockSite(name, f"f::{name}", "f.py", 1, "f", Taken.WITH)
+    return BlockedThread(i, 100 + i, f"t{i}", site(waits), tuple(site(h) for h in holds), 50)
+
+
+def test_a_cycle_of_three_threads_is_found_and_a_chain_without_a_cycle_is_not():
+    cycle = [_blocked(0, "A", ["C"]), _blocked(1, "B", ["A"]), _blocked(2, "C", ["B"])]
+    found = deadlocks_among(cycle)
+    assert len(found) == 1 and len(found[0].cycle) == 3
+    assert [s.name for s in found[0].lock_order] == ["A", "B", "C"]
+    chain = [_blocked(0, "A", ["C"]), _blocked(1, "B", ["A"]), _blocked(2, "X", ["B"])]
+    assert deadlocks_among(chain) == ()
+
+
+def test_a_victim_of_a_victim_is_still_the_deadlocks_victim():
+    threads = [_blocked(0, "A", ["B"]), _blocked(1, "B", ["A"]),
+               _blocked(2, "A", ["C"]), _blocked(3, "C", [])]
+    found = deadlocks_among(threads)
+    assert sorted(v.thread.thread for v in found[0].victims) == [2, 3]
+
+
+# -- ranking ------------------------------------------------------------------------------------
+
+def _finding(check_id, score, gain):
+    return Finding(check_id, check_id, score, "critical", "", {}, predicted_gain=gain)
+
+
+def test_a_deadlock_ranks_first_over_any_critical_throughput_finding():
+    findings = [_finding("lock_contention", 100, 19.0), _finding("unbounded_backlog", 100, 1.0),
+                _finding("deadlock", 100, None)]
+    assert [f.id for f in rank(findings, order_of)] == ["deadlock", "unbounded_backlog",
+                                                        "lock_contention"]
+
+
+def test_lock_contention_outside_the_deadlock_is_still_found(service):
+    # Two threads convoy on the Cache lock (one holds it, computing), besides the deadlock.
+    convoy = {7: [(THREAD_ROOT + [py("worker", service, line("call-ab")),
+                                  py("Cache.get", service, line("cache-get"))] + LOCK_WAIT, 200),
+                  (running_in(service, "call-ab", "transfer_ab", "ab-work"), 100)]}
+    a = two_lock_deadlock(service, extra=convoy)
+    settings = load_check_settings()["lock_contention"]
+    finding = lock_contention.run(a, settings)
+    assert finding.sites and finding.sites[0].line == line("cache-get")
