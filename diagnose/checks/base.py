@@ -152,7 +152,7 @@ def ramp(value: float, low: float, high: float) -> float:
 
 
 def make_finding(check_id: str, settings, score: float, summary: str,
-                 evidence: dict, sites=(), advice=None, gain: tuple[float, str] | None = None,
+                 evidence: dict, sites=(), advice=None, gain: tuple[float | None, str] | None = None,
                  samples: int | float | None = None, share_samples: dict | None = None,
                  basis: ScoreBasis | None = None, levers=(),
                  calibrated_of: dict | None = None) -> Finding:

@@ -34,6 +34,7 @@ from diagnose.checks.evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
+from diagnose.model.await_graph import AwaitCycle, CycleTask, await_cycles
 from diagnose.model.deadlock import Deadlock
 from diagnose.model.held_locks import LockSite
 
@@ -49,6 +50,8 @@ EVIDENCE = {
     **shared("fix"),
     "deadlocked_threads": E("threads in the deadlock", U.THREADS),
     "victim_threads": E("threads queued behind it (victims)", U.THREADS),
+    "deadlocked_tasks": E("asyncio tasks in an await cycle", U.NUMBER),
+    "victim_tasks": E("asyncio tasks awaiting the cycle (victims)", U.NUMBER),
     "locks_in_cycle": E("locks in the cycle", U.TEXT),
     "lock_order": E("lock order to adopt", U.TEXT),
     # The cycle itself, as the reports print it (jstack-like): not a row of the evidence list.
@@ -101,8 +104,70 @@ def order_advice(deadlock: Deadlock) -> str:
             f"`{waited.qualified}` first there, or release `{held.qualified}` before taking it.")
 
 
+def _task_site(task: CycleTask) -> dict:
+    site = task.site
+    return {"name": f"task {task.name}", "qualified": f"task {task.name}",
+            "file": site.file if site else "", "line": site.line if site else 0,
+            "function": site.function if site else "", "taken": "await"}
+
+
+def await_cycle_data(cycle: AwaitCycle) -> dict:
+    """An await cycle in the shape of a thread deadlock (deadlock_data), so every renderer prints
+    it thread-dump style: each task "holds" its own result, which the previous task awaits, and
+    waits for the next task's result at the line where it awaits it."""
+    tasks = cycle.tasks
+    by_id = {t.task_id: t for t in tasks}
+    return {
+        "threads": [{"thread": f"task {t.name}", "tid": None,
+                     "holds": {**_task_site(t), "name": f"task {t.name}'s result",
+                               "qualified": f"task {t.name}'s result"},
+                     "waits_for": {**_task_site(t), "name": f"task {by_id[t.awaits].name}",
+                                   "qualified": f"task {by_id[t.awaits].name}"},
+                     "held_by": f"task {by_id[t.awaits].name}"} for t in tasks],
+        "victims": [{"thread": f"task {name}", "tid": None} for name in cycle.victims],
+        "lock_order": [],
+        "kind": "await_cycle",
+    }
+
+
+def _await_cycle_finding(analysis, settings, cycles: tuple[AwaitCycle, ...]):
+    first = cycles[0]
+    names = [t.name for t in first.tasks]
+    victims = sum(len(c.victims) for c in cycles)
+    sites = [Site(t.site.function, t.site.file, t.site.line, 1.0) for c in cycles for t in c.tasks
+             if t.site is not None]
+    awaits = ", ".join(f"{t.name} awaits {next(u.name for u in first.tasks if u.task_id == t.awaits)}"
+                       + (f" ({short_path(t.site.file)}:{t.site.line})" if t.site else "")
+                       for t in first.tasks)
+    summary = (f"asyncio tasks await each other in a cycle ({awaits}) in all {first.snapshots} "
+               f"reads over {first.seconds:.1f} s"
+               + (f"; {victims} more tasks await them" if victims else "")
+               + "; none of them will resume (hung, not slow)")
+    # Removing any one await breaks the cycle; the advice names one (the edge that closes the
+    # cycle in its recorded order), the summary lists them all.
+    breaker = first.tasks[-1]
+    advice = [f"Break the await cycle: task {breaker.name} must not await task "
+              f"{next(u.name for u in first.tasks if u.task_id == breaker.awaits)}"
+              + (f" at {short_path(breaker.site.file)}:{breaker.site.line} ({breaker.site.function})"
+                 if breaker.site else "")
+              + ": give it what it needs as an argument, or start it only after the task it "
+                "waits for has finished.",
+              f"Until the fix ships, restart the process: the {len(names) + victims} tasks "
+              f"awaiting here will never resume."]
+    evidence = {"deadlocked_threads": 0, "deadlocked_tasks": len(names), "victim_threads": 0,
+                "victim_tasks": victims, "locks_in_cycle": " -> ".join(f"task {n}" for n in names),
+                "deadlocks": [await_cycle_data(c) for c in cycles]}
+    return make_finding(ID, settings, 100.0, summary, evidence, sites, advice=advice,
+                        gain=(None, "hung: no throughput ratio applies; the tasks in the cycle "
+                                    "and those awaiting them never resume"),
+                        samples=sum(c.snapshots for c in cycles))
+
+
 def run(analysis, settings):
     deadlocks: tuple[Deadlock, ...] = analysis.deadlocks
+    cycles = await_cycles(analysis.tasks) if getattr(analysis, "tasks", None) is not None else ()
+    if not deadlocks and cycles:
+        return _await_cycle_finding(analysis, settings, cycles)
     if not deadlocks:
         return make_finding(ID, settings, 0.0, "no threads were blocked all window on each "
                             "other's locks", {"deadlocked_threads": 0, "victim_threads": 0})

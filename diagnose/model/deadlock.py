@@ -32,11 +32,10 @@ again, through a helper that takes it too), but only for a module-global lock (`
 RLock's owner never blocks on it, and one global name is one object, whereas `self.lock` held
 and `self.lock` waited for may be two instances of one class.
 
-Not done: a cycle of one through an attribute or a local name (see above); await cycles among
-asyncio tasks (TODO: when the
-asyncio task reader (model/async_tasks.py) gives each task the primitive it awaits and the ones
-it holds, the same graph over tasks finds them: tasks as nodes, edges from awaited locks to their
-holding tasks).
+Not done: a cycle of one through an attribute or a local name (see above). Await cycles among
+asyncio tasks (a task awaiting a task that awaits it) are found by model/await_graph.py from the
+task reader's snapshots and reported by the same check; tasks waiting on an `asyncio.Lock` held
+by another task are not (the reader does not record which task holds an asyncio lock).
 """
 
 from __future__ import annotations

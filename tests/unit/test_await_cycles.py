@@ -55,3 +55,23 @@ def test_a_self_await_and_a_three_task_ring_are_cycles_and_a_chain_is_not():
 
 def test_a_recording_without_snapshots_has_no_cycles():
     assert await_cycles(TaskRecording(pid=1, python="", unreadable="asyncio tasks not readable")) == ()
+
+
+def test_the_deadlock_check_reports_an_await_cycle_thread_dump_style_with_its_victims():
+    from types import SimpleNamespace
+    from diagnose.checks import deadlock
+    from diagnose.render.deadlock_text import deadlocks_in, dump_lines
+    tasks = (task(0x20, "loader", awaits=0x10, line=31), task(0x10, "refresh", awaits=0x20, line=47),
+             task(0x30, "request-1", awaits=0x10))
+    analysis = SimpleNamespace(deadlocks=(), tasks=recording(*[tasks] * 8))
+    finding = deadlock.run(analysis, deadlock.Settings(title="Deadlock"))
+    assert finding.score == 100 and finding.predicted_gain is None
+    assert "await each other" in finding.summary and "hung" in finding.summary
+    assert finding.evidence["deadlocked_tasks"] == 2 and finding.evidence["victim_tasks"] == 1
+    assert "task loader must not await task refresh at app.py:31" in finding.advice[0]
+    report = {"findings": [{"id": "deadlock", "evidence": finding.evidence}]}
+    (found,) = deadlocks_in(report)
+    assert [t.thread for t in found.threads] == ["task refresh", "task loader"]
+    assert found.victims == ("task request-1",)
+    text = "\n".join(dump_lines(report))
+    assert "task refresh" in text and "app.py:47" in text
