@@ -9,7 +9,10 @@ What it finds:
     unreleased `acquire()` calls that enclose each frame's line. Threads that queue behind the
     deadlocked locks are listed as its victims, not as a finding of their own; their waits, and
     the cycle's, are not counted as lock contention (checks/lock_contention.py leaves them out:
-    shrinking a critical section does not unhang a service).
+    shrinking a critical section does not unhang a service). Among asyncio tasks (read from the
+    target's memory by attach), tasks that await each other in a cycle in every read of the
+    window (model/await_graph.py): each task and the line where it awaits the next, and the
+    tasks whose awaits lead into the cycle as its victims.
 
 Why it matters:
     The service is hung, not slow: none of these threads will ever run again, and every request
