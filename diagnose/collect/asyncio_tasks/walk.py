@@ -1,6 +1,6 @@
 """From `_PyRuntime` to the target's tasks and, for each, its coroutine chain: interpreter ->
-sys.modules -> asyncio.tasks -> `_scheduled_tasks` (a WeakSet; on 3.12+ the C module's, which
-asyncio.tasks re-exports) and `_eager_tasks` -> Task -> coroutine -> its embedded frame -> what
+sys.modules -> asyncio.tasks -> `_scheduled_tasks` (3.11: `_all_tasks`; a WeakSet, the C
+module's, which asyncio.tasks re-exports) and `_eager_tasks` -> Task -> coroutine -> its embedded frame -> what
 the frame awaits (`_PyGen_yf`: the top of its value stack) -> ... -> the innermost frame."""
 
 from __future__ import annotations
@@ -69,7 +69,9 @@ class TaskWalker:
         if not module:
             raise AsyncioNotLoaded("asyncio is not imported")
         namespace = mem.ptr(module + l.module_md_dict)
-        scheduled = self.r.dict_get(namespace, "_scheduled_tasks", 4096)
+        # 3.12+ `_scheduled_tasks`; 3.11 names the same WeakSet `_all_tasks`
+        scheduled = self.r.dict_get(namespace, "_scheduled_tasks" if l.minor >= 12
+                                    else "_all_tasks", 4096)
         eager = self.r.dict_get(namespace, "_eager_tasks", 4096) if l.minor >= 12 else 0
         data = self.r.attribute(scheduled, "data") if scheduled else 0
         if not data or self.r.type_name_of(data) != "set":
