@@ -52,7 +52,7 @@ class TaskWalker:
     def __init__(self, reader: ObjectReader, layout: Layout, tasks: TaskLayout,
                  runtime_address: int):
         self.r = reader
-        self.l = layout
+        self.lay = layout
         self.t = tasks
         self.runtime = runtime_address
         self._sets: tuple[int, int] | None = None  # (scheduled data set, eager set or 0)
@@ -60,19 +60,19 @@ class TaskWalker:
 
     # -- where the tasks are -----------------------------------------------------------------
     def _task_sets(self) -> tuple[int, int]:
-        mem, l = self.r.mem, self.l
-        interp = mem.ptr(self.runtime + l.runtime_interpreters_head)
-        modules = mem.ptr(interp + l.interp_modules)
+        mem, lay = self.r.mem, self.lay
+        interp = mem.ptr(self.runtime + lay.runtime_interpreters_head)
+        modules = mem.ptr(interp + lay.interp_modules)
         if not modules:
             raise RemoteReadError("no sys.modules (interpreter starting or finalizing)")
         module = self.r.dict_get(modules, "asyncio.tasks")
         if not module:
             raise AsyncioNotLoaded("asyncio is not imported")
-        namespace = mem.ptr(module + l.module_md_dict)
+        namespace = mem.ptr(module + lay.module_md_dict)
         # 3.12+ `_scheduled_tasks`; 3.11 names the same WeakSet `_all_tasks`
-        scheduled = self.r.dict_get(namespace, "_scheduled_tasks" if l.minor >= 12
+        scheduled = self.r.dict_get(namespace, "_scheduled_tasks" if lay.minor >= 12
                                     else "_all_tasks", 4096)
-        eager = self.r.dict_get(namespace, "_eager_tasks", 4096) if l.minor >= 12 else 0
+        eager = self.r.dict_get(namespace, "_eager_tasks", 4096) if lay.minor >= 12 else 0
         data = self.r.attribute(scheduled, "data") if scheduled else 0
         if not data or self.r.type_name_of(data) != "set":
             raise RemoteReadError("asyncio.tasks._scheduled_tasks is not a readable WeakSet")
@@ -128,7 +128,7 @@ class TaskWalker:
     def chain(self, coro: int) -> Chain:
         """The coroutine chain from the task's coroutine down to the innermost suspended frame,
         cycle-guarded and at most MAX_DEPTH deep."""
-        l, mem = self.l, self.r.mem
+        lay, mem = self.lay, self.r.mem
         frames: list[SuspendedFrame] = []
         seen: set[int] = set()
         current = coro
@@ -136,51 +136,51 @@ class TaskWalker:
             seen.add(current)
             if self.r.type_name_of(current) not in _COROUTINE_TYPES:
                 return Chain(tuple(frames), current)
-            frame = current + l.gen_iframe
-            head = mem.read(current, l.gen_iframe + l.frame_localsplus + 8)
-            state = int.from_bytes(head[l.gen_frame_state:l.gen_frame_state + 1], "little",
+            frame = current + lay.gen_iframe
+            head = mem.read(current, lay.gen_iframe + lay.frame_localsplus + 8)
+            state = int.from_bytes(head[lay.gen_frame_state:lay.gen_frame_state + 1], "little",
                                    signed=True)
-            if state >= 0 or state == l.frame_created:  # running, finished or not started
+            if state >= 0 or state == lay.frame_created:  # running, finished or not started
                 break
-            code = self._code(ptr_at(head, l.gen_iframe + l.frame_code))
-            instr = ptr_at(head, l.gen_iframe + l.frame_instr)
+            code = self._code(ptr_at(head, lay.gen_iframe + lay.frame_code))
+            instr = ptr_at(head, lay.gen_iframe + lay.frame_instr)
             unit = (instr - code.first_instr) // 2
             frames.append(SuspendedFrame(
                 CoroFrame(code.function, code.file, line_of(code.linetable, code.firstlineno,
                                                              unit)),
-                ptr_at(head, l.gen_iframe + l.frame_localsplus)))
+                ptr_at(head, lay.gen_iframe + lay.frame_localsplus)))
             if not self._in_yield_from(state, instr):
                 break
-            stacktop = i32_at(head, l.gen_iframe + l.frame_stacktop)
+            stacktop = i32_at(head, lay.gen_iframe + lay.frame_stacktop)
             if not 0 < stacktop < MAX_STACK:
                 raise RemoteReadError("torn frame: stack top out of range")
-            current = mem.ptr(frame + l.frame_localsplus + 8 * (stacktop - 1))
+            current = mem.ptr(frame + lay.frame_localsplus + 8 * (stacktop - 1))
         return Chain(tuple(frames), 0)
 
     def _in_yield_from(self, state: int, instr: int) -> bool:
         """`_PyGen_yf`: is the suspended frame inside an await / yield from?"""
-        l = self.l
-        if l.minor >= 13:
-            return state == l.frame_suspended_yield_from
-        if state != l.frame_suspended:
+        lay = self.lay
+        if lay.minor >= 13:
+            return state == lay.frame_suspended_yield_from
+        if state != lay.frame_suspended:
             return False
         op, arg = self.r.mem.read(instr + 2, 2)  # the RESUME after the YIELD_VALUE
-        return op in (l.op_resume, l.op_instrumented_resume) and arg >= 2
+        return op in (lay.op_resume, lay.op_instrumented_resume) and arg >= 2
 
     def _code(self, address: int) -> CodeInfo:
         info = self._codes.get(address)
         if info is not None:
             return info
-        l, r = self.l, self.r
+        lay, r = self.lay, self.r
         if r.type_name_of(address) != "code":
             raise RemoteReadError("frame without a code object")
-        head = r.mem.read(address, l.code_code_adaptive)
-        first = int.from_bytes(head[l.code_firstlineno:l.code_firstlineno + 4], "little",
+        head = r.mem.read(address, lay.code_code_adaptive)
+        first = int.from_bytes(head[lay.code_firstlineno:lay.code_firstlineno + 4], "little",
                                signed=True)
-        function = ptr_at(head, l.code_qualname) or ptr_at(head, l.code_name)
-        info = CodeInfo(r.read_str(function), r.read_str(ptr_at(head, l.code_filename), 400),
-                        first, r.read_bytes(ptr_at(head, l.code_linetable), MAX_LINETABLE),
-                        address + l.code_code_adaptive)
+        function = ptr_at(head, lay.code_qualname) or ptr_at(head, lay.code_name)
+        info = CodeInfo(r.read_str(function), r.read_str(ptr_at(head, lay.code_filename), 400),
+                        first, r.read_bytes(ptr_at(head, lay.code_linetable), MAX_LINETABLE),
+                        address + lay.code_code_adaptive)
         if len(self._codes) >= MAX_CODE_CACHE:
             self._codes.clear()
         self._codes[address] = info
@@ -199,7 +199,7 @@ class TaskWalker:
             value = self.r.attribute(address, name)
             if not value or self.r.type_name_of(value) != "collections.deque":
                 return None
-            length = i64_at(self.r.mem.read(value + self.l.var_ob_size, 8), 0)
+            length = i64_at(self.r.mem.read(value + self.lay.var_ob_size, 8), 0)
             return length if 0 <= length < (1 << 31) else None
         except RemoteReadError:
             return None
