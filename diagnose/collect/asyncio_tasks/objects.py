@@ -12,6 +12,7 @@ from diagnose.collect.asyncio_tasks.remote import (
 MAX_STR = 200          # characters of a name or path kept; longer ones are cut
 MAX_DICT_ENTRIES = 1 << 16
 MAX_SET_SLOTS = 1 << 17
+STR_PREFETCH = 48
 MAX_KEY = 64          # a dict key longer than this never matches a name we look up
 MAX_KEY_CACHE = 1 << 14
 MAX_INT_DIGITS = 4     # a permit count or a counter; bigger ints are not read
@@ -24,6 +25,7 @@ class ObjectReader:
         self._type_names: dict[int, str] = {}  # type address -> tp_name (types outlive tasks)
         # dict key address -> its text: attribute and module names are interned, long-lived
         self._key_names: dict[int, str] = {}
+        self._split_index: dict[tuple[int, str], int] = {}  # (shared keys, name) -> slot
 
     # -- types -----------------------------------------------------------------------------
     def type_of(self, address: int) -> int:
@@ -45,7 +47,10 @@ class ObjectReader:
     def read_str(self, address: int, limit: int = MAX_STR) -> str:
         """A str object's text (cut to `limit` characters); RemoteReadError if not a str."""
         lay = self.lay
-        head = self.mem.read(address, lay.unicode_compact_size)
+        try:  # the header and a short text in one read
+            head = self.mem.read(address, lay.unicode_compact_size + STR_PREFETCH)
+        except RemoteReadError:
+            head = self.mem.read(address, lay.unicode_compact_size)
         if self.type_name(ptr_at(head, lay.object_ob_type)) != "str":
             raise RemoteReadError("not a str")
         length = i64_at(head, lay.unicode_length)
@@ -56,8 +61,11 @@ class ObjectReader:
         count = min(length, limit)
         if count == 0:
             return ""
-        start = address + (lay.unicode_ascii_size if ascii_ else lay.unicode_compact_size)
-        data = self.mem.read(start, count * kind)
+        offset = lay.unicode_ascii_size if ascii_ else lay.unicode_compact_size
+        if offset + count * kind <= len(head):  # a short name came with the header
+            data = head[offset:offset + count * kind]
+        else:
+            data = self.mem.read(address + offset, count * kind)
         codec = {1: "latin-1", 2: "utf-16-le", 4: "utf-32-le"}[kind]
         return data.decode(codec, "replace")
 
@@ -174,10 +182,25 @@ class ObjectReader:
         return self.dict_get(dict_address, name, 256) if dict_address else 0
 
     def _shared(self, tp: int, values: int, name: str) -> int:
+        """An attribute from a split table: the type's shared keys give the slot (an entry
+        of shared keys never moves, so the slot is remembered), the values array the value."""
         if not values:
             return 0
         keys = self.mem.ptr(tp + self.lay.heaptype_ht_cached_keys)
-        return self._lookup(self._items(keys, values, 256), name) if keys else 0
+        if not keys:
+            return 0
+        slot = self._split_index.get((keys, name))
+        if slot is None:
+            data, unicode, count = self._keys_entries(keys, 256)
+            size = self.lay.dict_uentry_size if unicode else self.lay.dict_entry_size
+            key_at = self.lay.dict_uentry_key if unicode else self.lay.dict_entry_key
+            names = ((i, ptr_at(data, i * size + key_at)) for i in range(count))
+            slot = self._lookup(((k, i + 1) for i, k in names if k), name) - 1
+            if slot < 0:
+                return 0
+            if len(self._split_index) < MAX_KEY_CACHE:
+                self._split_index[(keys, name)] = slot
+        return self.mem.ptr(values + self.lay.dictvalues_values + 8 * slot)
 
     def set_items(self, address: int, limit: int) -> Iterator[int]:
         """The keys of a set (dummy slots included: callers check each key's type)."""

@@ -28,6 +28,10 @@ class Unreadable(Exception):
         self.python = python
 
 
+class _DeadTask(Exception):
+    """The weakref outlived its task: nothing to read."""
+
+
 class TaskReader:
     """One pid, set up once (interpreter, offsets, Task calibration); `snapshot()` per read."""
 
@@ -73,15 +77,21 @@ class TaskReader:
         at = time.time()
         states: list[TaskState] = []
         torn = False
+        self.walker.new_snapshot()
         for task in self.walker.task_addresses(refresh):
             try:
                 states.append(self._task(task))
+            except _DeadTask:
+                continue
             except RemoteReadError:
                 torn = True
         return TaskSnapshot(at=at, tasks=tuple(states), torn=torn)
 
     def _task(self, task: int) -> TaskState:
-        state, name, coro, waiter = self.walker.task_fields(task)
+        fields = self.walker.task_fields(task)
+        if fields is None:
+            raise _DeadTask()
+        state, name, coro, waiter = fields
         if state != 0:
             return TaskState(task_id=task, name=name, frames=(), waits_on=None, done=True)
         chain = self.walker.chain(coro) if coro else None
@@ -129,6 +139,7 @@ class AsyncioTaskSampler:
         return self.recording()
 
     def _run(self) -> None:
+        self._guarded(self._open)  # once; its cost is not a read's and does not set the pace
         while not self._stop.is_set():
             began = time.monotonic()
             if not self.read_once():
@@ -140,9 +151,12 @@ class AsyncioTaskSampler:
 
     def read_once(self) -> bool:
         """One read; False when there is nothing more to read (unreadable target)."""
+        return self._guarded(self._read)
+
+    def _guarded(self, step) -> bool:
         began = time.monotonic()
         try:
-            return self._read()
+            return bool(step())
         except Exception as exc:  # the sampler never fails the attach: a note instead
             self._failed += 1
             self._note(f"asyncio task read failed: {type(exc).__name__}: {exc}")
@@ -150,16 +164,21 @@ class AsyncioTaskSampler:
         finally:
             self._cost += time.monotonic() - began
 
-    def _read(self) -> bool:
-        if self._unreadable:
-            return False
-        if self._reader is None:
+    def _open(self) -> bool:
+        if self._reader is None and not self._unreadable:
             try:
                 self._reader = TaskReader(self.pid)
                 self._python = self._reader.python
             except Unreadable as exc:
                 self._unreadable, self._python = str(exc), exc.python
-                return False
+            except Exception as exc:  # a layout we misread: a note, like any unreadable one
+                self._unreadable = str(Unreadable(self._python, f"{type(exc).__name__}: {exc}"))
+        return self._reader is not None
+
+    def _read(self) -> bool:
+        if not self._open():
+            return False
+        assert self._reader is not None
         self._reads += 1
         try:
             snapshot = self._reader.snapshot()

@@ -20,6 +20,7 @@ MAX_DEPTH = 64          # coroutines followed down one chain
 MAX_STACK = 1 << 16     # a frame's value-stack depth beyond this is a torn read
 MAX_LINETABLE = 1 << 16
 MAX_CODE_CACHE = 8192
+PREFETCH_WORDS = 15     # locals and stack read with a coroutine's head (the awaited object)
 _COROUTINE_TYPES = ("coroutine", "generator")
 
 
@@ -57,6 +58,10 @@ class TaskWalker:
         self.runtime = runtime_address
         self._sets: tuple[int, int] | None = None  # (scheduled data set, eager set or 0)
         self._codes: dict[int, CodeInfo] = {}
+        self._frames: dict[tuple[int, int], CoroFrame] = {}  # (code, instruction) -> frame
+        self._resumes: dict[int, bool] = {}               # instruction -> inside an await
+        self._memo: dict[tuple[int, str], int | None] = {}  # this snapshot's primitive fields
+        self._frame_head = layout.gen_iframe + layout.frame_localsplus + 8
 
     # -- where the tasks are -----------------------------------------------------------------
     def _task_sets(self) -> tuple[int, int]:
@@ -93,13 +98,16 @@ class TaskWalker:
             self._sets = self._task_sets()
             data, eager = self._sets
         found: dict[int, None] = {}
+        ref_size = self.lay.weakref_wr_object + 8
         for ref in self.r.set_items(data, MAX_TASKS * 2):
             try:
-                if not self.r.type_name_of(ref).startswith("weakref"):
+                head = self.r.mem.read(ref, ref_size)  # its type and its referent in one read
+                if not self.r.type_name(ptr_at(head, self.lay.object_ob_type)).startswith(
+                        "weakref"):
                     continue  # a deleted slot's dummy key
-                task = self.r.weakref_target(ref)
-                if task and self.r.type_name_of(task) != "NoneType":
-                    found[task] = None
+                task = ptr_at(head, self.lay.weakref_wr_object)
+                if task:
+                    found[task] = None  # a dead one points to None: task_fields says so
             except RemoteReadError:
                 continue  # a weakref freed under us
             if len(found) >= MAX_TASKS:
@@ -110,11 +118,14 @@ class TaskWalker:
         return list(found)
 
     # -- one task ----------------------------------------------------------------------------
-    def task_fields(self, task: int) -> tuple[int, str, int, int]:
-        """(fut_state, name, coroutine, fut_waiter) of one task."""
+    def task_fields(self, task: int) -> tuple[int, str, int, int] | None:
+        """(fut_state, name, coroutine, fut_waiter) of one task; None for a dead weakref's
+        None."""
         t = self.t
         data = self.r.mem.read(task, max(t.fut_state + 4, t.fut_waiter + 8, t.task_coro + 8,
                                          t.task_name + 8))
+        if self.r.type_name(ptr_at(data, self.lay.object_ob_type)) == "NoneType":
+            return None
         return (i32_at(data, t.fut_state), self._name(ptr_at(data, t.task_name)),
                 ptr_at(data, t.task_coro), ptr_at(data, t.fut_waiter))
 
@@ -134,28 +145,51 @@ class TaskWalker:
         current = coro
         while current and current not in seen and len(frames) < MAX_DEPTH:
             seen.add(current)
-            if self.r.type_name_of(current) not in _COROUTINE_TYPES:
+            head = self._object_head(current)
+            if self.r.type_name(ptr_at(head, lay.object_ob_type)) not in _COROUTINE_TYPES:
                 return Chain(tuple(frames), current)
             frame = current + lay.gen_iframe
-            head = mem.read(current, lay.gen_iframe + lay.frame_localsplus + 8)
+            if len(head) < self._frame_head:
+                head = mem.read(current, self._frame_head)
             state = int.from_bytes(head[lay.gen_frame_state:lay.gen_frame_state + 1], "little",
                                    signed=True)
             if state >= 0 or state == lay.frame_created:  # running, finished or not started
                 break
-            code = self._code(ptr_at(head, lay.gen_iframe + lay.frame_code))
             instr = ptr_at(head, lay.gen_iframe + lay.frame_instr)
-            unit = (instr - code.first_instr) // 2
             frames.append(SuspendedFrame(
-                CoroFrame(code.function, code.file, line_of(code.linetable, code.firstlineno,
-                                                             unit)),
+                self._frame(ptr_at(head, lay.gen_iframe + lay.frame_code), instr),
                 ptr_at(head, lay.gen_iframe + lay.frame_localsplus)))
             if not self._in_yield_from(state, instr):
                 break
             stacktop = i32_at(head, lay.gen_iframe + lay.frame_stacktop)
             if not 0 < stacktop < MAX_STACK:
                 raise RemoteReadError("torn frame: stack top out of range")
-            current = mem.ptr(frame + lay.frame_localsplus + 8 * (stacktop - 1))
+            top = lay.gen_iframe + lay.frame_localsplus + 8 * (stacktop - 1)
+            current = ptr_at(head, top) if top + 8 <= len(head) \
+                else mem.ptr(frame + lay.frame_localsplus + 8 * (stacktop - 1))
         return Chain(tuple(frames), 0)
+
+    def _object_head(self, address: int) -> bytes:
+        """A coroutine's head, its frame and the first words of its locals and stack, in one
+        read; what is not a coroutine may be smaller (at the end of a mapping): then its
+        header only."""
+        try:
+            return self.r.mem.read(address, self._frame_head + 8 * PREFETCH_WORDS)
+        except RemoteReadError:
+            return self.r.mem.read(address, self.lay.object_ob_type + 8)
+
+    def _frame(self, code_address: int, instr: int) -> CoroFrame:
+        """Where a frame stands: the same (code, instruction) is the same frame, decoded once."""
+        key = (code_address, instr)
+        frame = self._frames.get(key)
+        if frame is None:
+            code = self._code(code_address)
+            frame = CoroFrame(code.function, code.file, line_of(
+                code.linetable, code.firstlineno, (instr - code.first_instr) // 2))
+            if len(self._frames) >= MAX_CODE_CACHE:
+                self._frames.clear()
+            self._frames[key] = frame
+        return frame
 
     def _in_yield_from(self, state: int, instr: int) -> bool:
         """`_PyGen_yf`: is the suspended frame inside an await / yield from?"""
@@ -164,8 +198,14 @@ class TaskWalker:
             return state == lay.frame_suspended_yield_from
         if state != lay.frame_suspended:
             return False
-        op, arg = self.r.mem.read(instr + 2, 2)  # the RESUME after the YIELD_VALUE
-        return op in (lay.op_resume, lay.op_instrumented_resume) and arg >= 2
+        resume = self._resumes.get(instr)
+        if resume is None:  # the RESUME after the YIELD_VALUE (code is not rewritten there)
+            op, arg = self.r.mem.read(instr + 2, 2)
+            resume = op in (lay.op_resume, lay.op_instrumented_resume) and arg >= 2
+            if len(self._resumes) >= MAX_CODE_CACHE:
+                self._resumes.clear()
+            self._resumes[instr] = resume
+        return resume
 
     def _code(self, address: int) -> CodeInfo:
         info = self._codes.get(address)
@@ -186,7 +226,18 @@ class TaskWalker:
         self._codes[address] = info
         return info
 
+    def new_snapshot(self) -> None:
+        self._memo.clear()
+
     def int_attribute(self, address: int, name: str) -> int | None:
+        """An int attribute (a semaphore's `_value`), read once per snapshot per object: the
+        tasks queued on one primitive share it."""
+        key = (address, name)
+        if key not in self._memo:
+            self._memo[key] = self._int_attribute(address, name)
+        return self._memo[key]
+
+    def _int_attribute(self, address: int, name: str) -> int | None:
         try:
             value = self.r.attribute(address, name)
             return self.r.read_int(value) if value else None
@@ -194,7 +245,14 @@ class TaskWalker:
             return None
 
     def deque_length(self, address: int, name: str) -> int | None:
-        """len() of a deque attribute; None when it is None (never created) or unreadable."""
+        """len() of a deque attribute; None when it is None (never created) or unreadable.
+        Read once per snapshot per object."""
+        key = (address, name)
+        if key not in self._memo:
+            self._memo[key] = self._deque_length(address, name)
+        return self._memo[key]
+
+    def _deque_length(self, address: int, name: str) -> int | None:
         try:
             value = self.r.attribute(address, name)
             if not value or self.r.type_name_of(value) != "collections.deque":
