@@ -340,3 +340,35 @@ def test_generated_offsets_come_with_the_script_that_generated_them():
     for minor in (11, 12, 13):
         lay = generated_layout(minor)
         assert lay.gen_iframe > lay.gen_frame_state  # the frame is embedded after the state
+
+
+EAGER = r'''
+import asyncio
+
+async def on_sem(sem):
+    async with sem:
+        await asyncio.sleep(3600)
+
+async def main():
+    asyncio.get_running_loop().set_task_factory(asyncio.eager_task_factory)
+    sem = asyncio.Semaphore(1)
+    keep = [asyncio.create_task(on_sem(sem), name=f"eager-{i}") for i in range(3)]
+    await asyncio.sleep(0.05)
+    print("READY", flush=True)
+    await asyncio.sleep(3600)
+
+asyncio.run(main())
+'''
+
+
+@pytest.mark.parametrize("minor", ["3.12", "3.13"])
+def test_eager_tasks_are_read_and_the_eager_sets_deleted_slots_are_not_tasks(minor):
+    proc, _ = _start(_python(minor), EAGER)
+    try:
+        recording = read_tasks_once(proc.pid)
+    finally:
+        _stop(proc)
+    tasks = _by_name(recording)
+    assert set(tasks) == {"eager-0", "eager-1", "eager-2", "Task-1"}
+    kinds = sorted(t.waits_on.kind for t in tasks.values() if t.waits_on is not None)
+    assert kinds == [AwaitKind.SEMAPHORE, AwaitKind.SEMAPHORE, AwaitKind.SLEEP, AwaitKind.SLEEP]

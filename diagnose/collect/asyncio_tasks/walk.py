@@ -22,6 +22,7 @@ MAX_LINETABLE = 1 << 16
 MAX_CODE_CACHE = 8192
 PREFETCH_WORDS = 15     # locals and stack read with a coroutine's head (the awaited object)
 _COROUTINE_TYPES = ("coroutine", "generator")
+_NOT_TASKS = ("NoneType", "<dummy key> type")
 
 
 class AsyncioNotLoaded(Exception):
@@ -119,12 +120,12 @@ class TaskWalker:
 
     # -- one task ----------------------------------------------------------------------------
     def task_fields(self, task: int) -> tuple[int, str, int, int] | None:
-        """(fut_state, name, coroutine, fut_waiter) of one task; None for a dead weakref's
-        None."""
+        """(fut_state, name, coroutine, fut_waiter) of one task; None for a dead weakref's None
+        or a deleted slot of the eager set."""
         t = self.t
         data = self.r.mem.read(task, max(t.fut_state + 4, t.fut_waiter + 8, t.task_coro + 8,
                                          t.task_name + 8))
-        if self.r.type_name(ptr_at(data, self.lay.object_ob_type)) == "NoneType":
+        if self.r.type_name(ptr_at(data, self.lay.object_ob_type)) in _NOT_TASKS:
             return None
         return (i32_at(data, t.fut_state), self._name(ptr_at(data, t.task_name)),
                 ptr_at(data, t.task_coro), ptr_at(data, t.fut_waiter))
