@@ -20,10 +20,11 @@ from diagnose.collect.asyncio_tasks.remote import RemoteMemory, RemoteReadError
 from diagnose.collect.asyncio_tasks.sampler import AsyncioTaskSampler
 from diagnose.model.async_tasks import AwaitKind, TaskRecording, TaskState
 from tests.integration import pythons
+from tests.ready import parse_ready
 
 # The known program. Marker comments name the await sites the test expects to see.
 TARGET = r'''
-import asyncio, json, sys
+import asyncio, json, os, sys
 
 async def hold(sem, ev):
     async with sem:
@@ -59,9 +60,9 @@ async def main():
     keep.append(asyncio.create_task(on_future(fut), name="future-awaiter"))
     asyncio.current_task().set_name("main-task")
     await asyncio.sleep(0.05)
-    print("READY " + json.dumps({"sem": id(sem), "lock": id(lock), "queue": id(queue),
-                                 "event": id(ev), "future": id(fut), "sleeper": id(sleeper)}),
-          flush=True)
+    print("IDS " + json.dumps({"sem": id(sem), "lock": id(lock), "queue": id(queue),
+                               "event": id(ev), "future": id(fut), "sleeper": id(sleeper)}))
+    print(f"READY pid={os.getpid()}", flush=True)
     await asyncio.sleep(3600)
 
 asyncio.run(main())
@@ -70,6 +71,7 @@ SITES = {marker: number for number, text in enumerate(TARGET.splitlines(), start
          for marker in ["SITE-EVENT", "SITE-SEM", "SITE-LOCK", "SITE-QUEUE", "SITE-TASK",
                         "SITE-FUTURE"] if f"# {marker}" in text}
 VERSIONS = ["3.11", "3.12", "3.13"]
+QUIET = "import os, time; print(f'READY pid={os.getpid()}', flush=True); time.sleep(30)"
 
 
 def _python(minor: str) -> str:
@@ -79,15 +81,19 @@ def _python(minor: str) -> str:
     return found.executable
 
 
-def _start(python: str, source: str, ready: str = "READY") -> tuple[subprocess.Popen, str]:
+def _start(python: str, source: str) -> tuple[subprocess.Popen, str]:
+    """The child, once READY; and the JSON of its IDS line, if it printed one."""
     proc = subprocess.Popen([python, "-c", source], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if not line.startswith(ready):
-        proc.kill()
-        proc.wait()
-        raise AssertionError(f"the child did not start: {line!r}")
-    return proc, line[len(ready):].strip()
+    ids = "{}"
+    for line in proc.stdout:
+        if line.startswith("IDS "):
+            ids = line[4:]
+        elif parse_ready(line.strip()) is not None:
+            return proc, ids
+    proc.kill()
+    proc.wait()
+    raise AssertionError("the child exited before READY")
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -202,7 +208,7 @@ def test_a_process_that_is_not_python_is_a_note_not_an_error():
 
 
 def test_an_unsupported_cpython_is_named_in_the_note():
-    proc, _ = _start(_python("3.10"), "import time; print('READY', flush=True); time.sleep(30)")
+    proc, _ = _start(_python("3.10"), QUIET)
     try:
         recording = read_tasks_once(proc.pid)
     finally:
@@ -212,7 +218,7 @@ def test_an_unsupported_cpython_is_named_in_the_note():
 
 
 def test_a_python_process_without_asyncio_has_no_tasks_and_says_so():
-    proc, _ = _start(_python("3.12"), "import time; print('READY', flush=True); time.sleep(30)")
+    proc, _ = _start(_python("3.12"), QUIET)
     try:
         recording = read_tasks_once(proc.pid)
     finally:
@@ -237,7 +243,7 @@ def test_a_process_that_exits_mid_window_ends_the_recording_with_a_note():
 
 
 def test_reads_of_a_dead_process_or_a_garbage_address_raise_only_remote_read_errors():
-    proc, _ = _start(_python("3.12"), "import time; print('READY', flush=True); time.sleep(30)")
+    proc, _ = _start(_python("3.12"), QUIET)
     mem = RemoteMemory(proc.pid)
     reader = ObjectReader(mem, generated_layout(12))
     with pytest.raises(RemoteReadError):
@@ -306,7 +312,7 @@ def test_the_task_layout_is_calibrated_once_per_interpreter_then_read_from_the_c
     from diagnose.collect.asyncio_tasks.binary import find_interpreter
     monkeypatch.setattr(calibrate, "CACHE_FILE", tmp_path / "layout.json")
     monkeypatch.setattr(calibrate, "_memo", {})
-    proc, _ = _start(_python("3.12"), "import time; print('READY', flush=True); time.sleep(30)")
+    proc, _ = _start(_python("3.12"), QUIET)
     try:
         interp = find_interpreter(proc.pid)
         first = calibrate.task_layout(interp, proc.pid)
@@ -343,7 +349,7 @@ def test_generated_offsets_come_with_the_script_that_generated_them():
 
 
 EAGER = r'''
-import asyncio
+import asyncio, os
 
 async def on_sem(sem):
     async with sem:
@@ -354,7 +360,7 @@ async def main():
     sem = asyncio.Semaphore(1)
     keep = [asyncio.create_task(on_sem(sem), name=f"eager-{i}") for i in range(3)]
     await asyncio.sleep(0.05)
-    print("READY", flush=True)
+    print(f"READY pid={os.getpid()}", flush=True)
     await asyncio.sleep(3600)
 
 asyncio.run(main())
