@@ -55,6 +55,7 @@ int main(void) {
     O("var_ob_size", PyVarObject, ob_size);
     O("type_tp_name", PyTypeObject, tp_name);
     O("type_tp_basicsize", PyTypeObject, tp_basicsize);
+    O("type_tp_base", PyTypeObject, tp_base);
     O("type_tp_flags", PyTypeObject, tp_flags);
     O("type_tp_dictoffset", PyTypeObject, tp_dictoffset);
     O("heaptype_ht_cached_keys", PyHeapTypeObject, ht_cached_keys);
@@ -134,6 +135,11 @@ int main(void) {
 #endif
     P("frame_cleared", FRAME_CLEARED);
     P("op_resume", RESUME);
+#ifdef RESUME_QUICK
+    P("op_resume_quick", RESUME_QUICK);  /* 3.11 quickens RESUME in place */
+#else
+    P("op_resume_quick", RESUME);
+#endif
 #ifdef INSTRUMENTED_RESUME
     P("op_instrumented_resume", INSTRUMENTED_RESUME);
 #else

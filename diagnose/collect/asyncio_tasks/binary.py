@@ -3,10 +3,12 @@ build, the executable for a static one), where it is mapped, and the CPython ver
 
 from __future__ import annotations
 
+import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import lru_cache
+from pathlib import Path
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
@@ -64,16 +66,56 @@ class _Symbols:
     first_load_vaddr: int  # the lowest PT_LOAD p_vaddr, page-aligned down
 
 
+SYMBOL_CACHE = Path(os.path.expanduser("~/.cache/diagnose/python-symbols.json"))
+
+
+def _symbols(path: str) -> _Symbols | None:
+    """`_PyRuntime` and `Py_Version` from one file's symbol tables; None when absent. Parsing
+    a libpython's symbols takes seconds on a busy machine: kept per file (device, inode,
+    mtime, size; not per path, which names the target's pid), in memory and on disk."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return _symbols_of(path, f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_size}")
+
+
 @lru_cache(maxsize=16)
-def _symbols(path: str, _mtime: float, _size: int) -> _Symbols | None:
-    """`_PyRuntime` and `Py_Version` from one file's symbol tables; None when absent."""
+def _symbols_of(path: str, key: str) -> _Symbols | None:
+    try:
+        cached = json.loads(SYMBOL_CACHE.read_text()).get(key)
+        if cached is not None:
+            return _Symbols(**cached)
+    except (OSError, ValueError, TypeError, AttributeError):
+        pass
+    found = _parse_symbols(path)
+    if found is not None:
+        try:
+            table = json.loads(SYMBOL_CACHE.read_text()) if SYMBOL_CACHE.exists() else {}
+            if not isinstance(table, dict) or len(table) > 64:
+                table = {}
+            table[key] = asdict(found)
+            SYMBOL_CACHE.parent.mkdir(parents=True, exist_ok=True)
+            tmp = SYMBOL_CACHE.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(table))
+            tmp.replace(SYMBOL_CACHE)
+        except (OSError, ValueError):
+            pass  # the in-memory cache serves this run
+    return found
+
+
+def _parse_symbols(path: str) -> _Symbols | None:
     try:
         with open(path, "rb") as f:
             elf = ELFFile(f)
             found: dict[str, int] = {}
-            for section in elf.iter_sections():
-                if not isinstance(section, SymbolTableSection):
-                    continue
+            # .dynsym (exported: small) before .symtab (everything: several times larger)
+            sections = sorted((s for s in elf.iter_sections()
+                               if isinstance(s, SymbolTableSection)),
+                              key=lambda s: s.name != ".dynsym")
+            for section in sections:
+                if found.get("_PyRuntime") and found.get("Py_Version"):
+                    break
                 for name in ("_PyRuntime", "Py_Version"):
                     if name in found:
                         continue
@@ -108,12 +150,7 @@ def find_interpreter(pid: int) -> Interpreter:
     # a shared build's runtime lives in libpython; a static build's in the executable
     candidates = [p for p in bases if _LIBPYTHON.search(p)] + [p for p in bases if p == exe]
     for path in candidates:
-        host = _host_path(pid, path)
-        try:
-            st = os.stat(host)
-        except OSError:
-            continue
-        symbols = _symbols(host, st.st_mtime, st.st_size)
+        symbols = _symbols(_host_path(pid, path))
         if symbols is None:
             continue
         match = _LIBPYTHON.search(path) or _EXE_VERSION.search(os.path.basename(exe))

@@ -18,7 +18,7 @@ from diagnose.collect.asyncio_tasks.binary import Interpreter, find_interpreter
 from diagnose.collect.asyncio_tasks.remote import (
     RemoteMemory, RemoteReadError, i32_at, ptr_at)
 
-PROBE_TIMEOUT_S = 15.0
+PROBE_TIMEOUT_S = 60.0  # a loaded machine starts an interpreter slowly
 SCAN_BYTES = 512  # how far into the task object the fields are looked for
 CACHE_FILE = Path(os.path.expanduser("~/.cache/diagnose/asyncio-task-layout.json"))
 CACHE_VERSION = 1

@@ -26,6 +26,7 @@ class Layout:
     var_ob_size: int
     type_tp_name: int
     type_tp_basicsize: int
+    type_tp_base: int
     type_tp_flags: int
     type_tp_dictoffset: int
     heaptype_ht_cached_keys: int
@@ -82,6 +83,7 @@ class Layout:
     frame_cleared: int
     op_resume: int
     op_instrumented_resume: int
+    op_resume_quick: int
 
 
 def generated_layout(minor: int) -> Layout:

@@ -15,6 +15,7 @@ MAX_SET_SLOTS = 1 << 17
 STR_PREFETCH = 48
 MAX_KEY = 64          # a dict key longer than this never matches a name we look up
 MAX_KEY_CACHE = 1 << 14
+MAX_BASES = 16        # a type's base chain followed this far
 MAX_INT_DIGITS = 4     # a permit count or a counter; bigger ints are not read
 
 
@@ -25,6 +26,7 @@ class ObjectReader:
         self._type_names: dict[int, str] = {}  # type address -> tp_name (types outlive tasks)
         # dict key address -> its text: attribute and module names are interned, long-lived
         self._key_names: dict[int, str] = {}
+        self._subtypes: dict[tuple[int, str], bool] = {}
         self._split_index: dict[tuple[int, str], int] = {}  # (shared keys, name) -> slot
 
     # -- types -----------------------------------------------------------------------------
@@ -39,6 +41,23 @@ class ObjectReader:
             if len(self._type_names) < 4096:
                 self._type_names[type_address] = name
         return name
+
+    def is_subtype(self, type_address: int, name: str) -> bool:
+        """Whether the type or one of its first bases is named `name` (remembered per type)."""
+        key = (type_address, name)
+        known = self._subtypes.get(key)
+        if known is None:
+            known, current = False, type_address
+            for _ in range(MAX_BASES):
+                if not current:
+                    break
+                if self.type_name(current) == name:
+                    known = True
+                    break
+                current = self.mem.ptr(current + self.lay.type_tp_base)
+            if len(self._subtypes) < 4096:
+                self._subtypes[key] = known
+        return known
 
     def type_name_of(self, address: int) -> str:
         return self.type_name(self.type_of(address))

@@ -125,8 +125,11 @@ class TaskWalker:
         t = self.t
         data = self.r.mem.read(task, max(t.fut_state + 4, t.fut_waiter + 8, t.task_coro + 8,
                                          t.task_name + 8))
-        if self.r.type_name(ptr_at(data, self.lay.object_ob_type)) in _NOT_TASKS:
+        task_type = ptr_at(data, self.lay.object_ob_type)
+        if self.r.type_name(task_type) in _NOT_TASKS:
             return None
+        if not self.r.is_subtype(task_type, "_asyncio.Task"):
+            raise RemoteReadError("not a task (freed and reused under us)")
         return (i32_at(data, t.fut_state), self._name(ptr_at(data, t.task_name)),
                 ptr_at(data, t.task_coro), ptr_at(data, t.fut_waiter))
 
@@ -200,9 +203,10 @@ class TaskWalker:
         if state != lay.frame_suspended:
             return False
         resume = self._resumes.get(instr)
-        if resume is None:  # the RESUME after the YIELD_VALUE (code is not rewritten there)
+        if resume is None:  # the RESUME after the YIELD_VALUE (3.11 may have quickened it)
             op, arg = self.r.mem.read(instr + 2, 2)
-            resume = op in (lay.op_resume, lay.op_instrumented_resume) and arg >= 2
+            resume = op in (lay.op_resume, lay.op_resume_quick,
+                            lay.op_instrumented_resume) and arg >= 2
             if len(self._resumes) >= MAX_CODE_CACHE:
                 self._resumes.clear()
             self._resumes[instr] = resume
