@@ -47,6 +47,13 @@ async def on_task(other):
 async def on_future(fut):
     await fut  # SITE-FUTURE
 
+async def on_condition(cond):
+    async with cond:
+        await cond.wait()  # SITE-CONDITION
+
+async def on_stream(reader):
+    return await reader.read(100)  # SITE-IO
+
 async def main():
     sem, lock, queue, ev = asyncio.Semaphore(2), asyncio.Lock(), asyncio.Queue(), asyncio.Event()
     fut = asyncio.get_running_loop().create_future()
@@ -60,18 +67,28 @@ async def main():
     sleeper = asyncio.create_task(asyncio.sleep(3600), name="sleeper")
     keep.append(asyncio.create_task(on_task(sleeper), name="task-awaiter"))
     keep.append(asyncio.create_task(on_future(fut), name="future-awaiter"))
+    cond = asyncio.Condition()
+    keep.append(asyncio.create_task(on_condition(cond), name="condition-waiter"))
+    peers = []  # the server side of the connection, kept open and silent
+    server = await asyncio.start_server(lambda r, w: peers.append(w), "127.0.0.1", 0)
+    reader, writer = await asyncio.open_connection(*server.sockets[0].getsockname()[:2])
+    keep.append(asyncio.create_task(on_stream(reader), name="stream-reader"))
     asyncio.current_task().set_name("main-task")
     await asyncio.sleep(0.05)
     print("IDS " + json.dumps({"sem": id(sem), "lock": id(lock), "queue": id(queue),
-                               "event": id(ev), "future": id(fut), "sleeper": id(sleeper)}))
-    print(f"READY pid={os.getpid()}", flush=True)
+                               "event": id(ev), "future": id(fut), "sleeper": id(sleeper),
+                               "condition": id(cond)}))
+    # READY once this task is suspended too: a read must not race its last lines
+    asyncio.get_running_loop().call_soon(print, f"READY pid={os.getpid()}")
+    sys.stdout.flush()
     await asyncio.sleep(3600)
 
+sys.stdout.reconfigure(line_buffering=True)
 asyncio.run(main())
 '''
 SITES = {marker: number for number, text in enumerate(TARGET.splitlines(), start=1)
          for marker in ["SITE-EVENT", "SITE-SEM", "SITE-LOCK", "SITE-QUEUE", "SITE-TASK",
-                        "SITE-FUTURE"] if f"# {marker}" in text}
+                        "SITE-FUTURE", "SITE-CONDITION", "SITE-IO"] if f"# {marker}" in text}
 VERSIONS = ["3.11", "3.12", "3.13"]
 QUIET = "import os, time; print(f'READY pid={os.getpid()}', flush=True); time.sleep(300)"
 
@@ -125,7 +142,8 @@ def test_every_task_of_the_known_program_is_read_by_name(known):
     assert not recording.snapshots[0].torn
     assert set(_by_name(recording)) == {
         "holder-0", "holder-1", "sem-waiter-0", "sem-waiter-1", "sem-waiter-2", "lock-waiter",
-        "queue-getter", "sleeper", "task-awaiter", "future-awaiter", "main-task"}
+        "queue-getter", "sleeper", "task-awaiter", "future-awaiter", "main-task",
+        "condition-waiter", "stream-reader"}
 
 
 def test_semaphore_waiters_show_the_semaphore_its_free_permits_and_queue_at_the_await_site(known):
@@ -147,7 +165,9 @@ def test_lock_queue_and_event_waits_are_named_with_their_primitive(known):
     tasks = _by_name(recording)
     expected = {"lock-waiter": (AwaitKind.LOCK, "lock", 1, "on_lock", "SITE-LOCK"),
                 "queue-getter": (AwaitKind.QUEUE_GET, "queue", 1, "on_queue", "SITE-QUEUE"),
-                "holder-0": (AwaitKind.EVENT, "event", 2, "hold", "SITE-EVENT")}
+                "holder-0": (AwaitKind.EVENT, "event", 2, "hold", "SITE-EVENT"),
+                "condition-waiter": (AwaitKind.CONDITION, "condition", 1, "on_condition",
+                                     "SITE-CONDITION")}
     for name, (kind, primitive, waiters, function, site) in expected.items():
         task = tasks[name]
         assert task.waits_on is not None, name
@@ -169,6 +189,14 @@ def test_a_task_awaiting_another_names_that_task_and_a_plain_future_is_a_future(
     assert fut.waits_on is not None and fut.waits_on.kind is AwaitKind.FUTURE
     assert fut.waits_on.identity == ids["future"]
     assert (fut.frames[-1].function, fut.frames[-1].line) == ("on_future", SITES["SITE-FUTURE"])
+
+
+def test_a_task_reading_a_stream_waits_on_io(known):
+    _, recording, _ = known
+    task = _by_name(recording)["stream-reader"]
+    assert task.waits_on is not None and task.waits_on.kind is AwaitKind.IO
+    assert (task.frames[0].function, task.frames[0].line) == ("on_stream", SITES["SITE-IO"])
+    assert task.frames[-1].file.endswith("asyncio/streams.py")
 
 
 def test_sleeping_tasks_are_sleep_down_to_asyncio_sleep(known):
@@ -193,7 +221,7 @@ def test_the_sampler_reads_a_few_times_a_second_and_counts_its_own_cost():
     finally:
         _stop(proc)
     assert recording.reads >= 3 and len(recording.snapshots) == recording.reads
-    assert all(len(s.tasks) == 11 for s in recording.snapshots)
+    assert all(len(s.tasks) == 13 for s in recording.snapshots)
     assert [s.at for s in recording.snapshots] == sorted(s.at for s in recording.snapshots)
     assert 0 < recording.read_seconds < wall
 
@@ -352,7 +380,7 @@ def test_generated_offsets_come_with_the_script_that_generated_them():
 
 
 EAGER = r'''
-import asyncio, os
+import asyncio, os, sys
 
 async def on_sem(sem):
     async with sem:
@@ -363,9 +391,10 @@ async def main():
     sem = asyncio.Semaphore(1)
     keep = [asyncio.create_task(on_sem(sem), name=f"eager-{i}") for i in range(3)]
     await asyncio.sleep(0.05)
-    print(f"READY pid={os.getpid()}", flush=True)
+    asyncio.get_running_loop().call_soon(print, f"READY pid={os.getpid()}")
     await asyncio.sleep(3600)
 
+sys.stdout.reconfigure(line_buffering=True)
 asyncio.run(main())
 '''
 
