@@ -14,6 +14,7 @@ import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from diagnose.collect import priority
 from diagnose.collect.asyncio_tasks.binary import Interpreter, find_interpreter
 from diagnose.collect.asyncio_tasks.remote import (
     RemoteMemory, RemoteReadError, i32_at, ptr_at)
@@ -80,6 +81,15 @@ def _cache_key(interp: Interpreter, pid: int) -> str:
     return "|".join(parts)
 
 
+def _same_file(a: str, b: str) -> bool:
+    """The same file (a target in a container names it by another path than we do)."""
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except OSError:
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
 def _host(pid: int, path: str) -> str:
     rooted = f"/proc/{pid}/root{path}"
     return rooted if os.path.exists(rooted) else path
@@ -129,9 +139,10 @@ def _calibrate(interp: Interpreter, pid: int) -> TaskLayout:
     if "libpython" in interp.binary:  # the probe must load the same libpython as the target
         env["LD_LIBRARY_PATH"] = os.path.dirname(_host(pid, interp.binary))
     try:
+        # at the niceness diagnose started with, not the raised one attach runs at
         probe = subprocess.Popen([exe, "-I", "-c", PROBE], stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-                                 text=True)
+                                 text=True, preexec_fn=priority.restore_in_child)
     except OSError as exc:
         raise CalibrationFailed(f"cannot run the target's interpreter: {exc.strerror}") from exc
     timer = threading.Timer(PROBE_TIMEOUT_S, probe.kill)
@@ -145,7 +156,7 @@ def _calibrate(interp: Interpreter, pid: int) -> TaskLayout:
         if ids["task_type"] != "_asyncio.Task":
             raise CalibrationFailed(f"tasks are {ids['task_type']}, not the C _asyncio.Task")
         probe_interp = find_interpreter(probe.pid)
-        if probe_interp.binary != interp.binary:
+        if not _same_file(_host(pid, interp.binary), _host(probe.pid, probe_interp.binary)):
             raise CalibrationFailed("the probe did not load the target's libpython")
         with RemoteMemory(probe.pid) as mem:
             return _find_fields(mem, ids)
