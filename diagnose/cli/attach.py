@@ -28,6 +28,7 @@ class AttachArgs:
     keep_raw: bool
     quiet: bool
     children: bool = True
+    async_tasks: bool = True
     ticket: Ticket = field(default_factory=Ticket)
 
 
@@ -83,7 +84,8 @@ def _attach_stoppable(stop, args: AttachArgs) -> int:
             state["done"] = int(fraction * 10)
             log(f"  sampled {state['done'] * 10}% of the window ({threads} threads)")
 
-    options = AttachOptions(duration=duration, rate=rate, native=native, children=children)
+    options = AttachOptions(duration=duration, rate=rate, native=native, children=children,
+                            async_tasks=args.async_tasks)
     if bar_ctx is not None:
         with bar_ctx:
             cap = capture(pids, output_dir, options, progress, stop=stop, warn=log)
@@ -129,16 +131,21 @@ def _attach_stoppable(stop, args: AttachArgs) -> int:
                    "workers, multiprocessing pools), followed as they start and exit; the sampling "
                    "budget is shared across them. A launcher PID (a shell) is followed to its "
                    "Python children.")
+@click.option("--async-tasks/--no-async-tasks", "async_tasks", default=True, show_default=True,
+              help="Also read each sampled process's asyncio tasks from its memory a few times "
+                   "a second (CPython 3.11-3.13; nothing runs in the target and it is not "
+                   "paused): what each suspended task waits on (a Semaphore, Lock, Queue, "
+                   "Event, another task, a Future, a sleep), which no stack sample shows.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @common_output
 @ticket_options
-def attach(pids, duration, rate, native, children, keep_raw, quiet, output_dir, rules_file,
-           as_json, open_browser, fail_on, print_format, write_pprof, push_url, app_name, tags, tenant):
+def attach(pids, duration, rate, native, children, async_tasks, keep_raw, quiet, output_dir,
+           rules_file, as_json, open_browser, fail_on, print_format, write_pprof, push_url, app_name, tags, tenant):
     """Sample the running Python service PID (and its worker processes) and diagnose its
     bottleneck. Name several PIDs to sample several process trees as one service."""
     mode = "auto" if native is None else ("on" if native else "off")
     ticket = Ticket(fail_on, print_format, write_pprof, push_url, app_name, tuple(tags), tenant)
     ticket.check(as_json)
     args = AttachArgs(tuple(pids), duration, rate, mode, output_dir, rules_file, as_json,
-                      open_browser, keep_raw, quiet, children, ticket)
+                      open_browser, keep_raw, quiet, children, async_tasks, ticket)
     run(lambda: attach_and_report(args))

@@ -20,6 +20,7 @@ from typing import Any, Callable
 import psutil
 
 from diagnose.collect import activity, priority, pyspy, target_state, tree
+from diagnose.collect.asyncio_tasks import AsyncioTaskSampler
 from diagnose.collect.plan import TreePlan, plan_tree
 from diagnose.collect.procfs import ProcRecord, TreeRecord, TreeSampler
 from diagnose.errors import Interrupted, NoSamples, NoSuchProcess, NotPython, ProfilerFailed
@@ -37,6 +38,7 @@ class AttachOptions:
     native: str = "auto"  # "auto", "on", "off"
     retry_s: float = ATTACH_RETRY_S
     children: bool = True  # sample the pid's descendant processes too (--no-children: off)
+    async_tasks: bool = True  # read each process's asyncio tasks (--no-async-tasks: off)
 
 
 @dataclass
@@ -318,6 +320,7 @@ class _Session:
     recorders: list[_Recorder] = field(default_factory=list)
     temp_dir: Path | None = None
     sampler: TreeSampler | None = None
+    task_samplers: dict[int, AsyncioTaskSampler] = field(default_factory=dict)
 
 
 def capture(pids: int | list[int], work_dir: Path, options: AttachOptions,
@@ -349,6 +352,8 @@ def capture(pids: int | list[int], work_dir: Path, options: AttachOptions,
     finally:
         with _signals_deferred():  # a second Ctrl-C now would skip the checks below
             _reap(session.recorders)
+            for task_sampler in session.task_samplers.values():
+                task_sampler.stop(timeout=0)  # already stopped on the way out of a window
             if session.sampler is not None:
                 session.checked.extend(session.sampler.pids)
             # Only once the states were recorded: before that no py-spy has run, and a process
@@ -421,6 +426,7 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
     for pid in members:
         _start_recordings(pid, tree_plan, native, options.duration, session.temp_dir, recorders,
                           recordings)
+        _start_task_sampler(pid, options, session)
     sampler.start()
     sampler.new_pids.clear()  # the members found by the sampler's first scan are recorded
     deadline = started_mono + options.duration + RECORD_GRACE_S
@@ -438,6 +444,7 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
                 members.append(pid)
                 _start_recordings(pid, tree_plan, native, left, session.temp_dir, recorders,
                                   recordings)
+                _start_task_sampler(pid, options, session)
         sampler.new_pids.clear()
         if on_progress:
             on_progress(min(1.0, (time.time() - started) / options.duration),
@@ -450,6 +457,7 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
     interrupted_by = stop.signum
     if interrupted_by is not None:
         _interrupt(recorders)  # again: one started after the handler ran would not have heard it
+    task_recordings = {pid: s.stop() for pid, s in session.task_samplers.items()}
     outputs = [_collect(r) for r in recorders]
     tree_record = sampler.finish()
     # stop.at is set with stop.signum, by the handler
@@ -559,7 +567,15 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
                    native_profile_path=native_paths[0] if native_paths else None,
                    tree=tree_record, extra_profile_paths=written[1:],
                    extra_native_paths=native_paths[1:], interrupted_by=interrupted_by,
-                   recorder_failure=recorder_failure, temp_dir=session.temp_dir)
+                   recorder_failure=recorder_failure, temp_dir=session.temp_dir,
+                   task_recordings=task_recordings)
+
+
+def _start_task_sampler(pid: int, options: AttachOptions, session: _Session) -> None:
+    """Reads the process's asyncio tasks from its memory beside the stack recorders (a
+    background thread; an unreadable process is a note in its recording, never a failure)."""
+    if options.async_tasks and pid not in session.task_samplers:
+        session.task_samplers[pid] = AsyncioTaskSampler(pid).start()
 
 
 def _sum_known(values) -> int | None:
