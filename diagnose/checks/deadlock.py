@@ -163,7 +163,9 @@ def _await_cycle_finding(analysis, settings, cycles: tuple[AwaitCycle, ...]):
     return make_finding(ID, settings, 100.0, summary, evidence, sites, advice=advice,
                         gain=(None, "hung: no throughput ratio applies; the tasks in the cycle "
                                     "and those awaiting them never resume"),
-                        samples=sum(c.snapshots for c in cycles))
+                        # read counts, not samples of shares: a cycle present in every read
+                        # of the window is no proportion with an interval
+                        samples=None)
 
 
 def run(analysis, settings):

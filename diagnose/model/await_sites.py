@@ -67,7 +67,7 @@ class AwaitSite:
     # the reads; None where the site opens no block.
     holders_avg: float | None = None
     permits_free: int | None = None  # fewest free permits read (a semaphore's _value)
-    capacity: int | None = None  # holders + free permits, the most seen in one read
+    capacity: int | None = None  # holders + free permits of one read, the median over reads
     waiters_max: int | None = None  # the primitive's own waiter count, most seen (all tasks)
     detail: str = ""
 
@@ -233,6 +233,7 @@ def summarize_tasks(recording: TaskRecording) -> TaskSummary:
     identities: dict[tuple, set] = defaultdict(set)
     frames: dict[tuple, CoroFrame] = {}
     free: dict[tuple, list[int]] = defaultdict(list)
+    free_by_read: dict[tuple, dict[int, int]] = defaultdict(dict)  # read index -> fewest free
     waiters: dict[tuple, list[int]] = defaultdict(list)
     details: dict[tuple, Counter] = defaultdict(Counter)
     in_flight = [0] * n
@@ -260,6 +261,8 @@ def summarize_tasks(recording: TaskRecording) -> TaskSummary:
                 identities[key].add(target.identity)
             if target.permits is not None:
                 free[key].append(target.permits)
+                read_free = free_by_read[key]
+                read_free[i] = min(read_free.get(i, target.permits), target.permits)
             if target.waiters is not None:
                 waiters[key].append(target.waiters)
             if target.detail:
@@ -277,9 +280,13 @@ def summarize_tasks(recording: TaskRecording) -> TaskSummary:
                                   for f in chain))
                        for i in range(n)]
             holders_avg = sum(holding) / n if n else 0.0
-            if free[key]:
-                # A read of free permits beside the holders of that same read: the permits in all.
-                capacity = max(h for h in holding) + min(free[key])
+            if free_by_read[key]:
+                # A read's free permits beside the holders of that same read: the permits in all.
+                # A read is not atomic (tasks move while it walks them: one that left the block
+                # and one that entered can both be counted), so the median over reads, not the
+                # most, is the capacity.
+                permits = sorted(holding[i] + f for i, f in free_by_read[key].items())
+                capacity = permits[len(permits) // 2]
         total = sum(per_read)
         sites.append(AwaitSite(
             function=function, file=file, line=line, kind=kind,

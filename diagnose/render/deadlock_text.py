@@ -43,6 +43,7 @@ class DeadlockedThread:
 class ReportedDeadlock:
     threads: tuple[DeadlockedThread, ...]
     victims: tuple[str, ...]
+    among_tasks: bool = False  # an await cycle among asyncio tasks, not threads and locks
 
 
 def _lock(value) -> LockRef | None:
@@ -78,7 +79,7 @@ def deadlocks_in(report: dict) -> tuple[ReportedDeadlock, ...]:
         victims = tuple(str(v.get("thread") or "?") for v in item.get("victims") or []
                         if isinstance(v, dict))
         if len(threads) >= 2:
-            out.append(ReportedDeadlock(tuple(threads), victims))
+            out.append(ReportedDeadlock(tuple(threads), victims, item.get("kind") == "await_cycle"))
     return tuple(out)
 
 
@@ -89,8 +90,9 @@ def safe(text, limit: int = MAX_NAME) -> str:
     return s if len(s) <= limit else s[:limit - 1] + "\u2026"
 
 
-def behind(count: int) -> str:
-    return "1 more thread waits behind it" if count == 1 else f"{count} more threads wait behind it"
+def behind(count: int, among_tasks: bool = False) -> str:
+    noun = "task" if among_tasks else "thread"
+    return f"1 more {noun} waits behind it" if count == 1 else f"{count} more {noun}s wait behind it"
 
 
 def heading(count: int) -> str:
@@ -116,5 +118,5 @@ def dump_lines(report: dict) -> list[str]:
             named = ", ".join(safe(v, 40) for v in deadlock.victims[:MAX_VICTIMS_NAMED])
             more = "" if len(deadlock.victims) <= MAX_VICTIMS_NAMED else \
                 f" and {len(deadlock.victims) - MAX_VICTIMS_NAMED} more"
-            lines.append(f"  {behind(len(deadlock.victims))}: {named}{more}")
+            lines.append(f"  {behind(len(deadlock.victims), deadlock.among_tasks)}: {named}{more}")
     return lines

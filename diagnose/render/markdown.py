@@ -472,7 +472,7 @@ def _deadlock_lines(report: dict, budget: _Budget) -> list[str]:
             shown = deadlock.victims[:budget.waits]
             named = ", ".join(md_code(v, budget.name) for v in shown)
             more = f" and {len(deadlock.victims) - len(shown)} more" if len(shown) < len(deadlock.victims) else ""
-            lines.append(f"- {behind(len(deadlock.victims))}"
+            lines.append(f"- {behind(len(deadlock.victims), deadlock.among_tasks)}"
                          + (f": {named}{more}" if shown else ""))
     return lines
 

@@ -307,3 +307,34 @@ def test_keep_raw_writes_every_read_of_the_tasks_beside_the_report(app, tmp_path
                   [tmp_path / "none.speedscope.json"], tmp_path / "plain", "diagnose-4242",
                   None, keep_raw=False, move_profile=False)
     assert not (tmp_path / "plain" / "diagnose-4242.tasks.json").exists()
+
+
+def test_a_read_that_raced_its_tasks_does_not_inflate_the_semaphores_capacity():
+    """A read walks the tasks one by one: a task leaving the `async with` block and the one
+    entering after it can both be seen inside. The capacity is the median read, not the most."""
+    from diagnose.model.async_tasks import (AwaitKind, AwaitTarget, CoroFrame, TaskRecording,
+                                            TaskSnapshot, TaskState)
+    from diagnose.model.await_sites import summarize_tasks
+    from tests.conftest import REPO, marker_line
+    path = REPO / "fixtures" / "workloads" / "async_semaphore.py"
+    acquire, inside = marker_line(path, "slots-acquire"), marker_line(path, "model-call")
+    file = str(path)
+
+    def waiter(i: int) -> TaskState:
+        return TaskState(i, f"request-{i}", (CoroFrame("client", file, 50), CoroFrame("handle", file, acquire),
+                                             CoroFrame("Semaphore.acquire", "/usr/lib/python3/asyncio/locks.py", 387)),
+                         AwaitTarget(AwaitKind.SEMAPHORE, identity=0xABC, permits=0, waiters=30))
+
+    def holder(i: int) -> TaskState:
+        return TaskState(i, f"request-{i}", (CoroFrame("client", file, 50), CoroFrame("handle", file, inside),
+                                             CoroFrame("sleep", "/usr/lib/python3/asyncio/tasks.py", 649)),
+                         AwaitTarget(AwaitKind.SLEEP))
+
+    def read(at: float, holders: int) -> TaskSnapshot:
+        return TaskSnapshot(at, tuple(holder(100 + h) for h in range(holders))
+                            + tuple(waiter(i) for i in range(30)))
+
+    reads = [read(0.25 * k, 4 if k == 3 else 2) for k in range(8)]  # one raced read
+    site = summarize_tasks(TaskRecording(pid=1, python="3.12", snapshots=tuple(reads))).sites[0]
+    assert site.kind == AwaitKind.SEMAPHORE and site.name == "slots"
+    assert site.capacity == 2

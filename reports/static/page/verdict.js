@@ -114,11 +114,12 @@
           ' holds ' + lock(t.holds) + ', waits for ' + lock(t.waits_for) + ', held by "' + str(t.held_by) + '"'));
       });
       const victims = arr(d.victims).map(obj);
+      const noun = d.kind === 'await_cycle' ? 'task' : 'thread';  // an await cycle among tasks
       if (victims.length) {
         const named = victims.slice(0, 8).map((v) => str(v.thread)).join(', ');
         const more = victims.length > 8 ? ' and ' + (victims.length - 8) + ' more' : '';
         list.appendChild(h('li', { class: 'deadlock-victims',
-          text: (victims.length === 1 ? '1 more thread waits' : victims.length + ' more threads wait') +
+          text: (victims.length === 1 ? '1 more ' + noun + ' waits' : victims.length + ' more ' + noun + 's wait') +
             ' behind it: ' + named + more }));
       }
       box.appendChild(list);
