@@ -79,10 +79,17 @@ _SLOW_DIRS = (REPO / "tests" / "integration", REPO / "tests" / "browser")
 def pytest_collection_modifyitems(items):
     """Every test under tests/integration and tests/browser is `slow` (real processes, py-spy,
     Chromium), so `pytest -m "not slow"` is the fast tier and a new file there joins the slow
-    tier without remembering a marker."""
+    tier without remembering a marker.
+
+    Every test also gets an `xdist_group`: its file's path, unless its module names a group of
+    its own. Under `pytest -n 2 --dist loadgroup` (scripts/test.sh) a file's tests then run on one
+    worker, so a module-scoped fixture (one real attach shared by the file's tests) is made once,
+    and files that share a session capture (`SessionCaptures`) name one group to share it."""
     for item in items:
         if any(Path(item.path).is_relative_to(d) for d in _SLOW_DIRS):
             item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(Path(item.path).relative_to(REPO).as_posix()))
 
 
 class SessionCaptures:

@@ -20,7 +20,8 @@ from tests.conftest import REPO, run_cli
 from tests.integration.conftest import requires_ptrace
 from tests.integration.servers import free_port, gunicorn_sync, start_server, uvicorn_app
 
-pytestmark = [pytest.mark.integration, requires_ptrace]
+# serial: knees, throughput ratios and an experiment's gain fail when another test shares the cores
+pytestmark = [pytest.mark.integration, requires_ptrace, pytest.mark.serial]
 
 
 def generators_loading(port: int) -> list[int]:
