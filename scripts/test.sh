@@ -33,7 +33,7 @@ for arg in "$@"; do
   esac
 done
 status=0
-.venv/bin/python -m pytest -n "$WORKERS" --dist loadgroup -m "not serial" "$@" || status=$?
+.venv/bin/python -m pytest -n "$WORKERS" --dist loadfile -m "not serial" "$@" || status=$?
 serial=0
 .venv/bin/python -m pytest -p no:xdist -m serial "$@" || serial=$?
 # 5: the pass selected no test (a caller's file or -k held none of its kind)

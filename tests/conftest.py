@@ -79,17 +79,36 @@ _SLOW_DIRS = (REPO / "tests" / "integration", REPO / "tests" / "browser")
 def pytest_collection_modifyitems(items):
     """Every test under tests/integration and tests/browser is `slow` (real processes, py-spy,
     Chromium), so `pytest -m "not slow"` is the fast tier and a new file there joins the slow
-    tier without remembering a marker.
-
-    Every test also gets an `xdist_group`: its file's path, unless its module names a group of
-    its own. Under `pytest -n 2 --dist loadgroup` (scripts/test.sh) a file's tests then run on one
-    worker, so a module-scoped fixture (one real attach shared by the file's tests) is made once,
-    and files that share a session capture (`SessionCaptures`) name one group to share it."""
+    tier without remembering a marker."""
     for item in items:
         if any(Path(item.path).is_relative_to(d) for d in _SLOW_DIRS):
             item.add_marker(pytest.mark.slow)
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(Path(item.path).relative_to(REPO).as_posix()))
+
+
+# Files whose tests assert on the same session capture (SessionCaptures below): under
+# pytest-xdist they run on one worker, so the capture is made once there too.
+SHARED_CAPTURES = {
+    "tests/integration/test_verdicts.py": "workload-attaches",
+    "tests/integration/test_wait_analysis.py": "workload-attaches",
+    "tests/integration/test_report_safety.py": "hostile-names",
+    "tests/browser/test_hostile_names.py": "hostile-names",
+}
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, when it is installed
+def pytest_xdist_make_scheduler(config, log):
+    """Under `pytest -n N` (scripts/test.sh), each file's tests go to one worker, so a
+    module-scoped fixture (one real attach asserted on by the file's tests) is made once; files
+    of one SHARED_CAPTURES group go to one worker together. (pytest-xdist's own `loadgroup`
+    cannot be used: it renames node ids in a way pytest 9 no longer reads.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return SHARED_CAPTURES.get(path, path)
+
+    return FileGroupScheduling(config, log)
 
 
 class SessionCaptures:

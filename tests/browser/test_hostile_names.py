@@ -13,9 +13,7 @@ import pytest
 from tests.browser.conftest import open_report_in, requires_browser
 from tests.integration.conftest import SECRETS, requires_ptrace, shared_hostile_names
 
-# one xdist group with tests/integration/test_report_safety.py: they assert on the same capture
-pytestmark = [pytest.mark.integration, requires_ptrace, requires_browser,
-              pytest.mark.xdist_group("hostile-names")]
+pytestmark = [pytest.mark.integration, requires_ptrace, requires_browser]
 
 SCRIPT_THREAD_NAME = "</script><img src=x onerror=alert(1)>"
 IMG_FUNCTION_NAME = "<img src=x onerror=alert(2)>"

@@ -13,7 +13,10 @@ import pytest
 from tests.conftest import invoke_cli, run_cli
 from tests.integration.conftest import WORKLOADS, requires_ptrace, running, workload_command
 
-pytestmark = [pytest.mark.integration, requires_ptrace]
+# serial: the states of two attaches are compared within their noise (a lock share under 5 %
+# after the fix, no change beyond noise between two attaches), which a neighbour on the cores
+# moved (seen failing beside other tests at a load of 20-70 on the 2 cores)
+pytestmark = [pytest.mark.integration, requires_ptrace, pytest.mark.serial]
 
 SAMPLE_SECONDS = "4"
 THREADS = "6"  # the workload's default: six request threads on one model lock

@@ -9,8 +9,7 @@ import pytest
 
 from tests.integration.conftest import SECRETS, requires_ptrace, shared_hostile_names
 
-# one xdist group with the browser's hostile-names tests: they assert on the same capture
-pytestmark = [pytest.mark.integration, requires_ptrace, pytest.mark.xdist_group("hostile-names")]
+pytestmark = [pytest.mark.integration, requires_ptrace]
 
 
 

@@ -7,8 +7,7 @@ import pytest
 from tests.conftest import WORKLOADS, marker_line, outcome
 from tests.integration.conftest import attach_workload, requires_ptrace
 
-# One xdist group with test_wait_analysis: the attaches of the same workload are shared.
-pytestmark = [pytest.mark.integration, requires_ptrace, pytest.mark.xdist_group("attach-captures")]
+pytestmark = [pytest.mark.integration, requires_ptrace]
 
 SAMPLE_SECONDS = "6"
 
@@ -48,6 +47,7 @@ def test_model_matmuls_on_every_core_are_compute_bound(captures):
     assert report["verdict"]["primary"] == "compute_bound"
 
 
+@pytest.mark.serial  # idle workers read as GIL-bound when the cores are taken (seen at load 20-70)
 def test_idle_pool_workers_are_underloaded_not_lock_contention(captures):
     report = diagnose_workload(captures, "underloaded")
     assert report["verdict"]["primary"] == "underloaded"

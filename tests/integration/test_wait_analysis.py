@@ -11,9 +11,8 @@ from tests.conftest import WORKLOADS, marker_line
 from tests.integration.conftest import attach_workload, requires_ptrace
 
 # Beside another test under scripts/test.sh: a neighbour on the cores only adds to the run-queue
-# wait and the runnable threads asserted here (lower bounds), and moves no wait site. One xdist
-# group with test_verdicts: the attaches of the same workload are shared.
-pytestmark = [pytest.mark.integration, requires_ptrace, pytest.mark.xdist_group("attach-captures")]
+# wait and the runnable threads asserted here (lower bounds), and moves no wait site.
+pytestmark = [pytest.mark.integration, requires_ptrace]
 
 
 def diagnose_workload(captures, name: str) -> dict:
