@@ -21,4 +21,23 @@ bash scripts/install-test-tools.sh
 # The linter and the type checker first: a quick failure before the long run.
 .venv/bin/python -m ruff check diagnose
 .venv/bin/python -m mypy diagnose
-exec .venv/bin/python -m pytest "$@"
+# Two passes over the whole suite. First every test not marked `serial`, two at a time
+# (pytest-xdist; each file, or group of files sharing a capture, on one worker): most tests wait
+# on sampling windows, sleeps and process start-ups, which overlap. Then the `serial` tests one
+# at a time: they measure throughput, latency, gains or the run queue, and fail when another
+# test shares the cores. A `-m` of the caller's own selects; then it is one plain run.
+WORKERS="${DIAGNOSE_TEST_WORKERS:-2}"
+for arg in "$@"; do
+  case "$arg" in
+    -m|-m*) exec .venv/bin/python -m pytest "$@" ;;
+  esac
+done
+status=0
+.venv/bin/python -m pytest -n "$WORKERS" --dist loadfile -m "not serial" "$@" || status=$?
+serial=0
+.venv/bin/python -m pytest -p no:xdist -m serial "$@" || serial=$?
+# 5: the pass selected no test (a caller's file or -k held none of its kind)
+[ "$status" -eq 5 ] && [ "$serial" -ne 5 ] && status=0
+[ "$serial" -eq 5 ] && serial=0
+[ "$status" -ne 0 ] && exit "$status"
+exit "$serial"

@@ -85,6 +85,32 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.slow)
 
 
+# Files whose tests assert on the same session capture (SessionCaptures below): under
+# pytest-xdist they run on one worker, so the capture is made once there too.
+SHARED_CAPTURES = {
+    "tests/integration/test_verdicts.py": "workload-attaches",
+    "tests/integration/test_wait_analysis.py": "workload-attaches",
+    "tests/integration/test_report_safety.py": "hostile-names",
+    "tests/browser/test_hostile_names.py": "hostile-names",
+}
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, when it is installed
+def pytest_xdist_make_scheduler(config, log):
+    """Under `pytest -n N` (scripts/test.sh), each file's tests go to one worker, so a
+    module-scoped fixture (one real attach asserted on by the file's tests) is made once; files
+    of one SHARED_CAPTURES group go to one worker together. (pytest-xdist's own `loadgroup`
+    cannot be used: it renames node ids in a way pytest 9 no longer reads.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return SHARED_CAPTURES.get(path, path)
+
+    return FileGroupScheduling(config, log)
+
+
 class SessionCaptures:
     """Expensive captures (a real attach, a server under load) made once per test session and
     shared by every test that asserts on the same one: same workload, arguments and window give

@@ -2,8 +2,10 @@
 
 Format: ``READY pid=<pid>``, plus `` port=<port>`` for a program that listens on a port it chose.
 Written by every fixture program (fixtures/workloads/_harness.py, fixtures/sanity/_ready.py,
-fixtures/pyversions/_probe.py, fixtures/servers/*); read by the tests, fixtures/record.py,
-fixtures/pyversions/survey.py and the benchmarks through `wait_ready` / `parse_ready`.
+fixtures/pyversions/_probe.py, fixtures/servers/*) and by the demo service (diagnose/demo/; its
+command reads the line with a one-line pattern of its own, as the package never imports the
+tests); read by the tests, fixtures/record.py, fixtures/pyversions/survey.py and the benchmarks
+through `wait_ready` / `parse_ready`.
 """
 
 from __future__ import annotations
@@ -16,9 +18,6 @@ from dataclasses import dataclass
 from typing import Optional
 
 _KEYED = re.compile(r"READY(?P<fields>(?: +[a-z]+=\S*)+) *")
-# The positional form (`READY <pid> [<port>]`) that fixture programs printed before the keyed one;
-# still read so a fixture written against it keeps working.
-_POSITIONAL = re.compile(r"READY +(?P<pid>\d+)(?: +(?P<port>\d+))? *")
 
 
 class NotReady(AssertionError):
@@ -48,10 +47,6 @@ def parse_ready(line: str) -> Optional[Ready]:
         fields = dict(f.split("=", 1) for f in keyed.group("fields").split())
         if fields.get("pid", "").isdigit() and fields.get("port", "0").isdigit():
             return Ready(int(fields["pid"]), int(fields["port"]) if "port" in fields else None)
-    positional = _POSITIONAL.fullmatch(line)
-    if positional:
-        port = positional.group("port")
-        return Ready(int(positional.group("pid")), int(port) if port else None)
     raise NotReady(f"malformed READY line: {line!r} (expected 'READY pid=<pid> [port=<port>]')")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -11,6 +12,9 @@ import click
 from diagnose.cli.attach import AttachArgs, attach_and_report
 from diagnose.cli.common import EPILOG, common_output, log, run
 from diagnose.errors import DiagnoseError
+
+# The line the demo service prints once it serves: the fixture programs' one format.
+_READY = re.compile(r"READY pid=(\d+)")
 
 
 @click.command(epilog=EPILOG)
@@ -46,7 +50,8 @@ def _wait_ready(service: subprocess.Popen, timeout: float) -> int:
         line = service.stdout.readline()
         if not line:
             break
-        if line.startswith("READY"):
-            return int(line.split()[1])
+        ready = _READY.fullmatch(line.strip())
+        if ready:
+            return int(ready.group(1))
     raise DiagnoseError("the demo service did not start")
 

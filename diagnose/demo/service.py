@@ -11,7 +11,7 @@ the other request threads are not waiting for the GIL: they queue on the model
 lock. ``diagnose demo`` attaches to this service and should name that lock.
 
 Contract shared with the test workloads: after warm-up the service prints
-``READY <pid>``; it stops by itself after ``--seconds`` (default 30) or on
+``READY pid=<pid>``; it stops by itself after ``--seconds`` (default 30) or on
 SIGTERM/SIGINT, prints ``SERVED <requests> <elapsed_seconds>`` and exits 0.
 """
 
@@ -134,7 +134,7 @@ def main(argv=None) -> int:
     while (sum(list(counts.values())) < 2 * args.threads and time.monotonic() < warm_until
            and not stop.is_set()):
         time.sleep(0.02)
-    _emit(f"READY {os.getpid()}")
+    _emit(f"READY pid={os.getpid()}")
 
     while not stop.is_set():
         left = deadline - time.monotonic()

@@ -16,7 +16,8 @@ from tests.conftest import REPO, run_cli
 from tests.integration.conftest import requires_ptrace
 from tests.integration.servers import free_port, load_during, start_server
 
-pytestmark = [pytest.mark.integration, requires_ptrace]
+# serial: the advice is proven by a measured gain
+pytestmark = [pytest.mark.integration, requires_ptrace, pytest.mark.serial]
 
 BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 SERVICE = [sys.executable, str(REPO / "fixtures" / "servers" / "blas_service.py")]

@@ -18,7 +18,8 @@ from tests.conftest import REPO
 from tests.integration.conftest import requires_ptrace
 from tests.integration.servers import free_port
 
-pytestmark = [pytest.mark.integration]
+# serial: the winner is chosen by measured throughput
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 SERVICE = [sys.executable, str(REPO / "fixtures" / "servers" / "threaded_knob_service.py")]
 QUICK = ["--seconds", "2", "--warmup", "1"]

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from diagnose.errors import ExitCode
-from tests.conftest import RECORDED, REPO
+from tests.conftest import RECORDED, REPO, CliResult, invoke_cli
 from tests.integration.conftest import requires_ptrace
 
 pytestmark = [pytest.mark.integration]
@@ -42,7 +42,15 @@ def cli(*args, user: str | None = None, timeout: float = 120, **kwargs) -> subpr
                           **kwargs)
 
 
-def one_line_error(proc: subprocess.CompletedProcess, code: int, *fragments: str) -> str:
+def analyze(*args) -> CliResult:
+    """`diagnose analyze ARGS` in this process (click's test runner): reading a hostile file or a
+    bad rules file needs no process of its own, and the exit code, stderr and any traceback are
+    what a real run gives. Faults that need one (another user, signals, a pipe, two runs at once,
+    a file that would block) keep `cli`."""
+    return invoke_cli("analyze", *args, check_json=False)[0]
+
+
+def one_line_error(proc: subprocess.CompletedProcess | CliResult, code: int, *fragments: str) -> str:
     """Asserts the exit code, no traceback, and exactly one `error:` line (the last one) holding
     every fragment; returns that line."""
     assert proc.returncode == code, (proc.returncode, proc.stderr)
@@ -153,10 +161,10 @@ def test_read_only_output_directory_stops_attach_before_sampling(as_nobody, shar
 def test_output_path_that_is_a_file(tmp_path):
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("precious\n")
-    proc = cli("analyze", PROFILE, "-o", blocker)
+    proc = analyze(PROFILE, "-o", blocker)
     assert proc.returncode == ExitCode.USAGE and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1].endswith(f"Directory '{blocker}' is a file.")
-    proc = cli("analyze", PROFILE, "-o", blocker / "reports")
+    proc = analyze(PROFILE, "-o", blocker / "reports")
     one_line_error(proc, ExitCode.OUTPUT_FAILED,
                    f"could not create the output directory {blocker / 'reports'}: Not a directory")
     # attach refuses it before sampling anything
@@ -197,7 +205,7 @@ def _kept_after_full_disk(proc, out: Path) -> dict:
 
 
 def test_full_disk_during_analyze_keeps_the_files_written_before(full_disk):
-    proc = cli("analyze", PROFILE, "-o", full_disk)
+    proc = analyze(PROFILE, "-o", full_disk)
     speedscope = _kept_after_full_disk(proc, full_disk)
     assert speedscope == json.loads(PROFILE.read_text())
 
@@ -287,7 +295,7 @@ def test_malformed_rules_exit_2_naming_the_line(tmp_path, out_dir, case):
     text, line, fragment = RULES[case]
     rules = tmp_path / "rules.toml"
     rules.write_text(text)
-    proc = cli("analyze", PROFILE, "--rules", rules, "-o", out_dir)
+    proc = analyze(PROFILE, "--rules", rules, "-o", out_dir)
     one_line_error(proc, ExitCode.USAGE, f"error: {rules}", f"line {line}", fragment)
     assert files(out_dir) == []
 
@@ -329,7 +337,7 @@ def test_hostile_profiles_exit_6(tmp_path, out_dir, case):
     make, fragment = PROFILES[case]
     path = tmp_path / "input.prof"
     path.write_bytes(make())
-    proc = cli("analyze", path, "-o", out_dir, timeout=60)
+    proc = analyze(path, "-o", out_dir)
     one_line_error(proc, ExitCode.BAD_PROFILE, f"error: {path}", fragment)
     assert files(out_dir) == []
 
@@ -339,13 +347,13 @@ def test_huge_profile_is_refused_before_it_is_read(tmp_path, out_dir):
     with open(huge, "wb") as fh:
         fh.truncate(600 << 20)  # sparse: costs no disk
     started = time.monotonic()
-    proc = cli("analyze", huge, "-o", out_dir)
+    proc = analyze(huge, "-o", out_dir)
     one_line_error(proc, ExitCode.BAD_PROFILE, f"{huge}: 600 MiB is larger than a profile may be")
     assert time.monotonic() - started < 20 and files(out_dir) == []
 
 
 def test_a_device_is_never_read_as_a_profile(out_dir):
-    proc = cli("analyze", "/dev/zero", "-o", out_dir, timeout=60)
+    proc = cli("analyze", "/dev/zero", "-o", out_dir, timeout=60)  # would never end if read
     one_line_error(proc, ExitCode.BAD_PROFILE, "/dev/zero: not a regular file")
 
 
@@ -353,7 +361,7 @@ def test_non_utf8_names_in_a_real_profile_are_kept(tmp_path, out_dir):
     path = tmp_path / "latin1.txt"
     path.write_bytes("thread (7): w\xf6rker;main (/srv/app.py:3);r\xe9sum\xe9 (/srv/app.py:9) 25\n"
                      .encode("latin-1"))
-    proc = cli("analyze", path, "-o", out_dir, "--json")
+    proc = analyze(path, "-o", out_dir, "--json")
     assert proc.returncode == 0, proc.stderr
     assert len(files(out_dir)) == 4
 

@@ -102,9 +102,17 @@ def start_diagnose(procs, tmp_path: Path, *args, env=None, python=sys.executable
     with open(tmp_path / "stdout.txt", "w") as stdout, open(stderr_path, "w") as stderr:
         proc = subprocess.Popen(
             [python, "-m", "diagnose", "attach", *map(str, args), "-o", str(out)],
-            stdout=stdout, stderr=stderr, cwd=REPO, env=env, start_new_session=True)
+            stdout=stdout, stderr=stderr, cwd=REPO, env=env, start_new_session=True,
+            preexec_fn=_interruptible)
     procs.append(proc)
     return proc, out, stderr_path
+
+
+def _interruptible() -> None:
+    """SIGINT as a terminal's job gets it: a test runner started in the background (`cmd &` in a
+    script) ignores SIGINT, its children inherit that, and Python then installs no Ctrl-C
+    handler, so the Ctrl-C tests would fail for how the suite was launched."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def wait_for(stderr_path: Path, text: str, proc: subprocess.Popen, timeout: float = 30) -> None:

@@ -33,6 +33,7 @@ def generators_loading(port: int) -> list[int]:
     return found
 
 
+@pytest.mark.serial  # a knee, Little's law and a wall-time bound: no neighbour
 def test_sweep_finds_the_knee_of_two_sync_workers(out_dir):
     # Two sync workers, ~10 ms of pure-Python preprocessing per request, two cores: one
     # connection keeps one worker busy, two keep both; more connections only queue.
@@ -92,6 +93,7 @@ def test_sweep_finds_the_knee_of_two_sync_workers(out_dir):
     assert elapsed < 120
 
 
+@pytest.mark.serial  # the knee and the verdicts around it: no neighbour
 def test_the_verdict_moves_from_underloaded_to_the_pool_at_the_knee(out_dir):
     # A threaded service whose requests borrow one of two connections for ~10 ms: one request
     # at a time leaves it idle; from two on, request threads queue for the pool.
@@ -124,6 +126,7 @@ def test_the_verdict_moves_from_underloaded_to_the_pool_at_the_knee(out_dir):
     assert f'href="{steps[-1]["report"]}"' in html
 
 
+@pytest.mark.serial  # a throughput floor: no neighbour
 def test_the_python_client_sweeps_when_asked_and_counts_its_own_cpu(out_dir):
     port = free_port()
     with start_server(gunicorn_sync("wsgi_preprocess", port, workers=2), port) as server:
@@ -140,6 +143,7 @@ def test_the_python_client_sweeps_when_asked_and_counts_its_own_cpu(out_dir):
     assert next(out_dir.glob("diagnose-sweep-127.0.0.1-*.json"))
 
 
+@pytest.mark.serial  # throughput within 35 % of the rate: no neighbour
 def test_an_open_model_sweep_steps_the_request_rate(out_dir):
     port = free_port()
     argv = [sys.executable, "pool_service.py", "--port", str(port)]
@@ -195,6 +199,7 @@ def test_a_sweep_stopped_by_sigterm_writes_its_partial_report_and_stops_the_gene
     assert report["steps"][0]["throughput_rps"] > 0
 
 
+@pytest.mark.serial  # a measured gain: no neighbour
 def test_experiment_measures_that_offloading_a_blocked_event_loop_pays(out_dir):
     # asgi_inline runs ~7 ms of numpy inline on uvicorn's loop; DIAGNOSE_FIXTURE_OFFLOAD=1 is
     # the advice applied (run_in_threadpool): on two cores it served ~1.75x (domain notes).

@@ -12,7 +12,7 @@ from markdown_it import MarkdownIt
 from diagnose.report import pipeline
 from diagnose.errors import OutputFailed
 from diagnose.render.markdown import MAX_BYTES
-from tests.conftest import RECORDED, run_cli
+from tests.conftest import RECORDED, invoke_cli
 
 pytestmark = [pytest.mark.integration]
 
@@ -44,8 +44,9 @@ def write(out_dir):
 
 def test_analyze_writes_the_ticket_summary_beside_the_json(out_dir):
     # a recording whose request threads queue on a lock: the summary has a wait site to show
-    proc, report = run_cli("analyze", RECORDED / "lock_contention.native.speedscope.json", "--procfs",
-                           RECORDED / "lock_contention.procfs.json", "-o", out_dir, "--json")
+    proc, report = invoke_cli("analyze", RECORDED / "lock_contention.native.speedscope.json",
+                              "--procfs", RECORDED / "lock_contention.procfs.json", "-o", out_dir,
+                              "--json")
     assert proc.returncode == 0, proc.stderr
     stem = next(n for n in names(out_dir) if n.endswith(".html")).removesuffix(".html")
     assert names(out_dir) == [f"{stem}.html", f"{stem}.json", f"{stem}.md",

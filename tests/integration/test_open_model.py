@@ -46,6 +46,7 @@ def no_client_threads_left() -> bool:
                    for t in threading.enumerate())
 
 
+@pytest.mark.serial  # p50 and the generator's schedule lag: no neighbour on the cores
 def test_a_one_second_stall_shows_in_the_open_model_p99():
     with stall_service("--stall-on-request", "60", "--stall-s", "1") as base:
         result = loadgen.measure(base + "/", 5, rate=40)
@@ -60,6 +61,7 @@ def test_a_one_second_stall_shows_in_the_open_model_p99():
     assert no_client_threads_left()
 
 
+@pytest.mark.serial  # a p99 under 100 ms and a request count: no neighbour
 def test_the_python_closed_model_hides_the_same_stall_from_its_p99():
     with stall_service("--stall-on-request", "60", "--stall-s", "1") as base:
         result = loadgen.measure(base + "/", 4, 1, tool="python")
@@ -71,6 +73,7 @@ def test_the_python_closed_model_hides_the_same_stall_from_its_p99():
 
 
 @pytest.mark.skipif("wrk" not in TOOLS, reason="wrk is not on PATH")
+@pytest.mark.serial  # a p99 measured by wrk: no neighbour
 def test_wrk_backfills_the_stall_into_its_own_histogram():
     # wrk 4 corrects its closed-loop histogram itself (stats_correct: a long latency also
     # records the requests the connection would have sent meanwhile, at the mean interval),
@@ -83,6 +86,7 @@ def test_wrk_backfills_the_stall_into_its_own_histogram():
     assert result.latency_p99_ms >= 500
 
 
+@pytest.mark.serial  # arrivals scheduled on time: no neighbour
 def test_poisson_arrivals_send_about_rate_times_seconds():
     with stall_service("--stall-on-request", "0") as base:
         result = loadgen.measure(base + "/", 5, rate=100, arrivals="poisson", seed=3)
@@ -93,6 +97,7 @@ def test_poisson_arrivals_send_about_rate_times_seconds():
     assert result.errors == 0
 
 
+@pytest.mark.serial  # the rate within 5 % and the schedule lag: no neighbour
 def test_constant_arrivals_hold_the_rate_against_a_fast_service():
     with stall_service("--stall-on-request", "0") as base:
         result = loadgen.measure(base + "/", 4, rate=200)
@@ -137,6 +142,7 @@ def test_error_answers_are_counted_by_kind(model):
     assert runs[503].errors == runs[503].non_2xx == runs[503].requests
 
 
+@pytest.mark.serial  # a bounded wall time and throughput: no neighbour
 def test_an_impossible_rate_shows_as_the_generators_lag_not_the_services_throughput():
     with stall_service("--stall-on-request", "0") as base:
         started = time.monotonic()

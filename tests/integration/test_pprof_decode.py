@@ -1,7 +1,8 @@
 """`diagnose export --format pprof` end to end: the real CLI writes the file, and protoc (the C++
 protobuf compiler, a decoder independent of the Python code that wrote it) reads it back; and
 `go tool pprof`, the reference reader, opens the files `analyze --pprof` writes for recorded
-profiles (a forked tree among them) and shows the report's samples, stacks, totals and labels."""
+profiles (a forked tree among them) and shows the report's samples, stacks, totals and labels.
+The CLI runs in this process (click's test runner): the files it writes are what is read back."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import subprocess
 import pytest
 
 from diagnose.errors import ExitCode
-from tests.conftest import RECORDED, REPO, run_cli
+from tests.conftest import RECORDED, REPO, invoke_cli
 
 pytestmark = [pytest.mark.integration]
 
@@ -28,9 +29,9 @@ requires_protoc = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def written_report(tmp_path_factory) -> tuple:
-    """A report of a recorded profile, written by the real CLI: (.json path, .html path)."""
+    """A report of a recorded profile, written by the CLI: (.json path, .html path)."""
     out = tmp_path_factory.mktemp("pprof")
-    proc, _ = run_cli("analyze", RECORDED / "lock_contention.speedscope.json",
+    proc, _ = invoke_cli("analyze", RECORDED / "lock_contention.speedscope.json",
                       "--procfs", RECORDED / "lock_contention.procfs.json", "-o", out,
                       check_json=False, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -39,7 +40,7 @@ def written_report(tmp_path_factory) -> tuple:
 
 
 def export(*args):
-    proc, _ = run_cli("export", *args, check_json=False, timeout=60)
+    proc, _ = invoke_cli("export", *args, check_json=False, timeout=60)
     return proc
 
 
@@ -250,7 +251,7 @@ def analysed_with_pprof(request, tmp_path_factory) -> tuple:
     """`analyze REC --pprof --json -o DIR` on a recorded profile: (the JSON report, the .pb.gz)."""
     name = request.param
     out = tmp_path_factory.mktemp(f"gopprof-{name}")
-    proc, _ = run_cli("analyze", RECORDED / ANALYSED[name], "--procfs",
+    proc, _ = invoke_cli("analyze", RECORDED / ANALYSED[name], "--procfs",
                       RECORDED / f"{name}.procfs.json", "--pprof", "--json", "-o", out,
                       check_json=False, timeout=120)
     assert proc.returncode == 0, proc.stderr

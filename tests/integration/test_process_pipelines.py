@@ -13,7 +13,8 @@ import pytest
 from tests.conftest import WORKLOADS, marker_line, run_cli
 from tests.integration.conftest import requires_ptrace, running, workload_command
 
-pytestmark = requires_ptrace
+# serial: the advised pool size follows from the cores the workers get
+pytestmark = [requires_ptrace, pytest.mark.serial]
 
 TRANSFORM_MARKERS = ("decode-loop", "augment-loop")
 

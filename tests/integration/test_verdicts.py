@@ -13,7 +13,8 @@ SAMPLE_SECONDS = "6"
 
 
 def diagnose_workload(captures, name: str) -> dict:
-    """The 6 s attach of NAME, shared with test_wait_analysis (same workload, same window)."""
+    """The 6 s attach of NAME, shared with test_wait_analysis (same workload, same window; under
+    scripts/test.sh, by the tests of the same pass)."""
     return attach_workload(captures, name, seconds=SAMPLE_SECONDS).report
 
 
@@ -32,6 +33,7 @@ def test_pixel_loops_in_preprocessing_are_diagnosed_as_preprocess_bound(captures
     assert report["verdict"]["primary"] == "preprocess_bound"
 
 
+@pytest.mark.serial  # the run queue per core is the evidence: no neighbour on the cores
 def test_sixty_four_busy_threads_on_two_cores_are_scheduler_overhead(captures):
     report = diagnose_workload(captures, "scheduler_overhead")
     assert report["verdict"]["primary"] == "scheduler_overhead"
@@ -39,11 +41,13 @@ def test_sixty_four_busy_threads_on_two_cores_are_scheduler_overhead(captures):
     assert finding["evidence"]["runqueue_wait_per_cpu_second"] > 1.0
 
 
+@pytest.mark.serial  # "on every core": no neighbour on the cores
 def test_model_matmuls_on_every_core_are_compute_bound(captures):
     report = diagnose_workload(captures, "compute_bound")
     assert report["verdict"]["primary"] == "compute_bound"
 
 
+@pytest.mark.serial  # idle workers read as GIL-bound when the cores are taken (seen at load 20-70)
 def test_idle_pool_workers_are_underloaded_not_lock_contention(captures):
     report = diagnose_workload(captures, "underloaded")
     assert report["verdict"]["primary"] == "underloaded"

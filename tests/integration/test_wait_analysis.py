@@ -10,11 +10,14 @@ import pytest
 from tests.conftest import WORKLOADS, marker_line
 from tests.integration.conftest import attach_workload, requires_ptrace
 
+# Beside another test under scripts/test.sh: a neighbour on the cores only adds to the run-queue
+# wait and the runnable threads asserted here (lower bounds), and moves no wait site.
 pytestmark = [pytest.mark.integration, requires_ptrace]
 
 
 def diagnose_workload(captures, name: str) -> dict:
-    """The 6 s attach of NAME, shared with test_verdicts (same workload, same window)."""
+    """The 6 s attach of NAME, shared with test_verdicts (same workload, same window; under
+    scripts/test.sh, by the tests of the same pass)."""
     return attach_workload(captures, name, seconds="6").report
 
 

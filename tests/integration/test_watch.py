@@ -32,6 +32,7 @@ def closed_port() -> int:
         return probe.getsockname()[1]
 
 
+@pytest.mark.serial  # windows spaced --every apart, within a second or two: no neighbour
 def test_two_windows_are_written_and_each_pushed_as_a_valid_profile(out_dir):
     with IngestServer() as server, \
             running(workload_command("lock_contention", "--seconds", "60")) as pid:

@@ -17,9 +17,11 @@ def test_the_keyed_line_carries_the_pid_and_an_optional_port():
     assert parse_ready(ready_line(7, 80)) == Ready(7, 80)
 
 
-def test_the_older_positional_line_is_still_read():
-    assert parse_ready("READY 41") == Ready(41)
-    assert parse_ready("READY 41 8123") == Ready(41, 8123)
+def test_the_positional_line_is_not_the_format():
+    # one format: `READY 41` (what the demo service printed before) is a broken contract
+    for positional in ("READY 41", "READY 41 8123"):
+        with pytest.raises(NotReady, match="malformed READY line"):
+            parse_ready(positional)
 
 
 def test_other_lines_are_not_ready_and_a_broken_ready_line_is_an_error():
