@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import math
+import weakref
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
@@ -275,8 +276,18 @@ def busy_samples(samples: pd.DataFrame) -> pd.DataFrame:
     """Samples of threads that run or want to run their own work. GIL waits count (the thread
     is runnable and wants to run the code it is in); a native library's mutex wait (OpenBLAS
     serializing callers) does not: that thread is blocked."""
-    return samples[samples["state"].isin(BUSY)
-                   & (samples["wait_kind"] != WaitKind.NATIVE_MUTEX)]
+    cached_for, cached = _BUSY_CACHE
+    if cached_for is not None and cached_for() is samples:
+        return cached
+    busy = samples[samples["state"].isin(BUSY) & (samples["wait_kind"] != WaitKind.NATIVE_MUTEX)]
+    _BUSY_CACHE[:] = [weakref.ref(samples), busy]
+    return busy
+
+
+# The last table busy_samples filtered and its result: five checks ask for the same request
+# threads' rows (Analysis.request_samples returns one object), each a copy of most of the
+# samples otherwise. The results are only read.
+_BUSY_CACHE: list = [None, None]
 
 
 def leading_sites(sites) -> tuple:

@@ -35,6 +35,28 @@ def state_sources(samples: pd.DataFrame) -> dict:
     return out
 
 
+def state_sources_by_thread(samples: pd.DataFrame) -> dict[int, dict]:
+    """`state_sources` of each thread's samples, by two group operations over the whole table
+    (not a filter per thread)."""
+    counts = (samples.groupby(["thread", "state_source"], observed=False)["count"].sum()
+              .unstack(fill_value=0))
+    calibrated = samples[samples["state_source"] == "calibrated"]
+    support = calibrated.groupby("thread")["calibration_support"].agg(["min", "median"])
+    present = set(pd.unique(samples["thread"]).tolist())
+    out = {}
+    for thread, row in zip(counts.index.tolist(), counts.itertuples(index=False)):
+        if int(thread) not in present:
+            continue
+        entry: dict[str, int | float | None] = {str(k): int(v) for k, v in zip(counts.columns, row)}
+        if thread in support.index:
+            entry["calibration_min_support"] = int(support.at[thread, "min"])
+            entry["calibration_median_support"] = float(support.at[thread, "median"])
+        else:
+            entry["calibration_min_support"] = entry["calibration_median_support"] = None
+        out[int(thread)] = entry
+    return out
+
+
 def thread_lifetimes(analysis: Analysis) -> dict[int, tuple[float, float]]:
     """Per thread index: (first, last) instant it was seen, in seconds from the window's start,
     when the recording has timestamps (a thread started or ended mid-window is placed where it
@@ -54,7 +76,7 @@ def thread_lifetimes(analysis: Analysis) -> dict[int, tuple[float, float]]:
 
 def thread_rows(analysis: Analysis) -> list[dict]:
     rows = []
-    sources = {int(t): state_sources(g) for t, g in analysis.samples.groupby("thread", observed=True)}
+    sources = state_sources_by_thread(analysis.samples)
     os_threads = analysis.os.threads if analysis.os else {}
     state_cols = [c for c in analysis.threads.columns if c not in ("tid", "pid", "name", "role", "samples")]
     lifetimes = thread_lifetimes(analysis)
