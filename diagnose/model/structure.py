@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.model import source
-from diagnose.model.profile import Frame, frame_is
+from diagnose.model.profile import Frame, frame_is, sorted_distinct
 from diagnose.model.vocab import BUSY, GIL_BOUND, HELD_KINDS, ProcessRole, ThreadRole, WaitKind
 _QUEUE_CALL = re.compile(r"([A-Za-z_][\w]*)\s*(?:\[[^\]]*\])?\s*\.\s*(get|put|get_nowait|put_nowait|"
                          r"submit|append|appendleft|popleft)\s*\(")
@@ -233,7 +233,7 @@ def build_structure(analysis) -> Structure:
     loop_frame_id = np.where(first >= 0, flat[np.maximum(first, 0)] if len(flat) else -1, -1)
     reading = profile.stacks_with_any([_may_queue_or_wait(f) for f in profile.frames])
     per_stack: dict[int, tuple] = {}  # (queue op, queue a result wait fed), stacks that have one
-    used = np.unique(samples["stack"].to_numpy())
+    used = sorted_distinct(samples["stack"].to_numpy())
     for sid in used[reading[used]].tolist():
         frames = [profile.frames[i] for i in profile.stacks[sid]]
         op = queue_op(frames)

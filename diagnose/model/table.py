@@ -99,7 +99,9 @@ def _frame_id(profile: Profile, key) -> int:
 def _codes(values: np.ndarray, categories) -> np.ndarray:
     """Per distinct stack: the category code of its value (-1 for a value not among them)."""
     index = {c: i for i, c in enumerate(categories)}
-    return np.fromiter((index.get(v, -1) for v in values), dtype=np.int16, count=len(values))
+    codes, distinct = pd.factorize(np.asarray(values, dtype=object))  # None: code -1
+    mapped = np.array([index.get(v, -1) for v in distinct] + [-1], dtype=np.int16)
+    return mapped[codes]  # code -1 takes the trailing -1
 
 
 def build_sample_table(profile: Profile, stacks: StackTable) -> pd.DataFrame:

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
+from diagnose.model.profile import sorted_distinct
 from diagnose.model.vocab import CONTENDED, ThreadState, WaitKind
 
 KIND_LABELS = {
@@ -113,7 +114,7 @@ def wait_sites(analysis, limit: int = 8, holders_for: int = 5) -> list[WaitSite]
             max_concurrent = int(np.bincount(ticks - ticks.min()).max()) if len(ticks) else 0
             if rank < holders_for:
                 holders, scope, max_holders = _holders(analysis, all_samples, these,
-                                                       np.unique(ticks), kind)
+                                                       sorted_distinct(ticks), kind)
         sites.append(WaitSite(
             kind=kind, label=KIND_LABELS.get(kind, kind), function=frame.function, file=frame.file,
             line=frame.line, frame=frame_id, samples=int(row["samples"]),
@@ -144,7 +145,7 @@ def _member(values: np.ndarray, members: np.ndarray) -> np.ndarray:
 
 def _stacks_where(analysis, stack_ids: np.ndarray, predicate) -> np.ndarray:
     """Evaluates a per-stack predicate once per distinct stack; returns a row mask."""
-    distinct = np.unique(stack_ids)
+    distinct = sorted_distinct(stack_ids)
     keep = np.array([bool(predicate(analysis.profile.stacks[int(s)])) for s in distinct], dtype=bool)
     return np.isin(stack_ids, distinct[keep])
 

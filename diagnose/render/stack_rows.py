@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from diagnose.model.analysis import Analysis
@@ -33,23 +32,14 @@ def stack_rows(analysis: Analysis) -> dict:
     facts = {int(index): (int(tid), str(name), None if pd.isna(pid) else int(pid), str(role))
              for index, tid, name, pid, role in zip(threads.index, threads["tid"], threads["name"],
                                                     threads["pid"], threads["role"])}
-    # Each distinct stack's path in the report's frame list: the frames numbered in the order
-    # they first appear (stacks in id order, root first) by pandas over the stacks' frames laid
-    # end to end, then each stack's path sliced from them once.
-    distinct = np.unique(grouped["stack"].to_numpy(dtype=np.int64))
-    flat, offsets = profile.stack_frames()
-    starts, lengths = offsets[distinct], offsets[distinct + 1] - offsets[distinct]
-    bounds = np.zeros(len(distinct) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=bounds[1:])
-    taken = flat[np.repeat(starts - bounds[:-1], lengths) + np.arange(int(bounds[-1]))]
-    codes, used = pd.factorize(taken) if len(taken) else (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+    # Each distinct stack's path in the report's frame list (frames numbered as they first
+    # appear, stacks in id order), built once per stack without a Python walk of its frames.
+    used, paths = profile.numbered_paths(grouped["stack"].to_numpy())
     frames: list[dict] = []
-    for frame_id in used.tolist():
+    for frame_id in used:
         frame = profile.frames[frame_id]
         frames.append({"function": frame.function, "file": frame.file, "line": int(frame.line),
                        "native": bool(frame.native)})
-    code_list, bound_list = codes.tolist(), bounds.tolist()
-    paths = {sid: code_list[bound_list[i]:bound_list[i + 1]] for i, sid in enumerate(distinct.tolist())}
 
     rows: list[dict[str, Any]] = []
     for stack_id, thread, state, category, count in zip(

@@ -42,17 +42,17 @@ def state_sources_by_thread(samples: pd.DataFrame) -> dict[int, dict]:
               .unstack(fill_value=0))
     calibrated = samples[samples["state_source"] == "calibrated"]
     support = calibrated.groupby("thread")["calibration_support"].agg(["min", "median"])
+    low = dict(zip(support.index.tolist(), support["min"].tolist()))
+    middle = dict(zip(support.index.tolist(), support["median"].tolist()))
     present = set(pd.unique(samples["thread"]).tolist())
+    names = [str(k) for k in counts.columns]
     out = {}
-    for thread, row in zip(counts.index.tolist(), counts.itertuples(index=False)):
-        if int(thread) not in present:
+    for thread, row in zip(counts.index.tolist(), counts.to_numpy().tolist()):
+        if thread not in present:
             continue
-        entry: dict[str, int | float | None] = {str(k): int(v) for k, v in zip(counts.columns, row)}
-        if thread in support.index:
-            entry["calibration_min_support"] = int(support.at[thread, "min"])
-            entry["calibration_median_support"] = float(support.at[thread, "median"])
-        else:
-            entry["calibration_min_support"] = entry["calibration_median_support"] = None
+        entry: dict[str, int | float | None] = {k: int(v) for k, v in zip(names, row)}
+        entry["calibration_min_support"] = int(low[thread]) if thread in low else None
+        entry["calibration_median_support"] = float(middle[thread]) if thread in middle else None
         out[int(thread)] = entry
     return out
 
