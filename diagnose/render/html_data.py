@@ -56,11 +56,11 @@ def flame_data(analysis: Analysis, categorizer: Categorizer) -> dict:
         # frame that says how many stacks it stands for (totals per thread and state stay whole).
         order = np.argsort(-grouped["count"].to_numpy(), kind="stable")
         keep = sorted(order[:MAX_FLAME_ROWS].tolist())
-        folded = order[MAX_FLAME_ROWS:]
+        lighter = order[MAX_FLAME_ROWS:]
         # per (thread, state) in the order the heaviest-first walk meets them
-        sums = (pd.DataFrame({"thread": grouped["thread"].to_numpy()[folded],
-                              "state": grouped["state"].astype(str).to_numpy()[folded],
-                              "count": grouped["count"].to_numpy()[folded]})
+        sums = (pd.DataFrame({"thread": grouped["thread"].to_numpy()[lighter],
+                              "state": grouped["state"].astype(str).to_numpy()[lighter],
+                              "count": grouped["count"].to_numpy()[lighter]})
                 .groupby(["thread", "state"], sort=False)["count"].agg(["size", "sum"]))
         for (thread, state), size, total in zip(sums.index.tolist(), sums["size"].tolist(),
                                                 sums["sum"].tolist()):
