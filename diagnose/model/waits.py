@@ -143,11 +143,12 @@ def _member(values: np.ndarray, members: np.ndarray) -> np.ndarray:
     return np.isin(values, members)
 
 
-def _stacks_where(analysis, stack_ids: np.ndarray, predicate) -> np.ndarray:
-    """Evaluates a per-stack predicate once per distinct stack; returns a row mask."""
-    distinct = sorted_distinct(stack_ids)
-    keep = np.array([bool(predicate(analysis.profile.stacks[int(s)])) for s in distinct], dtype=bool)
-    return np.isin(stack_ids, distinct[keep])
+def _stacks_holding(analysis, stack_ids: np.ndarray, frame_test) -> np.ndarray:
+    """A row mask: the row's stack holds a frame for which `frame_test(frame, frame id)` is
+    true. Each frame is tested once; the stacks are read by numpy (Profile.stacks_with_any)."""
+    profile = analysis.profile
+    marked = [bool(frame_test(f, fid)) for fid, f in enumerate(profile.frames)]
+    return profile.stacks_with_any(np.array(marked, dtype=bool))[stack_ids]
 
 
 def _holders(analysis, all_samples, waiters, wait_ticks: np.ndarray, kind: str):
@@ -203,15 +204,15 @@ def _holders(analysis, all_samples, waiters, wait_ticks: np.ndarray, kind: str):
     # and is deep inside the handler's emit.
     if kind != WaitKind.LOGGING:
         site_id = int(waiters["site"].iloc[0])
-        others = others[~_stacks_where(analysis, others["stack"].to_numpy(),
-                                       lambda stack: site_id in stack)]
+        others = others[~_stacks_holding(analysis, others["stack"].to_numpy(),
+                                         lambda f, fid: fid == site_id)]
     # The innermost scope that explains a fair share of the waiting instants wins: the lock's
     # own function (the with-block) before its caller (which holds a pooled resource).
     best = None
     for scope in scopes:
-        inside = others[_stacks_where(analysis, others["stack"].to_numpy(),
-                                      lambda stack, s=scope: _contains(analysis, stack, s.function, s.file))]
-        coverage = inside["tick"].nunique()
+        inside = others[_stacks_holding(analysis, others["stack"].to_numpy(),
+                                        lambda f, fid, s=scope: f.function == s.function and f.file == s.file)]
+        coverage = len(sorted_distinct(inside["tick"].to_numpy()))
         if coverage and (best is None or coverage > best[0]):
             best = (coverage, scope, inside)
         if best is not None and best[0] >= MIN_SCOPE_COVERAGE * len(wait_ticks):
@@ -229,13 +230,17 @@ def _max_threads(samples: pd.DataFrame) -> int:
     the maximum would count torn or misaligned samples)."""
     if samples.empty:
         return 0
-    per_instant = samples.groupby("tick")["thread"].nunique()
-    return int(per_instant.mode().max())
-
-
-def _contains(analysis, stack: tuple[int, ...], function: str, file: str) -> bool:
-    return any(analysis.frame(f).function == function and analysis.frame(f).file == file
-               for f in stack)
+    # threads per instant from the distinct (tick, thread) pairs; then the most common count
+    # (the largest, when several are as common)
+    tick = samples["tick"].to_numpy().astype(np.int64)
+    thread = samples["thread"].to_numpy().astype(np.int64)
+    width = int(thread.max()) + 1
+    pairs = sorted_distinct((tick - tick.min()) * width + thread)
+    ticks = pairs // width  # sorted: each tick's pairs are one run
+    starts = np.flatnonzero(np.r_[True, ticks[1:] != ticks[:-1]])
+    per_instant = np.diff(np.r_[starts, len(ticks)])
+    frequency = np.bincount(per_instant)
+    return int(np.flatnonzero(frequency == frequency.max())[-1])
 
 
 def _holder_path(analysis, stack_id: int, scope):
@@ -265,7 +270,8 @@ def _rank(analysis, samples: pd.DataFrame, instants: int, scope_function) -> tup
         return ()
     # Each distinct stack's path is read once; rows carry it as an integer code.
     stack_ids = samples["stack"].to_numpy()
-    distinct, row_stack = np.unique(stack_ids, return_inverse=True)
+    distinct = sorted_distinct(stack_ids)
+    row_stack = np.searchsorted(distinct, stack_ids)
     paths = [_holder_path(analysis, int(sid), scope_function) for sid in distinct.tolist()]
     path_ids: dict[tuple, int] = {}
     entry_ids: dict[str, int] = {}
@@ -276,7 +282,13 @@ def _rank(analysis, samples: pd.DataFrame, instants: int, scope_function) -> tup
     row_path = stack_path[row_stack]
     keyed = pd.DataFrame({"path": row_path, "entry": stack_entry[row_stack],
                           "tick": samples["tick"].to_numpy(), "count": samples["count"].to_numpy()})
-    ticks_per_path = keyed.groupby("path")["tick"].nunique()
+    # distinct waiting instants per path, from the distinct (path, tick) pairs
+    tick = keyed["tick"].to_numpy().astype(np.int64)
+    span = int(tick.max() - tick.min()) + 1
+    pairs = sorted_distinct(row_path * span + (tick - tick.min()))
+    per_path = np.bincount(pairs // span)
+    present = np.flatnonzero(per_path)
+    ticks_per_path = pd.Series(per_path[present], index=present)
     # Ranked as grouping by the path tuples themselves would (sorted by path, then by count).
     order = sorted(range(len(ticks_per_path)), key=lambda i: path_names[int(ticks_per_path.index[i])])
     per_path = pd.Series(ticks_per_path.to_numpy()[order],
