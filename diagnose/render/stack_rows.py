@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from diagnose.model.analysis import Analysis
@@ -41,6 +42,8 @@ def stack_rows(analysis: Analysis) -> dict:
         frames.append({"function": frame.function, "file": frame.file, "line": int(frame.line),
                        "native": bool(frame.native)})
 
+    # Heaviest first (a stable sort: rows of equal count keep the grouping's order).
+    grouped = grouped.iloc[np.argsort(-grouped["count"].to_numpy(), kind="stable")]
     rows: list[dict[str, Any]] = []
     for stack_id, thread, state, category, count in zip(
             grouped["stack"].tolist(), grouped["thread"].tolist(), grouped["state"].astype(str).tolist(),
@@ -50,5 +53,4 @@ def stack_rows(analysis: Analysis) -> dict:
             "stack": list(paths[stack_id]), "tid": tid, "thread": name, "pid": pid, "role": role,
             "state": state, "category": category, "count": int(count),
         })
-    rows.sort(key=lambda r: -r["count"])
     return {"frames": frames, "samples": rows, "interval_s": profile.interval_s}
