@@ -44,13 +44,11 @@ def stack_rows(analysis: Analysis) -> dict:
 
     # Heaviest first (a stable sort: rows of equal count keep the grouping's order).
     grouped = grouped.iloc[np.argsort(-grouped["count"].to_numpy(), kind="stable")]
-    rows: list[dict[str, Any]] = []
-    for stack_id, thread, state, category, count in zip(
-            grouped["stack"].tolist(), grouped["thread"].tolist(), grouped["state"].astype(str).tolist(),
-            grouped["leaf_category"].astype(str).tolist(), grouped["count"].tolist()):
-        tid, name, pid, role = facts[thread]
-        rows.append({
-            "stack": list(paths[stack_id]), "tid": tid, "thread": name, "pid": pid, "role": role,
-            "state": state, "category": category, "count": int(count),
-        })
+    rows: list[dict[str, Any]] = [
+        {"stack": list(paths[stack_id]), "tid": fact[0], "thread": fact[1], "pid": fact[2],
+         "role": fact[3], "state": state, "category": category, "count": count}
+        for stack_id, fact, state, category, count in zip(
+            grouped["stack"].tolist(), map(facts.__getitem__, grouped["thread"].tolist()),
+            grouped["state"].astype(str).tolist(), grouped["leaf_category"].astype(str).tolist(),
+            grouped["count"].astype("int64").tolist())]
     return {"frames": frames, "samples": rows, "interval_s": profile.interval_s}
