@@ -94,7 +94,7 @@ def _attach_stoppable(stop, args: AttachArgs) -> int:
             cap = capture(pids, output_dir, options, progress, stop=stop, warn=log)
     else:
         cap = capture(pids, output_dir, options, progress, stop=stop, warn=log)
-    sampled_at = time.monotonic()
+    sampled_at, sampled_cpu = time.monotonic(), time.process_time()
     try:
         outputs = pipeline.from_capture(cap, output_dir, user_rules, keep_raw)
     except NoSamples:
@@ -113,7 +113,7 @@ def _attach_stoppable(stop, args: AttachArgs) -> int:
     code = finish(outputs, args.as_json, args.open_browser, stopped, cap.recorder_failure, ticket)
     if os.environ.get("DIAGNOSE_TIMING"):
         log(f"timing: {time.monotonic() - sampled_at:.2f} s from the end of sampling to the "
-            f"printed verdict")
+            f"printed verdict ({time.process_time() - sampled_cpu:.2f} s CPU)")
     return code
 
 
