@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import enum
 import math
+import weakref
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
+import numpy as np
 import pandas as pd
 
 from diagnose.model.confidence import intervals_for, too_uncertain, wilson
@@ -249,10 +251,16 @@ def _plain(value):
 
 def top_sites(analysis, samples: pd.DataFrame, reference: float, limit: int = 5) -> list[Site]:
     """Groups samples by their site frame, ranked by samples; share is of `reference` samples."""
-    with_site = samples[samples["site"] >= 0]
-    if with_site.empty or reference <= 0:
+    site = samples["site"].to_numpy()
+    has_site = site >= 0
+    if not has_site.any() or reference <= 0:
         return []
-    grouped = with_site.groupby("site")["count"].sum().sort_values(ascending=False).head(limit)
+    # Summed per site frame by count tables over frame ids (what groupby("site") gives: sites
+    # with rows, in frame id order), then ranked as before.
+    present = np.flatnonzero(np.bincount(site[has_site]))
+    sums = np.bincount(site[has_site], weights=samples["count"].to_numpy()[has_site])[present]
+    grouped = (pd.Series(sums.astype(np.int64), index=pd.Index(present, name="site"), name="count")
+               .sort_values(ascending=False).head(limit))
     sites = []
     for frame_id, count in grouped.items():
         frame = analysis.frame(int(frame_id))
@@ -278,8 +286,18 @@ def busy_samples(samples: pd.DataFrame) -> pd.DataFrame:
     """Samples of threads that run or want to run their own work. GIL waits count (the thread
     is runnable and wants to run the code it is in); a native library's mutex wait (OpenBLAS
     serializing callers) does not: that thread is blocked."""
-    return samples[samples["state"].isin(BUSY)
-                   & (samples["wait_kind"] != WaitKind.NATIVE_MUTEX)]
+    cached_for, cached = _BUSY_CACHE
+    if cached_for is not None and cached_for() is samples:
+        return cached
+    busy = samples[samples["state"].isin(BUSY) & (samples["wait_kind"] != WaitKind.NATIVE_MUTEX)]
+    _BUSY_CACHE[:] = [weakref.ref(samples), busy]
+    return busy
+
+
+# The last table busy_samples filtered and its result: five checks ask for the same request
+# threads' rows (Analysis.request_samples returns one object), each a copy of most of the
+# samples otherwise. The results are only read.
+_BUSY_CACHE: list = [None, None]
 
 
 def leading_sites(sites) -> tuple:

@@ -99,12 +99,13 @@ def run(analysis, settings):
         return NotApplicable(ID, "no worker threads were seen")
     samples = analysis.samples[analysis.samples["thread"].isin(workers.index)]
     total = float(samples["count"].sum())
-    idle = samples[samples["state"] == ThreadState.IDLE]
+    idle = (samples["state"] == ThreadState.IDLE).to_numpy()
     # A handler thread in an IO or sleep wait inside a request waits for something outside the
     # process (locks, queues and the GIL are the process's own and scored by their checks).
-    outside = samples[(samples["state"] == ThreadState.IO) & samples["thread"].isin(list(handlers))]
-    idle_share = float(idle["count"].sum()) / total if total else 0.0
-    outside_share = float(outside["count"].sum()) / total if total else 0.0
+    outside = ((samples["state"] == ThreadState.IO) & samples["thread"].isin(list(handlers))).to_numpy()
+    counts = samples["count"].to_numpy()
+    idle_share = float(counts[idle].sum()) / total if total else 0.0
+    outside_share = float(counts[outside].sum()) / total if total else 0.0
     share = idle_share + outside_share
     structure = analysis.structure
     stages = [st for st in structure.stages if st.role in ("stage", "batcher")]
@@ -128,8 +129,7 @@ def run(analysis, settings):
         "idle_threads": int((workers["role"] == ThreadRole.IDLE).sum()),
         "cpu_utilization": utilization,
     }
-    sites = top_sites(analysis, samples[samples.index.isin(idle.index.union(outside.index))],
-                      total, limit=3)
+    sites = top_sites(analysis, samples[idle | outside], total, limit=3)
     summary = f"worker threads were idle waiting for work {pct(idle_share)} of the time"
     if outside_share:
         summary = (f"worker threads waited {pct(share)} of the time: for work {pct(idle_share)}, "

@@ -7,6 +7,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from diagnose.classify.rules_file import CATEGORIES, BadRules, builtin_rules_text, load, validate
 from diagnose.model.profile import Frame
 
@@ -110,6 +112,31 @@ class Categorizer:
                 found = FrameCategory(pattern.category, pattern.generic, pattern.framework)
             self._cache[frame] = found
         return found
+
+    def phases_of_stacks(self, frames: list[Frame], flat: np.ndarray, offsets: np.ndarray
+                         ) -> tuple[list[str], list[str]]:
+        """`phase_of` and the leaf frame's category of every stack, for stacks given as frame ids
+        laid end to end (`flat`, `offsets`: Profile.stack_frames) into `frames`. Each frame is
+        categorized once; the stacks are read by numpy: a stack's phase is that of its innermost
+        frame of the highest rank (what `phase_of` finds walking from the leaf)."""
+        n = len(offsets) - 1
+        cats = [self.categorize(f) for f in frames]
+        rank = np.array([0 if c.category not in PHASES else 1 if c.generic else 2 if c.framework else 3
+                         for c in cats], dtype=np.int64)
+        names = np.array([c.category for c in cats] + ["other"], dtype=object)
+        lengths = np.diff(offsets)
+        phases = np.full(n, "other", dtype=object)
+        leaves = np.full(n, "other", dtype=object)
+        filled = np.flatnonzero(lengths > 0)
+        if len(filled) and len(flat):
+            span = int(lengths.max()) + 1
+            position = np.arange(len(flat), dtype=np.int64) - np.repeat(offsets[:-1], lengths)
+            key = rank[flat] * span + position
+            best = np.maximum.reduceat(key, offsets[filled])
+            at = np.where(best // span > 0, flat[offsets[filled] + best % span], len(frames))
+            phases[filled] = names[at]
+            leaves[filled] = names[flat[offsets[filled + 1] - 1]]
+        return phases.tolist(), leaves.tolist()
 
     def phase_of(self, frames: list[Frame]) -> str:
         """The phase of a sample whose stack is `frames` (root first).

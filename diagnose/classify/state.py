@@ -133,8 +133,37 @@ _ACCEPT_WAITS = [("socket.py", re.compile(r"(^|\.)accept$")),
                  ("multiprocessing/connection.py", re.compile(r"Listener\.accept$"))]
 
 
+# The frame tests below run for every distinct stack over the same few hundred distinct
+# frames: each (table, file, function) is tested once. Bounded: cleared when it grows past
+# _MEMO_LIMIT entries (a long-running watch sees new frames all the time).
+_MEMO_LIMIT = 1 << 20
+_frame_memo: dict[tuple, object] = {}
+_runtime_memo: dict[str, bool] = {}
+
+
+def _frame_in(frame: Frame, table: list) -> bool:
+    """`frame_is(frame, suffix, pattern)` for some (suffix, pattern) of `table`."""
+    key = (id(table), frame.file, frame.function)
+    known = _frame_memo.get(key)
+    if known is None:
+        if len(_frame_memo) > _MEMO_LIMIT:
+            _frame_memo.clear()
+        known = _frame_memo[key] = any(frame_is(frame, entry[0], entry[1]) for entry in table)
+    return known  # type: ignore[return-value]
+
+
+def _runtime_file(file: str) -> bool:
+    """The file is the runtime's own (libc, libpython, the interpreter binary)."""
+    known = _runtime_memo.get(file)
+    if known is None:
+        if len(_runtime_memo) > _MEMO_LIMIT:
+            _runtime_memo.clear()
+        known = _runtime_memo[file] = bool(_RUNTIME_LIBS.search(file))
+    return known
+
+
 def _waits_for_connection(frame: Frame) -> bool:
-    return any(frame_is(frame, suffix, pat) for suffix, pat in _ACCEPT_WAITS)
+    return _frame_in(frame, _ACCEPT_WAITS)
 
 
 @dataclass(frozen=True)
@@ -166,7 +195,7 @@ def _outermost_user_frame(frames: list[Frame]) -> int:
     for i, f in enumerate(frames):
         if f.native:
             continue
-        if any(frame_is(f, suffix, pat) for suffix, pat in _PLUMBING):
+        if _frame_in(f, _PLUMBING):
             continue
         return i
     return -1
@@ -201,9 +230,9 @@ def _stdlib_wait(frames: list[Frame], top: int) -> tuple[WaitKind, int] | None:
 
 def _stdlib_io(frames: list[Frame], top: int) -> int | None:
     f = frames[top]
-    if any(frame_is(f, suffix, pat) for suffix, pat in _STDLIB_IO):
+    if _frame_in(f, _STDLIB_IO):
         i = top
-        while i > 0 and any(frame_is(frames[i - 1], s, p) for s, p in _STDLIB_IO):
+        while i > 0 and _frame_in(frames[i - 1], _STDLIB_IO):
             i -= 1
         return i
     return None
@@ -216,10 +245,10 @@ def _is_idle_site(frames: list[Frame], site: int) -> bool:
     frames (it was forked there), and its request waits are real waits."""
     if site < 0:
         return False
-    if any(frame_is(frames[site], suffix, pat) for suffix, pat in _IDLE_SITES):
+    if _frame_in(frames[site], _IDLE_SITES):
         return True
     caller = next((i for i in range(site - 1, -1, -1) if not frames[i].native), -1)
-    if caller >= 0 and any(frame_is(frames[caller], suffix, pat) for suffix, pat in _SUPERVISOR_SITES):
+    if caller >= 0 and _frame_in(frames[caller], _SUPERVISOR_SITES):
         return True
     return site == _outermost_user_frame(frames)
 
@@ -303,10 +332,12 @@ def classify_stack(frames: list[Frame], native_profile: bool = True,
     so a lock wait without lock_PyThread_acquire_lock is an RLock wait."""
     if not frames:
         return StackState(ThreadState.UNKNOWN, WaitKind.NONE, -1)
-    top = max((i for i, f in enumerate(frames) if not f.native), default=-1)
+    top = len(frames) - 1  # the innermost Python frame
+    while top >= 0 and frames[top].native:
+        top -= 1
     tail = frames[top + 1:]
     names = {f.function for f in tail}
-    libs_only_runtime = all(_RUNTIME_LIBS.search(f.file) or _unnamed_runtime(f) for f in tail)
+    libs_only_runtime = all(_runtime_file(f.file) or _unnamed_runtime(f) for f in tail)
 
     if top < 0:  # a thread with no Python frames: a native pool thread (OpenMP, BLAS, ...)
         leaf = frames[-1].function
@@ -332,7 +363,7 @@ def classify_stack(frames: list[Frame], native_profile: bool = True,
             # unnamed frame in `_queue.cpython-3XX-....so` without (stripped distro builds).
             simple_queue = "_queue_SimpleQueue_get" in names or any(
                 re.search(r"(^|/)_queue\.cpython", f.file) for f in tail)
-            pool_worker = any(frame_is(frames[top], suffix, pat) for suffix, pat in _IDLE_SITES)
+            pool_worker = _frame_in(frames[top], _IDLE_SITES)
             if _is_idle_site(frames, top) and (simple_queue or pool_worker):
                 return StackState(ThreadState.IDLE, WaitKind.QUEUE, top)
             # RLock.acquire shows no rlock_acquire frame on 3.6-3.13: the Python frame sits

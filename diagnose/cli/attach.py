@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,11 +88,15 @@ def _attach_stoppable(stop, args: AttachArgs) -> int:
 
     options = AttachOptions(duration=duration, rate=rate, native=native, children=children,
                             async_tasks=args.async_tasks)
+    # What the analysis needs that does not depend on the samples (the page's template) is
+    # prepared while they are taken, at the lowest priority.
+    pipeline.warm_up_in_background()
     if bar_ctx is not None:
         with bar_ctx:
             cap = capture(pids, output_dir, options, progress, stop=stop, warn=log)
     else:
         cap = capture(pids, output_dir, options, progress, stop=stop, warn=log)
+    sampled_at, sampled_cpu = time.monotonic(), time.process_time()
     try:
         outputs = pipeline.from_capture(cap, output_dir, user_rules, keep_raw)
     except NoSamples:
@@ -106,7 +112,11 @@ def _attach_stoppable(stop, args: AttachArgs) -> int:
         stopped = stop.error(f"{stop.name} received after the window ended: the full report was "
                              f"written")
     ticket.window = (cap.started_at, cap.started_at + (cap.sampling.get("duration_s") or duration))
-    return finish(outputs, args.as_json, args.open_browser, stopped, cap.recorder_failure, ticket)
+    code = finish(outputs, args.as_json, args.open_browser, stopped, cap.recorder_failure, ticket)
+    if os.environ.get("DIAGNOSE_TIMING"):
+        log(f"timing: {time.monotonic() - sampled_at:.2f} s from the end of sampling to the "
+            f"printed verdict ({time.process_time() - sampled_cpu:.2f} s CPU)")
+    return code
 
 
 @click.command(epilog=EPILOG)

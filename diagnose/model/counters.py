@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from diagnose.model.vocab import RUNNING
@@ -68,8 +69,7 @@ def running_agreement(analysis, samples: pd.DataFrame, what: str = "request thre
                       ) -> CpuAgreement:
     """The cores `samples`' threads ran by their samples (running share per thread, summed)
     against their CPU seconds in /proc. Threads /proc never saw are left out of both."""
-    total = samples.groupby("tid")["count"].sum()
-    running = samples[samples["state"].isin(RUNNING)].groupby("tid")["count"].sum()
+    total, running = _sums_by_tid(samples)
     shares = (running.reindex(total.index, fill_value=0) / total.where(total > 0, 1))
     os_ = analysis.os
     if os_ is None:
@@ -80,6 +80,30 @@ def running_agreement(analysis, samples: pd.DataFrame, what: str = "request thre
     sampled = float(shares.loc[known].sum())
     measured = sum(_wanted_core_s(os_.threads[t]) for t in known) / _window(os_)
     return CpuAgreement(what, sampled, measured)
+
+
+def _sums_by_tid(samples: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Samples per OS thread id, all and running only (as `groupby("tid")` sums would give:
+    sorted by tid, a tid only where it has rows): count tables over the small thread index,
+    then the few threads summed per tid, not a filtered copy of the samples."""
+    thread = samples["thread"].to_numpy(dtype=np.int64)
+    if not len(thread):
+        empty = pd.Series([], dtype=np.int64, index=pd.Index([], dtype=np.int64, name="tid"))
+        return empty, empty
+    counts = samples["count"].to_numpy(dtype=np.int64)
+    state = samples["state"]
+    running = state.cat.codes.isin([state.cat.categories.get_loc(s) for s in RUNNING
+                                    if s in state.cat.categories]).to_numpy()
+    n = int(thread.max()) + 1
+    tid_of = np.zeros(n, dtype=np.int64)
+    tid_of[thread] = samples["tid"].to_numpy(dtype=np.int64)
+    rows = np.bincount(thread, minlength=n)
+    total = np.bincount(thread, weights=counts, minlength=n).astype(np.int64)
+    ran_rows = np.bincount(thread[running], minlength=n)
+    ran = np.bincount(thread[running], weights=counts[running], minlength=n).astype(np.int64)
+    by_tid = pd.DataFrame({"tid": tid_of, "total": total, "ran": ran, "rows": rows, "ran_rows": ran_rows})
+    summed = by_tid[by_tid["rows"] > 0].groupby("tid")[["total", "ran", "ran_rows"]].sum()
+    return summed["total"], summed.loc[summed["ran_rows"] > 0, "ran"]
 
 
 def _wanted_core_s(thread) -> float:

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.model import source
-from diagnose.model.profile import Frame
+from diagnose.model.profile import Frame, sorted_distinct
 from diagnose.model.vocab import BUSY, GIL_BOUND
 
 LOOP_THREAD_SHARE = 0.8  # a thread whose samples carry a loop marker this often is a loop thread
@@ -211,10 +211,8 @@ def event_loops(analysis) -> list:
     # A stack can be a loop's only if one of its frames is a loop marker (`_loop_marker`): each
     # frame is tested once, and only the stacks that hold one are read frame by frame.
     candidate = profile.stacks_with_any([_may_mark_loop(f) for f in profile.frames])
-    for sid in np.unique(samples["stack"].to_numpy()).tolist():
-        if not candidate[sid]:
-            per_stack[sid] = None
-            continue
+    used = sorted_distinct(samples["stack"].to_numpy())
+    for sid in used[candidate[used]].tolist():
         stack = profile.stacks[sid]
         frames = [profile.frames[i] for i in stack]
         per_stack[sid] = classify_loop_stack(frames, stack, str(stack_state[sid]))

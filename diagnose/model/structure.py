@@ -25,9 +25,10 @@ import re
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from diagnose.model import source
-from diagnose.model.profile import Frame, frame_is
+from diagnose.model.profile import Frame, frame_is, sorted_distinct
 from diagnose.model.vocab import BUSY, GIL_BOUND, HELD_KINDS, ProcessRole, ThreadRole, WaitKind
 _QUEUE_CALL = re.compile(r"([A-Za-z_][\w]*)\s*(?:\[[^\]]*\])?\s*\.\s*(get|put|get_nowait|put_nowait|"
                          r"submit|append|appendleft|popleft)\s*\(")
@@ -217,7 +218,6 @@ def build_structure(analysis) -> Structure:
     profile, samples = analysis.profile, analysis.samples
     if samples.empty:
         return Structure()
-    per_stack = {}
     # Each frame is tested once: is it a loop function's candidate (`loop_frame`), a queue
     # get/put (`queue_op`), a result wait (`result_wait`)? Each stack's loop frame is then its
     # first candidate, found by numpy; only stacks holding a queue op or a result wait are read
@@ -232,15 +232,15 @@ def build_structure(analysis) -> Structure:
     first = np.where(found & (first < offsets[1:]), first, -1)
     loop_frame_id = np.where(first >= 0, flat[np.maximum(first, 0)] if len(flat) else -1, -1)
     reading = profile.stacks_with_any([_may_queue_or_wait(f) for f in profile.frames])
-    for sid in np.unique(samples["stack"].to_numpy()).tolist():
-        loop = profile.frames[int(loop_frame_id[sid])] if loop_frame_id[sid] >= 0 else None
-        op = submitted = None
-        if reading[sid]:
-            frames = [profile.frames[i] for i in profile.stacks[sid]]
-            op = queue_op(frames)
-            waiter = result_wait(frames) if op is None else None
-            submitted = _submitted_to(frames[waiter]) if waiter is not None else None
-        per_stack[sid] = (loop, op, submitted)
+    per_stack: dict[int, tuple] = {}  # (queue op, queue a result wait fed), stacks that have one
+    used = sorted_distinct(samples["stack"].to_numpy())
+    for sid in used[reading[used]].tolist():
+        frames = [profile.frames[i] for i in profile.stacks[sid]]
+        op = queue_op(frames)
+        waiter = result_wait(frames) if op is None else None
+        submitted = _submitted_to(frames[waiter]) if waiter is not None else None
+        if op is not None or submitted is not None:
+            per_stack[sid] = (op, submitted)
     loop_threads = {loop.tid for loop in analysis.event_loops}
     master = analysis.process_role == ProcessRole.MASTER
     # The samples summed per (thread, stack, state), in the order each first appears: every sum
@@ -252,31 +252,34 @@ def build_structure(analysis) -> Structure:
     agg_stack = agg["stack"].to_numpy()
     agg_state = agg["state"].astype(str).to_numpy()
     agg_count = agg["count"].to_numpy()
+    # Each thread's loop function: the (function, file) of its stacks' loop frames with the most
+    # samples, ties to the one the thread showed first; by group sums over integer codes.
+    key_of_frame: dict[tuple[str, str], int] = {}
+    frame_key = np.array([key_of_frame.setdefault((f.function, f.file), len(key_of_frame))
+                          for f in profile.frames] + [-1], dtype=np.int64)
+    keys = list(key_of_frame)
+    row_key = frame_key[loop_frame_id[agg_stack]]  # loop_frame_id -1 -> the trailing -1
+    has = row_key >= 0
+    tallies = (pd.DataFrame({"thread": agg_thread[has], "key": row_key[has],
+                             "count": agg_count[has], "first": np.flatnonzero(has)})
+               .groupby(["thread", "key"], sort=False).agg(count=("count", "sum"), first=("first", "min"))
+               .reset_index().sort_values(["thread", "count", "first"], ascending=[True, False, True],
+                                          kind="stable")
+               .drop_duplicates("thread"))
     groups: dict[tuple, list[int]] = {}
-    thread_loop = {}
-    for thread in np.unique(agg_thread):
-        mine = agg_thread == thread
-        tally: dict = {}
-        for sid, count in zip(agg_stack[mine].tolist(), agg_count[mine].tolist()):
-            frame = per_stack[sid][0]
-            if frame is not None:
-                key = (frame.function, frame.file)
-                tally[key] = tally.get(key, 0) + int(count)
-        if not tally:
-            continue
-        key = max(tally, key=tally.__getitem__)
-        thread_loop[int(thread)] = key
-        groups.setdefault(key, []).append(int(thread))
+    for thread, key in zip(tallies["thread"].tolist(), tallies["key"].tolist()):
+        groups.setdefault(keys[key], []).append(int(thread))
+    row_op = [per_stack.get(s, (None, None)) for s in agg_stack.tolist()] if per_stack else None
     interval = profile.interval_s or 0.01
     stages = []
     for (function, file), threads in groups.items():
         mine = np.isin(agg_thread, threads)
-        stack_ids = agg_stack[mine].tolist()
         state = agg_state[mine]
         counts = agg_count[mine]
         total = float(counts.sum())
-        ops = [per_stack[s][1] for s in stack_ids]
-        submits = [per_stack[s][2] for s in stack_ids]
+        rows = np.flatnonzero(mine).tolist()
+        ops = [row_op[r][0] for r in rows] if row_op else [None] * len(rows)
+        submits = [row_op[r][1] for r in rows] if row_op else [None] * len(rows)
         busy_mask = np.isin(state, BUSY)
         busy = float(counts[busy_mask].sum())
         python = float(counts[np.isin(state, GIL_BOUND)].sum())
@@ -284,8 +287,10 @@ def build_structure(analysis) -> Structure:
         blocked = sum(c for o, c, s in zip(ops, counts, state) if o and o[0] == "put" and s not in BUSY)
         waiting = sum(c for w, c, s in zip(submits, counts, state) if w and s not in BUSY)
         tids = tuple(int(analysis.threads.loc[t, "tid"]) for t in threads)
-        loop = next((f for f in (per_stack[s][0] for s in stack_ids)
-                     if f is not None and (f.function, f.file) == (function, file)), None)
+        key = key_of_frame[(function, file)]
+        first_row = np.flatnonzero(mine & (row_key == key))
+        loop = (profile.frames[int(loop_frame_id[agg_stack[first_row[0]]])]
+                if len(first_row) else None)
         frame_line = loop.line if loop is not None else 0
         entry = is_entry(function, file)
         source_gets, source_puts = (source_queue_ops(loop) if loop is not None and not entry

@@ -69,9 +69,13 @@ def classify_stacks(profile: Profile, categorizer: Categorizer, calibration=None
     support = np.zeros(n, dtype=np.int32)
     mixtures = {}
     full_symbols = any(f.function in FULL_SYMBOL_MARKERS for f in profile.frames)
+    flat, offsets = profile.stack_frames()
+    phases, leaves = categorizer.phases_of_stacks(profile.frames, flat, offsets)
+    phase[:] = phases
+    leaf_cat[:] = leaves
     for sid, stack in enumerate(profile.stacks):
-        frames = [profile.frames[i] for i in stack]
-        found = calibration.lookup(python_key(frames)) if calibration else None
+        found = (calibration.lookup(python_key([profile.frames[i] for i in stack]))
+                 if calibration else None)
         if found:
             mixture, support[sid] = found
             calibrated[sid] = True
@@ -83,8 +87,6 @@ def classify_stacks(profile: Profile, categorizer: Categorizer, calibration=None
             result = classify_profile_stack(profile, sid, full_symbols)
             state[sid], wait_kind[sid], estimated[sid] = result.state, result.wait_kind, result.estimated
             site[sid] = stack[result.site] if result.site >= 0 else -1
-        phase[sid] = categorizer.phase_of(frames)
-        leaf_cat[sid] = categorizer.categorize(frames[-1]).category if frames else "other"
     return StackTable(state, wait_kind, site, phase, leaf_cat, estimated, calibrated, support, mixtures)
 
 
@@ -97,7 +99,9 @@ def _frame_id(profile: Profile, key) -> int:
 def _codes(values: np.ndarray, categories) -> np.ndarray:
     """Per distinct stack: the category code of its value (-1 for a value not among them)."""
     index = {c: i for i, c in enumerate(categories)}
-    return np.fromiter((index.get(v, -1) for v in values), dtype=np.int16, count=len(values))
+    codes, distinct = pd.factorize(np.asarray(values, dtype=object))  # None: code -1
+    mapped = np.array([index.get(v, -1) for v in distinct] + [-1], dtype=np.int16)
+    return mapped[codes]  # code -1 takes the trailing -1
 
 
 def build_sample_table(profile: Profile, stacks: StackTable) -> pd.DataFrame:

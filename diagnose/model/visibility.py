@@ -58,8 +58,10 @@ def assess_waits(profile: Profile) -> None:
     per_thread, waiting = [], []
     for track in profile.threads:
         ids, counts = track.stack_ids, track.counts
-        distinct, inverse = np.unique(ids, return_inverse=True)
-        per_stack = np.bincount(inverse, weights=counts, minlength=len(distinct))
+        # per distinct stack id of the track (ascending): its samples, by two count tables
+        distinct = np.flatnonzero(np.bincount(ids)) if len(ids) else np.zeros(0, dtype=np.int64)
+        per_stack = (np.bincount(ids, weights=counts)[distinct] if len(ids)
+                     else np.zeros(0, dtype=np.float64))
         mask = np.array([is_waiting(int(s)) for s in distinct], dtype=bool)
         per_thread.append(float(per_stack.sum()))
         waiting.append(float(per_stack[mask].sum()) if len(mask) else 0.0)

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
+from diagnose.model.profile import sorted_distinct
 from diagnose.model.vocab import CONTENDED, ThreadState, WaitKind
 
 KIND_LABELS = {
@@ -78,7 +79,8 @@ def wait_sites(analysis, limit: int = 8, holders_for: int = 5) -> list[WaitSite]
     total = float(req["count"].sum())
     if total == 0:
         return []
-    waiting = req[_is_waiting(req)]
+    # the waiting rows, with only the columns read below (a copy of 6 columns, not 13)
+    waiting = req.loc[_is_waiting(req).to_numpy(), ["thread", "t", "stack", "count", "wait_kind", "site"]]
     if waiting.empty:
         return []
     interval = analysis.profile.interval_s or 0.01
@@ -118,7 +120,7 @@ def wait_sites(analysis, limit: int = 8, holders_for: int = 5) -> list[WaitSite]
             max_concurrent = int(np.bincount(ticks - ticks.min()).max()) if len(ticks) else 0
             if rank < holders_for:
                 holders, scope, max_holders = _holders(analysis, all_samples, these,
-                                                       np.unique(ticks), kind)
+                                                       sorted_distinct(ticks), kind)
         sites.append(WaitSite(
             kind=kind, label=KIND_LABELS.get(kind, kind), function=frame.function, file=frame.file,
             line=frame.line, frame=frame_id, samples=int(row["samples"]),
@@ -147,11 +149,12 @@ def _member(values: np.ndarray, members: np.ndarray) -> np.ndarray:
     return np.isin(values, members)
 
 
-def _stacks_where(analysis, stack_ids: np.ndarray, predicate) -> np.ndarray:
-    """Evaluates a per-stack predicate once per distinct stack; returns a row mask."""
-    distinct = np.unique(stack_ids)
-    keep = np.array([bool(predicate(analysis.profile.stacks[int(s)])) for s in distinct], dtype=bool)
-    return np.isin(stack_ids, distinct[keep])
+def _stacks_holding(analysis, stack_ids: np.ndarray, frame_test) -> np.ndarray:
+    """A row mask: the row's stack holds a frame for which `frame_test(frame, frame id)` is
+    true. Each frame is tested once; the stacks are read by numpy (Profile.stacks_with_any)."""
+    profile = analysis.profile
+    marked = [bool(frame_test(f, fid)) for fid, f in enumerate(profile.frames)]
+    return profile.stacks_with_any(np.array(marked, dtype=bool))[stack_ids]
 
 
 def _holders(analysis, all_samples, waiters, wait_ticks: np.ndarray, kind: str):
@@ -207,15 +210,15 @@ def _holders(analysis, all_samples, waiters, wait_ticks: np.ndarray, kind: str):
     # and is deep inside the handler's emit.
     if kind != WaitKind.LOGGING:
         site_id = int(waiters["site"].iloc[0])
-        others = others[~_stacks_where(analysis, others["stack"].to_numpy(),
-                                       lambda stack: site_id in stack)]
+        others = others[~_stacks_holding(analysis, others["stack"].to_numpy(),
+                                         lambda f, fid: fid == site_id)]
     # The innermost scope that explains a fair share of the waiting instants wins: the lock's
     # own function (the with-block) before its caller (which holds a pooled resource).
     best = None
     for scope in scopes:
-        inside = others[_stacks_where(analysis, others["stack"].to_numpy(),
-                                      lambda stack, s=scope: _contains(analysis, stack, s.function, s.file))]
-        coverage = inside["tick"].nunique()
+        inside = others[_stacks_holding(analysis, others["stack"].to_numpy(),
+                                        lambda f, fid, s=scope: f.function == s.function and f.file == s.file)]
+        coverage = len(sorted_distinct(inside["tick"].to_numpy()))
         if coverage and (best is None or coverage > best[0]):
             best = (coverage, scope, inside)
         if best is not None and best[0] >= MIN_SCOPE_COVERAGE * len(wait_ticks):
@@ -233,13 +236,17 @@ def _max_threads(samples: pd.DataFrame) -> int:
     the maximum would count torn or misaligned samples)."""
     if samples.empty:
         return 0
-    per_instant = samples.groupby("tick")["thread"].nunique()
-    return int(per_instant.mode().max())
-
-
-def _contains(analysis, stack: tuple[int, ...], function: str, file: str) -> bool:
-    return any(analysis.frame(f).function == function and analysis.frame(f).file == file
-               for f in stack)
+    # threads per instant from the distinct (tick, thread) pairs; then the most common count
+    # (the largest, when several are as common)
+    tick = samples["tick"].to_numpy().astype(np.int64)
+    thread = samples["thread"].to_numpy().astype(np.int64)
+    width = int(thread.max()) + 1
+    pairs = sorted_distinct((tick - tick.min()) * width + thread)
+    ticks = pairs // width  # sorted: each tick's pairs are one run
+    starts = np.flatnonzero(np.r_[True, ticks[1:] != ticks[:-1]])
+    per_instant = np.diff(np.r_[starts, len(ticks)])
+    frequency = np.bincount(per_instant)
+    return int(np.flatnonzero(frequency == frequency.max())[-1])
 
 
 def _holder_path(analysis, stack_id: int, scope):
@@ -270,7 +277,8 @@ def _rank(analysis, samples: pd.DataFrame, instants: int, scope_function) -> tup
         return ()
     # Each distinct stack's path is read once; rows carry it as an integer code.
     stack_ids = samples["stack"].to_numpy()
-    distinct, row_stack = np.unique(stack_ids, return_inverse=True)
+    distinct = sorted_distinct(stack_ids)
+    row_stack = np.searchsorted(distinct, stack_ids)
     paths = [_holder_path(analysis, int(sid), scope_function) for sid in distinct.tolist()]
     path_ids: dict[tuple, int] = {}
     entry_ids: dict[str, int] = {}
@@ -282,7 +290,13 @@ def _rank(analysis, samples: pd.DataFrame, instants: int, scope_function) -> tup
     keyed = pd.DataFrame({"path": row_path, "entry": stack_entry[row_stack],
                           "tick": samples["tick"].to_numpy(), "count": samples["count"].to_numpy(),
                           "state": np.asarray(samples["state"].astype(str))})
-    ticks_per_path = keyed.groupby("path")["tick"].nunique()
+    # distinct waiting instants per path, from the distinct (path, tick) pairs
+    tick = keyed["tick"].to_numpy().astype(np.int64)
+    span = int(tick.max() - tick.min()) + 1
+    pairs = sorted_distinct(row_path * span + (tick - tick.min()))
+    per_path = np.bincount(pairs // span)
+    present = np.flatnonzero(per_path)
+    ticks_per_path = pd.Series(per_path[present], index=present)
     # Ranked as grouping by the path tuples themselves would (sorted by path, then by count).
     order = sorted(range(len(ticks_per_path)), key=lambda i: path_names[int(ticks_per_path.index[i])])
     per_path = pd.Series(ticks_per_path.to_numpy()[order],

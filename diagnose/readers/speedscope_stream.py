@@ -64,7 +64,7 @@ class _Interner:
         """Stack ids of the complete samples in `content` (`[1,2],[3]`, perhaps a leading comma
         and whitespace)."""
         if content.strip(_SPACE).strip(b","):
-            content = content.translate(None, _SPACE).removeprefix(b",")
+            content = _without_space(content).removeprefix(b",")
         else:
             return np.empty(0, dtype=np.int32)
         if not (content.startswith(b"[") and content.endswith(b"]")):
@@ -82,8 +82,18 @@ class _Interner:
         return ids[codes]
 
 
+def _without_space(content: bytes) -> bytes:
+    """`content` without JSON whitespace; py-spy writes none: then not copied."""
+    if any(space in content for space in _SPACES):
+        return content.translate(None, _SPACE)
+    return content
+
+
+_SPACES = tuple(bytes([c]) for c in _SPACE)
+
+
 def _weights(content: bytes) -> np.ndarray:
-    content = content.translate(None, _SPACE).strip(b",")
+    content = _without_space(content).strip(b",")
     if not content:
         return np.empty(0, dtype=np.float64)
     codes, texts = pd.factorize(np.array(content.split(b","), dtype=object))
@@ -97,11 +107,16 @@ def _weights(content: bytes) -> np.ndarray:
 
 def lift(chunks: Iterator[bytes], first: bytes = b"") -> Lifted:
     """Reads the document from `first` and then `chunks`, lifting out every profile's samples
-    and weights. Raises Unexpected or Truncated."""
+    and weights. Raises Unexpected or Truncated.
+
+    The buffer is read at a position that moves forward (regular expressions searched from it,
+    each piece copied out once): the rest of a 16 MiB chunk is copied only when the next chunk
+    is appended to it."""
     interner = _Interner()
     skeleton: list[bytes] = []
     arrays: list = []
     buf = first
+    pos = 0
     done = False
 
     def more() -> bytes:
@@ -113,48 +128,49 @@ def lift(chunks: Iterator[bytes], first: bytes = b"") -> Lifted:
         return b""
 
     while True:
-        match = _KEY.search(buf)
+        match = _KEY.search(buf, pos)
         if match is None:
             if done:
-                skeleton.append(buf)
+                skeleton.append(buf[pos:])
                 break
-            skeleton.append(buf[:-_KEY_TAIL])
-            buf = buf[-_KEY_TAIL:] + more()
+            keep = max(pos, len(buf) - _KEY_TAIL)
+            skeleton.append(buf[pos:keep])
+            buf, pos = buf[keep:] + more(), 0
             continue
         kind = match.group(1)
-        skeleton.append(buf[:match.start()])
+        skeleton.append(buf[pos:match.start()])
         skeleton.append(b'"%s":"%s%d"' % (kind, LIFTED.encode(), len(arrays)))
-        buf = buf[match.end():]
+        pos = match.end()
         if kind == b"samples":
             parts: list[np.ndarray] = []
             while True:
-                closed = _EMPTY_END.match(buf)  # no sample (left) before the closing bracket
-                end = _SAMPLES_END.search(buf) if closed is None else None
+                closed = _EMPTY_END.match(buf, pos)  # no sample (left) before the closing bracket
+                end = _SAMPLES_END.search(buf, pos) if closed is None else None
                 if closed is not None:
-                    buf = buf[closed.end():]
+                    pos = closed.end()
                     break
                 if end is not None:
-                    parts.append(interner.samples(buf[:end.start() + 1]))
-                    buf = buf[end.end():]
+                    parts.append(interner.samples(buf[pos:end.start() + 1]))
+                    pos = end.end()
                     break
-                cut = buf.rfind(b"]") + 1  # after the last complete sample
-                parts.append(interner.samples(buf[:cut]))
+                cut = max(buf.rfind(b"]", pos) + 1, pos)  # after the last complete sample
+                parts.append(interner.samples(buf[pos:cut]))
                 if done:
                     raise Truncated("the file ends inside a profile's samples")
-                buf = buf[cut:] + more()
+                buf, pos = buf[cut:] + more(), 0
             arrays.append(RawSamples(np.concatenate(parts) if parts else np.empty(0, np.int32)))
         else:
             weights: list[np.ndarray] = []
             while True:
-                end_at = buf.find(b"]")
+                end_at = buf.find(b"]", pos)
                 if end_at >= 0:
-                    weights.append(_weights(buf[:end_at]))
-                    buf = buf[end_at + 1:]
+                    weights.append(_weights(buf[pos:end_at]))
+                    pos = end_at + 1
                     break
-                cut = buf.rfind(b",") + 1
-                weights.append(_weights(buf[:cut]))
+                cut = max(buf.rfind(b",", pos) + 1, pos)
+                weights.append(_weights(buf[pos:cut]))
                 if done:
                     raise Truncated("the file ends inside a profile's weights")
-                buf = buf[cut:] + more()
+                buf, pos = buf[cut:] + more(), 0
             arrays.append(np.concatenate(weights) if weights else np.empty(0, np.float64))
     return Lifted(b"".join(skeleton), arrays, interner.raw_stacks)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 from importlib import resources
 
@@ -61,8 +62,10 @@ def page_script() -> str:
     return _checked_inline("static/page/*.js", text, ("</script", "<!--", "<script"))
 
 
+@functools.cache
 def template_environment() -> jinja2.Environment:
-    """The pages' templates: every value autoescaped, a missing one an error."""
+    """The pages' templates: every value autoescaped, a missing one an error. One environment
+    per process: it keeps each template compiled."""
     return jinja2.Environment(loader=jinja2.PackageLoader("diagnose._reports", ""),
                               autoescape=True, undefined=jinja2.StrictUndefined)
 

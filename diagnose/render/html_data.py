@@ -56,10 +56,21 @@ def flame_data(analysis: Analysis, categorizer: Categorizer) -> dict:
         # frame that says how many stacks it stands for (totals per thread and state stay whole).
         order = np.argsort(-grouped["count"].to_numpy(), kind="stable")
         keep = sorted(order[:MAX_FLAME_ROWS].tolist())
-        for i in order[MAX_FLAME_ROWS:].tolist():
-            entry = rest.setdefault((threads[i], states[i]), [0, 0])
-            entry[0] += 1
-            entry[1] += int(counts[i])
+        lighter = order[MAX_FLAME_ROWS:]
+        # per (thread, state) in the order the heaviest-first walk meets them
+        sums = (pd.DataFrame({"thread": grouped["thread"].to_numpy()[lighter],
+                              "state": grouped["state"].astype(str).to_numpy()[lighter],
+                              "count": grouped["count"].to_numpy()[lighter]})
+                .groupby(["thread", "state"], sort=False)["count"].agg(["size", "sum"]))
+        for (thread, state), size, total in zip(sums.index.tolist(), sums["size"].tolist(),
+                                                sums["sum"].tolist()):
+            rest[(int(thread), str(state))] = [int(size), int(total)]
+    # The drawn stacks' paths, frames numbered as they first appear (keep is in row order, and
+    # the rows are sorted by stack id), without a Python walk of each stack's frames.
+    used, numbered = analysis.profile.numbered_paths([stack_ids[i] for i in keep])
+    for fid in used:
+        frame_ref(fid)
+    paths.update(numbered)
     stacks = [[list(path_of(stack_ids[i])), int(threads[i]), state_index[states[i]], int(counts[i])]
               for i in keep]
     for (thread, state), (rows, count) in rest.items():

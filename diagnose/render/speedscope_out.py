@@ -35,8 +35,10 @@ def write_speedscope(profile: Profile, path: Path, name: str) -> None:
     """The same document as `profile_to_speedscope`, written piece by piece: each distinct
     stack's text is made once and the samples are those texts taken by stack id (no list per
     sample), the weights written from their array."""
-    stack_texts = np.array([orjson.dumps(list(stack)) for stack in profile.stacks] or [b"[]"],
-                           dtype=object)
+    # Every stack's frame list as JSON without its brackets: one orjson call over all stacks,
+    # cut apart between them (`[[1,2],[3]]` -> `1,2` and `3`).
+    stack_texts = np.array(orjson.dumps(profile.stacks)[2:-2].split(b"],[") if profile.stacks
+                           else [b""], dtype=object)
     frames = [{"name": f.function, "file": f.file, "line": f.line} for f in profile.frames]
     with open(path, "wb") as fh:
         fh.write(b'{"$schema":' + orjson.dumps(SCHEMA) + b',"shared":'
@@ -46,7 +48,8 @@ def write_speedscope(profile: Profile, path: Path, name: str) -> None:
             fh.write((b"," if index else b"") + orjson.dumps(header)[:-1] + b',"samples":[')
             ids = np.asarray(track.stack_ids, dtype=np.int64)
             for start in range(0, len(ids), 1 << 20):
-                fh.write((b"," if start else b"") + b",".join(stack_texts[ids[start:start + (1 << 20)]]))
+                fh.write((b",[" if start else b"[") + b"],[".join(stack_texts[ids[start:start + (1 << 20)]])
+                         + b"]")
             fh.write(b'],"weights":' + orjson.dumps(np.ascontiguousarray(weights, dtype=np.float64),
                                                     option=orjson.OPT_SERIALIZE_NUMPY) + b"}")
         fh.write(b'],"name":' + orjson.dumps(name) + b',"activeProfileIndex":0,"exporter":"diagnose"}')

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from diagnose.model.analysis import Analysis
@@ -32,34 +33,22 @@ def stack_rows(analysis: Analysis) -> dict:
     facts = {int(index): (int(tid), str(name), None if pd.isna(pid) else int(pid), str(role))
              for index, tid, name, pid, role in zip(threads.index, threads["tid"], threads["name"],
                                                     threads["pid"], threads["role"])}
-    # Each distinct stack's path in the report's frame list, built once per stack.
-    used_frames: dict[int, int] = {}
+    # Each distinct stack's path in the report's frame list (frames numbered as they first
+    # appear, stacks in id order), built once per stack without a Python walk of its frames.
+    used, paths = profile.numbered_paths(grouped["stack"].to_numpy())
     frames: list[dict] = []
-    paths: dict[int, list[int]] = {}
+    for frame_id in used:
+        frame = profile.frames[frame_id]
+        frames.append({"function": frame.function, "file": frame.file, "line": int(frame.line),
+                       "native": bool(frame.native)})
 
-    def path_of(stack_id: int) -> list[int]:
-        path = paths.get(stack_id)
-        if path is None:
-            path = []
-            for frame_id in profile.stacks[stack_id]:
-                index = used_frames.get(frame_id)
-                if index is None:
-                    frame = profile.frames[frame_id]
-                    index = used_frames[frame_id] = len(frames)
-                    frames.append({"function": frame.function, "file": frame.file,
-                                   "line": int(frame.line), "native": bool(frame.native)})
-                path.append(index)
-            paths[stack_id] = path
-        return path
-
-    rows: list[dict[str, Any]] = []
-    for stack_id, thread, state, category, count in zip(
-            grouped["stack"].tolist(), grouped["thread"].tolist(), grouped["state"].astype(str).tolist(),
-            grouped["leaf_category"].astype(str).tolist(), grouped["count"].tolist()):
-        tid, name, pid, role = facts[thread]
-        rows.append({
-            "stack": list(path_of(stack_id)), "tid": tid, "thread": name, "pid": pid, "role": role,
-            "state": state, "category": category, "count": int(count),
-        })
-    rows.sort(key=lambda r: -r["count"])
+    # Heaviest first (a stable sort: rows of equal count keep the grouping's order).
+    grouped = grouped.iloc[np.argsort(-grouped["count"].to_numpy(), kind="stable")]
+    rows: list[dict[str, Any]] = [
+        {"stack": list(paths[stack_id]), "tid": fact[0], "thread": fact[1], "pid": fact[2],
+         "role": fact[3], "state": state, "category": category, "count": count}
+        for stack_id, fact, state, category, count in zip(
+            grouped["stack"].tolist(), map(facts.__getitem__, grouped["thread"].tolist()),
+            grouped["state"].astype(str).tolist(), grouped["leaf_category"].astype(str).tolist(),
+            grouped["count"].astype("int64").tolist())]
     return {"frames": frames, "samples": rows, "interval_s": profile.interval_s}

@@ -35,6 +35,28 @@ def state_sources(samples: pd.DataFrame) -> dict:
     return out
 
 
+def state_sources_by_thread(samples: pd.DataFrame) -> dict[int, dict]:
+    """`state_sources` of each thread's samples, by two group operations over the whole table
+    (not a filter per thread)."""
+    counts = (samples.groupby(["thread", "state_source"], observed=False)["count"].sum()
+              .unstack(fill_value=0))
+    calibrated = samples[samples["state_source"] == "calibrated"]
+    support = calibrated.groupby("thread")["calibration_support"].agg(["min", "median"])
+    low = dict(zip(support.index.tolist(), support["min"].tolist()))
+    middle = dict(zip(support.index.tolist(), support["median"].tolist()))
+    present = set(pd.unique(samples["thread"]).tolist())
+    names = [str(k) for k in counts.columns]
+    out = {}
+    for thread, row in zip(counts.index.tolist(), counts.to_numpy().tolist()):
+        if thread not in present:
+            continue
+        entry: dict[str, int | float | None] = {k: int(v) for k, v in zip(names, row)}
+        entry["calibration_min_support"] = int(low[thread]) if thread in low else None
+        entry["calibration_median_support"] = float(middle[thread]) if thread in middle else None
+        out[int(thread)] = entry
+    return out
+
+
 def thread_lifetimes(analysis: Analysis) -> dict[int, tuple[float, float]]:
     """Per thread index: (first, last) instant it was seen, in seconds from the window's start,
     when the recording has timestamps (a thread started or ended mid-window is placed where it
@@ -54,7 +76,7 @@ def thread_lifetimes(analysis: Analysis) -> dict[int, tuple[float, float]]:
 
 def thread_rows(analysis: Analysis) -> list[dict]:
     rows = []
-    sources = {int(t): state_sources(g) for t, g in analysis.samples.groupby("thread", observed=True)}
+    sources = state_sources_by_thread(analysis.samples)
     os_threads = analysis.os.threads if analysis.os else {}
     state_cols = [c for c in analysis.threads.columns if c not in ("tid", "pid", "name", "role", "samples")]
     lifetimes = thread_lifetimes(analysis)

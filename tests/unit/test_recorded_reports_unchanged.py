@@ -1,0 +1,86 @@
+"""Every recorded profile (fixtures/recorded/, with and without its /proc record and native
+samples) keeps its verdict, and every finding its score, severity, sites, predicted gain and
+evidence, as recorded in tests/unit/goldens/recorded_reports.json: a change that only makes
+the analysis faster must leave them as they were.
+
+A change that means to alter a verdict re-records the goldens, and its diff shows what moved:
+    python -m tests.unit.test_recorded_reports_unchanged --write
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from diagnose.report.pipeline import from_file
+from tests.conftest import RECORDED
+
+GOLDENS = Path(__file__).parent / "goldens" / "recorded_reports.json"
+
+
+def _cases() -> dict[str, tuple[Path, Path | None, Path | None]]:
+    cases = {}
+    for path in sorted(RECORDED.glob("*.json")):
+        if ".native." in path.name or ".procfs." in path.name:
+            continue
+        stem = path.name.split(".")[0]
+        procfs, native = RECORDED / f"{stem}.procfs.json", RECORDED / f"{stem}.native.speedscope.json"
+        cases[path.name] = (path, None, None)
+        if procfs.exists() or native.exists():
+            cases[path.name + "+companions"] = (path, procfs if procfs.exists() else None,
+                                                 native if native.exists() else None)
+    return cases
+
+
+def _summary(report: dict) -> dict:
+    """What a verdict rests on: the primary and each finding's score, severity, sites, gain and
+    evidence; the wait sites with their holders; each thread's role and state counts."""
+    return {
+        "verdict": {k: report["verdict"].get(k) for k in ("primary", "co_primary", "severity",
+                                                           "confidence", "headline", "samples")},
+        "findings": {f["id"]: {k: f.get(k) for k in ("score", "severity", "sites", "predicted_gain",
+                                                     "gain_interval", "score_interval", "evidence",
+                                                     "intervals")}
+                     for f in report["findings"]},
+        "not_applicable": sorted(n["id"] for n in report["not_applicable"]),
+        "waits": report.get("waits"),
+        "threads": [{k: t.get(k) for k in ("tid", "role", "samples", "states", "state_sources")}
+                    for t in report.get("threads", [])],
+    }
+
+
+def _analyse(case: tuple[Path, Path | None, Path | None], out: Path) -> dict:
+    path, procfs, native = case
+    outputs = from_file(path, out, None, procfs_path=procfs, native_path=native)
+    # through JSON, as the report file has it (tuples become lists, numbers plain)
+    return _summary(json.loads(outputs.json.read_text()))
+
+
+CASES = _cases()
+
+
+def test_every_recorded_profile_has_a_golden():
+    assert set(json.loads(GOLDENS.read_text())) == set(CASES)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_recorded_report_is_unchanged(name, tmp_path):
+    golden = json.loads(GOLDENS.read_text())[name]
+    assert _analyse(CASES[name], tmp_path) == golden
+
+
+def _write(out: Path) -> None:
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        goldens = {name: _analyse(case, Path(tmp) / name) for name, case in CASES.items()}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(goldens, indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--write"]:
+        sys.exit(__doc__)
+    _write(GOLDENS)
