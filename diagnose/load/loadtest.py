@@ -236,11 +236,11 @@ def diagnose_under_load(url: str, pids: list[int], level: float, seconds: float,
     except DiagnoseError as exc:
         info["error"] = exc.message
         return info
-    verdict = outputs.report["verdict"]
-    info.update(primary=verdict.get("primary"), headline=verdict.get("headline"),
-                severity=verdict.get("severity"), html=str(outputs.html),
+    verdict = outputs.report.verdict
+    info.update(primary=verdict.primary, headline=verdict.headline,
+                severity=str(verdict.severity), html=str(outputs.html),
                 html_name=outputs.html.name, json=str(outputs.json),
                 rps_while_sampled=round(run.result.requests_per_second, 2) if run.result else None,
                 partial=outputs.partial)
-    log(f"    verdict: {verdict.get('primary')}")
+    log(f"    verdict: {verdict.primary}")
     return info

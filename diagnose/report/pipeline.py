@@ -28,6 +28,7 @@ from diagnose.render.html import render_html
 from diagnose.render.html_data import page_data
 from diagnose.render import json_text
 from diagnose.report.json_report import build_report
+from diagnose.report.model import Report
 from diagnose.render.markdown import render_markdown
 from diagnose.render.speedscope_out import write_speedscope
 
@@ -38,7 +39,7 @@ class Outputs:
     json: Path
     speedscope: Path
     procfs: Path | None
-    report: dict
+    report: Report
     partial: bool
     markdown: Path | None = None  # the ticket summary (`--print md`)
 
@@ -155,7 +156,7 @@ def write_outputs(service: Service, results: CheckResults, per_process: dict,
             else:
                 write_atomically(speedscope, lambda tmp: shutil.copyfile(source_profile, tmp))
             written.append(speedscope)
-        report_text = json_text.report_text(report)
+        report_text = json_text.report_text(report.to_json())
         write_text(paths[".json"], report_text)
         written.append(paths[".json"])
         summary = render_markdown(report, [paths[ext].name for ext in

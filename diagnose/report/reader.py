@@ -1,5 +1,6 @@
 """Reading back a diagnose report a user names: the .json written beside it, or the .html page,
-whose data block carries the same report. Anything else is BadProfile (exit 6), one line."""
+whose data block carries the same report, as the frozen model (report/model/). Anything else is
+BadProfile (exit 6), one line naming what is missing."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from diagnose.readers.bounded_read import read_bounded
 from diagnose.errors import BadProfile
+from diagnose.report.model import NotAReport, Report
 
 # A report of a long window over many threads is a few MiB; its page a little more.
 MAX_REPORT_BYTES = 256 << 20
@@ -22,12 +24,11 @@ _DATA_BLOCK = re.compile(r'<script type="application/json" id="diagnose-data">(.
 # Pages of the other commands: said by name rather than "no report in it".
 _OTHER_PAGES = {"sweep-data": "a sweep report", "experiment-data": "an experiment report",
                 "diff-data": "a diff report"}
-# What the comparison reads; a report lacking any of these cannot be diffed.
-REQUIRED_KEYS = ("schema_version", "sampling", "verdict", "findings", "threads")
 
 
-def read_report(path: str | Path) -> dict:
-    """The report dict of the .json or .html report at `path`."""
+def read_report(path: str | Path) -> Report:
+    """The report in the .json or .html report at `path` (this schema version or the previous
+    one)."""
     path = Path(path)
     raw = read_bounded(path, WHAT, MAX_REPORT_BYTES, BadProfile)
     try:
@@ -69,17 +70,21 @@ def _from_page(text: str, path: Path):
     return data["report"]
 
 
-def _check(data, path: Path) -> dict:
+def _check(data, path: Path) -> Report:
     if not isinstance(data, dict):
         raise BadProfile(f"{path}: JSON but not an object, not a {WHAT}")
     if data.get("kind") == "diagnose-diff":
         raise BadProfile(f"{path}: is a diff report, not a {WHAT}")
     if "verdict" not in data and ("steps" in data or "decision" in data):
         raise BadProfile(f"{path}: is a sweep or experiment report, not a {WHAT}")
-    missing = [key for key in REQUIRED_KEYS if key not in data]
-    if missing:
-        raise BadProfile(f"{path}: JSON without {', '.join(missing)}, not a {WHAT}")
-    if not isinstance(data.get("stacks"), dict) or not data["stacks"].get("frames"):
+    try:
+        report = Report.from_json(data)
+    except NotAReport as exc:
+        detail = (f"JSON {exc.what}" if not exc.path
+                  else f"{exc.what}: {exc.path}" if exc.what == "missing"
+                  else f"{exc.path} is {exc.what}")
+        raise BadProfile(f"{path}: {detail}, not a {WHAT}") from None
+    if not report.stacks.frames:
         raise BadProfile(f"{path}: the report carries no stacks (written by an older diagnose?): "
                          f"analyze its .speedscope.json again to get one that can be compared")
-    return data
+    return report
