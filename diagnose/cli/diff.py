@@ -38,9 +38,7 @@ def diff(before, after, output_dir, as_json, open_browser):
     from diagnose.report.reader import read_report
 
     def action():
-        # The comparison still reads the JSON form of the two reports (not yet the model).
-        result = diff_reports(read_report(before).to_json(), read_report(after).to_json(),
-                              (before.name, after.name))
+        result = diff_reports(read_report(before), read_report(after), (before.name, after.name))
         json_path, html_path = write_diff(result, output_dir)
         if as_json:
             click.echo(json.dumps(result, indent=2, ensure_ascii=False))

@@ -11,13 +11,22 @@ import re
 
 import pytest
 
-from diagnose.compare.diff import SEVERITY_MARGIN, diff_reports, severity_change
+from diagnose.compare import diff as compare
+from diagnose.compare.diff import SEVERITY_MARGIN
 from diagnose.errors import BadProfile, ExitCode
 from diagnose.render.diff_html import render_diff_html
 from diagnose.render.html import render_html
 from diagnose.report.reader import read_report
 from tests.conftest import invoke_cli
-from tests.report_data import as_report
+from tests.report_data import as_finding, as_report
+
+
+def diff_reports(before, after, names=("before", "after")):
+    return compare.diff_reports(as_report(before), as_report(after), names)
+
+
+def severity_change(before, after, threads=(1, 1)):
+    return compare.severity_change(as_finding(before), as_finding(after), threads)
 
 APP = "/srv/app/service.py"
 THREADING = "/usr/lib/python3.11/threading.py"
