@@ -26,9 +26,9 @@ _OTHER_PAGES = {"sweep-data": "a sweep report", "experiment-data": "an experimen
                 "diff-data": "a diff report"}
 
 
-def read_report(path: str | Path) -> Report:
+def read_report(path: str | Path, need_stacks: bool = True) -> Report:
     """The report in the .json or .html report at `path` (this schema version or the previous
-    one)."""
+    one). `need_stacks`: refuse a report without its stacks table (diff and export read it)."""
     path = Path(path)
     raw = read_bounded(path, WHAT, MAX_REPORT_BYTES, BadProfile)
     try:
@@ -42,7 +42,7 @@ def read_report(path: str | Path) -> Report:
         data = _from_page(text, path)
     else:
         raise BadProfile(f"{path}: neither JSON nor an HTML page, not a {WHAT}")
-    return _check(data, path)
+    return _check(data, path, need_stacks)
 
 
 def _parse(text: str, path: Path):
@@ -70,7 +70,7 @@ def _from_page(text: str, path: Path):
     return data["report"]
 
 
-def _check(data, path: Path) -> Report:
+def _check(data, path: Path, need_stacks: bool = True) -> Report:
     if not isinstance(data, dict):
         raise BadProfile(f"{path}: JSON but not an object, not a {WHAT}")
     if data.get("kind") == "diagnose-diff":
@@ -84,7 +84,7 @@ def _check(data, path: Path) -> Report:
                   else f"{exc.what}: {exc.path}" if exc.what == "missing"
                   else f"{exc.path} is {exc.what}")
         raise BadProfile(f"{path}: {detail}, not a {WHAT}") from None
-    if not report.stacks.frames:
+    if need_stacks and not report.stacks.frames:
         raise BadProfile(f"{path}: the report carries no stacks (written by an older diagnose?): "
                          f"analyze its .speedscope.json again to get one that can be compared")
     return report

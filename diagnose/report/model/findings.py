@@ -74,6 +74,13 @@ class Fix:
     stage: str | None = None
 
 
+def _fix(raw: JsonValue) -> Fix:
+    if not isinstance(raw, dict):
+        return Fix("", None)
+    stage = raw.get("stage")
+    return Fix(str(raw.get("knob") or ""), raw.get("value"), str(stage) if stage else None)
+
+
 @dataclass(frozen=True)
 class Site:
     function: str
@@ -136,13 +143,19 @@ class Finding:
         return (v for v in self.evidence if v.row)
 
     @property
-    def fix(self) -> Fix | None:
+    def fixes(self) -> tuple[Fix, ...]:
+        """The first advice as knobs (`evidence.fix`: one knob, or a list of them); an entry
+        that names no knob is a Fix with an empty knob, so a caller can refuse it."""
         found = self.value(FIX_KEY)
         raw = found.value if found is not None else None
-        if not isinstance(raw, dict) or not raw.get("knob"):
-            return None
-        stage = raw.get("stage")
-        return Fix(str(raw["knob"]), raw.get("value"), str(stage) if stage else None)
+        if not raw:
+            return ()
+        return tuple(_fix(one) for one in (raw if isinstance(raw, list) else [raw]))
+
+    @property
+    def fix(self) -> Fix | None:
+        first = next(iter(self.fixes), None)
+        return first if first is not None and first.knob else None
 
     @property
     def estimated(self) -> bool:
