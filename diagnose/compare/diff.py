@@ -220,7 +220,7 @@ def _side(finding: Finding | None) -> dict | None:
 def compare_findings(before: Report, after: Report) -> list[dict]:
     a = {f.id: f for f in before.findings if f.id}
     b = {f.id: f for f in after.findings if f.id}
-    out = []
+    out: list[dict[str, Any]] = []
     for fid in list(a) + [fid for fid in b if fid not in a]:
         old, new = a.get(fid), b.get(fid)
         if old is None or new is None:

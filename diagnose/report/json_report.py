@@ -3,6 +3,8 @@ reads; its JSON (`Report.to_json()`) is the contract other tools read."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from diagnose.checks.engine import CheckResults
@@ -19,7 +21,7 @@ from diagnose.report.model.codec import decode
 
 
 
-def _num(value):
+def _num(value: Any) -> Any:
     if value is None:
         return None
     if hasattr(value, "item"):

@@ -21,6 +21,7 @@ from diagnose.errors import BadProfile, NoSamples, OutputFailed
 from diagnose.model import source
 from diagnose.readers.chrometrace import close_exited_threads, regrid, settle_rate
 from diagnose.readers.loaders import decode_input, load_profile, read_input
+from diagnose.model.profile import Profile
 from diagnose.model.service import Service, build_service
 from diagnose.outputs.files import (WriteFailed, claim_name, move_file, prepare_output_dir,
                                     remove_quietly, write_atomically, write_text)
@@ -62,11 +63,9 @@ def load_user_rules(path: str | None) -> dict | None:
     return rules_file.load(Path(path), checks=check_schema()) if path else None
 
 
-def _load_all(paths: list[Path], rate_hz: float | None = None):
-    """One profile from one or more recordings (one per named pid), or None without paths.
+def _load_all(paths: list[Path], rate_hz: float | None = None) -> Profile:
+    """One profile from one or more recordings (one per named pid).
     `rate_hz`: the rate they were recorded at, when known (a chrometrace file does not say)."""
-    if not paths:
-        return None
     profile = load_profile(paths[0], rate_hz=rate_hz)
     for extra in paths[1:]:
         profile.absorb(load_profile(extra, rate_hz=rate_hz))
@@ -75,7 +74,7 @@ def _load_all(paths: list[Path], rate_hz: float | None = None):
     return profile
 
 
-def _settle_instants(profile, tree: TreeRecord | None, meta: dict) -> None:
+def _settle_instants(profile: Profile, tree: TreeRecord | None, meta: dict) -> None:
     """A timestamped recording (readers/chrometrace.py) does not mark a thread's exit: the /proc
     record of the same window does; without it, say so. Then, with py-spy's count of the
     samples it took, read the recording at the rate py-spy achieved."""
@@ -101,7 +100,7 @@ def analyze(profile_paths: list[Path], tree: TreeRecord | None, meta: dict,
     _settle_instants(profile, tree, meta)
     if profile.total_samples == 0:
         raise NoSamples(f"{profile_paths[0]}: the profile holds no samples")
-    native = _load_all(list(native_paths))
+    native = _load_all(list(native_paths)) if native_paths else None
     target = meta.get("target") or {}
     pids = [*(target.get("pids") or [target.get("pid")]), *profile.pids] if live else []
     with source.reading_from(pids):

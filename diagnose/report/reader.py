@@ -8,6 +8,7 @@ import html
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 from diagnose.readers.bounded_read import read_bounded
 from diagnose.errors import BadProfile
@@ -45,7 +46,7 @@ def read_report(path: str | Path, need_stacks: bool = True) -> Report:
     return _check(data, path, need_stacks)
 
 
-def _parse(text: str, path: Path):
+def _parse(text: str, path: Path) -> Any:
     try:
         return json.loads(text)
     except RecursionError:
@@ -54,7 +55,7 @@ def _parse(text: str, path: Path):
         raise BadProfile(f"{path}: not valid JSON ({exc}), not a {WHAT}") from None
 
 
-def _from_page(text: str, path: Path):
+def _from_page(text: str, path: Path) -> Any:
     match = _DATA_BLOCK.search(text)
     if match is None:
         for block_id, name in _OTHER_PAGES.items():
@@ -70,7 +71,7 @@ def _from_page(text: str, path: Path):
     return data["report"]
 
 
-def _check(data, path: Path, need_stacks: bool = True) -> Report:
+def _check(data: Any, path: Path, need_stacks: bool = True) -> Report:
     if not isinstance(data, dict):
         raise BadProfile(f"{path}: JSON but not an object, not a {WHAT}")
     if data.get("kind") == "diagnose-diff":
