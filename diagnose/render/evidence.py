@@ -20,14 +20,14 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from diagnose.checks.spec import DASH, Evidence
+from diagnose.checks.spec import DASH
 # The labels live with the report model; re-exported for the renderers that read them here.
 from diagnose.report.model.labels import (LABELS, SKIPPED, fallback_label,  # noqa: F401
                                           humanize, infer_unit, label_for)
 from diagnose.checks.spec import Unit as U
 
 if TYPE_CHECKING:
-    from diagnose.report.model import Finding
+    from diagnose.report.model import EvidenceValue, Finding, Interval
 
 PERCENT, SECONDS, PER_S, MB, MB_PER_S = U.PERCENT, U.SECONDS, U.PER_S, U.MB, U.MB_PER_S
 CORES, RATIO, NUMBER, TEXT, FLAG, ID = U.CORES, U.RATIO, U.NUMBER, U.TEXT, U.FLAG, U.ID
@@ -152,46 +152,24 @@ def _items(value: dict, unit: str, none: str) -> list[list[str]]:
 # ------------------------------------------------------------------ rows
 
 
-def _flag(evidence: dict) -> str:
-    if evidence.get("estimated") is True:
-        return "estimated"
-    if evidence.get("calibrated") is True:
-        return "calibrated"
-    return ""
-
-
-def _infer_for_value(label: Evidence, key: str, value) -> Evidence:
-    """A fallback label whose suffix says nothing: the value's type decides."""
-    if key in LABELS or label.unit != NUMBER:
-        return label
-    if isinstance(value, bool):
-        return Evidence(label.label, FLAG)
-    if isinstance(value, str):
-        return Evidence(label.label, TEXT)
-    return label
-
-
-def describe_item(key: str, value, evidence: dict | None = None, intervals: dict | None = None
-                  ) -> dict:
-    """One evidence row: {"key", "label", "text"}, "items" for a dict, "interval" when shown."""
-    label = _infer_for_value(label_for(key), key, value)
-    text = fmt_value(value, label.unit, label.none)
-    row: dict[str, Any] = {"key": key, "label": label.label, "text": text}
-    interval = (intervals or {}).get(key) if label.interval else None
-    if (label.unit == PERCENT and isinstance(interval, dict) and isinstance(value, (int, float))
+def describe_item(item: EvidenceValue, interval: Interval | None = None, flag: str = "") -> dict:
+    """One evidence row: {"key", "label", "text"}, "items" for a dict, "interval" when shown.
+    `flag`: "estimated" / "calibrated" when the finding's evidence rests on inferred states."""
+    value = item.value
+    text = fmt_value(value, item.unit, item.none)
+    row: dict[str, Any] = {"key": item.key, "label": item.label, "text": text}
+    shown = interval if item.interval else None
+    if (item.unit == PERCENT and shown is not None and isinstance(value, (int, float))
             and not isinstance(value, bool)):
-        low, high, samples = interval.get("low"), interval.get("high"), interval.get("samples")
-        if isinstance(low, (int, float)) and isinstance(high, (int, float)):
-            lo, hi = fmt_percent(low), fmt_percent(high)
-            bounds = lo.removesuffix("%") + EN_DASH + hi if lo.endswith("%") else lo + EN_DASH + hi
-            row["text"] = f"{text} ({bounds})"
-            if isinstance(samples, int) and not isinstance(samples, bool):
-                row["text"] += ", " + _count(samples, SAMPLES)
-            row["interval"] = {"low": low, "high": high, "samples": samples}
+        lo, hi = fmt_percent(shown.low), fmt_percent(shown.high)
+        bounds = lo.removesuffix("%") + EN_DASH + hi if lo.endswith("%") else lo + EN_DASH + hi
+        row["text"] = f"{text} ({bounds})"
+        if shown.samples is not None:
+            row["text"] += ", " + _count(shown.samples, SAMPLES)
+        row["interval"] = {"low": shown.low, "high": shown.high, "samples": shown.samples}
     if isinstance(value, dict):
-        row["items"] = _items(value, label.unit, label.none)
-    flag = _flag(evidence or {})
-    if flag and label.estimable and value is not None:
+        row["items"] = _items(value, item.unit, item.none)
+    if flag and item.estimable and value is not None:
         row["text"] += f" ({flag})"
         row["flag"] = flag
     return row
@@ -200,7 +178,5 @@ def describe_item(key: str, value, evidence: dict | None = None, intervals: dict
 def describe_evidence(finding: Finding) -> list[dict]:
     """Each evidence value of `finding` as a labelled row, in the evidence's order; `fix` is left
     out (the page shows it as the knob line)."""
-    flags = {v.key: v.value for v in finding.evidence if v.key in ("estimated", "calibrated")}
-    intervals = {key: {"low": i.low, "high": i.high, "samples": i.samples}
-                 for key, i in finding.intervals.items()}
-    return [describe_item(v.key, v.value, flags, intervals) for v in finding.rows()]
+    return [describe_item(v, finding.intervals.get(v.key), finding.state_flag)
+            for v in finding.rows()]

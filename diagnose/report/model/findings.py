@@ -45,9 +45,9 @@ def evidence_value(key: str, value: JsonValue) -> EvidenceValue:
     """`value` with the label and unit its check declares for `key` (or made from the key)."""
     # Imported here: the declarations gather every check module, which a report read back for
     # its verdict alone does not need at import time.
-    from diagnose.report.model.labels import label_for
+    from diagnose.report.model.labels import label_for_value
 
-    declared = label_for(key)
+    declared = label_for_value(key, value)
     return EvidenceValue(key, value, declared.label, str(declared.unit), declared.estimable,
                          declared.interval, declared.none, declared.row)
 
@@ -158,9 +158,14 @@ class Finding:
         return first if first is not None and first.knob else None
 
     @property
-    def estimated(self) -> bool:
-        """The evidence rests on inferred thread states (`estimated` or `calibrated`)."""
-        return any(v.key in ("estimated", "calibrated") and v.value is True for v in self.evidence)
+    def state_flag(self) -> str:
+        """"estimated" or "calibrated" when the evidence rests on inferred thread states (its
+        `estimated` / `calibrated` value is true), else ""."""
+        for key in ("estimated", "calibrated"):
+            found = self.value(key)
+            if found is not None and found.value is True:
+                return key
+        return ""
 
 
 @dataclass(frozen=True)

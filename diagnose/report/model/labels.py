@@ -70,3 +70,16 @@ def humanize(key: str) -> str:
 
 def fallback_label(key: str) -> Evidence:
     return Evidence(humanize(key), infer_unit(key))
+
+
+def label_for_value(key: str, value: object) -> Evidence:
+    """`label_for(key)`; for a key no check declares whose suffix says nothing, the value's type
+    decides (a flag, a text)."""
+    label = label_for(key)
+    if key in LABELS or label.unit != NUMBER:
+        return label
+    if isinstance(value, bool):
+        return Evidence(label.label, U.FLAG)
+    if isinstance(value, str):
+        return Evidence(label.label, U.TEXT)
+    return label
