@@ -15,7 +15,7 @@ from diagnose.model.waits import describe
 from diagnose.model.vocab import ProcessRole
 from diagnose.render.redact import redact_cmdline
 from diagnose.report.model import (SCHEMA_VERSION, EventLoop, Finding, Load, NotApplicable,
-                                   Process, Report, Sampling, Stacks, Structure, Target, Thread,
+                                   Process, Report, Sampling, Structure, Target, Thread,
                                    Verdict, WaitSite)
 from diagnose.report.model.codec import decode
 
@@ -198,6 +198,6 @@ def build_report(service: Service, results: CheckResults, per_process: dict | No
                           for view in service.processes for loop in view.analysis.event_loops),
         not_applicable=tuple(NotApplicable(n.id, n.reason) for n in results.not_applicable),
         threads=tuple(decode(Thread, row, "threads") for row in thread_rows(analysis)),
-        stacks=decode(Stacks, stack_rows(analysis), "stacks"),
+        stacks=stack_rows(analysis),
         load=decode(Load, load, "load") if load else None,
     )

@@ -52,9 +52,9 @@ def evidence_value(key: str, value: JsonValue) -> EvidenceValue:
                          declared.interval, declared.none, declared.row)
 
 
-def _decode_evidence(raw: JsonValue, path: str) -> tuple[EvidenceValue, ...]:
+def _decode_evidence(raw: JsonValue) -> tuple[EvidenceValue, ...]:
     if not isinstance(raw, dict):
-        raise NotAReport(path, "an object expected")
+        raise NotAReport("", "an object expected")
     return tuple(evidence_value(str(k), v) for k, v in raw.items())
 
 

@@ -69,6 +69,8 @@ class Sampling:
     samples: int | None = None
     errors: int | None = None
     mode: str = ""
+    # The window's length is unknown (no time stamps, no waiting samples): at least this.
+    duration_at_least_s: float | None = field(default=None, metadata=OPTIONAL)
     thread_samples: int = 0
     # "measured" | "reconstructed" | "none": how sample instants are known.
     instants: str = "none"
@@ -77,12 +79,13 @@ class Sampling:
     states_calibrated: bool = False
     state_estimated: bool = False
     state_sources: StateSources = StateSources()
+    # Share of /proc observations that found a thread stopped by py-spy (with a /proc record).
+    paused_share: float | None = field(default=None, metadata=OPTIONAL)
     observer: Observer = Observer()
     partial: bool = False
     notes: tuple[str, ...] = ()
     # Only some reports have these.
     requested_duration_s: float | None = field(default=None, metadata=OPTIONAL)
-    duration_at_least_s: float | None = field(default=None, metadata=OPTIONAL)
     plan: str | None = field(default=None, metadata=OPTIONAL)
     proc_interval_s: float | None = field(default=None, metadata=OPTIONAL)
     samples_taken: int | None = field(default=None, metadata=OPTIONAL)
@@ -94,7 +97,6 @@ class Sampling:
     pyspy_version: str | None = field(default=None, metadata=OPTIONAL)
     pyspy_cpu_s: float | None = field(default=None, metadata=OPTIONAL)
     pyspy_cpu_share_of_cores: float | None = field(default=None, metadata=OPTIONAL)
-    paused_share: float | None = field(default=None, metadata=OPTIONAL)
     # The window's wall-clock start (a live capture): pprof's time_nanos, a push's span.
     started_at: float | None = field(default=None, metadata=OPTIONAL)
 

@@ -80,15 +80,15 @@ class WaitSite:
     """Where request threads waited, on what, and who held it."""
 
     kind: str = ""
+    label: str = ""
     function: str = ""
     file: str = ""
     line: int = 0
-    share: float = 0.0  # of request-thread time
-    label: str = ""
     samples: int = 0
     thread_seconds: float = 0.0
     threads: int = 0
     max_concurrent: int = 0
+    share: float = 0.0  # of request-thread time
     holders: tuple[Holder, ...] = ()
     holder_scope: str = ""
     max_holders: int = 0
@@ -195,19 +195,19 @@ class StackFrame:
     native: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StackRow:
     """Samples of one distinct (stack, thread, state, leaf category); `stack` indexes
     `Stacks.frames`, root first."""
 
     stack: tuple[int, ...]
-    count: int
     tid: int | None = None
     thread: str = ""
     pid: int | None = None
     role: str = ""
     state: str = ""
     category: str = ""
+    count: int
 
 
 @dataclass(frozen=True)
