@@ -12,7 +12,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from diagnose.checks.base import LeverKind
 from diagnose.model.vocab import Confidence, Severity
 from diagnose.report.model.codec import JsonValue, NotAReport
 
@@ -102,7 +101,7 @@ class Interval:
 class Lever:
     """One way to act on a finding and what it can buy (an estimate whose inputs `basis` says)."""
 
-    kind: str = LeverKind.REMOVE_WORK  # a LeverKind
+    kind: str = "remove_work"  # a checks.base.LeverKind: remove_work | more_cores
     gain: float = 1.0
     label: str = ""
     basis: str = ""
@@ -151,11 +150,6 @@ class Finding:
         if not raw:
             return ()
         return tuple(_fix(one) for one in (raw if isinstance(raw, list) else [raw]))
-
-    @property
-    def fix(self) -> Fix | None:
-        first = next(iter(self.fixes), None)
-        return first if first is not None and first.knob else None
 
     @property
     def state_flag(self) -> str:

@@ -66,8 +66,3 @@ class Report:
 
     def finding(self, finding_id: str) -> Finding | None:
         return next((f for f in self.findings if f.id == finding_id), None)
-
-    @property
-    def top(self) -> Finding | None:
-        """The verdict's primary finding, else the first."""
-        return self.finding(self.verdict.primary) or (self.findings[0] if self.findings else None)
