@@ -128,12 +128,12 @@ def fix_from_report(path: Path) -> tuple[tuple[tuple[str, str], ...], dict]:
     """The environment assignments a report's first finding advises (`evidence.fix`: one knob,
     or a list of them), and that finding's summary (id, fix, predicted gain). BadProfile
     (exit 6) when the file is not a report or its advice is not an environment knob."""
-    from diagnose.report.reader import read_report
+    from diagnose.report.reader import read_findings
 
-    report = read_report(path, need_stacks=False)
-    if not report.findings:
+    findings = read_findings(path)
+    if not findings:
         raise BadProfile(f"{path}: the report has no finding, so no advice to try")
-    finding = report.findings[0]
+    finding = findings[0]
     declared = finding.value("fix")
     fix = declared.value if declared is not None else None
     info = {"finding": finding.id, "fix": fix or None,

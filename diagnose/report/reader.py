@@ -12,7 +12,8 @@ from typing import Any
 
 from diagnose.readers.bounded_read import read_bounded
 from diagnose.errors import BadProfile
-from diagnose.report.model import NotAReport, Report
+from diagnose.report.model import Finding, NotAReport, Report
+from diagnose.report.model.codec import decode
 
 # A report of a long window over many threads is a few MiB; its page a little more.
 MAX_REPORT_BYTES = 256 << 20
@@ -27,10 +28,31 @@ _OTHER_PAGES = {"sweep-data": "a sweep report", "experiment-data": "an experimen
                 "diff-data": "a diff report"}
 
 
-def read_report(path: str | Path, need_stacks: bool = True) -> Report:
+def read_report(path: str | Path) -> Report:
     """The report in the .json or .html report at `path` (this schema version or the previous
-    one). `need_stacks`: refuse a report without its stacks table (diff and export read it)."""
+    one), with its stacks table (diff and export read it)."""
     path = Path(path)
+    return _check(_read(path), path)
+
+
+def read_findings(path: str | Path) -> tuple[Finding, ...]:
+    """The findings of the .json or .html report at `path`, in its order: all `experiment
+    --from-report` reads, so a report written by hand with only its findings will do."""
+    path = Path(path)
+    data = _read(path)
+    if not isinstance(data, dict):
+        raise BadProfile(f"{path}: JSON but not an object, not a {WHAT}")
+    findings = data.get("findings") or []
+    if not isinstance(findings, list):
+        raise BadProfile(f"{path}: findings is not a list, not a {WHAT}")
+    try:
+        return tuple(decode(Finding, f, f"findings[{i}]") for i, f in enumerate(findings))
+    except NotAReport as exc:
+        raise BadProfile(f"{path}: {exc.path} is {exc.what}, not a {WHAT}") from None
+
+
+def _read(path: Path) -> Any:
+    """The JSON of the report file: the .json itself, or the page's data block's report."""
     raw = read_bounded(path, WHAT, MAX_REPORT_BYTES, BadProfile)
     try:
         text = raw.decode("utf-8")
@@ -43,7 +65,7 @@ def read_report(path: str | Path, need_stacks: bool = True) -> Report:
         data = _from_page(text, path)
     else:
         raise BadProfile(f"{path}: neither JSON nor an HTML page, not a {WHAT}")
-    return _check(data, path, need_stacks)
+    return data
 
 
 def _parse(text: str, path: Path) -> Any:
@@ -71,7 +93,7 @@ def _from_page(text: str, path: Path) -> Any:
     return data["report"]
 
 
-def _check(data: Any, path: Path, need_stacks: bool = True) -> Report:
+def _check(data: Any, path: Path) -> Report:
     if not isinstance(data, dict):
         raise BadProfile(f"{path}: JSON but not an object, not a {WHAT}")
     if data.get("kind") == "diagnose-diff":
@@ -85,7 +107,7 @@ def _check(data: Any, path: Path, need_stacks: bool = True) -> Report:
                   else f"{exc.what}: {exc.path}" if exc.what == "missing"
                   else f"{exc.path} is {exc.what}")
         raise BadProfile(f"{path}: {detail}, not a {WHAT}") from None
-    if need_stacks and not report.stacks.frames:
+    if not report.stacks.frames:
         raise BadProfile(f"{path}: the report carries no stacks (written by an older diagnose?): "
                          f"analyze its .speedscope.json again to get one that can be compared")
     return report
