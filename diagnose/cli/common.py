@@ -9,12 +9,16 @@ import sys
 import webbrowser
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from diagnose.errors import DiagnoseError, ExitCode, Interrupted
-from diagnose.model.vocab import GATE_SEVERITIES, Severity, severity_rank
+from diagnose.model.vocab import GATE_SEVERITIES, severity_rank
 from diagnose.render.deadlock_text import dump_lines
+
+if TYPE_CHECKING:
+    from diagnose.report.model import Verdict
 
 EPILOG = """\b
 Exit codes: 0 ok, 2 bad usage or rules file (diff: reports of two different programs), 3 no
@@ -62,13 +66,13 @@ def finish(outputs, as_json: bool, open_browser: bool, stopped: Interrupted | No
     ticket = ticket or Ticket()
     report = outputs.report
     if as_json:
-        click.echo(json.dumps(report, indent=2, ensure_ascii=False))
+        click.echo(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
         log(f"Report: {outputs.html}")
     elif ticket.print_format == "md" and getattr(outputs, "markdown", None) is not None:
         click.echo(outputs.markdown.read_text(encoding="utf-8"), nl=False)
         log(f"Report: {outputs.html}")
     else:
-        click.echo(f"Verdict: {verdict_line(report['verdict'])}")
+        click.echo(f"Verdict: {verdict_line(report.verdict)}")
         for line in dump_lines(report):  # a deadlock, thread by thread (jstack's layout)
             click.echo(line)
         click.echo(f"Report: {outputs.html}   (also .json, .md, .speedscope.json)")
@@ -88,7 +92,7 @@ def finish(outputs, as_json: bool, open_browser: bool, stopped: Interrupted | No
         return ExitCode.TARGET_EXITED
     if extras_code != ExitCode.OK:
         return extras_code
-    return gate(ExitCode.OK, report["verdict"], ticket.fail_on, "the verdict")
+    return gate(ExitCode.OK, report.verdict, ticket.fail_on, "the verdict")
 
 
 def _ticket_extras(outputs, ticket: Ticket) -> int:
@@ -199,12 +203,12 @@ def ticket_options(fn):
     return fn
 
 
-def verdict_line(verdict: dict) -> str:
+def verdict_line(verdict: Verdict) -> str:
     """The terminal's verdict line: the finding's name and what it found, keeping whatever the
     headline says first about the verdict itself (low confidence; a profile that cannot show
     waits; no clear bottleneck), never dropping it."""
-    headline = verdict["headline"]
-    primary = verdict["primary"]
+    headline = verdict.headline
+    primary = verdict.primary
     if primary in ("none", "inconclusive"):
         return headline
     label = primary.replace("_", " ")
@@ -284,14 +288,14 @@ def load_options(fn):
     return fn
 
 
-def gate(code: int, verdict: dict | None, fail_on: str | None, what: str) -> int:
+def gate(code: int, verdict: Verdict | None, fail_on: str | None, what: str) -> int:
     """--fail-on: exit 10 (after every output is written) when `verdict` reached the asked
     severity and nothing else already failed."""
     if fail_on is None or code != ExitCode.OK or not verdict:
         return code
-    severity = verdict.get("severity") or Severity.OK
+    severity = verdict.severity
     if severity_rank(severity) >= severity_rank(fail_on):
-        log(f"fail-on {fail_on}: {what} is {severity} ({verdict.get('primary')}): exit "
+        log(f"fail-on {fail_on}: {what} is {severity} ({verdict.primary}): exit "
              f"{ExitCode.FINDING_GATE}")
         return ExitCode.FINDING_GATE
     return code

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from diagnose.cli.common import (EPILOG, check_print, common_output, finish_load, gate,
                                  load_options, log, print_option, run)
 from diagnose.model.vocab import GATE_SEVERITIES
+
+if TYPE_CHECKING:
+    from diagnose.report.model import Verdict
 
 
 @click.command(epilog=EPILOG)
@@ -137,11 +141,16 @@ def _read_body(path: Path) -> bytes:
         raise ValueError(f"--body {path}: {exc.strerror or exc}") from None
 
 
-def _sweep_gate_verdict(report: dict) -> dict | None:
+def _sweep_gate_verdict(report: dict) -> Verdict | None:
     """The verdict a sweep is gated on: the one that explains its knee (summary.why), else the
     last step's diagnosed."""
+    from diagnose.report.model import Verdict
+    from diagnose.report.model.codec import decode
+
     why = (report.get("summary") or {}).get("why")
-    if why:
-        return why
     diagnosed = [s["verdict"] for s in report.get("steps") or [] if s.get("verdict")]
-    return diagnosed[-1] if diagnosed else None
+    chosen = why or (diagnosed[-1] if diagnosed else None)
+    if not chosen:
+        return None
+    # A step's verdict says no severity when its diagnosis had none to say.
+    return decode(Verdict, {**chosen, "severity": chosen.get("severity") or "ok"}, "verdict")

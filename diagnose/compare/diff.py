@@ -1,6 +1,6 @@
 """Two reports of one service, before and after a change: what moved, normalised so that runs of
-different lengths, rates and thread counts compare. Pure functions: report dicts in, the diff
-dict out (its shape is what `diagnose diff --json` prints and the diff page renders).
+different lengths, rates and thread counts compare. Pure functions: two report models in, the
+diff dict out (its shape is what `diagnose diff --json` prints and the diff page renders).
 
 Normalisation: a wait site as thread-seconds waited per second of wall time (the mean number of
 threads waiting there); the state mix of each thread role as shares of that role's samples; a
@@ -18,6 +18,7 @@ from diagnose.errors import DiagnoseError, ExitCode
 from diagnose.model.confidence import wilson
 from diagnose.model.vocab import SEVERITIES, ThreadRole
 from diagnose.render.redact import redact_text
+from diagnose.report.model import Finding, Report, Sampling, WaitSite
 
 SCHEMA_VERSION = 1
 
@@ -50,7 +51,7 @@ class DifferentPrograms(DiagnoseError):
     exit_code = ExitCode.USAGE
 
 
-def diff_reports(before: dict, after: dict, names: tuple[str, str] = ("before", "after")) -> dict:
+def diff_reports(before: Report, after: Report, names: tuple[str, str] = ("before", "after")) -> dict:
     files = match_files(_frames(before), _frames(after))
     check_same_program(before, after, files)
     differs = sampling_differences(before, after)
@@ -77,79 +78,73 @@ def diff_reports(before: dict, after: dict, names: tuple[str, str] = ("before", 
 
 # -- what each side is -------------------------------------------------------------------------
 
-def _mode(sampling: dict) -> str | None:
-    mode = sampling.get("mode")
+def _mode(sampling: Sampling) -> str | None:
+    mode = sampling.mode
     # An offline analysis names its file in the mode: the file's name is not a sampling setting.
-    return "offline" if isinstance(mode, str) and mode.startswith("offline:") else mode
+    return "offline" if mode.startswith("offline:") else mode
 
 
-def _plan(sampling: dict):
-    plan = sampling.get("plan")
-    if not isinstance(plan, str):
+def _plan(sampling: Sampling) -> str | None:
+    plan = sampling.plan
+    if plan is None:
         return plan
     # The plan says the thread count it was sized for: another count is not another plan.
     return re.sub(r"\d+(\.\d+)? ?(Hz|thread-samples/s|threads)", r"N \2", plan)
 
 
-def sampling_differences(before: dict, after: dict) -> list[str]:
-    a, b = before.get("sampling") or {}, after.get("sampling") or {}
-    readers = {"mode": _mode, "plan": _plan, "rate_hz": lambda s: s.get("rate_hz"),
-               "native": lambda s: s.get("native")}
-    return [name for name in SAMPLING_FIELDS if readers[name](a) != readers[name](b)]
+def sampling_differences(before: Report, after: Report) -> list[str]:
+    a, b = before.sampling, after.sampling
+    differs = {"mode": _mode(a) != _mode(b), "plan": _plan(a) != _plan(b),
+               "rate_hz": a.rate_hz != b.rate_hz, "native": a.native != b.native}
+    return [name for name in SAMPLING_FIELDS if differs[name]]
 
 
-def wall_seconds(report: dict) -> float | None:
+def wall_seconds(report: Report) -> float | None:
     """The sampled window's wall time: the report's own, else the busiest thread's samples."""
-    sampling = report.get("sampling") or {}
-    duration = sampling.get("duration_s")
-    if isinstance(duration, (int, float)) and duration > 0:
+    duration = report.sampling.duration_s
+    if duration is not None and duration > 0:
         return float(duration)
-    interval = (report.get("stacks") or {}).get("interval_s")
-    ticks = max((t.get("samples") or 0 for t in report.get("threads") or []), default=0)
+    interval = report.stacks.interval_s
+    ticks = max((t.samples for t in report.threads), default=0)
     return ticks * interval if interval and ticks else None
 
 
-def throughput(report: dict) -> float | None:
-    rps = (report.get("load") or {}).get("throughput_rps")
-    return float(rps) if isinstance(rps, (int, float)) and rps > 0 else None
+def throughput(report: Report) -> float | None:
+    rps = report.load.throughput_rps if report.load is not None else None
+    return float(rps) if rps is not None and rps > 0 else None
 
 
-def describe(report: dict, name: str) -> dict:
-    target, sampling, verdict = (report.get("target") or {}, report.get("sampling") or {},
-                                 report.get("verdict") or {})
-    cmdline = target.get("cmdline")
-    if isinstance(cmdline, list):
-        cmdline = " ".join(map(str, cmdline))
-    return {"name": name, "pid": target.get("pid"),
+def describe(report: Report, name: str) -> dict:
+    target, sampling, verdict = report.target, report.sampling, report.verdict
+    return {"name": name, "pid": target.pid,
             # already redacted when the report was written; again, for a hand-edited report
-            "cmdline": redact_text(cmdline) if isinstance(cmdline, str) else None,
-            "wall_s": wall_seconds(report), "mode": _mode(sampling), "plan": sampling.get("plan"),
-            "rate_hz": sampling.get("rate_hz"), "native": sampling.get("native"),
-            "thread_samples": sampling.get("thread_samples"),
-            "threads": len(report.get("threads") or []), "throughput_rps": throughput(report),
-            "states_estimated": bool(sampling.get("state_estimated")),
-            "primary": verdict.get("primary"), "severity": verdict.get("severity"),
-            "headline": verdict.get("headline")}
+            "cmdline": redact_text(target.cmdline),
+            "wall_s": wall_seconds(report), "mode": _mode(sampling), "plan": sampling.plan,
+            "rate_hz": sampling.rate_hz, "native": sampling.native,
+            "thread_samples": sampling.thread_samples,
+            "threads": len(report.threads), "throughput_rps": throughput(report),
+            "states_estimated": sampling.state_estimated,
+            "primary": verdict.primary, "severity": verdict.severity,
+            "headline": verdict.headline}
 
 
-def _frames(report: dict) -> list[dict]:
-    return [f for f in (report.get("stacks") or {}).get("frames") or [] if isinstance(f, dict)]
+def _frames(report: Report) -> tuple:
+    return report.stacks.frames
 
 
 # -- same program? -----------------------------------------------------------------------------
 
-def _frame_keys(report: dict, side: int, files: FileMatch, own_code_only: bool
+def _frame_keys(report: Report, side: int, files: FileMatch, own_code_only: bool
                 ) -> set[tuple[str, str]]:
     keys = set()
-    for frame in _frames(report):
-        file = str(frame.get("file") or "")
-        if own_code_only and (frame.get("native") or is_library(file)):
+    for frame in report.stacks.frames:
+        if own_code_only and (frame.native or is_library(frame.file)):
             continue
-        keys.add((str(frame.get("function")), files.key(side, file)))
+        keys.add((frame.function, files.key(side, frame.file)))
     return keys
 
 
-def check_same_program(before: dict, after: dict, files: FileMatch | None = None) -> None:
+def check_same_program(before: Report, after: Report, files: FileMatch | None = None) -> None:
     """Two reports of different programs share no frame of their own code (the standard library
     and installed packages do not count: any two threaded programs share threading.py). Frames
     are matched by function and by file relative to its package root or release directory
@@ -169,17 +164,16 @@ def check_same_program(before: dict, after: dict, files: FileMatch | None = None
 
 # -- findings ----------------------------------------------------------------------------------
 
-def _tick_intervals(finding: dict, threads: int) -> dict[str, tuple[float, float]]:
+def _tick_intervals(finding: Finding, threads: int) -> dict[str, tuple[float, float]]:
     """Each share's 95% interval with the threads sampled at one tick counted as one observation
     (as for wait sites): the report's own intervals count every thread-sample, and two runs of
     an unchanged service then differ "beyond noise" in a share of busy samples."""
-    evidence = finding.get("evidence") or {}
     out = {}
-    for key, interval in (finding.get("intervals") or {}).items():
-        share = evidence.get(key)
-        if not isinstance(share, (int, float)):
-            share = (interval["low"] + interval["high"]) / 2
-        n = max(1, round((interval.get("samples") or 0) / max(1, threads)))
+    for key, interval in finding.intervals.items():
+        share = finding.number(key)
+        if share is None:
+            share = (interval.low + interval.high) / 2
+        n = max(1, round((interval.samples or 0) / max(1, threads)))
         out[key] = wilson(float(share), n)
     return out
 
@@ -192,12 +186,12 @@ def _intervals_overlap(a: dict, b: dict) -> bool | None:
     return all(a[k][0] <= b[k][1] and b[k][0] <= a[k][1] for k in common)
 
 
-def severity_change(before: dict, after: dict, threads: tuple[int, int] = (1, 1)
+def severity_change(before: Finding, after: Finding, threads: tuple[int, int] = (1, 1)
                     ) -> tuple[str, str]:
     """(status, why): "unchanged", "changed" or "within noise" (see SEVERITY_MARGIN);
     `threads`: each report's request threads (see _tick_intervals)."""
-    moved = (after.get("score") or 0) - (before.get("score") or 0)
-    if before.get("severity") == after.get("severity"):
+    moved = after.score - before.score
+    if before.severity == after.severity:
         return "unchanged", f"score {moved:+d}" if moved else "same score"
     if abs(moved) < SEVERITY_MARGIN:
         return "within noise", (f"score moved {moved:+d}, less than {SEVERITY_MARGIN} points: "
@@ -212,21 +206,21 @@ def severity_change(before: dict, after: dict, threads: tuple[int, int] = (1, 1)
     return "changed", f"score moved {moved:+d}; {basis}"
 
 
-def _thread_counts(before: dict, after: dict) -> tuple[int, int]:
+def _thread_counts(before: Report, after: Report) -> tuple[int, int]:
     return _request_population(before)[1], _request_population(after)[1]
 
 
-def _side(finding: dict | None) -> dict | None:
+def _side(finding: Finding | None) -> dict | None:
     if finding is None:
         return None
-    return {"score": finding.get("score"), "severity": finding.get("severity"),
-            "summary": finding.get("summary"), "low_confidence": bool(finding.get("low_confidence"))}
+    return {"score": finding.score, "severity": finding.severity,
+            "summary": finding.summary, "low_confidence": finding.low_confidence}
 
 
-def compare_findings(before: dict, after: dict) -> list[dict]:
-    a = {f["id"]: f for f in before.get("findings") or [] if isinstance(f, dict) and "id" in f}
-    b = {f["id"]: f for f in after.get("findings") or [] if isinstance(f, dict) and "id" in f}
-    out = []
+def compare_findings(before: Report, after: Report) -> list[dict]:
+    a = {f.id: f for f in before.findings if f.id}
+    b = {f.id: f for f in after.findings if f.id}
+    out: list[dict[str, Any]] = []
     for fid in list(a) + [fid for fid in b if fid not in a]:
         old, new = a.get(fid), b.get(fid)
         if old is None or new is None:
@@ -236,10 +230,10 @@ def compare_findings(before: dict, after: dict) -> list[dict]:
             status, why = severity_change(old, new, _thread_counts(before, after))
         either = new or old
         assert either is not None  # fid is a key of a or of b
-        out.append({"id": fid, "title": either.get("title", fid),
+        out.append({"id": fid, "title": either.title or fid,
                     "before": _side(old), "after": _side(new),
                     "score_change": None if old is None or new is None
-                    else (new.get("score") or 0) - (old.get("score") or 0),
+                    else new.score - old.score,
                     "status": status, "why": why})
     rank: dict[str | None, int] = {s: i for i, s in enumerate(SEVERITIES)}  # no severity: 0
     out.sort(key=lambda f: (f["status"] != "changed",
@@ -248,45 +242,43 @@ def compare_findings(before: dict, after: dict) -> list[dict]:
     return out
 
 
-def compare_primary(before: dict, after: dict) -> dict:
+def compare_primary(before: Report, after: Report) -> dict:
     """The finding that was BEFORE's verdict, as it stands AFTER, and AFTER's own verdict."""
-    primary = (before.get("verdict") or {}).get("primary")
-    old = next((f for f in before.get("findings") or [] if f.get("id") == primary), None)
-    new = next((f for f in after.get("findings") or [] if f.get("id") == primary), None)
+    primary = before.verdict.primary
+    old, new = before.finding(primary), after.finding(primary)
     status, why = (severity_change(old, new, _thread_counts(before, after))
                    if old is not None and new is not None
                    else ("not comparable", "the finding is missing from one report"))
-    verdict_after = after.get("verdict") or {}
     return {"id": primary, "before": _side(old), "after": _side(new), "status": status,
-            "why": why, "after_primary": verdict_after.get("primary"),
-            "after_primary_severity": verdict_after.get("severity")}
+            "why": why, "after_primary": after.verdict.primary,
+            "after_primary_severity": after.verdict.severity}
 
 
 # -- wait sites --------------------------------------------------------------------------------
 
-def _request_population(report: dict) -> tuple[int, int]:
+def _request_population(report: Report) -> tuple[int, int]:
     """(samples, threads) a wait's share is a proportion of: request threads', else every
     thread's."""
-    threads = report.get("threads") or []
-    request = [t for t in threads if t.get("role") == ThreadRole.REQUEST] or threads
-    return sum(t.get("samples") or 0 for t in request), max(1, len(request))
+    threads = report.threads
+    request = [t for t in threads if t.role == ThreadRole.REQUEST] or list(threads)
+    return sum(t.samples for t in request), max(1, len(request))
 
 
-def _wait_key(w: dict, side: int, files: FileMatch) -> tuple:
-    return (w.get("kind"), w.get("function"), files.key(side, w.get("file")), w.get("line"))
+def _wait_key(w: WaitSite, side: int, files: FileMatch) -> tuple:
+    return (w.kind, w.function, files.key(side, w.file), w.line)
 
 
-def _wait_side(w: dict | None, wall: float | None, rps: float | None,
+def _wait_side(w: WaitSite | None, wall: float | None, rps: float | None,
                population: tuple[int, int]) -> dict:
     samples_all, threads = population
     if w is None:
         share, n = 0.0, samples_all
         measured: dict[str, float | None] = {"thread_seconds": 0.0, "samples": 0}
     else:
-        share = float(w.get("share") or 0.0)
-        samples = int(w.get("samples") or 0)
+        share = float(w.share)
+        samples = w.samples
         n = round(samples / share) if share > 0 and samples else samples_all
-        measured = {"thread_seconds": w.get("thread_seconds"), "samples": samples}
+        measured = {"thread_seconds": w.thread_seconds, "samples": samples}
     rate = (measured["thread_seconds"] or 0.0) / wall if wall else None
     # Threads of one service wait together (on one lock, at one instant): the threads sampled at
     # one tick are one observation, not one each. Counting every thread-sample would make the
@@ -299,14 +291,14 @@ def _wait_side(w: dict | None, wall: float | None, rps: float | None,
     return side
 
 
-def compare_waits(before: dict, after: dict, per_request: bool,
+def compare_waits(before: Report, after: Report, per_request: bool,
                   files: FileMatch | None = None) -> list[dict]:
     """Each wait site of either report: appeared, disappeared, changed or unchanged, judged on its
     share of request-thread time (a change counts when the 95% intervals, taken over sampling
     ticks, do not overlap; a site in one report only is a share of 0 in the other)."""
     files = files if files is not None else match_files(_frames(before), _frames(after))
-    a = {_wait_key(w, 0, files): w for w in before.get("waits") or [] if isinstance(w, dict)}
-    b = {_wait_key(w, 1, files): w for w in after.get("waits") or [] if isinstance(w, dict)}
+    a = {_wait_key(w, 0, files): w for w in before.waits}
+    b = {_wait_key(w, 1, files): w for w in after.waits}
     walls = wall_seconds(before), wall_seconds(after)
     rps = (throughput(before), throughput(after)) if per_request else (None, None)
     pop_before, pop_after = _request_population(before), _request_population(after)
@@ -328,9 +320,9 @@ def compare_waits(before: dict, after: dict, per_request: bool,
         any_side = new or old
         assert any_side is not None  # key is a key of a or of b
         rates = s_old["waiting_threads"], s_new["waiting_threads"]
-        out.append({"kind": any_side.get("kind"), "label": any_side.get("label"),
-                    "function": any_side.get("function"), "file": any_side.get("file"),
-                    "line": any_side.get("line"), "change": change, "beyond_noise": separated,
+        out.append({"kind": any_side.kind, "label": any_side.label,
+                    "function": any_side.function, "file": any_side.file,
+                    "line": any_side.line, "change": change, "beyond_noise": separated,
                     "before": s_old, "after": s_new,
                     "waiting_threads_change": None if None in rates
                     else round(rates[1] - rates[0], 4)})
@@ -342,18 +334,18 @@ def compare_waits(before: dict, after: dict, per_request: bool,
 
 # -- state mix per role ------------------------------------------------------------------------
 
-def _state_mix(report: dict) -> dict[str, dict[str, float]]:
+def _state_mix(report: Report) -> dict[str, dict[str, float]]:
     counts: dict[str, dict[str, int]] = {}
-    for thread in report.get("threads") or []:
-        role = str(thread.get("role") or ThreadRole.OTHER)
-        for state, n in (thread.get("states") or {}).items():
+    for thread in report.threads:
+        role = str(thread.role or ThreadRole.OTHER)
+        for state, n in thread.states.items():
             counts.setdefault(role, {})
             counts[role][state] = counts[role].get(state, 0) + int(n or 0)
     return {role: {s: n / total for s, n in states.items()}
             for role, states in counts.items() if (total := sum(states.values()))}
 
 
-def compare_states(before: dict, after: dict) -> list[dict]:
+def compare_states(before: Report, after: Report) -> list[dict]:
     a, b = _state_mix(before), _state_mix(after)
     out = []
     for role in sorted(set(a) | set(b)):
@@ -369,19 +361,17 @@ def compare_states(before: dict, after: dict) -> list[dict]:
 
 # -- differential flame graph ------------------------------------------------------------------
 
-def _tree(report: dict, side: int, files: FileMatch) -> tuple[dict, int]:
+def _tree(report: Report, side: int, files: FileMatch) -> tuple[dict, int]:
     """{path tuple of (function, file key): samples under it} and the total samples."""
-    stacks = report.get("stacks") or {}
-    frames = stacks.get("frames") or []
-    keys = [(str(f.get("function")), files.key(side, f.get("file"))) for f in frames]
+    keys = [(f.function, files.key(side, f.file)) for f in report.stacks.frames]
     weights: dict[tuple, int] = {}
     total = 0
-    for row in stacks.get("samples") or []:
-        count = int(row.get("count") or 0)
+    for row in report.stacks.samples:
+        count = row.count
         path: tuple = ()
         total += count
         seen = set()
-        for index in row.get("stack") or []:
+        for index in row.stack:
             path = path + (keys[index],)
             if path not in seen:
                 seen.add(path)
@@ -389,7 +379,7 @@ def _tree(report: dict, side: int, files: FileMatch) -> tuple[dict, int]:
     return weights, total
 
 
-def flame_diff(before: dict, after: dict, files: FileMatch | None = None) -> dict:
+def flame_diff(before: Report, after: Report, files: FileMatch | None = None) -> dict:
     """The AFTER call tree with each frame's share of AFTER's samples (its width) and of
     BEFORE's (the same path; its colour is the difference), in depth-first order, children by
     name; and the paths of BEFORE that vanished (the first frame of each that AFTER lacks)."""

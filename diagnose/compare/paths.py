@@ -25,6 +25,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from diagnose.report.model import StackFrame
+
 _SEPARATORS = re.compile(r"[/\\]+")
 _COMPONENT = re.compile(r"[^/\\]+")
 _INSTALLED = frozenset({"site-packages", "dist-packages"})
@@ -139,16 +141,16 @@ class FileMatch:
         return out
 
 
-def _own_files(frames: Iterable[dict]) -> dict[tuple[str, ...], tuple[str, set[str]]]:
+def _own_files(frames: Iterable[StackFrame]) -> dict[tuple[str, ...], tuple[str, set[str]]]:
     """{path components: (the path as written, its functions)} of the program's own code."""
     out: dict[tuple[str, ...], tuple[str, set[str]]] = {}
     for frame in frames:
-        file = str(frame.get("file") or "")
-        if frame.get("native") or not file or is_library(file):
+        file = frame.file
+        if frame.native or not file or is_library(file):
             continue
         path = parts(file)
         if path:
-            out.setdefault(path, (file, set()))[1].add(str(frame.get("function")))
+            out.setdefault(path, (file, set()))[1].add(frame.function)
     return out
 
 
@@ -174,7 +176,8 @@ def _score(before: dict, after: dict, prefix_b: tuple[str, ...], prefix_a: tuple
     return strong, total, pairs
 
 
-def match_files(before_frames: Iterable[dict], after_frames: Iterable[dict]) -> FileMatch:
+def match_files(before_frames: Iterable[StackFrame], after_frames: Iterable[StackFrame]
+                ) -> FileMatch:
     before, after = _own_files(before_frames), _own_files(after_frames)
     by_name: dict[str, list[tuple[str, ...]]] = {}
     for path in after:

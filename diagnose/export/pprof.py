@@ -1,7 +1,7 @@
 """A report's stacks as a pprof profile (google/pprof's profile.proto, gzipped), the format
 `go tool pprof`, Pyroscope and most continuous-profiling tools read (docs/pprof.md).
 
-One pprof Sample per row of report["stacks"]["samples"]: its locations leaf first, its values
+One pprof Sample per row of the report's stacks table (`Report.stacks.samples`): its locations leaf first, its values
 [samples/count, wall/nanoseconds], its labels thread, role, state, category (strings) and
 pid, tid (numbers, when known). The profile pushed to Pyroscope leaves the thread name out:
 Pyroscope's distributor makes every string label of a sample a series label (numeric ones are
@@ -18,6 +18,7 @@ from typing import cast
 from diagnose.errors import BadProfile, OutputFailed
 from diagnose.export import profile_pb2
 from diagnose.outputs.files import WriteFailed, write_bytes
+from diagnose.report.model import Report, StackFrame, StackRow, Stacks
 
 SAMPLE_TYPES = (("samples", "count"), ("wall", "nanoseconds"))
 STRING_LABELS = ("thread", "role", "state", "category")
@@ -54,35 +55,28 @@ class _StringTable:
         return index
 
 
-def _stacks_of(report: dict) -> dict:
-    stacks = report.get("stacks") if isinstance(report, dict) else None
-    if stacks is None:
+def _stacks_of(report: Report) -> tuple[Stacks, float]:
+    stacks = report.stacks
+    if stacks.interval_s is None and not stacks.frames and not stacks.samples:
         raise BadProfile("the report predates stack export (it has no \"stacks\"): analyze its "
                          ".speedscope.json again with this diagnose to get one that can be "
                          "exported")
-    if (not isinstance(stacks, dict) or not isinstance(stacks.get("frames"), list)
-            or not isinstance(stacks.get("samples"), list)):
-        raise BadProfile("the report's \"stacks\" is not a table of frames and samples")
-    interval = stacks.get("interval_s")
+    interval = stacks.interval_s
     real_interval = _real(interval)
     if real_interval is None or not real_interval > 0:
         raise BadProfile(f"the report's stacks have no usable sampling interval "
                          f"(interval_s={interval!r})")
-    return stacks
+    return stacks, real_interval
 
 
-def _add_frames(profile, frames: list, intern: _StringTable) -> list[int]:
+def _add_frames(profile, frames: tuple[StackFrame, ...], intern: _StringTable) -> list[int]:
     """The Functions and Locations of the frame table; returns the location id of each frame.
     A Function is one (name, file, native); a Location one line of one Function."""
     function_ids: dict[tuple, int] = {}
     location_ids: dict[tuple, int] = {}
     ids = []
     for frame in frames:
-        try:
-            name, file = str(frame["function"]), str(frame["file"])
-            line, native = int(frame["line"]), bool(frame.get("native"))
-        except (TypeError, KeyError, ValueError):
-            raise BadProfile(f"the report's stacks hold a malformed frame: {frame!r}") from None
+        name, file, line, native = frame.function, frame.file, frame.line, frame.native
         function_key = (name, file, native)
         function_id = function_ids.get(function_key)
         if function_id is None:
@@ -99,63 +93,69 @@ def _add_frames(profile, frames: list, intern: _StringTable) -> list[int]:
     return ids
 
 
-def _add_sample(profile, row: dict, location_ids: list[int], period_ns: int,
+def _labels(row: StackRow, string_labels: tuple[str, ...]) -> tuple[list[tuple[str, str]],
+                                                                    list[tuple[str, int]]]:
+    """The row's string labels (those asked for) and number labels (when known)."""
+    strings = [("thread", row.thread), ("role", row.role), ("state", row.state),
+               ("category", row.category)]
+    numbers = [("pid", row.pid), ("tid", row.tid)]
+    return ([(k, v) for k, v in strings if k in string_labels],
+            [(k, v) for k, v in numbers if v is not None])
+
+
+def _add_sample(profile, row: StackRow, location_ids: list[int], period_ns: int,
                 intern: _StringTable, string_labels: tuple[str, ...] = STRING_LABELS) -> None:
     try:
-        count = int(row["count"])
         # The report lists a stack root first; pprof wants the leaf first.
-        leaf_first = [location_ids[index] for index in reversed(row["stack"])]
-    except (TypeError, KeyError, ValueError, IndexError):
+        leaf_first = [location_ids[index] for index in reversed(row.stack)]
+    except IndexError:
         raise BadProfile(f"the report's stacks hold a malformed sample: {row!r}") from None
-    sample = profile.sample.add(location_id=leaf_first, value=[count, count * period_ns])
-    for key in string_labels:
-        if row.get(key) is not None:
-            sample.label.add(key=intern(key), str=intern(str(row[key])))
-    for key in NUMBER_LABELS:
-        if isinstance(row.get(key), int) and not isinstance(row[key], bool):
-            sample.label.add(key=intern(key), num=row[key])
+    sample = profile.sample.add(location_id=leaf_first, value=[row.count, row.count * period_ns])
+    strings, numbers = _labels(row, string_labels)
+    for key, text in strings:
+        sample.label.add(key=intern(key), str=intern(text))
+    for key, num in numbers:
+        sample.label.add(key=intern(key), num=num)
 
 
-def build_profile(report: dict, for_push: bool = False) -> profile_pb2.Profile:
+def build_profile(report: Report, for_push: bool = False) -> profile_pb2.Profile:
     """The report's stacks as a pprof Profile; BadProfile when it has none (an older report).
     `for_push`: without the thread-name label (see the module docstring)."""
-    stacks = _stacks_of(report)
+    stacks, interval = _stacks_of(report)
     # Every sample stands for one whole interval: wall = count * period, exactly.
-    period_ns = round(stacks["interval_s"] * 1e9)
+    period_ns = round(interval * 1e9)
     intern = _StringTable()
     profile = profile_pb2.Profile()
     for kind, unit in SAMPLE_TYPES:
         profile.sample_type.add(type=intern(kind), unit=intern(unit))
     profile.period_type.type, profile.period_type.unit = intern("wall"), intern("nanoseconds")
     profile.period = period_ns
-    duration = _real((report.get("sampling") or {}).get("duration_s"))
+    duration = _real(report.sampling.duration_s)
     if duration is not None and duration > 0:
         profile.duration_nanos = round(duration * 1e9)
     # A live capture knows when its window began (sampling.started_at, unix seconds); a
     # recorded file analysed offline does not, and time_nanos stays 0.
-    started = _real((report.get("sampling") or {}).get("started_at"))
+    started = _real(report.sampling.started_at)
     if started is not None and started > 0:
         profile.time_nanos = round(started * 1e9)
-    headline = (report.get("verdict") or {}).get("headline")
+    headline = report.verdict.headline
     if headline:
         profile.comment.append(intern(f"diagnose: {headline}"))
-    location_ids = _add_frames(profile, stacks["frames"], intern)
-    for row in stacks["samples"]:
-        if not isinstance(row, dict):
-            raise BadProfile(f"the report's stacks hold a malformed sample: {row!r}")
+    location_ids = _add_frames(profile, stacks.frames, intern)
+    for row in stacks.samples:
         _add_sample(profile, row, location_ids, period_ns, intern,
                     PUSHED_STRING_LABELS if for_push else STRING_LABELS)
     profile.string_table.extend(intern.strings)
     return profile
 
 
-def pprof_bytes(report: dict, for_push: bool = False) -> bytes:
+def pprof_bytes(report: Report, for_push: bool = False) -> bytes:
     """The gzipped serialized profile, as pprof files are stored (mtime 0: same report, same
     bytes)."""
     return gzip.compress(build_profile(report, for_push).SerializeToString(), mtime=0)
 
 
-def write_pprof(report: dict, path: Path) -> Path:
+def write_pprof(report: Report, path: Path) -> Path:
     """Writes the profile to `path` whole or not at all (a temporary file beside it, renamed
     into place; an existing file at `path` is replaced). OutputFailed (exit 11) when it cannot
     be written; BadProfile (exit 6) when the report has no stacks, before anything is written."""

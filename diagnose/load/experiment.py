@@ -25,7 +25,6 @@ alternation and the decisions are tested without processes (tests/unit/test_expe
 from __future__ import annotations
 
 import itertools
-import json
 import re
 import shlex
 import statistics
@@ -129,27 +128,24 @@ def fix_from_report(path: Path) -> tuple[tuple[tuple[str, str], ...], dict]:
     """The environment assignments a report's first finding advises (`evidence.fix`: one knob,
     or a list of them), and that finding's summary (id, fix, predicted gain). BadProfile
     (exit 6) when the file is not a report or its advice is not an environment knob."""
-    try:
-        report = json.loads(Path(path).read_text(encoding="utf-8"))
-        finding = (report.get("findings") or [None])[0]
-    except (OSError, ValueError, AttributeError) as exc:
-        raise BadProfile(f"{path}: not a diagnose JSON report ({exc})") from None
-    if not isinstance(finding, dict):
+    from diagnose.report.reader import read_findings
+
+    findings = read_findings(path)
+    if not findings:
         raise BadProfile(f"{path}: the report has no finding, so no advice to try")
-    fix = (finding.get("evidence") or {}).get("fix") or {}
-    fixes = fix if isinstance(fix, list) else [fix]
-    info = {"finding": finding.get("id"), "fix": fix or None,
-            "predicted_gain": finding.get("predicted_gain"),
-            "advice": (finding.get("advice") or [None])[0]}
+    finding = findings[0]
+    declared = finding.value("fix")
+    fix = declared.value if declared is not None else None
+    info = {"finding": finding.id, "fix": fix or None,
+            "predicted_gain": finding.predicted_gain,
+            "advice": finding.advice[0] if finding.advice else None}
     pairs = []
-    for one in fixes:
-        knob, value = (one.get("knob"), one.get("value")) if isinstance(one, dict) else (None,
-                                                                                          None)
-        if knob not in ENV_KNOBS or value is None:
-            raise BadProfile(f"{path}: the first finding ({finding.get('id')}) advises "
+    for one in finding.fixes or (None,):
+        if one is None or one.knob not in ENV_KNOBS or one.value is None:
+            raise BadProfile(f"{path}: the first finding ({finding.id}) advises "
                              f"{fix or 'no knob'}, not an environment variable this command "
                              f"can set; give the change with --vary")
-        pairs.append((knob, str(value)))
+        pairs.append((one.knob, str(one.value)))
     return tuple(pairs), info
 
 

@@ -21,6 +21,7 @@ from diagnose.load.experiment import (Arm, ExperimentResult, RunSettings, experi
                                  failed_arms, run_experiment, throughput_at_slo)
 from diagnose.load.loadtest import Generator, Outcome, StopOnSignal, Stopped
 from diagnose.outputs.files import prepare_output_dir, write_report
+from diagnose.load.diagnosis import StepDiagnosis
 
 READY_TIMEOUT_S = 60.0
 STOP_GRACE_S = 8.0
@@ -150,7 +151,7 @@ def _sweep_figures(settings: RunSettings, service: Service, out_dir: Path,
 
 
 def _diagnose(settings: RunSettings, service: Service, level: float, out_dir: Path,
-              log: Callable[[str], None]) -> dict:
+              log: Callable[[str], None]) -> StepDiagnosis:
     """The variant's verdict: attach to its service while the generator loads it at `level`."""
     from diagnose.load.loadtest import diagnose_under_load
 
@@ -184,9 +185,8 @@ def run_arm(arm: Arm, settings: RunSettings, out_dir: Path, diagnose: bool = Fal
         if diagnose and settings.diagnose_seconds:
             level = figures.get("level") or settings.level
             assert level is not None  # a sweep's figures carry its level; a step run, settings'
-            figures["diagnosis"] = _diagnose(settings, service, level, out_dir, log)
-        if figures.get("diagnosis"):
-            figures["diagnosis"] = _without_paths(figures["diagnosis"])
+            figures["diagnosis"] = _without_paths(_diagnose(settings, service, level, out_dir,
+                                                            log))
     finally:
         service.stop()
     cores = (cpu1 - cpu0) / (t1 - t0) if cpu0 is not None and cpu1 is not None else None
@@ -195,14 +195,14 @@ def run_arm(arm: Arm, settings: RunSettings, out_dir: Path, diagnose: bool = Fal
     return figures
 
 
-def _without_paths(diagnosis: dict) -> dict:
-    """The diagnosis with its reports named relative to the experiment report (which is written
-    beside them), not by this machine's paths."""
-    kept = {k: v for k, v in diagnosis.items() if k not in ("html", "json")}
-    if diagnosis.get("json"):
-        kept["json_name"] = Path(diagnosis["json"]).name
-    if diagnosis.get("html") and not kept.get("html_name"):
-        kept["html_name"] = Path(diagnosis["html"]).name
+def _without_paths(diagnosis: StepDiagnosis) -> dict:
+    """The diagnosis as the experiment report carries it, its reports named relative to the
+    experiment report (which is written beside them), not by this machine's paths."""
+    kept = {k: v for k, v in diagnosis.to_json().items() if k not in ("html", "json")}
+    if diagnosis.json:
+        kept["json_name"] = Path(diagnosis.json).name
+    if diagnosis.html and not diagnosis.html_name:
+        kept["html_name"] = Path(diagnosis.html).name
     return kept
 
 

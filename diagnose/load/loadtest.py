@@ -9,7 +9,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import psutil
 
 from diagnose.load import loadgen
+from diagnose.load.diagnosis import StepDiagnosis
 from diagnose.collect.attach import StopSignals
 from diagnose.errors import Interrupted, LoadFailed, NoSuchProcess
 from diagnose.outputs.files import prepare_output_dir, write_report
@@ -197,7 +198,8 @@ def sweep(url: str, pids: list[int], settings: SweepSettings, generator: Generat
 
 def diagnose_under_load(url: str, pids: list[int], level: float, seconds: float,
                         generator: Generator, out_dir: Path, user_rules: dict | None,
-                        log: Callable[[str], None], throughput_rps: float | None = None) -> dict:
+                        log: Callable[[str], None], throughput_rps: float | None = None
+                        ) -> StepDiagnosis:
     """`attach` on `pids` for `seconds` while the generator holds `level` (connections, or
     requests/s in the open model): the verdict under that load and its written report.
     `throughput_rps`: what that level served when measured (the sweep step's), written into
@@ -208,9 +210,9 @@ def diagnose_under_load(url: str, pids: list[int], level: float, seconds: float,
 
     what = (f"concurrency {int(level)}" if generator.model == "closed" else f"{level:g} req/s")
     log(f"  diagnosing pid {', '.join(map(str, pids))} for {seconds:g} s at {what} ...")
-    info: dict = ({"concurrency": int(level)} if generator.model == "closed"
-                  else {"rate": level})
-    info["seconds"] = seconds
+    closed = generator.model == "closed"
+    info = StepDiagnosis(seconds=seconds, concurrency=int(level) if closed else None,
+                         rate=None if closed else level)
     ramp_s = 1.0
     kwargs = generator.load_kwargs(level)
     try:
@@ -231,16 +233,14 @@ def diagnose_under_load(url: str, pids: list[int], level: float, seconds: float,
     except SignalAbort as exc:
         raise Stopped(exc.error.exit_code - 128) from None
     except loadgen.LoadError as exc:
-        info["error"] = f"the load generator failed: {exc}"
-        return info
+        return replace(info, error=f"the load generator failed: {exc}")
     except DiagnoseError as exc:
-        info["error"] = exc.message
-        return info
-    verdict = outputs.report["verdict"]
-    info.update(primary=verdict.get("primary"), headline=verdict.get("headline"),
-                severity=verdict.get("severity"), html=str(outputs.html),
-                html_name=outputs.html.name, json=str(outputs.json),
-                rps_while_sampled=round(run.result.requests_per_second, 2) if run.result else None,
-                partial=outputs.partial)
-    log(f"    verdict: {verdict.get('primary')}")
-    return info
+        return replace(info, error=exc.message)
+    verdict = outputs.report.verdict
+    log(f"    verdict: {verdict.primary}")
+    return replace(info, primary=verdict.primary, headline=verdict.headline,
+                   severity=str(verdict.severity), html=str(outputs.html),
+                   html_name=outputs.html.name, json=str(outputs.json),
+                   rps_while_sampled=(round(run.result.requests_per_second, 2) if run.result
+                                      else None),
+                   partial=outputs.partial)

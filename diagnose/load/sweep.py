@@ -45,6 +45,7 @@ import psutil
 
 from diagnose.collect.procfs import cores_available, machine_idle_seconds, parse_stat, read_proc_text
 from diagnose.load.loadgen import LoadResult
+from diagnose.load.diagnosis import StepDiagnosis
 
 SCHEMA_VERSION = 1
 
@@ -246,7 +247,7 @@ class Step:
     warmup: Window | None = None
     stable: bool = False
     judged_on: int = 3
-    diagnosis: dict | None = None  # the verdict under this step's load (with --pid)
+    diagnosis: StepDiagnosis | None = None  # the verdict under this step's load (with --pid)
 
     @property
     def concurrency(self) -> int | None:
@@ -592,11 +593,8 @@ def _window_dict(w: Window) -> dict:
             "service_cores": _r(w.service_cores), "machine_busy_cores": _r(w.machine_busy_cores)}
 
 
-def _verdict(diagnosis: dict | None) -> dict | None:
-    if not diagnosis or not diagnosis.get("primary"):
-        return None
-    return {"primary": diagnosis["primary"], "headline": diagnosis.get("headline"),
-            "severity": diagnosis.get("severity")}
+def _verdict(diagnosis: StepDiagnosis | None) -> dict | None:
+    return diagnosis.verdict if diagnosis is not None else None
 
 
 def step_dict(step: Step, cores: int, ceiling_rps: float | None) -> dict:
@@ -607,7 +605,7 @@ def step_dict(step: Step, cores: int, ceiling_rps: float | None) -> dict:
     source = "hdr" if step.pooled else "window means"
     if step.pooled and step.last[-1].histogram_source:
         source = f"hdr ({step.last[-1].histogram_source})"
-    diagnosis = step.diagnosis or {}
+    diagnosis = step.diagnosis
     return {
         **_step_ref(step),
         "requests": step.requests,
@@ -626,8 +624,8 @@ def step_dict(step: Step, cores: int, ceiling_rps: float | None) -> dict:
         "machine_busy_cores": _r(step.machine_busy_cores),
         "other_cores": _r(step.other_cores),
         "verdict": _verdict(step.diagnosis),
-        "report": diagnosis.get("html_name"),
-        "diagnosis": step.diagnosis,
+        "report": diagnosis.html_name if diagnosis is not None else None,
+        "diagnosis": diagnosis.to_json() if diagnosis is not None else None,
         "windows": [_window_dict(w) for w in step.windows],
         "warmup": _window_dict(step.warmup) if step.warmup is not None else None,
     }

@@ -9,6 +9,10 @@ bound on the uncertainty.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the report model reads this module without pandas
+    import pandas as pd
 
 Z95 = 1.96
 # Below this many samples behind its main share, a verdict is labelled low confidence and its
@@ -71,7 +75,7 @@ def intervals_for(evidence: dict, samples: int | None, share_samples: dict | Non
     return out
 
 
-def calibrated_samples(samples) -> int:
+def calibrated_samples(samples: pd.DataFrame) -> int:
     """How many independent samples a state share of `samples` (sample-table rows) rests on.
 
     A calibrated sample's state is not observed: it is drawn from the mix of the few native

@@ -22,9 +22,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from diagnose.errors import BadProfile, DiagnoseError, ExitCode
+
+if TYPE_CHECKING:
+    from diagnose.report.model import Report
 
 APP_NAME_RE = re.compile(r"[A-Za-z0-9_./-]+")
 LABEL_NAME_RE = re.compile(r"[A-Za-z0-9_.]+")
@@ -239,13 +242,12 @@ def _retry_after(value: str | None) -> float:
         return 0.0
 
 
-def default_tags(report: dict, service: str | None = None, host: str | None = None) -> dict:
+def default_tags(report: Report, service: str | None = None, host: str | None = None) -> dict:
     """verdict=<primary>, service and host (this machine's name unless given): the labels that
     let a fleet's windows be told apart and filtered in Pyroscope. Never the pid: Pyroscope keeps
     one series per distinct label set, and every restart of every worker would open a new one
     (the samples carry pid and tid as numeric labels, which its ingest drops)."""
-    verdict = (report.get("verdict") or {}).get("primary")
-    return {"verdict": verdict, "service": service, "host": host or socket.gethostname()}
+    return {"verdict": report.verdict.primary, "service": service, "host": host or socket.gethostname()}
 
 
 def check_push_options(push_url: str | None, app_name: str,
@@ -259,7 +261,7 @@ def check_push_options(push_url: str | None, app_name: str,
     return tags
 
 
-def push_report(report: dict, base_url: str, app_name: str, tags: Mapping[str, object] | None,
+def push_report(report: Report, base_url: str, app_name: str, tags: Mapping[str, object] | None,
                 start: float | None, end: float | None, kept: list | tuple = (),
                 service: str | None = None, timeout: float = 10.0, retries: int = 3,
                 backoff: float = 0.5, sleep: Callable[[float], None] = time.sleep,
@@ -281,16 +283,15 @@ def push_report(report: dict, base_url: str, app_name: str, tags: Mapping[str, o
     except BadProfile as exc:
         raise PushFailed(f"could not build the pprof profile to push: {exc.message}{suffix}") from None
     if start is None or end is None:
-        sampling = report.get("sampling") or {}
-        duration = float(sampling.get("duration_s") or 1.0)
-        began = sampling.get("started_at")  # a live capture's window start
-        if isinstance(began, (int, float)) and not isinstance(began, bool) and began > 0:
+        duration = float(report.sampling.duration_s or 1.0)
+        began = report.sampling.started_at  # a live capture's window start
+        if began is not None and began > 0:
             start, end = float(began), float(began) + duration
         else:  # a recorded file's own time is unknown: the window as ending now
             end = time.time()
             start = end - duration
     labels = {**default_tags(report, service or app_name), **(tags or {})}
-    rate = (report.get("sampling") or {}).get("rate_hz")
+    rate = report.sampling.rate_hz
     try:
         return push_profile(base_url, body, app_name, labels, start, end, timeout=timeout,
                             retries=retries, backoff=backoff, sleep=sleep,

@@ -146,11 +146,11 @@ def _one_window(pid: int, number: int, settings: WatchSettings, stop: StopSignal
         except _StopRequested:
             window.push_error = (f"stopped by {stop.name} before the push succeeded; the local "
                                  f"report is kept at {outputs.html}")
-    verdict = report["verdict"]
+    verdict = report.verdict
     span = (f"{datetime.fromtimestamp(cap.started_at):%H:%M:%S}-"
             f"{datetime.fromtimestamp(end):%H:%M:%S}")
-    line = (f"window {number}{total} [{span}]: {verdict['primary'].replace('_', ' ')}"
-            f" ({verdict.get('severity') or 'none'})")
+    line = (f"window {number}{total} [{span}]: {verdict.primary.replace('_', ' ')}"
+            f" ({verdict.severity or 'none'})")
     if window.pushed is not None:
         tries = window.pushed.tries
         line += f"; pushed (HTTP {window.pushed.status}, {tries} tr{'y' if tries == 1 else 'ies'})"

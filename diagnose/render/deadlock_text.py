@@ -13,6 +13,8 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass
 
+from diagnose.report.model import Report
+
 _BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
 MAX_NAME = 120
 MAX_VICTIMS_NAMED = 8
@@ -56,11 +58,21 @@ def _lock(value) -> LockRef | None:
     return LockRef(name, str(value.get("file") or ""), line)
 
 
-def deadlocks_in(report: dict) -> tuple[ReportedDeadlock, ...]:
+def _raw_deadlocks(report: Report | dict) -> object:
+    """The deadlock finding's `deadlocks` evidence: of the report model, or of the JSON the page
+    carries (the no-JavaScript view renders from it)."""
+    if isinstance(report, Report):
+        found = report.finding("deadlock")
+        value = found.value("deadlocks") if found is not None else None
+        return value.value if value is not None else None
     findings = report.get("findings") if isinstance(report, dict) else None
-    found = next((f for f in findings or [] if isinstance(f, dict) and f.get("id") == "deadlock"), None)
-    evidence = found.get("evidence") if isinstance(found, dict) else None
-    raw = evidence.get("deadlocks") if isinstance(evidence, dict) else None
+    finding = next((f for f in findings or [] if isinstance(f, dict) and f.get("id") == "deadlock"), None)
+    evidence = finding.get("evidence") if isinstance(finding, dict) else None
+    return evidence.get("deadlocks") if isinstance(evidence, dict) else None
+
+
+def deadlocks_in(report: Report | dict) -> tuple[ReportedDeadlock, ...]:
+    raw = _raw_deadlocks(report)
     out = []
     for item in raw if isinstance(raw, list) else []:
         if not isinstance(item, dict):
@@ -99,7 +111,7 @@ def heading(count: int) -> str:
     return "Found one deadlock:" if count == 1 else f"Found {count} deadlocks:"
 
 
-def dump_lines(report: dict) -> list[str]:
+def dump_lines(report: Report | dict) -> list[str]:
     """The deadlocks as a thread dump prints them; [] when the report has none."""
     deadlocks = deadlocks_in(report)
     if not deadlocks:

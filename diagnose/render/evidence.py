@@ -18,11 +18,16 @@ unit inferred from its suffix, so a new key never reaches the page raw.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from diagnose.checks.registry import evidence_labels
-from diagnose.checks.spec import DASH, Evidence
+from diagnose.checks.spec import DASH
+# The labels live with the report model; re-exported for the renderers that read them here.
+from diagnose.report.model.labels import (LABELS, SKIPPED, fallback_label,  # noqa: F401
+                                          humanize, infer_unit, label_for)
 from diagnose.checks.spec import Unit as U
+
+if TYPE_CHECKING:
+    from diagnose.report.model import EvidenceValue, Finding, Interval
 
 PERCENT, SECONDS, PER_S, MB, MB_PER_S = U.PERCENT, U.SECONDS, U.PER_S, U.MB, U.MB_PER_S
 CORES, RATIO, NUMBER, TEXT, FLAG, ID = U.CORES, U.RATIO, U.NUMBER, U.TEXT, U.FLAG, U.ID
@@ -35,18 +40,6 @@ _NOUNS: dict[str, tuple[str, str]] = {THREADS: ("thread", "threads"), SAMPLES: (
 
 EN_DASH = "\u2013"
 TIMES = "\u00d7"
-
-# Every evidence key the checks emit, declared by the check that measures it (checks/*.py's
-# EVIDENCE; checks/evidence.py for the shared ones).
-LABELS: dict[str, Evidence] = evidence_labels()
-
-SKIPPED = tuple(key for key, label in LABELS.items() if not label.row)  # `fix`: the knob line
-
-# Words of a humanized key: abbreviations spelled out, units dropped (the value carries them).
-_WORDS = {"cpu": "CPU", "gil": "GIL", "os": "(OS)", "rss": "resident memory", "ctx": "context switches",
-          "io": "IO", "r2": "r\u00b2", "mb": "", "pct": "percent", "num": "number", "p99": "P99",
-          "p50": "P50", "id": "id", "pid": "pid", "db": "database", "rpc": "RPC", "http": "HTTP"}
-
 
 # ------------------------------------------------------------------ numbers
 
@@ -156,113 +149,36 @@ def _items(value: dict, unit: str, none: str) -> list[list[str]]:
 # ------------------------------------------------------------------ labels
 
 
-def label_for(key: str) -> Evidence:
-    """The explicit label of `key`, or one made from the key itself."""
-    known = LABELS.get(key)
-    return known if known is not None else fallback_label(key)
-
-
-def infer_unit(key: str) -> str:
-    """A unit from the key's suffix (the naming convention of the checks)."""
-    k = key.lower()
-    if k.endswith("_mb_per_s"):
-        return MB_PER_S
-    if k.endswith("_per_s"):
-        return PER_S
-    if k.endswith("_mb"):
-        return MB
-    if k.endswith(("_s", "_seconds")):
-        return SECONDS
-    if k.endswith("_cores") or k == "cores":
-        return CORES
-    if (k.endswith(("_share", "_shares")) or "_share_" in k or k.startswith("share_")
-            or k == "share" or "utilization" in k):
-        return PERCENT
-    if k.endswith("threads"):
-        return THREADS
-    if k.endswith("samples"):
-        return SAMPLES
-    if k == "pid" or k.endswith("_pid"):
-        return ID
-    return NUMBER
-
-
-def humanize(key: str) -> str:
-    """'queue_wait_thread_seconds' -> 'queue wait thread seconds'; units the value shows
-    ('_s', '_mb', '_per_s') are left out. Never contains an underscore."""
-    words = [w for w in str(key).replace("-", "_").split("_") if w]
-    unit = infer_unit(key)
-    if unit in (PER_S, MB_PER_S) and words[-2:] == ["per", "s"]:
-        words = words[:-2]
-    elif unit == SECONDS and words and words[-1] == "s":
-        words = words[:-1]
-    out = [_WORDS.get(w.lower(), w) for w in words]
-    text = " ".join(w for w in out if w).strip()
-    return text or "value"
-
-
-def fallback_label(key: str) -> Evidence:
-    return Evidence(humanize(key), infer_unit(key))
-
-
 # ------------------------------------------------------------------ rows
 
 
-def _flag(evidence: dict) -> str:
-    if evidence.get("estimated") is True:
-        return "estimated"
-    if evidence.get("calibrated") is True:
-        return "calibrated"
-    return ""
-
-
-def _infer_for_value(label: Evidence, key: str, value) -> Evidence:
-    """A fallback label whose suffix says nothing: the value's type decides."""
-    if key in LABELS or label.unit != NUMBER:
-        return label
-    if isinstance(value, bool):
-        return Evidence(label.label, FLAG)
-    if isinstance(value, str):
-        return Evidence(label.label, TEXT)
-    return label
-
-
-def describe_item(key: str, value, evidence: dict | None = None, intervals: dict | None = None
-                  ) -> dict:
-    """One evidence row: {"key", "label", "text"}, "items" for a dict, "interval" when shown."""
-    label = _infer_for_value(label_for(key), key, value)
-    text = fmt_value(value, label.unit, label.none)
-    row: dict[str, Any] = {"key": key, "label": label.label, "text": text}
-    interval = (intervals or {}).get(key) if label.interval else None
-    if (label.unit == PERCENT and isinstance(interval, dict) and isinstance(value, (int, float))
+def describe_item(item: EvidenceValue, interval: Interval | None = None, flag: str = "") -> dict:
+    """One evidence row: {"key", "label", "text"}, "items" for a dict, "interval" when shown.
+    `flag`: "estimated" / "calibrated" when the finding's evidence rests on inferred states."""
+    value = item.value
+    text = fmt_value(value, item.unit, item.none)
+    row: dict[str, Any] = {"key": item.key, "label": item.label, "text": text}
+    shown = interval if item.interval else None
+    if (item.unit == PERCENT and shown is not None and isinstance(value, (int, float))
             and not isinstance(value, bool)):
-        low, high, samples = interval.get("low"), interval.get("high"), interval.get("samples")
-        if isinstance(low, (int, float)) and isinstance(high, (int, float)):
-            lo, hi = fmt_percent(low), fmt_percent(high)
-            bounds = lo.removesuffix("%") + EN_DASH + hi if lo.endswith("%") else lo + EN_DASH + hi
-            row["text"] = f"{text} ({bounds})"
-            calibrated_of = interval.get("calibrated_of")
-            if isinstance(samples, int) and not isinstance(samples, bool):
-                row["text"] += (f", calibrated: as sure as {_count(samples, SAMPLES)} of "
-                                f"{calibrated_of:,}" if isinstance(calibrated_of, int)
-                                else ", " + _count(samples, SAMPLES))
-            row["interval"] = {"low": low, "high": high, "samples": samples}
+        lo, hi = fmt_percent(shown.low), fmt_percent(shown.high)
+        bounds = lo.removesuffix("%") + EN_DASH + hi if lo.endswith("%") else lo + EN_DASH + hi
+        row["text"] = f"{text} ({bounds})"
+        if shown.samples is not None:
+            row["text"] += (f", calibrated: as sure as {_count(shown.samples, SAMPLES)} of "
+                            f"{shown.calibrated_of:,}" if shown.calibrated_of is not None
+                            else ", " + _count(shown.samples, SAMPLES))
+        row["interval"] = {"low": shown.low, "high": shown.high, "samples": shown.samples}
     if isinstance(value, dict):
-        row["items"] = _items(value, label.unit, label.none)
-    flag = _flag(evidence or {})
-    if flag and label.estimable and value is not None:
+        row["items"] = _items(value, item.unit, item.none)
+    if flag and item.estimable and value is not None:
         row["text"] += f" ({flag})"
         row["flag"] = flag
     return row
 
 
-def describe_evidence(finding: dict) -> list[dict]:
-    """Each evidence value of `finding` (a report finding) as a labelled row, in the evidence's
-    order; `fix` is left out (the page shows it as the knob line)."""
-    finding = finding if isinstance(finding, dict) else {}
-    evidence = finding.get("evidence")
-    if not isinstance(evidence, dict):
-        return []
-    intervals = finding.get("intervals") if isinstance(finding.get("intervals"), dict) else {}
-    return [describe_item(str(key), value, evidence, intervals)
-            for key, value in evidence.items() if key not in SKIPPED]
+def describe_evidence(finding: Finding) -> list[dict]:
+    """Each evidence value of `finding` as a labelled row, in the evidence's order; `fix` is left
+    out (the page shows it as the knob line)."""
+    return [describe_item(v, finding.intervals.get(v.key), finding.state_flag)
+            for v in finding.rows()]

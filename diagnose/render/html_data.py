@@ -9,6 +9,7 @@ from diagnose.classify.categories import CATEGORIES, Categorizer
 from diagnose.model.analysis import Analysis
 from diagnose.model.vocab import STATES, page_vocabulary
 from diagnose.render.evidence import SKIPPED, describe_evidence
+from diagnose.report.model import Report
 
 MAX_TIMELINE_STEPS = 3000  # enough resolution for a screen; longer windows are coarsened
 # (stack, thread, state) rows the page's flame graph carries: the heaviest ones; the rest are folded
@@ -112,13 +113,14 @@ def timeline_data(analysis: Analysis) -> dict:
     return {"interval_s": round(interval, 6), "steps": steps, "lanes": lanes}
 
 
-def page_data(report: dict, analysis: Analysis, categorizer: Categorizer, generated_at: str) -> dict:
+def page_data(report: Report, analysis: Analysis, categorizer: Categorizer, generated_at: str) -> dict:
+    data = report.to_json()
     return {
         # The whole .json report, its `stacks` table included: the page is the one file people
         # attach to a ticket, and `diagnose diff` / `export` read it as they read the .json.
-        "report": report,
+        "report": data,
         # Per finding, in the report's order: its evidence as labelled rows with units.
-        "evidence_text": [describe_evidence(f) for f in report.get("findings") or []],
+        "evidence_text": [describe_evidence(f) for f in report.findings],
         # The evidence keys shown another way than as a row (the knob line, the thread dump).
         "evidence_hidden": list(SKIPPED),
         "generated_at": generated_at,
@@ -126,7 +128,7 @@ def page_data(report: dict, analysis: Analysis, categorizer: Categorizer, genera
         "categories": list(CATEGORIES),
         # The words the page shows and the orders it sorts by (model/vocab.py).
         "vocabulary": page_vocabulary(),
-        "threads": report["threads"],
+        "threads": data["threads"],
         "flame": flame_data(analysis, categorizer),
         "timeline": timeline_data(analysis),
     }

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from diagnose.model.vocab import Confidence, Severity
 from diagnose.render.deadlock_text import behind, deadlocks_in, heading
 from diagnose.render.evidence import (DASH, TIMES, describe_evidence, fmt_number,
-                                             fmt_percent, fmt_seconds)
+                                      fmt_percent, fmt_seconds)
+from diagnose.report.model import Finding, Lever, Report, Sampling, WaitSite
 
 MAX_BYTES = 4096
 ELLIPSIS = "\u2026"
@@ -165,64 +166,60 @@ _BUDGETS = (
 )
 
 
-def _verdict_lines(report: dict, budget: _Budget) -> list[str]:
-    verdict = as_dict(report.get("verdict"))
-    severity = md_text(verdict.get("severity") or "unknown", 12)
-    headline = md_text(verdict.get("headline") or "no verdict", budget.text)
+def _verdict_lines(report: Report, budget: _Budget) -> list[str]:
+    verdict = report.verdict
+    severity = md_text(verdict.severity or "unknown", 12)
+    headline = md_text(verdict.headline or "no verdict", budget.text)
     lines = [f"## diagnose: {severity} {DASH} {headline}", ""]
-    confidence = md_text(verdict.get("confidence") or "unknown", 12)
-    samples = finite_number(verdict.get("samples"))
+    confidence = md_text(verdict.confidence or "unknown", 12)
+    samples = finite_number(verdict.samples)
     on = f" ({fmt_number(samples)} samples)" if samples is not None else ""
-    co = verdict.get("co_primary")
+    co = verdict.co_primary
     also = f" \u00b7 **co-primary:** {md_code(co, budget.name)}" if co else ""
-    lines.append(f"**Primary finding:** {md_code(verdict.get('primary'), budget.name)}{also} "
+    lines.append(f"**Primary finding:** {md_code(verdict.primary, budget.name)}{also} "
                  f"\u00b7 **severity:** {severity} \u00b7 **confidence:** {confidence}{on}")
     if co and budget.findings:
         # Two findings within the noise of each other: why, and the first step for each (the
         # smallest budget, for text of the worst kind, names the co-primary only).
         lines += ["", f"**Within the noise of each other:** "
-                      f"{md_text(verdict.get('co_primary_reason') or '', budget.text)}"]
-        named = (verdict.get("primary"), co)
-        first_advice = verdict.get("first_advice")
-        advice = first_advice if isinstance(first_advice, list) else []
-        for name, text in zip(named, advice):
+                      f"{md_text(verdict.co_primary_reason or '', budget.text)}"]
+        for name, text in zip(verdict.named, verdict.first_advice):
             if text:
                 lines += ["", f"**First advice for {md_code(name, budget.name)}:** "
                               f"{md_text(text, budget.text)}"]
-    if verdict.get("confidence") == Confidence.LOW:
+    if verdict.confidence == Confidence.LOW:
         lines += ["", f"**Low confidence:** the verdict rests on "
                       f"{fmt_number(samples) if samples is not None else 'too few'} samples; "
                       f"sample longer before acting on it."]
-    warning = as_dict(as_dict(report.get("sampling")).get("observer")).get("warning")
+    warning = report.sampling.observer.warning
     if warning:
         lines += ["", f"**Observer effect:** {md_text(warning, budget.text)}"]
     return lines
 
 
-def _observer_text(sampling: dict) -> str:
-    observer = as_dict(sampling.get("observer"))
+def _observer_text(sampling: Sampling) -> str:
+    observer = sampling.observer
     parts = []
-    paused = finite_number(observer.get("paused_share", sampling.get("paused_share")))
+    paused = finite_number(observer.paused_share)
     parts.append(f"target paused {fmt_percent(paused)}" if paused is not None
                  else "pause not measured")
-    cpu_s = finite_number(observer.get("pyspy_cpu_s"))
-    cpu_share = finite_number(observer.get("pyspy_cpu_share_of_cores"))
+    cpu_s = finite_number(observer.pyspy_cpu_s)
+    cpu_share = finite_number(observer.pyspy_cpu_share_of_cores)
     if cpu_s is not None:
         share = f" ({fmt_percent(cpu_share)} of the cores)" if cpu_share is not None else ""
         parts.append(f"py-spy CPU {fmt_seconds(cpu_s)}{share}")
-    errors, error_rate = finite_number(observer.get("errors")), finite_number(observer.get("error_rate"))
+    errors, error_rate = finite_number(observer.errors), finite_number(observer.error_rate)
     if errors is not None:
         rate = f" ({fmt_percent(error_rate)})" if errors and error_rate is not None else ""
         parts.append(f"{fmt_number(errors)} sampling errors{rate}")
-    if observer.get("torn_stacks_possible") is True:
+    if observer.torn_stacks_possible:
         parts.append("stacks may be torn (non-blocking sampling)")
     return " \u00b7 ".join(parts)
 
 
-def _rate_text(sampling: dict) -> str:
-    observer = as_dict(sampling.get("observer"))
-    asked = finite_number(observer.get("requested_rate_hz", sampling.get("rate_hz")))
-    got = finite_number(observer.get("achieved_rate_hz", sampling.get("achieved_rate_hz")))
+def _rate_text(sampling: Sampling) -> str:
+    asked = finite_number(sampling.observer.requested_rate_hz)
+    got = finite_number(sampling.observer.achieved_rate_hz)
     if asked and got is not None:
         return f"{fmt_number(got)} of {fmt_number(asked)} Hz"
     if got is not None:
@@ -230,36 +227,33 @@ def _rate_text(sampling: dict) -> str:
     return f"{fmt_number(asked)} Hz asked" if asked else "not measured"
 
 
-def _run_facts(report: dict, budget: _Budget) -> list[str]:
-    target, sampling = as_dict(report.get("target")), as_dict(report.get("sampling"))
-    pids = [p for p in as_list(target.get("pids")) if p is not None]
+def _run_facts(report: Report, budget: _Budget) -> list[str]:
+    target, sampling = report.target, report.sampling
+    pids = [p for p in target.pids or () if p is not None]
     who = (f"pids {md_cell(', '.join(map(str, pids)), budget.name)}" if len(pids) > 1
-           else f"pid {md_cell(target.get('pid'), 12)}")
-    for key, unit in (("python", "Python "), ("cores", ""), ("threads", "")):
-        value = target.get(key)
+           else f"pid {md_cell(target.pid, 12)}")
+    for value, unit, noun in ((target.python, "Python ", ""), (target.cores, "", " cores"),
+                              (target.threads, "", " threads")):
         if value is not None:
-            noun = {"cores": " cores", "threads": " threads"}.get(key, "")
             who += f" \u00b7 {unit}{md_cell(value, 16)}{noun}"
-    window = finite_number(sampling.get("duration_s"))
-    at_least = finite_number(sampling.get("duration_at_least_s"))
+    window = finite_number(sampling.duration_s)
+    at_least = finite_number(sampling.duration_at_least_s)
     window_text = (fmt_seconds(window) if window is not None
                    else f"at least {fmt_seconds(at_least)}" if at_least is not None else "unknown")
-    samples = finite_number(sampling.get("samples"))
-    thread_samples = finite_number(sampling.get("thread_samples"))
+    samples = finite_number(sampling.samples)
+    thread_samples = finite_number(sampling.thread_samples)
     sample_text = fmt_number(samples) if samples is not None else DASH
     if thread_samples is not None and thread_samples != samples:
         sample_text += f" ({fmt_number(thread_samples)} thread-samples)"
-    partial, cmdline = sampling.get("partial"), target.get("cmdline")
     rows = [["Target", who],
-            ["Command line", md_code(" ".join(map(str, cmdline)) if isinstance(cmdline, list)
-                                     else cmdline, budget.name + 20)],
+            ["Command line", md_code(target.cmdline, budget.name + 20)],
             ["Window", window_text],
             ["Samples", sample_text],
             ["Rate (achieved of asked)", _rate_text(sampling)],
-            ["Mode", md_cell(sampling.get("mode"), budget.name)],
+            ["Mode", md_cell(sampling.mode, budget.name)],
             ["Observer cost", _observer_text(sampling)],
-            ["Partial", "**yes**, the target exited during the window" if partial is True
-             else "no" if partial is False else DASH]]
+            ["Partial", "**yes**, the target exited during the window" if sampling.partial
+             else "no"]]
     return ["### Run facts", "", *md_table(("Run fact", "Value"), rows)]
 
 
@@ -267,68 +261,67 @@ def _run_facts(report: dict, budget: _Budget) -> list[str]:
 _QUIET_EVIDENCE = frozenset({"estimated", "calibrated"})
 
 
-def _telling_rows(finding: dict, count: int) -> list[dict]:
+def _says_nothing(value: object) -> bool:
+    """Zero or empty: a value that says what did not happen."""
+    if value is None:
+        return True
+    if isinstance(value, (int, float)):
+        return value == 0
+    try:  # a string, list, dict or array: empty says nothing
+        return len(value) == 0  # type: ignore[arg-type]
+    except TypeError:
+        return False
+
+
+def _telling_rows(finding: Finding, count: int) -> list[dict]:
     """The `count` evidence rows that say most: in the check's own order (each check lists the
     measurement it stands on first), with zero or empty values last (they say what did not
     happen)."""
-    evidence = as_dict(finding.get("evidence"))
-
-    def says_nothing(row: dict) -> bool:
-        value = evidence.get(row["key"])
-        if value is None:
-            return True
-        if isinstance(value, (int, float)):
-            return value == 0
-        try:  # a string, list, dict or array: empty says nothing
-            return len(value) == 0
-        except TypeError:
-            return False
-
+    values = {v.key: v.value for v in finding.evidence}
     rows = [r for r in describe_evidence(finding) if r["key"] not in _QUIET_EVIDENCE]
-    rows.sort(key=says_nothing)  # stable: the check's order within each group
+    rows.sort(key=lambda row: _says_nothing(values.get(row["key"])))  # stable: the check's order
     return rows[:count]
 
 
-def _finding_heading(rank: int, finding: dict, budget: _Budget) -> str:
-    parts = [md_text(finding.get("severity") or "unknown", 12)]
-    score = finite_number(finding.get("score"))
+def _finding_heading(rank: int, finding: Finding, budget: _Budget) -> str:
+    parts = [md_text(finding.severity or "unknown", 12)]
+    score = finite_number(finding.score)
     if score is not None:
         parts.append(f"score {fmt_number(score)}")
-    gain = finite_number(finding.get("predicted_gain"))
+    gain = finite_number(finding.predicted_gain)
     if gain is not None and not _levers(finding):  # levers: their own line, each with its figure
         parts.append(f"predicted gain {gain:.2f}{TIMES} (estimate)")
-    if finding.get("low_confidence") is True:
-        samples = finite_number(finding.get("samples"))
+    if finding.low_confidence:
+        samples = finite_number(finding.samples)
         parts.append("low confidence" + (f": {fmt_number(samples)} samples" if samples is not None
                                          else ""))
-    title = md_text(finding.get("title") or finding.get("id") or "finding", budget.text)
+    title = md_text(finding.title or finding.id or "finding", budget.text)
     return f"#### {rank}. {title} ({', '.join(parts)})"
 
 
-def _levers(finding: dict) -> list[dict]:
+def _levers(finding: Finding) -> list[Lever]:
     """The finding's levers that have a figure and words (a hand-edited report may lack them)."""
-    return [lever for lever in map(as_dict, as_list(finding.get("levers")))
-            if finite_number(lever.get("gain")) is not None and lever.get("label")]
+    return [lever for lever in finding.levers
+            if finite_number(lever.gain) is not None and lever.label]
 
 
-def levers_text(finding: dict, limit: int | None = None) -> str:
+def levers_text(finding: Finding, limit: int | None = None) -> str:
     """Each lever with its figure, all estimates: "×4.17 if checksum cost nothing (estimate,
     upper bound) · ×1.00 from more cores (estimate)"; "" when the finding has none."""
     return " \u00b7 ".join(
-        f"{TIMES}{lever['gain']:.2f} {md_text(lever['label'], limit, line_start=False)} "
-        f"(estimate{', upper bound' if lever.get('upper_bound') is True else ''})"
+        f"{TIMES}{lever.gain:.2f} {md_text(lever.label, limit, line_start=False)} "
+        f"(estimate{', upper bound' if lever.upper_bound else ''})"
         for lever in _levers(finding))
 
 
-def _also_checked(findings: list[dict], budget: _Budget) -> list[str]:
+def _also_checked(findings: list[Finding], budget: _Budget) -> list[str]:
     """One line per check that found nothing: what it checked and the figure that cleared it
     (its summary), never its advice. Paragraphs, not a list: no line of the summary is markup."""
     lines = []
     for finding in findings[:budget.checked]:
-        title = md_text(finding.get("title") or finding.get("id") or "check", budget.name,
-                        line_start=False)
-        figure = (f" {DASH} {md_text(finding['summary'], min(budget.text, 160), line_start=False)}"
-                  if finding.get("summary") else "")
+        title = md_text(finding.title or finding.id or "check", budget.name, line_start=False)
+        figure = (f" {DASH} {md_text(finding.summary, min(budget.text, 160), line_start=False)}"
+                  if finding.summary else "")
         lines += [f"**Also checked:** {title}{figure}", ""]
     hidden = len(findings) - min(len(findings), budget.checked)
     if hidden and budget.checked:
@@ -337,11 +330,10 @@ def _also_checked(findings: list[dict], budget: _Budget) -> list[str]:
     return lines[:-1] if lines else lines
 
 
-def _findings(report: dict, budget: _Budget) -> list[str]:
+def _findings(report: Report, budget: _Budget) -> list[str]:
     # A finding of severity "ok" says a check found nothing: one "also checked" line each.
-    findings = list(map(as_dict, as_list(report.get("findings"))))
-    found = [f for f in findings if f.get("severity") != Severity.OK]
-    cleared = [f for f in findings if f.get("severity") == Severity.OK]
+    found = [f for f in report.findings if f.severity != Severity.OK]
+    cleared = [f for f in report.findings if f.severity == Severity.OK]
     lines = ["### Top findings", ""]
     if not found:
         lines += ["No check found a problem."]
@@ -349,8 +341,8 @@ def _findings(report: dict, budget: _Budget) -> list[str]:
         return lines + (["", *checked] if checked else [])
     for rank, finding in enumerate(found[:budget.findings], start=1):
         lines += [_finding_heading(rank, finding, budget), ""]
-        if finding.get("summary"):
-            lines += [md_text(finding["summary"], budget.text), ""]
+        if finding.summary:
+            lines += [md_text(finding.summary, budget.text), ""]
         levers = levers_text(finding, budget.text)
         if levers:
             lines += [f"**Predicted gain:** {levers}", ""]
@@ -358,7 +350,7 @@ def _findings(report: dict, budget: _Budget) -> list[str]:
                 for r in _telling_rows(finding, budget.evidence)]
         if rows:
             lines += [*md_table(("Evidence", "Value"), rows), ""]
-        advice = [a for a in as_list(finding.get("advice")) if a]
+        advice = [a for a in finding.advice if a]
         if advice:
             lines += [f"**What to do:** {md_text(advice[0], budget.text)}", ""]
     hidden = len(found) - min(len(found), budget.findings)
@@ -368,35 +360,34 @@ def _findings(report: dict, budget: _Budget) -> list[str]:
     return lines[:-1] if lines[-1] == "" else lines
 
 
-def _where(wait: dict, budget: _Budget) -> str:
-    line = wait.get("line")
-    at = f"{wait.get('file') or '?'}:{line}" if line is not None else wait.get("file")
-    return f"{md_code(wait.get('function'), budget.name)} at {md_code(at, budget.name, True)}"
+def _where(wait: WaitSite, budget: _Budget) -> str:
+    at = f"{wait.file or '?'}:{wait.line}"
+    return f"{md_code(wait.function, budget.name)} at {md_code(at, budget.name, True)}"
 
 
-def _holder(wait: dict, budget: _Budget) -> str:
-    holders = [h for h in map(as_dict, as_list(wait.get("holders"))) if h.get("function")]
+def _holder(wait: WaitSite, budget: _Budget) -> str:
+    holders = [h for h in wait.holders if h.function]
     if not holders:
         return DASH
-    share = finite_number(holders[0].get("share"))
-    return md_code(holders[0]["function"], budget.name) + (
+    share = finite_number(holders[0].share)
+    return md_code(holders[0].function, budget.name) + (
         f" ({fmt_percent(share)} of the time)" if share is not None else "")
 
 
-def _waits(report: dict, budget: _Budget) -> list[str]:
-    waits = [w for w in map(as_dict, as_list(report.get("waits"))) if w]
+def _waits(report: Report, budget: _Budget) -> list[str]:
+    waits = list(report.waits)
     if not waits or budget.waits == 0:
         return []
     # The sites that cost the most thread time first; the report lists them by process.
-    waits.sort(key=lambda w: -(finite_number(w.get("thread_seconds")) or 0))
-    several_processes = len({w.get("pid") for w in waits}) > 1
+    waits.sort(key=lambda w: -(finite_number(w.thread_seconds) or 0))
+    several_processes = len({w.pid for w in waits}) > 1
     rows = []
     for wait in waits[:budget.waits]:
-        kind = md_cell(wait.get("label") or wait.get("kind"), budget.name)
+        kind = md_cell(wait.label or wait.kind, budget.name)
         if several_processes:
-            kind += f" (pid {md_cell(wait.get('pid'), 12)})"
-        share, seconds = finite_number(wait.get("share")), finite_number(wait.get("thread_seconds"))
-        threads, at_once = finite_number(wait.get("threads")), finite_number(wait.get("max_concurrent"))
+            kind += f" (pid {md_cell(wait.pid, 12)})"
+        share, seconds = finite_number(wait.share), finite_number(wait.thread_seconds)
+        threads, at_once = finite_number(wait.threads), finite_number(wait.max_concurrent)
         rows.append([kind, _where(wait, budget),
                      fmt_percent(share) if share is not None else DASH,
                      fmt_seconds(seconds) if seconds is not None else DASH,
@@ -416,33 +407,27 @@ _AWAIT_KINDS = {"semaphore": "asyncio.Semaphore", "lock": "asyncio.Lock",
                 "sleep": "sleep", "io": "I/O"}
 
 
-def _tasks(report: dict, budget: _Budget) -> list[str]:
+def _tasks(report: Report, budget: _Budget) -> list[str]:
     """One line: where the asyncio request tasks waited most (report.tasks), read from memory."""
     if budget.waits == 0:
         return []
-    best = None
-    for process in map(as_dict, as_list(report.get("tasks"))):
-        for site in map(as_dict, as_list(process.get("sites"))):
-            share = finite_number(site.get("share"))
-            if share is not None and (best is None or share > best[1]):
-                best = (process, share, site)
-    if best is None:
+    found = [(process, site) for process in report.tasks for site in process.sites
+             if math.isfinite(site.share)]
+    if not found:
         return []
-    process, share, site = best
-    kind = str(site.get("kind") or "")
-    what = md_text(_AWAIT_KINDS.get(kind, kind) or "?", budget.name, line_start=False)
-    name = f" {md_code(site.get('name'), budget.name)}" if site.get("name") else ""
-    avg, most = finite_number(site.get("waiting_avg")), finite_number(site.get("waiting_max"))
-    permits = finite_number(site.get("capacity"))
-    reads = finite_number(process.get("snapshots"))
-    where = "" if site.get("local", True) else " (a call outside the process)"
-    return [f"**Asyncio tasks by await site:** {fmt_percent(share)} of request-task time on "
-            f"{what}{name}{where} at {_where(site, budget)}"
-            + (f", {fmt_number(avg)} tasks waiting on average" if avg is not None else "")
-            + (f" ({fmt_number(most)} at most)" if most is not None else "")
-            + (f", {fmt_number(permits)} permits" if permits is not None else "")
-            + (f"; {fmt_number(reads)} reads of the tasks (pid {md_text(process.get('pid'), 12, line_start=False)})"
-               if reads is not None else "") + "."]
+    process, site = max(found, key=lambda pair: pair[1].share)
+    what = md_text(_AWAIT_KINDS.get(site.kind, site.kind) or "?", budget.name, line_start=False)
+    name = f" {md_code(site.name, budget.name)}" if site.name else ""
+    where = "" if site.local else " (a call outside the process)"
+    at = f"{site.file or '?'}:{site.line}"
+    return [f"**Asyncio tasks by await site:** {fmt_percent(site.share)} of request-task time on "
+            f"{what}{name}{where} at {md_code(site.function, budget.name)} at "
+            f"{md_code(at, budget.name, True)}"
+            + f", {fmt_number(site.waiting_avg)} tasks waiting on average"
+            + f" ({fmt_number(site.waiting_max)} at most)"
+            + (f", {fmt_number(site.capacity)} permits" if site.capacity is not None else "")
+            + (f"; {fmt_number(process.snapshots)} reads of the tasks (pid {process.pid})"
+               if process.snapshots else "") + "."]
 
 
 def _footer(files: tuple[str, ...], budget: _Budget) -> list[str]:
@@ -455,7 +440,7 @@ def _footer(files: tuple[str, ...], budget: _Budget) -> list[str]:
             f"and timeline{rest}."]
 
 
-def _deadlock_lines(report: dict, budget: _Budget) -> list[str]:
+def _deadlock_lines(report: Report, budget: _Budget) -> list[str]:
     """The deadlocks thread by thread, as a thread dump prints them ("Found one deadlock:")."""
     deadlocks = deadlocks_in(report)
     if not deadlocks or not budget.findings:
@@ -477,7 +462,7 @@ def _deadlock_lines(report: dict, budget: _Budget) -> list[str]:
     return lines
 
 
-def _render(report: dict, files: tuple[str, ...], budget: _Budget) -> str:
+def _render(report: Report, files: tuple[str, ...], budget: _Budget) -> str:
     sections = [_verdict_lines(report, budget), _deadlock_lines(report, budget),
                 _findings(report, budget), _waits(report, budget), _tasks(report, budget),
                 _run_facts(report, budget), _footer(files, budget)]
@@ -488,10 +473,10 @@ def _fits(text: str) -> bool:
     return len(text.encode("utf-8")) < MAX_BYTES
 
 
-def render_markdown(report: dict, files: tuple[str, ...] | list[str] = ()) -> str:
-    """The ticket summary of `report` (a JSON report), under MAX_BYTES of UTF-8. `files`: the
-    names of the report's other files (the HTML first), named in the last line."""
-    report, files = as_dict(report), tuple(str(f) for f in files)
+def render_markdown(report: Report, files: tuple[str, ...] | list[str] = ()) -> str:
+    """The ticket summary of `report`, under MAX_BYTES of UTF-8. `files`: the names of the
+    report's other files (the HTML first), named in the last line."""
+    files = tuple(str(f) for f in files)
     for budget in _BUDGETS:
         text = _render(report, files, budget)
         if _fits(text):

@@ -1,6 +1,9 @@
-"""The JSON report (schema_version 1): the contract other tools read."""
+"""The report built from the checks' results: the frozen model (report/model/) every output
+reads; its JSON (`Report.to_json()`) is the contract other tools read."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pandas as pd
 
@@ -11,11 +14,14 @@ from diagnose.model.service import Service
 from diagnose.model.waits import describe
 from diagnose.model.vocab import ProcessRole
 from diagnose.render.redact import redact_cmdline
+from diagnose.report.model import (SCHEMA_VERSION, EventLoop, Finding, Load, NotApplicable,
+                                   Process, ProcessTasks, Report, Sampling, Structure, Target,
+                                   Thread, Verdict, WaitSite)
+from diagnose.report.model.codec import decode
 
-SCHEMA_VERSION = 1
 
 
-def _num(value):
+def _num(value: Any) -> Any:
     if value is None:
         return None
     if hasattr(value, "item"):
@@ -176,7 +182,8 @@ def task_rows(service: Service) -> list[dict]:
     return rows
 
 
-def build_report(service: Service, results: CheckResults, per_process: dict | None = None) -> dict:
+def build_report(service: Service, results: CheckResults, per_process: dict | None = None
+                 ) -> Report:
     analysis = service.combined
     per_process = per_process or {}
     meta = analysis.meta
@@ -212,24 +219,28 @@ def build_report(service: Service, results: CheckResults, per_process: dict | No
     sampling["observer"] = observer_cost(sampling)
     sampling["partial"] = bool(meta.get("partial", False))
     sampling["notes"] = list(meta.get("notes", []))
-    extra = {"load": meta["load"]} if meta.get("load") else {}
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "target": target,
-        "sampling": sampling,
-        "verdict": results.verdict.to_dict(),
-        "findings": [f.to_dict() for f in results.findings],
-        "waits": [dict(w.to_dict(), summary=describe(w), pid=view.pid)
-                  for view in service.processes if view.role != ProcessRole.MASTER
-                  for w in view.analysis.waits],
-        "processes": process_rows(service, per_process),
-        "structure": [dict(view.analysis.structure.to_dict(), pid=view.pid)
-                      for view in service.processes if view.analysis.structure.stages],
-        "event_loops": [loop.to_dict() for view in service.processes
-                        for loop in view.analysis.event_loops],
-        "tasks": task_rows(service),
-        "not_applicable": [{"id": n.id, "reason": n.reason} for n in results.not_applicable],
-        "threads": thread_rows(analysis),
-        "stacks": stack_rows(analysis),
-        **extra,
-    }
+    load = meta.get("load")
+    pids = [view.pid for view in service.processes]
+    return Report(
+        schema_version=SCHEMA_VERSION,
+        target=decode(Target, target, "target"),
+        sampling=decode(Sampling, sampling, "sampling"),
+        verdict=decode(Verdict, results.verdict.to_dict(), "verdict"),
+        findings=tuple(decode(Finding, f.to_dict(), "findings") for f in results.findings),
+        waits=tuple(decode(WaitSite, dict(w.to_dict(), summary=describe(w), pid=view.pid), "waits")
+                    for view in service.processes if view.role != ProcessRole.MASTER
+                    for w in view.analysis.waits),
+        processes=tuple(decode(Process, row, "processes")
+                        for row in process_rows(service, per_process)),
+        structure=tuple(decode(Structure, dict(view.analysis.structure.to_dict(), pid=pid),
+                               "structure")
+                        for view, pid in zip(service.processes, pids)
+                        if view.analysis.structure.stages),
+        event_loops=tuple(decode(EventLoop, loop.to_dict(), "event_loops")
+                          for view in service.processes for loop in view.analysis.event_loops),
+        tasks=tuple(decode(ProcessTasks, row, "tasks") for row in task_rows(service)),
+        not_applicable=tuple(NotApplicable(n.id, n.reason) for n in results.not_applicable),
+        threads=tuple(decode(Thread, row, "threads") for row in thread_rows(analysis)),
+        stacks=stack_rows(analysis),
+        load=decode(Load, load, "load") if load else None,
+    )

@@ -25,6 +25,7 @@ from diagnose.model import source
 from diagnose.model.async_tasks import TaskRecording
 from diagnose.readers.chrometrace import close_exited_threads, regrid, settle_rate
 from diagnose.readers.loaders import decode_input, load_profile, read_input
+from diagnose.model.profile import Profile
 from diagnose.model.service import Service, build_service
 from diagnose.outputs.files import (WriteFailed, claim_name, move_file, prepare_output_dir,
                                     remove_quietly, write_atomically, write_text)
@@ -32,6 +33,7 @@ from diagnose.render.html import render_html, template_environment
 from diagnose.render.html_data import page_data
 from diagnose.render import json_text
 from diagnose.report.json_report import build_report
+from diagnose.report.model import Report
 from diagnose.render.markdown import render_markdown
 from diagnose.render.speedscope_out import write_speedscope
 
@@ -42,7 +44,7 @@ class Outputs:
     json: Path
     speedscope: Path
     procfs: Path | None
-    report: dict
+    report: Report
     partial: bool
     markdown: Path | None = None  # the ticket summary (`--print md`)
 
@@ -82,11 +84,9 @@ def warm_up_in_background() -> None:
     threading.Thread(target=warm, name="diagnose-warm-up", daemon=True).start()
 
 
-def _load_all(paths: list[Path], rate_hz: float | None = None):
-    """One profile from one or more recordings (one per named pid), or None without paths.
+def _load_all(paths: list[Path], rate_hz: float | None = None) -> Profile:
+    """One profile from one or more recordings (one per named pid).
     `rate_hz`: the rate they were recorded at, when known (a chrometrace file does not say)."""
-    if not paths:
-        return None
     profile = load_profile(paths[0], rate_hz=rate_hz)
     for extra in paths[1:]:
         profile.absorb(load_profile(extra, rate_hz=rate_hz))
@@ -95,7 +95,7 @@ def _load_all(paths: list[Path], rate_hz: float | None = None):
     return profile
 
 
-def _settle_instants(profile, tree: TreeRecord | None, meta: dict) -> None:
+def _settle_instants(profile: Profile, tree: TreeRecord | None, meta: dict) -> None:
     """A timestamped recording (readers/chrometrace.py) does not mark a thread's exit: the /proc
     record of the same window does; without it, say so. Then, with py-spy's count of the
     samples it took, read the recording at the rate py-spy achieved."""
@@ -123,7 +123,7 @@ def analyze(profile_paths: list[Path], tree: TreeRecord | None, meta: dict,
     _settle_instants(profile, tree, meta)
     if profile.total_samples == 0:
         raise NoSamples(f"{profile_paths[0]}: the profile holds no samples")
-    native = _load_all(list(native_paths))
+    native = _load_all(list(native_paths)) if native_paths else None
     target = meta.get("target") or {}
     pids = [*(target.get("pids") or [target.get("pid")]), *profile.pids] if live else []
     with source.reading_from(pids):
@@ -178,7 +178,7 @@ def write_outputs(service: Service, results: CheckResults, per_process: dict,
             else:
                 write_atomically(speedscope, lambda tmp: shutil.copyfile(source_profile, tmp))
             written.append(speedscope)
-        report_text = json_text.report_text(report)
+        report_text = json_text.report_text(report.to_json())
         write_text(paths[".json"], report_text)
         written.append(paths[".json"])
         summary = render_markdown(report, [paths[ext].name for ext in

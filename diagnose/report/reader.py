@@ -1,5 +1,6 @@
 """Reading back a diagnose report a user names: the .json written beside it, or the .html page,
-whose data block carries the same report. Anything else is BadProfile (exit 6), one line."""
+whose data block carries the same report, as the frozen model (report/model/). Anything else is
+BadProfile (exit 6), one line naming what is missing."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ import html
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 from diagnose.readers.bounded_read import read_bounded
 from diagnose.errors import BadProfile
+from diagnose.report.model import Finding, NotAReport, Report
+from diagnose.report.model.codec import decode
 
 # A report of a long window over many threads is a few MiB; its page a little more.
 MAX_REPORT_BYTES = 256 << 20
@@ -22,13 +26,33 @@ _DATA_BLOCK = re.compile(r'<script type="application/json" id="diagnose-data">(.
 # Pages of the other commands: said by name rather than "no report in it".
 _OTHER_PAGES = {"sweep-data": "a sweep report", "experiment-data": "an experiment report",
                 "diff-data": "a diff report"}
-# What the comparison reads; a report lacking any of these cannot be diffed.
-REQUIRED_KEYS = ("schema_version", "sampling", "verdict", "findings", "threads")
 
 
-def read_report(path: str | Path) -> dict:
-    """The report dict of the .json or .html report at `path`."""
+def read_report(path: str | Path) -> Report:
+    """The report in the .json or .html report at `path` (this schema version or the previous
+    one), with its stacks table (diff and export read it)."""
     path = Path(path)
+    return _check(_read(path), path)
+
+
+def read_findings(path: str | Path) -> tuple[Finding, ...]:
+    """The findings of the .json or .html report at `path`, in its order: all `experiment
+    --from-report` reads, so a report written by hand with only its findings will do."""
+    path = Path(path)
+    data = _read(path)
+    if not isinstance(data, dict):
+        raise BadProfile(f"{path}: JSON but not an object, not a {WHAT}")
+    findings = data.get("findings") or []
+    if not isinstance(findings, list):
+        raise BadProfile(f"{path}: findings is not a list, not a {WHAT}")
+    try:
+        return tuple(decode(Finding, f, f"findings[{i}]") for i, f in enumerate(findings))
+    except NotAReport as exc:
+        raise BadProfile(f"{path}: {exc.path} is {exc.what}, not a {WHAT}") from None
+
+
+def _read(path: Path) -> Any:
+    """The JSON of the report file: the .json itself, or the page's data block's report."""
     raw = read_bounded(path, WHAT, MAX_REPORT_BYTES, BadProfile)
     try:
         text = raw.decode("utf-8")
@@ -41,10 +65,10 @@ def read_report(path: str | Path) -> dict:
         data = _from_page(text, path)
     else:
         raise BadProfile(f"{path}: neither JSON nor an HTML page, not a {WHAT}")
-    return _check(data, path)
+    return data
 
 
-def _parse(text: str, path: Path):
+def _parse(text: str, path: Path) -> Any:
     try:
         return json.loads(text)
     except RecursionError:
@@ -53,7 +77,7 @@ def _parse(text: str, path: Path):
         raise BadProfile(f"{path}: not valid JSON ({exc}), not a {WHAT}") from None
 
 
-def _from_page(text: str, path: Path):
+def _from_page(text: str, path: Path) -> Any:
     match = _DATA_BLOCK.search(text)
     if match is None:
         for block_id, name in _OTHER_PAGES.items():
@@ -69,17 +93,21 @@ def _from_page(text: str, path: Path):
     return data["report"]
 
 
-def _check(data, path: Path) -> dict:
+def _check(data: Any, path: Path) -> Report:
     if not isinstance(data, dict):
         raise BadProfile(f"{path}: JSON but not an object, not a {WHAT}")
     if data.get("kind") == "diagnose-diff":
         raise BadProfile(f"{path}: is a diff report, not a {WHAT}")
     if "verdict" not in data and ("steps" in data or "decision" in data):
         raise BadProfile(f"{path}: is a sweep or experiment report, not a {WHAT}")
-    missing = [key for key in REQUIRED_KEYS if key not in data]
-    if missing:
-        raise BadProfile(f"{path}: JSON without {', '.join(missing)}, not a {WHAT}")
-    if not isinstance(data.get("stacks"), dict) or not data["stacks"].get("frames"):
+    try:
+        report = Report.from_json(data)
+    except NotAReport as exc:
+        detail = (f"JSON {exc.what}" if not exc.path
+                  else f"{exc.what}: {exc.path}" if exc.what == "missing"
+                  else f"{exc.path} is {exc.what}")
+        raise BadProfile(f"{path}: {detail}, not a {WHAT}") from None
+    if not report.stacks.frames:
         raise BadProfile(f"{path}: the report carries no stacks (written by an older diagnose?): "
                          f"analyze its .speedscope.json again to get one that can be compared")
-    return data
+    return report

@@ -66,7 +66,7 @@ def test_an_earlier_summary_alone_keeps_its_name_taken(out_dir):
     outputs = write(out_dir)
     assert outputs.markdown.name == f"{BASE}-2.md" and outputs.json.name == f"{BASE}-2.json"
     assert (out_dir / f"{BASE}.md").read_text() == "earlier ticket summary\n"
-    assert json.loads(outputs.json.read_text())["verdict"] == outputs.report["verdict"]
+    assert json.loads(outputs.json.read_text())["verdict"] == outputs.report.to_json()["verdict"]
 
 
 def test_a_summary_that_cannot_be_written_is_named_and_the_json_is_kept(out_dir):

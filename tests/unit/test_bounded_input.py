@@ -125,7 +125,7 @@ def test_very_deep_stacks_get_their_report(tmp_path):
     path = tmp_path / "deep.speedscope.json"
     path.write_text(json.dumps({"shared": {"frames": frames}, "profiles": profiles}))
     outputs = from_file(path, tmp_path / "out", None)
-    assert outputs.report["verdict"]["primary"]
+    assert outputs.report.verdict.primary
     assert outputs.html.is_file() and outputs.json.is_file()
 
 
@@ -134,7 +134,7 @@ def test_very_deep_collapsed_stacks_get_their_report(tmp_path):
     path = tmp_path / "deep.txt"
     path.write_text("".join(f"thread ({100 + k}): w{k};{line} 50\n" for k in range(3)))
     outputs = from_file(path, tmp_path / "out", None)
-    assert outputs.report["verdict"]["primary"]
+    assert outputs.report.verdict.primary
     assert outputs.html.is_file()
 
 

@@ -108,7 +108,7 @@ def test_a_thread_started_mid_window_is_placed_at_its_real_start(recording):
                                                                 abs=timeline["interval_s"] * 1.01)
     assert lanes[index["holder"]][0][0] != -1
     # The JSON thread table says where each thread ran.
-    rows = {r["name"]: r for r in build_report(service, run_service_checks(service)[0])["threads"]}
+    rows = {r["name"]: r for r in build_report(service, run_service_checks(service)[0]).to_json()["threads"]}
     assert rows["holder"]["first_s"] == 0
     assert rows["late-0"]["first_s"] == pytest.approx(first_t[index["late-0"]],
                                                       abs=profile.interval_s)
@@ -159,11 +159,11 @@ def test_holders_and_pool_size_are_read_at_real_instants(recording, tree):
 
 def test_the_report_says_how_instants_are_known(recording):
     measured = build_service(load_profile(recording, rate_hz=RATE), Categorizer(), None, {})
-    report = build_report(measured, run_service_checks(measured)[0])
+    report = build_report(measured, run_service_checks(measured)[0]).to_json()
     assert report["sampling"]["instants"] == "measured"
     recorded = build_service(load_profile(RECORDED / "lock_contention.speedscope.json"),
                              Categorizer(), None, {})
-    report = build_report(recorded, run_service_checks(recorded)[0])
+    report = build_report(recorded, run_service_checks(recorded)[0]).to_json()
     assert report["sampling"]["instants"] == "reconstructed"
     assert all(row["first_s"] is None and row["last_s"] is None for row in report["threads"])
 

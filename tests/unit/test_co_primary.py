@@ -13,6 +13,7 @@ from diagnose.cli.common import gate
 from diagnose.model.structure import Stage, Structure, WaitEdge, _bottleneck, is_entry
 from diagnose.render.html import render_html
 from diagnose.render.markdown import md_text, render_markdown
+from tests.report_data import as_report, as_verdict
 
 SAMPLES = 2000
 LOCK_ADVICE = "Start the service with OPENBLAS_NUM_THREADS=1 and re-measure."
@@ -87,10 +88,10 @@ def test_the_verdicts_severity_and_the_gate_take_the_higher_of_the_two():
     verdict = verdict_for(rank([compute(), lock(share_for(73))], order_of))
     assert verdict.primary == "lock_contention"  # a warning on its own
     assert verdict.severity == "critical"  # its co-primary is critical
-    assert gate(0, verdict.to_dict(), "critical", "the verdict") == 10
+    assert gate(0, as_verdict(verdict.to_dict()), "critical", "the verdict") == 10
     alone = verdict_for((lock(share_for(60)),))
     assert alone.severity == "warning"
-    assert gate(0, alone.to_dict(), "critical", "the verdict") == 0
+    assert gate(0, as_verdict(alone.to_dict()), "critical", "the verdict") == 0
 
 
 def test_verdict_and_finding_intervals_survive_a_json_round_trip():
@@ -107,7 +108,7 @@ def test_verdict_and_finding_intervals_survive_a_json_round_trip():
 def test_markdown_summary_names_both_findings_with_the_reason_and_each_first_advice():
     ranked = rank([compute(), lock(share_for(73))], order_of)
     report = {"verdict": verdict_for(ranked).to_dict(), "findings": [f.to_dict() for f in ranked]}
-    text = render_markdown(report)
+    text = render_markdown(as_report(report))
     assert "**Primary finding:** `lock_contention` · **co-primary:** `compute_bound`" in text
     assert "**Within the noise of each other:** their scores straddle the critical line" in text
     assert f"**First advice for `lock_contention`:** {md_text(LOCK_ADVICE, 300)}" in text

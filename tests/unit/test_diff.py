@@ -11,12 +11,22 @@ import re
 
 import pytest
 
-from diagnose.compare.diff import SEVERITY_MARGIN, diff_reports, severity_change
+from diagnose.compare import diff as compare
+from diagnose.compare.diff import SEVERITY_MARGIN
 from diagnose.errors import BadProfile, ExitCode
 from diagnose.render.diff_html import render_diff_html
 from diagnose.render.html import render_html
 from diagnose.report.reader import read_report
 from tests.conftest import invoke_cli
+from tests.report_data import as_finding, as_report
+
+
+def diff_reports(before, after, names=("before", "after")):
+    return compare.diff_reports(as_report(before), as_report(after), names)
+
+
+def severity_change(before, after, threads=(1, 1)):
+    return compare.severity_change(as_finding(before), as_finding(after), threads)
 
 APP = "/srv/app/service.py"
 THREADING = "/usr/lib/python3.11/threading.py"
@@ -249,8 +259,8 @@ def test_a_report_is_read_back_the_same_from_its_json_and_its_html(tmp_path):
                                       "flame": {"strings": [], "frames": [], "stacks": []},
                                       "timeline": {"interval_s": 0.1, "steps": 0, "lanes": []}}),
                          encoding="utf-8")
-    assert read_report(json_path) == one
-    assert read_report(html_path) == one
+    assert read_report(json_path) == as_report(one)
+    assert read_report(html_path) == as_report(one)
 
 
 @pytest.mark.parametrize("content, message", [

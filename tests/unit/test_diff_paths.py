@@ -9,12 +9,20 @@ import json
 
 import pytest
 
-from diagnose.compare.diff import DifferentPrograms, diff_reports
-from diagnose.compare.paths import library_key, match_files, parts
+from diagnose.compare import paths
+from diagnose.compare.diff import DifferentPrograms
+from diagnose.compare.paths import library_key, parts
+from diagnose.report.model import StackFrame
+from diagnose.report.model.codec import decode
 from diagnose.errors import ExitCode
 from diagnose.render.diff_html import render_diff_html
 from tests.conftest import invoke_cli
-from tests.unit.test_diff import report
+from tests.unit.test_diff import diff_reports, report
+
+
+def match_files(before_frames, after_frames):
+    return paths.match_files([decode(StackFrame, f) for f in before_frames],
+                             [decode(StackFrame, f) for f in after_frames])
 
 
 def fixed(app_file: str) -> dict:

@@ -8,8 +8,16 @@ import re
 import pytest
 
 from diagnose.model.confidence import intervals_for
-from diagnose.render.evidence import (LABELS, describe_evidence, fallback_label, fmt_percent,
+from diagnose.render.evidence import describe_evidence as _describe_evidence
+from diagnose.render.evidence import (LABELS, fallback_label, fmt_percent,
                                              humanize)
+from diagnose.errors import BadProfile
+from tests.report_data import as_finding
+
+
+def describe_evidence(finding):
+    return _describe_evidence(as_finding(finding))
+
 
 @pytest.mark.parametrize("key", sorted(LABELS))
 def test_labels_are_words_not_keys(key):
@@ -136,9 +144,7 @@ def test_humanized_keys_spell_out_abbreviations_and_drop_units():
     assert fallback_label("new_thing_share").label == "new thing share"
 
 
-def test_odd_findings_give_no_rows():
+def test_a_finding_without_evidence_gives_no_rows_and_odd_evidence_is_not_a_report():
     assert describe_evidence({}) == []
-    assert describe_evidence({"evidence": None}) == []
-    assert describe_evidence("not a finding") == []
-    [row] = describe_evidence({"evidence": {"lock_wait_share": 0.1}, "intervals": "odd"})
-    assert row["text"] == "10%"
+    with pytest.raises(BadProfile, match="evidence"):
+        describe_evidence({"evidence": "odd"})

@@ -14,6 +14,7 @@ from diagnose.load.sweep import SweepResult, SweepSettings, run_sweep, sweep_rep
 from diagnose.outputs.files import write_report
 from diagnose.render.load_markdown import render_experiment_markdown, render_sweep_markdown
 from diagnose.render.markdown import MAX_BYTES
+from diagnose.load.diagnosis import StepDiagnosis
 from tests.unit.test_experiment import BAD, GOOD, fake_runs
 from tests.unit.test_sweep import SETTINGS, closed_loop_service
 
@@ -50,10 +51,11 @@ def sweep(diagnose=None, target=None, levels=None) -> dict:
 
 def pool_verdicts(step) -> None:
     primary = "underloaded" if step.level < 4 else "pool_wait"
-    step.diagnosis = {"primary": primary, "severity": "critical" if primary == "pool_wait"
-                      else "info",
-                      "headline": f"{primary} — requests queue for the pool of 4 threads",
-                      "html_name": f"diagnose-42-{int(step.level)}.html"}
+    step.diagnosis = StepDiagnosis(seconds=1.0, concurrency=int(step.level),
+                                   primary=primary, severity="critical" if primary == "pool_wait"
+                                   else "info",
+                                   headline=f"{primary} — requests queue for the pool of 4 threads",
+                                   html_name=f"diagnose-42-{int(step.level)}.html")
 
 
 def test_a_sweep_summary_gives_the_knee_and_the_verdict_behind_it():
@@ -81,8 +83,9 @@ def test_a_sweep_without_pid_or_knee_says_so():
 
 def test_a_long_sweep_keeps_the_knee_rows_and_stays_under_4_kb():
     def verdicts(step):
-        step.diagnosis = {"primary": "pool_wait", "severity": "critical",
-                          "headline": "pool_wait — " + "a long headline " * 30}
+        step.diagnosis = StepDiagnosis(seconds=1.0, concurrency=int(step.level),
+                                       primary="pool_wait", severity="critical",
+                                       headline="pool_wait — " + "a long headline " * 30)
 
     report = sweep(verdicts, levels=tuple(range(1, 41)))
     md = render_sweep_markdown(report)
@@ -92,7 +95,8 @@ def test_a_long_sweep_keeps_the_knee_rows_and_stays_under_4_kb():
 
 def test_hostile_names_in_a_sweep_are_escaped():
     def hostile(step):
-        step.diagnosis = {"primary": HOSTILE, "severity": HOSTILE, "headline": HOSTILE}
+        step.diagnosis = StepDiagnosis(seconds=1.0, concurrency=int(step.level),
+                                       primary=HOSTILE, severity=HOSTILE, headline=HOSTILE)
 
     report = sweep(hostile, target={"url": "http://127.0.0.1:1/" + HOSTILE, "pids": [42]})
     report["generator"]["tool"] = HOSTILE

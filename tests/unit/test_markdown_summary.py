@@ -10,10 +10,21 @@ import pytest
 from markdown_it import MarkdownIt
 
 from diagnose.report import pipeline
-from diagnose.render.evidence import describe_evidence
-from diagnose.render.markdown import (MAX_BYTES, PIPE_STAND_IN, md_cell, md_code, md_text,
-                                      render_markdown)
+from diagnose.render.evidence import describe_evidence as _describe_evidence
+from diagnose.render.markdown import render_markdown as _render_markdown
+from diagnose.render.markdown import MAX_BYTES, PIPE_STAND_IN, md_cell, md_code, md_text
 from tests.conftest import RECORDED
+from tests.report_data import as_finding, as_report
+
+
+def render_markdown(data, files=()):
+    """The summary of a report given as the model or as a (partial, edited) report dict."""
+    return _render_markdown(as_report(data), files)
+
+
+def describe_evidence(finding):
+    return _describe_evidence(as_finding(finding))
+
 
 RECORDINGS = ["lock_contention", "underloaded", "scheduler_overhead"]
 
@@ -181,7 +192,7 @@ def test_shortened_text_ends_in_an_ellipsis_and_never_splits_an_escape():
 def test_summary_of_a_recorded_profile_renders_its_verdict_findings_and_facts(
         recorded_reports, name):
     outputs = recorded_reports[name]
-    report = outputs.report
+    report = outputs.report.to_json()
     text = outputs.markdown.read_text(encoding="utf-8")
     assert outputs.markdown == outputs.json.with_suffix(".md")
     assert_safe(text)
@@ -201,7 +212,7 @@ def test_summary_of_a_recorded_profile_renders_its_verdict_findings_and_facts(
 
 
 def test_evidence_rows_say_what_the_html_page_says(recorded_reports):
-    report = recorded_reports["lock_contention"].report
+    report = recorded_reports["lock_contention"].report.to_json()
     top = next(f for f in report["findings"] if f["severity"] != "ok")
     text = render_markdown(report)
     evidence = table_headed(text, "Evidence")
@@ -237,7 +248,7 @@ def test_the_last_line_names_the_report_files():
 
 @pytest.mark.parametrize("name", HOSTILE)
 def test_hostile_names_cannot_inject_markup_links_html_or_cells(recorded_reports, name):
-    report = hostile_report(recorded_reports["lock_contention"].report, name)
+    report = hostile_report(recorded_reports["lock_contention"].report.to_json(), name)
     text = render_markdown(report, ["r.html", "r.json", "r.speedscope.json"])
     assert_safe(text)
     one_line = " ".join(name.split()).replace("\u202e", "[U+202E]")
@@ -248,7 +259,7 @@ def test_hostile_names_cannot_inject_markup_links_html_or_cells(recorded_reports
 
 
 def test_huge_names_and_many_findings_are_shortened_to_fit(recorded_reports):
-    base = recorded_reports["lock_contention"].report
+    base = recorded_reports["lock_contention"].report.to_json()
     report = hostile_report(base, "Model.predict_" + "x" * 20_000)
     report["findings"] = [dict(copy.deepcopy(report["findings"][0]), title=f"finding {i} " + "y" * 5000)
                           for i in range(60)]
@@ -274,7 +285,7 @@ def test_every_field_full_of_the_most_expensive_character_still_fits(recorded_re
             return [fill(v) for v in value] * 3
         return value
 
-    report = fill(hostile_report(recorded_reports["lock_contention"].report, "n"))
+    report = fill(hostile_report(recorded_reports["lock_contention"].report.to_json(), "n"))
     report["verdict"]["severity"] = "critical"
     text = render_markdown(report, [worst * 500 + ".html"] * 3)
     assert_safe(text)
@@ -285,16 +296,16 @@ def test_every_field_full_of_the_most_expensive_character_still_fits(recorded_re
 
 
 def test_low_confidence_is_said_plainly(recorded_reports):
-    report = copy.deepcopy(recorded_reports["underloaded"].report)
+    report = copy.deepcopy(recorded_reports["underloaded"].report.to_json())
     report["verdict"].update(confidence="low", samples=41)
     shown = plain(render_markdown(report))
     assert "Low confidence: the verdict rests on 41 samples; sample longer before acting on it." \
         in shown
-    assert "Low confidence" not in plain(render_markdown(recorded_reports["underloaded"].report))
+    assert "Low confidence" not in plain(render_markdown(recorded_reports["underloaded"].report.to_json()))
 
 
 def test_observer_cost_and_partial_run_are_in_the_facts(recorded_reports):
-    report = copy.deepcopy(recorded_reports["underloaded"].report)
+    report = copy.deepcopy(recorded_reports["underloaded"].report.to_json())
     report["sampling"]["partial"] = True
     report["sampling"]["observer"].update(
         paused_share=0.12, pyspy_cpu_s=1.5, pyspy_cpu_share_of_cores=0.2, errors=3,
@@ -308,7 +319,7 @@ def test_observer_cost_and_partial_run_are_in_the_facts(recorded_reports):
 
 
 def test_findings_that_found_nothing_are_one_also_checked_line_each(recorded_reports):
-    report = copy.deepcopy(recorded_reports["underloaded"].report)
+    report = copy.deepcopy(recorded_reports["underloaded"].report.to_json())
     for finding in report["findings"]:
         finding["severity"] = "ok"
     text = render_markdown(report)
@@ -369,7 +380,7 @@ def test_a_lever_label_from_the_profiled_process_stays_text(name):
 
 
 def test_wait_sites_are_ranked_by_thread_time_with_their_top_holder(recorded_reports):
-    report = hostile_report(recorded_reports["lock_contention"].report, "small")
+    report = hostile_report(recorded_reports["lock_contention"].report.to_json(), "small")
     big = dict(report["waits"][0], label="Lock", function="Pool.get", file="/srv/pool.py",
                line=12, thread_seconds=40.0, share=0.8, threads=6, max_concurrent=6,
                holders=[{"function": "Pool.refill", "share": 0.75}])
@@ -384,8 +395,6 @@ def test_evidence_holding_arrays_or_empty_collections_still_renders():
     # A report dict still in memory (before JSON) can carry numpy arrays in a finding's
     # evidence; an empty one says nothing and sorts last, a full one is a value like any other.
     import numpy as np
-
-    from diagnose.render.markdown import render_markdown
 
     report = {"verdict": {"primary": "event_loop_blocked", "headline": "h", "severity": "critical"},
               "findings": [{"id": "event_loop_blocked", "title": "t", "severity": "critical",

@@ -10,9 +10,24 @@ import pytest
 
 from diagnose.errors import BadProfile, ExitCode, OutputFailed
 from diagnose.export import profile_pb2
-from diagnose.export.pprof import NATIVE_PREFIX, build_profile, pprof_bytes, write_pprof
+from diagnose.export import pprof
+from diagnose.export.pprof import NATIVE_PREFIX
 from diagnose.report.pipeline import from_file
 from tests.conftest import RECORDED
+from tests.report_data import as_report
+
+
+def build_profile(report, for_push=False):
+    return pprof.build_profile(as_report(report), for_push)
+
+
+def pprof_bytes(report, for_push=False):
+    return pprof.pprof_bytes(as_report(report), for_push)
+
+
+def write_pprof(report, path):
+    return pprof.write_pprof(as_report(report), path)
+
 
 
 def synthetic_report() -> dict:
@@ -196,7 +211,7 @@ def recorded_report(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("recorded")
     outputs = from_file(RECORDED / "lock_contention.speedscope.json", out, None,
                         procfs_path=RECORDED / "lock_contention.procfs.json")
-    return outputs.report
+    return outputs.report.to_json()
 
 
 def test_recorded_report_exports_every_sample_with_its_stack_and_labels(recorded_report):
@@ -218,7 +233,7 @@ def test_recorded_report_labels_name_the_request_threads(recorded_report):
 
 def test_recorded_native_frames_are_marked(tmp_path):
     outputs = from_file(RECORDED / "compute_bound.native.speedscope.json", tmp_path, None)
-    frames = outputs.report["stacks"]["frames"]
+    frames = outputs.report.to_json()["stacks"]["frames"]
     profile = build_profile(outputs.report)
     strings = profile.string_table
     marked = {(strings[f.name], strings[f.filename]) for f in profile.function

@@ -12,11 +12,31 @@ import pytest
 
 from diagnose.errors import ExitCode
 from diagnose.report.pipeline import Outputs
-from diagnose.publish.push import (PushFailed, default_tags, ingest_url, label_set, parse_push_url,
-                           parse_tags, push_profile, push_report, sanitise_label_value)
+from diagnose.publish import push
+from diagnose.publish.push import (PushFailed, ingest_url, label_set, parse_push_url,
+                           parse_tags, push_profile, sanitise_label_value)
 from diagnose.publish.watch import Window, WatchOutcome, _prune
 from tests.conftest import RECORDED, invoke_cli
 from tests.pyroscope_contract import IngestServer, parse_name
+from tests.report_data import as_report
+
+
+def push_report(report, *args, **kwargs):
+    return push.push_report(as_report(report), *args, **kwargs)
+
+
+def default_tags(report, *args, **kwargs):
+    return push.default_tags(as_report(report), *args, **kwargs)
+
+
+def pprof_bytes(report, for_push=False):
+    from diagnose.export import pprof
+    return pprof.pprof_bytes(as_report(report), for_push)
+
+
+def build_profile(report, for_push=False):
+    from diagnose.export import pprof
+    return pprof.build_profile(as_report(report), for_push)
 
 START, END = 1_700_000_000.4, 1_700_000_010.6
 TINY_REPORT = {"stacks": {"frames": [{"function": "predict", "file": "model.py", "line": 7}],
@@ -25,8 +45,6 @@ TINY_REPORT = {"stacks": {"frames": [{"function": "predict", "file": "model.py",
 
 @pytest.fixture(scope="module")
 def body() -> bytes:
-    from diagnose.export.pprof import pprof_bytes
-
     return pprof_bytes(TINY_REPORT)
 
 
@@ -221,7 +239,6 @@ def test_pushed_series_stay_few_while_samples_keep_pid_and_tid_as_numbers(analyz
 
 
 def test_the_exported_file_keeps_the_thread_names_the_push_leaves_out(analyzed):
-    from diagnose.export.pprof import build_profile
 
     report, _ = analyzed
     def string_keys(profile):
@@ -291,7 +308,6 @@ def test_a_report_without_stacks_is_a_push_failure_that_says_why():
 ])
 def test_the_contract_server_rejects_requests_outside_the_documented_api(analyzed, change,
                                                                         problem):
-    from diagnose.export.pprof import pprof_bytes
 
     report, _ = analyzed
     params = {k: v[0] for k, v in query(ingest_url("http://h", "app", {}, START, END)).items()}
@@ -307,7 +323,6 @@ def test_the_contract_server_rejects_requests_outside_the_documented_api(analyze
 
 
 def test_the_contract_server_rejects_a_multipart_or_ungzipped_body(analyzed):
-    from diagnose.export.pprof import pprof_bytes
 
     report, _ = analyzed
     url = ingest_url("http://h", "app", {}, START, END).replace("http://h", "")

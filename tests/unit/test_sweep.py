@@ -15,6 +15,7 @@ from diagnose.render.sweep_html import render_sweep_html
 from diagnose.load.sweep import (CpuMeter, CpuReading, Step, SweepSettings, Window, doubling_levels,
                             find_knee, parse_levels, plateaued, run_sweep, summarize,
                             sweep_report)
+from diagnose.load.diagnosis import StepDiagnosis
 
 
 def closed_loop_service(capacity_rps: float, service_ms: float, gen_cores=lambda c, rps: 0.1,
@@ -289,9 +290,10 @@ def test_each_step_carries_the_verdict_diagnosed_under_its_load():
     def diagnose(step):
         seen.append(step.level)
         primary = "underloaded" if step.level < 4 else "pool_wait"
-        step.diagnosis = {"primary": primary, "headline": f"{primary} at {step.level}",
-                          "severity": "critical" if primary == "pool_wait" else "info",
-                          "html_name": f"diagnose-1-{int(step.level)}.html"}
+        step.diagnosis = StepDiagnosis(seconds=1.0, concurrency=int(step.level),
+                                       primary=primary, headline=f"{primary} at {step.level}",
+                                       severity="critical" if primary == "pool_wait" else "info",
+                                       html_name=f"diagnose-1-{int(step.level)}.html")
 
     result = run_sweep(SETTINGS, measure, after_step=diagnose)
     report = sweep_report(result, {"url": "http://127.0.0.1:1/", "pids": [1]}, {})
@@ -314,7 +316,8 @@ def test_a_resource_saturated_at_the_knee_is_explained_by_the_next_step():
 
     def diagnose(step):
         primary = "underloaded" if step.level <= 4 else "pool_wait"
-        step.diagnosis = {"primary": primary, "headline": primary, "severity": "critical"}
+        step.diagnosis = StepDiagnosis(seconds=1.0, concurrency=int(step.level),
+                                       primary=primary, headline=primary, severity="critical")
 
     result = run_sweep(SETTINGS, measure, after_step=diagnose)
     summary = summarize(result)
@@ -322,7 +325,8 @@ def test_a_resource_saturated_at_the_knee_is_explained_by_the_next_step():
     assert summary["why"]["concurrency"] == 8 and summary["why"]["primary"] == "pool_wait"
     # without any bottleneck verdict past the knee, the knee's own verdict is the answer
     for step in result.steps:
-        step.diagnosis = {"primary": "underloaded", "headline": "u", "severity": "info"}
+        step.diagnosis = StepDiagnosis(seconds=1.0, concurrency=int(step.level),
+                                       primary="underloaded", headline="u", severity="info")
     assert summarize(result)["why"]["concurrency"] == 4
 
 

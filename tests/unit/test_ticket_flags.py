@@ -103,7 +103,11 @@ def test_print_md_prints_the_ticket_summary_written_beside_the_report(out_dir):
 
 
 def test_the_terminal_verdict_line_keeps_what_the_headline_says_about_the_verdict_itself():
-    from diagnose.cli.common import verdict_line
+    from diagnose.cli.common import verdict_line as line_of
+    from tests.report_data import as_verdict
+
+    def verdict_line(data: dict) -> str:
+        return line_of(as_verdict(data))
 
     inconclusive = {"primary": "inconclusive", "headline": "Inconclusive: this profile cannot show "
                     "waits (no --idle); record it again with `py-spy record --idle`; among what it "

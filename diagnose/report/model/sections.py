@@ -1,0 +1,269 @@
+"""The report's sections read from the samples: processes, threads, wait sites, the service's
+structure, event loops and the stacks table."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from diagnose.report.model.codec import OPTIONAL
+from diagnose.report.model.run import StateSources
+
+
+@dataclass(frozen=True)
+class TopFinding:
+    id: str
+    score: int = 0
+    severity: str = ""
+    summary: str = ""
+
+
+@dataclass(frozen=True)
+class Process:
+    """One process of the service."""
+
+    pid: int | None
+    ppid: int | None = None
+    role: str = "single"
+    cmdline: str = ""  # redacted
+    threads: int = 0
+    cpu_s: float | None = None
+    cpu_cores: float | None = None
+    busy_share: float = 0.0
+    samples: int = 0
+    started_s: float | None = None
+    exited_s: float | None = None
+    top_finding: TopFinding | None = None
+
+
+@dataclass(frozen=True)
+class ThreadOs:
+    """A thread's /proc counters over the window."""
+
+    cpu_s: float | None = None
+    runqueue_wait_s: float | None = None
+    voluntary_ctx: int | None = None
+    involuntary_ctx: int | None = None
+    observer_stops: int | None = None
+
+
+@dataclass(frozen=True)
+class Thread:
+    """One thread seen; its index in `Report.threads` is the thread index of the stacks."""
+
+    tid: int
+    pid: int | None = None
+    name: str = ""
+    role: str = "other"
+    samples: int = 0
+    first_s: float | None = None
+    last_s: float | None = None
+    states: Mapping[str, int] = field(default_factory=dict)  # samples per thread state
+    state_sources: StateSources | None = field(default=None, metadata=OPTIONAL)
+    os: ThreadOs | None = None
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A thread seen inside the critical section while others waited at the site."""
+
+    stack: tuple[str, ...] = ()
+    function: str = ""
+    file: str = ""
+    line: int = 0
+    share: float = 0.0
+    instants: int = 0
+
+
+@dataclass(frozen=True)
+class WaitSite:
+    """Where request threads waited, on what, and who held it."""
+
+    kind: str = ""
+    label: str = ""
+    function: str = ""
+    file: str = ""
+    line: int = 0
+    samples: int = 0
+    thread_seconds: float = 0.0
+    threads: int = 0
+    max_concurrent: int = 0
+    share: float = 0.0  # of request-thread time
+    holders: tuple[Holder, ...] = ()
+    holder_scope: str = ""
+    max_holders: int = 0
+    summary: str = ""
+    pid: int | None = None
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A thread group of one process, by the function its threads loop on."""
+
+    name: str = ""
+    role: str = ""
+    function: str = ""
+    file: str = ""
+    line: int = 0
+    tids: tuple[int, ...] = ()
+    samples: int = 0
+    busy_share: float = 0.0
+    python_share: float = 0.0
+    starved_share: float = 0.0
+    blocked_put_share: float = 0.0
+    result_wait_share: float = 0.0
+    gets: tuple[str, ...] = ()
+    puts: tuple[str, ...] = ()
+    busy_thread_seconds: float = 0.0
+    utilization: float = 0.0
+
+
+@dataclass(frozen=True)
+class Edge:
+    """Who waits for whom: `waiter` waits on `resource`, held by `holder` when known."""
+
+    waiter: str = ""
+    kind: str = ""
+    resource: str = ""
+    holder: str | None = None
+    share: float = 0.0
+
+
+@dataclass(frozen=True)
+class Structure:
+    """One process's stages and its wait-for edges."""
+
+    stages: tuple[Stage, ...] = ()
+    edges: tuple[Edge, ...] = ()
+    bottleneck: str | None = None
+    pipeline: bool = False
+    pid: int | None = None
+
+
+@dataclass(frozen=True)
+class CallSite:
+    function: str = ""
+    file: str = ""
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class Callback:
+    """Where an event loop's busy samples were."""
+
+    function: str = ""
+    file: str = ""
+    line: int = 0
+    share: float = 0.0
+    kind: str = ""
+    call_site: CallSite | None = None
+    detail: str = ""
+    samples: int = 0
+    phase: str = "other"
+    blocking: str = ""
+    python_share: float = 0.0
+
+
+@dataclass(frozen=True)
+class EventLoop:
+    """One asyncio/uvloop loop thread and how its time went."""
+
+    pid: int | None = None
+    tid: int = 0
+    thread: str = ""
+    flavor: str = ""
+    samples: int = 0
+    idle_share: float = 0.0
+    busy_share: float = 0.0
+    app_share: float = 0.0
+    framework_share: float = 0.0
+    cpu_share_os: float | None = None
+    callbacks: tuple[Callback, ...] = ()
+    block_runs: int = 0
+    est_block_per_request_s: float | None = None
+    est_block_min_s: float | None = None
+    est_block_max_s: float | None = None
+    est_basis: str = ""
+    interval_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class TaskAwaitSite:
+    """Request tasks waiting at one await site (model/await_sites.py AwaitSite)."""
+
+    function: str = ""
+    file: str = ""
+    line: int = 0
+    kind: str = ""
+    name: str = ""
+    local: bool = False
+    primitives: int = 1
+    waiting_avg: float = 0.0
+    waiting_max: int = 0
+    share: float = 0.0
+    holders_avg: float | None = None
+    permits_free: int | None = None
+    capacity: int | None = None
+    waiters_max: int | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class ProcessTasks:
+    """One process's asyncio tasks over the window by await site, or why they were not read."""
+
+    pid: int = 0
+    python: str = ""
+    snapshots: int = 0
+    torn: int = 0
+    reads: int = 0
+    failed_reads: int = 0
+    read_seconds: float = 0.0
+    unreadable: str | None = None
+    tasks_avg: float = 0.0
+    request_tasks_avg: float = 0.0
+    request_tasks_max: int = 0
+    request_rule: str = ""
+    local_share: float = 0.0
+    downstream_share: float = 0.0
+    sites: tuple[TaskAwaitSite, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class StackFrame:
+    function: str
+    file: str = ""
+    line: int = 0
+    native: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class StackRow:
+    """Samples of one distinct (stack, thread, state, leaf category); `stack` indexes
+    `Stacks.frames`, root first."""
+
+    stack: tuple[int, ...]
+    tid: int | None = None
+    thread: str = ""
+    pid: int | None = None
+    role: str = ""
+    state: str = ""
+    category: str = ""
+    count: int
+
+
+@dataclass(frozen=True)
+class Stacks:
+    """The samples as a table of distinct stacks: what pprof export, diff and push read."""
+
+    frames: tuple[StackFrame, ...] = ()
+    samples: tuple[StackRow, ...] = ()
+    interval_s: float | None = None
+
+
+@dataclass(frozen=True)
+class NotApplicable:
+    id: str
+    reason: str = ""
+
