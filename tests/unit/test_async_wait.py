@@ -4,6 +4,8 @@ the downstream await site instead when requests await calls outside the process.
 
 from __future__ import annotations
 
+from diagnose.report.model import Report
+
 import numpy as np
 import pytest
 
@@ -233,11 +235,13 @@ def test_the_json_report_summarises_tasks_by_await_site(app):
     service = Service(analysis, [ProcessView(4242, 1, "single", ["python"], analysis)])
     results = run_checks(analysis)
     report = build_report(service, results, {4242: results})
-    (tasks,) = report["tasks"]
-    assert tasks["pid"] == 4242 and tasks["snapshots"] == 20
-    site = tasks["sites"][0]
-    assert (site["kind"], site["name"], site["capacity"], site["waiting_max"]) == ("semaphore", "MODEL_SLOTS", 2, 30)
-    assert "snapshots" not in site and all("frames" not in s for s in tasks["sites"])
+    (tasks,) = report.tasks
+    assert tasks.pid == 4242 and tasks.snapshots == 20
+    site = tasks.sites[0]
+    assert (site.kind, site.name, site.capacity, site.waiting_max) == ("semaphore", "MODEL_SLOTS", 2, 30)
+    written = report.to_json()["tasks"][0]
+    assert "snapshots" not in written["sites"][0] and all("frames" not in s for s in written["sites"])
+    assert Report.from_json(report.to_json()).tasks == report.tasks  # read back as written
 
 
 @pytest.mark.parametrize("line, kind, name", [
@@ -267,8 +271,10 @@ def test_the_markdown_summary_has_a_line_for_the_top_await_site(app):
     assert "asyncio.Semaphore `MODEL_SLOTS`" in line and "`predict`" in line
     assert "29.5 tasks waiting on average (30 at most), 2 permits; 20 reads" in line
     # A name from the target stays inside its code span, on one line.
-    report["tasks"][0]["sites"][0]["name"] = "x`|\n<img src=x onerror=alert(1)>"
-    line = next(x for x in render_markdown(report).splitlines() if x.startswith("**Asyncio"))
+    data = report.to_json()
+    data["tasks"][0]["sites"][0]["name"] = "x`|\n<img src=x onerror=alert(1)>"
+    line = next(x for x in render_markdown(Report.from_json(data)).splitlines()
+                if x.startswith("**Asyncio"))
     assert "`x'\u00a6 <img src=x onerror=alert(1)>`" in line
 
 

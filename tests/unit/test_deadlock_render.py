@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from diagnose.render.deadlock_text import deadlocks_in, dump_lines
 from diagnose.render.markdown import render_markdown
+from tests.report_data import as_report
 
 
 def lock(name, line, file="/srv/app/shop/orders.py"):
@@ -55,8 +56,13 @@ def test_terminal_control_and_bidi_characters_in_names_are_shown_as_code_points(
 
 def test_the_markdown_summary_lists_each_thread_as_code_spans():
     hostile = [dict(TWO[0], thread="req`0 [x](http://e.vil)"), TWO[1]]
-    text = render_markdown(report(hostile, victims=["request-2"]))
+    text = render_markdown(as_report(report(hostile, victims=["request-2"])))
     assert "**Found one deadlock:**" in text
     assert ("- `req'0 [x](http://e.vil)` holds `INVENTORY_LOCK` (`shop/orders.py:45`), waits for "
             "`PRICING_LOCK` (`shop/orders.py:48`), held by `request-1`") in text
     assert "- 1 more thread waits behind it: `request-2`" in text
+
+
+def test_the_report_model_and_the_pages_json_print_the_same_dump():
+    data = report(TWO, victims=["request-2"])
+    assert dump_lines(as_report(data)) == dump_lines(data)

@@ -73,6 +73,8 @@ class Holder:
     line: int = 0
     share: float = 0.0
     instants: int = 0
+    scope_line: int = 0  # the holder's line in the frame that holds the lock (the blocking call)
+    state: str = ""  # what the holder was most often doing there (running, blocked, ...)
 
 
 @dataclass(frozen=True)
