@@ -37,6 +37,7 @@ takes a sampling rate suffix, `MODE@HZ` (e.g. `diagnose@20`, `py-spy-idle-nb@20`
   diagnose@HZ           `--rate HZ`: diagnose's full-fidelity mode, one blocking recorder with
                         native frames on every sample (diagnose@100 = diagnose's original default)
   diagnose-no-native    the defaults with --no-native
+  diagnose-no-async     the defaults with --no-async-tasks (no reads of the asyncio tasks)
   py-spy-native         diagnose's blocking native recorder alone (`--native --idle --threads`,
                         speedscope) at the plan's native rate for this target; with @HZ, at HZ
   py-spy-idle-nb        diagnose's non-blocking Python-stack recorder alone (`--nonblocking
@@ -93,12 +94,19 @@ WORKLOADS = {
                                    "processes; observed as a process tree"),
     "tree": ("forked_workers", 4, "pre-fork parent supervising 3 worker processes of 4 busy "
                                   "request threads each; observed as a process tree"),
+    "async": ("async_semaphore", 32, "asyncio service: 32 request tasks (JSON parse, then a 20 ms "
+                                     "backend call under a Semaphore of 32 permits), one thread "
+                                     "busy on its event loop; diagnose reads its tasks"),
 }
+# Workload arguments beyond --threads/--seconds: the async service with enough permits that its
+# event loop, not the semaphore, limits it (so an observer's CPU shows in its throughput).
+WORKLOAD_ARGS = {"async": ("--permits", "32")}
 # Workloads whose requests run in child processes of the pid that prints READY: observers sample
 # the whole tree (py-spy --subprocesses), as `diagnose attach` does by default.
 PROCESS_TREE_WORKLOADS = {"workers", "tree"}
 DEFAULT_MODES = ["none", "py-spy", "diagnose"]  # fits 10 minutes with 5 rounds; add more by --modes
-ALL_MODES = DEFAULT_MODES + ["py-spy-nonblocking", "diagnose-no-native", "py-spy-native",
+ALL_MODES = DEFAULT_MODES + ["py-spy-nonblocking", "diagnose-no-native", "diagnose-no-async",
+                             "py-spy-native",
                              "py-spy-idle-nb", "procfs"]
 OFFLINE_VERDICT_MODES = ("py-spy-native", "py-spy-idle-nb")  # speedscope out: analyze it after
 
@@ -176,9 +184,9 @@ def tree_cpu(pid: int) -> float:
 class Target:
     """A fixture workload started fresh, with a live request counter read via SIGUSR1."""
 
-    def __init__(self, script: str, threads: int, seconds: float):
+    def __init__(self, script: str, threads: int, seconds: float, args: tuple[str, ...] = ()):
         cmd = [sys.executable, str(WORKLOAD_DIR / f"{script}.py"), "--threads", str(threads),
-               "--seconds", str(seconds)]
+               "--seconds", str(seconds), *args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self._buf = b""
         self.pid = self._wait_ready()
@@ -392,6 +400,8 @@ def _observer_command(mode: str, pid: int, seconds: float, work: Path, threads: 
         return diagnose
     if base == "diagnose-no-native":
         return diagnose + ["--no-native"]
+    if base == "diagnose-no-async":
+        return diagnose + ["--no-async-tasks"]
     if base == "py-spy-native":
         return pyspy.record_command(pid, out, seconds, rate or plan_native_rate or plan_rate,
                                     native=True)
@@ -447,7 +457,7 @@ def run_once(workload: str, round_no: int, mode: str, seconds: float, grace: flo
     script, threads, _ = WORKLOADS[workload]
     tree = workload in PROCESS_TREE_WORKLOADS
     run = Run(workload, round_no, mode)
-    target = Target(script, threads, seconds + WORKLOAD_SLACK_S)
+    target = Target(script, threads, seconds + WORKLOAD_SLACK_S, WORKLOAD_ARGS.get(workload, ()))
     work = Path(tempfile.mkdtemp(prefix="diagnose-overhead-"))
     try:
         run.target_threads = target.threads()
