@@ -30,8 +30,8 @@ def brief(report: dict) -> str:
                       indent=1)
 
 
-def test_request_tasks_parked_on_a_semaphore_are_an_async_wait_at_the_async_with(captures):
-    report = attach_workload(captures, "async_semaphore", seconds=SECONDS).report
+def check_async_wait(report: dict) -> None:
+    """Request tasks parked on the fixture's Semaphore(2): async_wait at its `async with`."""
     assert report["verdict"]["primary"] == "async_wait", brief(report)
     wait = finding(report, "async_wait")
     path = WORKLOADS / "async_semaphore.py"
@@ -44,8 +44,8 @@ def test_request_tasks_parked_on_a_semaphore_are_an_async_wait_at_the_async_with
     assert site["waiting_avg"] > 20, site  # ~30 of the 32 request tasks wait at any moment
 
 
-def test_two_tasks_awaiting_each_other_are_a_deadlock_with_the_request_tasks_as_victims(captures):
-    report = attach_workload(captures, "await_cycle", seconds=SECONDS).report
+def check_await_cycle(report: dict) -> None:
+    """Tasks refresh and loader await each other: a deadlock, the request tasks its victims."""
     assert report["verdict"]["primary"] == "deadlock", brief(report)
     assert report["verdict"]["severity"] == "critical", brief(report)
     dead = finding(report, "deadlock")
@@ -56,6 +56,18 @@ def test_two_tasks_awaiting_each_other_are_a_deadlock_with_the_request_tasks_as_
                      marker_line(path, "loader-awaits-refresh")}, dead["sites"]
     (cycle,) = dead["evidence"]["deadlocks"]
     assert {t["thread"] for t in cycle["threads"]} == {"task refresh", "task loader"}, cycle
+
+
+# Per workload, what its attach must show (also run on CPython 3.11-3.13: test_python_versions).
+ASYNC_CHECKS = {"async_semaphore": check_async_wait, "await_cycle": check_await_cycle}
+
+
+def test_request_tasks_parked_on_a_semaphore_are_an_async_wait_at_the_async_with(captures):
+    check_async_wait(attach_workload(captures, "async_semaphore", seconds=SECONDS).report)
+
+
+def test_two_tasks_awaiting_each_other_are_a_deadlock_with_the_request_tasks_as_victims(captures):
+    check_await_cycle(attach_workload(captures, "await_cycle", seconds=SECONDS).report)
 
 
 def test_the_same_service_without_the_cycle_is_no_deadlock(captures):

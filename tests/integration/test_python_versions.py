@@ -22,6 +22,7 @@ import pytest
 from tests.conftest import WORKLOADS, marker_line, run_cli
 from tests.integration import pythons
 from tests.integration.conftest import requires_ptrace, running, workload_command
+from tests.integration.test_async_workloads import ASYNC_CHECKS
 from tests.integration.test_deadlock import CYCLES, check_deadlock
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
@@ -164,3 +165,19 @@ def test_deadlock_on_every_current_python_version(interp, workload, out_dir):
     assert proc.returncode == 0 and report is not None, proc.stderr[-3000:]
     check_deadlock(report, workload)
 
+
+
+# The asyncio workloads on 3.11+ (the task reader reads those): the tasks' layout, their frames'
+# line tables and the asyncio module's sets differ in each version.
+ASYNC_CASES = [pytest.param(interp, workload, id=f"{interp.version}-{workload}")
+               for interp in INTERPRETERS if interp.version_info[:2] >= (3, 11)
+               for workload in sorted(ASYNC_CHECKS)]
+
+
+@pytest.mark.parametrize("interp, workload", ASYNC_CASES)
+def test_asyncio_tasks_on_every_current_python_version(interp, workload, out_dir):
+    python = target_python(interp)
+    with running(workload_command(workload, "--seconds", "120", python=python)) as pid:
+        proc, report = run_cli("attach", pid, "--duration", "3", "--json", "--output-dir", out_dir)
+    assert proc.returncode == 0 and report is not None, proc.stderr[-3000:]
+    ASYNC_CHECKS[workload](report)
