@@ -6,6 +6,7 @@ from __future__ import annotations
 from diagnose.compare.diff import diff_reports
 from diagnose.render.diff_html import render_diff_html
 from tests.browser.conftest import requires_browser
+from tests.report_data import as_report
 from tests.unit.test_diff import report
 
 pytestmark = [requires_browser]
@@ -18,7 +19,7 @@ def diff_page(tmp_path):
     after["stacks"]["frames"][2]["function"] = HOSTILE  # the fixed caller, named by the process
     after["waits"] = []
     path = tmp_path / "diff.html"
-    path.write_text(render_diff_html(diff_reports(before, after)), encoding="utf-8")
+    path.write_text(render_diff_html(diff_reports(as_report(before), as_report(after))), encoding="utf-8")
     return path
 
 

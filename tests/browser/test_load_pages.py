@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from diagnose.load.diagnosis import StepDiagnosis
 from diagnose.load.experiment import Arm, RunSettings, experiment_report, run_experiment
 from diagnose.render.experiment_html import render_experiment_html
 from diagnose.render.sweep_html import render_sweep_html
@@ -24,8 +25,9 @@ def sweep_page(tmp_path):
     measure, _ = closed_loop_service(capacity_rps=400, service_ms=10)
 
     def diagnose(step):  # the verdict under each step's load, with a hostile headline
-        step.diagnosis = {"primary": "pool_wait", "headline": HOSTILE, "severity": "critical",
-                          "html_name": f"d{int(step.level)}.html"}
+        step.diagnosis = StepDiagnosis(seconds=1.0, concurrency=int(step.level), primary="pool_wait",
+                                       headline=HOSTILE, severity="critical",
+                                       html_name=f"d{int(step.level)}.html")
 
     report = sweep_report(run_sweep(SETTINGS, measure, after_step=diagnose),
                           {"url": f"http://127.0.0.1:1/{HOSTILE}", "pids": [7]},
