@@ -135,11 +135,11 @@ def await_cycle_data(cycle: AwaitCycle) -> dict:
 
 def _await_cycle_finding(analysis, settings, cycles: tuple[AwaitCycle, ...]):
     first = cycles[0]
-    names = [t.name for t in first.tasks]
+    names = {t.task_id: t.name for t in first.tasks}
     victims = sum(len(c.victims) for c in cycles)
     sites = [Site(t.site.function, t.site.file, t.site.line, 1.0) for c in cycles for t in c.tasks
              if t.site is not None]
-    awaits = ", ".join(f"{t.name} awaits {next(u.name for u in first.tasks if u.task_id == t.awaits)}"
+    awaits = ", ".join(f"{t.name} awaits {names[t.awaits]}"
                        + (f" ({short_path(t.site.file)}:{t.site.line})" if t.site else "")
                        for t in first.tasks)
     summary = (f"asyncio tasks await each other in a cycle ({awaits}) in all {first.snapshots} "
@@ -150,7 +150,7 @@ def _await_cycle_finding(analysis, settings, cycles: tuple[AwaitCycle, ...]):
     # cycle in its recorded order), the summary lists them all.
     breaker = first.tasks[-1]
     advice = [f"Break the await cycle: task {breaker.name} must not await task "
-              f"{next(u.name for u in first.tasks if u.task_id == breaker.awaits)}"
+              f"{names[breaker.awaits]}"
               + (f" at {short_path(breaker.site.file)}:{breaker.site.line} ({breaker.site.function})"
                  if breaker.site else "")
               + ": give it what it needs as an argument, or start it only after the task it "
@@ -158,7 +158,8 @@ def _await_cycle_finding(analysis, settings, cycles: tuple[AwaitCycle, ...]):
               f"Until the fix ships, restart the process: the {len(names) + victims} tasks "
               f"awaiting here will never resume."]
     evidence = {"deadlocked_threads": 0, "deadlocked_tasks": len(names), "victim_threads": 0,
-                "victim_tasks": victims, "locks_in_cycle": " -> ".join(f"task {n}" for n in names),
+                "victim_tasks": victims,
+                "locks_in_cycle": " -> ".join(f"task {t.name}" for t in first.tasks),
                 "deadlocks": [await_cycle_data(c) for c in cycles]}
     return make_finding(ID, settings, 100.0, summary, evidence, sites, advice=advice,
                         gain=(None, "hung: no throughput ratio applies; the tasks in the cycle "
