@@ -23,10 +23,14 @@ from diagnose.model.profile import Profile
 
 MOSTLY_WAITING = 0.5  # a thread whose samples are at least this share waiting or idle...
 SIZEABLE = 0.25  # ...among threads with at least this share of the largest sample count
-EQUAL_COUNTS = 0.9  # a thread with fewer than this share of the largest count is "unequal"
+FULL_COUNT = 0.98  # "at the largest count": py-spy may miss a read or two of a thread
+# A thread below the largest count by more than py-spy's missed reads is "unequal": without
+# --idle, busy threads' counts differ by scheduling noise alone (6 threads of ~100 samples
+# landed within 10% of each other in one recording of nine), so any looser bound lets a
+# recording of running threads pass as complete.
+EQUAL_COUNTS = FULL_COUNT
 LIFETIME_SLACK_S = 0.5  # a main thread first seen later than this after its process's others
 SPREAD_MIN_THREADS = 3  # a process's threads, to judge their counts' spread
-FULL_COUNT = 0.98  # "at the largest count": py-spy may miss a read or two of a thread
 SPREAD_LOW = 0.5  # "between half of the largest count and it"
 
 

@@ -37,16 +37,16 @@ def test_recordings_made_with_idle_keep_their_verdict(name, tmp_path):
     assert report["verdict"]["primary"] != "inconclusive", report["verdict"]
 
 
-def _profile(counts: list[int]) -> Profile:
+def _profile(counts: list[int], first_waits: bool = True) -> Profile:
     """Threads of one process; the first waits (an idle pool worker's Condition.wait) at every
-    sample, the others run."""
+    sample unless told otherwise, the others run."""
     from diagnose.model.profile import Frame
 
     frames = [Frame("work", "/srv/app.py", 1, False),
               Frame("Thread.run", "/usr/lib/python3.11/threading.py", 982, False),
               Frame("Condition.wait", "/usr/lib/python3.11/threading.py", 320, False)]
     threads = [ThreadTrack(tid=100 + i, name=f"t{i}",
-                           stack_ids=np.full(n, 1 if i == 0 else 0, dtype=np.int32),
+                           stack_ids=np.full(n, 1 if i == 0 and first_waits else 0, dtype=np.int32),
                            weights=np.full(n, 0.01), counts=np.ones(n, dtype=np.int64))
                for i, n in enumerate(counts)]
     return Profile(frames=frames, stacks=[(0,), (1, 2)], threads=threads, interval_s=0.01)
@@ -68,3 +68,18 @@ def test_counts_spread_below_a_single_largest_say_running_threads_only_though_on
     profile = _profile([200, 164, 177, 152, 142, 56])
     assess_waits(profile)
     assert not profile.waits_visible and "spread from 56 to 200" in profile.waits_reason
+
+
+def test_running_threads_within_a_tenth_of_each_other_are_still_a_recording_without_idle():
+    # Six busy threads of a lock-bound service recorded without --idle: two share the largest
+    # count (so no spread below one top), the rest sit within 10% of it, and none waits.
+    profile = _profile([100, 100, 95, 92, 97, 91], first_waits=False)
+    assess_waits(profile)
+    assert not profile.waits_visible and "differ (91 to 100)" in profile.waits_reason
+
+
+def test_busy_threads_read_at_every_instant_keep_their_waits_visible():
+    # The same service's busy threads with --idle: read at every instant, one read missed.
+    profile = _profile([400, 400, 399, 400, 400, 400], first_waits=False)
+    assess_waits(profile)
+    assert profile.waits_visible
