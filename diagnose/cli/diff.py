@@ -6,27 +6,31 @@ import json
 import webbrowser
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from diagnose.cli.common import EPILOG, log, page_output, run
 
+if TYPE_CHECKING:
+    from diagnose.compare.model import Diff
 
-def write_diff(diff: dict, out_dir: Path) -> tuple[Path, Path]:
+
+def write_diff(diff: Diff, out_dir: Path) -> tuple[Path, Path]:
     """`diagnose-diff-<YYYYmmdd-HHMMSS>.json` and `.html` in `out_dir`, each whole or not at all;
     a name already taken gets a suffix (the rules every report follows)."""
     from diagnose.outputs.files import write_report
     from diagnose.render.diff_html import render_diff_html
 
     base = f"diagnose-diff-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    return write_report(out_dir, base, diff, render_diff_html(diff))
+    return write_report(out_dir, base, diff.to_json(), render_diff_html(diff))
 
 
 @click.command(name="diff", epilog=EPILOG)
 @click.argument("before", type=click.Path(path_type=Path))
 @click.argument("after", type=click.Path(path_type=Path))
 @page_output
-def diff(before, after, output_dir, as_json, open_browser):
+def diff(before: Path, after: Path, output_dir: Path, as_json: bool, open_browser: bool) -> None:
     """Compare two reports of one service (their .json, or the .html pages): the verdict before
     and after, each finding's severity change (or "within noise"), the wait sites that appeared,
     disappeared or changed, the state mix per thread role, and a differential flame graph.
@@ -37,15 +41,15 @@ def diff(before, after, output_dir, as_json, open_browser):
     from diagnose.compare.diff import diff_reports
     from diagnose.report.reader import read_report
 
-    def action():
+    def action() -> int:
         result = diff_reports(read_report(before), read_report(after), (before.name, after.name))
         json_path, html_path = write_diff(result, output_dir)
         if as_json:
-            click.echo(json.dumps(result, indent=2, ensure_ascii=False))
+            click.echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
         else:
-            click.echo(f"Diff: {result['summary']}")
-            if result["paths"]["note"]:
-                click.echo(f"Paths: {result['paths']['note']}")
+            click.echo(f"Diff: {result.summary}")
+            if result.paths.note:
+                click.echo(f"Paths: {result.paths.note}")
         log(f"Report: {html_path}   (also {json_path.name})")
         if open_browser:
             webbrowser.open(html_path.resolve().as_uri())

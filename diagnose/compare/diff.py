@@ -1,6 +1,6 @@
 """Two reports of one service, before and after a change: what moved, normalised so that runs of
 different lengths, rates and thread counts compare. Pure functions: two report models in, the
-diff dict out (its shape is what `diagnose diff --json` prints and the diff page renders).
+diff model out (compare/model.py: what `diagnose diff --json` prints and the diff page renders).
 
 Normalisation: a wait site as thread-seconds waited per second of wall time (the mean number of
 threads waiting there); the state mix of each thread role as shares of that role's samples; a
@@ -11,16 +11,17 @@ the throughput they were taken at.
 from __future__ import annotations
 
 import re
-from typing import Any
+from dataclasses import replace
 
+from diagnose.compare.model import (Diff, FindingChange, FindingSide, FlameDiff, FlameNode,
+                                    PrimaryChange, RoleStates, Rules, Side, StateShare, Status,
+                                    VanishedPath, WaitChange, WaitSide, WaitSiteChange)
 from diagnose.compare.paths import FileMatch, is_library, match_files
 from diagnose.errors import DiagnoseError, ExitCode
 from diagnose.model.confidence import wilson
 from diagnose.model.vocab import SEVERITIES, ThreadRole
 from diagnose.render.redact import redact_text
-from diagnose.report.model import Finding, Report, Sampling, WaitSite
-
-SCHEMA_VERSION = 1
+from diagnose.report.model import Finding, Interval, Report, Sampling, StackFrame, WaitSite
 
 # A severity change counts as real only when the score moved at least this many points (so a
 # score jittering around one threshold between runs is not a change) and, where both findings
@@ -51,34 +52,32 @@ class DifferentPrograms(DiagnoseError):
     exit_code = ExitCode.USAGE
 
 
-def diff_reports(before: Report, after: Report, names: tuple[str, str] = ("before", "after")) -> dict:
+def diff_reports(before: Report, after: Report, names: tuple[str, str] = ("before", "after")
+                 ) -> Diff:
     files = match_files(_frames(before), _frames(after))
     check_same_program(before, after, files)
     differs = sampling_differences(before, after)
     per_request = throughput(before) is not None and throughput(after) is not None
-    result = {
-        "kind": "diagnose-diff",
-        "schema_version": SCHEMA_VERSION,
-        "before": describe(before, names[0]),
-        "after": describe(after, names[1]),
-        "sampling_differs": differs,
-        "normalised_only": bool(differs),
-        "per_request": per_request,
-        "paths": files.describe(),
-        "primary": compare_primary(before, after),
-        "findings": compare_findings(before, after),
-        "waits": compare_waits(before, after, per_request, files),
-        "states": compare_states(before, after),
-        "flame": flame_diff(before, after, files),
-        "rules": {"severity_margin": SEVERITY_MARGIN, "interval": "95% Wilson"},
-    }
-    result["summary"] = summary_line(result)
-    return result
+    result = Diff(
+        before=describe(before, names[0]),
+        after=describe(after, names[1]),
+        sampling_differs=differs,
+        normalised_only=bool(differs),
+        per_request=per_request,
+        paths=files.describe(),
+        primary=compare_primary(before, after),
+        findings=compare_findings(before, after),
+        waits=compare_waits(before, after, per_request, files),
+        states=compare_states(before, after),
+        flame=flame_diff(before, after, files),
+        rules=Rules(severity_margin=SEVERITY_MARGIN, interval="95% Wilson"),
+    )
+    return replace(result, summary=summary_line(result))
 
 
 # -- what each side is -------------------------------------------------------------------------
 
-def _mode(sampling: Sampling) -> str | None:
+def _mode(sampling: Sampling) -> str:
     mode = sampling.mode
     # An offline analysis names its file in the mode: the file's name is not a sampling setting.
     return "offline" if mode.startswith("offline:") else mode
@@ -92,11 +91,12 @@ def _plan(sampling: Sampling) -> str | None:
     return re.sub(r"\d+(\.\d+)? ?(Hz|thread-samples/s|threads)", r"N \2", plan)
 
 
-def sampling_differences(before: Report, after: Report) -> list[str]:
+def sampling_differences(before: Report, after: Report) -> tuple[str, ...]:
+    """The SAMPLING_FIELDS whose setting differs between the two reports, in that order."""
     a, b = before.sampling, after.sampling
-    differs = {"mode": _mode(a) != _mode(b), "plan": _plan(a) != _plan(b),
-               "rate_hz": a.rate_hz != b.rate_hz, "native": a.native != b.native}
-    return [name for name in SAMPLING_FIELDS if differs[name]]
+    differs = (_mode(a) != _mode(b), _plan(a) != _plan(b), a.rate_hz != b.rate_hz,
+               a.native != b.native)
+    return tuple(name for name, differ in zip(SAMPLING_FIELDS, differs, strict=True) if differ)
 
 
 def wall_seconds(report: Report) -> float | None:
@@ -114,21 +114,20 @@ def throughput(report: Report) -> float | None:
     return float(rps) if rps is not None and rps > 0 else None
 
 
-def describe(report: Report, name: str) -> dict:
+def describe(report: Report, name: str) -> Side:
     target, sampling, verdict = report.target, report.sampling, report.verdict
-    return {"name": name, "pid": target.pid,
-            # already redacted when the report was written; again, for a hand-edited report
-            "cmdline": redact_text(target.cmdline),
-            "wall_s": wall_seconds(report), "mode": _mode(sampling), "plan": sampling.plan,
-            "rate_hz": sampling.rate_hz, "native": sampling.native,
-            "thread_samples": sampling.thread_samples,
-            "threads": len(report.threads), "throughput_rps": throughput(report),
-            "states_estimated": sampling.state_estimated,
-            "primary": verdict.primary, "severity": verdict.severity,
-            "headline": verdict.headline}
+    return Side(name=name, pid=target.pid,
+                # already redacted when the report was written; again, for a hand-edited report
+                cmdline=redact_text(target.cmdline),
+                wall_s=wall_seconds(report), mode=_mode(sampling), plan=sampling.plan,
+                rate_hz=sampling.rate_hz, native=sampling.native,
+                thread_samples=sampling.thread_samples,
+                threads=len(report.threads), throughput_rps=throughput(report),
+                states_estimated=sampling.state_estimated,
+                primary=verdict.primary, severity=verdict.severity, headline=verdict.headline)
 
 
-def _frames(report: Report) -> tuple:
+def _frames(report: Report) -> tuple[StackFrame, ...]:
     return report.stacks.frames
 
 
@@ -136,7 +135,7 @@ def _frames(report: Report) -> tuple:
 
 def _frame_keys(report: Report, side: int, files: FileMatch, own_code_only: bool
                 ) -> set[tuple[str, str]]:
-    keys = set()
+    keys: set[tuple[str, str]] = set()
     for frame in report.stacks.frames:
         if own_code_only and (frame.native or is_library(frame.file)):
             continue
@@ -164,11 +163,15 @@ def check_same_program(before: Report, after: Report, files: FileMatch | None = 
 
 # -- findings ----------------------------------------------------------------------------------
 
-def _tick_intervals(finding: Finding, threads: int) -> dict[str, tuple[float, float]]:
+Bounds = dict[str, tuple[float, float]]  # a share's key -> its 95% interval
+
+
+def _tick_intervals(finding: Finding, threads: int) -> Bounds:
     """Each share's 95% interval with the threads sampled at one tick counted as one observation
     (as for wait sites): the report's own intervals count every thread-sample, and two runs of
     an unchanged service then differ "beyond noise" in a share of busy samples."""
-    out = {}
+    out: Bounds = {}
+    interval: Interval
     for key, interval in finding.intervals.items():
         share = finding.number(key)
         if share is None:
@@ -178,7 +181,7 @@ def _tick_intervals(finding: Finding, threads: int) -> dict[str, tuple[float, fl
     return out
 
 
-def _intervals_overlap(a: dict, b: dict) -> bool | None:
+def _intervals_overlap(a: Bounds, b: Bounds) -> bool | None:
     """Whether every share both findings carry overlaps; None when they carry none in common."""
     common = sorted(set(a) & set(b))
     if not common:
@@ -187,71 +190,77 @@ def _intervals_overlap(a: dict, b: dict) -> bool | None:
 
 
 def severity_change(before: Finding, after: Finding, threads: tuple[int, int] = (1, 1)
-                    ) -> tuple[str, str]:
+                    ) -> tuple[Status, str]:
     """(status, why): "unchanged", "changed" or "within noise" (see SEVERITY_MARGIN);
     `threads`: each report's request threads (see _tick_intervals)."""
     moved = after.score - before.score
     if before.severity == after.severity:
-        return "unchanged", f"score {moved:+d}" if moved else "same score"
+        return Status.UNCHANGED, f"score {moved:+d}" if moved else "same score"
     if abs(moved) < SEVERITY_MARGIN:
-        return "within noise", (f"score moved {moved:+d}, less than {SEVERITY_MARGIN} points: "
+        return Status.WITHIN_NOISE, (f"score moved {moved:+d}, less than {SEVERITY_MARGIN} points: "
                                 f"a score near a threshold crosses it from run to run")
     overlap = _intervals_overlap(_tick_intervals(before, threads[0]),
                                  _tick_intervals(after, threads[1]))
     if overlap:
-        return "within noise", (f"score moved {moved:+d} but every share's 95% interval overlaps "
+        return Status.WITHIN_NOISE, (f"score moved {moved:+d} but every share's 95% interval overlaps "
                                 f"the other run's")
     basis = ("its shares' 95% intervals do not overlap" if overlap is False
              else "no sampled share to test (counters)")
-    return "changed", f"score moved {moved:+d}; {basis}"
+    return Status.CHANGED, f"score moved {moved:+d}; {basis}"
 
 
 def _thread_counts(before: Report, after: Report) -> tuple[int, int]:
     return _request_population(before)[1], _request_population(after)[1]
 
 
-def _side(finding: Finding | None) -> dict | None:
+def _side(finding: Finding | None) -> FindingSide | None:
     if finding is None:
         return None
-    return {"score": finding.score, "severity": finding.severity,
-            "summary": finding.summary, "low_confidence": finding.low_confidence}
+    return FindingSide(score=finding.score, severity=finding.severity, summary=finding.summary,
+                       low_confidence=finding.low_confidence)
 
 
-def compare_findings(before: Report, after: Report) -> list[dict]:
+_RANK: dict[str, int] = {s: i for i, s in enumerate(SEVERITIES)}
+
+
+def _highest_rank(change: FindingChange) -> int:
+    """The rank of the more severe side (an absent side, or an unknown severity: 0)."""
+    return max(_RANK.get(side.severity, 0) if side is not None else 0
+               for side in (change.before, change.after))
+
+
+def compare_findings(before: Report, after: Report) -> tuple[FindingChange, ...]:
     a = {f.id: f for f in before.findings if f.id}
     b = {f.id: f for f in after.findings if f.id}
-    out: list[dict[str, Any]] = []
+    out: list[FindingChange] = []
     for fid in list(a) + [fid for fid in b if fid not in a]:
         old, new = a.get(fid), b.get(fid)
         if old is None or new is None:
-            status, why = ("not applicable before" if old is None else "not applicable after",
+            status, why = (Status.ONLY_AFTER if old is None else Status.ONLY_BEFORE,
                            "the check lacked its inputs in one report")
         else:
             status, why = severity_change(old, new, _thread_counts(before, after))
         either = new or old
         assert either is not None  # fid is a key of a or of b
-        out.append({"id": fid, "title": either.title or fid,
-                    "before": _side(old), "after": _side(new),
-                    "score_change": None if old is None or new is None
-                    else new.score - old.score,
-                    "status": status, "why": why})
-    rank: dict[str | None, int] = {s: i for i, s in enumerate(SEVERITIES)}  # no severity: 0
-    out.sort(key=lambda f: (f["status"] != "changed",
-                            -max(rank.get((f[side] or {}).get("severity"), 0)
-                                 for side in ("before", "after"))))
-    return out
+        out.append(FindingChange(id=fid, title=either.title or fid,
+                                 before=_side(old), after=_side(new),
+                                 score_change=None if old is None or new is None
+                                 else new.score - old.score,
+                                 status=status, why=why))
+    out.sort(key=lambda f: (f.status != Status.CHANGED, -_highest_rank(f)))
+    return tuple(out)
 
 
-def compare_primary(before: Report, after: Report) -> dict:
+def compare_primary(before: Report, after: Report) -> PrimaryChange:
     """The finding that was BEFORE's verdict, as it stands AFTER, and AFTER's own verdict."""
     primary = before.verdict.primary
     old, new = before.finding(primary), after.finding(primary)
     status, why = (severity_change(old, new, _thread_counts(before, after))
                    if old is not None and new is not None
-                   else ("not comparable", "the finding is missing from one report"))
-    return {"id": primary, "before": _side(old), "after": _side(new), "status": status,
-            "why": why, "after_primary": after.verdict.primary,
-            "after_primary_severity": after.verdict.severity}
+                   else (Status.NOT_COMPARABLE, "the finding is missing from one report"))
+    return PrimaryChange(id=primary, before=_side(old), after=_side(new), status=status, why=why,
+                         after_primary=after.verdict.primary,
+                         after_primary_severity=after.verdict.severity)
 
 
 # -- wait sites --------------------------------------------------------------------------------
@@ -264,35 +273,48 @@ def _request_population(report: Report) -> tuple[int, int]:
     return sum(t.samples for t in request), max(1, len(request))
 
 
-def _wait_key(w: WaitSite, side: int, files: FileMatch) -> tuple:
+def _wait_key(w: WaitSite, side: int, files: FileMatch) -> tuple[str, str, str, int]:
     return (w.kind, w.function, files.key(side, w.file), w.line)
 
 
 def _wait_side(w: WaitSite | None, wall: float | None, rps: float | None,
-               population: tuple[int, int]) -> dict:
+               population: tuple[int, int]) -> WaitSide:
     samples_all, threads = population
     if w is None:
-        share, n = 0.0, samples_all
-        measured: dict[str, float | None] = {"thread_seconds": 0.0, "samples": 0}
+        share, n, thread_seconds, samples = 0.0, samples_all, 0.0, 0
     else:
-        share = float(w.share)
-        samples = w.samples
+        share, samples, thread_seconds = float(w.share), w.samples, w.thread_seconds
         n = round(samples / share) if share > 0 and samples else samples_all
-        measured = {"thread_seconds": w.thread_seconds, "samples": samples}
-    rate = (measured["thread_seconds"] or 0.0) / wall if wall else None
+    rate = (thread_seconds or 0.0) / wall if wall else None
     # Threads of one service wait together (on one lock, at one instant): the threads sampled at
     # one tick are one observation, not one each. Counting every thread-sample would make the
     # interval so narrow that two runs of an unchanged service differ "beyond noise".
     low, high = wilson(share, max(1, round(n / threads)))
-    side = {**measured, "share": round(share, 4), "share_low": round(low, 4),
-            "share_high": round(high, 4), "waiting_threads": None if rate is None else round(rate, 4)}
-    if rps:
-        side["ms_per_request"] = None if rate is None else round(1000.0 * rate / rps, 3)
-    return side
+    return WaitSide(thread_seconds=thread_seconds, samples=samples, share=round(share, 4),
+                    share_low=round(low, 4), share_high=round(high, 4),
+                    waiting_threads=None if rate is None else round(rate, 4),
+                    ms_per_request=None if rate is None or not rps
+                    else round(1000.0 * rate / rps, 3))
+
+
+def _wait_change(separated: bool, absent_before: bool, absent_after: bool) -> WaitChange:
+    if absent_before and absent_after:
+        return WaitChange.UNCHANGED
+    if absent_before:
+        return WaitChange.APPEARED if separated else WaitChange.APPEARED_IN_NOISE
+    if absent_after:
+        return WaitChange.DISAPPEARED if separated else WaitChange.DISAPPEARED_IN_NOISE
+    return WaitChange.CHANGED if separated else WaitChange.UNCHANGED
+
+
+def _wait_order(w: WaitSiteChange) -> tuple[bool, float]:
+    """Changes beyond noise first, then by how far the site moved."""
+    return (not w.beyond_noise,
+            -abs(w.waiting_threads_change or w.after.share - w.before.share))
 
 
 def compare_waits(before: Report, after: Report, per_request: bool,
-                  files: FileMatch | None = None) -> list[dict]:
+                  files: FileMatch | None = None) -> tuple[WaitSiteChange, ...]:
     """Each wait site of either report: appeared, disappeared, changed or unchanged, judged on its
     share of request-thread time (a change counts when the 95% intervals, taken over sampling
     ticks, do not overlap; a site in one report only is a share of 0 in the other)."""
@@ -307,29 +329,20 @@ def compare_waits(before: Report, after: Report, per_request: bool,
         old, new = a.get(key), b.get(key)
         s_old = _wait_side(old, walls[0], rps[0], pop_before)
         s_new = _wait_side(new, walls[1], rps[1], pop_after)
-        separated = s_old["share_high"] < s_new["share_low"] or s_new["share_high"] < s_old["share_low"]
-        absent_before = old is None or s_old["share"] < NEGLIGIBLE_WAIT_SHARE
-        absent_after = new is None or s_new["share"] < NEGLIGIBLE_WAIT_SHARE
-        if absent_before and absent_after:
-            change = "unchanged"
-        elif absent_before or absent_after:
-            change = "appeared" if absent_before else "disappeared"
-            change += "" if separated else " (within noise)"
-        else:
-            change = "changed" if separated else "unchanged"
+        separated = s_old.share_high < s_new.share_low or s_new.share_high < s_old.share_low
+        change = _wait_change(separated, old is None or s_old.share < NEGLIGIBLE_WAIT_SHARE,
+                              new is None or s_new.share < NEGLIGIBLE_WAIT_SHARE)
         any_side = new or old
         assert any_side is not None  # key is a key of a or of b
-        rates = s_old["waiting_threads"], s_new["waiting_threads"]
-        out.append({"kind": any_side.kind, "label": any_side.label,
-                    "function": any_side.function, "file": any_side.file,
-                    "line": any_side.line, "change": change, "beyond_noise": separated,
-                    "before": s_old, "after": s_new,
-                    "waiting_threads_change": None if None in rates
-                    else round(rates[1] - rates[0], 4)})
-    out.sort(key=lambda w: (not w["beyond_noise"],
-                            -abs(w["waiting_threads_change"] or w["after"]["share"]
-                                 - w["before"]["share"])))
-    return out
+        rate_old, rate_new = s_old.waiting_threads, s_new.waiting_threads
+        out.append(WaitSiteChange(
+            kind=any_side.kind, label=any_side.label, function=any_side.function,
+            file=any_side.file, line=any_side.line, change=change, beyond_noise=separated,
+            before=s_old, after=s_new,
+            waiting_threads_change=None if rate_old is None or rate_new is None
+            else round(rate_new - rate_old, 4)))
+    out.sort(key=_wait_order)
+    return tuple(out)
 
 
 # -- state mix per role ------------------------------------------------------------------------
@@ -345,30 +358,33 @@ def _state_mix(report: Report) -> dict[str, dict[str, float]]:
             for role, states in counts.items() if (total := sum(states.values()))}
 
 
-def compare_states(before: Report, after: Report) -> list[dict]:
+def compare_states(before: Report, after: Report) -> tuple[RoleStates, ...]:
     a, b = _state_mix(before), _state_mix(after)
     out = []
     for role in sorted(set(a) | set(b)):
         old, new = a.get(role, {}), b.get(role, {})
-        rows: list[dict[str, Any]] = [
-            {"state": s, "before": round(old.get(s, 0.0), 4), "after": round(new.get(s, 0.0), 4),
-             "change": round(new.get(s, 0.0) - old.get(s, 0.0), 4)}
-            for s in sorted(set(old) | set(new))]
-        out.append({"role": role, "in_before": role in a, "in_after": role in b,
-                    "states": sorted(rows, key=lambda r: -max(r["before"], r["after"]))})
-    return out
+        rows = [StateShare(state=s, before=round(old.get(s, 0.0), 4),
+                           after=round(new.get(s, 0.0), 4),
+                           change=round(new.get(s, 0.0) - old.get(s, 0.0), 4))
+                for s in sorted(set(old) | set(new))]
+        out.append(RoleStates(role=role, in_before=role in a, in_after=role in b,
+                              states=tuple(sorted(rows, key=lambda r: -max(r.before, r.after)))))
+    return tuple(out)
 
 
 # -- differential flame graph ------------------------------------------------------------------
 
-def _tree(report: Report, side: int, files: FileMatch) -> tuple[dict, int]:
-    """{path tuple of (function, file key): samples under it} and the total samples."""
+CallPath = tuple[tuple[str, str], ...]  # (function, file key) from the root
+
+
+def _tree(report: Report, side: int, files: FileMatch) -> tuple[dict[CallPath, int], int]:
+    """{call path: samples under it} and the total samples."""
     keys = [(f.function, files.key(side, f.file)) for f in report.stacks.frames]
-    weights: dict[tuple, int] = {}
+    weights: dict[CallPath, int] = {}
     total = 0
     for row in report.stacks.samples:
         count = row.count
-        path: tuple = ()
+        path: CallPath = ()
         total += count
         seen = set()
         for index in row.stack:
@@ -379,20 +395,20 @@ def _tree(report: Report, side: int, files: FileMatch) -> tuple[dict, int]:
     return weights, total
 
 
-def flame_diff(before: Report, after: Report, files: FileMatch | None = None) -> dict:
+def flame_diff(before: Report, after: Report, files: FileMatch | None = None) -> FlameDiff:
     """The AFTER call tree with each frame's share of AFTER's samples (its width) and of
     BEFORE's (the same path; its colour is the difference), in depth-first order, children by
     name; and the paths of BEFORE that vanished (the first frame of each that AFTER lacks)."""
     files = files if files is not None else match_files(_frames(before), _frames(after))
     old, old_total = _tree(before, 0, files)
     new, new_total = _tree(after, 1, files)
-    children: dict[tuple, list[tuple]] = {}
+    children: dict[CallPath, list[CallPath]] = {}
     for path in new:
         children.setdefault(path[:-1], []).append(path)
-    nodes: list[dict[str, Any]] = []
+    nodes: list[FlameNode] = []
     dropped = 0
 
-    def visit(path: tuple, depth: int) -> None:
+    def visit(path: CallPath, depth: int) -> None:
         nonlocal dropped
         for child in sorted(children.get(path, ()), key=lambda p: p[-1]):
             share_after = new[child] / new_total
@@ -400,21 +416,22 @@ def flame_diff(before: Report, after: Report, files: FileMatch | None = None) ->
             if max(share_after, share_before) < MIN_FRAME_SHARE or len(nodes) >= MAX_FRAME_NODES:
                 dropped += 1
                 continue
-            nodes.append({"function": child[-1][0], "file": child[-1][1], "depth": depth,
-                          "after": round(share_after, 5), "before": round(share_before, 5),
-                          "change": round(share_after - share_before, 5)})
+            nodes.append(FlameNode(function=child[-1][0], file=child[-1][1], depth=depth,
+                                   after=round(share_after, 5), before=round(share_before, 5),
+                                   change=round(share_after - share_before, 5)))
             visit(child, depth + 1)
 
     if new_total:
         visit((), 0)
-    vanished = [{"path": [function for function, _ in path], "file": path[-1][1],
-                 "before": round(count / old_total, 5)}
+    vanished = [VanishedPath(path=tuple(function for function, _ in path), file=path[-1][1],
+                             before=round(count / old_total, 5))
                 for path, count in old.items()
                 if path not in new and (len(path) == 1 or path[:-1] in new)]
-    vanished.sort(key=lambda v: -v["before"])
-    return {"nodes": nodes, "dropped_nodes": dropped, "vanished": vanished[:MAX_VANISHED],
-            "vanished_more": max(0, len(vanished) - MAX_VANISHED),
-            "samples_before": old_total, "samples_after": new_total}
+    vanished.sort(key=lambda v: -v.before)
+    return FlameDiff(nodes=tuple(nodes), dropped_nodes=dropped,
+                     vanished=tuple(vanished[:MAX_VANISHED]),
+                     vanished_more=max(0, len(vanished) - MAX_VANISHED),
+                     samples_before=old_total, samples_after=new_total)
 
 
 # -- the one line ------------------------------------------------------------------------------
@@ -423,27 +440,25 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def summary_line(diff: dict) -> str:
-    p = diff["primary"]
-    def sev(side: str) -> str:
-        return (p[side] or {}).get("severity") or "absent"
+def _severity(side: FindingSide | None) -> str:
+    return (side.severity if side is not None else "") or "absent"
 
-    parts = [f"primary: {p['id']} {sev('before')} → {sev('after')}"
-             + (" (within noise)" if p["status"] == "within noise" else "")]
-    if p["after_primary"] != p["id"]:
-        parts[0] += f" (now {p['after_primary']} {p['after_primary_severity']})"
-    counts: dict[str, int] = {}
-    for w in diff["waits"]:
-        if w["beyond_noise"] and w["change"] != "unchanged":
-            counts[w["change"]] = counts.get(w["change"], 0) + 1
-    for change in ("disappeared", "appeared", "changed"):
-        if counts.get(change):
-            parts.append(f"{_plural(counts[change], 'wait site')} {change}")
-    changed = [f for f in diff["findings"] if f["status"] == "changed"]
-    noisy = [f for f in diff["findings"] if f["status"] == "within noise"]
+
+def summary_line(diff: Diff) -> str:
+    p = diff.primary
+    parts = [f"primary: {p.id} {_severity(p.before)} → {_severity(p.after)}"
+             + (" (within noise)" if p.status == Status.WITHIN_NOISE else "")]
+    if p.after_primary != p.id:
+        parts[0] += f" (now {p.after_primary} {p.after_primary_severity})"
+    real = [w.change for w in diff.waits if w.real]
+    for change in (WaitChange.DISAPPEARED, WaitChange.APPEARED, WaitChange.CHANGED):
+        if change in real:
+            parts.append(f"{_plural(real.count(change), 'wait site')} {change}")
+    changed = [f for f in diff.findings if f.status == Status.CHANGED]
+    noisy = [f for f in diff.findings if f.status == Status.WITHIN_NOISE]
     parts.append(f"{_plural(len(changed), 'finding')} changed severity"
                  + (f" ({len(noisy)} more within noise)" if noisy else ""))
-    if diff["normalised_only"]:
-        parts.append(f"sampling differs ({', '.join(diff['sampling_differs'])}): "
+    if diff.normalised_only:
+        parts.append(f"sampling differs ({', '.join(diff.sampling_differs)}): "
                      f"normalised figures only")
     return "; ".join(parts)

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from diagnose.compare.model import PathMatching, PathRoot
 from diagnose.report.model import StackFrame
 
 _SEPARATORS = re.compile(r"[/\\]+")
@@ -34,9 +35,11 @@ _PYTHON_DIR = re.compile(r"python\d[\d.]*t?", re.IGNORECASE)
 _WINDOWS_PYTHON_DIR = re.compile(r"python\d+t?(-32|-arm64)?", re.IGNORECASE)
 MODULE_LEVEL = "<module>"
 MAX_ROOTS = 8
+MATCHING_RULE = ("function and path relative to the package root (site-packages, the standard "
+                 "library) or to the release directory (the longest common path suffix)")
 
 
-def parts(file) -> tuple[str, ...]:
+def parts(file: str | None) -> tuple[str, ...]:
     """A path's components, on either separator; "." components dropped."""
     return tuple(p for p in _SEPARATORS.split(str(file or "")) if p and p != ".")
 
@@ -57,7 +60,7 @@ def library_key(path: tuple[str, ...]) -> str | None:
     return None
 
 
-def is_library(file) -> bool:
+def is_library(file: str | None) -> bool:
     """Installed packages, the standard library and pseudo-files (`<frozen ...>`, `<string>`)."""
     text = str(file or "")
     return text.startswith("<") or library_key(parts(text)) is not None
@@ -91,14 +94,14 @@ class Root:
     files: int  # files that coincide under it
 
 
-@dataclass
+@dataclass(frozen=True)
 class FileMatch:
     """How the files of BEFORE and AFTER are matched; `key(side, file)` is the same string for
     the same code on both sides (side 0: BEFORE, 1: AFTER)."""
 
-    roots: list[Root] = field(default_factory=list)
+    roots: tuple[Root, ...] = ()
 
-    def key(self, side: int, file) -> str:
+    def key(self, side: int, file: str | None) -> str:
         path = parts(file)
         text = str(file or "")
         if text.startswith("<"):
@@ -119,31 +122,24 @@ class FileMatch:
     def same_paths(self) -> bool:
         return all(root.before == root.after for root in self.roots)
 
-    def describe(self) -> dict:
+    def describe(self) -> PathMatching:
         """For the diff JSON and page: how the two reports' files were matched."""
-        moved = [r for r in self.roots if r.before != r.after]
-        out: dict = {
-            "rule": ("function and path relative to the package root (site-packages, the "
-                     "standard library) or to the release directory (the longest common path "
-                     "suffix)"),
-            "same_paths": not moved,
-            "roots": [{"before": r.before_text or "(relative path)",
-                       "after": r.after_text or "(relative path)",
-                       "files": r.files, "functions": r.functions} for r in moved],
-        }
+        moved = tuple(PathRoot(before=r.before_text or "(relative path)",
+                               after=r.after_text or "(relative path)",
+                               files=r.files, functions=r.functions)
+                      for r in self.roots if r.before != r.after)
+        note = None
         if moved:
-            pairs = "; ".join(f"{r['before']} ↔ {r['after']} ({r['files']} file"
-                              f"{'' if r['files'] == 1 else 's'})" for r in out["roots"])
-            out["note"] = (f"the two reports ran the same code from different directories; "
-                           f"frames were matched by function and path relative to: {pairs}")
-        else:
-            out["note"] = None
-        return out
+            pairs = "; ".join(f"{r.before} ↔ {r.after} ({r.files} file"
+                              f"{'' if r.files == 1 else 's'})" for r in moved)
+            note = (f"the two reports ran the same code from different directories; "
+                    f"frames were matched by function and path relative to: {pairs}")
+        return PathMatching(rule=MATCHING_RULE, same_paths=not moved, roots=moved, note=note)
 
 
-def _own_files(frames: Iterable[StackFrame]) -> dict[tuple[str, ...], tuple[str, set[str]]]:
+def _own_files(frames: Iterable[StackFrame]) -> OwnFiles:
     """{path components: (the path as written, its functions)} of the program's own code."""
-    out: dict[tuple[str, ...], tuple[str, set[str]]] = {}
+    out: OwnFiles = {}
     for frame in frames:
         file = frame.file
         if frame.native or not file or is_library(file):
@@ -154,8 +150,12 @@ def _own_files(frames: Iterable[StackFrame]) -> dict[tuple[str, ...], tuple[str,
     return out
 
 
-def _score(before: dict, after: dict, prefix_b: tuple[str, ...], prefix_a: tuple[str, ...]
-           ) -> tuple[int, int, list[tuple[tuple[str, ...], tuple[str, ...]]]]:
+OwnFiles = dict[tuple[str, ...], tuple[str, set[str]]]
+FilePairs = list[tuple[tuple[str, ...], tuple[str, ...]]]
+
+
+def _score(before: OwnFiles, after: OwnFiles, prefix_b: tuple[str, ...],
+           prefix_a: tuple[str, ...]) -> tuple[int, int, FilePairs]:
     """(functions coinciding other than module level, all coinciding, the matched file pairs)
     under the pair of prefixes."""
     under_a = {path[len(prefix_a):]: path for path in after
@@ -182,16 +182,17 @@ def match_files(before_frames: Iterable[StackFrame], after_frames: Iterable[Stac
     by_name: dict[str, list[tuple[str, ...]]] = {}
     for path in after:
         by_name.setdefault(path[-1], []).append(path)
-    match = FileMatch()
+    roots: list[Root] = []
     for _ in range(MAX_ROOTS):
-        candidates = set()
+        candidates: set[tuple[tuple[str, ...], tuple[str, ...]]] = set()
         for path_b in before:
             for path_a in by_name.get(path_b[-1], ()):
                 if path_a not in after:
                     continue
                 keep = _common_suffix(path_b, path_a)
                 candidates.add((path_b[:len(path_b) - keep], path_a[:len(path_a) - keep]))
-        best = None
+        best: tuple[tuple[int, int, bool, int], tuple[str, ...], tuple[str, ...], int,
+                    FilePairs] | None = None
         for prefix_b, prefix_a in sorted(candidates):
             strong, total, pairs = _score(before, after, prefix_b, prefix_a)
             # identical prefixes need no other evidence: the very same file on both sides
@@ -204,7 +205,7 @@ def match_files(before_frames: Iterable[StackFrame], after_frames: Iterable[Stac
             break
         _, prefix_b, prefix_a, total, pairs = best
         example_b, example_a = pairs[0]
-        match.roots.append(Root(
+        roots.append(Root(
             prefix_b, prefix_a,
             _prefix_text(before[example_b][0], len(example_b) - len(prefix_b)),
             _prefix_text(after[example_a][0], len(example_a) - len(prefix_a)),
@@ -213,4 +214,4 @@ def match_files(before_frames: Iterable[StackFrame], after_frames: Iterable[Stac
             del before[path_b], after[path_a]
         if not before or not after:
             break
-    return match
+    return FileMatch(tuple(roots))

@@ -13,6 +13,7 @@ import pytest
 
 from diagnose.compare import diff as compare
 from diagnose.compare.diff import SEVERITY_MARGIN
+from diagnose.compare.model import Diff, FindingChange
 from diagnose.errors import BadProfile, ExitCode
 from diagnose.render.diff_html import render_diff_html
 from diagnose.render.html import render_html
@@ -89,46 +90,46 @@ def report(lock_share: float, lock_score: int, app_file: str = APP, functions=("
             "stacks": {"frames": frames, "samples": samples, "interval_s": 1 / rate_hz}}
 
 
-def by_id(diff: dict, fid: str) -> dict:
-    return next(f for f in diff["findings"] if f["id"] == fid)
+def by_id(diff: Diff, fid: str) -> FindingChange:
+    return next(f for f in diff.findings if f.id == fid)
 
 
 def test_a_fixed_lock_goes_from_critical_to_ok_and_its_wait_site_disappears():
     diff = diff_reports(report(0.75, 100), report(0.0, 0))
-    assert diff["primary"]["id"] == "lock_contention"
-    assert diff["primary"]["before"]["severity"] == "critical"
-    assert diff["primary"]["after"]["severity"] == "ok"
-    assert diff["primary"]["status"] == "changed"
-    [site] = diff["waits"]
-    assert site["change"] == "disappeared" and site["beyond_noise"]
+    assert diff.primary.id == "lock_contention"
+    assert diff.primary.before.severity == "critical"
+    assert diff.primary.after.severity == "ok"
+    assert diff.primary.status == "changed"
+    [site] = diff.waits
+    assert site.change == "disappeared" and site.beyond_noise
     # 75% of 4 threads' time over the window: 3 threads waiting on average
-    assert site["before"]["waiting_threads"] == pytest.approx(3.0)
-    assert site["after"]["waiting_threads"] == 0.0
-    assert diff["summary"].startswith("primary: lock_contention critical → ok")
-    assert "1 wait site disappeared" in diff["summary"]
+    assert site.before.waiting_threads == pytest.approx(3.0)
+    assert site.after.waiting_threads == 0.0
+    assert diff.summary.startswith("primary: lock_contention critical → ok")
+    assert "1 wait site disappeared" in diff.summary
 
 
 def test_a_lock_that_appears_is_reported_as_appeared():
     diff = diff_reports(report(0.0, 0), report(0.6, 90))
-    [site] = diff["waits"]
-    assert site["change"] == "appeared"
-    assert site["after"]["share"] == 0.6
-    assert by_id(diff, "lock_contention")["status"] == "changed"
+    [site] = diff.waits
+    assert site.change == "appeared"
+    assert site.after.share == 0.6
+    assert by_id(diff, "lock_contention").status == "changed"
 
 
 def test_a_wait_site_that_halves_is_changed_and_one_that_barely_moves_is_not():
-    halved = diff_reports(report(0.8, 100), report(0.4, 60))["waits"][0]
-    assert halved["change"] == "changed"
-    assert halved["waiting_threads_change"] == pytest.approx((0.4 - 0.8) * REQUEST_THREADS)
-    steady = diff_reports(report(0.8, 100), report(0.78, 100))["waits"][0]
-    assert steady["change"] == "unchanged" and not steady["beyond_noise"]
+    halved = diff_reports(report(0.8, 100), report(0.4, 60)).waits[0]
+    assert halved.change == "changed"
+    assert halved.waiting_threads_change == pytest.approx((0.4 - 0.8) * REQUEST_THREADS)
+    steady = diff_reports(report(0.8, 100), report(0.78, 100)).waits[0]
+    assert steady.change == "unchanged" and not steady.beyond_noise
 
 
 def test_wait_rates_are_per_second_of_wall_time_so_window_lengths_compare():
     short, long = report(0.5, 70, duration_s=2.0), report(0.5, 70, duration_s=10.0)
-    site = diff_reports(short, long)["waits"][0]
-    assert site["before"]["waiting_threads"] == pytest.approx(site["after"]["waiting_threads"])
-    assert site["change"] == "unchanged"
+    site = diff_reports(short, long).waits[0]
+    assert site.before.waiting_threads == pytest.approx(site.after.waiting_threads)
+    assert site.change == "unchanged"
 
 
 def test_a_score_jittering_across_a_threshold_is_within_noise_not_a_change():
@@ -161,11 +162,11 @@ def test_a_counter_only_finding_rests_on_the_score_margin():
 def test_the_same_report_twice_changes_nothing():
     one = report(0.7, 100, extra_findings=[finding("compute_bound", 74, {"m": 0.5})])
     diff = diff_reports(one, copy.deepcopy(one))
-    assert all(f["status"] == "unchanged" for f in diff["findings"])
-    assert all(w["change"] == "unchanged" for w in diff["waits"])
-    assert all(n["change"] == 0 for n in diff["flame"]["nodes"])
-    assert diff["flame"]["vanished"] == []
-    assert "0 findings changed severity" in diff["summary"]
+    assert all(f.status == "unchanged" for f in diff.findings)
+    assert all(w.change == "unchanged" for w in diff.waits)
+    assert all(n.change == 0 for n in diff.flame.nodes)
+    assert diff.flame.vanished == ()
+    assert "0 findings changed severity" in diff.summary
 
 
 def test_reports_of_different_programs_are_refused_with_exit_2():
@@ -179,58 +180,58 @@ def test_reports_of_different_programs_are_refused_with_exit_2():
 def test_the_same_program_under_another_path_prefix_is_compared_not_refused():
     moved = report(0.0, 0, app_file="$REPO/app/service.py")
     diff = diff_reports(report(0.75, 100, app_file="/srv/app/service.py"), moved)
-    assert diff["waits"][0]["change"] == "disappeared"
-    assert all(node["before"] > 0 for node in diff["flame"]["nodes"])  # every frame matched
+    assert diff.waits[0].change == "disappeared"
+    assert all(node.before > 0 for node in diff.flame.nodes)  # every frame matched
 
 
 def test_different_rates_and_plans_are_flagged_and_raw_counts_left_out(tmp_path):
     full = report(0.5, 70, rate_hz=100)
     full["sampling"]["plan"] = "full fidelity: blocking stacks at 100 Hz"
     diff = diff_reports(report(0.5, 70, rate_hz=29), full)
-    assert diff["normalised_only"] and diff["sampling_differs"] == ["plan", "rate_hz"]
-    assert "normalised figures only" in diff["summary"]
+    assert diff.normalised_only and diff.sampling_differs == ("plan", "rate_hz")
+    assert "normalised figures only" in diff.summary
     page = render_diff_html(diff)
     assert 'id="sampling-differs"' in page and "samples before" not in page
     same = diff_reports(report(0.5, 70), report(0.3, 50))
-    assert same["sampling_differs"] == [] and "samples before" in render_diff_html(same)
+    assert same.sampling_differs == () and "samples before" in render_diff_html(same)
 
 
 def test_a_plan_differing_only_in_its_thread_count_is_the_same_plan():
     before, after = report(0.5, 70), report(0.5, 70)
     after["sampling"]["plan"] = after["sampling"]["plan"].replace(f"{REQUEST_THREADS} threads",
                                                                   "12 threads")
-    assert diff_reports(before, after)["sampling_differs"] == []
+    assert diff_reports(before, after).sampling_differs == ()
 
 
 def test_per_request_figures_appear_only_when_both_reports_know_the_throughput():
     before, after = report(0.5, 70), report(0.25, 40)
-    assert not diff_reports(before, after)["per_request"]
+    assert not diff_reports(before, after).per_request
     before["load"], after["load"] = {"throughput_rps": 100.0}, {"throughput_rps": 200.0}
     diff = diff_reports(before, after)
-    site = diff["waits"][0]
+    site = diff.waits[0]
     # 2 threads waiting at 100 req/s: 20 ms of waiting per request; 1 thread at 200 req/s: 5 ms
-    assert site["before"]["ms_per_request"] == pytest.approx(20.0)
-    assert site["after"]["ms_per_request"] == pytest.approx(5.0)
+    assert site.before.ms_per_request == pytest.approx(20.0)
+    assert site.after.ms_per_request == pytest.approx(5.0)
 
 
 def test_state_mix_is_compared_per_role_as_shares():
     diff = diff_reports(report(0.8, 100), report(0.2, 30))
-    [request] = diff["states"]
-    lock = next(s for s in request["states"] if s["state"] == "lock")
-    assert (lock["before"], lock["after"], lock["change"]) == (0.8, 0.2, -0.6)
+    [request] = diff.states
+    lock = next(s for s in request.states if s.state == "lock")
+    assert (lock.before, lock.after, lock.change) == (0.8, 0.2, -0.6)
 
 
 def test_the_flame_graph_takes_widths_from_after_and_lists_vanished_paths():
     before, after = report(0.5, 70), report(0.0, 0)
     after["stacks"]["frames"][2]["function"] = "predict_unlocked"  # the fix renamed the caller
     after["waits"] = []
-    flame = diff_reports(before, after)["flame"]
-    unlocked = next(n for n in flame["nodes"] if n["function"] == "predict_unlocked")
-    assert unlocked["after"] == 1.0 and unlocked["before"] == 0.0 and unlocked["change"] == 1.0
-    handle = next(n for n in flame["nodes"] if n["function"] == "handle")
-    assert handle["change"] == 0.0
-    [gone] = flame["vanished"]
-    assert gone["path"] == ["Thread.run", "handle", "predict"] and gone["before"] == 1.0
+    flame = diff_reports(before, after).flame
+    unlocked = next(n for n in flame.nodes if n.function == "predict_unlocked")
+    assert unlocked.after == 1.0 and unlocked.before == 0.0 and unlocked.change == 1.0
+    handle = next(n for n in flame.nodes if n.function == "handle")
+    assert handle.change == 0.0
+    [gone] = flame.vanished
+    assert gone.path == ("Thread.run", "handle", "predict") and gone.before == 1.0
 
 
 def test_the_diff_page_escapes_names_from_the_profiled_process():
@@ -314,3 +315,25 @@ def test_the_cli_writes_the_diff_and_exits_2_on_different_programs(tmp_path):
     proc, _ = invoke_cli("diff", before, tmp_path / "missing.json", "-o", out, check_json=False,
                       timeout=60)
     assert proc.returncode == ExitCode.BAD_PROFILE and "no such file" in proc.stderr
+
+
+def test_the_diff_json_reads_back_as_the_same_model():
+    before, after = report(0.75, 100), report(0.1, 10, rate_hz=100)
+    before["load"], after["load"] = {"throughput_rps": 100.0}, {"throughput_rps": 150.0}
+    diff = diff_reports(before, after)
+    written = json.loads(json.dumps(diff.to_json()))
+    assert Diff.from_json(written) == diff
+    # every optional part present, so each is read back: per-request figures, sampling differs
+    assert diff.waits[0].before.ms_per_request is not None and diff.normalised_only
+
+
+def test_the_diff_json_keeps_the_keys_it_was_written_with():
+    written = diff_reports(report(0.75, 100), report(0.0, 0)).to_json()
+    assert list(written) == ["kind", "schema_version", "before", "after", "sampling_differs",
+                             "normalised_only", "per_request", "paths", "primary", "findings",
+                             "waits", "states", "flame", "rules", "summary"]
+    assert (written["kind"], written["schema_version"]) == ("diagnose-diff", 1)
+    site = written["waits"][0]
+    assert site["change"] == "disappeared" and "ms_per_request" not in site["before"]
+    assert set(written["flame"]) == {"nodes", "dropped_nodes", "vanished", "vanished_more",
+                                     "samples_before", "samples_after"}

@@ -11,6 +11,7 @@ import pytest
 
 from diagnose.compare import paths
 from diagnose.compare.diff import DifferentPrograms
+from diagnose.compare.model import Diff, PathRoot
 from diagnose.compare.paths import library_key, parts
 from diagnose.report.model import StackFrame
 from diagnose.report.model.codec import decode
@@ -33,32 +34,32 @@ def contended(app_file: str) -> dict:
     return report(0.75, 100, app_file=app_file)
 
 
-def assert_fix_seen(diff: dict) -> None:
-    assert diff["primary"]["before"]["severity"] == "critical"
-    assert diff["primary"]["after"]["severity"] == "ok"
-    [site] = diff["waits"]
-    assert site["change"] == "disappeared"
-    assert all(node["before"] > 0 for node in diff["flame"]["nodes"])  # every frame matched
-    assert diff["flame"]["vanished"] == []
+def assert_fix_seen(diff: Diff) -> None:
+    assert diff.primary.before.severity == "critical"
+    assert diff.primary.after.severity == "ok"
+    [site] = diff.waits
+    assert site.change == "disappeared"
+    assert all(node.before > 0 for node in diff.flame.nodes)  # every frame matched
+    assert diff.flame.vanished == ()
 
 
 def test_a_release_directory_per_version_is_the_same_program():
     diff = diff_reports(contended("/srv/app-1.2.3/model_service.py"),
                         fixed("/srv/app-1.2.4/model_service.py"))
     assert_fix_seen(diff)
-    paths = diff["paths"]
-    assert not paths["same_paths"]
-    assert paths["roots"] == [{"before": "/srv/app-1.2.3", "after": "/srv/app-1.2.4",
-                               "files": 1, "functions": 3}]
-    assert "/srv/app-1.2.3 ↔ /srv/app-1.2.4" in paths["note"]
+    paths = diff.paths
+    assert not paths.same_paths
+    assert paths.roots == (PathRoot(before="/srv/app-1.2.3", after="/srv/app-1.2.4", files=1,
+                                    functions=3),)
+    assert "/srv/app-1.2.3 ↔ /srv/app-1.2.4" in paths.note
 
 
 def test_an_app_directory_against_a_release_directory_is_the_same_program():
     diff = diff_reports(contended("/home/ci/app/model_service.py"),
                         fixed("/home/ci/release-2/model_service.py"))
     assert_fix_seen(diff)
-    [root] = diff["paths"]["roots"]
-    assert (root["before"], root["after"]) == ("/home/ci/app", "/home/ci/release-2")
+    [root] = diff.paths.roots
+    assert (root.before, root.after) == ("/home/ci/app", "/home/ci/release-2")
 
 
 def test_the_same_package_in_two_virtualenvs_is_the_same_code():
@@ -70,8 +71,8 @@ def test_the_same_package_in_two_virtualenvs_is_the_same_code():
             else "/usr/local/lib/python3.12/threading.py")
     diff = diff_reports(before, after)
     assert_fix_seen(diff)
-    assert diff["paths"]["same_paths"] and diff["paths"]["note"] is None  # keyed on package root
-    files = {n["file"] for n in diff["flame"]["nodes"]}
+    assert diff.paths.same_paths and diff.paths.note is None  # keyed on package root
+    files = {n.file for n in diff.flame.nodes}
     assert files == {"site-packages/mysvc/service.py", "lib/python/threading.py"}
 
 
@@ -79,20 +80,20 @@ def test_windows_release_directories_match():
     diff = diff_reports(contended("C:\\srv\\app-1.2.3\\model_service.py"),
                         fixed("C:\\srv\\app-1.2.4\\model_service.py"))
     assert_fix_seen(diff)
-    [root] = diff["paths"]["roots"]
-    assert (root["before"], root["after"]) == ("C:\\srv\\app-1.2.3", "C:\\srv\\app-1.2.4")
+    [root] = diff.paths.roots
+    assert (root.before, root.after) == ("C:\\srv\\app-1.2.3", "C:\\srv\\app-1.2.4")
 
 
 def test_a_relative_path_matches_its_absolute_deployment():
     diff = diff_reports(contended("model_service.py"), fixed("/srv/app/model_service.py"))
     assert_fix_seen(diff)
-    [root] = diff["paths"]["roots"]
-    assert (root["before"], root["after"]) == ("(relative path)", "/srv/app")
+    [root] = diff.paths.roots
+    assert (root.before, root.after) == ("(relative path)", "/srv/app")
 
 
 def test_identical_paths_need_no_note():
     diff = diff_reports(contended("/srv/app/service.py"), fixed("/srv/app/service.py"))
-    assert diff["paths"] == {**diff["paths"], "same_paths": True, "roots": [], "note": None}
+    assert (diff.paths.same_paths, diff.paths.roots, diff.paths.note) == (True, (), None)
     assert 'id="path-matching"' not in render_diff_html(diff)
 
 
