@@ -1,19 +1,23 @@
 """A report's deadlocks read back, and printed like a JVM thread dump ("Found one deadlock:").
 
 `deadlocks_in(report)` reads the deadlock finding's `deadlocks` evidence (checks/deadlock.py) of
-a JSON report into frozen types, tolerating a hand-edited or older report (anything malformed is
-left out). `dump_lines(report)` prints them for a terminal; the Markdown summary and the report
-page print the same fields in their own markup. Thread names, lock names and files come from the
-profiled process: here control and bidirectional characters are shown as code points, so a name
-cannot move the terminal's cursor or reorder the line.
+the report model into frozen types, with the report's codec, tolerating a hand-edited or older
+report (any entry not of the evidence's shape is left out). `dump_lines(report)` prints them for
+a terminal and for the report page's no-JavaScript view (render/html.py is given the lines); the
+Markdown summary and the page's script print the same fields in their own markup. Thread names,
+lock names and files come from the profiled process: here control and bidirectional characters
+are shown as code points, so a name cannot move the terminal's cursor or reorder the line.
 """
 
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from diagnose.report.model import Report
+from diagnose.report.model.codec import JsonValue, NotAReport, decode
 
 _BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
 MAX_NAME = 120
@@ -48,54 +52,81 @@ class ReportedDeadlock:
     among_tasks: bool = False  # an await cycle among asyncio tasks, not threads and locks
 
 
-def _lock(value) -> LockRef | None:
-    if not isinstance(value, dict):
-        return None
-    name = value.get("qualified") or value.get("name")
-    line = value.get("line")
-    if not isinstance(name, str) or not isinstance(line, int) or isinstance(line, bool):
-        return None
-    return LockRef(name, str(value.get("file") or ""), line)
+# The evidence as checks/deadlock.py writes it (deadlock_data, await_cycle_data): the shape the
+# codec reads each entry against. Keys the printout does not need are not declared.
+
+@dataclass(frozen=True)
+class _LockEvidence:
+    line: int
+    name: str | None = None
+    qualified: str | None = None  # `FeatureCache._lock`: preferred to the name as written
+    file: str | None = None
 
 
-def _raw_deadlocks(report: Report | dict) -> object:
-    """The deadlock finding's `deadlocks` evidence: of the report model, or of the JSON the page
-    carries (the no-JavaScript view renders from it)."""
-    if isinstance(report, Report):
-        found = report.finding("deadlock")
-        value = found.value("deadlocks") if found is not None else None
-        return value.value if value is not None else None
-    findings = report.get("findings") if isinstance(report, dict) else None
-    finding = next((f for f in findings or [] if isinstance(f, dict) and f.get("id") == "deadlock"), None)
-    evidence = finding.get("evidence") if isinstance(finding, dict) else None
-    return evidence.get("deadlocks") if isinstance(evidence, dict) else None
+@dataclass(frozen=True)
+class _ThreadEvidence:
+    holds: _LockEvidence
+    waits_for: _LockEvidence
+    thread: str | None = None
+    tid: int | None = None
+    held_by: str | None = None
 
 
-def deadlocks_in(report: Report | dict) -> tuple[ReportedDeadlock, ...]:
-    raw = _raw_deadlocks(report)
+@dataclass(frozen=True)
+class _VictimEvidence:
+    thread: str | None = None
+
+
+@dataclass(frozen=True)
+class _DeadlockEvidence:
+    # Entries decoded one by one (_each): a malformed thread leaves the others printable.
+    threads: tuple[JsonValue, ...] | None = None
+    victims: tuple[JsonValue, ...] | None = None
+    kind: str | None = None  # "await_cycle": asyncio tasks, not threads and locks
+
+
+AWAIT_CYCLE = "await_cycle"
+E = TypeVar("E")
+
+
+def _each(cls: type[E], values: Iterable[JsonValue]) -> list[E]:
+    """Each value read as `cls`; one not of its shape is left out."""
     out = []
-    for item in raw if isinstance(raw, list) else []:
-        if not isinstance(item, dict):
+    for value in values:
+        try:
+            out.append(decode(cls, value))
+        except NotAReport:
             continue
-        threads = []
-        for t in item.get("threads") or []:
-            if not isinstance(t, dict):
-                continue
-            holds, waits = _lock(t.get("holds")), _lock(t.get("waits_for"))
-            if holds is None or waits is None:
-                continue
-            tid = t.get("tid")
-            threads.append(DeadlockedThread(str(t.get("thread") or "?"),
-                                            tid if isinstance(tid, int) and not isinstance(tid, bool) else None,
-                                            holds, waits, str(t.get("held_by") or "?")))
-        victims = tuple(str(v.get("thread") or "?") for v in item.get("victims") or []
-                        if isinstance(v, dict))
+    return out
+
+
+def _lock(lock: _LockEvidence) -> LockRef | None:
+    name = lock.qualified or lock.name
+    return LockRef(name, lock.file or "", lock.line) if name else None
+
+
+def _thread(t: _ThreadEvidence) -> DeadlockedThread | None:
+    holds, waits = _lock(t.holds), _lock(t.waits_for)
+    if holds is None or waits is None:
+        return None
+    return DeadlockedThread(t.thread or "?", t.tid, holds, waits, t.held_by or "?")
+
+
+def deadlocks_in(report: Report) -> tuple[ReportedDeadlock, ...]:
+    found = report.finding("deadlock")
+    value = found.value("deadlocks") if found is not None else None
+    raw = value.value if value is not None else None
+    out = []
+    for item in _each(_DeadlockEvidence, raw if isinstance(raw, list) else ()):
+        threads = tuple(t for t in map(_thread, _each(_ThreadEvidence, item.threads or ()))
+                        if t is not None)
+        victims = tuple(v.thread or "?" for v in _each(_VictimEvidence, item.victims or ()))
         if len(threads) >= 2:
-            out.append(ReportedDeadlock(tuple(threads), victims, item.get("kind") == "await_cycle"))
+            out.append(ReportedDeadlock(threads, victims, item.kind == AWAIT_CYCLE))
     return tuple(out)
 
 
-def safe(text, limit: int = MAX_NAME) -> str:
+def safe(text: object, limit: int = MAX_NAME) -> str:
     """Untrusted text for a terminal: one line, control and bidi characters as code points."""
     s = "".join(f"[U+{ord(c):04X}]" if c in _BIDI or unicodedata.category(c) in ("Cc", "Zl", "Zp")
                 else c for c in str(text))
@@ -111,7 +142,7 @@ def heading(count: int) -> str:
     return "Found one deadlock:" if count == 1 else f"Found {count} deadlocks:"
 
 
-def dump_lines(report: Report | dict) -> list[str]:
+def dump_lines(report: Report) -> list[str]:
     """The deadlocks as a thread dump prints them; [] when the report has none."""
     deadlocks = deadlocks_in(report)
     if not deadlocks:

@@ -5,19 +5,19 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
+from collections.abc import Sequence
 from importlib import resources
 
 import jinja2
 from markupsafe import Markup
 
-from diagnose.render.deadlock_text import dump_lines
 from diagnose.render.json_text import compact_text
 
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
                  "\u2029": "\\u2029"}
 
 
-def script_safe_json(data) -> str:
+def script_safe_json(data: object) -> str:
     """JSON that cannot close its <script> element or break out of it in any parser."""
     text = compact_text(data)
     for raw, escaped in _JSON_ESCAPES.items():
@@ -76,10 +76,12 @@ def inline_stylesheet(name: str) -> str:
     return _checked_inline(name, _asset(name), ("</style", "<!--"))
 
 
-def render_html(data: dict) -> str:
+def render_html(data: dict, deadlock_lines: Sequence[str] = ()) -> str:
+    """The report page of `data` (render/html_data.page_data). `deadlock_lines`: the deadlock as
+    text for the no-JavaScript view, rendered from the report model (deadlock_text.dump_lines)."""
     env = template_environment()
     js, css = page_script(), inline_stylesheet("static/report.css")
     template = env.get_template("report.html.j2")
     return template.render(data_json=Markup(script_safe_json(data)), js=Markup(js),
                            css=Markup(css), csp=content_security_policy(js, css),
-                           report=data["report"], deadlock_lines=dump_lines(data["report"]))
+                           report=data["report"], deadlock_lines=deadlock_lines)

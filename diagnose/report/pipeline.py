@@ -29,6 +29,7 @@ from diagnose.model.profile import Profile
 from diagnose.model.service import Service, build_service
 from diagnose.outputs.files import (WriteFailed, claim_name, move_file, prepare_output_dir,
                                     remove_quietly, write_atomically, write_text)
+from diagnose.render.deadlock_text import dump_lines
 from diagnose.render.html import render_html, template_environment
 from diagnose.render.html_data import page_data
 from diagnose.render import json_text
@@ -185,7 +186,7 @@ def write_outputs(service: Service, results: CheckResults, per_process: dict,
                                            (".html", ".json", ".speedscope.json")])
         write_text(paths[".md"], summary)
         written.append(paths[".md"])
-        html = render_html(page_data(report, analysis, categorizer, generated))
+        html = render_html(page_data(report, analysis, categorizer, generated), dump_lines(report))
         write_text(paths[".html"], html)
         written.append(paths[".html"])
         procfs_path = None

@@ -184,10 +184,12 @@ def dev_sample_data() -> dict:
     return json.loads(DEV_SAMPLE.read_text(encoding="utf-8"))
 
 
-def render_page(data: dict, path: Path) -> Path:
-    """Writes the page for `data` with the production renderer; returns its path."""
+def render_page(data: dict, path: Path, deadlock_lines: tuple[str, ...] = ()) -> Path:
+    """Writes the page for `data` with the production renderer (`deadlock_lines`: the
+    no-JavaScript view's thread dump, as the pipeline renders it from the report model);
+    returns its path."""
     from diagnose.render.html import render_html
 
     path = Path(path)
-    path.write_text(render_html(data), encoding="utf-8")
+    path.write_text(render_html(data, deadlock_lines), encoding="utf-8")
     return path

@@ -7,6 +7,8 @@ import copy
 
 import pytest
 
+from diagnose.render.deadlock_text import dump_lines
+from diagnose.report.model import Report
 from tests.browser.conftest import analyze_recorded, page_data, render_page, requires_browser
 from tests.report_data import as_finding
 
@@ -38,7 +40,9 @@ def test_the_verdict_prints_each_deadlocked_thread_with_what_it_holds_and_waits_
                                   "severity": "critical", "summary": "hung", "advice": ["order"],
                                   "evidence": {"deadlocks": [cycle], "deadlocked_threads": 2}})
     report["verdict"].update(primary="deadlock", headline="The service is deadlocked — hung")
-    opened = open_report(render_page(data, tmp_path / "deadlock.html"))
+    # the no-JavaScript view's dump, rendered from the report model as the pipeline does
+    lines = tuple(dump_lines(Report.from_json(report)))
+    opened = open_report(render_page(data, tmp_path / "deadlock.html", lines))
     box = opened.page.locator("#verdict #verdict-deadlock")
     assert box.count() == 1 and box.is_visible()
     lines = box.inner_text().splitlines()

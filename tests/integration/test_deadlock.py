@@ -58,7 +58,11 @@ def check_deadlock(report: dict, workload: str) -> None:
 
 @pytest.mark.parametrize("workload", sorted(CYCLES))
 def test_threads_taking_two_locks_in_opposite_orders_are_reported_as_a_deadlock(captures, workload):
-    check_deadlock(attach_workload(captures, workload, seconds=SECONDS).report, workload)
+    capture = attach_workload(captures, workload, seconds=SECONDS)
+    check_deadlock(capture.report, workload)
+    # the page's no-JavaScript view prints the thread dump the terminal prints
+    (page,) = capture.out_dir.glob("*.html")
+    assert '<pre id="noscript-deadlock">Found one deadlock:' in page.read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("workload", sorted(CYCLES))

@@ -61,6 +61,7 @@ def test_the_deadlock_check_reports_an_await_cycle_thread_dump_style_with_its_vi
     from types import SimpleNamespace
     from diagnose.checks import deadlock
     from diagnose.render.deadlock_text import deadlocks_in, dump_lines
+    from tests.report_data import as_report
     tasks = (task(0x20, "loader", awaits=0x10, line=31), task(0x10, "refresh", awaits=0x20, line=47),
              task(0x30, "request-1", awaits=0x10))
     analysis = SimpleNamespace(deadlocks=(), tasks=recording(*[tasks] * 8))
@@ -69,7 +70,7 @@ def test_the_deadlock_check_reports_an_await_cycle_thread_dump_style_with_its_vi
     assert "await each other" in finding.summary and "hung" in finding.summary
     assert finding.evidence["deadlocked_tasks"] == 2 and finding.evidence["victim_tasks"] == 1
     assert "task loader must not await task refresh at app.py:31" in finding.advice[0]
-    report = {"findings": [{"id": "deadlock", "evidence": finding.evidence}]}
+    report = as_report({"findings": [{"id": "deadlock", "evidence": finding.evidence}]})
     (found,) = deadlocks_in(report)
     assert [t.thread for t in found.threads] == ["task refresh", "task loader"]
     assert found.victims == ("task request-1",)

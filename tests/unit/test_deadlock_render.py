@@ -28,7 +28,7 @@ TWO = [{"thread": "request-0", "tid": 11, "holds": lock("INVENTORY_LOCK", 45),
 
 
 def test_the_terminal_prints_found_one_deadlock_then_each_thread():
-    lines = dump_lines(report(TWO, victims=["request-2", "request-3"]))
+    lines = dump_lines(as_report(report(TWO, victims=["request-2", "request-3"])))
     assert lines == [
         "Found one deadlock:",
         '  "request-0" (tid 11)',
@@ -42,14 +42,14 @@ def test_the_terminal_prints_found_one_deadlock_then_each_thread():
 
 
 def test_a_report_without_a_deadlock_prints_nothing_and_a_malformed_one_is_skipped():
-    assert dump_lines({"findings": [{"id": "lock_contention", "evidence": {}}]}) == []
+    assert dump_lines(as_report({"findings": [{"id": "lock_contention", "evidence": {}}]})) == []
     broken = report([{"thread": "a", "holds": "LOCK", "waits_for": None}, TWO[1]])
-    assert deadlocks_in(broken) == ()  # one thread left: no cycle to print
+    assert deadlocks_in(as_report(broken)) == ()  # one thread left: no cycle to print
 
 
 def test_terminal_control_and_bidi_characters_in_names_are_shown_as_code_points():
     hostile = [dict(TWO[0], thread="evil\x1b[2J\u202ename"), TWO[1]]
-    text = "\n".join(dump_lines(report(hostile)))
+    text = "\n".join(dump_lines(as_report(report(hostile))))
     assert "\x1b" not in text and "\u202e" not in text
     assert '"evil[U+001B][2J[U+202E]name"' in text
 
@@ -63,6 +63,14 @@ def test_the_markdown_summary_lists_each_thread_as_code_spans():
     assert "- 1 more thread waits behind it: `request-2`" in text
 
 
-def test_the_report_model_and_the_pages_json_print_the_same_dump():
-    data = report(TWO, victims=["request-2"])
-    assert dump_lines(as_report(data)) == dump_lines(data)
+def test_a_malformed_entry_is_left_out_and_the_rest_of_its_deadlock_printed():
+    odd = dict(TWO[0], thread="request-9", waits_for={"name": "L", "line": "not a line"})
+    cycle = report([TWO[0], odd, TWO[1]], victims=["request-2"])
+    cycle["findings"][0]["evidence"]["deadlocks"][0]["victims"].append("not an object")
+    (found,) = deadlocks_in(as_report(cycle))
+    assert [t.thread for t in found.threads] == ["request-0", "request-1"]
+    assert found.victims == ("request-2",)
+    missing = report(TWO)
+    missing["findings"][0]["evidence"]["deadlocks"][0]["victims"] = None
+    assert [t.thread for t in deadlocks_in(as_report(missing))[0].threads] == ["request-0",
+                                                                                "request-1"]
