@@ -285,7 +285,7 @@ def _wait_side(w: WaitSite | None, wall: float | None, rps: float | None,
     else:
         share, samples, thread_seconds = float(w.share), w.samples, w.thread_seconds
         n = round(samples / share) if share > 0 and samples else samples_all
-    rate = (thread_seconds or 0.0) / wall if wall else None
+    rate = thread_seconds / wall if wall else None
     # Threads of one service wait together (on one lock, at one instant): the threads sampled at
     # one tick are one observation, not one each. Counting every thread-sample would make the
     # interval so narrow that two runs of an unchanged service differ "beyond noise".

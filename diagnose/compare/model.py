@@ -3,9 +3,9 @@
 field here is a key of `diagnose-diff-*.json` under the same name (docs/report-data.md, "The
 diff").
 
-Every figure is measured from the two reports (shares of their samples, their /proc-derived
-thread-seconds); none is estimated here. Names (functions, files, command lines) come from the
-profiled process: the renderers escape them.
+Every figure is computed from the two reports' own measurements (shares of their samples,
+thread-seconds waited, wall time, throughput); none is estimated here. Names (functions, files,
+command lines) come from the profiled process: the renderers escape them.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class Side:
     pid: int | None
     cmdline: str
     wall_s: float | None
-    mode: str | None
+    mode: str  # "offline" for any offline analysis (its file's name is not a setting)
     plan: str | None
     rate_hz: float | None
     native: bool
@@ -101,8 +101,8 @@ class WaitSide:
     """A wait site in one report: its share of request-thread time with the 95% interval over
     sampling ticks, and thread-seconds per second of wall time (`waiting_threads`)."""
 
-    thread_seconds: float | None
-    samples: int | None
+    thread_seconds: float
+    samples: int
     share: float
     share_low: float
     share_high: float
