@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ class Profile:
         never change meaning (stacks are only appended), so entries stay valid."""
         return self._memo.setdefault(key, {})
 
-    def stacks_with_any(self, frame_mask: np.ndarray) -> np.ndarray:
+    def stacks_with_any(self, frame_mask: npt.ArrayLike) -> npt.NDArray[np.bool_]:
         """Per stack id: True when any of its frames is marked in `frame_mask` (per frame id),
         by numpy over the stacks' frames laid end to end, not a Python walk per stack."""
         flat, offsets = self.stack_frames()
