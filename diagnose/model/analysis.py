@@ -44,7 +44,7 @@ class Analysis:
     threads: pd.DataFrame  # index: thread index; tid, name, role, samples, one column per state
     os: ProcessOS | None
     meta: dict[str, Any] = field(default_factory=dict)  # target and sampling facts
-    process_role: str = ProcessRole.SINGLE  # set by the service model: master / worker / helper / single
+    process_role: ProcessRole = ProcessRole.SINGLE  # set by the service model
     native: Profile | None = None  # native-frame samples of the same window (the profile itself
     # at full fidelity, else the sparse calibration samples), for what runs inside C libraries
     # The process's asyncio tasks read from its memory over the window (`attach`); None offline

@@ -15,6 +15,7 @@ import pandas as pd
 from diagnose.model.os_summary import ProcessOS
 from diagnose.model.profile import Frame, Profile
 from diagnose.model.table import StackTable
+from diagnose.model.vocab import ProcessRole
 
 
 class SampledProcess(Protocol):
@@ -23,7 +24,7 @@ class SampledProcess(Protocol):
     samples: pd.DataFrame  # one row per sample: model/table.py's SAMPLE_COLUMNS
     threads: pd.DataFrame  # per thread: tid, pid, name, role, samples, one column per state
     os: ProcessOS | None  # /proc's numbers; None offline
-    process_role: str  # vocab.ProcessRole
+    process_role: ProcessRole
 
     def request_samples(self) -> pd.DataFrame:
         """The request threads' rows of `samples`."""

@@ -51,7 +51,7 @@ WAIT_WORK_SHARE = 0.05  # request-thread time in in-process waits (lock, pool, G
 class ProcessView:
     pid: int | None
     ppid: int | None
-    role: str
+    role: ProcessRole
     cmdline: list[str]
     analysis: Analysis
     appeared_s: float | None = None
