@@ -192,7 +192,7 @@ def _consumer(view: ProcessView) -> tuple[str, float, float, Hotspot | None] | N
     samples = analysis.samples
     best = None
     for thread, rows in samples.groupby("thread", sort=False):
-        if analysis.threads.loc[thread, "role"] == "library":
+        if analysis.threads.loc[thread, "role"] == vocab.ThreadRole.LIBRARY:
             continue  # a pool's own handler threads wait on pipes too; they consume nothing
         total, busy, starved, busy_in_wait = 0, 0, 0, 0
         sites: dict[tuple[str, str, int], int] = {}  # (function, file, line) -> samples
@@ -262,7 +262,7 @@ def find_process_pipeline(service: Service) -> ProcessPipeline | None:
     producers: dict[int, list[tuple[ProcessView, _Produced]]] = {}
     for view in service.processes:
         # (a process of a sampled tree always has its pid: None is the lone offline process's)
-        if view.role == "helper" or view.ppid is None or view.pid is None:
+        if view.role == vocab.ProcessRole.HELPER or view.ppid is None or view.pid is None:
             continue
         found = _producer(view)
         if found is not None:
