@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -15,9 +16,17 @@ from diagnose.collect.procfs import ProcRecord
 from diagnose.model.async_tasks import TaskRecording
 from diagnose.model.library_threads import LIBRARY_THREAD_SHARE, library_stacks
 from diagnose.model.os_summary import ProcessOS, summarize
-from diagnose.model.profile import Profile
+from diagnose.model.profile import Frame, Profile
 from diagnose.model.table import StackTable, build_sample_table, classify_stacks
 from diagnose.model.vocab import ACTIVE, PARKING_KINDS, RUNNING, STATES, ProcessRole, ThreadRole, ThreadState
+
+if TYPE_CHECKING:  # imported where used at run time: these modules read the Analysis
+    from diagnose.model.await_sites import TaskSummary
+    from diagnose.model.deadlock import Deadlock
+    from diagnose.model.event_loops import EventLoop
+    from diagnose.model.native_pools import PoolSplit
+    from diagnose.model.structure import Structure
+    from diagnose.model.waits import WaitSite
 
 REQUEST_ACTIVE_SHARE = 0.2  # a thread busy or blocked this often is handling requests...
 # ...unless it is parked (waits of vocab.PARKING_KINDS): a thread (typically the main
@@ -34,8 +43,8 @@ class Analysis:
     samples: pd.DataFrame
     threads: pd.DataFrame  # index: thread index; tid, name, role, samples, one column per state
     os: ProcessOS | None
-    meta: dict = field(default_factory=dict)  # target and sampling facts
-    process_role: str = ProcessRole.SINGLE  # set by the service model: master / worker / helper / single
+    meta: dict[str, Any] = field(default_factory=dict)  # target and sampling facts
+    process_role: ProcessRole = ProcessRole.SINGLE  # set by the service model
     native: Profile | None = None  # native-frame samples of the same window (the profile itself
     # at full fidelity, else the sparse calibration samples), for what runs inside C libraries
     # The process's asyncio tasks read from its memory over the window (`attach`); None offline
@@ -52,7 +61,7 @@ class Analysis:
         return sum(1 for tid in self.os.threads if tid not in python_tids)
 
     @functools.cached_property
-    def pool_splits(self):
+    def pool_splits(self) -> list[PoolSplit]:
         """Per native library: kernel vs pool-synchronisation samples of this process's threads."""
         from diagnose.model.native_pools import pool_split
         return pool_split(self.native, {int(t) for t in self.threads["tid"]})
@@ -77,23 +86,23 @@ class Analysis:
             cached = self.__dict__["_request_samples"] = (key, selected)
         return cached[1]
 
-    def frame(self, frame_id: int):
+    def frame(self, frame_id: int) -> Frame:
         return self.profile.frames[frame_id]
 
     @functools.cached_property
-    def structure(self):
+    def structure(self) -> Structure:
         """Stages, their queues and who waits for whom (model/structure.py)."""
         from diagnose.model.structure import build_structure
         return build_structure(self)
 
     @functools.cached_property
-    def event_loops(self):
+    def event_loops(self) -> list[EventLoop]:
         """Event-loop threads with their idle / busy split and what ran on them."""
         from diagnose.model.event_loops import event_loops
         return event_loops(self)
 
     @functools.cached_property
-    def await_sites(self):
+    def await_sites(self) -> TaskSummary | None:
         """The asyncio request tasks' waits by await site (model/await_sites.py); None without
         a recording of the tasks, or when none could be read."""
         if self.tasks is None or not self.tasks.snapshots:
@@ -102,13 +111,13 @@ class Analysis:
         return summarize_tasks(self.tasks)
 
     @functools.cached_property
-    def deadlocks(self):
+    def deadlocks(self) -> tuple[Deadlock, ...]:
         """Cycles of threads blocked all window on each other's locks (model/deadlock.py)."""
         from diagnose.model.deadlock import find_deadlocks
         return find_deadlocks(self)
 
     @functools.cached_property
-    def waits(self):
+    def waits(self) -> list[WaitSite]:
         """The ranked wait-site table with holders (computed once, read by several checks)."""
         from diagnose.model.waits import wait_sites
         return wait_sites(self)
@@ -160,7 +169,7 @@ def classify_profile(profile: Profile, categorizer: Categorizer,
 
 
 def analysis_of(profile: Profile, stacks: StackTable, proc: ProcRecord | None = None,
-                meta: dict | None = None, os_summary: ProcessOS | None = None,
+                meta: dict[str, Any] | None = None, os_summary: ProcessOS | None = None,
                 native: Profile | None = None) -> Analysis:
     """The analysis of a profile whose stacks are classified (`stacks` may cover a larger
     profile sharing the same stack list, e.g. the whole process tree)."""
@@ -175,7 +184,7 @@ def analysis_of(profile: Profile, stacks: StackTable, proc: ProcRecord | None = 
 
 
 def analyze_profile(profile: Profile, categorizer: Categorizer, proc: ProcRecord | None = None,
-                    meta: dict | None = None, native_profile: Profile | None = None) -> Analysis:
+                    meta: dict[str, Any] | None = None, native_profile: Profile | None = None) -> Analysis:
     """One process (or a profile with no process tags): classify, then analyse."""
     return analysis_of(profile, classify_profile(profile, categorizer, native_profile), proc, meta,
                        native=native_profile)

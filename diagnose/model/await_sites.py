@@ -26,7 +26,9 @@ from __future__ import annotations
 import ast
 import re
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from diagnose.model import source
 from diagnose.model.async_tasks import AwaitKind, CoroFrame, TaskRecording, TaskState
@@ -71,7 +73,7 @@ class AwaitSite:
     waiters_max: int | None = None  # the primitive's own waiter count, most seen (all tasks)
     detail: str = ""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"function": self.function, "file": self.file, "line": self.line,
                 "kind": str(self.kind), "name": self.name, "local": self.local,
                 "primitives": self.primitives, "waiting_avg": round(self.waiting_avg, 3),
@@ -110,7 +112,7 @@ class TaskSummary:
     def downstream_sites(self) -> tuple[AwaitSite, ...]:
         return tuple(s for s in self.sites if not s.local)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"pid": self.pid, "python": self.python, "snapshots": self.snapshots,
                 "torn": self.torn, "reads": self.reads, "failed_reads": self.failed_reads,
                 "read_seconds": round(self.read_seconds, 4), "unreadable": self.unreadable or None,
@@ -195,7 +197,7 @@ def primitive_name(line: str, kind: AwaitKind) -> str:
     return found.group(1)[:MAX_NAME] if found else ""
 
 
-def guarded_lines(file: str, line: int, trees: dict | None = None) -> range | None:
+def guarded_lines(file: str, line: int, trees: dict[str, ast.Module | None] | None = None) -> range | None:
     """The body of the `async with` (or `with`) statement whose header is on `line`, read from
     the source; None when the line opens no such block or the source cannot be parsed.
     `trees`: parsed files by name, kept by the caller across calls."""
@@ -214,7 +216,7 @@ def guarded_lines(file: str, line: int, trees: dict | None = None) -> range | No
     return None
 
 
-def request_filter(recording: TaskRecording):
+def request_filter(recording: TaskRecording) -> tuple[Callable[[TaskState], bool], str]:
     """(is this task a request?, the rule in words)."""
     framework_seen = any(any(is_framework(f) for f in t.frames) and site_index(t) is not None
                          for snap in recording.snapshots for t in snap.tasks)
@@ -225,17 +227,22 @@ def request_filter(recording: TaskRecording):
             "tasks running the application's own code (no server framework's frames were seen)")
 
 
+# An await site: (file, line, function, what is awaited, in-process, the primitive's address
+# for a shared primitive else 0)
+_SiteKey = tuple[str, int, str, AwaitKind, bool, int]
+
+
 def summarize_tasks(recording: TaskRecording) -> TaskSummary:
     snaps = recording.snapshots
     n = len(snaps)
     is_request, rule = request_filter(recording)
-    counts: dict[tuple, list[int]] = defaultdict(lambda: [0] * n)
-    identities: dict[tuple, set] = defaultdict(set)
-    frames: dict[tuple, CoroFrame] = {}
-    free: dict[tuple, list[int]] = defaultdict(list)
-    free_by_read: dict[tuple, dict[int, int]] = defaultdict(dict)  # read index -> fewest free
-    waiters: dict[tuple, list[int]] = defaultdict(list)
-    details: dict[tuple, Counter] = defaultdict(Counter)
+    counts: dict[_SiteKey, list[int]] = defaultdict(lambda: [0] * n)
+    identities: dict[_SiteKey, set[int]] = defaultdict(set)
+    frames: dict[_SiteKey, CoroFrame] = {}
+    free: dict[_SiteKey, list[int]] = defaultdict(list)
+    free_by_read: dict[_SiteKey, dict[int, int]] = defaultdict(dict)  # read index -> fewest free
+    waiters: dict[_SiteKey, list[int]] = defaultdict(list)
+    details: dict[_SiteKey, Counter[str]] = defaultdict(Counter)
     in_flight = [0] * n
     positions: list[list[tuple[CoroFrame, ...]]] = [[] for _ in range(n)]  # request tasks' frames
     for i, snap in enumerate(snaps):
@@ -269,7 +276,7 @@ def summarize_tasks(recording: TaskRecording) -> TaskSummary:
                 details[key][target.detail[:MAX_NAME]] += 1
     observed = sum(in_flight)
     sites = []
-    trees: dict = {}
+    trees: dict[str, ast.Module | None] = {}
     for key, per_read in counts.items():
         file, line, function, kind, local, _ = key
         holders_avg, capacity = None, None

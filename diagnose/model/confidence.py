@@ -9,6 +9,7 @@ bound on the uncertainty.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the report model reads this module without pandas
@@ -55,8 +56,9 @@ def is_share_key(key: str) -> bool:
     return key.endswith("share") or "_share_" in key or key.startswith("share_")
 
 
-def intervals_for(evidence: dict, samples: int | None, share_samples: dict | None = None,
-                  calibrated_of: dict | None = None) -> dict:
+def intervals_for(evidence: Mapping[str, object], samples: int | None,
+                  share_samples: Mapping[str, int | None] | None = None,
+                  calibrated_of: Mapping[str, int] | None = None) -> dict[str, dict[str, float]]:
     """Each share in `evidence` with its interval and the sample count behind it: `samples`, or
     for a share of another population its own count in `share_samples`. `calibrated_of`: for a
     share whose count is the effective count of calibrated states (calibrated_samples), how many

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from diagnose.model.os_summary import ProcessOS, ThreadOS
+from diagnose.model.sampled import SampledProcess
 from diagnose.model.vocab import RUNNING
 
 AGREE_RATIO = 0.5  # measured at least this share of what the samples imply: they agree (py-spy's
@@ -61,11 +63,11 @@ class CpuAgreement:
                 f"or waiting for a core (the rest was waiting for something else)")
 
 
-def _window(os_) -> float:
+def _window(os_: ProcessOS) -> float:
     return max(os_.window_s * (1.0 - os_.observer_stop_share), 1e-6)
 
 
-def running_agreement(analysis, samples: pd.DataFrame, what: str = "request threads running"
+def running_agreement(analysis: SampledProcess, samples: pd.DataFrame, what: str = "request threads running"
                       ) -> CpuAgreement:
     """The cores `samples`' threads ran by their samples (running share per thread, summed)
     against their CPU seconds in /proc. Threads /proc never saw are left out of both."""
@@ -106,11 +108,11 @@ def _sums_by_tid(samples: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     return summed["total"], summed.loc[summed["ran_rows"] > 0, "ran"]
 
 
-def _wanted_core_s(thread) -> float:
+def _wanted_core_s(thread: ThreadOS) -> float:
     return thread.cpu_s + (thread.runqueue_wait_s or 0.0)
 
 
-def holder_agreement(analysis, wait_share: float, what: str = "a GIL holder running"
+def holder_agreement(analysis: SampledProcess, wait_share: float, what: str = "a GIL holder running"
                      ) -> CpuAgreement:
     """A contended GIL is held, and its holder runs, while the waiters wait: the process ran (or
     waited for a core) at least about `wait_share` of a core (the share of request time some

@@ -45,6 +45,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from diagnose.model.held_locks import LockSite, held_in_stack, waited_at
+from diagnose.model.os_summary import ProcessOS
+from diagnose.model.sampled import SampledProcess
 from diagnose.model.vocab import ThreadState, WaitKind
 
 MIN_BLOCKED_SAMPLES = 5  # fewer samples of a thread decide nothing
@@ -99,7 +101,7 @@ class Deadlock:
         return tuple(m.thread for m in self.cycle)
 
 
-def blocked_threads(analysis) -> tuple[list[BlockedThread], list[BlockedThread]]:
+def blocked_threads(analysis: SampledProcess) -> tuple[list[BlockedThread], list[BlockedThread]]:
     """(threads blocked on one lock all window, threads blocked on one lock from some instant
     of the window to its end): see the module's docstring. Only the first can be in a cycle
     (a thread seen running in the window may have released a lock since); the others can be
@@ -108,7 +110,7 @@ def blocked_threads(analysis) -> tuple[list[BlockedThread], list[BlockedThread]]
     if samples.empty:
         return [], []
     profile = analysis.profile
-    window = profile.window_s
+    window = profile.window_s or 0.0  # 0: not measured (no timestamps)
     measured = bool(profile.instants == "measured" and window)
     state = samples["state"].to_numpy()
     kind = samples["wait_kind"].to_numpy()
@@ -143,7 +145,7 @@ def blocked_threads(analysis) -> tuple[list[BlockedThread], list[BlockedThread]]
     return whole, since
 
 
-def _os_agrees(os_, tid: int) -> bool:
+def _os_agrees(os_: ProcessOS | None, tid: int) -> bool:
     """/proc did not see the thread run: no CPU time to speak of, rarely in state R."""
     if os_ is None:
         return True
@@ -157,7 +159,8 @@ def _os_agrees(os_, tid: int) -> bool:
     return seen < MIN_OS_OBSERVATIONS or running / seen <= MAX_RUNNING_OBSERVATIONS
 
 
-def _locks_of(analysis, stack_ids, site_frame: int) -> tuple[LockSite, tuple[LockSite, ...]] | None:
+def _locks_of(analysis: SampledProcess, stack_ids: np.ndarray, site_frame: int
+             ) -> tuple[LockSite, tuple[LockSite, ...]] | None:
     """(the lock waited for, the locks held) over a thread's distinct stacks: one waited lock
     for all of them, and the locks every one of them holds."""
     waited: LockSite | None = None
@@ -181,7 +184,7 @@ def _locks_of(analysis, stack_ids, site_frame: int) -> tuple[LockSite, tuple[Loc
     return waited, tuple((held or {}).values())
 
 
-def find_deadlocks(analysis) -> tuple[Deadlock, ...]:
+def find_deadlocks(analysis: SampledProcess) -> tuple[Deadlock, ...]:
     """Every cycle among the blocked threads (one per strongly connected group), with its
     victims, in a deterministic order."""
     whole, since = blocked_threads(analysis)
@@ -189,7 +192,7 @@ def find_deadlocks(analysis) -> tuple[Deadlock, ...]:
 
 
 def deadlocks_among(blocked: list[BlockedThread],
-                    queued: list[BlockedThread] | tuple = ()) -> tuple[Deadlock, ...]:
+                    queued: list[BlockedThread] | tuple[BlockedThread, ...] = ()) -> tuple[Deadlock, ...]:
     """Cycles among the `blocked` (all window) threads; victims among them and the `queued`
     ones (blocked from some instant to the window's end)."""
     everyone = list(blocked) + list(queued)

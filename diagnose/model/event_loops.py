@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
+from typing import Any, TypedDict
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from diagnose.model import source
 from diagnose.model.profile import Frame, sorted_distinct
+from diagnose.model.sampled import SampledProcess
 from diagnose.model.vocab import BUSY, GIL_BOUND
 
 LOOP_THREAD_SHARE = 0.8  # a thread whose samples carry a loop marker this often is a loop thread
@@ -63,6 +66,15 @@ class LoopStack:
     blocking: str  # "sleep", "network", "database", "file", "" (read from the frames)
 
 
+class CallSite(TypedDict):
+    """Where the coroutine makes the call that blocked the loop (read by key in
+    checks/event_loop_blocked.py and written as is to the report)."""
+
+    function: str
+    file: str
+    line: int
+
+
 @dataclass(frozen=True)
 class LoopCallback:
     function: str
@@ -70,7 +82,7 @@ class LoopCallback:
     line: int
     share: float  # of the loop thread's samples
     kind: str  # "cpu", "blocking_call" or "framework"
-    call_site: dict | None
+    call_site: CallSite | None
     detail: str
     samples: int
     phase: str  # the phase most of its samples were in (model / preprocess / postprocess / other)
@@ -102,11 +114,33 @@ class EventLoop:
     est_basis: str = ""
     interval_s: float = 0.0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["callbacks"] = [asdict(c) for c in self.callbacks]
         out["thread"] = out.pop("name")  # the thread's name; its index means nothing outside
         return out
+
+
+@dataclass
+class _CallbackTally:
+    """One coroutine call's samples on the loop thread, counted as the samples are read."""
+
+    samples: int = 0
+    cpu: int = 0
+    blocked: int = 0
+    python: int = 0  # running Python (holding or wanting the GIL)
+    phases: dict[str, int] = field(default_factory=dict)
+    blocking: dict[str, int] = field(default_factory=dict)  # blocking kind -> samples
+
+
+@dataclass(frozen=True)
+class _BlockEstimate:
+    """Synchronous time per request (EventLoop's est_* fields): None where not measurable."""
+
+    per_request_s: float | None
+    min_s: float | None
+    max_s: float | None
+    basis: str
 
 
 def _package_root(path: str) -> str:
@@ -200,7 +234,7 @@ def classify_loop_stack(frames: list[Frame], frame_ids: tuple[int, ...], state: 
     return LoopStack(flavor, "app", frame_ids[outer], frame_ids[site], callee, blocking)
 
 
-def event_loops(analysis) -> list:
+def event_loops(analysis: SampledProcess) -> list[EventLoop]:
     """Every event-loop thread of one process's analysis, busiest first."""
     profile = analysis.profile
     samples = analysis.samples
@@ -237,10 +271,11 @@ def event_loops(analysis) -> list:
     return sorted(loops, key=lambda loop: -loop.app_share)
 
 
-def _measure_loop(analysis, thread: int, group, info, counts, total: int, interval: float) -> EventLoop:
+def _measure_loop(analysis: SampledProcess, thread: int, group: pd.DataFrame, info: list[LoopStack | None],
+                  counts: np.ndarray, total: int, interval: float) -> EventLoop:
     row = analysis.threads.loc[thread]
     segments = {"idle": 0, "framework": 0, "app": 0}
-    by_callback: dict[tuple, dict] = {}
+    by_callback: dict[tuple[int, int, str], _CallbackTally] = {}
     states = group["state"].astype(str).to_numpy()
     phases = group["phase"].astype(str).to_numpy()
     flavors: dict[str, int] = {}
@@ -255,14 +290,16 @@ def _measure_loop(analysis, thread: int, group, info, counts, total: int, interv
         if segment != "app":
             continue
         key = (loop_stack.coroutine, loop_stack.call_site, loop_stack.callee)
-        entry = by_callback.setdefault(key, {"samples": 0, "cpu": 0, "blocked": 0, "python": 0,
-                                             "phases": {}, "blocking": {}})
-        entry["samples"] += count
-        entry["cpu" if state in BUSY else "blocked"] += count
-        entry["python"] += count if state in GIL_BOUND else 0
-        entry["phases"][phase] = entry["phases"].get(phase, 0) + count
+        entry = by_callback.setdefault(key, _CallbackTally())
+        entry.samples += count
+        if state in BUSY:
+            entry.cpu += count
+        else:
+            entry.blocked += count
+        entry.python += count if state in GIL_BOUND else 0
+        entry.phases[phase] = entry.phases.get(phase, 0) + count
         if loop_stack.blocking:
-            entry["blocking"][loop_stack.blocking] = entry["blocking"].get(loop_stack.blocking, 0) + count
+            entry.blocking[loop_stack.blocking] = entry.blocking.get(loop_stack.blocking, 0) + count
     callbacks = [_callback(analysis, key, entry, total) for key, entry in by_callback.items()]
     callbacks.sort(key=lambda c: -c.samples)
     runs, mean_run = _runs(info, counts, group["t"].to_numpy())
@@ -272,6 +309,8 @@ def _measure_loop(analysis, thread: int, group, info, counts, total: int, interv
     if os_ is not None and tid in os_.threads and os_.window_s:
         cpu_share = round(os_.threads[tid].cpu_s / os_.window_s, 4)
     pid = row["pid"] if "pid" in row.index else None
+    estimate = _per_request_estimate(analysis, segments["app"] / total, segments["idle"] / total,
+                                     runs, mean_run, interval)
     return EventLoop(
         pid=None if pid is None or pid != pid else int(pid), tid=tid, thread=thread,
         name=str(row["name"]), flavor=max(flavors, key=flavors.__getitem__) if flavors else "asyncio",
@@ -280,15 +319,16 @@ def _measure_loop(analysis, thread: int, group, info, counts, total: int, interv
         app_share=round(segments["app"] / total, 4),
         framework_share=round(segments["framework"] / total, 4), cpu_share_os=cpu_share,
         callbacks=tuple(callbacks[:8]), block_runs=runs, interval_s=round(interval, 6),
-        **_per_request_estimate(analysis, segments["app"] / total, segments["idle"] / total,
-                                runs, mean_run, interval))
+        est_block_per_request_s=estimate.per_request_s, est_block_min_s=estimate.min_s,
+        est_block_max_s=estimate.max_s, est_basis=estimate.basis)
 
 
-def _per_request_estimate(analysis, app_share: float, idle_share: float, runs: int,
-                          mean_run: float, interval: float) -> dict:
+def _per_request_estimate(analysis: SampledProcess, app_share: float, idle_share: float, runs: int,
+                          mean_run: float, interval: float) -> _BlockEstimate:
     os_ = analysis.os
     writes = os_.write_syscalls if os_ is not None else None
-    low = (app_share * os_.window_s / writes) if writes and app_share > 0 else None
+    window_s = os_.window_s if os_ is not None else 0.0  # read only where writes are known
+    low = (app_share * window_s / writes) if writes and app_share > 0 else None
     # Stretches separate requests only when the loop idles between them; a loop that never
     # idles runs requests back to back and its stretches merge.
     high = mean_run * interval if runs and idle_share >= SEPARATED_IDLE_SHARE else None
@@ -296,7 +336,7 @@ def _per_request_estimate(analysis, app_share: float, idle_share: float, runs: i
         low = high
     parts = []
     if low is not None:
-        parts.append(f"at least {1000 * low:.1f} ms: {app_share:.0%} of the {os_.window_s:.1f} s "
+        parts.append(f"at least {1000 * low:.1f} ms: {app_share:.0%} of the {window_s:.1f} s "
                      f"window over {writes} write syscalls (one or more per response)")
     if high is not None:
         parts.append(f"at most {1000 * high:.1f} ms: the mean of {runs} stretches of consecutive "
@@ -305,35 +345,37 @@ def _per_request_estimate(analysis, app_share: float, idle_share: float, runs: i
         parts.append(f"no upper bound: the loop idled {idle_share:.0%} of the time, so requests ran "
                      f"back to back and their stretches merge")
     best = high if high is not None else low
-    return {"est_block_per_request_s": None if best is None else round(best, 4),
-            "est_block_min_s": None if low is None else round(low, 5),
-            "est_block_max_s": None if high is None else round(high, 4),
-            "est_basis": "estimated; " + "; ".join(parts) if parts else ""}
+    return _BlockEstimate(per_request_s=None if best is None else round(best, 4),
+                          min_s=None if low is None else round(low, 5),
+                          max_s=None if high is None else round(high, 4),
+                          basis="estimated; " + "; ".join(parts) if parts else "")
 
 
-def _callback(analysis, key, entry, total) -> LoopCallback:
+def _callback(analysis: SampledProcess, key: tuple[int, int, str], entry: _CallbackTally,
+              total: int) -> LoopCallback:
     coroutine, call_site, callee = key
     frame = analysis.frame(coroutine)
     site = analysis.frame(call_site) if call_site >= 0 else None
-    kind = "cpu" if entry["cpu"] >= entry["blocked"] else "blocking_call"
-    blocking = max(entry["blocking"], key=entry["blocking"].get) if entry["blocking"] else ""
+    kind = "cpu" if entry.cpu >= entry.blocked else "blocking_call"
+    blocking = max(entry.blocking, key=entry.blocking.__getitem__) if entry.blocking else ""
     if kind == "cpu" and blocking == "sleep":
         kind = "blocking_call"  # a sleep is never CPU work, whatever the state estimate said
-    phase = max(entry["phases"], key=entry["phases"].get) if entry["phases"] else "other"
+    phase = max(entry.phases, key=entry.phases.__getitem__) if entry.phases else "other"
     line = _line_text(site) if site is not None else ""
     detail = f"calls {callee}" if callee else ""
     if line:
         detail += f" at `{line[:100]}`"
     return LoopCallback(
         function=frame.function, file=frame.file, line=frame.line,
-        share=round(entry["samples"] / total, 4), kind=kind,
+        share=round(entry.samples / total, 4), kind=kind,
         call_site=None if site is None else {"function": site.function, "file": site.file,
                                              "line": site.line},
-        detail=detail.strip(), samples=int(entry["samples"]), phase=phase, blocking=blocking,
-        python_share=round(entry["python"] / entry["samples"], 4))
+        detail=detail.strip(), samples=int(entry.samples), phase=phase, blocking=blocking,
+        python_share=round(entry.python / entry.samples, 4))
 
 
-def _runs(info, counts, times) -> tuple[int, float]:
+def _runs(info: list[LoopStack | None], counts: np.ndarray, times: npt.NDArray[np.float64]
+          ) -> tuple[int, float]:
     """Stretches of consecutive samples inside the same app coroutine: each is at least one
     request's synchronous part (back-to-back requests merge into one stretch, so the mean
     overstates; a request shorter than the interval shows as one sample, so it cannot

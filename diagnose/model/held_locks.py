@@ -87,7 +87,7 @@ class _Function:
     qualname: str
     klass: str  # the enclosing class's name, "" for a plain function
     self_name: str  # the first parameter of a method ("self"), "" otherwise
-    local_names: frozenset
+    local_names: frozenset[str]
 
 
 @dataclass(frozen=True)
@@ -178,7 +178,7 @@ def _walk(node: ast.AST, index: _Index, klass: str, prefix: str, function: _Func
         _walk(child, index, klass, prefix, function)
 
 
-def _locals(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset:
+def _locals(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
     """Names the function binds (parameters, assignments) and does not declare global."""
     args = fn.args
     bound = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}

@@ -48,8 +48,8 @@ class PoolSplit:
     knob: str
     kernel_samples: int
     sync_samples: int
-    sync_functions: dict = field(default_factory=dict)  # leaf function -> samples
-    kernel_functions: dict = field(default_factory=dict)
+    sync_functions: dict[str, int] = field(default_factory=dict)  # leaf function -> samples
+    kernel_functions: dict[str, int] = field(default_factory=dict)
 
     @property
     def samples(self) -> int:
@@ -71,8 +71,23 @@ class PoolSplit:
         return wilson(self.sync_share, self.samples, CONFIDENCE_Z)[0]
 
 
-def _library(path: str):
+def _library(path: str) -> tuple[str, str] | None:
+    """(library, knob) of the pool library `path` belongs to, or None."""
     return next(((name, knob) for name, pattern, knob in LIBRARIES if pattern.search(path)), None)
+
+
+@dataclass
+class _Tally:
+    """One library's native samples, counted as the stacks are read."""
+
+    kernel: int = 0
+    sync: int = 0
+    kernel_functions: dict[str, int] = field(default_factory=dict)  # leaf function -> samples
+    sync_functions: dict[str, int] = field(default_factory=dict)
+
+
+# (library, knob, "sync" or "kernel", leaf name) of a stack through a pool library
+_Verdict = tuple[str, str, str, str]
 
 
 def pool_split(native: Profile | None, tids: set[int] | None = None) -> list[PoolSplit]:
@@ -80,8 +95,8 @@ def pool_split(native: Profile | None, tids: set[int] | None = None) -> list[Poo
     split by their leaf into kernels and synchronisation; largest first."""
     if native is None or not native.threads:
         return []
-    verdicts: dict[np.integer, tuple | None] = {}  # by the stack id np.flatnonzero gives
-    tallies: dict[tuple, dict] = {}
+    verdicts: dict[np.integer, _Verdict | None] = {}  # by the stack id np.flatnonzero gives
+    tallies: dict[tuple[str, str], _Tally] = {}
     for track in native.threads:
         if tids is not None and track.tid not in tids:
             continue
@@ -94,27 +109,30 @@ def pool_split(native: Profile | None, tids: set[int] | None = None) -> list[Poo
             if verdict is None:
                 continue
             library, knob, kind, leaf = verdict
-            entry = tallies.setdefault((library, knob), {"kernel": 0, "sync": 0, "kf": {}, "sf": {}})
-            entry[kind] += int(counts[sid])
-            functions = entry["sf" if kind == "sync" else "kf"]
+            entry = tallies.setdefault((library, knob), _Tally())
+            if kind == "sync":
+                entry.sync += int(counts[sid])
+            else:
+                entry.kernel += int(counts[sid])
+            functions = entry.sync_functions if kind == "sync" else entry.kernel_functions
             functions[leaf] = functions.get(leaf, 0) + int(counts[sid])
-    splits = [PoolSplit(lib, knob, e["kernel"], e["sync"], _top(e["sf"]), _top(e["kf"]))
+    splits = [PoolSplit(lib, knob, e.kernel, e.sync, _top(e.sync_functions), _top(e.kernel_functions))
               for (lib, knob), e in tallies.items()]
     return sorted(splits, key=lambda s: -s.samples)
 
 
-def _top(functions: dict, limit: int = 5) -> dict:
+def _top(functions: dict[str, int], limit: int = 5) -> dict[str, int]:
     return dict(sorted(functions.items(), key=lambda kv: -kv[1])[:limit])
 
 
-def _classify(native: Profile, sid: int):
+def _classify(native: Profile, sid: int) -> _Verdict | None:
     frames = [native.frames[i] for i in native.stacks[sid]]
     tail_start = max((i for i, f in enumerate(frames) if not f.native), default=-1) + 1
     tail = frames[tail_start:]
-    inside = [(i, _library(f.file)) for i, f in enumerate(tail) if _library(f.file)]
+    inside = [found for found in map(_library, (f.file for f in tail)) if found]
     if not inside:
         return None
-    library, knob = inside[0][1]
+    library, knob = inside[0]
     leaf = tail[-1]
     # The leaf is a pool function or a wait primitive (sched_yield, futex under inner_thread),
     # or lies in the OpenMP runtime itself (stripped libgomp shows bare addresses).

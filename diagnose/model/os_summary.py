@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
@@ -10,6 +11,8 @@ from diagnose.collect.procfs import ProcRecord
 
 # `t` (tracing stop) is py-spy pausing the thread to read it: the observer, never the bottleneck.
 OBSERVER_STATES = {"t", "T"}
+
+_Counter = TypeVar("_Counter", int, float)
 
 
 @dataclass(frozen=True)
@@ -20,7 +23,7 @@ class ThreadOS:
     runqueue_wait_s: float | None
     voluntary_ctx: int | None
     involuntary_ctx: int | None
-    state_counts: dict  # OS state letter -> observations, observer stops excluded
+    state_counts: dict[str, int]  # OS state letter -> observations, observer stops excluded
     observer_stops: int
 
 
@@ -42,7 +45,7 @@ class ProcessOS:
     rss_end: int | None
     rss_slope_bytes_per_s: float | None
     rss_fit_r2: float | None
-    threads: dict = field(default_factory=dict)  # tid -> ThreadOS
+    threads: dict[int, ThreadOS] = field(default_factory=dict)  # tid -> ThreadOS
     write_syscalls: int | None = None  # over the window, whole process (/proc/pid/io syscw)
     machine_idle_cores: float | None = None  # cores the whole machine left idle, on average
 
@@ -51,7 +54,7 @@ class ProcessOS:
         return min(self.cores, self.cpu_quota_cores) if self.cpu_quota_cores else float(self.cores)
 
 
-def _delta(a, b):
+def _delta(a: _Counter | None, b: _Counter | None) -> _Counter | None:
     return None if a is None or b is None else max(b - a, 0)
 
 

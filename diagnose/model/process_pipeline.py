@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from diagnose.model import vocab
+from diagnose.model.analysis import Analysis
 from diagnose.model.profile import Frame, frame_is
+from diagnose.model.service import ProcessView, Service
 
 BUSY = vocab.BUSY
 
@@ -115,14 +119,19 @@ def _result_wait(frames: list[Frame]) -> int | None:
     return None
 
 
-def _stacks(analysis, rows):
+def _stacks(analysis: Analysis, rows: pd.DataFrame) -> Iterator[tuple[list[Frame], str, int]]:
+    """(frames, state, count) of each of `rows`."""
     profile = analysis.profile
     for sid, state, count in zip(rows["stack"].to_numpy(), rows["state"].astype(str).to_numpy(),
                                  rows["count"].to_numpy()):
         yield [profile.frames[i] for i in profile.stacks[int(sid)]], state, int(count)
 
 
-def _producer(view) -> tuple[Framework, float, Hotspot | None, Hotspot | None] | None:
+# (framework, busy share of the worker loop's thread, entry, transform) of a producer process
+_Produced = tuple[Framework, float, Hotspot | None, Hotspot | None]
+
+
+def _producer(view: ProcessView) -> tuple[Framework, float, Hotspot | None, Hotspot | None] | None:
     """(framework, busy share of its loop thread, entry, transform) when the process is a worker."""
     samples = view.analysis.samples
     if samples.empty:
@@ -131,8 +140,9 @@ def _producer(view) -> tuple[Framework, float, Hotspot | None, Hotspot | None] |
     for _thread, rows in samples.groupby("thread", sort=False):
         total, looped, busy = 0, 0, 0
         framework = None
-        entries: dict = {}
-        callees: dict = {}
+        # (function, file) -> (line, samples)
+        entries: dict[tuple[str, str], tuple[int, int]] = {}
+        callees: dict[tuple[str, str], tuple[int, int]] = {}
         for frames, state, count in _stacks(view.analysis, rows):
             total += count
             found = _worker_loop(frames)
@@ -146,9 +156,9 @@ def _producer(view) -> tuple[Framework, float, Hotspot | None, Hotspot | None] |
             user = [j for j in range(index + 1, len(frames)) if not _library(frames[j])]
             if not user:
                 continue
-            entry = frames[user[0]]
-            key = (entry.function, entry.file)
-            entries[key] = entries.get(key, (entry.line, 0))[0], entries.get(key, (0, 0))[1] + count
+            called = frames[user[0]]
+            key = (called.function, called.file)
+            entries[key] = entries.get(key, (called.line, 0))[0], entries.get(key, (0, 0))[1] + count
             seen = set()
             for j in user[1:]:
                 f = frames[j]
@@ -165,7 +175,8 @@ def _producer(view) -> tuple[Framework, float, Hotspot | None, Hotspot | None] |
     if best is None:
         return None
     _, framework, share, entries, callees, busy = best
-    entry = transform = None
+    entry: Hotspot | None = None
+    transform: Hotspot | None = None
     if entries:
         (fn, file), (line, c) = max(entries.items(), key=lambda kv: kv[1][1])
         entry = Hotspot(fn, file, line, round(c / busy, 4) if busy else 0.0)
@@ -175,16 +186,16 @@ def _producer(view) -> tuple[Framework, float, Hotspot | None, Hotspot | None] |
     return framework, share, entry, transform or entry
 
 
-def _consumer(view):
+def _consumer(view: ProcessView) -> tuple[str, float, float, Hotspot | None] | None:
     """(thread name, busy share, starved share, site) of the thread waiting on results."""
     analysis = view.analysis
     samples = analysis.samples
     best = None
     for thread, rows in samples.groupby("thread", sort=False):
-        if analysis.threads.loc[thread, "role"] == "library":
+        if analysis.threads.loc[thread, "role"] == vocab.ThreadRole.LIBRARY:
             continue  # a pool's own handler threads wait on pipes too; they consume nothing
         total, busy, starved, busy_in_wait = 0, 0, 0, 0
-        sites: dict = {}
+        sites: dict[tuple[str, str, int], int] = {}  # (function, file, line) -> samples
         for frames, state, count in _stacks(analysis, rows):
             total += count
             index = _result_wait(frames)
@@ -222,9 +233,9 @@ def _consumer(view):
     return None if best is None else best[1:]
 
 
-def _thread_demand(analysis, thread) -> float | None:
+def _thread_demand(analysis: Analysis, thread: int) -> float | None:
     """Share of the window the thread ran or waited for a core, by /proc; None unknown."""
-    os_ = getattr(analysis, "os", None)
+    os_ = analysis.os
     if os_ is None or not os_.window_s or "tid" not in analysis.threads:
         return None
     counters = os_.threads.get(int(analysis.threads.loc[thread, "tid"]))
@@ -233,24 +244,25 @@ def _thread_demand(analysis, thread) -> float | None:
     return min(1.0, (counters.cpu_s + (counters.runqueue_wait_s or 0.0)) / os_.window_s)
 
 
-def _demand(view) -> float | None:
+def _demand(view: ProcessView) -> float | None:
     """Share of the window the process ran or was runnable (CPU + run-queue wait, /proc): on a
     machine whose other load keeps it off the cores, a worker that always wants to run is
     saturated all the same. None without OS counters."""
-    os_ = getattr(view.analysis, "os", None)
+    os_ = view.analysis.os
     if os_ is None or not os_.window_s:
         return None if view.cpu_cores is None else min(1.0, view.cpu_cores)
     wait = os_.runqueue_wait_s or 0.0
     return min(1.0, (os_.cpu_s + wait) / os_.window_s)
 
 
-def find_process_pipeline(service) -> ProcessPipeline | None:
+def find_process_pipeline(service: Service) -> ProcessPipeline | None:
     """The consumer process and its worker processes, when the tree is one."""
     if not service.multi:
         return None
-    producers: dict[int, list] = {}
+    producers: dict[int, list[tuple[ProcessView, _Produced]]] = {}
     for view in service.processes:
-        if view.role == "helper" or view.ppid is None:
+        # (a process of a sampled tree always has its pid: None is the lone offline process's)
+        if view.role == vocab.ProcessRole.HELPER or view.ppid is None or view.pid is None:
             continue
         found = _producer(view)
         if found is not None:
@@ -265,10 +277,10 @@ def find_process_pipeline(service) -> ProcessPipeline | None:
         if consumer is None:
             continue
         if best is None or len(workers) > len(best[1]):
-            best = (parent, workers, consumer)
+            best = (parent_pid, workers, consumer)
     if best is None:
         return None
-    parent, workers, (thread, c_busy, c_starved, c_site) = best
+    parent_pid, workers, (thread, c_busy, c_starved, c_site) = best
     framework = max((f[0] for _, f in workers), key=lambda fw: sum(1 for _, f in workers if f[0] is fw))
     demand = [_demand(v) for v, _ in workers]
     known = [d for d in demand if d is not None]
@@ -278,7 +290,7 @@ def find_process_pipeline(service) -> ProcessPipeline | None:
         busy, source = float(np.mean([f[1] for _, f in workers])), "samples"
     hottest = max(workers, key=lambda w: w[1][1])[1]
     return ProcessPipeline(
-        framework=framework, consumer_pid=parent.pid, consumer_thread=thread, consumer_site=c_site,
+        framework=framework, consumer_pid=parent_pid, consumer_thread=thread, consumer_site=c_site,
         consumer_busy=round(c_busy, 4), consumer_starved=round(c_starved, 4),
-        producer_pids=tuple(v.pid for v, _ in workers), producer_busy=round(busy, 4),
+        producer_pids=tuple(v.pid for v, _ in workers if v.pid is not None), producer_busy=round(busy, 4),
         producer_busy_source=source, entry=hottest[2], transform=hottest[3])

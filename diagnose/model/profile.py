@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Hashable
+from typing import Any
 
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 
 @dataclass(frozen=True)
@@ -26,14 +29,14 @@ class Frame:
         return f"{self.file}:{self.line}" if self.line else self.file
 
 
-def frame_is(frame: Frame, suffix: str, pattern: re.Pattern) -> bool:
+def frame_is(frame: Frame, suffix: str, pattern: re.Pattern[str]) -> bool:
     """`suffix` ends the frame's file, or, ending in "/", names a directory the file is in; and
     `pattern` is found in its function name."""
     where = (suffix in frame.file) if suffix.endswith("/") else frame.file.endswith(suffix)
     return where and bool(pattern.search(frame.function))
 
 
-def sorted_distinct(ids) -> np.ndarray:
+def sorted_distinct(ids: npt.ArrayLike) -> np.ndarray:
     """`np.unique` of integer ids (stack, frame, thread ids, ticks): by a count table when they
     are non-negative and their range is small, else by pandas' hash table and a sort of the
     distinct ones; numpy 2's np.unique sorts or hashes every element, many times slower."""
@@ -65,7 +68,7 @@ class ThreadTrack:
     # the recorder's clock (gone: the window's end for a thread alive to the end). py-spy names a
     # thread by its pthread id, which a new thread reuses once an old one exited: like py-spy's
     # own outputs, such threads share one track, one after the other.
-    segments: list | None = None
+    segments: list[list[float]] | None = None
     # The recording itself, for measured tracks: the instants the stack changed (recorder
     # clock) and the stack held from each (the samples are read off these: readers/chrometrace.py).
     changes: tuple[np.ndarray, np.ndarray] | None = None
@@ -88,7 +91,7 @@ class Profile:
     threads: list[ThreadTrack] = field(default_factory=list)
     native: bool = False
     calibrated: bool = False  # states come from native samples of the same window
-    calibration_files: frozenset = frozenset()  # native libraries seen by those samples
+    calibration_files: frozenset[str] = frozenset()  # native libraries seen by those samples
     source: str = ""  # "py-spy speedscope", "collapsed", ...
     interval_s: float = 0.01
     # How sample instants are known: "measured" (timestamps in the recording), "reconstructed"
@@ -100,18 +103,18 @@ class Profile:
     waits_visible: bool = True
     waits_reason: str = ""
 
-    _frame_index: dict = field(default_factory=dict, repr=False)
-    _stack_index: dict = field(default_factory=dict, repr=False)
+    _frame_index: dict[Frame, int] = field(default_factory=dict, repr=False)
+    _stack_index: dict[tuple[int, ...], int] = field(default_factory=dict, repr=False)
     # Per-stack results computed once and shared by every reader of the profile (classification
     # is asked for at load time and again by the analysis): key -> {stack id: value}.
-    _memo: dict = field(default_factory=dict, repr=False)
+    _memo: dict[Hashable, Any] = field(default_factory=dict, repr=False)
 
-    def memo(self, key) -> dict:
+    def memo(self, key: Hashable) -> dict[int, Any]:
         """A per-stack cache for results that depend only on the stack (and on `key`). Stack ids
         never change meaning (stacks are only appended), so entries stay valid."""
         return self._memo.setdefault(key, {})
 
-    def stacks_with_any(self, frame_mask: np.ndarray) -> np.ndarray:
+    def stacks_with_any(self, frame_mask: npt.ArrayLike) -> npt.NDArray[np.bool_]:
         """Per stack id: True when any of its frames is marked in `frame_mask` (per frame id),
         by numpy over the stacks' frames laid end to end, not a Python walk per stack."""
         flat, offsets = self.stack_frames()
@@ -120,7 +123,7 @@ class Profile:
             np.cumsum(np.asarray(frame_mask, dtype=bool)[flat], out=hits[1:])
         return (hits[offsets[1:]] - hits[offsets[:-1]]) > 0
 
-    def stack_frames(self) -> tuple[np.ndarray, np.ndarray]:
+    def stack_frames(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """Every stack's frame ids laid end to end (int64) and the offsets where each begins
         (one more than there are stacks); rebuilt when stacks were added."""
         cached = self._memo.get("stack_frames")
@@ -133,7 +136,7 @@ class Profile:
             cached = self._memo["stack_frames"] = (len(self.stacks), flat, offsets)
         return cached[1], cached[2]
 
-    def numbered_paths(self, stack_ids) -> tuple[list[int], dict[int, list[int]]]:
+    def numbered_paths(self, stack_ids: npt.ArrayLike) -> tuple[list[int], dict[int, list[int]]]:
         """For the distinct stacks among `stack_ids`, taken in ascending id order: the frame ids
         they use, numbered in the order they first appear (root first), and each stack's path
         as those numbers. By numpy and pandas over the stacks' frames laid end to end: no

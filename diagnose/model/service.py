@@ -27,9 +27,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from diagnose.classify.categories import Categorizer
+from diagnose.collect.procfs import TreeRecord
 from diagnose.collect.tree import HELPER_MARKERS
 from diagnose.model.async_tasks import TaskRecording
 from diagnose.model.analysis import Analysis, analysis_of, classify_profile
@@ -48,7 +51,7 @@ WAIT_WORK_SHARE = 0.05  # request-thread time in in-process waits (lock, pool, G
 class ProcessView:
     pid: int | None
     ppid: int | None
-    role: str
+    role: ProcessRole
     cmdline: list[str]
     analysis: Analysis
     appeared_s: float | None = None
@@ -107,7 +110,8 @@ class Service:
         return [p for p in self.processes if p.role in SERVING_ROLES]
 
 
-def build_service(profile: Profile, categorizer, tree=None, meta: dict | None = None,
+def build_service(profile: Profile, categorizer: Categorizer, tree: TreeRecord | None = None,
+                  meta: dict[str, Any] | None = None,
                   native_profile: Profile | None = None,
                   task_recordings: Mapping[int, TaskRecording] | None = None) -> Service:
     """`tree`: the /proc TreeRecord of the window (None offline). `task_recordings`: each
@@ -125,7 +129,8 @@ def build_service(profile: Profile, categorizer, tree=None, meta: dict | None = 
         analysis.tasks = recordings.get(pid) if pid is not None else None
         if analysis.tasks is None and pid is None and len(recordings) == 1:
             analysis.tasks = next(iter(recordings.values()))
-        view = ProcessView(pid, tree.parents.get(pid) if tree is not None else None, ProcessRole.SINGLE,
+        view = ProcessView(pid, tree.parents.get(pid) if tree is not None and pid is not None else None,
+                           ProcessRole.SINGLE,
                            _cmdline(tree, pid, meta), analysis)
         _lifetime(view, tree)
         return Service(analysis, [view])
@@ -147,14 +152,14 @@ def build_service(profile: Profile, categorizer, tree=None, meta: dict | None = 
     return Service(combined, views)
 
 
-def _cmdline(tree, pid, meta) -> list[str]:
+def _cmdline(tree: TreeRecord | None, pid: int | None, meta: dict[str, Any] | None) -> list[str]:
     if tree is not None and pid in tree.cmdlines and tree.cmdlines[pid]:
         return list(tree.cmdlines[pid])
     target = (meta or {}).get("target", {})
     return list(target.get("cmdline") or []) if target.get("pid") == pid else []
 
 
-def _lifetime(view: ProcessView, tree) -> None:
+def _lifetime(view: ProcessView, tree: TreeRecord | None) -> None:
     if tree is None or view.pid not in tree.records:
         return
     record = tree.records[view.pid]
@@ -163,11 +168,14 @@ def _lifetime(view: ProcessView, tree) -> None:
         view.exited_s = float(record.state_samples[-1][0])
 
 
-def _ancestors(pid: int | None, parents: dict) -> set[int]:
-    seen = set()
-    while pid in parents and parents[pid] is not None and parents[pid] not in seen:
-        pid = parents[pid]
-        seen.add(pid)
+def _ancestors(pid: int | None, parents: dict[int | None, int | None]) -> set[int]:
+    seen: set[int] = set()
+    while pid in parents:
+        parent = parents[pid]
+        if parent is None or parent in seen:
+            break
+        pid = parent
+        seen.add(parent)
     return seen
 
 
@@ -193,7 +201,7 @@ def assign_roles(views: list[ProcessView]) -> None:
             v.role = ProcessRole.WORKER
 
 
-def _twin_of_working_sibling(view: ProcessView, views: list[ProcessView], working: set) -> bool:
+def _twin_of_working_sibling(view: ProcessView, views: list[ProcessView], working: set[int | None]) -> bool:
     """A child running the same program as a working child of the same parent is a worker that
     got no request this window (a pool's idle worker), not a helper."""
     return any(o.pid in working and o.pid != view.pid and o.ppid == view.ppid

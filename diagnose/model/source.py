@@ -17,6 +17,7 @@ import io
 import os
 import stat
 import tokenize
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 MAX_SOURCE_BYTES = 8 << 20  # a source file larger than this is no source file
@@ -59,7 +60,7 @@ def clear() -> None:
 
 
 @contextmanager
-def reading_from(pids=()):
+def reading_from(pids: Iterable[int | None] = ()) -> Iterator[None]:
     """Reads the files of the live processes `pids` as they see them (through /proc/<pid>/root);
     an empty `pids` reads names as they are. The cache lives for the context."""
     global _roots, _cwds
@@ -80,7 +81,7 @@ def _mount_namespace(proc: str) -> str | None:
         return None
 
 
-def _live_roots(pids) -> tuple[list[str], list[str]]:
+def _live_roots(pids: Iterable[int | None]) -> tuple[list[str], list[str]]:
     """(root prefixes, working directories) of the live `pids`; "" stands for our own root: a
     process with our root directory in our mount namespace sees the files we see."""
     roots, cwds, seen = [], [], set()

@@ -23,13 +23,19 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 
 from diagnose.model import source
+from diagnose.model.event_loops import EventLoop
 from diagnose.model.profile import Frame, frame_is, sorted_distinct
+from diagnose.model.sampled import SampledProcess
 from diagnose.model.vocab import BUSY, GIL_BOUND, HELD_KINDS, ProcessRole, ThreadRole, WaitKind
+from diagnose.model.waits import WaitSite
+
+
 _QUEUE_CALL = re.compile(r"([A-Za-z_][\w]*)\s*(?:\[[^\]]*\])?\s*\.\s*(get|put|get_nowait|put_nowait|"
                          r"submit|append|appendleft|popleft)\s*\(")
 _QUEUE_FILES = ("queue.py",)
@@ -37,6 +43,22 @@ _RESULT_WAIT = re.compile(r"^((Future\.)?result|(Event\.)?wait)$")
 _PLUMBING = (("threading.py", re.compile(r"(_bootstrap|_bootstrap_inner|run)$")),
              ("concurrent/futures/thread.py", re.compile(r"(_worker|run)$")))
 SUBMIT_LOOKBACK_LINES = 25  # how far above a result wait to look for the put/submit that fed it
+
+
+def _queue_calls(text: str) -> list[tuple[str, str]]:
+    """(object name, method) of each queue-like call on a source line."""
+    calls: list[tuple[str, str]] = _QUEUE_CALL.findall(text)
+    return calls
+
+
+class _Views(SampledProcess, Protocol):
+    """The structure reads, beside the samples, the process's event loops and wait sites."""
+
+    @property
+    def event_loops(self) -> list[EventLoop]: ...
+
+    @property
+    def waits(self) -> list[WaitSite]: ...
 
 
 def is_entry(function: str, file: str) -> bool:
@@ -78,7 +100,7 @@ class WaitEdge:
     holder: str | None  # the stage waited for, when known
     share: float  # of the waiter's samples
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "share", round(float(self.share), 4))
 
 
@@ -92,7 +114,7 @@ class Structure:
     def stage(self, name: str) -> Stage | None:
         return next((s for s in self.stages if s.name == name), None)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         stages = []
         for stage in self.stages:
             row = asdict(stage)
@@ -138,7 +160,7 @@ def queue_op(frames: list[Frame]) -> tuple[str, str, int] | None:
 
 
 def _queue_name(frame: Frame, op: str) -> str:
-    for name, call in _QUEUE_CALL.findall(_line(frame)):
+    for name, call in _queue_calls(_line(frame)):
         if call.startswith(op):
             return name
     return f"{frame.function}:{frame.line}"
@@ -167,7 +189,7 @@ def source_queue_ops(frame: Frame) -> tuple[set[str], set[str]]:
                 break
             if text.strip() and len(text) - len(text.lstrip()) <= indent:
                 break
-            for name, call in _QUEUE_CALL.findall(text):
+            for name, call in _queue_calls(text):
                 (gets if call in ("get", "get_nowait", "popleft") else puts).add(name)
     except Exception:  # unreadable source: no evidence
         pass
@@ -206,7 +228,7 @@ def _submitted_to(frame: Frame) -> str | None:
             text = source.getline(frame.file, number)
         except Exception:
             return None
-        for name, call in _QUEUE_CALL.findall(text):
+        for name, call in _queue_calls(text):
             if call in ("put", "put_nowait", "submit", "append", "appendleft"):
                 return name
         if re.match(r"\s*(async\s+)?def\s", text):
@@ -214,7 +236,7 @@ def _submitted_to(frame: Frame) -> str | None:
     return None
 
 
-def build_structure(analysis) -> Structure:
+def build_structure(analysis: _Views) -> Structure:
     profile, samples = analysis.profile, analysis.samples
     if samples.empty:
         return Structure()
@@ -232,7 +254,8 @@ def build_structure(analysis) -> Structure:
     first = np.where(found & (first < offsets[1:]), first, -1)
     loop_frame_id = np.where(first >= 0, flat[np.maximum(first, 0)] if len(flat) else -1, -1)
     reading = profile.stacks_with_any([_may_queue_or_wait(f) for f in profile.frames])
-    per_stack: dict[int, tuple] = {}  # (queue op, queue a result wait fed), stacks that have one
+    # (queue op, queue a result wait fed), for the stacks that have one
+    per_stack: dict[int, tuple[tuple[str, str, int] | None, str | None]] = {}
     used = sorted_distinct(samples["stack"].to_numpy())
     for sid in used[reading[used]].tolist():
         frames = [profile.frames[i] for i in profile.stacks[sid]]
@@ -266,7 +289,7 @@ def build_structure(analysis) -> Structure:
                .reset_index().sort_values(["thread", "count", "first"], ascending=[True, False, True],
                                           kind="stable")
                .drop_duplicates("thread"))
-    groups: dict[tuple, list[int]] = {}
+    groups: dict[tuple[str, str], list[int]] = {}
     for thread, key in zip(tallies["thread"].tolist(), tallies["key"].tolist()):
         groups.setdefault(keys[key], []).append(int(thread))
     row_op = [per_stack.get(s, (None, None)) for s in agg_stack.tolist()] if per_stack else None
@@ -315,7 +338,8 @@ def build_structure(analysis) -> Structure:
     return structure
 
 
-def _role(threads, tids, loop_threads, master, analysis, gets, busy_share) -> str:
+def _role(threads: list[int], tids: tuple[int, ...], loop_threads: set[int], master: bool,
+          analysis: _Views, gets: list[str], busy_share: float) -> str:
     if master:
         return "supervisor"
     if any(t in loop_threads for t in tids):
@@ -328,7 +352,7 @@ def _role(threads, tids, loop_threads, master, analysis, gets, busy_share) -> st
     return "idle" if roles == {ThreadRole.IDLE} else "other"
 
 
-def _link(structure: Structure, analysis) -> None:
+def _link(structure: Structure, analysis: _Views) -> None:
     producers: dict[str, list[str]] = {}
     consumers: dict[str, list[str]] = {}
     for stage in structure.stages:

@@ -6,14 +6,16 @@ Classification runs once per distinct stack and is broadcast to the samples by s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from diagnose.classify.categories import CATEGORIES, Categorizer
 from diagnose.classify.state import FULL_SYMBOL_MARKERS, classify_profile_stack
-from diagnose.classify.calibrate import python_key, spread
+from diagnose.classify.calibrate import Calibration, FrameKey, Mixture, python_key, spread
 from diagnose.model.profile import Frame, Profile
 from diagnose.model.vocab import STATES, WAIT_KINDS
 
@@ -53,10 +55,11 @@ class StackTable:
     support: np.ndarray  # native samples behind a calibrated stack
     # Stacks whose samples get a calibrated mix of states: stack id -> [(state, wait_kind,
     # site frame id)...] and their shares (see classify/calibrate.py).
-    mixtures: dict = field(default_factory=dict)
+    mixtures: dict[int, tuple[list[tuple[str, str, int]], Mixture]] = field(default_factory=dict)
 
 
-def classify_stacks(profile: Profile, categorizer: Categorizer, calibration=None) -> StackTable:
+def classify_stacks(profile: Profile, categorizer: Categorizer, calibration: Calibration | None = None
+                    ) -> StackTable:
     """`calibration`: a classify.calibrate.Calibration, for a profile without native frames."""
     n = len(profile.stacks)
     state = np.empty(n, dtype=object)
@@ -90,13 +93,13 @@ def classify_stacks(profile: Profile, categorizer: Categorizer, calibration=None
     return StackTable(state, wait_kind, site, phase, leaf_cat, estimated, calibrated, support, mixtures)
 
 
-def _frame_id(profile: Profile, key) -> int:
+def _frame_id(profile: Profile, key: FrameKey | None) -> int:
     if key is None:
         return -1
     return profile.frame_id(Frame(key[0], key[1], key[2], False))
 
 
-def _codes(values: np.ndarray, categories) -> np.ndarray:
+def _codes(values: np.ndarray, categories: Sequence[str]) -> np.ndarray:
     """Per distinct stack: the category code of its value (-1 for a value not among them)."""
     index = {c: i for i, c in enumerate(categories)}
     codes, distinct = pd.factorize(np.asarray(values, dtype=object))  # None: code -1
@@ -125,7 +128,7 @@ def build_sample_table(profile: Profile, stacks: StackTable) -> pd.DataFrame:
         counts.append(track.counts.astype(np.int64, copy=False) if track.counts is not None
                       else np.ones(n, dtype=np.int64))
 
-    def joined(parts: list, dtype) -> np.ndarray:
+    def joined(parts: list[np.ndarray], dtype: npt.DTypeLike) -> np.ndarray:
         return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
 
     sid = joined(ids, np.int32)

@@ -102,7 +102,7 @@ def _spread_counts(profile: Profile, per_thread: list[float]) -> str | None:
     at it, and most threads between half of it and just under it, are a recording of running
     threads only (short-lived threads, as a thread-per-request server has, sit far below half
     and do not count)."""
-    groups: dict = {}
+    groups: dict[int | None, list[float]] = {}  # pid -> samples per thread
     for track, count in zip(profile.threads, per_thread):
         groups.setdefault(track.pid, []).append(count)
     for group in groups.values():
@@ -139,7 +139,7 @@ def _main_thread_late(profile: Profile) -> str | None:
 def _unequal_counts(profile: Profile, per_thread: list[float]) -> str | None:
     """How threads of one process that should have been read equally often were not (None
     when they were)."""
-    groups: dict = {}
+    groups: dict[int | None, list[float]] = {}  # pid -> samples per thread
     for track, count in zip(profile.threads, per_thread):
         groups.setdefault(track.pid, []).append(count)
     for group in groups.values():

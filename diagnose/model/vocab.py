@@ -149,7 +149,7 @@ HANDLER_ROLES: tuple[ThreadRole, ...] = (ThreadRole.REQUEST, ThreadRole.IDLE)
 SERVING_ROLES: tuple[ProcessRole, ...] = (ProcessRole.WORKER, ProcessRole.SINGLE)
 
 
-def page_vocabulary() -> dict:
+def page_vocabulary() -> dict[str, object]:
     """The vocabulary the report page reads from its data (docs/report-data.md)."""
     return {
         "severities": list(SEVERITIES),

@@ -8,12 +8,16 @@ section) without waiting at the site. For the GIL, the holders are the threads r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
-from diagnose.model.profile import sorted_distinct
+from diagnose.model.profile import Frame, sorted_distinct
+from diagnose.model.sampled import SampledProcess
 from diagnose.model.vocab import CONTENDED, ThreadState, WaitKind
 
 KIND_LABELS = {
@@ -59,22 +63,35 @@ class WaitSite:
     max_holders: int = 0  # threads usually inside the holder scope at a waiting instant:
     # for a pool, its size
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["holders"] = [asdict(h) for h in self.holders]
         out.pop("frame")
         return out
 
 
-def with_ticks(samples: pd.DataFrame, interval: float) -> pd.Series:
-    return np.round(samples["t"].to_numpy() / interval).astype(np.int64)
+@dataclass(frozen=True)
+class _Columns:
+    """The sample table's columns the holder search reads, as the table's own arrays (no copy),
+    and each sample's tick."""
+
+    thread: np.ndarray
+    stack: np.ndarray
+    state: pd.Categorical  # the categorical itself: its codes are compared, rows taken from it
+    count: np.ndarray
+    tick: npt.NDArray[np.int64]
+
+
+def with_ticks(samples: pd.DataFrame, interval: float) -> npt.NDArray[np.int64]:
+    ticks: npt.NDArray[np.int64] = np.round(samples["t"].to_numpy() / interval).astype(np.int64)
+    return ticks
 
 
 def _is_waiting(samples: pd.DataFrame) -> pd.Series:
     return (samples["state"].isin(CONTENDED)) | (samples["wait_kind"] == WaitKind.NATIVE_MUTEX)
 
 
-def wait_sites(analysis, limit: int = 8, holders_for: int = 5) -> list[WaitSite]:
+def wait_sites(analysis: SampledProcess, limit: int = 8, holders_for: int = 5) -> list[WaitSite]:
     req = analysis.request_samples()
     total = float(req["count"].sum())
     if total == 0:
@@ -100,13 +117,13 @@ def wait_sites(analysis, limit: int = 8, holders_for: int = 5) -> list[WaitSite]
     timed = analysis.samples["t"].notna().all()
     # The columns the holder search reads, as the table's own arrays (no copy) and each sample's
     # tick; rows are taken from them only once a holder's rows are known.
-    all_samples = ({"thread": analysis.samples["thread"].to_numpy(),
-                    "stack": analysis.samples["stack"].to_numpy(),
-                    "state": analysis.samples["state"].array,
-                    "count": analysis.samples["count"].to_numpy(),
-                    "tick": with_ticks(analysis.samples, interval)}
+    all_samples = (_Columns(thread=analysis.samples["thread"].to_numpy(),
+                            stack=analysis.samples["stack"].to_numpy(),
+                            state=analysis.samples["state"].array,
+                            count=analysis.samples["count"].to_numpy(),
+                            tick=with_ticks(analysis.samples, interval))
                    if timed else None)
-    sites = []
+    sites: list[WaitSite] = []
     for rank, ((kind, site_key), row) in enumerate(grouped.iterrows()):
         code = categories.index(kind)
         these = waiting[(kind_codes == code) & (key_site == site_key)]
@@ -130,12 +147,13 @@ def wait_sites(analysis, limit: int = 8, holders_for: int = 5) -> list[WaitSite]
     return sites
 
 
-def _thread_tick_keys(thread: np.ndarray, tick: np.ndarray) -> np.ndarray:
+def _thread_tick_keys(thread: np.ndarray, tick: np.ndarray) -> npt.NDArray[np.int64]:
     """One int64 per (thread, tick), for fast set membership with np.isin."""
-    return thread.astype(np.int64) * (1 << 32) + tick.astype(np.int64)
+    keys: npt.NDArray[np.int64] = thread.astype(np.int64) * (1 << 32) + tick.astype(np.int64)
+    return keys
 
 
-def _member(values: np.ndarray, members: np.ndarray) -> np.ndarray:
+def _member(values: np.ndarray, members: np.ndarray) -> npt.NDArray[np.bool_]:
     """`np.isin(values, members)` for non-negative integers: a lookup table when the range is
     small enough (one pass, no sort), else np.isin."""
     if not len(values) or not len(members):
@@ -145,24 +163,28 @@ def _member(values: np.ndarray, members: np.ndarray) -> np.ndarray:
     if low >= 0 and high < (1 << 27):
         table = np.zeros(high + 1, dtype=bool)
         table[members] = True
-        return table[values]
+        found: npt.NDArray[np.bool_] = table[values]
+        return found
     return np.isin(values, members)
 
 
-def _stacks_holding(analysis, stack_ids: np.ndarray, frame_test) -> np.ndarray:
+def _stacks_holding(analysis: SampledProcess, stack_ids: np.ndarray,
+                    frame_test: Callable[[Frame, int], bool]) -> npt.NDArray[np.bool_]:
     """A row mask: the row's stack holds a frame for which `frame_test(frame, frame id)` is
     true. Each frame is tested once; the stacks are read by numpy (Profile.stacks_with_any)."""
     profile = analysis.profile
     marked = [bool(frame_test(f, fid)) for fid, f in enumerate(profile.frames)]
-    return profile.stacks_with_any(np.array(marked, dtype=bool))[stack_ids]
+    holding: npt.NDArray[np.bool_] = profile.stacks_with_any(np.array(marked, dtype=bool))[stack_ids]
+    return holding
 
 
-def _holders(analysis, all_samples, waiters, wait_ticks: np.ndarray, kind: str):
+def _holders(analysis: SampledProcess, all_samples: _Columns, waiters: pd.DataFrame, wait_ticks: np.ndarray,
+             kind: str) -> tuple[tuple[Holder, ...], str, int]:
     """`wait_ticks`: the distinct ticks at which the waiters waited."""
     # The other threads' samples at the waiting instants: one mask over the arrays, one take.
     interval = analysis.profile.interval_s or 0.01
-    tick, thread = all_samples["tick"], all_samples["thread"]
-    state = all_samples["state"]
+    tick, thread = all_samples.tick, all_samples.thread
+    state = all_samples.state
     codes = state.codes
     categories = list(state.categories)
     mask = _member(tick, wait_ticks)
@@ -184,8 +206,8 @@ def _holders(analysis, all_samples, waiters, wait_ticks: np.ndarray, kind: str):
     else:
         is_waiter = np.isin(_thread_tick_keys(at_thread, at_tick), _thread_tick_keys(waiter_thread, waiter_tick))
     rows = rows[~is_waiter]
-    others = pd.DataFrame({"thread": thread[rows], "stack": all_samples["stack"][rows],
-                           "state": state.take(rows), "count": all_samples["count"][rows],
+    others = pd.DataFrame({"thread": thread[rows], "stack": all_samples.stack[rows],
+                           "state": state.take(rows), "count": all_samples.count[rows],
                            "tick": tick[rows]}, index=rows)
     if kind == WaitKind.GIL:
         return (_rank(analysis, others, len(wait_ticks), scope_function=None), "running Python",
@@ -217,7 +239,7 @@ def _holders(analysis, all_samples, waiters, wait_ticks: np.ndarray, kind: str):
     best = None
     for scope in scopes:
         inside = others[_stacks_holding(analysis, others["stack"].to_numpy(),
-                                        lambda f, fid, s=scope: f.function == s.function and f.file == s.file)]
+                                        _in_function_of(scope))]
         coverage = len(sorted_distinct(inside["tick"].to_numpy()))
         if coverage and (best is None or coverage > best[0]):
             best = (coverage, scope, inside)
@@ -228,6 +250,11 @@ def _holders(analysis, all_samples, waiters, wait_ticks: np.ndarray, kind: str):
     _, scope, inside = best
     return (_rank(analysis, inside, len(wait_ticks), scope_function=scope), scope.function,
             _max_threads(inside))
+
+
+def _in_function_of(scope: Frame) -> Callable[[Frame, int], bool]:
+    """A frame test for `_stacks_holding`: the frame runs the same function as `scope`."""
+    return lambda f, fid: f.function == scope.function and f.file == scope.file
 
 
 def _max_threads(samples: pd.DataFrame) -> int:
@@ -249,7 +276,8 @@ def _max_threads(samples: pd.DataFrame) -> int:
     return int(np.flatnonzero(frequency == frequency.max())[-1])
 
 
-def _holder_path(analysis, stack_id: int, scope):
+def _holder_path(analysis: SampledProcess, stack_id: int, scope: Frame | None
+                 ) -> tuple[tuple[str, ...], str, Frame, int]:
     """(Python frames from the critical section down, the C call under them, the leaf Python
     frame, the first of those frames' line)."""
     frames = [analysis.frame(f) for f in analysis.profile.stacks[stack_id]]
@@ -270,7 +298,8 @@ def _holder_path(analysis, stack_id: int, scope):
     return tuple(names), entry, leaf, python_frames[0].line if python_frames else 0
 
 
-def _rank(analysis, samples: pd.DataFrame, instants: int, scope_function) -> tuple[Holder, ...]:
+def _rank(analysis: SampledProcess, samples: pd.DataFrame, instants: int, scope_function: Frame | None
+          ) -> tuple[Holder, ...]:
     """Holders grouped by their Python path (native leaves vary sample to sample), ranked by
     the share of waiting instants at which some thread was on that path."""
     if samples.empty or instants == 0:
@@ -280,7 +309,7 @@ def _rank(analysis, samples: pd.DataFrame, instants: int, scope_function) -> tup
     distinct = sorted_distinct(stack_ids)
     row_stack = np.searchsorted(distinct, stack_ids)
     paths = [_holder_path(analysis, int(sid), scope_function) for sid in distinct.tolist()]
-    path_ids: dict[tuple, int] = {}
+    path_ids: dict[tuple[str, ...], int] = {}
     entry_ids: dict[str, int] = {}
     stack_path = np.array([path_ids.setdefault(p[0], len(path_ids)) for p in paths], dtype=np.int64)
     stack_entry = np.array([entry_ids.setdefault(p[1], len(entry_ids)) for p in paths], dtype=np.int64)
