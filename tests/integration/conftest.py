@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import WORKLOADS
+from tests.conftest import REPO, WORKLOADS
 from tests.ready import wait_ready
 
 
@@ -92,3 +92,56 @@ def shared_hostile_names(captures) -> tuple[Path, dict]:
     """attach_hostile_names made once per session: the browser's and the integration tests'
     hostile-names assertions read the same capture."""
     return captures.get(("hostile_names", tuple(SECRET_ARGS), "3"), attach_hostile_names)
+
+
+class CliRun:
+    """`python -m diagnose ARGS` started in the background, its stderr read as it is written, so
+    a test can act at a point of the run (the window under way, a first report written) instead
+    of guessing how long the start-up takes on a loaded machine."""
+
+    def __init__(self, *args: object) -> None:
+        import threading
+
+        self._proc = subprocess.Popen([sys.executable, "-m", "diagnose", *map(str, args)],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      cwd=REPO)
+        self._lines: list[str] = []
+        self._stdout: list[str] = []
+        self._changed = threading.Condition()
+        self._readers = [threading.Thread(target=self._read_stderr, daemon=True),
+                         threading.Thread(target=lambda: self._stdout.append(self._proc.stdout.read()),
+                                          daemon=True)]
+        for reader in self._readers:
+            reader.start()
+
+    def _read_stderr(self) -> None:
+        for line in self._proc.stderr:
+            with self._changed:
+                self._lines.append(line)
+                self._changed.notify_all()
+        with self._changed:
+            self._lines.append("")  # end of stream
+            self._changed.notify_all()
+
+    def wait_for(self, text: str, timeout: float = 90.0) -> bool:
+        """True once a line of stderr contains `text`; False at its end or after `timeout`."""
+        with self._changed:
+            return self._changed.wait_for(
+                lambda: any(text in line for line in self._lines) or "" in self._lines,
+                timeout) and any(text in line for line in self._lines)
+
+    def finish(self, timeout: float = 120.0) -> tuple[subprocess.CompletedProcess, dict | None]:
+        """Waits for the exit (killing the run after `timeout`); the process and its --json
+        output, parsed, if any."""
+        import json
+
+        try:
+            self._proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        for reader in self._readers:
+            reader.join(timeout=10)
+        stdout, stderr = "".join(self._stdout), "".join(self._lines)
+        done = subprocess.CompletedProcess(self._proc.args, self._proc.returncode, stdout, stderr)
+        return done, (json.loads(stdout) if stdout.strip().startswith("{") else None)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -11,7 +13,7 @@ import pytest
 
 from diagnose.errors import ExitCode
 from tests.conftest import invoke_cli, run_cli
-from tests.integration.conftest import requires_ptrace, running, workload_command
+from tests.integration.conftest import CliRun, requires_ptrace, running, workload_command
 
 pytestmark = [pytest.mark.integration]
 
@@ -88,8 +90,12 @@ def test_file_that_is_not_a_profile_exits_with_bad_profile(tmp_path, out_dir, co
 
 @requires_ptrace
 def test_target_exiting_mid_window_still_writes_a_partial_report(out_dir):
-    with running(workload_command("lock_contention", "--seconds", "8")) as pid:
-        proc, report = run_cli("attach", pid, "--duration", "20", "--json", "--output-dir", out_dir)
+    with running(workload_command("lock_contention", "--seconds", "120")) as pid:
+        attach = CliRun("attach", pid, "--duration", "20", "--json", "--output-dir", out_dir)
+        # Ended once the window is under way, however long the start-up took on this machine.
+        assert attach.wait_for("sampled 20%"), attach.finish(timeout=5)[0].stderr
+        os.kill(pid, signal.SIGKILL)
+        proc, report = attach.finish()
     assert proc.returncode == ExitCode.TARGET_EXITED, proc.stderr
     assert "exited during sampling" in proc.stderr
     assert report["sampling"]["partial"] is True

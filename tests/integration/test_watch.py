@@ -4,6 +4,7 @@ windows written and pushed, the end when the target exits, a server that is down
 from __future__ import annotations
 
 import json
+import os
 import select
 import signal
 import socket
@@ -15,7 +16,7 @@ import psutil
 import pytest
 
 from tests.conftest import REPO, run_cli
-from tests.integration.conftest import requires_ptrace, running, workload_command
+from tests.integration.conftest import CliRun, requires_ptrace, running, workload_command
 from tests.pyroscope_contract import IngestServer
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
@@ -58,9 +59,12 @@ def test_two_windows_are_written_and_each_pushed_as_a_valid_profile(out_dir):
 
 
 def test_a_watch_whose_target_exits_stops_with_exit_0(out_dir):
-    with running(workload_command("lock_contention", "--seconds", "5")) as pid:
-        proc, _ = run_cli("watch", pid, "--every", "3", "--duration", "2", "-o", out_dir,
-                          timeout=90)
+    with running(workload_command("lock_contention", "--seconds", "120")) as pid:
+        watch = CliRun("watch", pid, "--every", "3", "--duration", "2", "-o", out_dir)
+        # Ended once a window was written, however long the start-up took on this machine.
+        assert watch.wait_for("; report "), watch.finish(timeout=5)[0].stderr
+        os.kill(pid, signal.SIGKILL)
+        proc, _ = watch.finish(timeout=90)
     assert proc.returncode == 0, proc.stderr
     assert f"the target {pid} exited" in proc.stderr
     assert 1 <= len(reports_in(out_dir)) <= 3
