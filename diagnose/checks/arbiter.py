@@ -31,10 +31,17 @@ samples says "low confidence" in its headline and is never critical (engine.verd
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from diagnose.checks.base import Finding
 from diagnose.model.vocab import CRITICAL_SCORE, INFO_SCORE, WARNING_SCORE
 
 CRITICAL = CRITICAL_SCORE
+
+# A finding's place in the causal order (engine.order_of).
+OrderOf = Callable[[Finding], int]
+# (critical or not, urgency, minus gain or score, causal order): smaller ranks first.
+RankKey = tuple[int, int, float, int]
 
 
 # Findings that foretell a failure (memory growing without bound until the process is killed):
@@ -53,25 +60,25 @@ def _urgency(finding: Finding) -> int:
     return 1 if finding.id in FAILURE_FIRST else 2
 
 
-def _key(finding: Finding, score: float, gain: float | None) -> tuple:
+def _key(finding: Finding, score: float, gain: float | None) -> tuple[int, int, float]:
     if score >= CRITICAL:
         return (0, _urgency(finding), -(gain or 1.0))
     return (1, 2, -score)
 
 
-def rank_key(finding: Finding, order: int) -> tuple:
+def rank_key(finding: Finding, order: int) -> RankKey:
     return (*_key(finding, finding.score, finding.predicted_gain), order)
 
 
-def _best_key(finding: Finding, order: int) -> tuple:
+def _best_key(finding: Finding, order: int) -> RankKey:
     return (*_key(finding, finding.score_range[1], finding.gain_range[1]), order)
 
 
-def _worst_key(finding: Finding, order: int) -> tuple:
+def _worst_key(finding: Finding, order: int) -> RankKey:
     return (*_key(finding, finding.score_range[0], finding.gain_range[0]), order)
 
 
-def within_noise(a: Finding, b: Finding, order_of) -> bool:
+def within_noise(a: Finding, b: Finding, order_of: OrderOf) -> bool:
     """Either could rank first: each one's best rank key (at the favourable ends of its
     intervals) beats the other's worst. Equal keys are no noise: the causal order settles them
     the same way on every attach."""
@@ -79,7 +86,7 @@ def within_noise(a: Finding, b: Finding, order_of) -> bool:
     return _best_key(a, oa) < _worst_key(b, ob) and _best_key(b, ob) < _worst_key(a, oa)
 
 
-def rank(findings: list[Finding], order_of) -> tuple[Finding, ...]:
+def rank(findings: list[Finding], order_of: OrderOf) -> tuple[Finding, ...]:
     """`order_of(finding) -> int`: its place in the causal order. Co-primary findings (rule 4)
     come first in the causal order, whichever scored higher on this attach."""
     ranked = sorted(findings, key=lambda f: rank_key(f, order_of(f)))
@@ -88,7 +95,7 @@ def rank(findings: list[Finding], order_of) -> tuple[Finding, ...]:
     return tuple(ranked)
 
 
-def co_primary(first: Finding, second: Finding, order_of) -> bool:
+def co_primary(first: Finding, second: Finding, order_of: OrderOf) -> bool:
     """The second of the first two findings shares the verdict: noise alone could have ranked it
     first, and it is a contender for the headline — it could be critical on another attach (its
     interval reaches the critical line) or it is a warning now. A finding that is at most "info"

@@ -34,16 +34,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from diagnose.checks import event_loop_blocked
-from diagnose.checks.base import (NotApplicable, ScoreBasis, Site, amdahl, core_room, make_finding,
-                                  pct, ramp, short_path)
+from diagnose.checks.base import (Finding, NotApplicable, ScoreBasis, Site, amdahl, core_room,
+                                  make_finding, pct, ramp, short_path)
 from diagnose.checks.evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
 from diagnose.model.async_tasks import AwaitKind
 from diagnose.model.await_sites import AwaitSite, TaskSummary
+
+if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
+    from diagnose.model.analysis import Analysis
 
 ID = "async_wait"
 
@@ -85,7 +89,7 @@ def site_words(site: AwaitSite) -> str:
     return f"{what}{name} at {short_path(site.file)}:{site.line} ({site.function})"
 
 
-def loop_busy_share(analysis) -> float | None:
+def loop_busy_share(analysis: Analysis) -> float | None:
     """The busiest event loop's share of samples out of its selector, None without a loop."""
     loops = list(analysis.event_loops or ())
     return max((loop.busy_share for loop in loops), default=None) if loops else None
@@ -104,7 +108,8 @@ def little_gain(site_share: float, busy: float | None, room: float | None = None
     return max(1.0, gain)
 
 
-def first_advice(site: AwaitSite, summary: TaskSummary, gain: float) -> tuple[str, dict | None]:
+def first_advice(site: AwaitSite, summary: TaskSummary, gain: float
+                 ) -> tuple[str, dict[str, object] | None]:
     """The advice for the top site, with the knob and value it proposes (or None)."""
     where = site_words(site)
     name = f"`{site.name}`" if site.name else "it"
@@ -139,8 +144,9 @@ def first_advice(site: AwaitSite, summary: TaskSummary, gain: float) -> tuple[st
             f"why it is late ({estimate}).", None)
 
 
-def run(analysis, settings):
+def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     recording = analysis.tasks
+    assert recording is not None  # needs ASYNC_TASKS: the engine runs this check only with them
     if recording.unreadable:
         return NotApplicable(ID, recording.unreadable)
     summary: TaskSummary | None = analysis.await_sites
@@ -157,7 +163,7 @@ def run(analysis, settings):
     observations = int(round(summary.request_tasks_avg * summary.snapshots))
     busy = loop_busy_share(analysis)
     room = core_room(analysis)
-    evidence = {
+    evidence: dict[str, object] = {
         "async_wait_share": share,
         "request_tasks_avg": summary.request_tasks_avg,
         "task_reads": summary.snapshots,

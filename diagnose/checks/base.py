@@ -5,14 +5,36 @@ from __future__ import annotations
 import enum
 import math
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pandas as pd
 
 from diagnose.model.confidence import intervals_for, too_uncertain, wilson
 from diagnose.model.vocab import BUSY, SEVERITY_THRESHOLDS, Severity, WaitKind
+
+if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
+    from diagnose.model.analysis import Analysis
+    from diagnose.model.waits import WaitSite
+
+# A finding's evidence: JSON values of mixed kinds (numbers, text, flags, {label: value} maps,
+# lists), each labelled by the check's EVIDENCE declaration (checks/spec.py).
+EvidenceValues = dict[str, Any]
+# A share's 95% interval: {"low", "high", "samples"[, "calibrated_of"]} (model/confidence.py).
+Intervals = dict[str, dict[str, Any]]
+
+
+class FindingTexts(Protocol):
+    """What a finding takes from its check's settings (spec.CheckSettings, which imports this
+    module): its title and its advice."""
+
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def advice(self) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -43,7 +65,7 @@ class Lever:
     basis: str
     upper_bound: bool = False
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"kind": str(self.kind), "gain": round(float(self.gain), 2), "label": self.label,
                 "basis": self.basis, "upper_bound": self.upper_bound}
 
@@ -69,7 +91,7 @@ class Finding:
     score: int
     severity: str
     summary: str
-    evidence: dict
+    evidence: EvidenceValues
     sites: tuple[Site, ...] = ()
     advice: tuple[str, ...] = ()
     # What fixing it can buy, as a throughput ratio: an estimate from the structure found
@@ -79,7 +101,7 @@ class Finding:
     # The samples behind the finding's main share, and each evidence share's 95% Wilson
     # interval ({key: {low, high, samples}}); `low_confidence` when they are too few.
     samples: int | None = None
-    intervals: dict = field(default_factory=dict)
+    intervals: Intervals = field(default_factory=dict)
     low_confidence: bool = False
     basis_key: str | None = None  # the evidence share the score rests on (ScoreBasis), if any
     # The score and the predicted gain at the two ends of the 95% interval of the share the score
@@ -91,7 +113,7 @@ class Finding:
     # ranking's `predicted_gain`: what the report shows. Empty when the check states one gain.
     levers: tuple[Lever, ...] = ()
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["sites"] = [asdict(s) for s in self.sites]
         out["advice"] = list(self.advice)
@@ -144,7 +166,7 @@ def severity_for(score: float) -> Severity:
                 Severity.OK)
 
 
-def ramp(value: float, low: float, high: float) -> float:
+def ramp(value: float | None, low: float, high: float) -> float:
     """0 at or below `low`, 100 at or above `high`, linear between."""
     if value is None:
         return 0.0
@@ -153,11 +175,12 @@ def ramp(value: float, low: float, high: float) -> float:
     return max(0.0, min(100.0, 100.0 * (value - low) / (high - low)))
 
 
-def make_finding(check_id: str, settings, score: float, summary: str,
-                 evidence: dict, sites=(), advice=None, gain: tuple[float | None, str] | None = None,
-                 samples: int | float | None = None, share_samples: dict | None = None,
-                 basis: ScoreBasis | None = None, levers=(),
-                 calibrated_of: dict | None = None) -> Finding:
+def make_finding(check_id: str, settings: FindingTexts, score: float, summary: str,
+                 evidence: Mapping[str, object], sites: Iterable[Site] = (),
+                 advice: Iterable[str] | None = None, gain: tuple[float | None, str] | None = None,
+                 samples: int | float | None = None, share_samples: Mapping[str, float] | None = None,
+                 basis: ScoreBasis | None = None, levers: Iterable[Lever] = (),
+                 calibrated_of: dict[str, int] | None = None) -> Finding:
     """`gain`: (predicted throughput ratio, the estimate's inputs in words). `samples`: how many
     samples the finding's shares are proportions of (None for /proc-only evidence);
     `share_samples`: {evidence key: count} for a share of another population. `basis`: the share
@@ -168,29 +191,31 @@ def make_finding(check_id: str, settings, score: float, summary: str,
     effective count of calibrated states over that many samples (confidence.calibrated_samples)."""
     score = int(round(max(0.0, min(100.0, score))))
     predicted, gain_words = gain if gain is not None else (None, "")
-    evidence = {k: _plain(v) for k, v in evidence.items()}
-    samples = None if samples is None else int(samples)
-    score_interval, gain_interval = _intervals_from(basis, evidence, score, predicted,
-                                                    (share_samples or {}).get(basis.key, samples)
-                                                    if basis is not None else None)
+    plain: EvidenceValues = {k: _plain(v) for k, v in evidence.items()}
+    count = None if samples is None else int(samples)
+    # Counts of samples: whole numbers, whichever type summed them.
+    counts = {key: int(n) for key, n in (share_samples or {}).items()}
+    # The samples the score's share is a proportion of: its own population's, else the finding's.
+    basis_samples = counts.get(basis.key, count) if basis is not None else count
+    basis_share = plain.get(basis.key) if basis is not None else None
+    score_interval, gain_interval = _intervals_from(basis, plain, score, predicted, basis_samples)
     return Finding(id=check_id, title=settings.title or check_id, score=score,
                    severity=severity_for(score), summary=summary,
-                   evidence=evidence, sites=leading_sites(sites),
+                   evidence=plain, sites=leading_sites(sites),
                    advice=tuple(advice if advice is not None else settings.advice),
                    predicted_gain=None if predicted is None else round(float(predicted), 2),
-                   gain_basis=gain_words, samples=samples,
-                   intervals=intervals_for(evidence, samples, share_samples, calibrated_of),
+                   gain_basis=gain_words, samples=count,
+                   intervals=intervals_for(plain, count, counts, calibrated_of),
                    low_confidence=too_uncertain(
-                       evidence.get(basis.key) if basis is not None else None,
-                       (share_samples or {}).get(basis.key, samples) if basis is not None
-                       else samples),
+                       basis_share if isinstance(basis_share, (int, float)) else None, basis_samples),
                    basis_key=basis.key if basis is not None else None,
                    score_interval=score_interval, gain_interval=gain_interval,
                    levers=tuple(levers))
 
 
-def _intervals_from(basis: ScoreBasis | None, evidence: dict, score: int, predicted: float | None,
-                    samples: int | None) -> tuple:
+def _intervals_from(basis: ScoreBasis | None, evidence: EvidenceValues, score: int,
+                    predicted: float | None, samples: int | None
+                    ) -> tuple[tuple[int, int] | None, tuple[float, float] | None]:
     """The score's and the gain's range over the 95% interval of the share they rest on. Both
     ranges contain the point values (a formula with a cap or a floor can be flat at one end)."""
     share = evidence.get(basis.key) if basis is not None else None
@@ -213,7 +238,7 @@ def amdahl(share: float) -> float:
     return min(MAX_AMDAHL, 1.0 / max(1e-9, 1.0 - min(share, 0.999)))
 
 
-def core_room(analysis) -> float | None:
+def core_room(analysis: Analysis) -> float | None:
     """How much more CPU the process could use: the cores it could have (usable cores, and on a
     shared machine no more than it used plus what the machine left idle) / the cores it used."""
     os_ = analysis.os
@@ -226,22 +251,23 @@ def core_room(analysis) -> float | None:
     return max(1.0, available / used)
 
 
-def serial_gain(share: float, analysis, what: str) -> tuple[float, str]:
+def serial_gain(share: float, analysis: Analysis, what: str) -> tuple[float, str]:
     """Amdahl for a serialized share of request time, capped by the cores the process leaves
     idle (removing a lock cannot buy more than the cores can run): estimate and its inputs."""
     bound = amdahl(share)
     room = core_room(analysis)
     gain = min(bound, room) if room is not None else bound
     basis = f"estimate: {what} is {100 * share:.0f}% of request time, so at most {bound:.2f}x (Amdahl)"
-    if room is not None:
-        basis += (f"; the cores allow {room:.2f}x ({analysis.os.cpu_s / analysis.os.window_s:.2f} of "
-                  f"{analysis.os.usable_cores:g} usable cores in use"
-                  + (f", {analysis.os.machine_idle_cores:.2f} idle on the machine"
-                     if analysis.os.machine_idle_cores is not None else "") + ")")
+    os_ = analysis.os
+    if room is not None and os_ is not None:  # a room is measured by the OS counters
+        basis += (f"; the cores allow {room:.2f}x ({os_.cpu_s / os_.window_s:.2f} of "
+                  f"{os_.usable_cores:g} usable cores in use"
+                  + (f", {os_.machine_idle_cores:.2f} idle on the machine"
+                     if os_.machine_idle_cores is not None else "") + ")")
     return max(1.0, gain), basis
 
 
-def _plain(value):
+def _plain(value: object) -> object:
     if isinstance(value, float):
         return round(value, 4) if math.isfinite(value) else None
     if hasattr(value, "item"):
@@ -249,7 +275,7 @@ def _plain(value):
     return value
 
 
-def top_sites(analysis, samples: pd.DataFrame, reference: float, limit: int = 5) -> list[Site]:
+def top_sites(analysis: Analysis, samples: pd.DataFrame, reference: float, limit: int = 5) -> list[Site]:
     """Groups samples by their site frame, ranked by samples; share is of `reference` samples."""
     site = samples["site"].to_numpy()
     has_site = site >= 0
@@ -278,7 +304,7 @@ def short_path(path: str) -> str:
     return "/".join(parts[-2:]) if len(parts) > 1 else path
 
 
-def sites_from_waits(waits, limit: int = 5) -> list[Site]:
+def sites_from_waits(waits: Sequence[WaitSite], limit: int = 5) -> list[Site]:
     return [Site(w.function, w.file, w.line, w.share) for w in waits[:limit]]
 
 
@@ -297,10 +323,10 @@ def busy_samples(samples: pd.DataFrame) -> pd.DataFrame:
 # The last table busy_samples filtered and its result: five checks ask for the same request
 # threads' rows (Analysis.request_samples returns one object), each a copy of most of the
 # samples otherwise. The results are only read.
-_BUSY_CACHE: list = [None, None]
+_BUSY_CACHE: list[Any] = [None, None]  # [weakref to the table, its busy rows]
 
 
-def leading_sites(sites) -> tuple:
+def leading_sites(sites: Iterable[Site]) -> tuple[Site, ...]:
     """A finding's sites without bootstrap frames (runpy, `<module>`, a thread's or a server's
     run loop: on nearly every stack, never the lead), unless nothing else is left."""
     from diagnose.model.bootstrap import is_bootstrap

@@ -20,15 +20,22 @@ What to do instead:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pandas as pd
 
 from diagnose.checks.evidence import shared
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
-from diagnose.checks.base import (NotApplicable, ScoreBasis, Site, busy_samples, make_finding, pct, ramp,
-                                  top_sites)
+from diagnose.checks.base import (Finding, NotApplicable, ScoreBasis, Site, busy_samples,
+                                  make_finding, pct, ramp, top_sites)
 from diagnose.model.counters import running_agreement
 from diagnose.model.vocab import ThreadState, WaitKind
+
+if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
+    from diagnose.model.analysis import Analysis
+    from diagnose.model.structure import Stage
 
 ID = "compute_bound"
 
@@ -50,7 +57,7 @@ EVIDENCE = {
 }
 
 
-def _reference(analysis):
+def _reference(analysis: Analysis) -> tuple[pd.DataFrame, int, Stage | None]:
     """The threads whose compute is judged: the bottleneck stage of a pipeline or batching
     server (the batcher runs the model for everyone), else the request threads."""
     structure = analysis.structure
@@ -61,7 +68,7 @@ def _reference(analysis):
     return analysis.request_samples(), len(analysis.request_threads), None
 
 
-def run(analysis, settings):
+def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     req, n_threads, stage = _reference(analysis)
     total = float(req["count"].sum())
     busy = busy_samples(req)
@@ -94,7 +101,7 @@ def run(analysis, settings):
     if analysis.os is not None and analysis.os.usable_cores:
         runnable_per_core = analysis.os.mean_runnable / analysis.os.usable_cores
     native_mutex_share = sum(w.share for w in analysis.waits if w.kind == WaitKind.NATIVE_MUTEX)
-    evidence = {
+    evidence: dict[str, object] = {
         "model_share_of_busy": share,
         "busy_request_threads": busy_threads,
         "core_utilization_from_samples": utilization,

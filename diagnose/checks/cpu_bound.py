@@ -20,16 +20,22 @@ What to do instead:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pandas as pd
 
 from diagnose.checks.evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
-from diagnose.checks.base import (ScoreBasis, Site, busy_samples, core_room, make_finding,
+from diagnose.checks.base import (Finding, ScoreBasis, Site, busy_samples, core_room, make_finding,
                                   more_cores_lever, pct, ramp, remove_work_lever)
 from diagnose.model.bootstrap import is_bootstrap
 from diagnose.model.counters import running_agreement
 from diagnose.model.vocab import GIL_BOUND
+
+if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
+    from diagnose.model.analysis import Analysis
 
 ID = "cpu_bound"
 
@@ -50,7 +56,7 @@ EVIDENCE = {
 }
 
 
-def run(analysis, settings):
+def run(analysis: Analysis, settings: Settings) -> Finding:
     req = analysis.request_samples()
     total = float(req["count"].sum())
     busy = busy_samples(req)
@@ -66,12 +72,13 @@ def run(analysis, settings):
     score *= counters.factor
     self_sites = _self_time(analysis, other, busy_total)
     total_sites = _total_time(analysis, other, busy_total)
-    evidence = {"busy_share_of_request_time": busy_share, "unclassified_share_of_busy": other_share,
-                "python_share_of_busy": python_share, "busy_samples": int(busy_total),
-                "self_time": {f"{s.function} ({s.file.rsplit('/', 1)[-1]}:{s.line})": s.share
-                              for s in self_sites},
-                "total_time": {s.function: s.share for s in total_sites},
-                "sampled_cores": counters.sampled, "measured_cores": counters.measured}
+    evidence: dict[str, object] = {
+        "busy_share_of_request_time": busy_share, "unclassified_share_of_busy": other_share,
+        "python_share_of_busy": python_share, "busy_samples": int(busy_total),
+        "self_time": {f"{s.function} ({s.file.rsplit('/', 1)[-1]}:{s.line})": s.share
+                      for s in self_sites},
+        "total_time": {s.function: s.share for s in total_sites},
+        "sampled_cores": counters.sampled, "measured_cores": counters.measured}
     hottest = self_sites[0].function if self_sites else "?"
     holds = "running pure Python (holding the GIL)" if python_share > 0.5 else "running native code"
     summary = (f"request threads are busy {pct(busy_share)} of the time, {pct(other_share)} of it in "
@@ -108,19 +115,20 @@ def run(analysis, settings):
                             * counters.factor))
 
 
-def _self_time(analysis, samples, reference, limit=5):
+def _self_time(analysis: Analysis, samples: pd.DataFrame, reference: float, limit: int = 5) -> list[Site]:
     grouped = samples[samples["site"] >= 0].groupby("site")["count"].sum().sort_values(ascending=False)
     return [Site(analysis.frame(int(f)).function, analysis.frame(int(f)).file,
                  analysis.frame(int(f)).line, round(float(c) / reference, 4))
             for f, c in grouped.head(limit).items()]
 
 
-def _total_time(analysis, samples, reference, limit=5):
+def _total_time(analysis: Analysis, samples: pd.DataFrame, reference: float, limit: int = 5
+                ) -> list[Site]:
     """Inclusive time per function: each Python frame of a stack counted once per sample.
     Bootstrap frames (runpy, `<module>`, a thread's or a server's run loop) are left out: on
     nearly every stack, they do not say where the time goes."""
     per_stack = samples.groupby("stack")["count"].sum()
-    totals: dict = {}
+    totals: dict[tuple[str, str], int] = {}
     for sid, count in per_stack.items():
         seen = set()
         for fid in analysis.profile.stacks[int(sid)]:

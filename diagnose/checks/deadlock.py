@@ -31,8 +31,9 @@ What to do instead:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from diagnose.checks.base import Site, make_finding, short_path
+from diagnose.checks.base import (Finding, Site, make_finding, short_path)
 from diagnose.checks.evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
@@ -40,6 +41,9 @@ from diagnose.checks.spec import Unit as U
 from diagnose.model.await_graph import AwaitCycle, CycleTask, await_cycles
 from diagnose.model.deadlock import Deadlock
 from diagnose.model.held_locks import LockSite
+
+if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
+    from diagnose.model.analysis import Analysis
 
 ID = "deadlock"
 
@@ -70,9 +74,9 @@ def where(site: LockSite) -> str:
     return f"{short_path(site.file)}:{site.line}"
 
 
-def deadlock_data(deadlock: Deadlock) -> dict:
+def deadlock_data(deadlock: Deadlock) -> dict[str, object]:
     """One deadlock as the JSON report carries it (docs/report-data.md)."""
-    def lock(site: LockSite) -> dict:
+    def lock(site: LockSite) -> dict[str, object]:
         return {"name": site.name, "qualified": site.qualified, "file": site.file,
                 "line": site.line, "function": site.function, "taken": str(site.taken)}
 
@@ -107,14 +111,14 @@ def order_advice(deadlock: Deadlock) -> str:
             f"`{waited.qualified}` first there, or release `{held.qualified}` before taking it.")
 
 
-def _task_site(task: CycleTask) -> dict:
+def _task_site(task: CycleTask) -> dict[str, object]:
     site = task.site
     return {"name": f"task {task.name}", "qualified": f"task {task.name}",
             "file": site.file if site else "", "line": site.line if site else 0,
             "function": site.function if site else "", "taken": "await"}
 
 
-def await_cycle_data(cycle: AwaitCycle) -> dict:
+def await_cycle_data(cycle: AwaitCycle) -> dict[str, object]:
     """An await cycle in the shape of a thread deadlock (deadlock_data), so every renderer prints
     it thread-dump style: each task "holds" its own result, which the previous task awaits, and
     waits for the next task's result at the line where it awaits it."""
@@ -133,7 +137,7 @@ def await_cycle_data(cycle: AwaitCycle) -> dict:
     }
 
 
-def _await_cycle_finding(analysis, settings, cycles: tuple[AwaitCycle, ...]):
+def _await_cycle_finding(analysis: Analysis, settings: Settings, cycles: tuple[AwaitCycle, ...]) -> Finding:
     first = cycles[0]
     names = {t.task_id: t.name for t in first.tasks}
     victims = sum(len(c.victims) for c in cycles)
@@ -157,10 +161,11 @@ def _await_cycle_finding(analysis, settings, cycles: tuple[AwaitCycle, ...]):
                 "waits for has finished.",
               f"Until the fix ships, restart the process: the {len(names) + victims} tasks "
               f"awaiting here will never resume."]
-    evidence = {"deadlocked_threads": 0, "deadlocked_tasks": len(names), "victim_threads": 0,
-                "victim_tasks": victims,
-                "locks_in_cycle": " -> ".join(f"task {t.name}" for t in first.tasks),
-                "deadlocks": [await_cycle_data(c) for c in cycles]}
+    evidence: dict[str, object] = {
+        "deadlocked_threads": 0, "deadlocked_tasks": len(names), "victim_threads": 0,
+        "victim_tasks": victims,
+        "locks_in_cycle": " -> ".join(f"task {t.name}" for t in first.tasks),
+        "deadlocks": [await_cycle_data(c) for c in cycles]}
     return make_finding(ID, settings, 100.0, summary, evidence, sites, advice=advice,
                         gain=(None, "hung: no throughput ratio applies; the tasks in the cycle "
                                     "and those awaiting them never resume"),
@@ -169,9 +174,9 @@ def _await_cycle_finding(analysis, settings, cycles: tuple[AwaitCycle, ...]):
                         samples=None)
 
 
-def run(analysis, settings):
+def run(analysis: Analysis, settings: Settings) -> Finding:
     deadlocks: tuple[Deadlock, ...] = analysis.deadlocks
-    cycles = await_cycles(analysis.tasks) if getattr(analysis, "tasks", None) is not None else ()
+    cycles = await_cycles(analysis.tasks) if analysis.tasks is not None else ()
     if not deadlocks and cycles:
         return _await_cycle_finding(analysis, settings, cycles)
     if not deadlocks:
@@ -191,7 +196,7 @@ def run(analysis, settings):
     summary = (f"{count}{cycle}"
                + (f" and {victims} more threads queue behind them" if victims else "")
                + "; none of them will run again (hung, not slow)")
-    evidence = {
+    evidence: dict[str, object] = {
         "deadlocked_threads": threads,
         "victim_threads": victims,
         "locks_in_cycle": locks,

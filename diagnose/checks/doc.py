@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from pathlib import Path
+from typing import Any
 
 from diagnose.checks.registry import CHECKS, SERVICE_CHECKS
 from diagnose.checks.settings import fields_of
@@ -48,11 +49,11 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _default(value) -> str:
+def _default(value: object) -> str:
     return _code(repr(value)) if not isinstance(value, str) else _code(f'"{value}"')
 
 
-def check_section(spec: CheckSpec) -> str:
+def check_section(spec: CheckSpec[Any]) -> str:
     sections = spec.sections()
     out = [f"## {spec.id}", "", f"**{spec.title}**", ""]
     if spec.scope == "service":

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from diagnose.checks import settings as check_settings
 from diagnose.checks.arbiter import co_primary, noise_reason, rank
@@ -12,10 +14,13 @@ from diagnose.checks.spec import REQUIREMENTS, CheckSettings, CheckSpec, Input
 from diagnose.classify.rules_file import validate
 from diagnose.model.vocab import SEVERITIES, Confidence, Severity, ThreadState
 
+if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
+    from diagnose.model.analysis import Analysis
+
 _ORDER = {check.id: i for i, check in enumerate(CHECKS)}
 
 
-def load_check_settings(user_rules: dict | None = None) -> dict[str, CheckSettings]:
+def load_check_settings(user_rules: dict[str, Any] | None = None) -> dict[str, CheckSettings]:
     """Each check's Settings: the shipped values with a user's rules over them. A user's rules
     are validated against the Settings classes first (BadRules, exit 2: unknown ids, keys and
     types are errors)."""
@@ -24,7 +29,7 @@ def load_check_settings(user_rules: dict | None = None) -> dict[str, CheckSettin
     return check_settings.merged((user_rules or {}).get("checks"))
 
 
-def order_of(finding) -> int:
+def order_of(finding: Finding) -> int:
     return _ORDER.get(finding.id, len(_ORDER))
 
 
@@ -44,7 +49,7 @@ class Verdict:
     # The first advice of each finding the verdict names, in the same order.
     first_advice: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The JSON report's `verdict` (docs/report-data.md)."""
         return {"primary": self.primary, "headline": self.headline, "severity": self.severity,
                 "confidence": self.confidence, "samples": self.samples,
@@ -52,7 +57,7 @@ class Verdict:
                 "first_advice": list(self.first_advice)}
 
     @classmethod
-    def from_dict(cls, data: dict) -> Verdict:
+    def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
         """A report's `verdict` back as the type (a report without co-primary fields has none)."""
         return cls(primary=data["primary"], headline=data["headline"], severity=data["severity"],
                    confidence=data.get("confidence") or Confidence.OK, samples=data.get("samples"),
@@ -73,7 +78,7 @@ class CheckResults:
     verdict: Verdict
 
 
-def run_checks(analysis, user_rules: dict | None = None) -> CheckResults:
+def run_checks(analysis: Analysis, user_rules: dict[str, Any] | None = None) -> CheckResults:
     settings = load_check_settings(user_rules)
     findings: list[tuple[int, Finding]] = []
     skipped: list[tuple[int, NotApplicable]] = []
@@ -89,7 +94,7 @@ def run_checks(analysis, user_rules: dict | None = None) -> CheckResults:
                         verdict_for(ranked, describe_activity(analysis), waits_hidden(analysis)))
 
 
-def run_check(check: CheckSpec, analysis, settings: CheckSettings,
+def run_check(check: CheckSpec[Any], analysis: Analysis, settings: CheckSettings,
               present: dict[Input, bool] | None = None) -> Finding | NotApplicable:
     """The check's finding, or why it does not apply: the first input it needs that the data
     lacks (tested here, in the order declared), else the check's own reason."""
@@ -104,7 +109,7 @@ def run_check(check: CheckSpec, analysis, settings: CheckSettings,
     return check.run(analysis, settings)
 
 
-def waits_hidden(analysis) -> str:
+def waits_hidden(analysis: Analysis) -> str:
     """Why the profile cannot show waits (recorded without --idle), or "" when it can."""
     profile = analysis.profile
     if getattr(profile, "waits_visible", True):
@@ -152,12 +157,10 @@ def verdict_for(findings: tuple[Finding, ...], activity: str = "", hidden_waits:
 
 def _widest(low: list[Finding]) -> str:
     """The loosest interval a low-confidence verdict rests on, in words ("" when unknown)."""
-    spans = [(f.intervals[f.basis_key]["high"] - f.intervals[f.basis_key]["low"], f)
-             for f in low if f.basis_key and f.basis_key in f.intervals]
-    if not spans:
+    rested = [f.intervals[f.basis_key] for f in low if f.basis_key and f.basis_key in f.intervals]
+    if not rested:
         return ""
-    _, finding = max(spans, key=lambda pair: pair[0])
-    interval = finding.intervals[finding.basis_key]
+    interval = max(rested, key=lambda i: i["high"] - i["low"])
     return (f" (the share it rests on is known only to {100 * interval['low']:.0f}-"
             f"{100 * interval['high']:.0f}%)")
 
@@ -175,7 +178,7 @@ _ACTIVITY: dict[str, str] = {
     ThreadState.UNKNOWN: "in states the samples could not tell"}
 
 
-def describe_activity(analysis) -> str:
+def describe_activity(analysis: Analysis) -> str:
     """What the threads did, for a service that is neither busy nor waiting on anything."""
     samples = analysis.samples
     total = float(samples["count"].sum())

@@ -21,13 +21,18 @@ What to do instead:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from diagnose.checks.evidence import shared
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
-from diagnose.checks.base import (amdahl, ScoreBasis, Site, make_finding, pct, ramp,
+from diagnose.checks.base import (Finding, ScoreBasis, Site, amdahl, make_finding, pct, ramp,
                                   serial_gain, short_path)
+
+if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
+    from diagnose.model.analysis import Analysis
+    from diagnose.model.event_loops import EventLoop, LoopCallback
 
 ID = "event_loop_blocked"
 
@@ -76,13 +81,13 @@ _ASYNC_REPLACEMENT = {
 }
 
 
-def run(analysis, settings):
+def run(analysis: Analysis, settings: Settings) -> Finding:
     loops = analysis.event_loops
     loop = loops[0]  # the one blocked the most
     app_callbacks = [c for c in loop.callbacks if c.kind != "framework"]
     score = ramp(loop.app_share, settings.low, settings.high)
     top = app_callbacks[0] if app_callbacks else None
-    evidence = {
+    evidence: dict[str, object] = {
         "loop_thread": loop.name, "loop_flavor": loop.flavor, "loop_samples": loop.samples,
         "loop_busy_share": loop.busy_share, "loop_idle_share": loop.idle_share,
         "app_sync_share": loop.app_share, "framework_share": loop.framework_share,
@@ -127,7 +132,7 @@ def run(analysis, settings):
                                          lambda s: serial_gain(s, analysis, "")[0]))
 
 
-def _per_request(loop) -> str:
+def _per_request(loop: EventLoop) -> str:
     low, high = loop.est_block_min_s, loop.est_block_max_s
     if low is not None and high is not None:
         return f" (estimated {1000 * low:.0f}-{1000 * high:.0f} ms of it per request)"
@@ -138,12 +143,12 @@ def _per_request(loop) -> str:
     return ""
 
 
-def _callee(top) -> str:
+def _callee(top: LoopCallback) -> str:
     detail = top.detail.removeprefix("calls ")
     return detail.split(" at ", 1)[0] if not detail.startswith("at ") else "the blocking call"
 
 
-def _advice(top, analysis) -> list[str]:
+def _advice(top: LoopCallback, analysis: Analysis) -> list[str]:
     fn = _callee(top)
     offload = (f"Move `{fn}` off the event loop: `await run_in_threadpool({fn}, ...)` "
                f"(Starlette / FastAPI), `await asyncio.to_thread({fn}, ...)` or "

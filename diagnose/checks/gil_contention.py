@@ -18,19 +18,25 @@ What to do instead:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 
 from diagnose.checks.evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
 from diagnose.model.confidence import calibrated_samples
-from diagnose.checks.base import (NotApplicable, ScoreBasis, Site, busy_samples, make_finding,
-                                  more_cores_lever, pct, ramp, remove_work_lever, serial_gain)
+from diagnose.checks.base import (Finding, Lever, NotApplicable, ScoreBasis, Site, busy_samples,
+                                  make_finding, more_cores_lever, pct, ramp, remove_work_lever,
+                                  serial_gain)
 from diagnose.model.counters import holder_agreement
 from diagnose.model.vocab import BUSY, ThreadState, WaitKind
 from diagnose.model.waits import describe
+
+if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
+    from diagnose.model.analysis import Analysis
 
 ID = "gil_contention"
 
@@ -55,13 +61,13 @@ EVIDENCE = {
 }
 
 
-def _per_thread_share(analysis, column: str) -> dict:
+def _per_thread_share(analysis: Analysis, column: str) -> dict[str, float]:
     req = analysis.request_threads
     shares = (req[column] / req["samples"].where(req["samples"] > 0, 1)).sort_values(ascending=False)
     return {str(req.loc[i, "name"]): round(float(v), 4) for i, v in shares.head(8).items()}
 
 
-def run(analysis, settings):
+def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     req = analysis.request_samples()
     total = float(req["count"].sum())
     # The GIL is only contended between threads: a one-thread worker process (a gunicorn sync
@@ -75,14 +81,15 @@ def run(analysis, settings):
     return _estimated_from_cpu_time(analysis, settings, req, total)
 
 
-def _from_native_frames(analysis, settings, total):
+def _from_native_frames(analysis: Analysis, settings: Settings, total: float) -> Finding:
     gil = next((w for w in analysis.waits if w.kind == WaitKind.GIL), None)
     share = gil.share if gil else 0.0
     sites = [Site(h.function, h.file, h.line, h.share) for h in gil.holders] if gil else []
-    evidence = {"gil_wait_share": share, "estimated": False,
-                "gil_wait_thread_seconds": gil.thread_seconds if gil else 0.0,
-                "max_concurrent_waiters": gil.max_concurrent if gil else 0,
-                "gil_wait_share_per_thread": _per_thread_share(analysis, ThreadState.GIL)}
+    evidence: dict[str, object] = {
+        "gil_wait_share": share, "estimated": False,
+        "gil_wait_thread_seconds": gil.thread_seconds if gil else 0.0,
+        "max_concurrent_waiters": gil.max_concurrent if gil else 0,
+        "gil_wait_share_per_thread": _per_thread_share(analysis, ThreadState.GIL)}
     summary = f"request threads spend {pct(share)} of their time waiting for the GIL"
     score = ramp(share, settings.low, settings.high)
     # A contended GIL has a holder running on a core: the process's /proc CPU must show it.
@@ -119,7 +126,7 @@ def _from_native_frames(analysis, settings, total):
                                          lambda s: serial_gain(s, analysis, "")[0]))
 
 
-def _holder_phase_shares(analysis) -> dict:
+def _holder_phase_shares(analysis: Analysis) -> dict[str, float]:
     req = analysis.request_samples()
     running = req[req["state"] == ThreadState.PYTHON]
     total = float(running["count"].sum())
@@ -129,7 +136,8 @@ def _holder_phase_shares(analysis) -> dict:
     return {str(k): round(float(v), 4) for k, v in shares.items()}
 
 
-def _estimated_from_cpu_time(analysis, settings, req, total):
+def _estimated_from_cpu_time(analysis: Analysis, settings: Settings, req: pd.DataFrame,
+                             total: float) -> Finding | NotApplicable:
     """Without native frames a GIL wait looks like running Python. Threads 'running Python'
     longer than the CPU they got were waiting for the GIL for the difference."""
     if analysis.os is None:
@@ -147,8 +155,9 @@ def _estimated_from_cpu_time(analysis, settings, req, total):
            .sort_values(ascending=False).head(5))
     sites = [Site(analysis.frame(int(f)).function, analysis.frame(int(f)).file,
                   analysis.frame(int(f)).line, round(float(c) / total, 4)) for f, c in top.items()]
-    evidence = {"gil_wait_share": share, "estimated": True,
-                "python_active_thread_seconds": python_thread_s, "cpu_seconds": cpu_s}
+    evidence: dict[str, object] = {
+        "gil_wait_share": share, "estimated": True,
+        "python_active_thread_seconds": python_thread_s, "cpu_seconds": cpu_s}
     summary = (f"an estimated {pct(share)} of request-thread time waits for the GIL "
                f"(Python-active time beyond the CPU time the threads got; no native frames)")
     gain = serial_gain(share, analysis, "waiting for the GIL (estimated)")
@@ -157,7 +166,7 @@ def _estimated_from_cpu_time(analysis, settings, req, total):
                         levers=_levers(analysis, sites[0].function if sites else None, gain))
 
 
-def _levers(analysis, holder: str | None, gain: tuple[float, str]) -> list:
+def _levers(analysis: Analysis, holder: str | None, gain: tuple[float, str]) -> list[Lever]:
     """The first advice vectorises the holder: the bound if its self time (its share of the
     request threads' busy time) were free, beside the predicted gain of the waiters running on
     the cores (the ranking's)."""
@@ -168,7 +177,7 @@ def _levers(analysis, holder: str | None, gain: tuple[float, str]) -> list:
     return levers
 
 
-def _self_share(analysis, function: str) -> float:
+def _self_share(analysis: Analysis, function: str) -> float:
     """The share of the request threads' busy samples whose innermost Python frame is in
     `function` (its self time)."""
     busy = busy_samples(analysis.request_samples())

@@ -23,19 +23,22 @@ What to do instead:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from diagnose.checks.evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
-from diagnose.checks.base import (ScoreBasis, amdahl, make_finding, pct, ramp, serial_gain,
-                                  short_path,
-                                  sites_from_waits)
+from diagnose.checks.base import (Finding, ScoreBasis, amdahl, make_finding, pct, ramp, serial_gain,
+                                  short_path, sites_from_waits)
 from diagnose.model import source
 from diagnose.model.held_locks import Taken, acquired_at, held_at
 from diagnose.model.native_pools import SERIALIZES_CALLERS
 from diagnose.model.vocab import LOCK_KINDS, ThreadState
-from diagnose.model.waits import describe
+from diagnose.model.waits import WaitSite, describe
+
+if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
+    from diagnose.model.analysis import Analysis
 
 ID = "lock_contention"
 
@@ -71,7 +74,7 @@ class HeldCall:
     advice: str
 
 
-def held_call(site) -> HeldCall | None:
+def held_call(site: WaitSite) -> HeldCall | None:
     """The call the lock's holder was in while others waited (model/waits.py's top holder, the
     frame its critical section called), when the source shows that call inside the `with` block
     of the waited lock; None when no holder path explains enough of the wait, or the source
@@ -104,14 +107,14 @@ def held_call(site) -> HeldCall | None:
     return HeldCall(call, blocked, f"Move `{call}` out of {block} ({where}): {why}.")
 
 
-def run(analysis, settings):
+def run(analysis: Analysis, settings: Settings) -> Finding:
     req = analysis.request_samples()
     total = float(req["count"].sum())
     # A deadlock's threads and its victims wait forever, not in turn: the deadlock check's.
     hung = {t.site_frame for d in analysis.deadlocks for t in (*d.threads, *(v.thread for v in d.victims))}
     waits = [w for w in analysis.waits if w.kind in LOCK_KINDS and w.frame not in hung]
     share = sum(w.share for w in waits)
-    evidence = {
+    evidence: dict[str, object] = {
         "lock_wait_share": share,
         "lock_wait_thread_seconds": sum(w.thread_seconds for w in waits),
         "request_threads": int(len(analysis.request_threads)),

@@ -17,15 +17,19 @@ What to do instead:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from diagnose.checks.evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
-from diagnose.checks.base import (ScoreBasis, make_finding, pct, ramp, serial_gain, short_path,
-                                  sites_from_waits)
+from diagnose.checks.base import (Finding, ScoreBasis, make_finding, pct, ramp, serial_gain,
+                                  short_path, sites_from_waits)
 from diagnose.model.vocab import WaitKind
-from diagnose.model.waits import describe
+from diagnose.model.waits import WaitSite, describe
+
+if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
+    from diagnose.model.analysis import Analysis
 
 ID = "logging_lock"
 
@@ -47,7 +51,7 @@ EVIDENCE = {
 }
 
 
-def _handler(site) -> str:
+def _handler(site: WaitSite) -> str:
     """The handler doing the slow work, from the holders' stacks (e.g. StreamHandler.emit)."""
     for holder in site.holders:
         for name in holder.stack:
@@ -56,13 +60,14 @@ def _handler(site) -> str:
     return ""
 
 
-def run(analysis, settings):
+def run(analysis: Analysis, settings: Settings) -> Finding:
     req = analysis.request_samples()
     waits = [w for w in analysis.waits if w.kind == WaitKind.LOGGING]
     share = sum(w.share for w in waits)
-    evidence = {"logging_wait_share": share,
-                "logging_wait_thread_seconds": sum(w.thread_seconds for w in waits),
-                "call_sites": len(waits)}
+    evidence: dict[str, object] = {
+        "logging_wait_share": share,
+        "logging_wait_thread_seconds": sum(w.thread_seconds for w in waits),
+        "call_sites": len(waits)}
     summary = f"{pct(share)} of request-thread time waits on logging handler locks"
     if waits:
         top = waits[0]

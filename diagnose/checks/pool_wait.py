@@ -20,15 +20,19 @@ What to do instead:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from diagnose.checks.evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
-from diagnose.checks.base import (ScoreBasis, make_finding, pct, ramp, serial_gain, short_path,
-                                  sites_from_waits)
+from diagnose.checks.base import (Finding, ScoreBasis, make_finding, pct, ramp, serial_gain,
+                                  short_path, sites_from_waits)
 from diagnose.model.vocab import POOL_KINDS
 from diagnose.model.waits import describe
+
+if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
+    from diagnose.model.analysis import Analysis
 
 ID = "pool_wait"
 
@@ -51,13 +55,14 @@ EVIDENCE = {
 }
 
 
-def run(analysis, settings):
+def run(analysis: Analysis, settings: Settings) -> Finding:
     req = analysis.request_samples()
     waits = [w for w in analysis.waits if w.kind in POOL_KINDS]
     share = sum(w.share for w in waits)
-    evidence = {"pool_wait_share": share,
-                "pool_wait_thread_seconds": sum(w.thread_seconds for w in waits),
-                "request_threads": int(len(analysis.request_threads))}
+    evidence: dict[str, object] = {
+        "pool_wait_share": share,
+        "pool_wait_thread_seconds": sum(w.thread_seconds for w in waits),
+        "request_threads": int(len(analysis.request_threads))}
     summary = f"{pct(share)} of request-thread time waits for a pooled resource"
     if waits:
         top = waits[0]

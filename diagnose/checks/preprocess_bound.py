@@ -21,13 +21,18 @@ What to do instead:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from diagnose.checks.evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
-from diagnose.checks.base import (amdahl, ScoreBasis, busy_samples, core_room, make_finding,
-                                  more_cores_lever, pct, ramp, remove_work_lever, top_sites)
+from diagnose.checks.base import (Finding, ScoreBasis, amdahl, busy_samples, core_room,
+                                  make_finding, more_cores_lever, pct, ramp, remove_work_lever,
+                                  top_sites)
+
+if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
+    from diagnose.model.analysis import Analysis
 
 ID = "preprocess_bound"
 
@@ -46,7 +51,7 @@ EVIDENCE = {
 }
 
 
-def run(analysis, settings):
+def run(analysis: Analysis, settings: Settings) -> Finding:
     req = analysis.request_samples()
     busy = busy_samples(req)
     total_busy = float(busy["count"].sum())
@@ -60,7 +65,7 @@ def run(analysis, settings):
     busy_share = total_busy / float(req["count"].sum())
     busy_factor = min(1.0, busy_share / settings.min_busy_share)
     score = ramp(share, settings.low, settings.high) * busy_factor
-    evidence = {
+    evidence: dict[str, object] = {
         "preprocess_share_of_busy": share,
         "busy_share_of_request_time": busy_share,
         "model_share_of_busy": float(by_phase.get("model", 0.0)),
@@ -79,10 +84,11 @@ def run(analysis, settings):
     free = remove_work_lever(share, "preprocessing", "busy request time")
     levers = [replace(free, basis=f"{free.basis}; halving it buys {1 / (1 - share / 2):.2f}x")]
     room = core_room(analysis)
-    if room is not None and room > 1.0:
-        used = analysis.os.cpu_s / analysis.os.window_s
+    os_ = analysis.os
+    if room is not None and room > 1.0 and os_ is not None:  # a room is measured by the OS counters
+        used = os_.cpu_s / os_.window_s
         levers.append(more_cores_lever(room, f"estimate: the process uses {used:.2f} of "
-                                             f"{analysis.os.usable_cores:g} usable cores; work "
+                                             f"{os_.usable_cores:g} usable cores; work "
                                              f"spread over the idle ones buys at most {room:.2f}x"))
     return make_finding(ID, settings, score, summary, evidence, sites, gain=(gain, basis),
                         samples=total_busy, levers=levers,

@@ -4,6 +4,7 @@ the evidence labels the reports render."""
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 from diagnose.checks import (async_wait, compute_bound, cpu_bound, deadlock, event_loop_blocked,
                              gil_contention,
@@ -17,18 +18,19 @@ from diagnose.checks.spec import CheckSpec, Evidence
 # (checks/arbiter.py), the more specific, more actionable diagnosis first. Far too many runnable
 # threads come before the GIL they fight over: on a machine with no idle core both predict no
 # gain, and the thread count is the first fix. A deadlock (a hung service) is first of all.
-CHECKS: tuple[CheckSpec, ...] = tuple(m.SPEC for m in (
+# (CheckSpec[Any]: each check is typed with its own Settings class; the engine hands each its own.)
+CHECKS: tuple[CheckSpec[Any], ...] = tuple(m.SPEC for m in (
     deadlock, event_loop_blocked, stage_bound, lock_contention, pool_wait, async_wait, logging_lock,
     unbounded_backlog,
     scheduler_overhead, gil_contention, preprocess_bound, compute_bound, cpu_bound, underloaded))
 
 # Checks run on a service's processes together (checks/service.py).
-SERVICE_CHECKS: tuple[CheckSpec, ...] = (worker_imbalance.SPEC,)
+SERVICE_CHECKS: tuple[CheckSpec[Any], ...] = (worker_imbalance.SPEC,)
 
-SPECS: tuple[CheckSpec, ...] = CHECKS + SERVICE_CHECKS
+SPECS: tuple[CheckSpec[Any], ...] = CHECKS + SERVICE_CHECKS
 
 
-def spec(check_id: str) -> CheckSpec:
+def spec(check_id: str) -> CheckSpec[Any]:
     return next(s for s in SPECS if s.id == check_id)
 
 

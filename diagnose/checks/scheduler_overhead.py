@@ -23,6 +23,7 @@ What to do instead:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import re
 
@@ -30,10 +31,14 @@ from diagnose.checks.evidence import shared
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
-from diagnose.checks.base import (amdahl, core_room, make_finding,
-                                  ramp, serial_gain, top_sites)
+from diagnose.checks.base import (Finding, Site, amdahl, core_room, make_finding, ramp, serial_gain,
+                                  top_sites)
 from diagnose.model.native_pools import LIBRARIES
 from diagnose.model.vocab import BUSY, WaitKind
+
+if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
+    from diagnose.model.analysis import Analysis
+    from diagnose.model.native_pools import PoolSplit
 
 ID = "scheduler_overhead"
 
@@ -83,7 +88,7 @@ _POOLS = [("OpenBLAS", re.compile(r"openblas", re.I)), ("MKL", re.compile(r"libm
           ("onnxruntime", re.compile(r"onnxruntime", re.I))]
 
 
-def intra_op_libraries(analysis) -> list[str]:
+def intra_op_libraries(analysis: Analysis) -> list[str]:
     files = {f.file for f in analysis.profile.frames if f.native} | analysis.profile.calibration_files
     return [name for name, pattern in _POOLS if any(pattern.search(path) for path in files)]
 
@@ -107,8 +112,10 @@ def fan_out_advice(request_threads: int, intra_op: int, cores: float, libraries:
             f"(today {request_threads}); queue the rest of the requests instead of running them all."]
 
 
-def run(analysis, settings):
+def run(analysis: Analysis, settings: Settings) -> Finding:
     os_ = analysis.os
+    # needs SCHEDSTAT: the engine runs this check only with the per-thread OS counters
+    assert os_ is not None and os_.runqueue_ratio is not None
     cores = os_.usable_cores
     ratio = os_.runqueue_ratio
     oversubscription = os_.mean_runnable / cores if cores else 0.0
@@ -128,7 +135,7 @@ def run(analysis, settings):
     req = analysis.request_samples()
     busy = req[req["state"].isin(BUSY)]
     sites = top_sites(analysis, busy, float(busy["count"].sum()) or 1.0, limit=3)
-    evidence = {
+    evidence: dict[str, object] = {
         "runqueue_wait_per_cpu_second": ratio,
         "runqueue_wait_s": os_.runqueue_wait_s,
         "cpu_s": os_.cpu_s,
@@ -195,15 +202,18 @@ _KNOB_ADVICE = {
 }
 
 
-def _intra_op_overhead(analysis, settings, split, score, intra_op, cores, evidence, sites):
+def _intra_op_overhead(analysis: Analysis, settings: Settings, split: PoolSplit, score: float,
+                       intra_op: int, cores: float, evidence: dict[str, object],
+                       sites: list[Site]) -> Finding:
     """The intra-op pool costs more than it parallelizes: its synchronisation rivals its kernels."""
     pool = intra_op + 1 if intra_op else int(cores or 1)
     value = max(1, int(pool * (1.0 - split.sync_share)))
     sync_names = ", ".join(list(split.sync_functions)[:3]) or "pool synchronisation"
     kernel_names = ", ".join(list(split.kernel_functions)[:2]) or "kernels"
+    room = core_room(analysis)
     evidence = dict(evidence, intra_op_library=split.library, intra_op_sync_share=split.sync_share,
                     intra_op_sync_share_95_low=round(split.sync_share_low, 4),
-                    cores_in_use=round(cores / core_room(analysis), 3) if core_room(analysis) else None,
+                    cores_in_use=round(cores / room, 3) if room else None,
                     intra_op_sync_samples=split.sync_samples, intra_op_kernel_samples=split.kernel_samples,
                     native_samples_used=split.samples, intra_op_sync_functions=split.sync_functions,
                     intra_op_kernel_functions=split.kernel_functions, knob=split.knob,

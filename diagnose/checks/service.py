@@ -12,6 +12,7 @@ Fleet findings (worker_imbalance) come from comparing the workers.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -20,7 +21,9 @@ from diagnose.checks.arbiter import CRITICAL, HUNG_FIRST, rank
 from diagnose.checks.base import Finding
 from diagnose.checks.engine import (CheckResults, describe_activity, load_check_settings, order_of, run_checks,
                                     verdict_for, waits_hidden)
+from diagnose.checks.settings import settings_of
 from diagnose.checks.worker_imbalance import ID as IMBALANCE_ID
+from diagnose.checks.worker_imbalance import SPEC as IMBALANCE_SPEC
 from diagnose.checks.worker_imbalance import worker_imbalance
 from diagnose.model.confidence import too_uncertain
 from diagnose.model.process_pipeline import ProcessPipeline, find_process_pipeline
@@ -30,8 +33,8 @@ from diagnose.model.vocab import ProcessRole, Severity
 WEIGHT_FLOOR_CORES = 0.02  # every worker weighs at least this many cores' worth
 
 
-def run_service_checks(service: Service, user_rules: dict | None = None
-                       ) -> tuple[CheckResults, dict]:
+def run_service_checks(service: Service, user_rules: dict[str, Any] | None = None
+                       ) -> tuple[CheckResults, dict[int | None, CheckResults]]:
     """The service's results, and each process's own results by pid."""
     per_process = {view.pid: run_checks(view.analysis, user_rules) for view in service.processes}
     if not service.multi:
@@ -41,11 +44,11 @@ def run_service_checks(service: Service, user_rules: dict | None = None
     merged = _merge([per_process[w.pid] for w in workers], [w.pid for w in workers], weights)
     settings = load_check_settings(user_rules)
     pipeline = find_process_pipeline(service)
-    staged = stage_bound.run_processes(pipeline, service, settings[stage_bound.ID])
+    staged = stage_bound.run_processes(pipeline, service, settings_of(stage_bound.SPEC, settings))
     if staged is not None:
         # One stage finding per service: the one spanning processes names the whole pipeline.
         merged = [f for f in merged if f.id != stage_bound.ID] + [staged]
-    fleet = worker_imbalance(service, settings[IMBALANCE_ID], pipeline)
+    fleet = worker_imbalance(service, settings_of(IMBALANCE_SPEC, settings), pipeline)
     if fleet is not None:
         merged.append(fleet)
     ranked = _stage_first(rank(merged, order_of), staged, pipeline)
@@ -73,8 +76,8 @@ def _stage_first(ranked: tuple[Finding, ...], staged: Finding | None,
     return tuple(before + [staged] + rest[first:])
 
 
-def _merge(results: list[CheckResults], pids: list, weights: np.ndarray) -> list[Finding]:
-    by_id: dict[str, dict] = {}
+def _merge(results: list[CheckResults], pids: list[int | None], weights: np.ndarray) -> list[Finding]:
+    by_id: dict[str, dict[int, Finding]] = {}
     for index, result in enumerate(results):
         for finding in result.findings:
             by_id.setdefault(finding.id, {})[index] = finding
@@ -112,7 +115,7 @@ def _narrowed(finding: Finding, own: int | None, pooled: int | None) -> Finding:
         return finding
     factor = (own / pooled) ** 0.5
 
-    def shrink(interval, point):
+    def shrink(interval: tuple[float, float] | None, point: float | None) -> tuple[float, float] | None:
         if interval is None or point is None:
             return interval
         low, high = interval

@@ -14,9 +14,12 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Generic, TypeVar
 
-from diagnose.checks.base import busy_samples
+from diagnose.checks.base import Finding, NotApplicable, busy_samples
+
+if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
+    from diagnose.model.analysis import Analysis
 
 
 class Input(StrEnum):
@@ -35,37 +38,37 @@ class Input(StrEnum):
     ASYNC_TASKS = "asyncio tasks read from the live process's memory (`attach`)"
 
 
-def _request_samples(analysis) -> bool:
+def _request_samples(analysis: Analysis) -> bool:
     return float(analysis.request_samples()["count"].sum()) > 0
 
 
-def _busy_request_samples(analysis) -> bool:
+def _busy_request_samples(analysis: Analysis) -> bool:
     return float(busy_samples(analysis.request_samples())["count"].sum()) > 0
 
 
-def _schedstat(analysis) -> bool:
+def _schedstat(analysis: Analysis) -> bool:
     return analysis.os is not None and analysis.os.runqueue_ratio is not None
 
 
-def _rss_series(analysis) -> bool:
+def _rss_series(analysis: Analysis) -> bool:
     return analysis.os is not None and analysis.os.rss_slope_bytes_per_s is not None
 
 
-def _event_loops(analysis) -> bool:
+def _event_loops(analysis: Analysis) -> bool:
     return bool(analysis.event_loops)
 
 
-def _pipeline(analysis) -> bool:
+def _pipeline(analysis: Analysis) -> bool:
     return bool(analysis.structure.pipeline) and analysis.structure.bottleneck is not None
 
 
-def _async_tasks(analysis) -> bool:
+def _async_tasks(analysis: Analysis) -> bool:
     return getattr(analysis, "tasks", None) is not None
 
 
 # The inputs the engine tests before a check runs: (is it there?, the reason when it is not).
 # The reasons are the words the checks gave before they declared their inputs.
-REQUIREMENTS: dict[Input, tuple[Callable[[Any], bool], str]] = {
+REQUIREMENTS: dict[Input, tuple[Callable[[Analysis], bool], str]] = {
     Input.REQUEST_SAMPLES: (_request_samples, "no request threads were seen handling work"),
     Input.BUSY_REQUEST_SAMPLES: (_busy_request_samples, "request threads were never busy"),
     Input.SCHEDSTAT: (_schedstat, "needs per-thread OS counters (schedstat), only taken by `attach`"),
@@ -127,17 +130,21 @@ class CheckSettings:
     advice: tuple[str, ...] = ()
 
 
+S = TypeVar("S", bound=CheckSettings)
+
+
 @dataclass(frozen=True)
-class CheckSpec:
+class CheckSpec(Generic[S]):
+    """A check's declaration; `S`, its Settings class, ties `run` to the settings it reads."""
+
     id: str
     title: str
-    settings: type[CheckSettings]
+    settings: type[S]
     evidence: Mapping[str, Evidence]
     # The module docstring: what it finds, why it matters, what to do instead.
     doc: str
-    # run(analysis, settings) -> Finding | NotApplicable; None for a check run on a whole service
-    # (checks/service.py calls it).
-    run: Callable[..., Any] | None = None
+    # None for a check run on a whole service (checks/service.py calls it).
+    run: Callable[[Analysis, S], Finding | NotApplicable] | None = None
     # Inputs without which the check cannot run: the engine says so in the check's place.
     needs: tuple[Input, ...] = ()
     # Inputs it uses when they are there (it runs, on less, without them).

@@ -21,6 +21,7 @@ What to do instead:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import math
 
@@ -28,7 +29,13 @@ from diagnose.checks.evidence import shared
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
-from diagnose.checks.base import Site, core_room, make_finding, pct, ramp
+from diagnose.checks.base import Finding, Site, core_room, make_finding, pct, ramp
+
+if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
+    from diagnose.model.analysis import Analysis
+    from diagnose.model.process_pipeline import ProcessPipeline
+    from diagnose.model.service import Service
+    from diagnose.model.structure import Stage
 
 ID = "stage_bound"
 
@@ -73,9 +80,12 @@ EVIDENCE = {
 MIN_CONSUMER_BUSY = 0.05  # a consumer process busier than this does work of its own
 
 
-def run(analysis, settings):
+def run(analysis: Analysis, settings: Settings) -> Finding:
     structure = analysis.structure
+    # needs PIPELINE: the engine runs this check only when a bottleneck stage was found
+    assert structure.bottleneck is not None
     stage = structure.stage(structure.bottleneck)
+    assert stage is not None  # the bottleneck is one of the stages (model/structure.py)
     waits = [e for e in structure.edges if e.holder == stage.name
              and e.kind in ("starved", "backpressure", "result")]
     waiting = max((e.share for e in waits), default=0.0)
@@ -99,7 +109,7 @@ def run(analysis, settings):
         # threads; when the process itself fills the cores (a batcher whose BLAS pool runs on
         # all of them), the cores are the limit and compute_bound names what runs on them.
         score *= 1.0 - ramp(own, settings.own_cpu_low, settings.own_cpu_high) / 100
-    evidence = {
+    evidence: dict[str, object] = {
         "stage": stage.name, "stage_threads": n, "stage_busy_share": stage.utilization,
         "stage_python_share_of_busy": stage.python_share,
         "waiting_on_it": {e.waiter: e.share for e in waits},
@@ -138,7 +148,7 @@ def run(analysis, settings):
                         samples=analysis.samples[analysis.samples["thread"].isin(stage.threads)]["count"].sum())
 
 
-def _fans_out_to_cores(analysis, stage) -> bool:
+def _fans_out_to_cores(analysis: Analysis, stage: Stage) -> bool:
     """Does the stage call into a native library whose thread pool, with the stage's own
     threads, covers the usable cores? (pool threads have no Python frames: /proc counts them)"""
     os_ = analysis.os
@@ -148,12 +158,13 @@ def _fans_out_to_cores(analysis, stage) -> bool:
     return pool_threads > 0 and len(stage.threads) + pool_threads >= os_.usable_cores
 
 
-def _window(analysis) -> float | None:
+def _window(analysis: Analysis) -> float | None:
     ticks = analysis.threads["samples"].max() if len(analysis.threads) else 0
     return float(ticks) * (analysis.profile.interval_s or 0.01) or None
 
 
-def _predict(stage, linked, rates, n, room, pure_python):
+def _predict(stage: Stage, linked: list[Stage], rates: dict[str, float], n: int, room: float | None,
+             pure_python: bool) -> tuple[float, dict[str, int], str]:
     """Utilization law: throughput grows with the bottleneck's threads until the next stage
     saturates or the cores run out."""
     rate = rates.get(stage.name) or n * stage.utilization or 1e-9
@@ -175,7 +186,7 @@ def _predict(stage, linked, rates, n, room, pure_python):
     return round(max(gain, 1.0), 2), proposal, inputs
 
 
-def run_processes(pipeline, service, settings):
+def run_processes(pipeline: ProcessPipeline | None, service: Service, settings: Settings) -> Finding | None:
     """The same law across processes: worker processes (a DataLoader's, a Pool's) feeding a
     consumer process that starves waiting for their results (model/process_pipeline.py)."""
     if pipeline is None or pipeline.bottleneck != "producers":
@@ -224,13 +235,14 @@ def run_processes(pipeline, service, settings):
               f"{what} runs in the workers on every item: making it cheaper (vectorised, native "
               f"code, precomputed) raises what each worker serves.",
               "Beyond the usable cores more workers only share them: re-measure after each change."]
-    evidence = {"stage": f"{pipeline.framework.value} workers", "framework": pipeline.framework.value,
-                "worker_processes": n, "worker_pids": list(pipeline.producer_pids),
-                "worker_busy_share": busy, "worker_busy_source": pipeline.producer_busy_source,
-                "transform": what, "entry": entry, "consumer_pid": pipeline.consumer_pid,
-                "consumer_busy_share": pipeline.consumer_busy, "consumer_starved_share": starved,
-                "proposed_workers": wanted, "predicted_gain_inputs": inputs, "core_room": room,
-                "fix": {"knob": knob, "value": wanted}}
+    evidence: dict[str, object] = {
+        "stage": f"{pipeline.framework.value} workers", "framework": pipeline.framework.value,
+        "worker_processes": n, "worker_pids": list(pipeline.producer_pids),
+        "worker_busy_share": busy, "worker_busy_source": pipeline.producer_busy_source,
+        "transform": what, "entry": entry, "consumer_pid": pipeline.consumer_pid,
+        "consumer_busy_share": pipeline.consumer_busy, "consumer_starved_share": starved,
+        "proposed_workers": wanted, "predicted_gain_inputs": inputs, "core_room": room,
+        "fix": {"knob": knob, "value": wanted}}
     return make_finding(ID, settings, score, summary, evidence, sites, advice=advice,
                         gain=(gain, f"estimate (utilization law): {inputs}"))
 

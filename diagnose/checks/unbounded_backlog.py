@@ -18,13 +18,18 @@ What to do instead:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from diagnose.checks.evidence import shared
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
-from diagnose.checks.base import Site, make_finding, pct, ramp
+from diagnose.checks.base import Finding, Site, make_finding, pct, ramp
+from diagnose.model.profile import Frame
 from diagnose.model.vocab import HANDLER_ROLES, ThreadState
+
+if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
+    from diagnose.model.analysis import Analysis
 
 ID = "unbounded_backlog"
 
@@ -50,10 +55,10 @@ MB = 1024 * 1024
 _SUBMIT = (("concurrent/futures/thread.py", "submit"), ("queue.py", "put"))
 
 
-def _worker_sites(analysis, limit=3):
+def _worker_sites(analysis: Analysis, limit: int = 3) -> list[Site]:
     """The functions the pool workers run (the frame under the executor's work item): what the
     backlog is waiting for."""
-    counts = {}
+    counts: dict[Frame, int] = {}
     workers = analysis.samples[analysis.samples["thread"].isin(analysis.request_threads.index)]
     for sid, count in workers.groupby("stack")["count"].sum().items():
         frames = [analysis.frame(f) for f in analysis.profile.stacks[int(sid)]]
@@ -69,10 +74,10 @@ def _worker_sites(analysis, limit=3):
     return [Site(f.function, f.file, f.line, round(c / total, 4)) for f, c in ranked]
 
 
-def _submit_sites(analysis, limit=3):
+def _submit_sites(analysis: Analysis, limit: int = 3) -> list[Site]:
     """The frames that call submit()/put(): where the backlog is fed. A submit is over in
     microseconds, so a short window may not catch one."""
-    counts = {}
+    counts: dict[Frame, int] = {}
     for sid, count in analysis.samples.groupby("stack")["count"].sum().items():
         frames = [analysis.frame(f) for f in analysis.profile.stacks[int(sid)]]
         for i, f in enumerate(frames):
@@ -87,8 +92,10 @@ def _submit_sites(analysis, limit=3):
     return [Site(f.function, f.file, f.line, round(c / total, 4)) for f, c in ranked]
 
 
-def run(analysis, settings):
+def run(analysis: Analysis, settings: Settings) -> Finding:
     os_ = analysis.os
+    # needs RSS_SERIES: the engine runs this check only with the counters' memory series
+    assert os_ is not None and os_.rss_slope_bytes_per_s is not None
     workers = analysis.threads[analysis.threads["role"].isin(HANDLER_ROLES)]
     samples = analysis.samples[analysis.samples["thread"].isin(workers.index)]
     total = float(samples["count"].sum())
@@ -98,9 +105,10 @@ def run(analysis, settings):
     saturation = min(1.0, busy / settings.min_busy)
     score = ramp(slope_mb, settings.low, settings.high) * steadiness * saturation
     grown = ((os_.rss_end or 0) - (os_.rss_start or 0)) / MB
-    evidence = {"rss_growth_mb_per_s": slope_mb, "rss_growth_mb": grown,
-                "rss_fit_r2": os_.rss_fit_r2, "rss_end_mb": (os_.rss_end or 0) / MB,
-                "worker_busy_share": busy}
+    evidence: dict[str, object] = {
+        "rss_growth_mb_per_s": slope_mb, "rss_growth_mb": grown,
+        "rss_fit_r2": os_.rss_fit_r2, "rss_end_mb": (os_.rss_end or 0) / MB,
+        "worker_busy_share": busy}
     summary = (f"resident memory grew {slope_mb:.1f} MB/s ({grown:.0f} MB over the window, "
                f"steady: r²={os_.rss_fit_r2 or 0:.2f}) while workers were busy {pct(busy)} of the time")
     submit_sites = _submit_sites(analysis)

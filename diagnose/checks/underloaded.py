@@ -27,18 +27,24 @@ What to do instead:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from diagnose.checks.evidence import shared
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
-from diagnose.checks.base import (NotApplicable, ScoreBasis, Site, make_finding, pct, ramp,
+from diagnose.checks.base import (Finding, NotApplicable, ScoreBasis, Site, make_finding, pct, ramp,
                                   short_path, top_sites)
-from diagnose.model.profile import frame_is
+from diagnose.model.profile import Frame, frame_is
 from diagnose.model.vocab import HANDLER_ROLES, ThreadRole, ThreadState
+
+if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
+    from diagnose.model.analysis import Analysis
 
 ID = "underloaded"
 
@@ -76,21 +82,22 @@ REQUEST_HANDLING_FRAMES = (
 )
 
 
-def _handles_requests(frames) -> bool:
+def _handles_requests(frames: Iterable[Frame]) -> bool:
     return any(frame_is(frame, suffix, pattern) for frame in frames
                for suffix, pattern in REQUEST_HANDLING_FRAMES)
 
 
-def handler_threads(analysis) -> set:
+def handler_threads(analysis: Analysis) -> set[int]:
     """Threads (summary index) whose samples ran inside a server's request-handling frames."""
     profile = analysis.profile
     # Each frame tested once; a stack handles requests when any of its frames does.
-    handling = profile.stacks_with_any([_handles_requests([frame]) for frame in profile.frames])
+    handling = profile.stacks_with_any(np.array([_handles_requests([frame]) for frame in profile.frames],
+                                                dtype=bool))
     rows = analysis.samples[handling[analysis.samples["stack"].to_numpy()]]
     return set(int(t) for t in rows["thread"].unique())
 
 
-def run(analysis, settings):
+def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     roles = analysis.threads["role"]
     handlers = handler_threads(analysis)
     workers = analysis.threads[roles.isin(HANDLER_ROLES)
@@ -121,7 +128,7 @@ def run(analysis, settings):
     # Requests parked on the process's own primitives: the service waits on itself.
     local_factor = 1.0 - min(1.0, tasks.local_share) if tasks is not None and in_flight else 1.0
     score = ramp(share, settings.low, settings.high) * cores_factor * local_factor
-    evidence = {
+    evidence: dict[str, object] = {
         "waiting_share_of_workers": share,
         "idle_share_of_workers": idle_share,
         "waiting_outside_share_of_workers": outside_share,

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from typing import Any
-
 import numpy as np
 
 from diagnose.checks.evidence import shared
@@ -81,7 +79,7 @@ def _workers_advice(n: int, service: Service, pipeline: ProcessPipeline | None) 
             f"one core's worth of throughput.")
 
 
-def worker_imbalance(service: Service, settings, pipeline: ProcessPipeline | None = None
+def worker_imbalance(service: Service, settings: Settings, pipeline: ProcessPipeline | None = None
                      ) -> Finding | None:
     """Workers that share the load unevenly, or fewer busy workers than usable cores. In a
     process pipeline only the worker processes are peers (the consumer does other work)."""
@@ -112,11 +110,11 @@ def worker_imbalance(service: Service, settings, pipeline: ProcessPipeline | Non
                * (float(saturated.sum()) / len(workers))
                if cores and len(workers) < cores and pipeline is None else 0.0)
     score = max(uneven, too_few)
-    evidence: dict[str, Any]  # declared apart: tests/unit/test_check_declarations.py reads `evidence = {`
-    evidence = {"workers": len(workers), "usable_cores": cores,
-                "cores_busy_per_worker": {str(w.pid): round(float(c), 3) for w, c in zip(workers, load)},
-                "load_coefficient_of_variation": cv, "idle_core_share": idle_cores,
-                "saturated_workers": int(saturated.sum())}
+    evidence: dict[str, object] = {
+        "workers": len(workers), "usable_cores": cores,
+        "cores_busy_per_worker": {str(w.pid): round(float(c), 3) for w, c in zip(workers, load)},
+        "load_coefficient_of_variation": cv, "idle_core_share": idle_cores,
+        "saturated_workers": int(saturated.sum())}
     if too_few >= uneven:
         n = int(cores) if cores else len(workers) + 1
         evidence["fix"] = ({"knob": pipeline.knob()[0], "value": n} if pipeline is not None

@@ -39,11 +39,13 @@ def _literal_keys(node) -> set[str]:
 
 
 def emitted_keys(path: Path) -> set[str]:
-    """Every evidence key a module writes: `evidence = {...}`, `evidence = dict(evidence,
-    k=...)`, `evidence["k"] = ...` and `evidence.update({...})`."""
+    """Every evidence key a module writes: `evidence = {...}` (annotated or not), `evidence =
+    dict(evidence, k=...)`, `evidence["k"] = ...` and `evidence.update({...})`."""
     keys: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Assign):
+        if isinstance(node, ast.AnnAssign) and _is_evidence(node.target) and node.value is not None:
+            keys |= _literal_keys(node.value)
+        elif isinstance(node, ast.Assign):
             for target in node.targets:
                 if _is_evidence(target):
                     keys |= _literal_keys(node.value)
@@ -59,7 +61,7 @@ def emitted_keys(path: Path) -> set[str]:
 
 
 def test_the_scan_finds_keys_of_every_form():
-    # a literal, a subscript, dict(evidence, ...), update({...})
+    # an annotated literal, a subscript, dict(evidence, ...), update({...})
     assert {"lock_wait_share", "estimated"} <= emitted_keys(CHECKS_DIR / "lock_contention.py")
     assert "submit_site_seen" in emitted_keys(CHECKS_DIR / "unbounded_backlog.py")
     assert "intra_op_sync_share_95_low" in emitted_keys(CHECKS_DIR / "scheduler_overhead.py")
