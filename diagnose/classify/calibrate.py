@@ -23,6 +23,7 @@ from diagnose.classify.state import FULL_SYMBOL_MARKERS, classify_stack
 from diagnose.model.profile import Frame, Profile
 
 FrameKey = tuple[str, str, int]
+PythonKey = tuple[FrameKey, ...]  # a stack's Python frames, root first (or its innermost few)
 MIN_SUPPORT = 3
 SUFFIX_FRAMES = 2
 
@@ -41,12 +42,12 @@ Mixture = list[tuple[CalibratedState, float]]  # states and their shares, larges
 class Calibration:
     """State mixes by Python stack, and how many native samples stand behind each."""
 
-    mixtures: dict  # python key -> Mixture
-    support: dict  # python key -> native samples
-    suffix_mixtures: dict  # innermost SUFFIX_FRAMES python frames -> Mixture
-    suffix_support: dict
+    mixtures: dict[PythonKey, Mixture]
+    support: dict[PythonKey, int]  # native samples
+    suffix_mixtures: dict[PythonKey, Mixture]  # by the innermost SUFFIX_FRAMES python frames
+    suffix_support: dict[PythonKey, int]
 
-    def lookup(self, key: tuple) -> tuple[Mixture, int] | None:
+    def lookup(self, key: PythonKey) -> tuple[Mixture, int] | None:
         """The best-supported mix for a Python stack and its support, or None."""
         if self.support.get(key, 0) >= MIN_SUPPORT:
             return self.mixtures[key], self.support[key]
@@ -63,7 +64,7 @@ class Calibration:
         return int(sum(self.support.values()))
 
 
-def python_key(frames: list[Frame]) -> tuple[FrameKey, ...]:
+def python_key(frames: list[Frame]) -> PythonKey:
     return tuple((f.function, f.file, f.line) for f in frames if not f.native)
 
 
@@ -74,7 +75,7 @@ def calibration_from(native: Profile) -> Calibration:
         weights = track.counts if track.counts is not None else None
         counts += np.bincount(track.stack_ids, weights=weights, minlength=len(native.stacks)).astype(np.int64)
     full_symbols = any(f.function in FULL_SYMBOL_MARKERS for f in native.frames)
-    tallies: dict[tuple, dict[CalibratedState, int]] = defaultdict(lambda: defaultdict(int))
+    tallies: dict[PythonKey, dict[CalibratedState, int]] = defaultdict(lambda: defaultdict(int))
     for sid, stack in enumerate(native.stacks):
         if not counts[sid]:
             continue
@@ -84,7 +85,7 @@ def calibration_from(native: Profile) -> Calibration:
         state = CalibratedState(result.state, result.wait_kind,
                                 (site.function, site.file, site.line) if site else None)
         tallies[python_key(frames)][state] += int(counts[sid])
-    suffix_tallies: dict[tuple, dict[CalibratedState, int]] = defaultdict(lambda: defaultdict(int))
+    suffix_tallies: dict[PythonKey, dict[CalibratedState, int]] = defaultdict(lambda: defaultdict(int))
     for key, by_state in tallies.items():
         for state, n in by_state.items():
             suffix_tallies[key[-SUFFIX_FRAMES:]][state] += n
@@ -93,8 +94,10 @@ def calibration_from(native: Profile) -> Calibration:
     return Calibration(mixtures, support, suffix_mixtures, suffix_support)
 
 
-def _mixes(tallies: dict) -> tuple[dict, dict]:
-    mixtures, support = {}, {}
+def _mixes(tallies: dict[PythonKey, dict[CalibratedState, int]]
+           ) -> tuple[dict[PythonKey, Mixture], dict[PythonKey, int]]:
+    mixtures: dict[PythonKey, Mixture] = {}
+    support: dict[PythonKey, int] = {}
     for key, by_state in tallies.items():
         total = sum(by_state.values())
         support[key] = total

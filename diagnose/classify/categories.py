@@ -6,6 +6,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -18,8 +19,8 @@ PHASES = ("preprocess", "model", "postprocess")
 @dataclass(frozen=True)
 class Pattern:
     category: str
-    function: re.Pattern | None
-    file: re.Pattern | None
+    function: re.Pattern[str] | None
+    file: re.Pattern[str] | None
     generic: bool
     framework: bool = False  # a framework library's own frames: they take their caller's phase
 
@@ -43,7 +44,7 @@ class FrameCategory:
     framework: bool = False  # a framework library's internals (torch, onnxruntime, numpy, BLAS)
 
 
-def _compile(text: str | None, where: str) -> re.Pattern | None:
+def _compile(text: str | None, where: str) -> re.Pattern[str] | None:
     if text is None:
         return None
     try:
@@ -52,7 +53,7 @@ def _compile(text: str | None, where: str) -> re.Pattern | None:
         raise BadRules(f"{where}: invalid regular expression {text!r}: {exc}")
 
 
-def parse_category_rules(data: dict, where: str) -> list[Pattern]:
+def parse_category_rules(data: dict[str, Any], where: str) -> list[Pattern]:
     patterns = []
     for entry in data.get("category", []):
         name = entry.get("name")
@@ -67,7 +68,7 @@ def parse_category_rules(data: dict, where: str) -> list[Pattern]:
     return patterns
 
 
-def load_toml(path: Path) -> dict:
+def load_toml(path: Path) -> dict[str, Any]:
     """A user's rules file, read and validated strictly (diagnose/classify/rules_file.py)."""
     return load(path)
 
@@ -83,7 +84,7 @@ class Categorizer:
     from its function name: libpython's `list_resize` is not image resizing.
     """
 
-    def __init__(self, user_rules: dict | None = None):
+    def __init__(self, user_rules: dict[str, Any] | None = None) -> None:
         builtin = parse_category_rules(tomllib.loads(builtin_rules_text("categories.toml")),
                                        "built-in categories.toml")
         if user_rules:

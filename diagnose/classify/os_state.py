@@ -10,9 +10,14 @@ already name, are kept.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 
 from diagnose.model.vocab import RUNNING, ThreadState, WaitKind
+
+if TYPE_CHECKING:  # types only: the OS summary is read here, built elsewhere
+    from diagnose.model.os_summary import ProcessOS
 
 SLEEPING = ("S", "D", "I")
 MIN_OBSERVATIONS = 5  # fewer /proc observations of a thread decide nothing
@@ -20,7 +25,7 @@ ASLEEP_SHARE = 0.9  # of the thread's observations (py-spy's own pauses excluded
 MAX_CORE_SHARE = 0.1  # CPU seconds over the window
 
 
-def asleep_threads(os_) -> set[int]:
+def asleep_threads(os_: ProcessOS) -> set[int]:
     """Threads /proc saw asleep nearly always, using next to no CPU."""
     window = max(os_.window_s, 1e-6)
     found = set()
@@ -34,7 +39,7 @@ def asleep_threads(os_) -> set[int]:
     return found
 
 
-def settle_with_os_state(samples: pd.DataFrame, os_) -> pd.DataFrame:
+def settle_with_os_state(samples: pd.DataFrame, os_: ProcessOS | None) -> pd.DataFrame:
     """Busy samples of asleep threads become waits (`io`) where the frames could not tell: an
     unnamed native leaf (state native, no wait kind) or a state estimated from Python frames."""
     if os_ is None or samples.empty:

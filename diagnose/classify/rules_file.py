@@ -17,9 +17,11 @@ import difflib
 import math
 import re
 import tomllib
+from collections.abc import Iterable
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from diagnose.errors import DiagnoseError, ExitCode
 from diagnose.readers.bounded_read import read_bounded
@@ -42,7 +44,7 @@ REGEX_KEYS = ("function", "file")  # pattern keys holding regular expressions
 
 # --- what the shipped rules allow -------------------------------------------------------------
 
-def _kind(value) -> str:
+def _kind(value: object) -> str:
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, (int, float)):
@@ -76,6 +78,9 @@ def shipped() -> tuple[dict[str, dict[str, str]], dict[str, str], dict[str, str]
 
 # --- finding the line of a key ----------------------------------------------------------------
 
+# Where a key sits in a rules document: table and key names, and indices into arrays of tables.
+KeyPath = tuple[str | int, ...]
+
 _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
 _KEY_PART = re.compile(r'"((?:[^"\\]|\\.)*)"|\'([^\']*)\'|([A-Za-z0-9_-]+)')
 
@@ -90,12 +95,12 @@ class Locator:
     """Finds the line of a key path (`("checks", "lock_contention", "low")`, or with list
     indices: `("category", 0, "patterns", 1, "function")`) in a TOML text, best effort."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str) -> None:
         self.lines = text.splitlines()
-        self.blocks: list[tuple[tuple, int, int]] = []  # (header path, first line, end) 0-based
-        counts: dict[tuple, int] = {}
+        self.blocks: list[tuple[KeyPath, int, int]] = []  # (header path, first line, end) 0-based
+        counts: dict[tuple[str, ...], int] = {}
         start = 0
-        path: tuple[str | int, ...] = ()
+        path: KeyPath = ()
         for number, line in enumerate(self.lines):
             match = _HEADER.match(line)
             if not match:
@@ -111,7 +116,7 @@ class Locator:
             start = number
         self.blocks.append((path, start, len(self.lines)))
 
-    def line_of(self, path: tuple, value=None) -> int | None:
+    def line_of(self, path: KeyPath, value: object = None) -> int | None:
         """1-based line of the deepest part of `path` found, or None."""
         best, best_depth = None, -1
         for header, start, end in self.blocks:
@@ -130,7 +135,7 @@ class Locator:
                 best, best_depth = line + 1, depth
         return best
 
-    def _find_key(self, key: str, start: int, end: int, value=None) -> int | None:
+    def _find_key(self, key: str, start: int, end: int, value: object = None) -> int | None:
         token = re.compile(r'(?:^|[\s{,.])(?:"' + re.escape(key) + r'"|\'' + re.escape(key)
                            + r"'|" + re.escape(key) + r")\s*[=.]")
         hits = [n for n in range(start, end) if token.search(self._code(self.lines[n]))]
@@ -158,12 +163,12 @@ class Locator:
 
 # --- validation -------------------------------------------------------------------------------
 
-def _suggest(word: str, known) -> str:
+def _suggest(word: object, known: Iterable[str]) -> str:
     close = difflib.get_close_matches(str(word), list(known), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _type_ok(value, kind: str) -> bool:
+def _type_ok(value: object, kind: str) -> bool:
     if kind == "number":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if kind == "boolean":
@@ -179,17 +184,17 @@ def _type_ok(value, kind: str) -> bool:
     return True
 
 
-def _shown(value) -> str:
+def _shown(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _dotted(path: tuple) -> str:
+def _dotted(path: KeyPath) -> str:
     return ".".join(str(part) for part in path)
 
 
 class _Problem(Exception):
-    def __init__(self, path: tuple, message: str, value=None):
+    def __init__(self, path: KeyPath, message: str, value: object = None) -> None:
         super().__init__(message)
         self.path, self.message, self.value = path, message, value
 
@@ -197,8 +202,8 @@ class _Problem(Exception):
 CheckSchema = dict[str, dict[str, str]]  # check id -> {key: kind}
 
 
-def validate(data: dict, text: str | None = None, where: str = "--rules file",
-             checks: CheckSchema | None = None) -> dict:
+def validate(data: dict[str, Any], text: str | None = None, where: str = "--rules file",
+             checks: CheckSchema | None = None) -> dict[str, Any]:
     """Raises BadRules (exit 2) for the first problem of a user's rules, naming its line when
     `text` (the file's text) is given; returns `data` unchanged. `checks`: the keys and kinds of
     each check's settings (checks/settings.py `schema()`; by default the shipped tables')."""
@@ -210,7 +215,7 @@ def validate(data: dict, text: str | None = None, where: str = "--rules file",
     return data
 
 
-def _validate(data: dict, schema: CheckSchema | None) -> None:
+def _validate(data: object, schema: CheckSchema | None) -> None:
     if not isinstance(data, dict):
         raise _Problem((), "a rules file is a TOML document of [checks.<id>] tables and "
                            "[[category]] entries")
@@ -227,7 +232,7 @@ def _validate(data: dict, schema: CheckSchema | None) -> None:
                                    f"entries (frame patterns)")
 
 
-def _validate_checks(checks, known: CheckSchema) -> None:
+def _validate_checks(checks: object, known: CheckSchema) -> None:
     if not isinstance(checks, dict):
         raise _Problem(("checks",), "'checks' must be a table of [checks.<id>] tables, "
                                     f"not {_kind(checks)}")
@@ -248,16 +253,16 @@ def _validate_checks(checks, known: CheckSchema) -> None:
             _check_value(path, value, keys[key])
 
 
-def _check_value(path: tuple, value, kind: str, label: str | None = None) -> None:
+def _check_value(path: KeyPath, value: object, kind: str, label: str | None = None) -> None:
     label = label or _dotted(path)
     if not _type_ok(value, kind):
         raise _Problem(path, f"{label} must be a {kind}, not {_kind(value)} "
                              f"({_shown(value)})", value)
-    if kind == "number" and not math.isfinite(value):
+    if kind == "number" and isinstance(value, (int, float)) and not math.isfinite(value):
         raise _Problem(path, f"{label} must be a finite number, not {value}", value)
 
 
-def _validate_categories(entries) -> None:
+def _validate_categories(entries: object) -> None:
     _, entry_keys, pattern_keys = shipped()
     if not isinstance(entries, list):
         raise _Problem(("category",), "'category' must be an array of [[category]] tables, "
@@ -311,7 +316,7 @@ def _validate_categories(entries) -> None:
 
 # --- reading ----------------------------------------------------------------------------------
 
-def load(path: str | Path, checks: CheckSchema | None = None) -> dict:
+def load(path: str | Path, checks: CheckSchema | None = None) -> dict[str, Any]:
     """Reads and validates a user's rules file; BadRules (exit 2) for anything wrong with it.
     `checks`: as for validate()."""
     path = Path(path)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from diagnose.model import source
 from diagnose.model.native_pools import LIBRARIES as POOL_LIBRARIES
-from diagnose.model.profile import Frame, frame_is
+from diagnose.model.profile import Frame, Profile, frame_is
 from diagnose.model.vocab import ThreadState, WaitKind
 
 
@@ -69,6 +69,9 @@ _RUNTIME_LIBS = re.compile(r"(libpython|(^|/)python\d*(\.\d+)?m?$|libc\.so|libc-
 # a Lock wait looks exactly like an RLock wait (both a bare PyThread_acquire_lock_timed).
 FULL_SYMBOL_MARKERS = frozenset({"lock_PyThread_acquire_lock", "time_sleep", "thread_run", "t_bootstrap"})
 
+# Frames by file suffix and function name (profile.frame_is).
+FramePatterns = list[tuple[str, re.Pattern[str]]]
+
 # Stdlib Python functions that block, by file suffix and function name: (kind).
 _STDLIB_WAITS = [
     ("queue.py", re.compile(r"^(Queue\.)?(get|put)$"), WaitKind.QUEUE),
@@ -81,7 +84,7 @@ _STDLIB_WAITS = [
     ("logging/__init__.py", re.compile(r"^(Handler\.)?(acquire|handle|emit)$|^_acquireLock$"), WaitKind.LOGGING),
     ("concurrent/futures/_base.py", re.compile(r"^(Future\.)?result$|^(as_completed|wait)$"), WaitKind.FUTURE),
 ]
-_STDLIB_IO = [
+_STDLIB_IO: FramePatterns = [
     ("selectors.py", re.compile(r"select$")),
     ("socket.py", re.compile(r"(accept|recv|readinto|sendall)")),
     ("ssl.py", re.compile(r"(read|recv|write|do_handshake)")),
@@ -89,13 +92,13 @@ _STDLIB_IO = [
     ("subprocess.py", re.compile(r"(wait|communicate|_try_wait)")),
 ]
 # Frames that are thread/pool plumbing, skipped when finding a thread's outermost user frame.
-_PLUMBING = [
+_PLUMBING: FramePatterns = [
     ("threading.py", re.compile(r"(_bootstrap|_bootstrap_inner|run)$")),
 ]
 _LOCK_LINE = re.compile(r"\bwith\b.*(lock|mutex|_lk|sem)\w*\b.*:|\.acquire\(|\.get\(\)|\.wait\(", re.I)
 _SLEEP_LINE = re.compile(r"\bsleep\(")
 # Pool workers whose wait is always a wait for work.
-_IDLE_SITES = [
+_IDLE_SITES: FramePatterns = [
     ("concurrent/futures/thread.py", re.compile(r"_worker$")),
     ("asyncio/base_events.py", re.compile(r"(_run_once|run_forever)$")),
     # A compiled loop (uvloop) shows no loop frames: its thread's innermost Python frame is the
@@ -105,7 +108,7 @@ _IDLE_SITES = [
     ("socketserver.py", re.compile(r"serve_forever$")),
     ("multiprocessing/pool.py", re.compile(r"worker$")),
 ]
-_SUPERVISOR_SITES = [
+_SUPERVISOR_SITES: FramePatterns = [
     # Supervisors wait for signals and for their workers, never for a resource a request
     # needs: a gunicorn arbiter between signals, uvicorn's multiprocess supervisor, a process
     # pool's management threads, a parent joining its children.
@@ -129,7 +132,7 @@ _IDLE_SITES += _SUPERVISOR_SITES
 # A listening socket's accept: the thread waits for a connection (torch's and multiprocessing's
 # resource-sharing thread, a server's acceptor). Its native tail may be unsymbolized or look like
 # running native code; it is a wait for work all the same.
-_ACCEPT_WAITS = [("socket.py", re.compile(r"(^|\.)accept$")),
+_ACCEPT_WAITS: FramePatterns = [("socket.py", re.compile(r"(^|\.)accept$")),
                  ("multiprocessing/connection.py", re.compile(r"Listener\.accept$"))]
 
 
@@ -137,11 +140,11 @@ _ACCEPT_WAITS = [("socket.py", re.compile(r"(^|\.)accept$")),
 # frames: each (table, file, function) is tested once. Bounded: cleared when it grows past
 # _MEMO_LIMIT entries (a long-running watch sees new frames all the time).
 _MEMO_LIMIT = 1 << 20
-_frame_memo: dict[tuple, object] = {}
+_frame_memo: dict[tuple[int, str, str], bool] = {}
 _runtime_memo: dict[str, bool] = {}
 
 
-def _frame_in(frame: Frame, table: list) -> bool:
+def _frame_in(frame: Frame, table: FramePatterns) -> bool:
     """`frame_is(frame, suffix, pattern)` for some (suffix, pattern) of `table`."""
     key = (id(table), frame.file, frame.function)
     known = _frame_memo.get(key)
@@ -149,7 +152,7 @@ def _frame_in(frame: Frame, table: list) -> bool:
         if len(_frame_memo) > _MEMO_LIMIT:
             _frame_memo.clear()
         known = _frame_memo[key] = any(frame_is(frame, entry[0], entry[1]) for entry in table)
-    return known  # type: ignore[return-value]
+    return known
 
 
 def _runtime_file(file: str) -> bool:
@@ -421,10 +424,10 @@ def classify_stack(frames: list[Frame], native_profile: bool = True,
     return StackState(ThreadState.PYTHON, WaitKind.NONE, top, estimated=True)
 
 
-def classify_profile_stack(profile, sid: int, full_symbols: bool) -> StackState:
+def classify_profile_stack(profile: Profile, sid: int, full_symbols: bool) -> StackState:
     """`classify_stack` of one of a profile's stacks, computed once per stack for the profile's
     lifetime (the loader's visibility test and the analysis both ask)."""
-    memo = profile.memo(("classify_stack", profile.native, full_symbols))
+    memo: dict[int, StackState] = profile.memo(("classify_stack", profile.native, full_symbols))
     result = memo.get(sid)
     if result is None:
         result = memo[sid] = classify_stack([profile.frames[i] for i in profile.stacks[sid]],
