@@ -34,8 +34,9 @@ def _options() -> object:
     return options
 
 
-@pytest.mark.parametrize("package", ["diagnose.model", "diagnose.report"])
-def test_every_module_of_the_model_and_report_packages_is_checked_strictly(package):
+@pytest.mark.parametrize("package", ["diagnose.model", "diagnose.report", "diagnose.checks",
+                                     "diagnose.classify"])
+def test_every_module_of_the_core_packages_is_checked_strictly(package):
     options = _options()
     modules = _modules(package)
     assert modules, package
