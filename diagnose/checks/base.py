@@ -21,9 +21,9 @@ if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
 
 # A finding's evidence: JSON values of mixed kinds (numbers, text, flags, {label: value} maps,
 # lists), each labelled by the check's EVIDENCE declaration (checks/spec.py).
-EvidenceValues = dict[str, Any]
+EvidenceValues = dict[str, object]
 # A share's 95% interval: {"low", "high", "samples"[, "calibrated_of"]} (model/confidence.py).
-Intervals = dict[str, dict[str, Any]]
+Intervals = dict[str, dict[str, float]]
 
 
 class FindingTexts(Protocol):

@@ -108,7 +108,7 @@ def _merge(results: list[CheckResults], pids: list[int | None], weights: np.ndar
     return merged
 
 
-def _narrowed(finding: Finding, own: int | None, pooled: int | None) -> Finding:
+def _narrowed(finding: Finding, own: float | None, pooled: int | None) -> Finding:
     """The service's score and gain intervals rest on the pooled samples: an interval's width
     shrinks as one over the square root of the samples behind it."""
     if not own or not pooled or pooled <= own:

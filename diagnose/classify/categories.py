@@ -10,7 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from diagnose.classify.rules_file import CATEGORIES, BadRules, builtin_rules_text, load, validate
+from diagnose.classify.rules_file import BadRules, builtin_rules_text, load, validate
+# The categories frames are sorted into, declared with the rules that may name them: this
+# module's to export (the sample table's leaf categories).
+from diagnose.classify.rules_file import CATEGORIES as CATEGORIES
 from diagnose.model.profile import Frame
 
 PHASES = ("preprocess", "model", "postprocess")
