@@ -112,9 +112,9 @@ def run_check(check: CheckSpec[Any], analysis: Analysis, settings: CheckSettings
 def waits_hidden(analysis: Analysis) -> str:
     """Why the profile cannot show waits (recorded without --idle), or "" when it can."""
     profile = analysis.profile
-    if getattr(profile, "waits_visible", True):
+    if profile.waits_visible:
         return ""
-    return getattr(profile, "waits_reason", "") or "no thread was ever seen waiting"
+    return profile.waits_reason or "no thread was ever seen waiting"
 
 
 def verdict_for(findings: tuple[Finding, ...], activity: str = "", hidden_waits: str = "") -> Verdict:

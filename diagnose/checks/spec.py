@@ -63,7 +63,7 @@ def _pipeline(analysis: Analysis) -> bool:
 
 
 def _async_tasks(analysis: Analysis) -> bool:
-    return getattr(analysis, "tasks", None) is not None
+    return analysis.tasks is not None
 
 
 # The inputs the engine tests before a check runs: (is it there?, the reason when it is not).
