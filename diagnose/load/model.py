@@ -22,7 +22,7 @@ SWEEP_SCHEMA_VERSION = 2
 # 3: declared by this model (same keys as 2). 2: the dict of experiment.py (variants, winner).
 EXPERIMENT_SCHEMA_VERSION = 3
 
-__all__ = ["StepDiagnosis", "StepVerdict"]
+__all__ = ["NotAReport", "StepDiagnosis", "StepVerdict"]
 
 
 # ------------------------------------------------------------------ shared parts
