@@ -438,11 +438,12 @@ R = TypeVar("R", SweepReport, ExperimentReport)
 def _read(cls: type[R], data: Any, kind: str, required: tuple[str, ...]) -> R:
     if not isinstance(data, dict):
         raise NotAReport("", "not a JSON object")
+    # A report of the other kind (or a diagnosis report) is said so before what it lacks.
+    if "kind" in data and data["kind"] != kind:
+        raise NotAReport("kind", f"not {kind!r}")
     missing = [k for k in ("schema_version", "kind", *required) if k not in data]
     if missing:
         raise NotAReport("", f"without {', '.join(missing)}")
-    if data["kind"] != kind:
-        raise NotAReport("kind", f"not {kind!r}")
     version = data["schema_version"]
     if not isinstance(version, int) or isinstance(version, bool):
         raise NotAReport("schema_version", "not a number")
