@@ -10,10 +10,10 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
 from diagnose.load import loadgen
