@@ -22,9 +22,6 @@ SWEEP_SCHEMA_VERSION = 2
 # 3: declared by this model (same keys as 2). 2: the dict of experiment.py (variants, winner).
 EXPERIMENT_SCHEMA_VERSION = 3
 
-__all__ = ["NotAReport", "StepDiagnosis", "StepVerdict"]
-
-
 # ------------------------------------------------------------------ shared parts
 
 
