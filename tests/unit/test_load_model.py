@@ -105,3 +105,22 @@ def test_a_file_of_another_kind_or_shape_is_exit_6():
     wrong["steps"][0]["throughput_rps"] = "fast"
     with pytest.raises(NotAReport, match=r"a float expected, not str at steps\[0\].throughput_rps"):
         SweepReport.from_json(wrong)
+
+
+def test_the_sweep_gate_reads_the_verdict_behind_the_knee_else_the_last_diagnosed():
+    from dataclasses import replace
+
+    from diagnose.cli.sweep import _sweep_gate_verdict
+    from diagnose.load.diagnosis import StepVerdict
+
+    report = sweep(pool_verdicts)
+    assert report.summary.why is not None and report.summary.why.concurrency == 4
+    verdict = _sweep_gate_verdict(report)
+    assert (verdict.primary, verdict.severity) == ("pool_wait", "critical")
+    # without a knee's verdict: the last step diagnosed; a verdict without severity is "ok"
+    steps = tuple(replace(s, verdict=StepVerdict(primary=f"p{i}") if i < 2 else None)
+                  for i, s in enumerate(report.steps))
+    unexplained = replace(report, steps=steps, summary=replace(report.summary, why=None))
+    verdict = _sweep_gate_verdict(unexplained)
+    assert (verdict.primary, verdict.severity) == ("p1", "ok")
+    assert _sweep_gate_verdict(sweep()) is None  # nothing diagnosed: nothing to gate on
