@@ -255,7 +255,7 @@ def finish_load(outcome, lines: list[str], as_json: bool, open_browser: bool,
     "md" its Markdown ticket summary) and where the report is; the exit code: 0, or 128 + the
     signal that stopped it (the partial report was written)."""
     if as_json:
-        click.echo(json.dumps(outcome.report, indent=2, ensure_ascii=False))
+        click.echo(json.dumps(outcome.report.to_json(), indent=2, ensure_ascii=False))
     elif print_format == "md":
         click.echo(outcome.markdown_path.read_text(encoding="utf-8"), nl=False)
     else:

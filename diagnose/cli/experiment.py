@@ -104,18 +104,17 @@ def experiment(url, vary, at_load, at_rate, slo_p99, seconds, warmup, rounds, di
                                diagnose_seconds=diagnose_seconds)
         outcome = experiment_run.experiment(arms, settings, advice, output_dir,
                                             (lambda _m: None) if quiet else log, advised)
-        lines = [f"Experiment: {outcome.report['headline']}"]
-        if outcome.report.get("advice"):
-            adv = outcome.report["advice"]
-            lines.append(f"{adv['status'].capitalize()}: measured "
-                         f"{_ratio(adv.get('measured_gain'))}, predicted "
-                         f"{_ratio(adv.get('predicted_gain'))}")
+        lines = [f"Experiment: {outcome.report.headline}"]
+        adv = outcome.report.advice
+        if adv is not None:
+            lines.append(f"{(adv.status or '').capitalize()}: measured "
+                         f"{_ratio(adv.measured_gain)}, predicted {_ratio(adv.predicted_gain)}")
         return finish_load(outcome, lines, as_json, open_browser, print_format)
 
     run(action)
 
 
-def _ratio(value) -> str:
+def _ratio(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}×"
 
 

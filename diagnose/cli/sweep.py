@@ -12,6 +12,7 @@ from diagnose.cli.common import (EPILOG, check_print, common_output, finish_load
 from diagnose.model.vocab import GATE_SEVERITIES
 
 if TYPE_CHECKING:
+    from diagnose.load.model import SweepReport
     from diagnose.report.model import Verdict
 
 
@@ -109,19 +110,15 @@ def sweep(url, pids, levels, rates, arrivals, max_concurrency, window, warmup, m
         outcome = loadtest.sweep(loadgen_url, list(pids), settings, generator, output_dir,
                                  diagnose_seconds if pids else None, user_rules,
                                  (lambda _m: None) if quiet else log)
-        summary = outcome.report["summary"]
-        lines = [f"Sweep: {summary['headline']}"]
-        why = summary.get("why")
+        summary = outcome.report.summary
+        lines = [f"Sweep: {summary.headline}"]
+        why = summary.why
         if why:
-            where = (f"concurrency {why['concurrency']}" if "concurrency" in why
-                     else f"{why['rate']:g} req/s")
-            lines.append(f"Why: at {where}, {why['primary'].replace('_', ' ')} — "
-                         f"{why['headline'].split(' — ', 1)[-1]}")
-        for step in outcome.report["steps"]:
-            if step.get("verdict"):
-                where = (f"concurrency {step['concurrency']}" if "concurrency" in step
-                         else f"{step['rate']:g} req/s")
-                lines.append(f"  at {where}: {step['verdict']['headline']}")
+            lines.append(f"Why: at {why.label}, {why.primary.replace('_', ' ')} — "
+                         f"{(why.headline or '').split(' — ', 1)[-1]}")
+        for step in outcome.report.steps:
+            if step.verdict:
+                lines.append(f"  at {step.label}: {step.verdict.headline}")
         code = finish_load(outcome, lines, as_json, open_browser, print_format)
         verdict = _sweep_gate_verdict(outcome.report)
         return gate(code, verdict, fail_on, "the verdict that explains the knee")
@@ -141,16 +138,18 @@ def _read_body(path: Path) -> bytes:
         raise ValueError(f"--body {path}: {exc.strerror or exc}") from None
 
 
-def _sweep_gate_verdict(report: dict) -> Verdict | None:
+def _sweep_gate_verdict(report: SweepReport) -> Verdict | None:
     """The verdict a sweep is gated on: the one that explains its knee (summary.why), else the
     last step's diagnosed."""
     from diagnose.report.model import Verdict
     from diagnose.report.model.codec import decode
 
-    why = (report.get("summary") or {}).get("why")
-    diagnosed = [s["verdict"] for s in report.get("steps") or [] if s.get("verdict")]
-    chosen = why or (diagnosed[-1] if diagnosed else None)
+    why = report.summary.why
+    diagnosed = [s.verdict for s in report.steps if s.verdict]
+    chosen = why.verdict if why else (diagnosed[-1] if diagnosed else None)
     if not chosen:
         return None
-    # A step's verdict says no severity when its diagnosis had none to say.
-    return decode(Verdict, {**chosen, "severity": chosen.get("severity") or "ok"}, "verdict")
+    # A step's verdict says no severity when its diagnosis had none to say; the severity is
+    # checked against the vocabulary as a report's is.
+    return decode(Verdict, {"primary": chosen.primary, "headline": chosen.headline or "",
+                            "severity": chosen.severity or "ok"}, "verdict")

@@ -1,44 +1,53 @@
 """The verdict under one load level: `attach` while the generator held it (sweep --pid,
-experiment --diagnose-seconds), read off the report the attach wrote, or why there is none."""
+experiment --diagnose-seconds), read off the report the attach wrote, or why there is none.
+Written into the sweep and experiment reports by the report model's codec (load/model.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from diagnose.report.model.codec import OPTIONAL, JsonValue, encode
 
-@dataclass(frozen=True)
-class StepDiagnosis:
-    seconds: float
-    concurrency: int | None = None  # the closed model's level
-    rate: float | None = None  # the open model's level (requests/s)
-    # Set when the diagnosis failed (the generator or the attach): then no verdict.
-    error: str | None = None
-    primary: str | None = None
+
+@dataclass(frozen=True, kw_only=True)
+class StepVerdict:
+    """A step's or a variant's verdict, as the load reports carry it (a step's verdict may say
+    no severity when its diagnosis had none to say)."""
+
+    primary: str
     headline: str | None = None
     severity: str | None = None
-    html: str | None = None  # the report's paths on this machine
-    json: str | None = None
-    html_name: str | None = None
-    rps_while_sampled: float | None = None
-    partial: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepDiagnosis:
+    # The level: one of the two, as a step says it.
+    concurrency: int | None = field(default=None, metadata=OPTIONAL)  # the closed model's
+    rate: float | None = field(default=None, metadata=OPTIONAL)  # the open model's (requests/s)
+    seconds: float
+    # Set when the diagnosis failed (the generator or the attach): then no verdict.
+    error: str | None = field(default=None, metadata=OPTIONAL)
+    primary: str | None = field(default=None, metadata=OPTIONAL)
+    headline: str | None = field(default=None, metadata=OPTIONAL)
+    severity: str | None = field(default=None, metadata=OPTIONAL)
+    # The report's paths on this machine (the sweep's); the experiment keeps only the names.
+    html: str | None = field(default=None, metadata=OPTIONAL)
+    html_name: str | None = field(default=None, metadata=OPTIONAL)
+    json: str | None = field(default=None, metadata=OPTIONAL)
+    json_name: str | None = field(default=None, metadata=OPTIONAL)
+    rps_while_sampled: float | None = field(default=None, metadata=OPTIONAL)
+    partial: bool | None = field(default=None, metadata=OPTIONAL)  # None: no report written
 
     def to_json(self) -> dict[str, Any]:
-        """As the sweep and experiment reports carry it (docs/load.md): the level, the window,
-        then the error or the verdict and its report."""
-        level: dict[str, Any] = ({"concurrency": self.concurrency} if self.concurrency is not None
-                                 else {"rate": self.rate})
-        out: dict[str, Any] = {**level, "seconds": self.seconds}
-        if self.error is not None:
-            return {**out, "error": self.error}
-        return {**out, "primary": self.primary, "headline": self.headline,
-                "severity": self.severity, "html": self.html, "html_name": self.html_name,
-                "json": self.json, "rps_while_sampled": self.rps_while_sampled,
-                "partial": self.partial}
+        """As the sweep and experiment reports carry it: the level, the window, then the error
+        or the verdict and its report (keys without a value left out)."""
+        out: dict[str, JsonValue] = encode(self)
+        return out
 
     @property
-    def verdict(self) -> dict[str, Any] | None:
-        """The step's verdict as the sweep report carries it; None without one."""
+    def verdict(self) -> StepVerdict | None:
+        """The step's verdict; None without one."""
         if not self.primary:
             return None
-        return {"primary": self.primary, "headline": self.headline, "severity": self.severity}
+        return StepVerdict(primary=self.primary, headline=self.headline, severity=self.severity)

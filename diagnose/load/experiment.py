@@ -28,17 +28,19 @@ import itertools
 import re
 import shlex
 import statistics
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from diagnose.errors import BadProfile, LoadFailed
+from diagnose.load.model import (Advice, ArmMedians, ArmRecord, Baseline, Decision, ExperimentPlan,
+                                 ExperimentReport, ExperimentTarget, GeneratorInfo, Pick, Run,
+                                 StepVerdict, SweepReport, SweepStep, Variant, VariantLatency)
 
 if TYPE_CHECKING:
     from diagnose.load.loadtest import Generator
 
-SCHEMA_VERSION = 2
 NOISE_MARGIN = 0.05
 MAX_VARIANTS = 16
 
@@ -56,9 +58,8 @@ class Arm:
     argv: tuple[str, ...]
     env: tuple[tuple[str, str | None], ...] = ()   # None: the variable is removed
 
-    def describe(self) -> dict:
-        return {"name": self.name, "command": shlex.join(self.argv),
-                "env": {k: v for k, v in self.env}}
+    def describe(self) -> ArmRecord:
+        return ArmRecord(name=self.name, command=shlex.join(self.argv), env=dict(self.env))
 
 
 # -- what to compare ------------------------------------------------------------------------------
@@ -124,7 +125,7 @@ def arms_from_vary(argv: Sequence[str], dims: Sequence[tuple[str, Sequence[str |
     return tuple(arms)
 
 
-def fix_from_report(path: Path) -> tuple[tuple[tuple[str, str], ...], dict]:
+def fix_from_report(path: Path) -> tuple[tuple[tuple[str, str], ...], Advice]:
     """The environment assignments a report's first finding advises (`evidence.fix`: one knob,
     or a list of them), and that finding's summary (id, fix, predicted gain). BadProfile
     (exit 6) when the file is not a report or its advice is not an environment knob."""
@@ -136,9 +137,8 @@ def fix_from_report(path: Path) -> tuple[tuple[tuple[str, str], ...], dict]:
     finding = findings[0]
     declared = finding.value("fix")
     fix = declared.value if declared is not None else None
-    info = {"finding": finding.id, "fix": fix or None,
-            "predicted_gain": finding.predicted_gain,
-            "advice": finding.advice[0] if finding.advice else None}
+    info = Advice(finding=finding.id, fix=fix or None, predicted_gain=finding.predicted_gain,
+                  advice=finding.advice[0] if finding.advice else None)
     pairs = []
     for one in finding.fixes or (None,):
         if one is None or one.knob not in ENV_KNOBS or one.value is None:
@@ -198,11 +198,11 @@ class RunSettings:
             return "rate"
         return "load" if self.concurrency is not None else "sweep"
 
-    def describe(self) -> dict:
-        return {"mode": self.mode, "concurrency": self.concurrency, "rate": self.rate,
-                "slo_p99_ms": self.slo_p99_ms, "seconds": self.seconds,
-                "warmup_s": self.warmup_s, "rounds": self.rounds,
-                "diagnose_seconds": self.diagnose_seconds}
+    def describe(self) -> ExperimentPlan:
+        return ExperimentPlan(mode=self.mode, concurrency=self.concurrency, rate=self.rate,
+                              slo_p99_ms=self.slo_p99_ms, seconds=self.seconds,
+                              warmup_s=self.warmup_s, rounds=self.rounds,
+                              diagnose_seconds=self.diagnose_seconds)
 
     def load_label(self) -> str:
         if self.mode == "rate":
@@ -216,7 +216,7 @@ class RunSettings:
 @dataclass
 class ExperimentResult:
     arms: tuple[Arm, ...]
-    runs: list[dict] = field(default_factory=list)   # each with "round" and "arm"
+    runs: list[Run] = field(default_factory=list)   # in the order run
 
 
 def round_order(round_index: int, n: int = 2) -> list[int]:
@@ -228,12 +228,12 @@ def failed_arms(result: ExperimentResult) -> dict[str, str]:
     """Arm name -> the first error of its runs."""
     failed: dict[str, str] = {}
     for r in result.runs:
-        if r.get("error") and r["arm"] not in failed:
-            failed[r["arm"]] = r["error"]
+        if r.error and r.arm not in failed:
+            failed[r.arm] = r.error
     return failed
 
 
-def run_experiment(arms: Sequence[Arm], rounds: int, run: Callable[[Arm], dict],
+def run_experiment(arms: Sequence[Arm], rounds: int, run: Callable[[Arm], Run],
                    log: Callable[[str], None] = lambda _m: None,
                    result: ExperimentResult | None = None) -> ExperimentResult:
     """Every arm once per round, in rotated order. A run that raises LoadFailed is recorded with
@@ -245,39 +245,46 @@ def run_experiment(arms: Sequence[Arm], rounds: int, run: Callable[[Arm], dict],
             if arm.name in failed_arms(result):
                 continue
             try:
-                figures = dict(run(arm))
+                figures = run(arm)
             except LoadFailed as exc:
-                result.runs.append({"round": r, "arm": arm.name, "rps": None,
-                                    "error": exc.message})
+                result.runs.append(Run(round=r, arm=arm.name, error=exc.message))
                 log(f"  round {r + 1}/{rounds} {arm.name}: failed: "
                     f"{exc.message.splitlines()[0]}")
                 continue
-            figures.update(round=r, arm=arm.name)
-            result.runs.append(figures)
-            log(f"  round {r + 1}/{rounds} {arm.name}: {figures['rps']:,.1f} req/s, "
-                f"p99 {figures.get('p99_ms') or 0:,.1f} ms")
+            result.runs.append(replace(figures, round=r, arm=arm.name))
+            log(f"  round {r + 1}/{rounds} {arm.name}: {figures.rps or 0:,.1f} req/s, "
+                f"p99 {figures.p99_ms or 0:,.1f} ms")
     return result
 
 
 # -- the decisions --------------------------------------------------------------------------------
 
-def _median(values):
-    values = [v for v in values if v is not None]
-    return round(statistics.median(values), 4) if values else None
+def _median(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return round(statistics.median(present), 4) if present else None
 
 
-def _by_round(result: ExperimentResult) -> dict[int, dict[str, dict]]:
+def _rps(run: Run) -> float:
+    """A measured run's throughput (callers keep measured runs only)."""
+    return run.rps or 0.0
+
+
+def _measured(result: ExperimentResult, arm: str) -> list[Run]:
+    return [r for r in result.runs if r.arm == arm and r.measured]
+
+
+def _by_round(result: ExperimentResult) -> dict[int, dict[str, Run]]:
     """Round -> arm name -> that run, measured runs only."""
-    rounds: dict[int, dict[str, dict]] = {}
+    rounds: dict[int, dict[str, Run]] = {}
     for r in result.runs:
-        if r.get("rps") is not None:
-            rounds.setdefault(r["round"], {})[r["arm"]] = r
+        if r.measured:
+            rounds.setdefault(r.round, {})[r.arm] = r
     return rounds
 
 
 def same_round_ratios(result: ExperimentResult, arm: str, base: str) -> list[float]:
-    return [pair[arm]["rps"] / pair[base]["rps"] for _, pair in sorted(_by_round(result).items())
-            if arm in pair and base in pair and pair[base]["rps"] > 0]
+    return [_rps(pair[arm]) / _rps(pair[base]) for _, pair in sorted(_by_round(result).items())
+            if arm in pair and base in pair and _rps(pair[base]) > 0]
 
 
 def compare(ratios: Sequence[float], margin: float = NOISE_MARGIN) -> str:
@@ -292,7 +299,7 @@ def compare(ratios: Sequence[float], margin: float = NOISE_MARGIN) -> str:
 
 
 def decide(result: ExperimentResult, margin: float = NOISE_MARGIN,
-           other: str | None = None) -> dict:
+           other: str | None = None) -> Decision:
     """One arm (`other`, default the second) against the baseline: better, worse or no clear
     difference, with the same-round ratios and every arm's medians."""
     base = result.arms[0].name
@@ -311,175 +318,169 @@ def decide(result: ExperimentResult, margin: float = NOISE_MARGIN,
                     f"{min(ratios):.2f}–{max(ratios):.2f}×)")
     arms = {}
     for arm in result.arms:
-        mine = [r for r in result.runs if r["arm"] == arm.name and r.get("rps") is not None]
-        arms[arm.name] = {"runs": len(mine), "rps_median": _median([r["rps"] for r in mine]),
-                          "rps": [r["rps"] for r in mine],
-                          "p99_ms_median": _median([r.get("p99_ms") for r in mine]),
-                          "service_cores_median": _median([r.get("service_cores")
-                                                           for r in mine]),
-                          "generator_cores_max": max((r["generator_cores"] for r in mine
-                                                      if r.get("generator_cores") is not None),
-                                                     default=None)}
-    return {"outcome": outcome, "headline": headline, "variant": variant, "ratio": ratio,
-            "ratios": [round(x, 4) for x in ratios], "margin": margin, "arms": arms}
+        mine = _measured(result, arm.name)
+        arms[arm.name] = ArmMedians(
+            runs=len(mine), rps_median=_median(r.rps for r in mine),
+            rps=tuple(_rps(r) for r in mine),
+            p99_ms_median=_median(r.p99_ms for r in mine),
+            service_cores_median=_median(r.service_cores for r in mine),
+            generator_cores_max=max((r.generator_cores for r in mine
+                                     if r.generator_cores is not None), default=None))
+    return Decision(outcome=outcome, headline=headline, variant=variant, ratio=ratio,
+                    ratios=tuple(round(x, 4) for x in ratios), margin=margin, arms=arms)
 
 
-def _env_of(arm: Arm) -> dict:
-    return {k: v for k, v in arm.env}
+@dataclass(frozen=True)
+class Choice:
+    """The winner (or no winner, and the leader) of an experiment's runs."""
+
+    outcome: str  # winner, no clear winner, no result
+    headline: str
+    winner: Pick | None
+    leader: Pick | None
+    margin: float
 
 
 def choose_winner(result: ExperimentResult, label: str = "",
-                  margin: float = NOISE_MARGIN) -> dict:
+                  margin: float = NOISE_MARGIN) -> Choice:
     """The variant with the best median throughput, called the winner only when it served more
     than every other measured variant by `margin` in every round that measured them all."""
     arms = result.arms
     base = arms[0]
     failed = failed_arms(result)
-    measured = [a for a in arms if a.name not in failed and any(
-        r["arm"] == a.name and r.get("rps") is not None for r in result.runs)]
-    none = {"outcome": "no result", "winner": None, "leader": None, "margin": margin}
+    measured = [a for a in arms if a.name not in failed and _measured(result, a.name)]
     if base not in measured:
-        return {**none, "headline": "the baseline was not measured: nothing to compare with"}
+        return Choice("no result", "the baseline was not measured: nothing to compare with",
+                      None, None, margin)
     if len(measured) < 2:
-        return {**none, "headline": "only the baseline was measured: nothing to compare"}
-    medians = {a.name: _median([r["rps"] for r in result.runs
-                                if r["arm"] == a.name and r.get("rps") is not None])
+        return Choice("no result", "only the baseline was measured: nothing to compare",
+                      None, None, margin)
+    medians = {a.name: _median(r.rps for r in _measured(result, a.name)) or 0.0
                for a in measured}
     leader = max(measured, key=lambda a: medians[a.name])
     ratios = same_round_ratios(result, leader.name, base.name) if leader != base else [1.0]
-    gain = _median(ratios)
+    gain = _median(ratios)  # None: no round measured both (an interrupted experiment)
+    times = "?" if gain is None else f"{gain:.2f}"
     complete = [pair for pair in _by_round(result).values()
                 if all(a.name in pair for a in measured)]
     clear = bool(complete) and all(
-        pair[leader.name]["rps"] >= (1 + margin) * pair[a.name]["rps"]
+        _rps(pair[leader.name]) >= (1 + margin) * _rps(pair[a.name])
         for pair in complete for a in measured if a != leader)
-    entry = {"env": _env_of(leader), "name": leader.name, "gain": round(gain, 4),
-             "ratios": [round(x, 4) for x in ratios], "rounds_agreeing": len(complete)}
+    entry = Pick(env=dict(leader.env), name=leader.name, gain=gain,
+                 ratios=tuple(round(x, 4) for x in ratios), rounds_agreeing=len(complete))
     runner_up = max((a for a in measured if a != leader), key=lambda a: medians[a.name])
     if clear:
         what = ("the baseline serves the most" if leader == base else
-                f"{leader.name} serves {gain:.2f}× the baseline ({base.name})")
+                f"{leader.name} serves {times}× the baseline ({base.name})")
         headline = (f"{what}: {medians[leader.name]:,.1f} req/s median {label}, "
                     f"ahead of every other variant by more than {margin:.0%} in every one of "
                     f"{len(complete)} round{'s' if len(complete) != 1 else ''}").replace("  ", " ")
-        return {"outcome": "winner", "headline": headline, "winner": entry, "leader": entry,
-                "margin": margin}
+        return Choice("winner", headline, entry, entry, margin)
     headline = (f"no clear winner: {leader.name} has the best median ({medians[leader.name]:,.1f}"
-                f" req/s {label}, {gain:.2f}× the baseline) but {runner_up.name} "
+                f" req/s {label}, {times}× the baseline) but {runner_up.name} "
                 f"({medians[runner_up.name]:,.1f} req/s) came within ±{margin:.0%} or ahead in "
                 f"some round").replace("  ", " ")
-    return {"outcome": "no clear winner", "headline": headline, "winner": None, "leader": entry,
-            "margin": margin}
+    return Choice("no clear winner", headline, None, entry, margin)
 
 
-def advice_outcome(result: ExperimentResult, advice: dict, arm: Arm | None,
-                   margin: float = NOISE_MARGIN) -> dict:
+def advice_outcome(result: ExperimentResult, advice: Advice, arm: Arm | None,
+                   margin: float = NOISE_MARGIN) -> Advice:
     """The advised arm against the baseline: proven (more in every round), disproved (less in
     every round) or not proven; beside the finding's predicted gain."""
     ratios = same_round_ratios(result, arm.name, result.arms[0].name) if arm else []
     status = {"better": "advice proven", "worse": "advice disproved"}.get(
         compare(ratios, margin), "advice not proven")
-    return {**advice, "arm": arm.name if arm else None, "status": status,
-            "measured_gain": None if not ratios else round(_median(ratios), 4),
-            "ratios": [round(x, 4) for x in ratios]}
+    return replace(advice, arm=arm.name if arm else None, status=status,
+                   measured_gain=_median(ratios) if ratios else None,
+                   ratios=tuple(round(x, 4) for x in ratios))
 
 
-def throughput_at_slo(steps: Sequence[dict], knee: dict | None,
-                      slo_p99_ms: float | None) -> dict | None:
+def throughput_at_slo(report: SweepReport, slo_p99_ms: float | None) -> SweepStep | None:
     """The step a sweep is judged by: the highest throughput among stable steps whose p99 is
-    within the SLO; without an SLO, the knee step (else the highest throughput). Reads the sweep
-    contract (`throughput_rps`, `latency_ms.p99`) and the older flat keys (`rps`, `p99_ms`)."""
-    def rps(s):
-        return s.get("throughput_rps", s.get("rps"))
-
-    def p99(s):
-        return (s.get("latency_ms") or {}).get("p99", s.get("p99_ms"))
-
-    measured = [s for s in steps if rps(s) is not None]
+    within the SLO; without an SLO, the knee step (else the highest throughput)."""
+    measured = list(report.steps)
     if slo_p99_ms is not None:
-        within = [s for s in measured if p99(s) is not None and p99(s) <= slo_p99_ms
-                  and s.get("stable", True) is not False]
-        return max(within, key=rps, default=None)
-    if knee and knee.get("index") is not None and 0 <= knee["index"] < len(steps):
-        return steps[knee["index"]]
-    for key in ("concurrency", "rate"):
-        if knee and knee.get(key) is not None:
-            match = [s for s in measured if s.get(key) == knee[key]]
-            if match:
-                return match[0]
-    return max(measured, key=rps, default=None)
+        within = [s for s in measured if s.latency_ms.p99 is not None
+                  and s.latency_ms.p99 <= slo_p99_ms and s.stable]
+        return max(within, key=lambda s: s.throughput_rps, default=None)
+    knee = report.knee_step or report.step_at(report.summary.knee.index
+                                              if report.summary.knee else None)
+    if knee is not None:
+        return knee
+    return max(measured, key=lambda s: s.throughput_rps, default=None)
 
 
 # -- the report -----------------------------------------------------------------------------------
 
-def variant_summaries(result: ExperimentResult) -> list[dict]:
+def _verdict_of(error: str | None, mine: Sequence[Run]
+                ) -> tuple[StepVerdict | None, str | None, str | None]:
+    """The arm's verdict (taken in one round), why there is none, and its report's name."""
+    diagnosed = next((r.diagnosis for r in mine if r.diagnosis is not None), None)
+    if error:
+        return None, "the service failed: no verdict", None
+    if diagnosed is None:
+        return None, "not diagnosed (--diagnose-seconds 0, or no run completed)", None
+    if diagnosed.verdict is not None:
+        return diagnosed.verdict, None, diagnosed.html_name
+    return None, diagnosed.error or "the diagnosis gave no verdict", None
+
+
+def variant_summaries(result: ExperimentResult) -> tuple[Variant, ...]:
     """One entry per arm: medians over its measured runs, its verdict (taken in one round) and
     the name of that full report; a failed arm has its error, no report and no throughput."""
     failed = failed_arms(result)
     base = result.arms[0].name
     out = []
     for arm in result.arms:
-        mine = [r for r in result.runs if r["arm"] == arm.name and r.get("rps") is not None]
-        diagnosed = next((r["diagnosis"] for r in mine if r.get("diagnosis")), None)
+        mine = _measured(result, arm.name)
         error = failed.get(arm.name)
-        verdict = reason = report = None
-        if error:
-            reason = "the service failed: no verdict"
-        elif diagnosed is None:
-            reason = "not diagnosed (--diagnose-seconds 0, or no run completed)"
-        elif diagnosed.get("primary"):
-            verdict = {"primary": diagnosed["primary"], "headline": diagnosed.get("headline"),
-                       "severity": diagnosed.get("severity")}
-            report = diagnosed.get("html_name")
-        else:
-            reason = diagnosed.get("error") or "the diagnosis gave no verdict"
+        verdict, reason, report = _verdict_of(error, mine)
         ratios = same_round_ratios(result, arm.name, base)
-        out.append({
-            "name": arm.name, "env": _env_of(arm), "command": shlex.join(arm.argv),
-            "baseline": arm.name == base,
-            "status": "failed" if error else ("measured" if mine else "not run"),
-            "throughput_rps": None if error else _median([r["rps"] for r in mine]),
-            "latency_ms": {"p50": None if error else _median([r.get("p50_ms") for r in mine]),
-                           "p99": None if error else _median([r.get("p99_ms") for r in mine])},
-            "errors": sum(r.get("errors") or 0 for r in mine),
-            "rps_by_round": [r["rps"] for r in mine],
-            "gain": None if error or not ratios else round(_median(ratios), 4),
-            "service_cores": _median([r.get("service_cores") for r in mine]),
-            "verdict": verdict, "verdict_reason": reason,
-            "report": None if error else report,
-            "error": error,
-        })
-    return out
+        out.append(Variant(
+            name=arm.name, env=dict(arm.env), command=shlex.join(arm.argv),
+            baseline=arm.name == base,
+            status="failed" if error else ("measured" if mine else "not run"),
+            throughput_rps=None if error else _median(r.rps for r in mine),
+            latency_ms=VariantLatency(p50=None if error else _median(r.p50_ms for r in mine),
+                                      p99=None if error else _median(r.p99_ms for r in mine)),
+            errors=sum(r.errors or 0 for r in mine),
+            rps_by_round=tuple(_rps(r) for r in mine),
+            gain=None if error or not ratios else _median(ratios),
+            service_cores=_median(r.service_cores for r in mine),
+            verdict=verdict, verdict_reason=reason,
+            report=None if error else report,
+            error=error,
+        ))
+    return tuple(out)
 
 
-def experiment_report(result: ExperimentResult, settings: RunSettings, generator: dict,
-                      advice: dict | None = None, interrupted: str | None = None,
-                      advised: Sequence[tuple[str, str]] = ()) -> dict:
-    """The JSON contract: `variants` (each with env, throughput_rps, latency_ms {p50, p99},
-    errors, verdict {primary, headline} or null, report or null), `baseline` {env}, `winner`
-    {env, gain} or null when no variant won in every round (`outcome` says which, `leader` has
-    the best median anyway). Older keys (`arms`, `decision`, `runs`) are kept."""
+def experiment_report(result: ExperimentResult, settings: RunSettings, generator: GeneratorInfo,
+                      advice: Advice | None = None, interrupted: str | None = None,
+                      advised: Sequence[tuple[str, str]] = ()) -> ExperimentReport:
+    """The report (docs/report-data.md): `variants` (each with env, throughput_rps, latency_ms
+    {p50, p99}, errors, verdict {primary, headline} or null, report or null), `baseline` {env},
+    `winner` {env, gain} or null when no variant won in every round (`outcome` says which,
+    `leader` has the best median anyway). Older keys (`arms`, `decision`, `runs`) are kept."""
     choice = choose_winner(result, settings.load_label())
-    leader = (choice.get("leader") or {}).get("name")
+    leader = choice.leader.name if choice.leader else None
     decision = decide(result, other=leader if leader and leader != result.arms[0].name else None)
     if advice is not None:
         advice = advice_outcome(result, advice, advised_arm(result.arms, advised))
-    return {
-        "schema_version": SCHEMA_VERSION, "kind": "experiment",
-        "target": {"url": settings.url,
-                   "command": shlex.join(result.arms[0].argv) if result.arms else None},
-        "settings": settings.describe(),
-        "generator": generator,
-        "variants": variant_summaries(result),
-        "baseline": {"env": _env_of(result.arms[0]), "name": result.arms[0].name},
-        "winner": choice["winner"],
-        "leader": choice["leader"],
-        "outcome": choice["outcome"],
-        "headline": choice["headline"],
-        "margin": choice["margin"],
-        "advice": advice,
-        "arms": [a.describe() for a in result.arms],
-        "decision": decision,
-        "runs": result.runs,
-        "interrupted": interrupted, "partial": interrupted is not None,
-    }
+    return ExperimentReport(
+        target=ExperimentTarget(url=settings.url,
+                                command=shlex.join(result.arms[0].argv) if result.arms else None),
+        settings=settings.describe(),
+        generator=generator,
+        variants=variant_summaries(result),
+        baseline=Baseline(env=dict(result.arms[0].env), name=result.arms[0].name),
+        winner=choice.winner,
+        leader=choice.leader,
+        outcome=choice.outcome,
+        headline=choice.headline,
+        margin=choice.margin,
+        advice=advice,
+        arms=tuple(a.describe() for a in result.arms),
+        decision=decision,
+        runs=tuple(result.runs),
+        interrupted=interrupted, partial=interrupted is not None,
+    )

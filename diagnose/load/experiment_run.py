@@ -10,9 +10,10 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Callable
 from urllib.parse import urlsplit
 
 from diagnose.load import loadgen
@@ -22,6 +23,7 @@ from diagnose.load.experiment import (Arm, ExperimentResult, RunSettings, experi
 from diagnose.load.loadtest import Generator, Outcome, StopOnSignal, Stopped
 from diagnose.outputs.files import prepare_output_dir, write_report
 from diagnose.load.diagnosis import StepDiagnosis
+from diagnose.load.model import Advice, ExperimentReport, Run
 
 READY_TIMEOUT_S = 60.0
 STOP_GRACE_S = 8.0
@@ -112,16 +114,15 @@ def measure_step(settings: RunSettings, seconds: int) -> loadgen.LoadResult:
     return _generator(settings).measure(settings.url)(level, seconds)
 
 
-def _step_figures(result: loadgen.LoadResult) -> dict:
-    return {"rps": round(result.requests_per_second, 2), "p50_ms": result.latency_p50_ms,
-            "p99_ms": result.latency_p99_ms, "errors": result.errors,
-            "requests": result.requests,
-            "generator_cores": (None if result.generator_cores is None
-                                else round(result.generator_cores, 3))}
+def _step_figures(result: loadgen.LoadResult) -> Run:
+    return Run(rps=round(result.requests_per_second, 2), p50_ms=result.latency_p50_ms,
+               p99_ms=result.latency_p99_ms, errors=result.errors, requests=result.requests,
+               generator_cores=(None if result.generator_cores is None
+                                else round(result.generator_cores, 3)))
 
 
 def _sweep_figures(settings: RunSettings, service: Service, out_dir: Path,
-                   log: Callable[[str], None]) -> dict:
+                   log: Callable[[str], None]) -> Run:
     """A whole sweep of the service (diagnose.loadtest.sweep, its own report written beside the
     experiment's), judged at the SLO or at its knee."""
     from diagnose.load import loadtest
@@ -135,19 +136,13 @@ def _sweep_figures(settings: RunSettings, service: Service, out_dir: Path,
         user_rules=settings.user_rules, log=log)
     if outcome.stopped is not None:
         raise Stopped(outcome.stopped.exit_code - 128)
-    report = outcome.report
-    knee = report.get("knee") or (report.get("summary") or {}).get("knee")
-    step = throughput_at_slo(report.get("steps") or [], knee, settings.slo_p99_ms)
+    step = throughput_at_slo(outcome.report, settings.slo_p99_ms)
     if step is None:
         raise LoadFailed("no step of the sweep " + (f"kept p99 within {settings.slo_p99_ms:g} ms"
                                                     if settings.slo_p99_ms else "was measured"))
-    latency = step.get("latency_ms") or {}
-    return {"rps": step.get("throughput_rps", step.get("rps")),
-            "p50_ms": latency.get("p50", step.get("p50_ms")),
-            "p99_ms": latency.get("p99", step.get("p99_ms")),
-            "errors": step.get("errors") or 0,
-            "level": step.get("concurrency") or step.get("rate"),
-            "sweep_report": outcome.json_path.name}
+    return Run(rps=step.throughput_rps, p50_ms=step.latency_ms.p50, p99_ms=step.latency_ms.p99,
+               errors=step.error_count, level=step.level,
+               sweep_report=outcome.json_path.name)
 
 
 def _diagnose(settings: RunSettings, service: Service, level: float, out_dir: Path,
@@ -161,7 +156,7 @@ def _diagnose(settings: RunSettings, service: Service, level: float, out_dir: Pa
 
 
 def run_arm(arm: Arm, settings: RunSettings, out_dir: Path, diagnose: bool = False,
-            log: Callable[[str], None] = lambda _m: None) -> dict:
+            log: Callable[[str], None] = lambda _m: None) -> Run:
     """Start the arm's service, wait for the URL, warm it up, measure it (and with `diagnose`,
     take its verdict under load), stop its process group: one run's figures. LoadFailed when
     the service exits or stops answering at any point."""
@@ -178,47 +173,46 @@ def run_arm(arm: Arm, settings: RunSettings, out_dir: Path, diagnose: bool = Fal
                 cpu0, t0 = service.cpu_s(), time.monotonic()
                 figures = _step_figures(measure_step(settings, settings.seconds))
         except LoadFailed:
-            _check_alive(service, {"rps": 1})  # the service's exit, not the generator's
+            _check_alive(service, None)  # the service's exit, not the generator's
             raise
         cpu1, t1 = service.cpu_s(), time.monotonic()
         _check_alive(service, figures)
         if diagnose and settings.diagnose_seconds:
-            level = figures.get("level") or settings.level
+            level = figures.level or settings.level
             assert level is not None  # a sweep's figures carry its level; a step run, settings'
-            figures["diagnosis"] = _without_paths(_diagnose(settings, service, level, out_dir,
-                                                            log))
+            figures = replace(figures, diagnosis=_without_paths(
+                _diagnose(settings, service, level, out_dir, log)))
     finally:
         service.stop()
     cores = (cpu1 - cpu0) / (t1 - t0) if cpu0 is not None and cpu1 is not None else None
-    figures.update(service_cores=None if cores is None else round(cores, 3),
+    return replace(figures, service_cores=None if cores is None else round(cores, 3),
                    ready_s=round(ready_s, 2))
-    return figures
 
 
-def _without_paths(diagnosis: StepDiagnosis) -> dict:
+def _without_paths(diagnosis: StepDiagnosis) -> StepDiagnosis:
     """The diagnosis as the experiment report carries it, its reports named relative to the
     experiment report (which is written beside them), not by this machine's paths."""
-    kept = {k: v for k, v in diagnosis.to_json().items() if k not in ("html", "json")}
-    if diagnosis.json:
-        kept["json_name"] = Path(diagnosis.json).name
-    if diagnosis.html and not diagnosis.html_name:
-        kept["html_name"] = Path(diagnosis.html).name
-    return kept
+    return replace(diagnosis, html=None, json=None,
+                   json_name=Path(diagnosis.json).name if diagnosis.json else None,
+                   html_name=diagnosis.html_name or (Path(diagnosis.html).name
+                                                     if diagnosis.html else None))
 
 
-def _check_alive(service: Service, figures: dict) -> None:
-    """A service that died during the window, or answered nothing, measured no capacity."""
+def _check_alive(service: Service, figures: Run | None) -> None:
+    """A service that died during the window, or answered nothing, measured no capacity
+    (`figures` None: only whether it died)."""
     if service.exited():
         raise LoadFailed(f"{service.exited()} while it was loaded:\n{service.output()}") from None
-    if not figures.get("rps") or (figures.get("requests") is not None
-                                  and figures["requests"] <= (figures.get("errors") or 0)):
+    if figures is not None and (not figures.rps or (
+            figures.requests is not None and figures.requests <= (figures.errors or 0))):
         raise LoadFailed("the service stopped answering under load (no request succeeded)")
 
 
 # -- the experiment -------------------------------------------------------------------------------
 
-def experiment(arms, settings: RunSettings, advice: dict | None, out_dir: Path,
-               log: Callable[[str], None], advised=()) -> Outcome:
+def experiment(arms: Sequence[Arm], settings: RunSettings, advice: Advice | None, out_dir: Path,
+               log: Callable[[str], None], advised: Sequence[tuple[str, str]] = ()
+               ) -> Outcome[ExperimentReport]:
     """Runs the arms in alternated rounds, each diagnosed in its first run. A stop signal ends it:
     the service of the run in progress and its generator are stopped, the rounds measured so far
     are written as a partial report. Raises LoadFailed (exit 12) after writing the report when
@@ -231,7 +225,7 @@ def experiment(arms, settings: RunSettings, advice: dict | None, out_dir: Path,
     result, stopped = ExperimentResult(tuple(arms)), None
     diagnosed: set[str] = set()
 
-    def one_run(arm: Arm) -> dict:
+    def one_run(arm: Arm) -> Run:
         diagnose = bool(settings.diagnose_seconds) and arm.name not in diagnosed
         diagnosed.add(arm.name)
         return run_arm(arm, settings, out_dir, diagnose, log)
@@ -247,7 +241,7 @@ def experiment(arms, settings: RunSettings, advice: dict | None, out_dir: Path,
                                stopped.name if stopped is not None else None, advised)
     name = f"diagnose-experiment-{urlsplit(settings.url).port or 80}-{datetime.now():%Y%m%d-%H%M%S}"
     json_path, html_path = write_report(
-        out_dir, name, report, render_experiment_html(report),
+        out_dir, name, report.to_json(), render_experiment_html(report),
         lambda html: render_experiment_markdown(report, (html,)))
     error = None
     if stopped is not None:
@@ -262,7 +256,7 @@ def experiment(arms, settings: RunSettings, advice: dict | None, out_dir: Path,
 def _raise_unless_compared(result: ExperimentResult, html_path: Path) -> None:
     """Exit 12 unless the baseline and at least one other variant completed."""
     failed = failed_arms(result)
-    measured = {r["arm"] for r in result.runs if r.get("rps") is not None} - set(failed)
+    measured = {r.arm for r in result.runs if r.measured} - set(failed)
     base = result.arms[0].name
     if base in measured and len(measured) >= 2:
         return

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
+from typing import Generic, TypeVar
 from urllib.parse import urlsplit
 
 import psutil
@@ -21,7 +22,10 @@ from diagnose.load.diagnosis import StepDiagnosis
 from diagnose.collect.attach import StopSignals
 from diagnose.errors import Interrupted, LoadFailed, NoSuchProcess
 from diagnose.outputs.files import prepare_output_dir, write_report
+from diagnose.load.model import ExperimentReport, GeneratorInfo, SweepReport, SweepTarget
 from diagnose.load.sweep import CpuMeter, Step, SweepResult, SweepSettings, run_sweep, sweep_report
+
+R = TypeVar("R", SweepReport, ExperimentReport)
 
 
 class Stopped(BaseException):
@@ -90,7 +94,7 @@ class Generator:
     body: bytes | None = None
     headers: tuple[tuple[str, str], ...] = ()
 
-    def describe(self) -> dict:
+    def describe(self) -> GeneratorInfo:
         if self.model == "open":
             if self.tool == "wrk":
                 raise LoadFailed("wrk cannot drive an open model (a constant request rate); "
@@ -101,15 +105,15 @@ class Generator:
                 wrk = loadgen.resolve_tool(self.tool)
             except loadgen.LoadError as exc:
                 raise LoadFailed(str(exc)) from None
-        return {"tool": "wrk" if wrk else "python",
-                "path": os.path.basename(wrk) if wrk else None,
-                "threads": self.threads if wrk else None,
-                "model": self.model, "closed_loop": self.model == "closed",
-                "arrivals": self.arrivals if self.model == "open" else None,
-                # Open model: each latency counts from the request's intended send time.
-                "coordinated_omission_corrected": self.model == "open",
-                "method": self.method, "body_bytes": len(self.body) if self.body else 0,
-                "headers": [name for name, _ in self.headers]}
+        return GeneratorInfo(
+            tool="wrk" if wrk else "python", path=os.path.basename(wrk) if wrk else None,
+            threads=self.threads if wrk else None, model=self.model,
+            closed_loop=self.model == "closed",
+            arrivals=self.arrivals if self.model == "open" else None,
+            # Open model: each latency counts from the request's intended send time.
+            coordinated_omission_corrected=self.model == "open",
+            method=self.method, body_bytes=len(self.body) if self.body else 0,
+            headers=tuple(name for name, _ in self.headers))
 
     def load_kwargs(self, level: float) -> dict:
         """loadgen.load()'s arguments for one run at `level` (connections or requests/s)."""
@@ -131,11 +135,11 @@ class Generator:
         return run
 
 
-@dataclass
-class Outcome:
+@dataclass(frozen=True)
+class Outcome(Generic[R]):
     """A written sweep or experiment report; `stopped`: the signal that ended it early."""
 
-    report: dict
+    report: R
     json_path: Path
     html_path: Path
     stopped: Interrupted | None
@@ -148,7 +152,7 @@ class Outcome:
 
 def sweep(url: str, pids: list[int], settings: SweepSettings, generator: Generator,
           out_dir: Path, diagnose_seconds: float | None, user_rules: dict | None,
-          log: Callable[[str], None]) -> Outcome:
+          log: Callable[[str], None]) -> Outcome[SweepReport]:
     """Runs the sweep; with `pids` and `diagnose_seconds`, diagnoses the service under every
     step's load (its verdict and full report per step). A stop signal ends it early: the steps
     measured so far are written as a partial report and `stopped` carries the exit code."""
@@ -165,7 +169,7 @@ def sweep(url: str, pids: list[int], settings: SweepSettings, generator: Generat
     meter = CpuMeter(pids)
     unit = "concurrency" if settings.model == "closed" else "req/s"
     log(f"Sweeping {target_url} at {unit} {', '.join(f'{x:g}' for x in settings.levels)} "
-        f"({settings.model} model) with {gen['tool']} ...")
+        f"({settings.model} model) with {gen.tool} ...")
 
     def diagnose_step(step) -> None:
         if pids and diagnose_seconds:
@@ -183,11 +187,10 @@ def sweep(url: str, pids: list[int], settings: SweepSettings, generator: Generat
             stopped = exc
             result = SweepResult(settings, steps, f"interrupted by {exc.name}", meter.cores,
                                  started, time.time(), interrupted=exc.name)
-    target = {"url": target_url, "pids": pids}
-    report = sweep_report(result, target, gen)
+    report = sweep_report(result, SweepTarget(url=target_url, pids=tuple(pids)), gen)
     name = f"diagnose-sweep-{pids[0] if pids else f'127.0.0.1-{port or 80}'}"
     json_path, html_path = write_report(out_dir, f"{name}-{datetime.now():%Y%m%d-%H%M%S}",
-                                        report, render_sweep_html(report),
+                                        report.to_json(), render_sweep_html(report),
                                         lambda html: render_sweep_markdown(report, (html,)))
     error = None
     if stopped is not None:

@@ -45,9 +45,10 @@ import psutil
 
 from diagnose.collect.procfs import cores_available, machine_idle_seconds, parse_stat, read_proc_text
 from diagnose.load.loadgen import LoadResult
-from diagnose.load.diagnosis import StepDiagnosis
-
-SCHEMA_VERSION = 1
+from diagnose.load.diagnosis import StepDiagnosis, StepVerdict
+from diagnose.load.model import (GeneratorInfo, Machine, Percentiles, StepGenerator, StepRef,
+                                 SummaryKnee, SweepKnee, SweepPlan, SweepReport, SweepStep,
+                                 SweepSummary, SweepTarget, WindowFigures, Why)
 
 # Judgement thresholds, named once (the docstring above explains each).
 GENERATOR_SATURATED = 0.90      # of the generator's own capacity in cores
@@ -79,6 +80,17 @@ class SweepSettings:
     slo_p99_ms: float | None = None
     generator_ceiling_rps: float | None = None
     max_duration_s: float | None = None  # the whole sweep's time budget (None: no budget)
+
+    def describe(self) -> SweepPlan:
+        """As the report carries them."""
+        return SweepPlan(model=self.model, arrivals=self.arrivals if self.model == "open" else None,
+                         levels=tuple(self.levels), window_s=self.window_s,
+                         warmup_s=self.warmup_s, stable_windows=self.stable_windows,
+                         max_windows=self.max_windows, stability=self.stability,
+                         plateau_gain=self.plateau_gain, patience=self.patience,
+                         max_error_rate=self.max_error_rate, slo_p99_ms=self.slo_p99_ms,
+                         max_duration_s=self.max_duration_s,
+                         generator_ceiling_rps=self.generator_ceiling_rps)
 
     @property
     def level_name(self) -> str:
@@ -297,8 +309,11 @@ class Step:
             self._pooled_cache = cached
         return cached[1]
 
-    def latencies(self) -> dict:
-        return {name: self.latency(name) for name in PERCENTILES}
+    def latencies(self) -> Percentiles:
+        """Every percentile in ms, rounded as the report writes them."""
+        return Percentiles(p50=_r(self.latency("p50")), p90=_r(self.latency("p90")),
+                           p95=_r(self.latency("p95")), p99=_r(self.latency("p99")),
+                           max=_r(self.latency("max")))
 
     @property
     def requests(self) -> int:
@@ -482,7 +497,7 @@ def find_knee(steps: Sequence[Step], margin: float = KNEE_MARGIN) -> tuple[int, 
 NO_BOTTLENECK = ("underloaded", "none", "inconclusive")
 
 
-def why_it_stops(steps: Sequence[Step], knee: int | None) -> dict | None:
+def why_it_stops(steps: Sequence[Step], knee: int | None) -> Why | None:
     """The verdict that explains the knee: the first step at or past it whose verdict names a
     bottleneck (a resource used to its limit shows as waiting only once requests queue for it,
     one step past the knee), else the knee's own verdict; None without diagnoses."""
@@ -492,18 +507,13 @@ def why_it_stops(steps: Sequence[Step], knee: int | None) -> dict | None:
                   if i >= knee and (verdict := _verdict(s.diagnosis))]
     if not candidates:
         return None
-    # a verdict's "primary" is its diagnosis's
     index, step, verdict = next(((i, s, v) for i, s, v in candidates
-                                 if v["primary"] not in NO_BOTTLENECK), candidates[0])
-    return {**_step_ref(step), "index": index, **verdict}
+                                 if v.primary not in NO_BOTTLENECK), candidates[0])
+    return Why(concurrency=step.concurrency, rate=step.rate, index=index,
+               primary=verdict.primary, headline=verdict.headline, severity=verdict.severity)
 
 
-def _step_ref(step: Step) -> dict:
-    return ({"concurrency": step.concurrency} if step.model == "closed"
-            else {"rate": step.rate})
-
-
-def summarize(result: SweepResult) -> dict:
+def summarize(result: SweepResult) -> SweepSummary:
     """The sweep's verdict: capacity, knee, what limited it, and what to run at."""
     settings = result.settings
     # A level where requests failed is no capacity (fast errors are not service).
@@ -516,9 +526,7 @@ def summarize(result: SweepResult) -> dict:
                         f"{settings.max_error_rate:.0%} of its requests")
         else:
             headline = "no request completed: the service did not answer under load"
-        return {"limited_by": "no throughput", "capacity_rps": None, "knee": None,
-                "headline": headline, "generator_limits": [], "operating_point_rps": None,
-                "saturated": False, "unstable_levels": [], "why": None}
+        return SweepSummary(limited_by="no throughput", headline=headline)
     found = find_knee(steps)
     peak = max(range(len(steps)), key=lambda i: steps[i].rps)
     top = steps[peak]
@@ -552,108 +560,102 @@ def summarize(result: SweepResult) -> dict:
                     f"({beyond.rps:,.0f} req/s): "
                     + ("the sweep was interrupted before the knee" if result.interrupted
                        else "sweep higher to find the knee"))
-    unstable = [s.label for s in result.steps if not s.stable]
+    unstable = tuple(s.label for s in result.steps if not s.stable)
     others = [s.other_cores for s in result.steps if s.other_cores is not None]
     shared = max(others) if others and max(others) >= OTHER_LOAD else None
     knee = None
     if found:
-        knee = {**_step_ref(k), "index": result.steps.index(k), "rps": round(k.rps, 2),
-                "p50_ms": _r(k.latency("p50")), "p95_ms": _r(k.latency("p95")),
-                "p99_ms": _r(p99_knee), "reason": found[1]}
-    return {
-        "limited_by": limited_by,
-        "headline": headline,
-        "capacity_rps": round(top.rps, 2),
-        "peak": {**_step_ref(top), "index": result.steps.index(top)},
-        "knee": knee,
-        "saturated": saturated,
-        "latency_growth_to_knee": (round(p99_knee / p99_first, 2)
-                                   if found and p99_first and p99_knee else None),
-        "operating_point_rps": round(OPERATING_SHARE * top.rps, 2),
-        "generator_limits": limits,
-        "unstable_levels": unstable,
+        knee = SummaryKnee(concurrency=k.concurrency, rate=k.rate, index=result.steps.index(k),
+                           rps=round(k.rps, 2), p50_ms=_r(k.latency("p50")),
+                           p95_ms=_r(k.latency("p95")), p99_ms=_r(p99_knee), reason=found[1])
+    return SweepSummary(
+        limited_by=limited_by,
+        headline=headline,
+        capacity_rps=round(top.rps, 2),
+        peak=StepRef(concurrency=top.concurrency, rate=top.rate,
+                     index=result.steps.index(top)),
+        knee=knee,
+        saturated=saturated,
+        latency_growth_to_knee=(round(p99_knee / p99_first, 2)
+                                if found and p99_first and p99_knee else None),
+        operating_point_rps=round(OPERATING_SHARE * top.rps, 2),
+        generator_limits=tuple(limits),
+        unstable_levels=unstable,
         # Other processes used this many cores at some level: the figures are those of a
         # shared machine (None: below OTHER_LOAD, or unknown without --pid).
-        "other_load_cores": None if shared is None else round(shared, 2),
-        "why": why_it_stops(result.steps, knee["index"] if knee else None),
-    }
+        other_load_cores=None if shared is None else round(shared, 2),
+        why=why_it_stops(result.steps, knee.index if knee else None),
+    )
 
 
-def _r(value, digits=3):
+def _r(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def _window_dict(w: Window) -> dict:
-    return {"rps": _r(w.rps, 2), "requests": w.requests, "errors": w.errors,
-            "duration_s": _r(w.duration_s), "p50_ms": _r(w.p50_ms), "p90_ms": _r(w.p90_ms),
-            "p95_ms": _r(w.p95_ms), "p99_ms": _r(w.p99_ms), "max_ms": _r(w.max_ms),
-            "lag_ms": _r(w.lag_ms),
-            "generator_cores": _r(w.generator_cores),
-            "generator_capacity_cores": w.generator_capacity_cores,
-            "service_cores": _r(w.service_cores), "machine_busy_cores": _r(w.machine_busy_cores)}
+def window_figures(w: Window) -> WindowFigures:
+    return WindowFigures(
+        rps=_r(w.rps, 2), requests=w.requests, errors=w.errors, duration_s=_r(w.duration_s),
+        p50_ms=_r(w.p50_ms), p90_ms=_r(w.p90_ms), p95_ms=_r(w.p95_ms), p99_ms=_r(w.p99_ms),
+        max_ms=_r(w.max_ms), lag_ms=_r(w.lag_ms), generator_cores=_r(w.generator_cores),
+        generator_capacity_cores=w.generator_capacity_cores,
+        service_cores=_r(w.service_cores), machine_busy_cores=_r(w.machine_busy_cores))
 
 
-def _verdict(diagnosis: StepDiagnosis | None) -> dict | None:
+def _verdict(diagnosis: StepDiagnosis | None) -> StepVerdict | None:
     return diagnosis.verdict if diagnosis is not None else None
 
 
-def step_dict(step: Step, cores: int, ceiling_rps: float | None) -> dict:
-    """One step in the report's contract (docs/load.md): its load, what was measured, the
-    generator's self-check and, with --pid, the verdict under that load and its report."""
+def step_record(step: Step, cores: int, ceiling_rps: float | None) -> SweepStep:
+    """One step in the report: its load, what was measured, the generator's self-check and,
+    with --pid, the verdict under that load and its report."""
     limits = step.generator_limits(cores, ceiling_rps)
     gen = step.generator_cores
     source = "hdr" if step.pooled else "window means"
     if step.pooled and step.last[-1].histogram_source:
         source = f"hdr ({step.last[-1].histogram_source})"
     diagnosis = step.diagnosis
-    return {
-        **_step_ref(step),
-        "requests": step.requests,
-        "throughput_rps": _r(step.rps, 2),
-        "latency_ms": {name: _r(value) for name, value in step.latencies().items()},
-        "latency_source": source,
-        "errors": step.errors_by_kind,
-        "error_count": step.error_count,
-        "error_rate": _r(step.error_rate, 4),
-        "stable": step.stable,
-        "windows_measured": len(step.windows),
-        "generator": {"cpu_share": _r(gen / cores if gen is not None and cores else None),
-                      "cores": _r(gen), "lag_ms": _r(step.lag_ms),
-                      "limited": bool(limits), "reasons": limits},
-        "service_cores": _r(step.service_cores),
-        "machine_busy_cores": _r(step.machine_busy_cores),
-        "other_cores": _r(step.other_cores),
-        "verdict": _verdict(step.diagnosis),
-        "report": diagnosis.html_name if diagnosis is not None else None,
-        "diagnosis": diagnosis.to_json() if diagnosis is not None else None,
-        "windows": [_window_dict(w) for w in step.windows],
-        "warmup": _window_dict(step.warmup) if step.warmup is not None else None,
-    }
+    return SweepStep(
+        concurrency=step.concurrency, rate=step.rate,
+        requests=step.requests,
+        throughput_rps=round(step.rps, 2),
+        latency_ms=step.latencies(),
+        latency_source=source,
+        errors=step.errors_by_kind,
+        error_count=step.error_count,
+        error_rate=round(step.error_rate, 4),
+        stable=step.stable,
+        windows_measured=len(step.windows),
+        generator=StepGenerator(cpu_share=_r(gen / cores if gen is not None and cores else None),
+                                cores=_r(gen), lag_ms=_r(step.lag_ms), limited=bool(limits),
+                                reasons=tuple(limits)),
+        service_cores=_r(step.service_cores),
+        machine_busy_cores=_r(step.machine_busy_cores),
+        other_cores=_r(step.other_cores),
+        verdict=_verdict(diagnosis),
+        report=diagnosis.html_name if diagnosis is not None else None,
+        diagnosis=diagnosis,
+        windows=tuple(window_figures(w) for w in step.windows),
+        warmup=window_figures(step.warmup) if step.warmup is not None else None,
+    )
 
 
-def sweep_report(result: SweepResult, target: dict, generator: dict) -> dict:
-    """The JSON report of a sweep (`kind: "sweep"`, contract in docs/load.md)."""
+def sweep_report(result: SweepResult, target: SweepTarget, generator: GeneratorInfo
+                 ) -> SweepReport:
+    """The report of a sweep (`kind: "sweep"`, docs/report-data.md)."""
     s = result.settings
     summary = summarize(result)
-    knee = summary.get("knee")
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "kind": "sweep",
-        "target": target,
-        "generator": generator,
-        "settings": {"model": s.model, "arrivals": s.arrivals if s.model == "open" else None,
-                     "levels": list(s.levels), "window_s": s.window_s, "warmup_s": s.warmup_s,
-                     "stable_windows": s.stable_windows, "max_windows": s.max_windows,
-                     "stability": s.stability, "plateau_gain": s.plateau_gain,
-                     "patience": s.patience, "max_error_rate": s.max_error_rate,
-                     "slo_p99_ms": s.slo_p99_ms, "max_duration_s": s.max_duration_s,
-                     "generator_ceiling_rps": s.generator_ceiling_rps},
-        "machine": {"cores": result.cores},
-        "started_at": result.started_at, "ended_at": result.ended_at,
-        "stop_reason": result.stop_reason,
-        "interrupted": result.interrupted,
-        "partial": result.interrupted is not None,
-        "summary": summary,
-        "steps": [step_dict(st, result.cores, s.generator_ceiling_rps) for st in result.steps],
-        "knee": {"index": knee["index"], "reason": knee["reason"]} if knee else None,
-    }
+    knee = summary.knee
+    return SweepReport(
+        target=target,
+        generator=generator,
+        settings=s.describe(),
+        machine=Machine(cores=result.cores),
+        started_at=result.started_at, ended_at=result.ended_at,
+        stop_reason=result.stop_reason,
+        interrupted=result.interrupted,
+        partial=result.interrupted is not None,
+        summary=summary,
+        steps=tuple(step_record(st, result.cores, s.generator_ceiling_rps)
+                    for st in result.steps),
+        knee=SweepKnee(index=knee.index, reason=knee.reason) if knee else None,
+    )

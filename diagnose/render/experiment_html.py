@@ -6,8 +6,11 @@ numbers and judgements come finished in the report."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from markupsafe import Markup
+
+from diagnose.load.model import ExperimentReport, Variant
 
 from diagnose.render.html import (content_security_policy, inline_stylesheet, script_safe_json,
                                   template_environment)
@@ -26,18 +29,18 @@ def _short(text: str) -> str:
     return text if len(text) <= LABEL_CHARS else text[:LABEL_CHARS - 1] + "…"
 
 
-def bars(variants: list[dict]) -> dict:
+def bars(variants: Sequence[Variant]) -> dict:
     """Median throughput per variant as a horizontal bar, the rounds' range as a whisker."""
-    top = max([v.get("throughput_rps") or 0 for v in variants]
-              + [max(v.get("rps_by_round") or [0]) for v in variants] + [1e-9])
+    top = max([v.throughput_rps or 0 for v in variants]
+              + [max(v.rps_by_round or [0]) for v in variants] + [1e-9])
     scale = (W - LEFT - RIGHT) / top
     rows = []
     for i, v in enumerate(variants):
         y = TOP + i * ROW
-        rps, runs = v.get("throughput_rps"), [r for r in v.get("rps_by_round") or [] if r]
-        rows.append({"y": y, "mid": y + ROW / 2, "label": _short(v.get("name") or ""),
+        rps, runs = v.throughput_rps, [r for r in v.rps_by_round if r]
+        rows.append({"y": y, "mid": y + ROW / 2, "label": _short(v.name),
                      "width": round((rps or 0) * scale, 1), "value": rps,
-                     "failed": v.get("status") == "failed",
+                     "failed": v.status == "failed",
                      "lo": round(LEFT + min(runs) * scale, 1) if runs and rps else None,
                      "hi": round(LEFT + max(runs) * scale, 1) if runs and rps else None})
     height = TOP + len(variants) * ROW + BOTTOM
@@ -48,11 +51,11 @@ def bars(variants: list[dict]) -> dict:
 
 
 
-def render_experiment_html(report: dict) -> str:
+def render_experiment_html(report: ExperimentReport) -> str:
     css = inline_stylesheet(_CSS)
-    variants = report.get("variants") or []
-    links = {v.get("name"): v["report"] for v in variants
-             if isinstance(v.get("report"), str) and _SAFE_LINK.match(v["report"])}
+    links = {v.name: v.report for v in report.variants
+             if v.report is not None and _SAFE_LINK.match(v.report)}
     return template_environment().get_template("experiment.html.j2").render(
-        report=report, chart=bars(variants), links=links, css=Markup(css),
-        csp=content_security_policy(None, css), data_json=Markup(script_safe_json(report)))
+        report=report, chart=bars(report.variants), links=links, css=Markup(css),
+        csp=content_security_policy(None, css),
+        data_json=Markup(script_safe_json(report.to_json())))

@@ -16,11 +16,13 @@ fits), so one report always gives the same summary.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from diagnose.load.model import (AtLevel, ExperimentReport, StepVerdict, SweepReport, Variant,
+                                 Why)
 from diagnose.render.evidence import DASH, TIMES, fmt_number
-from diagnose.render.markdown import (MAX_BYTES, as_dict, as_list, finite_number, md_cell,
-                                      md_code, md_table)
+from diagnose.render.markdown import MAX_BYTES, finite_number, md_cell, md_code, md_table
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,7 @@ def _fits(text: str) -> bool:
     return len(text.encode("utf-8")) < MAX_BYTES
 
 
-def _first_fitting(render, heading) -> str:
+def _first_fitting(render: Callable[[_Budget], str], heading: Callable[[_Budget], str]) -> str:
     """The summary at the first budget that fits; else (untrusted text of the worst kind in
     every field) its heading alone at the smallest budget, which fits whatever the report
     holds."""
@@ -56,48 +58,46 @@ def _first_fitting(render, heading) -> str:
     return heading(_BUDGETS[-1]) + "\n"
 
 
-def _number(value) -> str:
+def _number(value: float | None) -> str:
     value = finite_number(value)
     return DASH if value is None else fmt_number(value)
 
 
-def _ms(value) -> str:
+def _ms(value: float | None) -> str:
     value = finite_number(value)
     return DASH if value is None else f"{value:,.1f} ms"
 
 
-def _rps(value) -> str:
+def _rps(value: float | None) -> str:
     value = finite_number(value)
     return DASH if value is None else f"{value:,.1f} req/s"
 
 
-def _ratio(value) -> str:
+def _ratio(value: float | None) -> str:
     value = finite_number(value)
     return DASH if value is None else f"{value:.2f}{TIMES}"
 
 
-def _verdict_cell(verdict, budget: _Budget) -> str:
-    verdict = as_dict(verdict)
-    if not verdict.get("primary"):
+def _verdict_cell(verdict: StepVerdict | None, budget: _Budget) -> str:
+    if verdict is None or not verdict.primary:
         return DASH
-    severity = md_cell(verdict.get("severity"), 12) if verdict.get("severity") else ""
-    headline = verdict.get("headline")
-    text = md_code(verdict["primary"], budget.name)
+    severity = md_cell(verdict.severity, 12) if verdict.severity else ""
+    text = md_code(verdict.primary, budget.name)
     if severity and severity != DASH:
         text += f" ({severity})"
-    if headline:
-        text += ": " + md_cell(str(headline).split(" \u2014 ", 1)[-1], budget.text)
+    if verdict.headline:
+        text += ": " + md_cell(str(verdict.headline).split(" \u2014 ", 1)[-1], budget.text)
     return text
 
 
-def _pick_rows(items: list, keep: set[int], count: int) -> list[int]:
-    """Indices of at most `count` items: those in `keep` first, then the first and last, then
-    the rest in order; shown in their order."""
-    if len(items) <= count:
-        return list(range(len(items)))
-    order = [i for i in sorted(keep) if 0 <= i < len(items)]
-    order += [i for i in (0, len(items) - 1) if i not in order]
-    order += [i for i in range(len(items)) if i not in order]
+def _pick_rows(count_of: int, keep: set[int], count: int) -> list[int]:
+    """Indices of at most `count` of `count_of` items: those in `keep` first, then the first and
+    last, then the rest in order; shown in their order."""
+    if count_of <= count:
+        return list(range(count_of))
+    order = [i for i in sorted(keep) if 0 <= i < count_of]
+    order += [i for i in (0, count_of - 1) if i not in order]
+    order += [i for i in range(count_of) if i not in order]
     return sorted(order[:count])
 
 
@@ -117,105 +117,102 @@ def _hidden(shown: int, total: int, noun: str) -> list[str]:
 # ------------------------------------------------------------------ sweep
 
 
-def _level(step: dict) -> str:
-    if step.get("concurrency") is not None:
-        return f"concurrency {md_cell(step['concurrency'], 12)}"
-    if step.get("rate") is not None:
-        rate = finite_number(step["rate"])
-        return f"{rate:g} req/s" if rate is not None else md_cell(step["rate"], 12)
+def _level(at: AtLevel) -> str:
+    if at.concurrency is not None:
+        return f"concurrency {md_cell(at.concurrency, 12)}"
+    if at.rate is not None:
+        rate = finite_number(at.rate)
+        return f"{rate:g} req/s" if rate is not None else md_cell(at.rate, 12)
     return DASH
 
 
-def _sweep_verdict(report: dict, budget: _Budget) -> list[str]:
-    summary = as_dict(report.get("summary"))
-    knee = as_dict(summary.get("knee"))
+def _sweep_verdict(report: SweepReport, budget: _Budget) -> list[str]:
+    summary = report.summary
+    knee = summary.knee
     rows = []
     if knee:
-        rows.append(["Knee", f"{_level(knee)}: {_rps(knee.get('rps'))}, p99 "
-                             f"{_ms(knee.get('p99_ms'))}"])
-        if knee.get("reason"):
-            rows.append(["Why the knee", md_cell(knee["reason"], budget.text)])
+        rows.append(["Knee", f"{_level(knee)}: {_rps(knee.rps)}, p99 {_ms(knee.p99_ms)}"])
+        if knee.reason:
+            rows.append(["Why the knee", md_cell(knee.reason, budget.text)])
     else:
         rows.append(["Knee", "none found"])
-    why = as_dict(summary.get("why"))
+    why: Why | None = summary.why
     if why:
-        rows.append(["Verdict behind the knee", f"at {_level(why)}: {_verdict_cell(why, budget)}"])
+        rows.append(["Verdict behind the knee",
+                     f"at {_level(why)}: {_verdict_cell(why.verdict, budget)}"])
     else:
         rows.append(["Verdict behind the knee",
                      "not diagnosed (give --pid to diagnose the service under each step)"
                      if not knee else "no step at or past the knee was diagnosed"])
-    rows += [["Capacity", _rps(summary.get("capacity_rps"))],
-             ["Limited by", md_cell(summary.get("limited_by"), budget.name)],
-             ["Operating point (70% of capacity)", _rps(summary.get("operating_point_rps"))]]
-    growth = finite_number(summary.get("latency_growth_to_knee"))
+    rows += [["Capacity", _rps(summary.capacity_rps)],
+             ["Limited by", md_cell(summary.limited_by, budget.name)],
+             ["Operating point (70% of capacity)", _rps(summary.operating_point_rps)]]
+    growth = finite_number(summary.latency_growth_to_knee)
     if growth is not None:
         rows.append(["p99 growth from the first step to the knee", _ratio(growth)])
-    limits = [x for x in as_list(summary.get("generator_limits")) if x]
+    limits = [x for x in summary.generator_limits if x]
     if limits:
         rows.append(["Generator limit", md_cell(limits[0], budget.text)])
-    unstable = as_list(summary.get("unstable_levels"))
-    if unstable:
-        rows.append(["Unstable levels", md_cell(", ".join(map(str, unstable)), budget.text)])
-    other = finite_number(summary.get("other_load_cores"))
+    if summary.unstable_levels:
+        rows.append(["Unstable levels", md_cell(", ".join(summary.unstable_levels),
+                                                budget.text)])
+    other = finite_number(summary.other_load_cores)
     if other is not None:
         rows.append(["Shared machine", f"other processes used up to {other:.2f} cores"])
-    rows.append(["Stopped", md_cell(report.get("stop_reason"), budget.text)])
-    if report.get("partial") is True:
-        rows.append(["Partial", f"**yes**, interrupted by {md_cell(report.get('interrupted'), 12)}"])
+    rows.append(["Stopped", md_cell(report.stop_reason, budget.text)])
+    if report.partial:
+        rows.append(["Partial", f"**yes**, interrupted by {md_cell(report.interrupted, 12)}"])
     return ["### Verdict", "", *md_table(("Sweep", "Result"), rows)]
 
 
-def _sweep_steps(report: dict, budget: _Budget) -> list[str]:
-    steps = [s for s in map(as_dict, as_list(report.get("steps"))) if s]
+def _sweep_steps(report: SweepReport, budget: _Budget) -> list[str]:
+    steps = report.steps
     if not steps or budget.rows == 0:
         return []
-    knee = finite_number(as_dict(report.get("knee")).get("index"))
-    why = finite_number(as_dict(as_dict(report.get("summary")).get("why")).get("index"))
-    keep = {int(i) for i in (knee, why) if i is not None}
+    knee = report.knee.index if report.knee else None
+    why = report.summary.why.index if report.summary.why else None
+    keep = {i for i in (knee, why) if i is not None}
     if knee is not None:
-        keep |= {int(knee) - 1, int(knee) + 1}
-    shown = _pick_rows(steps, keep, budget.rows)
+        keep |= {knee - 1, knee + 1}
+    shown = _pick_rows(len(steps), keep, budget.rows)
     rows = []
     for i in shown:
         step = steps[i]
-        latency = as_dict(step.get("latency_ms"))
-        level = _level(step) + (" **(knee)**" if knee is not None and i == knee else "")
-        errors = finite_number(step.get("error_rate"))
-        rows.append([level, _rps(step.get("throughput_rps")), _ms(latency.get("p50")),
-                     _ms(latency.get("p99")),
+        level = _level(step) + (" **(knee)**" if i == knee else "")
+        errors = finite_number(step.error_rate)
+        rows.append([level, _rps(step.throughput_rps), _ms(step.latency_ms.p50),
+                     _ms(step.latency_ms.p99),
                      DASH if errors is None else f"{errors:.1%}",
-                     "yes" if step.get("stable") is True
-                     else "no" if step.get("stable") is False else DASH,
-                     _verdict_cell(step.get("verdict"), budget)])
+                     "yes" if step.stable else "no",
+                     _verdict_cell(step.verdict, budget)])
     return ["### Steps", "",
             *md_table(("Load", "Throughput", "p50", "p99", "Errors", "Stable", "Verdict"), rows),
             *_hidden(len(shown), len(steps), "step")]
 
 
-def _sweep_facts(report: dict, budget: _Budget) -> list[str]:
-    target, settings = as_dict(report.get("target")), as_dict(report.get("settings"))
-    generator = as_dict(report.get("generator"))
-    pids = [p for p in as_list(target.get("pids")) if p is not None]
-    model = settings.get("model")
-    rows = [["URL", md_code(target.get("url"), budget.name)],
+def _sweep_facts(report: SweepReport, budget: _Budget) -> list[str]:
+    target, settings = report.target, report.settings
+    pids = target.pids
+    model = settings.model
+    rows = [["URL", md_code(target.url, budget.name)],
             ["Service pids", md_cell(", ".join(map(str, pids)), budget.name) if pids
              else "none (load only)"],
-            ["Model", md_cell(model, 12) + (f" ({md_cell(settings.get('arrivals'), 12)} "
+            ["Model", md_cell(model, 12) + (f" ({md_cell(settings.arrivals, 12)} "
                                             f"arrivals)" if model == "open" else "")],
-            ["Generator", md_cell(generator.get("tool"), budget.name)],
-            ["Windows", f"{_number(settings.get('window_s'))} s after "
-                        f"{_number(settings.get('warmup_s'))} s warm-up"],
-            ["Cores", md_cell(as_dict(report.get("machine")).get("cores"), 8)]]
+            ["Generator", md_cell(report.generator.tool, budget.name)],
+            ["Windows", f"{_number(settings.window_s)} s after "
+                        f"{_number(settings.warmup_s)} s warm-up"],
+            ["Cores", md_cell(report.machine.cores, 8)]]
     return ["### Run facts", "", *md_table(("Run fact", "Value"), rows)]
 
 
-def render_sweep_markdown(report: dict, files: tuple[str, ...] | list[str] = ()) -> str:
+def render_sweep_markdown(report: SweepReport, files: Sequence[str] = ()) -> str:
     """The ticket summary of a sweep report, under MAX_BYTES of UTF-8. `files`: the report's
     other files (the HTML first), named in the last line."""
-    report, names = as_dict(report), tuple(str(f) for f in files)
+    names = tuple(str(f) for f in files)
 
     def heading(budget: _Budget) -> str:
-        headline = as_dict(report.get("summary")).get("headline") or "no result"
+        headline = report.summary.headline or "no result"
         return f"## diagnose sweep: {md_cell(headline, budget.text)}"
 
     def render(budget: _Budget) -> str:
@@ -230,104 +227,103 @@ def render_sweep_markdown(report: dict, files: tuple[str, ...] | list[str] = ())
 # ------------------------------------------------------------------ experiment
 
 
-def _env_text(env) -> str:
-    env = as_dict(env)
+def _env_text(env: Mapping[str, str | None]) -> str:
     if not env:
         return "as inherited"
     return " ".join(f"{k}={'(unset)' if v is None else v}" for k, v in env.items())
 
 
-def _variant_name(entry: dict, budget: _Budget) -> str:
+def _variant_name(name: str, env: Mapping[str, str | None], budget: _Budget) -> str:
     """A variant's name, and its environment when the name does not already say it."""
-    name, env = entry.get("name"), _env_text(entry.get("env"))
-    text = md_code(name, budget.name)
-    return text if str(name) == env else f"{text} ({md_code(env, budget.name)})"
+    text, env_text = md_code(name, budget.name), _env_text(env)
+    return text if name == env_text else f"{text} ({md_code(env_text, budget.name)})"
 
 
-def _experiment_verdict(report: dict, budget: _Budget) -> list[str]:
-    variants = {v.get("name"): v for v in map(as_dict, as_list(report.get("variants")))}
-    winner, leader = as_dict(report.get("winner")), as_dict(report.get("leader"))
-    baseline = as_dict(report.get("baseline"))
-    rows = [["Outcome", md_cell(report.get("outcome"), budget.name)]]
-    top = winner or leader
+def _variant_verdict(variant: Variant | None, budget: _Budget) -> str:
+    if variant is None:
+        return DASH
+    if variant.verdict:
+        return _verdict_cell(variant.verdict, budget)
+    return md_cell(variant.error or variant.verdict_reason, budget.text)
+
+
+def _experiment_verdict(report: ExperimentReport, budget: _Budget) -> list[str]:
+    winner, top = report.winner, report.top
+    rows = [["Outcome", md_cell(report.outcome, budget.name)]]
     if top:
         rows.append(["Winner" if winner else "Leader (no winner)",
-                     _variant_name(top, budget)])
-        rows.append(["Gain over the baseline", _ratio(top.get("gain"))
-                     + (" (median of the same-round ratios)" if top.get("gain") is not None
-                        else "")])
-        mine = as_dict(variants.get(top.get("name")))
+                     _variant_name(top.name, top.env, budget)])
+        rows.append(["Gain over the baseline", _ratio(top.gain)
+                     + (" (median of the same-round ratios)" if top.gain is not None else "")])
+        mine = report.variant(top.name)
         rows.append([("Winner" if winner else "Leader") + "'s verdict",
-                     _verdict_cell(mine.get("verdict"), budget) if mine.get("verdict")
-                     else md_cell(mine.get("verdict_reason"), budget.text)])
+                     _verdict_cell(mine.verdict, budget) if mine and mine.verdict
+                     else md_cell(mine.verdict_reason if mine else None, budget.text)])
     else:
         rows.append(["Winner", "none"])
-    rows.append(["Baseline", _variant_name(baseline, budget)])
-    advice = as_dict(report.get("advice"))
+    rows.append(["Baseline", _variant_name(report.baseline.name, report.baseline.env, budget)])
+    advice = report.advice
     if advice:
-        rows.append(["Advice", f"{md_cell(advice.get('status'), 24)}: measured "
-                               f"{_ratio(advice.get('measured_gain'))}, predicted "
-                               f"{_ratio(advice.get('predicted_gain'))}"])
-    margin = finite_number(report.get("margin"))
+        rows.append(["Advice", f"{md_cell(advice.status, 24)}: measured "
+                               f"{_ratio(advice.measured_gain)}, predicted "
+                               f"{_ratio(advice.predicted_gain)}"])
+    margin = finite_number(report.margin)
     if margin is not None:
         rows.append(["Winning rule", f"more throughput than every other variant in every round "
                                      f"(by {margin:.0%} or more)"])
-    if report.get("partial") is True:
-        rows.append(["Partial", f"**yes**, interrupted by {md_cell(report.get('interrupted'), 12)}"])
+    if report.partial:
+        rows.append(["Partial", f"**yes**, interrupted by {md_cell(report.interrupted, 12)}"])
     return ["### Verdict", "", *md_table(("Experiment", "Result"), rows)]
 
 
-def _experiment_variants(report: dict, budget: _Budget) -> list[str]:
-    variants = [v for v in map(as_dict, as_list(report.get("variants"))) if v]
+def _experiment_variants(report: ExperimentReport, budget: _Budget) -> list[str]:
+    variants = report.variants
     if not variants or budget.rows == 0:
         return []
-    top = (as_dict(report.get("winner")) or as_dict(report.get("leader"))).get("name")
-    keep = {i for i, v in enumerate(variants) if v.get("baseline") or v.get("name") == top}
-    shown = _pick_rows(variants, keep, budget.rows)
+    top = report.top.name if report.top else None
+    keep = {i for i, v in enumerate(variants) if v.baseline or v.name == top}
+    shown = _pick_rows(len(variants), keep, budget.rows)
     rows = []
     for i in shown:
         v = variants[i]
-        latency = as_dict(v.get("latency_ms"))
-        name = md_code(v.get("name"), budget.name)
-        if v.get("baseline"):
+        name = md_code(v.name, budget.name)
+        if v.baseline:
             name += " (baseline)"
-        if top is not None and v.get("name") == top:
-            name += " **(winner)**" if report.get("winner") else " (leader)"
-        verdict = (_verdict_cell(v.get("verdict"), budget) if v.get("verdict")
-                   else md_cell(v.get("error") or v.get("verdict_reason"), budget.text))
-        rows.append([name, md_code(_env_text(v.get("env")), budget.name),
-                     md_cell(v.get("status"), 12), _rps(v.get("throughput_rps")),
-                     _ms(latency.get("p99")), _ratio(v.get("gain")),
-                     md_cell(v.get("errors"), 12), verdict])
+        if top is not None and v.name == top:
+            name += " **(winner)**" if report.winner else " (leader)"
+        rows.append([name, md_code(_env_text(v.env), budget.name),
+                     md_cell(v.status, 12), _rps(v.throughput_rps),
+                     _ms(v.latency_ms.p99), _ratio(v.gain),
+                     md_cell(v.errors, 12), _variant_verdict(v, budget)])
     return ["### Variants", "",
             *md_table(("Variant", "Environment", "Status", "Throughput (median)", "p99 (median)",
                      "Gain", "Errors", "Verdict"), rows),
             *_hidden(len(shown), len(variants), "variant")]
 
 
-def _experiment_facts(report: dict, budget: _Budget) -> list[str]:
-    target, settings = as_dict(report.get("target")), as_dict(report.get("settings"))
-    mode = settings.get("mode")
-    load = (f"{_number(settings.get('rate'))} req/s offered" if mode == "rate"
-            else f"{md_cell(settings.get('concurrency'), 12)} connections" if mode == "load"
+def _experiment_facts(report: ExperimentReport, budget: _Budget) -> list[str]:
+    settings = report.settings
+    mode = settings.mode
+    load = (f"{_number(settings.rate)} req/s offered" if mode == "rate"
+            else f"{md_cell(settings.concurrency, 12)} connections" if mode == "load"
             else "a sweep per run"
-            + (f", judged at p99 {_number(settings.get('slo_p99_ms'))} ms"
-               if settings.get("slo_p99_ms") else ", judged at its knee"))
-    rows = [["URL", md_code(target.get("url"), budget.name)],
-            ["Command", md_code(target.get("command"), budget.name + 20)],
+            + (f", judged at p99 {_number(settings.slo_p99_ms)} ms"
+               if settings.slo_p99_ms else ", judged at its knee"))
+    rows = [["URL", md_code(report.target.url, budget.name)],
+            ["Command", md_code(report.target.command, budget.name + 20)],
             ["Load", load],
-            ["Runs", f"{md_cell(settings.get('rounds'), 8)} rounds of "
-                     f"{md_cell(settings.get('seconds'), 8)} s, each on a fresh service"],
-            ["Generator", md_cell(as_dict(report.get("generator")).get("tool"), budget.name)]]
+            ["Runs", f"{md_cell(settings.rounds, 8)} rounds of "
+                     f"{md_cell(settings.seconds, 8)} s, each on a fresh service"],
+            ["Generator", md_cell(report.generator.tool, budget.name)]]
     return ["### Run facts", "", *md_table(("Run fact", "Value"), rows)]
 
 
-def render_experiment_markdown(report: dict, files: tuple[str, ...] | list[str] = ()) -> str:
+def render_experiment_markdown(report: ExperimentReport, files: Sequence[str] = ()) -> str:
     """The ticket summary of an experiment report, under MAX_BYTES of UTF-8."""
-    report, names = as_dict(report), tuple(str(f) for f in files)
+    names = tuple(str(f) for f in files)
 
     def heading(budget: _Budget) -> str:
-        return f"## diagnose experiment: {md_cell(report.get('headline') or 'no result', budget.text)}"
+        return f"## diagnose experiment: {md_cell(report.headline or 'no result', budget.text)}"
 
     def render(budget: _Budget) -> str:
         sections = [[heading(budget)], _experiment_verdict(report, budget),

@@ -10,6 +10,7 @@ import pytest
 
 from diagnose.load.diagnosis import StepDiagnosis
 from diagnose.load.experiment import Arm, RunSettings, experiment_report, run_experiment
+from diagnose.load.model import ExperimentReport, GeneratorInfo, Run, SweepReport, SweepTarget
 from diagnose.render.experiment_html import render_experiment_html
 from diagnose.render.sweep_html import render_sweep_html
 from diagnose.load.sweep import run_sweep, sweep_report
@@ -30,10 +31,11 @@ def sweep_page(tmp_path):
                                        html_name=f"d{int(step.level)}.html")
 
     report = sweep_report(run_sweep(SETTINGS, measure, after_step=diagnose),
-                          {"url": f"http://127.0.0.1:1/{HOSTILE}", "pids": [7]},
-                          {"tool": "wrk", "threads": 2})
+                          SweepTarget(url=f"http://127.0.0.1:1/{HOSTILE}", pids=(7,)),
+                          GeneratorInfo(tool="wrk", threads=2))
     path = tmp_path / "sweep.html"
-    path.write_text(render_sweep_html(json.loads(json.dumps(report))), encoding="utf-8")
+    written = json.loads(json.dumps(report.to_json()))
+    path.write_text(render_sweep_html(SweepReport.from_json(written)), encoding="utf-8")
     return path
 
 
@@ -57,11 +59,13 @@ def test_the_experiment_page_shows_the_outcome_and_every_run(open_report, tmp_pa
     rates = {"baseline": iter([100.0, 110.0]), "variant": iter([170.0, 180.0])}
     result = run_experiment((Arm("baseline", ("serve", HOSTILE)),
                              Arm("variant", ("serve",), (("OMP_NUM_THREADS", "1"),))), 2,
-                            lambda arm: {"rps": next(rates[arm.name]), "p99_ms": 5.0})
+                            lambda arm: Run(rps=next(rates[arm.name]), p99_ms=5.0))
     report = experiment_report(result, RunSettings("http://127.0.0.1:1/", 8, 3, 1, 2),
-                               {"tool": "wrk"})
+                               GeneratorInfo(tool="wrk"))
     path = tmp_path / "experiment.html"
-    path.write_text(render_experiment_html(json.loads(json.dumps(report))), encoding="utf-8")
+    written = json.loads(json.dumps(report.to_json()))
+    path.write_text(render_experiment_html(ExperimentReport.from_json(written)),
+                    encoding="utf-8")
     opened = open_report(path, wait_ready=False)
     opened.assert_clean()
     page = opened.page

@@ -10,10 +10,14 @@ import re
 import pytest
 
 from diagnose.errors import BadProfile, LoadFailed
+from diagnose.load.diagnosis import StepDiagnosis, StepVerdict
 from diagnose.load.experiment import (MAX_VARIANTS, Arm, ExperimentResult, RunSettings, advised_arm,
                                  arms_from_vary, choose_winner, decide, experiment_report,
                                  fix_from_report, parse_assignments, parse_vary, round_order,
                                  run_experiment, throughput_at_slo, vary_from_advice)
+from diagnose.load.model import (Advice, ExperimentReport, GeneratorInfo, Machine, Percentiles,
+                                 Run, SummaryKnee, SweepKnee, SweepReport, SweepStep,
+                                 SweepSummary, SweepTarget)
 from diagnose.render.experiment_html import render_experiment_html
 from tests.conftest import invoke_cli
 
@@ -29,16 +33,17 @@ def fake_runs(rates: dict[str, list], fail: dict[str, str] | None = None):
     seen = {name: 0 for name in rates}
     order = []
 
-    def run(arm: Arm) -> dict:
+    def run(arm: Arm) -> Run:
         order.append(arm.name)
         if fail and arm.name in fail:
             raise LoadFailed(fail[arm.name])
         rate = rates[arm.name][seen[arm.name]]
         seen[arm.name] += 1
-        return {"rps": rate, "p50_ms": 500 / rate, "p99_ms": 1000 / rate,
-                "service_cores": 1.0, "generator_cores": 0.2, "errors": 0,
-                "diagnosis": {"primary": "pool_wait", "headline": f"{arm.name} waits",
-                              "html_name": f"diagnose-{seen[arm.name]}.html"}}
+        return Run(rps=rate, p50_ms=500 / rate, p99_ms=1000 / rate, service_cores=1.0,
+                   generator_cores=0.2, errors=0,
+                   diagnosis=StepDiagnosis(seconds=1.0, primary="pool_wait",
+                                           headline=f"{arm.name} waits",
+                                           html_name=f"diagnose-{seen[arm.name]}.html"))
     return run, order
 
 
@@ -59,7 +64,7 @@ def test_variants_are_every_combination_with_the_first_values_as_baseline():
     assert [a.name for a in arms] == ["A=1 B=x", "A=1 B=y", "A=1 B=unset",
                                       "A=2 B=x", "A=2 B=y", "A=2 B=unset"]
     assert arms[0].env == (("A", "1"), ("B", "x"))
-    assert arms[2].describe()["env"] == {"A": "1", "B": None}
+    assert arms[2].describe().env == {"A": "1", "B": None}
     assert all(a.argv == CMD for a in arms)
 
 
@@ -93,29 +98,29 @@ def test_the_variant_ahead_in_every_round_wins_with_the_median_same_round_gain()
     # round 2 is a slow spell for everyone: the ratio within it still counts
     run, _ = fake_runs({"T=1": [50, 20, 50], "T=8": [300, 150, 250], "T=4": [200, 90, 200]})
     choice = choose_winner(run_experiment((BAD, GOOD, MID), 3, run), "at 8 connections")
-    assert choice["outcome"] == "winner"
-    assert choice["winner"]["env"] == {"T": "8"}
-    assert choice["winner"]["ratios"] == [6.0, 7.5, 5.0]
-    assert choice["winner"]["gain"] == pytest.approx(6.0)
-    assert "T=8 serves 6.00× the baseline (T=1)" in choice["headline"]
+    assert choice.outcome == "winner"
+    assert choice.winner.env == {"T": "8"}
+    assert choice.winner.ratios == (6.0, 7.5, 5.0)
+    assert choice.winner.gain == pytest.approx(6.0)
+    assert "T=8 serves 6.00× the baseline (T=1)" in choice.headline
 
 
 def test_a_leader_that_some_round_does_not_confirm_is_no_clear_winner():
     run, _ = fake_runs({"T=1": [50, 50], "T=8": [300, 200], "T=4": [290, 210]})
     choice = choose_winner(run_experiment((BAD, GOOD, MID), 2, run))
-    assert choice["outcome"] == "no clear winner" and choice["winner"] is None
-    assert choice["leader"]["env"] in ({"T": "8"}, {"T": "4"})
-    assert choice["headline"].startswith("no clear winner")
+    assert choice.outcome == "no clear winner" and choice.winner is None
+    assert choice.leader.env in ({"T": "8"}, {"T": "4"})
+    assert choice.headline.startswith("no clear winner")
     # within the margin is no win either
     run, _ = fake_runs({"T=1": [100, 100], "T=8": [104, 103]})
-    assert choose_winner(run_experiment((BAD, GOOD), 2, run))["winner"] is None
+    assert choose_winner(run_experiment((BAD, GOOD), 2, run)).winner is None
 
 
 def test_a_baseline_that_serves_the_most_is_the_winner_with_gain_one():
     run, _ = fake_runs({"T=1": [300, 310], "T=8": [100, 90]})
     choice = choose_winner(run_experiment((BAD, GOOD), 2, run))
-    assert choice["winner"]["env"] == {"T": "1"} and choice["winner"]["gain"] == 1.0
-    assert choice["headline"].startswith("the baseline serves the most")
+    assert choice.winner.env == {"T": "1"} and choice.winner.gain == 1.0
+    assert choice.headline.startswith("the baseline serves the most")
 
 
 def test_a_variant_whose_service_fails_is_not_rerun_and_gets_an_error_and_no_report():
@@ -123,57 +128,62 @@ def test_a_variant_whose_service_fails_is_not_rerun_and_gets_an_error_and_no_rep
                            fail={"T=4": "the service exited with 3 while it was loaded"})
     result = run_experiment((BAD, GOOD, MID), 2, run)
     assert order.count("T=4") == 1  # round 2 skips it
-    variants = {v["name"]: v for v in experiment_report(
-        result, RunSettings("http://127.0.0.1:1/", 8, 2, 1, 2), {})["variants"]}
-    failed = variants["T=4"]
-    assert failed["status"] == "failed" and failed["report"] is None
-    assert failed["verdict"] is None and failed["throughput_rps"] is None
-    assert "exited with 3" in failed["error"]
-    assert variants["T=8"]["report"] == "diagnose-1.html"
-    assert variants["T=8"]["verdict"] == {"primary": "pool_wait", "headline": "T=8 waits",
-                                          "severity": None}
-    assert choose_winner(result)["winner"]["env"] == {"T": "8"}
+    report = experiment_report(result, RunSettings("http://127.0.0.1:1/", 8, 2, 1, 2),
+                               GeneratorInfo())
+    failed = report.variant("T=4")
+    assert failed.status == "failed" and failed.report is None
+    assert failed.verdict is None and failed.throughput_rps is None
+    assert "exited with 3" in failed.error
+    assert report.variant("T=8").report == "diagnose-1.html"
+    assert report.variant("T=8").verdict == StepVerdict(primary="pool_wait",
+                                                        headline="T=8 waits")
+    assert choose_winner(result).winner.env == {"T": "8"}
 
 
 def test_with_the_baseline_failed_there_is_no_result():
     run, _ = fake_runs({"T=1": [], "T=8": [300]}, fail={"T=1": "did not answer"})
     choice = choose_winner(run_experiment((BAD, GOOD), 1, run))
-    assert choice["outcome"] == "no result" and choice["winner"] is None
+    assert choice.outcome == "no result" and choice.winner is None
 
 
 def test_the_pairwise_decision_compares_one_variant_with_the_baseline():
     run, _ = fake_runs({"baseline": [100, 50, 100], "variant": [150, 80, 130]})
     decision = decide(run_experiment((BASE, VARIANT), 3, run))
-    assert decision["outcome"] == "better" and decision["ratios"] == [1.5, 1.6, 1.3]
+    assert decision.outcome == "better" and decision.ratios == (1.5, 1.6, 1.3)
     run, _ = fake_runs({"baseline": [100, 100], "variant": [60, 70]})
-    assert decide(run_experiment((BASE, VARIANT), 2, run))["outcome"] == "worse"
+    assert decide(run_experiment((BASE, VARIANT), 2, run)).outcome == "worse"
     run, _ = fake_runs({"baseline": [100, 100, 100], "variant": [130, 90, 120]})
-    assert decide(run_experiment((BASE, VARIANT), 3, run))["outcome"] == "no clear difference"
+    assert decide(run_experiment((BASE, VARIANT), 3, run)).outcome == "no clear difference"
 
 
 def test_an_interrupted_experiment_decides_on_complete_rounds_only():
     result = ExperimentResult((BASE, VARIANT))
-    result.runs = [{"round": 0, "arm": "baseline", "rps": 100.0},
-                   {"round": 0, "arm": "variant", "rps": 200.0},
-                   {"round": 1, "arm": "variant", "rps": 10.0}]  # its baseline never ran
-    assert decide(result)["ratios"] == [2.0]
-    assert choose_winner(result)["winner"]["ratios"] == [2.0]
-    assert decide(ExperimentResult((BASE, VARIANT)))["outcome"] == "no result"
+    result.runs = [Run(round=0, arm="baseline", rps=100.0), Run(round=0, arm="variant", rps=200.0),
+                   Run(round=1, arm="variant", rps=10.0)]  # its baseline never ran
+    assert decide(result).ratios == (2.0,)
+    assert choose_winner(result).winner.ratios == (2.0,)
+    assert decide(ExperimentResult((BASE, VARIANT))).outcome == "no result"
+
+
+def _sweep_of(steps, knee=None, summary_knee=None) -> SweepReport:
+    return SweepReport(
+        target=SweepTarget(url="u"), machine=Machine(cores=2),
+        steps=tuple(SweepStep(concurrency=c, throughput_rps=rps,
+                              latency_ms=Percentiles(p99=p99), stable=stable)
+                    for c, rps, p99, stable in steps),
+        knee=SweepKnee(index=knee) if knee is not None else None,
+        summary=SweepSummary(limited_by="service", headline="",
+                             knee=SummaryKnee(index=summary_knee) if summary_knee is not None
+                             else None))
 
 
 def test_a_sweep_is_judged_at_the_best_step_within_the_slo_else_at_its_knee():
-    steps = [{"concurrency": 1, "throughput_rps": 50, "latency_ms": {"p99": 25}, "stable": True},
-             {"concurrency": 4, "throughput_rps": 180, "latency_ms": {"p99": 40}, "stable": True},
-             {"concurrency": 8, "throughput_rps": 200, "latency_ms": {"p99": 90}, "stable": True},
-             {"concurrency": 16, "throughput_rps": 190, "latency_ms": {"p99": 45},
-              "stable": False}]
-    assert throughput_at_slo(steps, None, 50)["concurrency"] == 4   # 16 is not stable
-    assert throughput_at_slo(steps, None, 10) is None
-    assert throughput_at_slo(steps, {"index": 2}, None)["concurrency"] == 8
-    old = [{"concurrency": 2, "rps": 90, "p99_ms": 30}, {"concurrency": 4, "rps": 95,
-                                                          "p99_ms": 80}]
-    assert throughput_at_slo(old, {"concurrency": 2}, None)["rps"] == 90
-    assert throughput_at_slo(old, None, 60)["concurrency"] == 2
+    steps = [(1, 50, 25, True), (4, 180, 40, True), (8, 200, 90, True), (16, 190, 45, False)]
+    assert throughput_at_slo(_sweep_of(steps), 50).concurrency == 4   # 16 is not stable
+    assert throughput_at_slo(_sweep_of(steps), 10) is None
+    assert throughput_at_slo(_sweep_of(steps, knee=2), None).concurrency == 8
+    assert throughput_at_slo(_sweep_of(steps, summary_knee=1), None).concurrency == 4
+    assert throughput_at_slo(_sweep_of(steps), None).concurrency == 8  # no knee: the best
 
 
 # -- advice from a report -------------------------------------------------------------------------
@@ -191,7 +201,7 @@ def test_a_report_advising_an_environment_knob_varies_it_from_as_inherited_to_ad
                                                          "value": 1}}})
     advised, info = fix_from_report(path)
     assert advised == (("OPENBLAS_NUM_THREADS", "1"),)
-    assert info["predicted_gain"] == 2.5 and info["finding"] == "scheduler_overhead"
+    assert info.predicted_gain == 2.5 and info.finding == "scheduler_overhead"
     assert vary_from_advice(advised, {"OPENBLAS_NUM_THREADS": "8"}) == (
         ("OPENBLAS_NUM_THREADS", ("8", "1")),)
     assert vary_from_advice(advised, {}) == (("OPENBLAS_NUM_THREADS", (None, "1")),)
@@ -221,13 +231,13 @@ def test_the_advised_variant_against_the_baseline_proves_or_disproves_the_advice
     run, _ = fake_runs({"T=unset": [100, 100], "T=8": advised_rates})
     result = run_experiment((base, advised), 2, run)
     assert advised_arm(result.arms, [("T", "8")]) == advised
-    report = experiment_report(result, RunSettings("http://127.0.0.1:1/", 8, 2, 1, 2), {},
-                               {"finding": "pool_wait", "predicted_gain": 4.0}, None,
-                               [("T", "8")])
-    assert report["advice"]["status"] == status
+    report = experiment_report(result, RunSettings("http://127.0.0.1:1/", 8, 2, 1, 2),
+                               GeneratorInfo(), Advice(finding="pool_wait", predicted_gain=4.0),
+                               None, [("T", "8")])
+    assert report.advice.status == status
     # the median of two same-round ratios is their mean
-    assert report["advice"]["measured_gain"] == pytest.approx(sum(advised_rates) / 100 / 2)
-    assert report["advice"]["predicted_gain"] == 4.0
+    assert report.advice.measured_gain == pytest.approx(sum(advised_rates) / 100 / 2)
+    assert report.advice.predicted_gain == 4.0
 
 
 # -- the report and the page ----------------------------------------------------------------------
@@ -236,7 +246,7 @@ def test_the_json_report_follows_the_contract():
     run, _ = fake_runs({"T=1": [50, 60], "T=8": [300, 320]})
     report = json.loads(json.dumps(experiment_report(
         run_experiment((BAD, GOOD), 2, run), RunSettings("http://127.0.0.1:1/", 8, 2, 1, 2),
-        {"tool": "wrk"})))
+        GeneratorInfo(tool="wrk")).to_json()))
     assert report["schema_version"] >= 2 and report["kind"] == "experiment"
     assert report["baseline"] == {"env": {"T": "1"}, "name": "T=1"}
     assert report["winner"]["env"] == {"T": "8"}
@@ -253,19 +263,23 @@ def test_the_json_report_follows_the_contract():
 HOSTILE = "</script><img src=x onerror=alert(1)>"
 
 
+def _reread(report: ExperimentReport) -> ExperimentReport:
+    """The report as a later command reads it back from its .json."""
+    return ExperimentReport.from_json(json.loads(json.dumps(report.to_json())))
+
+
 def test_the_page_shows_the_variants_side_by_side_and_escapes_hostile_values():
     arms = (Arm("X=a", ("serve", HOSTILE), (("X", "a"),)),
             Arm(f"X={HOSTILE}", ("serve", HOSTILE), (("X", HOSTILE),)))
     rates = {"X=a": iter([100.0, 110.0]), f"X={HOSTILE}": iter([170.0, 180.0])}
-    result = run_experiment(arms, 2, lambda arm: {
-        "rps": next(rates[arm.name]), "p99_ms": 5.0,
-        "diagnosis": {"primary": "none", "headline": HOSTILE,
-                      "html_name": "javascript:alert(1).html"}})
+    result = run_experiment(arms, 2, lambda arm: Run(
+        rps=next(rates[arm.name]), p99_ms=5.0,
+        diagnosis=StepDiagnosis(seconds=1.0, primary="none", headline=HOSTILE,
+                                html_name="javascript:alert(1).html")))
     report = experiment_report(result, RunSettings("http://127.0.0.1:1/", 8, 3, 1, 2),
-                               {"tool": HOSTILE},
-                               {"finding": "pool_wait", "predicted_gain": 2.5,
-                                "advice": HOSTILE})
-    html = render_experiment_html(json.loads(json.dumps(report)))
+                               GeneratorInfo(tool=HOSTILE),
+                               Advice(finding="pool_wait", predicted_gain=2.5, advice=HOSTILE))
+    html = render_experiment_html(_reread(report))
     page = html.split('id="experiment-data"')[0]
     assert "<img" not in page and "</script><" not in page
     assert "&lt;img src=x onerror=alert(1)&gt;" in page
@@ -279,8 +293,8 @@ def test_the_page_shows_the_variants_side_by_side_and_escapes_hostile_values():
 def test_the_page_links_each_verdict_to_its_report_and_marks_a_failed_variant():
     run, _ = fake_runs({"T=1": [50], "T=8": [300], "T=4": []}, fail={"T=4": "exited with 3"})
     report = experiment_report(run_experiment((BAD, GOOD, MID), 1, run),
-                               RunSettings("http://127.0.0.1:1/", 8, 2, 1, 1), {})
-    html = render_experiment_html(json.loads(json.dumps(report)))
+                               RunSettings("http://127.0.0.1:1/", 8, 2, 1, 1), GeneratorInfo())
+    html = render_experiment_html(_reread(report))
     assert html.count('href="diagnose-1.html"') == 2
     assert "exited with 3" in html and ">failed</text>" in html
 

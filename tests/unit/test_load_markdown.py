@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 
 import pytest
 
 from diagnose.load.experiment import Arm, RunSettings, experiment_report, run_experiment
+from diagnose.load.model import (Advice, Baseline, ExperimentPlan, ExperimentReport,
+                                 ExperimentTarget, GeneratorInfo, Machine, NotAReport, SweepReport,
+                                 SweepSummary, SweepTarget)
 from diagnose.load.sweep import SweepResult, SweepSettings, run_sweep, sweep_report
 from diagnose.outputs.files import write_report
 from diagnose.render.load_markdown import render_experiment_markdown, render_sweep_markdown
@@ -40,13 +44,14 @@ def assert_tables_only(md: str) -> None:
     assert "\u202e" not in md
 
 
-def sweep(diagnose=None, target=None, levels=None) -> dict:
+def sweep(diagnose=None, target=None, levels=None) -> SweepReport:
     measure, _ = closed_loop_service(capacity_rps=400, service_ms=10)
     settings = SETTINGS if levels is None else SweepSettings(levels=levels, window_s=1,
                                                              warmup_s=1, patience=100)
     result = run_sweep(settings, measure, after_step=diagnose)
-    return sweep_report(result, target or {"url": "http://127.0.0.1:8000/predict", "pids": [42]},
-                        {"tool": "wrk", "threads": 2})
+    return sweep_report(result, target or SweepTarget(url="http://127.0.0.1:8000/predict",
+                                                      pids=(42,)),
+                        GeneratorInfo(tool="wrk", threads=2))
 
 
 def pool_verdicts(step) -> None:
@@ -76,7 +81,8 @@ def test_a_sweep_without_pid_or_knee_says_so():
     assert "| Knee | none found |" in md
     assert "not diagnosed (give --pid" in md
     empty = SweepResult(SETTINGS, [], "interrupted by SIGINT", 2, 0.0, 1.0, interrupted="SIGINT")
-    md = render_sweep_markdown(sweep_report(empty, {"url": "http://127.0.0.1:1/", "pids": []}, {}))
+    md = render_sweep_markdown(sweep_report(empty, SweepTarget(url="http://127.0.0.1:1/"),
+                                            GeneratorInfo()))
     assert_tables_only(md)
     assert "no level was measured" in md and "**yes**, interrupted by SIGINT" in md
 
@@ -98,9 +104,10 @@ def test_hostile_names_in_a_sweep_are_escaped():
         step.diagnosis = StepDiagnosis(seconds=1.0, concurrency=int(step.level),
                                        primary=HOSTILE, severity=HOSTILE, headline=HOSTILE)
 
-    report = sweep(hostile, target={"url": "http://127.0.0.1:1/" + HOSTILE, "pids": [42]})
-    report["generator"]["tool"] = HOSTILE
-    md = render_sweep_markdown(json.loads(json.dumps(report)), (HOSTILE + ".html",))
+    report = sweep(hostile, target=SweepTarget(url="http://127.0.0.1:1/" + HOSTILE, pids=(42,)))
+    report = replace(report, generator=replace(report.generator, tool=HOSTILE))
+    written = json.loads(json.dumps(report.to_json()))
+    md = render_sweep_markdown(SweepReport.from_json(written), (HOSTILE + ".html",))
     assert_tables_only(md)
     assert "\\[click\\](javascript\\:" in md  # escaped: shown, not a link
     assert "[U+202E]" in md
@@ -109,11 +116,11 @@ def test_hostile_names_in_a_sweep_are_escaped():
             assert line.count(" | ") + 2 == line.count("|") - line.count("\\|")
 
 
-def experiment(rates, arms=(BAD, GOOD), advice=None) -> dict:
+def experiment(rates, arms=(BAD, GOOD), advice=None) -> ExperimentReport:
     run, _ = fake_runs(rates)
     result = run_experiment(arms, len(next(iter(rates.values()))), run)
     return experiment_report(result, RunSettings("http://127.0.0.1:8000/predict", 8, 2, 1, 2),
-                             {"tool": "wrk"}, advice)
+                             GeneratorInfo(tool="wrk"), advice)
 
 
 def test_an_experiment_summary_gives_the_winner_its_gain_and_its_verdict():
@@ -139,24 +146,33 @@ def test_hostile_names_in_an_experiment_are_escaped_and_many_variants_fit():
     arms = tuple(Arm(f"X={HOSTILE}{i}", ("serve", HOSTILE), (("X", f"{HOSTILE}{i}"),))
                  for i in range(16))
     rates = {arm.name: [100.0 + 10 * i] for i, arm in enumerate(arms)}
-    report = experiment(rates, arms, {"finding": "pool_wait", "predicted_gain": 2.5,
-                                      "advice": HOSTILE})
-    md = render_experiment_markdown(json.loads(json.dumps(report)), (HOSTILE,))
+    report = experiment(rates, arms, Advice(finding="pool_wait", predicted_gain=2.5,
+                                            advice=HOSTILE))
+    written = json.loads(json.dumps(report.to_json()))
+    md = render_experiment_markdown(ExperimentReport.from_json(written), (HOSTILE,))
     assert_tables_only(md)
     assert "\\[click\\](javascript\\:" in md and "[U+202E]" in md
     assert "**(winner)**" in md or "(leader)" in md  # the best variant is kept among the rows
 
 
-@pytest.mark.parametrize("render", [render_sweep_markdown, render_experiment_markdown])
-def test_a_report_of_any_shape_gives_a_summary(render):
-    for report in ({}, {"summary": None, "steps": "x", "variants": [None, 3]}, []):
-        assert_tables_only(render(report))
+def test_a_file_of_another_shape_is_no_report_and_a_bare_one_gives_a_summary():
+    for model in (SweepReport, ExperimentReport):
+        for data in ({}, {"summary": None, "steps": "x", "variants": [None, 3]}, []):
+            with pytest.raises(NotAReport):
+                model.from_json(data)
+    bare = SweepReport(target=SweepTarget(url=""), machine=Machine(cores=1), steps=(),
+                       summary=SweepSummary(limited_by="no throughput", headline=""))
+    assert_tables_only(render_sweep_markdown(bare))
+    nothing = ExperimentReport(target=ExperimentTarget(url=""), settings=ExperimentPlan(mode="load"),
+                               variants=(), baseline=Baseline(name=""), outcome="no result",
+                               headline="")
+    assert_tables_only(render_experiment_markdown(nothing))
 
 
 def test_write_report_writes_the_summary_beside_the_report_naming_its_page(tmp_path):
     report = sweep(pool_verdicts)
     (tmp_path / "r.json").write_text("taken", encoding="utf-8")
-    json_path, html_path = write_report(tmp_path, "r", report, "<html></html>",
+    json_path, html_path = write_report(tmp_path, "r", report.to_json(), "<html></html>",
                                         lambda html: render_sweep_markdown(report, (html,)))
     assert json_path.name == "r-2.json" and html_path.name == "r-2.html"
     md = json_path.with_suffix(".md").read_text(encoding="utf-8")

@@ -16,6 +16,7 @@ from diagnose.load.sweep import (CpuMeter, CpuReading, Step, SweepSettings, Wind
                             find_knee, parse_levels, plateaued, run_sweep, summarize,
                             sweep_report)
 from diagnose.load.diagnosis import StepDiagnosis
+from diagnose.load.model import GeneratorInfo, SweepTarget
 
 
 def closed_loop_service(capacity_rps: float, service_ms: float, gen_cores=lambda c, rps: 0.1,
@@ -49,20 +50,20 @@ def test_saturating_service_has_its_knee_where_p99_starts_outgrowing_throughput(
     measure, calls = closed_loop_service(capacity_rps=400, service_ms=10)
     result = run_sweep(SETTINGS, measure)
     summary = summarize(result)
-    assert summary["knee"]["concurrency"] == 4
-    assert summary["capacity_rps"] == pytest.approx(400)
-    assert summary["limited_by"] == "service"
-    assert summary["saturated"] is True
-    assert summary["operating_point_rps"] == pytest.approx(320)
+    assert summary.knee.concurrency == 4
+    assert summary.capacity_rps == pytest.approx(400)
+    assert summary.limited_by == "service"
+    assert summary.saturated is True
+    assert summary.operating_point_rps == pytest.approx(320)
     # p99 at the knee is 4 connections / 400 req/s × 2 = 20 ms; at c=1 it was 20 ms too
-    assert summary["knee"]["p99_ms"] == pytest.approx(20)
+    assert summary.knee.p99_ms == pytest.approx(20)
     # Stopped by the plateau: 8 and 16 gained nothing over 4; 32 and 64 were never loaded.
     assert [s.concurrency for s in result.steps] == [1, 2, 4, 8, 16]
     assert result.stop_reason.startswith("plateau")
     assert max(c for c, _ in calls) == 16
-    assert "the knee is at concurrency 4" in summary["headline"]
-    assert "capacity 400 req/s" in summary["headline"]
-    assert summary["knee"]["reason"] == ("from concurrency 4 to concurrency 8 p99 grew ×2.00 "
+    assert "the knee is at concurrency 4" in summary.headline
+    assert "capacity 400 req/s" in summary.headline
+    assert summary.knee.reason == ("from concurrency 4 to concurrency 8 p99 grew ×2.00 "
                                          "(20.0 ms → 40.0 ms) while throughput grew ×1.00 "
                                          "(400 → 400 req/s)")
 
@@ -84,17 +85,17 @@ def test_a_step_that_never_settles_is_measured_to_the_limit_and_marked_unstable(
     step = result.steps[0]
     assert not step.stable
     assert len(step.windows) == 5
-    assert summarize(result)["unstable_levels"] == ["concurrency 1"]
+    assert summarize(result).unstable_levels == ("concurrency 1",)
 
 
 def test_throughput_still_growing_at_the_last_level_is_not_called_a_knee():
     measure, _ = closed_loop_service(capacity_rps=10_000, service_ms=10)
     result = run_sweep(SweepSettings(levels=(1, 2, 4), window_s=1, warmup_s=0), measure)
     summary = summarize(result)
-    assert summary["limited_by"] == "not reached"
-    assert summary["saturated"] is False
-    assert "sweep higher" in summary["headline"]
-    assert summary["knee"] is None
+    assert summary.limited_by == "not reached"
+    assert summary.saturated is False
+    assert "sweep higher" in summary.headline
+    assert summary.knee is None
     assert result.stop_reason == "levels exhausted"
 
 
@@ -104,9 +105,9 @@ def test_a_generator_out_of_cpu_is_named_as_the_limit_not_the_service():
                                      gen_cores=lambda c, rps: rps / 100)
     result = run_sweep(SETTINGS, measure)
     summary = summarize(result)
-    assert summary["limited_by"] == "generator"
-    assert "lower bound" in summary["headline"]
-    assert any("2.00 of the 2 cores" in r for r in summary["generator_limits"])
+    assert summary.limited_by == "generator"
+    assert "lower bound" in summary.headline
+    assert any("2.00 of the 2 cores" in r for r in summary.generator_limits)
 
 
 def test_a_step_near_the_measured_generator_ceiling_is_generator_limited():
@@ -114,13 +115,13 @@ def test_a_step_near_the_measured_generator_ceiling_is_generator_limited():
     settings = SweepSettings(levels=(1, 2, 4), window_s=1, warmup_s=0,
                              generator_ceiling_rps=1000)
     summary = summarize(run_sweep(settings, measure))
-    assert summary["limited_by"] == "generator"
+    assert summary.limited_by == "generator"
     assert any("90% of the load generator's measured ceiling" in r
-               for r in summary["generator_limits"])
+               for r in summary.generator_limits)
     # 900 req/s against a ceiling of 2,000 is not near it
     settings = SweepSettings(levels=(1, 2, 4), window_s=1, warmup_s=0,
                              generator_ceiling_rps=2000)
-    assert summarize(run_sweep(settings, measure))["limited_by"] != "generator"
+    assert summarize(run_sweep(settings, measure)).limited_by != "generator"
 
 
 def test_a_full_machine_where_the_generator_holds_a_large_share_is_generator_limited():
@@ -146,9 +147,9 @@ def test_errors_above_one_percent_stop_the_sweep():
     assert max(c for c, _ in calls) == 4
     summary = summarize(result)
     # the failing level counts for nothing: the best is concurrency 2, and errors stopped it
-    assert summary["limited_by"] == "errors"
-    assert summary["capacity_rps"] == pytest.approx(200)
-    assert summary["knee"] is None  # up to 2, latency never outgrew throughput
+    assert summary.limited_by == "errors"
+    assert summary.capacity_rps == pytest.approx(200)
+    assert summary.knee is None  # up to 2, latency never outgrew throughput
 
 
 def test_an_slo_on_p99_stops_the_sweep_at_the_first_level_past_it():
@@ -256,13 +257,13 @@ def test_the_wrk_hook_line_gives_p95_and_exact_percentiles():
 def _report(capacity=400, target=None):
     measure, _ = closed_loop_service(capacity_rps=capacity, service_ms=10)
     result = run_sweep(SETTINGS, measure)
-    return sweep_report(result, target or {"url": "http://127.0.0.1:1/predict", "pids": [42]},
-                        {"tool": "wrk", "threads": 2})
+    return sweep_report(result, target or SweepTarget(url="http://127.0.0.1:1/predict", pids=(42,)),
+                        GeneratorInfo(tool="wrk", threads=2))
 
 
 def test_the_json_report_follows_the_sweep_contract():
-    report = json.loads(json.dumps(_report()))
-    assert report["kind"] == "sweep" and report["schema_version"] == 1
+    report = json.loads(json.dumps(_report().to_json()))
+    assert report["kind"] == "sweep" and report["schema_version"] == 2
     assert {"schema_version", "kind", "target", "steps", "knee"} <= set(report)
     assert [s["concurrency"] for s in report["steps"]] == [1, 2, 4, 8, 16]
     for step in report["steps"]:
@@ -296,14 +297,15 @@ def test_each_step_carries_the_verdict_diagnosed_under_its_load():
                                        html_name=f"diagnose-1-{int(step.level)}.html")
 
     result = run_sweep(SETTINGS, measure, after_step=diagnose)
-    report = sweep_report(result, {"url": "http://127.0.0.1:1/", "pids": [1]}, {})
+    report = sweep_report(result, SweepTarget(url="http://127.0.0.1:1/", pids=(1,)),
+                          GeneratorInfo())
     assert seen == [1, 2, 4, 8, 16]
-    verdicts = [(s["concurrency"], s["verdict"]["primary"], s["report"]) for s in report["steps"]]
+    verdicts = [(s.concurrency, s.verdict.primary, s.report) for s in report.steps]
     assert verdicts[0] == (1, "underloaded", "diagnose-1-1.html")
     assert verdicts[2] == (4, "pool_wait", "diagnose-1-4.html")
     # the knee (concurrency 4) is explained by the first bottleneck verdict at or past it
-    assert report["summary"]["why"]["concurrency"] == 4
-    assert report["summary"]["why"]["primary"] == "pool_wait"
+    assert report.summary.why.concurrency == 4
+    assert report.summary.why.primary == "pool_wait"
     html = render_sweep_html(report)
     assert '<a href="diagnose-1-4.html">pool_wait</a>' in html
     assert 'id="why"' in html
@@ -321,13 +323,13 @@ def test_a_resource_saturated_at_the_knee_is_explained_by_the_next_step():
 
     result = run_sweep(SETTINGS, measure, after_step=diagnose)
     summary = summarize(result)
-    assert summary["knee"]["concurrency"] == 4
-    assert summary["why"]["concurrency"] == 8 and summary["why"]["primary"] == "pool_wait"
+    assert summary.knee.concurrency == 4
+    assert summary.why.concurrency == 8 and summary.why.primary == "pool_wait"
     # without any bottleneck verdict past the knee, the knee's own verdict is the answer
     for step in result.steps:
         step.diagnosis = StepDiagnosis(seconds=1.0, concurrency=int(step.level),
                                        primary="underloaded", headline="u", severity="info")
-    assert summarize(result)["why"]["concurrency"] == 4
+    assert summarize(result).why.concurrency == 4
 
 
 def test_the_html_report_draws_the_curve_marks_the_knee_and_runs_no_script():
@@ -345,8 +347,8 @@ def test_the_html_report_draws_the_curve_marks_the_knee_and_runs_no_script():
 
 
 def test_hostile_text_in_the_report_cannot_escape_the_page():
-    report = _report(target={"url": "http://127.0.0.1:1/</script><script>alert(1)</script>\u202e",
-                             "pids": []})
+    report = _report(target=SweepTarget(
+        url="http://127.0.0.1:1/</script><script>alert(1)</script>\u202e"))
     html = render_sweep_html(report)
     assert "<script>alert(1)" not in html
     assert "&lt;/script&gt;&lt;script&gt;alert(1)" in html
@@ -359,26 +361,29 @@ def test_hostile_text_in_the_report_cannot_escape_the_page():
 def test_a_sweep_with_nothing_usable_says_why():
     from diagnose.load.sweep import SweepResult
     empty = SweepResult(SETTINGS, [], "interrupted by SIGINT", 2, 0.0, 1.0, interrupted="SIGINT")
-    assert summarize(empty)["headline"] == "no level was measured"
-    page = render_sweep_html(sweep_report(empty, {"url": "http://127.0.0.1:1/", "pids": []}, {}))
+    assert summarize(empty).headline == "no level was measured"
+    page = render_sweep_html(sweep_report(empty, SweepTarget(url="http://127.0.0.1:1/"),
+                                          GeneratorInfo()))
     assert "no level was measured" in page and "interrupted by SIGINT" in page
     measure, _ = closed_loop_service(400, 10, errors=lambda c: 100)
     failing = run_sweep(SETTINGS, measure)
     summary = summarize(failing)
-    assert summary["limited_by"] == "no throughput" and summary["knee"] is None
-    assert summary["headline"] == "every level measured failed more than 1% of its requests"
-    render_sweep_html(sweep_report(failing, {"url": "http://127.0.0.1:1/", "pids": []}, {}))
+    assert summary.limited_by == "no throughput" and summary.knee is None
+    assert summary.headline == "every level measured failed more than 1% of its requests"
+    render_sweep_html(sweep_report(failing, SweepTarget(url="http://127.0.0.1:1/"),
+                                   GeneratorInfo()))
 
 
 def test_other_processes_busy_during_the_sweep_are_reported():
     measure, _ = closed_loop_service(400, 10, gen_cores=lambda c, rps: 0.1)
     result = run_sweep(SweepSettings(levels=(1, 2), window_s=1, warmup_s=0), measure)
-    assert summarize(result)["other_load_cores"] is None  # no pid: unknown
+    assert summarize(result).other_load_cores is None  # no pid: unknown
     for step in result.steps:  # 2 cores busy, the service 1.0 and the generator 0.1
         step.windows = [Window(**{**vars(w), "machine_busy_cores": 2.0, "service_cores": 1.0})
                         for w in step.windows]
     assert result.steps[0].other_cores == pytest.approx(0.9)
     summary = summarize(result)
-    assert summary["other_load_cores"] == pytest.approx(0.9)
-    html = render_sweep_html(sweep_report(result, {"url": "http://127.0.0.1:1/", "pids": [1]}, {}))
+    assert summary.other_load_cores == pytest.approx(0.9)
+    html = render_sweep_html(sweep_report(result, SweepTarget(url="http://127.0.0.1:1/", pids=(1,)),
+                                          GeneratorInfo()))
     assert "shared machine" in html and "up to 0.90 cores" in html
