@@ -27,6 +27,7 @@ from diagnose.checks.evidence import shared
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
+from diagnose.model.vocab import CallbackKind
 from diagnose.checks.base import (Finding, ScoreBasis, Site, amdahl, make_finding, pct, ramp,
                                   serial_gain, short_path)
 
@@ -84,7 +85,7 @@ _ASYNC_REPLACEMENT = {
 def run(analysis: Analysis, settings: Settings) -> Finding:
     loops = analysis.event_loops
     loop = loops[0]  # the one blocked the most
-    app_callbacks = [c for c in loop.callbacks if c.kind != "framework"]
+    app_callbacks = list(loop.callbacks)  # only the app's own code is tallied as callbacks
     score = ramp(loop.app_share, settings.low, settings.high)
     top = app_callbacks[0] if app_callbacks else None
     evidence: dict[str, object] = {
@@ -102,10 +103,10 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
         summary = (f"the event loop ({loop.name}) was busy {pct(loop.busy_share)} of the time, "
                    f"idle in its selector {pct(loop.idle_share)}; no app code ran on it")
         return make_finding(ID, settings, score, summary, evidence, advice=[], samples=loop.samples)
-    what = (_BLOCKING_WORDS[top.blocking] if top.kind == "blocking_call"
+    what = (_BLOCKING_WORDS[top.blocking] if top.kind == CallbackKind.BLOCKING_CALL
             else _PHASE_WORDS.get(top.phase, "CPU work"))
     evidence["fix"] = {"knob": "offload", "value": _callee(top)}
-    evidence.update({"coroutine": top.function, "work_kind": "blocking call" if top.kind == "blocking_call"
+    evidence.update({"coroutine": top.function, "work_kind": "blocking call" if top.kind == CallbackKind.BLOCKING_CALL
                      else "CPU work", "work": what, "call": top.detail})
     where = (f" at {short_path(top.call_site['file'])}:{top.call_site['line']}"
              if top.call_site else "")
@@ -118,7 +119,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
         sites.append(Site(top.call_site["function"], top.call_site["file"], top.call_site["line"],
                           top.share))
     sites += [Site(c.function, c.file, c.line, c.share) for c in app_callbacks[1:4]]
-    if top.kind == "blocking_call":
+    if top.kind == CallbackKind.BLOCKING_CALL:
         gain = (amdahl(loop.app_share),
                 f"estimate: the loop waits in a blocking call {pct(loop.app_share)} of the time; "
                 f"awaited instead, the loop serves other requests meanwhile (Amdahl)")
@@ -128,7 +129,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
                         advice=_advice(top, analysis) + list(settings.advice), gain=gain,
                         samples=loop.samples,
                         basis=ScoreBasis("app_sync_share", lambda s: ramp(s, settings.low, settings.high),
-                                         amdahl if top.kind == "blocking_call" else
+                                         amdahl if top.kind == CallbackKind.BLOCKING_CALL else
                                          lambda s: serial_gain(s, analysis, "")[0]))
 
 
@@ -154,7 +155,7 @@ def _advice(top: LoopCallback, analysis: Analysis) -> list[str]:
                f"(Starlette / FastAPI), `await asyncio.to_thread({fn}, ...)` or "
                f"`await loop.run_in_executor(executor, {fn}, ...)` — or declare `{top.function}` "
                f"with plain `def` so the framework runs it in its thread pool.")
-    if top.kind == "blocking_call":
+    if top.kind == CallbackKind.BLOCKING_CALL:
         return [f"`{top.function}` blocks the loop in {_BLOCKING_WORDS[top.blocking]} ({top.detail}): "
                 f"{_ASYNC_REPLACEMENT[top.blocking]}, so the loop serves other requests while it waits.",
                 offload]

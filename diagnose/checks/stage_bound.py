@@ -29,6 +29,7 @@ from diagnose.checks.evidence import shared
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
+from diagnose.model.vocab import HANDOFF_EDGES, EdgeKind, StageRole
 from diagnose.checks.base import Finding, Site, core_room, make_finding, pct, ramp
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
@@ -87,11 +88,11 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     stage = structure.stage(structure.bottleneck)
     assert stage is not None  # the bottleneck is one of the stages (model/structure.py)
     waits = [e for e in structure.edges if e.holder == stage.name
-             and e.kind in ("starved", "backpressure", "result")]
+             and e.kind in HANDOFF_EDGES]
     waiting = max((e.share for e in waits), default=0.0)
     score = 100 * (ramp(stage.utilization, settings.busy_low, settings.busy_high) / 100
                    * ramp(waiting, settings.low, settings.high) / 100)
-    linked = [s for s in structure.stages if s.role in ("stage", "batcher")]
+    linked = [s for s in structure.stages if s.role == StageRole.STAGE]
     window = (analysis.os.window_s if analysis.os is not None else None) or _window(analysis)
     rates = {s.name: s.busy_thread_seconds / window for s in linked} if window else {}
     n = len(stage.threads)
@@ -122,7 +123,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
         "fix": None if pure_python else {"knob": "stage_threads", "stage": stage.name,
                                          "value": proposal[stage.name]},
     }
-    how = {"backpressure": "blocked on put", "starved": "starved on get"}
+    how = {EdgeKind.BACKPRESSURE: "blocked on put", EdgeKind.STARVED: "starved on get"}
     neighbours = ", ".join(f"{e.waiter} {how.get(e.kind, 'waiting for results')} {pct(e.share)}"
                            for e in waits[:3])
     summary = (f"pipeline stage {stage.name} ({n} thread{'s' if n > 1 else ''}) is busy "

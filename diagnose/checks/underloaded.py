@@ -41,7 +41,7 @@ from diagnose.checks.spec import Unit as U
 from diagnose.checks.base import (Finding, NotApplicable, ScoreBasis, Site, make_finding, pct, ramp,
                                   short_path, top_sites)
 from diagnose.model.profile import Frame, frame_is
-from diagnose.model.vocab import HANDLER_ROLES, ThreadRole, ThreadState
+from diagnose.model.vocab import HANDLER_ROLES, StageRole, ThreadRole, ThreadState
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
@@ -115,7 +115,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     outside_share = float(counts[outside].sum()) / total if total else 0.0
     share = idle_share + outside_share
     structure = analysis.structure
-    stages = [st for st in structure.stages if st.role in ("stage", "batcher")]
+    stages = [st for st in structure.stages if st.role == StageRole.STAGE]
     if structure.pipeline and stages:
         # A pipeline is underloaded only when every stage waits for input: a stage blocked on
         # put, or busy, is waiting for (or is) the bottleneck, not for requests.

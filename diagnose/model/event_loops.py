@@ -31,7 +31,7 @@ import pandas as pd
 from diagnose.model import source
 from diagnose.model.profile import Frame, sorted_distinct
 from diagnose.model.sampled import SampledProcess
-from diagnose.model.vocab import BUSY, GIL_BOUND
+from diagnose.model.vocab import BUSY, GIL_BOUND, CallbackKind, CodeOwner, LoopFlavor
 
 LOOP_THREAD_SHARE = 0.8  # a thread whose samples carry a loop marker this often is a loop thread
 SEPARATED_IDLE_SHARE = 0.2  # below this, consecutive requests' stretches merge: no estimate
@@ -58,8 +58,8 @@ _SLEEP_NATIVE = {"time_sleep", "pysleep", "clock_nanosleep", "__clock_nanosleep"
 class LoopStack:
     """What one stack of a loop thread says about the loop."""
 
-    flavor: str  # "asyncio" or "uvloop"
-    segment: str  # "idle", "framework" or "app"
+    flavor: LoopFlavor
+    segment: CodeOwner  # IDLE, FRAMEWORK or APP
     coroutine: int  # frame id of the outermost app frame (-1: none)
     call_site: int  # frame id of the innermost app frame of the coroutine's package (-1: none)
     callee: str  # what the coroutine calls: the next Python frame's function, or the native leaf
@@ -81,7 +81,7 @@ class LoopCallback:
     file: str
     line: int
     share: float  # of the loop thread's samples
-    kind: str  # "cpu", "blocking_call" or "framework"
+    kind: CallbackKind
     call_site: CallSite | None
     detail: str
     samples: int
@@ -150,14 +150,14 @@ def _package_root(path: str) -> str:
     return path.rsplit("/", 1)[0]
 
 
-def frame_owner(frame: Frame) -> str:
-    """"runtime" (stdlib, native), "framework" (the server's packages) or "app"."""
+def frame_owner(frame: Frame) -> CodeOwner:
+    """RUNTIME (stdlib, native), FRAMEWORK (the server's packages) or APP."""
     if frame.native or _STDLIB.search(frame.file) or frame.file.startswith("<"):
-        return "runtime"
+        return CodeOwner.RUNTIME
     match = _SITE.search(frame.file)
     if match and match.group(2).split(".")[0].removesuffix(".py") in FRAMEWORK_PACKAGES:
-        return "framework"
-    return "app"
+        return CodeOwner.FRAMEWORK
+    return CodeOwner.APP
 
 
 def _is(frame: Frame, suffix: str, pattern: str) -> bool:
@@ -170,21 +170,21 @@ def _may_mark_loop(frame: Frame) -> bool:
             or _is(frame, "uvloop/__init__.py", r"(^|\.)run$"))
 
 
-def _loop_marker(frames: list[Frame]) -> tuple[str, int] | None:
+def _loop_marker(frames: list[Frame]) -> tuple[LoopFlavor, int] | None:
     """(flavor, index of the frame above which callbacks run), or None for a non-loop stack."""
     run_once = max((i for i, f in enumerate(frames) if _is(f, "asyncio/base_events.py", r"(^|\.)_run_once$")),
                    default=-1)
     if run_once >= 0:
         dispatch = max((i for i, f in enumerate(frames[run_once:], run_once)
                         if _is(f, "asyncio/events.py", r"(^|\.)_run$")), default=run_once)
-        return "asyncio", dispatch
+        return LoopFlavor.ASYNCIO, dispatch
     if any(f.file.endswith("asyncio/base_events.py") for f in frames):
         return None  # inside run_until_complete / run_forever set-up, not yet a running loop
     runner = max((i for i, f in enumerate(frames)
                   if _is(f, "asyncio/runners.py", r"(^|\.)run$") or _is(f, "uvloop/__init__.py", r"(^|\.)run$")),
                  default=-1)
     if runner >= 0:
-        return "uvloop", runner
+        return LoopFlavor.UVLOOP, runner
     return None
 
 
@@ -217,10 +217,10 @@ def classify_loop_stack(frames: list[Frame], frame_ids: tuple[int, ...], state: 
     above = [(i, f) for i, f in enumerate(frames[dispatch + 1:], dispatch + 1)
              if not f.native and not f.file.endswith("selectors.py")]
     owners = [(i, frame_owner(f)) for i, f in above]
-    app = [i for i, owner in owners if owner == "app"]
+    app = [i for i, owner in owners if owner == CodeOwner.APP]
     if not app:
         # Nothing above the dispatch and not running: the loop waits in its selector.
-        segment = "idle" if not above and state not in BUSY else "framework"
+        segment = CodeOwner.IDLE if not above and state not in BUSY else CodeOwner.FRAMEWORK
         return LoopStack(flavor, segment, -1, -1, "", "")
     outer = app[0]
     package = _package_root(frames[outer].file)
@@ -231,7 +231,7 @@ def classify_loop_stack(frames: list[Frame], frame_ids: tuple[int, ...], state: 
         callee = next((f.function for f in frames[outer + 1:]
                        if not f.function.startswith("0x") and not _RUNTIME_FILE.search(f.file)), "")
     blocking = _blocking_kind(frames, site, _line_text(frames[site]))
-    return LoopStack(flavor, "app", frame_ids[outer], frame_ids[site], callee, blocking)
+    return LoopStack(flavor, CodeOwner.APP, frame_ids[outer], frame_ids[site], callee, blocking)
 
 
 def event_loops(analysis: SampledProcess) -> list[EventLoop]:
@@ -274,20 +274,20 @@ def event_loops(analysis: SampledProcess) -> list[EventLoop]:
 def _measure_loop(analysis: SampledProcess, thread: int, group: pd.DataFrame, info: list[LoopStack | None],
                   counts: np.ndarray, total: int, interval: float) -> EventLoop:
     row = analysis.threads.loc[thread]
-    segments = {"idle": 0, "framework": 0, "app": 0}
+    segments = {CodeOwner.IDLE: 0, CodeOwner.FRAMEWORK: 0, CodeOwner.APP: 0}
     by_callback: dict[tuple[int, int, str], _CallbackTally] = {}
     states = group["state"].astype(str).to_numpy()
     phases = group["phase"].astype(str).to_numpy()
     flavors: dict[str, int] = {}
     for loop_stack, count, state, phase in zip(info, counts, states, phases):
         if loop_stack is None:
-            segments["framework"] += count
+            segments[CodeOwner.FRAMEWORK] += count
             continue
         flavors[loop_stack.flavor] = flavors.get(loop_stack.flavor, 0) + count
         # An app frame on the loop thread is the loop blocked, whatever that frame waits on.
         segment = loop_stack.segment
         segments[segment] += count
-        if segment != "app":
+        if segment != CodeOwner.APP:
             continue
         key = (loop_stack.coroutine, loop_stack.call_site, loop_stack.callee)
         entry = by_callback.setdefault(key, _CallbackTally())
@@ -309,15 +309,15 @@ def _measure_loop(analysis: SampledProcess, thread: int, group: pd.DataFrame, in
     if os_ is not None and tid in os_.threads and os_.window_s:
         cpu_share = round(os_.threads[tid].cpu_s / os_.window_s, 4)
     pid = row["pid"] if "pid" in row.index else None
-    estimate = _per_request_estimate(analysis, segments["app"] / total, segments["idle"] / total,
+    estimate = _per_request_estimate(analysis, segments[CodeOwner.APP] / total, segments[CodeOwner.IDLE] / total,
                                      runs, mean_run, interval)
     return EventLoop(
         pid=None if pid is None or pid != pid else int(pid), tid=tid, thread=thread,
-        name=str(row["name"]), flavor=max(flavors, key=flavors.__getitem__) if flavors else "asyncio",
-        samples=total, idle_share=round(segments["idle"] / total, 4),
-        busy_share=round(1 - segments["idle"] / total, 4),
-        app_share=round(segments["app"] / total, 4),
-        framework_share=round(segments["framework"] / total, 4), cpu_share_os=cpu_share,
+        name=str(row["name"]), flavor=max(flavors, key=flavors.__getitem__) if flavors else LoopFlavor.ASYNCIO,
+        samples=total, idle_share=round(segments[CodeOwner.IDLE] / total, 4),
+        busy_share=round(1 - segments[CodeOwner.IDLE] / total, 4),
+        app_share=round(segments[CodeOwner.APP] / total, 4),
+        framework_share=round(segments[CodeOwner.FRAMEWORK] / total, 4), cpu_share_os=cpu_share,
         callbacks=tuple(callbacks[:8]), block_runs=runs, interval_s=round(interval, 6),
         est_block_per_request_s=estimate.per_request_s, est_block_min_s=estimate.min_s,
         est_block_max_s=estimate.max_s, est_basis=estimate.basis)
@@ -356,10 +356,10 @@ def _callback(analysis: SampledProcess, key: tuple[int, int, str], entry: _Callb
     coroutine, call_site, callee = key
     frame = analysis.frame(coroutine)
     site = analysis.frame(call_site) if call_site >= 0 else None
-    kind = "cpu" if entry.cpu >= entry.blocked else "blocking_call"
+    kind = CallbackKind.CPU if entry.cpu >= entry.blocked else CallbackKind.BLOCKING_CALL
     blocking = max(entry.blocking, key=entry.blocking.__getitem__) if entry.blocking else ""
-    if kind == "cpu" and blocking == "sleep":
-        kind = "blocking_call"  # a sleep is never CPU work, whatever the state estimate said
+    if kind == CallbackKind.CPU and blocking == "sleep":
+        kind = CallbackKind.BLOCKING_CALL  # a sleep is never CPU work, whatever the state estimate said
     phase = max(entry.phases, key=entry.phases.__getitem__) if entry.phases else "other"
     line = _line_text(site) if site is not None else ""
     detail = f"calls {callee}" if callee else ""
@@ -386,7 +386,7 @@ def _runs(info: list[LoopStack | None], counts: np.ndarray, times: npt.NDArray[n
     runs, lengths, current, length = 0, [], None, 0
     for index in order:
         loop_stack = info[index]
-        key = loop_stack.coroutine if loop_stack is not None and loop_stack.segment == "app" else None
+        key = loop_stack.coroutine if loop_stack is not None and loop_stack.segment == CodeOwner.APP else None
         if key is not None and key == current:
             length += int(counts[index])
             continue

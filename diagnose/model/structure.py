@@ -32,7 +32,8 @@ from diagnose.model import source
 from diagnose.model.event_loops import EventLoop
 from diagnose.model.profile import Frame, frame_is, sorted_distinct
 from diagnose.model.sampled import SampledProcess
-from diagnose.model.vocab import BUSY, GIL_BOUND, HELD_KINDS, ProcessRole, ThreadRole, WaitKind
+from diagnose.model.vocab import (BUSY, GIL_BOUND, HANDOFF_EDGES, HELD_KINDS, EdgeKind, ProcessRole,
+                                  StageRole, ThreadRole, WaitKind)
 from diagnose.model.waits import WaitSite
 
 
@@ -71,7 +72,7 @@ def is_entry(function: str, file: str) -> bool:
 @dataclass(frozen=True)
 class Stage:
     name: str  # the loop function
-    role: str  # "stage", "batcher", "request", "event_loop", "supervisor", "idle", "other"
+    role: StageRole
     function: str
     file: str
     line: int
@@ -95,7 +96,7 @@ class Stage:
 @dataclass(frozen=True)
 class WaitEdge:
     waiter: str  # stage name
-    kind: str  # "starved", "backpressure", "result", "lock", "gil"
+    kind: EdgeKind
     resource: str  # "queue decoded", "lock at file:line", "GIL"
     holder: str | None  # the stage waited for, when known
     share: float  # of the waiter's samples
@@ -339,17 +340,17 @@ def build_structure(analysis: _Views) -> Structure:
 
 
 def _role(threads: list[int], tids: tuple[int, ...], loop_threads: set[int], master: bool,
-          analysis: _Views, gets: list[str], busy_share: float) -> str:
+          analysis: _Views, gets: list[str], busy_share: float) -> StageRole:
     if master:
-        return "supervisor"
+        return StageRole.SUPERVISOR
     if any(t in loop_threads for t in tids):
-        return "event_loop"
+        return StageRole.EVENT_LOOP
     if gets:
-        return "stage"
+        return StageRole.STAGE
     roles = set(analysis.threads.loc[threads, "role"])
     if ThreadRole.REQUEST in roles:
-        return "request"
-    return "idle" if roles == {ThreadRole.IDLE} else "other"
+        return StageRole.REQUEST
+    return StageRole.IDLE if roles == {ThreadRole.IDLE} else StageRole.OTHER
 
 
 def _link(structure: Structure, analysis: _Views) -> None:
@@ -365,28 +366,28 @@ def _link(structure: Structure, analysis: _Views) -> None:
         for name in stage.gets:
             upstream = [p for p in producers.get(name, []) if p != stage.name]
             if stage.starved_share > 0:
-                edges.append(WaitEdge(stage.name, "starved", f"queue {name}",
+                edges.append(WaitEdge(stage.name, EdgeKind.STARVED, f"queue {name}",
                                       upstream[0] if upstream else None, stage.starved_share))
         for name in stage.puts:
             downstream = [c for c in consumers.get(name, []) if c != stage.name]
             if stage.blocked_put_share > 0 and downstream:
-                edges.append(WaitEdge(stage.name, "backpressure", f"queue {name}", downstream[0],
+                edges.append(WaitEdge(stage.name, EdgeKind.BACKPRESSURE, f"queue {name}", downstream[0],
                                       stage.blocked_put_share))
             if stage.result_wait_share > 0 and downstream:
-                edges.append(WaitEdge(stage.name, "result", f"results of queue {name}",
+                edges.append(WaitEdge(stage.name, EdgeKind.RESULT, f"results of queue {name}",
                                       downstream[0], stage.result_wait_share))
     for wait in analysis.waits[:5]:
         if wait.kind in HELD_KINDS:
             holder = None
             if wait.holders:
                 holder = wait.holders[0].stack[0] if wait.holders[0].stack else wait.holders[0].function
-            edges.append(WaitEdge(wait.function, "gil" if wait.kind == WaitKind.GIL else "lock",
+            edges.append(WaitEdge(wait.function, EdgeKind.GIL if wait.kind == WaitKind.GIL else EdgeKind.LOCK,
                                   "GIL" if wait.kind == WaitKind.GIL else
                                   f"{wait.label} at {wait.file.rsplit('/', 1)[-1]}:{wait.line}",
                                   holder, wait.share))
     structure.edges = edges
-    linked = {e.waiter for e in edges if e.holder and e.kind in ("starved", "backpressure", "result")}
-    linked |= {e.holder for e in edges if e.holder and e.kind in ("starved", "backpressure", "result")}
+    linked = {e.waiter for e in edges if e.holder and e.kind in HANDOFF_EDGES}
+    linked |= {e.holder for e in edges if e.holder and e.kind in HANDOFF_EDGES}
     structure.pipeline = len(linked) >= 2
     structure.bottleneck = _bottleneck(structure)
 
@@ -395,7 +396,7 @@ def _bottleneck(structure: Structure) -> str | None:
     """The busiest stage relative to its threads that something waits on."""
     waited_on: dict[str, float] = {}
     for edge in structure.edges:
-        if edge.holder and edge.kind in ("starved", "backpressure", "result"):
+        if edge.holder and edge.kind in HANDOFF_EDGES:
             waited_on[edge.holder] = waited_on.get(edge.holder, 0.0) + edge.share
     candidates = [s for s in structure.stages if s.name in waited_on and not is_entry(s.function, s.file)]
     if not candidates:

@@ -67,6 +67,56 @@ class ProcessRole(enum.StrEnum):
     HELPER = "helper"  # a process that serves no request (a resource tracker, a pool helper)
 
 
+class StageRole(enum.StrEnum):
+    """What a group of threads sharing a loop function does in the structure (model/structure.py)."""
+
+    STAGE = "stage"              # takes work from one queue and hands it to another
+    REQUEST = "request"          # handles requests itself
+    EVENT_LOOP = "event_loop"    # runs an event loop
+    SUPERVISOR = "supervisor"    # watches worker processes (a pre-fork master)
+    IDLE = "idle"                # waits for work all window
+    OTHER = "other"
+
+
+class EdgeKind(enum.StrEnum):
+    """Why one stage waits for another (model/structure.WaitEdge)."""
+
+    STARVED = "starved"            # waiting in get on its input queue
+    BACKPRESSURE = "backpressure"  # blocked putting into a full queue
+    RESULT = "result"              # waiting for a result another stage produces
+    LOCK = "lock"
+    GIL = "gil"
+
+
+# Edges that hand work from one stage to the next (a pipeline's links), not shared resources.
+HANDOFF_EDGES = frozenset({EdgeKind.STARVED, EdgeKind.BACKPRESSURE, EdgeKind.RESULT})
+
+
+class LoopFlavor(enum.StrEnum):
+    """Which event loop a loop thread runs (model/event_loops.py)."""
+
+    ASYNCIO = "asyncio"
+    UVLOOP = "uvloop"
+
+
+class CodeOwner(enum.StrEnum):
+    """Whose code a frame of a loop thread's stack is, and so what a loop stack's innermost
+    frames say the loop was doing (LoopStack.segment uses IDLE, FRAMEWORK and APP)."""
+
+    RUNTIME = "runtime"      # the standard library, native code
+    FRAMEWORK = "framework"  # the server's packages
+    APP = "app"              # the service's own code
+    IDLE = "idle"            # (a loop stack only) waiting for events
+
+
+class CallbackKind(enum.StrEnum):
+    """What a callback of the app that held the event loop did (model/event_loops.LoopCallback:
+    only stacks in the app's own code are tallied as callbacks)."""
+
+    CPU = "cpu"
+    BLOCKING_CALL = "blocking_call"
+
+
 class Severity(enum.StrEnum):
     """A finding's (and a verdict's) severity, lowest first: `SEVERITIES` is the order."""
 

@@ -11,7 +11,7 @@
     ['app', 'app\u2019s synchronous work', 'app_share', '#d1434b',
       'the app\u2019s coroutines and callbacks running between two awaits: the loop serves nothing else meanwhile'],
   ];
-  const CALLBACK_KINDS = { cpu: 'CPU work', blocking_call: 'blocking call', framework: 'framework' };
+  const CALLBACK_KINDS = { cpu: 'CPU work', blocking_call: 'blocking call' };
 
   function renderEventLoops(D) {
     const section = $('event-loops');

@@ -4,7 +4,7 @@
   // ------------------------------------------------------------------ 10. service structure
 
   const STAGE_ROLES = {
-    stage: 'stage', batcher: 'batcher', request: 'request', event_loop: 'event loop',
+    stage: 'stage', request: 'request', event_loop: 'event loop',
     supervisor: 'supervisor', idle: 'idle', other: 'other',
   };
   // kind -> [words between the waiter and the resource, explanation]
@@ -34,7 +34,7 @@
 
   /** The stages of the pipeline in queue order: a stage that puts to queue Q before the stage
    *  that gets from Q. Stages are in it when a queue joins them to another stage (else, the
-   *  stages and batchers). Ties, separate chains and cycles fall back to the list order, and a
+   *  stages). Ties, separate chains and cycles fall back to the list order, and a
    *  chain is kept together. */
   function pipelineOrder(stages) {
     const producers = new Map();
@@ -57,7 +57,7 @@
       }
     }
     let members = stages.map((st, k) => k).filter((k) => linked.has(k));
-    if (members.length < 2) members = stages.map((st, k) => k).filter((k) => ['stage', 'batcher'].includes(stages[k].role));
+    if (members.length < 2) members = stages.map((st, k) => k).filter((k) => stages[k].role === 'stage');
     const inSet = new Set(members);
     const indeg = new Map(members.map((k) => [k, 0]));
     for (const p of members) for (const c of next[p]) if (inSet.has(c)) indeg.set(c, indeg.get(c) + 1);
