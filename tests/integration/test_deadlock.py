@@ -32,9 +32,16 @@ def finding(report: dict, check_id: str) -> dict:
 def check_deadlock(report: dict, workload: str) -> None:
     """The verdict is the deadlock, with the fixture's two-thread cycle at its marked lines and
     the other request threads as its victims."""
+    # On failure, what decides "blocked all window" per thread: its states, the span of its
+    # samples and the CPU /proc counted (model/deadlock.blocked_threads).
     brief = json.dumps({"verdict": report["verdict"],
-                        "findings": [(f["id"], f["score"], f["summary"]) for f in report["findings"]]},
-                       indent=1)
+                        "findings": [(f["id"], f["score"], f["summary"]) for f in report["findings"]],
+                        "window_s": report["sampling"].get("duration_s"),
+                        "threads": [(t["name"], t["states"], t.get("first_s"), t.get("last_s"),
+                                     (t.get("os") or {}).get("cpu_s")) for t in report["threads"]],
+                        "waits": [(w.get("kind"), w.get("line"), w.get("threads"))
+                                  for w in report.get("waits") or []]},
+                       indent=1, default=str)
     assert report["verdict"]["primary"] == "deadlock", brief
     assert report["verdict"]["severity"] == "critical", brief
     found = finding(report, "deadlock")
