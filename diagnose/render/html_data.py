@@ -113,8 +113,10 @@ def timeline_data(analysis: Analysis) -> dict:
     return {"interval_s": round(interval, 6), "steps": steps, "lanes": lanes}
 
 
-def page_data(report: Report, analysis: Analysis, categorizer: Categorizer, generated_at: str) -> dict:
-    data = report.to_json()
+def page_data(report: Report, analysis: Analysis, categorizer: Categorizer, generated_at: str,
+              data: dict | None = None) -> dict:
+    """`data`: `report.to_json()` when the caller has it already (the .json file's)."""
+    data = report.to_json() if data is None else data
     return {
         # The whole .json report, its `stacks` table included: the page is the one file people
         # attach to a ticket, and `diagnose diff` / `export` read it as they read the .json.

@@ -178,14 +178,16 @@ def write_outputs(service: Service, results: CheckResults, per_process: dict,
             else:
                 write_atomically(speedscope, lambda tmp: shutil.copyfile(source_profile, tmp))
             written.append(speedscope)
-        report_text = json_text.report_text(report.to_json())
+        report_data = report.to_json()  # the .json file and the page's data: encoded once
+        report_text = json_text.report_text(report_data)
         write_text(paths[".json"], report_text)
         written.append(paths[".json"])
         summary = render_markdown(report, [paths[ext].name for ext in
                                            (".html", ".json", ".speedscope.json")])
         write_text(paths[".md"], summary)
         written.append(paths[".md"])
-        html = render_html(page_data(report, analysis, categorizer, generated))
+        html = render_html(page_data(report, analysis, categorizer, generated, report_data))
+        del report_data
         write_text(paths[".html"], html)
         written.append(paths[".html"])
         procfs_path = None
