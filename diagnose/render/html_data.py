@@ -15,7 +15,7 @@ MAX_TIMELINE_STEPS = 3000  # enough resolution for a screen; longer windows are 
 # (stack, thread, state) rows the page's flame graph carries: the heaviest ones; the rest are folded
 # per thread and state into one frame saying how many stacks it stands for (the page draws at
 # most a few thousand frames anyway; a recording of 300,000 distinct stacks stays a page of MBs)
-MAX_FLAME_ROWS = 50_000
+MAX_FLAME_ROWS = 20_000
 
 
 def flame_data(analysis: Analysis, categorizer: Categorizer) -> dict:
