@@ -32,6 +32,7 @@ from diagnose.outputs.files import (WriteFailed, claim_name, move_file, prepare_
 from diagnose.render.html import render_html, template_environment
 from diagnose.render.html_data import page_data
 from diagnose.render import json_text
+from diagnose.report.collector import collector_paused
 from diagnose.report.json_report import build_report
 from diagnose.report.model import Report
 from diagnose.render.markdown import render_markdown
@@ -118,17 +119,18 @@ def analyze(profile_paths: list[Path], tree: TreeRecord | None, meta: dict,
     """`live`: the pids in `meta` and the profile are running processes (attach), whose source
     files are read as they see them (through /proc/<pid>/root: a container's own files).
     `task_recordings`: each process's asyncio tasks read during the window (attach only)."""
-    categorizer = Categorizer(user_rules)
-    profile = _load_all(profile_paths, (meta.get("sampling") or {}).get("rate_hz"))
-    _settle_instants(profile, tree, meta)
-    if profile.total_samples == 0:
-        raise NoSamples(f"{profile_paths[0]}: the profile holds no samples")
-    native = _load_all(list(native_paths)) if native_paths else None
-    target = meta.get("target") or {}
-    pids = [*(target.get("pids") or [target.get("pid")]), *profile.pids] if live else []
-    with source.reading_from(pids):
-        service = build_service(profile, categorizer, tree, meta, native, task_recordings)
-        results, per_process = run_service_checks(service, user_rules)
+    with collector_paused():
+        categorizer = Categorizer(user_rules)
+        profile = _load_all(profile_paths, (meta.get("sampling") or {}).get("rate_hz"))
+        _settle_instants(profile, tree, meta)
+        if profile.total_samples == 0:
+            raise NoSamples(f"{profile_paths[0]}: the profile holds no samples")
+        native = _load_all(list(native_paths)) if native_paths else None
+        target = meta.get("target") or {}
+        pids = [*(target.get("pids") or [target.get("pid")]), *profile.pids] if live else []
+        with source.reading_from(pids):
+            service = build_service(profile, categorizer, tree, meta, native, task_recordings)
+            results, per_process = run_service_checks(service, user_rules)
     return service, results, per_process, categorizer
 
 
@@ -141,6 +143,15 @@ def write_outputs(service: Service, results: CheckResults, per_process: dict,
     file is written whole or not at all (a temporary file renamed into place); a name already
     taken gets a suffix. A file that cannot be written is OutputFailed (exit 11) naming it; the
     ones written before it are kept, and so are the recordings it came from."""
+    with collector_paused():
+        return _write_outputs(service, results, per_process, categorizer, source_profiles,
+                              out_dir, base, tree, keep_raw, move_profile, native_paths)
+
+
+def _write_outputs(service: Service, results: CheckResults, per_process: dict,
+                   categorizer: Categorizer, source_profiles: list[Path], out_dir: Path, base: str,
+                   tree: TreeRecord | None, keep_raw: bool, move_profile: bool,
+                   native_paths: Sequence[Path]) -> Outputs:
     def recordings_kept() -> str:
         kept = [str(p) for p in source_profiles if move_profile and p.exists()]
         return f"; the py-spy recording is kept as {', '.join(kept)}" if kept else ""
@@ -273,6 +284,12 @@ def from_file(paths: Path | list[Path], out_dir: Path, user_rules: dict | None,
               procfs_path: Path | None = None, native_path: Path | None = None) -> Outputs:
     """`paths`: one recording, or the recordings of one window read as one service (`attach
     --keep-raw` of a process tree keeps one recording per process)."""
+    with collector_paused():  # from the reading to the last output, not only within each
+        return _from_file(paths, out_dir, user_rules, procfs_path, native_path)
+
+
+def _from_file(paths: Path | list[Path], out_dir: Path, user_rules: dict | None,
+               procfs_path: Path | None, native_path: Path | None) -> Outputs:
     paths = [paths] if isinstance(paths, Path) else list(paths)
     path = paths[0]
     tree = None
