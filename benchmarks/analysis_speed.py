@@ -253,12 +253,31 @@ _HELPER = (
     " 'rc': p.returncode, 'out': p.stdout[-2000:], 'err': p.stderr[-2000:]}))\n")
 
 
+def child_env() -> dict:
+    """The children's environment: this tree first on the path, and compiled bytecode cached
+    (as an installed package has it): with PYTHONDONTWRITEBYTECODE set, as some shells set it,
+    every run would compile the package from source (0.3-0.5 s of CPU), so the children keep
+    their bytecode under PYTHONPYCACHEPREFIX (default: a directory beside the profiles)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def warm_bytecode(env: dict) -> None:
+    """One untimed `diagnose analyze` of a recorded profile, so that no measured run pays for
+    compiling what it imports (some modules are imported only when a check needs them)."""
+    with tempfile.TemporaryDirectory(prefix="diagnose-warm-") as out:
+        subprocess.run([sys.executable, "-m", "diagnose", "analyze",
+                        str(RECORDED / "lock_contention.speedscope.json"), "--output-dir", out],
+                       cwd=REPO, env=env, capture_output=True)
+
+
 def measure(cmd: list[str]) -> dict:
     """One command in a fresh child: wall s, CPU s, peak RSS bytes, exit code, output tails.
 
     ru_maxrss of RUSAGE_CHILDREN is the largest of all waited-for descendants, so every
     measurement runs from a fresh helper process that has no other children."""
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = child_env()
     out = subprocess.run([sys.executable, "-c", _HELPER, *cmd], capture_output=True, text=True,
                          cwd=REPO, env=env)
     return json.loads(out.stdout)
@@ -295,7 +314,7 @@ def run_cprofile(profile: Path, out_dir: Path, top: int) -> str:
     stats_path = out_dir / "analyze.pstats"
     cmd = [sys.executable, "-m", "cProfile", "-o", str(stats_path), "-m", "diagnose", "analyze",
            str(profile), "--output-dir", str(out_dir / "cprofile")]
-    subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=child_env())
     if not stats_path.exists():
         return "cProfile run failed"
     buf = io.StringIO()
@@ -335,6 +354,8 @@ def main(argv=None) -> int:
     work = Path(tempfile.mkdtemp(prefix="diagnose-analysis-speed-"))
     where = args.keep or work
     where.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("PYTHONPYCACHEPREFIX", str(where / "pycache"))
+    warm_bytecode(child_env())
     cases = []
     for size in [s for s in args.sizes.split(",") if s.strip()]:
         n = parse_size(size)

@@ -16,13 +16,12 @@ from diagnose.model.profile import Frame, Profile, ThreadTrack
 from diagnose.model.visibility import assess_waits
 from diagnose.readers import speedscope_stream
 from diagnose.readers.bounded_read import read_bounded, read_chunks
+from diagnose.readers.collapsed import load_collapsed
 from diagnose.readers.frames import PROCESS_PSEUDO, THREAD_PSEUDO, is_native_frame, parse_tid
 
 # py-spy names a speedscope profile `Thread 1945 "req-0"` (tid may be hex on some platforms).
 # With --subprocesses: `Process 4340 Thread 4340 "MainThread"`.
 _PROFILE_NAME = re.compile(r'^(?:Process (\d+) )?Thread (\d+|0x[0-9a-fA-F]+)(?: "(.*)")?$', re.S)
-# collapsed frame: `name (file:line)` or `name (library.so)`
-_COLLAPSED_FRAME = re.compile(r"^(.*) \(([^()]*?)(?::(\d+))?\)$", re.S)
 
 
 # A py-spy recording of minutes of a busy service is tens of MB; beyond this a file is refused
@@ -281,65 +280,3 @@ def load_speedscope(data: object, label: str = "profile", arrays: list | None = 
 
 def _parse_sample_text(text: str) -> tuple[int, ...]:
     return tuple(int(k) for k in text.split(",")) if text else ()
-
-
-def _parse_collapsed_frame(text: str) -> Frame:
-    match = _COLLAPSED_FRAME.match(text)
-    if not match:
-        return Frame(text, "", 0, is_native_frame(text, "", 0))
-    name, file, line = match.group(1), match.group(2), int(match.group(3) or 0)
-    return Frame(name, file, line, is_native_frame(name, file, line))
-
-
-def load_collapsed(text: str, label: str = "profile") -> Profile:
-    """Collapsed stacks (`py-spy record --format raw`): `a;b;c 12` per line, no sample order."""
-    profile = Profile(source="collapsed", instants="none")
-    per_thread: dict[int, tuple[str, list[int], list[int]]] = {}
-    frame_cache: dict[str, int] = {}
-    # The root frame of a line: a thread pseudo-frame (tid, name, 1 frame to skip), a process
-    # pseudo-frame (0, "all threads", 1) or a real frame (0, "all threads", 0); read once each.
-    root_cache: dict[str, tuple[int, str, int]] = {}
-    bad = 0
-    lines = 0
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        lines += 1
-        stack_text, _, count_text = line.rstrip().rpartition(" ")
-        if not stack_text or not count_text.isdigit():
-            bad += 1
-            continue
-        parts = stack_text.split(";")
-        root = root_cache.get(parts[0])
-        if root is None:
-            match = THREAD_PSEUDO.match(parts[0])
-            if match:
-                root = (parse_tid(match.group(1)), match.group(2) or "", 1)
-            else:
-                root = (0, "all threads", 1 if PROCESS_PSEUDO.match(parts[0]) else 0)
-            root_cache[parts[0]] = root
-        tid, thread_name, skip = root
-        try:
-            frame_ids = tuple([frame_cache[part] for part in parts[skip:]])
-        except KeyError:
-            for part in parts[skip:]:
-                if part not in frame_cache:
-                    frame = _parse_collapsed_frame(part)
-                    profile.native = profile.native or frame.native
-                    frame_cache[part] = profile.intern_frame(frame)
-            frame_ids = tuple([frame_cache[part] for part in parts[skip:]])
-        entry = per_thread.get(tid)
-        if entry is None:
-            entry = per_thread[tid] = (thread_name, [], [])
-        entry[1].append(profile.intern_stack(frame_ids))
-        entry[2].append(int(count_text))
-    if not lines or bad > lines // 2:
-        raise BadProfile(f"{label}: not a profile: expected a py-spy speedscope JSON file or "
-                         f"collapsed stacks ('frame;frame;frame COUNT' per line)")
-    for tid, (name, ids, counts) in per_thread.items():
-        c = np.asarray(counts, dtype=np.int64)
-        profile.threads.append(ThreadTrack(tid, name, np.asarray(ids, dtype=np.int32),
-                                           np.full(len(ids), profile.interval_s), counts=c,
-                                           timed=False))
-    assess_waits(profile)
-    return profile

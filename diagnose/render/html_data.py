@@ -15,7 +15,7 @@ MAX_TIMELINE_STEPS = 3000  # enough resolution for a screen; longer windows are 
 # (stack, thread, state) rows the page's flame graph carries: the heaviest ones; the rest are folded
 # per thread and state into one frame saying how many stacks it stands for (the page draws at
 # most a few thousand frames anyway; a recording of 300,000 distinct stacks stays a page of MBs)
-MAX_FLAME_ROWS = 50_000
+MAX_FLAME_ROWS = 20_000
 
 
 def flame_data(analysis: Analysis, categorizer: Categorizer) -> dict:
@@ -113,8 +113,10 @@ def timeline_data(analysis: Analysis) -> dict:
     return {"interval_s": round(interval, 6), "steps": steps, "lanes": lanes}
 
 
-def page_data(report: Report, analysis: Analysis, categorizer: Categorizer, generated_at: str) -> dict:
-    data = report.to_json()
+def page_data(report: Report, analysis: Analysis, categorizer: Categorizer, generated_at: str,
+              data: dict | None = None) -> dict:
+    """`data`: `report.to_json()` when the caller has it already (the .json file's)."""
+    data = report.to_json() if data is None else data
     return {
         # The whole .json report, its `stacks` table included: the page is the one file people
         # attach to a ticket, and `diagnose diff` / `export` read it as they read the .json.

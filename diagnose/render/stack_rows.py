@@ -5,9 +5,17 @@ count (`stack`: frame indices, root first), and the seconds each sample stands f
 
 Rows are the sample table grouped by (stack, thread, state, leaf category): a sample of a
 calibrated stack whose state is a mix counts once per state it was given.
+
+A recording of hundreds of thousands of distinct stacks (most of them seen once or twice) keeps
+its heaviest MAX_STACK_ROWS rows; the others are folded, per thread, state and category, into
+one row whose stack is the single frame FOLDED_FUNCTION, so every total (per thread, state,
+category) still adds up. The speedscope output carries every stack; `Folding` says what was
+folded, for the report's notes.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -15,32 +23,79 @@ import pandas as pd
 from diagnose.model.analysis import Analysis
 from diagnose.report.model import StackFrame, StackRow, Stacks
 
+# Rows the report carries (the page embeds the report: a few MB at most). Far above what a
+# service's recording of minutes has; a recording past it is mostly stacks seen once or twice.
+MAX_STACK_ROWS = 20_000
+# The folded rows' frame: the same name in every report, so `diagnose diff` lines them up.
+FOLDED_FUNCTION = "(rarer stacks, folded)"
 
-def stack_rows(analysis: Analysis) -> Stacks:
+
+@dataclass(frozen=True)
+class Folding:
+    """What the stack table left out: `rows` (stack, thread, state, category) rows holding
+    `samples` of `total` samples, folded into `folded_rows` rows of FOLDED_FUNCTION."""
+
+    rows: int
+    samples: int
+    total: int
+    folded_rows: int
+    kept_rows: int
+
+    def note(self) -> str:
+        share = 100 * self.samples / self.total if self.total else 0.0
+        return (f"the report's stack table carries the {self.kept_rows:,} heaviest of "
+                f"{self.kept_rows + self.rows:,} distinct (stack, thread, state, category) rows; "
+                f"the other {self.rows:,} ({self.samples:,} samples, {share:.1f}%) are folded per "
+                f"thread, state and category into {self.folded_rows:,} rows named "
+                f"'{FOLDED_FUNCTION}' (the .speedscope.json file has every stack)")
+
+
+def stack_rows(analysis: Analysis) -> tuple[Stacks, Folding | None]:
+    """The table (kept rows heaviest first, then the folded ones), and what was folded (None
+    when every row is kept)."""
     profile = analysis.profile
     samples = analysis.samples
     if not len(samples):
-        return Stacks((), (), profile.interval_s)
+        return Stacks((), (), profile.interval_s), None
     grouped = (samples.groupby(["stack", "thread", "state", "leaf_category"], observed=True)["count"]
                .sum().reset_index())
     grouped = grouped[grouped["count"] > 0]
+    # Heaviest first (a stable sort: rows of equal count keep the grouping's order).
+    grouped = grouped.iloc[np.argsort(-grouped["count"].to_numpy(), kind="stable")]
+    rest = grouped.iloc[MAX_STACK_ROWS:]
+    grouped = grouped.iloc[:MAX_STACK_ROWS]
+    # per (thread, state, category), in the order the heaviest-first walk meets them
+    folded = (rest.groupby(["thread", "state", "leaf_category"], observed=True, sort=False)["count"]
+              .sum().reset_index())
     # The thread facts of every row, looked up once per thread (not once per row).
     threads = analysis.threads
     facts = {int(index): (int(tid), str(name), None if pd.isna(pid) else int(pid), str(role))
              for index, tid, name, pid, role in zip(threads.index, threads["tid"], threads["name"],
                                                     threads["pid"], threads["role"])}
-    # Each distinct stack's path in the report's frame list (frames numbered as they first
-    # appear, stacks in id order), built once per stack without a Python walk of its frames.
+    # Each kept stack's path in the report's frame list (frames numbered as they first appear,
+    # stacks in id order), built once per stack without a Python walk of its frames.
     used, paths = profile.numbered_paths(grouped["stack"].to_numpy())
     frames = tuple(StackFrame(frame.function, frame.file, int(frame.line), bool(frame.native))
                    for frame in map(profile.frames.__getitem__, used))
-    # Heaviest first (a stable sort: rows of equal count keep the grouping's order).
-    grouped = grouped.iloc[np.argsort(-grouped["count"].to_numpy(), kind="stable")]
-    rows = tuple(
+    rows: list[StackRow] = [
         StackRow(stack=tuple(paths[stack_id]), tid=fact[0], thread=fact[1], pid=fact[2],
                  role=fact[3], state=state, category=category, count=count)
         for stack_id, fact, state, category, count in zip(
             grouped["stack"].tolist(), map(facts.__getitem__, grouped["thread"].tolist()),
             grouped["state"].astype(str).tolist(), grouped["leaf_category"].astype(str).tolist(),
-            grouped["count"].astype("int64").tolist()))
-    return Stacks(frames, rows, profile.interval_s)
+            grouped["count"].astype("int64").tolist())]
+    folding = None
+    if len(rest):
+        folded_frame = len(frames)
+        frames += (StackFrame(FOLDED_FUNCTION),)
+        rows += [StackRow(stack=(folded_frame,), tid=fact[0], thread=fact[1], pid=fact[2],
+                          role=fact[3], state=state, category=category, count=count)
+                 for fact, state, category, count in zip(
+                     map(facts.__getitem__, folded["thread"].tolist()),
+                     folded["state"].astype(str).tolist(),
+                     folded["leaf_category"].astype(str).tolist(),
+                     folded["count"].astype("int64").tolist())]
+        folding = Folding(rows=len(rest), samples=int(rest["count"].sum()),
+                          total=int(samples["count"].sum()), folded_rows=len(folded),
+                          kept_rows=len(grouped))
+    return Stacks(frames, tuple(rows), profile.interval_s), folding

@@ -219,6 +219,9 @@ def build_report(service: Service, results: CheckResults, per_process: dict | No
     sampling["observer"] = observer_cost(sampling)
     sampling["partial"] = bool(meta.get("partial", False))
     sampling["notes"] = list(meta.get("notes", []))
+    stacks, folding = stack_rows(analysis)
+    if folding is not None:
+        sampling["notes"].append(folding.note())  # the page shows the notes
     load = meta.get("load")
     pids = [view.pid for view in service.processes]
     return Report(
@@ -241,6 +244,6 @@ def build_report(service: Service, results: CheckResults, per_process: dict | No
         tasks=tuple(decode(ProcessTasks, row, "tasks") for row in task_rows(service)),
         not_applicable=tuple(NotApplicable(n.id, n.reason) for n in results.not_applicable),
         threads=tuple(decode(Thread, row, "threads") for row in thread_rows(analysis)),
-        stacks=stack_rows(analysis),
+        stacks=stacks,
         load=decode(Load, load, "load") if load else None,
     )

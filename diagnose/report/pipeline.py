@@ -33,6 +33,7 @@ from diagnose.render.deadlock_text import dump_lines
 from diagnose.render.html import render_html, template_environment
 from diagnose.render.html_data import page_data
 from diagnose.render import json_text
+from diagnose.report.collector import collector_paused
 from diagnose.report.json_report import build_report
 from diagnose.report.model import Report
 from diagnose.render.markdown import render_markdown
@@ -119,17 +120,18 @@ def analyze(profile_paths: list[Path], tree: TreeRecord | None, meta: dict,
     """`live`: the pids in `meta` and the profile are running processes (attach), whose source
     files are read as they see them (through /proc/<pid>/root: a container's own files).
     `task_recordings`: each process's asyncio tasks read during the window (attach only)."""
-    categorizer = Categorizer(user_rules)
-    profile = _load_all(profile_paths, (meta.get("sampling") or {}).get("rate_hz"))
-    _settle_instants(profile, tree, meta)
-    if profile.total_samples == 0:
-        raise NoSamples(f"{profile_paths[0]}: the profile holds no samples")
-    native = _load_all(list(native_paths)) if native_paths else None
-    target = meta.get("target") or {}
-    pids = [*(target.get("pids") or [target.get("pid")]), *profile.pids] if live else []
-    with source.reading_from(pids):
-        service = build_service(profile, categorizer, tree, meta, native, task_recordings)
-        results, per_process = run_service_checks(service, user_rules)
+    with collector_paused():
+        categorizer = Categorizer(user_rules)
+        profile = _load_all(profile_paths, (meta.get("sampling") or {}).get("rate_hz"))
+        _settle_instants(profile, tree, meta)
+        if profile.total_samples == 0:
+            raise NoSamples(f"{profile_paths[0]}: the profile holds no samples")
+        native = _load_all(list(native_paths)) if native_paths else None
+        target = meta.get("target") or {}
+        pids = [*(target.get("pids") or [target.get("pid")]), *profile.pids] if live else []
+        with source.reading_from(pids):
+            service = build_service(profile, categorizer, tree, meta, native, task_recordings)
+            results, per_process = run_service_checks(service, user_rules)
     return service, results, per_process, categorizer
 
 
@@ -142,6 +144,15 @@ def write_outputs(service: Service, results: CheckResults, per_process: dict,
     file is written whole or not at all (a temporary file renamed into place); a name already
     taken gets a suffix. A file that cannot be written is OutputFailed (exit 11) naming it; the
     ones written before it are kept, and so are the recordings it came from."""
+    with collector_paused():
+        return _write_outputs(service, results, per_process, categorizer, source_profiles,
+                              out_dir, base, tree, keep_raw, move_profile, native_paths)
+
+
+def _write_outputs(service: Service, results: CheckResults, per_process: dict,
+                   categorizer: Categorizer, source_profiles: list[Path], out_dir: Path, base: str,
+                   tree: TreeRecord | None, keep_raw: bool, move_profile: bool,
+                   native_paths: Sequence[Path]) -> Outputs:
     def recordings_kept() -> str:
         kept = [str(p) for p in source_profiles if move_profile and p.exists()]
         return f"; the py-spy recording is kept as {', '.join(kept)}" if kept else ""
@@ -179,14 +190,17 @@ def write_outputs(service: Service, results: CheckResults, per_process: dict,
             else:
                 write_atomically(speedscope, lambda tmp: shutil.copyfile(source_profile, tmp))
             written.append(speedscope)
-        report_text = json_text.report_text(report.to_json())
+        report_data = report.to_json()  # the .json file and the page's data: encoded once
+        report_text = json_text.report_text(report_data)
         write_text(paths[".json"], report_text)
         written.append(paths[".json"])
         summary = render_markdown(report, [paths[ext].name for ext in
                                            (".html", ".json", ".speedscope.json")])
         write_text(paths[".md"], summary)
         written.append(paths[".md"])
-        html = render_html(page_data(report, analysis, categorizer, generated), dump_lines(report))
+        html = render_html(page_data(report, analysis, categorizer, generated, report_data),
+                           dump_lines(report))
+        del report_data
         write_text(paths[".html"], html)
         written.append(paths[".html"])
         procfs_path = None
@@ -272,6 +286,12 @@ def from_file(paths: Path | list[Path], out_dir: Path, user_rules: dict | None,
               procfs_path: Path | None = None, native_path: Path | None = None) -> Outputs:
     """`paths`: one recording, or the recordings of one window read as one service (`attach
     --keep-raw` of a process tree keeps one recording per process)."""
+    with collector_paused():  # from the reading to the last output, not only within each
+        return _from_file(paths, out_dir, user_rules, procfs_path, native_path)
+
+
+def _from_file(paths: Path | list[Path], out_dir: Path, user_rules: dict | None,
+               procfs_path: Path | None, native_path: Path | None) -> Outputs:
     paths = [paths] if isinstance(paths, Path) else list(paths)
     path = paths[0]
     tree = None

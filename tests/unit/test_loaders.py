@@ -58,3 +58,34 @@ def test_sample_referring_to_a_missing_frame_is_a_bad_profile(tmp_path):
                                               "weights": [0.01]}]}))
     with pytest.raises(BadProfile, match="frames that do not exist"):
         load_profile(path)
+
+
+_LINES = ("thread (9): b;loop (srv.py:10);spin (srv.py:11) 2\n"
+          "thread (8): a;loop (srv.py:10);wait (srv.py:12) 5\n"
+          "thread (9): b-renamed;loop (srv.py:10) 1\n"
+          "thread (9): b;loop (srv.py:10);spin (srv.py:11) 4\n"
+          "process 3: x;thread (8): a;loop (srv.py:10);wait (srv.py:12) 1\n")
+
+
+def test_identical_collapsed_lines_of_a_thread_are_one_row_with_their_counts_summed():
+    profile = load_collapsed(_LINES)
+    assert [(t.tid, t.name) for t in profile.threads] == [(9, "b"), (8, "a"), (0, "all threads")]
+    spin, wait, loop = (profile.stacks.index(s) for s in [(0, 1), (0, 2), (0,)])
+    by_thread = {t.tid: list(zip(t.stack_ids.tolist(), t.counts.tolist())) for t in profile.threads}
+    # thread 9's two `spin` lines summed, in the order rows first appear
+    assert by_thread[9] == [(spin, 6), (loop, 1)]
+    assert by_thread[8] == [(wait, 5)]
+    # under a process root the thread pseudo-frame is an ordinary frame of "all threads"
+    assert len(by_thread[0]) == 1 and profile.total_samples == 13
+
+
+def test_a_collapsed_file_read_in_slices_reads_as_one_piece(monkeypatch):
+    from diagnose.readers import collapsed
+
+    whole = load_collapsed(_LINES * 50)
+    monkeypatch.setattr(collapsed, "SLICE_CHARS", 7)
+    sliced = load_collapsed(_LINES * 50)
+    assert sliced.frames == whole.frames and sliced.stacks == whole.stacks
+    assert [(t.tid, t.name, t.stack_ids.tolist(), t.counts.tolist()) for t in sliced.threads] == \
+        [(t.tid, t.name, t.stack_ids.tolist(), t.counts.tolist()) for t in whole.threads]
+    assert whole.total_samples == 13 * 50
