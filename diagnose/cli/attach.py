@@ -102,16 +102,16 @@ def _attach_stoppable(stop, args: AttachArgs) -> int:
     except NoSamples:
         if stop.signum is None:
             raise
-        raise stop.error(f"interrupted by {stop.name} {cap.sampling['duration_s']:.1f} s into "
+        raise stop.error(f"interrupted by {stop.name} {cap.sampling.duration_s:.1f} s into "
                          f"the window, before py-spy took any sample: no report written") from None
     stopped = None
     if cap.interrupted_by is not None:
-        stopped = stop.error(f"interrupted by {stop.name} after {cap.sampling['duration_s']:.1f} s "
+        stopped = stop.error(f"interrupted by {stop.name} after {cap.sampling.duration_s:.1f} s "
                              f"of the {duration:g} s window: partial report written")
     elif stop.signum is not None:
         stopped = stop.error(f"{stop.name} received after the window ended: the full report was "
                              f"written")
-    ticket.window = (cap.started_at, cap.started_at + (cap.sampling.get("duration_s") or duration))
+    ticket.window = (cap.started_at, cap.started_at + (cap.sampling.duration_s or duration))
     code = finish(outputs, args.as_json, args.open_browser, stopped, cap.recorder_failure, ticket)
     if os.environ.get("DIAGNOSE_TIMING"):
         log(f"timing: {time.monotonic() - sampled_at:.2f} s from the end of sampling to the "

@@ -41,12 +41,40 @@ class AttachOptions:
     async_tasks: bool = True  # read each process's asyncio tasks (--no-async-tasks: off)
 
 
+@dataclass(frozen=True)
+class CaptureSampling:
+    """How the window was sampled, as the report's `sampling` section starts from (the report
+    adds what the analysis measured: instants, achieved rate, state sources, observer cost)."""
+
+    duration_s: float  # the window as sampled (shorter when cut short)
+    requested_duration_s: float
+    rate_hz: int
+    plan: str  # the sampling plan's reason, in words
+    proc_interval_s: float
+    samples: int | None  # py-spy's own counts, when its summary said them
+    samples_taken: int | None
+    errors: int | None
+    native: bool
+    native_rate_hz: int | None
+    native_samples: int | None
+    native_errors: int | None
+    mode: str
+    processes_planned: tuple[dict[str, object], ...]
+    processes_sampled: int
+    pyspy_version: str
+    pyspy_cpu_s: float
+    pyspy_cpu_share_of_cores: float
+
+    def to_dict(self) -> dict[str, object]:
+        return dict(asdict(self), processes_planned=list(self.processes_planned))
+
+
 @dataclass
 class Capture:
     profile_path: Path
     proc: ProcRecord
     target: dict
-    sampling: dict
+    sampling: CaptureSampling
     started_at: float
     partial: bool = False
     notes: list[str] = field(default_factory=list)
@@ -548,19 +576,20 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
         mode += f" + native calibration at {plan.native_rate_hz} Hz"
     if subprocesses:
         mode += f" + subprocesses ({len(members)} recorded)"
-    sampling = {"duration_s": round(min(elapsed, options.duration + RECORD_GRACE_S), 3),
-                "requested_duration_s": options.duration, "rate_hz": plan.rate_hz,
-                "plan": plan.reason, "proc_interval_s": round(plan.proc_interval_s, 3),
-                "samples": samples, "samples_taken": samples_taken, "errors": errors,
-                "native": native,
-                "native_rate_hz": plan.native_rate_hz or None,
-                "native_samples": native_samples, "native_errors": native_errors,
-                "mode": mode,
-                "processes_planned": [asdict(p) for p in tree_plan.processes],
-                "processes_sampled": len(tree_record.records),
-                "pyspy_version": pyspy.pyspy_version(),
-                "pyspy_cpu_s": round(pyspy_cpu_s, 3),
-                "pyspy_cpu_share_of_cores": round(pyspy_cpu_s / (max(elapsed, 1e-3) * record.cores), 4)}
+    sampling = CaptureSampling(
+        duration_s=round(min(elapsed, options.duration + RECORD_GRACE_S), 3),
+        requested_duration_s=options.duration, rate_hz=plan.rate_hz,
+        plan=plan.reason, proc_interval_s=round(plan.proc_interval_s, 3),
+        samples=samples, samples_taken=samples_taken, errors=errors,
+        native=native,
+        native_rate_hz=plan.native_rate_hz or None,
+        native_samples=native_samples, native_errors=native_errors,
+        mode=mode,
+        processes_planned=tuple(asdict(p) for p in tree_plan.processes),
+        processes_sampled=len(tree_record.records),
+        pyspy_version=pyspy.pyspy_version(),
+        pyspy_cpu_s=round(pyspy_cpu_s, 3),
+        pyspy_cpu_share_of_cores=round(pyspy_cpu_s / (max(elapsed, 1e-3) * record.cores), 4))
     return Capture(written[0], record, target, sampling, started,
                    partial=target_exited or interrupted_by is not None or bool(killed),
                    notes=notes,

@@ -133,7 +133,7 @@ def _one_window(pid: int, number: int, settings: WatchSettings, stop: StopSignal
         raise
     window = Window(number, outputs)
     report = outputs.report
-    end = cap.started_at + float(cap.sampling.get("duration_s") or settings.duration)
+    end = cap.started_at + (cap.sampling.duration_s or settings.duration)
     if settings.push_url:
         try:
             window.pushed = push_report(

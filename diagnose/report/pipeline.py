@@ -251,7 +251,7 @@ def from_capture(capture: Capture, out_dir: Path, user_rules: dict | None,
     generated it ({"throughput_rps", "concurrency" | "rate"}): `diagnose diff` then compares
     per request."""
     # The window's wall-clock start: pprof's time_nanos, and the span a push files it under.
-    sampling = dict(capture.sampling, started_at=round(capture.started_at, 3))
+    sampling = dict(capture.sampling.to_dict(), started_at=round(capture.started_at, 3))
     meta = {"target": capture.target, "sampling": sampling, "partial": capture.partial,
             "notes": capture.notes}
     if load is not None:

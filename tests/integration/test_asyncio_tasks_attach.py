@@ -45,4 +45,4 @@ def test_attach_records_the_tasks_of_the_sampled_process_unless_turned_off(tmp_p
     assert len(waiting) == 4
     assert {t.waits_on.permits for t in waiting if t.waits_on} == {0}
     assert {t.waits_on.waiters for t in waiting if t.waits_on} == {4}
-    assert recording.read_seconds < cap.sampling["duration_s"]
+    assert recording.read_seconds < cap.sampling.duration_s
