@@ -286,7 +286,7 @@ def run_pipeline(profile: Profile, meta: dict) -> tuple[str, dict, dict]:
     results = step("run_checks", run_checks, analysis)
     report = step("build_report", build_report, analysis, results)
     data = step("page_data", page_data, report, analysis, categorizer, "2026-01-01T00:00:00Z")
-    html = step("render_html", render_html, data)
+    html = step("render_html", render_html, data, report)
     return html, data, timings
 
 

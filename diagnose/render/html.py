@@ -12,6 +12,7 @@ import jinja2
 from markupsafe import Markup
 
 from diagnose.render.json_text import compact_text
+from diagnose.report.model import Report
 
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
                  "\u2029": "\\u2029"}
@@ -76,12 +77,13 @@ def inline_stylesheet(name: str) -> str:
     return _checked_inline(name, _asset(name), ("</style", "<!--"))
 
 
-def render_html(data: dict, deadlock_lines: Sequence[str] = ()) -> str:
-    """The report page of `data` (render/html_data.page_data). `deadlock_lines`: the deadlock as
-    text for the no-JavaScript view, rendered from the report model (deadlock_text.dump_lines)."""
+def render_html(data: dict, report: Report, deadlock_lines: Sequence[str] = ()) -> str:
+    """The report page of `data` (render/html_data.page_data, whose script reads it); its
+    no-JavaScript view reads `report`, the model `data` was made from. `deadlock_lines`: the
+    deadlock as text for that view (deadlock_text.dump_lines)."""
     env = template_environment()
     js, css = page_script(), inline_stylesheet("static/report.css")
     template = env.get_template("report.html.j2")
     return template.render(data_json=Markup(script_safe_json(data)), js=Markup(js),
                            css=Markup(css), csp=content_security_policy(js, css),
-                           report=data["report"], deadlock_lines=deadlock_lines)
+                           report=report, deadlock_lines=deadlock_lines)

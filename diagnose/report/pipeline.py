@@ -199,7 +199,7 @@ def _write_outputs(service: Service, results: CheckResults, per_process: dict,
         write_text(paths[".md"], summary)
         written.append(paths[".md"])
         html = render_html(page_data(report, analysis, categorizer, generated, report_data),
-                           dump_lines(report))
+                           report, dump_lines(report))
         del report_data
         write_text(paths[".html"], html)
         written.append(paths[".html"])

@@ -16,6 +16,7 @@ import pytest
 
 from diagnose.render.html import render_html
 from tests.browser.conftest import analyze_recorded, page_data, render_page, requires_browser
+from tests.report_data import as_report
 
 pytestmark = requires_browser
 
@@ -598,7 +599,7 @@ def test_without_javascript_the_fallback_names_the_observer_warning_and_wait_sit
     data["report"]["sampling"]["observer"]["warning"] = "py-spy kept the target's threads stopped 30% of the time"
     report = data["report"]
     html = tmp_path / "warned.html"
-    html.write_text(render_html(data), encoding="utf-8")
+    html.write_text(render_html(data, as_report(report)), encoding="utf-8")
     context = browser.new_context(java_script_enabled=False, service_workers="block")
     try:
         blocked = []

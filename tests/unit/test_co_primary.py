@@ -146,7 +146,8 @@ def test_the_html_fallback_headline_names_both_findings_and_escapes_them():
     ranked = rank([compute(), lock(share_for(73))], order_of)
     verdict = verdict_for(ranked).to_dict()
     verdict["first_advice"] = ["<script>alert(1)</script>", MODEL_ADVICE]
-    page = render_html({"report": {"verdict": verdict, "findings": [f.to_dict() for f in ranked]}})
+    data = {"report": {"verdict": verdict, "findings": [f.to_dict() for f in ranked]}}
+    page = render_html(data, as_report(data["report"]))
     fallback = page[page.index('<p id="noscript-co-primary">'):]
     fallback = fallback[:fallback.index("</ul>")]
     assert "Co-primary finding: compute_bound, within the noise of\nlock_contention" in fallback

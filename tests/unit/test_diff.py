@@ -258,7 +258,8 @@ def test_a_report_is_read_back_the_same_from_its_json_and_its_html(tmp_path):
     html_path.write_text(render_html({"report": one, "evidence_text": [], "generated_at": "x",
                                       "states": [], "categories": [], "threads": one["threads"],
                                       "flame": {"strings": [], "frames": [], "stacks": []},
-                                      "timeline": {"interval_s": 0.1, "steps": 0, "lanes": []}}),
+                                      "timeline": {"interval_s": 0.1, "steps": 0, "lanes": []}},
+                                     as_report(one)),
                          encoding="utf-8")
     assert read_report(json_path) == as_report(one)
     assert read_report(html_path) == as_report(one)
