@@ -155,9 +155,13 @@ def blocked_threads(analysis: SampledProcess) -> tuple[list[BlockedThread], list
     eligible: list[BlockedThread] = []
     since: list[BlockedThread] = []
     for thread, rows in samples.groupby("thread", sort=True).indices.items():
-        # The thread's trailing run of lock waits (rows are in sampling order).
-        not_waiting = np.flatnonzero(~waiting[rows])
-        run = rows[not_waiting[-1] + 1:] if len(not_waiting) else rows
+        # The thread's trailing run of lock waits at one site (rows are in sampling order): a
+        # wait at another site before it (the outer lock, then the inner one) ended when the
+        # thread got that lock.
+        if not len(rows) or not waiting[rows[-1]]:
+            continue
+        other = np.flatnonzero(~waiting[rows] | (sites[rows] != sites[rows[-1]]))
+        run = rows[other[-1] + 1:] if len(other) else rows
         count = int(counts[run].sum())
         run_sites = np.unique(sites[run])
         if count < MIN_BLOCKED_SAMPLES or len(run_sites) != 1 or run_sites[0] < 0:

@@ -499,3 +499,13 @@ def test_a_run_whose_stacks_hold_different_locks_is_not_one_wait(service):
              (via_cache, 150), (waiting_in(service, "call-ab", "transfer_ab", "ab-inner"), 150)]
     a = timed_analysis({1: moved, 2: ran_then_blocked(service, "ba", 1.5)})
     assert a.deadlocks == ()
+
+
+def test_a_member_that_queued_on_its_first_lock_then_blocked_on_the_second_is_in_the_cycle(service):
+    # At a low rate no running sample may fall between the two waits: the run that counts is
+    # the last one, at one site (the first wait ended when the thread got its lock).
+    queued_then_blocked = [(waiting_in(service, "call-ba", "transfer_ba", "ba-outer"), 150),
+                           (waiting_in(service, "call-ba", "transfer_ba", "ba-inner"), 250)]
+    (found,) = timed_analysis({1: ran_then_blocked(service, "ab", 1.0), 2: queued_then_blocked}).deadlocks
+    assert {m.thread.tid for m in found.cycle} == {1, 2}
+    assert found.formed_s == pytest.approx(1.5)
