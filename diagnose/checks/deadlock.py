@@ -197,7 +197,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     else:
         cycle = (f"{threads} threads each hold a lock another of them waits for "
                  f"({', '.join(m.holds.qualified for m in first.cycle)})")
-    formed = first.formed_s
+    formed = None if first.formed_s is None else round(first.formed_s, 2)
     summary = (f"{count}{cycle}"
                + (f" and {victims} more threads queue behind them" if victims else "")
                + "; none of them will run again (hung, not slow)"
@@ -211,7 +211,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
         "deadlocks": [deadlock_data(d) for d in deadlocks],
     }
     if formed is not None:
-        evidence["formed_at_s"] = round(formed, 2)
+        evidence["formed_at_s"] = formed
     if len(first.cycle) > 1:
         # The first advice as a knob: take the first deadlock's locks in this order.
         evidence["fix"] = {"knob": "lock_order", "value": [s.qualified for s in first.lock_order]}
