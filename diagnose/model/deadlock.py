@@ -19,6 +19,9 @@ run) lasts to the window's end can be a member too, when the instants are measur
 - /proc did not see it in state R after the run began (its per-tick states, dated; its CPU
   time cannot be dated and is not read).
 The deadlock then says when it formed (Deadlock.formed_s: the latest start among its members).
+Such a cycle must also hold one lock per member by name: when two members hold locks of one
+identity (`self.lock` of two instances), the names cannot tell a deadlock from two threads
+starving in a convoy on four locks, and only a cycle blocked all window is reported.
 With unmeasured instants (laid end to end) no run can be dated: only threads blocked all window
 form cycles. A thread blocked from some instant to the end that fails these can be a victim.
 
@@ -283,9 +286,15 @@ def deadlocks_among(blocked: list[BlockedThread],
             nxt = by_index[cycle[(i + 1) % len(cycle)]]
             held = next(s for s in thread.holds if s.identity == previous.waits_for.identity)
             members.append(CycleMember(thread, held, thread.waits_for, nxt.name))
+        order = _lock_order(members)
+        if len(order) < len(members) and any(m.thread.since_s is not None for m in members):
+            # Two members hold locks of one name (`self.lock` of two instances of a class): as
+            # likely two transfers starving on four locks as one deadlock on two, and a thread
+            # that waited a second in a convoy is no rarity. Only a cycle blocked all window
+            # is called a deadlock on names alone.
+            continue
         for index in cycle:
             in_cycle[index] = len(deadlocks)
-        order = _lock_order(members)
         deadlocks.append((tuple(members), order, _breaker(members, order)))
     for t in blocked:
         if t.thread in in_cycle or not _global(t.waits_for):

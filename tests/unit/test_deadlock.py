@@ -509,3 +509,18 @@ def test_a_member_that_queued_on_its_first_lock_then_blocked_on_the_second_is_in
     (found,) = timed_analysis({1: ran_then_blocked(service, "ab", 1.0), 2: queued_then_blocked}).deadlocks
     assert {m.thread.tid for m in found.cycle} == {1, 2}
     assert found.formed_s == pytest.approx(1.5)
+
+
+def test_a_forming_cycle_through_one_lock_name_is_not_a_deadlock_but_one_blocked_all_window_is(service):
+    # Account.pay holds `self.balance_lock` and waits for `other.balance_lock`: one identity for
+    # every account, so two threads paying between four accounts look like a cycle too.
+    paying = THREAD_ROOT + [py("worker", service, line("call-ab")),
+                            py("Account.pay", service, line("other-attr"))] + LOCK_WAIT
+
+    def payer(ran_s):
+        ran = round(ran_s * 100)
+        return [(running_in(service, "call-ab", "transfer_ab", "ab-work"), ran), (paying, 400 - ran)]
+
+    assert timed_analysis({1: payer(1.0), 2: payer(1.5)}).deadlocks == ()
+    (found,) = timed_analysis({1: payer(0.0), 2: payer(0.0)}).deadlocks
+    assert {m.thread.tid for m in found.cycle} == {1, 2} and found.formed_s is None
