@@ -13,9 +13,11 @@ thread whose trailing run of lock waits (one site, the same locks held in every 
 run) lasts to the window's end can be a member too, when the instants are measured and:
 - the run spans at least forming_span_s: max(MIN_FORMING_S, MIN_FORMING_SHARE of the window).
   A thread re-acquiring a contended lock in a loop shows waits at one site with running samples
-  between: its trailing run is its last wait alone, short unless a holder keeps the lock long
-  (and a holder that keeps it runs or does I/O: it is no member). A quarter of the window keeps
-  a long window from resting a hang on its last second;
+  between: its trailing run is its last wait alone, mostly a fraction of a second. Not always:
+  a Lock is unfair, and in a convoy one waiter can starve for seconds (seen: 2.4 s of a 4 s
+  window, asleep to /proc). What keeps such a waiter out of a cycle is the graph (a convoy on
+  locks taken in one order holds nothing the others wait for), not the span. A quarter of the
+  window keeps a long window from resting a hang on its last second;
 - /proc did not see it in state R after the run began (its per-tick states, dated; its CPU
   time cannot be dated and is not read).
 The deadlock then says when it formed (Deadlock.formed_s: the latest start among its members).
