@@ -1,18 +1,20 @@
-"""deadlock: threads blocked all window, each waiting for a lock another of them holds.
+"""deadlock: threads blocked on locks, each waiting for a lock another of them holds.
 
 What it finds:
-    A cycle in the wait-for graph of threads blocked on locks for the whole window
-    (model/deadlock.py): each thread of the cycle, the lock it holds (its name in the source and
-    the line of the `with` or `acquire()` that took it) and the lock it waits for (the line where
-    it waits), like a JVM thread dump's "Found one Java-level deadlock". The locks a thread holds
-    are read from the source of its stack's frames (model/held_locks.py): the `with` blocks and
-    unreleased `acquire()` calls that enclose each frame's line. Threads that queue behind the
-    deadlocked locks are listed as its victims, not as a finding of their own; their waits, and
-    the cycle's, are not counted as lock contention (checks/lock_contention.py leaves them out:
-    shrinking a critical section does not unhang a service). Among asyncio tasks (read from the
-    target's memory by attach), tasks that await each other in a cycle in every read of the
-    window (model/await_graph.py): each task and the line where it awaits the next, and the
-    tasks whose awaits lead into the cycle as its victims.
+    A cycle in the wait-for graph of threads blocked on locks for the whole window, or from an
+    instant of it to its end when the cycle closed while it was sampled (model/deadlock.py: the
+    summary then says how many seconds into the window it formed): each thread of the cycle, the
+    lock it holds (its name in the source and the line of the `with` or `acquire()` that took
+    it) and the lock it waits for (the line where it waits), like a JVM thread dump's "Found one
+    Java-level deadlock". The locks a thread holds are read from the source of its stack's
+    frames (model/held_locks.py): the `with` blocks and unreleased `acquire()` calls that
+    enclose each frame's line. Threads that queue behind the deadlocked locks are listed as its
+    victims, not as a finding of their own; their waits, and the cycle's, are not counted as
+    lock contention (checks/lock_contention.py leaves them out: shrinking a critical section
+    does not unhang a service). Among asyncio tasks (read from the target's memory by attach),
+    tasks that await each other in a cycle in every read of the window (model/await_graph.py):
+    each task and the line where it awaits the next, and the tasks whose awaits lead into the
+    cycle as its victims.
 
 Why it matters:
     The service is hung, not slow: none of these threads will ever run again, and every request
@@ -61,6 +63,8 @@ EVIDENCE = {
     "victim_tasks": E("asyncio tasks awaiting the cycle (victims)", U.NUMBER),
     "locks_in_cycle": E("locks in the cycle", U.TEXT),
     "lock_order": E("lock order to adopt", U.TEXT),
+    # Only when the cycle closed inside the window (model/deadlock.Deadlock.formed_s).
+    "formed_at_s": E("deadlocked since (into the window)", U.SECONDS),
     # The cycle itself, as the reports print it (jstack-like): not a row of the evidence list.
     "deadlocks": E("the deadlocks, thread by thread", U.TEXT, row=False),
 }
@@ -193,9 +197,12 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     else:
         cycle = (f"{threads} threads each hold a lock another of them waits for "
                  f"({', '.join(m.holds.qualified for m in first.cycle)})")
+    formed = None if first.formed_s is None else round(first.formed_s, 2)
     summary = (f"{count}{cycle}"
                + (f" and {victims} more threads queue behind them" if victims else "")
-               + "; none of them will run again (hung, not slow)")
+               + "; none of them will run again (hung, not slow)"
+               + (f"; deadlocked since about {formed:.1f} s into the window (the hang formed "
+                  f"while it was sampled)" if formed is not None else ""))
     evidence: dict[str, object] = {
         "deadlocked_threads": threads,
         "victim_threads": victims,
@@ -203,6 +210,8 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
         "lock_order": " before ".join(s.qualified for s in first.lock_order),
         "deadlocks": [deadlock_data(d) for d in deadlocks],
     }
+    if formed is not None:
+        evidence["formed_at_s"] = formed
     if len(first.cycle) > 1:
         # The first advice as a knob: take the first deadlock's locks in this order.
         evidence["fix"] = {"knob": "lock_order", "value": [s.qualified for s in first.lock_order]}

@@ -1,14 +1,31 @@
-"""Deadlocks among threads: a cycle in the wait-for graph of threads blocked all window on locks.
+"""Deadlocks among threads: a cycle in the wait-for graph of threads blocked on locks.
 
-A thread is blocked when every one of its samples is a lock wait (state `lock`, a Lock or RLock
-acquire), at one acquire site, over the whole window (its samples span the window where their
-instants are measured), and /proc agrees where it was read: the OS counters outrank the samples,
-so a thread that accumulated CPU time over the window, or that /proc saw running, is not blocked
-(it got the lock at some point and the samples missed it).
+A thread is blocked all window when every one of its samples is a lock wait (state `lock`, a
+Lock or RLock acquire), at one acquire site, over the whole window (its samples span the window
+where their instants are measured), and /proc agrees where it was read: the OS counters outrank
+the samples, so a thread that accumulated CPU time over the window, or that /proc saw running,
+is not blocked (it got the lock at some point and the samples missed it).
 
-A thread that ran early in the window and is blocked from some instant to its end (in the
-samples: /proc cannot date its CPU time) cannot be in a cycle (it may have released a lock
-since), but it can be a victim.
+A deadlock often closes inside the window (the user attaches as the service stalls). While
+every member of a cycle is blocked, each waits for a lock another member holds and none can
+release one: from the instant the last member began to block, the cycle is a deadlock. So a
+thread whose trailing run of lock waits (one site, the same locks held in every stack of the
+run) lasts to the window's end can be a member too, when the instants are measured and:
+- the run spans at least forming_span_s: max(MIN_FORMING_S, MIN_FORMING_SHARE of the window).
+  A thread re-acquiring a contended lock in a loop shows waits at one site with running samples
+  between: its trailing run is its last wait alone, mostly a fraction of a second. Not always:
+  a Lock is unfair, and in a convoy one waiter can starve for seconds (seen: 2.4 s of a 4 s
+  window, asleep to /proc). What keeps such a waiter out of a cycle is the graph (a convoy on
+  locks taken in one order holds nothing the others wait for), not the span. A quarter of the
+  window keeps a long window from resting a hang on its last second;
+- /proc did not see it in state R after the run began (its per-tick states, dated; its CPU
+  time cannot be dated and is not read).
+The deadlock then says when it formed (Deadlock.formed_s: the latest start among its members).
+Such a cycle must also hold one lock per member by name: when two members hold locks of one
+identity (`self.lock` of two instances), the names cannot tell a deadlock from two threads
+starving in a convoy on four locks, and only a cycle blocked all window is reported.
+With unmeasured instants (laid end to end) no run can be dated: only threads blocked all window
+form cycles. A thread blocked from some instant to the end that fails these can be a victim.
 
 Each blocked thread waits for one lock (model/held_locks.waited_at: the `with`/`acquire()` at
 its innermost application frame) and holds the locks its stack encloses (held_in_stack). An edge
@@ -56,6 +73,11 @@ MAX_BLOCKED_CPU_S = 0.02
 MAX_BLOCKED_CPU_SHARE = 0.02  # of the window
 MAX_RUNNING_OBSERVATIONS = 0.1  # share of /proc observations in state R
 MIN_OS_OBSERVATIONS = 5
+# A cycle closing mid-window: its members' trailing runs of waits span at least this long...
+MIN_FORMING_S = 1.0
+MIN_FORMING_SHARE = 0.25  # ...and this share of the window
+FORMING_END_SLACK_S = 0.25  # a run "lasts to the window's end" when it ends this close to it
+OS_CLOCK_MARGIN_S = 0.2  # /proc ticks this close to a run's start are not dated inside it
 _LOCK_KINDS = (WaitKind.LOCK, WaitKind.RLOCK)
 
 
@@ -70,6 +92,9 @@ class BlockedThread:
     holds: tuple[LockSite, ...]
     samples: int
     site_frame: int = -1  # frame id of the acquiring frame (the wait site's)
+    # When its trailing run of waits began, in seconds into the window (measured instants);
+    # None when it was blocked all window.
+    since_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -100,12 +125,27 @@ class Deadlock:
     def threads(self) -> tuple[BlockedThread, ...]:
         return tuple(m.thread for m in self.cycle)
 
+    @property
+    def formed_s(self) -> float | None:
+        """When the cycle closed, in seconds into the window: the latest start of its members'
+        waits (from then on none of them can release a lock); None when every member was
+        blocked all window (it was deadlocked before the window began)."""
+        starts = [m.thread.since_s for m in self.cycle if m.thread.since_s is not None]
+        return max(starts) if starts else None
+
+
+def forming_span_s(window_s: float) -> float:
+    """The shortest trailing run of waits that can close a cycle mid-window (module docstring)."""
+    return max(MIN_FORMING_S, MIN_FORMING_SHARE * window_s)
+
 
 def blocked_threads(analysis: SampledProcess) -> tuple[list[BlockedThread], list[BlockedThread]]:
-    """(threads blocked on one lock all window, threads blocked on one lock from some instant
-    of the window to its end): see the module's docstring. Only the first can be in a cycle
-    (a thread seen running in the window may have released a lock since); the others can be
-    its victims, queued behind it during the window."""
+    """(threads that can be in a cycle, threads that can only be victims): see the module's
+    docstring. The first are blocked on one lock all window, or (measured instants) from an
+    instant of the window to its end over at least forming_span_s, every stack of that run
+    holding the same locks, with /proc seeing them not run since (`since_s` says when the run
+    began); the others are blocked from some instant to the window's end, queued behind the
+    first during the window, or seen running in it."""
     samples = analysis.samples
     if samples.empty:
         return [], []
@@ -117,12 +157,16 @@ def blocked_threads(analysis: SampledProcess) -> tuple[list[BlockedThread], list
     waiting = (state == ThreadState.LOCK) & np.isin(kind, _LOCK_KINDS)
     counts, sites, times = (samples["count"].to_numpy(), samples["site"].to_numpy(),
                             samples["t"].to_numpy())
-    whole: list[BlockedThread] = []
+    eligible: list[BlockedThread] = []
     since: list[BlockedThread] = []
     for thread, rows in samples.groupby("thread", sort=True).indices.items():
-        # The thread's trailing run of lock waits (rows are in sampling order).
-        not_waiting = np.flatnonzero(~waiting[rows])
-        run = rows[not_waiting[-1] + 1:] if len(not_waiting) else rows
+        # The thread's trailing run of lock waits at one site (rows are in sampling order): a
+        # wait at another site before it (the outer lock, then the inner one) ended when the
+        # thread got that lock.
+        if not len(rows) or not waiting[rows[-1]]:
+            continue
+        other = np.flatnonzero(~waiting[rows] | (sites[rows] != sites[rows[-1]]))
+        run = rows[other[-1] + 1:] if len(other) else rows
         count = int(counts[run].sum())
         run_sites = np.unique(sites[run])
         if count < MIN_BLOCKED_SAMPLES or len(run_sites) != 1 or run_sites[0] < 0:
@@ -139,10 +183,16 @@ def blocked_threads(analysis: SampledProcess) -> tuple[list[BlockedThread], list
         found = _locks_of(analysis, np.unique(samples["stack"].to_numpy()[run]), int(run_sites[0]))
         if found is None:
             continue
-        waits_for, holds = found
-        (whole if all_window else since).append(
-            BlockedThread(int(thread), tid, str(row["name"]), waits_for, holds, count, int(run_sites[0])))
-    return whole, since
+        waits_for, holds, uniform = found
+        start = float(t.min()) if measured else None
+        forming = (not all_window and measured and uniform and start is not None
+                   and t.max() >= window - max(FORMING_END_SLACK_S, 2 * profile.interval_s)
+                   and t.max() - start >= forming_span_s(window)
+                   and _os_quiet_since(analysis.os, tid, start + profile.origin_s))
+        blocked = BlockedThread(int(thread), tid, str(row["name"]), waits_for, holds, count,
+                                int(run_sites[0]), None if all_window else start)
+        (eligible if all_window or forming else since).append(blocked)
+    return eligible, since
 
 
 def _os_agrees(os_: ProcessOS | None, tid: int) -> bool:
@@ -159,12 +209,28 @@ def _os_agrees(os_: ProcessOS | None, tid: int) -> bool:
     return seen < MIN_OS_OBSERVATIONS or running / seen <= MAX_RUNNING_OBSERVATIONS
 
 
+def _os_quiet_since(os_: ProcessOS | None, tid: int, start_s: float) -> bool:
+    """/proc did not see the thread run after `start_s` (on the /proc clock): at most the share
+    of state-R observations a blocked thread shows anyway (woken by py-spy's own reads). Ticks
+    within OS_CLOCK_MARGIN_S of the start are not read: the clocks agree only that well, and a
+    thread runs up to the lock it then blocks on. Its CPU time cannot be dated: not read."""
+    if os_ is None:
+        return True
+    thread = os_.threads.get(tid)
+    if thread is None:
+        return True
+    states = [tick.state for tick in thread.ticks if tick.t_s >= start_s + OS_CLOCK_MARGIN_S]
+    return not states or states.count("R") / len(states) <= MAX_RUNNING_OBSERVATIONS
+
+
 def _locks_of(analysis: SampledProcess, stack_ids: np.ndarray, site_frame: int
-             ) -> tuple[LockSite, tuple[LockSite, ...]] | None:
-    """(the lock waited for, the locks held) over a thread's distinct stacks: one waited lock
-    for all of them, and the locks every one of them holds."""
+             ) -> tuple[LockSite, tuple[LockSite, ...], bool] | None:
+    """(the lock waited for, the locks held, whether every stack holds the same locks) over a
+    thread's distinct stacks: one waited lock for all of them, and the locks every one of them
+    holds."""
     waited: LockSite | None = None
     held: dict[str, LockSite] | None = None
+    uniform = True
     for sid in stack_ids.tolist():
         frames = [analysis.frame(f) for f in analysis.profile.stacks[int(sid)]]
         site = next((i for i in range(len(frames) - 1, -1, -1)
@@ -178,23 +244,25 @@ def _locks_of(analysis: SampledProcess, stack_ids: np.ndarray, site_frame: int
         # Innermost first: the outermost acquisition of a lock taken twice (an RLock re-entered)
         # is the one kept, where the thread first took it.
         these = {s.identity: s for s in held_in_stack(frames, site)}
+        uniform = uniform and (held is None or held.keys() == these.keys())
         held = these if held is None else {k: v for k, v in held.items() if k in these}
     if waited is None:
         return None
-    return waited, tuple((held or {}).values())
+    return waited, tuple((held or {}).values()), uniform
 
 
 def find_deadlocks(analysis: SampledProcess) -> tuple[Deadlock, ...]:
     """Every cycle among the blocked threads (one per strongly connected group), with its
     victims, in a deterministic order."""
-    whole, since = blocked_threads(analysis)
-    return deadlocks_among(whole, since)
+    eligible, since = blocked_threads(analysis)
+    return deadlocks_among(eligible, since)
 
 
 def deadlocks_among(blocked: list[BlockedThread],
                     queued: list[BlockedThread] | tuple[BlockedThread, ...] = ()) -> tuple[Deadlock, ...]:
-    """Cycles among the `blocked` (all window) threads; victims among them and the `queued`
-    ones (blocked from some instant to the window's end)."""
+    """Cycles among the `blocked` threads (all window, or blocked long enough to the window's
+    end: blocked_threads); victims among them and the `queued` ones (blocked from some instant
+    to the window's end)."""
     everyone = list(blocked) + list(queued)
     holders: dict[str, list[BlockedThread]] = {}
     for t in everyone:
@@ -220,9 +288,15 @@ def deadlocks_among(blocked: list[BlockedThread],
             nxt = by_index[cycle[(i + 1) % len(cycle)]]
             held = next(s for s in thread.holds if s.identity == previous.waits_for.identity)
             members.append(CycleMember(thread, held, thread.waits_for, nxt.name))
+        order = _lock_order(members)
+        if len(order) < len(members) and any(m.thread.since_s is not None for m in members):
+            # Two members hold locks of one name (`self.lock` of two instances of a class): as
+            # likely two transfers starving on four locks as one deadlock on two, and a thread
+            # that waited a second in a convoy is no rarity. Only a cycle blocked all window
+            # is called a deadlock on names alone.
+            continue
         for index in cycle:
             in_cycle[index] = len(deadlocks)
-        order = _lock_order(members)
         deadlocks.append((tuple(members), order, _breaker(members, order)))
     for t in blocked:
         if t.thread in in_cycle or not _global(t.waits_for):

@@ -16,6 +16,15 @@ _Counter = TypeVar("_Counter", int, float)
 
 
 @dataclass(frozen=True)
+class StateTick:
+    """One /proc observation of a thread: when (seconds on the /proc sampler's clock, which
+    starts just before py-spy's) and its state letter."""
+
+    t_s: float
+    state: str
+
+
+@dataclass(frozen=True)
 class ThreadOS:
     tid: int
     comm: str
@@ -25,6 +34,9 @@ class ThreadOS:
     involuntary_ctx: int | None
     state_counts: dict[str, int]  # OS state letter -> observations, observer stops excluded
     observer_stops: int
+    # The same observations one by one, in time order (what dates a state: model/deadlock.py
+    # asks whether a thread ran after it began to block); observer stops excluded.
+    ticks: tuple[StateTick, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -62,6 +74,7 @@ def summarize(record: ProcRecord) -> ProcessOS:
     window = max((record.ended_at or record.started_at) - record.started_at, 1e-6)
     per_thread_states: dict[int, dict[str, int]] = {}
     per_thread_stops: dict[int, int] = {}
+    per_thread_ticks: dict[int, list[StateTick]] = {}
     ticks: dict[float, int] = {}
     observer = total_obs = 0
     for t, tid, state in record.state_samples:
@@ -73,6 +86,7 @@ def summarize(record: ProcRecord) -> ProcessOS:
             continue
         counts = per_thread_states.setdefault(tid, {})
         counts[state] = counts.get(state, 0) + 1
+        per_thread_ticks.setdefault(tid, []).append(StateTick(float(t), state))
         ticks.setdefault(t, 0)
         if state == "R":
             ticks[t] += 1
@@ -99,12 +113,13 @@ def summarize(record: ProcRecord) -> ProcessOS:
             ctx_known = True
         states = per_thread_states.get(tid, {})
         threads[tid] = ThreadOS(tid, record.thread_names.get(tid, ""), cpu, wait, vol, invol,
-                                states, per_thread_stops.get(tid, 0))
+                                states, per_thread_stops.get(tid, 0),
+                                tuple(per_thread_ticks.get(tid, ())))
     for tid, obs in per_thread_states.items():
         if tid in threads:
             continue
         threads[tid] = ThreadOS(tid, record.thread_names.get(tid, ""), 0.0, None, None, None, obs,
-                                per_thread_stops.get(tid, 0))
+                                per_thread_stops.get(tid, 0), tuple(per_thread_ticks.get(tid, ())))
     threads_per_tick: dict[float, int] = {}
     for t, _, _ in record.state_samples:
         threads_per_tick[t] = threads_per_tick.get(t, 0) + 1

@@ -1,16 +1,20 @@
 """A service whose threads take two locks in opposite orders hangs: attached by the real CLI and
 py-spy, it is reported as a deadlock (the cycle's threads, the lock each holds and the one it
 waits for, at their lines), not as lock contention; the same service with one lock order is not.
-A lock held across a blocking call is lock contention whose first advice moves the call out."""
+A lock held across a blocking call is lock contention whose first advice moves the call out. A
+deadlock that forms while the window is sampled is still the deadlock, and says when it formed."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import WORKLOADS, marker_line
-from tests.integration.conftest import attach_workload, requires_ptrace
+from tests.integration.conftest import CliRun, attach_workload, requires_ptrace, running, workload_command
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
 
@@ -92,3 +96,23 @@ def test_a_lock_held_across_a_blocking_fetch_is_advised_to_move_the_fetch_out(ca
     assert holder["stack"][:2] == ["handle_request", "fetch_features"], holder
     assert holder["scope_line"] == marker_line(path, "held-fetch") and holder["state"] == "io", holder
     assert finding(report, "deadlock")["score"] == 0
+
+
+def test_a_deadlock_that_forms_inside_the_window_is_reported_with_when_it_formed(tmp_path: Path):
+    # One lock order until half a second after the window is a tenth under way (SIGUSR2, sent
+    # when the CLI says so, however long its start-up took), then opposite orders: the cycle
+    # closes about a second into the 4 s window.
+    workload = "deadlock_two_locks"
+    command = workload_command(workload, "--seconds", "60", "--hang-after", "0.5", "--hang-after-signal")
+    with running(command) as pid:
+        attach = CliRun("attach", pid, "--duration", "4", "--json", "--output-dir", tmp_path)
+        assert attach.wait_for("sampled 10%"), attach.finish(timeout=5)[0].stderr
+        os.kill(pid, signal.SIGUSR2)
+        proc, report = attach.finish()
+    assert proc.returncode == 0, proc.stderr
+    assert report is not None, proc.stderr
+    check_deadlock(report, workload)
+    found = finding(report, "deadlock")
+    formed = found["evidence"]["formed_at_s"]
+    assert 0.4 <= formed <= report["sampling"]["duration_s"] - 1.0, found["summary"]
+    assert f"deadlocked since about {formed:.1f} s into the window" in found["summary"], found["summary"]

@@ -18,7 +18,7 @@ from diagnose.model import held_locks, source
 from diagnose.model.analysis import analysis_of, classify_profile
 from diagnose.model.deadlock import BlockedThread, deadlocks_among
 from diagnose.model.held_locks import LockSite, Taken, acquired_at, held_at
-from diagnose.model.os_summary import ProcessOS, ThreadOS
+from diagnose.model.os_summary import ProcessOS, StateTick, ThreadOS
 from diagnose.model.profile import Frame, Profile, ThreadTrack
 
 LIB = "/usr/lib/python3.11"
@@ -385,3 +385,142 @@ def test_lock_contention_outside_the_deadlock_is_still_found(service):
     settings = load_check_settings()["lock_contention"]
     finding = lock_contention.run(a, settings)
     assert finding.sites and finding.sites[0].line == line("cache-get")
+
+
+# -- a deadlock that forms inside the window ----------------------------------------------------
+
+TICK_S = 0.1  # the /proc sampler's tick in these timelines
+
+
+def timed_analysis(threads: dict, window_s: float = 4.0, ticks: dict | None = None):
+    """threads: {tid: [(frames, samples)...]} in sampling order, one sample per 10 ms from the
+    window's start (measured instants); ticks: {tid: [(t, state)...]} of /proc."""
+    profile = Profile(native=True, interval_s=0.01, instants="measured", window=(0.0, window_s))
+    for tid, stacks in threads.items():
+        ids = []
+        for frames, count in stacks:
+            sid = profile.intern_stack(tuple(profile.intern_frame(f) for f in frames))
+            ids += [sid] * count
+        profile.threads.append(ThreadTrack(tid, f"worker-{tid}", np.array(ids, dtype=np.int32),
+                                           np.full(len(ids), 0.01), times=np.arange(len(ids)) * 0.01))
+    os_ = None
+    if ticks is not None:
+        os_ = ProcessOS(window_s=window_s, cores=2, cpu_quota_cores=None, threads_max=len(ticks),
+                        cpu_s=0.5, cpu_utilization=0.1, runqueue_wait_s=None, runqueue_ratio=None,
+                        mean_runnable=0.0, involuntary_ctx_per_s=None, voluntary_ctx_per_s=None,
+                        observer_stop_share=0.0, rss_start=None, rss_end=None,
+                        rss_slope_bytes_per_s=None, rss_fit_r2=None,
+                        threads={tid: ThreadOS(tid, "", 0.25, None, None, None,
+                                               {s: [x for _, x in obs].count(s) for _, s in obs}, 0,
+                                               tuple(StateTick(t, s) for t, s in obs))
+                                 for tid, obs in ticks.items()})
+    return analysis_of(profile, classify_profile(profile, Categorizer()), os_summary=os_)
+
+
+def ran_then_blocked(path, side, ran_s, window_s=4.0):
+    """A thread of transfer_ab (side "ab") or transfer_ba ("ba") working for `ran_s`, then
+    blocked on its inner lock, holding its outer one, to the window's end."""
+    ran = round(ran_s * 100)
+    return [(running_in(path, f"call-{side}", f"transfer_{side}", f"{side}-work"), ran),
+            (waiting_in(path, f"call-{side}", f"transfer_{side}", f"{side}-inner"),
+             round(window_s * 100) - ran)]
+
+
+def proc_timeline(running_until_s, window_s=4.0):
+    """/proc ticks of a thread in state R until `running_until_s`, asleep (S) after."""
+    n = round(window_s / TICK_S)
+    return [(i * TICK_S, "R" if i * TICK_S < running_until_s else "S") for i in range(n)]
+
+
+def test_a_cycle_that_closes_mid_window_is_a_deadlock_formed_when_its_last_member_blocked(service):
+    a = timed_analysis({1: ran_then_blocked(service, "ab", 1.0), 2: ran_then_blocked(service, "ba", 1.5)})
+    (found,) = a.deadlocks
+    assert {m.thread.tid for m in found.cycle} == {1, 2}
+    assert found.formed_s == pytest.approx(1.5)
+    finding = run_checks(a).findings[0]
+    assert finding.id == "deadlock"
+    assert "deadlocked since about 1.5 s into the window" in finding.summary
+    assert finding.evidence["formed_at_s"] == pytest.approx(1.5)
+
+
+def test_a_deadlock_blocked_all_window_says_nothing_of_when_it_formed(service):
+    a = timed_analysis({1: ran_then_blocked(service, "ab", 0.0), 2: ran_then_blocked(service, "ba", 0.0)})
+    (found,) = a.deadlocks
+    assert found.formed_s is None
+    finding = run_checks(a).findings[0]
+    assert finding.id == "deadlock" and "deadlocked since" not in finding.summary
+    assert "formed_at_s" not in finding.evidence
+
+
+def test_a_thread_re_acquiring_a_contended_lock_in_a_loop_is_not_in_a_cycle(service):
+    # Waits of 0.3 s at one site with running samples between, to the end: each one is short.
+    looping = []
+    for _ in range(10):
+        looping += [(running_in(service, "call-ba", "transfer_ba", "ba-work"), 10),
+                    (waiting_in(service, "call-ba", "transfer_ba", "ba-inner"), 30)]
+    a = timed_analysis({1: ran_then_blocked(service, "ab", 1.0), 2: looping})
+    assert a.deadlocks == ()
+    assert run_checks(a).findings[0].id != "deadlock"
+
+
+def test_a_trailing_run_shorter_than_the_minimum_span_is_not_in_a_cycle(service):
+    # 0.8 s of a 4 s window: under a second
+    assert timed_analysis({1: ran_then_blocked(service, "ab", 1.0),
+                           2: ran_then_blocked(service, "ba", 3.2)}).deadlocks == ()
+    # 1.5 s of a 8 s window: over a second, under a quarter of the window
+    assert timed_analysis({1: ran_then_blocked(service, "ab", 1.0, 8.0),
+                           2: ran_then_blocked(service, "ba", 6.5, 8.0)}, window_s=8.0).deadlocks == ()
+    # 2.5 s of it: both
+    (found,) = timed_analysis({1: ran_then_blocked(service, "ab", 1.0, 8.0),
+                               2: ran_then_blocked(service, "ba", 5.5, 8.0)}, window_s=8.0).deadlocks
+    assert found.formed_s == pytest.approx(5.5)
+
+
+def test_proc_seeing_a_thread_run_after_its_waits_began_keeps_it_out_of_a_cycle(service):
+    threads = {1: ran_then_blocked(service, "ab", 1.0), 2: ran_then_blocked(service, "ba", 1.5)}
+    asleep_since_run = {1: proc_timeline(1.0), 2: proc_timeline(1.5)}
+    assert timed_analysis(threads, ticks=asleep_since_run).deadlocks
+    running_on = {1: proc_timeline(1.0), 2: proc_timeline(2.5)}  # R for a second into its "wait"
+    assert timed_analysis(threads, ticks=running_on).deadlocks == ()
+
+
+def test_without_measured_instants_only_threads_blocked_all_window_form_a_cycle(service):
+    threads = {1: ran_then_blocked(service, "ab", 1.0), 2: ran_then_blocked(service, "ba", 1.5)}
+    assert analysis(threads).deadlocks == ()  # laid end to end: the run cannot be dated
+
+
+def test_a_run_whose_stacks_hold_different_locks_is_not_one_wait(service):
+    # The same wait line, reached once with Cache.lock held and once without: the thread got
+    # the lock between them, so its run is not one blocked acquire.
+    via_cache = THREAD_ROOT + [py("worker", service, line("call-ab")),
+                               py("Cache.get", service, line("cache-get") + 1),
+                               py("transfer_ab", service, line("ab-inner"))] + LOCK_WAIT
+    moved = [(running_in(service, "call-ab", "transfer_ab", "ab-work"), 100),
+             (via_cache, 150), (waiting_in(service, "call-ab", "transfer_ab", "ab-inner"), 150)]
+    a = timed_analysis({1: moved, 2: ran_then_blocked(service, "ba", 1.5)})
+    assert a.deadlocks == ()
+
+
+def test_a_member_that_queued_on_its_first_lock_then_blocked_on_the_second_is_in_the_cycle(service):
+    # At a low rate no running sample may fall between the two waits: the run that counts is
+    # the last one, at one site (the first wait ended when the thread got its lock).
+    queued_then_blocked = [(waiting_in(service, "call-ba", "transfer_ba", "ba-outer"), 150),
+                           (waiting_in(service, "call-ba", "transfer_ba", "ba-inner"), 250)]
+    (found,) = timed_analysis({1: ran_then_blocked(service, "ab", 1.0), 2: queued_then_blocked}).deadlocks
+    assert {m.thread.tid for m in found.cycle} == {1, 2}
+    assert found.formed_s == pytest.approx(1.5)
+
+
+def test_a_forming_cycle_through_one_lock_name_is_not_a_deadlock_but_one_blocked_all_window_is(service):
+    # Account.pay holds `self.balance_lock` and waits for `other.balance_lock`: one identity for
+    # every account, so two threads paying between four accounts look like a cycle too.
+    paying = THREAD_ROOT + [py("worker", service, line("call-ab")),
+                            py("Account.pay", service, line("other-attr"))] + LOCK_WAIT
+
+    def payer(ran_s):
+        ran = round(ran_s * 100)
+        return [(running_in(service, "call-ab", "transfer_ab", "ab-work"), ran), (paying, 400 - ran)]
+
+    assert timed_analysis({1: payer(1.0), 2: payer(1.5)}).deadlocks == ()
+    (found,) = timed_analysis({1: payer(0.0), 2: payer(0.0)}).deadlocks
+    assert {m.thread.tid for m in found.cycle} == {1, 2} and found.formed_s is None
