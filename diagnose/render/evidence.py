@@ -18,7 +18,8 @@ unit inferred from its suffix, so a new key never reaches the page raw.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from diagnose.checks.spec import DASH
 # The labels live with the report model; re-exported for the renderers that read them here.
@@ -142,8 +143,8 @@ def fmt_value(value, unit: str, none: str = DASH) -> str:
     return fmt_number(value)
 
 
-def _items(value: dict, unit: str, none: str) -> list[list[str]]:
-    return [[str(name), fmt_value(v, unit, none)] for name, v in value.items()]
+def _items(value: dict, unit: str, none: str) -> list[tuple[str, str]]:
+    return [(str(name), fmt_value(v, unit, none)) for name, v in value.items()]
 
 
 # ------------------------------------------------------------------ labels
@@ -152,32 +153,65 @@ def _items(value: dict, unit: str, none: str) -> list[list[str]]:
 # ------------------------------------------------------------------ rows
 
 
-def describe_item(item: EvidenceValue, interval: Interval | None = None, flag: str = "") -> dict:
-    """One evidence row: {"key", "label", "text"}, "items" for a dict, "interval" when shown.
-    `flag`: "estimated" / "calibrated" when the finding's evidence rests on inferred states."""
+@dataclass(frozen=True)
+class ShownInterval:
+    low: float
+    high: float
+    samples: int | None
+
+
+@dataclass(frozen=True)
+class EvidenceRow:
+    """One evidence value as people read it: its label and its text (value, unit, interval)."""
+
+    key: str
+    label: str
+    text: str
+    items: tuple[tuple[str, str], ...] | None = None  # a dict value's entries, [name, text]
+    interval: ShownInterval | None = None  # a share's 95% interval, when shown
+    flag: str = ""  # "estimated" / "calibrated": the value rests on inferred thread states
+
+    def to_json(self) -> dict[str, object]:
+        """The page's row: {"key", "label", "text"}, "items" for a dict, "interval" when
+        shown, "flag" when flagged."""
+        row: dict[str, object] = {"key": self.key, "label": self.label, "text": self.text}
+        if self.interval is not None:
+            row["interval"] = {"low": self.interval.low, "high": self.interval.high,
+                               "samples": self.interval.samples}
+        if self.items is not None:
+            row["items"] = [list(entry) for entry in self.items]
+        if self.flag:
+            row["flag"] = self.flag
+        return row
+
+
+def describe_item(item: EvidenceValue, interval: Interval | None = None,
+                  flag: str = "") -> EvidenceRow:
+    """One evidence row. `flag`: "estimated" / "calibrated" when the finding's evidence rests
+    on inferred states."""
     value = item.value
     text = fmt_value(value, item.unit, item.none)
-    row: dict[str, Any] = {"key": item.key, "label": item.label, "text": text}
     shown = interval if item.interval else None
+    drawn: ShownInterval | None = None
     if (item.unit == PERCENT and shown is not None and isinstance(value, (int, float))
             and not isinstance(value, bool)):
         lo, hi = fmt_percent(shown.low), fmt_percent(shown.high)
         bounds = lo.removesuffix("%") + EN_DASH + hi if lo.endswith("%") else lo + EN_DASH + hi
-        row["text"] = f"{text} ({bounds})"
+        text = f"{text} ({bounds})"
         if shown.samples is not None:
-            row["text"] += (f", calibrated: as sure as {_count(shown.samples, SAMPLES)} of "
-                            f"{shown.calibrated_of:,}" if shown.calibrated_of is not None
-                            else ", " + _count(shown.samples, SAMPLES))
-        row["interval"] = {"low": shown.low, "high": shown.high, "samples": shown.samples}
-    if isinstance(value, dict):
-        row["items"] = _items(value, item.unit, item.none)
-    if flag and item.estimable and value is not None:
-        row["text"] += f" ({flag})"
-        row["flag"] = flag
-    return row
+            text += (f", calibrated: as sure as {_count(shown.samples, SAMPLES)} of "
+                     f"{shown.calibrated_of:,}" if shown.calibrated_of is not None
+                     else ", " + _count(shown.samples, SAMPLES))
+        drawn = ShownInterval(shown.low, shown.high, shown.samples)
+    items = tuple((name, entry) for name, entry in _items(value, item.unit, item.none)) \
+        if isinstance(value, dict) else None
+    shown_flag = flag if flag and item.estimable and value is not None else ""
+    if shown_flag:
+        text += f" ({shown_flag})"
+    return EvidenceRow(item.key, item.label, text, items, drawn, shown_flag)
 
 
-def describe_evidence(finding: Finding) -> list[dict]:
+def describe_evidence(finding: Finding) -> list[EvidenceRow]:
     """Each evidence value of `finding` as a labelled row, in the evidence's order; `fix` is left
     out (the page shows it as the knob line)."""
     return [describe_item(v, finding.intervals.get(v.key), finding.state_flag)

@@ -122,7 +122,7 @@ def page_data(report: Report, analysis: Analysis, categorizer: Categorizer, gene
         # attach to a ticket, and `diagnose diff` / `export` read it as they read the .json.
         "report": data,
         # Per finding, in the report's order: its evidence as labelled rows with units.
-        "evidence_text": [describe_evidence(f) for f in report.findings],
+        "evidence_text": [[row.to_json() for row in describe_evidence(f)] for f in report.findings],
         # The evidence keys shown another way than as a row (the knob line, the thread dump).
         "evidence_hidden": list(SKIPPED),
         "generated_at": generated_at,

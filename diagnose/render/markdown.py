@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from diagnose.model.vocab import Confidence, Severity
 from diagnose.render.deadlock_text import behind, deadlocks_in, heading
-from diagnose.render.evidence import (DASH, TIMES, describe_evidence, fmt_number,
+from diagnose.render.evidence import (DASH, TIMES, EvidenceRow, describe_evidence, fmt_number,
                                       fmt_percent, fmt_seconds)
 from diagnose.report.model import Finding, Lever, Report, Sampling, WaitSite
 
@@ -273,13 +273,13 @@ def _says_nothing(value: object) -> bool:
         return False
 
 
-def _telling_rows(finding: Finding, count: int) -> list[dict]:
+def _telling_rows(finding: Finding, count: int) -> list[EvidenceRow]:
     """The `count` evidence rows that say most: in the check's own order (each check lists the
     measurement it stands on first), with zero or empty values last (they say what did not
     happen)."""
     values = {v.key: v.value for v in finding.evidence}
-    rows = [r for r in describe_evidence(finding) if r["key"] not in _QUIET_EVIDENCE]
-    rows.sort(key=lambda row: _says_nothing(values.get(row["key"])))  # stable: the check's order
+    rows = [r for r in describe_evidence(finding) if r.key not in _QUIET_EVIDENCE]
+    rows.sort(key=lambda row: _says_nothing(values.get(row.key)))  # stable: the check's order
     return rows[:count]
 
 
@@ -346,7 +346,7 @@ def _findings(report: Report, budget: _Budget) -> list[str]:
         levers = levers_text(finding, budget.text)
         if levers:
             lines += [f"**Predicted gain:** {levers}", ""]
-        rows = [[md_cell(r["label"], budget.text), md_cell(r["text"], budget.text)]
+        rows = [[md_cell(r.label, budget.text), md_cell(r.text, budget.text)]
                 for r in _telling_rows(finding, budget.evidence)]
         if rows:
             lines += [*md_table(("Evidence", "Value"), rows), ""]

@@ -90,7 +90,7 @@ def test_the_deadlock_findings_evidence_is_labelled_rows_and_the_dump_is_not_rep
                "evidence": {"deadlocked_threads": 2, "victim_threads": 0, "deadlocks": [cycle],
                             "fix": {"knob": "lock_order", "value": ["L1", "L2"]}}}
     data["report"]["findings"].insert(0, finding)
-    data["evidence_text"].insert(0, describe_evidence(as_finding(finding)))
+    data["evidence_text"].insert(0, [r.to_json() for r in describe_evidence(as_finding(finding))])
     opened = open_report(render_page(data, tmp_path / "rows.html"))
     rows = opened.page.locator('details.finding[data-finding-id="deadlock"]').first.locator(
         "table.evidence.labelled th")

@@ -16,7 +16,8 @@ from tests.report_data import as_finding
 
 
 def describe_evidence(finding):
-    return _describe_evidence(as_finding(finding))
+    """The rows as the page's data carries them."""
+    return [row.to_json() for row in _describe_evidence(as_finding(finding))]
 
 
 @pytest.mark.parametrize("key", sorted(LABELS))

@@ -23,7 +23,8 @@ def render_markdown(data, files=()):
 
 
 def describe_evidence(finding):
-    return _describe_evidence(as_finding(finding))
+    """The rows as the page's data carries them."""
+    return [row.to_json() for row in _describe_evidence(as_finding(finding))]
 
 
 RECORDINGS = ["lock_contention", "underloaded", "scheduler_overhead"]
