@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -55,15 +54,6 @@ class Verdict:
                 "confidence": self.confidence, "samples": self.samples,
                 "co_primary": self.co_primary, "co_primary_reason": self.co_primary_reason or None,
                 "first_advice": list(self.first_advice)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
-        """A report's `verdict` back as the type (a report without co-primary fields has none)."""
-        return cls(primary=data["primary"], headline=data["headline"], severity=data["severity"],
-                   confidence=data.get("confidence") or Confidence.OK, samples=data.get("samples"),
-                   co_primary=data.get("co_primary"),
-                   co_primary_reason=data.get("co_primary_reason") or "",
-                   first_advice=tuple(data.get("first_advice") or ()))
 
     @property
     def named(self) -> tuple[str, ...]:

@@ -8,7 +8,7 @@ import json
 from diagnose.checks.arbiter import CRITICAL, rank, within_noise
 from diagnose.checks.base import ScoreBasis, amdahl, make_finding, ramp
 from diagnose.checks.spec import CheckSettings
-from diagnose.checks.engine import Verdict, order_of, verdict_for
+from diagnose.checks.engine import order_of, verdict_for
 from diagnose.cli.common import gate
 from diagnose.model.structure import Stage, Structure, WaitEdge, _bottleneck, is_entry
 from diagnose.render.html import render_html
@@ -97,9 +97,13 @@ def test_the_verdicts_severity_and_the_gate_take_the_higher_of_the_two():
 def test_verdict_and_finding_intervals_survive_a_json_round_trip():
     ranked = rank([compute(), lock(share_for(73))], order_of)
     verdict = verdict_for(ranked)
-    assert Verdict.from_dict(json.loads(json.dumps(verdict.to_dict()))) == verdict
-    single = verdict_for((compute(),))
-    assert Verdict.from_dict(json.loads(json.dumps(single.to_dict()))) == single
+    # what a report's reader gets back (the report model's verdict) says what was decided
+    for decided in (verdict, verdict_for((compute(),))):
+        back = as_verdict(json.loads(json.dumps(decided.to_dict())))
+        assert (back.primary, back.headline, back.severity, back.confidence, back.samples,
+                back.co_primary, back.co_primary_reason or "", back.first_advice) == (
+            decided.primary, decided.headline, decided.severity, decided.confidence,
+            decided.samples, decided.co_primary, decided.co_primary_reason, decided.first_advice)
     row = json.loads(json.dumps(ranked[0].to_dict()))
     assert row["score_interval"] == list(ranked[0].score_interval)
     assert row["gain_interval"] == list(ranked[0].gain_interval)
