@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from diagnose.load.diagnosis import StepDiagnosis, StepVerdict
-from diagnose.report.model.codec import OPTIONAL, JsonValue, NotAReport, decode, encode
+from diagnose.report.model.codec import OPTIONAL, JsonValue, NotAReport, decode_document, encode
 
 # 2: declared by this model (same keys as 1, docs/report-data.md). 1: the dict of sweep.py.
 SWEEP_SCHEMA_VERSION = 2
@@ -433,18 +433,7 @@ R = TypeVar("R", SweepReport, ExperimentReport)
 
 
 def _read(cls: type[R], data: Any, kind: str, required: tuple[str, ...]) -> R:
-    if not isinstance(data, dict):
-        raise NotAReport("", "not a JSON object")
     # A report of the other kind (or a diagnosis report) is said so before what it lacks.
-    if "kind" in data and data["kind"] != kind:
+    if isinstance(data, dict) and "kind" in data and data["kind"] != kind:
         raise NotAReport("kind", f"not {kind!r}")
-    missing = [k for k in ("schema_version", "kind", *required) if k not in data]
-    if missing:
-        raise NotAReport("", f"without {', '.join(missing)}")
-    version = data["schema_version"]
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise NotAReport("schema_version", "not a number")
-    try:
-        return decode(cls, data)
-    except RecursionError:
-        raise NotAReport("", "nested too deeply") from None
+    return decode_document(cls, data, ("schema_version", "kind", *required))

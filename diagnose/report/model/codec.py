@@ -153,6 +153,24 @@ def decode(cls: type[T], data: JsonValue, path: str = "") -> T:
     return result
 
 
+def decode_document(cls: type[T], data: object, required: tuple[str, ...]) -> T:
+    """A whole saved document (a report, a sweep, an experiment) as `cls`: a JSON object with
+    the `required` keys and a whole-number `schema_version`, said in that order before any
+    deeper shape; a document nested too deeply for the decoder is NotAReport too."""
+    if not isinstance(data, dict):
+        raise NotAReport("", "not a JSON object")
+    missing = [k for k in required if k not in data]
+    if missing:
+        raise NotAReport("", f"without {', '.join(missing)}")
+    version = data.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise NotAReport("schema_version", "not a number")
+    try:
+        return decode(cls, data)
+    except RecursionError:
+        raise NotAReport("", "nested too deeply") from None
+
+
 class _Wrong(Exception):
     """A value not of its declared shape; its path is gathered as the error climbs out."""
 

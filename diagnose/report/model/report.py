@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from diagnose.report.model.codec import OPTIONAL, JsonValue, NotAReport, decode, encode
+from diagnose.report.model.codec import OPTIONAL, JsonValue, decode_document, encode
 from diagnose.report.model.findings import Finding, Verdict
 from diagnose.report.model.run import Load, Sampling, Target
 from diagnose.report.model.sections import (EventLoop, NotApplicable, Process, ProcessTasks,
@@ -50,18 +50,7 @@ class Report:
     def from_json(cls, data: Any) -> Report:
         """The report in `data` (a parsed .json report, this version or the previous one).
         NotAReport (a BadProfile) names the first key missing or of the wrong shape."""
-        if not isinstance(data, dict):
-            raise NotAReport("", "not a JSON object")
-        missing = [k for k in REQUIRED if k not in data]
-        if missing:
-            raise NotAReport("", f"without {', '.join(missing)}")
-        version = data["schema_version"]
-        if not isinstance(version, int) or isinstance(version, bool):
-            raise NotAReport("schema_version", "not a number")
-        try:
-            report = decode(cls, data)
-        except RecursionError:
-            raise NotAReport("", "nested too deeply") from None
+        report = decode_document(cls, data, REQUIRED)
         # Read from either version, the model is this one's.
         return replace(report, schema_version=SCHEMA_VERSION)
 
