@@ -172,16 +172,23 @@ def process_os(cpu_by_tid: dict) -> ProcessOS:
                      rss_end=None, rss_slope_bytes_per_s=None, rss_fit_r2=None, threads=threads)
 
 
-def analysis(threads: dict, cpu: dict | None = None):
-    """threads: {tid: [(frames, samples)...]} -> the analysis of one process."""
-    profile = Profile(native=True, interval_s=0.01)
+def _with_threads(profile: Profile, threads: dict, timed: bool) -> Profile:
+    """`profile` with one track per thread of {tid: [(frames, samples)...]}, one sample per
+    10 ms (`timed`: with those instants from the window's start)."""
     for tid, stacks in threads.items():
         ids = []
         for frames, count in stacks:
             sid = profile.intern_stack(tuple(profile.intern_frame(f) for f in frames))
             ids += [sid] * count
+        times = np.arange(len(ids)) * 0.01 if timed else None
         profile.threads.append(ThreadTrack(tid, f"worker-{tid}", np.array(ids, dtype=np.int32),
-                                           np.full(len(ids), 0.01)))
+                                           np.full(len(ids), 0.01), times=times))
+    return profile
+
+
+def analysis(threads: dict, cpu: dict | None = None):
+    """threads: {tid: [(frames, samples)...]} -> the analysis of one process."""
+    profile = _with_threads(Profile(native=True, interval_s=0.01), threads, timed=False)
     os_ = process_os(cpu) if cpu is not None else None
     return analysis_of(profile, classify_profile(profile, Categorizer()), os_summary=os_)
 
@@ -395,14 +402,8 @@ TICK_S = 0.1  # the /proc sampler's tick in these timelines
 def timed_analysis(threads: dict, window_s: float = 4.0, ticks: dict | None = None):
     """threads: {tid: [(frames, samples)...]} in sampling order, one sample per 10 ms from the
     window's start (measured instants); ticks: {tid: [(t, state)...]} of /proc."""
-    profile = Profile(native=True, interval_s=0.01, instants="measured", window=(0.0, window_s))
-    for tid, stacks in threads.items():
-        ids = []
-        for frames, count in stacks:
-            sid = profile.intern_stack(tuple(profile.intern_frame(f) for f in frames))
-            ids += [sid] * count
-        profile.threads.append(ThreadTrack(tid, f"worker-{tid}", np.array(ids, dtype=np.int32),
-                                           np.full(len(ids), 0.01), times=np.arange(len(ids)) * 0.01))
+    profile = _with_threads(Profile(native=True, interval_s=0.01, instants="measured",
+                                    window=(0.0, window_s)), threads, timed=True)
     os_ = None
     if ticks is not None:
         os_ = ProcessOS(window_s=window_s, cores=2, cpu_quota_cores=None, threads_max=len(ticks),
