@@ -24,6 +24,10 @@
    causal order (rule 5), and the verdict names both (engine.verdict_for).
 5. Equal keys fall back to the causal order of engine.CHECKS: the more specific, more actionable
    diagnosis (a blocked loop, a stage, a lock) before its symptoms (busy cores, idle workers).
+   Predicted gains under NO_GAIN_BELOW are no structural gain and rank as 1.0: 1.01x against
+   1.02x (two findings on a machine with no idle core) is rounding, not a reason to lead.
+6. Within a co-primary pair a finding whose own share is known too loosely (low confidence)
+   never leads one that is measured well: which of the two is louder is what the noise decides.
 The verdict is the first finding (and its co-primary), unless it is weak (then the headline says
 what the threads did). A verdict whose first finding rests on fewer than confidence.MIN_SAMPLES
 samples says "low confidence" in its headline and is never critical (engine.verdict_for).
@@ -60,9 +64,18 @@ def _urgency(finding: Finding) -> int:
     return 1 if finding.id in FAILURE_FIRST else 2
 
 
+# Below this ratio a predicted gain is no gain: paired runs on a shared machine do not resolve 5%,
+# and the estimates behind a gain (Amdahl on a sampled share, the cores left idle) are no finer.
+NO_GAIN_BELOW = 1.05
+
+
+def _ranked_gain(gain: float | None) -> float:
+    return 1.0 if gain is None or gain < NO_GAIN_BELOW else gain
+
+
 def _key(finding: Finding, score: float, gain: float | None) -> tuple[int, int, float]:
     if score >= CRITICAL:
-        return (0, _urgency(finding), -(gain or 1.0))
+        return (0, _urgency(finding), -_ranked_gain(gain))
     return (1, 2, -score)
 
 
@@ -88,11 +101,18 @@ def within_noise(a: Finding, b: Finding, order_of: OrderOf) -> bool:
 
 def rank(findings: list[Finding], order_of: OrderOf) -> tuple[Finding, ...]:
     """`order_of(finding) -> int`: its place in the causal order. Co-primary findings (rule 4)
-    come first in the causal order, whichever scored higher on this attach."""
+    come first in the causal order, whichever scored higher on this attach, a well-measured one
+    before a low-confidence one (rule 6)."""
     ranked = sorted(findings, key=lambda f: rank_key(f, order_of(f)))
     if len(ranked) >= 2 and co_primary(ranked[0], ranked[1], order_of):
-        ranked[:2] = sorted(ranked[:2], key=order_of)
+        ranked[:2] = in_pair_order(ranked[:2], order_of)
     return tuple(ranked)
+
+
+def in_pair_order(pair: list[Finding], order_of: OrderOf) -> list[Finding]:
+    """A co-primary pair as the verdict names it: the well-measured before the low-confidence
+    (rule 6), then the causal order (rule 4)."""
+    return sorted(pair, key=lambda f: (f.low_confidence, order_of(f)))
 
 
 def co_primary(first: Finding, second: Finding, order_of: OrderOf) -> bool:

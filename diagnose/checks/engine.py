@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from diagnose.checks import settings as check_settings
-from diagnose.checks.arbiter import co_primary, noise_reason, rank
+from diagnose.checks.arbiter import co_primary, in_pair_order, noise_reason, rank
 from diagnose.checks.base import Finding, NotApplicable
 from diagnose.checks.registry import CHECKS  # the causal order
 from diagnose.checks.spec import REQUIREMENTS, CheckSettings, CheckSpec, Input
@@ -126,7 +126,7 @@ def verdict_for(findings: tuple[Finding, ...], activity: str = "", hidden_waits:
     # already orders them so; a caller's own ranking may not).
     named = [top]
     if len(findings) > 1 and co_primary(findings[0], findings[1], order_of):
-        named = sorted(findings[:2], key=order_of)
+        named = in_pair_order(list(findings[:2]), order_of)
     top = named[0]
     # A few dozen samples can make any share look decisive: say so, and never call it critical.
     severity = max((_capped(f) for f in named), key=SEVERITIES.index)

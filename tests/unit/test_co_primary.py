@@ -187,3 +187,35 @@ def test_a_warning_level_finding_within_the_noise_of_the_lead_is_named_beside_it
                            "runnable threads queue for the cores", {"runnable_per_core": 2.6})
     verdict = verdict_for(rank([lead, counter], order_of))
     assert {verdict.primary, verdict.co_primary} == {"lock_contention", "scheduler_overhead"}
+
+
+def gil(share: float, samples: int, gain: float):
+    score_of = lambda s: ramp(s, 0.1, 0.5)  # noqa: E731
+    return make_finding("gil_contention", CheckSettings(title="GIL: x"), score_of(share),
+                        f"{share:.0%} of request time waits for the GIL", {"gil_wait_share": share},
+                        gain=(gain, "estimate"), samples=samples,
+                        basis=ScoreBasis("gil_wait_share", score_of, None))
+
+
+def test_gains_under_five_percent_are_no_gain_and_the_causal_order_settles_them():
+    """64 busy threads on 2 cores: fewer threads returns 1.01x, the GIL's Amdahl share capped by
+    the cores 1.02x. Both are no gain: the thread count (earlier in the causal order) leads on
+    every attach, whichever estimate came out a hundredth higher."""
+    threads = make_finding("scheduler_overhead", CheckSettings(title="Scheduler overhead: x"), 100,
+                           "runnable threads queue for the cores", {"runnable_per_core": 30.0},
+                           gain=(1.01, "estimate"))
+    ranked = rank([gil(0.6, SAMPLES, 1.02), threads], order_of)
+    assert [f.id for f in ranked][:2] == ["scheduler_overhead", "gil_contention"]
+    assert verdict_for(ranked).co_primary is None  # equal keys: no noise to hedge
+    # A gain that is one still ranks by its size.
+    assert rank([gil(0.6, SAMPLES, 1.3), threads], order_of)[0].id == "gil_contention"
+
+
+def test_a_low_confidence_finding_never_leads_a_noise_tie_over_a_well_measured_one():
+    """A GIL share calibrated from few native samples straddles the critical line beside a model
+    measured on thousands: the verdict names both, the well-measured one first."""
+    loose = gil(0.45, 40, 1.13)
+    assert loose.low_confidence and loose.score_interval[1] >= CRITICAL
+    model = compute(share=0.95)
+    verdict = verdict_for(rank([loose, model], order_of))
+    assert (verdict.primary, verdict.co_primary) == ("compute_bound", "gil_contention")
