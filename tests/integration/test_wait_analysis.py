@@ -78,6 +78,9 @@ def test_blas_mutex_is_fan_out_not_python_lock_contention(captures):
     assert fan["request_threads"] >= 4 and fan["intra_op_threads"] >= 1
 
 
+# It reads the cores' run queue, so it runs in the serial pass, where it also shares the 64-thread
+# capture of test_verdicts' scheduler test instead of attaching a second time beside a neighbour.
+@pytest.mark.serial
 def test_fan_out_numbers_threads_cores_and_run_queue_wait_are_reported(captures):
     report = diagnose_workload(captures, "scheduler_overhead")
     assert report["verdict"]["primary"] == "scheduler_overhead"
