@@ -5,7 +5,7 @@ the load it was under. `attach` knows all of it; a recorded file only its name a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from diagnose.collect.plan import ProcessPlan
 
@@ -105,4 +105,4 @@ class RunContext:
     load: LoadLevel | None = None
 
     def with_note(self, note: str) -> RunContext:
-        return RunContext(self.target, self.sampling, self.partial, (*self.notes, note), self.load)
+        return replace(self, notes=(*self.notes, note))

@@ -14,8 +14,8 @@ from diagnose.render.stack_rows import stack_rows
 from diagnose.model.service import Service
 from diagnose.model.waits import describe
 from diagnose.model.vocab import ProcessRole
-from diagnose.render.redact import redact_cmdline
 from diagnose.model.run_context import LiveSampling, RunContext, RunTarget
+from diagnose.render.redact import redact_cmdline
 from diagnose.report.model import (SCHEMA_VERSION, EventLoop, Finding, Load, NotApplicable,
                                    Process, ProcessTasks, Report, Sampling, Structure, Target,
                                    Thread, Verdict, WaitSite)

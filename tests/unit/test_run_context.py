@@ -18,7 +18,7 @@ from diagnose.model.run_context import (CaptureSampling, LiveSampling, LoadLevel
 from diagnose.model.service import build_service
 from diagnose.readers.loaders import load_profile
 from diagnose.report.json_report import build_report
-from diagnose.report.pipeline import _window_from_samples, from_file
+from diagnose.report.pipeline import from_file
 from tests.conftest import RECORDED
 
 OFFLINE_NOTE = ("offline analysis: thread state inferred from the frames alone; no OS counters "
@@ -63,15 +63,6 @@ def test_a_proc_record_gives_the_window_and_the_target_and_no_note(tmp_path):
 def analysed():
     service = build_service(load_profile(RECORDED / "lock_contention.speedscope.json"), Categorizer())
     return service, run_service_checks(service)[0]
-
-
-def test_the_window_read_off_the_samples_leaves_the_context_it_started_from_unchanged(analysed):
-    service, _ = analysed
-    recorded = RecordedSampling(mode="offline: x")
-    run = RunContext(sampling=recorded)
-    sampling, note = _window_from_samples(service.combined, recorded)
-    assert (sampling.mode, sampling.duration_s, sampling.rate_hz, note) == ("offline: x", 3.966, 29, None)
-    assert run.sampling == RecordedSampling(mode="offline: x")
 
 
 def test_the_report_states_the_context_it_is_handed_not_the_one_the_analysis_began_with(analysed):
