@@ -76,7 +76,7 @@ class RecordedSampling:
     mode: str = ""
     duration_s: float | None = None
     duration_at_least_s: float | None = None
-    rate_hz: int | None = None
+    rate_hz: float | None = None
 
     @property
     def samples(self) -> None:
