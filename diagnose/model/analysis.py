@@ -180,7 +180,7 @@ def analysis_of(profile: Profile, stacks: StackTable, proc: ProcRecord | None = 
     # The OS state has the last word where the frames could not tell a wait from work.
     samples = settle_with_os_state(samples, os_summary)
     threads = summarize_threads(profile, samples)
-    return Analysis(profile, stacks, samples, threads, os_summary, run or RunContext(),
+    return Analysis(profile, stacks, samples, threads, os_summary, run if run is not None else RunContext(),
                     native=native if native is not None else (profile if profile.native else None))
 
 
