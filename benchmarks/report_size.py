@@ -41,6 +41,9 @@ from diagnose.checks.engine import run_checks  # noqa: E402
 from diagnose.classify.categories import Categorizer  # noqa: E402
 from diagnose.model.analysis import analyze_profile  # noqa: E402
 from diagnose.model.profile import Frame, Profile, ThreadTrack  # noqa: E402
+from diagnose.model.run_context import RecordedSampling, RunContext, RunTarget  # noqa: E402
+from diagnose.model.service import ProcessView, Service  # noqa: E402
+from diagnose.model.vocab import ProcessRole  # noqa: E402
 from diagnose.render.html import render_html  # noqa: E402
 from diagnose.render.html_data import page_data  # noqa: E402
 from diagnose.report.json_report import build_report  # noqa: E402
@@ -271,7 +274,7 @@ def synthetic_profile(threads: int, seconds: float, rate: float, n_stacks: int,
 
 # ---------------------------------------------------------------------------------- pipeline
 
-def run_pipeline(profile: Profile, meta: dict) -> tuple[str, dict, dict]:
+def run_pipeline(profile: Profile, run: RunContext) -> tuple[str, dict, dict]:
     """The real pipeline, step by step; timings are (wall s, CPU s) per step."""
     timings = {}
     categorizer = Categorizer()
@@ -282,9 +285,11 @@ def run_pipeline(profile: Profile, meta: dict) -> tuple[str, dict, dict]:
         timings[name] = (time.perf_counter() - wall, time.process_time() - cpu)
         return out
 
-    analysis = step("analyze_profile", analyze_profile, profile, categorizer, None, meta)
+    analysis = step("analyze_profile", analyze_profile, profile, categorizer, None, run)
     results = step("run_checks", run_checks, analysis)
-    report = step("build_report", build_report, analysis, results)
+    service = Service(analysis, [ProcessView(run.target.pid, None, ProcessRole.SINGLE,
+                                             list(run.target.cmdline), analysis)])
+    report = step("build_report", build_report, service, results)
     data = step("page_data", page_data, report, analysis, categorizer, "2026-01-01T00:00:00Z")
     html = step("render_html", render_html, data, report)
     return html, data, timings
@@ -369,16 +374,15 @@ def main(argv=None) -> int:
     t = time.perf_counter()
     profile = synthetic_profile(args.threads, args.seconds, args.rate, args.stacks)
     build_s = time.perf_counter() - t
-    meta = {"target": {"pid": 4242, "python": "3.11.7", "threads": args.threads, "cores": 8,
-                       "cmdline": ["python", "-m", "app.serve", "--workers", str(args.threads)]},
-            "sampling": {"duration_s": args.seconds, "rate_hz": args.rate, "samples": None,
-                         "errors": 0, "mode": "synthetic benchmark"},
-            "partial": False, "notes": []}
+    run = RunContext(
+        RunTarget(pid=4242, python="3.11.7", threads=args.threads, cores=8,
+                  cmdline=("python", "-m", "app.serve", "--workers", str(args.threads))),
+        RecordedSampling(mode="synthetic benchmark", duration_s=args.seconds, rate_hz=args.rate))
 
     profiler = cProfile.Profile() if args.profile else None
     if profiler:
         profiler.enable()
-    html, data, timings = run_pipeline(profile, meta)
+    html, data, timings = run_pipeline(profile, run)
     if profiler:
         profiler.disable()
 

@@ -84,7 +84,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     # Busy request threads per usable core, from the samples: a thread busy in 99% of its
     # samples keeps a core busy. OS CPU time is reported too but not scored, because py-spy's
     # pauses (blocking mode) take CPU time away from the target while it is observed.
-    cores = analysis.os.usable_cores if analysis.os is not None else analysis.meta.get("target", {}).get("cores")
+    cores = analysis.os.usable_cores if analysis.os is not None else analysis.run.target.cores
     busy_threads = total_busy / (total / n_threads)
     utilization = min(1.0, busy_threads / cores) if cores else total_busy / total
     os_utilization = analysis.os.cpu_utilization if analysis.os is not None else None

@@ -12,7 +12,7 @@ import tempfile
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any, Callable
@@ -25,6 +25,7 @@ from diagnose.collect.plan import TreePlan, plan_tree
 from diagnose.collect.procfs import ProcRecord, TreeRecord, TreeSampler
 from diagnose.errors import Interrupted, NoSamples, NoSuchProcess, NotPython, ProfilerFailed
 from diagnose.model.async_tasks import TaskRecording
+from diagnose.model.run_context import CaptureSampling, RunTarget
 
 ATTACH_RETRY_S = 3.0  # a launcher or a just-started interpreter gets this long to become readable
 RECORD_GRACE_S = 20.0  # py-spy's time to finish writing after the window
@@ -41,39 +42,11 @@ class AttachOptions:
     async_tasks: bool = True  # read each process's asyncio tasks (--no-async-tasks: off)
 
 
-@dataclass(frozen=True)
-class CaptureSampling:
-    """How the window was sampled, as the report's `sampling` section starts from (the report
-    adds what the analysis measured: instants, achieved rate, state sources, observer cost)."""
-
-    duration_s: float  # the window as sampled (shorter when cut short)
-    requested_duration_s: float
-    rate_hz: int
-    plan: str  # the sampling plan's reason, in words
-    proc_interval_s: float
-    samples: int | None  # py-spy's own counts, when its summary said them
-    samples_taken: int | None
-    errors: int | None
-    native: bool
-    native_rate_hz: int | None
-    native_samples: int | None
-    native_errors: int | None
-    mode: str
-    processes_planned: tuple[dict[str, object], ...]
-    processes_sampled: int
-    pyspy_version: str
-    pyspy_cpu_s: float
-    pyspy_cpu_share_of_cores: float
-
-    def to_dict(self) -> dict[str, object]:
-        return dict(asdict(self), processes_planned=list(self.processes_planned))
-
-
 @dataclass
 class Capture:
     profile_path: Path
     proc: ProcRecord
-    target: dict
+    target: RunTarget
     sampling: CaptureSampling
     started_at: float
     partial: bool = False
@@ -567,9 +540,9 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
             notes.append("the native recorder wrote nothing: thread states are estimated from "
                          "Python frames and OS counters")
     record = tree_record.root_record
-    target = {"pid": root, "pids": pids, "python": probe.python_version, "cmdline": cmdline,
-              "threads": threads, "cores": record.cores, "cpu_quota_cores": record.cpu_quota_cores,
-              "children": options.children}
+    target = RunTarget(pid=root, pids=tuple(pids), python=probe.python_version,
+                       cmdline=tuple(cmdline), threads=threads, cores=record.cores,
+                       cpu_quota_cores=record.cpu_quota_cores, children=options.children)
     mode = ("nonblocking" if plan.nonblocking else "blocking") + (
         "+native" if native and not plan.nonblocking else "")
     if native_paths:
@@ -585,7 +558,7 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
         native_rate_hz=plan.native_rate_hz or None,
         native_samples=native_samples, native_errors=native_errors,
         mode=mode,
-        processes_planned=tuple(asdict(p) for p in tree_plan.processes),
+        processes_planned=tuple(tree_plan.processes),
         processes_sampled=len(tree_record.records),
         pyspy_version=pyspy.pyspy_version(),
         pyspy_cpu_s=round(pyspy_cpu_s, 3),

@@ -210,6 +210,7 @@ def diagnose_under_load(url: str, pids: list[int], level: float, seconds: float,
     from diagnose.report import pipeline
     from diagnose.collect.attach import AttachOptions, SignalAbort, StopSignals, capture
     from diagnose.errors import DiagnoseError
+    from diagnose.model.run_context import LoadLevel
 
     what = (f"concurrency {int(level)}" if generator.model == "closed" else f"{level:g} req/s")
     log(f"  diagnosing pid {', '.join(map(str, pids))} for {seconds:g} s at {what} ...")
@@ -229,9 +230,8 @@ def diagnose_under_load(url: str, pids: list[int], level: float, seconds: float,
                 raise Stopped(stop.signum)
             load = None
             if throughput_rps is not None:
-                load = {"throughput_rps": round(throughput_rps, 2),
-                        ("concurrency" if generator.model == "closed" else "rate"):
-                            int(level) if generator.model == "closed" else level}
+                load = (LoadLevel(round(throughput_rps, 2), concurrency=int(level)) if closed
+                        else LoadLevel(round(throughput_rps, 2), rate=level))
             outputs = pipeline.from_capture(cap, out_dir, user_rules, False, load=load)
     except SignalAbort as exc:
         raise Stopped(exc.error.exit_code - 128) from None

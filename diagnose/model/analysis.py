@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -17,6 +17,7 @@ from diagnose.model.async_tasks import TaskRecording
 from diagnose.model.library_threads import LIBRARY_THREAD_SHARE, library_stacks
 from diagnose.model.os_summary import ProcessOS, summarize
 from diagnose.model.profile import Frame, Profile
+from diagnose.model.run_context import RunContext
 from diagnose.model.table import StackTable, build_sample_table, classify_stacks
 from diagnose.model.vocab import ACTIVE, PARKING_KINDS, RUNNING, STATES, ProcessRole, ThreadRole, ThreadState
 
@@ -43,7 +44,7 @@ class Analysis:
     samples: pd.DataFrame
     threads: pd.DataFrame  # index: thread index; tid, name, role, samples, one column per state
     os: ProcessOS | None
-    meta: dict[str, Any] = field(default_factory=dict)  # target and sampling facts
+    run: RunContext = field(default_factory=RunContext)  # the target and how it was sampled
     process_role: ProcessRole = ProcessRole.SINGLE  # set by the service model
     native: Profile | None = None  # native-frame samples of the same window (the profile itself
     # at full fidelity, else the sparse calibration samples), for what runs inside C libraries
@@ -169,7 +170,7 @@ def classify_profile(profile: Profile, categorizer: Categorizer,
 
 
 def analysis_of(profile: Profile, stacks: StackTable, proc: ProcRecord | None = None,
-                meta: dict[str, Any] | None = None, os_summary: ProcessOS | None = None,
+                run: RunContext | None = None, os_summary: ProcessOS | None = None,
                 native: Profile | None = None) -> Analysis:
     """The analysis of a profile whose stacks are classified (`stacks` may cover a larger
     profile sharing the same stack list, e.g. the whole process tree)."""
@@ -179,12 +180,12 @@ def analysis_of(profile: Profile, stacks: StackTable, proc: ProcRecord | None = 
     # The OS state has the last word where the frames could not tell a wait from work.
     samples = settle_with_os_state(samples, os_summary)
     threads = summarize_threads(profile, samples)
-    return Analysis(profile, stacks, samples, threads, os_summary, meta or {},
+    return Analysis(profile, stacks, samples, threads, os_summary, run if run is not None else RunContext(),
                     native=native if native is not None else (profile if profile.native else None))
 
 
 def analyze_profile(profile: Profile, categorizer: Categorizer, proc: ProcRecord | None = None,
-                    meta: dict[str, Any] | None = None, native_profile: Profile | None = None) -> Analysis:
+                    run: RunContext | None = None, native_profile: Profile | None = None) -> Analysis:
     """One process (or a profile with no process tags): classify, then analyse."""
-    return analysis_of(profile, classify_profile(profile, categorizer, native_profile), proc, meta,
+    return analysis_of(profile, classify_profile(profile, categorizer, native_profile), proc, run,
                        native=native_profile)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -39,6 +38,7 @@ from diagnose.model.analysis import Analysis, analysis_of, classify_profile
 from diagnose.model.counters import running_agreement
 from diagnose.model.os_summary import combine
 from diagnose.model.profile import Profile
+from diagnose.model.run_context import RunContext, RunTarget
 from diagnose.model.vocab import BUSY, CONTENDED, IN_PROCESS_KINDS, SERVING_ROLES, ProcessRole
 
 MASTER_MAX_BUSY_SHARE = 0.15  # without /proc: a process busier than this does work itself
@@ -111,7 +111,7 @@ class Service:
 
 
 def build_service(profile: Profile, categorizer: Categorizer, tree: TreeRecord | None = None,
-                  meta: dict[str, Any] | None = None,
+                  run: RunContext | None = None,
                   native_profile: Profile | None = None,
                   task_recordings: Mapping[int, TaskRecording] | None = None) -> Service:
     """`tree`: the /proc TreeRecord of the window (None offline). `task_recordings`: each
@@ -125,38 +125,38 @@ def build_service(profile: Profile, categorizer: Categorizer, tree: TreeRecord |
         record = records.get(pid) if pid is not None else None
         if record is None and tree is not None and len(records) == 1:
             record = next(iter(records.values()))
-        analysis = analysis_of(profile, stacks, record, meta, native=native_profile)
+        analysis = analysis_of(profile, stacks, record, run, native=native_profile)
         analysis.tasks = recordings.get(pid) if pid is not None else None
         if analysis.tasks is None and pid is None and len(recordings) == 1:
             analysis.tasks = next(iter(recordings.values()))
         view = ProcessView(pid, tree.parents.get(pid) if tree is not None and pid is not None else None,
                            ProcessRole.SINGLE,
-                           _cmdline(tree, pid, meta), analysis)
+                           _cmdline(tree, pid, run), analysis)
         _lifetime(view, tree)
         return Service(analysis, [view])
     views = []
     for pid in pids:
         record = records.get(pid)
         native = native_profile.of_process(pid) if native_profile is not None else None
-        analysis = analysis_of(profile.of_process(pid), stacks, record, meta, native=native)
+        analysis = analysis_of(profile.of_process(pid), stacks, record, run, native=native)
         analysis.tasks = recordings.get(pid)
         view = ProcessView(pid, tree.parents.get(pid) if tree is not None else None, ProcessRole.WORKER,
-                           _cmdline(tree, pid, meta), analysis)
+                           _cmdline(tree, pid, run), analysis)
         _lifetime(view, tree)
         views.append(view)
     assign_roles(views)
     for view in views:
         view.analysis.process_role = view.role
     summaries = [v.analysis.os for v in views if v.analysis.os is not None]
-    combined = analysis_of(profile, stacks, None, meta, combine(summaries) if summaries else None)
+    combined = analysis_of(profile, stacks, None, run, combine(summaries) if summaries else None)
     return Service(combined, views)
 
 
-def _cmdline(tree: TreeRecord | None, pid: int | None, meta: dict[str, Any] | None) -> list[str]:
+def _cmdline(tree: TreeRecord | None, pid: int | None, run: RunContext | None) -> list[str]:
     if tree is not None and pid in tree.cmdlines and tree.cmdlines[pid]:
         return list(tree.cmdlines[pid])
-    target = (meta or {}).get("target", {})
-    return list(target.get("cmdline") or []) if target.get("pid") == pid else []
+    target = run.target if run is not None else RunTarget()
+    return list(target.cmdline) if target.pid == pid else []
 
 
 def _lifetime(view: ProcessView, tree: TreeRecord | None) -> None:

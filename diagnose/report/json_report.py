@@ -3,6 +3,7 @@ reads; its JSON (`Report.to_json()`) is the contract other tools read."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -13,10 +14,12 @@ from diagnose.render.stack_rows import stack_rows
 from diagnose.model.service import Service
 from diagnose.model.waits import describe
 from diagnose.model.vocab import ProcessRole
+from diagnose.model.run_context import LiveSampling, RunContext, RunTarget
 from diagnose.render.redact import redact_cmdline
 from diagnose.report.model import (SCHEMA_VERSION, EventLoop, Finding, Load, NotApplicable,
                                    Process, ProcessTasks, Report, Sampling, Structure, Target,
                                    Thread, Verdict, WaitSite)
+from diagnose.report.model.run import Observer, PlannedProcess, StateSources
 from diagnose.report.model.codec import decode
 
 
@@ -112,14 +115,13 @@ ERROR_WARNING_SHARE = 0.05
 RATE_SHORTFALL_WARNING = 0.5
 
 
-def observer_cost(sampling: dict) -> dict:
+def observer_cost(sampling: Sampling) -> Observer:
     """What observing cost the target, and whether it is large enough to distort the verdict."""
-    paused = sampling.get("paused_share")
-    cpu_share = sampling.get("pyspy_cpu_share_of_cores")
-    requested, achieved = sampling.get("rate_hz"), sampling.get("achieved_rate_hz")
-    samples, errors = sampling.get("samples") or 0, sampling.get("errors") or 0
+    paused = sampling.paused_share
+    cpu_share = sampling.pyspy_cpu_share_of_cores
+    requested, achieved = sampling.rate_hz, sampling.achieved_rate_hz
+    samples, errors = sampling.samples or 0, sampling.errors or 0
     error_rate = errors / (samples + errors) if (samples + errors) else None
-    mode = sampling.get("mode") or ""
     warnings = []
     if paused is not None and paused > PAUSE_WARNING_SHARE:
         warnings.append(f"py-spy kept the target's threads stopped {100 * paused:.0f}% of the time")
@@ -129,18 +131,18 @@ def observer_cost(sampling: dict) -> dict:
         warnings.append(f"{100 * error_rate:.0f}% of samples failed")
     if requested and achieved is not None and achieved < RATE_SHORTFALL_WARNING * requested:
         warnings.append(f"sampling achieved {achieved:g} Hz of the {requested} Hz asked for")
-    return {
-        "paused_share": paused,
-        "pyspy_cpu_s": sampling.get("pyspy_cpu_s"),
-        "pyspy_cpu_share_of_cores": cpu_share,
-        "requested_rate_hz": requested,
-        "achieved_rate_hz": achieved,
-        "errors": errors,
-        "error_rate": round(error_rate, 4) if error_rate is not None else None,
-        "torn_stacks_possible": "nonblocking" in mode,
-        "plan": sampling.get("plan"),
-        "warning": ("; ".join(warnings) + ": the verdict may be distorted") if warnings else None,
-    }
+    return Observer(
+        paused_share=paused,
+        pyspy_cpu_s=sampling.pyspy_cpu_s,
+        pyspy_cpu_share_of_cores=cpu_share,
+        requested_rate_hz=requested,
+        achieved_rate_hz=achieved,
+        errors=errors,
+        error_rate=round(error_rate, 4) if error_rate is not None else None,
+        torn_stacks_possible="nonblocking" in sampling.mode,
+        plan=sampling.plan,
+        warning=("; ".join(warnings) + ": the verdict may be distorted") if warnings else None,
+    )
 
 
 def process_rows(service: Service, per_process: dict) -> list[dict]:
@@ -182,52 +184,22 @@ def task_rows(service: Service) -> list[dict]:
     return rows
 
 
-def build_report(service: Service, results: CheckResults, per_process: dict | None = None
-                 ) -> Report:
+def build_report(service: Service, results: CheckResults, per_process: dict | None = None,
+                 run: RunContext | None = None) -> Report:
+    """`run`: the run as the report states it, finished; by default the one the analysis was
+    made with (`service.combined.run`)."""
     analysis = service.combined
     per_process = per_process or {}
-    meta = analysis.meta
-    target = dict(meta.get("target", {}))
-    cmdline = target.get("cmdline") or []
-    target["cmdline"] = redact_cmdline(cmdline) if isinstance(cmdline, list) else redact_cmdline([str(cmdline)])
-    sampling = dict(meta.get("sampling", {}))
-    ticks = int(analysis.threads["samples"].max()) if len(analysis.threads) else 0
-    sampling.setdefault("samples", int(analysis.samples["count"].sum()))
-    if sampling.get("samples") is None:
-        sampling["samples"] = int(analysis.samples["count"].sum())
-    sampling["thread_samples"] = int(analysis.samples["count"].sum())
-    # "measured": sample instants from the recording's timestamps; "reconstructed": each
-    # thread's samples laid end to end from the window's start (no timestamps in the input);
-    # "none": no sample order at all (collapsed stacks).
-    sampling["instants"] = analysis.profile.instants
-    duration = sampling.get("duration_s")
-    sampling["achieved_rate_hz"] = round(ticks / duration, 2) if duration else None
-    interval = analysis.profile.interval_s
-    if analysis.profile.instants == "measured" and meta.get("sampling", {}).get("samples"):
-        # The samples are read off the recorded stack changes on a grid at the asked rate, so
-        # the grid's count says nothing of the rate py-spy kept up: its own sample count over
-        # the thread-seconds it watched does.
-        watched = sampling["thread_samples"] * interval
-        sampling["achieved_rate_hz"] = round(sampling["samples"] / watched, 2) if watched else None
-    sampling["native"] = bool(sampling.get("native", analysis.profile.native))
-    sampling["states_calibrated"] = analysis.profile.calibrated
-    sampling["state_estimated"] = bool(analysis.samples["estimated"].any())
-    sampling["state_sources"] = state_sources(analysis.samples)
-    if analysis.os is not None:
-        # Share of /proc observations that found a thread stopped by py-spy: the observer's pause.
-        sampling["paused_share"] = round(analysis.os.observer_stop_share, 4)
-    sampling["observer"] = observer_cost(sampling)
-    sampling["partial"] = bool(meta.get("partial", False))
-    sampling["notes"] = list(meta.get("notes", []))
+    run = run if run is not None else analysis.run
     stacks, folding = stack_rows(analysis)
+    sampling = run_sampling(analysis, run)
     if folding is not None:
-        sampling["notes"].append(folding.note())  # the page shows the notes
-    load = meta.get("load")
+        sampling = replace(sampling, notes=(*sampling.notes, folding.note()))  # the page shows the notes
     pids = [view.pid for view in service.processes]
     return Report(
         schema_version=SCHEMA_VERSION,
-        target=decode(Target, target, "target"),
-        sampling=decode(Sampling, sampling, "sampling"),
+        target=run_target(run.target),
+        sampling=sampling,
         verdict=decode(Verdict, results.verdict.to_dict(), "verdict"),
         findings=tuple(decode(Finding, f.to_dict(), "findings") for f in results.findings),
         waits=tuple(decode(WaitSite, dict(w.to_dict(), summary=describe(w), pid=view.pid), "waits")
@@ -245,5 +217,66 @@ def build_report(service: Service, results: CheckResults, per_process: dict | No
         not_applicable=tuple(NotApplicable(n.id, n.reason) for n in results.not_applicable),
         threads=tuple(decode(Thread, row, "threads") for row in thread_rows(analysis)),
         stacks=stacks,
-        load=decode(Load, load, "load") if load else None,
+        load=None if run.load is None else Load(run.load.throughput_rps, run.load.concurrency,
+                                                 run.load.rate),
     )
+
+
+def run_target(target: RunTarget) -> Target:
+    """The report's target: the run's, its command line redacted."""
+    return Target(pid=target.pid, python=target.python, cmdline=redact_cmdline(list(target.cmdline)),
+                  threads=target.threads, cores=target.cores, pids=target.pids,
+                  cpu_quota_cores=target.cpu_quota_cores, children=target.children)
+
+
+def run_sampling(analysis: Analysis, run: RunContext) -> Sampling:
+    """The report's sampling: what the run knew of its window, and what the analysis measured
+    (instants, achieved rate, state sources, the observer's cost)."""
+    thread_samples = int(analysis.samples["count"].sum())
+    ticks = int(analysis.threads["samples"].max()) if len(analysis.threads) else 0
+    recorded = run.sampling
+    if isinstance(recorded, LiveSampling):
+        capture = recorded.capture
+        sampling = Sampling(
+            duration_s=capture.duration_s, rate_hz=capture.rate_hz, samples=capture.samples,
+            errors=capture.errors, mode=capture.mode, native=capture.native,
+            requested_duration_s=capture.requested_duration_s, plan=capture.plan,
+            proc_interval_s=capture.proc_interval_s, samples_taken=capture.samples_taken,
+            native_rate_hz=capture.native_rate_hz, native_samples=capture.native_samples,
+            native_errors=capture.native_errors,
+            processes_planned=tuple(PlannedProcess(p.pid, p.rate_hz, p.native_rate_hz, p.busy)
+                                    for p in capture.processes_planned),
+            processes_sampled=capture.processes_sampled, pyspy_version=capture.pyspy_version,
+            pyspy_cpu_s=capture.pyspy_cpu_s,
+            pyspy_cpu_share_of_cores=capture.pyspy_cpu_share_of_cores,
+            started_at=recorded.started_at)
+    else:
+        sampling = Sampling(duration_s=recorded.duration_s, rate_hz=recorded.rate_hz,
+                            mode=recorded.mode, duration_at_least_s=recorded.duration_at_least_s,
+                            native=analysis.profile.native)
+    duration = sampling.duration_s
+    achieved = round(ticks / duration, 2) if duration else None
+    counted = recorded.samples  # py-spy's own count of the samples it took, when it said
+    if analysis.profile.instants == "measured" and counted:
+        # The samples are read off the recorded stack changes on a grid at the asked rate, so
+        # the grid's count says nothing of the rate py-spy kept up: its own sample count over
+        # the thread-seconds it watched does.
+        watched = thread_samples * analysis.profile.interval_s
+        achieved = round(counted / watched, 2) if watched else None
+    sampling = replace(
+        sampling,
+        samples=counted if counted is not None else thread_samples,
+        thread_samples=thread_samples,
+        # "measured": sample instants from the recording's timestamps; "reconstructed": each
+        # thread's samples laid end to end from the window's start (no timestamps in the
+        # input); "none": no sample order at all (collapsed stacks).
+        instants=analysis.profile.instants,
+        achieved_rate_hz=achieved,
+        states_calibrated=analysis.profile.calibrated,
+        state_estimated=bool(analysis.samples["estimated"].any()),
+        state_sources=decode(StateSources, state_sources(analysis.samples), "sampling.state_sources"),
+        # Share of /proc observations that found a thread stopped by py-spy: the observer's pause.
+        paused_share=round(analysis.os.observer_stop_share, 4) if analysis.os is not None else None,
+        partial=run.partial,
+        notes=run.notes)
+    return replace(sampling, observer=observer_cost(sampling))

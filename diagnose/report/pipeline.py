@@ -8,7 +8,7 @@ import os
 import shutil
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -25,7 +25,9 @@ from diagnose.model import source
 from diagnose.model.async_tasks import TaskRecording
 from diagnose.readers.chrometrace import close_exited_threads, regrid, settle_rate
 from diagnose.readers.loaders import decode_input, load_profile, read_input
+from diagnose.model.analysis import Analysis
 from diagnose.model.profile import Profile
+from diagnose.model.run_context import LiveSampling, LoadLevel, RecordedSampling, RunContext, RunTarget
 from diagnose.model.service import Service, build_service
 from diagnose.outputs.files import (WriteFailed, claim_name, move_file, prepare_output_dir,
                                     remove_quietly, write_atomically, write_text)
@@ -97,40 +99,43 @@ def _load_all(paths: list[Path], rate_hz: float | None = None) -> Profile:
     return profile
 
 
-def _settle_instants(profile: Profile, tree: TreeRecord | None, meta: dict) -> None:
+def _settle_instants(profile: Profile, tree: TreeRecord | None, run: RunContext) -> RunContext:
     """A timestamped recording (readers/chrometrace.py) does not mark a thread's exit: the /proc
-    record of the same window does; without it, say so. Then, with py-spy's count of the
-    samples it took, read the recording at the rate py-spy achieved."""
+    record of the same window does; without it, say so (the context returned has the note).
+    Then, with py-spy's count of the samples it took, read the recording at the rate py-spy
+    achieved."""
     if profile.instants != "measured":
-        return
+        return run
     if tree is not None:
         close_exited_threads(profile, tree)
     else:
-        meta.setdefault("notes", []).append(
+        run = run.with_note(
             "the recording does not mark when a thread exits, and there is no /proc record of "
             "the window: a thread that exited mid-window is shown until the window's end (or "
             "until a new thread took over its id)")
-    settle_rate(profile, (meta.get("sampling") or {}).get("samples"))
+    settle_rate(profile, run.sampling.samples)
+    return run
 
 
-def analyze(profile_paths: list[Path], tree: TreeRecord | None, meta: dict,
+def analyze(profile_paths: list[Path], tree: TreeRecord | None, run: RunContext,
             user_rules: dict | None, native_paths: Sequence[Path] = (), live: bool = True,
             task_recordings: Mapping[int, TaskRecording] | None = None,
             ) -> tuple[Service, CheckResults, dict, Categorizer]:
-    """`live`: the pids in `meta` and the profile are running processes (attach), whose source
+    """`live`: the pids in `run` and the profile are running processes (attach), whose source
     files are read as they see them (through /proc/<pid>/root: a container's own files).
-    `task_recordings`: each process's asyncio tasks read during the window (attach only)."""
+    `task_recordings`: each process's asyncio tasks read during the window (attach only).
+    The analyses carry `run` with the notes the reading added (`service.combined.run`)."""
     with collector_paused():
         categorizer = Categorizer(user_rules)
-        profile = _load_all(profile_paths, (meta.get("sampling") or {}).get("rate_hz"))
-        _settle_instants(profile, tree, meta)
+        profile = _load_all(profile_paths, run.sampling.rate_hz)
+        run = _settle_instants(profile, tree, run)
         if profile.total_samples == 0:
             raise NoSamples(f"{profile_paths[0]}: the profile holds no samples")
         native = _load_all(list(native_paths)) if native_paths else None
-        target = meta.get("target") or {}
-        pids = [*(target.get("pids") or [target.get("pid")]), *profile.pids] if live else []
+        target = run.target
+        pids = [*(target.pids or [target.pid]), *profile.pids] if live else []
         with source.reading_from(pids):
-            service = build_service(profile, categorizer, tree, meta, native, task_recordings)
+            service = build_service(profile, categorizer, tree, run, native, task_recordings)
             results, per_process = run_service_checks(service, user_rules)
     return service, results, per_process, categorizer
 
@@ -138,27 +143,30 @@ def analyze(profile_paths: list[Path], tree: TreeRecord | None, meta: dict,
 def write_outputs(service: Service, results: CheckResults, per_process: dict,
                   categorizer: Categorizer, source_profiles: list[Path], out_dir: Path, base: str,
                   tree: TreeRecord | None, keep_raw: bool, move_profile: bool,
-                  native_paths: Sequence[Path] = ()) -> Outputs:
+                  native_paths: Sequence[Path] = (), run: RunContext | None = None) -> Outputs:
     """Writes the speedscope profile (the samples, first), the JSON report, the Markdown ticket
     summary, the HTML report and, with `keep_raw`, the /proc record and native samples. Each
     file is written whole or not at all (a temporary file renamed into place); a name already
     taken gets a suffix. A file that cannot be written is OutputFailed (exit 11) naming it; the
-    ones written before it are kept, and so are the recordings it came from."""
+    ones written before it are kept, and so are the recordings it came from.
+    `run`: the run as the report states it, finished (an offline window's length, the notes
+    learnt after the analysis); by default the one the analysis was made with."""
     with collector_paused():
         return _write_outputs(service, results, per_process, categorizer, source_profiles,
-                              out_dir, base, tree, keep_raw, move_profile, native_paths)
+                              out_dir, base, tree, keep_raw, move_profile, native_paths,
+                              run if run is not None else service.combined.run)
 
 
 def _write_outputs(service: Service, results: CheckResults, per_process: dict,
                    categorizer: Categorizer, source_profiles: list[Path], out_dir: Path, base: str,
                    tree: TreeRecord | None, keep_raw: bool, move_profile: bool,
-                   native_paths: Sequence[Path]) -> Outputs:
+                   native_paths: Sequence[Path], run: RunContext) -> Outputs:
     def recordings_kept() -> str:
         kept = [str(p) for p in source_profiles if move_profile and p.exists()]
         return f"; the py-spy recording is kept as {', '.join(kept)}" if kept else ""
 
     analysis = service.combined
-    report = build_report(service, results, per_process)
+    report = build_report(service, results, per_process, run)
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     try:
         prepare_output_dir(out_dir)
@@ -242,20 +250,16 @@ def _write_outputs(service: Service, results: CheckResults, per_process: dict,
             + (f"; kept {', '.join(kept)}" if kept else "; no report file was written")
             + recordings_kept()) from None
     return Outputs(paths[".html"], paths[".json"], speedscope, procfs_path, report,
-                   bool(analysis.meta.get("partial")), markdown=paths[".md"])
+                   run.partial, markdown=paths[".md"])
 
 
 def from_capture(capture: Capture, out_dir: Path, user_rules: dict | None,
-                 keep_raw: bool, load: dict | None = None) -> Outputs:
+                 keep_raw: bool, load: LoadLevel | None = None) -> Outputs:
     """`load`: the load the service was under while sampled, when a sweep or an experiment
-    generated it ({"throughput_rps", "concurrency" | "rate"}): `diagnose diff` then compares
-    per request."""
-    # The window's wall-clock start: pprof's time_nanos, and the span a push files it under.
-    sampling = dict(capture.sampling.to_dict(), started_at=round(capture.started_at, 3))
-    meta = {"target": capture.target, "sampling": sampling, "partial": capture.partial,
-            "notes": capture.notes}
-    if load is not None:
-        meta["load"] = load
+    generated it: `diagnose diff` then compares per request."""
+    run = RunContext(target=capture.target,
+                     sampling=LiveSampling(capture.sampling, round(capture.started_at, 3)),
+                     partial=capture.partial, notes=tuple(capture.notes), load=load)
     profiles = [capture.profile_path, *capture.extra_profile_paths]
     natives = ([capture.native_profile_path, *capture.extra_native_paths]
                if capture.native_profile_path is not None else [])
@@ -263,13 +267,13 @@ def from_capture(capture: Capture, out_dir: Path, user_rules: dict | None,
     try:
         try:
             service, results, per_process, categorizer = analyze(
-                profiles, capture.tree, meta, user_rules, natives,
+                profiles, capture.tree, run, user_rules, natives,
                 task_recordings=capture.task_recordings)
         except BadProfile:
             if capture.partial:
                 raise NoSamples("the target exited before py-spy wrote a usable profile")
             raise
-        base = report_basename(capture.target["pid"], capture.started_at)
+        base = report_basename(capture.proc.pid, capture.started_at)
         return write_outputs(service, results, per_process, categorizer, profiles, out_dir, base,
                              capture.tree, keep_raw, move_profile=True, native_paths=natives)
     except OutputFailed:
@@ -310,39 +314,47 @@ def _from_file(paths: Path | list[Path], out_dir: Path, user_rules: dict | None,
     window = None
     if proc is not None and proc.ended_at:
         window = round(proc.ended_at - proc.started_at, 3)
-    meta = {"target": {"pid": proc.pid if proc else None, "python": None,
-                       "cmdline": tree.cmdlines.get(proc.pid, []) if proc and tree is not None else [],
-                       "threads": None, "cores": proc.cores if proc else None},
-            "sampling": {"duration_s": window, "rate_hz": None, "samples": None, "errors": None,
-                         "mode": "offline: " + ", ".join(p.name for p in paths)},
-            "partial": bool(proc and proc.target_exited), "notes": []}
+    recorded = RecordedSampling(mode="offline: " + ", ".join(p.name for p in paths),
+                                duration_s=window)
+    run = RunContext(
+        target=RunTarget(pid=proc.pid if proc else None,
+                         cmdline=tuple(tree.cmdlines.get(proc.pid, [])) if proc and tree is not None else (),
+                         cores=proc.cores if proc else None),
+        sampling=recorded, partial=bool(proc and proc.target_exited))
     # The pids of a recording are history (gone, or reused by another process): its source
     # files are read as named, never through /proc/<pid>/root.
     service, results, per_process, categorizer = analyze(
-        paths, tree, meta, user_rules, [native_path] if native_path is not None else [],
+        paths, tree, run, user_rules, [native_path] if native_path is not None else [],
         live=False)
-    analysis = service.combined
+    run = service.combined.run  # with the notes the reading added
     if window is None:
-        sampling = analysis.meta["sampling"]
-        ticks = int(analysis.threads["samples"].max()) if len(analysis.threads) else 0
-        laid_end_to_end = round(ticks * analysis.profile.interval_s, 3) or None
-        if analysis.profile.window_s is not None:
-            sampling["duration_s"] = round(analysis.profile.window_s, 3)  # the file's own time range
-        elif analysis.profile.waits_visible:
-            sampling["duration_s"] = laid_end_to_end  # every thread sampled at every tick
-        else:
-            # Without --idle a thread's samples cover only the time it ran: the window is unknown,
-            # at least the busiest thread's samples long.
-            sampling["duration_s"] = None
-            sampling["duration_at_least_s"] = laid_end_to_end
-            analysis.meta["notes"].append(f"the window's length is unknown: the file has no time "
-                                          f"stamps and drops waiting samples; at least "
-                                          f"{laid_end_to_end or 0:g} s")
-        sampling["rate_hz"] = round(1 / analysis.profile.interval_s) if analysis.profile.interval_s else None
+        sampling, note = _window_from_samples(service.combined, recorded)
+        run = replace(run, sampling=sampling)
+        if note is not None:
+            run = run.with_note(note)
     if proc is None:
-        analysis.meta["notes"].append("offline analysis: thread state inferred from the frames "
-                                      "alone; no OS counters (run-queue wait, CPU time)")
+        run = run.with_note("offline analysis: thread state inferred from the frames alone; no "
+                            "OS counters (run-queue wait, CPU time)")
     stem = path.name.split(".")[0].removeprefix("diagnose-")[:80] or "profile"
     base = f"diagnose-{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
     return write_outputs(service, results, per_process, categorizer, paths, out_dir, base, tree,
-                         keep_raw=False, move_profile=False)
+                         keep_raw=False, move_profile=False, run=run)
+
+
+def _window_from_samples(analysis: Analysis, recorded: RecordedSampling
+                         ) -> tuple[RecordedSampling, str | None]:
+    """The window's length and rate read off a recording whose /proc record does not say them
+    (or that has none), and the note to show when the length stays unknown."""
+    ticks = int(analysis.threads["samples"].max()) if len(analysis.threads) else 0
+    interval = analysis.profile.interval_s
+    laid_end_to_end = round(ticks * interval, 3) or None
+    recorded = replace(recorded, rate_hz=round(1 / interval) if interval else None)
+    if analysis.profile.window_s is not None:  # the file's own time range
+        return replace(recorded, duration_s=round(analysis.profile.window_s, 3)), None
+    if analysis.profile.waits_visible:  # every thread sampled at every tick
+        return replace(recorded, duration_s=laid_end_to_end), None
+    # Without --idle a thread's samples cover only the time it ran: the window is unknown, at
+    # least the busiest thread's samples long.
+    return (replace(recorded, duration_s=None, duration_at_least_s=laid_end_to_end),
+            f"the window's length is unknown: the file has no time stamps and drops waiting "
+            f"samples; at least {laid_end_to_end or 0:g} s")

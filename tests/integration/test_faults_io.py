@@ -262,11 +262,11 @@ def test_two_analyze_runs_at_once_keep_both_reports(out_dir):
 def test_a_taken_report_name_gets_a_suffix(out_dir):
     """Deterministic: the same base name three times gives base, base-2, base-3; nothing is
     overwritten."""
+    from diagnose.model.run_context import RunContext
     from diagnose.report import pipeline
 
-    meta = {"target": {"pid": None}, "sampling": {}, "partial": False, "notes": []}
-    service, results, per_process, categorizer = pipeline.analyze([PROFILE], None, meta, None,
-                                                                  live=False)
+    service, results, per_process, categorizer = pipeline.analyze([PROFILE], None, RunContext(),
+                                                                  None, live=False)
     written = [pipeline.write_outputs(service, results, per_process, categorizer, [PROFILE],
                                       out_dir, "diagnose-42-20260101-000000", None,
                                       keep_raw=False, move_profile=False) for _ in range(3)]

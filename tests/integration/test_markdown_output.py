@@ -9,6 +9,7 @@ import os
 import pytest
 from markdown_it import MarkdownIt
 
+from diagnose.model.run_context import RunContext
 from diagnose.report import pipeline
 from diagnose.errors import OutputFailed
 from diagnose.render.markdown import MAX_BYTES
@@ -32,8 +33,7 @@ def names(directory) -> list[str]:
 
 
 def analysed():
-    meta = {"target": {"pid": None}, "sampling": {}, "partial": False, "notes": []}
-    return pipeline.analyze([PROFILE], None, meta, None, live=False)
+    return pipeline.analyze([PROFILE], None, RunContext(), None, live=False)
 
 
 def write(out_dir):

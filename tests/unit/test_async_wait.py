@@ -16,6 +16,7 @@ from diagnose.model.async_tasks import (AwaitKind, AwaitTarget, CoroFrame, TaskR
                                         TaskSnapshot, TaskState)
 from diagnose.model.await_sites import primitive_name, summarize_tasks
 from diagnose.model.profile import Frame, Profile, ThreadTrack
+from diagnose.model.run_context import RunContext, RunTarget
 from diagnose.model.service import ProcessView, Service
 from diagnose.report.json_report import build_report
 
@@ -86,7 +87,7 @@ def loop_analysis(tasks: TaskRecording | None, idle=190, busy=10):
     profile.threads.append(ThreadTrack(4242, "MainThread", np.array(ids, dtype=np.int32),
                                        np.full(len(ids), 0.05), pid=4242))
     stacks = classify_profile(profile, Categorizer())
-    analysis = analysis_of(profile, stacks, None, {"target": {"pid": 4242}})
+    analysis = analysis_of(profile, stacks, None, RunContext(RunTarget(pid=4242)))
     analysis.tasks = tasks
     return analysis
 

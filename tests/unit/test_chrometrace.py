@@ -90,7 +90,7 @@ def test_a_thread_started_mid_window_is_placed_at_its_real_start(recording):
     for name in ("late-0", "late-1", "late-2"):
         start = since_start(profile, threads[name].started_s)
         assert LATE_START_S - 0.35 < start < LATE_START_S + 0.5, (name, start)
-    service = build_service(profile, Categorizer(), None, {})
+    service = build_service(profile, Categorizer(), None)
     analysis = service.combined
     first_t = analysis.samples.groupby("thread")["t"].min()
     index = {str(n): i for i, n in analysis.threads["name"].items()}
@@ -141,7 +141,7 @@ def test_holders_and_pool_size_are_read_at_real_instants(recording, tree):
     line = marker_line(WORKLOADS / "late_thread.py", "contended-acquire")
 
     def lock_site(profile):
-        analysis = build_service(profile, Categorizer(), tree, {}).combined
+        analysis = build_service(profile, Categorizer(), tree).combined
         return next(w for w in analysis.waits if w.kind == "lock" and w.line == line)
 
     measured = load_profile(recording, rate_hz=RATE)
@@ -158,11 +158,11 @@ def test_holders_and_pool_size_are_read_at_real_instants(recording, tree):
 
 
 def test_the_report_says_how_instants_are_known(recording):
-    measured = build_service(load_profile(recording, rate_hz=RATE), Categorizer(), None, {})
+    measured = build_service(load_profile(recording, rate_hz=RATE), Categorizer(), None)
     report = build_report(measured, run_service_checks(measured)[0]).to_json()
     assert report["sampling"]["instants"] == "measured"
     recorded = build_service(load_profile(RECORDED / "lock_contention.speedscope.json"),
-                             Categorizer(), None, {})
+                             Categorizer(), None)
     report = build_report(recorded, run_service_checks(recorded)[0]).to_json()
     assert report["sampling"]["instants"] == "reconstructed"
     assert all(row["first_s"] is None and row["last_s"] is None for row in report["threads"])

@@ -1,0 +1,108 @@
+"""What a run knows beside its samples: the profiled target, how its window was sampled, and
+the load it was under. `attach` knows all of it; a recorded file only its name and what its
+/proc record says. Frozen: a fact learnt later (an offline window's length) is a new context
+(`dataclasses.replace`), handed as a whole to the report builder."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from diagnose.collect.plan import ProcessPlan
+
+
+@dataclass(frozen=True)
+class RunTarget:
+    """The profiled process (the root of a tree). `cmdline` as read, not yet redacted."""
+
+    pid: int | None = None
+    python: str | None = None
+    cmdline: tuple[str, ...] = ()
+    threads: int | None = None
+    cores: float | None = None
+    # Only `attach` knows these (None offline: the report leaves them out).
+    pids: tuple[int, ...] | None = None
+    cpu_quota_cores: float | None = None
+    children: bool | None = None
+
+
+@dataclass(frozen=True)
+class CaptureSampling:
+    """How `attach` sampled the window, as the report's `sampling` section starts from (the
+    report adds what the analysis measured: instants, achieved rate, state sources, observer
+    cost)."""
+
+    duration_s: float  # the window as sampled (shorter when cut short)
+    requested_duration_s: float
+    rate_hz: int
+    plan: str  # the sampling plan's reason, in words
+    proc_interval_s: float
+    samples: int | None  # py-spy's own counts, when its summary said them
+    samples_taken: int | None
+    errors: int | None
+    native: bool
+    native_rate_hz: int | None
+    native_samples: int | None
+    native_errors: int | None
+    mode: str
+    processes_planned: tuple[ProcessPlan, ...]
+    processes_sampled: int
+    pyspy_version: str
+    pyspy_cpu_s: float
+    pyspy_cpu_share_of_cores: float
+
+
+@dataclass(frozen=True)
+class LiveSampling:
+    """A live capture's sampling and its window's wall-clock start (unix seconds, to the ms):
+    pprof's time_nanos, and the span a push files it under."""
+
+    capture: CaptureSampling
+    started_at: float
+
+    @property
+    def rate_hz(self) -> int:
+        return self.capture.rate_hz
+
+    @property
+    def samples(self) -> int | None:
+        return self.capture.samples
+
+
+@dataclass(frozen=True)
+class RecordedSampling:
+    """What a recorded file tells of its window. `duration_s` None: unknown (then
+    `duration_at_least_s` may bound it); `rate_hz` None: not yet read off the profile."""
+
+    mode: str = ""
+    duration_s: float | None = None
+    duration_at_least_s: float | None = None
+    rate_hz: float | None = None
+
+    @property
+    def samples(self) -> None:
+        return None  # no sampler counted them: the report counts the samples read
+
+
+@dataclass(frozen=True)
+class LoadLevel:
+    """The load the service was under while sampled, when a sweep or an experiment generated
+    it: one of `concurrency` (closed loop) and `rate` (requests/s, open loop)."""
+
+    throughput_rps: float | None
+    concurrency: int | None = None
+    rate: float | None = None
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """The run's facts the checks and the report read: the target, the sampling, whether the
+    window was cut short, the notes to show beside the verdict, the load (or None)."""
+
+    target: RunTarget = field(default_factory=RunTarget)
+    sampling: LiveSampling | RecordedSampling = field(default_factory=RecordedSampling)
+    partial: bool = False
+    notes: tuple[str, ...] = ()
+    load: LoadLevel | None = None
+
+    def with_note(self, note: str) -> RunContext:
+        return replace(self, notes=(*self.notes, note))
