@@ -312,7 +312,7 @@ def _measure_loop(analysis: SampledProcess, thread: int, group: pd.DataFrame, in
     estimate = _per_request_estimate(analysis, segments[CodeOwner.APP] / total, segments[CodeOwner.IDLE] / total,
                                      runs, mean_run, interval)
     return EventLoop(
-        pid=None if pid is None or pid != pid else int(pid), tid=tid, thread=thread,
+        pid=None if pid is None or pd.isna(pid) else int(pid), tid=tid, thread=thread,
         name=str(row["name"]), flavor=max(flavors, key=flavors.__getitem__) if flavors else LoopFlavor.ASYNCIO,
         samples=total, idle_share=round(segments[CodeOwner.IDLE] / total, 4),
         busy_share=round(1 - segments[CodeOwner.IDLE] / total, 4),

@@ -345,3 +345,19 @@ def test_a_read_that_raced_its_tasks_does_not_inflate_the_semaphores_capacity():
     site = summarize_tasks(TaskRecording(pid=1, python="3.12", snapshots=tuple(reads))).sites[0]
     assert site.kind == AwaitKind.SEMAPHORE and site.name == "slots"
     assert site.capacity == 2
+
+
+def test_a_loop_thread_of_a_recording_without_pids_is_measured_not_an_error():
+    """py-spy's speedscope of one process names no pid: the threads table's pid is missing
+    (pandas NA), and the event-loop view still measures the loop, with no pid."""
+    profile = Profile(native=True, interval_s=0.05)
+    ids = []
+    for frames, count in ((LOOP_IDLE, 150), (LOOP_FRAMEWORK, 50)):
+        sid = profile.intern_stack(tuple(profile.intern_frame(f) for f in frames))
+        ids += [sid] * count
+    profile.threads.append(ThreadTrack(4242, "MainThread", np.array(ids, dtype=np.int32),
+                                       np.full(len(ids), 0.05)))
+    analysis = analysis_of(profile, classify_profile(profile, Categorizer()), None, RunContext(RunTarget()))
+    [loop] = analysis.event_loops
+    assert loop.pid is None and (loop.tid, loop.name) == (4242, "MainThread")
+    assert loop.idle_share == pytest.approx(0.75, abs=0.01)
