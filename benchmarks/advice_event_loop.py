@@ -3,7 +3,7 @@
 
     python benchmarks/advice_event_loop.py [--seconds 10] [--warmup 2] [--rounds 3]
                                            [--connections 8] [--fixtures asgi_inline,asgi_blocking]
-                                           [--wait-quiet SECONDS] [--json FILE]
+                                           [--wait-quiet SECONDS] [--python 3.12] [--json FILE]
 
 For each fixture in fixtures/servers/ that blocks its event loop (`asgi_inline`: the numpy model
 run inline in `async def predict`; `asgi_blocking`: a synchronous client's `time.sleep(0.02)`
@@ -33,6 +33,11 @@ for a CPU, which includes the server and wrk competing with each other).
 On a shared machine, `--wait-quiet S` waits (up to S seconds) before each run until the CPU
 pressure averaged over the last 10 s is below 10 %.
 
+`--python X.Y` runs the servers on that CPython's cached venv of the integration tests
+(tests/integration/pythons.py: numpy, gunicorn, uvicorn, FastAPI, and aiohttp when an aiohttp
+fixture is asked for; no uvloop there, so uvicorn runs the stdlib asyncio loop), or on the
+interpreter at a path; without it, on this interpreter (whose environment has uvloop).
+
 Uses the harness of the integration tests (tests/integration/servers.py); falls back to its
 Python load client when wrk is not on PATH.
 """
@@ -44,6 +49,7 @@ import json
 import platform
 import resource
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -57,6 +63,9 @@ sys.path.insert(0, str(REPO))
 
 from tests.integration.servers import (free_port, load, start_server,  # noqa: E402
                                        uvicorn_app)
+
+sys.path.insert(0, str(HERE))
+import knob_sweep  # noqa: E402  (python_for: the per-version venvs)
 
 @dataclass(frozen=True)
 class Variant:
@@ -172,16 +181,23 @@ def children_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def measure(fixture: str, after: bool, seconds: int, warmup: int, connections: int) -> dict:
+def started_server(fixture: str, after: bool, python: str = sys.executable):
+    """The fixture's server as a `start_server` context, before or after the advice, on
+    `python` (a venv's interpreter; uvicorn runs as `python -m uvicorn` there)."""
     variant = FIXTURES[fixture]
     port = free_port()
     env = dict(variant.after if after else variant.before)
     if variant.aiohttp:
-        argv = [sys.executable, f"{variant.app}.py", "--port", str(port)]
-        started = start_server(argv, port, env=env, workers=None, loaded_marker=None)
-    else:
-        started = start_server(uvicorn_app(variant.app, port), port, env=env, loaded_marker=None)
-    with started as server:
+        argv = [python, f"{variant.app}.py", "--port", str(port)]
+        return start_server(argv, port, env=env, workers=None, loaded_marker=None)
+    own = python == sys.executable  # this environment's uvicorn script, as before
+    return start_server(uvicorn_app(variant.app, port, python=None if own else python), port,
+                        env=env, loaded_marker=None)
+
+
+def measure(fixture: str, after: bool, seconds: int, warmup: int, connections: int,
+            python: str = sys.executable) -> dict:
+    with started_server(fixture, after, python) as server:
         url = server.url("/predict")
         if warmup > 0:
             with load(url, warmup, connections):
@@ -213,6 +229,48 @@ def fmt(value, spec: str = ".1f", missing: str = "–") -> str:
     return missing if value is None else format(value, spec)
 
 
+def paired_runs(fixture: str, rounds: int, seconds: int, warmup: int, connections: int | None,
+                quiet: float = 0.0, python: str = sys.executable) -> list[dict]:
+    """Before and after alternating for `rounds` rounds, each on a fresh server."""
+    runs = []
+    for round_no in range(1, rounds + 1):
+        for after in (False, True):
+            if quiet > 0:
+                wait_quiet(quiet)
+            conns = connections or FIXTURES[fixture].connections
+            row = measure(fixture, after, seconds, warmup, conns, python)
+            row["connections"] = conns
+            row["round"] = round_no
+            runs.append(row)
+            log(f"{fixture} round {round_no} {'after ' if after else 'before'}: "
+                f"{row['requests_per_second']:.1f} req/s, p50 {fmt(row['p50_ms'])} ms, "
+                f"server {fmt(row['server_cores'], '.2f')} cores, "
+                f"others {fmt(row['other_cores'], '.2f')} cores, "
+                f"cpu pressure {fmt(row['cpu_pressure'], '.2f')}")
+    return runs
+
+
+def medians(runs: list[dict]) -> tuple[float, float, float]:
+    """(median req/s before, after, their ratio) of one fixture's runs."""
+    before = statistics.median(r["requests_per_second"] for r in runs if not r["after"])
+    after = statistics.median(r["requests_per_second"] for r in runs if r["after"])
+    return before, after, (after / before if before else float("inf"))
+
+
+def python_version(python: str) -> str:
+    """"3.12.1": the version of the interpreter at `python`."""
+    if python == sys.executable:
+        return platform.python_version()
+    return subprocess.run([python, "-c", "import platform; print(platform.python_version())"],
+                          capture_output=True, text=True, timeout=60).stdout.strip()
+
+
+def server_python(spec: str | None, fixtures: list[str]) -> str:
+    """`--python SPEC` for these fixtures: the venv with aiohttp only when one needs it."""
+    needs = "aiohttp" if any(FIXTURES[f].aiohttp for f in fixtures) else "servers"
+    return knob_sweep.python_for(spec, needs)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=10, help="measured seconds per run")
@@ -224,6 +282,8 @@ def main(argv=None) -> int:
                         help="comma-separated, from: " + ", ".join(FIXTURES))
     parser.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
                         help="before each run, wait up to this long for CPU pressure < 10%%")
+    parser.add_argument("--python", default=None, metavar="X.Y|PATH",
+                        help="run the servers on this CPython's venv (default: this interpreter)")
     parser.add_argument("--json", type=Path, help="also write every run to this file")
     args = parser.parse_args(argv)
     fixtures = [f.strip() for f in args.fixtures.split(",") if f.strip()]
@@ -231,37 +291,23 @@ def main(argv=None) -> int:
     if unknown or args.seconds < 1 or args.rounds < 1 or (args.connections or 1) < 1:
         parser.error(f"unknown fixtures {unknown}" if unknown else "values must be positive")
 
+    python = server_python(args.python, fixtures)
+    version = python_version(python)
     runs = []
     for fixture in fixtures:
-        for round_no in range(1, args.rounds + 1):
-            for after in (False, True):
-                if args.wait_quiet > 0:
-                    wait_quiet(args.wait_quiet)
-                connections = args.connections or FIXTURES[fixture].connections
-                row = measure(fixture, after, args.seconds, args.warmup, connections)
-                row["connections"] = connections
-                row["round"] = round_no
-                runs.append(row)
-                log(f"{fixture} round {round_no} {'after ' if after else 'before'}: "
-                    f"{row['requests_per_second']:.1f} req/s, p50 {fmt(row['p50_ms'])} ms, "
-                    f"server {fmt(row['server_cores'], '.2f')} cores, "
-                    f"others {fmt(row['other_cores'], '.2f')} cores, "
-                    f"cpu pressure {fmt(row['cpu_pressure'], '.2f')}")
+        runs += paired_runs(fixture, args.rounds, args.seconds, args.warmup, args.connections,
+                            args.wait_quiet, python)
 
     print(f"Single-process servers on 127.0.0.1 (uvicorn, or aiohttp where named), "
           f"connections per fixture in the runs below, "
           f"{args.seconds} s per run after {args.warmup} s warm-up, {args.rounds} rounds "
           f"(before/after alternating), load by {runs[0]['tool']}; "
-          f"{psutil.cpu_count()} CPUs, Python {platform.python_version()}.")
+          f"{psutil.cpu_count()} CPUs, servers on Python {version}.")
     print()
     print("| fixture | advice applied | req/s before (median) | req/s after (median) | ratio |")
     print("|---|---|---:|---:|---:|")
     for fixture in fixtures:
-        before = statistics.median(r["requests_per_second"] for r in runs
-                                   if r["fixture"] == fixture and not r["after"])
-        after = statistics.median(r["requests_per_second"] for r in runs
-                                  if r["fixture"] == fixture and r["after"])
-        ratio = after / before if before else float("inf")
+        before, after, ratio = medians([r for r in runs if r["fixture"] == fixture])
         print(f"| `{fixture}` | {FIXTURES[fixture].advice} | {before:.1f} | {after:.1f} | "
               f"{ratio:.2f}× |")
     busy = [r for r in runs if (r["other_cores"] or 0.0) > BUSY_OTHER_CORES]

@@ -2,7 +2,8 @@
 """Advice proven by experiment: does the verdict's first advice, applied, make the service faster?
 
     python benchmarks/advice_gain.py [--fixtures pipeline,locked_blas,...] [--rounds 3]
-                                     [--seconds 8] [--duration 6] [--json-out FILE]
+                                     [--seconds 8] [--duration 6] [--python 3.12]
+                                     [--json-out FILE]
 
 For each fixture workload (fixtures/workloads/, run with its "bad" defaults):
 
@@ -15,6 +16,9 @@ For each fixture workload (fixtures/workloads/, run with its "bad" defaults):
 3. measure requests/s before (defaults) and after (the advice applied), alternating over
    `--rounds` rounds on fresh processes (benchmarks/knob_sweep.py's runner), and print the
    medians, the measured ratio and the predicted gain side by side.
+
+`--python X.Y` runs the workloads (diagnosed and measured) on that CPython's cached venv with
+numpy (tests/integration/pythons.py), or a path's interpreter; diagnose runs on this one.
 
 The machine is shared and noisy: the ratio is the median of same-round ratios. Progress goes to
 stderr, the markdown table to stdout. The blocked-event-loop fixtures are real uvicorn servers
@@ -85,39 +89,53 @@ def knob_args(fixture: str, fix: dict | None) -> list[str] | None:
         return ["--lock-order", "consistent"]
     if knob == "max_queue" and fixture == "unbounded_backlog":
         return ["--max-queue", str(value)]
+    # async_wait names the semaphore itself as the knob (its name at the await site)
+    if fixture == "async_semaphore" and isinstance(value, int) and not isinstance(value, bool):
+        return ["--permits", str(value)]
+    if knob == "break_await" and fixture == "await_cycle":
+        return ["--acyclic"]
     return None
 
 
-def diagnose(fixture: str, duration: float, out_dir: Path) -> dict:
-    cmd = [sys.executable, str(WORKLOADS / f"{fixture}.py"), "--seconds", str(duration + 60)]
+def attach(pid: int, duration: float, out_dir: Path) -> dict:
+    """`diagnose attach PID --json` (diagnose on this interpreter): the report."""
+    proc = subprocess.run([sys.executable, "-m", "diagnose", "attach", str(pid), "--duration",
+                           str(duration), "--json", "--quiet", "--output-dir", str(out_dir)],
+                          capture_output=True, text=True, timeout=duration + 120, cwd=REPO)
+    if not proc.stdout.strip():
+        raise RuntimeError(f"diagnose failed: {proc.stderr.strip()[-300:]}")
+    return json.loads(proc.stdout)
+
+
+def diagnose(fixture: str, duration: float, out_dir: Path, python: str = sys.executable) -> dict:
+    cmd = [python, str(WORKLOADS / f"{fixture}.py"), "--seconds", str(duration + 60)]
     workload = knob_sweep.Workload(cmd)
     try:
-        pid = workload.wait_ready()
-        proc = subprocess.run([sys.executable, "-m", "diagnose", "attach", str(pid), "--duration",
-                               str(duration), "--json", "--quiet", "--output-dir", str(out_dir)],
-                              capture_output=True, text=True, timeout=duration + 120, cwd=REPO)
-        if not proc.stdout.strip():
-            raise RuntimeError(f"diagnose failed: {proc.stderr.strip()[-300:]}")
-        return json.loads(proc.stdout)
+        return attach(workload.wait_ready(), duration, out_dir)
     finally:
         workload.kill()
 
 
-def measure(fixture: str, configs: list[str], rounds: int, seconds: float, warmup: float) -> list[dict]:
+def measure(fixture: str, configs: list[str], rounds: int, seconds: float, warmup: float,
+            python: str = sys.executable) -> list[dict]:
     script = WORKLOADS / f"{fixture}.py"
     runs = []
     for r in range(rounds):
         for k in range(len(configs)):
             index = (k + r) % len(configs)
             knob_sweep.log(f"  {fixture} round {r + 1}/{rounds}: {configs[index] or 'defaults'}")
-            result = knob_sweep.run_once(sys.executable, script, configs[index], "", seconds, warmup)
+            result = knob_sweep.run_once(python, script, configs[index], "", seconds, warmup)
             result.update(round=r, index=index)
             runs.append(result)
     return knob_sweep.summarize(configs, runs)
 
 
-def row_for(fixture: str, args, out_dir: Path) -> dict:
-    report = diagnose(fixture, args.duration, out_dir)
+def row_for(fixture: str, args, out_dir: Path, python: str = sys.executable) -> dict:
+    return row_from(fixture, diagnose(fixture, args.duration, out_dir, python), args, python)
+
+
+def row_from(fixture: str, report: dict, args, python: str = sys.executable) -> dict:
+    """The verdict of `report` and, when its first advice has a knob, the measured gain."""
     verdict = report["verdict"]["primary"]
     first = report["findings"][0] if report["findings"] else {}
     fix = (first.get("evidence") or {}).get("fix")
@@ -128,7 +146,7 @@ def row_for(fixture: str, args, out_dir: Path) -> dict:
     if applied is None:
         return row
     config = " ".join(applied)
-    rows = measure(fixture, ["", config], args.rounds, args.seconds, args.warmup)
+    rows = measure(fixture, ["", config], args.rounds, args.seconds, args.warmup, python)
     row.update(before=rows[0]["median"], after=rows[1]["median"], ratio=rows[1]["ratio"],
                other_cpu=max(r["other"] or 0 for r in rows), runs=[r["rates"] for r in rows])
     return row
@@ -162,14 +180,17 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=float, default=8.0, help="measured window per run")
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--duration", type=float, default=6.0, help="diagnose's sampling window")
+    parser.add_argument("--python", default=None, metavar="X.Y|PATH",
+                        help="run the workloads on this CPython's venv (default: this interpreter)")
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args(argv)
+    python = knob_sweep.python_for(args.python)
     out_dir = Path("/tmp") / f"diagnose-advice-gain-{int(time.time())}"
     rows = []
     for fixture in [f.strip() for f in args.fixtures.split(",") if f.strip()]:
         knob_sweep.log(f"{fixture}: diagnosing")
         try:
-            rows.append(row_for(fixture, args, out_dir))
+            rows.append(row_for(fixture, args, out_dir, python))
         except Exception as exc:  # one fixture's failure must not lose the others
             rows.append({"fixture": fixture, "verdict": f"error: {exc}", "applied": None})
         knob_sweep.log(f"{fixture}: {rows[-1].get('verdict')} {rows[-1].get('ratio')}")

@@ -70,6 +70,26 @@ def log(message):
     sys.stderr.flush()
 
 
+# tests/integration/pythons.py's venv builders, by what the target needs besides CPython.
+VENVS = {"numpy": "venv_with_numpy", "servers": "venv_with_servers", "aiohttp": "venv_with_aiohttp"}
+
+
+def python_for(spec, venv="numpy"):
+    """The interpreter a benchmark's target runs on for `--python SPEC`: this one (no SPEC), a
+    path (SPEC has a "/"), or version SPEC's cached venv with what `venv` names (VENVS)."""
+    if not spec:
+        return sys.executable
+    if "/" in spec:
+        return spec
+    from tests.integration import pythons
+
+    python, reason = getattr(pythons, VENVS[venv])(spec)
+    if python is None:
+        raise SystemExit("--python %s: %s" % (spec, reason))
+    log("targets on %s (%s)" % (python, reason))
+    return python
+
+
 # ----------------------------------------------------------------------------- CPU accounting
 
 def _proc_cpu(pid):

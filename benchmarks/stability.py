@@ -47,17 +47,7 @@ FRESH_PER_ATTACH = {"unbounded_backlog"}
 
 def workload_python(spec: str | None) -> str:
     """The interpreter the workloads run on: this one, a path, or a version's numpy venv."""
-    if not spec:
-        return sys.executable
-    if "/" in spec:
-        return spec
-    from tests.integration import pythons
-
-    python, reason = pythons.venv_with_numpy(spec)
-    if python is None:
-        raise SystemExit(f"--python {spec}: {reason}")
-    knob_sweep.log(f"workloads on {python} ({reason})")
-    return python
+    return knob_sweep.python_for(spec)
 
 
 def named(verdict: dict) -> str:

@@ -169,7 +169,10 @@ def _await_cycle_finding(analysis: Analysis, settings: Settings, cycles: tuple[A
         "deadlocked_threads": 0, "deadlocked_tasks": len(names), "victim_threads": 0,
         "victim_tasks": victims,
         "locks_in_cycle": " -> ".join(f"task {t.name}" for t in first.tasks),
-        "deadlocks": [await_cycle_data(c) for c in cycles]}
+        "deadlocks": [await_cycle_data(c) for c in cycles],
+        # The first advice as a knob: the await to remove (waiter -> awaited task).
+        "fix": {"knob": "break_await", "value": f"task {breaker.name} -> task "
+                                                f"{names[breaker.awaits]}"}}
     return make_finding(ID, settings, 100.0, summary, evidence, sites, advice=advice,
                         gain=(None, "hung: no throughput ratio applies; the tasks in the cycle "
                                     "and those awaiting them never resume"),

@@ -254,6 +254,37 @@ def venv_with_numpy(version, cache_dir: Optional[str] = None,
 
 
 SERVER_PACKAGES = ("gunicorn", "uvicorn", "fastapi")
+AIOHTTP_PACKAGES = ("aiohttp",)
+
+
+def _venv_with_packages(version, packages: Tuple[str, ...], marker_name: str, check: str,
+                        cache_dir: Optional[str], timeout: float) -> Tuple[Optional[str], str]:
+    """(python path, reason) for the numpy venv of `version` with `packages` added once (pip
+    picks the newest releases that support that CPython; `marker_name` in the venv records it),
+    or (None, reason). `check` is code that imports them and prints their versions."""
+    python, reason = venv_with_numpy(version, cache_dir, timeout)
+    if python is None:
+        return None, reason
+    venv = Path(python).parent.parent
+    marker = venv / marker_name
+    names = ", ".join(packages)
+    with open(venv.parent / f".{venv.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists():
+            return python, f"cached: {marker.read_text().strip()}"
+        try:
+            pip = subprocess.run([python, "-m", "pip", "install", "--prefer-binary", *packages],
+                                 capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None, f"installing {names} took over {timeout:.0f} s"
+        if pip.returncode != 0:
+            return None, (f"no {names} release installs on CPython {version}: "
+                          f"{_last_lines(pip.stderr + pip.stdout)}")
+        versions = subprocess.run([python, "-c", check], capture_output=True, text=True)
+        if versions.returncode != 0:
+            return None, f"{names} do not import on CPython {version}: {_last_lines(versions.stderr)}"
+        marker.write_text(versions.stdout.strip() + "\n")
+        return python, versions.stdout.strip()
 
 
 def venv_with_servers(version, cache_dir: Optional[str] = None,
@@ -261,32 +292,23 @@ def venv_with_servers(version, cache_dir: Optional[str] = None,
     """(python path, reason) for the numpy venv of `version` with gunicorn, uvicorn and FastAPI
     added (pip picks the newest releases that support that CPython), or (None, reason) when
     there are none for it."""
-    python, reason = venv_with_numpy(version, cache_dir, timeout)
+    return _venv_with_packages(
+        version, SERVER_PACKAGES, ".servers-ready",
+        "import gunicorn, uvicorn, fastapi;"
+        "print('gunicorn', gunicorn.__version__, 'uvicorn', uvicorn.__version__,"
+        " 'fastapi', fastapi.__version__)", cache_dir, timeout)
+
+
+def venv_with_aiohttp(version, cache_dir: Optional[str] = None,
+                      timeout: float = 900.0) -> Tuple[Optional[str], str]:
+    """`venv_with_servers` plus aiohttp (the aiohttp server fixtures), in the same venv; a
+    separate marker, so venvs built before aiohttp was wanted get it added, not rebuilt."""
+    python, reason = venv_with_servers(version, cache_dir, timeout)
     if python is None:
         return None, reason
-    venv = Path(python).parent.parent
-    marker = venv / ".servers-ready"
-    with open(venv.parent / f".{venv.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if marker.exists():
-            return python, f"cached: {marker.read_text().strip()}"
-        try:
-            pip = subprocess.run([python, "-m", "pip", "install", "--prefer-binary", *SERVER_PACKAGES],
-                                 capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return None, f"installing {', '.join(SERVER_PACKAGES)} took over {timeout:.0f} s"
-        if pip.returncode != 0:
-            return None, (f"no {', '.join(SERVER_PACKAGES)} release installs on CPython {version}: "
-                          f"{_last_lines(pip.stderr + pip.stdout)}")
-        versions = subprocess.run(
-            [python, "-c", "import gunicorn, uvicorn, fastapi;"
-                           "print('gunicorn', gunicorn.__version__, 'uvicorn', uvicorn.__version__,"
-                           " 'fastapi', fastapi.__version__)"],
-            capture_output=True, text=True)
-        if versions.returncode != 0:
-            return None, f"the server packages do not import on CPython {version}: {_last_lines(versions.stderr)}"
-        marker.write_text(versions.stdout.strip() + "\n")
-        return python, versions.stdout.strip()
+    return _venv_with_packages(version, AIOHTTP_PACKAGES, ".aiohttp-ready",
+                               "import aiohttp; print('aiohttp', aiohttp.__version__)",
+                               cache_dir, timeout)
 
 
 if __name__ == "__main__":  # python -m tests.integration.pythons [--venvs]

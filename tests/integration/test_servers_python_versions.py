@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import REPO, marker_line, run_cli
 from tests.integration import pythons
 from tests.integration.conftest import requires_ptrace
 from tests.integration.servers import free_port, gunicorn_sync, load_during, start_server, uvicorn_app
@@ -23,6 +23,7 @@ from tests.integration.test_python_versions import INTERPRETERS, summary
 pytestmark = [pytest.mark.integration, requires_ptrace]
 
 DURATION = "4"
+SERVERS = REPO / "fixtures" / "servers"
 
 
 def server_python(interp: pythons.Interpreter) -> str:
@@ -65,3 +66,34 @@ def test_uvicorn_inline_endpoint_is_event_loop_blocked_on_every_python(interp, o
     assert report["verdict"]["primary"] == "event_loop_blocked", summary(report)
     blocked = next(f for f in report["findings"] if f["id"] == "event_loop_blocked")
     assert blocked["sites"][0]["function"].endswith("predict"), summary(report)
+
+
+# Requests parked on an asyncio semaphore inside real uvicorn/FastAPI and aiohttp servers (the
+# running interpreter: test_async_wait.py): the task reader's layouts differ in each version.
+CURRENT = [i for i in INTERPRETERS if i.version_info[:2] >= (3, 11)]
+SEMAPHORE_APPS = {"fastapi": "asgi_async_wait.py", "aiohttp": "aiohttp_semaphore.py"}
+
+
+@pytest.mark.parametrize("framework", sorted(SEMAPHORE_APPS))
+@pytest.mark.parametrize("interp", CURRENT, ids=[i.version for i in CURRENT])
+def test_requests_parked_on_a_semaphore_are_async_wait_on_every_current_python(interp, framework,
+                                                                               out_dir):
+    python = server_python(interp)
+    if framework == "aiohttp":
+        python, reason = pythons.venv_with_aiohttp(interp.minor_version)
+        if python is None:
+            pytest.skip(f"CPython {interp.version}: {reason}")
+    port = free_port()
+    app = SEMAPHORE_APPS[framework]
+    argv = (uvicorn_app("asgi_async_wait", port, python=python) if framework == "fastapi"
+            else [python, app, "--port", str(port)])
+    env = {"DIAGNOSE_FIXTURE_WAIT": "semaphore", "DIAGNOSE_FIXTURE_PERMITS": "2"}
+    with start_server(argv, port, env=env, workers=None, loaded_marker=None) as server:
+        with load_during(server.url("/predict"), seconds=16, connections=32):
+            proc, report = run_cli("attach", server.pid, "--duration", DURATION, "--json",
+                                   "--output-dir", out_dir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert report["verdict"]["primary"] == "async_wait", summary(report)
+    found = next(f for f in report["findings"] if f["id"] == "async_wait")
+    assert found["sites"][0]["line"] == marker_line(SERVERS / app, "semaphore-wait"), summary(report)
+    assert (found["evidence"]["primitive_name"], found["evidence"]["permits"]) == ("MODEL_SLOTS", 2)

@@ -76,3 +76,17 @@ def test_the_deadlock_check_reports_an_await_cycle_thread_dump_style_with_its_vi
     assert found.victims == ("task request-1",)
     text = "\n".join(dump_lines(report))
     assert "task refresh" in text and "app.py:47" in text
+
+
+def test_the_await_cycle_finding_names_the_await_to_remove_as_its_fix_knob():
+    from types import SimpleNamespace
+    from diagnose.checks import deadlock
+    ring = (task(0x1, "a", awaits=0x2, line=5), task(0x2, "b", awaits=0x3, line=6),
+            task(0x3, "c", awaits=0x1, line=7))
+    finding = deadlock.run(SimpleNamespace(deadlocks=(), tasks=recording(*[ring] * 6)),
+                           deadlock.Settings(title="Deadlock"))
+    fix = finding.evidence["fix"]
+    assert fix["knob"] == "break_await"
+    # The same await the first advice tells to remove: "task X must not await task Y".
+    waiter, awaited = fix["value"].split(" -> ")
+    assert f"{waiter} must not await {awaited}" in finding.advice[0]
