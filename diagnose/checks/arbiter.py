@@ -27,7 +27,8 @@
    Predicted gains under NO_GAIN_BELOW are no structural gain and rank as 1.0: 1.01x against
    1.02x (two findings on a machine with no idle core) is rounding, not a reason to lead.
 6. Within a co-primary pair a finding whose own share is known too loosely (low confidence)
-   never leads one that is measured well: which of the two is louder is what the noise decides.
+   never leads a well-measured one that is surely critical (its whole interval at or above the
+   line): a few native samples may not displace thousands. Otherwise the causal order stands.
 The verdict is the first finding (and its co-primary), unless it is weak (then the headline says
 what the threads did). A verdict whose first finding rests on fewer than confidence.MIN_SAMPLES
 samples says "low confidence" in its headline and is never critical (engine.verdict_for).
@@ -101,8 +102,7 @@ def within_noise(a: Finding, b: Finding, order_of: OrderOf) -> bool:
 
 def rank(findings: list[Finding], order_of: OrderOf) -> tuple[Finding, ...]:
     """`order_of(finding) -> int`: its place in the causal order. Co-primary findings (rule 4)
-    come first in the causal order, whichever scored higher on this attach, a well-measured one
-    before a low-confidence one (rule 6)."""
+    come first in the causal order, whichever scored higher on this attach (but rule 6)."""
     ranked = sorted(findings, key=lambda f: rank_key(f, order_of(f)))
     if len(ranked) >= 2 and co_primary(ranked[0], ranked[1], order_of):
         ranked[:2] = in_pair_order(ranked[:2], order_of)
@@ -110,9 +110,13 @@ def rank(findings: list[Finding], order_of: OrderOf) -> tuple[Finding, ...]:
 
 
 def in_pair_order(pair: list[Finding], order_of: OrderOf) -> list[Finding]:
-    """A co-primary pair as the verdict names it: the well-measured before the low-confidence
-    (rule 6), then the causal order (rule 4)."""
-    return sorted(pair, key=lambda f: (f.low_confidence, order_of(f)))
+    """A co-primary pair as the verdict names it: the causal order (rule 4), unless the first
+    is low-confidence and the second well-measured and surely critical (rule 6)."""
+    first, second = sorted(pair, key=order_of)
+    if (first.low_confidence and not second.low_confidence
+            and second.score_range[0] >= CRITICAL):
+        return [second, first]
+    return [first, second]
 
 
 def co_primary(first: Finding, second: Finding, order_of: OrderOf) -> bool:

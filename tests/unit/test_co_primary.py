@@ -3,6 +3,7 @@ causal order, whichever scored higher on this attach; clearly separated findings
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from diagnose.checks.arbiter import CRITICAL, rank, within_noise
@@ -217,5 +218,18 @@ def test_a_low_confidence_finding_never_leads_a_noise_tie_over_a_well_measured_o
     loose = gil(0.45, 40, 1.13)
     assert loose.low_confidence and loose.score_interval[1] >= CRITICAL
     model = compute(share=0.95)
+    assert model.score_range[0] >= CRITICAL
     verdict = verdict_for(rank([loose, model], order_of))
     assert (verdict.primary, verdict.co_primary) == ("compute_bound", "gil_contention")
+
+
+def test_a_well_measured_finding_that_is_not_surely_critical_leaves_the_causal_order():
+    """Threads spinning in Python: a loosely known GIL share at 94 beside busy cores at 68 (interval
+    reaching 79). Neither is surely stronger, so the cause (the GIL) leads on every attach."""
+    loose = gil(0.47, 40, 1.0)
+    assert loose.low_confidence and loose.score >= CRITICAL > loose.score_range[0]
+    busy = make_finding("cpu_bound", CheckSettings(title="CPU bound: x"), 68, "cores busy",
+                        {}, samples=SAMPLES)
+    busy = dataclasses.replace(busy, score_interval=(56, 79))
+    verdict = verdict_for(rank([busy, loose], order_of))
+    assert (verdict.primary, verdict.co_primary) == ("gil_contention", "cpu_bound")
