@@ -9,15 +9,20 @@ per thread, read twice around the probe that precedes every window, tell them ap
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from diagnose.collect.procfs import CLOCK_TICKS, list_tids, parse_stat, read_proc_text
 
-# A thread is busy when it was charged a CPU clock tick (10 ms) between the two reads: a thread
-# asleep in a wait, woken by a timer now and then, is charged microseconds. Not a share of a
-# core: on a loaded machine busy threads get little of one. Not the state letter either: there
-# a woken sleeper sits runnable ("R") in the run queue.
+# A thread is busy when it ran for BUSY_RUN_SHARE of the interval between the two reads, by
+# schedstat's nanosecond run time. Not the clock ticks of /proc stat: those are charged by
+# sampling, so on a machine loaded by other tenants a busy thread (a sliver of a core) may go an
+# interval without a tick, while a sleeper woken now and then (a supervisor's wait loop) is
+# charged a whole tick when the timer happens to find it running. Not run-queue waits either: a
+# woken sleeper on a loaded machine queues for milliseconds per wake. Two percent of a core is
+# far above a timer-woken wait loop and far below a busy thread's share up to a load of ~100 on
+# two cores. Without schedstat: a charged clock tick (10 ms).
 MIN_INTERVAL_S = 0.3
+BUSY_RUN_SHARE = 0.02
 
 
 @dataclass(frozen=True)
@@ -27,6 +32,8 @@ class CpuSnapshot:
     at: float  # time.monotonic()
     cpu: dict[int, dict[int, float]]  # pid -> tid -> cpu seconds
     cmdlines: dict[int, tuple[str, ...]]
+    # pid -> tid -> seconds run, to the nanosecond (schedstat), where the kernel keeps it
+    run: dict[int, dict[int, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -47,17 +54,43 @@ def _cmdline(pid: int) -> tuple[str, ...]:
     return tuple(part for part in (text or "").split("\0") if part)
 
 
+def _run_s(pid: int, tid: int) -> float | None:
+    """Seconds the thread ran (/proc schedstat, nanoseconds), or None where it is not kept."""
+    parts = (read_proc_text(f"/proc/{pid}/task/{tid}/schedstat") or "").split()
+    return int(parts[0]) / 1e9 if parts else None
+
+
 def snapshot(pids: list[int]) -> CpuSnapshot:
     cpu: dict[int, dict[int, float]] = {}
+    run: dict[int, dict[int, float]] = {}
     for pid in pids:
-        threads = {}
+        threads, ran = {}, {}
         for tid in list_tids(pid):
             stat = read_proc_text(f"/proc/{pid}/task/{tid}/stat")
             if stat is not None:
                 threads[tid] = parse_stat(stat)[2]
+                seconds = _run_s(pid, tid)
+                if seconds is not None:
+                    ran[tid] = seconds
         if threads:
             cpu[pid] = threads
-    return CpuSnapshot(time.monotonic(), cpu, {pid: _cmdline(pid) for pid in cpu})
+            run[pid] = ran
+    return CpuSnapshot(time.monotonic(), cpu, {pid: _cmdline(pid) for pid in cpu}, run)
+
+
+def busy_thread_count(cpu_used: dict[int, float], run_used: dict[int, float],
+                      elapsed_s: float) -> int:
+    """Threads that ran for BUSY_RUN_SHARE of `elapsed_s` (schedstat deltas), or, for a thread
+    without schedstat, that were charged a clock tick (/proc stat deltas)."""
+    tick = 1.0 / CLOCK_TICKS
+    busy = 0
+    for tid, used in cpu_used.items():
+        ran = run_used.get(tid)
+        if ran is not None:
+            busy += ran >= BUSY_RUN_SHARE * elapsed_s
+        else:
+            busy += used >= tick - 1e-9
+    return busy
 
 
 def measure(before: CpuSnapshot, pids: list[int]) -> list[ProcessActivity]:
@@ -77,8 +110,10 @@ def measure(before: CpuSnapshot, pids: list[int]) -> list[ProcessActivity]:
                                          after.cmdlines.get(pid, ())))
             continue
         used = {tid: cpu - earlier.get(tid, 0.0) for tid, cpu in threads.items()}
-        tick = 1.0 / CLOCK_TICKS
-        busy = sum(1 for d in used.values() if d >= tick - 1e-9)
+        run_before = before.run.get(pid, {})
+        ran = {tid: seconds - run_before[tid]
+               for tid, seconds in after.run.get(pid, {}).items() if tid in run_before}
+        busy = busy_thread_count(used, ran, elapsed)
         found.append(ProcessActivity(pid, len(threads), busy, round(sum(used.values()) / elapsed, 3),
                                      after.cmdlines.get(pid, ())))
     return found
