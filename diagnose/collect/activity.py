@@ -34,6 +34,8 @@ class CpuSnapshot:
     cmdlines: dict[int, tuple[str, ...]]
     # pid -> tid -> seconds run, to the nanosecond (schedstat), where the kernel keeps it
     run: dict[int, dict[int, float]] = field(default_factory=dict)
+    # pid -> tid -> seconds run plus seconds runnable in the run queue (schedstat)
+    demand: dict[int, dict[int, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,9 @@ class ProcessActivity:
     busy_threads: int  # threads charged CPU between the reads
     cpu_cores: float  # CPU the process used per second between the reads
     program: tuple[str, ...]  # its command line: processes running the same program share code
+    # cores the process wanted (ran or sat runnable), per second; nan where schedstat is not
+    # kept. Unlike cpu_cores it does not shrink when other tenants take the cores.
+    demand_cores: float = float("nan")
 
     @property
     def busy(self) -> bool:
@@ -54,28 +59,32 @@ def _cmdline(pid: int) -> tuple[str, ...]:
     return tuple(part for part in (text or "").split("\0") if part)
 
 
-def _run_s(pid: int, tid: int) -> float | None:
-    """Seconds the thread ran (/proc schedstat, nanoseconds), or None where it is not kept."""
+def _schedstat(pid: int, tid: int) -> tuple[float, float] | None:
+    """(seconds run, seconds run + seconds runnable) from /proc schedstat, or None."""
     parts = (read_proc_text(f"/proc/{pid}/task/{tid}/schedstat") or "").split()
-    return int(parts[0]) / 1e9 if parts else None
+    if len(parts) < 2:
+        return None
+    return int(parts[0]) / 1e9, (int(parts[0]) + int(parts[1])) / 1e9
 
 
 def snapshot(pids: list[int]) -> CpuSnapshot:
     cpu: dict[int, dict[int, float]] = {}
     run: dict[int, dict[int, float]] = {}
+    demand: dict[int, dict[int, float]] = {}
     for pid in pids:
-        threads, ran = {}, {}
+        threads, ran, wanted = {}, {}, {}
         for tid in list_tids(pid):
             stat = read_proc_text(f"/proc/{pid}/task/{tid}/stat")
             if stat is not None:
                 threads[tid] = parse_stat(stat)[2]
-                seconds = _run_s(pid, tid)
-                if seconds is not None:
-                    ran[tid] = seconds
+                sched = _schedstat(pid, tid)
+                if sched is not None:
+                    ran[tid], wanted[tid] = sched
         if threads:
             cpu[pid] = threads
             run[pid] = ran
-    return CpuSnapshot(time.monotonic(), cpu, {pid: _cmdline(pid) for pid in cpu}, run)
+            demand[pid] = wanted
+    return CpuSnapshot(time.monotonic(), cpu, {pid: _cmdline(pid) for pid in cpu}, run, demand)
 
 
 def busy_thread_count(cpu_used: dict[int, float], run_used: dict[int, float],
@@ -114,6 +123,9 @@ def measure(before: CpuSnapshot, pids: list[int]) -> list[ProcessActivity]:
         ran = {tid: seconds - run_before[tid]
                for tid, seconds in after.run.get(pid, {}).items() if tid in run_before}
         busy = busy_thread_count(used, ran, elapsed)
+        wanted_before, wanted_after = before.demand.get(pid, {}), after.demand.get(pid, {})
+        demand = (sum(wanted_after[tid] - wanted_before[tid] for tid in wanted_after
+                      if tid in wanted_before) / elapsed if wanted_after else float("nan"))
         found.append(ProcessActivity(pid, len(threads), busy, round(sum(used.values()) / elapsed, 3),
-                                     after.cmdlines.get(pid, ())))
+                                     after.cmdlines.get(pid, ()), round(demand, 3)))
     return found
