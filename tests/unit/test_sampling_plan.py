@@ -137,3 +137,4 @@ def test_saturation_is_not_guessed_without_schedstat_or_cores():
     busy = [saturating(101, float("nan")), saturating(102, float("nan"))]
     assert plan_tree(busy, None, cores=2).sampling.rate_hz == round(200 / 10)
     assert plan_tree([saturating(101, 2.0), saturating(102, 2.0)], None).sampling.rate_hz == 20
+
