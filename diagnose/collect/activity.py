@@ -13,16 +13,18 @@ from dataclasses import dataclass, field
 
 from diagnose.collect.procfs import CLOCK_TICKS, list_tids, parse_stat, read_proc_text
 
-# A thread is busy when it ran for BUSY_RUN_SHARE of the interval between the two reads, by
-# schedstat's nanosecond run time. Not the clock ticks of /proc stat: those are charged by
-# sampling, so on a machine loaded by other tenants a busy thread (a sliver of a core) may go an
-# interval without a tick, while a sleeper woken now and then (a supervisor's wait loop) is
-# charged a whole tick when the timer happens to find it running. Not run-queue waits either: a
-# woken sleeper on a loaded machine queues for milliseconds per wake. Two percent of a core is
-# far above a timer-woken wait loop and far below a busy thread's share up to a load of ~100 on
-# two cores. Without schedstat: a charged clock tick (10 ms).
+# A thread is busy when it ran for BUSY_RUN_SHARE of the interval between the two reads, or
+# wanted a CPU (ran, or sat runnable in the run queue) for BUSY_DEMAND_SHARE of it, by
+# schedstat's nanosecond counters. Not the clock ticks of /proc stat: those are charged by
+# sampling, so on a machine loaded by other tenants a busy thread (a sliver of a core: 3% each
+# was measured for 12 busy threads beside other tenants on 2 cores) may go an interval without a
+# tick, while a sleeper woken now and then (a supervisor's wait loop) is charged a whole tick
+# when the timer happens to find it running. Demand covers the loaded machine (the busy thread
+# sits runnable nearly all the interval; a woken sleeper queues a few ms per wake: at most 12%
+# measured), run time the quiet one. Without schedstat: a charged clock tick (10 ms).
 MIN_INTERVAL_S = 0.3
-BUSY_RUN_SHARE = 0.02
+BUSY_RUN_SHARE = 0.05
+BUSY_DEMAND_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -88,15 +90,17 @@ def snapshot(pids: list[int]) -> CpuSnapshot:
 
 
 def busy_thread_count(cpu_used: dict[int, float], run_used: dict[int, float],
-                      elapsed_s: float) -> int:
-    """Threads that ran for BUSY_RUN_SHARE of `elapsed_s` (schedstat deltas), or, for a thread
-    without schedstat, that were charged a clock tick (/proc stat deltas)."""
+                      elapsed_s: float, demand_used: dict[int, float] | None = None) -> int:
+    """Threads that ran for BUSY_RUN_SHARE of `elapsed_s` or wanted a CPU for
+    BUSY_DEMAND_SHARE of it (schedstat deltas), or, for a thread without schedstat, that were
+    charged a clock tick (/proc stat deltas)."""
     tick = 1.0 / CLOCK_TICKS
     busy = 0
     for tid, used in cpu_used.items():
         ran = run_used.get(tid)
         if ran is not None:
-            busy += ran >= BUSY_RUN_SHARE * elapsed_s
+            wanted = (demand_used or {}).get(tid, 0.0)
+            busy += ran >= BUSY_RUN_SHARE * elapsed_s or wanted >= BUSY_DEMAND_SHARE * elapsed_s
         else:
             busy += used >= tick - 1e-9
     return busy
@@ -122,10 +126,11 @@ def measure(before: CpuSnapshot, pids: list[int]) -> list[ProcessActivity]:
         run_before = before.run.get(pid, {})
         ran = {tid: seconds - run_before[tid]
                for tid, seconds in after.run.get(pid, {}).items() if tid in run_before}
-        busy = busy_thread_count(used, ran, elapsed)
         wanted_before, wanted_after = before.demand.get(pid, {}), after.demand.get(pid, {})
-        demand = (sum(wanted_after[tid] - wanted_before[tid] for tid in wanted_after
-                      if tid in wanted_before) / elapsed if wanted_after else float("nan"))
+        wanted = {tid: seconds - wanted_before[tid]
+                  for tid, seconds in wanted_after.items() if tid in wanted_before}
+        busy = busy_thread_count(used, ran, elapsed, wanted)
+        demand = sum(wanted.values()) / elapsed if wanted_after else float("nan")
         found.append(ProcessActivity(pid, len(threads), busy, round(sum(used.values()) / elapsed, 3),
                                      after.cmdlines.get(pid, ()), round(demand, 3)))
     return found

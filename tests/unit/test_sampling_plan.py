@@ -98,13 +98,19 @@ def test_activity_tells_a_spinning_process_from_a_sleeping_one():
 
 
 def test_a_thread_that_ran_is_busy_though_it_was_charged_no_tick():
-    # a loaded machine: the thread ran 15 ms of 0.5 s, and no clock tick happened to catch it
-    assert activity.busy_thread_count({1: 0.0}, {1: 0.015}, elapsed_s=0.5) == 1
+    # the thread ran 30 ms of 0.5 s, and no clock tick happened to catch it
+    assert activity.busy_thread_count({1: 0.0}, {1: 0.03}, elapsed_s=0.5) == 1
+
+
+def test_a_thread_that_queued_for_the_cpu_is_busy_though_it_got_little_of_it():
+    # a machine loaded by others: 8 ms run, 0.45 s runnable in the queue, of 0.5 s
+    assert activity.busy_thread_count({1: 0.0}, {1: 0.008}, 0.5, {1: 0.458}) == 1
 
 
 def test_a_sleeper_charged_a_stray_tick_is_not_busy():
-    # a supervisor's wait loop: charged one tick by the timer, but ran 0.3 ms
-    assert activity.busy_thread_count({1: 0.01}, {1: 0.0003}, elapsed_s=0.5) == 0
+    # a supervisor's wait loop on a loaded machine: charged one tick by the timer, ran 0.3 ms,
+    # queued 50 ms over its wakes
+    assert activity.busy_thread_count({1: 0.01}, {1: 0.0003}, 0.5, {1: 0.05}) == 0
 
 
 def test_without_schedstat_a_charged_tick_still_decides():
