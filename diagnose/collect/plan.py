@@ -60,9 +60,7 @@ def plan_sampling(threads: int | None, requested_rate: int | None, native: bool 
     full fidelity: one blocking recorder, native frames on every sample."""
     threads = max(1, threads or 1)
     processes = max(1, processes)
-    # /proc reads per tick: one per thread plus a few per process (task list, statm)
-    proc_interval = min(MAX_PROC_INTERVAL_S, max(MIN_PROC_INTERVAL_S,
-                                                 (threads + 3 * processes) / PROC_READS_PER_SECOND))
+    proc_interval = _proc_interval(threads, processes)
     if requested_rate:
         return SamplingPlan(requested_rate, proc_interval, False,
                             f"full fidelity: every sample blocking{' with native frames' if native else ''} "
@@ -118,7 +116,8 @@ def plan_tree(activity: list[ProcessActivity], requested_rate: int | None,
     natively, at the native rate the others would have had between them. py-spy's cost of a
     native recorder is mostly per process (loading every library's symbols), so this cuts it
     by the number of alike workers. Nothing busy (an idle service): every process counts.
-    Busy processes that want all `cores` between them get SATURATED_BUDGET_SHARE of the budgets."""
+    Busy processes that want all `cores` between them get SATURATED_BUDGET_SHARE of the budgets
+    (py-spy's and the /proc sampler's)."""
     threads = sum(a.threads for a in activity) or None
     base = plan_sampling(threads, requested_rate, native, max(1, len(activity)))
     if requested_rate or not activity:
@@ -149,9 +148,17 @@ def plan_tree(activity: list[ProcessActivity], requested_rate: int | None,
     if native_rate:
         reason += (f", plus native stacks at {native_rate} Hz in {len(chosen)} of them to "
                    f"calibrate thread states (one per program)")
-    sampling = SamplingPlan(rate, base.proc_interval_s, True, reason, nonblocking=True,
+    # the /proc sampler's reads come out of the service too: the same share of its budget
+    proc_interval = _proc_interval(threads or 1, len(activity), share)
+    sampling = SamplingPlan(rate, proc_interval, True, reason, nonblocking=True,
                             native_rate_hz=native_rate)
     return TreePlan(sampling, processes)
+
+
+def _proc_interval(threads: int, processes: int, share: float = 1.0) -> float:
+    # /proc reads per tick: one per thread plus a few per process (task list, statm)
+    return min(MAX_PROC_INTERVAL_S, max(MIN_PROC_INTERVAL_S,
+                                        (threads + 3 * processes) / (share * PROC_READS_PER_SECOND)))
 
 
 def _rate(threads: int, processes: int, share: float = 1.0) -> int:

@@ -131,6 +131,8 @@ def test_busy_workers_that_want_every_core_get_half_the_budgets():
     assert full.sampling.rate_hz == round(100 / 15)
     assert full.sampling.native_rate_hz < calm.sampling.native_rate_hz
     assert "halved" in full.sampling.reason and "halved" not in calm.sampling.reason
+    # the /proc sampler reads every thread each tick: it ticks half as often too
+    assert full.sampling.proc_interval_s >= 1.8 * calm.sampling.proc_interval_s
 
 
 def test_one_process_wanting_every_core_keeps_the_single_process_plan():
