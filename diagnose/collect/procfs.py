@@ -77,12 +77,22 @@ class ProcRecord:
 
 
 def read_proc_text(path: str) -> str | None:
-    """A /proc file's text, or None when the thread or process is gone (or not ours to read)."""
+    """A /proc file's text, or None when the thread or process is gone (or not ours to read).
+    Plain os.open/os.read, not open(): the /proc sampler reads every thread's stat each tick,
+    and a buffered file object costs twice the time of the read itself."""
     try:
-        with open(path, "rb") as fh:
-            return fh.read().decode("utf-8", "replace")
+        fd = os.open(path, os.O_RDONLY)
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks).decode("utf-8", "replace")
+    except (ProcessLookupError, PermissionError):
+        return None
+    finally:
+        os.close(fd)
 
 
 def parse_stat(text: str) -> tuple[str, str, float]:

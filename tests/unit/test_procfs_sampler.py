@@ -23,3 +23,12 @@ def test_the_proc_sampler_refreshes_its_counters_by_the_clock_not_every_few_tick
     sampler._refreshed_at -= ProcSampler.COUNTER_REFRESH_S
     sampler.tick()
     assert refreshed == [1]
+
+
+def test_a_proc_file_is_read_whole_and_a_gone_one_is_none(tmp_path):
+    from diagnose.collect.procfs import read_proc_text
+    big = tmp_path / "big"
+    big.write_text("x" * 200_000)  # longer than one read
+    assert read_proc_text(str(big)) == "x" * 200_000
+    assert read_proc_text(f"/proc/{os.getpid()}/stat").startswith(f"{os.getpid()} (")
+    assert read_proc_text("/proc/999999999/stat") is None
