@@ -1,9 +1,11 @@
 """What each process of the target is doing before the window: threads, and which of them run.
 
 The sampling plan shares its budget by activity (plan.py): a supervisor whose one thread sleeps
-in a wait needs few samples, a worker whose threads burn CPU needs the rate. /proc CPU ticks
-per thread, read twice around the probe that precedes every window, tell them apart for free
-(the probe takes a second or two anyway). OS counters, not samples: cheap and exact.
+in a wait needs few samples, a worker whose threads burn CPU needs the rate, and workers that
+want every core between them leave the observer none (plan.py halves its budgets). Each
+thread's schedstat (nanoseconds run and runnable), read twice around the probe that precedes
+every window, tells them apart for free (the probe takes a second or two anyway). OS counters,
+not samples: cheap and exact.
 """
 
 from __future__ import annotations
