@@ -34,8 +34,8 @@ IDLE_PROCESS_RATE_HZ = 1
 # A tree whose busy processes want more cores than the machine has (measured before the window:
 # run + run-queue time, schedstat) takes every observer CPU-second out of its own work: a single
 # Python process usually leaves a core idle (the GIL), forked workers do not. There the budgets
-# (Python and native) are halved: ~1,000 thread-samples over a 10 s window still score the
-# shares, and the observer's CPU stays near what it costs one process.
+# of the Python recorders and of the /proc sampler are halved: ~1,000 thread-samples over a 10 s
+# window still score the shares, and the observer's CPU stays near what it costs one process.
 SATURATED_BUDGET_SHARE = 0.5
 # The /proc sampler reads one small file per thread per tick; its budget is similar.
 PROC_READS_PER_SECOND = 300
@@ -117,7 +117,7 @@ def plan_tree(activity: list[ProcessActivity], requested_rate: int | None,
     native recorder is mostly per process (loading every library's symbols), so this cuts it
     by the number of alike workers. Nothing busy (an idle service): every process counts.
     Busy processes that want all `cores` between them get SATURATED_BUDGET_SHARE of the budgets
-    (py-spy's and the /proc sampler's)."""
+    (py-spy's Python recorders' and the /proc sampler's; not the native calibration's)."""
     threads = sum(a.threads for a in activity) or None
     base = plan_sampling(threads, requested_rate, native, max(1, len(activity)))
     if requested_rate or not activity:
@@ -130,7 +130,10 @@ def plan_tree(activity: list[ProcessActivity], requested_rate: int | None,
     calibrated: dict[tuple[str, ...], ProcessActivity] = {}
     for a in sorted(busy, key=lambda a: -(a.cpu_cores if a.cpu_cores == a.cpu_cores else 0.0)):
         calibrated.setdefault(a.program, a)
-    native_rate = (_native_rate(sum(a.threads for a in calibrated.values()), len(busy), share)
+    # Not halved: the native recorder's cost is mostly fixed (loading every library's symbols:
+    # 0.18-0.22 CPU s at 1 Hz, 0.25 at 3 Hz over 8 s on one worker), while the GIL and lock
+    # shares rest on its samples (classify/calibrate.py needs MIN_SUPPORT per stack).
+    native_rate = (_native_rate(sum(a.threads for a in calibrated.values()), len(busy))
                    if native else 0)
     chosen = {a.pid for a in calibrated.values()}
     busy_pids = {a.pid for a in busy}
@@ -143,7 +146,8 @@ def plan_tree(activity: list[ProcessActivity], requested_rate: int | None,
               f"thread-samples/s over their {busy_threads} threads"
               + (f", {PROCESS_SAMPLES_PER_SECOND * share:g} process-samples/s over {len(busy)} "
                  f"processes" if len(busy) > 1 else "") + ")"
-              + (" (budgets halved: the busy processes want every core)" if share < 1 else "")
+              + (" (Python and /proc budgets halved: the busy processes want every core)"
+                 if share < 1 else "")
               + (f", {idle_rate} Hz in {idle} idle one{'s' if idle > 1 else ''}" if idle else ""))
     if native_rate:
         reason += (f", plus native stacks at {native_rate} Hz in {len(chosen)} of them to "
@@ -166,7 +170,6 @@ def _rate(threads: int, processes: int, share: float = 1.0) -> int:
                                 round(share * PROCESS_SAMPLES_PER_SECOND / processes)))
 
 
-def _native_rate(threads: int, processes: int, share: float = 1.0) -> int:
-    return max(MIN_NATIVE_RATE_HZ,
-               min(round(share * NATIVE_THREAD_SAMPLES_PER_SECOND / max(1, threads)),
-                   round(share * NATIVE_PROCESS_SAMPLES_PER_SECOND / max(1, processes))))
+def _native_rate(threads: int, processes: int) -> int:
+    return max(MIN_NATIVE_RATE_HZ, min(round(NATIVE_THREAD_SAMPLES_PER_SECOND / max(1, threads)),
+                                       round(NATIVE_PROCESS_SAMPLES_PER_SECOND / max(1, processes))))

@@ -122,14 +122,15 @@ def saturating(pid, demand, threads=5):
                            program=PROGRAM, demand_cores=demand)
 
 
-def test_busy_workers_that_want_every_core_get_half_the_budgets():
+def test_busy_workers_that_want_every_core_get_half_the_python_budget_but_all_the_native():
     calm = plan_tree([supervisor(), saturating(101, 0.5), saturating(102, 0.5),
                       saturating(103, 0.5)], None, cores=2)
     full = plan_tree([supervisor(), saturating(101, 1.2), saturating(102, 1.2),
                       saturating(103, 1.2)], None, cores=2)
     assert calm.sampling.rate_hz == round(200 / 15)
     assert full.sampling.rate_hz == round(100 / 15)
-    assert full.sampling.native_rate_hz < calm.sampling.native_rate_hz
+    # the native recorder costs mostly its start, and the GIL and lock shares rest on it
+    assert full.sampling.native_rate_hz == calm.sampling.native_rate_hz
     assert "halved" in full.sampling.reason and "halved" not in calm.sampling.reason
     # the /proc sampler reads every thread each tick: it ticks half as often too
     assert full.sampling.proc_interval_s >= 1.8 * calm.sampling.proc_interval_s
