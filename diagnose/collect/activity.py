@@ -1,23 +1,32 @@
 """What each process of the target is doing before the window: threads, and which of them run.
 
 The sampling plan shares its budget by activity (plan.py): a supervisor whose one thread sleeps
-in a wait needs few samples, a worker whose threads burn CPU needs the rate. /proc CPU ticks
-per thread, read twice around the probe that precedes every window, tell them apart for free
-(the probe takes a second or two anyway). OS counters, not samples: cheap and exact.
+in a wait needs few samples, a worker whose threads burn CPU needs the rate, and workers that
+want every core between them leave the observer none (plan.py halves its budgets). Each
+thread's schedstat (nanoseconds run and runnable), read twice around the probe that precedes
+every window, tells them apart for free (the probe takes a second or two anyway). OS counters,
+not samples: cheap and exact.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from diagnose.collect.procfs import CLOCK_TICKS, list_tids, parse_stat, read_proc_text
 
-# A thread is busy when it was charged a CPU clock tick (10 ms) between the two reads: a thread
-# asleep in a wait, woken by a timer now and then, is charged microseconds. Not a share of a
-# core: on a loaded machine busy threads get little of one. Not the state letter either: there
-# a woken sleeper sits runnable ("R") in the run queue.
+# A thread is busy when it ran for BUSY_RUN_SHARE of the interval between the two reads, or
+# wanted a CPU (ran, or sat runnable in the run queue) for BUSY_DEMAND_SHARE of it, by
+# schedstat's nanosecond counters. Not the clock ticks of /proc stat: those are charged by
+# sampling, so on a machine loaded by other tenants a busy thread (a sliver of a core: 3% each
+# was measured for 12 busy threads beside other tenants on 2 cores) may go an interval without a
+# tick, while a sleeper woken now and then (a supervisor's wait loop) is charged a whole tick
+# when the timer happens to find it running. Demand covers the loaded machine (the busy thread
+# sits runnable nearly all the interval; a woken sleeper queues a few ms per wake: at most 12%
+# measured), run time the quiet one. Without schedstat: a charged clock tick (10 ms).
 MIN_INTERVAL_S = 0.3
+BUSY_RUN_SHARE = 0.05
+BUSY_DEMAND_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -27,6 +36,10 @@ class CpuSnapshot:
     at: float  # time.monotonic()
     cpu: dict[int, dict[int, float]]  # pid -> tid -> cpu seconds
     cmdlines: dict[int, tuple[str, ...]]
+    # pid -> tid -> seconds run, to the nanosecond (schedstat), where the kernel keeps it
+    run: dict[int, dict[int, float]] = field(default_factory=dict)
+    # pid -> tid -> seconds run plus seconds runnable in the run queue (schedstat)
+    demand: dict[int, dict[int, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -36,6 +49,9 @@ class ProcessActivity:
     busy_threads: int  # threads charged CPU between the reads
     cpu_cores: float  # CPU the process used per second between the reads
     program: tuple[str, ...]  # its command line: processes running the same program share code
+    # cores the process wanted (ran or sat runnable), per second; nan where schedstat is not
+    # kept. Unlike cpu_cores it does not shrink when other tenants take the cores.
+    demand_cores: float = float("nan")
 
     @property
     def busy(self) -> bool:
@@ -47,17 +63,49 @@ def _cmdline(pid: int) -> tuple[str, ...]:
     return tuple(part for part in (text or "").split("\0") if part)
 
 
+def _schedstat(pid: int, tid: int) -> tuple[float, float] | None:
+    """(seconds run, seconds run + seconds runnable) from /proc schedstat, or None."""
+    parts = (read_proc_text(f"/proc/{pid}/task/{tid}/schedstat") or "").split()
+    if len(parts) < 2:
+        return None
+    return int(parts[0]) / 1e9, (int(parts[0]) + int(parts[1])) / 1e9
+
+
 def snapshot(pids: list[int]) -> CpuSnapshot:
     cpu: dict[int, dict[int, float]] = {}
+    run: dict[int, dict[int, float]] = {}
+    demand: dict[int, dict[int, float]] = {}
     for pid in pids:
-        threads = {}
+        threads, ran, wanted = {}, {}, {}
         for tid in list_tids(pid):
             stat = read_proc_text(f"/proc/{pid}/task/{tid}/stat")
             if stat is not None:
                 threads[tid] = parse_stat(stat)[2]
+                sched = _schedstat(pid, tid)
+                if sched is not None:
+                    ran[tid], wanted[tid] = sched
         if threads:
             cpu[pid] = threads
-    return CpuSnapshot(time.monotonic(), cpu, {pid: _cmdline(pid) for pid in cpu})
+            run[pid] = ran
+            demand[pid] = wanted
+    return CpuSnapshot(time.monotonic(), cpu, {pid: _cmdline(pid) for pid in cpu}, run, demand)
+
+
+def busy_thread_count(cpu_used: dict[int, float], run_used: dict[int, float],
+                      elapsed_s: float, demand_used: dict[int, float] | None = None) -> int:
+    """Threads that ran for BUSY_RUN_SHARE of `elapsed_s` or wanted a CPU for
+    BUSY_DEMAND_SHARE of it (schedstat deltas), or, for a thread without schedstat, that were
+    charged a clock tick (/proc stat deltas)."""
+    tick = 1.0 / CLOCK_TICKS
+    busy = 0
+    for tid, used in cpu_used.items():
+        ran = run_used.get(tid)
+        if ran is not None:
+            wanted = (demand_used or {}).get(tid, 0.0)
+            busy += ran >= BUSY_RUN_SHARE * elapsed_s or wanted >= BUSY_DEMAND_SHARE * elapsed_s
+        else:
+            busy += used >= tick - 1e-9
+    return busy
 
 
 def measure(before: CpuSnapshot, pids: list[int]) -> list[ProcessActivity]:
@@ -77,8 +125,14 @@ def measure(before: CpuSnapshot, pids: list[int]) -> list[ProcessActivity]:
                                          after.cmdlines.get(pid, ())))
             continue
         used = {tid: cpu - earlier.get(tid, 0.0) for tid, cpu in threads.items()}
-        tick = 1.0 / CLOCK_TICKS
-        busy = sum(1 for d in used.values() if d >= tick - 1e-9)
+        run_before = before.run.get(pid, {})
+        ran = {tid: seconds - run_before[tid]
+               for tid, seconds in after.run.get(pid, {}).items() if tid in run_before}
+        wanted_before, wanted_after = before.demand.get(pid, {}), after.demand.get(pid, {})
+        wanted = {tid: seconds - wanted_before[tid]
+                  for tid, seconds in wanted_after.items() if tid in wanted_before}
+        busy = busy_thread_count(used, ran, elapsed, wanted)
+        demand = sum(wanted.values()) / elapsed if wanted_after else float("nan")
         found.append(ProcessActivity(pid, len(threads), busy, round(sum(used.values()) / elapsed, 3),
-                                     after.cmdlines.get(pid, ())))
+                                     after.cmdlines.get(pid, ()), round(demand, 3)))
     return found

@@ -22,7 +22,7 @@ import psutil
 from diagnose.collect import activity, priority, pyspy, target_state, tree
 from diagnose.collect.asyncio_tasks import AsyncioTaskSampler
 from diagnose.collect.plan import TreePlan, plan_tree
-from diagnose.collect.procfs import ProcRecord, TreeRecord, TreeSampler
+from diagnose.collect.procfs import ProcRecord, TreeRecord, TreeSampler, cores_available
 from diagnose.errors import Interrupted, NoSamples, NoSuchProcess, NotPython, ProfilerFailed
 from diagnose.model.async_tasks import TaskRecording
 from diagnose.model.run_context import CaptureSampling, RunTarget
@@ -410,7 +410,8 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
     # Sampling a launcher's tree with --no-children cannot happen (resolve_probe_pid refused it);
     # a launcher's Python children are sampled, each by its own recorder.
     subprocesses = options.children
-    tree_plan = plan_tree(activity.measure(before, members), options.rate, native)
+    tree_plan = plan_tree(activity.measure(before, members), options.rate, native,
+                          cores=cores_available(root))
     plan = tree_plan.sampling
     work_dir.mkdir(parents=True, exist_ok=True)
     # py-spy writes into a hidden directory of the output directory (the report then moves its

@@ -31,6 +31,12 @@ MIN_RATE_HZ = 2
 MAX_RATE_HZ = 100
 # A process whose threads all sleep (a supervisor in its wait) shows the same stack all window.
 IDLE_PROCESS_RATE_HZ = 1
+# A tree whose busy processes want more cores than the machine has (measured before the window:
+# run + run-queue time, schedstat) takes every observer CPU-second out of its own work: a single
+# Python process usually leaves a core idle (the GIL), forked workers do not. There the budgets
+# of the Python recorders and of the /proc sampler are halved: ~1,000 thread-samples over a 10 s
+# window still score the shares, and the observer's CPU stays near what it costs one process.
+SATURATED_BUDGET_SHARE = 0.5
 # The /proc sampler reads one small file per thread per tick; its budget is similar.
 PROC_READS_PER_SECOND = 300
 MIN_PROC_INTERVAL_S = 0.1
@@ -54,9 +60,7 @@ def plan_sampling(threads: int | None, requested_rate: int | None, native: bool 
     full fidelity: one blocking recorder, native frames on every sample."""
     threads = max(1, threads or 1)
     processes = max(1, processes)
-    # /proc reads per tick: one per thread plus a few per process (task list, statm)
-    proc_interval = min(MAX_PROC_INTERVAL_S, max(MIN_PROC_INTERVAL_S,
-                                                 (threads + 3 * processes) / PROC_READS_PER_SECOND))
+    proc_interval = _proc_interval(threads, processes)
     if requested_rate:
         return SamplingPlan(requested_rate, proc_interval, False,
                             f"full fidelity: every sample blocking{' with native frames' if native else ''} "
@@ -95,8 +99,14 @@ class TreePlan:
                     ProcessPlan(pid, self.sampling.rate_hz, 0, True))
 
 
+def saturates(busy: list[ProcessActivity], cores: int | None) -> bool:
+    """True when more than one busy process and, between them, they want every core."""
+    demand = [a.demand_cores for a in busy if a.demand_cores == a.demand_cores]
+    return bool(cores) and len(busy) > 1 and bool(demand) and sum(demand) >= (cores or 0)
+
+
 def plan_tree(activity: list[ProcessActivity], requested_rate: int | None,
-              native: bool = True) -> TreePlan:
+              native: bool = True, cores: int | None = None) -> TreePlan:
     """The gentle plan over a process tree, shared by activity. Each process's threads cost
     py-spy the same per sample whatever they do, but only busy ones need the rate: a supervisor
     asleep in a wait shows one stack all window. So the thread-sample budget is divided over the
@@ -105,18 +115,24 @@ def plan_tree(activity: list[ProcessActivity], requested_rate: int | None,
     running the same program run the same stacks, so one busy process per program is unwound
     natively, at the native rate the others would have had between them. py-spy's cost of a
     native recorder is mostly per process (loading every library's symbols), so this cuts it
-    by the number of alike workers. Nothing busy (an idle service): every process counts."""
+    by the number of alike workers. Nothing busy (an idle service): every process counts.
+    Busy processes that want all `cores` between them get SATURATED_BUDGET_SHARE of the budgets
+    (py-spy's Python recorders' and the /proc sampler's; not the native calibration's)."""
     threads = sum(a.threads for a in activity) or None
     base = plan_sampling(threads, requested_rate, native, max(1, len(activity)))
     if requested_rate or not activity:
         return TreePlan(base, tuple(ProcessPlan(a.pid, base.rate_hz, 0, a.busy) for a in activity))
     busy = [a for a in activity if a.busy] or list(activity)
     busy_threads = max(1, sum(a.threads for a in busy))
-    rate = _rate(busy_threads, len(busy))
+    share = SATURATED_BUDGET_SHARE if saturates(busy, cores) else 1.0
+    rate = _rate(busy_threads, len(busy), share)
     idle_rate = min(rate, IDLE_PROCESS_RATE_HZ)
     calibrated: dict[tuple[str, ...], ProcessActivity] = {}
     for a in sorted(busy, key=lambda a: -(a.cpu_cores if a.cpu_cores == a.cpu_cores else 0.0)):
         calibrated.setdefault(a.program, a)
+    # Not halved: the native recorder's cost is mostly fixed (loading every library's symbols:
+    # 0.18-0.22 CPU s at 1 Hz, 0.25 at 3 Hz over 8 s on one worker), while the GIL and lock
+    # shares rest on its samples (classify/calibrate.py needs MIN_SUPPORT per stack).
     native_rate = (_native_rate(sum(a.threads for a in calibrated.values()), len(busy))
                    if native else 0)
     chosen = {a.pid for a in calibrated.values()}
@@ -126,22 +142,32 @@ def plan_tree(activity: list[ProcessActivity], requested_rate: int | None,
                       for a in activity)
     idle = len(activity) - len(busy)
     reason = (f"gentle: non-blocking Python stacks at {rate} Hz in {len(busy)} busy "
-              f"process{'es' if len(busy) > 1 else ''} ({THREAD_SAMPLES_PER_SECOND} "
+              f"process{'es' if len(busy) > 1 else ''} ({THREAD_SAMPLES_PER_SECOND * share:g} "
               f"thread-samples/s over their {busy_threads} threads"
-              + (f", {PROCESS_SAMPLES_PER_SECOND} process-samples/s over {len(busy)} processes"
-                 if len(busy) > 1 else "") + ")"
+              + (f", {PROCESS_SAMPLES_PER_SECOND * share:g} process-samples/s over {len(busy)} "
+                 f"processes" if len(busy) > 1 else "") + ")"
+              + (" (Python and /proc budgets halved: the busy processes want every core)"
+                 if share < 1 else "")
               + (f", {idle_rate} Hz in {idle} idle one{'s' if idle > 1 else ''}" if idle else ""))
     if native_rate:
         reason += (f", plus native stacks at {native_rate} Hz in {len(chosen)} of them to "
                    f"calibrate thread states (one per program)")
-    sampling = SamplingPlan(rate, base.proc_interval_s, True, reason, nonblocking=True,
+    # the /proc sampler's reads come out of the service too: the same share of its budget
+    proc_interval = _proc_interval(threads or 1, len(activity), share)
+    sampling = SamplingPlan(rate, proc_interval, True, reason, nonblocking=True,
                             native_rate_hz=native_rate)
     return TreePlan(sampling, processes)
 
 
-def _rate(threads: int, processes: int) -> int:
-    return max(MIN_RATE_HZ, min(MAX_RATE_HZ, round(THREAD_SAMPLES_PER_SECOND / threads),
-                                round(PROCESS_SAMPLES_PER_SECOND / processes)))
+def _proc_interval(threads: int, processes: int, share: float = 1.0) -> float:
+    # /proc reads per tick: one per thread plus a few per process (task list, statm)
+    return min(MAX_PROC_INTERVAL_S, max(MIN_PROC_INTERVAL_S,
+                                        (threads + 3 * processes) / (share * PROC_READS_PER_SECOND)))
+
+
+def _rate(threads: int, processes: int, share: float = 1.0) -> int:
+    return max(MIN_RATE_HZ, min(MAX_RATE_HZ, round(share * THREAD_SAMPLES_PER_SECOND / threads),
+                                round(share * PROCESS_SAMPLES_PER_SECOND / processes)))
 
 
 def _native_rate(threads: int, processes: int) -> int:

@@ -434,3 +434,25 @@ def test_a_static_build_is_read_from_the_executables_own_symbols():
     waiter = tasks["sem-waiter-0"].waits_on
     assert waiter is not None and waiter.kind is AwaitKind.SEMAPHORE
     assert (waiter.identity, waiter.permits, waiter.waiters) == (json.loads(ids)["sem"], 0, 3)
+
+
+def test_a_process_without_asyncio_is_asked_ever_more_rarely_and_a_live_loop_at_the_rate():
+    from diagnose.collect.asyncio_tasks.sampler import NOT_LOADED_MAX_WAIT_S, pause_after
+    waits = [pause_after(0.25, 0.001, streak) for streak in range(1, 8)]
+    assert waits == sorted(waits) and waits[0] >= 0.5
+    assert waits[-1] == NOT_LOADED_MAX_WAIT_S
+    assert pause_after(0.25, 0.001, 0) < 0.25  # tasks were found: the rate holds
+    assert pause_after(0.25, 0.2, 0) >= 0.8  # an expensive read still waits 4x its cost
+
+
+def test_a_sampler_on_a_process_without_asyncio_reads_it_a_few_times_not_at_the_rate():
+    proc, _ = _start(_python("3.12"), QUIET)
+    try:
+        sampler = AsyncioTaskSampler(proc.pid, rate=10).start()
+        time.sleep(3.0)
+        recording = sampler.stop()
+    finally:
+        _stop(proc)
+    # at the rate that would be ~30 reads; doubling waits from 0.2 s leave at most 5 in 3 s
+    assert 1 <= recording.reads <= 5, recording
+    assert any("has not imported asyncio" in note for note in recording.notes)

@@ -89,7 +89,61 @@ def test_activity_tells_a_spinning_process_from_a_sleeping_one():
         found = {a.pid: a for a in activity.measure(before, [spin.pid, sleep.pid])}
         assert found[spin.pid].busy and found[spin.pid].cpu_cores > 0
         assert not found[sleep.pid].busy
+        # a spinner wants a whole core (ran or queued) whatever else runs; a sleeper next to none
+        assert found[spin.pid].demand_cores > 0.8 and found[sleep.pid].demand_cores < 0.05
     finally:
         for proc in (spin, sleep):
             proc.kill()
             proc.wait()
+
+
+def test_a_thread_that_ran_is_busy_though_it_was_charged_no_tick():
+    # the thread ran 30 ms of 0.5 s, and no clock tick happened to catch it
+    assert activity.busy_thread_count({1: 0.0}, {1: 0.03}, elapsed_s=0.5) == 1
+
+
+def test_a_thread_that_queued_for_the_cpu_is_busy_though_it_got_little_of_it():
+    # a machine loaded by others: 8 ms run, 0.45 s runnable in the queue, of 0.5 s
+    assert activity.busy_thread_count({1: 0.0}, {1: 0.008}, 0.5, {1: 0.458}) == 1
+
+
+def test_a_sleeper_charged_a_stray_tick_is_not_busy():
+    # a supervisor's wait loop on a loaded machine: charged one tick by the timer, ran 0.3 ms,
+    # queued 50 ms over its wakes
+    assert activity.busy_thread_count({1: 0.01}, {1: 0.0003}, 0.5, {1: 0.05}) == 0
+
+
+def test_without_schedstat_a_charged_tick_still_decides():
+    assert activity.busy_thread_count({1: 0.01, 2: 0.0}, {}, elapsed_s=0.5) == 1
+
+
+def saturating(pid, demand, threads=5):
+    return ProcessActivity(pid, threads=threads, busy_threads=threads - 1, cpu_cores=0.2,
+                           program=PROGRAM, demand_cores=demand)
+
+
+def test_busy_workers_that_want_every_core_get_half_the_python_budget_but_all_the_native():
+    calm = plan_tree([supervisor(), saturating(101, 0.5), saturating(102, 0.5),
+                      saturating(103, 0.5)], None, cores=2)
+    full = plan_tree([supervisor(), saturating(101, 1.2), saturating(102, 1.2),
+                      saturating(103, 1.2)], None, cores=2)
+    assert calm.sampling.rate_hz == round(200 / 15)
+    assert full.sampling.rate_hz == round(100 / 15)
+    # the native recorder costs mostly its start, and the GIL and lock shares rest on it
+    assert full.sampling.native_rate_hz == calm.sampling.native_rate_hz
+    assert "halved" in full.sampling.reason and "halved" not in calm.sampling.reason
+    # the /proc sampler reads every thread each tick: it ticks half as often too
+    assert full.sampling.proc_interval_s >= 1.8 * calm.sampling.proc_interval_s
+
+
+def test_one_process_wanting_every_core_keeps_the_single_process_plan():
+    # one Python process: its cores are shared by its own threads, the plan is the flat one
+    plan = plan_tree([saturating(7, 3.0, threads=11)], None, cores=2)
+    assert plan.sampling.rate_hz == plan_sampling(11, None).rate_hz
+
+
+def test_saturation_is_not_guessed_without_schedstat_or_cores():
+    busy = [saturating(101, float("nan")), saturating(102, float("nan"))]
+    assert plan_tree(busy, None, cores=2).sampling.rate_hz == round(200 / 10)
+    assert plan_tree([saturating(101, 2.0), saturating(102, 2.0)], None).sampling.rate_hz == 20
+

@@ -19,6 +19,10 @@ DEFAULT_RATE = 4.0       # reads per second
 MAX_COST_SHARE = 0.2     # the reader sleeps at least 4x its last read: at most ~20% of a core
 REFRESH_EVERY = 20       # re-find the task sets every this many reads (module reloaded, ...)
 MAX_SNAPSHOTS = 10_000
+# A process that has not imported asyncio (a pre-fork worker of threads) is asked again ever
+# more rarely: each read of sys.modules costs the same whether or not tasks exist, and one busy
+# tree has a reader per process. A late import is still seen, within this long.
+NOT_LOADED_MAX_WAIT_S = 4.0
 
 
 class Unreadable(Exception):
@@ -123,6 +127,7 @@ class AsyncioTaskSampler:
         self._reads = self._failed = 0
         self._cost = 0.0
         self._not_loaded = False
+        self._not_loaded_streak = 0  # reads in a row that found no asyncio
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -145,7 +150,7 @@ class AsyncioTaskSampler:
             if not self.read_once():
                 break
             spent = time.monotonic() - began
-            self._stop.wait(max(self.interval - spent, spent / MAX_COST_SHARE - spent))
+            self._stop.wait(pause_after(self.interval, spent, self._not_loaded_streak))
         if self._reader is not None:
             self._reader.close()
 
@@ -184,6 +189,7 @@ class AsyncioTaskSampler:
             snapshot = self._reader.snapshot()
         except AsyncioNotLoaded:
             self._not_loaded = True
+            self._not_loaded_streak += 1
             return True
         except RemoteReadError as exc:
             self._failed += 1
@@ -193,6 +199,7 @@ class AsyncioTaskSampler:
             self._note(f"a read of the task set failed (the target changed under us): {exc}")
             return True
         self._not_loaded = False
+        self._not_loaded_streak = 0
         if len(self._snapshots) < MAX_SNAPSHOTS:
             self._snapshots.append(snapshot)
         return True
@@ -209,6 +216,16 @@ class AsyncioTaskSampler:
                              unreadable=self._unreadable, reads=self._reads,
                              failed_reads=self._failed, read_seconds=self._cost,
                              notes=tuple(notes))
+
+
+def pause_after(interval: float, spent: float, not_loaded_streak: int) -> float:
+    """The wait before the next read: the rate's interval, at least 4x the last read's cost
+    (MAX_COST_SHARE), and, after reads that found no asyncio, doubling with each one in a row
+    up to NOT_LOADED_MAX_WAIT_S."""
+    wait = max(interval - spent, spent / MAX_COST_SHARE - spent)
+    if not_loaded_streak:
+        wait = max(wait, min(NOT_LOADED_MAX_WAIT_S, interval * 2 ** not_loaded_streak))
+    return wait
 
 
 def _alive(pid: int) -> bool:
