@@ -316,11 +316,13 @@ def _rank(analysis: SampledProcess, samples: pd.DataFrame, instants: int, scope_
     path_names = list(path_ids)
     entry_names = list(entry_ids)
     row_path = stack_path[row_stack]
-    keyed = pd.DataFrame({"path": row_path, "entry": stack_entry[row_stack],
-                          "tick": samples["tick"].to_numpy(), "count": samples["count"].to_numpy(),
-                          "state": np.asarray(samples["state"].astype(str))})
+    # per row: integer codes only (entry, state), no string per sample
+    row_entry = stack_entry[row_stack]
+    row_count = samples["count"].to_numpy()
+    row_state = np.asarray(samples["state"].cat.codes, dtype=np.int64)
+    state_names = [str(c) for c in samples["state"].cat.categories]
     # distinct waiting instants per path, from the distinct (path, tick) pairs
-    tick = keyed["tick"].to_numpy().astype(np.int64)
+    tick = samples["tick"].to_numpy().astype(np.int64)
     span = int(tick.max() - tick.min()) + 1
     pairs = sorted_distinct(row_path * span + (tick - tick.min()))
     per_path = np.bincount(pairs // span)
@@ -334,20 +336,28 @@ def _rank(analysis: SampledProcess, samples: pd.DataFrame, instants: int, scope_
     per_path = per_path.sort_values(ascending=False).head(5)
     holders = []
     for path, n in per_path.items():
-        code = path_ids[path]
-        mine = row_path == code
-        sums = keyed[mine].groupby("entry")["count"].sum()
-        by_name = sorted(zip([entry_names[int(e)] for e in sums.index], sums.tolist()), key=lambda x: x[0])
+        mine = np.flatnonzero(row_path == path_ids[path])
+        sums = _sums_by_code(row_entry[mine], row_count[mine], len(entry_names))
+        by_name = sorted(((entry_names[e], c) for e, c in sums), key=lambda x: x[0])
         best = max(c for _, c in by_name)
         entry = next(name for name, c in by_name if c == best)
-        first = paths[int(row_stack[np.flatnonzero(mine)[0]])]
+        first = paths[int(row_stack[mine[0]])]
         leaf = first[2]
         stack = tuple(path) + ((entry,) if entry else ())
-        states = keyed[mine].groupby("state")["count"].sum()
-        state = str(sorted(states.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]) if len(states) else ""
+        states = [(state_names[k], c) for k, c in _sums_by_code(row_state[mine], row_count[mine],
+                                                                len(state_names))]
+        state = str(sorted(states, key=lambda kv: (-kv[1], kv[0]))[0][0]) if states else ""
         holders.append(Holder(stack, leaf.function, leaf.file, leaf.line,
                               round(n / instants, 4), int(n), first[3], state))
     return tuple(holders)
+
+
+def _sums_by_code(codes: np.ndarray, counts: np.ndarray, n: int) -> list[tuple[int, int]]:
+    """(code, summed count) for each code present among the rows: a group-by sum by numpy
+    (float sums of sample counts are exact: they stay far below 2**53)."""
+    seen = np.bincount(codes, minlength=n)
+    sums = np.bincount(codes, weights=counts, minlength=n)
+    return [(int(k), int(sums[k])) for k in np.flatnonzero(seen)]
 
 
 def describe(site: WaitSite) -> str:
