@@ -81,6 +81,14 @@ class _Columns:
     count: np.ndarray
     tick: npt.NDArray[np.int64]
 
+    def take(self, rows: np.ndarray) -> "_Columns":
+        """These rows (indices or a boolean mask) of every column: one numpy take each."""
+        return _Columns(self.thread[rows], self.stack[rows], self.state[rows], self.count[rows],
+                        self.tick[rows])
+
+    def __len__(self) -> int:
+        return len(self.tick)
+
 
 def with_ticks(samples: pd.DataFrame, interval: float) -> npt.NDArray[np.int64]:
     ticks: npt.NDArray[np.int64] = np.round(samples["t"].to_numpy() / interval).astype(np.int64)
@@ -205,10 +213,7 @@ def _holders(analysis: SampledProcess, all_samples: _Columns, waiters: pd.DataFr
                             waiter_thread.astype(np.int64) * span + waiter_tick)
     else:
         is_waiter = np.isin(_thread_tick_keys(at_thread, at_tick), _thread_tick_keys(waiter_thread, waiter_tick))
-    rows = rows[~is_waiter]
-    others = pd.DataFrame({"thread": thread[rows], "stack": all_samples.stack[rows],
-                           "state": state.take(rows), "count": all_samples.count[rows],
-                           "tick": tick[rows]}, index=rows)
+    others = all_samples.take(rows[~is_waiter])
     if kind == WaitKind.GIL:
         return (_rank(analysis, others, len(wait_ticks), scope_function=None), "running Python",
                 _max_threads(others))
@@ -232,15 +237,13 @@ def _holders(analysis: SampledProcess, all_samples: _Columns, waiters: pd.DataFr
     # and is deep inside the handler's emit.
     if kind != WaitKind.LOGGING:
         site_id = int(waiters["site"].iloc[0])
-        others = others[~_stacks_holding(analysis, others["stack"].to_numpy(),
-                                         lambda f, fid: fid == site_id)]
+        others = others.take(~_stacks_holding(analysis, others.stack, lambda f, fid: fid == site_id))
     # The innermost scope that explains a fair share of the waiting instants wins: the lock's
     # own function (the with-block) before its caller (which holds a pooled resource).
     best = None
     for scope in scopes:
-        inside = others[_stacks_holding(analysis, others["stack"].to_numpy(),
-                                        _in_function_of(scope))]
-        coverage = len(sorted_distinct(inside["tick"].to_numpy()))
+        inside = others.take(_stacks_holding(analysis, others.stack, _in_function_of(scope)))
+        coverage = len(sorted_distinct(inside.tick))
         if coverage and (best is None or coverage > best[0]):
             best = (coverage, scope, inside)
         if best is not None and best[0] >= MIN_SCOPE_COVERAGE * len(wait_ticks):
@@ -257,16 +260,16 @@ def _in_function_of(scope: Frame) -> Callable[[Frame, int], bool]:
     return lambda f, fid: f.function == scope.function and f.file == scope.file
 
 
-def _max_threads(samples: pd.DataFrame) -> int:
+def _max_threads(samples: _Columns) -> int:
     """How many threads are usually inside the scope at once while others wait: the most
     common count over the waiting instants (a saturated pool is full whenever someone waits;
     the maximum would count torn or misaligned samples)."""
-    if samples.empty:
+    if not len(samples):
         return 0
     # threads per instant from the distinct (tick, thread) pairs; then the most common count
     # (the largest, when several are as common)
-    tick = samples["tick"].to_numpy().astype(np.int64)
-    thread = samples["thread"].to_numpy().astype(np.int64)
+    tick = samples.tick.astype(np.int64)
+    thread = samples.thread.astype(np.int64)
     width = int(thread.max()) + 1
     pairs = sorted_distinct((tick - tick.min()) * width + thread)
     ticks = pairs // width  # sorted: each tick's pairs are one run
@@ -298,14 +301,14 @@ def _holder_path(analysis: SampledProcess, stack_id: int, scope: Frame | None
     return tuple(names), entry, leaf, python_frames[0].line if python_frames else 0
 
 
-def _rank(analysis: SampledProcess, samples: pd.DataFrame, instants: int, scope_function: Frame | None
+def _rank(analysis: SampledProcess, samples: _Columns, instants: int, scope_function: Frame | None
           ) -> tuple[Holder, ...]:
     """Holders grouped by their Python path (native leaves vary sample to sample), ranked by
     the share of waiting instants at which some thread was on that path."""
-    if samples.empty or instants == 0:
+    if not len(samples) or instants == 0:
         return ()
     # Each distinct stack's path is read once; rows carry it as an integer code.
-    stack_ids = samples["stack"].to_numpy()
+    stack_ids = samples.stack
     distinct = sorted_distinct(stack_ids)
     row_stack = np.searchsorted(distinct, stack_ids)
     paths = [_holder_path(analysis, int(sid), scope_function) for sid in distinct.tolist()]
@@ -318,11 +321,11 @@ def _rank(analysis: SampledProcess, samples: pd.DataFrame, instants: int, scope_
     row_path = stack_path[row_stack]
     # per row: integer codes only (entry, state), no string per sample
     row_entry = stack_entry[row_stack]
-    row_count = samples["count"].to_numpy()
-    row_state = np.asarray(samples["state"].cat.codes, dtype=np.int64)
-    state_names = [str(c) for c in samples["state"].cat.categories]
+    row_count = samples.count
+    row_state = np.asarray(samples.state.codes, dtype=np.int64)
+    state_names = [str(c) for c in samples.state.categories]
     # distinct waiting instants per path, from the distinct (path, tick) pairs
-    tick = samples["tick"].to_numpy().astype(np.int64)
+    tick = samples.tick.astype(np.int64)
     span = int(tick.max() - tick.min()) + 1
     pairs = sorted_distinct(row_path * span + (tick - tick.min()))
     per_path = np.bincount(pairs // span)
