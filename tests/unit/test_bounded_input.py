@@ -101,6 +101,24 @@ def test_a_truncated_speedscope_file_is_one_line_error(tmp_path, cut):
     assert "\n" not in message and "truncated" in message
 
 
+@pytest.mark.parametrize("inside", ["samples", "weights"])
+def test_a_streamed_file_cut_inside_its_arrays_is_one_line_error(tmp_path, monkeypatch, inside):
+    # cut a few chunks in, inside the last profile's samples or weights: the streaming reader
+    # itself says so (it does not hand the rest to the whole-file parser)
+    data = json.loads((RECORDED / "lock_contention.native.speedscope.json").read_text())
+    text = json.dumps(data, separators=(",", ":")).encode()
+    start = text.rindex(f'"{inside}":['.encode()) + len(inside) + 4
+    end = text.index(b"]]" if inside == "samples" else b"]", start)
+    assert end - start > 64 and start > 4 * 512
+    path = tmp_path / "cut.speedscope.json"
+    path.write_bytes(text[:(start + end) // 2])
+    monkeypatch.setattr(loaders, "read_chunks", functools.partial(loaders.read_chunks, chunk=512))
+    with pytest.raises(BadProfile) as error:
+        loaders._load_streamed(path)
+    message = str(error.value)
+    assert "\n" not in message and "truncated" in message and f"profile's {inside}" in message
+
+
 def test_a_truncated_collapsed_file_still_loads_its_whole_lines(tmp_path):
     path = tmp_path / "cut.txt"
     path.write_text("thread (7): w;loop (a.py:1);spin (a.py:2) 5\nthread (7): w;loop (a.py:1);sp")
