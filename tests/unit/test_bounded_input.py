@@ -43,6 +43,22 @@ def test_streamed_speedscope_reads_what_json_reads(tmp_path, monkeypatch, chunk,
     _same(streamed, load_speedscope(data))
 
 
+@pytest.mark.parametrize("weights", [[0.01] * 5, [0.01] * 4 + [0.011], [0.011] + [0.01] * 4,
+                                     [0.5, 0.25, 0.5, 0.25, 0.5], [1e-05] * 5])
+def test_streamed_weights_are_the_numbers_written(tmp_path, weights):
+    # one repeated number is filled without splitting: a neighbour that merely starts or ends
+    # like it must still be read as itself
+    frames = [{"name": "f", "file": "a.py", "line": 1}]
+    doc = {"shared": {"frames": frames}, "profiles": [
+        {"type": "sampled", "name": 'Thread 7 "w"', "unit": "seconds", "startValue": 0,
+         "endValue": 1, "samples": [[0]] * len(weights), "weights": weights}]}
+    path = tmp_path / "w.speedscope.json"
+    path.write_text(json.dumps(doc, separators=(",", ":")))
+    streamed = loaders._load_streamed(path)
+    assert streamed is not None
+    assert streamed.threads[0].weights.tolist() == weights
+
+
 def test_samples_of_another_shape_fall_back_to_the_json_reader(tmp_path):
     # a float where a frame index belongs: the streaming reader steps aside, json says what's wrong
     path = tmp_path / "p.json"
