@@ -213,8 +213,9 @@ def _holders(analysis: SampledProcess, all_samples: _Columns, waiters: pd.DataFr
                             waiter_thread.astype(np.int64) * span + waiter_tick)
     else:
         is_waiter = np.isin(_thread_tick_keys(at_thread, at_tick), _thread_tick_keys(waiter_thread, waiter_tick))
-    others = all_samples.take(rows[~is_waiter])
+    rows = rows[~is_waiter]
     if kind == WaitKind.GIL:
+        others = all_samples.take(rows)
         return (_rank(analysis, others, len(wait_ticks), scope_function=None), "running Python",
                 _max_threads(others))
     stack = analysis.profile.stacks[int(waiters["stack"].iloc[0])]
@@ -237,20 +238,23 @@ def _holders(analysis: SampledProcess, all_samples: _Columns, waiters: pd.DataFr
     # and is deep inside the handler's emit.
     if kind != WaitKind.LOGGING:
         site_id = int(waiters["site"].iloc[0])
-        others = others.take(~_stacks_holding(analysis, others.stack, lambda f, fid: fid == site_id))
+        rows = rows[~_stacks_holding(analysis, all_samples.stack[rows], lambda f, fid: fid == site_id)]
     # The innermost scope that explains a fair share of the waiting instants wins: the lock's
-    # own function (the with-block) before its caller (which holds a pooled resource).
+    # own function (the with-block) before its caller (which holds a pooled resource). Rows are
+    # chosen by their stacks alone; the other columns are taken once, for the scope that wins.
+    stacks = all_samples.stack[rows]
     best = None
     for scope in scopes:
-        inside = others.take(_stacks_holding(analysis, others.stack, _in_function_of(scope)))
-        coverage = len(sorted_distinct(inside.tick))
+        in_scope = rows[_stacks_holding(analysis, stacks, _in_function_of(scope))]
+        coverage = len(sorted_distinct(all_samples.tick[in_scope]))
         if coverage and (best is None or coverage > best[0]):
-            best = (coverage, scope, inside)
+            best = (coverage, scope, in_scope)
         if best is not None and best[0] >= MIN_SCOPE_COVERAGE * len(wait_ticks):
             break
     if best is None:
         return (), "", 0
-    _, scope, inside = best
+    _, scope, in_scope = best
+    inside = all_samples.take(in_scope)
     return (_rank(analysis, inside, len(wait_ticks), scope_function=scope), scope.function,
             _max_threads(inside))
 
