@@ -49,9 +49,10 @@ def sorted_distinct(ids: npt.ArrayLike) -> np.ndarray:
     low, high = int(ids.min()), int(ids.max())
     if low >= 0 and high < 4 * len(ids) + 4096:
         return np.flatnonzero(np.bincount(ids)).astype(ids.dtype, copy=False)
-    if high - low < _SEEN_TABLE_MAX:
+    if high - low < min(_SEEN_TABLE_MAX, 64 * len(ids)):
         # a byte per value in the range (keys such as tick x thread span tens of millions):
-        # one pass, where hashing every element costs ten times as much
+        # one pass, where hashing every element costs ten times as much; not for a few ids
+        # spread thinly over a wide range, where the table would cost more than the hashing
         seen = np.zeros(high - low + 1, dtype=bool)
         seen[ids - low] = True
         return (np.flatnonzero(seen) + low).astype(ids.dtype, copy=False)
