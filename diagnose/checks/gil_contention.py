@@ -128,12 +128,20 @@ def _from_native_frames(analysis: Analysis, settings: Settings, total: float) ->
 
 def _holder_phase_shares(analysis: Analysis) -> dict[str, float]:
     req = analysis.request_samples()
-    running = req[req["state"] == ThreadState.PYTHON]
-    total = float(running["count"].sum())
+    # by the columns' codes (no copy of the running rows): a sum per phase present, in the
+    # phases' declared order, as a group-by over the categorical gives
+    running = (req["state"] == ThreadState.PYTHON).to_numpy()
+    counts = req["count"].to_numpy()[running]
+    total = float(counts.sum())
     if not total:
         return {}
-    shares = running.groupby("phase", observed=True)["count"].sum() / total
-    return {str(k): round(float(v), 4) for k, v in shares.items()}
+    phase = req["phase"].array
+    codes = np.asarray(phase.codes)[running]
+    counts = counts[codes >= 0]  # a row of no phase (-1) is in the total, in no group
+    codes = codes[codes >= 0]
+    present = np.flatnonzero(np.bincount(codes, minlength=len(phase.categories)))
+    sums = np.bincount(codes, weights=counts, minlength=len(phase.categories))
+    return {str(phase.categories[k]): round(float(sums[k]) / total, 4) for k in present.tolist()}
 
 
 def _estimated_from_cpu_time(analysis: Analysis, settings: Settings, req: pd.DataFrame,

@@ -36,6 +36,9 @@ def frame_is(frame: Frame, suffix: str, pattern: re.Pattern[str]) -> bool:
     return where and bool(pattern.search(frame.function))
 
 
+_SEEN_TABLE_MAX = 1 << 27  # 128 MiB of bytes at most
+
+
 def sorted_distinct(ids: npt.ArrayLike) -> np.ndarray:
     """`np.unique` of integer ids (stack, frame, thread ids, ticks): by a count table when they
     are non-negative and their range is small, else by pandas' hash table and a sort of the
@@ -46,6 +49,13 @@ def sorted_distinct(ids: npt.ArrayLike) -> np.ndarray:
     low, high = int(ids.min()), int(ids.max())
     if low >= 0 and high < 4 * len(ids) + 4096:
         return np.flatnonzero(np.bincount(ids)).astype(ids.dtype, copy=False)
+    if high - low < min(_SEEN_TABLE_MAX, 64 * len(ids)):
+        # a byte per value in the range (keys such as tick x thread span tens of millions):
+        # one pass, where hashing every element costs ten times as much; not for a few ids
+        # spread thinly over a wide range, where the table would cost more than the hashing
+        seen = np.zeros(high - low + 1, dtype=bool)
+        seen[ids - low] = True
+        return (np.flatnonzero(seen) + low).astype(ids.dtype, copy=False)
     import pandas as pd
 
     return np.sort(pd.unique(ids))

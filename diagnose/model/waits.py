@@ -81,6 +81,14 @@ class _Columns:
     count: np.ndarray
     tick: npt.NDArray[np.int64]
 
+    def take(self, rows: np.ndarray) -> "_Columns":
+        """These rows (indices or a boolean mask) of every column: one numpy take each."""
+        return _Columns(self.thread[rows], self.stack[rows], self.state[rows], self.count[rows],
+                        self.tick[rows])
+
+    def __len__(self) -> int:
+        return len(self.tick)
+
 
 def with_ticks(samples: pd.DataFrame, interval: float) -> npt.NDArray[np.int64]:
     ticks: npt.NDArray[np.int64] = np.round(samples["t"].to_numpy() / interval).astype(np.int64)
@@ -206,10 +214,8 @@ def _holders(analysis: SampledProcess, all_samples: _Columns, waiters: pd.DataFr
     else:
         is_waiter = np.isin(_thread_tick_keys(at_thread, at_tick), _thread_tick_keys(waiter_thread, waiter_tick))
     rows = rows[~is_waiter]
-    others = pd.DataFrame({"thread": thread[rows], "stack": all_samples.stack[rows],
-                           "state": state.take(rows), "count": all_samples.count[rows],
-                           "tick": tick[rows]}, index=rows)
     if kind == WaitKind.GIL:
+        others = all_samples.take(rows)
         return (_rank(analysis, others, len(wait_ticks), scope_function=None), "running Python",
                 _max_threads(others))
     stack = analysis.profile.stacks[int(waiters["stack"].iloc[0])]
@@ -232,22 +238,23 @@ def _holders(analysis: SampledProcess, all_samples: _Columns, waiters: pd.DataFr
     # and is deep inside the handler's emit.
     if kind != WaitKind.LOGGING:
         site_id = int(waiters["site"].iloc[0])
-        others = others[~_stacks_holding(analysis, others["stack"].to_numpy(),
-                                         lambda f, fid: fid == site_id)]
+        rows = rows[~_stacks_holding(analysis, all_samples.stack[rows], lambda f, fid: fid == site_id)]
     # The innermost scope that explains a fair share of the waiting instants wins: the lock's
-    # own function (the with-block) before its caller (which holds a pooled resource).
+    # own function (the with-block) before its caller (which holds a pooled resource). Rows are
+    # chosen by their stacks alone; the other columns are taken once, for the scope that wins.
+    stacks = all_samples.stack[rows]
     best = None
     for scope in scopes:
-        inside = others[_stacks_holding(analysis, others["stack"].to_numpy(),
-                                        _in_function_of(scope))]
-        coverage = len(sorted_distinct(inside["tick"].to_numpy()))
+        in_scope = rows[_stacks_holding(analysis, stacks, _in_function_of(scope))]
+        coverage = len(sorted_distinct(all_samples.tick[in_scope]))
         if coverage and (best is None or coverage > best[0]):
-            best = (coverage, scope, inside)
+            best = (coverage, scope, in_scope)
         if best is not None and best[0] >= MIN_SCOPE_COVERAGE * len(wait_ticks):
             break
     if best is None:
         return (), "", 0
-    _, scope, inside = best
+    _, scope, in_scope = best
+    inside = all_samples.take(in_scope)
     return (_rank(analysis, inside, len(wait_ticks), scope_function=scope), scope.function,
             _max_threads(inside))
 
@@ -257,16 +264,16 @@ def _in_function_of(scope: Frame) -> Callable[[Frame, int], bool]:
     return lambda f, fid: f.function == scope.function and f.file == scope.file
 
 
-def _max_threads(samples: pd.DataFrame) -> int:
+def _max_threads(samples: _Columns) -> int:
     """How many threads are usually inside the scope at once while others wait: the most
     common count over the waiting instants (a saturated pool is full whenever someone waits;
     the maximum would count torn or misaligned samples)."""
-    if samples.empty:
+    if not len(samples):
         return 0
     # threads per instant from the distinct (tick, thread) pairs; then the most common count
     # (the largest, when several are as common)
-    tick = samples["tick"].to_numpy().astype(np.int64)
-    thread = samples["thread"].to_numpy().astype(np.int64)
+    tick = samples.tick.astype(np.int64)
+    thread = samples.thread.astype(np.int64)
     width = int(thread.max()) + 1
     pairs = sorted_distinct((tick - tick.min()) * width + thread)
     ticks = pairs // width  # sorted: each tick's pairs are one run
@@ -298,14 +305,14 @@ def _holder_path(analysis: SampledProcess, stack_id: int, scope: Frame | None
     return tuple(names), entry, leaf, python_frames[0].line if python_frames else 0
 
 
-def _rank(analysis: SampledProcess, samples: pd.DataFrame, instants: int, scope_function: Frame | None
+def _rank(analysis: SampledProcess, samples: _Columns, instants: int, scope_function: Frame | None
           ) -> tuple[Holder, ...]:
     """Holders grouped by their Python path (native leaves vary sample to sample), ranked by
     the share of waiting instants at which some thread was on that path."""
-    if samples.empty or instants == 0:
+    if not len(samples) or instants == 0:
         return ()
     # Each distinct stack's path is read once; rows carry it as an integer code.
-    stack_ids = samples["stack"].to_numpy()
+    stack_ids = samples.stack
     distinct = sorted_distinct(stack_ids)
     row_stack = np.searchsorted(distinct, stack_ids)
     paths = [_holder_path(analysis, int(sid), scope_function) for sid in distinct.tolist()]
@@ -316,11 +323,13 @@ def _rank(analysis: SampledProcess, samples: pd.DataFrame, instants: int, scope_
     path_names = list(path_ids)
     entry_names = list(entry_ids)
     row_path = stack_path[row_stack]
-    keyed = pd.DataFrame({"path": row_path, "entry": stack_entry[row_stack],
-                          "tick": samples["tick"].to_numpy(), "count": samples["count"].to_numpy(),
-                          "state": np.asarray(samples["state"].astype(str))})
+    # per row: integer codes only (entry, state), no string per sample
+    row_entry = stack_entry[row_stack]
+    row_count = samples.count
+    row_state = np.asarray(samples.state.codes, dtype=np.int64)
+    state_names = [str(c) for c in samples.state.categories]
     # distinct waiting instants per path, from the distinct (path, tick) pairs
-    tick = keyed["tick"].to_numpy().astype(np.int64)
+    tick = samples.tick.astype(np.int64)
     span = int(tick.max() - tick.min()) + 1
     pairs = sorted_distinct(row_path * span + (tick - tick.min()))
     per_path = np.bincount(pairs // span)
@@ -334,20 +343,28 @@ def _rank(analysis: SampledProcess, samples: pd.DataFrame, instants: int, scope_
     per_path = per_path.sort_values(ascending=False).head(5)
     holders = []
     for path, n in per_path.items():
-        code = path_ids[path]
-        mine = row_path == code
-        sums = keyed[mine].groupby("entry")["count"].sum()
-        by_name = sorted(zip([entry_names[int(e)] for e in sums.index], sums.tolist()), key=lambda x: x[0])
+        mine = np.flatnonzero(row_path == path_ids[path])
+        sums = _sums_by_code(row_entry[mine], row_count[mine], len(entry_names))
+        by_name = sorted(((entry_names[e], c) for e, c in sums), key=lambda x: x[0])
         best = max(c for _, c in by_name)
         entry = next(name for name, c in by_name if c == best)
-        first = paths[int(row_stack[np.flatnonzero(mine)[0]])]
+        first = paths[int(row_stack[mine[0]])]
         leaf = first[2]
         stack = tuple(path) + ((entry,) if entry else ())
-        states = keyed[mine].groupby("state")["count"].sum()
-        state = str(sorted(states.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]) if len(states) else ""
+        states = [(state_names[k], c) for k, c in _sums_by_code(row_state[mine], row_count[mine],
+                                                                len(state_names))]
+        state = str(sorted(states, key=lambda kv: (-kv[1], kv[0]))[0][0]) if states else ""
         holders.append(Holder(stack, leaf.function, leaf.file, leaf.line,
                               round(n / instants, 4), int(n), first[3], state))
     return tuple(holders)
+
+
+def _sums_by_code(codes: np.ndarray, counts: np.ndarray, n: int) -> list[tuple[int, int]]:
+    """(code, summed count) for each code present among the rows: a group-by sum by numpy
+    (float sums of sample counts are exact: they stay far below 2**53)."""
+    seen = np.bincount(codes, minlength=n)
+    sums = np.bincount(codes, weights=counts, minlength=n)
+    return [(int(k), int(sums[k])) for k in np.flatnonzero(seen)]
 
 
 def describe(site: WaitSite) -> str:

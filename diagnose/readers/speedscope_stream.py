@@ -96,6 +96,13 @@ def _weights(content: bytes) -> np.ndarray:
     content = _without_space(content).strip(b",")
     if not content:
         return np.empty(0, dtype=np.float64)
+    first = content.split(b",", 1)[0]
+    n = content.count(b",") + 1
+    if len(content) == n * (len(first) + 1) - 1 and (first + b",") * (n - 1) + first == content:
+        # py-spy weighs every sample of a profile alike: one number, compared in C, not split
+        if not _NUMBER.fullmatch(first):
+            raise Unexpected("weights that are not plain numbers")
+        return np.full(n, float(first), dtype=np.float64)
     codes, texts = pd.factorize(np.array(content.split(b","), dtype=object))
     values = np.empty(len(texts), dtype=np.float64)
     for i, text in enumerate(texts.tolist()):  # once per distinct number

@@ -43,6 +43,22 @@ def test_streamed_speedscope_reads_what_json_reads(tmp_path, monkeypatch, chunk,
     _same(streamed, load_speedscope(data))
 
 
+@pytest.mark.parametrize("weights", [[0.01] * 5, [0.01] * 4 + [0.011], [0.011] + [0.01] * 4,
+                                     [0.5, 0.25, 0.5, 0.25, 0.5], [1e-05] * 5])
+def test_streamed_weights_are_the_numbers_written(tmp_path, weights):
+    # one repeated number is filled without splitting: a neighbour that merely starts or ends
+    # like it must still be read as itself
+    frames = [{"name": "f", "file": "a.py", "line": 1}]
+    doc = {"shared": {"frames": frames}, "profiles": [
+        {"type": "sampled", "name": 'Thread 7 "w"', "unit": "seconds", "startValue": 0,
+         "endValue": 1, "samples": [[0]] * len(weights), "weights": weights}]}
+    path = tmp_path / "w.speedscope.json"
+    path.write_text(json.dumps(doc, separators=(",", ":")))
+    streamed = loaders._load_streamed(path)
+    assert streamed is not None
+    assert streamed.threads[0].weights.tolist() == weights
+
+
 def test_samples_of_another_shape_fall_back_to_the_json_reader(tmp_path):
     # a float where a frame index belongs: the streaming reader steps aside, json says what's wrong
     path = tmp_path / "p.json"
@@ -99,6 +115,24 @@ def test_a_truncated_speedscope_file_is_one_line_error(tmp_path, cut):
         load_profile(path)
     message = str(error.value)
     assert "\n" not in message and "truncated" in message
+
+
+@pytest.mark.parametrize("inside", ["samples", "weights"])
+def test_a_streamed_file_cut_inside_its_arrays_is_one_line_error(tmp_path, monkeypatch, inside):
+    # cut a few chunks in, inside the last profile's samples or weights: the streaming reader
+    # itself says so (it does not hand the rest to the whole-file parser)
+    data = json.loads((RECORDED / "lock_contention.native.speedscope.json").read_text())
+    text = json.dumps(data, separators=(",", ":")).encode()
+    start = text.rindex(f'"{inside}":['.encode()) + len(inside) + 4
+    end = text.index(b"]]" if inside == "samples" else b"]", start)
+    assert end - start > 64 and start > 4 * 512
+    path = tmp_path / "cut.speedscope.json"
+    path.write_bytes(text[:(start + end) // 2])
+    monkeypatch.setattr(loaders, "read_chunks", functools.partial(loaders.read_chunks, chunk=512))
+    with pytest.raises(BadProfile) as error:
+        loaders._load_streamed(path)
+    message = str(error.value)
+    assert "\n" not in message and "truncated" in message and f"profile's {inside}" in message
 
 
 def test_a_truncated_collapsed_file_still_loads_its_whole_lines(tmp_path):
