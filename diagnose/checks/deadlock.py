@@ -32,6 +32,7 @@ What to do instead:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -41,7 +42,7 @@ from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
 from diagnose.model.await_graph import AwaitCycle, CycleTask, await_cycles
-from diagnose.model.deadlock import Deadlock
+from diagnose.model.deadlock import Deadlock, os_confirms
 from diagnose.model.held_locks import LockSite
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
@@ -228,10 +229,15 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
                   f"blocked here will never run again.")
     advice += list(settings.advice)
     samples = sum(m.thread.samples for d in deadlocks for m in d.cycle)
-    return make_finding(ID, settings, 100.0, summary, evidence, sites, advice=advice,
-                        gain=(None, "hung: no throughput ratio applies; the deadlocked threads "
-                                    "and their victims serve nothing until the process restarts"),
-                        samples=samples)
+    finding = make_finding(ID, settings, 100.0, summary, evidence, sites, advice=advice,
+                           gain=(None, "hung: no throughput ratio applies; the deadlocked threads "
+                                       "and their victims serve nothing until the process restarts"),
+                           samples=samples)
+    # OS counters outrank sample counts: where /proc watched every thread of the cycle not run,
+    # a short window's few dozen samples per thread do not make the hang uncertain.
+    if all(os_confirms(analysis.os, m.thread.tid) for d in deadlocks for m in d.cycle):
+        return dataclasses.replace(finding, low_confidence=False)
+    return finding
 
 
 SPEC = CheckSpec(ID, "The service is deadlocked: threads wait for each other's locks", Settings,

@@ -209,6 +209,15 @@ def _os_agrees(os_: ProcessOS | None, tid: int) -> bool:
     return seen < MIN_OS_OBSERVATIONS or running / seen <= MAX_RUNNING_OBSERVATIONS
 
 
+def os_confirms(os_: ProcessOS | None, tid: int) -> bool:
+    """/proc watched the thread through the window (enough observations) and did not see it
+    run: the counters, not the number of stack samples, say it is blocked."""
+    if os_ is None or tid not in os_.threads:
+        return False
+    return (sum(os_.threads[tid].state_counts.values()) >= MIN_OS_OBSERVATIONS
+            and _os_agrees(os_, tid))
+
+
 def _os_quiet_since(os_: ProcessOS | None, tid: int, start_s: float) -> bool:
     """/proc did not see the thread run after `start_s` (on the /proc clock): at most the share
     of state-R observations a blocked thread shows anyway (woken by py-spy's own reads). Ticks

@@ -525,3 +525,15 @@ def test_a_forming_cycle_through_one_lock_name_is_not_a_deadlock_but_one_blocked
     assert timed_analysis({1: payer(1.0), 2: payer(1.5)}).deadlocks == ()
     (found,) = timed_analysis({1: payer(0.0), 2: payer(0.0)}).deadlocks
     assert {m.thread.tid for m in found.cycle} == {1, 2} and found.formed_s is None
+
+
+def test_a_short_window_deadlock_that_proc_watched_is_certain_and_critical(service):
+    """49 samples per thread (a 3 s window at the gentle rate) are under the sample count a share
+    needs; /proc watching both threads not run through the window makes the hang certain."""
+    few = {1: [(waiting_in(service, "call-ab", "transfer_ab", "ab-inner"), 49)],
+           2: [(waiting_in(service, "call-ba", "transfer_ba", "ba-inner"), 49)]}
+    unwatched = run_checks(analysis(few)).verdict
+    assert unwatched.primary == "deadlock" and unwatched.confidence == "low"
+    assert unwatched.severity == "warning"  # samples alone: said with low confidence
+    watched = run_checks(analysis(few, cpu={1: 0.0, 2: 0.0})).verdict
+    assert (watched.primary, watched.confidence, watched.severity) == ("deadlock", "ok", "critical")
