@@ -32,6 +32,7 @@ from diagnose.checks.base import (Finding, Lever, NotApplicable, ScoreBasis, Sit
                                   make_finding, more_cores_lever, pct, ramp, remove_work_lever,
                                   serial_gain)
 from diagnose.model.counters import holder_agreement
+from diagnose.model.profile import sums_by_code
 from diagnose.model.vocab import BUSY, ThreadState, WaitKind
 from diagnose.model.waits import describe
 
@@ -139,9 +140,8 @@ def _holder_phase_shares(analysis: Analysis) -> dict[str, float]:
     codes = np.asarray(phase.codes)[running]
     counts = counts[codes >= 0]  # a row of no phase (-1) is in the total, in no group
     codes = codes[codes >= 0]
-    present = np.flatnonzero(np.bincount(codes, minlength=len(phase.categories)))
-    sums = np.bincount(codes, weights=counts, minlength=len(phase.categories))
-    return {str(phase.categories[k]): round(float(sums[k]) / total, 4) for k in present.tolist()}
+    return {str(phase.categories[k]): round(summed / total, 4)
+            for k, summed in sums_by_code(codes, counts, len(phase.categories))}
 
 
 def _estimated_from_cpu_time(analysis: Analysis, settings: Settings, req: pd.DataFrame,

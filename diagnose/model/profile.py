@@ -61,6 +61,16 @@ def sorted_distinct(ids: npt.ArrayLike) -> np.ndarray:
     return np.sort(pd.unique(ids))
 
 
+def sums_by_code(codes: np.ndarray, counts: np.ndarray, n: int) -> list[tuple[int, float]]:
+    """(code, summed count) for each code in 0..n-1 present among the rows, in code order: a
+    group-by sum over integer codes (a categorical's, interned ids) by numpy; a code whose rows
+    count 0 is present, as pandas' observed group-by keeps it. Float sums of sample counts are
+    exact: they stay far below 2**53."""
+    seen = np.bincount(codes, minlength=n)
+    sums = np.bincount(codes, weights=counts, minlength=n)
+    return [(int(k), float(sums[k])) for k in np.flatnonzero(seen)]
+
+
 @dataclass
 class ThreadTrack:
     tid: int

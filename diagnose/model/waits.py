@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from diagnose.model.profile import Frame, sorted_distinct
+from diagnose.model.profile import Frame, sorted_distinct, sums_by_code
 from diagnose.model.sampled import SampledProcess
 from diagnose.model.vocab import CONTENDED, ThreadState, WaitKind
 
@@ -344,27 +344,19 @@ def _rank(analysis: SampledProcess, samples: _Columns, instants: int, scope_func
     holders = []
     for path, n in per_path.items():
         mine = np.flatnonzero(row_path == path_ids[path])
-        sums = _sums_by_code(row_entry[mine], row_count[mine], len(entry_names))
-        by_name = sorted(((entry_names[e], c) for e, c in sums), key=lambda x: x[0])
+        sums = sums_by_code(row_entry[mine], row_count[mine], len(entry_names))
+        by_name = sorted(((entry_names[e], int(c)) for e, c in sums), key=lambda x: x[0])
         best = max(c for _, c in by_name)
         entry = next(name for name, c in by_name if c == best)
         first = paths[int(row_stack[mine[0]])]
         leaf = first[2]
         stack = tuple(path) + ((entry,) if entry else ())
-        states = [(state_names[k], c) for k, c in _sums_by_code(row_state[mine], row_count[mine],
-                                                                len(state_names))]
+        states = [(state_names[k], int(c)) for k, c in sums_by_code(row_state[mine], row_count[mine],
+                                                                   len(state_names))]
         state = str(sorted(states, key=lambda kv: (-kv[1], kv[0]))[0][0]) if states else ""
         holders.append(Holder(stack, leaf.function, leaf.file, leaf.line,
                               round(n / instants, 4), int(n), first[3], state))
     return tuple(holders)
-
-
-def _sums_by_code(codes: np.ndarray, counts: np.ndarray, n: int) -> list[tuple[int, int]]:
-    """(code, summed count) for each code present among the rows: a group-by sum by numpy
-    (float sums of sample counts are exact: they stay far below 2**53)."""
-    seen = np.bincount(codes, minlength=n)
-    sums = np.bincount(codes, weights=counts, minlength=n)
-    return [(int(k), int(sums[k])) for k in np.flatnonzero(seen)]
 
 
 def describe(site: WaitSite) -> str:
