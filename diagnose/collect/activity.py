@@ -125,14 +125,15 @@ def measure(before: CpuSnapshot, pids: list[int]) -> list[ProcessActivity]:
                                          after.cmdlines.get(pid, ())))
             continue
         used = {tid: cpu - earlier.get(tid, 0.0) for tid, cpu in threads.items()}
-        run_before = before.run.get(pid, {})
-        ran = {tid: seconds - run_before[tid]
-               for tid, seconds in after.run.get(pid, {}).items() if tid in run_before}
-        wanted_before, wanted_after = before.demand.get(pid, {}), after.demand.get(pid, {})
-        wanted = {tid: seconds - wanted_before[tid]
-                  for tid, seconds in wanted_after.items() if tid in wanted_before}
+        ran = _grown(before.run.get(pid, {}), after.run.get(pid, {}))
+        wanted = _grown(before.demand.get(pid, {}), after.demand.get(pid, {}))
         busy = busy_thread_count(used, ran, elapsed, wanted)
-        demand = sum(wanted.values()) / elapsed if wanted_after else float("nan")
+        demand = sum(wanted.values()) / elapsed if after.demand.get(pid) else float("nan")
         found.append(ProcessActivity(pid, len(threads), busy, round(sum(used.values()) / elapsed, 3),
                                      after.cmdlines.get(pid, ()), round(demand, 3)))
     return found
+
+
+def _grown(before: dict[int, float], after: dict[int, float]) -> dict[int, float]:
+    """Each thread's growth of a schedstat counter between the two reads (threads in both)."""
+    return {tid: seconds - before[tid] for tid, seconds in after.items() if tid in before}
