@@ -77,25 +77,25 @@ def stack_rows(analysis: Analysis) -> tuple[Stacks, Folding | None]:
     used, paths = profile.numbered_paths(grouped["stack"].to_numpy())
     frames = tuple(StackFrame(frame.function, frame.file, int(frame.line), bool(frame.native))
                    for frame in map(profile.frames.__getitem__, used))
-    rows: list[StackRow] = [
-        StackRow(stack=tuple(paths[stack_id]), tid=fact[0], thread=fact[1], pid=fact[2],
-                 role=fact[3], state=state, category=category, count=count)
-        for stack_id, fact, state, category, count in zip(
-            grouped["stack"].tolist(), map(facts.__getitem__, grouped["thread"].tolist()),
-            grouped["state"].astype(str).tolist(), grouped["leaf_category"].astype(str).tolist(),
-            grouped["count"].astype("int64").tolist())]
+    rows = _rows(grouped, [tuple(paths[stack_id]) for stack_id in grouped["stack"].tolist()], facts)
     folding = None
     if len(rest):
         folded_frame = len(frames)
         frames += (StackFrame(FOLDED_FUNCTION),)
-        rows += [StackRow(stack=(folded_frame,), tid=fact[0], thread=fact[1], pid=fact[2],
-                          role=fact[3], state=state, category=category, count=count)
-                 for fact, state, category, count in zip(
-                     map(facts.__getitem__, folded["thread"].tolist()),
-                     folded["state"].astype(str).tolist(),
-                     folded["leaf_category"].astype(str).tolist(),
-                     folded["count"].astype("int64").tolist())]
+        rows += _rows(folded, [(folded_frame,)] * len(folded), facts)
         folding = Folding(rows=len(rest), samples=int(rest["count"].sum()),
                           total=int(samples["count"].sum()), folded_rows=len(folded),
                           kept_rows=len(grouped))
     return Stacks(frames, tuple(rows), profile.interval_s), folding
+
+
+def _rows(table: pd.DataFrame, stacks: list[tuple[int, ...]],
+          facts: dict[int, tuple[int, str, int | None, str]]) -> list[StackRow]:
+    """The report's rows of a grouped table (thread, state, leaf_category, count), each with its
+    stack path and its thread's facts (tid, name, pid, role)."""
+    return [StackRow(stack=stack, tid=fact[0], thread=fact[1], pid=fact[2], role=fact[3],
+                     state=state, category=category, count=count)
+            for stack, fact, state, category, count in zip(
+                stacks, map(facts.__getitem__, table["thread"].tolist()),
+                table["state"].astype(str).tolist(), table["leaf_category"].astype(str).tolist(),
+                table["count"].astype("int64").tolist())]
