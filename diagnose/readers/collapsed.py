@@ -118,15 +118,13 @@ class _Reader:
         thread_codes, thread_tids = pd.factorize(
             np.fromiter((r.tid for r in line_roots), dtype=np.int64, count=len(line_roots)))
         row_codes, keys = pd.factorize(thread_codes.astype(np.int64) * (int(stacks.max()) + 1) + stacks)
-        first = np.full(len(keys), len(stacks), dtype=np.int64)
-        np.minimum.at(first, row_codes, np.arange(len(stacks)))
+        first = _first_lines(row_codes, len(keys))
         summed = np.zeros(len(keys), dtype=np.int64)
         np.add.at(summed, row_codes, counts)
         row_thread = thread_codes[first]
         order = np.argsort(row_thread, kind="stable")  # rows already in first-seen order
         bounds = np.searchsorted(row_thread[order], np.arange(len(thread_tids) + 1))
-        thread_first = np.full(len(thread_tids), len(stacks), dtype=np.int64)
-        np.minimum.at(thread_first, thread_codes, np.arange(len(stacks)))
+        thread_first = _first_lines(thread_codes, len(thread_tids))
         out = []
         for k, tid in enumerate(thread_tids.tolist()):
             rows = order[bounds[k]:bounds[k + 1]]
@@ -135,6 +133,13 @@ class _Reader:
                                    np.full(len(rows), self.profile.interval_s),
                                    counts=summed[rows], timed=False))
         return out
+
+
+def _first_lines(codes: np.ndarray, n: int) -> np.ndarray:
+    """For each of the `n` codes, the index of the first line that has it."""
+    first = np.full(n, len(codes), dtype=np.int64)
+    np.minimum.at(first, codes, np.arange(len(codes)))
+    return first
 
 
 def _slices(text: str):
