@@ -203,8 +203,7 @@ def describe_item(item: EvidenceValue, interval: Interval | None = None,
                      f"{shown.calibrated_of:,}" if shown.calibrated_of is not None
                      else ", " + _count(shown.samples, SAMPLES))
         drawn = ShownInterval(shown.low, shown.high, shown.samples)
-    items = tuple((name, entry) for name, entry in _items(value, item.unit, item.none)) \
-        if isinstance(value, dict) else None
+    items = tuple(_items(value, item.unit, item.none)) if isinstance(value, dict) else None
     shown_flag = flag if flag and item.estimable and value is not None else ""
     if shown_flag:
         text += f" ({shown_flag})"
