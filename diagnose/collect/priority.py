@@ -29,6 +29,21 @@ def raise_own() -> None:
             pass
 
 
+def can_lift_threads() -> bool:
+    """Whether a thread of diagnose lowered to the least priority can be lifted back later
+    (which needs the privilege that raise_own used); without it, lowering one would strand it
+    behind a saturating service."""
+    return _started_with is not None and os.getpriority(os.PRIO_PROCESS, 0) < _started_with
+
+
+def lift_thread(native_id: int) -> None:
+    """Sets one of diagnose's threads to the calling thread's niceness; best effort."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, native_id, os.getpriority(os.PRIO_PROCESS, 0))
+    except OSError:
+        pass
+
+
 def restore_in_child() -> None:
     """In a recorder's child before exec: the niceness diagnose started with; best effort."""
     if _started_with is None:

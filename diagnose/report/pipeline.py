@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
-import threading
 import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -32,7 +30,7 @@ from diagnose.model.service import Service, build_service
 from diagnose.outputs.files import (WriteFailed, claim_name, move_file, prepare_output_dir,
                                     remove_quietly, write_atomically, write_text)
 from diagnose.render.deadlock_text import dump_lines
-from diagnose.render.html import render_html, template_environment
+from diagnose.render.html import render_html
 from diagnose.render.html_data import page_data
 from diagnose.render import json_text
 from diagnose.report.collector import collector_paused
@@ -69,23 +67,6 @@ def load_user_rules(path: str | None) -> dict | None:
     """The `--rules` file, validated strictly: any unknown table, check id or key, a value of the
     wrong type or a bad regular expression is BadRules (exit 2) naming the line."""
     return rules_file.load(Path(path), checks=check_schema()) if path else None
-
-
-def warm_up_in_background() -> None:
-    """Compiles the report page's template in a daemon thread at the lowest CPU priority, so
-    that an attach finds it ready when its window ends (the page is rendered after every
-    attach; the template takes a tenth of a second to compile)."""
-    def warm() -> None:
-        try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)  # this thread only
-        except (OSError, AttributeError):
-            pass
-        try:
-            template_environment().get_template("report.html.j2")
-        except Exception:  # the render after the window says what is wrong, in its place
-            pass
-
-    threading.Thread(target=warm, name="diagnose-warm-up", daemon=True).start()
 
 
 def _load_all(paths: list[Path], rate_hz: float | None = None) -> Profile:

@@ -63,8 +63,10 @@ def test_sweep_finds_the_knee_of_two_sync_workers(out_dir):
     top = max(report["steps"], key=lambda s: s["throughput_rps"])
     # What was measured obeys the service's physics: never more than its two workers can serve
     # at the time one request takes alone, and in a closed loop Little's law ties each level's
-    # throughput and latency (concurrency = req/s × latency; p50 stands in for the mean).
-    alone_ms = steps[1]["latency_ms"]["p50"]
+    # throughput and latency (concurrency = req/s × latency; p50 stands in for the mean). The
+    # time alone is the fastest level's p50, not concurrency 1's: one level's window can be
+    # slowed by the machine's other tenants (a CI run once saw 25 ms at 1, 19 ms at 2).
+    alone_ms = min(s["latency_ms"]["p50"] for s in report["steps"])
     assert top["throughput_rps"] < 1.3 * 2 * 1000 / alone_ms
     for s in report["steps"]:
         assert s["concurrency"] == pytest.approx(

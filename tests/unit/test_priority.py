@@ -38,3 +38,55 @@ def test_without_the_privilege_the_priority_stays_as_it_was():
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert int(proc.stdout) == min(19, os.getpriority(os.PRIO_PROCESS, 0) + 2)
+
+
+WARM_UP_SCRIPT = """
+import os, sys, threading
+sys.path.insert(0, sys.argv[1])
+from diagnose.collect import priority
+from diagnose.report.warm_up import AnalysisWarmUp
+if sys.argv[2] == "raised":
+    priority.raise_own()
+import gate
+warm_up = AnalysisWarmUp(modules=("slow_to_import",))
+warm_up.start()
+gate.entered.wait(30)  # the window: the thread is importing
+gate.release.set()
+warm_up.ready()
+import slow_to_import  # already made by the thread
+print(slow_to_import.nice_while_importing, os.getpriority(os.PRIO_PROCESS, 0),
+      slow_to_import.imported_in)
+"""
+
+SLOW_MODULE = """
+import os, threading
+import gate
+nice_while_importing = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+imported_in = threading.current_thread().name
+gate.entered.set()
+gate.release.wait(30)
+"""
+
+GATE_MODULE = "import threading\nentered, release = threading.Event(), threading.Event()\n"
+
+
+def warm_up_run(tmp_path, mode: str) -> list[str]:
+    (tmp_path / "slow_to_import.py").write_text(SLOW_MODULE)
+    (tmp_path / "gate.py").write_text(GATE_MODULE)
+    proc = subprocess.run([sys.executable, "-c", WARM_UP_SCRIPT, str(tmp_path), mode],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="lifting a thread back needs root or CAP_SYS_NICE")
+def test_the_analysis_is_imported_during_the_window_at_the_least_priority(tmp_path):
+    nice_while_importing, own, imported_in = warm_up_run(tmp_path, "raised")
+    assert imported_in == "diagnose-warm-up"
+    assert int(nice_while_importing) == 19 and int(own) == -10
+
+
+def test_without_the_privilege_to_lift_it_the_warm_up_keeps_diagnoses_priority(tmp_path):
+    nice_while_importing, own, imported_in = warm_up_run(tmp_path, "plain")
+    assert imported_in == "diagnose-warm-up"
+    assert int(nice_while_importing) == int(own)  # not stranded at 19 behind the service
