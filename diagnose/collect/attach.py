@@ -29,6 +29,17 @@ from diagnose.model.run_context import CaptureSampling, RunTarget
 
 ATTACH_RETRY_S = 3.0  # a launcher or a just-started interpreter gets this long to become readable
 RECORD_GRACE_S = 20.0  # py-spy's time to finish writing after the window
+# py-spy stops after duration x rate samples, not after the duration: starved of CPU beside a
+# service that saturates the cores, it falls behind and an 8 s window ran 16 s. The window is
+# closed for it (SIGINT: it writes what it has) this long after the asked end; the allowance
+# covers py-spy's own start-up, which its count does not include.
+WINDOW_ALLOWANCE_S = 1.0
+WINDOW_ALLOWANCE_SHARE = 0.25
+
+
+def window_close_s(duration: float) -> float:
+    """Seconds after the window's start at which recorders still sampling are interrupted."""
+    return duration + max(WINDOW_ALLOWANCE_S, WINDOW_ALLOWANCE_SHARE * duration)
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -432,6 +443,8 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
     sampler.start()
     sampler.new_pids.clear()  # the members found by the sampler's first scan are recorded
     deadline = started_mono + options.duration + RECORD_GRACE_S
+    window_close = started_mono + window_close_s(options.duration)
+    closed_late = False
     while stop.signum is None:
         running = [r.poll() is None for r in recorders]
         if not any(running):
@@ -451,6 +464,9 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
         if on_progress:
             on_progress(min(1.0, (time.time() - started) / options.duration),
                         sampler.thread_count())
+        if not closed_late and time.monotonic() > window_close:
+            closed_late = True  # they write what they have; the loop waits for them to exit
+            _interrupt(recorders)
         if time.monotonic() > deadline:
             _interrupt(recorders)
             notes.append("py-spy did not finish in time and was stopped")
@@ -484,6 +500,11 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
         len(pids) == 1 and not subprocesses
         and any("process exited" in out for rec, out, _ in mains if rec.pid == root))
     signame = signal.Signals(interrupted_by).name if interrupted_by is not None else ""
+    if closed_late and interrupted_by is None:
+        taken = f"the {samples_taken} samples" if samples_taken is not None else "the samples"
+        notes.append(f"py-spy fell behind its planned rate (starved of CPU) and was stopped "
+                     f"{elapsed:.1f} s into the {options.duration:g} s window: shares are read "
+                     f"from {taken} it took")
     if interrupted_by is not None:
         notes.append(f"the window was cut short by {signame} after {elapsed:.1f} s of the "
                      f"{options.duration:g} s asked: the report uses the samples taken until then")

@@ -236,6 +236,32 @@ def test_pyspy_killed_mid_window(procs, tmp_path):
     assert_left_running(pid)
 
 
+def test_a_pyspy_that_falls_behind_is_stopped_at_the_windows_end_not_after_its_count(procs,
+                                                                                    tmp_path):
+    # py-spy stops after duration x rate samples; one starved of CPU (here: stopped for 4 s)
+    # would run the window on for as long as it was held back.
+    pid = start_service(procs)
+    proc, out, stderr_path = start_diagnose(procs, tmp_path, pid, "-d", 3)
+    wait_for(stderr_path, "sampled 10%", proc)
+    recorders = [p for p in psutil.Process(proc.pid).children(recursive=True)
+                 if "record" in p.cmdline()]
+    assert recorders
+    for recorder in recorders:
+        recorder.suspend()
+    time.sleep(4)
+    for recorder in recorders:
+        recorder.resume()
+    stderr = finish(proc, tmp_path)
+    assert proc.returncode == 0, stderr
+    report = report_of(out)
+    # closed 1 s after the asked end (the allowance for py-spy's start-up), not at 3 + 4 s
+    assert report["sampling"]["duration_s"] < 5.5, report["sampling"]
+    assert any("py-spy fell behind" in note and "3 s window" in note
+               for note in report["sampling"]["notes"]), report["sampling"]["notes"]
+    assert_no_temporary_files(out)
+    assert_left_running(pid)
+
+
 def test_pyspy_missing(procs, tmp_path):
     """An interpreter with diagnose importable but no py-spy beside it nor on PATH."""
     if shutil.which("py-spy", path="/usr/bin:/bin"):
