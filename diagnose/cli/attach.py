@@ -50,17 +50,13 @@ def attach_and_report(args: AttachArgs) -> int:
 def _attach_stoppable(stop, args: AttachArgs) -> int:
     from diagnose.collect.attach import AttachOptions, capture, describe_target
     from diagnose.collect.tree import python_descendants
-    from diagnose.report.warm_up import AnalysisWarmUp
+    from diagnose.report import pipeline
 
     pids, duration, rate, native = list(args.pids), args.duration, args.rate, args.native
     output_dir, rules_file, keep_raw, quiet = args.output_dir, args.rules_file, args.keep_raw, args.quiet
     children, ticket = args.children, args.ticket
 
-    user_rules = None
-    if rules_file is not None:  # a bad rules file is said before the window, not after it
-        from diagnose.report import pipeline
-
-        user_rules = pipeline.load_user_rules(rules_file)
+    user_rules = pipeline.load_user_rules(rules_file)
     # Before the window, not after it: a read-only or full directory is said before sampling.
     prepare_output_dir(output_dir, probe=True)
     labels = []
@@ -92,19 +88,17 @@ def _attach_stoppable(stop, args: AttachArgs) -> int:
 
     options = AttachOptions(duration=duration, rate=rate, native=native, children=children,
                             async_tasks=args.async_tasks)
-    # What the analysis needs that does not depend on the samples (its imports, the page's
-    # template) is prepared while they are taken, at the lowest priority.
-    warm_up = AnalysisWarmUp()
-    warm_up.start()
+    # What the analysis needs that does not depend on the samples is made before the window,
+    # in this thread: nothing of diagnose's competes with the service or the recorders inside
+    # it (a helper thread at the least priority held the GIL while starved and stretched a 6 s
+    # window beside 64 busy threads to 50 s).
+    pipeline.prepare_page()
     if bar_ctx is not None:
         with bar_ctx:
             cap = capture(pids, output_dir, options, progress, stop=stop, warn=log)
     else:
         cap = capture(pids, output_dir, options, progress, stop=stop, warn=log)
     sampled_at, sampled_cpu = time.monotonic(), time.process_time()
-    warm_up.ready()
-    from diagnose.report import pipeline
-
     try:
         outputs = pipeline.from_capture(cap, output_dir, user_rules, keep_raw)
     except NoSamples:

@@ -444,7 +444,7 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
     sampler.new_pids.clear()  # the members found by the sampler's first scan are recorded
     deadline = started_mono + options.duration + RECORD_GRACE_S
     window_close = started_mono + window_close_s(options.duration)
-    closed_late = False
+    closed_late = lifted = False
     while stop.signum is None:
         running = [r.poll() is None for r in recorders]
         if not any(running):
@@ -464,6 +464,14 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
         if on_progress:
             on_progress(min(1.0, (time.time() - started) / options.duration),
                         sampler.thread_count())
+        if not lifted and time.monotonic() >= started_mono + options.duration:
+            # The asked window is over: what the recorders still do (their last samples, then
+            # writing them) runs at diagnose's priority, now, instead of starved for seconds
+            # beside a service that saturates the cores.
+            lifted = True
+            for recorder in recorders:
+                if recorder.poll() is None:
+                    priority.lift_process(recorder.pid)
         if not closed_late and time.monotonic() > window_close:
             closed_late = True  # they write what they have; the loop waits for them to exit
             _interrupt(recorders)

@@ -29,19 +29,19 @@ def raise_own() -> None:
             pass
 
 
-def can_lift_threads() -> bool:
-    """Whether a thread of diagnose lowered to the least priority can be lifted back later
-    (which needs the privilege that raise_own used); without it, lowering one would strand it
-    behind a saturating service."""
-    return _started_with is not None and os.getpriority(os.PRIO_PROCESS, 0) < _started_with
-
-
-def lift_thread(native_id: int) -> None:
-    """Sets one of diagnose's threads to the calling thread's niceness; best effort."""
+def lift_process(pid: int) -> None:
+    """Sets every thread of one of diagnose's children to diagnose's own niceness (a nice value
+    is per thread on Linux); best effort: a thread that exits meanwhile is skipped."""
+    own = os.getpriority(os.PRIO_PROCESS, 0)
     try:
-        os.setpriority(os.PRIO_PROCESS, native_id, os.getpriority(os.PRIO_PROCESS, 0))
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
     except OSError:
-        pass
+        return
+    for tid in tids:
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, own)
+        except OSError:
+            pass
 
 
 def restore_in_child() -> None:

@@ -208,7 +208,8 @@ def diagnose_under_load(url: str, pids: list[int], level: float, seconds: float,
     `throughput_rps`: what that level served when measured (the sweep step's), written into
     the report's `load` so reports of two runs compare per request."""
     from diagnose.report import pipeline
-    from diagnose.collect.attach import AttachOptions, SignalAbort, StopSignals, capture
+    from diagnose.collect.attach import (AttachOptions, SignalAbort, StopSignals, capture,
+                                         window_close_s)
     from diagnose.errors import DiagnoseError
     from diagnose.model.run_context import LoadLevel
 
@@ -219,8 +220,11 @@ def diagnose_under_load(url: str, pids: list[int], level: float, seconds: float,
                          rate=None if closed else level)
     ramp_s = 1.0
     kwargs = generator.load_kwargs(level)
+    # The load outlasts the window by what closes it (py-spy's start-up, a late recorder: see
+    # window_close_s) and no more: leaving the block waits for the generator to end.
+    load_s = ramp_s + window_close_s(seconds) + 0.5
     try:
-        with loadgen.load(url, seconds + ramp_s + 4, kwargs.pop("connections"), **kwargs) as run:
+        with loadgen.load(url, load_s, kwargs.pop("connections"), **kwargs) as run:
             time.sleep(ramp_s)
             stop = StopSignals()  # attach's own handling inside its window
             cap = capture(pids, out_dir, AttachOptions(duration=seconds, rate=None,

@@ -30,7 +30,7 @@ from diagnose.model.service import Service, build_service
 from diagnose.outputs.files import (WriteFailed, claim_name, move_file, prepare_output_dir,
                                     remove_quietly, write_atomically, write_text)
 from diagnose.render.deadlock_text import dump_lines
-from diagnose.render.html import render_html
+from diagnose.render.html import render_html, template_environment
 from diagnose.render.html_data import page_data
 from diagnose.render import json_text
 from diagnose.report.collector import collector_paused
@@ -67,6 +67,15 @@ def load_user_rules(path: str | None) -> dict | None:
     """The `--rules` file, validated strictly: any unknown table, check id or key, a value of the
     wrong type or a bad regular expression is BadRules (exit 2) naming the line."""
     return rules_file.load(Path(path), checks=check_schema()) if path else None
+
+
+def prepare_page() -> None:
+    """Compiles the report page's template now (a tenth of a second), so that the render after
+    the window finds it made; what fails here is said again by that render, in its place."""
+    try:
+        template_environment().get_template("report.html.j2")
+    except Exception:
+        pass
 
 
 def _load_all(paths: list[Path], rate_hz: float | None = None) -> Profile:
