@@ -359,7 +359,8 @@ def capture(pids: int | list[int], work_dir: Path, options: AttachOptions,
         session.before = target_state.snapshot(family)  # before any py-spy touches the target
         for pid in pids:
             _refuse_stopped(session.before.get(pid))
-        result = _capture(pids, procs, work_dir, options, on_progress, stop, session)
+        with priority.in_window():
+            result = _capture(pids, procs, work_dir, options, on_progress, stop, session)
         return result
     finally:
         with _signals_deferred():  # a second Ctrl-C now would skip the checks below
