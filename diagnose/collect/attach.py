@@ -445,7 +445,8 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
     sampler.new_pids.clear()  # the members found by the sampler's first scan are recorded
     deadline = started_mono + options.duration + RECORD_GRACE_S
     window_close = started_mono + window_close_s(options.duration)
-    closed_late = lifted = False
+    lifted = False
+    late: list[_Recording] = []  # what was still recording when the window was closed
     while stop.signum is None:
         running = [r.poll() is None for r in recorders]
         if not any(running):
@@ -473,9 +474,9 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
             for recorder in recorders:
                 if recorder.poll() is None:
                     priority.lift_process(recorder.pid)
-        if not closed_late and time.monotonic() > window_close:
-            closed_late = True  # they write what they have; the loop waits for them to exit
-            _interrupt(recorders)
+        if not late and time.monotonic() > window_close:
+            late = [rec for rec, r in zip(recordings, recorders) if r.poll() is None]
+            _interrupt(recorders)  # they write what they have; the loop waits for them to exit
         if time.monotonic() > deadline:
             _interrupt(recorders)
             notes.append("py-spy did not finish in time and was stopped")
@@ -509,11 +510,8 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
         len(pids) == 1 and not subprocesses
         and any("process exited" in out for rec, out, _ in mains if rec.pid == root))
     signame = signal.Signals(interrupted_by).name if interrupted_by is not None else ""
-    if closed_late and interrupted_by is None:
-        taken = f"the {samples_taken} samples" if samples_taken is not None else "the samples"
-        notes.append(f"py-spy fell behind its planned rate (starved of CPU) and was stopped "
-                     f"{elapsed:.1f} s into the {options.duration:g} s window: shares are read "
-                     f"from {taken} it took")
+    if late and interrupted_by is None:
+        notes.append(_late_note(late, elapsed, options.duration, samples_taken))
     if interrupted_by is not None:
         notes.append(f"the window was cut short by {signame} after {elapsed:.1f} s of the "
                      f"{options.duration:g} s asked: the report uses the samples taken until then")
@@ -621,6 +619,23 @@ def _signal_name(signum: int) -> str:
         return signal.Signals(signum).name
     except ValueError:
         return f"signal {signum}"
+
+
+def _late_note(late: list[_Recording], elapsed: float, duration: float,
+               samples_taken: int | None) -> str:
+    """What closing the window on recorders still sampling cost, by which ones they were: the
+    sparse native calibration leaves the Python samples whole; a main recorder's lag thins them."""
+    def pids(recs: list[_Recording]) -> str:
+        return ", ".join(str(p) for p in sorted({r.pid for r in recs}))
+
+    mains = [r for r in late if not r.native]
+    when = f"was stopped {elapsed:.1f} s into the {duration:g} s window"
+    if not mains:
+        return (f"py-spy's native calibration of pid {pids(late)} fell behind its rate (starved "
+                f"of CPU) and {when}: the Python samples are complete, the native ones fewer")
+    taken = f"the {samples_taken} samples" if samples_taken is not None else "the samples"
+    return (f"py-spy fell behind its planned rate on pid {pids(mains)} (starved of CPU) and "
+            f"{when}: shares are read from {taken} it took")
 
 
 def _killed(recorders: list[_Recorder]) -> list[_Recorder]:
