@@ -37,9 +37,14 @@ WINDOW_ALLOWANCE_S = 1.0
 WINDOW_ALLOWANCE_SHARE = 0.25
 
 
-def window_close_s(duration: float) -> float:
-    """Seconds after the window's start at which recorders still sampling are interrupted."""
-    return duration + max(WINDOW_ALLOWANCE_S, WINDOW_ALLOWANCE_SHARE * duration)
+def window_close_s(duration: float, rate_hz: float | None = None) -> float:
+    """Seconds after the window's start at which a recorder still sampling is interrupted; one
+    at a low `rate_hz` (an idle process at 1 Hz) gets two of its intervals at least, so that
+    its first sample is not cut off with its start-up."""
+    allowance = max(WINDOW_ALLOWANCE_S, WINDOW_ALLOWANCE_SHARE * duration)
+    if rate_hz:
+        allowance = max(allowance, 2.0 / rate_hz)
+    return duration + allowance
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -444,7 +449,6 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
     sampler.start()
     sampler.new_pids.clear()  # the members found by the sampler's first scan are recorded
     deadline = started_mono + options.duration + RECORD_GRACE_S
-    window_close = started_mono + window_close_s(options.duration)
     lifted = False
     late: list[_Recording] = []  # what was still recording when the window was closed
     while stop.signum is None:
@@ -474,9 +478,11 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
             for recorder in recorders:
                 if recorder.poll() is None:
                     priority.lift_process(recorder.pid)
-        if not late and time.monotonic() > window_close:
-            late = [rec for rec, r in zip(recordings, recorders) if r.poll() is None]
-            _interrupt(recorders)  # they write what they have; the loop waits for them to exit
+        for recording, recorder in zip(recordings, recorders):
+            if (recording not in late and recorder.poll() is None and time.monotonic()
+                    > started_mono + window_close_s(options.duration, recording.rate_hz)):
+                late.append(recording)
+                _interrupt([recorder])  # it writes what it has; the loop waits for it to exit
         if time.monotonic() > deadline:
             _interrupt(recorders)
             notes.append("py-spy did not finish in time and was stopped")
@@ -537,6 +543,16 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
     # The named pids' recordings first: the report is named after the first.
     ordered = sorted(mains, key=lambda m: m[0].pid not in pids)
     written = [rec.path for rec, _, _ in ordered if rec.path.exists() and rec.path.stat().st_size > 0]
+    # A process sampled at a low rate (an idle master at 1 Hz) can reach the window's close
+    # before its recorder's first sample: its file holds no profile. The others carry the report.
+    sampled_none = {rec.path for rec, (n, _) in counts if n == 0}
+    if any(path not in sampled_none for path in written):
+        left_out = sorted(rec.pid for rec, _, _ in ordered if rec.path in sampled_none
+                          and rec.path in written)
+        written = [path for path in written if path not in sampled_none]
+        if left_out:
+            notes.append(f"py-spy took no sample of pid {', '.join(map(str, left_out))} before "
+                         f"the window closed (sampled at a low rate): left out of the report")
     if not written:
         if interrupted_by is not None:
             raise stop.error(f"interrupted by {signame} {elapsed:.1f} s into the window, before "

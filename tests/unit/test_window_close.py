@@ -24,3 +24,9 @@ def test_a_late_main_recorder_says_its_samples_are_fewer():
             _Recording(43, Path("c"), False, 7)]
     note = _late_note(late, 12.9, 8, 150)
     assert "pid 41, 43" in note and "the 150 samples it took" in note
+
+
+def test_a_low_rate_recorder_gets_two_of_its_intervals_to_take_its_first_sample():
+    # an idle master at 1 Hz, in a 3 s window: cut at 4 s it could have no sample at all
+    assert window_close_s(3, rate_hz=1) == 5
+    assert window_close_s(3, rate_hz=100) == 4
