@@ -215,13 +215,20 @@ def test_signal_before_sampling_starts_leaves_nothing(procs, tmp_path):
     assert_left_running(pid)
 
 
-def test_pyspy_killed_mid_window(procs, tmp_path):
-    pid = start_service(procs)
-    proc, out, stderr_path = start_diagnose(procs, tmp_path, pid, "-d", 10)
+def diagnose_with_recorders(procs, tmp_path: Path, pid: int, seconds: float):
+    """diagnose attached to `pid` for `seconds`, once its window is under way: its process, its
+    output directory and its py-spy recorders."""
+    proc, out, stderr_path = start_diagnose(procs, tmp_path, pid, "-d", seconds)
     wait_for(stderr_path, "sampled 10%", proc)
     recorders = [p for p in psutil.Process(proc.pid).children(recursive=True)
                  if "record" in p.cmdline()]
     assert recorders
+    return proc, out, recorders
+
+
+def test_pyspy_killed_mid_window(procs, tmp_path):
+    pid = start_service(procs)
+    proc, out, recorders = diagnose_with_recorders(procs, tmp_path, pid, 10)
     for recorder in recorders:
         recorder.kill()
     stderr = finish(proc, tmp_path)
@@ -241,11 +248,7 @@ def test_a_pyspy_that_falls_behind_is_stopped_at_the_windows_end_not_after_its_c
     # py-spy stops after duration x rate samples; one starved of CPU (here: stopped for 4 s)
     # would run the window on for as long as it was held back.
     pid = start_service(procs)
-    proc, out, stderr_path = start_diagnose(procs, tmp_path, pid, "-d", 3)
-    wait_for(stderr_path, "sampled 10%", proc)
-    recorders = [p for p in psutil.Process(proc.pid).children(recursive=True)
-                 if "record" in p.cmdline()]
-    assert recorders
+    proc, out, recorders = diagnose_with_recorders(procs, tmp_path, pid, 3)
     for recorder in recorders:
         recorder.suspend()
     time.sleep(4)
