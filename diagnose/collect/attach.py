@@ -45,6 +45,8 @@ def window_close_s(duration: float, rate_hz: float | None = None) -> float:
     if rate_hz:
         allowance = max(allowance, 2.0 / rate_hz)
     return duration + allowance
+
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -470,7 +472,8 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
         if on_progress:
             on_progress(min(1.0, (time.time() - started) / options.duration),
                         sampler.thread_count())
-        if not lifted and time.monotonic() >= started_mono + options.duration:
+        now = time.monotonic()
+        if not lifted and now >= started_mono + options.duration:
             # The asked window is over: what the recorders still do (their last samples, then
             # writing them) runs at diagnose's priority, now, instead of starved for seconds
             # beside a service that saturates the cores.
@@ -479,8 +482,8 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
                 if recorder.poll() is None:
                     priority.lift_process(recorder.pid)
         for recording, recorder in zip(recordings, recorders):
-            if (recording not in late and recorder.poll() is None and time.monotonic()
-                    > started_mono + window_close_s(options.duration, recording.rate_hz)):
+            if (recording not in late and recorder.poll() is None
+                    and now > started_mono + window_close_s(options.duration, recording.rate_hz)):
                 late.append(recording)
                 _interrupt([recorder])  # it writes what it has; the loop waits for it to exit
         if time.monotonic() > deadline:

@@ -65,10 +65,10 @@ def restore_in_child() -> None:
 def in_window() -> Iterator[None]:
     """The calling thread, and the threads it starts meanwhile (they inherit its niceness), at
     WINDOW_NICE for the block when diagnose raised itself above it; back afterwards."""
-    if _started_with is None or os.getpriority(os.PRIO_PROCESS, 0) >= WINDOW_NICE:
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    if _started_with is None or before >= WINDOW_NICE:
         yield
         return
-    before = os.getpriority(os.PRIO_PROCESS, 0)
     os.setpriority(os.PRIO_PROCESS, 0, WINDOW_NICE)  # lowering one's own priority is always allowed
     try:
         yield
