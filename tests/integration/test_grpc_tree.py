@@ -74,15 +74,16 @@ def grpc_server(port: int, *args: str):
 
 @contextmanager
 def grpc_load(port: int, seconds: int = LOAD_SECONDS, concurrency: int = 16):
-    """The gRPC client load in a process of its own, bounded in time; `result` holds its figures
-    once the block exits."""
+    """The gRPC client load in a process of its own, bounded in time and stopped (SIGTERM) when
+    the block exits; the yielded dict holds its figures then."""
     client = subprocess.Popen([sys.executable, str(SERVERS / "grpc_load.py"), "--target",
                                f"127.0.0.1:{port}", "--seconds", str(seconds), "--concurrency",
                                str(concurrency)], stdout=subprocess.PIPE, text=True)
     box: dict = {}
     try:
         yield box
-        out, _ = client.communicate(timeout=seconds + 60)
+        client.send_signal(signal.SIGTERM)
+        out, _ = client.communicate(timeout=60)
         box.update(json.loads(out.strip().splitlines()[-1]))
     finally:
         if client.poll() is None:

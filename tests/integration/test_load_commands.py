@@ -177,7 +177,8 @@ def test_a_sweep_stopped_by_sigterm_writes_its_partial_report_and_stops_the_gene
     with start_server(gunicorn_sync("wsgi_preprocess", port, workers=2), port) as server:
         sweep = subprocess.Popen(
             [sys.executable, "-m", "diagnose", "sweep", server.url("/predict"),
-             "--concurrency", "1,2,4,8", "--window", "2", "--warmup", "1", "-o", str(out_dir)],
+             "--concurrency", "1,2,4,8", "--window", "1", "--warmup", "1", "--max-windows", "3",
+             "-o", str(out_dir)],
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.monotonic() + 60

@@ -20,12 +20,14 @@ import pytest
 from diagnose.collect.pyspy import pyspy_binary
 from tests.conftest import run_cli
 from tests.integration.conftest import requires_ptrace, running, workload_command
-from tests.integration.servers import free_port, gunicorn_sync, load, start_server
+from tests.integration.servers import free_port, gunicorn_sync, load_during, start_server
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
 
 SAMPLE_SECONDS = "3"
-LOAD_SECONDS = 25  # covers attach (probes, the window, py-spy's wrap-up: ~18 s here) and the dumps
+# an upper bound covering the attach (probes, the window, py-spy's wrap-up) and the dumps; the
+# load stops when they are done
+LOAD_SECONDS = 25
 DUMPS = 3  # per process
 # A report samples many more instants than a few dumps: it may see calls the dumps missed
 # (a response being serialised, a heartbeat); a tower of stacks adds a whole process's depth.
@@ -132,7 +134,7 @@ def dumps_of(pids: list[int]) -> dict[int, list]:
 def test_gunicorn_workers_stacks_in_the_report_match_their_dumps(out_dir):
     port = free_port()
     with (start_server(gunicorn_sync("wsgi_preprocess", port, workers=3), port) as server,
-          load(server.url("/predict"), seconds=LOAD_SECONDS, connections=6)):
+          load_during(server.url("/predict"), seconds=LOAD_SECONDS, connections=6)):
         proc, _ = run_cli("attach", server.pid, "--duration", SAMPLE_SECONDS, "--quiet",
                           "--keep-raw", "--output-dir", out_dir)
         assert proc.returncode == 0, proc.stderr
