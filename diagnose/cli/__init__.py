@@ -3,9 +3,16 @@ place (`common.run`)."""
 
 from __future__ import annotations
 
+import atexit
+import gc
 import sys
 
 from diagnose.collect import priority
+
+# The interpreter's teardown runs the cyclic collector over everything an analysis left behind
+# (frames, interned stacks, report objects): ~0.6 s after the verdict was printed, measured on a
+# 3 s attach. Frozen at exit, they go with the process; registered first, this runs last.
+atexit.register(gc.freeze)
 
 # `attach` and `demo` raise their priority before the imports below: beside a service that
 # saturates the cores, importing took most of a minute at the service's priority.
