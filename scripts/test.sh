@@ -18,6 +18,10 @@ if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
     || echo "warning: no CPU build of torch to install; the DataLoader test skips" >&2
 fi
 bash scripts/install-test-tools.sh
+# Byte-compile the package and the fixtures once: the suite starts a few hundred Python processes
+# (every `python -m diagnose`, every fixture), and where PYTHONDONTWRITEBYTECODE is set none of
+# them may cache what it compiles (measured: 0.4 s of each attach compiling diagnose's source).
+.venv/bin/python -m compileall -q -j 0 diagnose fixtures tests >/dev/null
 # The linter and the type checker first: a quick failure before the long run.
 .venv/bin/python -m ruff check diagnose
 .venv/bin/python -m mypy diagnose
