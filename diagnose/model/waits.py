@@ -17,6 +17,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from diagnose.model.profile import Frame, sorted_distinct, sums_by_code
+from diagnose.model.runs import instants, instants_per_row, thread_steps
 from diagnose.model.sampled import SampledProcess
 from diagnose.model.vocab import CONTENDED, ThreadState, WaitKind
 
@@ -71,9 +72,28 @@ class WaitSite:
 
 
 @dataclass(frozen=True)
-class _Columns:
+class _Rows:
     """The sample table's columns the holder search reads, as the table's own arrays (no copy),
-    and each sample's tick."""
+    and each thread's run step (model/runs.py): a row may stand for a run of instants."""
+
+    thread: np.ndarray
+    stack: np.ndarray
+    state: pd.Categorical
+    count: np.ndarray
+    t: np.ndarray
+    steps: npt.NDArray[np.float64]
+
+    def at_instants(self, rows: np.ndarray, interval: float) -> "_Columns":
+        """`rows` expanded into their instants, each with its tick."""
+        found = instants(rows, self.thread, self.t, self.count, self.steps)
+        return _Columns(self.thread[found.row], self.stack[found.row], self.state[found.row],
+                        found.count, _ticks(found.t, interval))
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """Instants of the sample table's rows: the columns the holder search reads and each
+    instant's tick."""
 
     thread: np.ndarray
     stack: np.ndarray
@@ -90,9 +110,30 @@ class _Columns:
         return len(self.tick)
 
 
-def with_ticks(samples: pd.DataFrame, interval: float) -> npt.NDArray[np.int64]:
-    ticks: npt.NDArray[np.int64] = np.round(samples["t"].to_numpy() / interval).astype(np.int64)
+def _ticks(t: np.ndarray, interval: float) -> npt.NDArray[np.int64]:
+    ticks: npt.NDArray[np.int64] = np.round(t / interval).astype(np.int64)
     return ticks
+
+
+@dataclass(frozen=True)
+class _Waited:
+    """The instants some threads waited at a site: (thread, tick) of each, a run expanded."""
+
+    thread: np.ndarray
+    tick: npt.NDArray[np.int64]
+
+    @staticmethod
+    def of(rows: pd.DataFrame, steps: npt.NDArray[np.float64], interval: float) -> "_Waited":
+        thread = rows["thread"].to_numpy()
+        found = instants(np.arange(len(rows)), thread, rows["t"].to_numpy(), rows["count"].to_numpy(), steps)
+        return _Waited(thread[found.row], _ticks(found.t, interval))
+
+
+def _weighted_mode(values: np.ndarray, weights: np.ndarray) -> int:
+    """The most common value counting each row `weights` times (the smallest of the ties), as
+    the mode of the rows laid out one per instant would be."""
+    sums = pd.Series(weights).groupby(values).sum()
+    return int(sums.idxmax())
 
 
 def _is_waiting(samples: pd.DataFrame) -> pd.Series:
@@ -123,28 +164,31 @@ def wait_sites(analysis: SampledProcess, limit: int = 8, holders_for: int = 5) -
                                               names=["kind", "key_site"])
     grouped = grouped.sort_index().sort_values("samples", ascending=False).head(limit)
     timed = analysis.samples["t"].notna().all()
-    # The columns the holder search reads, as the table's own arrays (no copy) and each sample's
-    # tick; rows are taken from them only once a holder's rows are known.
-    all_samples = (_Columns(thread=analysis.samples["thread"].to_numpy(),
-                            stack=analysis.samples["stack"].to_numpy(),
-                            state=analysis.samples["state"].array,
-                            count=analysis.samples["count"].to_numpy(),
-                            tick=with_ticks(analysis.samples, interval))
+    steps = thread_steps(analysis.profile)
+    # The columns the holder search reads, as the table's own arrays (no copy); rows are
+    # expanded into instants only once they are known to meet a waiting instant.
+    all_samples = (_Rows(thread=analysis.samples["thread"].to_numpy(),
+                         stack=analysis.samples["stack"].to_numpy(),
+                         state=analysis.samples["state"].array,
+                         count=analysis.samples["count"].to_numpy(),
+                         t=analysis.samples["t"].to_numpy(), steps=steps)
                    if timed else None)
     sites: list[WaitSite] = []
     for rank, ((kind, site_key), row) in enumerate(grouped.iterrows()):
         code = categories.index(kind)
         these = waiting[(kind_codes == code) & (key_site == site_key)]
-        frame_id = int(site_key) if site_key >= 0 else int(these["site"].mode().iloc[0])
+        frame_id = int(site_key) if site_key >= 0 else _weighted_mode(
+            these["site"].to_numpy(), instants_per_row(these["thread"].to_numpy(), these["count"].to_numpy(), steps))
         frame = analysis.frame(frame_id)
         max_concurrent = max_holders = 0
         holders: tuple[Holder, ...] = ()
         scope = ""
         if all_samples is not None:
-            ticks = with_ticks(these, interval)
+            waited = _Waited.of(these, steps, interval)
+            ticks = waited.tick
             max_concurrent = int(np.bincount(ticks - ticks.min()).max()) if len(ticks) else 0
             if rank < holders_for:
-                holders, scope, max_holders = _holders(analysis, all_samples, these,
+                holders, scope, max_holders = _holders(analysis, all_samples, these, waited,
                                                        sorted_distinct(ticks), kind)
         sites.append(WaitSite(
             kind=kind, label=KIND_LABELS.get(kind, kind), function=frame.function, file=frame.file,
@@ -186,25 +230,48 @@ def _stacks_holding(analysis: SampledProcess, stack_ids: np.ndarray,
     return holding
 
 
-def _holders(analysis: SampledProcess, all_samples: _Columns, waiters: pd.DataFrame, wait_ticks: np.ndarray,
-             kind: str) -> tuple[tuple[Holder, ...], str, int]:
-    """`wait_ticks`: the distinct ticks at which the waiters waited."""
-    # The other threads' samples at the waiting instants: one mask over the arrays, one take.
+def _meets(all_samples: _Rows, wait_ticks: np.ndarray, interval: float) -> npt.NDArray[np.bool_]:
+    """A row mask: some instant of the row falls on one of the sorted `wait_ticks`."""
+    first = _ticks(all_samples.t, interval)
+    per = instants_per_row(all_samples.thread, all_samples.count, all_samples.steps)
+    if int(per.max(initial=1)) == 1:
+        return _member(first, wait_ticks)
+    step = np.nan_to_num(all_samples.steps, nan=0.0)[all_samples.thread]
+    last = _ticks(all_samples.t + (per - 1) * step, interval)
+    # a run's instants fall on every tick from its first to its last (its step is the interval)
+    # or skip some: the candidates are exact only once expanded, which the caller does
+    met: npt.NDArray[np.bool_] = (np.searchsorted(wait_ticks, first, side="left")
+                                  < np.searchsorted(wait_ticks, last, side="right"))
+    return met
+
+
+def _holders(analysis: SampledProcess, all_samples: _Rows, waiters: pd.DataFrame, waiting: _Waited,
+             wait_ticks: np.ndarray, kind: str) -> tuple[tuple[Holder, ...], str, int]:
+    """`waiting`: the waiters' instants; `wait_ticks`: the distinct ticks at which they waited."""
+    # The other threads' rows that meet a waiting instant, chosen by one mask over the rows'
+    # arrays, then expanded into their instants and kept at the waiting ticks.
     interval = analysis.profile.interval_s or 0.01
-    tick, thread = all_samples.tick, all_samples.thread
     state = all_samples.state
     codes = state.codes
     categories = list(state.categories)
-    mask = _member(tick, wait_ticks)
+    mask = _meets(all_samples, wait_ticks, interval)
     # Threads blocked on a lock themselves (at another call site of the same logger, say) are
     # waiters too, not holders; for the GIL, the holders are the threads running Python.
     mask &= codes != categories.index(ThreadState.LOCK)
     if kind == WaitKind.GIL:
         mask &= codes == categories.index(ThreadState.PYTHON)
-    rows = np.flatnonzero(mask)
+    row_ids = np.flatnonzero(mask)
+    # Threads anywhere inside the acquire call itself (waiting, or re-taking the GIL after it)
+    # do not hold the resource yet. Not so for logging: the holder logs from the same call site
+    # and is deep inside the handler's emit.
+    if kind not in (WaitKind.GIL, WaitKind.LOGGING):
+        site_id = int(waiters["site"].iloc[0])
+        row_ids = row_ids[~_stacks_holding(analysis, all_samples.stack[row_ids], lambda f, fid: fid == site_id)]
+    candidates = all_samples.at_instants(row_ids, interval)
+    rows = np.flatnonzero(_member(candidates.tick, wait_ticks))
     # Threads waiting at this very site are waiters, not holders.
-    at_thread, at_tick = thread[rows], tick[rows]
-    waiter_thread, waiter_tick = waiters["thread"].to_numpy(), with_ticks(waiters, interval)
+    at_thread, at_tick = candidates.thread[rows], candidates.tick[rows]
+    waiter_thread, waiter_tick = waiting.thread, waiting.tick
     threads = int(max(at_thread.max(initial=0), waiter_thread.max(initial=0))) + 1
     span = int(max(at_tick.max(initial=0), waiter_tick.max(initial=0))) + 1
     if min(at_tick.min(initial=0), waiter_tick.min(initial=0)) >= 0 and threads * span < (1 << 27):
@@ -214,8 +281,9 @@ def _holders(analysis: SampledProcess, all_samples: _Columns, waiters: pd.DataFr
     else:
         is_waiter = np.isin(_thread_tick_keys(at_thread, at_tick), _thread_tick_keys(waiter_thread, waiter_tick))
     rows = rows[~is_waiter]
+    all_instants = candidates
     if kind == WaitKind.GIL:
-        others = all_samples.take(rows)
+        others = all_instants.take(rows)
         return (_rank(analysis, others, len(wait_ticks), scope_function=None), "running Python",
                 _max_threads(others))
     stack = analysis.profile.stacks[int(waiters["stack"].iloc[0])]
@@ -233,20 +301,14 @@ def _holders(analysis: SampledProcess, all_samples: _Columns, waiters: pd.DataFr
         caller = next((f for f in reversed(frames[:position]) if not f.native), None)
         if caller is not None:
             scopes.append(caller)
-    # Threads anywhere inside the acquire call itself (waiting, or re-taking the GIL after it)
-    # do not hold the resource yet. Not so for logging: the holder logs from the same call site
-    # and is deep inside the handler's emit.
-    if kind != WaitKind.LOGGING:
-        site_id = int(waiters["site"].iloc[0])
-        rows = rows[~_stacks_holding(analysis, all_samples.stack[rows], lambda f, fid: fid == site_id)]
     # The innermost scope that explains a fair share of the waiting instants wins: the lock's
     # own function (the with-block) before its caller (which holds a pooled resource). Rows are
     # chosen by their stacks alone; the other columns are taken once, for the scope that wins.
-    stacks = all_samples.stack[rows]
+    stacks = all_instants.stack[rows]
     best = None
     for scope in scopes:
         in_scope = rows[_stacks_holding(analysis, stacks, _in_function_of(scope))]
-        coverage = len(sorted_distinct(all_samples.tick[in_scope]))
+        coverage = len(sorted_distinct(all_instants.tick[in_scope]))
         if coverage and (best is None or coverage > best[0]):
             best = (coverage, scope, in_scope)
         if best is not None and best[0] >= MIN_SCOPE_COVERAGE * len(wait_ticks):
@@ -254,7 +316,7 @@ def _holders(analysis: SampledProcess, all_samples: _Columns, waiters: pd.DataFr
     if best is None:
         return (), "", 0
     _, scope, in_scope = best
-    inside = all_samples.take(in_scope)
+    inside = all_instants.take(in_scope)
     return (_rank(analysis, inside, len(wait_ticks), scope_function=scope), scope.function,
             _max_threads(inside))
 
