@@ -65,6 +65,18 @@ def instants_per_row(thread: np.ndarray, count: np.ndarray, steps: npt.NDArray[n
     return np.where(merged[thread], count, 1).astype(np.int64, copy=False)
 
 
+def row_slices(rows: np.ndarray, thread: np.ndarray, count: np.ndarray, steps: npt.NDArray[np.float64],
+               size: int) -> list[np.ndarray]:
+    """`rows` cut into consecutive slices of about `size` instants each (a run is never cut),
+    so that expanding them a slice at a time keeps the transients small."""
+    per = instants_per_row(thread[rows], count[rows], steps)
+    total = int(per.sum())
+    if total <= size:
+        return [rows] if len(rows) else []
+    bounds = np.searchsorted(np.cumsum(per), np.arange(size, total, size))
+    return [part for part in np.split(rows, bounds) if len(part)]
+
+
 def instants(rows: np.ndarray, thread: np.ndarray, t: np.ndarray, count: np.ndarray,
              steps: npt.NDArray[np.float64]) -> Instants:
     """Expands `rows` (indices into the columns `thread`, `t`, `count`) into their instants,

@@ -17,7 +17,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from diagnose.model.profile import Frame, sorted_distinct, sums_by_code
-from diagnose.model.runs import instants, instants_per_row, thread_steps
+from diagnose.model.runs import instants, instants_per_row, row_slices, thread_steps
 from diagnose.model.sampled import SampledProcess
 from diagnose.model.vocab import CONTENDED, ThreadState, WaitKind
 
@@ -71,6 +71,9 @@ class WaitSite:
         return out
 
 
+_SLICE_INSTANTS = 1 << 20  # instants expanded at a time: the transients stay a few tens of MB
+
+
 @dataclass(frozen=True)
 class _Rows:
     """The sample table's columns the holder search reads, as the table's own arrays (no copy),
@@ -83,28 +86,41 @@ class _Rows:
     t: np.ndarray
     steps: npt.NDArray[np.float64]
 
-    def at_instants(self, rows: np.ndarray, interval: float) -> "_Columns":
-        """`rows` expanded into their instants, each with its tick."""
-        found = instants(rows, self.thread, self.t, self.count, self.steps)
-        return _Columns(self.thread[found.row], self.stack[found.row], self.state[found.row],
-                        found.count, _ticks(found.t, interval))
-
 
 @dataclass(frozen=True)
 class _Columns:
-    """Instants of the sample table's rows: the columns the holder search reads and each
-    instant's tick."""
+    """Instants of the sample table's rows: the row each belongs to and its tick. The other
+    columns are read from the rows when asked (millions of instants hold 12 bytes each, not
+    the 33 of every column)."""
 
-    thread: np.ndarray
-    stack: np.ndarray
-    state: pd.Categorical  # the categorical itself: its codes are compared, rows taken from it
-    count: np.ndarray
+    rows: _Rows
+    row: np.ndarray  # int32 indices into `rows`
     tick: npt.NDArray[np.int64]
 
+    @property
+    def thread(self) -> np.ndarray:
+        return self.rows.thread[self.row]
+
+    @property
+    def stack(self) -> np.ndarray:
+        return self.rows.stack[self.row]
+
+    @property
+    def state(self) -> pd.Categorical:
+        """The categorical itself: its codes are compared, its categories named."""
+        return self.rows.state[self.row]
+
+    @property
+    def count(self) -> np.ndarray:
+        """The samples each instant stands for: 1 in a run, a row's own count where the row is
+        one instant."""
+        thread, count = self.rows.thread[self.row], self.rows.count[self.row]
+        found: np.ndarray = count // instants_per_row(thread, count, self.rows.steps)
+        return found
+
     def take(self, rows: np.ndarray) -> "_Columns":
-        """These rows (indices or a boolean mask) of every column: one numpy take each."""
-        return _Columns(self.thread[rows], self.stack[rows], self.state[rows], self.count[rows],
-                        self.tick[rows])
+        """These instants (indices or a boolean mask)."""
+        return _Columns(self.rows, self.row[rows], self.tick[rows])
 
     def __len__(self) -> int:
         return len(self.tick)
@@ -124,9 +140,15 @@ class _Waited:
 
     @staticmethod
     def of(rows: pd.DataFrame, steps: npt.NDArray[np.float64], interval: float) -> "_Waited":
-        thread = rows["thread"].to_numpy()
-        found = instants(np.arange(len(rows)), thread, rows["t"].to_numpy(), rows["count"].to_numpy(), steps)
-        return _Waited(thread[found.row], _ticks(found.t, interval))
+        thread, t, count = rows["thread"].to_numpy(), rows["t"].to_numpy(), rows["count"].to_numpy()
+        threads, ticks = [], []
+        for part in row_slices(np.arange(len(rows)), thread, count, steps, _SLICE_INSTANTS):
+            found = instants(part, thread, t, count, steps)
+            threads.append(thread[found.row])
+            ticks.append(_ticks(found.t, interval))
+        if not threads:
+            return _Waited(thread[:0], np.empty(0, dtype=np.int64))
+        return _Waited(np.concatenate(threads), np.concatenate(ticks))
 
 
 def _weighted_mode(values: np.ndarray, weights: np.ndarray) -> int:
@@ -245,6 +267,39 @@ def _meets(all_samples: _Rows, wait_ticks: np.ndarray, interval: float) -> npt.N
     return met
 
 
+def _instants_at(all_samples: _Rows, row_ids: np.ndarray, wait_ticks: np.ndarray, waiting: _Waited,
+                 interval: float) -> _Columns:
+    """The instants of `row_ids` that fall on a waiting tick, but the waiters' own (threads
+    waiting at this very site are waiters, not holders), in row order. Rows are expanded a
+    slice at a time and only the instants kept are gathered."""
+    waiter_thread, waiter_tick = waiting.thread, waiting.tick
+    threads = int(max(all_samples.thread.max(initial=0), waiter_thread.max(initial=0))) + 1
+    # the kept instants' ticks are waiting ticks: the waiters' span bounds them
+    span = int(waiter_tick.max(initial=0)) + 1
+    table = int(waiter_tick.min(initial=0)) >= 0 and threads * span < (1 << 27)
+    if table:
+        # (thread, tick) pairs as one index into a thread x tick table
+        waiter_cells = np.zeros(threads * span, dtype=bool)
+        waiter_cells[waiter_thread.astype(np.int64) * span + waiter_tick] = True
+    else:
+        waiter_keys = _thread_tick_keys(waiter_thread, waiter_tick)
+    kept_rows, kept_ticks = [], []
+    for part in row_slices(row_ids, all_samples.thread, all_samples.count, all_samples.steps, _SLICE_INSTANTS):
+        found = instants(part, all_samples.thread, all_samples.t, all_samples.count, all_samples.steps)
+        tick = _ticks(found.t, interval)
+        keep = _member(tick, wait_ticks)
+        thread = all_samples.thread[found.row[keep]]
+        at_tick = tick[keep]
+        is_waiter = (waiter_cells[thread.astype(np.int64) * span + at_tick] if table
+                     else np.isin(_thread_tick_keys(thread, at_tick), waiter_keys))
+        keep[keep] = ~is_waiter
+        kept_rows.append(found.row[keep].astype(np.int32 if len(all_samples.t) < (1 << 31) else np.int64))
+        kept_ticks.append(tick[keep])
+    if not kept_rows:
+        return _Columns(all_samples, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+    return _Columns(all_samples, np.concatenate(kept_rows), np.concatenate(kept_ticks))
+
+
 def _holders(analysis: SampledProcess, all_samples: _Rows, waiters: pd.DataFrame, waiting: _Waited,
              wait_ticks: np.ndarray, kind: str) -> tuple[tuple[Holder, ...], str, int]:
     """`waiting`: the waiters' instants; `wait_ticks`: the distinct ticks at which they waited."""
@@ -267,23 +322,10 @@ def _holders(analysis: SampledProcess, all_samples: _Rows, waiters: pd.DataFrame
     if kind not in (WaitKind.GIL, WaitKind.LOGGING):
         site_id = int(waiters["site"].iloc[0])
         row_ids = row_ids[~_stacks_holding(analysis, all_samples.stack[row_ids], lambda f, fid: fid == site_id)]
-    candidates = all_samples.at_instants(row_ids, interval)
-    rows = np.flatnonzero(_member(candidates.tick, wait_ticks))
-    # Threads waiting at this very site are waiters, not holders.
-    at_thread, at_tick = candidates.thread[rows], candidates.tick[rows]
-    waiter_thread, waiter_tick = waiting.thread, waiting.tick
-    threads = int(max(at_thread.max(initial=0), waiter_thread.max(initial=0))) + 1
-    span = int(max(at_tick.max(initial=0), waiter_tick.max(initial=0))) + 1
-    if min(at_tick.min(initial=0), waiter_tick.min(initial=0)) >= 0 and threads * span < (1 << 27):
-        # (thread, tick) pairs as one index into a thread x tick table
-        is_waiter = _member(at_thread.astype(np.int64) * span + at_tick,
-                            waiter_thread.astype(np.int64) * span + waiter_tick)
-    else:
-        is_waiter = np.isin(_thread_tick_keys(at_thread, at_tick), _thread_tick_keys(waiter_thread, waiter_tick))
-    rows = rows[~is_waiter]
-    all_instants = candidates
+    all_instants = _instants_at(all_samples, row_ids, wait_ticks, waiting, interval)
+    rows = np.arange(len(all_instants))
     if kind == WaitKind.GIL:
-        others = all_instants.take(rows)
+        others = all_instants
         return (_rank(analysis, others, len(wait_ticks), scope_function=None), "running Python",
                 _max_threads(others))
     stack = analysis.profile.stacks[int(waiters["stack"].iloc[0])]
