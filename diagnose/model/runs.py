@@ -49,12 +49,10 @@ def thread_steps(profile: Profile) -> npt.NDArray[np.float64]:
 
 @dataclass(frozen=True)
 class Instants:
-    """The sample instants of some rows: for each, the row it belongs to, its time, and the
-    samples it stands for (1 in a run; a row's own count where a row is one instant)."""
+    """The sample instants of some rows: for each, the row it belongs to and its time."""
 
     row: npt.NDArray[np.int64]
     t: npt.NDArray[np.float64]
-    count: npt.NDArray[np.int64]
 
 
 def instants_per_row(thread: np.ndarray, count: np.ndarray, steps: npt.NDArray[np.float64]) -> np.ndarray:
@@ -82,18 +80,16 @@ def instants(rows: np.ndarray, thread: np.ndarray, t: np.ndarray, count: np.ndar
     """Expands `rows` (indices into the columns `thread`, `t`, `count`) into their instants,
     in row order."""
     rows = np.asarray(rows, dtype=np.int64)
-    thread_r, count_r = thread[rows], count[rows]
-    per = instants_per_row(thread_r, count_r, steps)
+    thread_r = thread[rows]
+    per = instants_per_row(thread_r, count[rows], steps)
     total = int(per.sum())
     if total == len(rows):
-        return Instants(rows, np.asarray(t[rows], dtype=np.float64), count_r.astype(np.int64, copy=False))
+        return Instants(rows, np.asarray(t[rows], dtype=np.float64))
     at = np.repeat(np.arange(len(rows)), per)
     offset = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(per) - per, per)
-    step = np.nan_to_num(steps[thread_r], nan=0.0)[at]
-    times = t[rows][at] + offset * step
-    merged = per[at] > 1
-    own = count_r[at].astype(np.int64)
-    return Instants(rows[at], times, np.where(merged, 1, own))
+    times = offset * np.nan_to_num(steps[thread_r], nan=0.0)[at]
+    times += t[rows][at]
+    return Instants(rows[at], times)
 
 
 def last_instants(thread: np.ndarray, t: np.ndarray, count: np.ndarray,

@@ -8,6 +8,7 @@ section) without waiting at the site. For the GIL, the holders are the threads r
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -85,6 +86,17 @@ class _Rows:
     count: np.ndarray
     t: np.ndarray
     steps: npt.NDArray[np.float64]
+    interval: float
+
+    @functools.cached_property
+    def tick_span(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Each row's first and last tick (read once for every site's search)."""
+        first = _ticks(self.t, self.interval)
+        per = instants_per_row(self.thread, self.count, self.steps)
+        if int(per.max(initial=1)) == 1:
+            return first, first
+        step = np.nan_to_num(self.steps, nan=0.0)[self.thread]
+        return first, _ticks(self.t + (per - 1) * step, self.interval)
 
 
 @dataclass(frozen=True)
@@ -193,7 +205,7 @@ def wait_sites(analysis: SampledProcess, limit: int = 8, holders_for: int = 5) -
                          stack=analysis.samples["stack"].to_numpy(),
                          state=analysis.samples["state"].array,
                          count=analysis.samples["count"].to_numpy(),
-                         t=analysis.samples["t"].to_numpy(), steps=steps)
+                         t=analysis.samples["t"].to_numpy(), steps=steps, interval=interval)
                    if timed else None)
     sites: list[WaitSite] = []
     for rank, ((kind, site_key), row) in enumerate(grouped.iterrows()):
@@ -252,19 +264,26 @@ def _stacks_holding(analysis: SampledProcess, stack_ids: np.ndarray,
     return holding
 
 
-def _meets(all_samples: _Rows, wait_ticks: np.ndarray, interval: float) -> npt.NDArray[np.bool_]:
-    """A row mask: some instant of the row falls on one of the sorted `wait_ticks`."""
-    first = _ticks(all_samples.t, interval)
-    per = instants_per_row(all_samples.thread, all_samples.count, all_samples.steps)
-    if int(per.max(initial=1)) == 1:
+def _meets(all_samples: _Rows, wait_ticks: np.ndarray) -> npt.NDArray[np.bool_]:
+    """A row mask: some waiting tick (of the sorted `wait_ticks`) lies between the row's first
+    and last instant. A run whose step is longer than the interval may skip it: the candidates
+    are exact only once expanded, which the caller does."""
+    first, last = all_samples.tick_span
+    if first is last:
         return _member(first, wait_ticks)
-    step = np.nan_to_num(all_samples.steps, nan=0.0)[all_samples.thread]
-    last = _ticks(all_samples.t + (per - 1) * step, interval)
-    # a run's instants fall on every tick from its first to its last (its step is the interval)
-    # or skip some: the candidates are exact only once expanded, which the caller does
-    met: npt.NDArray[np.bool_] = (np.searchsorted(wait_ticks, first, side="left")
-                                  < np.searchsorted(wait_ticks, last, side="right"))
-    return met
+    if not len(wait_ticks):
+        return np.zeros(len(first), dtype=bool)
+    low, high = int(min(first.min(initial=0), wait_ticks[0])), int(max(last.max(initial=0), wait_ticks[-1]))
+    if high - low < (1 << 27):
+        # waiting ticks up to each tick, by a prefix count over the ticks' range
+        upto = np.zeros(high - low + 2, dtype=np.int64)
+        upto[wait_ticks - low + 1] = 1
+        np.cumsum(upto, out=upto)
+        met: npt.NDArray[np.bool_] = upto[last - low + 1] > upto[first - low]
+        return met
+    found: npt.NDArray[np.bool_] = (np.searchsorted(wait_ticks, first, side="left")
+                                    < np.searchsorted(wait_ticks, last, side="right"))
+    return found
 
 
 def _instants_at(all_samples: _Rows, row_ids: np.ndarray, wait_ticks: np.ndarray, waiting: _Waited,
@@ -309,7 +328,7 @@ def _holders(analysis: SampledProcess, all_samples: _Rows, waiters: pd.DataFrame
     state = all_samples.state
     codes = state.codes
     categories = list(state.categories)
-    mask = _meets(all_samples, wait_ticks, interval)
+    mask = _meets(all_samples, wait_ticks)
     # Threads blocked on a lock themselves (at another call site of the same logger, say) are
     # waiters too, not holders; for the GIL, the holders are the threads running Python.
     mask &= codes != categories.index(ThreadState.LOCK)
