@@ -395,10 +395,14 @@ def _max_threads(samples: _Columns) -> int:
         return 0
     # threads per instant from the distinct (tick, thread) pairs; then the most common count
     # (the largest, when several are as common)
-    tick = samples.tick.astype(np.int64)
-    thread = samples.thread.astype(np.int64)
+    tick = samples.tick
+    thread = samples.thread
     width = int(thread.max()) + 1
-    pairs = sorted_distinct((tick - tick.min()) * width + thread)
+    keys = tick - tick.min()
+    keys *= width
+    keys += thread
+    pairs = sorted_distinct(keys)
+    del keys
     ticks = pairs // width  # sorted: each tick's pairs are one run
     starts = np.flatnonzero(np.r_[True, ticks[1:] != ticks[:-1]])
     per_instant = np.diff(np.r_[starts, len(ticks)])
@@ -434,27 +438,32 @@ def _rank(analysis: SampledProcess, samples: _Columns, instants: int, scope_func
     the share of waiting instants at which some thread was on that path."""
     if not len(samples) or instants == 0:
         return ()
-    # Each distinct stack's path is read once; rows carry it as an integer code.
+    # Each distinct stack's path is read once; rows carry it as an integer code (int32: there
+    # may be millions of instants, each column of them is read once or twice).
     stack_ids = samples.stack
     distinct = sorted_distinct(stack_ids)
-    row_stack = np.searchsorted(distinct, stack_ids)
+    position = np.zeros(int(distinct[-1]) + 1, dtype=np.int32)
+    position[distinct] = np.arange(len(distinct), dtype=np.int32)
+    row_stack = position[stack_ids]
+    del stack_ids
     paths = [_holder_path(analysis, int(sid), scope_function) for sid in distinct.tolist()]
     path_ids: dict[tuple[str, ...], int] = {}
     entry_ids: dict[str, int] = {}
-    stack_path = np.array([path_ids.setdefault(p[0], len(path_ids)) for p in paths], dtype=np.int64)
-    stack_entry = np.array([entry_ids.setdefault(p[1], len(entry_ids)) for p in paths], dtype=np.int64)
+    stack_path = np.array([path_ids.setdefault(p[0], len(path_ids)) for p in paths], dtype=np.int32)
+    stack_entry = np.array([entry_ids.setdefault(p[1], len(entry_ids)) for p in paths], dtype=np.int32)
     path_names = list(path_ids)
     entry_names = list(entry_ids)
     row_path = stack_path[row_stack]
-    # per row: integer codes only (entry, state), no string per sample
-    row_entry = stack_entry[row_stack]
-    row_count = samples.count
-    row_state = np.asarray(samples.state.codes, dtype=np.int64)
-    state_names = [str(c) for c in samples.state.categories]
+    state_names = [str(c) for c in samples.rows.state.categories]
     # distinct waiting instants per path, from the distinct (path, tick) pairs
-    tick = samples.tick.astype(np.int64)
-    span = int(tick.max() - tick.min()) + 1
-    pairs = sorted_distinct(row_path * span + (tick - tick.min()))
+    tick = samples.tick
+    low = int(tick.min())
+    span = int(tick.max()) - low + 1
+    keys = row_path.astype(np.int64) * span
+    keys += tick
+    keys -= low
+    pairs = sorted_distinct(keys)
+    del keys
     per_path = np.bincount(pairs // span)
     present = np.flatnonzero(per_path)
     ticks_per_path = pd.Series(per_path[present], index=present)
@@ -467,15 +476,18 @@ def _rank(analysis: SampledProcess, samples: _Columns, instants: int, scope_func
     holders = []
     for path, n in per_path.items():
         mine = np.flatnonzero(row_path == path_ids[path])
-        sums = sums_by_code(row_entry[mine], row_count[mine], len(entry_names))
+        # per row: integer codes only (entry, state), no string per sample
+        on_path = samples.take(mine)
+        row_count = on_path.count
+        sums = sums_by_code(stack_entry[row_stack[mine]], row_count, len(entry_names))
         by_name = sorted(((entry_names[e], int(c)) for e, c in sums), key=lambda x: x[0])
         best = max(c for _, c in by_name)
         entry = next(name for name, c in by_name if c == best)
         first = paths[int(row_stack[mine[0]])]
         leaf = first[2]
         stack = tuple(path) + ((entry,) if entry else ())
-        states = [(state_names[k], int(c)) for k, c in sums_by_code(row_state[mine], row_count[mine],
-                                                                   len(state_names))]
+        states = [(state_names[k], int(c)) for k, c in sums_by_code(np.asarray(on_path.state.codes),
+                                                                   row_count, len(state_names))]
         state = str(sorted(states, key=lambda kv: (-kv[1], kv[0]))[0][0]) if states else ""
         holders.append(Holder(stack, leaf.function, leaf.file, leaf.line,
                               round(n / instants, 4), int(n), first[3], state))
