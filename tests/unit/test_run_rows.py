@@ -102,3 +102,10 @@ def test_holders_are_found_through_run_rows() -> None:
 def test_timeline_reads_the_same_from_runs_as_from_samples(name: str) -> None:
     runs, each = _both(name)
     assert timeline_data(runs) == timeline_data(each)
+
+
+def test_a_py_spy_profiles_one_repeated_weight_is_held_once() -> None:
+    profile = load_profile(RECORDED / "lock_contention.speedscope.json")
+    track = max(profile.threads, key=lambda t: len(t.weights))
+    assert len(track.weights) > 1 and track.weights.strides == (0,)
+    assert float(track.weights[-1]) == float(track.weights[0])
