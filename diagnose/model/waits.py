@@ -111,11 +111,13 @@ class _Columns:
 
     @property
     def thread(self) -> np.ndarray:
-        return self.rows.thread[self.row]
+        found: np.ndarray = self.rows.thread[self.row]
+        return found
 
     @property
     def stack(self) -> np.ndarray:
-        return self.rows.stack[self.row]
+        found: np.ndarray = self.rows.stack[self.row]
+        return found
 
     @property
     def state(self) -> pd.Categorical:
