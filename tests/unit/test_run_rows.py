@@ -12,7 +12,7 @@ import pytest
 from diagnose.classify.categories import Categorizer
 from diagnose.model.analysis import Analysis, analysis_of, analyze_profile, classify_profile
 from diagnose.model.profile import Frame, Profile, ThreadTrack
-from diagnose.model.runs import instants, thread_steps
+from diagnose.model.runs import bins_of_rows, instants, thread_steps
 from diagnose.model.waits import wait_sites
 from diagnose.readers.loaders import load_profile
 from diagnose.render.html_data import timeline_data
@@ -109,3 +109,16 @@ def test_a_py_spy_profiles_one_repeated_weight_is_held_once() -> None:
     track = max(profile.threads, key=lambda t: len(t.weights))
     assert len(track.weights) > 1 and track.weights.strides == (0,)
     assert float(track.weights[-1]) == float(track.weights[0])
+
+
+@pytest.mark.parametrize("width", [0.004, 0.01, 0.025])  # the runs' step is 0.01
+def test_timeline_bins_of_runs_are_the_bins_of_their_instants(width: float) -> None:
+    profile = _profile([_track([0, 0, 0, 1, 1, 0, 1, 1, 1, 1]), _track([1, 1, 0, 0, 0, 0, 0, 1, 0, 0])])
+    samples = _analysis(profile).samples
+    thread, t, count = samples["thread"].to_numpy(), samples["t"].to_numpy(), samples["count"].to_numpy()
+    steps = thread_steps(profile)
+    row, found = bins_of_rows(thread, t, count, steps, width, 40)
+    each = instants(np.arange(len(samples)), thread, t, count, steps)
+    expected = np.minimum(np.floor(each.t / width + 1e-6).astype(np.int64), 39)
+    # every bin an instant of the row falls in, and no other (a run may meet a bin twice)
+    assert sorted(set(zip(row.tolist(), found.tolist()))) == sorted(set(zip(each.row.tolist(), expected.tolist())))
