@@ -1,4 +1,5 @@
-"""The sample table: a row per thread per sample, with its stack and inferred state.
+"""The sample table: a row per thread per sample, or per run of identical consecutive samples
+of a thread (model/runs.py), with its stack and inferred state.
 
 Columns are declared once here; `validate` checks a table where it enters the pipeline.
 Classification runs once per distinct stack and is broadcast to the samples by stack id.
@@ -17,6 +18,7 @@ from diagnose.classify.categories import CATEGORIES, Categorizer
 from diagnose.classify.state import FULL_SYMBOL_MARKERS, classify_profile_stack
 from diagnose.classify.calibrate import Calibration, FrameKey, Mixture, python_key, spread
 from diagnose.model.profile import Frame, Profile
+from diagnose.model.runs import run_starts, run_step_s
 from diagnose.model.vocab import STATES, WAIT_KINDS
 
 PHASES_AND_OTHER = ("preprocess", "model", "postprocess", "other")
@@ -27,7 +29,7 @@ SAMPLE_COLUMNS = {
     "t": "float64",         # seconds since the window began (NaN when the input has no order):
     # measured with timestamped input (Profile.instants), else reconstructed from sample order
     "stack": "int32",       # index into Profile.stacks
-    "count": "int64",       # samples this row stands for (1 unless the input was collapsed)
+    "count": "int64",       # samples this row stands for (a run's length, or a collapsed count)
     "state": pd.CategoricalDtype(STATES),
     "wait_kind": pd.CategoricalDtype(WAIT_KINDS),
     "site": "int32",        # frame id of the acquiring / blocked Python frame, -1 if none
@@ -112,8 +114,13 @@ def build_sample_table(profile: Profile, stacks: StackTable) -> pd.DataFrame:
     the stack table by stack id (categorical codes, never a string per sample)."""
     threads, times, ids, counts = [], [], [], []
     tids = []
+    unmerged = None
+    if stacks.mixtures:
+        unmerged = np.zeros(len(stacks.state), dtype=bool)
+        unmerged[list(stacks.mixtures)] = True
     for index, track in enumerate(profile.threads):
-        n = len(track.stack_ids)
+        stack_ids = np.asarray(track.stack_ids, dtype=np.int32)
+        n = len(stack_ids)
         if track.times is not None:
             t = track.times - profile.origin_s  # measured: where the thread ran in the window
         elif track.timed:
@@ -121,12 +128,19 @@ def build_sample_table(profile: Profile, stacks: StackTable) -> pd.DataFrame:
             t = np.cumsum(track.weights) - track.weights
         else:
             t = np.full(n, np.nan)
+        count = (track.counts.astype(np.int64, copy=False) if track.counts is not None
+                 else np.ones(n, dtype=np.int64))
+        if run_step_s(track) is not None:
+            # consecutive samples of one stack: one row with their count (model/runs.py)
+            starts = run_starts(stack_ids, unmerged)
+            count = np.diff(np.append(starts, n)).astype(np.int64)
+            stack_ids, t = stack_ids[starts], t[starts]
+            n = len(starts)
         threads.append(np.full(n, index, dtype=np.int32))
         tids.append(np.full(n, track.tid, dtype=np.int64))
         times.append(np.asarray(t, dtype=np.float64))
-        ids.append(np.asarray(track.stack_ids, dtype=np.int32))
-        counts.append(track.counts.astype(np.int64, copy=False) if track.counts is not None
-                      else np.ones(n, dtype=np.int64))
+        ids.append(stack_ids)
+        counts.append(count)
 
     def joined(parts: list[np.ndarray], dtype: npt.DTypeLike) -> np.ndarray:
         return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)

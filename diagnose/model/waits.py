@@ -8,6 +8,7 @@ section) without waiting at the site. For the GIL, the holders are the threads r
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -17,6 +18,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from diagnose.model.profile import Frame, sorted_distinct, sums_by_code
+from diagnose.model.runs import instants, instants_per_row, row_slices, thread_steps
 from diagnose.model.sampled import SampledProcess
 from diagnose.model.vocab import CONTENDED, ThreadState, WaitKind
 
@@ -70,29 +72,104 @@ class WaitSite:
         return out
 
 
+_SLICE_INSTANTS = 1 << 20  # instants expanded at a time: the transients stay a few tens of MB
+
+
 @dataclass(frozen=True)
-class _Columns:
+class _Rows:
     """The sample table's columns the holder search reads, as the table's own arrays (no copy),
-    and each sample's tick."""
+    and each thread's run step (model/runs.py): a row may stand for a run of instants."""
 
     thread: np.ndarray
     stack: np.ndarray
-    state: pd.Categorical  # the categorical itself: its codes are compared, rows taken from it
+    state: pd.Categorical
     count: np.ndarray
+    t: np.ndarray
+    steps: npt.NDArray[np.float64]
+    interval: float
+
+    @functools.cached_property
+    def tick_span(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Each row's first and last tick (read once for every site's search)."""
+        first = _ticks(self.t, self.interval)
+        per = instants_per_row(self.thread, self.count, self.steps)
+        if int(per.max(initial=1)) == 1:
+            return first, first
+        step = np.nan_to_num(self.steps, nan=0.0)[self.thread]
+        return first, _ticks(self.t + (per - 1) * step, self.interval)
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """Instants of the sample table's rows: the row each belongs to and its tick. The other
+    columns are read from the rows when asked (millions of instants hold 12 bytes each, not
+    the 33 of every column)."""
+
+    rows: _Rows
+    row: np.ndarray  # int32 indices into `rows`
     tick: npt.NDArray[np.int64]
 
+    @property
+    def thread(self) -> np.ndarray:
+        found: np.ndarray = self.rows.thread[self.row]
+        return found
+
+    @property
+    def stack(self) -> np.ndarray:
+        found: np.ndarray = self.rows.stack[self.row]
+        return found
+
+    @property
+    def state(self) -> pd.Categorical:
+        """The categorical itself: its codes are compared, its categories named."""
+        return self.rows.state[self.row]
+
+    @property
+    def count(self) -> np.ndarray:
+        """The samples each instant stands for: 1 in a run, a row's own count where the row is
+        one instant."""
+        thread, count = self.rows.thread[self.row], self.rows.count[self.row]
+        found: np.ndarray = count // instants_per_row(thread, count, self.rows.steps)
+        return found
+
     def take(self, rows: np.ndarray) -> "_Columns":
-        """These rows (indices or a boolean mask) of every column: one numpy take each."""
-        return _Columns(self.thread[rows], self.stack[rows], self.state[rows], self.count[rows],
-                        self.tick[rows])
+        """These instants (indices or a boolean mask)."""
+        return _Columns(self.rows, self.row[rows], self.tick[rows])
 
     def __len__(self) -> int:
         return len(self.tick)
 
 
-def with_ticks(samples: pd.DataFrame, interval: float) -> npt.NDArray[np.int64]:
-    ticks: npt.NDArray[np.int64] = np.round(samples["t"].to_numpy() / interval).astype(np.int64)
+def _ticks(t: np.ndarray, interval: float) -> npt.NDArray[np.int64]:
+    ticks: npt.NDArray[np.int64] = np.round(t / interval).astype(np.int64)
     return ticks
+
+
+@dataclass(frozen=True)
+class _Waited:
+    """The instants some threads waited at a site: (thread, tick) of each, a run expanded."""
+
+    thread: np.ndarray
+    tick: npt.NDArray[np.int64]
+
+    @staticmethod
+    def of(rows: pd.DataFrame, steps: npt.NDArray[np.float64], interval: float) -> "_Waited":
+        thread, t, count = rows["thread"].to_numpy(), rows["t"].to_numpy(), rows["count"].to_numpy()
+        threads, ticks = [], []
+        for part in row_slices(np.arange(len(rows)), thread, count, steps, _SLICE_INSTANTS):
+            found = instants(part, thread, t, count, steps)
+            threads.append(thread[found.row])
+            ticks.append(_ticks(found.t, interval))
+        if not threads:
+            return _Waited(thread[:0], np.empty(0, dtype=np.int64))
+        return _Waited(np.concatenate(threads), np.concatenate(ticks))
+
+
+def _weighted_mode(values: np.ndarray, weights: np.ndarray) -> int:
+    """The most common value counting each row `weights` times (the smallest of the ties), as
+    the mode of the rows laid out one per instant would be."""
+    sums = pd.Series(weights).groupby(values).sum()
+    return int(sums.idxmax())
 
 
 def _is_waiting(samples: pd.DataFrame) -> pd.Series:
@@ -123,28 +200,31 @@ def wait_sites(analysis: SampledProcess, limit: int = 8, holders_for: int = 5) -
                                               names=["kind", "key_site"])
     grouped = grouped.sort_index().sort_values("samples", ascending=False).head(limit)
     timed = analysis.samples["t"].notna().all()
-    # The columns the holder search reads, as the table's own arrays (no copy) and each sample's
-    # tick; rows are taken from them only once a holder's rows are known.
-    all_samples = (_Columns(thread=analysis.samples["thread"].to_numpy(),
-                            stack=analysis.samples["stack"].to_numpy(),
-                            state=analysis.samples["state"].array,
-                            count=analysis.samples["count"].to_numpy(),
-                            tick=with_ticks(analysis.samples, interval))
+    steps = thread_steps(analysis.profile)
+    # The columns the holder search reads, as the table's own arrays (no copy); rows are
+    # expanded into instants only once they are known to meet a waiting instant.
+    all_samples = (_Rows(thread=analysis.samples["thread"].to_numpy(),
+                         stack=analysis.samples["stack"].to_numpy(),
+                         state=analysis.samples["state"].array,
+                         count=analysis.samples["count"].to_numpy(),
+                         t=analysis.samples["t"].to_numpy(), steps=steps, interval=interval)
                    if timed else None)
     sites: list[WaitSite] = []
     for rank, ((kind, site_key), row) in enumerate(grouped.iterrows()):
         code = categories.index(kind)
         these = waiting[(kind_codes == code) & (key_site == site_key)]
-        frame_id = int(site_key) if site_key >= 0 else int(these["site"].mode().iloc[0])
+        frame_id = int(site_key) if site_key >= 0 else _weighted_mode(
+            these["site"].to_numpy(), instants_per_row(these["thread"].to_numpy(), these["count"].to_numpy(), steps))
         frame = analysis.frame(frame_id)
         max_concurrent = max_holders = 0
         holders: tuple[Holder, ...] = ()
         scope = ""
         if all_samples is not None:
-            ticks = with_ticks(these, interval)
+            waited = _Waited.of(these, steps, interval)
+            ticks = waited.tick
             max_concurrent = int(np.bincount(ticks - ticks.min()).max()) if len(ticks) else 0
             if rank < holders_for:
-                holders, scope, max_holders = _holders(analysis, all_samples, these,
+                holders, scope, max_holders = _holders(analysis, all_samples, these, waited,
                                                        sorted_distinct(ticks), kind)
         sites.append(WaitSite(
             kind=kind, label=KIND_LABELS.get(kind, kind), function=frame.function, file=frame.file,
@@ -186,36 +266,87 @@ def _stacks_holding(analysis: SampledProcess, stack_ids: np.ndarray,
     return holding
 
 
-def _holders(analysis: SampledProcess, all_samples: _Columns, waiters: pd.DataFrame, wait_ticks: np.ndarray,
-             kind: str) -> tuple[tuple[Holder, ...], str, int]:
-    """`wait_ticks`: the distinct ticks at which the waiters waited."""
-    # The other threads' samples at the waiting instants: one mask over the arrays, one take.
+def _meets(all_samples: _Rows, wait_ticks: np.ndarray) -> npt.NDArray[np.bool_]:
+    """A row mask: some waiting tick (of the sorted `wait_ticks`) lies between the row's first
+    and last instant. A run whose step is longer than the interval may skip it: the candidates
+    are exact only once expanded, which the caller does."""
+    first, last = all_samples.tick_span
+    if first is last:
+        return _member(first, wait_ticks)
+    if not len(wait_ticks):
+        return np.zeros(len(first), dtype=bool)
+    low, high = int(min(first.min(initial=0), wait_ticks[0])), int(max(last.max(initial=0), wait_ticks[-1]))
+    if high - low < (1 << 27):
+        # waiting ticks up to each tick, by a prefix count over the ticks' range
+        upto = np.zeros(high - low + 2, dtype=np.int64)
+        upto[wait_ticks - low + 1] = 1
+        np.cumsum(upto, out=upto)
+        met: npt.NDArray[np.bool_] = upto[last - low + 1] > upto[first - low]
+        return met
+    found: npt.NDArray[np.bool_] = (np.searchsorted(wait_ticks, first, side="left")
+                                    < np.searchsorted(wait_ticks, last, side="right"))
+    return found
+
+
+def _instants_at(all_samples: _Rows, row_ids: np.ndarray, wait_ticks: np.ndarray, waiting: _Waited,
+                 interval: float) -> _Columns:
+    """The instants of `row_ids` that fall on a waiting tick, but the waiters' own (threads
+    waiting at this very site are waiters, not holders), in row order. Rows are expanded a
+    slice at a time and only the instants kept are gathered."""
+    waiter_thread, waiter_tick = waiting.thread, waiting.tick
+    threads = int(max(all_samples.thread.max(initial=0), waiter_thread.max(initial=0))) + 1
+    # the kept instants' ticks are waiting ticks: the waiters' span bounds them
+    span = int(waiter_tick.max(initial=0)) + 1
+    table = int(waiter_tick.min(initial=0)) >= 0 and threads * span < (1 << 27)
+    if table:
+        # (thread, tick) pairs as one index into a thread x tick table
+        waiter_cells = np.zeros(threads * span, dtype=bool)
+        waiter_cells[waiter_thread.astype(np.int64) * span + waiter_tick] = True
+    else:
+        waiter_keys = _thread_tick_keys(waiter_thread, waiter_tick)
+    kept_rows, kept_ticks = [], []
+    for part in row_slices(row_ids, all_samples.thread, all_samples.count, all_samples.steps, _SLICE_INSTANTS):
+        found = instants(part, all_samples.thread, all_samples.t, all_samples.count, all_samples.steps)
+        tick = _ticks(found.t, interval)
+        keep = _member(tick, wait_ticks)
+        thread = all_samples.thread[found.row[keep]]
+        at_tick = tick[keep]
+        is_waiter = (waiter_cells[thread.astype(np.int64) * span + at_tick] if table
+                     else np.isin(_thread_tick_keys(thread, at_tick), waiter_keys))
+        keep[keep] = ~is_waiter
+        kept_rows.append(found.row[keep].astype(np.int32 if len(all_samples.t) < (1 << 31) else np.int64))
+        kept_ticks.append(tick[keep])
+    if not kept_rows:
+        return _Columns(all_samples, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+    return _Columns(all_samples, np.concatenate(kept_rows), np.concatenate(kept_ticks))
+
+
+def _holders(analysis: SampledProcess, all_samples: _Rows, waiters: pd.DataFrame, waiting: _Waited,
+             wait_ticks: np.ndarray, kind: str) -> tuple[tuple[Holder, ...], str, int]:
+    """`waiting`: the waiters' instants; `wait_ticks`: the distinct ticks at which they waited."""
+    # The other threads' rows that meet a waiting instant, chosen by one mask over the rows'
+    # arrays, then expanded into their instants and kept at the waiting ticks.
     interval = analysis.profile.interval_s or 0.01
-    tick, thread = all_samples.tick, all_samples.thread
     state = all_samples.state
     codes = state.codes
     categories = list(state.categories)
-    mask = _member(tick, wait_ticks)
+    mask = _meets(all_samples, wait_ticks)
     # Threads blocked on a lock themselves (at another call site of the same logger, say) are
     # waiters too, not holders; for the GIL, the holders are the threads running Python.
     mask &= codes != categories.index(ThreadState.LOCK)
     if kind == WaitKind.GIL:
         mask &= codes == categories.index(ThreadState.PYTHON)
-    rows = np.flatnonzero(mask)
-    # Threads waiting at this very site are waiters, not holders.
-    at_thread, at_tick = thread[rows], tick[rows]
-    waiter_thread, waiter_tick = waiters["thread"].to_numpy(), with_ticks(waiters, interval)
-    threads = int(max(at_thread.max(initial=0), waiter_thread.max(initial=0))) + 1
-    span = int(max(at_tick.max(initial=0), waiter_tick.max(initial=0))) + 1
-    if min(at_tick.min(initial=0), waiter_tick.min(initial=0)) >= 0 and threads * span < (1 << 27):
-        # (thread, tick) pairs as one index into a thread x tick table
-        is_waiter = _member(at_thread.astype(np.int64) * span + at_tick,
-                            waiter_thread.astype(np.int64) * span + waiter_tick)
-    else:
-        is_waiter = np.isin(_thread_tick_keys(at_thread, at_tick), _thread_tick_keys(waiter_thread, waiter_tick))
-    rows = rows[~is_waiter]
+    row_ids = np.flatnonzero(mask)
+    # Threads anywhere inside the acquire call itself (waiting, or re-taking the GIL after it)
+    # do not hold the resource yet. Not so for logging: the holder logs from the same call site
+    # and is deep inside the handler's emit.
+    if kind not in (WaitKind.GIL, WaitKind.LOGGING):
+        site_id = int(waiters["site"].iloc[0])
+        row_ids = row_ids[~_stacks_holding(analysis, all_samples.stack[row_ids], lambda f, fid: fid == site_id)]
+    all_instants = _instants_at(all_samples, row_ids, wait_ticks, waiting, interval)
+    rows = np.arange(len(all_instants))
     if kind == WaitKind.GIL:
-        others = all_samples.take(rows)
+        others = all_instants
         return (_rank(analysis, others, len(wait_ticks), scope_function=None), "running Python",
                 _max_threads(others))
     stack = analysis.profile.stacks[int(waiters["stack"].iloc[0])]
@@ -233,20 +364,14 @@ def _holders(analysis: SampledProcess, all_samples: _Columns, waiters: pd.DataFr
         caller = next((f for f in reversed(frames[:position]) if not f.native), None)
         if caller is not None:
             scopes.append(caller)
-    # Threads anywhere inside the acquire call itself (waiting, or re-taking the GIL after it)
-    # do not hold the resource yet. Not so for logging: the holder logs from the same call site
-    # and is deep inside the handler's emit.
-    if kind != WaitKind.LOGGING:
-        site_id = int(waiters["site"].iloc[0])
-        rows = rows[~_stacks_holding(analysis, all_samples.stack[rows], lambda f, fid: fid == site_id)]
     # The innermost scope that explains a fair share of the waiting instants wins: the lock's
     # own function (the with-block) before its caller (which holds a pooled resource). Rows are
     # chosen by their stacks alone; the other columns are taken once, for the scope that wins.
-    stacks = all_samples.stack[rows]
+    stacks = all_instants.stack[rows]
     best = None
     for scope in scopes:
         in_scope = rows[_stacks_holding(analysis, stacks, _in_function_of(scope))]
-        coverage = len(sorted_distinct(all_samples.tick[in_scope]))
+        coverage = len(sorted_distinct(all_instants.tick[in_scope]))
         if coverage and (best is None or coverage > best[0]):
             best = (coverage, scope, in_scope)
         if best is not None and best[0] >= MIN_SCOPE_COVERAGE * len(wait_ticks):
@@ -254,7 +379,7 @@ def _holders(analysis: SampledProcess, all_samples: _Columns, waiters: pd.DataFr
     if best is None:
         return (), "", 0
     _, scope, in_scope = best
-    inside = all_samples.take(in_scope)
+    inside = all_instants.take(in_scope)
     return (_rank(analysis, inside, len(wait_ticks), scope_function=scope), scope.function,
             _max_threads(inside))
 
@@ -272,10 +397,14 @@ def _max_threads(samples: _Columns) -> int:
         return 0
     # threads per instant from the distinct (tick, thread) pairs; then the most common count
     # (the largest, when several are as common)
-    tick = samples.tick.astype(np.int64)
-    thread = samples.thread.astype(np.int64)
+    tick = samples.tick
+    thread = samples.thread
     width = int(thread.max()) + 1
-    pairs = sorted_distinct((tick - tick.min()) * width + thread)
+    keys = tick - tick.min()
+    keys *= width
+    keys += thread
+    pairs = sorted_distinct(keys)
+    del keys
     ticks = pairs // width  # sorted: each tick's pairs are one run
     starts = np.flatnonzero(np.r_[True, ticks[1:] != ticks[:-1]])
     per_instant = np.diff(np.r_[starts, len(ticks)])
@@ -311,27 +440,32 @@ def _rank(analysis: SampledProcess, samples: _Columns, instants: int, scope_func
     the share of waiting instants at which some thread was on that path."""
     if not len(samples) or instants == 0:
         return ()
-    # Each distinct stack's path is read once; rows carry it as an integer code.
+    # Each distinct stack's path is read once; rows carry it as an integer code (int32: there
+    # may be millions of instants, each column of them is read once or twice).
     stack_ids = samples.stack
     distinct = sorted_distinct(stack_ids)
-    row_stack = np.searchsorted(distinct, stack_ids)
+    position = np.zeros(int(distinct[-1]) + 1, dtype=np.int32)
+    position[distinct] = np.arange(len(distinct), dtype=np.int32)
+    row_stack = position[stack_ids]
+    del stack_ids
     paths = [_holder_path(analysis, int(sid), scope_function) for sid in distinct.tolist()]
     path_ids: dict[tuple[str, ...], int] = {}
     entry_ids: dict[str, int] = {}
-    stack_path = np.array([path_ids.setdefault(p[0], len(path_ids)) for p in paths], dtype=np.int64)
-    stack_entry = np.array([entry_ids.setdefault(p[1], len(entry_ids)) for p in paths], dtype=np.int64)
+    stack_path = np.array([path_ids.setdefault(p[0], len(path_ids)) for p in paths], dtype=np.int32)
+    stack_entry = np.array([entry_ids.setdefault(p[1], len(entry_ids)) for p in paths], dtype=np.int32)
     path_names = list(path_ids)
     entry_names = list(entry_ids)
     row_path = stack_path[row_stack]
-    # per row: integer codes only (entry, state), no string per sample
-    row_entry = stack_entry[row_stack]
-    row_count = samples.count
-    row_state = np.asarray(samples.state.codes, dtype=np.int64)
-    state_names = [str(c) for c in samples.state.categories]
+    state_names = [str(c) for c in samples.rows.state.categories]
     # distinct waiting instants per path, from the distinct (path, tick) pairs
-    tick = samples.tick.astype(np.int64)
-    span = int(tick.max() - tick.min()) + 1
-    pairs = sorted_distinct(row_path * span + (tick - tick.min()))
+    tick = samples.tick
+    low = int(tick.min())
+    span = int(tick.max()) - low + 1
+    keys = row_path.astype(np.int64) * span
+    keys += tick
+    keys -= low
+    pairs = sorted_distinct(keys)
+    del keys
     per_path = np.bincount(pairs // span)
     present = np.flatnonzero(per_path)
     ticks_per_path = pd.Series(per_path[present], index=present)
@@ -344,15 +478,18 @@ def _rank(analysis: SampledProcess, samples: _Columns, instants: int, scope_func
     holders = []
     for path, n in per_path.items():
         mine = np.flatnonzero(row_path == path_ids[path])
-        sums = sums_by_code(row_entry[mine], row_count[mine], len(entry_names))
+        # per row: integer codes only (entry, state), no string per sample
+        on_path = samples.take(mine)
+        row_count = on_path.count
+        sums = sums_by_code(stack_entry[row_stack[mine]], row_count, len(entry_names))
         by_name = sorted(((entry_names[e], int(c)) for e, c in sums), key=lambda x: x[0])
         best = max(c for _, c in by_name)
         entry = next(name for name, c in by_name if c == best)
         first = paths[int(row_stack[mine[0]])]
         leaf = first[2]
         stack = tuple(path) + ((entry,) if entry else ())
-        states = [(state_names[k], int(c)) for k, c in sums_by_code(row_state[mine], row_count[mine],
-                                                                   len(state_names))]
+        states = [(state_names[k], int(c)) for k, c in sums_by_code(np.asarray(on_path.state.codes),
+                                                                   row_count, len(state_names))]
         state = str(sorted(states, key=lambda kv: (-kv[1], kv[0]))[0][0]) if states else ""
         holders.append(Holder(stack, leaf.function, leaf.file, leaf.line,
                               round(n / instants, 4), int(n), first[3], state))

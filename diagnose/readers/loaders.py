@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+import pandas as pd
 
 from diagnose.errors import BadProfile
 from diagnose.model.profile import Frame, Profile, ThreadTrack
@@ -239,20 +240,19 @@ def load_speedscope(data: object, label: str = "profile", arrays: list | None = 
                              f"but {len(w)} weights")
         if raw_ids is not None and raw_stacks is not None:
             if raw_map is None:
-                raw_map = np.full(len(raw_stacks), -1, dtype=np.int64)
+                raw_map = np.full(len(raw_stacks), -1, dtype=np.int32)
             # Each distinct stack of this profile mapped once, new ones interned in order of
             # first appearance (as the per-sample loop below does); samples by numpy.
-            distinct, first = np.unique(raw_ids, return_index=True)
             try:
-                for raw in distinct[np.argsort(first, kind="stable")].tolist():
+                for raw in pd.unique(raw_ids).tolist():  # in order of first appearance, by hashing
                     if raw_map[raw] < 0:
                         raw_map[raw] = profile.intern_stack(
                             tuple(m for m in (mapped[k] for k in raw_stacks[raw]) if m is not None))
             except (IndexError, TypeError, ValueError):
                 raise BadProfile(f"{label}: profile {name!r} refers to frames that do not exist")
             if len(w):
-                intervals.append(float(np.median(w)))
-            profile.threads.append(ThreadTrack(tid, thread_name, raw_map[raw_ids].astype(np.int32), w,
+                intervals.append(_median(w))
+            profile.threads.append(ThreadTrack(tid, thread_name, raw_map[raw_ids], w,
                                                pid=pid))
             continue
         ids = np.empty(len(samples), dtype=np.int32)
@@ -268,7 +268,7 @@ def load_speedscope(data: object, label: str = "profile", arrays: list | None = 
         except (IndexError, TypeError, ValueError):
             raise BadProfile(f"{label}: profile {name!r} refers to frames that do not exist")
         if len(w):
-            intervals.append(float(np.median(w)))
+            intervals.append(_median(w))
         profile.threads.append(ThreadTrack(tid, thread_name, ids, w, pid=pid))
     if not profile.threads:
         raise BadProfile(f"{label}: the speedscope file holds no profiles")
@@ -276,6 +276,13 @@ def load_speedscope(data: object, label: str = "profile", arrays: list | None = 
         profile.interval_s = float(np.median(intervals))
     assess_waits(profile)
     return profile
+
+
+def _median(weights: np.ndarray) -> float:
+    """The median weight; of one number held once (readers/speedscope_stream.py), that number."""
+    if weights.strides == (0,):
+        return float(weights[0])
+    return float(np.median(weights))
 
 
 def _parse_sample_text(text: str) -> tuple[int, ...]:

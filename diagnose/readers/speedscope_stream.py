@@ -102,7 +102,8 @@ def _weights(content: bytes) -> np.ndarray:
         # py-spy weighs every sample of a profile alike: one number, compared in C, not split
         if not _NUMBER.fullmatch(first):
             raise Unexpected("weights that are not plain numbers")
-        return np.full(n, float(first), dtype=np.float64)
+        # one number, held once: a read-only view of it repeated (8 bytes, not 8 a sample)
+        return np.broadcast_to(np.float64(first), (n,))
     codes, texts = pd.factorize(np.array(content.split(b","), dtype=object))
     values = np.empty(len(texts), dtype=np.float64)
     for i, text in enumerate(texts.tolist()):  # once per distinct number
@@ -110,6 +111,18 @@ def _weights(content: bytes) -> np.ndarray:
             raise Unexpected("weights that are not plain numbers")
         values[i] = float(text)
     return values[codes]
+
+
+def _joined(pieces: list[np.ndarray]) -> np.ndarray:
+    """A profile's weights from its chunks' pieces: still one number held once when every
+    piece is that same number repeated."""
+    pieces = [p for p in pieces if len(p)]
+    if not pieces:
+        return np.empty(0, np.float64)
+    first = pieces[0][0]
+    if all(p.strides == (0,) and p[0] == first for p in pieces):
+        return np.broadcast_to(first, (sum(len(p) for p in pieces),))
+    return np.concatenate(pieces)
 
 
 def lift(chunks: Iterator[bytes], first: bytes = b"") -> Lifted:
@@ -179,5 +192,5 @@ def lift(chunks: Iterator[bytes], first: bytes = b"") -> Lifted:
                 if done:
                     raise Truncated("the file ends inside a profile's weights")
                 buf, pos = buf[cut:] + more(), 0
-            arrays.append(np.concatenate(weights) if weights else np.empty(0, np.float64))
+            arrays.append(_joined(weights))
     return Lifted(b"".join(skeleton), arrays, interner.raw_stacks)

@@ -7,6 +7,7 @@ import pandas as pd
 
 from diagnose.classify.categories import CATEGORIES, Categorizer
 from diagnose.model.analysis import Analysis
+from diagnose.model.runs import bins_of_rows, last_instants, thread_steps
 from diagnose.model.vocab import STATES, page_vocabulary
 from diagnose.render.evidence import SKIPPED, describe_evidence
 from diagnose.report.model import Report
@@ -88,7 +89,10 @@ def timeline_data(analysis: Analysis) -> dict:
     if timed.empty:
         return {"interval_s": analysis.profile.interval_s, "steps": 0, "lanes": []}
     interval = analysis.profile.interval_s or 0.01
-    window = float(timed["t"].max()) + interval
+    # a row may be a run of instants (model/runs.py): the window ends at the last of them
+    thread, t, count = timed["thread"].to_numpy(), timed["t"].to_numpy(), timed["count"].to_numpy()
+    run_steps = thread_steps(analysis.profile)
+    window = float(last_instants(thread, t, count, run_steps).max()) + interval
     if analysis.profile.window_s:
         # measured instants: the whole recorded window, threads where they ran in it
         window = max(window, analysis.profile.window_s)
@@ -96,10 +100,9 @@ def timeline_data(analysis: Analysis) -> dict:
     if steps > MAX_TIMELINE_STEPS:
         interval = window / MAX_TIMELINE_STEPS
         steps = MAX_TIMELINE_STEPS
-    # (+1e-6 of a step: an instant k * interval computed in floating point lands in step k)
-    step = np.minimum(np.floor(timed["t"].to_numpy() / interval + 1e-6).astype(np.int64), steps - 1)
-    frame = pd.DataFrame({"thread": timed["thread"].to_numpy(), "step": step,
-                          "state": timed["state"].cat.codes.to_numpy()})
+    row, step = bins_of_rows(thread, t, count, run_steps, interval, steps)
+    frame = pd.DataFrame({"thread": thread[row], "step": step,
+                          "state": timed["state"].cat.codes.to_numpy()[row]})
     frame = frame.drop_duplicates(["thread", "step"], keep="last")
     lanes = []
     for thread, group in frame.groupby("thread", sort=True):
