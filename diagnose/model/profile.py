@@ -134,6 +134,11 @@ class Profile:
         never change meaning (stacks are only appended), so entries stay valid."""
         return self._memo.setdefault(key, {})
 
+    def shared_memo(self, key: Hashable) -> dict[Any, Any]:
+        """A cache, for the profile's lifetime, of results keyed by something other than a stack
+        id (a run of frame ids shared by many stacks)."""
+        return self._memo.setdefault(key, {})
+
     def stacks_with_any(self, frame_mask: npt.ArrayLike) -> npt.NDArray[np.bool_]:
         """Per stack id: True when any of its frames is marked in `frame_mask` (per frame id),
         by numpy over the stacks' frames laid end to end, not a Python walk per stack."""
