@@ -15,8 +15,8 @@ the thread's outermost user frame (its loop) is idle; a wait deeper inside reque
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import overload
 
 from diagnose.model import source
@@ -473,41 +473,53 @@ class _Classifications:
     """One profile's stack states (for one way of reading its stacks): by stack id, and by the
     innermost frames that decided them."""
 
-    by_stack: dict[int, StackState]
-    by_innermost: dict[tuple[int, ...], _Relative]
-    lengths: list[int]  # the lengths of `by_innermost`'s keys, ascending
+    profile: Profile
+    full_symbols: bool
+    by_stack: dict[int, StackState] = field(default_factory=dict)
+    by_innermost: dict[tuple[int, ...], _Relative] = field(default_factory=dict)
+    lengths: list[int] = field(default_factory=list)  # the lengths of `by_innermost`'s keys, ascending
+
+    def of(self, sid: int) -> StackState:
+        result = self.by_stack.get(sid)
+        if result is not None:
+            return result
+        profile = self.profile
+        stack = profile.stacks[sid]
+        n = len(stack)
+        for length in self.lengths:
+            if length >= n:
+                break
+            shared = self.by_innermost.get(stack[n - length:])
+            if shared is not None:
+                state, kind, from_end, estimated = shared
+                result = self.by_stack[sid] = StackState(
+                    state, kind, -1 if from_end is None else n + from_end, estimated)
+                return result
+        frames = _ReadFrames([profile.frames[i] for i in stack])
+        result = self.by_stack[sid] = classify_stack(frames, profile.native, self.full_symbols)
+        length = n - frames.lowest
+        if 0 < frames.lowest and length <= SHARED_SUFFIX_MAX:
+            self.by_innermost[stack[frames.lowest:]] = (
+                result.state, result.wait_kind, None if result.site < 0 else result.site - n,
+                result.estimated)
+            if length not in self.lengths:
+                self.lengths.append(length)
+                self.lengths.sort()
+        return result
 
 
-def classify_profile_stack(profile: Profile, sid: int, full_symbols: bool) -> StackState:
-    """`classify_stack` of one of a profile's stacks, computed once per stack for the profile's
+def stack_states(profile: Profile, full_symbols: bool) -> Callable[[int], StackState]:
+    """stack id -> `classify_stack` of that stack, computed once per stack for the profile's
     lifetime (the loader's visibility test and the analysis both ask), and once per innermost
-    part that decided it: a profile of 300,000 distinct stacks has far fewer distinct leaves."""
+    part that decided it: a profile of 300,000 distinct stacks has far fewer distinct leaves.
+    Fetch it once and call it per stack."""
     kept = profile.shared_memo("stack classifications")
     known: _Classifications | None = kept.get((profile.native, full_symbols))
     if known is None:
-        known = kept[(profile.native, full_symbols)] = _Classifications({}, {}, [])
-    result = known.by_stack.get(sid)
-    if result is not None:
-        return result
-    stack = profile.stacks[sid]
-    n = len(stack)
-    for length in known.lengths:
-        if length >= n:
-            break
-        shared = known.by_innermost.get(stack[n - length:])
-        if shared is not None:
-            state, kind, from_end, estimated = shared
-            result = known.by_stack[sid] = StackState(
-                state, kind, -1 if from_end is None else n + from_end, estimated)
-            return result
-    frames = _ReadFrames([profile.frames[i] for i in stack])
-    result = known.by_stack[sid] = classify_stack(frames, profile.native, full_symbols)
-    length = n - frames.lowest
-    if 0 < frames.lowest and length <= SHARED_SUFFIX_MAX:
-        known.by_innermost[stack[frames.lowest:]] = (
-            result.state, result.wait_kind, None if result.site < 0 else result.site - n,
-            result.estimated)
-        if length not in known.lengths:
-            known.lengths.append(length)
-            known.lengths.sort()
-    return result
+        known = kept[(profile.native, full_symbols)] = _Classifications(profile, full_symbols)
+    return known.of
+
+
+def classify_profile_stack(profile: Profile, sid: int, full_symbols: bool) -> StackState:
+    """`stack_states` for one stack."""
+    return stack_states(profile, full_symbols)(sid)

@@ -15,7 +15,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from diagnose.classify.categories import CATEGORIES, Categorizer
-from diagnose.classify.state import FULL_SYMBOL_MARKERS, classify_profile_stack
+from diagnose.classify.state import FULL_SYMBOL_MARKERS, stack_states
 from diagnose.classify.calibrate import Calibration, FrameKey, Mixture, python_key, spread
 from diagnose.model.profile import Frame, Profile
 from diagnose.model.runs import run_starts, run_step_s
@@ -78,6 +78,7 @@ def classify_stacks(profile: Profile, categorizer: Categorizer, calibration: Cal
     phases, leaves = categorizer.phases_of_stacks(profile.frames, flat, offsets)
     phase[:] = phases
     leaf_cat[:] = leaves
+    state_of = stack_states(profile, full_symbols)
     for sid, stack in enumerate(profile.stacks):
         found = (calibration.lookup(python_key([profile.frames[i] for i in stack]))
                  if calibration else None)
@@ -89,7 +90,7 @@ def classify_stacks(profile: Profile, categorizer: Categorizer, calibration: Cal
             if len(components) > 1:
                 mixtures[sid] = (components, mixture)
         else:
-            result = classify_profile_stack(profile, sid, full_symbols)
+            result = state_of(sid)
             state[sid], wait_kind[sid], estimated[sid] = result.state, result.wait_kind, result.estimated
             site[sid] = stack[result.site] if result.site >= 0 else -1
     return StackTable(state, wait_kind, site, phase, leaf_cat, estimated, calibrated, support, mixtures)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from diagnose.classify.state import FULL_SYMBOL_MARKERS, classify_profile_stack
+from diagnose.classify.state import FULL_SYMBOL_MARKERS, stack_states
 from diagnose.model.vocab import WAITING
 from diagnose.model.profile import Profile
 
@@ -51,13 +51,10 @@ def assess_waits(profile: Profile) -> None:
                 f"{late}: py-spy recorded only running threads (no --idle)")
         return
     full_symbols = any(f.function in FULL_SYMBOL_MARKERS for f in profile.frames)
-    waiting_stack: dict[int, bool] = {}
+    state_of = stack_states(profile, full_symbols)
 
     def is_waiting(sid: int) -> bool:
-        known = waiting_stack.get(sid)
-        if known is None:
-            known = waiting_stack[sid] = classify_profile_stack(profile, sid, full_symbols).state in WAITING
-        return known
+        return state_of(sid).state in WAITING
 
     per_thread, waiting = [], []
     for track in profile.threads:
