@@ -175,6 +175,7 @@ class Verdict:
     co_primary: str | None = None
     co_primary_reason: str | None = None
     first_advice: tuple[str, ...] = ()
+    also: tuple[str, ...] = ()  # folded in: the same cause as a named finding (arbiter rule 7)
 
     @property
     def named(self) -> tuple[str, ...]:
