@@ -6,8 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from diagnose.checks import settings as check_settings
-from diagnose.checks.arbiter import (co_primary, in_pair_order, next_cause, noise_reason, one_cause, rank,
-                                     shared_code, symptoms)
+from diagnose.checks.arbiter import co_primary, in_pair_order, next_cause, noise_reason, rank, symptoms
 from diagnose.checks.base import Finding, NotApplicable
 from diagnose.checks.registry import CHECKS  # the causal order
 from diagnose.checks.spec import REQUIREMENTS, CheckSettings, CheckSpec, Input
@@ -145,9 +144,6 @@ def verdict_for(findings: tuple[Finding, ...], activity: str = "", hidden_waits:
     if len(named) > 1:
         other = named[1]
         headline += f"; within the noise of it: {other.title.split(':')[0].lower()}"
-    if folded:
-        headline += "; " + "; ".join(f"also: {f.title.split(':')[0].lower()} (the same code: "
-                                     f"{_shared_function(f, named)})" for f in folded)
     advice = tuple(f.advice[0] if f.advice else "" for f in named)
     co_id = named[1].id if len(named) > 1 else None
     reason = noise_reason(*named) if len(named) > 1 else ""
@@ -156,11 +152,6 @@ def verdict_for(findings: tuple[Finding, ...], activity: str = "", hidden_waits:
     return Verdict(top.id, headline, severity, Confidence.LOW if low else Confidence.OK,
                    samples if low else top.samples, co_primary=co_id, co_primary_reason=reason,
                    first_advice=advice, also=tuple(f.id for f in folded))
-
-
-def _shared_function(folded: Finding, named: list[Finding]) -> str:
-    """The function a folded finding names in common with the finding it is folded into."""
-    return next((shared_code(n, folded)[0] for n in named if one_cause(n, folded)), "?")
 
 
 def _widest(low: list[Finding]) -> str:
