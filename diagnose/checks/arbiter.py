@@ -20,7 +20,7 @@
    keys overlap within those intervals — one's interval straddles the critical line while the
    other is critical, their scores overlap below it, or their predicted gains tie within their
    intervals — either could have come first on another attach: they are co-primary (when the
-   second is a contender: its interval reaches the critical line or it is a warning), put in the
+   second is a contender: its interval reaches the critical line or it is surely a warning), put in the
    causal order (rule 5), and the verdict names both (engine.verdict_for).
 5. Equal keys fall back to the causal order of engine.CHECKS: the more specific, more actionable
    diagnosis (a blocked loop, a stage, a lock) before its symptoms (busy cores, idle workers).
@@ -187,9 +187,11 @@ def symptoms(named: list[Finding], ranked: list[Finding] | tuple[Finding, ...]) 
 
 
 def contender(finding: Finding) -> bool:
-    """It could be critical on another attach (its interval reaches the line), or it is a
-    warning now."""
-    return finding.score_range[1] >= CRITICAL or finding.score >= WARNING_SCORE
+    """It could be critical on another attach (its interval reaches the line), or it is surely a
+    warning (its whole interval at or above the warning line). Not its point score: a model's
+    share at 51 (33-67) beside a wide GIL interval is a warning on this attach and info on the
+    next, and whether it is named would follow that."""
+    return finding.score_range[1] >= CRITICAL or finding.score_range[0] >= WARNING_SCORE
 
 
 def in_pair_order(pair: list[Finding], order_of: OrderOf) -> list[Finding]:
@@ -205,7 +207,7 @@ def in_pair_order(pair: list[Finding], order_of: OrderOf) -> list[Finding]:
 def co_primary(first: Finding, second: Finding, order_of: OrderOf) -> bool:
     """The second of the first two findings shares the verdict: noise alone could have ranked it
     first, and it is a contender for the headline — it could be critical on another attach (its
-    interval reaches the critical line) or it is a warning now. A finding that is at most "info"
+    interval reaches the critical line) or it is surely a warning. A finding that may be "info"
     here is listed below the verdict, not named in it: naming it would turn on how near its
     point score came to the other's interval, which moves between attaches."""
     return (contender(second) and first.score_range[1] >= INFO_SCORE

@@ -138,7 +138,7 @@ def test_the_next_cause_after_a_folded_symptom_is_the_one_that_may_share_the_ver
     # GIL waits behind tokenize, the preprocess finding on tokenize too, and the model's compute
     # straddling the critical line on 200 samples: the model is the second cause.
     waiting = gil(0.38, samples=60, holder="tokenize", room=1.0)
-    tokenizing = preprocess(0.45, function="tokenize")
+    tokenizing = preprocess(0.5, function="tokenize")
     model = compute(0.68)
     assert model.score_range[0] < CRITICAL <= model.score_range[1]
     primary, co, also = named([waiting, tokenizing, model])
@@ -186,3 +186,17 @@ def test_the_markdown_summary_lists_the_folded_findings_apart_from_the_named_one
     text = render_markdown(as_report(report))
     assert "**Primary finding:** `gil_contention` ·" in text and "co-primary" not in text
     assert "**The same cause, also seen as:** `cpu_bound`" in text
+
+
+def test_a_second_cause_whose_interval_reaches_below_the_warning_line_is_not_named_on_its_point():
+    """Forked workers on a saturated machine: a GIL share from ~40 native samples at 93 (63-93),
+    the model's compute at 51 (33-67) on another code. Its point crossed the warning line on one
+    attach in 30; its interval never lay above it. Named only when surely a warning, or when it
+    could be critical."""
+    waiting = dataclasses.replace(gil(0.4, holder="tokenize", room=1.0), score=93,
+                                  score_interval=(63, 93))
+    model = dataclasses.replace(compute(0.6), score=51, score_interval=(33, 67))
+    assert within_noise(waiting, model, order_of)
+    assert named([waiting, model]) == ("gil_contention", None, ())
+    surely = dataclasses.replace(model, score=58, score_interval=(50, 66))
+    assert named([waiting, surely])[:2] == ("gil_contention", "compute_bound")
