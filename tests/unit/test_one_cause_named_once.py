@@ -13,6 +13,7 @@ from diagnose.checks.base import (ScoreBasis, Site, amdahl, make_finding, more_c
                                   remove_work_lever)
 from diagnose.checks.engine import order_of, verdict_for
 from diagnose.checks.spec import CheckSettings
+from diagnose.render.html import render_html
 from diagnose.render.markdown import render_markdown
 from tests.report_data import as_report, as_verdict
 
@@ -200,3 +201,16 @@ def test_a_second_cause_whose_interval_reaches_below_the_warning_line_is_not_nam
     assert named([waiting, model]) == ("gil_contention", None, ())
     surely = dataclasses.replace(model, score=58, score_interval=(50, 66))
     assert named([waiting, surely])[:2] == ("gil_contention", "compute_bound")
+
+
+def test_the_html_fallback_lists_the_folded_findings_escaped():
+    ranked = rank([busy(0.77), gil(0.4)], order_of)
+    verdict = verdict_for(ranked).to_dict()
+    data = {"report": {"verdict": verdict, "findings": [f.to_dict() for f in ranked]}}
+    page = render_html(data, as_report(data["report"]))
+    assert '<p id="noscript-also">The same cause, also seen as: cpu_bound</p>' in page
+    verdict["also"] = ["<script>x</script>"]
+    page = render_html(data, as_report(data["report"]))
+    assert "also seen as: &lt;script&gt;x&lt;/script&gt;" in page
+    del verdict["also"]
+    assert "noscript-also" not in render_html(data, as_report(data["report"]))
