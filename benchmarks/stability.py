@@ -2,7 +2,7 @@
 """Stability: attach five times in a row to each fixture; the verdict must not change.
 
     python benchmarks/stability.py [--fixtures a,b,...] [--attaches 5] [--duration 4]
-                                   [--python 3.12 | /path/to/python]
+                                   [--python 3.12 | /path/to/python] [--keep DIR]
 
 Each fixture workload (fixtures/workloads/, every one but those starting with "_"; and the gRPC
 server fixtures/servers/grpc_locked.py under its gRPC load client) is started once and attached
@@ -13,7 +13,9 @@ version ("3.13") gets the cached venv with numpy that the integration tests buil
 is stable when the set it names (the primary, and the co-primary if any) is the same in every
 attach. The table lists, per fixture, that set for each attach, the top finding's score and
 predicted gain (min-max), and whether every attach agreed. Progress to stderr, the table to
-stdout; the exit status is 1 when any fixture's verdict changed.
+stdout; the exit status is 1 when any fixture's verdict changed. `--keep DIR` writes each
+attach's JSON report to DIR/<fixture>-<n>.json (every finding's score, intervals and gain: what
+moved between attaches).
 """
 
 from __future__ import annotations
@@ -99,7 +101,8 @@ def grpc_target(seconds: float, python: str):
 SERVERS = {"grpc_locked": grpc_target}
 
 
-def attaches(fixture: str, count: int, duration: float, python: str = sys.executable) -> list[dict]:
+def attaches(fixture: str, count: int, duration: float, python: str = sys.executable,
+             keep: Path | None = None) -> list[dict]:
     # Generous: under a loaded machine an attach of a many-thread workload takes far longer
     # than its window, and a workload that ended early makes a failed attach, not a verdict.
     seconds = count * (duration + 90) + 60
@@ -107,17 +110,18 @@ def attaches(fixture: str, count: int, duration: float, python: str = sys.execut
     if fixture in FRESH_PER_ATTACH:
         for k in range(count):
             with workload_target(fixture, duration + 90, python) as pid:
-                results.append(_attach_once(fixture, pid, k, count, duration))
+                results.append(_attach_once(fixture, pid, k, count, duration, keep))
         return results
     target = (SERVERS[fixture](seconds, python) if fixture in SERVERS
               else workload_target(fixture, seconds, python))
     with target as pid:
         for k in range(count):
-            results.append(_attach_once(fixture, pid, k, count, duration))
+            results.append(_attach_once(fixture, pid, k, count, duration, keep))
     return results
 
 
-def _attach_once(fixture: str, pid: int, k: int, count: int, duration: float) -> dict:
+def _attach_once(fixture: str, pid: int, k: int, count: int, duration: float,
+                 keep: Path | None = None) -> dict:
     """One attach: the verdict it named, its first finding by point scores, score and gain."""
     knob_sweep.log(f"  {fixture}: attach {k + 1}/{count}")
     proc = subprocess.run([sys.executable, "-m", "diagnose", "attach", str(pid),
@@ -129,6 +133,9 @@ def _attach_once(fixture: str, pid: int, k: int, count: int, duration: float) ->
         return {"verdict": "error", "point": "error", "score": None, "gain": None,
                 "scores": ""}
     report = json.loads(proc.stdout)
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        (keep / f"{fixture}-{k + 1}.json").write_text(proc.stdout)
     top = report["findings"][0] if report["findings"] else {}
     # The first three findings with their score intervals: why a verdict moved.
     scores = " ".join(f"{f['id']}={f['score']}" + (
@@ -156,12 +163,14 @@ def main(argv=None) -> int:
     parser.add_argument("--python", default=None,
                         help="the workloads' interpreter: a version (3.11, 3.12, 3.13: a cached venv "
                              "with numpy) or a path (default: this interpreter)")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="write each attach's JSON report to KEEP/<fixture>-<n>.json")
     args = parser.parse_args(argv)
     python = workload_python(args.python)
     rows, unstable = [], 0
     for fixture in [f.strip() for f in args.fixtures.split(",") if f.strip()]:
         try:
-            results = attaches(fixture, args.attaches, args.duration, python)
+            results = attaches(fixture, args.attaches, args.duration, python, args.keep)
         except RuntimeError as exc:  # the workload never got READY on this interpreter
             knob_sweep.log(f"  {fixture}: {exc}")
             rows.append(f"| {fixture} | not run: {str(exc)[:80]} | – | – | – | – | – |")

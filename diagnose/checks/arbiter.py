@@ -20,7 +20,7 @@
    keys overlap within those intervals — one's interval straddles the critical line while the
    other is critical, their scores overlap below it, or their predicted gains tie within their
    intervals — either could have come first on another attach: they are co-primary (when the
-   second is a contender: its interval reaches the critical line or it is a warning), put in the
+   second is a contender: its interval reaches the critical line or it is surely a warning), put in the
    causal order (rule 5), and the verdict names both (engine.verdict_for).
 5. Equal keys fall back to the causal order of engine.CHECKS: the more specific, more actionable
    diagnosis (a blocked loop, a stage, a lock) before its symptoms (busy cores, idle workers).
@@ -29,6 +29,18 @@
 6. Within a co-primary pair a finding whose own share is known too loosely (low confidence)
    never leads a well-measured one that is surely critical (its whole interval at or above the
    line): a few native samples may not displace thousands. Otherwise the causal order stands.
+7. One cause is named once. A finding whose leading sites name a function the lead names too is
+   the lead's code seen from another side, not a second cause, when
+   - both advise making that code cheaper (each one's first lever removes work): they rest on the
+     same busy threads' time — the GIL's holders are the busy threads' hottest code;
+     preprocessing in pure Python is what the GIL's waiters wait behind; or
+   - its own advice is predicted to buy nothing (its whole gain interval under NO_GAIN_BELOW):
+     a busy stage whose more threads would share the cores its model already fills.
+   Such a symptom is never a co-primary: it is folded into the verdict (`also`), and the next
+   finding that is not one is the one tested for rule 4. When two findings that make the same
+   code cheaper could swap places within their intervals, the causal order alone picks which
+   names it (not rule 6: both point at the same code, so only the name could move). A lock or
+   pool wait that would buy something is a second cause, whatever code it sits in.
 The verdict is the first finding (and its co-primary), unless it is weak (then the headline says
 what the threads did). A verdict whose first finding rests on fewer than confidence.MIN_SAMPLES
 samples says "low confidence" in its headline and is never critical (engine.verdict_for).
@@ -38,7 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from diagnose.checks.base import Finding
+from diagnose.checks.base import Finding, LeverKind
 from diagnose.model.vocab import CRITICAL_SCORE, INFO_SCORE, WARNING_SCORE
 
 CRITICAL = CRITICAL_SCORE
@@ -101,12 +113,85 @@ def within_noise(a: Finding, b: Finding, order_of: OrderOf) -> bool:
 
 
 def rank(findings: list[Finding], order_of: OrderOf) -> tuple[Finding, ...]:
-    """`order_of(finding) -> int`: its place in the causal order. Co-primary findings (rule 4)
-    come first in the causal order, whichever scored higher on this attach (but rule 6)."""
+    """`order_of(finding) -> int`: its place in the causal order. The same work seen twice within
+    the noise is named by the causal order (rule 7); co-primary findings (rule 4) come first in
+    the causal order, whichever scored higher on this attach (but rule 6)."""
     ranked = sorted(findings, key=lambda f: rank_key(f, order_of(f)))
-    if len(ranked) >= 2 and co_primary(ranked[0], ranked[1], order_of):
-        ranked[:2] = in_pair_order(ranked[:2], order_of)
+    if not ranked:
+        return ()
+    twin = next((f for f in ranked[1:] if same_work(ranked[0], f)), None)
+    if (twin is not None and order_of(twin) < order_of(ranked[0])
+            and within_noise(ranked[0], twin, order_of)):
+        ranked = _to_front(ranked, [twin])
+    rival = next_cause(ranked)
+    if rival is not None and co_primary(ranked[0], rival, order_of):
+        ranked = _to_front(ranked, in_pair_order([ranked[0], rival], order_of))
     return tuple(ranked)
+
+
+def _to_front(ranked: list[Finding], first: list[Finding]) -> list[Finding]:
+    return first + [f for f in ranked if all(f is not g for g in first)]
+
+
+# How many of a finding's sites say what code its advice changes: the hottest few (a finding's
+# later sites are tails of a few percent each, shared by many findings).
+LEADING_SITES = 3
+
+
+def _code(finding: Finding) -> set[tuple[str, str]]:
+    return {(s.function, s.file) for s in finding.sites[:LEADING_SITES]}
+
+
+def shared_code(a: Finding, b: Finding) -> list[str]:
+    """The functions `b` names among its leading sites that `a` names too, in `a`'s order."""
+    theirs = _code(b)
+    return [s.function for s in a.sites[:LEADING_SITES] if (s.function, s.file) in theirs]
+
+
+def _removes_work(finding: Finding) -> bool:
+    return bool(finding.levers) and finding.levers[0].kind == LeverKind.REMOVE_WORK
+
+
+def same_work(a: Finding, b: Finding) -> bool:
+    """Rule 7, first case (symmetric): both advise making code cheaper and name that code in
+    common: the same threads' busy time, measured twice."""
+    return a is not b and _removes_work(a) and _removes_work(b) and bool(shared_code(a, b))
+
+
+def symptom_of(lead: Finding, other: Finding) -> bool:
+    """Rule 7: `other` is `lead`'s code seen from another side — the same work measured twice, or
+    a finding on the same code whose own advice is predicted to buy nothing. Decided from what
+    the findings measure and predict, never from their ids."""
+    if other is lead or not shared_code(lead, other):
+        return False
+    return same_work(lead, other) or other.gain_range[1] < NO_GAIN_BELOW
+
+
+def one_cause(a: Finding, b: Finding) -> bool:
+    """Either is the other's symptom (rule 7): the pair names one cause, whichever ranked first
+    (a lead that buys nothing on a stage's own code does not make the stage a second cause)."""
+    return symptom_of(a, b) or symptom_of(b, a)
+
+
+def next_cause(ranked: list[Finding] | tuple[Finding, ...]) -> Finding | None:
+    """The first finding after the lead that is not the lead's cause seen again (rule 7): the one
+    that may share the verdict (rule 4)."""
+    return next((f for f in ranked[1:] if not one_cause(ranked[0], f)), None)
+
+
+def symptoms(named: list[Finding], ranked: list[Finding] | tuple[Finding, ...]) -> list[Finding]:
+    """The findings folded into the verdict (rule 7): one cause with a named finding, and
+    contenders on their own (they would have been named beside it otherwise)."""
+    return [f for f in ranked if all(f is not n for n in named)
+            and any(one_cause(n, f) for n in named) and contender(f)]
+
+
+def contender(finding: Finding) -> bool:
+    """It could be critical on another attach (its interval reaches the line), or it is surely a
+    warning (its whole interval at or above the warning line). Not its point score: a model's
+    share at 51 (33-67) beside a wide GIL interval is a warning on this attach and info on the
+    next, and whether it is named would follow that."""
+    return finding.score_range[1] >= CRITICAL or finding.score_range[0] >= WARNING_SCORE
 
 
 def in_pair_order(pair: list[Finding], order_of: OrderOf) -> list[Finding]:
@@ -122,11 +207,10 @@ def in_pair_order(pair: list[Finding], order_of: OrderOf) -> list[Finding]:
 def co_primary(first: Finding, second: Finding, order_of: OrderOf) -> bool:
     """The second of the first two findings shares the verdict: noise alone could have ranked it
     first, and it is a contender for the headline — it could be critical on another attach (its
-    interval reaches the critical line) or it is a warning now. A finding that is at most "info"
+    interval reaches the critical line) or it is surely a warning. A finding that may be "info"
     here is listed below the verdict, not named in it: naming it would turn on how near its
     point score came to the other's interval, which moves between attaches."""
-    contender = second.score_range[1] >= CRITICAL or second.score >= WARNING_SCORE
-    return (contender and first.score_range[1] >= INFO_SCORE
+    return (contender(second) and first.score_range[1] >= INFO_SCORE
             and within_noise(first, second, order_of))
 
 

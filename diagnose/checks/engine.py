@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from diagnose.checks import settings as check_settings
-from diagnose.checks.arbiter import co_primary, in_pair_order, noise_reason, rank
+from diagnose.checks.arbiter import co_primary, in_pair_order, next_cause, noise_reason, rank, symptoms
 from diagnose.checks.base import Finding, NotApplicable
 from diagnose.checks.registry import CHECKS  # the causal order
 from diagnose.checks.spec import REQUIREMENTS, CheckSettings, CheckSpec, Input
@@ -47,13 +47,18 @@ class Verdict:
     co_primary_reason: str = ""
     # The first advice of each finding the verdict names, in the same order.
     first_advice: tuple[str, ...] = ()
+    # Findings folded into the verdict (arbiter rule 7): the same cause as one it names, seen
+    # from another side (the same busy threads, the same code to make cheaper). Not named.
+    also: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON report's `verdict` (docs/report-data.md)."""
         return {"primary": self.primary, "headline": self.headline, "severity": self.severity,
                 "confidence": self.confidence, "samples": self.samples,
                 "co_primary": self.co_primary, "co_primary_reason": self.co_primary_reason or None,
-                "first_advice": list(self.first_advice)}
+                "first_advice": list(self.first_advice),
+                # only when a finding is folded in: a report with none is as it was
+                **({"also": list(self.also)} if self.also else {})}
 
     @property
     def named(self) -> tuple[str, ...]:
@@ -125,11 +130,14 @@ def verdict_for(findings: tuple[Finding, ...], activity: str = "", hidden_waits:
     # Co-primary findings in the causal order, whichever scored higher on this attach (rank()
     # already orders them so; a caller's own ranking may not).
     named = [top]
-    if len(findings) > 1 and co_primary(findings[0], findings[1], order_of):
-        named = in_pair_order(list(findings[:2]), order_of)
+    rival = next_cause(findings)
+    if rival is not None and co_primary(top, rival, order_of):
+        named = in_pair_order([top, rival], order_of)
     top = named[0]
+    folded = symptoms(named, findings)
     # A few dozen samples can make any share look decisive: say so, and never call it critical.
-    severity = max((_capped(f) for f in named), key=SEVERITIES.index)
+    # A folded finding is the same cause measured again: its severity is the cause's too.
+    severity = max((_capped(f) for f in named + folded), key=SEVERITIES.index)
     low = [f for f in named if f.low_confidence]
     samples = min((f.samples for f in low if f.samples is not None), default=top.samples)
     headline = f"{top.title.split(':')[0]} — {top.summary}"
@@ -142,7 +150,8 @@ def verdict_for(findings: tuple[Finding, ...], activity: str = "", hidden_waits:
     if low:
         headline = f"low confidence: {samples} samples; sample longer{_widest(low)} — {headline}"
     return Verdict(top.id, headline, severity, Confidence.LOW if low else Confidence.OK,
-                   samples if low else top.samples, co_primary=co_id, co_primary_reason=reason, first_advice=advice)
+                   samples if low else top.samples, co_primary=co_id, co_primary_reason=reason,
+                   first_advice=advice, also=tuple(f.id for f in folded))
 
 
 def _widest(low: list[Finding]) -> str:

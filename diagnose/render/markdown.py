@@ -187,6 +187,10 @@ def _verdict_lines(report: Report, budget: _Budget) -> list[str]:
             if text:
                 lines += ["", f"**First advice for {md_code(name, budget.name)}:** "
                               f"{md_text(text, budget.text)}"]
+    if verdict.also and budget.findings:
+        # Findings folded into the verdict (one cause seen from another side), not named.
+        lines += ["", "**The same cause, also seen as:** "
+                      + ", ".join(md_code(f, budget.name) for f in verdict.also)]
     if verdict.confidence == Confidence.LOW:
         lines += ["", f"**Low confidence:** the verdict rests on "
                       f"{fmt_number(samples) if samples is not None else 'too few'} samples; "

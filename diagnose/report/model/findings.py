@@ -175,6 +175,8 @@ class Verdict:
     co_primary: str | None = None
     co_primary_reason: str | None = None
     first_advice: tuple[str, ...] = ()
+    # Folded in: one cause with a named finding (arbiter rule 7); absent when none is.
+    also: tuple[str, ...] | None = field(default=None, metadata=OPTIONAL)
 
     @property
     def named(self) -> tuple[str, ...]:

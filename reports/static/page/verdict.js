@@ -41,6 +41,12 @@
       if (list.childNodes.length) co.appendChild(list);
       root.appendChild(co);
     }
+    // Findings folded into the verdict: the same cause seen from another side (arbiter rule 7).
+    const also = arr(v.also).map(str).filter((id) => id);
+    if (also.length) {
+      root.appendChild(h('p', { class: 'verdict-also', id: 'verdict-also',
+        text: 'The same cause, also seen as: ' + also.join(', ') }));
+    }
     const deadlock = deadlockBlock(r);
     if (deadlock) root.appendChild(deadlock);
     // What fixing the top finding can buy (the findings come ranked: the first is the top one).

@@ -1,0 +1,216 @@
+"""One cause is named once (arbiter rule 7): two findings that advise making the same code
+cheaper measure the same busy threads' time from two sides. The second is folded into the verdict
+(`also`) instead of being named beside it, whichever side scored higher on this attach; a second
+finding that acts otherwise (a lock wait) or on other code is still a second cause."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from diagnose.checks.arbiter import CRITICAL, rank, same_work, symptom_of, within_noise
+from diagnose.checks.base import (ScoreBasis, Site, amdahl, make_finding, more_cores_lever, ramp,
+                                  remove_work_lever)
+from diagnose.checks.engine import order_of, verdict_for
+from diagnose.checks.spec import CheckSettings
+from diagnose.render.html import render_html
+from diagnose.render.markdown import render_markdown
+from tests.report_data import as_report, as_verdict
+
+SAMPLES = 2000
+APP = "/srv/app.py"
+
+
+def site(function: str, share: float = 0.4) -> Site:
+    return Site(function, APP, 10, share)
+
+
+def gil(share: float, samples: int = SAMPLES, holder: str = "spin", room: float = 2.0):
+    """gil_contention as the check builds it: a ramp on the GIL-wait share, Amdahl capped by the
+    cores, the holder's code as its sites and its first lever vectorising the holder."""
+    score_of = lambda s: ramp(s, 0.1, 0.45)  # noqa: E731
+    gain_of = lambda s: min(amdahl(s), room)  # noqa: E731
+    return make_finding("gil_contention", CheckSettings(title="Threads wait for the GIL"),
+                        score_of(share), f"{share:.0%} waits for the GIL", {"gil_wait_share": share},
+                        sites=[site(holder), site("spin_more", 0.2)],
+                        advice=[f"Vectorise {holder}."], gain=(gain_of(share), "estimate"),
+                        samples=samples,
+                        levers=[remove_work_lever(0.6, holder, "busy time"),
+                                more_cores_lever(gain_of(share), "estimate")],
+                        basis=ScoreBasis("gil_wait_share", score_of, gain_of))
+
+
+def busy(share: float, hottest: str = "spin", gain: float = 2.0, samples: int = SAMPLES):
+    """cpu_bound: busy threads in pure Python, hottest by self time first; the cores' gain."""
+    score_of = lambda s: ramp(s, 0.5, 0.85)  # noqa: E731
+    return make_finding("cpu_bound", CheckSettings(title="Busy threads saturate the CPU: x"),
+                        score_of(share), f"busy {share:.0%}", {"busy_share_of_request_time": share},
+                        sites=[site(hottest, 0.5), site("helper", 0.1)],
+                        advice=[f"{hottest} is pure Python: vectorise it."], gain=(gain, "estimate"),
+                        samples=samples,
+                        levers=[remove_work_lever(0.5, hottest, "busy time"),
+                                more_cores_lever(gain, "estimate")],
+                        basis=ScoreBasis("busy_share_of_request_time", score_of, lambda s: gain))
+
+
+def preprocess(share: float, function: str = "decode", samples: int = SAMPLES):
+    score_of = lambda s: ramp(s, 0.25, 0.65)  # noqa: E731
+    return make_finding("preprocess_bound", CheckSettings(title="Preprocessing dominates: x"),
+                        score_of(share), f"{share:.0%} preprocessing",
+                        {"preprocess_share_of_busy": share}, sites=[site(function, share)],
+                        advice=[f"Make {function} cheaper."], gain=(amdahl(share), "estimate"),
+                        samples=samples, levers=[remove_work_lever(share, "preprocessing", "busy time")],
+                        basis=ScoreBasis("preprocess_share_of_busy", score_of, amdahl))
+
+
+def lock(share: float, where: str = "handle"):
+    """lock_contention: the acquire line's function as its site, no lever that removes work."""
+    score_of = lambda s: ramp(s, 0.05, 0.4)  # noqa: E731
+    return make_finding("lock_contention", CheckSettings(title="Lock contention: x"),
+                        score_of(share), f"{share:.0%} waits on a lock", {"lock_wait_share": share},
+                        sites=[site(where)], advice=["Shrink the critical section."],
+                        gain=(amdahl(share), "estimate"), samples=SAMPLES,
+                        basis=ScoreBasis("lock_wait_share", score_of, amdahl))
+
+
+def compute(share: float, sites: tuple[str, ...] = ("forward",), samples: int = 200):
+    score_of = lambda s: ramp(s, 0.4, 0.8)  # noqa: E731
+    return make_finding("compute_bound", CheckSettings(title="The cores are busy with model compute"),
+                        score_of(share), "cores busy with the model", {"model_share_of_busy": share},
+                        sites=[site(f) for f in sites], advice=["Use a cheaper model."],
+                        gain=(1.0, "estimate"), samples=samples,
+                        basis=ScoreBasis("model_share_of_busy", score_of))
+
+
+def stage(gain: float, score: float = 50, function: str = "batcher_loop"):
+    """stage_bound as a pooled batcher gives it: a flat score, the stage's loop as its site, the
+    utilization law's gain for more stage threads (no lever: its advice adds threads)."""
+    return make_finding("stage_bound", CheckSettings(title="One pipeline stage limits: x"), score,
+                        "stage batcher is busy", {"stage_busy_share": 0.95},
+                        sites=[site(function)], advice=["Give batcher 2 threads."],
+                        gain=(gain, "estimate"), samples=70)
+
+
+def named(findings) -> tuple[str | None, str | None, tuple[str, ...]]:
+    verdict = verdict_for(rank(findings, order_of))
+    return verdict.primary, verdict.co_primary, verdict.also
+
+
+def test_busy_threads_on_the_gil_holders_code_are_folded_into_the_gil_verdict_not_named_beside_it():
+    # Threads spinning pure Python: both critical, gains tied near 2x, the busy share straddling
+    # the critical line. Without rule 7 the busy finding is co-primary on some attaches only.
+    spinning, waiting = busy(0.77), gil(0.4)
+    assert spinning.score_range[0] < CRITICAL <= spinning.score_range[1]
+    assert within_noise(waiting, spinning, order_of) and same_work(waiting, spinning)
+    verdict = verdict_for(rank([spinning, waiting], order_of))
+    assert (verdict.primary, verdict.co_primary, verdict.also) == ("gil_contention", None, ("cpu_bound",))
+    assert "cpu" not in verdict.headline.lower()  # the headline names the cause once
+    assert verdict.first_advice == ("Vectorise spin.",)
+    # The folded finding is the same cause measured again: its severity is the verdict's.
+    assert verdict.severity == "critical"
+
+
+def test_whichever_side_scored_higher_the_causal_order_names_the_cause():
+    """A loosely known GIL share (low confidence) behind a well-measured, surely critical busy
+    finding: rule 6 would hand the lead to the busy finding on this attach and back on the next.
+    Both point at the same code, so the causal order names it on every attach."""
+    loose = gil(0.38, samples=40)
+    assert loose.low_confidence and loose.score_range[0] < CRITICAL
+    for spinning in (busy(0.95), busy(0.8), busy(0.7)):
+        assert named([spinning, loose]) == ("gil_contention", None, ("cpu_bound",))
+
+
+def test_a_lock_wait_beside_a_cpu_bound_preprocess_is_still_a_second_cause():
+    # The lock is taken in the very function that preprocesses: the same code, but waiting on a
+    # lock is no work to make cheaper, so the lock is a cause of its own.
+    decode, locked = preprocess(0.6, function="handle"), lock(0.6, where="handle")
+    assert not symptom_of(decode, locked) and not symptom_of(locked, decode)
+    assert within_noise(decode, locked, order_of)
+    assert named([decode, locked]) == ("lock_contention", "preprocess_bound", ())
+
+
+def test_findings_that_make_different_code_cheaper_are_two_causes():
+    decode, spinning = preprocess(0.66, function="decode"), busy(0.9, hottest="score_fn", gain=1.0)
+    assert not symptom_of(decode, spinning) and not symptom_of(spinning, decode)
+    assert same_work(preprocess(0.66, function="spin"), busy(0.9, hottest="spin"))
+
+
+def test_the_next_cause_after_a_folded_symptom_is_the_one_that_may_share_the_verdict():
+    # GIL waits behind tokenize, the preprocess finding on tokenize too, and the model's compute
+    # straddling the critical line on 200 samples: the model is the second cause.
+    waiting = gil(0.38, samples=60, holder="tokenize", room=1.0)
+    tokenizing = preprocess(0.5, function="tokenize")
+    model = compute(0.68)
+    assert model.score_range[0] < CRITICAL <= model.score_range[1]
+    primary, co, also = named([waiting, tokenizing, model])
+    assert {primary, co} == {"gil_contention", "compute_bound"} and also == ("preprocess_bound",)
+    # Without the model beside it, the tokenizer's finding alone is never named.
+    assert named([tokenizing, waiting]) == ("gil_contention", None, ("preprocess_bound",))
+
+
+def test_a_symptom_too_weak_to_contend_is_neither_named_nor_folded():
+    assert named([gil(0.45), busy(0.55)]) == ("gil_contention", None, ())
+
+
+def test_the_folded_findings_survive_a_json_round_trip():
+    verdict = verdict_for(rank([busy(0.77), gil(0.4)], order_of))
+    back = as_verdict(json.loads(json.dumps(verdict.to_dict())))
+    assert back.also == verdict.also == ("cpu_bound",)
+    assert back.named == ("gil_contention",)
+    # A verdict with nothing folded in writes the report it wrote before the rule.
+    alone = dataclasses.replace(verdict, also=())
+    assert "also" not in alone.to_dict()
+    assert as_verdict(json.loads(json.dumps(alone.to_dict()))).also is None
+
+
+def test_a_stage_whose_own_advice_buys_nothing_is_folded_into_the_compute_on_the_same_code():
+    # A batcher whose model already fills the cores: more batcher threads would share them (the
+    # stage predicts 1.0x), and the model's share is known only to +/-10 points on 60 samples.
+    model = compute(0.67, sites=("batcher_loop", "forward"), samples=60)
+    assert model.score_range[0] <= 50 <= model.score_range[1]
+    assert within_noise(model, stage(1.0), order_of)
+    assert named([stage(1.0), model]) == ("compute_bound", None, ("stage_bound",))
+
+
+def test_a_stage_on_other_code_is_a_second_cause_and_one_on_the_same_code_is_folded():
+    model = compute(0.67, sites=("batcher_loop", "forward"), samples=60)
+    primary, co, also = named([stage(1.0, function="decode_loop"), model])
+    assert {primary, co} == {"compute_bound", "stage_bound"} and also == ()
+    # On the model's own stage, the model's compute buys nothing structural: whichever of the two
+    # ranks first names that stage, the other is folded, never both named.
+    assert named([stage(1.6), model]) == ("compute_bound", None, ("stage_bound",))
+
+
+def test_the_markdown_summary_lists_the_folded_findings_apart_from_the_named_one():
+    ranked = rank([busy(0.77), gil(0.4)], order_of)
+    report = {"verdict": verdict_for(ranked).to_dict(), "findings": [f.to_dict() for f in ranked]}
+    text = render_markdown(as_report(report))
+    assert "**Primary finding:** `gil_contention` ·" in text and "co-primary" not in text
+    assert "**The same cause, also seen as:** `cpu_bound`" in text
+
+
+def test_a_second_cause_whose_interval_reaches_below_the_warning_line_is_not_named_on_its_point():
+    """Forked workers on a saturated machine: a GIL share from ~40 native samples at 93 (63-93),
+    the model's compute at 51 (33-67) on another code. Its point crossed the warning line on one
+    attach in 30; its interval never lay above it. Named only when surely a warning, or when it
+    could be critical."""
+    waiting = dataclasses.replace(gil(0.4, holder="tokenize", room=1.0), score=93,
+                                  score_interval=(63, 93))
+    model = dataclasses.replace(compute(0.6), score=51, score_interval=(33, 67))
+    assert within_noise(waiting, model, order_of)
+    assert named([waiting, model]) == ("gil_contention", None, ())
+    surely = dataclasses.replace(model, score=58, score_interval=(50, 66))
+    assert named([waiting, surely])[:2] == ("gil_contention", "compute_bound")
+
+
+def test_the_html_fallback_lists_the_folded_findings_escaped():
+    ranked = rank([busy(0.77), gil(0.4)], order_of)
+    verdict = verdict_for(ranked).to_dict()
+    data = {"report": {"verdict": verdict, "findings": [f.to_dict() for f in ranked]}}
+    page = render_html(data, as_report(data["report"]))
+    assert '<p id="noscript-also">The same cause, also seen as: cpu_bound</p>' in page
+    verdict["also"] = ["<script>x</script>"]
+    page = render_html(data, as_report(data["report"]))
+    assert "also seen as: &lt;script&gt;x&lt;/script&gt;" in page
+    del verdict["also"]
+    assert "noscript-also" not in render_html(data, as_report(data["report"]))
