@@ -18,7 +18,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from diagnose.model.profile import Frame, sorted_distinct, sums_by_code
-from diagnose.model.runs import instants, instants_per_row, row_slices, thread_steps
+from diagnose.model.runs import instant_ticks, instants_per_row, row_slices, thread_steps
 from diagnose.model.sampled import SampledProcess
 from diagnose.model.vocab import CONTENDED, ThreadState, WaitKind
 
@@ -128,8 +128,12 @@ class _Columns:
     def count(self) -> np.ndarray:
         """The samples each instant stands for: 1 in a run, a row's own count where the row is
         one instant."""
-        thread, count = self.rows.thread[self.row], self.rows.count[self.row]
-        found: np.ndarray = count // instants_per_row(thread, count, self.rows.steps)
+        count = self.rows.count[self.row]
+        merged = ~np.isnan(self.rows.steps)
+        if not merged.any():
+            return count
+        # an instant of a run (count >= 1, the run's instants) stands for one sample
+        found: np.ndarray = np.where(merged[self.rows.thread[self.row]], 1, count)
         return found
 
     def take(self, rows: np.ndarray) -> "_Columns":
@@ -157,9 +161,9 @@ class _Waited:
         thread, t, count = rows["thread"].to_numpy(), rows["t"].to_numpy(), rows["count"].to_numpy()
         threads, ticks = [], []
         for part in row_slices(np.arange(len(rows)), thread, count, steps, _SLICE_INSTANTS):
-            found = instants(part, thread, t, count, steps)
+            found = instant_ticks(part, thread, t, count, steps, interval)
             threads.append(thread[found.row])
-            ticks.append(_ticks(found.t, interval))
+            ticks.append(found.tick)
         if not threads:
             return _Waited(thread[:0], np.empty(0, dtype=np.int64))
         return _Waited(np.concatenate(threads), np.concatenate(ticks))
@@ -306,15 +310,16 @@ def _instants_at(all_samples: _Rows, row_ids: np.ndarray, wait_ticks: np.ndarray
         waiter_keys = _thread_tick_keys(waiter_thread, waiter_tick)
     kept_rows, kept_ticks = [], []
     for part in row_slices(row_ids, all_samples.thread, all_samples.count, all_samples.steps, _SLICE_INSTANTS):
-        found = instants(part, all_samples.thread, all_samples.t, all_samples.count, all_samples.steps)
-        tick = _ticks(found.t, interval)
+        found = instant_ticks(part, all_samples.thread, all_samples.t, all_samples.count,
+                              all_samples.steps, interval)
+        tick = found.tick
         keep = _member(tick, wait_ticks)
         thread = all_samples.thread[found.row[keep]]
         at_tick = tick[keep]
         is_waiter = (waiter_cells[thread.astype(np.int64) * span + at_tick] if table
                      else np.isin(_thread_tick_keys(thread, at_tick), waiter_keys))
         keep[keep] = ~is_waiter
-        kept_rows.append(found.row[keep].astype(np.int32 if len(all_samples.t) < (1 << 31) else np.int64))
+        kept_rows.append(found.row[keep])
         kept_ticks.append(tick[keep])
     if not kept_rows:
         return _Columns(all_samples, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
