@@ -63,13 +63,18 @@ class _Interner:
     def samples(self, content: bytes) -> np.ndarray:
         """Stack ids of the complete samples in `content` (`[1,2],[3]`, perhaps a leading comma
         and whitespace)."""
-        if content.strip(_SPACE).strip(b","):
-            content = _without_space(content).removeprefix(b",")
-        else:
+        content = _without_space(content)
+        # the samples are cut apart in place: no copy of the chunk without its comma or brackets
+        start = 1 if content.startswith(b",") else 0
+        if not content.rstrip(b","):  # (a chunk's samples end with a bracket: not copied)
             return np.empty(0, dtype=np.int32)
-        if not (content.startswith(b"[") and content.endswith(b"]")):
+        if not (content.startswith(b"[", start) and content.endswith(b"]")):
             raise Unexpected("samples that are not lists of frame indices")
-        codes, texts = pd.factorize(np.array(content[1:-1].split(b"],["), dtype=object))
+        texts_in_order = content.split(b"],[")
+        texts_in_order[0] = texts_in_order[0][start + 1:]
+        texts_in_order[-1] = texts_in_order[-1][:-1]
+        codes, texts = pd.factorize(np.array(texts_in_order, dtype=object))
+        del texts_in_order
         ids = np.empty(len(texts), dtype=np.int32)
         for i, text in enumerate(texts.tolist()):  # once per distinct sample text
             sid = self.by_text.get(text)
