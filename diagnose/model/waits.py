@@ -301,11 +301,18 @@ def _instants_at(all_samples: _Rows, row_ids: np.ndarray, wait_ticks: np.ndarray
     threads = int(max(all_samples.thread.max(initial=0), waiter_thread.max(initial=0))) + 1
     # the kept instants' ticks are waiting ticks: the waiters' span bounds them
     span = int(waiter_tick.max(initial=0)) + 1
-    table = int(waiter_tick.min(initial=0)) >= 0 and threads * span < (1 << 27)
+    first_tick = all_samples.tick_span[0]
+    # an instant's tick is at least its row's first: none is negative when no row's first is
+    table = (int(waiter_tick.min(initial=0)) >= 0 and int(first_tick.min(initial=0)) >= 0
+             and threads * (span + 1) < (1 << 27))
     if table:
-        # (thread, tick) pairs as one index into a thread x tick table
-        waiter_cells = np.zeros(threads * span, dtype=bool)
-        waiter_cells[waiter_thread.astype(np.int64) * span + waiter_tick] = True
+        # one thread x tick table of the cells to keep: a waiting tick, not a waiter's own;
+        # a last column, never kept, for the ticks past the waiters' last
+        width = span + 1
+        cells = np.zeros((threads, width), dtype=bool)
+        cells[:, wait_ticks] = True
+        cells[waiter_thread, waiter_tick] = False
+        keep_cells = cells.ravel()
     else:
         waiter_keys = _thread_tick_keys(waiter_thread, waiter_tick)
     kept_rows, kept_ticks = [], []
@@ -313,12 +320,16 @@ def _instants_at(all_samples: _Rows, row_ids: np.ndarray, wait_ticks: np.ndarray
         found = instant_ticks(part, all_samples.thread, all_samples.t, all_samples.count,
                               all_samples.steps, interval)
         tick = found.tick
-        keep = _member(tick, wait_ticks)
-        thread = all_samples.thread[found.row[keep]]
-        at_tick = tick[keep]
-        is_waiter = (waiter_cells[thread.astype(np.int64) * span + at_tick] if table
-                     else np.isin(_thread_tick_keys(thread, at_tick), waiter_keys))
-        keep[keep] = ~is_waiter
+        if table:
+            cell = all_samples.thread[found.row].astype(np.int64)
+            cell *= width
+            cell += np.minimum(tick, span)
+            keep = keep_cells[cell]
+            del cell
+        else:
+            keep = _member(tick, wait_ticks)
+            thread = all_samples.thread[found.row[keep]]
+            keep[keep] = ~np.isin(_thread_tick_keys(thread, tick[keep]), waiter_keys)
         kept_rows.append(found.row[keep])
         kept_ticks.append(tick[keep])
     if not kept_rows:
