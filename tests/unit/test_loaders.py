@@ -5,6 +5,7 @@ import json
 import pytest
 
 from diagnose.errors import BadProfile
+from diagnose.readers import speedscope_stream
 from diagnose.readers.loaders import load_collapsed, load_profile
 
 
@@ -89,3 +90,15 @@ def test_a_collapsed_file_read_in_slices_reads_as_one_piece(monkeypatch):
     assert [(t.tid, t.name, t.stack_ids.tolist(), t.counts.tolist()) for t in sliced.threads] == \
         [(t.tid, t.name, t.stack_ids.tolist(), t.counts.tolist()) for t in whole.threads]
     assert whole.total_samples == 13 * 50
+
+
+def test_streamed_samples_read_the_same_wherever_the_chunks_are_cut() -> None:
+    doc = (b'{"profiles":[{"samples":[[0,1],[],[2],[0,1],[10,2,0]],"weights":[1,1,1,1,1]}],'
+           b'"shared":{"frames":[]}}')
+    whole = speedscope_stream.lift(iter([]), doc)
+    expected = [whole.raw_stacks[i] for i in whole.arrays[0].ids]
+    assert expected == [(0, 1), (), (2,), (0, 1), (10, 2, 0)]
+    for cut in range(1, len(doc)):
+        lifted = speedscope_stream.lift(iter([doc[cut:]]), doc[:cut])
+        assert [lifted.raw_stacks[i] for i in lifted.arrays[0].ids] == expected
+        assert lifted.skeleton == whole.skeleton
