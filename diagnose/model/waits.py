@@ -128,7 +128,7 @@ class _Columns:
     def count(self) -> np.ndarray:
         """The samples each instant stands for: 1 in a run, a row's own count where the row is
         one instant."""
-        count = self.rows.count[self.row]
+        count: np.ndarray = self.rows.count[self.row]
         merged = ~np.isnan(self.rows.steps)
         if not merged.any():
             return count
