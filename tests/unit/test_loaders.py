@@ -92,9 +92,12 @@ def test_a_collapsed_file_read_in_slices_reads_as_one_piece(monkeypatch):
     assert whole.total_samples == 13 * 50
 
 
-def test_streamed_samples_read_the_same_wherever_the_chunks_are_cut() -> None:
-    doc = (b'{"profiles":[{"samples":[[0,1],[],[2],[0,1],[10,2,0]],"weights":[1,1,1,1,1]}],'
-           b'"shared":{"frames":[]}}')
+@pytest.mark.parametrize("samples", [
+    b"[[0,1],[],[2],[0,1],[10,2,0]]",  # as py-spy writes them
+    b"[ [0, 1],\n [ ], [2] ,[0,1] ,\t[10,2,0] ]\n",  # whitespace, also between the closing brackets
+])
+def test_streamed_samples_read_the_same_wherever_the_chunks_are_cut(samples: bytes) -> None:
+    doc = b'{"profiles":[{"samples":%s,"weights":[1,1,1,1,1]}],"shared":{"frames":[]}}' % samples
     whole = speedscope_stream.lift(iter([]), doc)
     expected = [whole.raw_stacks[i] for i in whole.arrays[0].ids]
     assert expected == [(0, 1), (), (2,), (0, 1), (10, 2, 0)]
