@@ -97,18 +97,6 @@ def _without_space(content: bytes) -> bytes:
 _SPACES = tuple(bytes([c]) for c in _SPACE)
 
 
-def _samples_end(buf: bytes, pos: int) -> tuple[int, int] | None:
-    """Where the samples array closes at or after `pos`: (its last sample's closing bracket,
-    the position after the array's), or None when not in `buf`. Without whitespace (py-spy
-    writes none) that is the first `]]`, found by `bytes.find`; the regular expression, which
-    stops at every sample's bracket, only reads a region that has whitespace."""
-    end = buf.find(b"]]", pos)
-    if not any(buf.find(space, pos, end + 2 if end >= 0 else len(buf)) >= 0 for space in _SPACES):
-        return (end, end + 2) if end >= 0 else None
-    match = _SAMPLES_END.search(buf, pos)
-    return (match.start(), match.end()) if match is not None else None
-
-
 def _weights(content: bytes) -> np.ndarray:
     content = _without_space(content).strip(b",")
     if not content:
@@ -182,13 +170,13 @@ def lift(chunks: Iterator[bytes], first: bytes = b"") -> Lifted:
             parts: list[np.ndarray] = []
             while True:
                 closed = _EMPTY_END.match(buf, pos)  # no sample (left) before the closing bracket
-                end = _samples_end(buf, pos) if closed is None else None
+                end = _SAMPLES_END.search(buf, pos) if closed is None else None
                 if closed is not None:
                     pos = closed.end()
                     break
                 if end is not None:
-                    parts.append(interner.samples(buf[pos:end[0] + 1]))
-                    pos = end[1]
+                    parts.append(interner.samples(buf[pos:end.start() + 1]))
+                    pos = end.end()
                     break
                 cut = max(buf.rfind(b"]", pos) + 1, pos)  # after the last complete sample
                 parts.append(interner.samples(buf[pos:cut]))
