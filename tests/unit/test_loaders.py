@@ -2,6 +2,8 @@
 
 import json
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from diagnose.errors import BadProfile
@@ -105,3 +107,11 @@ def test_streamed_samples_read_the_same_wherever_the_chunks_are_cut(samples: byt
         lifted = speedscope_stream.lift(iter([doc[cut:]]), doc[:cut])
         assert [lifted.raw_stacks[i] for i in lifted.arrays[0].ids] == expected
         assert lifted.skeleton == whole.skeleton
+
+
+def test_numbering_runs_of_samples_numbers_them_as_hashing_each_one() -> None:
+    texts = np.array([b"1,2", b"1,2", b"3", b"1,2", b"", b"", b"3", b"4"], dtype=object)
+    codes, distinct = speedscope_stream._factorize_runs(texts)
+    expected_codes, expected_distinct = pd.factorize(texts)
+    assert codes.tolist() == expected_codes.tolist()
+    assert list(distinct) == list(expected_distinct)
