@@ -491,25 +491,37 @@ def _rank(analysis: SampledProcess, samples: _Columns, instants: int, scope_func
                          index=pd.Index([path_names[int(ticks_per_path.index[i])] for i in order],
                                         tupleize_cols=False, dtype=object))
     per_path = per_path.sort_values(ascending=False).head(5)
+    # per (path, entry) and (path, state): summed counts of all the instants in one pass each,
+    # integer codes only (no string per sample), rather than a pass per ranked path
+    row_count = samples.count
+    n_entries, n_states = len(entry_names), len(state_names)
+    by_entry = _sums_by_path(row_path, stack_entry[row_stack], n_entries, row_count, len(path_names))
+    by_state = _sums_by_path(row_path, np.asarray(samples.state.codes), n_states, row_count, len(path_names))
     holders = []
     for path, n in per_path.items():
-        mine = np.flatnonzero(row_path == path_ids[path])
-        # per row: integer codes only (entry, state), no string per sample
-        on_path = samples.take(mine)
-        row_count = on_path.count
-        sums = sums_by_code(stack_entry[row_stack[mine]], row_count, len(entry_names))
-        by_name = sorted(((entry_names[e], int(c)) for e, c in sums), key=lambda x: x[0])
+        path_id = path_ids[path]
+        by_name = sorted(((entry_names[e], int(c)) for e, c in by_entry.get(path_id, [])), key=lambda x: x[0])
         best = max(c for _, c in by_name)
         entry = next(name for name, c in by_name if c == best)
-        first = paths[int(row_stack[mine[0]])]
+        first = paths[int(row_stack[int(np.argmax(row_path == path_id))])]  # its first instant's
         leaf = first[2]
         stack = tuple(path) + ((entry,) if entry else ())
-        states = [(state_names[k], int(c)) for k, c in sums_by_code(np.asarray(on_path.state.codes),
-                                                                   row_count, len(state_names))]
+        states = [(state_names[k], int(c)) for k, c in by_state.get(path_id, [])]
         state = str(sorted(states, key=lambda kv: (-kv[1], kv[0]))[0][0]) if states else ""
         holders.append(Holder(stack, leaf.function, leaf.file, leaf.line,
                               round(n / instants, 4), int(n), first[3], state))
     return tuple(holders)
+
+
+def _sums_by_path(path: np.ndarray, codes: np.ndarray, n_codes: int, counts: np.ndarray,
+                  n_paths: int) -> dict[int, list[tuple[int, float]]]:
+    """Per path: `sums_by_code` of the codes of its instants (code order, present codes)."""
+    key = path.astype(np.int64) * n_codes
+    key += codes
+    found: dict[int, list[tuple[int, float]]] = {}
+    for pair, total in sums_by_code(key, counts, n_paths * n_codes):
+        found.setdefault(pair // n_codes, []).append((pair % n_codes, total))
+    return found
 
 
 def describe(site: WaitSite) -> str:
