@@ -99,6 +99,8 @@ class InstantTicks:
 
     row: np.ndarray  # int32 when the table's rows fit, else int64
     tick: npt.NDArray[np.int64]
+    per_row: np.ndarray  # instants of each of the rows given: np.repeat(value, per_row) lays
+    # a per-row value out per instant without a gather
 
 
 def instant_ticks(rows: np.ndarray, thread: np.ndarray, t: np.ndarray, count: np.ndarray,
@@ -113,7 +115,7 @@ def instant_ticks(rows: np.ndarray, thread: np.ndarray, t: np.ndarray, count: np
     per = instants_per_row(thread_r, count[rows], steps)
     times = np.asarray(t[rows], dtype=np.float64)
     if int(per.sum()) == len(rows):
-        return InstantTicks(rows.astype(row_dtype), np.round(times / interval).astype(np.int64))
+        return InstantTicks(rows.astype(row_dtype), np.round(times / interval).astype(np.int64), per)
     first = np.cumsum(per)
     first -= per
     # offset within its run (an integer, exact in float64), times the step, plus the first time
@@ -123,7 +125,7 @@ def instant_ticks(rows: np.ndarray, thread: np.ndarray, t: np.ndarray, count: np
     at += np.repeat(times, per)
     at /= interval
     np.rint(at, out=at)
-    return InstantTicks(np.repeat(rows.astype(row_dtype), per), at.astype(np.int64))
+    return InstantTicks(np.repeat(rows.astype(row_dtype), per), at.astype(np.int64), per)
 
 
 def last_instants(thread: np.ndarray, t: np.ndarray, count: np.ndarray,

@@ -321,8 +321,7 @@ def _instants_at(all_samples: _Rows, row_ids: np.ndarray, wait_ticks: np.ndarray
                               all_samples.steps, interval)
         tick = found.tick
         if table:
-            cell = all_samples.thread[found.row].astype(np.int64)
-            cell *= width
+            cell = np.repeat(all_samples.thread[part].astype(np.int64) * width, found.per_row)
             cell += np.minimum(tick, span)
             keep = keep_cells[cell]
             del cell

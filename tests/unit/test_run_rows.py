@@ -133,5 +133,5 @@ def test_instant_ticks_are_the_rounded_ticks_of_the_rows_instants(interval: floa
     rows = np.array([4, 0, 2, 5])  # a subset, out of order: expanded in the order given
     each = instants(rows, thread, t, count, steps)
     found = instant_ticks(rows, thread, t, count, steps, interval)
-    assert found.row.tolist() == each.row.tolist()
+    assert found.row.tolist() == each.row.tolist() == np.repeat(rows, found.per_row).tolist()
     assert found.tick.tolist() == np.round(each.t / interval).astype(np.int64).tolist()
