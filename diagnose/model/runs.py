@@ -92,6 +92,42 @@ def instants(rows: np.ndarray, thread: np.ndarray, t: np.ndarray, count: np.ndar
     return Instants(rows[at], times)
 
 
+@dataclass(frozen=True)
+class InstantTicks:
+    """The sample instants of some rows as ticks: for each, the row it belongs to and its tick
+    (its time over `interval`, rounded half to even)."""
+
+    row: np.ndarray  # int32 when the table's rows fit, else int64
+    tick: npt.NDArray[np.int64]
+    per_row: np.ndarray  # instants of each of the rows given: np.repeat(value, per_row) lays
+    # a per-row value out per instant without a gather
+
+
+def instant_ticks(rows: np.ndarray, thread: np.ndarray, t: np.ndarray, count: np.ndarray,
+                  steps: npt.NDArray[np.float64], interval: float) -> InstantTicks:
+    """`instants` of `rows` in ticks, computed as `np.round(instants(...).t / interval)` is,
+    operation for operation (the same float results), but with the per-row values repeated
+    rather than gathered and one float buffer worked in place: a third of the passes and
+    temporaries over millions of instants."""
+    rows = np.asarray(rows, dtype=np.int64)
+    row_dtype = np.int32 if len(t) < (1 << 31) else np.int64
+    thread_r = thread[rows]
+    per = instants_per_row(thread_r, count[rows], steps)
+    times = np.asarray(t[rows], dtype=np.float64)
+    if int(per.sum()) == len(rows):
+        return InstantTicks(rows.astype(row_dtype), np.round(times / interval).astype(np.int64), per)
+    first = np.cumsum(per)
+    first -= per
+    # offset within its run (an integer, exact in float64), times the step, plus the first time
+    at = np.arange(int(first[-1] + per[-1]), dtype=np.float64)
+    at -= np.repeat(first.astype(np.float64), per)
+    at *= np.repeat(np.nan_to_num(steps[thread_r], nan=0.0), per)
+    at += np.repeat(times, per)
+    at /= interval
+    np.rint(at, out=at)
+    return InstantTicks(np.repeat(rows.astype(row_dtype), per), at.astype(np.int64), per)
+
+
 def last_instants(thread: np.ndarray, t: np.ndarray, count: np.ndarray,
                   steps: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """Each row's last instant (a run's first instant plus a step per further sample)."""

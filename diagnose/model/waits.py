@@ -18,7 +18,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from diagnose.model.profile import Frame, sorted_distinct, sums_by_code
-from diagnose.model.runs import instants, instants_per_row, row_slices, thread_steps
+from diagnose.model.runs import instant_ticks, instants_per_row, row_slices, thread_steps
 from diagnose.model.sampled import SampledProcess
 from diagnose.model.vocab import CONTENDED, ThreadState, WaitKind
 
@@ -128,8 +128,12 @@ class _Columns:
     def count(self) -> np.ndarray:
         """The samples each instant stands for: 1 in a run, a row's own count where the row is
         one instant."""
-        thread, count = self.rows.thread[self.row], self.rows.count[self.row]
-        found: np.ndarray = count // instants_per_row(thread, count, self.rows.steps)
+        count: np.ndarray = self.rows.count[self.row]
+        merged = ~np.isnan(self.rows.steps)
+        if not merged.any():
+            return count
+        # an instant of a run (count >= 1, the run's instants) stands for one sample
+        found: np.ndarray = np.where(merged[self.rows.thread[self.row]], 1, count)
         return found
 
     def take(self, rows: np.ndarray) -> "_Columns":
@@ -157,9 +161,9 @@ class _Waited:
         thread, t, count = rows["thread"].to_numpy(), rows["t"].to_numpy(), rows["count"].to_numpy()
         threads, ticks = [], []
         for part in row_slices(np.arange(len(rows)), thread, count, steps, _SLICE_INSTANTS):
-            found = instants(part, thread, t, count, steps)
+            found = instant_ticks(part, thread, t, count, steps, interval)
             threads.append(thread[found.row])
-            ticks.append(_ticks(found.t, interval))
+            ticks.append(found.tick)
         if not threads:
             return _Waited(thread[:0], np.empty(0, dtype=np.int64))
         return _Waited(np.concatenate(threads), np.concatenate(ticks))
@@ -297,24 +301,35 @@ def _instants_at(all_samples: _Rows, row_ids: np.ndarray, wait_ticks: np.ndarray
     threads = int(max(all_samples.thread.max(initial=0), waiter_thread.max(initial=0))) + 1
     # the kept instants' ticks are waiting ticks: the waiters' span bounds them
     span = int(waiter_tick.max(initial=0)) + 1
-    table = int(waiter_tick.min(initial=0)) >= 0 and threads * span < (1 << 27)
+    first_tick = all_samples.tick_span[0]
+    # an instant's tick is at least its row's first: none is negative when no row's first is
+    table = (int(waiter_tick.min(initial=0)) >= 0 and int(first_tick.min(initial=0)) >= 0
+             and threads * (span + 1) < (1 << 27))
     if table:
-        # (thread, tick) pairs as one index into a thread x tick table
-        waiter_cells = np.zeros(threads * span, dtype=bool)
-        waiter_cells[waiter_thread.astype(np.int64) * span + waiter_tick] = True
+        # one thread x tick table of the cells to keep: a waiting tick, not a waiter's own;
+        # a last column, never kept, for the ticks past the waiters' last
+        width = span + 1
+        cells = np.zeros((threads, width), dtype=bool)
+        cells[:, wait_ticks] = True
+        cells[waiter_thread, waiter_tick] = False
+        keep_cells = cells.ravel()
     else:
         waiter_keys = _thread_tick_keys(waiter_thread, waiter_tick)
     kept_rows, kept_ticks = [], []
     for part in row_slices(row_ids, all_samples.thread, all_samples.count, all_samples.steps, _SLICE_INSTANTS):
-        found = instants(part, all_samples.thread, all_samples.t, all_samples.count, all_samples.steps)
-        tick = _ticks(found.t, interval)
-        keep = _member(tick, wait_ticks)
-        thread = all_samples.thread[found.row[keep]]
-        at_tick = tick[keep]
-        is_waiter = (waiter_cells[thread.astype(np.int64) * span + at_tick] if table
-                     else np.isin(_thread_tick_keys(thread, at_tick), waiter_keys))
-        keep[keep] = ~is_waiter
-        kept_rows.append(found.row[keep].astype(np.int32 if len(all_samples.t) < (1 << 31) else np.int64))
+        found = instant_ticks(part, all_samples.thread, all_samples.t, all_samples.count,
+                              all_samples.steps, interval)
+        tick = found.tick
+        if table:
+            cell = np.repeat(all_samples.thread[part].astype(np.int64) * width, found.per_row)
+            cell += np.minimum(tick, span)
+            keep = keep_cells[cell]
+            del cell
+        else:
+            keep = _member(tick, wait_ticks)
+            thread = all_samples.thread[found.row[keep]]
+            keep[keep] = ~np.isin(_thread_tick_keys(thread, tick[keep]), waiter_keys)
+        kept_rows.append(found.row[keep])
         kept_ticks.append(tick[keep])
     if not kept_rows:
         return _Columns(all_samples, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
@@ -475,25 +490,37 @@ def _rank(analysis: SampledProcess, samples: _Columns, instants: int, scope_func
                          index=pd.Index([path_names[int(ticks_per_path.index[i])] for i in order],
                                         tupleize_cols=False, dtype=object))
     per_path = per_path.sort_values(ascending=False).head(5)
+    # per (path, entry) and (path, state): summed counts of all the instants in one pass each,
+    # integer codes only (no string per sample), rather than a pass per ranked path
+    row_count = samples.count
+    n_entries, n_states = len(entry_names), len(state_names)
+    by_entry = _sums_by_path(row_path, stack_entry[row_stack], n_entries, row_count, len(path_names))
+    by_state = _sums_by_path(row_path, np.asarray(samples.state.codes), n_states, row_count, len(path_names))
     holders = []
     for path, n in per_path.items():
-        mine = np.flatnonzero(row_path == path_ids[path])
-        # per row: integer codes only (entry, state), no string per sample
-        on_path = samples.take(mine)
-        row_count = on_path.count
-        sums = sums_by_code(stack_entry[row_stack[mine]], row_count, len(entry_names))
-        by_name = sorted(((entry_names[e], int(c)) for e, c in sums), key=lambda x: x[0])
+        path_id = path_ids[path]
+        by_name = sorted(((entry_names[e], int(c)) for e, c in by_entry.get(path_id, [])), key=lambda x: x[0])
         best = max(c for _, c in by_name)
         entry = next(name for name, c in by_name if c == best)
-        first = paths[int(row_stack[mine[0]])]
+        first = paths[int(row_stack[int(np.argmax(row_path == path_id))])]  # its first instant's
         leaf = first[2]
         stack = tuple(path) + ((entry,) if entry else ())
-        states = [(state_names[k], int(c)) for k, c in sums_by_code(np.asarray(on_path.state.codes),
-                                                                   row_count, len(state_names))]
+        states = [(state_names[k], int(c)) for k, c in by_state.get(path_id, [])]
         state = str(sorted(states, key=lambda kv: (-kv[1], kv[0]))[0][0]) if states else ""
         holders.append(Holder(stack, leaf.function, leaf.file, leaf.line,
                               round(n / instants, 4), int(n), first[3], state))
     return tuple(holders)
+
+
+def _sums_by_path(path: np.ndarray, codes: np.ndarray, n_codes: int, counts: np.ndarray,
+                  n_paths: int) -> dict[int, list[tuple[int, float]]]:
+    """Per path: `sums_by_code` of the codes of its instants (code order, present codes)."""
+    key = path.astype(np.int64) * n_codes
+    key += codes
+    found: dict[int, list[tuple[int, float]]] = {}
+    for pair, total in sums_by_code(key, counts, n_paths * n_codes):
+        found.setdefault(pair // n_codes, []).append((pair % n_codes, total))
+    return found
 
 
 def describe(site: WaitSite) -> str:

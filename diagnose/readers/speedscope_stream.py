@@ -3,7 +3,8 @@
 (the shared frames, each profile's name and type: kilobytes) is left for the JSON parser.
 
 In each chunk the samples are cut apart at their brackets by `bytes.split` and numbered by
-pandas' hash table (`pd.factorize`), both in C: no Python code runs per sample. Each distinct
+pandas' hash table (`pd.factorize`, the first of each run of equal samples only), all in C: no
+Python code runs per sample. Each distinct
 sample text is checked (digits and commas only, as JSON writes them) and parsed once, into the
 tuple of frame indices it names; a profile's samples are kept as one int32 array of those
 tuples' ids. The weights are numbered the same way and each distinct number parsed once.
@@ -63,13 +64,18 @@ class _Interner:
     def samples(self, content: bytes) -> np.ndarray:
         """Stack ids of the complete samples in `content` (`[1,2],[3]`, perhaps a leading comma
         and whitespace)."""
-        if content.strip(_SPACE).strip(b","):
-            content = _without_space(content).removeprefix(b",")
-        else:
+        content = _without_space(content)
+        # the samples are cut apart in place: no copy of the chunk without its comma or brackets
+        start = 1 if content.startswith(b",") else 0
+        if not content.rstrip(b","):  # (a chunk's samples end with a bracket: not copied)
             return np.empty(0, dtype=np.int32)
-        if not (content.startswith(b"[") and content.endswith(b"]")):
+        if not (content.startswith(b"[", start) and content.endswith(b"]")):
             raise Unexpected("samples that are not lists of frame indices")
-        codes, texts = pd.factorize(np.array(content[1:-1].split(b"],["), dtype=object))
+        texts_in_order = content.split(b"],[")
+        texts_in_order[0] = texts_in_order[0][start + 1:]
+        texts_in_order[-1] = texts_in_order[-1][:-1]
+        codes, texts = _factorize_runs(np.array(texts_in_order, dtype=object))
+        del texts_in_order
         ids = np.empty(len(texts), dtype=np.int32)
         for i, text in enumerate(texts.tolist()):  # once per distinct sample text
             sid = self.by_text.get(text)
@@ -80,6 +86,17 @@ class _Interner:
                 self.raw_stacks.append(tuple(int(k) for k in text.split(b",")) if text else ())
             ids[i] = sid
         return ids[codes]
+
+
+def _factorize_runs(texts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`pd.factorize(texts)`, hashing only the first text of each run of equal ones: a thread
+    holds one stack for several samples in a row, and comparing a text with the one before
+    costs a fraction of hashing it."""
+    starts = np.ones(len(texts), dtype=bool)
+    np.not_equal(texts[1:], texts[:-1], out=starts[1:])
+    at = np.flatnonzero(starts)
+    codes, distinct = pd.factorize(texts[at])
+    return np.repeat(codes, np.diff(np.append(at, len(texts)))), distinct
 
 
 def _without_space(content: bytes) -> bytes:

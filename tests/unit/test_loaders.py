@@ -2,9 +2,12 @@
 
 import json
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from diagnose.errors import BadProfile
+from diagnose.readers import speedscope_stream
 from diagnose.readers.loaders import load_collapsed, load_profile
 
 
@@ -89,3 +92,26 @@ def test_a_collapsed_file_read_in_slices_reads_as_one_piece(monkeypatch):
     assert [(t.tid, t.name, t.stack_ids.tolist(), t.counts.tolist()) for t in sliced.threads] == \
         [(t.tid, t.name, t.stack_ids.tolist(), t.counts.tolist()) for t in whole.threads]
     assert whole.total_samples == 13 * 50
+
+
+@pytest.mark.parametrize("samples", [
+    b"[[0,1],[],[2],[0,1],[10,2,0]]",  # as py-spy writes them
+    b"[ [0, 1],\n [ ], [2] ,[0,1] ,\t[10,2,0] ]\n",  # whitespace, also between the closing brackets
+])
+def test_streamed_samples_read_the_same_wherever_the_chunks_are_cut(samples: bytes) -> None:
+    doc = b'{"profiles":[{"samples":%s,"weights":[1,1,1,1,1]}],"shared":{"frames":[]}}' % samples
+    whole = speedscope_stream.lift(iter([]), doc)
+    expected = [whole.raw_stacks[i] for i in whole.arrays[0].ids]
+    assert expected == [(0, 1), (), (2,), (0, 1), (10, 2, 0)]
+    for cut in range(1, len(doc)):
+        lifted = speedscope_stream.lift(iter([doc[cut:]]), doc[:cut])
+        assert [lifted.raw_stacks[i] for i in lifted.arrays[0].ids] == expected
+        assert lifted.skeleton == whole.skeleton
+
+
+def test_numbering_runs_of_samples_numbers_them_as_hashing_each_one() -> None:
+    texts = np.array([b"1,2", b"1,2", b"3", b"1,2", b"", b"", b"3", b"4"], dtype=object)
+    codes, distinct = speedscope_stream._factorize_runs(texts)
+    expected_codes, expected_distinct = pd.factorize(texts)
+    assert codes.tolist() == expected_codes.tolist()
+    assert list(distinct) == list(expected_distinct)

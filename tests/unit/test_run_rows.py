@@ -12,7 +12,7 @@ import pytest
 from diagnose.classify.categories import Categorizer
 from diagnose.model.analysis import Analysis, analysis_of, analyze_profile, classify_profile
 from diagnose.model.profile import Frame, Profile, ThreadTrack
-from diagnose.model.runs import bins_of_rows, instants, thread_steps
+from diagnose.model.runs import bins_of_rows, instant_ticks, instants, thread_steps
 from diagnose.model.waits import wait_sites
 from diagnose.readers.loaders import load_profile
 from diagnose.render.html_data import timeline_data
@@ -122,3 +122,16 @@ def test_timeline_bins_of_runs_are_the_bins_of_their_instants(width: float) -> N
     expected = np.minimum(np.floor(each.t / width + 1e-6).astype(np.int64), 39)
     # every bin an instant of the row falls in, and no other (a run may meet a bin twice)
     assert sorted(set(zip(row.tolist(), found.tolist()))) == sorted(set(zip(each.row.tolist(), expected.tolist())))
+
+
+@pytest.mark.parametrize("interval", [0.01, 0.007, 0.02, 0.005])  # 0.02: instants half-way between ticks
+def test_instant_ticks_are_the_rounded_ticks_of_the_rows_instants(interval: float) -> None:
+    profile = _profile([_track([0, 0, 0, 1, 1, 0, 1, 1, 1, 1]), _track([1, 1, 0, 0, 0, 0, 0, 1, 0, 0])])
+    samples = _analysis(profile).samples
+    thread, t, count = samples["thread"].to_numpy(), samples["t"].to_numpy(), samples["count"].to_numpy()
+    steps = thread_steps(profile)
+    rows = np.array([4, 0, 2, 5])  # a subset, out of order: expanded in the order given
+    each = instants(rows, thread, t, count, steps)
+    found = instant_ticks(rows, thread, t, count, steps, interval)
+    assert found.row.tolist() == each.row.tolist() == np.repeat(rows, found.per_row).tolist()
+    assert found.tick.tolist() == np.round(each.t / interval).astype(np.int64).tolist()
