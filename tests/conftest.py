@@ -95,50 +95,20 @@ SHARED_CAPTURES = {
 }
 
 
-# Files whose tests share no capture and no module- or session-scoped fixture but the browser:
-# each test starts its own processes, so under pytest-xdist their tests are spread one by one
-# over the workers instead of the whole file queueing on one (the interpreter matrices alone
-# hold minutes of attaches). A file that starts sharing a capture leaves this set.
-INDEPENDENT_TESTS = frozenset({
-    "tests/integration/test_python_versions.py",
-    "tests/integration/test_servers_python_versions.py",
-    "tests/integration/test_real_servers.py",
-    "tests/integration/test_async_wait.py",
-    "tests/integration/test_structure.py",
-    "tests/integration/test_load_commands.py",
-    "tests/integration/test_watch.py",
-    "tests/integration/test_faults_signals.py",
-    "tests/integration/test_servers_harness.py",
-    "tests/integration/test_bad_input.py",
-    "tests/integration/test_tree_stacks.py",
-    "tests/integration/test_process_pipelines.py",
-    "tests/integration/test_ticket_gate.py",
-    "tests/integration/test_sanity_targets.py",
-    "tests/integration/test_markdown_output.py",
-    "tests/browser/test_structure_and_gain.py",
-    "tests/browser/test_processes_and_loops.py",
-})
-
-
-def scheduling_scope(nodeid: str) -> str:
-    """The unit pytest-xdist hands to one worker: a test of INDEPENDENT_TESTS alone, a
-    SHARED_CAPTURES group, or else a whole file (its module-scoped fixtures made once)."""
-    path = nodeid.split("::", 1)[0]
-    if path in INDEPENDENT_TESTS:
-        return nodeid
-    return SHARED_CAPTURES.get(path, path)
-
-
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, when it is installed
 def pytest_xdist_make_scheduler(config, log):
-    """Under `pytest -n N` (scripts/test.sh), tests go to workers by scheduling_scope. (pytest-
-    xdist's own `loadgroup` cannot be used: it renames node ids in a way pytest 9 no longer
-    reads.)"""
+    """Under `pytest -n N` (scripts/test.sh), each file's tests go to one worker, so a
+    module-scoped fixture (one real attach asserted on by the file's tests) is made once; files
+    of one SHARED_CAPTURES group go to one worker together. (pytest-xdist's own `loadgroup`
+    cannot be used: it renames node ids in a way pytest 9 no longer reads.) Spreading the tests
+    of files that share nothing one by one was tried: the pass took 744 s instead of 620-651 s,
+    with more attaches side by side on the two cores, and a starved attach mislabelled a role."""
     from xdist.scheduler import LoadScopeScheduling
 
     class FileGroupScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return scheduling_scope(nodeid)
+            path = nodeid.split("::", 1)[0]
+            return SHARED_CAPTURES.get(path, path)
 
     return FileGroupScheduling(config, log)
 
