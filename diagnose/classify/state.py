@@ -513,7 +513,7 @@ def stack_states(profile: Profile, full_symbols: bool) -> Callable[[int], StackS
     lifetime (the loader's visibility test and the analysis both ask), and once per innermost
     part that decided it: a profile of 300,000 distinct stacks has far fewer distinct leaves.
     Fetch it once and call it per stack."""
-    kept = profile.shared_memo("stack classifications")
+    kept = profile.memo("stack classifications")
     known: _Classifications | None = kept.get((profile.native, full_symbols))
     if known is None:
         known = kept[(profile.native, full_symbols)] = _Classifications(profile, full_symbols)

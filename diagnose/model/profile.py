@@ -125,18 +125,14 @@ class Profile:
 
     _frame_index: dict[Frame, int] = field(default_factory=dict, repr=False)
     _stack_index: dict[tuple[int, ...], int] = field(default_factory=dict, repr=False)
-    # Per-stack results computed once and shared by every reader of the profile (classification
-    # is asked for at load time and again by the analysis): key -> {stack id: value}.
+    # Results computed once and shared by every reader of the profile (stack classification is
+    # asked for at load time and again by the analysis): key -> {stack id or frame ids: value}.
     _memo: dict[Hashable, Any] = field(default_factory=dict, repr=False)
 
-    def memo(self, key: Hashable) -> dict[int, Any]:
-        """A per-stack cache for results that depend only on the stack (and on `key`). Stack ids
-        never change meaning (stacks are only appended), so entries stay valid."""
-        return self._memo.setdefault(key, {})
-
-    def shared_memo(self, key: Hashable) -> dict[Any, Any]:
-        """A cache, for the profile's lifetime, of results keyed by something other than a stack
-        id (a run of frame ids shared by many stacks)."""
+    def memo(self, key: Hashable) -> dict[Any, Any]:
+        """A cache, for the profile's lifetime, of results that depend only on stacks or frames
+        (and on `key`). Stack and frame ids never change meaning (both are only appended), so
+        entries stay valid."""
         return self._memo.setdefault(key, {})
 
     def stacks_with_any(self, frame_mask: npt.ArrayLike) -> npt.NDArray[np.bool_]:
