@@ -430,7 +430,7 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
     # a launcher's Python children are sampled, each by its own recorder.
     subprocesses = options.children
     tree_plan = plan_tree(activity.measure(before, members), options.rate, native,
-                          cores=cores_available(root))
+                          cores=cores_available(root), duration_s=options.duration)
     plan = tree_plan.sampling
     work_dir.mkdir(parents=True, exist_ok=True)
     # py-spy writes into a hidden directory of the output directory (the report then moves its

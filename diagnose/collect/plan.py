@@ -11,6 +11,7 @@ window that still yields ~2,000 thread-samples, enough for the shares the checks
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from diagnose.collect.activity import ProcessActivity
@@ -31,6 +32,11 @@ MIN_RATE_HZ = 2
 MAX_RATE_HZ = 100
 # A process whose threads all sleep (a supervisor in its wait) shows the same stack all window.
 IDLE_PROCESS_RATE_HZ = 1
+# py-spy draws the gap before each sample, its first included, from an exponential distribution
+# of mean 1/rate: at 1 Hz a 3 s window missed an idle parent entirely about once in a hundred
+# attaches (P = e^-(rate x window)). An idle process gets this many samples expected in the
+# window, so a short window raises its rate: P(none) < e^-10.
+IDLE_SAMPLES_PER_WINDOW = 10
 # A tree whose busy processes want more cores than the machine has (measured before the window:
 # run + run-queue time, schedstat) takes every observer CPU-second out of its own work: a single
 # Python process usually leaves a core idle (the GIL), forked workers do not. There the budgets
@@ -105,12 +111,22 @@ def saturates(busy: list[ProcessActivity], cores: int | None) -> bool:
     return bool(cores) and len(busy) > 1 and bool(demand) and sum(demand) >= (cores or 0)
 
 
+def idle_rate_hz(duration_s: float | None) -> int:
+    """An idle process's rate: IDLE_PROCESS_RATE_HZ, raised so that a short window still expects
+    IDLE_SAMPLES_PER_WINDOW samples of it."""
+    if not duration_s or duration_s <= 0:
+        return IDLE_PROCESS_RATE_HZ
+    return max(IDLE_PROCESS_RATE_HZ, math.ceil(IDLE_SAMPLES_PER_WINDOW / duration_s))
+
+
 def plan_tree(activity: list[ProcessActivity], requested_rate: int | None,
-              native: bool = True, cores: int | None = None) -> TreePlan:
+              native: bool = True, cores: int | None = None,
+              duration_s: float | None = None) -> TreePlan:
     """The gentle plan over a process tree, shared by activity. Each process's threads cost
     py-spy the same per sample whatever they do, but only busy ones need the rate: a supervisor
     asleep in a wait shows one stack all window. So the thread-sample budget is divided over the
-    threads of busy processes, and idle processes get IDLE_PROCESS_RATE_HZ. Native calibration
+    threads of busy processes, and idle processes get IDLE_PROCESS_RATE_HZ (more in a window
+    of `duration_s` too short for IDLE_SAMPLES_PER_WINDOW samples at that rate). Native calibration
     (classify/calibrate.py) is keyed by Python stack and shared by the whole tree: processes
     running the same program run the same stacks, so one busy process per program is unwound
     natively, at the native rate the others would have had between them. py-spy's cost of a
@@ -126,7 +142,7 @@ def plan_tree(activity: list[ProcessActivity], requested_rate: int | None,
     busy_threads = max(1, sum(a.threads for a in busy))
     share = SATURATED_BUDGET_SHARE if saturates(busy, cores) else 1.0
     rate = _rate(busy_threads, len(busy), share)
-    idle_rate = min(rate, IDLE_PROCESS_RATE_HZ)
+    idle_rate = min(rate, idle_rate_hz(duration_s))
     calibrated: dict[tuple[str, ...], ProcessActivity] = {}
     for a in sorted(busy, key=lambda a: -(a.cpu_cores if a.cpu_cores == a.cpu_cores else 0.0)):
         calibrated.setdefault(a.program, a)

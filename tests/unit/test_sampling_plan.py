@@ -6,7 +6,12 @@ import time
 
 from diagnose.collect import activity
 from diagnose.collect.activity import ProcessActivity
-from diagnose.collect.plan import IDLE_PROCESS_RATE_HZ, plan_sampling, plan_tree
+from diagnose.collect.plan import (
+    IDLE_PROCESS_RATE_HZ,
+    IDLE_SAMPLES_PER_WINDOW,
+    plan_sampling,
+    plan_tree,
+)
 
 PROGRAM = ("python", "app.py")
 
@@ -27,6 +32,15 @@ def test_busy_workers_get_the_rate_and_the_idle_supervisor_little():
     # the busy processes share the budget among their own 15 threads, not the supervisor's too
     assert plan.sampling.rate_hz == round(200 / 15)
     assert plan.sampling.rate_hz > IDLE_PROCESS_RATE_HZ
+
+
+def test_a_short_window_samples_an_idle_supervisor_often_enough_to_see_it():
+    # py-spy's first sample comes after an exponential gap: at 1 Hz a 3 s window can end first
+    long = plan_tree([supervisor(), worker(101)], None, duration_s=10)
+    short = plan_tree([supervisor(), worker(101)], None, duration_s=3)
+    assert long.of(100).rate_hz == IDLE_PROCESS_RATE_HZ
+    assert short.of(100).rate_hz * 3 >= IDLE_SAMPLES_PER_WINDOW
+    assert short.of(100).rate_hz < short.of(101).rate_hz  # still far below the busy rate
 
 
 def test_one_busy_process_per_program_is_calibrated_natively_the_busiest():
