@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from diagnose.render.html import render_html
+from diagnose.report.model import Report
 
 
 def main(argv: list[str]) -> int:
@@ -19,7 +20,8 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     data = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
-    Path(argv[1]).write_text(render_html(data), encoding="utf-8")
+    # the page's no-JavaScript view reads the report model the page data was made from
+    Path(argv[1]).write_text(render_html(data, Report.from_json(data["report"])), encoding="utf-8")
     return 0
 
 
