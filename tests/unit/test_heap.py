@@ -18,7 +18,7 @@ def _glibc() -> bool:
 
 @pytest.mark.skipif(not _glibc(), reason="glibc's mallopt only")
 def test_tunes_glibc(monkeypatch):
-    for name in heap._ENV:
+    for name in heap._MALLOC_ENV:
         monkeypatch.delenv(name, raising=False)
     assert heap.keep_freed_memory() is True
     assert heap.keep_freed_memory() is True  # again: harmless
@@ -35,3 +35,21 @@ def test_other_c_library(monkeypatch):
 
     monkeypatch.setattr(heap.os, "confstr", no_glibc)
     assert heap.keep_freed_memory() is False
+
+
+def test_huge_pages_off_for_arrays(monkeypatch):
+    import numpy as np
+
+    monkeypatch.delenv("NUMPY_MADVISE_HUGEPAGE", raising=False)
+    switch = np._core.multiarray._set_madvise_hugepage
+    before = switch(True)
+    try:
+        assert heap.no_huge_pages_for_arrays() is True
+        assert switch(True) is False  # it was off
+    finally:
+        switch(before)
+
+
+def test_user_huge_page_choice_wins(monkeypatch):
+    monkeypatch.setenv("NUMPY_MADVISE_HUGEPAGE", "1")
+    assert heap.no_huge_pages_for_arrays() is False
