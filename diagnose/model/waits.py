@@ -136,10 +136,6 @@ class _Columns:
         found: np.ndarray = np.where(merged[self.rows.thread[self.row]], 1, count)
         return found
 
-    def take(self, rows: np.ndarray) -> "_Columns":
-        """These instants (indices or a boolean mask)."""
-        return _Columns(self.rows, self.row[rows], self.tick[rows])
-
     def __len__(self) -> int:
         return len(self.tick)
 
@@ -297,6 +293,8 @@ def _instants_at(all_samples: _Rows, row_ids: np.ndarray, wait_ticks: np.ndarray
     """The instants of `row_ids` that fall on a waiting tick, but the waiters' own (threads
     waiting at this very site are waiters, not holders), in row order. Rows are expanded a
     slice at a time and only the instants kept are gathered."""
+    if not len(row_ids):  # (a scope no candidate row is in: no table to build)
+        return _Columns(all_samples, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
     waiter_thread, waiter_tick = waiting.thread, waiting.tick
     threads = int(max(all_samples.thread.max(initial=0), waiter_thread.max(initial=0))) + 1
     # the kept instants' ticks are waiting ticks: the waiters' span bounds them
@@ -358,10 +356,8 @@ def _holders(analysis: SampledProcess, all_samples: _Rows, waiters: pd.DataFrame
     if kind not in (WaitKind.GIL, WaitKind.LOGGING):
         site_id = int(waiters["site"].iloc[0])
         row_ids = row_ids[~_stacks_holding(analysis, all_samples.stack[row_ids], lambda f, fid: fid == site_id)]
-    all_instants = _instants_at(all_samples, row_ids, wait_ticks, waiting, interval)
-    rows = np.arange(len(all_instants))
     if kind == WaitKind.GIL:
-        others = all_instants
+        others = _instants_at(all_samples, row_ids, wait_ticks, waiting, interval)
         return (_rank(analysis, others, len(wait_ticks), scope_function=None), "running Python",
                 _max_threads(others))
     stack = analysis.profile.stacks[int(waiters["stack"].iloc[0])]
@@ -381,20 +377,21 @@ def _holders(analysis: SampledProcess, all_samples: _Rows, waiters: pd.DataFrame
             scopes.append(caller)
     # The innermost scope that explains a fair share of the waiting instants wins: the lock's
     # own function (the with-block) before its caller (which holds a pooled resource). Rows are
-    # chosen by their stacks alone; the other columns are taken once, for the scope that wins.
-    stacks = all_instants.stack[rows]
-    best = None
+    # chosen by their stacks alone, before they are expanded: a scope's instants are those of
+    # its rows (expanding a row keeps or drops each instant by its thread and tick alone).
+    stacks = all_samples.stack[row_ids]
+    best: tuple[int, Frame, _Columns] | None = None
     for scope in scopes:
-        in_scope = rows[_stacks_holding(analysis, stacks, _in_function_of(scope))]
-        coverage = len(sorted_distinct(all_instants.tick[in_scope]))
+        scope_rows = row_ids[_stacks_holding(analysis, stacks, _in_function_of(scope))]
+        in_scope = _instants_at(all_samples, scope_rows, wait_ticks, waiting, interval)
+        coverage = len(sorted_distinct(in_scope.tick))
         if coverage and (best is None or coverage > best[0]):
             best = (coverage, scope, in_scope)
         if best is not None and best[0] >= MIN_SCOPE_COVERAGE * len(wait_ticks):
             break
     if best is None:
         return (), "", 0
-    _, scope, in_scope = best
-    inside = all_instants.take(in_scope)
+    _, scope, inside = best
     return (_rank(analysis, inside, len(wait_ticks), scope_function=scope), scope.function,
             _max_threads(inside))
 

@@ -27,6 +27,7 @@ _KEY = re.compile(rb'"(samples|weights)"\s*:\s*\[')
 _KEY_TAIL = 256  # bytes kept back at a chunk's end: a key split across two chunks is still found
 LIFTED = "@@diagnose-lifted:"
 _SAMPLES_END = re.compile(rb"\]\s*\]")  # a sample's closing bracket, then the array's
+_PY_SPY_END = b']],"weights":['  # how py-spy ends a profile's samples
 _EMPTY_END = re.compile(rb"\s*\]")  # the array closes right here
 _SPACE = b" \t\r\n"
 _SAMPLE_TEXT = re.compile(rb"(?:(?:0|[1-9][0-9]{0,8})(?:,(?:0|[1-9][0-9]{0,8}))*)?")
@@ -64,27 +65,36 @@ class _Interner:
     def samples(self, content: bytes) -> np.ndarray:
         """Stack ids of the complete samples in `content` (`[1,2],[3]`, perhaps a leading comma
         and whitespace)."""
+        ids = self.samples_if_valid(content)
+        if ids is None:
+            raise Unexpected("samples that are not lists of frame indices")
+        return ids
+
+    def samples_if_valid(self, content: bytes) -> np.ndarray | None:
+        """`samples(content)`, or None (and nothing interned) when `content` is not only
+        complete samples: it then holds the array's end, or something this reader does not
+        parse."""
         content = _without_space(content)
         # the samples are cut apart in place: no copy of the chunk without its comma or brackets
         start = 1 if content.startswith(b",") else 0
         if not content.rstrip(b","):  # (a chunk's samples end with a bracket: not copied)
             return np.empty(0, dtype=np.int32)
         if not (content.startswith(b"[", start) and content.endswith(b"]")):
-            raise Unexpected("samples that are not lists of frame indices")
+            return None
         texts_in_order = content.split(b"],[")
         texts_in_order[0] = texts_in_order[0][start + 1:]
         texts_in_order[-1] = texts_in_order[-1][:-1]
         codes, texts = _factorize_runs(np.array(texts_in_order, dtype=object))
         del texts_in_order
-        ids = np.empty(len(texts), dtype=np.int32)
-        for i, text in enumerate(texts.tolist()):  # once per distinct sample text
-            sid = self.by_text.get(text)
-            if sid is None:
-                if not _SAMPLE_TEXT.fullmatch(text):
-                    raise Unexpected("samples that are not lists of frame indices")
-                sid = self.by_text[text] = len(self.raw_stacks)
-                self.raw_stacks.append(tuple(int(k) for k in text.split(b",")) if text else ())
-            ids[i] = sid
+        distinct = texts.tolist()
+        # every new text checked before any is interned (once per distinct sample text)
+        new = [text for text in distinct if text not in self.by_text]
+        if not all(_SAMPLE_TEXT.fullmatch(text) for text in new):
+            return None
+        for text in new:
+            self.by_text[text] = len(self.raw_stacks)
+            self.raw_stacks.append(tuple(int(k) for k in text.split(b",")) if text else ())
+        ids = np.array([self.by_text[text] for text in distinct], dtype=np.int32)
         return ids[codes]
 
 
@@ -182,10 +192,24 @@ def lift(chunks: Iterator[bytes], first: bytes = b"") -> Lifted:
             parts: list[np.ndarray] = []
             while True:
                 closed = _EMPTY_END.match(buf, pos)  # no sample (left) before the closing bracket
-                end = _SAMPLES_END.search(buf, pos) if closed is None else None
                 if closed is not None:
                     pos = closed.end()
                     break
+                # py-spy's layout first: the array's end found by a literal search and the
+                # samples before it proved complete by their checked texts (any other end
+                # before it would leave a bracket in some text), or, where that end is not in
+                # the buffer, all of it up to the last sample; else the search for any end
+                quick = buf.find(_PY_SPY_END, pos)
+                cut = quick + 1 if quick >= 0 else max(buf.rfind(b"]", pos) + 1, pos)
+                ids = interner.samples_if_valid(buf[pos:cut]) if quick >= 0 or not done else None
+                if ids is not None:
+                    parts.append(ids)
+                    if quick >= 0:
+                        pos = quick + 2
+                        break
+                    buf, pos = buf[cut:] + more(), 0
+                    continue
+                end = _SAMPLES_END.search(buf, pos)
                 if end is not None:
                     parts.append(interner.samples(buf[pos:end.start() + 1]))
                     pos = end.end()

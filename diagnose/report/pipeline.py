@@ -19,6 +19,7 @@ from diagnose.classify.categories import Categorizer
 from diagnose.collect.attach import Capture
 from diagnose.collect.procfs import TreeRecord
 from diagnose.errors import BadProfile, NoSamples, OutputFailed
+from diagnose.heap import tune_for_analysis
 from diagnose.model import source
 from diagnose.model.async_tasks import TaskRecording
 from diagnose.readers.chrometrace import close_exited_threads, regrid, settle_rate
@@ -115,6 +116,7 @@ def analyze(profile_paths: list[Path], tree: TreeRecord | None, run: RunContext,
     files are read as they see them (through /proc/<pid>/root: a container's own files).
     `task_recordings`: each process's asyncio tasks read during the window (attach only).
     The analyses carry `run` with the notes the reading added (`service.combined.run`)."""
+    tune_for_analysis()  # millions of samples: freed arrays reused, not faulted in again
     with collector_paused():
         categorizer = Categorizer(user_rules)
         profile = _load_all(profile_paths, run.sampling.rate_hz)
