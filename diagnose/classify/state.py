@@ -534,51 +534,64 @@ class _Classifications:
 
     def every_stack(self) -> StackStates:
         """Every stack's state: one stack of each group sharing the innermost frames that
-        decided its state is classified (or looked up), and the result is given to the whole
-        group at once, by numpy, with each stack's own site."""
+        decided its state is classified (or looked up), and the others of the group find its
+        result by their group's code, with their own site."""
         count = len(self.profile.stacks)
         if self.table is not None and len(self.table.site) == count:
             return self.table
         lengths = np.diff(self.profile.stack_frames()[1])
-        suffixes = _SuffixGroups(self.profile)
-        state = np.empty(count, dtype=object)
-        wait_kind = np.empty(count, dtype=object)
-        site = np.full(count, -1, dtype=np.int64)
-        estimated = np.zeros(count, dtype=bool)
-        decided = np.zeros(count, dtype=bool)
-        for sid in range(count):
-            if decided[sid]:
-                continue
-            result, length = self._decide(sid)
-            if length:
-                group = suffixes.sharing(sid, length)
-                group = group[(lengths[group] > length) & ~decided[group]]
-            else:
-                group = np.array([sid])
-            state[group] = result.state
-            wait_kind[group] = result.wait_kind
-            if result.site >= 0:
-                site[group] = lengths[group] + (result.site - len(self.profile.stacks[sid]))
-            estimated[group] = result.estimated
-            decided[group] = True
+        suffixes = _SuffixCodes(self.profile)
+        results: list[_Relative] = []
+        chosen = [0] * count  # per stack: its index into `results`
+        # per length of a deciding innermost part: group code -> index into `results`
+        shared: dict[int, dict[int, int]] = {}
+        for sid, n in enumerate(lengths.tolist()):
+            hit = None
+            for length, known in shared.items():  # ascending lengths: the shortest part first
+                if length >= n:
+                    break
+                hit = known.get(suffixes.codes(length)[sid])
+                if hit is not None:
+                    chosen[sid] = hit
+                    break
+            if hit is None:
+                result, length = self._decide(sid)
+                chosen[sid] = len(results)
+                results.append((result.state, result.wait_kind,
+                                None if result.site < 0 else result.site - n, result.estimated))
+                if length:
+                    if length not in shared:
+                        shared[length] = {}
+                        shared = dict(sorted(shared.items()))
+                    shared[length][suffixes.codes(length)[sid]] = chosen[sid]
+        index = np.array(chosen, dtype=np.int64)
+        state = np.array([r[0] for r in results] + [None], dtype=object)[index]
+        wait_kind = np.array([r[1] for r in results] + [None], dtype=object)[index]
+        from_end = np.array([0 if r[2] is None else r[2] for r in results] + [0], dtype=np.int64)
+        sited = np.array([r[2] is not None for r in results] + [False], dtype=bool)[index]
+        site = np.where(sited, lengths + from_end[index], -1).astype(np.int64)
+        estimated = np.array([r[3] for r in results] + [False], dtype=bool)[index]
         self.table = StackStates(state, wait_kind, site, estimated)
         return self.table
 
 
-class _SuffixGroups:
+class _SuffixCodes:
     """The profile's stacks grouped by their innermost `length` frames, for each length up to
-    SHARED_SUFFIX_MAX (computed when first asked): codes by numpy and pandas' hash table over
-    the stacks' frames laid end to end, one pass per length."""
+    SHARED_SUFFIX_MAX (computed when first asked): a code per stack, equal for two stacks that
+    end in the same `length` frames, by pandas' hash table over the stacks' frames laid end
+    to end, one pass per length."""
 
     def __init__(self, profile: Profile):
         self._flat, offsets = profile.stack_frames()
         self._ends = offsets[1:]
         self._lengths = np.diff(offsets)
-        self._codes: list[np.ndarray] = []  # per length - 1: group code per stack, -1 if shorter
-        self._members: list[tuple[np.ndarray, np.ndarray]] = []  # (stacks by code, bounds)
+        self._codes: list[np.ndarray] = []  # per length - 1: the code per stack, -1 if shorter
+        self._lists: dict[int, list[int]] = {}
 
-    def sharing(self, sid: int, length: int) -> np.ndarray:
-        """The stacks whose innermost `length` frames are stack `sid`'s."""
+    def codes(self, length: int) -> list[int]:
+        listed = self._lists.get(length)
+        if listed is not None:
+            return listed
         import pandas as pd
 
         while len(self._codes) < length:
@@ -589,13 +602,10 @@ class _SuffixGroups:
             key = (outer + 1) * (int(frame.max(initial=0)) + 2) + frame + 1
             codes = pd.factorize(key)[0].astype(np.int64)
             codes[~long_enough] = -1
-            order = np.argsort(codes, kind="stable")
-            bounds = np.searchsorted(codes[order], np.arange(int(codes.max(initial=-1)) + 2))
             self._codes.append(codes)
-            self._members.append((order, bounds))
-        code = int(self._codes[length - 1][sid])
-        order, bounds = self._members[length - 1]
-        return order[bounds[code]:bounds[code + 1]]
+        known: list[int] = self._codes[length - 1].tolist()
+        self._lists[length] = known
+        return known
 
 
 def stack_states(profile: Profile, full_symbols: bool) -> Callable[[int], StackState]:
