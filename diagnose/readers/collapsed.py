@@ -6,8 +6,9 @@ work per line is kept to a few string methods and one lookup of the text of its 
 same frames on another thread's line are not split and looked up again); everything else runs
 once per distinct stack text, per distinct stack or per distinct frame text, over the file's
 lines in slices (a file of millions of short lines never becomes one list of them all), with
-pandas' hash tables and numpy doing the lookups. Identical lines of one thread are one row (their counts summed): the format has
-no order, so a repeated line is the same samples written twice.
+pandas' hash tables and numpy doing the lookups. Identical lines of one thread are one row
+(their counts summed): the format has no order, so a repeated line is the same samples written
+twice.
 """
 
 from __future__ import annotations
