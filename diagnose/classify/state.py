@@ -543,14 +543,15 @@ class _Classifications:
         suffixes = _SuffixCodes(self.profile)
         results: list[_Relative] = []
         chosen = [0] * count  # per stack: its index into `results`
-        # per length of a deciding innermost part: group code -> index into `results`
-        shared: dict[int, dict[int, int]] = {}
+        # per length of a deciding innermost part, ascending (the shortest part is tried
+        # first): that length, its group code -> index into `results`, and the stacks' codes
+        shared: list[tuple[int, dict[int, int], list[int]]] = []
         for sid, n in enumerate(lengths.tolist()):
             hit = None
-            for length, known in shared.items():  # ascending lengths: the shortest part first
+            for length, known, codes in shared:
                 if length >= n:
                     break
-                hit = known.get(suffixes.codes(length)[sid])
+                hit = known.get(codes[sid])
                 if hit is not None:
                     chosen[sid] = hit
                     break
@@ -560,10 +561,12 @@ class _Classifications:
                 results.append((result.state, result.wait_kind,
                                 None if result.site < 0 else result.site - n, result.estimated))
                 if length:
-                    if length not in shared:
-                        shared[length] = {}
-                        shared = dict(sorted(shared.items()))
-                    shared[length][suffixes.codes(length)[sid]] = chosen[sid]
+                    level = next((level for level in shared if level[0] == length), None)
+                    if level is None:
+                        level = (length, {}, suffixes.codes(length))
+                        shared.append(level)
+                        shared.sort(key=lambda level: level[0])
+                    level[1][level[2][sid]] = chosen[sid]
         index = np.array(chosen, dtype=np.int64)
         state = np.array([r[0] for r in results] + [None], dtype=object)[index]
         wait_kind = np.array([r[1] for r in results] + [None], dtype=object)[index]
