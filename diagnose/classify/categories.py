@@ -100,13 +100,15 @@ class Categorizer:
         self.patterns = [p for tier in self._tiers for p in tier]  # in the order they are tried
         # Libraries the non-phase patterns name by path alone (libpython, libc, ...).
         self._system_libraries = [p.file for p in others if p.file is not None and p.function is None]
-        self._cache: dict[Frame, FrameCategory] = {}
+        # by what a category depends on (not the line: call sites of one function share it)
+        self._cache: dict[tuple[str, str, bool], FrameCategory] = {}
 
     def _in_system_library(self, frame: Frame) -> bool:
         return frame.native and any(lib.search(frame.file) for lib in self._system_libraries)
 
     def categorize(self, frame: Frame) -> FrameCategory:
-        found = self._cache.get(frame)
+        key = (frame.function, frame.file, frame.native)
+        found = self._cache.get(key)
         if found is None:
             found = FrameCategory("other", False)
             skip = self._tiers[2] if self._in_system_library(frame) else None
@@ -114,7 +116,7 @@ class Categorizer:
                             for p in tier if p.matches(frame)), None)
             if pattern is not None:
                 found = FrameCategory(pattern.category, pattern.generic, pattern.framework)
-            self._cache[frame] = found
+            self._cache[key] = found
         return found
 
     def phases_of_stacks(self, frames: list[Frame], flat: np.ndarray, offsets: np.ndarray

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import overload
 
+import numpy as np
+
 from diagnose.model import source
 from diagnose.model.native_pools import LIBRARIES as POOL_LIBRARIES
 from diagnose.model.profile import Frame, Profile, frame_is
@@ -468,6 +470,20 @@ SHARED_SUFFIX_MAX = 8
 _Relative = tuple[ThreadState, WaitKind, int | None, bool]
 
 
+@dataclass(frozen=True)
+class StackStates:
+    """`classify_stack` of every stack of a profile, as arrays by stack id."""
+
+    state: np.ndarray  # object: the ThreadState
+    wait_kind: np.ndarray  # object: the WaitKind
+    site: np.ndarray  # int64: index into the stack of the site frame, -1 when none
+    estimated: np.ndarray  # bool
+
+    def of(self, sid: int) -> StackState:
+        return StackState(self.state[sid], self.wait_kind[sid], int(self.site[sid]),
+                          bool(self.estimated[sid]))
+
+
 @dataclass
 class _Classifications:
     """One profile's stack states (for one way of reading its stacks): by stack id, and by the
@@ -478,11 +494,19 @@ class _Classifications:
     by_stack: dict[int, StackState] = field(default_factory=dict)
     by_innermost: dict[tuple[int, ...], _Relative] = field(default_factory=dict)
     lengths: list[int] = field(default_factory=list)  # the lengths of `by_innermost`'s keys, ascending
+    table: StackStates | None = None  # every stack's, once asked for all at once
 
     def of(self, sid: int) -> StackState:
+        if self.table is not None and sid < len(self.table.site):
+            return self.table.of(sid)
+        return self._decide(sid)[0]
+
+    def _decide(self, sid: int) -> tuple[StackState, int]:
+        """The stack's state, and the length of the innermost part that decided it when other
+        stacks ending in the same frames share it (0 when not known to be shared)."""
         result = self.by_stack.get(sid)
         if result is not None:
-            return result
+            return result, 0
         profile = self.profile
         stack = profile.stacks[sid]
         n = len(stack)
@@ -494,7 +518,7 @@ class _Classifications:
                 state, kind, from_end, estimated = shared
                 result = self.by_stack[sid] = StackState(
                     state, kind, -1 if from_end is None else n + from_end, estimated)
-                return result
+                return result, length
         frames = _ReadFrames([profile.frames[i] for i in stack])
         result = self.by_stack[sid] = classify_stack(frames, profile.native, self.full_symbols)
         length = n - frames.lowest
@@ -505,7 +529,86 @@ class _Classifications:
             if length not in self.lengths:
                 self.lengths.append(length)
                 self.lengths.sort()
-        return result
+            return result, length
+        return result, 0
+
+    def every_stack(self) -> StackStates:
+        """Every stack's state: one stack of each group sharing the innermost frames that
+        decided its state is classified (or looked up), and the others of the group find its
+        result by their group's code, with their own site."""
+        count = len(self.profile.stacks)
+        if self.table is not None and len(self.table.site) == count:
+            return self.table
+        lengths = np.diff(self.profile.stack_frames()[1])
+        suffixes = _SuffixCodes(self.profile)
+        results: list[_Relative] = []
+        chosen = [0] * count  # per stack: its index into `results`
+        # per length of a deciding innermost part, ascending (the shortest part is tried
+        # first): that length, its group code -> index into `results`, and the stacks' codes
+        shared: list[tuple[int, dict[int, int], list[int]]] = []
+        for sid, n in enumerate(lengths.tolist()):
+            hit = None
+            for length, known, codes in shared:
+                if length >= n:
+                    break
+                hit = known.get(codes[sid])
+                if hit is not None:
+                    chosen[sid] = hit
+                    break
+            if hit is None:
+                result, length = self._decide(sid)
+                chosen[sid] = len(results)
+                results.append((result.state, result.wait_kind,
+                                None if result.site < 0 else result.site - n, result.estimated))
+                if length:
+                    level = next((level for level in shared if level[0] == length), None)
+                    if level is None:
+                        level = (length, {}, suffixes.codes(length))
+                        shared.append(level)
+                        shared.sort(key=lambda level: level[0])
+                    level[1][level[2][sid]] = chosen[sid]
+        index = np.array(chosen, dtype=np.int64)
+        state = np.array([r[0] for r in results] + [None], dtype=object)[index]
+        wait_kind = np.array([r[1] for r in results] + [None], dtype=object)[index]
+        from_end = np.array([0 if r[2] is None else r[2] for r in results] + [0], dtype=np.int64)
+        sited = np.array([r[2] is not None for r in results] + [False], dtype=bool)[index]
+        site = np.where(sited, lengths + from_end[index], -1).astype(np.int64)
+        estimated = np.array([r[3] for r in results] + [False], dtype=bool)[index]
+        self.table = StackStates(state, wait_kind, site, estimated)
+        return self.table
+
+
+class _SuffixCodes:
+    """The profile's stacks grouped by their innermost `length` frames, for each length up to
+    SHARED_SUFFIX_MAX (computed when first asked): a code per stack, equal for two stacks that
+    end in the same `length` frames, by pandas' hash table over the stacks' frames laid end
+    to end, one pass per length."""
+
+    def __init__(self, profile: Profile):
+        self._flat, offsets = profile.stack_frames()
+        self._ends = offsets[1:]
+        self._lengths = np.diff(offsets)
+        self._codes: list[np.ndarray] = []  # per length - 1: the code per stack, -1 if shorter
+        self._lists: dict[int, list[int]] = {}
+
+    def codes(self, length: int) -> list[int]:
+        listed = self._lists.get(length)
+        if listed is not None:
+            return listed
+        import pandas as pd
+
+        while len(self._codes) < length:
+            depth = len(self._codes) + 1
+            long_enough = self._lengths >= depth
+            frame = np.where(long_enough, self._flat[np.maximum(self._ends - depth, 0)], -1)
+            outer = self._codes[-1] if self._codes else np.zeros(len(frame), dtype=np.int64)
+            key = (outer + 1) * (int(frame.max(initial=0)) + 2) + frame + 1
+            codes = pd.factorize(key)[0].astype(np.int64)
+            codes[~long_enough] = -1
+            self._codes.append(codes)
+        known: list[int] = self._codes[length - 1].tolist()
+        self._lists[length] = known
+        return known
 
 
 def stack_states(profile: Profile, full_symbols: bool) -> Callable[[int], StackState]:
@@ -518,6 +621,15 @@ def stack_states(profile: Profile, full_symbols: bool) -> Callable[[int], StackS
     if known is None:
         known = kept[(profile.native, full_symbols)] = _Classifications(profile, full_symbols)
     return known.of
+
+
+def every_stack_state(profile: Profile, full_symbols: bool) -> StackStates:
+    """`stack_states` of every stack of the profile at once, as arrays (the same results)."""
+    kept = profile.memo("stack classifications")
+    known: _Classifications | None = kept.get((profile.native, full_symbols))
+    if known is None:
+        known = kept[(profile.native, full_symbols)] = _Classifications(profile, full_symbols)
+    return known.every_stack()
 
 
 def classify_profile_stack(profile: Profile, sid: int, full_symbols: bool) -> StackState:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from diagnose.errors import DiagnoseError, ExitCode, Interrupted
+from diagnose.errors import DiagnoseError, ExitCode, Interrupted, SignalAbort
 from diagnose.model.vocab import GATE_SEVERITIES, severity_rank
 from diagnose.render.deadlock_text import dump_lines
 
@@ -38,8 +38,6 @@ def log(message: str) -> None:
 
 
 def run(action) -> None:
-    from diagnose.collect.attach import SignalAbort
-
     try:
         code = action()
     except Interrupted as exc:

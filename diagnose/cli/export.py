@@ -9,8 +9,6 @@ import click
 
 from diagnose.cli.common import run
 from diagnose.errors import OutputFailed
-from diagnose.export.pprof import write_pprof
-from diagnose.report.reader import read_report
 
 FORMAT_SUFFIXES = {"pprof": ".pb.gz"}
 
@@ -44,6 +42,11 @@ def default_output(report_path: Path, suffix: str) -> Path:
 
 
 def _export(report_path: Path, fmt: str, output: Path | None) -> None:
+    # imported here: the pprof encoder (protobuf) is for this command alone, not for every
+    # start of the program
+    from diagnose.export.pprof import write_pprof
+    from diagnose.report.reader import read_report
+
     report = read_report(report_path)
     if output is None:
         target = default_output(report_path, FORMAT_SUFFIXES[fmt])

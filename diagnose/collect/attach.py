@@ -23,7 +23,8 @@ from diagnose.collect import activity, priority, pyspy, target_state, tree
 from diagnose.collect.asyncio_tasks import AsyncioTaskSampler
 from diagnose.collect.plan import TreePlan, plan_tree
 from diagnose.collect.procfs import ProcRecord, TreeRecord, TreeSampler, cores_available
-from diagnose.errors import Interrupted, NoSamples, NoSuchProcess, NotPython, ProfilerFailed
+from diagnose.errors import (Interrupted, NoSamples, NoSuchProcess, NotPython, ProfilerFailed,
+                             SignalAbort)
 from diagnose.model.async_tasks import TaskRecording
 from diagnose.model.run_context import CaptureSampling, RunTarget
 
@@ -83,16 +84,6 @@ class Capture:
         """Removes the temporary directory and whatever the report did not take from it."""
         if self.temp_dir is not None:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
-
-
-class SignalAbort(BaseException):
-    """Leave now: a stop signal before sampling started, or a second one. The recorders are
-    killed and the temporary files removed by the `finally` blocks on the way out. A
-    BaseException, so that no `except Exception` on the way swallows it."""
-
-    def __init__(self, error: Interrupted):
-        super().__init__(error.message)
-        self.error = error
 
 
 class StopSignals:

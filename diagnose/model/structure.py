@@ -301,15 +301,19 @@ def build_structure(analysis: _Views) -> Structure:
         state = agg_state[mine]
         counts = agg_count[mine]
         total = float(counts.sum())
-        rows = np.flatnonzero(mine).tolist()
-        ops = [row_op[r][0] for r in rows] if row_op else [None] * len(rows)
-        submits = [row_op[r][1] for r in rows] if row_op else [None] * len(rows)
         busy_mask = np.isin(state, BUSY)
         busy = float(counts[busy_mask].sum())
         python = float(counts[np.isin(state, GIL_BOUND)].sum())
-        starved = sum(c for o, c, s in zip(ops, counts, state) if o and o[0] == "get" and s not in BUSY)
-        blocked = sum(c for o, c, s in zip(ops, counts, state) if o and o[0] == "put" and s not in BUSY)
-        waiting = sum(c for w, c, s in zip(submits, counts, state) if w and s not in BUSY)
+        ops: list[tuple[str, str, int] | None] = []
+        submits: list[str | None] = []
+        starved = blocked = waiting = 0
+        if row_op:  # else no row has a queue op or a result wait: every sum below is 0
+            rows = np.flatnonzero(mine).tolist()
+            ops = [row_op[r][0] for r in rows]
+            submits = [row_op[r][1] for r in rows]
+            starved = sum(c for o, c, s in zip(ops, counts, state) if o and o[0] == "get" and s not in BUSY)
+            blocked = sum(c for o, c, s in zip(ops, counts, state) if o and o[0] == "put" and s not in BUSY)
+            waiting = sum(c for w, c, s in zip(submits, counts, state) if w and s not in BUSY)
         tids = tuple(int(analysis.threads.loc[t, "tid"]) for t in threads)
         key = key_of_frame[(function, file)]
         first_row = np.flatnonzero(mine & (row_key == key))

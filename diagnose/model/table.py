@@ -15,7 +15,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from diagnose.classify.categories import CATEGORIES, Categorizer
-from diagnose.classify.state import FULL_SYMBOL_MARKERS, stack_states
+from diagnose.classify.state import FULL_SYMBOL_MARKERS, every_stack_state, stack_states
 from diagnose.classify.calibrate import Calibration, FrameKey, Mixture, python_key, spread
 from diagnose.model.profile import Frame, Profile
 from diagnose.model.runs import run_starts, run_step_s
@@ -72,16 +72,23 @@ def classify_stacks(profile: Profile, categorizer: Categorizer, calibration: Cal
     estimated = np.zeros(n, dtype=bool)
     calibrated = np.zeros(n, dtype=bool)
     support = np.zeros(n, dtype=np.int32)
-    mixtures = {}
+    mixtures: dict[int, tuple[list[tuple[str, str, int]], Mixture]] = {}
     full_symbols = any(f.function in FULL_SYMBOL_MARKERS for f in profile.frames)
     flat, offsets = profile.stack_frames()
     phases, leaves = categorizer.phases_of_stacks(profile.frames, flat, offsets)
     phase[:] = phases
     leaf_cat[:] = leaves
+    if calibration is None:
+        # every stack's own state, taken whole from the profile's shared classification
+        table = every_stack_state(profile, full_symbols)
+        state[:], wait_kind[:], estimated[:] = table.state, table.wait_kind, table.estimated
+        inside = table.site >= 0
+        site[inside] = flat[offsets[:-1][inside] + table.site[inside]]
+        return StackTable(state, wait_kind, site, phase, leaf_cat, estimated, calibrated, support,
+                          mixtures)
     state_of = stack_states(profile, full_symbols)
     for sid, stack in enumerate(profile.stacks):
-        found = (calibration.lookup(python_key([profile.frames[i] for i in stack]))
-                 if calibration else None)
+        found = calibration.lookup(python_key([profile.frames[i] for i in stack]))
         if found:
             mixture, support[sid] = found
             calibrated[sid] = True

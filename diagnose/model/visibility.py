@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from diagnose.classify.state import FULL_SYMBOL_MARKERS, stack_states
+from diagnose.classify.state import FULL_SYMBOL_MARKERS, every_stack_state
 from diagnose.model.vocab import WAITING
 from diagnose.model.profile import Profile
 
@@ -51,10 +51,11 @@ def assess_waits(profile: Profile) -> None:
                 f"{late}: py-spy recorded only running threads (no --idle)")
         return
     full_symbols = any(f.function in FULL_SYMBOL_MARKERS for f in profile.frames)
-    state_of = stack_states(profile, full_symbols)
-
-    def is_waiting(sid: int) -> bool:
-        return state_of(sid).state in WAITING
+    states = every_stack_state(profile, full_symbols).state
+    # per stack id: waiting or idle (by the few distinct states, not per stack)
+    waits_by_stack = np.zeros(len(states), dtype=bool)
+    for kind in WAITING:
+        waits_by_stack |= states == kind
 
     per_thread, waiting = [], []
     for track in profile.threads:
@@ -63,7 +64,7 @@ def assess_waits(profile: Profile) -> None:
         distinct = np.flatnonzero(np.bincount(ids)) if len(ids) else np.zeros(0, dtype=np.int64)
         per_stack = (np.bincount(ids, weights=counts)[distinct] if len(ids)
                      else np.zeros(0, dtype=np.float64))
-        mask = np.array([is_waiting(int(s)) for s in distinct], dtype=bool)
+        mask = waits_by_stack[distinct]
         per_thread.append(float(per_stack.sum()))
         waiting.append(float(per_stack[mask].sum()) if len(mask) else 0.0)
     largest = max(per_thread)

@@ -2,11 +2,13 @@
 line, no sample order.
 
 A large recording has hundreds of thousands of distinct lines of a few frames each, so the
-work per line is kept to two string methods; everything else runs once per distinct line, per
-distinct stack or per distinct frame text, over the file's lines in slices (a file of millions
-of short lines never becomes one list of them all), with pandas' hash tables and numpy doing
-the lookups. Identical lines of one thread are one row (their counts summed): the format has
-no order, so a repeated line is the same samples written twice.
+work per line is kept to a few string methods and one lookup of the text of its frames (the
+same frames on another thread's line are not split and looked up again); everything else runs
+once per distinct stack text, per distinct stack or per distinct frame text, over the file's
+lines in slices (a file of millions of short lines never becomes one list of them all), with
+pandas' hash tables and numpy doing the lookups. Identical lines of one thread are one row
+(their counts summed): the format has no order, so a repeated line is the same samples written
+twice.
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ class _Reader:
     bad: int = 0  # non-blank lines that are not `stack COUNT`
     frame_ids: dict[str, int] = field(default_factory=dict)  # frame text -> frame id
     roots: dict[str, _Root] = field(default_factory=dict)
+    # the text of a stack's frames (after a thread's pseudo-frame; None: no frames) -> stack id
+    stack_of_text: dict[str | None, int] = field(default_factory=dict)
     # per line read: its thread's root, stack id and count (one array per slice)
     line_roots: list[list[_Root]] = field(default_factory=list)
     line_stacks: list[np.ndarray] = field(default_factory=list)
@@ -67,6 +71,7 @@ class _Reader:
     def read(self, text: str) -> None:
         frame_ids, roots = self.frame_ids, self.roots
         intern = self.profile.intern_stack
+        stack_of_text = self.stack_of_text
         line_roots: list[_Root] = []
         stacks, counts = [], []
         lines = bad = 0
@@ -78,16 +83,23 @@ class _Reader:
             if not stack_text or not count_text.isdigit():
                 bad += 1
                 continue
-            parts = stack_text.split(";")
-            root = roots.get(parts[0])
+            first, more, rest = stack_text.partition(";")
+            root = roots.get(first)
             if root is None:
-                root = self._root(parts[0])
-            try:
-                frames = tuple([frame_ids[p] for p in parts[root.skip:]])
-            except KeyError:
-                frames = tuple([self._frame(p) for p in parts[root.skip:]])
+                root = self._root(first)
+            # the text of the stack's frames: the same text (another thread's line) is the
+            # same stack, found without splitting and looking up its frames again
+            frames_text = (rest if more else None) if root.skip else stack_text
+            sid = stack_of_text.get(frames_text)
+            if sid is None:
+                parts = [] if frames_text is None else frames_text.split(";")
+                try:
+                    frames = tuple([frame_ids[p] for p in parts])
+                except KeyError:
+                    frames = tuple([self._frame(p) for p in parts])
+                sid = stack_of_text[frames_text] = intern(frames)
             line_roots.append(root)
-            stacks.append(intern(frames))
+            stacks.append(sid)
             counts.append(int(count_text))
         self.lines += lines
         self.bad += bad

@@ -81,7 +81,7 @@ def load_profile(path: str | Path, rate_hz: float | None = None) -> Profile:
     if streamed is not None:
         return streamed
     raw = read_input(path)
-    if not raw.strip():
+    if not raw or raw.isspace():  # (not raw.strip(): a copy of the whole file)
         raise BadProfile(f"{path}: the file is empty")
     text = decode_input(raw, path)
     del raw

@@ -9,14 +9,13 @@ import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from diagnose.classify import rules_file
 from diagnose.checks.engine import CheckResults
 from diagnose.checks.service import run_service_checks
 from diagnose.checks.settings import schema as check_schema
 from diagnose.classify.categories import Categorizer
-from diagnose.collect.attach import Capture
 from diagnose.collect.procfs import TreeRecord
 from diagnose.errors import BadProfile, NoSamples, OutputFailed
 from diagnose.heap import tune_for_analysis
@@ -39,6 +38,9 @@ from diagnose.report.json_report import build_report
 from diagnose.report.model import Report
 from diagnose.render.markdown import render_markdown
 from diagnose.render.speedscope_out import write_speedscope
+
+if TYPE_CHECKING:  # the capture machinery (py-spy, asyncio task reading) is attach's alone
+    from diagnose.collect.attach import Capture
 
 
 @dataclass

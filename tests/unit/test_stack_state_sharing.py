@@ -10,7 +10,8 @@ import pytest
 
 from diagnose.classify import state
 from diagnose.classify.state import (FULL_SYMBOL_MARKERS, SHARED_SUFFIX_MAX, _ReadFrames,
-                                     classify_profile_stack, classify_stack)
+                                     classify_profile_stack, classify_stack,
+                                     every_stack_state)
 from diagnose.model.profile import Frame, Profile
 from diagnose.readers.loaders import load_profile
 
@@ -31,6 +32,34 @@ def test_every_recorded_stack_gets_the_state_it_gets_alone(path: Path):
     # in reverse too: a stack first met through another's innermost frames must still match
     for sid in [*range(len(profile.stacks)), *reversed(range(len(profile.stacks)))]:
         assert classify_profile_stack(profile, sid, full_symbols) == _alone(profile, sid, full_symbols)
+
+
+
+@pytest.mark.parametrize("path", RECORDINGS, ids=[p.name for p in RECORDINGS])
+def test_every_stack_at_once_gets_the_state_it_gets_alone(path: Path):
+    profile = load_profile(path)  # loading already classified some stacks one by one
+    full_symbols = any(f.function in FULL_SYMBOL_MARKERS for f in profile.frames)
+    table = every_stack_state(profile, full_symbols)
+    assert len(table.site) == len(profile.stacks)
+    for sid in range(len(profile.stacks)):
+        assert table.of(sid) == _alone(profile, sid, full_symbols)
+        assert classify_profile_stack(profile, sid, full_symbols) == table.of(sid)
+
+
+def test_every_stack_at_once_on_a_fresh_profile_and_after_new_stacks():
+    wait = [_py("Queue.get", "/usr/lib/python3.11/queue.py", 171),
+            _py("Condition.wait", "/usr/lib/python3.11/threading.py", 320),
+            _native("lock_PyThread_acquire_lock"), _native("PyThread_acquire_lock_timed")]
+    leaf = [_py("normalize", "prep.py", 9), _native("PyNumber_Multiply")]
+    stacks = [[_py("main"), _py("handle"), *leaf], [_py("worker_loop", "pool.py", 5), *wait],
+              [_py("serve", "server.py", 2), _py("worker_loop", "pool.py", 5), *wait],
+              [_py("main"), _py("serve"), _py("route"), _py("handle"), *leaf], [], leaf[1:]]
+    profile, ids = _profile(*stacks)
+    table = every_stack_state(profile, False)
+    assert [table.of(sid) for sid in ids] == [_alone(profile, sid, False) for sid in ids]
+    more = profile.intern_stack(tuple(profile.intern_frame(f) for f in [_py("other"), *leaf]))
+    table = every_stack_state(profile, False)  # a stack added since: the table grows
+    assert table.of(more) == _alone(profile, more, False)
 
 
 def _profile(*stacks: list[Frame], native: bool = True) -> tuple[Profile, list[int]]:
