@@ -58,7 +58,8 @@ def check_await_cycle(report: dict) -> None:
     assert {t["thread"] for t in cycle["threads"]} == {"task refresh", "task loader"}, cycle
 
 
-# Per workload, what its attach must show (also run on CPython 3.11-3.13: test_python_versions).
+# Per workload, what its attach must show (also run on CPython 3.11-3.13:
+# test_python_versions_hidden_waits).
 ASYNC_CHECKS = {"async_semaphore": check_async_wait, "await_cycle": check_await_cycle}
 
 

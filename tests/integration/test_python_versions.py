@@ -8,14 +8,15 @@ py-spy. A version is skipped, with the reason, when py-spy does not support it
 
 Budget: every diagnosis on the oldest and the newest interpreter, three on each version between
 (see `workloads_for`), with a 3 s sampling window (`--duration 3`) at the default sampling plan:
-30 attaches in ~6 minutes on a busy 2-core machine, plus ~5-15 s per venv the first time. The default interpreter's longer (6 s) runs with the extra evidence
-checks are in test_wait_analysis.py; here the verdict and the named site are asserted exactly as
-there, plus the one piece of evidence that names the culprit.
+30 attaches in ~6 minutes on a busy 2-core machine, plus ~5-15 s per venv the first time. The
+default interpreter's longer (6 s) runs with the extra evidence checks are in
+test_wait_analysis.py; here the verdict and the named site are asserted exactly as there, plus
+the one piece of evidence that names the culprit. The waits no running stack shows (deadlocks,
+asyncio) on the current interpreters are in test_python_versions_hidden_waits.py: a file of its
+own, so that the two matrices run on two test workers side by side.
 """
 
 from __future__ import annotations
-
-import functools
 
 import json
 
@@ -24,8 +25,6 @@ import pytest
 from tests.conftest import WORKLOADS, marker_line, run_cli
 from tests.integration import pythons
 from tests.integration.conftest import requires_ptrace, running, workload_command
-from tests.integration.test_async_workloads import ASYNC_CHECKS
-from tests.integration.test_deadlock import CYCLES, check_deadlock
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
 
@@ -149,24 +148,3 @@ CASES = [pytest.param(interp, workload, id=f"{interp.version}-{workload}")
 def test_finding_on_every_python_version(interp, workload, out_dir):
     python = target_python(interp)
     CHECKS[workload](diagnose_on(python, workload, out_dir))
-
-
-# The waits no running stack shows, on the interpreters production runs (3.11+): the deadlock
-# fixtures (held locks read from the source, the wait from the stack: both change with the
-# interpreter's line numbers and lock frames) and the asyncio workloads (the task reader's
-# layouts, line tables and asyncio's task sets differ in each version). A separate matrix, so
-# the rotation above keeps its cost.
-CURRENT_CHECKS = {**{name: functools.partial(check_deadlock, workload=name) for name in CYCLES},
-                  **ASYNC_CHECKS}
-CURRENT_CASES = [pytest.param(interp, workload, id=f"{interp.version}-{workload}")
-                 for interp in INTERPRETERS if interp.version_info[:2] >= (3, 11)
-                 for workload in sorted(CURRENT_CHECKS)]
-
-
-@pytest.mark.parametrize("interp, workload", CURRENT_CASES)
-def test_hidden_waits_on_every_current_python_version(interp, workload, out_dir):
-    python = target_python(interp)
-    with running(workload_command(workload, "--seconds", "120", python=python)) as pid:
-        proc, report = run_cli("attach", pid, "--duration", "3", "--json", "--output-dir", out_dir)
-    assert proc.returncode == 0 and report is not None, proc.stderr[-3000:]
-    CURRENT_CHECKS[workload](report)
