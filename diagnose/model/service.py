@@ -75,16 +75,21 @@ class ProcessView:
 
     @property
     def does_request_work(self) -> bool:
-        """Threads in request handling that wait inside the process (a lock, a pool, the GIL) or
-        run as far as /proc's CPU time confirms."""
+        """Threads in request handling that wait inside the process (a lock, a pool, the GIL; two
+        threads at least, one to wait and one to be waited on) or run as far as /proc's CPU time
+        confirms."""
         req = self.analysis.request_samples()
         total = float(req["count"].sum())
         if not total:
             return False
-        waiting = float(req[req["state"].isin(CONTENDED)
-                            & req["wait_kind"].isin(IN_PROCESS_KINDS)]["count"].sum())
-        if waiting / total >= WAIT_WORK_SHARE:
-            return True
+        # A wait inside the process is a wait on another of its threads: one thread alone in
+        # request handling has none to wait on (a pool's parent whose main thread waits on its
+        # children's sentinels read as a lock wait from its line's text on CPython 3.13).
+        if req["thread"].nunique() >= 2:
+            waiting = float(req[req["state"].isin(CONTENDED)
+                                & req["wait_kind"].isin(IN_PROCESS_KINDS)]["count"].sum())
+            if waiting / total >= WAIT_WORK_SHARE:
+                return True
         counters = running_agreement(self.analysis, req)
         return counters.agrees and counters.sampled_cores > 0
 

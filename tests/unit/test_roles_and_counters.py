@@ -186,6 +186,27 @@ def test_a_supervisor_with_no_request_threads_and_no_cpu_is_the_master():
     assert roles(build([master, worker, idle_twin])) == {100: "master", 101: "worker", 102: "worker"}
 
 
+def test_a_parent_whose_one_thread_waits_on_a_lock_at_no_cpu_is_the_master():
+    # A pool's parent: its main thread waits for its children (read as a lock wait), no other
+    # thread of it handles requests, /proc saw it idle: nobody in it to contend with.
+    waiting = [py("<module>", "/srv/app/pool.py", 90), py("run_processes", "/srv/app/pool.py", 213),
+               native("lock_PyThread_acquire_lock", LIBPYTHON),
+               native("PyThread_acquire_lock_timed", LIBPYTHON), addr(LIBC)]
+    parent = (100, 1, ("python", "pool.py"), {1000: ([(waiting, 200)], 0.01)})
+    child = locked_server(pid=101, ppid=100)
+    assert roles(build([parent, child])) == {100: "master", 101: "worker"}
+
+
+def test_a_parent_whose_two_threads_contend_on_a_lock_at_no_cpu_is_a_worker():
+    # A lock held across I/O: each thread in turn holds it asleep in a read while the other
+    # waits for it; neither uses a core.
+    holding = POOL_WORKER + [py("Replicas.predict", "/srv/app/server.py", 85), native("recv", LIBC)]
+    parent = (100, 1, ("python", "server.py"),
+              {tid: ([(HANDLER_ON_LOCK, 100), (holding, 100)], 0.01) for tid in (1000, 1001)})
+    child = exporter(pid=200, ppid=100)
+    assert roles(build([parent, child]))[100] == "worker"
+
+
 # -- counters against samples -------------------------------------------------------------------
 
 def test_counters_overrule_a_cpu_bound_finding_at_near_zero_cores():
