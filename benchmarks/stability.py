@@ -179,7 +179,8 @@ def main(argv=None) -> int:
     parser.add_argument("--duration", type=float, default=4.0)
     parser.add_argument("--python", default=None,
                         help="the workloads' interpreter: a version (3.11, 3.12, 3.13: a cached venv "
-                             "with numpy) or a path (default: this interpreter)")
+                             "with numpy, and grpcio for grpc_locked) or a path (default: this "
+                             "interpreter)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="write each attach's JSON report to KEEP/<fixture>-<n>.json")
     args = parser.parse_args(argv)
