@@ -46,12 +46,16 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, args: list[str]):
+    """fixtures/servers/grpc_locked.py on `python` (default: this interpreter; another one needs
+    grpcio and numpy, e.g. tests/integration/pythons.py's `venv_with_grpc`), ready to serve.
+    The readiness check connects from this interpreter, which has grpcio."""
+
+    def __init__(self, args: list[str], python: str = sys.executable):
         import grpc
 
         self.port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("DIAGNOSE_FIXTURE_")}
-        self.proc = subprocess.Popen([sys.executable, str(SERVERS / "grpc_locked.py"), "--port",
+        self.proc = subprocess.Popen([python, str(SERVERS / "grpc_locked.py"), "--port",
                                       str(self.port), *args], env=env, start_new_session=True,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         with grpc.insecure_channel(f"127.0.0.1:{self.port}") as channel:
@@ -78,8 +82,10 @@ class Server:
         self.proc.wait(5)
 
 
-def load(port: int, seconds: float, concurrency: int) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(SERVERS / "grpc_load.py"), "--target",
+def load(port: int, seconds: float, concurrency: int,
+         python: str = sys.executable) -> subprocess.Popen:
+    """The gRPC load client (fixtures/servers/grpc_load.py) on `python`."""
+    return subprocess.Popen([python, str(SERVERS / "grpc_load.py"), "--target",
                              f"127.0.0.1:{port}", "--seconds", str(seconds), "--concurrency",
                              str(concurrency)], stdout=subprocess.PIPE, text=True)
 

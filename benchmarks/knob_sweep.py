@@ -71,7 +71,8 @@ def log(message):
 
 
 # tests/integration/pythons.py's venv builders, by what the target needs besides CPython.
-VENVS = {"numpy": "venv_with_numpy", "servers": "venv_with_servers", "aiohttp": "venv_with_aiohttp"}
+VENVS = {"numpy": "venv_with_numpy", "servers": "venv_with_servers", "aiohttp": "venv_with_aiohttp",
+         "grpc": "venv_with_grpc"}
 
 
 def python_for(spec, venv="numpy"):

@@ -9,7 +9,8 @@ server fixtures/servers/grpc_locked.py under its gRPC load client) is started on
 `--attaches` times back to back with `diagnose attach PID --duration D --json`; late_thread starts
 in its steady state (`--start-after 0`). `--python` runs the workloads on another interpreter: a
 version ("3.13") gets the cached venv with numpy that the integration tests build (tests/integration/pythons.py, under
-.cache/pythons/), a path is used as it is; diagnose itself runs on this interpreter. A verdict
+.cache/pythons/), with grpcio added for the gRPC server and its client (`venv_with_grpc`); a path
+is used as it is; diagnose itself, and so every attach, runs on this interpreter. A verdict
 is stable when the set it names (the primary, and the co-primary if any) is the same in every
 attach. The table lists, per fixture, that set for each attach, the top finding's score and
 predicted gain (min-max), and whether every attach agreed. Progress to stderr, the table to
@@ -79,16 +80,30 @@ def workload_target(fixture: str, seconds: float, python: str):
         workload.kill()
 
 
+def grpc_python(spec: str | None, python: str = sys.executable) -> str:
+    """The gRPC server's and its load client's interpreter: for a `--python` version, that
+    version's numpy venv with grpcio added (tests/integration/pythons.py's `venv_with_grpc`);
+    otherwise `python` (this interpreter, or a path given as it is: it must have grpcio).
+    RuntimeError, with pip's reason, when the venv cannot be built."""
+    if not spec or "/" in spec:
+        return python
+    from tests.integration import pythons
+
+    grpc_python_, reason = pythons.venv_with_grpc(spec)
+    if grpc_python_ is None:
+        raise RuntimeError(f"--python {spec}: no venv with grpcio: {reason}")
+    knob_sweep.log(f"  grpc_locked on {grpc_python_} ({reason})")
+    return grpc_python_
+
+
 @contextlib.contextmanager
-def grpc_target(seconds: float, python: str):
+def grpc_target(seconds: float, python: str, spec: str | None = None):
     """The gRPC server under its gRPC load client for the whole run: the server's pid."""
-    if python != sys.executable:
-        raise RuntimeError("the gRPC server runs on this interpreter only (grpcio is installed in "
-                           "diagnose's environment, not in the per-version venvs)")
     import advice_grpc
 
-    with advice_grpc.Server([]) as server:
-        client = advice_grpc.load(server.port, seconds, 16)
+    python = grpc_python(spec, python)
+    with advice_grpc.Server([], python) as server:
+        client = advice_grpc.load(server.port, seconds, 16, python)
         try:
             time.sleep(2)  # the client's channels connected and the handlers busy
             yield server.proc.pid
@@ -102,7 +117,9 @@ SERVERS = {"grpc_locked": grpc_target}
 
 
 def attaches(fixture: str, count: int, duration: float, python: str = sys.executable,
-             keep: Path | None = None) -> list[dict]:
+             keep: Path | None = None, spec: str | None = None) -> list[dict]:
+    """`count` attaches to `fixture` on `python` (`spec`: the `--python` it came from, which
+    picks a server fixture's venv)."""
     # Generous: under a loaded machine an attach of a many-thread workload takes far longer
     # than its window, and a workload that ended early makes a failed attach, not a verdict.
     seconds = count * (duration + 90) + 60
@@ -112,7 +129,7 @@ def attaches(fixture: str, count: int, duration: float, python: str = sys.execut
             with workload_target(fixture, duration + 90, python) as pid:
                 results.append(_attach_once(fixture, pid, k, count, duration, keep))
         return results
-    target = (SERVERS[fixture](seconds, python) if fixture in SERVERS
+    target = (SERVERS[fixture](seconds, python, spec) if fixture in SERVERS
               else workload_target(fixture, seconds, python))
     with target as pid:
         for k in range(count):
@@ -162,7 +179,8 @@ def main(argv=None) -> int:
     parser.add_argument("--duration", type=float, default=4.0)
     parser.add_argument("--python", default=None,
                         help="the workloads' interpreter: a version (3.11, 3.12, 3.13: a cached venv "
-                             "with numpy) or a path (default: this interpreter)")
+                             "with numpy, and grpcio for grpc_locked) or a path (default: this "
+                             "interpreter)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="write each attach's JSON report to KEEP/<fixture>-<n>.json")
     args = parser.parse_args(argv)
@@ -170,10 +188,10 @@ def main(argv=None) -> int:
     rows, unstable = [], 0
     for fixture in [f.strip() for f in args.fixtures.split(",") if f.strip()]:
         try:
-            results = attaches(fixture, args.attaches, args.duration, python, args.keep)
-        except RuntimeError as exc:  # the workload never got READY on this interpreter
+            results = attaches(fixture, args.attaches, args.duration, python, args.keep, args.python)
+        except RuntimeError as exc:  # never READY on this interpreter, or no venv for the server
             knob_sweep.log(f"  {fixture}: {exc}")
-            rows.append(f"| {fixture} | not run: {str(exc)[:80]} | – | – | – | – | – |")
+            rows.append(f"| {fixture} | not run: {str(exc)[:80]} | – | – | – | – |")
             continue
         # Stable: every attach that gave a verdict named the same set (failed attaches are
         # counted apart: a workload that could not be attached to is no verdict that moved).

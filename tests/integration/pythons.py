@@ -200,7 +200,7 @@ def _venv_ok(python: Path) -> bool:
 
 
 def _last_lines(text: str, n: int = 5) -> str:
-    return " | ".join(l.strip() for l in text.strip().splitlines()[-n:])
+    return " | ".join(line.strip() for line in text.strip().splitlines()[-n:])
 
 
 @functools.lru_cache(maxsize=None)
@@ -245,7 +245,8 @@ def venv_with_numpy(version, cache_dir: Optional[str] = None,
             return None, f"creating the CPython {interp.version} venv took over {timeout:.0f} s"
         if pip.returncode != 0 or not _venv_ok(python):
             shutil.rmtree(venv, ignore_errors=True)
-            return None, f"pip install numpy failed for CPython {interp.version}: {_last_lines(pip.stderr + pip.stdout)}"
+            return None, (f"pip install numpy failed for CPython {interp.version}: "
+                          f"{_last_lines(pip.stderr + pip.stdout)}")
         numpy_version = subprocess.run([str(python), "-c", "import numpy;print(numpy.__version__)"],
                                        capture_output=True, text=True).stdout.strip()
         note = f"numpy {numpy_version}, built in {time.monotonic() - t0:.1f} s"
@@ -255,6 +256,7 @@ def venv_with_numpy(version, cache_dir: Optional[str] = None,
 
 SERVER_PACKAGES = ("gunicorn", "uvicorn", "fastapi")
 AIOHTTP_PACKAGES = ("aiohttp",)
+GRPC_PACKAGES = ("grpcio",)
 
 
 def _venv_with_packages(version, packages: Tuple[str, ...], marker_name: str, check: str,
@@ -308,6 +310,16 @@ def venv_with_aiohttp(version, cache_dir: Optional[str] = None,
         return None, reason
     return _venv_with_packages(version, AIOHTTP_PACKAGES, ".aiohttp-ready",
                                "import aiohttp; print('aiohttp', aiohttp.__version__)",
+                               cache_dir, timeout)
+
+
+def venv_with_grpc(version, cache_dir: Optional[str] = None,
+                   timeout: float = 900.0) -> Tuple[Optional[str], str]:
+    """The numpy venv of `version` plus grpcio (the gRPC server fixture
+    fixtures/servers/grpc_locked.py and its load client), or (None, reason) when no grpcio
+    release installs on that CPython; its own marker, so existing venvs get it added, not rebuilt."""
+    return _venv_with_packages(version, GRPC_PACKAGES, ".grpcio-ready",
+                               "import grpc; print('grpcio', grpc.__version__)",
                                cache_dir, timeout)
 
 
