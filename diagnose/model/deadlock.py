@@ -205,8 +205,15 @@ def _os_agrees(os_: ProcessOS | None, tid: int) -> bool:
     if thread.cpu_s > max(MAX_BLOCKED_CPU_S, MAX_BLOCKED_CPU_SHARE * (os_.window_s or 0.0)):
         return False
     seen = sum(thread.state_counts.values())
-    running = thread.state_counts.get("R", 0)
-    return seen < MIN_OS_OBSERVATIONS or running / seen <= MAX_RUNNING_OBSERVATIONS
+    if seen < MIN_OS_OBSERVATIONS:
+        return True
+    # State R is running or waiting for a core. A blocked thread woken by an observer's stop
+    # (a native sample) waits for a core before it sleeps again, long on a loaded machine: the
+    # share of the window it spent on the run queue (schedstat) is not running.
+    share = thread.state_counts.get("R", 0) / seen
+    if thread.runqueue_wait_s and os_.window_s:
+        share -= thread.runqueue_wait_s / os_.window_s
+    return share <= MAX_RUNNING_OBSERVATIONS
 
 
 def os_confirms(os_: ProcessOS | None, tid: int) -> bool:

@@ -186,18 +186,20 @@ def _with_threads(profile: Profile, threads: dict, timed: bool) -> Profile:
     return profile
 
 
-def analysis(threads: dict, cpu: dict | None = None):
-    """threads: {tid: [(frames, samples)...]} -> the analysis of one process."""
+def analysis(threads: dict, cpu: dict | None = None, os_: ProcessOS | None = None):
+    """threads: {tid: [(frames, samples)...]} -> the analysis of one process (its /proc record
+    `os_`, or one made from `cpu`: {tid: CPU seconds})."""
     profile = _with_threads(Profile(native=True, interval_s=0.01), threads, timed=False)
-    os_ = process_os(cpu) if cpu is not None else None
+    if os_ is None and cpu is not None:
+        os_ = process_os(cpu)
     return analysis_of(profile, classify_profile(profile, Categorizer()), os_summary=os_)
 
 
-def two_lock_deadlock(path, extra=None, cpu=None):
+def two_lock_deadlock(path, extra=None, cpu=None, os_=None):
     threads = {1: [(waiting_in(path, "call-ab", "transfer_ab", "ab-inner"), 300)],
                2: [(waiting_in(path, "call-ba", "transfer_ba", "ba-inner"), 300)]}
     threads.update(extra or {})
-    return analysis(threads, cpu)
+    return analysis(threads, cpu, os_)
 
 
 # -- held and waited locks ----------------------------------------------------------------------
@@ -284,6 +286,19 @@ def test_no_deadlock_when_one_of_the_threads_runs_during_the_window(service):
 def test_cpu_time_proc_measured_overrules_samples_that_look_blocked(service):
     assert two_lock_deadlock(service, cpu={1: 0.0, 2: 0.0}).deadlocks
     assert two_lock_deadlock(service, cpu={1: 0.0, 2: 0.9}).deadlocks == ()
+
+
+def test_state_r_observations_explained_by_waiting_for_a_core_do_not_make_a_thread_run(service):
+    # Blocked threads an observer's stops woke, seen in state R while they waited for a core on
+    # a loaded machine (15% of the observations, 12% of the window on the run queue): blocked.
+    def woken(runqueue_s):
+        os_ = process_os({1: 0.0, 2: 0.0})
+        for tid in (1, 2):
+            os_.threads[tid] = ThreadOS(tid, "", 0.0, runqueue_s, 16, 0, {"S": 17, "R": 3}, 2)
+        return os_
+    assert two_lock_deadlock(service, os_=woken(0.12 * WINDOW_S)).deadlocks
+    # the same R observations with no wait for a core to explain them: the threads ran
+    assert two_lock_deadlock(service, os_=woken(0.0)).deadlocks == ()
 
 
 def test_threads_queued_behind_a_deadlocked_lock_are_its_victims(service):
