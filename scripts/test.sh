@@ -25,13 +25,14 @@ bash scripts/install-test-tools.sh
 # The linter and the type checker first: a quick failure before the long run.
 .venv/bin/python -m ruff check diagnose
 .venv/bin/python -m mypy diagnose
-# Two passes over the whole suite. First every test not marked `serial`, three at a time
+# Two passes over the whole suite. First every test not marked `serial`, two at a time
 # (pytest-xdist; each file, or group of files sharing a capture, on one worker): most tests wait
-# on sampling windows, sleeps and process start-ups, which overlap (measured on 2 cores: the pass
-# used about one core's CPU with two workers; three took it from 724-840 s to 544 s). Then the `serial` tests one
-# at a time: they measure throughput, latency, gains or the run queue, and fail when another
-# test shares the cores. A `-m` of the caller's own selects; then it is one plain run.
-WORKERS="${DIAGNOSE_TEST_WORKERS:-3}"
+# on sampling windows, sleeps and process start-ups, which overlap. Three at a time took the pass
+# from 724-840 s to 544 s, but a test that measures a spinning process's CPU, and the GIL's
+# holder under a shared core, failed beside two neighbours on CI's 2 cores. Then the `serial`
+# tests one at a time: they measure throughput, latency, gains or the run queue, and fail when
+# another test shares the cores. A `-m` of the caller's own selects; then it is one plain run.
+WORKERS="${DIAGNOSE_TEST_WORKERS:-2}"
 for arg in "$@"; do
   case "$arg" in
     -m|-m*) exec .venv/bin/python -m pytest "$@" ;;
