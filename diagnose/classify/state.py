@@ -616,20 +616,21 @@ def stack_states(profile: Profile, full_symbols: bool) -> Callable[[int], StackS
     lifetime (the loader's visibility test and the analysis both ask), and once per innermost
     part that decided it: a profile of 300,000 distinct stacks has far fewer distinct leaves.
     Fetch it once and call it per stack."""
-    kept = profile.memo("stack classifications")
-    known: _Classifications | None = kept.get((profile.native, full_symbols))
-    if known is None:
-        known = kept[(profile.native, full_symbols)] = _Classifications(profile, full_symbols)
-    return known.of
+    return _classifications(profile, full_symbols).of
 
 
 def every_stack_state(profile: Profile, full_symbols: bool) -> StackStates:
     """`stack_states` of every stack of the profile at once, as arrays (the same results)."""
+    return _classifications(profile, full_symbols).every_stack()
+
+
+def _classifications(profile: Profile, full_symbols: bool) -> _Classifications:
+    """The profile's stack states for one way of reading its stacks, kept for its lifetime."""
     kept = profile.memo("stack classifications")
     known: _Classifications | None = kept.get((profile.native, full_symbols))
     if known is None:
         known = kept[(profile.native, full_symbols)] = _Classifications(profile, full_symbols)
-    return known.every_stack()
+    return known
 
 
 def classify_profile_stack(profile: Profile, sid: int, full_symbols: bool) -> StackState:
