@@ -8,6 +8,7 @@ file differs from what this writes.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import sys
 from pathlib import Path
@@ -91,8 +92,12 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    path = Path(argv[0]) if argv else PATH
+    parser = argparse.ArgumentParser(
+        prog="python -m diagnose.checks.doc",
+        description="Write the checks' reference (docs/checks.md) from their declarations.")
+    parser.add_argument("path", nargs="?", type=Path, default=PATH,
+                        help=f"where to write it (default: {PATH.name} in docs/)")
+    path = parser.parse_args(sys.argv[1:] if argv is None else argv).path
     path.write_text(render(), encoding="utf-8")
     print(f"wrote {path}")
     return 0
