@@ -178,14 +178,17 @@ def blocked_threads(analysis: SampledProcess) -> tuple[list[BlockedThread], list
             not measured or (t.max() - t.min()) >= WINDOW_COVERAGE * window - 2 * profile.interval_s)
         row = analysis.threads.loc[thread]
         tid = int(row["tid"])
-        if all_window and not _os_agrees(analysis.os, tid):
-            continue  # /proc saw it run: blocked in the samples only
+        # /proc saw a thread with only waits in its samples run: it got the lock between
+        # samples (a convoy sampled sparsely), so it was not blocked all window, and its run
+        # cannot be dated to close a cycle; its last wait can still be behind a deadlock.
+        ran = all_window and not _os_agrees(analysis.os, tid)
+        all_window = all_window and not ran
         found = _locks_of(analysis, np.unique(samples["stack"].to_numpy()[run]), int(run_sites[0]))
         if found is None:
             continue
         waits_for, holds, uniform = found
         start = float(t.min()) if measured else None
-        forming = (not all_window and measured and uniform and start is not None
+        forming = (not all_window and not ran and measured and uniform and start is not None
                    and t.max() >= window - max(FORMING_END_SLACK_S, 2 * profile.interval_s)
                    and t.max() - start >= forming_span_s(window)
                    and _os_quiet_since(analysis.os, tid, start + profile.origin_s))

@@ -309,6 +309,16 @@ def test_threads_queued_behind_a_deadlocked_lock_are_its_victims(service):
     assert {v.held_by for v in found[0].victims} == {"worker-1"}  # transfer_ab holds LOCK_A
 
 
+def test_a_queued_thread_proc_saw_run_earlier_is_still_a_victim(service):
+    # Every sample of thread 3 is a wait at the outer lock (a convoy before the hang, sampled
+    # sparsely on a loaded machine), but /proc counted 0.3 s of CPU: it got the lock between
+    # samples, so it is not blocked all window. It still ends queued behind the deadlock.
+    queued = {3: [(waiting_in(service, "call-ab", "transfer_ab", "ab-outer"), 300)]}
+    (found,) = two_lock_deadlock(service, extra=queued, cpu={1: 0.0, 2: 0.0, 3: 0.3}).deadlocks
+    assert {m.thread.tid for m in found.cycle} == {1, 2}
+    assert [v.thread.tid for v in found.victims] == [3]
+
+
 def test_a_thread_that_ran_then_queued_behind_the_deadlock_is_a_victim_not_a_member(service):
     ran_then_queued = {3: [(running_in(service, "call-ab", "transfer_ab", "ab-work"), 60),
                            (waiting_in(service, "call-ab", "transfer_ab", "ab-outer"), 240)],
@@ -498,6 +508,15 @@ def test_proc_seeing_a_thread_run_after_its_waits_began_keeps_it_out_of_a_cycle(
     assert timed_analysis(threads, ticks=asleep_since_run).deadlocks
     running_on = {1: proc_timeline(1.0), 2: proc_timeline(2.5)}  # R for a second into its "wait"
     assert timed_analysis(threads, ticks=running_on).deadlocks == ()
+
+
+def test_threads_with_only_waits_sampled_that_proc_counted_cpu_for_are_not_a_cycle(service):
+    # Waits in every sample from the window's start, asleep at every /proc tick, but 0.25 s of
+    # CPU each (timed_analysis): they ran between the samples. No cycle, however dated.
+    threads = {1: ran_then_blocked(service, "ab", 0.0), 2: ran_then_blocked(service, "ba", 0.0)}
+    asleep = {tid: [(k * TICK_S, "S") for k in range(40)] for tid in (1, 2)}
+    assert timed_analysis(threads).deadlocks  # the samples alone: blocked all window
+    assert timed_analysis(threads, ticks=asleep).deadlocks == ()
 
 
 def test_without_measured_instants_only_threads_blocked_all_window_form_a_cycle(service):
