@@ -42,6 +42,9 @@ if TYPE_CHECKING:
     from diagnose.load.loadtest import Generator
 
 NOISE_MARGIN = 0.05
+# Cores other processes used during a run worth a warning (as a sweep's steps): a variant that
+# gains by a second core gains nothing while another tenant holds it.
+SHARED_CORES = 0.25
 MAX_VARIANTS = 16
 
 # Knobs a finding may advise that are read from the environment at start-up.
@@ -316,6 +319,12 @@ def decide(result: ExperimentResult, margin: float = NOISE_MARGIN,
         headline = (f"the change serves {'only ' if outcome == 'worse' else ''}{ratio:.2f}× the "
                     f"requests per second (every one of {len(ratios)} rounds: "
                     f"{min(ratios):.2f}–{max(ratios):.2f}×)")
+    shared = max((r.other_cores for r in result.runs if r.other_cores is not None), default=None)
+    if shared is not None and shared >= SHARED_CORES:
+        headline += (f"; the machine was shared: other processes used up to {shared:.2f} cores "
+                     "during a run (measured, /proc/stat), so the rounds may not compare")
+    else:
+        shared = None
     arms = {}
     for arm in result.arms:
         mine = _measured(result, arm.name)
@@ -327,7 +336,8 @@ def decide(result: ExperimentResult, margin: float = NOISE_MARGIN,
             generator_cores_max=max((r.generator_cores for r in mine
                                      if r.generator_cores is not None), default=None))
     return Decision(outcome=outcome, headline=headline, variant=variant, ratio=ratio,
-                    ratios=tuple(round(x, 4) for x in ratios), margin=margin, arms=arms)
+                    ratios=tuple(round(x, 4) for x in ratios), margin=margin, arms=arms,
+                    shared_cores=shared)
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from diagnose.collect.procfs import cores_available
 from diagnose.load import loadgen
 from diagnose.errors import LoadFailed
 from diagnose.load.experiment import (Arm, ExperimentResult, RunSettings, experiment_report,
@@ -24,6 +26,9 @@ from diagnose.load.loadtest import Generator, Outcome, StopOnSignal, Stopped
 from diagnose.outputs.files import prepare_output_dir, write_report
 from diagnose.load.diagnosis import StepDiagnosis
 from diagnose.load.model import Advice, ExperimentReport, Run
+
+if TYPE_CHECKING:  # types only: the sweep module is imported where a run reads the CPU
+    from diagnose.load.sweep import CpuReading
 
 READY_TIMEOUT_S = 60.0
 STOP_GRACE_S = 8.0
@@ -77,10 +82,11 @@ class Service:
                                      f"{self.output()}") from None
                 time.sleep(0.1)
 
-    def cpu_s(self) -> float | None:
+    def reading(self) -> CpuReading:
+        """The service tree's CPU seconds and the machine's idle seconds, now."""
         from diagnose.load.sweep import CpuMeter
 
-        return CpuMeter([self.proc.pid]).read().service_cpu_s
+        return CpuMeter([self.proc.pid]).read()
 
     def stop(self) -> None:
         """SIGTERM to the group, a grace, then SIGKILL to the group; reaps the process."""
@@ -163,19 +169,20 @@ def run_arm(arm: Arm, settings: RunSettings, out_dir: Path, diagnose: bool = Fal
     service = Service(arm)
     try:
         ready_s = service.wait_answering(settings.url)
-        cpu0, t0 = service.cpu_s(), time.monotonic()
+        before = service.reading()
         try:
             if settings.mode == "sweep":
                 figures = _sweep_figures(settings, service, out_dir, log)
             else:
                 if settings.warmup_s:
                     measure_step(settings, settings.warmup_s)
-                cpu0, t0 = service.cpu_s(), time.monotonic()
+                before = service.reading()
                 figures = _step_figures(measure_step(settings, settings.seconds))
         except LoadFailed:
             _check_alive(service, None)  # the service's exit, not the generator's
             raise
-        cpu1, t1 = service.cpu_s(), time.monotonic()
+        after = service.reading()
+        cores_here = cores_available(service.proc.pid)
         _check_alive(service, figures)
         if diagnose and settings.diagnose_seconds:
             level = figures.level or settings.level
@@ -184,9 +191,25 @@ def run_arm(arm: Arm, settings: RunSettings, out_dir: Path, diagnose: bool = Fal
                 _diagnose(settings, service, level, out_dir, log)))
     finally:
         service.stop()
-    cores = (cpu1 - cpu0) / (t1 - t0) if cpu0 is not None and cpu1 is not None else None
-    return replace(figures, service_cores=None if cores is None else round(cores, 3),
-                   ready_s=round(ready_s, 2))
+    cores, others = _cores_used(before, after, cores_here, figures.generator_cores)
+    return replace(figures, service_cores=cores, other_cores=others, ready_s=round(ready_s, 2))
+
+
+def _cores_used(before: CpuReading, after: CpuReading, cores: int,
+                generator_cores: float | None) -> tuple[float | None, float | None]:
+    """(cores the service used, cores the rest of the machine used) between two readings: the
+    machine's busy time (/proc/stat) less the service's and the generator's. Another tenant's
+    load takes the cores a variant would have gained, so a round it shared is worth less."""
+    wall = after.at - before.at
+    if wall <= 0 or before.service_cpu_s is None or after.service_cpu_s is None:
+        return None, None
+    service = max(0.0, after.service_cpu_s - before.service_cpu_s) / wall
+    others = None
+    if (before.machine_idle_s is not None and after.machine_idle_s is not None
+            and generator_cores is not None):
+        idle = max(0.0, after.machine_idle_s - before.machine_idle_s) / wall
+        others = round(max(0.0, min(float(cores), cores - idle) - service - generator_cores), 3)
+    return round(service, 3), others
 
 
 def _without_paths(diagnosis: StepDiagnosis) -> StepDiagnosis:

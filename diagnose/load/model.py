@@ -358,6 +358,8 @@ class Decision:
     ratios: tuple[float, ...] = ()
     margin: float = 0.0
     arms: Mapping[str, ArmMedians] = field(default_factory=dict)
+    # the most cores other processes took during a measured run, when worth a warning
+    shared_cores: float | None = field(default=None, metadata=OPTIONAL)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -376,6 +378,8 @@ class Run:
     level: float | None = field(default=None, metadata=OPTIONAL)  # a sweep's judged step
     sweep_report: str | None = field(default=None, metadata=OPTIONAL)
     service_cores: float | None = field(default=None, metadata=OPTIONAL)
+    # cores the rest of the machine used meanwhile (/proc/stat busy - service - generator)
+    other_cores: float | None = field(default=None, metadata=OPTIONAL)
     ready_s: float | None = field(default=None, metadata=OPTIONAL)  # start until it answered
     diagnosis: StepDiagnosis | None = field(default=None, metadata=OPTIONAL)
     error: str | None = field(default=None, metadata=OPTIONAL)

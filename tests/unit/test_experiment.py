@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 
 import pytest
 
 from diagnose.errors import BadProfile, LoadFailed
 from diagnose.load.diagnosis import StepDiagnosis, StepVerdict
+from diagnose.load.experiment_run import _cores_used
 from diagnose.load.experiment import (MAX_VARIANTS, Arm, ExperimentResult, RunSettings, advised_arm,
                                  arms_from_vary, choose_winner, decide, experiment_report,
                                  fix_from_report, parse_assignments, parse_vary, round_order,
@@ -18,6 +20,7 @@ from diagnose.load.experiment import (MAX_VARIANTS, Arm, ExperimentResult, RunSe
 from diagnose.load.model import (Advice, ExperimentReport, GeneratorInfo, Machine, Percentiles,
                                  Run, SummaryKnee, SweepKnee, SweepReport, SweepStep,
                                  SweepSummary, SweepTarget)
+from diagnose.load.sweep import CpuReading
 from diagnose.render.experiment_html import render_experiment_html
 from tests.conftest import invoke_cli
 
@@ -163,6 +166,25 @@ def test_an_interrupted_experiment_decides_on_complete_rounds_only():
     assert decide(result).ratios == (2.0,)
     assert choose_winner(result).winner.ratios == (2.0,)
     assert decide(ExperimentResult((BASE, VARIANT))).outcome == "no result"
+
+
+def test_a_round_another_tenant_shared_is_named_in_the_decision():
+    result = ExperimentResult((BASE, VARIANT))
+    result.runs = [Run(round=0, arm="baseline", rps=100.0, other_cores=0.02),
+                   Run(round=0, arm="variant", rps=101.0, other_cores=0.91)]
+    decision = decide(result)
+    assert decision.outcome == "no clear difference" and decision.shared_cores == 0.91
+    assert "the machine was shared: other processes used up to 0.91 cores" in decision.headline
+    result.runs = [replace(r, other_cores=0.1) for r in result.runs]
+    quiet = decide(result)
+    assert quiet.shared_cores is None and "shared" not in quiet.headline
+
+
+def test_the_cores_of_a_run_are_the_machines_busy_time_less_the_service_and_the_generator():
+    before = CpuReading(at=10.0, service_cpu_s=5.0, machine_idle_s=100.0)
+    after = CpuReading(at=12.0, service_cpu_s=7.0, machine_idle_s=100.4)  # 0.2 cores idle of 2
+    assert _cores_used(before, after, 2, generator_cores=0.3) == (1.0, 0.5)
+    assert _cores_used(before, after, 2, generator_cores=None) == (1.0, None)
 
 
 def _sweep_of(steps, knee=None, summary_knee=None) -> SweepReport:
