@@ -47,6 +47,7 @@ from diagnose.readers.frames import PROCESS_PSEUDO, THREAD_PSEUDO, is_native_fra
 SAME_INSTANT_US = 500  # events closer than this belong to one sampling instant
 MAX_OS_TID = 1 << 22  # Linux pid_max ceiling: larger ids are pthread ids, not OS thread ids
 _PROCESS_PID = re.compile(r"^process (\d+):")
+GONE_CONFIRM_TICKS = 2  # /proc ticks without a thread, to the window's end, that end it
 EXIT_MARGIN_S = 0.05  # /proc and py-spy clocks start a few ms apart: never end a thread sooner
 
 
@@ -348,8 +349,10 @@ def close_exited_threads(profile: Profile, tree, margin_s: float = EXIT_MARGIN_S
         if record is None or not record.state_samples:
             continue
         seen_at: dict[float, set] = {}
+        last_seen: dict[int, float] = {}
         for t, tid, _state in record.state_samples:
             seen_at.setdefault(float(t), set()).add(int(tid))
+            last_seen[int(tid)] = max(float(t), last_seen.get(int(tid), float(t)))
         ticks = np.array(sorted(seen_at))
         known = set().union(*seen_at.values()) | set(record.first)
         if not any(seg[0] in known for track in tracks for seg in track.segments):
@@ -364,8 +367,11 @@ def close_exited_threads(profile: Profile, tree, margin_s: float = EXIT_MARGIN_S
                     continue
                 inside = changed[(changed >= start) & (changed < end)]
                 last_change = float(inside[-1]) if len(inside) else start
-                after = ticks[ticks > last_change + margin_s]
-                gone = next((float(t) for t in after if tid not in seen_at[float(t)]), None)
+                # Gone at the first tick after which /proc never listed it again, and only when
+                # a second tick confirms it: a tick that missed threads (the sampler's last,
+                # cut short as the window closed) once ended every thread of a hung process.
+                after = ticks[(ticks > last_change + margin_s) & (ticks > last_seen.get(tid, -1.0))]
+                gone = float(after[0]) if len(after) >= GONE_CONFIRM_TICKS else None
                 candidates = [e for e in (gone, process_end) if e is not None]
                 if candidates and min(candidates) < end:
                     segment[2] = max(start, min(candidates))

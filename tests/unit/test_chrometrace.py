@@ -249,6 +249,22 @@ def test_a_new_thread_behind_a_reused_pthread_id_shares_the_row_after_the_first(
     assert np.round(track.times * 100).astype(int).tolist() == [0, 1, 2, 5, 6, 7, 8, 9]
 
 
+def test_a_proc_tick_that_missed_a_thread_does_not_end_it():
+    """A tick of the /proc sampler that lists only some threads (one cut short as the window
+    closed, or that raced a read) is not their exit: a thread ends where /proc stopped listing it
+    for good, confirmed by a second tick."""
+    events = _open(0, 1, 101, "hung", ["wait"]) + _close(100_000, 1, 101, "hung", ["wait"])
+    profile = load_chrometrace(events, rate_hz=100)
+    (track,) = profile.threads
+    proc = ProcRecord(pid=10, cores=2, cpu_quota_cores=None, started_at=0.0)
+    # listed at every tick but 0.04 (another thread alone there) and the last one, 0.10
+    proc.state_samples = ([(t / 100, 101, "S") for t in range(10) if t != 4]
+                          + [(0.04, 999, "S"), (0.10, 999, "S")])
+    tree = TreeRecord(roots=[10], records={10: proc})
+    assert close_exited_threads(profile, tree, margin_s=0) == 0
+    assert track.segments == [[101, 0.0, 0.1]] and len(track.stack_ids) == 10
+
+
 def test_not_a_trace_is_a_bad_profile():
     with pytest.raises(BadProfile):
         load_chrometrace({"traceEvents": []})
