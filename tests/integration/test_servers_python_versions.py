@@ -3,7 +3,8 @@
 For each interpreter, a cached venv with numpy, gunicorn, uvicorn and FastAPI
 (`pythons.venv_with_servers`; pip picks the newest releases that support that CPython) runs the
 server fixtures; the CLI runs on the default interpreter and attaches the real py-spy at the pid
-a user sees first. A version is skipped with the reason when py-spy does not support it or no
+a user sees first. The oldest and the newest interpreter run both servers (a gunicorn tree and a
+uvicorn event loop); every version between runs one of them, in turn (`on_versions`). A version is skipped with the reason when py-spy does not support it or no
 release of the server packages installs on it. The running interpreter's own version is covered
 by test_real_servers.py.
 """
@@ -38,6 +39,16 @@ def server_python(interp: pythons.Interpreter) -> str:
     return python
 
 
+def on_versions(server: int) -> list:
+    """The interpreters server `server` (0: gunicorn, 1: uvicorn) runs on: the oldest and the
+    newest, and every other version between, alternating with the other server. The running
+    interpreter is test_real_servers.py's."""
+    others = [i for i in INTERPRETERS if i.version_info[:2] != sys.version_info[:2]]
+    last = len(others) - 1
+    return [pytest.param(interp, id=interp.version) for i, interp in enumerate(others)
+            if i in (0, last) or i % 2 == server]
+
+
 def diagnose_server(argv, port, out_dir) -> dict:
     with start_server(argv, port) as server:
         with load_during(server.url("/predict"), seconds=12, connections=8):
@@ -47,7 +58,7 @@ def diagnose_server(argv, port, out_dir) -> dict:
     return report
 
 
-@pytest.mark.parametrize("interp", INTERPRETERS, ids=[i.version for i in INTERPRETERS])
+@pytest.mark.parametrize("interp", on_versions(0))
 def test_gunicorn_master_gives_preprocess_bound_on_every_python(interp, out_dir):
     python = server_python(interp)
     port = free_port()
@@ -58,7 +69,7 @@ def test_gunicorn_master_gives_preprocess_bound_on_every_python(interp, out_dir)
     assert top["file"].endswith("wsgi_preprocess.py"), summary(report)
 
 
-@pytest.mark.parametrize("interp", INTERPRETERS, ids=[i.version for i in INTERPRETERS])
+@pytest.mark.parametrize("interp", on_versions(1))
 def test_uvicorn_inline_endpoint_is_event_loop_blocked_on_every_python(interp, out_dir):
     python = server_python(interp)
     port = free_port()
