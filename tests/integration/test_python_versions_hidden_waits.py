@@ -1,4 +1,5 @@
-"""The waits no running stack shows, on every current CPython version (3.11+) this machine has:
+"""The waits no running stack shows, on every current CPython version (3.11+) this machine has
+besides the running one (test_deadlock.py and test_async_workloads.py attach it):
 the deadlock fixtures (held locks read from the source, the wait from the stack: both change with
 the interpreter's line numbers and lock frames) and the asyncio workloads (the task reader's
 layouts, line tables and asyncio's task sets differ in each version). Each workload is started
@@ -19,14 +20,14 @@ from tests.conftest import run_cli
 from tests.integration.conftest import requires_ptrace, running, workload_command
 from tests.integration.test_async_workloads import ASYNC_CHECKS
 from tests.integration.test_deadlock import CYCLES, check_deadlock
-from tests.integration.test_python_versions import INTERPRETERS, target_python
+from tests.integration.test_python_versions import OTHER_INTERPRETERS, target_python
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
 
 CURRENT_CHECKS = {**{name: functools.partial(check_deadlock, workload=name) for name in CYCLES},
                   **ASYNC_CHECKS}
 CURRENT_CASES = [pytest.param(interp, workload, id=f"{interp.version}-{workload}")
-                 for interp in INTERPRETERS if interp.version_info[:2] >= (3, 11)
+                 for interp in OTHER_INTERPRETERS if interp.version_info[:2] >= (3, 11)
                  for workload in sorted(CURRENT_CHECKS)]
 
 
