@@ -333,10 +333,10 @@ def _key_tid(value) -> int:
 def close_exited_threads(profile: Profile, tree, margin_s: float = EXIT_MARGIN_S) -> int:
     """Ends the threads that exited mid-window, which the chrometrace format leaves open until
     the window's end (or until a new thread reuses the pthread id), at the first /proc tick of
-    the same window that no longer lists them after their last stack change (or their process's
-    last tick, when it exited). The /proc clock starts just before py-spy's (the recorders are
-    started right after the /proc sampler), so a thread ends at most one /proc tick plus a few ms
-    late, never early. Returns how many threads were ended."""
+    the same window from which on it no longer lists them (two ticks at least) after their last
+    stack change (or their process's last tick, when it exited). The /proc clock starts just
+    before py-spy's (the recorders are started right after the /proc sampler), so a thread ends
+    at most one /proc tick plus a few ms late, never early. Returns how many threads were ended."""
     if tree is None or profile.instants != "measured":
         return 0
     closed = 0
@@ -368,8 +368,8 @@ def close_exited_threads(profile: Profile, tree, margin_s: float = EXIT_MARGIN_S
                 inside = changed[(changed >= start) & (changed < end)]
                 last_change = float(inside[-1]) if len(inside) else start
                 # Gone at the first tick after which /proc never listed it again, and only when
-                # a second tick confirms it: a tick that missed threads (the sampler's last,
-                # cut short as the window closed) once ended every thread of a hung process.
+                # a second tick confirms it: one tick that missed a thread /proc lists again
+                # later (a read that failed, the last tick cut short) is not its exit.
                 after = ticks[(ticks > last_change + margin_s) & (ticks > last_seen.get(tid, -1.0))]
                 gone = float(after[0]) if len(after) >= GONE_CONFIRM_TICKS else None
                 candidates = [e for e in (gone, process_end) if e is not None]
