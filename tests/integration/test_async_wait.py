@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.integration, requires_ptrace,
 
 SERVERS = REPO / "fixtures" / "servers"
 APP = SERVERS / "asgi_async_wait.py"
-SAMPLE_SECONDS = "6"
+SAMPLE_SECONDS = "4"  # as the version matrix of the semaphore servers
 LOAD_SECONDS = 16
 CONNECTIONS = 32
 

@@ -49,7 +49,11 @@ def worker():
 for _ in range(4):
     threading.Thread(target=worker, daemon=True).start()
 print(f"READY pid={os.getpid()}", flush=True)
-time.sleep(seconds)
+# Short sleeps: a signal the kernel hands to a worker thread (the main one ptrace-stopped by a
+# native sample at that instant) runs its handler only once the main thread wakes.
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    time.sleep(0.05)
 """
 
 STOP_TIMEOUT_S = 60  # generous bound on any diagnose run here: none may hang

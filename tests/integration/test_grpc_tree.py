@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.integration, requires_ptrace]
 
 SERVERS = REPO / "fixtures" / "servers"
 SERVER = SERVERS / "grpc_locked.py"
-SAMPLE_SECONDS = "6"
+SAMPLE_SECONDS = "4"
 LOAD_SECONDS = 16  # covers the probes, the window and py-spy's wrap-up
 CPU_VERDICTS = ("cpu_bound", "compute_bound", "gil_contention")
 
