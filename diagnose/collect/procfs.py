@@ -11,6 +11,11 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from diagnose.collect.kernel_waits import (FileLockEntry, KernelRecord, KernelWaitReader,
+                                           pipe_ends, read_file_locks, socket_table)
+
+from diagnose.collect.cgroup import cpu_cgroup, read_throttling
+
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
@@ -47,6 +52,14 @@ class ProcRecord:
     # Machine-wide idle CPU seconds (/proc/stat idle + iowait) at the first and last snapshot:
     # on a shared host the cores this process leaves unused are not all free.
     machine_idle_s: list[float] = field(default_factory=list)
+    # The cpu cgroup's throttling counters (cpu.stat of the group whose quota binds: shared by
+    # every process in it) at the first and last snapshot, [nr_periods, nr_throttled,
+    # throttled_s] each; empty with no quota (or in older recordings). collect/cgroup.py.
+    cpu_throttling: list[list[float]] = field(default_factory=list)
+    cpu_cgroup: str | None = None  # the group whose quota binds: "v1:/name" or "v2:/path"
+    # What each blocked thread waited on, as the kernel says (collect/kernel_waits.py); None
+    # where the reader did not run (older recordings, `--no-kernel-waits`).
+    kernel: KernelRecord | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -54,10 +67,12 @@ class ProcRecord:
             "started_at": self.started_at, "ended_at": self.ended_at,
             "target_exited": self.target_exited, "write_syscalls": self.write_syscalls,
             "machine_idle_s": self.machine_idle_s,
+            "cpu_throttling": self.cpu_throttling, "cpu_cgroup": self.cpu_cgroup,
             "state_samples": self.state_samples, "rss_samples": self.rss_samples,
             "thread_names": {str(k): v for k, v in self.thread_names.items()},
             "first": {str(k): vars(v) for k, v in self.first.items()},
             "last": {str(k): vars(v) for k, v in self.last.items()},
+            "kernel": self.kernel.to_dict() if self.kernel is not None else None,
         }
 
     @classmethod
@@ -70,7 +85,11 @@ class ProcRecord:
         rec.rss_samples = [tuple(s) for s in data.get("rss_samples", [])]
         rec.write_syscalls = list(data.get("write_syscalls") or [])
         rec.machine_idle_s = list(data.get("machine_idle_s") or [])
+        rec.cpu_throttling = [list(c) for c in data.get("cpu_throttling") or []]
+        rec.cpu_cgroup = data.get("cpu_cgroup")
         rec.thread_names = {int(k): v for k, v in data.get("thread_names", {}).items()}
+        if data.get("kernel"):
+            rec.kernel = KernelRecord.from_dict(data["kernel"])
         rec.first = {int(k): ThreadCounters(**v) for k, v in data.get("first", {}).items()}
         rec.last = {int(k): ThreadCounters(**v) for k, v in data.get("last", {}).items()}
         return rec
@@ -125,19 +144,10 @@ def _status_field(text: str, key: str) -> int | None:
 
 
 def cgroup_cpu_quota_cores(pid: int) -> float | None:
-    """The cgroup v2 CPU quota in cores (cpu.max), or None when unlimited or unknown."""
-    cgroup = read_proc_text(f"/proc/{pid}/cgroup")
-    if not cgroup:
-        return None
-    for line in cgroup.splitlines():
-        if line.startswith("0::"):
-            rel = line[3:].strip()
-            text = read_proc_text(os.path.join("/sys/fs/cgroup", rel.lstrip("/"), "cpu.max"))
-            if text:
-                quota, _, period = text.strip().partition(" ")
-                if quota != "max" and period:
-                    return int(quota) / int(period)
-    return None
+    """The cgroup CPU quota in cores (v1 cpu.cfs_quota_us / cpu.cfs_period_us, v2 cpu.max; the
+    smallest on the way up to the root), or None when unlimited or unknown (collect/cgroup.py)."""
+    reading = cpu_cgroup(pid)
+    return reading.quota_cores if reading is not None else None
 
 
 def list_tids(pid: int) -> list[int]:
@@ -190,13 +200,17 @@ class ProcSampler:
     # a tick every 0.1 s would refresh every second, most of the sampler's cost on a tree.
     COUNTER_REFRESH_S = 2.0
 
-    def __init__(self, pid: int):
+    def __init__(self, pid: int, kernel_waits: bool = True):
         self.pid = pid
         self._ticks = 0
         self._refreshed_at = time.monotonic()
         self.record = ProcRecord(pid=pid, cores=cores_available(pid),
                                  cpu_quota_cores=cgroup_cpu_quota_cores(pid),
                                  started_at=time.time())
+        self.kernel: KernelWaitReader | None = None
+        if kernel_waits:
+            self.record.kernel = KernelRecord()
+            self.kernel = KernelWaitReader(pid, self.record.kernel)
 
     def start(self) -> None:
         self._snapshot_counters(self.record.first)
@@ -221,6 +235,8 @@ class ProcSampler:
                 continue
             comm, state, _ = parse_stat(stat)
             self.record.state_samples.append((round(now, 4), tid, state))
+            if self.kernel is not None and state in ("S", "D"):
+                self.kernel.observe(round(now, 4), tid)
             self.record.thread_names.setdefault(tid, comm)
             if tid not in self.record.first:
                 counters = read_counters(self.pid, tid)
@@ -235,12 +251,30 @@ class ProcSampler:
         return True
 
     def finish(self) -> ProcRecord:
+        if self.kernel is not None:
+            self.kernel.finish()
         if self.alive():
             self._snapshot_counters(self.record.last)
         else:
             self.record.target_exited = True
         self.record.ended_at = time.time()
         return self.record
+
+    # The cpu.stat of the group whose quota binds: found at the first snapshot, then read again.
+    _cgroup_located = False
+    _cgroup_stat: str | None = None
+
+    def _throttling(self) -> tuple[int, int, float] | None:
+        """The cgroup's throttling counters now, or None with no CPU quota."""
+        if not self._cgroup_located:
+            self._cgroup_located = True
+            reading = cpu_cgroup(self.pid)
+            if reading is None or reading.quota_cores is None or reading.stat_file is None:
+                return None
+            self._cgroup_stat = reading.stat_file
+            self.record.cpu_cgroup = f"v{reading.version}:{reading.limit_path}"
+            return reading.throttling()
+        return read_throttling(self._cgroup_stat) if self._cgroup_stat else None
 
     def _snapshot_counters(self, into: dict[int, ThreadCounters]) -> None:
         self._refreshed_at = time.monotonic()
@@ -253,6 +287,9 @@ class ProcSampler:
         idle = machine_idle_seconds()
         if idle is not None:
             self.record.machine_idle_s[1 if self.record.machine_idle_s else 0:] = [idle]
+        throttling = self._throttling()
+        if throttling is not None:
+            self.record.cpu_throttling[1 if self.record.cpu_throttling else 0:] = [list(throttling)]
         for tid in list_tids(self.pid):
             counters = read_counters(self.pid, tid)
             if counters:
@@ -268,13 +305,23 @@ class TreeRecord:
     parents: dict[int, int | None] = field(default_factory=dict)
     cmdlines: dict[int, list[str]] = field(default_factory=dict)
     appeared_s: dict[int, float] = field(default_factory=dict)  # first seen, seconds into the window
+    # What the kernel knows across processes (collect/kernel_waits.py): /proc/locks at each tick
+    # a thread waited for a file lock (t, entries); each pipe a thread waited on -> the processes
+    # holding it open and how ("r", "w", "rw"); each socket a thread waited on -> what it is.
+    file_locks: list[tuple[float, list[FileLockEntry]]] = field(default_factory=list)
+    pipes: dict[int, dict[int, str]] = field(default_factory=dict)
+    sockets: dict[int, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"roots": self.roots,
                 "processes": [{"record": rec.to_dict(), "ppid": self.parents.get(pid),
                                "cmdline": self.cmdlines.get(pid, []),
                                "appeared_s": self.appeared_s.get(pid)}
-                              for pid, rec in self.records.items()]}
+                              for pid, rec in self.records.items()],
+                "file_locks": [[t, [list(vars(e).values()) for e in entries]]
+                               for t, entries in self.file_locks],
+                "pipes": {str(k): {str(p): m for p, m in v.items()} for k, v in self.pipes.items()},
+                "sockets": {str(k): v for k, v in self.sockets.items()}}
 
     @classmethod
     def from_dict(cls, data: dict) -> "TreeRecord":
@@ -290,6 +337,12 @@ class TreeRecord:
             tree.cmdlines[rec.pid] = list(entry.get("cmdline") or [])
             if entry.get("appeared_s") is not None:
                 tree.appeared_s[rec.pid] = float(entry["appeared_s"])
+        tree.file_locks = [(float(t), [FileLockEntry(str(e[0]), str(e[1]), int(e[2]), str(e[3]),
+                                                     bool(e[4])) for e in entries])
+                           for t, entries in data.get("file_locks") or []]
+        tree.pipes = {int(k): {int(p): str(m) for p, m in v.items()}
+                      for k, v in (data.get("pipes") or {}).items()}
+        tree.sockets = {int(k): str(v) for k, v in (data.get("sockets") or {}).items()}
         return tree
 
     @property
@@ -305,10 +358,11 @@ class TreeSampler:
     RESCAN_S = 0.5  # children are looked for at most this often (a scan reads every /proc/<pid>)
 
     def __init__(self, roots: list[int], children: bool = True,
-                 include=None):
+                 include=None, kernel_waits: bool = True):
         from diagnose.collect import tree  # psutil lives there; keeps this module importable alone
         self._tree = tree
         self.children = children
+        self.kernel_waits = kernel_waits
         # `include(pid) -> bool`: which descendants to sample (default: those running Python)
         self._include = include or tree.maps_python
         self.record = TreeRecord(roots=list(roots))
@@ -321,7 +375,7 @@ class TreeSampler:
             self._add(pid, None)
 
     def _add(self, pid: int, ppid: int | None) -> None:
-        sampler = ProcSampler(pid)
+        sampler = ProcSampler(pid, kernel_waits=self.kernel_waits)
         sampler.record.started_at = self._started
         self._samplers[pid] = sampler
         self.record.records[pid] = sampler.record
@@ -368,7 +422,20 @@ class TreeSampler:
             for pid in self._rescan():
                 self._samplers[pid].start()
         alive = {pid: sampler.tick() for pid, sampler in list(self._samplers.items())}
+        self._read_file_locks()
         return any(alive.get(pid) for pid in self.record.roots)
+
+    def _read_file_locks(self) -> None:
+        """/proc/locks, at a tick where a thread waited for a file lock: its holder and queue."""
+        readers = [s.kernel for s in self._samplers.values() if s.kernel is not None]
+        if not any(r.saw_file_lock for r in readers):
+            return
+        ids = {fid for r in readers for fid in r.record.file_ids.values()}
+        for reader in readers:
+            reader.saw_file_lock = False
+        entries = read_file_locks(ids)
+        if entries:
+            self.record.file_locks.append((round(time.time() - self._started, 4), entries))
 
     def roots_alive(self) -> bool:
         return any(self._samplers[pid].alive() for pid in self.record.roots)
@@ -376,4 +443,24 @@ class TreeSampler:
     def finish(self) -> TreeRecord:
         for sampler in self._samplers.values():
             sampler.finish()
+        self._resolve_ends()
         return self.record
+
+    def _resolve_ends(self) -> None:
+        """The other ends of the pipes and sockets threads waited on, once, at the window's end."""
+        pipes: set[int] = set()
+        for pid, sampler in self._samplers.items():
+            kernel = sampler.record.kernel
+            if kernel is None:
+                continue
+            sockets: set[int] = set()
+            for target in kernel.fds.values():
+                if target.startswith("pipe:["):
+                    pipes.add(int(target[6:-1]))
+                elif target.startswith("socket:["):
+                    sockets.add(int(target[8:-1]))
+            self.record.sockets.update(socket_table(pid, sockets))
+        if pipes:
+            pids = sorted(set(self._samplers) | {p for root in self.record.roots
+                                                 for p in self._tree.descendants(root)})
+            self.record.pipes = pipe_ends(pids, pipes)

@@ -11,9 +11,10 @@ import pandas as pd
 
 from diagnose.classify.calibrate import calibration_from
 from diagnose.classify.categories import Categorizer
-from diagnose.classify.os_state import settle_with_os_state
+from diagnose.classify.os_state import settle_with_kernel, settle_with_os_state
 from diagnose.collect.procfs import ProcRecord
 from diagnose.model.async_tasks import TaskRecording
+from diagnose.model.kernel_waits import KernelView
 from diagnose.model.library_threads import LIBRARY_THREAD_SHARE, library_stacks
 from diagnose.model.os_summary import ProcessOS, summarize
 from diagnose.model.profile import Frame, Profile
@@ -51,6 +52,9 @@ class Analysis:
     # The process's asyncio tasks read from its memory over the window (`attach`); None offline
     # or where no reader ran.
     tasks: TaskRecording | None = None
+    # What the kernel saw each blocked thread wait on (model/kernel_waits.py); None offline or
+    # where the reader did not run.
+    kernel: KernelView | None = None
 
     @functools.cached_property
     def native_threads(self) -> int:
@@ -171,17 +175,20 @@ def classify_profile(profile: Profile, categorizer: Categorizer,
 
 def analysis_of(profile: Profile, stacks: StackTable, proc: ProcRecord | None = None,
                 run: RunContext | None = None, os_summary: ProcessOS | None = None,
-                native: Profile | None = None) -> Analysis:
+                native: Profile | None = None, kernel: KernelView | None = None) -> Analysis:
     """The analysis of a profile whose stacks are classified (`stacks` may cover a larger
     profile sharing the same stack list, e.g. the whole process tree)."""
     samples = build_sample_table(profile, stacks)
     if os_summary is None and proc is not None:
         os_summary = summarize(proc)
-    # The OS state has the last word where the frames could not tell a wait from work.
+    # The OS has the last word where the frames could not tell a wait from work: first what
+    # the kernel saw each thread wait on, then, for the rest, whether it slept all window.
+    samples = settle_with_kernel(samples, kernel, profile.interval_s or 0.01)
     samples = settle_with_os_state(samples, os_summary)
     threads = summarize_threads(profile, samples)
     return Analysis(profile, stacks, samples, threads, os_summary, run if run is not None else RunContext(),
-                    native=native if native is not None else (profile if profile.native else None))
+                    native=native if native is not None else (profile if profile.native else None),
+                    kernel=kernel)
 
 
 def analyze_profile(profile: Profile, categorizer: Categorizer, proc: ProcRecord | None = None,

@@ -36,6 +36,7 @@ from diagnose.collect.tree import HELPER_MARKERS
 from diagnose.model.async_tasks import TaskRecording
 from diagnose.model.analysis import Analysis, analysis_of, classify_profile
 from diagnose.model.counters import running_agreement
+from diagnose.model.kernel_waits import kernel_view
 from diagnose.model.os_summary import combine
 from diagnose.model.profile import Profile
 from diagnose.model.run_context import RunContext, RunTarget
@@ -130,7 +131,8 @@ def build_service(profile: Profile, categorizer: Categorizer, tree: TreeRecord |
         record = records.get(pid) if pid is not None else None
         if record is None and tree is not None and len(records) == 1:
             record = next(iter(records.values()))
-        analysis = analysis_of(profile, stacks, record, run, native=native_profile)
+        analysis = analysis_of(profile, stacks, record, run, native=native_profile,
+                               kernel=kernel_view(record, tree))
         analysis.tasks = recordings.get(pid) if pid is not None else None
         if analysis.tasks is None and pid is None and len(recordings) == 1:
             analysis.tasks = next(iter(recordings.values()))
@@ -143,7 +145,8 @@ def build_service(profile: Profile, categorizer: Categorizer, tree: TreeRecord |
     for pid in pids:
         record = records.get(pid)
         native = native_profile.of_process(pid) if native_profile is not None else None
-        analysis = analysis_of(profile.of_process(pid), stacks, record, run, native=native)
+        analysis = analysis_of(profile.of_process(pid), stacks, record, run, native=native,
+                               kernel=kernel_view(record, tree))
         analysis.tasks = recordings.get(pid)
         view = ProcessView(pid, tree.parents.get(pid) if tree is not None else None, ProcessRole.WORKER,
                            _cmdline(tree, pid, run), analysis)

@@ -47,6 +47,7 @@ class WaitKind(enum.StrEnum):
     GIL = "gil"
     IO = "io"
     NATIVE_MUTEX = "native_mutex"  # a native library's mutex (OpenBLAS serializing its callers)
+    FILE_LOCK = "file_lock"  # flock / fcntl on a file, held by this or another process (the kernel)
 
 
 class ThreadRole(enum.StrEnum):
@@ -90,6 +91,40 @@ class EdgeKind(enum.StrEnum):
 
 # Edges that hand work from one stage to the next (a pipeline's links), not shared resources.
 HANDOFF_EDGES = frozenset({EdgeKind.STARVED, EdgeKind.BACKPRESSURE, EdgeKind.RESULT})
+
+
+class NodeKind(enum.StrEnum):
+    """What a node of the wait-for graph stands for (model/wait_graph.py)."""
+
+    THREADS = "threads"      # one or more threads of one process that waited alike
+    PROCESS = "process"      # a process as a whole (a pipe's writer, a file lock's holder)
+    TASKS = "tasks"          # asyncio tasks parked on one await site
+    RESOURCE = "resource"
+
+
+class ResourceKind(enum.StrEnum):
+    """What a resource node is, as the kernel (or the task reader) names it."""
+
+    GIL = "gil"
+    LOCK = "lock"              # a futex: a Python lock, a native mutex, a condition
+    FILE_LOCK = "file_lock"    # flock / fcntl(F_SETLKW) on a file
+    PIPE = "pipe"
+    SOCKET = "socket"          # a connected socket: a call outside the process
+    LISTEN = "listen"          # a listening socket: waiting for work
+    CHILD = "child"            # wait4 / waitid on a child process
+    SLEEP = "sleep"            # a timer (time.sleep), a signal wait
+    POLL = "poll"              # poll / select / epoll on descriptors none of the above
+    CAPACITY = "capacity"      # a semaphore or limiter asyncio tasks queue on
+    CPU_QUOTA = "cpu_quota"    # the cgroup's CPU quota
+    OTHER = "other"
+
+
+class GraphEdgeKind(enum.StrEnum):
+    """What an edge of the wait-for graph says (model/wait_graph.py)."""
+
+    WAITS_FOR = "waits_for"
+    HELD_BY = "held_by"
+    SERVED_BY = "served_by"
 
 
 class LoopFlavor(enum.StrEnum):
@@ -177,7 +212,8 @@ WAITING: tuple[ThreadState, ...] = (ThreadState.GIL, ThreadState.LOCK, ThreadSta
 # ---------------------------------------------------------------- groups of wait kinds
 
 # Locks proper (checks/lock_contention.py).
-LOCK_KINDS: tuple[WaitKind, ...] = (WaitKind.LOCK, WaitKind.RLOCK, WaitKind.CONDITION, WaitKind.BARRIER)
+LOCK_KINDS: tuple[WaitKind, ...] = (WaitKind.LOCK, WaitKind.RLOCK, WaitKind.CONDITION, WaitKind.BARRIER,
+                                    WaitKind.FILE_LOCK)
 # A bounded pool's waits: for a free slot or a result (checks/pool_wait.py).
 POOL_KINDS: tuple[WaitKind, ...] = (WaitKind.QUEUE, WaitKind.SEMAPHORE)
 # A thread parked for the window rather than serving (model/analysis.py).

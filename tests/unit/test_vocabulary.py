@@ -103,7 +103,7 @@ def test_the_groups_are_what_the_checks_use():
     assert set(vocab.ACTIVE) == {"python", "native", "gil", "lock"}
     assert set(vocab.CONTENDED) == {"lock", "gil"}
     assert set(vocab.WAITING) == {"gil", "lock", "io", "idle"}
-    assert set(vocab.LOCK_KINDS) == {"lock", "rlock", "condition", "barrier"}
+    assert set(vocab.LOCK_KINDS) == {"lock", "rlock", "condition", "barrier", "file_lock"}
     assert set(vocab.POOL_KINDS) == {"queue", "semaphore"}
     assert set(vocab.HANDLER_ROLES) == {"request", "idle"}
     assert set(vocab.SERVING_ROLES) == {"worker", "single"}

@@ -38,6 +38,8 @@ class Interpreter:
     version_address: int   # &Py_Version in the target, 0 when the symbol is absent
     minor: int             # from the file name; Py_Version (read by the caller) outranks it
     exe: str               # the target's executable (/proc/PID/exe)
+    runtime_size: int = 0  # sizeof(_PyRuntime) from its symbol (0: unknown): a futex inside it
+    # is an interpreter-wide one, the GIL's (collect/kernel_waits.py)
 
 
 def _maps(pid: int) -> list[Mapping]:
@@ -64,6 +66,7 @@ class _Symbols:
     version: int
     is_exec: bool          # ET_EXEC: symbol values are absolute addresses
     first_load_vaddr: int  # the lowest PT_LOAD p_vaddr, page-aligned down
+    runtime_size: int = 0
 
 
 SYMBOL_CACHE = Path(os.path.expanduser("~/.cache/diagnose/python-symbols.json"))
@@ -77,7 +80,8 @@ def _symbols(path: str) -> _Symbols | None:
         st = os.stat(path)
     except OSError:
         return None
-    return _symbols_of(path, f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_size}")
+    # "2:": entries cached before the runtime's size was kept are parsed again
+    return _symbols_of(path, f"2:{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_size}")
 
 
 @lru_cache(maxsize=16)
@@ -109,6 +113,7 @@ def _parse_symbols(path: str) -> _Symbols | None:
         with open(path, "rb") as f:
             elf = ELFFile(f)
             found: dict[str, int] = {}
+            runtime_size = 0
             # .dynsym (exported: small) before .symtab (everything: several times larger)
             sections = sorted((s for s in elf.iter_sections()
                                if isinstance(s, SymbolTableSection)),
@@ -122,11 +127,14 @@ def _parse_symbols(path: str) -> _Symbols | None:
                     symbols = section.get_symbol_by_name(name)
                     if symbols:
                         found[name] = int(symbols[0]["st_value"])
+                        if name == "_PyRuntime":
+                            runtime_size = int(symbols[0]["st_size"])
             if not found.get("_PyRuntime"):
                 return None
             loads = [int(s["p_vaddr"]) for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"]
             return _Symbols(found["_PyRuntime"], found.get("Py_Version", 0),
-                            elf["e_type"] == "ET_EXEC", min(loads) & ~0xFFF if loads else 0)
+                            elf["e_type"] == "ET_EXEC", min(loads) & ~0xFFF if loads else 0,
+                            runtime_size)
     except (OSError, ELFError, ValueError, KeyError):
         return None
 
@@ -157,6 +165,7 @@ def find_interpreter(pid: int) -> Interpreter:
         return Interpreter(binary=path,
                            runtime_address=_address(symbols, symbols.runtime, bases[path]),
                            version_address=_address(symbols, symbols.version, bases[path]),
-                           minor=int(match.group(1)) if match else 0, exe=exe)
+                           minor=int(match.group(1)) if match else 0, exe=exe,
+                           runtime_size=symbols.runtime_size)
     raise InterpreterNotFound("no _PyRuntime symbol in the executable or a mapped libpython "
                               "(not a CPython process, or a stripped build)")

@@ -15,6 +15,7 @@ from diagnose.report.model.findings import Finding, Verdict
 from diagnose.report.model.run import Load, Sampling, Target
 from diagnose.report.model.sections import (EventLoop, NotApplicable, Process, ProcessTasks,
                                             Stacks, Structure, Thread, WaitSite)
+from diagnose.report.model.wait_graph import WaitGraph
 
 # 2: the schema is declared by this package (same keys as 1; see docs/report-data.md, "Schema
 # versions"). 1: the dict built by render/json_report.py until then.
@@ -41,6 +42,8 @@ class Report:
     threads: tuple[Thread, ...] = ()
     stacks: Stacks = Stacks()
     load: Load | None = field(default=None, metadata=OPTIONAL)
+    # who waits for what across threads, tasks and processes, from the kernel (model/wait_graph.py)
+    wait_graph: WaitGraph | None = field(default=None, metadata=OPTIONAL)
 
     def to_json(self) -> dict[str, JsonValue]:
         out: dict[str, JsonValue] = encode(self)

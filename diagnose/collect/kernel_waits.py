@@ -1,0 +1,403 @@
+"""What the kernel says a blocked thread waits on, read from /proc without stopping the target.
+
+For a thread that is not on a CPU, `/proc/PID/task/TID/syscall` gives the system call it sleeps
+in and its arguments (a futex's address, a descriptor, a child's pid), `wchan` the kernel
+function it sleeps in. The descriptors they name are resolved once per window: what
+`/proc/PID/fd/N` points at (a file and its device:inode, a pipe or socket inode, an epoll
+instance and the descriptors it watches), the descriptors a `poll` / `select` waits on (read
+from the target's memory: nothing in it runs), and, when a thread waits for a file lock,
+`/proc/locks` (who holds the lock, who queues behind it). None of this needs native frames,
+depends on the CPython version, or cares which mount or pid namespace the target runs in.
+
+Everything here is raw and serialisable (`KernelRecord`); model/kernel_waits.py decodes it.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import struct
+from dataclasses import dataclass, field
+
+# Syscall numbers by machine (asm/unistd_64.h, asm-generic/unistd.h): only those decoded.
+SYSCALLS: dict[str, dict[int, str]] = {
+    "x86_64": {0: "read", 7: "poll", 23: "select", 45: "recvfrom", 47: "recvmsg", 43: "accept",
+               288: "accept4", 61: "wait4", 247: "waitid", 202: "futex", 73: "flock",
+               72: "fcntl", 35: "nanosleep", 230: "clock_nanosleep", 232: "epoll_wait",
+               281: "epoll_pwait", 441: "epoll_pwait2", 271: "ppoll", 270: "pselect6",
+               17: "pread64", 19: "readv", 1: "write", 44: "sendto", 46: "sendmsg",
+               42: "connect", 34: "pause", 130: "rt_sigsuspend", 128: "rt_sigtimedwait",
+               449: "futex_waitv", 24: "sched_yield"},
+    "aarch64": {63: "read", 73: "ppoll", 72: "pselect6", 207: "recvfrom", 212: "recvmsg",
+                202: "accept", 242: "accept4", 260: "wait4", 95: "waitid", 98: "futex",
+                32: "flock", 25: "fcntl", 101: "nanosleep", 115: "clock_nanosleep",
+                22: "epoll_pwait", 441: "epoll_pwait2", 67: "pread64", 65: "readv",
+                64: "write", 206: "sendto", 211: "sendmsg", 203: "connect",
+                133: "rt_sigsuspend", 137: "rt_sigtimedwait", 449: "futex_waitv",
+                124: "sched_yield"},
+}
+MACHINE = platform.machine()
+# Calls whose first argument is a descriptor worth resolving.
+FD_CALLS = frozenset({"read", "recvfrom", "recvmsg", "accept", "accept4", "flock", "fcntl",
+                      "epoll_wait", "epoll_pwait", "epoll_pwait2", "pread64", "readv", "write",
+                      "sendto", "sendmsg", "connect"})
+FILE_LOCK_CALLS = frozenset({"flock", "fcntl"})
+POLL_CALLS = frozenset({"poll", "ppoll"})
+SELECT_CALLS = frozenset({"select", "pselect6"})
+RUNNING = -1  # the syscall file says "running": the thread was on a CPU when read
+MAX_POLLED_FDS = 64  # a poll over more descriptors is read as its first ones
+
+
+@dataclass(frozen=True)
+class SyscallReading:
+    """One thread's syscall file: the call's number (RUNNING when on a CPU) and its first three
+    arguments."""
+
+    nr: int
+    args: tuple[int, int, int]
+
+
+def parse_syscall(text: str) -> SyscallReading | None:
+    """`202 0x55b1f5f7a6f0 0x189 0x0 ...` -> SyscallReading; "running" -> nr RUNNING; None for
+    anything else (a kernel thread's `-1 ...`, an empty read)."""
+    text = text.strip()
+    if not text:
+        return None
+    if text.startswith("running"):
+        return SyscallReading(RUNNING, (0, 0, 0))
+    parts = text.split()
+    try:
+        nr = int(parts[0])
+        if nr < 0:
+            return None
+        args = tuple(int(p, 16) for p in parts[1:4])
+    except ValueError:
+        return None
+    padded = (args + (0, 0, 0))[:3]
+    return SyscallReading(nr, (padded[0], padded[1], padded[2]))
+
+
+def syscall_name(nr: int, machine: str = MACHINE) -> str:
+    return SYSCALLS.get(machine, {}).get(nr, f"syscall {nr}")
+
+
+@dataclass
+class KernelRecord:
+    """Per process: every blocked thread's syscall over the window, and what its descriptors are.
+
+    `observations`: (t, tid, nr, arg0, arg1, arg2, wchan) per /proc tick for each thread not in
+    state R; `wchan` only where the call is not one the decoder names. `fds`: descriptor ->
+    readlink of /proc/PID/fd/N ("pipe:[4629]", "socket:[88]", "/tmp/x", "anon_inode:[eventpoll]");
+    `file_ids`: descriptor -> "MAJ:MIN:INODE" as /proc/locks writes it (hex device numbers);
+    `watched`: an epoll descriptor, or a poll/select call's (tid, arg0) key, -> the descriptors it
+    waits on; `writers`: pipe inodes this process holds open for writing."""
+
+    machine: str = MACHINE
+    observations: list[tuple[float, int, int, int, int, int, str]] = field(default_factory=list)
+    fds: dict[int, str] = field(default_factory=dict)
+    file_ids: dict[int, str] = field(default_factory=dict)
+    watched: dict[str, list[int]] = field(default_factory=dict)
+    # The interpreter's runtime state in this process ([start, end) of _PyRuntime): a futex in
+    # it is the GIL's (or another interpreter-wide lock's). None when not found.
+    runtime_range: tuple[int, int] | None = None
+
+    def to_dict(self) -> dict:
+        return {"machine": self.machine, "observations": self.observations,
+                "fds": {str(k): v for k, v in self.fds.items()},
+                "file_ids": {str(k): v for k, v in self.file_ids.items()},
+                "watched": self.watched,
+                "runtime_range": list(self.runtime_range) if self.runtime_range else None}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> KernelRecord:
+        rng = data.get("runtime_range")
+        return cls(machine=str(data.get("machine") or MACHINE),
+                   observations=[tuple(o) for o in data.get("observations", [])],
+                   fds={int(k): str(v) for k, v in (data.get("fds") or {}).items()},
+                   file_ids={int(k): str(v) for k, v in (data.get("file_ids") or {}).items()},
+                   watched={str(k): [int(x) for x in v] for k, v in (data.get("watched") or {}).items()},
+                   runtime_range=(int(rng[0]), int(rng[1])) if rng else None)
+
+
+def _read(path: str) -> str | None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 4096).decode("ascii", "replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+class KernelWaitReader:
+    """Reads the syscall of each blocked thread of one process, tick after tick, and resolves
+    the descriptors the calls name the first time each is seen (a window is seconds long: a
+    descriptor number rarely changes its meaning within one)."""
+
+    def __init__(self, pid: int, record: KernelRecord):
+        self.pid = pid
+        self.record = record
+        self._names = SYSCALLS.get(record.machine, {})
+        self._memory = None  # opened on the first poll/select seen
+        self.saw_file_lock = False  # this tick: a thread waits for a file lock
+
+    def observe(self, t: float, tid: int) -> None:
+        """One blocked thread's syscall at tick `t` (seconds on the /proc clock)."""
+        text = _read(f"/proc/{self.pid}/task/{tid}/syscall")
+        reading = parse_syscall(text) if text else None
+        if reading is None:
+            return
+        name = self._names.get(reading.nr, "") if reading.nr != RUNNING else ""
+        wchan = ""
+        if reading.nr != RUNNING and not name:
+            wchan = (_read(f"/proc/{self.pid}/task/{tid}/wchan") or "").strip()
+        a0, a1, a2 = reading.args
+        self.record.observations.append((t, tid, reading.nr, a0, a1, a2, wchan))
+        if name in FD_CALLS:
+            self._resolve_fd(a0)
+            if name in FILE_LOCK_CALLS:
+                self.saw_file_lock = True
+            if name.startswith("epoll"):
+                self._resolve_epoll(a0)
+        elif name in POLL_CALLS:
+            self._resolve_poll(tid, a0, a1)
+        elif name in SELECT_CALLS:
+            self._resolve_select(tid, a0, a1)
+
+    def _resolve_fd(self, fd: int) -> None:
+        if fd in self.record.fds or fd > 1 << 20:
+            return
+        path = f"/proc/{self.pid}/fd/{fd}"
+        try:
+            target = os.readlink(path)
+        except OSError:
+            return
+        self.record.fds[fd] = target
+        if target.startswith("/"):
+            try:
+                st = os.stat(path)
+            except OSError:
+                return
+            self.record.file_ids[fd] = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+
+    def _resolve_epoll(self, epfd: int) -> None:
+        key = f"epoll:{epfd}"
+        if key in self.record.watched:
+            return
+        info = _read(f"/proc/{self.pid}/fdinfo/{epfd}") or ""
+        fds = []
+        for line in info.splitlines():
+            if line.startswith("tfd:"):
+                try:
+                    fds.append(int(line.split()[1]))
+                except (IndexError, ValueError):
+                    continue
+        self.record.watched[key] = fds[:MAX_POLLED_FDS]
+        for fd in fds[:MAX_POLLED_FDS]:
+            self._resolve_fd(fd)
+
+    def _memory_reader(self):
+        if self._memory is None:
+            from diagnose.collect.asyncio_tasks.remote import RemoteMemory, RemoteReadError
+            try:
+                self._memory = RemoteMemory(self.pid)
+            except RemoteReadError:
+                self._memory = False
+        return self._memory or None
+
+    def _resolve_poll(self, tid: int, fds_ptr: int, nfds: int) -> None:
+        key = f"poll:{tid}:{fds_ptr:#x}"
+        if key in self.record.watched or not 0 < nfds <= 4096:
+            return
+        memory = self._memory_reader()
+        fds: list[int] = []
+        if memory is not None:
+            from diagnose.collect.asyncio_tasks.remote import RemoteReadError
+            count = min(nfds, MAX_POLLED_FDS)
+            try:
+                data = memory.read(fds_ptr, 8 * count)
+                fds = [struct.unpack_from("<i", data, 8 * i)[0] for i in range(count)]
+            except RemoteReadError:
+                fds = []
+        self.record.watched[key] = [fd for fd in fds if fd >= 0]
+        for fd in self.record.watched[key]:
+            self._resolve_fd(fd)
+
+    def _resolve_select(self, tid: int, nfds: int, readfds_ptr: int) -> None:
+        key = f"select:{tid}:{readfds_ptr:#x}"
+        if key in self.record.watched or not 0 < nfds <= 4096 or not readfds_ptr:
+            return
+        memory = self._memory_reader()
+        fds: list[int] = []
+        if memory is not None:
+            from diagnose.collect.asyncio_tasks.remote import RemoteReadError
+            try:
+                data = memory.read(readfds_ptr, (nfds + 7) // 8)
+                fds = [fd for fd in range(nfds) if data[fd // 8] >> (fd % 8) & 1]
+            except RemoteReadError:
+                fds = []
+        self.record.watched[key] = fds[:MAX_POLLED_FDS]
+        for fd in self.record.watched[key]:
+            self._resolve_fd(fd)
+
+    def finish(self) -> None:
+        """Locates the interpreter's runtime state (for the GIL's futex) and closes what was
+        opened. The symbol lookup is cached per file: the asyncio task reader usually made it."""
+        if self._memory:
+            self._memory.close()
+        self._memory = None
+        if self.record.runtime_range is None and any(
+                self._names.get(o[2]) == "futex" for o in self.record.observations):
+            self.record.runtime_range = runtime_range(self.pid)
+
+
+def runtime_range(pid: int) -> tuple[int, int] | None:
+    """[start, end) of `_PyRuntime` in the target, or None when it cannot be found."""
+    try:
+        from diagnose.collect.asyncio_tasks.binary import InterpreterNotFound, find_interpreter
+    except ImportError:  # pyelftools missing: no GIL address, futexes stay plain locks
+        return None
+    try:
+        interpreter = find_interpreter(pid)
+    except (InterpreterNotFound, OSError):
+        return None
+    if not interpreter.runtime_size:
+        return None
+    return interpreter.runtime_address, interpreter.runtime_address + interpreter.runtime_size
+
+
+@dataclass(frozen=True)
+class FileLockEntry:
+    """One line of /proc/locks: a lock held (`waiting` False) or a waiter queued behind it."""
+
+    kind: str  # FLOCK, POSIX, OFDLCK
+    mode: str  # READ, WRITE
+    pid: int
+    file_id: str  # MAJ:MIN:INODE
+    waiting: bool
+
+
+def parse_locks(text: str) -> list[FileLockEntry]:
+    """`1: FLOCK  ADVISORY  WRITE 22570 fe:00:2146346 0 EOF` (held) and
+    `1: -> FLOCK  ADVISORY  WRITE 22615 fe:00:2146346 0 EOF` (a waiter)."""
+    out = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 6:
+            continue
+        waiting = parts[1] == "->"
+        rest = parts[2:] if waiting else parts[1:]
+        if len(rest) < 5:
+            continue
+        try:
+            pid = int(rest[3])
+        except ValueError:
+            continue
+        out.append(FileLockEntry(rest[0], rest[2], pid, rest[4], waiting))
+    return out
+
+
+def read_file_locks(file_ids: set[str]) -> list[FileLockEntry]:
+    """The /proc/locks entries of the files named (the whole table can be long on a busy host)."""
+    text = _read_all("/proc/locks")
+    if not text:
+        return []
+    return [e for e in parse_locks(text) if e.file_id in file_ids]
+
+
+def _read_all(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+
+
+def pipe_ends(pids: list[int], inodes: set[int]) -> dict[int, dict[int, str]]:
+    """For each pipe inode, the processes holding it open and how ("r", "w" or "rw"): who is at
+    the other end of a pipe a thread reads. Read once at the window's end."""
+    found: dict[int, dict[int, str]] = {}
+    if not inodes:
+        return found
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for name in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{name}")
+            except OSError:
+                continue
+            if not target.startswith("pipe:["):
+                continue
+            inode = int(target[6:-1])
+            if inode not in inodes:
+                continue
+            info = _read(f"/proc/{pid}/fdinfo/{name}") or ""
+            flags = next((int(line.split()[1], 8) for line in info.splitlines()
+                          if line.startswith("flags:")), 0)
+            mode = {0: "r", 1: "w", 2: "rw"}.get(flags & 3, "r")
+            have = found.setdefault(inode, {}).get(pid, "")
+            found[inode][pid] = "".join(sorted(set(have + mode)), )
+    return found
+
+
+def socket_table(pid: int, inodes: set[int]) -> dict[int, str]:
+    """Socket inode -> what it is, from the target's own network namespace
+    (/proc/PID/net/tcp, tcp6, unix): "listen 0.0.0.0:8000", "tcp 127.0.0.1:5432" (the peer of a
+    connected socket), "unix /run/x.sock"."""
+    out: dict[int, str] = {}
+    if not inodes:
+        return out
+    for table in ("tcp", "tcp6"):
+        text = _read_all(f"/proc/{pid}/net/{table}") or ""
+        for line in text.splitlines()[1:]:
+            parts = line.split()
+            if len(parts) < 10:
+                continue
+            try:
+                inode = int(parts[9])
+            except ValueError:
+                continue
+            if inode not in inodes:
+                continue
+            state = parts[3]
+            if state == "0A":
+                out[inode] = f"listen {_address(parts[1])}"
+            else:
+                out[inode] = f"tcp {_address(parts[2])}"
+    text = _read_all(f"/proc/{pid}/net/unix") or ""
+    for line in text.splitlines()[1:]:
+        parts = line.split()
+        if len(parts) < 7:
+            continue
+        try:
+            inode = int(parts[6])
+        except ValueError:
+            continue
+        if inode in inodes and inode not in out:
+            path = parts[7] if len(parts) > 7 else ""
+            listening = parts[5] == "01" and int(parts[3], 16) & 0x10000  # SS_UNCONNECTED, __SO_ACCEPTCON
+            out[inode] = f"{'listen' if listening else 'unix'} {path or '(unnamed)'}"
+    return out
+
+
+def _address(text: str) -> str:
+    """`0100007F:1F90` -> `127.0.0.1:8080`; an IPv6 address in its 32 hex digits likewise."""
+    host, _, port = text.partition(":")
+    try:
+        port_n = int(port, 16)
+        raw = bytes.fromhex(host)
+    except ValueError:
+        return text
+    if len(raw) == 4:
+        return f"{'.'.join(str(b) for b in raw[::-1])}:{port_n}"
+    words = [raw[i:i + 4][::-1] for i in range(0, 16, 4)]
+    import ipaddress
+    addr = ipaddress.IPv6Address(b"".join(words))
+    mapped = addr.ipv4_mapped
+    return f"{mapped or addr}:{port_n}" if mapped else f"[{addr}]:{port_n}"

@@ -1,0 +1,266 @@
+"""The kernel's record of what each blocked thread waited on, decoded into wait objects.
+
+collect/kernel_waits.py keeps, per /proc tick, each sleeping thread's syscall and its first
+arguments. Here each observation becomes a `WaitObject`: the GIL (a futex inside the
+interpreter's runtime state), a lock (any other futex: threads waiting on one address wait on
+one lock), a file lock (its path, and from /proc/locks who holds it), a pipe (and the processes
+at its other end), a socket (a connected one: a call outside the process; a listening one:
+waiting for work), a child process, a timer. `KernelView` holds a process's observations by
+thread, in time order, for the sample table (classify/os_state.settle_with_kernel) and the
+wait-for graph (model/wait_graph.py).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from diagnose.collect.kernel_waits import FILE_LOCK_CALLS, RUNNING, SYSCALLS, KernelRecord
+from diagnose.collect.procfs import ProcRecord, TreeRecord
+from diagnose.model.vocab import ResourceKind
+
+# futex(2) operations that sleep (the low bits; FUTEX_PRIVATE_FLAG 128 and
+# FUTEX_CLOCK_REALTIME 256 stripped): WAIT, LOCK_PI, WAIT_BITSET, WAIT_REQUEUE_PI, LOCK_PI2.
+FUTEX_WAITS = frozenset({0, 6, 9, 11, 13})
+FUTEX_PRIVATE = 128
+F_SETLKW = frozenset({7, 14, 38})  # F_SETLKW, F_SETLKW64 (32-bit), F_OFD_SETLKW
+READS = frozenset({"read", "readv", "pread64", "recvfrom", "recvmsg"})
+WRITES = frozenset({"write", "sendto", "sendmsg", "connect"})
+POLLS = frozenset({"poll", "ppoll", "select", "pselect6", "epoll_wait", "epoll_pwait",
+                   "epoll_pwait2"})
+SLEEPS = frozenset({"nanosleep", "clock_nanosleep", "pause", "rt_sigsuspend", "rt_sigtimedwait"})
+CHILD_WAITS = frozenset({"wait4", "waitid"})
+
+
+class Blocking(enum.StrEnum):
+    """How a wait object holds a thread up, for the sample table's states."""
+
+    RUNNING = "running"    # on a CPU
+    GIL = "gil"            # runnable, waiting for the GIL
+    HELD = "held"          # a lock another thread or process holds
+    OUTSIDE = "outside"    # a call outside the thread: IO, a pipe, a socket, a child, a timer
+    IDLE = "idle"          # waiting for work (a listening socket)
+
+
+@dataclass(frozen=True)
+class WaitObject:
+    """What one observation waited on. `key` identifies it across the service's processes
+    (two threads with one key wait on the same thing); `label` says it in words; `holders`:
+    pids the kernel names as holding or serving it (a file lock's holder, a pipe's writer)."""
+
+    resource: ResourceKind | None  # None: running
+    key: str
+    label: str
+    blocking: Blocking
+    syscall: str = ""
+    holders: tuple[int, ...] = ()
+
+
+RUNNING_OBJECT = WaitObject(None, "running", "on a CPU", Blocking.RUNNING)
+
+
+@dataclass(frozen=True)
+class ThreadWaits:
+    """One thread's kernel observations over the window: each object and how often."""
+
+    tid: int
+    observations: int  # ticks at which the thread slept and its syscall was read
+    objects: tuple[tuple[WaitObject, int], ...]  # most observed first
+
+    def share(self, key: str) -> float:
+        return sum(n for o, n in self.objects if o.key == key) / max(1, self.observations)
+
+    @property
+    def top(self) -> WaitObject | None:
+        return self.objects[0][0] if self.objects else None
+
+
+@dataclass(frozen=True)
+class KernelView:
+    """A process's kernel observations: per thread, the instants (seconds on the /proc clock)
+    and the index into `objects` of what it waited on then."""
+
+    pid: int
+    objects: tuple[WaitObject, ...]
+    times: Mapping[int, np.ndarray] = field(default_factory=dict)
+    indices: Mapping[int, np.ndarray] = field(default_factory=dict)
+    threads: Mapping[int, ThreadWaits] = field(default_factory=dict)
+    # state-letter ticks per thread (the /proc sampler's, observer stops excluded), so a share
+    # of "blocked on X" is of all the thread's ticks, running ones included
+    ticks: Mapping[int, int] = field(default_factory=dict)
+
+    @property
+    def observations(self) -> int:
+        return sum(t.observations for t in self.threads.values())
+
+    def blocked_share(self, tid: int, blocking: Blocking) -> float:
+        """The share of the thread's /proc ticks the kernel saw it blocked this way."""
+        waits = self.threads.get(tid)
+        if waits is None:
+            return 0.0
+        n = sum(c for o, c in waits.objects if o.blocking == blocking)
+        return n / max(1, self.ticks.get(tid, waits.observations))
+
+
+def kernel_view(record: ProcRecord | None, tree: TreeRecord | None = None) -> KernelView | None:
+    """The decoded observations of one process; None when the reader did not run."""
+    if record is None or record.kernel is None:
+        return None
+    kernel = record.kernel
+    decoder = _Decoder(record.pid, kernel, tree)
+    objects: dict[WaitObject, int] = {}
+    times: dict[int, list[float]] = {}
+    indices: dict[int, list[int]] = {}
+    for t, tid, nr, a0, a1, a2, wchan in kernel.observations:
+        obj = decoder.decode(int(tid), int(nr), int(a0), int(a1), int(a2), str(wchan))
+        index = objects.setdefault(obj, len(objects))
+        times.setdefault(int(tid), []).append(float(t))
+        indices.setdefault(int(tid), []).append(index)
+    # The ticks that saw the thread on a CPU date its running spells (no syscall is read then).
+    running = objects.setdefault(RUNNING_OBJECT, len(objects))
+    for t, tid, state in record.state_samples:
+        if state == "R":
+            times.setdefault(int(tid), []).append(float(t))
+            indices.setdefault(int(tid), []).append(running)
+    ordered = tuple(objects)
+    threads = {}
+    for tid, idx in indices.items():
+        counts = Counter(idx)
+        threads[tid] = ThreadWaits(tid, len(idx), tuple((ordered[i], n) for i, n in counts.most_common()))
+    ticks = Counter(int(tid) for _, tid, state in record.state_samples if state not in ("t", "T"))
+    return KernelView(record.pid, ordered,
+                      {tid: np.asarray(v, dtype=np.float64) for tid, v in times.items()},
+                      {tid: np.asarray(v, dtype=np.int32) for tid, v in indices.items()},
+                      threads, dict(ticks))
+
+
+class _Decoder:
+    def __init__(self, pid: int, kernel: KernelRecord, tree: TreeRecord | None):
+        self.pid = pid
+        self.kernel = kernel
+        self.tree = tree
+        self.names = SYSCALLS.get(kernel.machine, {})
+        self._holders = _file_lock_holders(tree)
+        self._children = sorted(p for p, parent in (tree.parents.items() if tree else ())
+                                if parent == pid)
+
+    def decode(self, tid: int, nr: int, a0: int, a1: int, a2: int, wchan: str) -> WaitObject:
+        if nr == RUNNING:
+            return RUNNING_OBJECT
+        name = self.names.get(nr, "")
+        if name == "futex":
+            return self._futex(a0, a1)
+        if name in FILE_LOCK_CALLS and (name == "flock" or a1 in F_SETLKW):
+            return self._file_lock(a0, name)
+        if name in READS or name in WRITES:
+            return self._descriptor(a0, name)
+        if name in ("accept", "accept4"):
+            target = self._socket_of(a0)
+            return WaitObject(ResourceKind.LISTEN, f"listen:{self.pid}:{a0}",
+                              f"accept on {target or f'descriptor {a0}'}", Blocking.IDLE, name)
+        if name in POLLS:
+            return self._poll(tid, a0, a1, name)
+        if name in CHILD_WAITS:
+            return WaitObject(ResourceKind.CHILD, f"child:{self.pid}",
+                              "a child process", Blocking.OUTSIDE, name, tuple(self._children))
+        if name in SLEEPS:
+            return WaitObject(ResourceKind.SLEEP, "sleep", "a timer or signal", Blocking.OUTSIDE, name)
+        return WaitObject(ResourceKind.OTHER, f"other:{name or wchan or nr}",
+                          f"{name or f'syscall {nr}'}{f' in {wchan}' if wchan else ''}",
+                          Blocking.OUTSIDE, name or str(nr))
+
+    def _futex(self, address: int, op: int) -> WaitObject:
+        if op & 0x7F not in FUTEX_WAITS:
+            return WaitObject(ResourceKind.OTHER, "other:futex-wake", "futex", Blocking.OUTSIDE, "futex")
+        runtime = self.kernel.runtime_range
+        if runtime is not None and runtime[0] <= address < runtime[1]:
+            return WaitObject(ResourceKind.GIL, f"gil:{self.pid}", "the GIL", Blocking.GIL, "futex")
+        if op & FUTEX_PRIVATE:
+            return WaitObject(ResourceKind.LOCK, f"futex:{self.pid}:{address:#x}",
+                              f"lock at {address:#x}", Blocking.HELD, "futex")
+        # a shared futex (a multiprocessing lock or semaphore in shared memory): its address is
+        # the same in processes that inherited the mapping
+        return WaitObject(ResourceKind.LOCK, f"futex:shared:{address:#x}",
+                          f"shared lock at {address:#x}", Blocking.HELD, "futex")
+
+    def _file_lock(self, fd: int, call: str) -> WaitObject:
+        file_id = self.kernel.file_ids.get(fd, "")
+        path = self.kernel.fds.get(fd, f"descriptor {fd}")
+        holders = tuple(p for p in self._holders.get(file_id, ()) if p != self.pid)
+        return WaitObject(ResourceKind.FILE_LOCK, f"file:{file_id or f'{self.pid}:{fd}'}",
+                          f"file lock on {path}", Blocking.HELD, call, holders)
+
+    def _socket_of(self, fd: int) -> str:
+        target = self.kernel.fds.get(fd, "")
+        if target.startswith("socket:[") and self.tree is not None:
+            return self.tree.sockets.get(int(target[8:-1]), "socket")
+        return target
+
+    def _descriptor(self, fd: int, call: str) -> WaitObject:
+        target = self.kernel.fds.get(fd, "")
+        if target.startswith("pipe:["):
+            inode = int(target[6:-1])
+            ends = (self.tree.pipes.get(inode, {}) if self.tree is not None else {})
+            want = "w" if call in READS else "r"
+            others = tuple(sorted(p for p, mode in ends.items() if want in mode and p != self.pid))
+            return WaitObject(ResourceKind.PIPE, f"pipe:{inode}",
+                              f"pipe {inode}" + (f" (other end: pid {', '.join(map(str, others))})"
+                                                 if others else ""),
+                              Blocking.OUTSIDE, call, others)
+        if target.startswith("socket:["):
+            inode = int(target[8:-1])
+            what = self.tree.sockets.get(inode, "") if self.tree is not None else ""
+            if what.startswith("listen"):
+                return WaitObject(ResourceKind.LISTEN, f"listen:{inode}", what, Blocking.IDLE, call)
+            peer = what.split(" ", 1)[1] if " " in what else ""
+            return WaitObject(ResourceKind.SOCKET, f"socket:{peer or inode}",
+                              f"socket to {peer}" if peer else f"socket {inode}", Blocking.OUTSIDE, call)
+        return WaitObject(ResourceKind.OTHER, f"io:{target or fd}", f"{call} on {target or f'descriptor {fd}'}",
+                          Blocking.OUTSIDE, call)
+
+    def _poll(self, tid: int, a0: int, a1: int, call: str) -> WaitObject:
+        if call.startswith("epoll"):
+            fds = self.kernel.watched.get(f"epoll:{a0}", [])
+        elif call in ("poll", "ppoll"):
+            fds = self.kernel.watched.get(f"poll:{tid}:{a0:#x}", [])
+        else:
+            fds = self.kernel.watched.get(f"select:{tid}:{a1:#x}", [])
+        decoded = [self._descriptor(fd, "read") for fd in fds]
+        # What the poll stands for: work arriving (a listening socket) before a pipe before a
+        # connected socket; a loop that also watches its own wake-up pipe is a server's loop.
+        for kind in (ResourceKind.LISTEN, ResourceKind.PIPE, ResourceKind.SOCKET):
+            match = [d for d in decoded if d.resource == kind]
+            if match:
+                return WaitObject(match[0].resource, match[0].key, match[0].label, match[0].blocking,
+                                  call, match[0].holders)
+        return WaitObject(ResourceKind.POLL, f"poll:{self.pid}:{tid}", f"{call} on {len(fds)} descriptors",
+                          Blocking.OUTSIDE, call)
+
+
+def _file_lock_holders(tree: TreeRecord | None) -> dict[str, tuple[int, ...]]:
+    """file id -> the pids /proc/locks showed holding it, most often first."""
+    if tree is None or not tree.file_locks:
+        return {}
+    held: dict[str, Counter[int]] = {}
+    for _, entries in tree.file_locks:
+        for entry in entries:
+            if not entry.waiting:
+                held.setdefault(entry.file_id, Counter())[entry.pid] += 1
+    return {fid: tuple(p for p, _ in c.most_common()) for fid, c in held.items()}
+
+
+def holder_shares(tree: TreeRecord | None, file_id: str) -> dict[int, float]:
+    """Of the /proc/locks readings that listed `file_id`, the share in which each pid held it."""
+    if tree is None:
+        return {}
+    readings = [entries for _, entries in tree.file_locks
+                if any(e.file_id == file_id for e in entries)]
+    counts: Counter[int] = Counter()
+    for entries in readings:
+        for pid in {e.pid for e in entries if e.file_id == file_id and not e.waiting}:
+            counts[pid] += 1
+    return {pid: n / len(readings) for pid, n in counts.items()} if readings else {}
