@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from diagnose.checks.base import (Finding, Site, make_finding, short_path)
+from diagnose.model.kernel_waits import LockKnot, lock_knot
 from diagnose.checks.evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
@@ -68,6 +69,9 @@ EVIDENCE = {
     "formed_at_s": E("deadlocked since (into the window)", U.SECONDS),
     # The cycle itself, as the reports print it (jstack-like): not a row of the evidence list.
     "deadlocks": E("the deadlocks, thread by thread", U.TEXT, row=False),
+    # A knot read from the kernel alone (model/wait_graph.lock_knot): the futexes waited on.
+    "kernel_locks": E("locks the kernel saw the threads wait on (futex addresses)", U.TEXT),
+    "process_cores": E("CPU the process used over the window (OS)", U.CORES),
 }
 
 
@@ -187,6 +191,9 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     cycles = await_cycles(analysis.tasks) if analysis.tasks is not None else ()
     if not deadlocks and cycles:
         return _await_cycle_finding(analysis, settings, cycles)
+    knot = lock_knot(analysis.kernel, analysis.os) if not deadlocks else None
+    if knot is not None:
+        return _kernel_knot_finding(analysis, settings, knot)
     if not deadlocks:
         return make_finding(ID, settings, 0.0, "no threads were blocked all window on each "
                             "other's locks", {"deadlocked_threads": 0, "victim_threads": 0})
@@ -238,6 +245,41 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     if all(os_confirms(analysis.os, m.thread.tid) for d in deadlocks for m in d.cycle):
         return dataclasses.replace(finding, low_confidence=False)
     return finding
+
+
+def _kernel_knot_finding(analysis: Analysis, settings: Settings, knot: LockKnot) -> Finding:
+    """A hang the kernel shows though the source cannot name the locks (a container's code the
+    frames cannot be matched to, a lock taken in native code): threads blocked all window on
+    two locks or more, and nothing in the process ran to let one go."""
+    cores = analysis.os.cpu_s / analysis.os.window_s if analysis.os is not None and analysis.os.window_s else 0.0
+    samples = analysis.samples[analysis.samples["tid"].isin(knot.tids)]
+    sites: list[Site] = []
+    total = max(1.0, float(samples["count"].sum()))
+    with_site = samples[samples["site"] >= 0]
+    if not with_site.empty:
+        for frame_id, count in with_site.groupby("site")["count"].sum().nlargest(4).items():
+            frame = analysis.frame(int(frame_id))
+            sites.append(Site(frame.function, frame.file, frame.line, round(float(count) / total, 4)))
+    where_ = (" at " + ", ".join(f"{s.function} ({short_path(s.file)}:{s.line})" for s in sites[:3])
+              if sites else "")
+    summary = (f"{len(knot.tids)} threads were blocked all window on {len(knot.locks)} locks{where_}, "
+               f"and nothing in the process ran to release them (the kernel: every one asleep in a "
+               f"futex wait, the process at {cores:.2f} cores); hung, not slow")
+    evidence: dict[str, object] = {
+        "deadlocked_threads": len(knot.tids), "victim_threads": 0,
+        "kernel_locks": ", ".join(lock.label for lock in knot.locks),
+        "process_cores": round(cores, 4)}
+    advice = ["Take the locks in one global order on every code path (the sites above are where "
+              "the threads wait); where the source was readable the deadlock would be printed "
+              "thread by thread: run `py-spy dump --locals --pid PID` to see which lock each "
+              "thread holds.",
+              f"Until the fix ships, restart the process: the {len(knot.tids)} threads blocked "
+              f"here will never run again.", *settings.advice]
+    finding = make_finding(ID, settings, 100.0, summary, evidence, sites, advice=advice,
+                           gain=(None, "hung: no throughput ratio applies; the blocked threads "
+                                       "serve nothing until the process restarts"),
+                           samples=int(total))
+    return dataclasses.replace(finding, low_confidence=False)
 
 
 SPEC = CheckSpec(ID, "The service is deadlocked: threads wait for each other's locks", Settings,

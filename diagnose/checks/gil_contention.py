@@ -77,9 +77,38 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     if running["thread"].nunique() < 2:
         return NotApplicable(ID, "only one thread of this process ran Python: nothing to contend "
                                  "with for the GIL")
-    if analysis.profile.native or analysis.profile.calibrated:
+    idle = _nothing_ran(analysis, settings)
+    if idle is not None:
+        return idle
+    if analysis.profile.native or analysis.profile.calibrated or _kernel_saw_gil(analysis):
         return _from_native_frames(analysis, settings, total)
     return _estimated_from_cpu_time(analysis, settings, req, total)
+
+
+# A process using less than this many cores over the window had no thread running Python to
+# hold the GIL: whatever the samples say, nobody waited for it.
+MIN_HOLDER_CORES = 0.02
+
+
+def _nothing_ran(analysis: Analysis, settings: Settings) -> Finding | None:
+    """The counters' veto: GIL contention needs a thread that holds the GIL and runs."""
+    os_ = analysis.os
+    if os_ is None or os_.window_s <= 0:
+        return None
+    cores = os_.cpu_s / os_.window_s
+    if cores >= MIN_HOLDER_CORES:
+        return None
+    note = (f"the process used {cores:.3f} cores over the window (/proc): no thread ran to hold "
+            f"the GIL, so none waited for it")
+    return make_finding(ID, settings, 0.0, f"no GIL contention: {note}",
+                        {"gil_wait_share": 0.0, "counters_note": note, "measured_cores": round(cores, 4)})
+
+
+def _kernel_saw_gil(analysis: Analysis) -> bool:
+    """The kernel read the threads' syscalls and knew the GIL's futex (model/kernel_waits.py):
+    the GIL waits in the samples are measured, not estimated from CPU time."""
+    kernel = analysis.kernel
+    return kernel is not None and kernel.knows_gil and kernel.observations > 0
 
 
 def _from_native_frames(analysis: Analysis, settings: Settings, total: float) -> Finding:

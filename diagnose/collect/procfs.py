@@ -60,6 +60,9 @@ class ProcRecord:
     # What each blocked thread waited on, as the kernel says (collect/kernel_waits.py); None
     # where the reader did not run (older recordings, `--no-kernel-waits`).
     kernel: KernelRecord | None = None
+    # A target in its own pid namespace (a container) knows its threads by other ids than ours,
+    # and py-spy reports those: host tid -> the tid inside (status NSpid), where they differ.
+    ns_tids: dict[int, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {
@@ -73,6 +76,7 @@ class ProcRecord:
             "first": {str(k): vars(v) for k, v in self.first.items()},
             "last": {str(k): vars(v) for k, v in self.last.items()},
             "kernel": self.kernel.to_dict() if self.kernel is not None else None,
+            "ns_tids": {str(k): v for k, v in self.ns_tids.items()},
         }
 
     @classmethod
@@ -88,6 +92,7 @@ class ProcRecord:
         rec.cpu_throttling = [list(c) for c in data.get("cpu_throttling") or []]
         rec.cpu_cgroup = data.get("cpu_cgroup")
         rec.thread_names = {int(k): v for k, v in data.get("thread_names", {}).items()}
+        rec.ns_tids = {int(k): int(v) for k, v in (data.get("ns_tids") or {}).items()}
         if data.get("kernel"):
             rec.kernel = KernelRecord.from_dict(data["kernel"])
         rec.first = {int(k): ThreadCounters(**v) for k, v in data.get("first", {}).items()}
@@ -150,6 +155,40 @@ def cgroup_cpu_quota_cores(pid: int) -> float | None:
     return reading.quota_cores if reading is not None else None
 
 
+def namespace_tid(pid: int, tid: int) -> int | None:
+    """The thread's id in the innermost pid namespace it lives in (the last NSpid field)."""
+    status = read_proc_text(f"/proc/{pid}/task/{tid}/status")
+    if not status:
+        return None
+    at = status.find("\nNSpid:")
+    if at < 0:
+        return None
+    end = status.find("\n", at + 1)
+    fields = status[at + 7:end if end >= 0 else None].split()
+    try:
+        return int(fields[-1]) if fields else None
+    except ValueError:
+        return None
+
+
+def as_seen_inside(record: ProcRecord) -> ProcRecord:
+    """The record with its threads named by the ids the target itself (and py-spy) uses: for a
+    process in its own pid namespace; the record itself otherwise."""
+    if not record.ns_tids:
+        return record
+    inner = record.ns_tids.get
+    out = ProcRecord.from_dict(record.to_dict())
+    out.ns_tids = {}
+    out.state_samples = [(t, inner(tid, tid), state) for t, tid, state in record.state_samples]
+    out.thread_names = {inner(k, k): v for k, v in record.thread_names.items()}
+    out.first = {inner(k, k): v for k, v in record.first.items()}
+    out.last = {inner(k, k): v for k, v in record.last.items()}
+    if out.kernel is not None:
+        out.kernel.observations = [(o[0], inner(o[1], o[1]), *o[2:])
+                                   for o in out.kernel.observations]
+    return out
+
+
 def list_tids(pid: int) -> list[int]:
     try:
         return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
@@ -207,6 +246,7 @@ class ProcSampler:
         self.record = ProcRecord(pid=pid, cores=cores_available(pid),
                                  cpu_quota_cores=cgroup_cpu_quota_cores(pid),
                                  started_at=time.time())
+        self._named: set[int] = set()  # threads whose namespace id was read
         self.kernel: KernelWaitReader | None = None
         if kernel_waits:
             self.record.kernel = KernelRecord()
@@ -242,6 +282,11 @@ class ProcSampler:
                 counters = read_counters(self.pid, tid)
                 if counters:
                     self.record.first[tid] = counters
+            if tid not in self._named:
+                self._named.add(tid)
+                inner = namespace_tid(self.pid, tid)
+                if inner is not None and inner != tid:
+                    self.record.ns_tids[tid] = inner
         statm = read_proc_text(f"/proc/{self.pid}/statm")
         if statm:
             self.record.rss_samples.append((round(now, 4), int(statm.split()[1]) * _PAGE_SIZE))

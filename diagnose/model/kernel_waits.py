@@ -16,12 +16,16 @@ import enum
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from diagnose.collect.kernel_waits import FILE_LOCK_CALLS, RUNNING, SYSCALLS, KernelRecord
 from diagnose.collect.procfs import ProcRecord, TreeRecord
 from diagnose.model.vocab import ResourceKind
+
+if TYPE_CHECKING:  # the OS summary is read here (lock_knot), built elsewhere
+    from diagnose.model.os_summary import ProcessOS
 
 # futex(2) operations that sleep (the low bits; FUTEX_PRIVATE_FLAG 128 and
 # FUTEX_CLOCK_REALTIME 256 stripped): WAIT, LOCK_PI, WAIT_BITSET, WAIT_REQUEUE_PI, LOCK_PI2.
@@ -92,6 +96,8 @@ class KernelView:
     # state-letter ticks per thread (the /proc sampler's, observer stops excluded), so a share
     # of "blocked on X" is of all the thread's ticks, running ones included
     ticks: Mapping[int, int] = field(default_factory=dict)
+    # the interpreter's runtime state was located: a GIL wait would have been named as one
+    knows_gil: bool = False
 
     @property
     def observations(self) -> int:
@@ -135,7 +141,7 @@ def kernel_view(record: ProcRecord | None, tree: TreeRecord | None = None) -> Ke
     return KernelView(record.pid, ordered,
                       {tid: np.asarray(v, dtype=np.float64) for tid, v in times.items()},
                       {tid: np.asarray(v, dtype=np.int32) for tid, v in indices.items()},
-                      threads, dict(ticks))
+                      threads, dict(ticks), kernel.runtime_range is not None)
 
 
 class _Decoder:
@@ -264,3 +270,47 @@ def holder_shares(tree: TreeRecord | None, file_id: str) -> dict[int, float]:
         for pid in {e.pid for e in entries if e.file_id == file_id and not e.waiting}:
             counts[pid] += 1
     return {pid: n / len(readings) for pid, n in counts.items()} if readings else {}
+
+
+# A knot: threads blocked on locks in this share of their ticks, with no tick on a CPU...
+KNOT_BLOCKED_SHARE = 0.95
+KNOT_MIN_TICKS = 8
+# ...in a process that used next to no CPU over the window (cores).
+KNOT_MAX_PROCESS_CORES = 0.05
+
+
+@dataclass(frozen=True)
+class LockKnot:
+    """Threads of one process blocked all window on locks (futexes) while none of its threads
+    ran: nothing will release them. `locks`: the futex keys they wait on."""
+
+    pid: int
+    tids: tuple[int, ...]
+    locks: tuple[WaitObject, ...]
+    ticks: int
+
+
+def lock_knot(kernel: KernelView | None, os_: ProcessOS | None) -> LockKnot | None:
+    """The process's threads blocked all window on two locks or more while the process used
+    next to no CPU (a hang even where neither the source nor native frames can be read)."""
+    if kernel is None or os_ is None or os_.window_s <= 0:
+        return None
+    if os_.cpu_s / os_.window_s > KNOT_MAX_PROCESS_CORES:
+        return None
+    blocked: list[int] = []
+    locks: dict[str, WaitObject] = {}
+    ticks = 0
+    for tid, waits in kernel.threads.items():
+        seen = kernel.ticks.get(tid, waits.observations)
+        if seen < KNOT_MIN_TICKS:
+            continue
+        on_locks = [(o, n) for o, n in waits.objects if o.resource == ResourceKind.LOCK]
+        if sum(n for _, n in on_locks) / seen < KNOT_BLOCKED_SHARE:
+            continue
+        blocked.append(tid)
+        ticks = max(ticks, seen)
+        for obj, _ in on_locks:
+            locks.setdefault(obj.key, obj)
+    if len(blocked) < 2 or len(locks) < 2:
+        return None
+    return LockKnot(kernel.pid, tuple(sorted(blocked)), tuple(locks.values()), ticks)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from diagnose.classify.categories import Categorizer
-from diagnose.collect.procfs import TreeRecord
+from diagnose.collect.procfs import TreeRecord, as_seen_inside
 from diagnose.collect.tree import HELPER_MARKERS
 from diagnose.model.async_tasks import TaskRecording
 from diagnose.model.analysis import Analysis, analysis_of, classify_profile
@@ -125,7 +125,8 @@ def build_service(profile: Profile, categorizer: Categorizer, tree: TreeRecord |
     recordings = task_recordings or {}
     stacks = classify_profile(profile, categorizer, native_profile)
     pids = profile.pids
-    records = tree.records if tree is not None else {}
+    # threads by the ids py-spy reports: the target's own, inside a container's pid namespace
+    records = {pid: as_seen_inside(r) for pid, r in tree.records.items()} if tree is not None else {}
     if len(pids) <= 1:
         pid = pids[0] if pids else (tree.roots[0] if tree is not None else None)
         record = records.get(pid) if pid is not None else None

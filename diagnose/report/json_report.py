@@ -11,6 +11,7 @@ import pandas as pd
 from diagnose.checks.engine import CheckResults
 from diagnose.model.analysis import Analysis
 from diagnose.render.stack_rows import stack_rows
+from diagnose.model.wait_graph import build_wait_graph
 from diagnose.model.service import Service
 from diagnose.model.waits import describe
 from diagnose.model.vocab import ProcessRole
@@ -219,6 +220,7 @@ def build_report(service: Service, results: CheckResults, per_process: dict | No
         stacks=stacks,
         load=None if run.load is None else Load(run.load.throughput_rps, run.load.concurrency,
                                                  run.load.rate),
+        wait_graph=build_wait_graph(service),
     )
 
 

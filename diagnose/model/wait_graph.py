@@ -1,0 +1,207 @@
+"""One wait-for graph per service, from what the kernel saw each blocked thread wait on.
+
+Threads of one process that spent the window waiting on the same thing are one node; each
+resource they waited on (model/kernel_waits.WaitObject: the GIL, a lock's futex, a file lock, a
+pipe, a socket, a child, a timer) is another; `waits_for` edges carry the share of the waiters'
+/proc ticks. Where the kernel names who holds or serves a resource (a file lock's holder from
+/proc/locks, the process at a pipe's other end, a child) a `held_by` / `served_by` edge goes to
+that process's node. The bottleneck is the resource held by, or served by, something else that
+the most thread time waits for; a knot is a set of threads blocked all window on locks while
+nothing in their process runs: a hang (`lock_knot`, which the deadlock check asks when the
+source cannot name the locks).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from diagnose.model.kernel_waits import Blocking, KernelView, WaitObject, lock_knot
+from diagnose.model.vocab import GraphEdgeKind, NodeKind, ProcessRole, ResourceKind, ThreadRole
+from diagnose.report.model.wait_graph import WaitEdge, WaitGraph, WaitNode
+
+if TYPE_CHECKING:  # the service is read here, built elsewhere
+    from diagnose.model.analysis import Analysis
+    from diagnose.model.service import Service
+
+MIN_EDGE_SHARE = 0.05  # a thread waiting on something less often than this draws no edge
+MAX_NODES = 40
+# Resources whose waiters wait for another thread or process to let go (or to answer): the
+# candidates for the bottleneck. A timer or a socket to a downstream is a wait outside the
+# service, named but never its bottleneck here (underloaded speaks of those).
+HELD_RESOURCES = (ResourceKind.GIL, ResourceKind.LOCK, ResourceKind.FILE_LOCK, ResourceKind.PIPE,
+                  ResourceKind.CHILD)
+def build_wait_graph(service: Service) -> WaitGraph | None:
+    """The service's graph; None when no process was read by the kernel wait reader."""
+    views = [v for v in service.processes if v.analysis.kernel is not None and v.pid is not None]
+    if not views:
+        return None
+    nodes: dict[str, WaitNode] = {}
+    edges: list[WaitEdge] = []
+    waited: dict[str, float] = defaultdict(float)  # resource node -> thread-seconds waited
+    waiters: dict[str, set[str]] = defaultdict(set)
+    holders_of: dict[str, tuple[int, ...]] = {}
+    group_of_pid: dict[int, str] = {}
+    observations = 0
+    for view in views:
+        analysis = view.analysis
+        kernel = analysis.kernel
+        assert kernel is not None and view.pid is not None
+        observations += kernel.observations
+        window = analysis.os.window_s if analysis.os is not None else 0.0
+        for group in _thread_groups(analysis, kernel):
+            node_id = f"t:{view.pid}:{group.name}"
+            nodes[node_id] = WaitNode(
+                node_id, NodeKind.THREADS, _group_label(group, view.pid, view.role), view.pid,
+                len(group.tids), site=_site(analysis, group.tids), running_share=round(group.running, 4))
+            if group.role == ThreadRole.REQUEST or view.pid not in group_of_pid:
+                group_of_pid.setdefault(view.pid, node_id)
+            for obj, share in group.waits:
+                resource_id = _resource_id(obj, view.pid)
+                if resource_id not in nodes:
+                    nodes[resource_id] = WaitNode(resource_id, NodeKind.RESOURCE, obj.label,
+                                                  None if _shared(obj) else view.pid,
+                                                  resource=obj.resource,
+                                                  detail=f"{obj.syscall}: {obj.key}")
+                seconds = share * window * len(group.tids)
+                edges.append(WaitEdge(node_id, resource_id, GraphEdgeKind.WAITS_FOR,
+                                      round(share, 4), round(seconds, 3)))
+                waited[resource_id] += seconds
+                waiters[resource_id].add(node_id)
+                if obj.holders:
+                    holders_of[resource_id] = obj.holders
+    # Who holds or serves what: the kernel's own holders (file locks, pipes, children).
+    for resource_id, pids in holders_of.items():
+        kind = nodes[resource_id].resource
+        edge_kind = GraphEdgeKind.HELD_BY if kind == ResourceKind.FILE_LOCK else GraphEdgeKind.SERVED_BY
+        for pid in pids[:4]:
+            target = group_of_pid.get(pid)
+            if target is None:
+                target = f"p:{pid}"
+                nodes.setdefault(target, WaitNode(target, NodeKind.PROCESS, f"process {pid}", pid))
+            edges.append(WaitEdge(resource_id, target, edge_kind))
+    knots = []
+    for view in views:
+        knot = lock_knot(view.analysis.kernel, view.analysis.os)
+        if knot is not None:
+            ids = [n.id for n in nodes.values() if n.pid == knot.pid and n.kind == NodeKind.THREADS]
+            ids += [_resource_id(lock, knot.pid) for lock in knot.locks]
+            knots.append(tuple(i for i in ids if i in nodes))
+    bottleneck, summary = _bottleneck(nodes, waited, waiters, holders_of, knots)
+    kept = _keep(nodes, edges, bottleneck)
+    return WaitGraph(tuple(n for n in nodes.values() if n.id in kept),
+                     tuple(e for e in edges if e.source in kept and e.target in kept),
+                     tuple(knots), bottleneck, summary, observations)
+
+
+@dataclass(frozen=True)
+class _Group:
+    name: str
+    role: str
+    tids: tuple[int, ...]
+    running: float  # mean share of ticks on a CPU
+    waits: tuple[tuple[WaitObject, float], ...]  # mean share of ticks per object
+
+
+def _thread_groups(analysis: Analysis, kernel: KernelView) -> list[_Group]:
+    """Threads grouped by their role and what they waited on most (idle threads and library
+    threads left out: they wait for work, not for each other)."""
+    roles = {int(r.tid): str(r.role) for r in analysis.threads.itertuples()}
+    grouped: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for tid, waits in kernel.threads.items():
+        role = roles.get(tid, ThreadRole.OTHER)
+        if role in (ThreadRole.IDLE, ThreadRole.LIBRARY):
+            continue
+        blocking = [(o, n) for o, n in waits.objects
+                    if o.blocking not in (Blocking.RUNNING, Blocking.IDLE)]
+        if not blocking:
+            continue
+        top = blocking[0][0]
+        if top.resource == ResourceKind.SLEEP and role != ThreadRole.REQUEST:
+            continue  # a housekeeping thread's sleep loop
+        grouped[(role, top.key)].append(tid)
+    out = []
+    for (role, key), tids in grouped.items():
+        shares: dict[WaitObject, float] = defaultdict(float)
+        running = 0.0
+        for tid in tids:
+            seen = max(1, kernel.ticks.get(tid, kernel.threads[tid].observations))
+            for obj, n in kernel.threads[tid].objects:
+                if obj.blocking == Blocking.RUNNING:
+                    continue
+                shares[obj] += n / seen / len(tids)
+            running += kernel.blocked_share(tid, Blocking.RUNNING) / len(tids)
+        kept = tuple(sorted(((o, s) for o, s in shares.items() if s >= MIN_EDGE_SHARE
+                             and o.blocking != Blocking.IDLE), key=lambda p: -p[1]))
+        if kept:
+            out.append(_Group(f"{role}:{key}", role, tuple(sorted(tids)), min(1.0, running), kept))
+    return out
+
+
+def _group_label(group: _Group, pid: int, process_role: ProcessRole) -> str:
+    who = "worker" if process_role == ProcessRole.WORKER else "process"
+    kind = "request thread" if group.role == ThreadRole.REQUEST else "thread"
+    count = len(group.tids)
+    return f"{count} {kind}{'s' if count > 1 else ''} of {who} {pid}"
+
+
+def _site(analysis: Analysis, tids: tuple[int, ...]) -> str:
+    """The code where these threads waited most: the site of their most frequent wait."""
+    samples = analysis.samples
+    rows = samples[samples["tid"].isin(tids) & (samples["site"] >= 0)
+                   & ~samples["state"].isin(("python", "native"))]
+    if rows.empty:
+        return ""
+    site = int(rows.groupby("site")["count"].sum().idxmax())
+    frame = analysis.frame(site)
+    return f"{frame.function} {frame.file.rsplit('/', 1)[-1]}:{frame.line}"
+
+
+def _shared(obj: WaitObject) -> bool:
+    """Resources one key names across processes (the kernel's objects)."""
+    return obj.key.startswith(("file:", "pipe:", "futex:shared:", "socket:"))
+
+
+def _resource_id(obj: WaitObject, pid: int) -> str:
+    return f"r:{obj.key}" if _shared(obj) or f":{pid}" in obj.key else f"r:{pid}:{obj.key}"
+
+
+def _bottleneck(nodes: dict[str, WaitNode], waited: dict[str, float],
+                waiters: dict[str, set[str]], holders_of: dict[str, tuple[int, ...]],
+                knots: list[tuple[str, ...]]) -> tuple[str | None, str]:
+    if knots:
+        knot = knots[0]
+        threads = sum(nodes[i].threads for i in knot if nodes[i].kind == NodeKind.THREADS)
+        locks = [i for i in knot if nodes[i].kind == NodeKind.RESOURCE]
+        pid = next((nodes[i].pid for i in knot if nodes[i].pid is not None), None)
+        return (locks[0] if locks else None,
+                f"hang: {threads} threads of process {pid} blocked all window on {len(locks)} "
+                f"locks, and nothing in the process ran to release them")
+    candidates = [(seconds, rid) for rid, seconds in waited.items()
+                  if nodes[rid].resource in HELD_RESOURCES and seconds > 0]
+    if not candidates:
+        return None, ""
+    seconds, rid = max(candidates)
+    node = nodes[rid]
+    threads = sum(nodes[w].threads for w in waiters[rid])
+    processes = len({nodes[w].pid for w in waiters[rid]})
+    who = (f"{threads} threads in {processes} processes" if processes > 1
+           else f"{threads} thread{'s' if threads > 1 else ''}")
+    held = holders_of.get(rid, ())
+    verb = "held by" if node.resource in (ResourceKind.FILE_LOCK, ResourceKind.LOCK) else "served by"
+    holder = f", {verb} process {', '.join(map(str, held[:3]))}" if held else ""
+    return rid, f"{who} wait for {node.label} ({seconds:.1f} thread-seconds){holder}"
+
+
+def _keep(nodes: dict[str, WaitNode], edges: list[WaitEdge], bottleneck: str | None) -> set[str]:
+    """At most MAX_NODES nodes: those on the heaviest edges first, the bottleneck always."""
+    weight: dict[str, float] = defaultdict(float)
+    for edge in edges:
+        weight[edge.source] += edge.thread_seconds
+        weight[edge.target] += edge.thread_seconds
+    ranked = sorted(nodes, key=lambda n: (n != bottleneck, -weight.get(n, 0.0), n))
+    kept = set(ranked[:MAX_NODES])
+    # a node is drawn only with an edge
+    linked = {e.source for e in edges} | {e.target for e in edges}
+    return {n for n in kept if n in linked}
