@@ -43,7 +43,8 @@ WORKLOADS = REPO / "fixtures" / "workloads"
 DEFAULT_FIXTURES = ("pipeline", "locked_blas", "batching", "lock_contention", "pool_wait",
                     "logging_lock", "gil_contention", "preprocess_bound", "blas_fanout",
                     "scheduler_overhead", "compute_bound", "process_pool", "mp_pipeline",
-                    "dataloader_job", "deadlock_two_locks", "deadlock_rlock", "lock_across_io")
+                    "dataloader_job", "deadlock_two_locks", "deadlock_rlock", "lock_across_io",
+                    "cpu_quota")
 
 _BLAS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 _PIPELINE_STAGES = {"decode_stage": "--decode-threads", "model_stage": "--model-threads",
@@ -94,6 +95,9 @@ def knob_args(fixture: str, fix: dict | None) -> list[str] | None:
         return ["--permits", str(value)]
     if knob == "break_await" and fixture == "await_cycle":
         return ["--acyclic"]
+    # the workload makes its own cgroup v1 group with that quota (root; unlimited otherwise)
+    if knob == "cpu_quota_cores" and fixture == "cpu_quota":
+        return ["--cpu-quota", str(value)]
     return None
 
 

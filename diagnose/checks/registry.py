@@ -6,8 +6,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from diagnose.checks import (async_wait, compute_bound, cpu_bound, deadlock, event_loop_blocked,
-                             gil_contention,
+from diagnose.checks import (async_wait, compute_bound, cpu_bound, cpu_throttled, deadlock,
+                             event_loop_blocked, gil_contention,
                              lock_contention, logging_lock, pool_wait, preprocess_bound,
                              scheduler_overhead, stage_bound, unbounded_backlog, underloaded,
                              worker_imbalance)
@@ -17,11 +17,12 @@ from diagnose.checks.spec import CheckSpec, Evidence
 # The checks run on each process, in the causal order: it breaks ties in the ranking
 # (checks/arbiter.py), the more specific, more actionable diagnosis first. Far too many runnable
 # threads come before the GIL they fight over: on a machine with no idle core both predict no
-# gain, and the thread count is the first fix. A deadlock (a hung service) is first of all.
+# gain, and the thread count is the first fix. A CPU quota that throttles comes before both: its
+# threads are runnable for want of quota, not of cores. A deadlock (a hung service) is first of all.
 # (CheckSpec[Any]: each check is typed with its own Settings class; the engine hands each its own.)
 CHECKS: tuple[CheckSpec[Any], ...] = tuple(m.SPEC for m in (
     deadlock, event_loop_blocked, stage_bound, lock_contention, pool_wait, async_wait, logging_lock,
-    unbounded_backlog,
+    unbounded_backlog, cpu_throttled,
     scheduler_overhead, gil_contention, preprocess_bound, compute_bound, cpu_bound, underloaded))
 
 # Checks run on a service's processes together (checks/service.py).

@@ -20,6 +20,7 @@ What to do instead:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -116,7 +117,8 @@ def worker_imbalance(service: Service, settings: Settings, pipeline: ProcessPipe
         "load_coefficient_of_variation": cv, "idle_core_share": idle_cores,
         "saturated_workers": int(saturated.sum())}
     if too_few >= uneven:
-        n = int(cores) if cores else len(workers) + 1
+        # a fraction of a core (a CPU quota) rounds up: int() would advise 0 workers for 0.5
+        n = max(1, math.ceil(cores - 1e-9)) if cores else len(workers) + 1
         evidence["fix"] = ({"knob": pipeline.knob()[0], "value": n} if pipeline is not None
                            else {"knob": "workers", "value": n})
         summary = (f"{len(workers)} worker process(es) for {cores:g} usable cores: "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TypedDict, TypeVar
 
 import numpy as np
 
@@ -13,6 +13,15 @@ from diagnose.collect.procfs import ProcRecord
 OBSERVER_STATES = {"t", "T"}
 
 _Counter = TypeVar("_Counter", int, float)
+
+
+class _Throttle(TypedDict, total=False):
+    """ProcessOS's throttling fields, when measured."""
+
+    throttle_periods: int
+    throttled_periods: int
+    throttled_s: float
+    cpu_cgroup: str | None
 
 
 @dataclass(frozen=True)
@@ -60,10 +69,24 @@ class ProcessOS:
     threads: dict[int, ThreadOS] = field(default_factory=dict)  # tid -> ThreadOS
     write_syscalls: int | None = None  # over the window, whole process (/proc/pid/io syscw)
     machine_idle_cores: float | None = None  # cores the whole machine left idle, on average
+    # The cgroup's CPU throttling over the window (collect/cgroup.py): periods with runnable
+    # threads, periods that ran out of quota, and the seconds its runqueues sat throttled
+    # (summed over CPUs). None without a quota or its counters.
+    throttle_periods: int | None = None
+    throttled_periods: int | None = None
+    throttled_s: float | None = None
+    cpu_cgroup: str | None = None  # the group whose quota binds ("v1:/name")
 
     @property
     def usable_cores(self) -> float:
         return min(self.cores, self.cpu_quota_cores) if self.cpu_quota_cores else float(self.cores)
+
+    @property
+    def throttled_share(self) -> float | None:
+        """The share of the window's quota periods that ran out of quota."""
+        if self.throttle_periods is None or self.throttled_periods is None:
+            return None
+        return self.throttled_periods / self.throttle_periods if self.throttle_periods else 0.0
 
 
 def _delta(a: _Counter | None, b: _Counter | None) -> _Counter | None:
@@ -150,7 +173,17 @@ def summarize(record: ProcRecord) -> ProcessOS:
         rss_slope_bytes_per_s=slope, rss_fit_r2=r2, threads=threads,
         write_syscalls=(record.write_syscalls[-1] - record.write_syscalls[0]
                         if len(record.write_syscalls) == 2 else None),
-        machine_idle_cores=_idle_cores(record))
+        machine_idle_cores=_idle_cores(record), **_throttling(record))
+
+
+def _throttling(record: ProcRecord) -> _Throttle:
+    """ProcessOS's throttling fields: the counters' change between the first and last snapshot."""
+    if len(record.cpu_throttling) != 2:
+        return {}
+    (periods0, throttled0, seconds0), (periods1, throttled1, seconds1) = record.cpu_throttling
+    return {"throttle_periods": int(max(periods1 - periods0, 0)),
+            "throttled_periods": int(max(throttled1 - throttled0, 0)),
+            "throttled_s": float(max(seconds1 - seconds0, 0.0)), "cpu_cgroup": record.cpu_cgroup}
 
 
 def _idle_cores(record: ProcRecord) -> float | None:
@@ -195,4 +228,19 @@ def combine(summaries: list[ProcessOS]) -> ProcessOS:
         rss_slope_bytes_per_s=sum(slopes) if slopes else None, rss_fit_r2=None, threads=threads,
         write_syscalls=None,
         machine_idle_cores=min((s.machine_idle_cores for s in summaries
-                                if s.machine_idle_cores is not None), default=None))
+                                if s.machine_idle_cores is not None), default=None),
+        **_combined_throttling(summaries))
+
+
+def _combined_throttling(summaries: list[ProcessOS]) -> _Throttle:
+    """The throttling of every distinct cgroup among the processes: processes in one group
+    share its counters (counted once), separate groups add up."""
+    groups = {s.cpu_cgroup: s for s in summaries if s.throttle_periods is not None}
+    if not groups:
+        return {}
+    kept = list(groups.values())
+    return {"throttle_periods": sum(s.throttle_periods or 0 for s in kept),
+            "throttled_periods": sum(s.throttled_periods or 0 for s in kept),
+            "throttled_s": sum(s.throttled_s or 0.0 for s in kept),
+            "cpu_cgroup": kept[0].cpu_cgroup if len(kept) == 1 else None}
+
