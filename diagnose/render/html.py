@@ -45,7 +45,7 @@ def _asset(name: str) -> str:
 # one strict-mode function: one inline script, one CSP hash, no module loader, works offline.
 # The parts share that function's scope: later parts use the helpers of `core`.
 PAGE_SCRIPT = ("core", "verdict", "flame", "timeline", "waits", "processes", "loops", "structure",
-               "main")
+               "waitgraph", "main")
 
 
 def _checked_inline(name: str, text: str, unsafe: tuple[str, ...]) -> str:

@@ -2,8 +2,9 @@
 
 `render_markdown(report)` writes the verdict, the top findings with their evidence, their levers
 (each with its estimated gain) and first advice, one "also checked" line per check that found
-nothing (no advice), the top wait sites with their holders, the asyncio tasks' top await site
-(read from memory, `attach`), the run facts and what observing cost the target:
+nothing (no advice), the top wait sites with their holders, the wait-for graph's bottleneck in
+one line, the asyncio tasks' top await site (read from memory, `attach`), the run facts and
+what observing cost the target:
 pipe tables and text only (no HTML), so it renders in GitHub, GitLab and Jira issues.
 
 Names, files and command lines come from the profiled process: they pass through `md_text`,
@@ -434,6 +435,17 @@ def _tasks(report: Report, budget: _Budget) -> list[str]:
                if process.snapshots else "") + "."]
 
 
+def _wait_graph(report: Report, budget: _Budget) -> list[str]:
+    """One line: the wait-for graph's bottleneck in words (report.wait_graph), when it has one."""
+    graph = report.wait_graph
+    if graph is None or not graph.summary or not graph.edges or budget.waits == 0:
+        return []
+    knots = len(graph.knots)
+    hang = (f" A hang: {knots} knot{'s' if knots > 1 else ''} (waiting only on each other, none "
+            "running)." if knots else "")
+    return [f"**Wait-for graph:** {md_text(graph.summary, budget.text, line_start=False)}{hang}"]
+
+
 def _footer(files: tuple[str, ...], budget: _Budget) -> list[str]:
     names = [md_code(name, budget.name + 30, True) for name in files[:3]]
     if not names:
@@ -468,8 +480,8 @@ def _deadlock_lines(report: Report, budget: _Budget) -> list[str]:
 
 def _render(report: Report, files: tuple[str, ...], budget: _Budget) -> str:
     sections = [_verdict_lines(report, budget), _deadlock_lines(report, budget),
-                _findings(report, budget), _waits(report, budget), _tasks(report, budget),
-                _run_facts(report, budget), _footer(files, budget)]
+                _findings(report, budget), _waits(report, budget), _wait_graph(report, budget),
+                _tasks(report, budget), _run_facts(report, budget), _footer(files, budget)]
     return "\n\n".join("\n".join(s) for s in sections if s) + "\n"
 
 

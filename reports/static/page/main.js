@@ -39,7 +39,7 @@
     const D = prepare(raw);
     const parts = [
       ['verdict', renderHeader], ['findings', renderFindings], ['facts', renderFacts],
-      ['processes', renderProcesses], ['structure', renderStructure], ['flame', renderFlame], ['threads', renderThreads],
+      ['processes', renderProcesses], ['structure', renderStructure], ['wait graph', renderWaitGraph], ['flame', renderFlame], ['threads', renderThreads],
       ['timeline', renderTimeline], ['waits', renderWaits], ['event loops', renderEventLoops],
       ['footer', renderFooter],
     ];
