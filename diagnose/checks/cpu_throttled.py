@@ -94,9 +94,10 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     ceiling = float(os_.cores)
     if os_.machine_idle_cores is not None:
         ceiling = min(ceiling, used + os_.machine_idle_cores)
-    wanted = max(used, min(used + throttled_cores, ceiling))
+    demand = max(used, min(used + throttled_cores, float(os_.cores)))  # what the quota should allow
+    wanted = max(used, min(demand, ceiling))
     gain = wanted / used if used > 0 else 1.0
-    new_quota: float = min(float(os_.cores), max(quota, math.ceil(wanted - 1e-9)))
+    new_quota: float = min(float(os_.cores), max(quota, math.ceil(demand - 1e-9)))
     if float(new_quota).is_integer():
         new_quota = int(new_quota)
     threads = pool_size(quota)
@@ -112,7 +113,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
         "throttled_cores": throttled_cores,
         "cores_in_use": used,
         "runnable_per_core": os_.mean_runnable / usable if usable else None,
-        "quota_wanted_cores": wanted,
+        "quota_wanted_cores": demand,
         "pool_threads_for_quota": threads,
         "fix": {"knob": "cpu_quota_cores", "value": new_quota},
     }

