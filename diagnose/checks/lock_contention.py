@@ -34,7 +34,8 @@ from diagnose.checks.base import (Finding, ScoreBasis, amdahl, make_finding, pct
 from diagnose.model import source
 from diagnose.model.held_locks import Taken, acquired_at, held_at
 from diagnose.model.native_pools import SERIALIZES_CALLERS
-from diagnose.model.vocab import LOCK_KINDS, ThreadState
+from diagnose.model.kernel_waits import WaitObject
+from diagnose.model.vocab import LOCK_KINDS, ResourceKind, ThreadState, WaitKind
 from diagnose.model.waits import WaitSite, describe
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
@@ -121,12 +122,21 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
         "threads_waiting": max((w.threads for w in waits), default=0),
         "estimated": bool(req[req["state"] == ThreadState.LOCK]["estimated"].any()),
     }
+    file_lock = _file_lock(analysis) if waits and waits[0].kind == WaitKind.FILE_LOCK else None
     if waits:
         top = waits[0]
         evidence["top_site_max_concurrent_waiters"] = top.max_concurrent
         evidence["holder"] = describe(top)
         summary = (f"{pct(share)} of request-thread time waits on the lock at "
                    f"{short_path(top.file)}:{top.line} ({top.function})")
+        if file_lock is not None:
+            # The kernel names the lock (a file) and who held it (/proc/locks): another process.
+            held_by = (f", held by process {', '.join(map(str, file_lock.holders[:4]))}"
+                       if file_lock.holders else "")
+            summary = (f"{pct(share)} of request-thread time waits for a {file_lock.label} at "
+                       f"{short_path(top.file)}:{top.line} ({top.function}){held_by} (the kernel: "
+                       f"{file_lock.syscall} on it)")
+            evidence["holder"] = f"{file_lock.label}{held_by}"
     else:
         summary = f"{pct(share)} of request-thread time waits on locks"
     gain = serial_gain(share, analysis, "waiting on locks")
@@ -160,6 +170,13 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
         advice.insert(0 if held.blocked else 1, held.advice)
         if held.blocked and serializing is None:
             evidence["fix"] = {"knob": "call_outside_lock", "value": held.call}
+    if file_lock is not None:
+        evidence["fix"] = {"knob": "file_lock", "value": file_lock.label}
+        advice.insert(0, f"The {file_lock.label} serialises every process that takes it: while one "
+                         f"holds it the others sleep in the kernel, so the workers run its section "
+                         f"one at a time whatever their number. Drop the cross-process guard where "
+                         f"the work does not need it (a CPU model needs no 'one process on the "
+                         f"device' lock), or hold it only around the shared resource itself.")
     if serializing is not None:
         advice.insert(0, f"The critical section runs in {serializing.library}'s thread pool, which "
                          f"admits one caller at a time: removing the lock alone will not help (the "
@@ -171,6 +188,19 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
                         basis=ScoreBasis("lock_wait_share", lambda s: ramp(s, settings.low, settings.high),
                                          None if serializing is not None else
                                          lambda s: serial_gain(s, analysis, "")[0]))
+
+
+def _file_lock(analysis: Analysis) -> WaitObject | None:
+    """The file lock the kernel saw this process's threads wait for most, with its holders."""
+    kernel = analysis.kernel
+    if kernel is None:
+        return None
+    counts: dict[WaitObject, int] = {}
+    for waits in kernel.threads.values():
+        for obj, n in waits.objects:
+            if obj.resource == ResourceKind.FILE_LOCK:
+                counts[obj] = counts.get(obj, 0) + n
+    return max(counts, key=lambda o: counts[o]) if counts else None
 
 
 SPEC = CheckSpec(ID, "Request threads queue on a lock", Settings, EVIDENCE, __doc__ or "", run=run,

@@ -10,6 +10,7 @@ already name, are kept.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -61,62 +62,162 @@ def settle_with_os_state(samples: pd.DataFrame, os_: ProcessOS | None) -> pd.Dat
     return out
 
 
-# How far (seconds) a sample may lie from the /proc tick that dates it, beyond half the gap
-# between ticks: the two clocks start a few ms apart (readers/chrometrace.py).
-KERNEL_MATCH_SLACK_S = 0.02
+# A sample and a /proc tick this close (seconds) saw the same moment of the thread: the two
+# clocks agree to a few ms once the recorder's window start is added (readers/chrometrace.py).
+KERNEL_MATCH_S = 0.02
+MIN_VOTES = 3  # ticks matched to a stack's samples before the kernel decides the stack...
+AGREEMENT = 0.75  # ...and the share of them that must say the same
+WHOLE_WINDOW = 0.95  # a thread the kernel saw this often on one object is on it in every sample
 
 
-def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interval_s: float
-                       ) -> pd.DataFrame:
-    """Samples the frames read as running, settled by what the kernel saw the thread wait on at
-    that instant (model/kernel_waits.py): a lock's futex or a file lock is a lock wait, the
-    GIL's futex a GIL wait, a pipe, socket, child or timer a wait outside the thread, a
-    listening socket a wait for work. The frames' own measured states are kept; a GIL wait is
-    taken from the kernel only where no native sample calibrated the stack (the calibration
-    already counts it). Each sample is dated by the nearest /proc tick of its thread."""
+def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interval_s: float,
+                       origin_s: float = 0.0,
+                       changes: Mapping[int, tuple[np.ndarray, np.ndarray]] | None = None,
+                       decided: Mapping[int, WaitObject] | None = None) -> pd.DataFrame:
+    """Samples the frames read as running, settled by what the kernel saw the thread wait on
+    (model/kernel_waits.py): a lock's futex or a file lock is a lock wait, the GIL's futex a GIL
+    wait, a pipe, socket, child or timer a wait outside the thread, a listening socket a wait for
+    work. The frames' measured states are kept; a GIL wait is taken from the kernel only where no
+    native sample calibrated the stack (the calibration already counts it).
+
+    A thread and its stack are matched to the kernel in two ways. A thread the kernel saw on one
+    object nearly all window waits on it in each of its samples. Otherwise each /proc tick within
+    KERNEL_MATCH_S of one of the thread's samples is a vote for that sample's stack, and a stack
+    whose votes mostly name one object takes it in all its samples: a wait and the work around it
+    have different stacks (the line that blocks), while a tick rarely falls on a sample's instant.
+    `origin_s`: the recorder's window start on its clock, where the /proc clock starts.
+    `changes`: per thread, the instants its stack changed and the stack then (a timestamped
+    recording, on the recorder's clock): the instants py-spy really sampled it, where the sample
+    table's rows stand on a grid that may lag them by a sampling interval. `decided`: stacks
+    already decided from votes pooled over the service's processes (`pooled_decisions`): the
+    workers of one program share their stacks, and one worker's few votes are too few."""
     if kernel is None or samples.empty or not kernel.times:
         return samples
     state = samples["state"]
     undecided = ((state.isin(RUNNING) & (samples["state_source"] != "measured"))
-                 | ((state == ThreadState.NATIVE) & (samples["wait_kind"] == WaitKind.NONE)))
+                 | ((state == ThreadState.NATIVE) & (samples["wait_kind"] == WaitKind.NONE))).to_numpy()
     if not undecided.any():
         return samples
-    estimated = samples["estimated"].to_numpy()
     tids = samples["tid"].to_numpy()
-    starts = samples["t"].to_numpy(dtype=np.float64)
-    centres = starts + samples["count"].to_numpy() * interval_s / 2
+    stacks = samples["stack"].to_numpy()
+    counts = samples["count"].to_numpy()
+    instants = samples["t"].to_numpy(dtype=np.float64) + origin_s
+    instants = np.where(counts > 1, instants + counts * interval_s / 2, instants)
+    decision = np.full(len(samples), -1, dtype=np.int64)  # index into kernel.objects
+    votes: dict[int, dict[int, int]] = {}  # stack -> object index -> ticks
+    for tid, times in kernel.times.items():
+        rows = np.flatnonzero((tids == tid) & undecided & np.isfinite(instants))
+        if not len(rows) or not len(times):
+            continue
+        objects = kernel.indices[tid]
+        whole = _whole_window_object(kernel, tid)
+        if whole is not None:
+            decision[rows] = whole
+            continue
+        if changes is not None and tid in changes:
+            seen_at, seen_stack = changes[tid]
+        else:
+            order = np.argsort(instants[rows], kind="stable")
+            seen_at, seen_stack = instants[rows][order], stacks[rows][order]
+        _vote(votes, seen_at, seen_stack, times, objects)
+    objects_at = {o: i for i, o in enumerate(kernel.objects)}
+    sites = samples["site"].to_numpy()
+    for stack, obj in _agreed(votes).items():
+        decision[(stacks == stack) & undecided & (decision < 0)] = obj
+    for frame, obj_ in (decided or {}).items():
+        index = objects_at.get(obj_)
+        if index is None:  # decided on another process's object of the same kind
+            index = len(objects_at)
+            objects_at[obj_] = index
+        decision[(sites == frame) & undecided & (decision < 0)] = index
+    every = list(objects_at)
+    rows = np.flatnonzero(decision >= 0)
+    if not len(rows):
+        return samples
+    estimated = samples["estimated"].to_numpy()
     new_state = samples["state"].astype(object).to_numpy().copy()
     new_kind = samples["wait_kind"].astype(object).to_numpy().copy()
     changed = False
-    undecided_rows = undecided.to_numpy()
-    for tid, times in kernel.times.items():
-        rows = np.flatnonzero((tids == tid) & undecided_rows & np.isfinite(centres))
-        if not len(rows) or not len(times):
-            continue
-        order = np.argsort(times, kind="stable")
-        times_sorted = times[order]
-        objects = kernel.indices[tid][order]
-        gap = float(np.median(np.diff(times_sorted))) if len(times_sorted) > 1 else 0.5
-        tolerance = gap / 2 + KERNEL_MATCH_SLACK_S
-        at = np.searchsorted(times_sorted, centres[rows])
-        before = np.clip(at - 1, 0, len(times_sorted) - 1)
-        after = np.clip(at, 0, len(times_sorted) - 1)
-        nearer = np.where(np.abs(times_sorted[before] - centres[rows])
-                          <= np.abs(times_sorted[after] - centres[rows]), before, after)
-        close = np.abs(times_sorted[nearer] - centres[rows]) <= tolerance
-        for row, index, ok in zip(rows.tolist(), objects[nearer].tolist(), close.tolist()):
-            if not ok:
-                continue
-            decided = _kernel_state(kernel.objects[index], bool(estimated[row]))
-            if decided is not None:
-                new_state[row], new_kind[row] = decided
-                changed = True
+    for row in rows.tolist():
+        settled = _kernel_state(every[int(decision[row])], bool(estimated[row]))
+        if settled is not None:
+            new_state[row], new_kind[row] = settled
+            changed = True
     if not changed:
         return samples
     out = samples.copy()
     out["state"] = pd.Categorical(new_state, dtype=samples["state"].dtype)
     out["wait_kind"] = pd.Categorical(new_kind, dtype=samples["wait_kind"].dtype)
     return out
+
+
+def _agreed(votes: Mapping[int, Mapping[int, int]]) -> dict[int, int]:
+    """stack -> the object most of its votes name, where enough votes agree."""
+    out = {}
+    for stack, stack_votes in votes.items():
+        total = sum(stack_votes.values())
+        obj, n = max(stack_votes.items(), key=lambda p: p[1])
+        if total >= MIN_VOTES and n / total >= AGREEMENT:
+            out[stack] = obj
+    return out
+
+
+def pooled_decisions(kernels: Mapping[int, KernelView],
+                     changes: Mapping[tuple[int, int], tuple[np.ndarray, np.ndarray]],
+                     leaf: Mapping[int, int]) -> dict[int, WaitObject]:
+    """Code line (the innermost Python frame, `leaf[stack]`) -> the kind of wait the kernel saw
+    there, from the votes of every process: `changes` by (pid, tid). Votes count the kind of wait
+    (the GIL, a lock, a file lock, outside, idle, running), not the object, and the line, not the
+    whole stack: one program's workers wait on their own locks at one line, reached from several
+    callers, and a sparse sample gives each too few votes alone."""
+    kinds: dict[tuple[str, str | None], WaitObject] = {}
+    votes: dict[int, dict[int, int]] = {}
+    keyed: list[WaitObject] = []
+    for (pid, tid), (seen_at, seen_stack) in changes.items():
+        kernel = kernels.get(pid)
+        if kernel is None or tid not in kernel.times:
+            continue
+        objects = np.array([_kind_index(kernel.objects[i], kinds, keyed)
+                            for i in kernel.indices[tid].tolist()], dtype=np.int64)
+        lines = np.array([leaf.get(int(sid), -1) for sid in seen_stack.tolist()], dtype=np.int64)
+        _vote(votes, seen_at, lines, kernel.times[tid], objects)
+    return {frame: keyed[index] for frame, index in _agreed(votes).items() if frame >= 0}
+
+
+def _kind_index(obj: WaitObject, kinds: dict[tuple[str, str | None], WaitObject],
+                keyed: list[WaitObject]) -> int:
+    key = (str(obj.blocking), None if obj.resource is None else str(obj.resource))
+    if key not in kinds:
+        kinds[key] = obj
+        keyed.append(obj)
+    return keyed.index(kinds[key])
+
+
+def _vote(votes: dict[int, dict[int, int]], seen_at: np.ndarray, seen_stack: np.ndarray,
+          times: np.ndarray, objects: np.ndarray) -> None:
+    """Each tick within KERNEL_MATCH_S of an instant the thread was seen at votes for the stack
+    it had then (`seen_at` sorted)."""
+    if not len(seen_at):
+        return
+    at = np.searchsorted(seen_at, times)
+    before = np.clip(at - 1, 0, len(seen_at) - 1)
+    after = np.clip(at, 0, len(seen_at) - 1)
+    nearer = np.where(np.abs(seen_at[before] - times) <= np.abs(seen_at[after] - times), before, after)
+    close = np.abs(seen_at[nearer] - times) <= KERNEL_MATCH_S
+    for stack, obj in zip(seen_stack[nearer][close].tolist(), objects[close].tolist()):
+        stack_votes = votes.setdefault(int(stack), {})
+        stack_votes[int(obj)] = stack_votes.get(int(obj), 0) + 1
+
+
+def _whole_window_object(kernel: KernelView, tid: int) -> int | None:
+    """The object the kernel saw the thread blocked on in nearly every tick, if any."""
+    waits = kernel.threads.get(tid)
+    if waits is None or not waits.objects:
+        return None
+    top, n = waits.objects[0]
+    if top.blocking == Blocking.RUNNING or n / max(1, waits.observations) < WHOLE_WINDOW:
+        return None
+    return kernel.objects.index(top)
 
 
 def _kernel_state(obj: WaitObject, estimated: bool) -> tuple[str, str] | None:

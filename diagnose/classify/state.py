@@ -51,6 +51,9 @@ _IO_WAIT = {"select", "__select", "poll", "__poll", "ppoll", "epoll_wait", "epol
             "sock_recv", "sock_accept", "sock_call_ex", "fsync", "fdatasync", "wait4",
             "waitpid", "__waitpid", "os_waitpid", "os_waitpid_impl", "_io__Buffered_read",
             "_io_FileIO_read", "_io_FileIO_readinto"}
+# A file lock's blocking calls (libc): the file-lock wait of vocab.WaitKind.FILE_LOCK.
+_FILE_LOCK_WAIT = {"flock", "__flock", "lockf", "lockf64", "fcntl", "fcntl64", "__fcntl64_nocancel",
+                   "__libc_fcntl64", "fcntl_lock", "fcntl_flock_impl", "fcntl_lockf_impl"}
 # The kernel-blocking primitives a native library sleeps in (its event loop, completion queue,
 # condition variable, semaphore): a thread stopped with one of these as its leaf is asleep, not
 # running. A mutex (pthread_mutex_lock, __lll_lock_wait) stays `native_mutex`: contention.
@@ -380,6 +383,9 @@ def classify_stack(frames: Sequence[Frame], native_profile: bool = True,
             kind = WaitKind.RLOCK if "rlock_acquire" in names or (full_symbols and first in (
                 "PyThread_acquire_lock_timed", "PyThread_acquire_lock_timed_with_retries")) else WaitKind.LOCK
             return StackState(ThreadState.LOCK, kind, top)
+        if names & _FILE_LOCK_WAIT and libs_only_runtime:
+            # flock / fcntl(F_SETLKW) / lockf: a lock on a file, held by this process or another
+            return StackState(ThreadState.LOCK, WaitKind.FILE_LOCK, top)
         if names & _IO_WAIT and (libs_only_runtime or _io_leaf(tail)):
             io_site = _stdlib_io(frames, top)
             site = top if io_site is None else max(io_site - 1, 0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -14,7 +15,7 @@ from diagnose.classify.categories import Categorizer
 from diagnose.classify.os_state import settle_with_kernel, settle_with_os_state
 from diagnose.collect.procfs import ProcRecord
 from diagnose.model.async_tasks import TaskRecording
-from diagnose.model.kernel_waits import KernelView
+from diagnose.model.kernel_waits import KernelView, WaitObject
 from diagnose.model.library_threads import LIBRARY_THREAD_SHARE, library_stacks
 from diagnose.model.os_summary import ProcessOS, summarize
 from diagnose.model.profile import Frame, Profile
@@ -173,9 +174,30 @@ def classify_profile(profile: Profile, categorizer: Categorizer,
     return classify_stacks(profile, categorizer, calibration)
 
 
+def _stack_changes(profile: Profile) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per OS thread, the instants its stack changed and the stack from then (a timestamped
+    recording): when py-spy really sampled it."""
+    return {tid: v for (_pid, tid), v in stack_changes_by_process(profile).items()}
+
+
+def stack_changes_by_process(profile: Profile) -> dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]:
+    """`_stack_changes` keyed by (pid, tid), for votes pooled across processes."""
+    out: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+    if profile.instants != "measured":
+        return out
+    for track in profile.threads:
+        if track.changes is not None and len(track.changes[0]):
+            times, stacks = track.changes
+            order = np.argsort(times, kind="stable")
+            out[(int(track.pid or 0), int(track.tid))] = (np.asarray(times, dtype=np.float64)[order],
+                                                          np.asarray(stacks)[order])
+    return out
+
+
 def analysis_of(profile: Profile, stacks: StackTable, proc: ProcRecord | None = None,
                 run: RunContext | None = None, os_summary: ProcessOS | None = None,
-                native: Profile | None = None, kernel: KernelView | None = None) -> Analysis:
+                native: Profile | None = None, kernel: KernelView | None = None,
+                decided: Mapping[int, WaitObject] | None = None) -> Analysis:
     """The analysis of a profile whose stacks are classified (`stacks` may cover a larger
     profile sharing the same stack list, e.g. the whole process tree)."""
     samples = build_sample_table(profile, stacks)
@@ -183,7 +205,11 @@ def analysis_of(profile: Profile, stacks: StackTable, proc: ProcRecord | None = 
         os_summary = summarize(proc)
     # The OS has the last word where the frames could not tell a wait from work: first what
     # the kernel saw each thread wait on, then, for the rest, whether it slept all window.
-    samples = settle_with_kernel(samples, kernel, profile.interval_s or 0.01)
+    measured = profile.instants == "measured"
+    samples = settle_with_kernel(samples, kernel, profile.interval_s or 0.01,
+                                 profile.origin_s if measured else 0.0,
+                                 _stack_changes(profile) if measured and kernel is not None else None,
+                                 decided)
     samples = settle_with_os_state(samples, os_summary)
     threads = summarize_threads(profile, samples)
     return Analysis(profile, stacks, samples, threads, os_summary, run if run is not None else RunContext(),

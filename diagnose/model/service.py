@@ -34,7 +34,8 @@ from diagnose.classify.categories import Categorizer
 from diagnose.collect.procfs import TreeRecord, as_seen_inside
 from diagnose.collect.tree import HELPER_MARKERS
 from diagnose.model.async_tasks import TaskRecording
-from diagnose.model.analysis import Analysis, analysis_of, classify_profile
+from diagnose.classify.os_state import pooled_decisions
+from diagnose.model.analysis import Analysis, analysis_of, classify_profile, stack_changes_by_process
 from diagnose.model.counters import running_agreement
 from diagnose.model.kernel_waits import kernel_view
 from diagnose.model.os_summary import combine
@@ -132,8 +133,11 @@ def build_service(profile: Profile, categorizer: Categorizer, tree: TreeRecord |
         record = records.get(pid) if pid is not None else None
         if record is None and tree is not None and len(records) == 1:
             record = next(iter(records.values()))
+        kernel = kernel_view(record, tree)
+        decided = (pooled_decisions({pid: kernel}, stack_changes_by_process(profile), leaves(profile))
+                   if kernel is not None and pid is not None else None)
         analysis = analysis_of(profile, stacks, record, run, native=native_profile,
-                               kernel=kernel_view(record, tree))
+                               kernel=kernel, decided=decided)
         analysis.tasks = recordings.get(pid) if pid is not None else None
         if analysis.tasks is None and pid is None and len(recordings) == 1:
             analysis.tasks = next(iter(recordings.values()))
@@ -142,12 +146,15 @@ def build_service(profile: Profile, categorizer: Categorizer, tree: TreeRecord |
                            _cmdline(tree, pid, run), analysis)
         _lifetime(view, tree)
         return Service(analysis, [view])
+    kernels = {pid: k for pid in pids if (k := kernel_view(records.get(pid), tree)) is not None}
+    decided = (pooled_decisions(kernels, stack_changes_by_process(profile), leaves(profile))
+               if kernels else None)
     views = []
     for pid in pids:
         record = records.get(pid)
         native = native_profile.of_process(pid) if native_profile is not None else None
         analysis = analysis_of(profile.of_process(pid), stacks, record, run, native=native,
-                               kernel=kernel_view(record, tree))
+                               kernel=kernels.get(pid), decided=decided)
         analysis.tasks = recordings.get(pid)
         view = ProcessView(pid, tree.parents.get(pid) if tree is not None else None, ProcessRole.WORKER,
                            _cmdline(tree, pid, run), analysis)
@@ -159,6 +166,14 @@ def build_service(profile: Profile, categorizer: Categorizer, tree: TreeRecord |
     summaries = [v.analysis.os for v in views if v.analysis.os is not None]
     combined = analysis_of(profile, stacks, None, run, combine(summaries) if summaries else None)
     return Service(combined, views)
+
+
+def leaves(profile: Profile) -> dict[int, int]:
+    """Stack id -> its innermost Python frame id (-1 when it has none): the line a thread was at."""
+    out = {}
+    for sid, stack in enumerate(profile.stacks):
+        out[sid] = next((f for f in reversed(stack) if not profile.frames[f].native), -1)
+    return out
 
 
 def _cmdline(tree: TreeRecord | None, pid: int | None, run: RunContext | None) -> list[str]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from diagnose.model.kernel_waits import Blocking, KernelView, WaitObject, lock_knot
-from diagnose.model.vocab import GraphEdgeKind, NodeKind, ProcessRole, ResourceKind, ThreadRole
+from diagnose.model.vocab import RUNNING, GraphEdgeKind, NodeKind, ProcessRole, ResourceKind, ThreadRole
 from diagnose.report.model.wait_graph import WaitEdge, WaitGraph, WaitNode
 
 if TYPE_CHECKING:  # the service is read here, built elsewhere
@@ -150,7 +150,7 @@ def _site(analysis: Analysis, tids: tuple[int, ...]) -> str:
     """The code where these threads waited most: the site of their most frequent wait."""
     samples = analysis.samples
     rows = samples[samples["tid"].isin(tids) & (samples["site"] >= 0)
-                   & ~samples["state"].isin(("python", "native"))]
+                   & ~samples["state"].isin(RUNNING)]
     if rows.empty:
         return ""
     site = int(rows.groupby("site")["count"].sum().idxmax())
