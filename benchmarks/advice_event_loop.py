@@ -16,10 +16,11 @@ uvloop when installed) and measures requests/s with wrk (`-t2 -cC -dSs --latency
   (`await run_in_threadpool(...)` around the blocking call).
 
 The async-wait fixtures (`--fixtures async_semaphore,async_lock,async_queue,async_batcher,
-aiohttp_semaphore`, not run by default): `asgi_async_wait` / `aiohttp_semaphore`, whose requests
+aiohttp_semaphore,async_capacity`, not run by default): `asgi_async_wait` / `aiohttp_semaphore`, whose requests
 wait on an in-process asyncio primitive around a 20 ms awaited backend call, before with 2
 permits (a lock; 2 queue consumers; batches of 2), after with 32 (the `async_wait` advice), at 32
-connections.
+connections; `asgi_capacity` (`async_capacity`), a `def` endpoint blocked 50 ms on a backend,
+with AnyIO's thread limiter at 4 tokens, then 40, at 40 connections.
 
 Before and after alternate (before, after, before, after, …) for `--rounds` rounds, each run on
 a freshly started server. Prints a markdown table of medians (and the ratio after / before), then
@@ -104,6 +105,10 @@ FIXTURES = {
                              {"DIAGNOSE_FIXTURE_WAIT": "batcher", **PERMITS_32}, 32),
     "aiohttp_semaphore": Variant("aiohttp_semaphore", "`asyncio.Semaphore` permits 2 -> 32",
                                  PERMITS_2, PERMITS_32, 32, aiohttp=True),
+    # FastAPI `def` endpoint on a 50 ms blocking backend call: AnyIO's thread limiter 4 -> 40.
+    "async_capacity": Variant("asgi_capacity", "thread limiter `total_tokens` 4 -> 40",
+                              {"DIAGNOSE_FIXTURE_CAPACITY": "4"},
+                              {"DIAGNOSE_FIXTURE_CAPACITY": "40"}, 40),
 }
 DEFAULT_FIXTURES = ("asgi_inline", "asgi_blocking")
 

@@ -12,6 +12,12 @@ What it finds:
     long-lived tasks and the application's background tasks (a batcher, queue consumers) are
     not requests. A request awaiting a call outside the process (a socket read, an HTTP client
     call, a sleep) waits on no local limit: `underloaded` names that call instead.
+    A framework's capacity is one such primitive: FastAPI / Starlette `def` endpoints (and
+    `run_in_threadpool`) take one of the tokens of AnyIO's thread limiter (40 by default); when
+    every token is held, further requests wait as tasks in `CapacityLimiter.acquire`, before
+    any application code runs. The holders are threads, so the finding also says what the
+    worker threads (those running the framework's worker loop) do, from the stack samples:
+    the innermost application frame, its call, and whether it waits outside the process.
 
 Why it matters:
     A suspended coroutine is on no thread's stack: the event loop idles in its selector while
@@ -25,16 +31,25 @@ What to do instead:
     that reach it. If it has none, batch the requests behind it (one call for many), or scale
     the resource out. A lock around an awaited call serializes the requests: shorten what runs
     under it. Requests waiting on a queue's consumers or a batcher's result need more
-    consumers, bigger batches or shorter batching intervals. The predicted gain is Little's law
-    on the measured waits: at the same concurrency, each request's time shrinks by the share it
-    spent waiting there.
+    consumers, bigger batches or shorter batching intervals. Requests queued for worker
+    threads whose holders wait on calls outside the process: raise the limiter's tokens to
+    about the requests that reach it (`total_tokens = N` on
+    `anyio.to_thread.current_default_thread_limiter()`, at startup inside the loop), or make
+    the endpoint `async def` with an async client so no thread is held while it waits; holders
+    that compute need cores, not tokens. The predicted gain is Little's law on the measured
+    waits: at the same concurrency, each request's time shrinks by the share it spent waiting
+    there.
 """
 
 from __future__ import annotations
 
 import math
+import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from diagnose.checks import event_loop_blocked
 from diagnose.checks.base import (Finding, NotApplicable, ScoreBasis, Site, amdahl, core_room,
@@ -43,8 +58,12 @@ from diagnose.checks.evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
+from diagnose.model import source
 from diagnose.model.async_tasks import AwaitKind
 from diagnose.model.await_sites import AwaitSite, TaskSummary
+from diagnose.model.event_loops import frame_owner
+from diagnose.model.profile import Frame, frame_is
+from diagnose.model.vocab import CodeOwner, ThreadState
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
@@ -72,6 +91,12 @@ EVIDENCE = {
     "request_tasks_avg": E("request tasks in flight, on average", U.NUMBER),
     "task_reads": E("reads of the asyncio tasks behind the shares", U.SAMPLES),
     "loop_busy_share": event_loop_blocked.EVIDENCE["loop_busy_share"],
+    "holder_threads": E("worker threads of the capacity's holders (the framework's worker loop)",
+                        U.THREADS),
+    "holders_in": E("where the worker threads were, busy, most of the time (innermost "
+                    "application frame and its call)", U.TEXT),
+    "holders_in_share": E("share of the worker threads' busy samples there", U.PERCENT),
+    "holders_state": E("what the worker threads did there", U.TEXT),
 }
 
 # What each kind is, in the summary's words.
@@ -80,10 +105,131 @@ KIND_WORDS = {
     AwaitKind.CONDITION: "asyncio.Condition", AwaitKind.EVENT: "asyncio.Event",
     AwaitKind.QUEUE_GET: "asyncio.Queue get", AwaitKind.QUEUE_PUT: "asyncio.Queue put",
     AwaitKind.FUTURE: "a future another task resolves",
+    AwaitKind.CAPACITY: "a capacity limiter",
 }
+
+# The loops of a framework's worker threads (the holders of a capacity's tokens): a thread whose
+# stacks run one is such a worker; its samples outside the loop's own wait for work are a job.
+WORKER_LOOP_FRAMES = (
+    ("anyio/_backends/_asyncio.py", re.compile(r"(^|\.)WorkerThread\.run$")),
+    ("concurrent/futures/thread.py", re.compile(r"(^|\.)_worker$")),
+)
+_SITE_PACKAGES = re.compile(r"/(site|dist)-packages/")
+_LIB = re.compile(r"/lib/python\d+(\.\d+)?/(?:(?:site|dist)-packages/)?")
+_CALL = re.compile(r"([A-Za-z_][\w.]*)\s*\(")
+# What a worker thread's state says about where it is.
+STATE_WORDS = {
+    ThreadState.IO: "a call outside the process", ThreadState.LOCK: "waiting on a lock",
+    ThreadState.GIL: "waiting for the GIL", ThreadState.PYTHON: "running Python",
+    ThreadState.NATIVE: "running native code",
+}
+OUTSIDE = (ThreadState.IO,)
+
+
+@dataclass(frozen=True)
+class ThreadHolders:
+    """What the worker threads holding a capacity's tokens did, from the stack samples."""
+
+    threads: int  # worker threads seen
+    busy_avg: float  # of them, busy (not waiting for work) on average
+    where: str  # "load_user → sock.recv": the innermost application frame and its call
+    site: Frame | None  # that application frame (its line)
+    share: float  # of the workers' busy samples, there
+    state: ThreadState | None  # the state most of those samples were in
+    samples: int  # busy samples of the worker threads
+
+
+def _module(file: str) -> str:
+    path = file.replace("\\", "/")
+    match = _LIB.search(path)
+    tail = path[match.end():] if match else path.rsplit("/", 1)[-1]
+    return tail.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
+
+
+def _is_app(frame: Frame) -> bool:
+    return frame_owner(frame) == CodeOwner.APP and not _SITE_PACKAGES.search(frame.file)
+
+
+def _call_on_line(frame: Frame) -> str:
+    try:
+        text = source.getline(frame.file, frame.line).split("#", 1)[0]
+    except Exception:  # unreadable source is no evidence either way
+        return ""
+    calls = _CALL.findall(text)
+    return calls[-1] if calls else ""
+
+
+def _holder_path(frames: list[Frame]) -> tuple[str, Frame | None]:
+    """("load_user → sock.recv", the load_user frame) for one worker stack (root first)."""
+    own = [i for i, f in enumerate(frames) if not f.native and _is_app(f)]
+    if not own:
+        return "", None
+    site = frames[own[-1]]
+    below = next((f for f in frames[own[-1] + 1:] if not f.native), None)
+    callee = f"{_module(below.file)}.{below.function}" if below is not None else _call_on_line(site)
+    return (f"{site.function} → {callee}" if callee else site.function), site
+
+
+def thread_holders(analysis: Analysis) -> ThreadHolders | None:
+    """The framework's worker threads and where, busy, they were; None when none was seen."""
+    profile = analysis.profile
+    samples = analysis.samples
+    if samples.empty or not profile.frames:
+        return None
+    loop_frames = np.array([any(frame_is(f, suffix, pattern) for suffix, pattern in WORKER_LOOP_FRAMES)
+                            for f in profile.frames], dtype=bool)
+    if not loop_frames.any():
+        return None
+    in_loop = profile.stacks_with_any(loop_frames)
+    rows = samples[in_loop[samples["stack"].to_numpy()]]
+    if rows.empty:
+        return None
+    threads = sorted(int(t) for t in rows["thread"].unique())
+    workers = samples[samples["thread"].isin(threads)]
+    busy = workers[workers["state"] != ThreadState.IDLE]
+    total = float(workers["count"].sum())
+    per_thread = total / len(threads)
+    busy_avg = float(busy["count"].sum()) / per_thread if per_thread else 0.0
+    tally: Counter[tuple[str, str, int]] = Counter()
+    states: dict[tuple[str, str, int], Counter[str]] = {}
+    sites: dict[tuple[str, str, int], Frame | None] = {}
+    paths: dict[int, tuple[str, Frame | None]] = {}
+    for stack, state, count in zip(busy["stack"].to_numpy(), busy["state"].to_numpy(),
+                                   busy["count"].to_numpy()):
+        sid = int(stack)
+        if sid not in paths:
+            paths[sid] = _holder_path([profile.frames[f] for f in profile.stacks[sid]])
+        where, site = paths[sid]
+        key = (where, site.file if site else "", site.line if site else 0)
+        tally[key] += int(count)
+        states.setdefault(key, Counter())[str(state)] += int(count)
+        sites[key] = site
+    busy_total = sum(tally.values())
+    if not busy_total:
+        return ThreadHolders(len(threads), busy_avg, "", None, 0.0, None, 0)
+    key, count = tally.most_common(1)[0]
+    state = ThreadState(states[key].most_common(1)[0][0])
+    return ThreadHolders(len(threads), busy_avg, key[0], sites[key], count / busy_total, state,
+                         busy_total)
+
+
+def holders_words(holders: ThreadHolders, tokens: int | None) -> str:
+    """"all 4 are in load_user → sock.recv (a call outside the process)"."""
+    if not holders.where:
+        return ""
+    what = STATE_WORDS.get(holders.state, "") if holders.state is not None else ""
+    tail = f" ({what})" if what else ""
+    count = tokens if tokens is not None else holders.threads
+    if holders.share >= 0.9:
+        if count == 1:
+            return f"its one holder is in {holders.where}{tail}"
+        return f"all {count} are in {holders.where}{tail}"
+    return f"they are in {holders.where}{tail} {pct(holders.share)} of their busy time"
 
 
 def site_words(site: AwaitSite) -> str:
+    if site.kind == AwaitKind.CAPACITY and site.detail:
+        return f"{site.detail} at {short_path(site.file)}:{site.line} ({site.function})"
     what = KIND_WORDS.get(site.kind, str(site.kind))
     name = f" `{site.name}`" if site.name else ""
     return f"{what}{name} at {short_path(site.file)}:{site.line} ({site.function})"
@@ -108,14 +254,44 @@ def little_gain(site_share: float, busy: float | None, room: float | None = None
     return max(1.0, gain)
 
 
-def first_advice(site: AwaitSite, summary: TaskSummary, gain: float
-                 ) -> tuple[str, dict[str, object] | None]:
+THREAD_LIMITER_KNOB = "anyio.to_thread.current_default_thread_limiter().total_tokens"
+
+
+def capacity_advice(site: AwaitSite, holders: ThreadHolders | None, estimate: str, reach: int
+                    ) -> tuple[str, dict[str, object] | None]:
+    """The advice for requests queued on a framework's thread capacity."""
+    tokens = f" from {site.capacity}" if site.capacity is not None else ""
+    wait = f"{pct(site.share)} of their time for a worker thread"
+    if holders is not None and holders.where and holders.state in OUTSIDE:
+        return (f"Requests wait {wait}, and the threads wait in {holders.where} (a call outside "
+                f"the process): raise the limiter's tokens{tokens} to about {reach} (the requests "
+                f"that reach it; `{THREAD_LIMITER_KNOB} = {reach}` at startup, inside the event "
+                f"loop, for `def` endpoints and run_in_threadpool; or the limiter passed to "
+                f"`to_thread.run_sync`), or make the endpoint `async def` with an async client so "
+                f"no thread is held while it waits ({estimate}, if the downstream takes the "
+                f"extra concurrent calls).",
+                {"knob": THREAD_LIMITER_KNOB, "value": reach})
+    if holders is not None and holders.where and holders.state is not None:
+        return (f"Requests wait {wait}; the threads are {STATE_WORDS.get(holders.state, 'busy')} "
+                f"in {holders.where}: more tokens add threads to the same work. Make that work "
+                f"cheaper, or scale out; raise the limiter's tokens{tokens} (`{THREAD_LIMITER_KNOB}`"
+                f") only while the cores have room ({estimate}).", None)
+    return (f"Requests wait {wait}: raise the limiter's tokens{tokens} to about {reach} "
+            f"(`{THREAD_LIMITER_KNOB} = {reach}` at startup) if what the threads do has headroom, "
+            f"or make the endpoint `async def` with an async client ({estimate}).",
+            {"knob": THREAD_LIMITER_KNOB, "value": reach})
+
+
+def first_advice(site: AwaitSite, summary: TaskSummary, gain: float,
+                 holders: ThreadHolders | None = None) -> tuple[str, dict[str, object] | None]:
     """The advice for the top site, with the knob and value it proposes (or None)."""
     where = site_words(site)
     name = f"`{site.name}`" if site.name else "it"
     estimate = (f"estimated {gain:.1f}x from Little's law on {summary.snapshots} reads of the "
                 f"tasks")
     reach = max(1, math.ceil(site.waiting_avg + (site.holders_avg or 0.0)))
+    if site.kind == AwaitKind.CAPACITY:
+        return capacity_advice(site, holders, estimate, reach)
     if site.kind == AwaitKind.SEMAPHORE:
         permits = f" from {site.capacity}" if site.capacity is not None else ""
         return (f"Requests wait {pct(site.share)} of their time on the {where}: raise its "
@@ -178,7 +354,8 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                                              lambda s: ramp(s, settings.low, settings.high)))
     top = local[0]
     gain = little_gain(top.share, busy, room)
-    advice, fix = first_advice(top, summary, gain)
+    holders = thread_holders(analysis) if top.kind == AwaitKind.CAPACITY else None
+    advice, fix = first_advice(top, summary, gain, holders)
     evidence.update({
         "top_site_share": top.share,
         "primitive": KIND_WORDS.get(top.kind, str(top.kind)),
@@ -191,11 +368,26 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     })
     if fix is not None:
         evidence["fix"] = fix
-    text = (f"{pct(share)} of request-task time waits on in-process asyncio primitives, most on "
-            f"the {site_words(top)}: {top.waiting_avg:.1f} tasks waiting on average, "
-            f"{top.waiting_max} at most")
-    if top.capacity is not None:
-        text += f", {top.capacity} permits"
+    if top.kind == AwaitKind.CAPACITY:
+        tokens = f"one of {top.capacity}" if top.capacity is not None else "one of the"
+        text = (f"on average {top.waiting_avg:.0f} requests wait for {tokens} worker threads "
+                f"(at most {top.waiting_max}; the {site_words(top)}, {pct(top.share)} of "
+                f"request-task time)")
+        if holders is not None:
+            said = holders_words(holders, top.capacity)
+            if said:
+                text += f"; {said}"
+            evidence.update({"holder_threads": holders.threads,
+                             "holders_in": holders.where or None,
+                             "holders_in_share": holders.share if holders.where else None,
+                             "holders_state": (STATE_WORDS.get(holders.state)
+                                               if holders.state is not None else None)})
+    else:
+        text = (f"{pct(share)} of request-task time waits on in-process asyncio primitives, most "
+                f"on the {site_words(top)}: {top.waiting_avg:.1f} tasks waiting on average, "
+                f"{top.waiting_max} at most")
+        if top.capacity is not None:
+            text += f", {top.capacity} permits"
     basis = (f"estimate from {summary.snapshots} reads of the asyncio tasks (Little's law): "
              f"requests spent {pct(top.share)} of their time waiting at "
              f"{short_path(top.file)}:{top.line} ({summary.request_tasks_avg:.1f} in flight on "
@@ -208,6 +400,10 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     if room is not None:
         basis += f"; the cores the process could use allow {room:.2f}x"
     sites = [Site(s.function, s.file, s.line, round(s.share, 4)) for s in local[:5]]
+    if holders is not None and holders.site is not None:
+        # Where the capacity's holders block: the line to change (an async client there).
+        sites.insert(1, Site(holders.site.function, holders.site.file, holders.site.line,
+                             round(top.share, 4)))
     # The gain follows the share the score rests on, in proportion (the top site's part of it).
     part = top.share / share if share else 1.0
     return make_finding(ID, settings, ramp(share, settings.low, settings.high), text, evidence,

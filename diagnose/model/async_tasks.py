@@ -11,6 +11,7 @@ Addresses identify objects within one process only; they are never shown as a fi
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 
 
@@ -19,6 +20,9 @@ class AwaitKind(enum.StrEnum):
 
     SEMAPHORE = "semaphore"    # asyncio.Semaphore / BoundedSemaphore acquire
     LOCK = "lock"              # asyncio.Lock acquire
+    # A framework's limit on work handed to threads (AnyIO's CapacityLimiter: FastAPI / Starlette
+    # `def` endpoints and run_in_threadpool take one of its tokens): its holders are threads
+    CAPACITY = "capacity"
     CONDITION = "condition"    # asyncio.Condition wait
     EVENT = "event"            # asyncio.Event wait
     QUEUE_GET = "queue_get"    # asyncio.Queue get on an empty queue
@@ -77,3 +81,28 @@ class TaskRecording:
     failed_reads: int = 0
     read_seconds: float = 0.0    # the reader's own wall time over the window (its cost)
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+# Primitives of server frameworks a request parks on, by (file suffix, qualified-name pattern):
+# the reader names what such a task waits on from these frames (their waiters are parked on a
+# plain asyncio.Event or future underneath), and the await-site model recognises them in any
+# recording. AnyIO's asyncio backend: CapacityLimiter (the thread limiter of `to_thread.run_sync`,
+# FastAPI / Starlette `def` endpoints, `run_in_threadpool`), Semaphore and Lock.
+FRAMEWORK_PRIMITIVES: tuple[tuple[str, re.Pattern[str], AwaitKind], ...] = (
+    ("anyio/_backends/_asyncio.py",
+     re.compile(r"(^|\.)CapacityLimiter\.(acquire|acquire_on_behalf_of|__aenter__)$"),
+     AwaitKind.CAPACITY),
+    ("anyio/_backends/_asyncio.py", re.compile(r"(^|\.)Semaphore\.(acquire|__aenter__)$"),
+     AwaitKind.SEMAPHORE),
+    ("anyio/_backends/_asyncio.py", re.compile(r"(^|\.)Lock\.(acquire|__aenter__)$"),
+     AwaitKind.LOCK),
+)
+
+
+def framework_primitive(function: str, file: str) -> AwaitKind | None:
+    """The kind of a framework primitive's acquiring frame, None for any other frame."""
+    path = file.replace("\\", "/")
+    for suffix, pattern, kind in FRAMEWORK_PRIMITIVES:
+        if path.endswith(suffix) and pattern.search(function):
+            return kind
+    return None

@@ -7,10 +7,19 @@ event_loops.FRAMEWORK_PACKAGES). When no task of the recording passes through a 
 custom asyncio server), every task running the application's own code is one. The server's own
 long-lived tasks (a lifespan queue, a connection waiting for its next request) run no
 application code; the application's background tasks (a batcher, queue consumers) run no
-framework code: neither is a request.
+framework code: neither is a request. One more kind runs no application code yet is a request:
+a task in a framework's request cycle (uvicorn's `run_asgi`, Starlette's / FastAPI's
+`request_response`) that waits for a worker thread, parked on the framework's capacity (AnyIO's
+CapacityLimiter: a FastAPI `def` endpoint or `run_in_threadpool` before its thread is free), or
+awaiting the thread that holds its token (AnyIO's `run_sync_in_worker_thread`, asyncio's
+`to_thread`): the application's function runs in the thread, not in the coroutine.
 
 The await site of a waiting task: its innermost frame in the application's own code (above the
-asyncio library frames of `Semaphore.acquire`, `Queue.get`, ...). Waits are grouped by (site,
+asyncio library frames of `Semaphore.acquire`, `Queue.get`, ...); for a request that waits on a
+framework's capacity without application code, the frame that entered the capacity (AnyIO's
+`async with limiter` in `run_sync_in_worker_thread`). A framework primitive's waiters park on a
+plain asyncio Event or future underneath; its frames (async_tasks.FRAMEWORK_PRIMITIVES) name
+what they wait for. Waits are grouped by (site,
 kind, primitive identity) for the primitives many tasks share (semaphore, lock, condition,
 queue), by (site, kind) for those each waiter has its own of (a future a batcher resolves, an
 event). A future or event the application awaits through a library's frames (a stream reader's
@@ -24,6 +33,7 @@ the count in flight is the share of each request's time spent in it).
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -31,21 +41,37 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagnose.model import source
-from diagnose.model.async_tasks import AwaitKind, CoroFrame, TaskRecording, TaskState
+from diagnose.model.async_tasks import (AwaitKind, CoroFrame, TaskRecording, TaskState,
+                                        framework_primitive)
 from diagnose.model.event_loops import FRAMEWORK_PACKAGES, frame_owner
 from diagnose.model.profile import Frame
 
 # In-process primitives: a request parked on one waits on the process itself.
 LOCAL_KINDS = frozenset({AwaitKind.SEMAPHORE, AwaitKind.LOCK, AwaitKind.CONDITION, AwaitKind.EVENT,
-                         AwaitKind.QUEUE_GET, AwaitKind.QUEUE_PUT, AwaitKind.FUTURE})
+                         AwaitKind.QUEUE_GET, AwaitKind.QUEUE_PUT, AwaitKind.FUTURE,
+                         AwaitKind.CAPACITY})
 # Shared by their waiters: grouped by identity too (a future or an event may be one per waiter).
 SHARED_KINDS = frozenset({AwaitKind.SEMAPHORE, AwaitKind.LOCK, AwaitKind.CONDITION,
-                          AwaitKind.QUEUE_GET, AwaitKind.QUEUE_PUT})
+                          AwaitKind.QUEUE_GET, AwaitKind.QUEUE_PUT, AwaitKind.CAPACITY})
 # Calls outside the process: no local limit.
 DOWNSTREAM_KINDS = frozenset({AwaitKind.IO, AwaitKind.SLEEP})
 # asyncio's own glue between the application's await and the object it waits on.
 _ASYNCIO_GLUE = re.compile(r"/asyncio/(locks|queues|tasks|futures|timeouts|mixins)\.py$")
 _SITE_PACKAGES = re.compile(r"/(site|dist)-packages/([^/]+)")
+# Frames of a server framework's request cycle (file suffix or package folder, qualified name):
+# a task running through one is handling a request, application code called yet or not.
+REQUEST_CYCLE_FRAMES = (
+    ("uvicorn/protocols/", re.compile(r"(^|\.)run_asgi$")),
+    ("hypercorn/", re.compile(r"(^|\.)(_handle|handle_request)$")),
+    ("starlette/routing.py", re.compile(r"(^|\.)request_response\b")),
+    ("fastapi/routing.py", re.compile(r"(^|\.)(request_response|get_request_handler)\b")),
+)
+# Where a coroutine hands its work to a thread and awaits it (the token of the capacity it took
+# is held until the thread is done).
+THREAD_HANDOFF_FRAMES = (
+    ("anyio/_backends/_asyncio.py", re.compile(r"(^|\.)run_sync_in_worker_thread$")),
+    ("asyncio/threads.py", re.compile(r"(^|\.)to_thread$")),
+)
 
 MAX_SITES = 12  # await sites kept per process (the heaviest): the report stays small
 MAX_NAME = 80
@@ -138,13 +164,97 @@ def is_framework(f: CoroFrame) -> bool:
     return match is not None and match.group(2).split(".")[0].removesuffix(".py") in FRAMEWORK_PACKAGES
 
 
-def site_index(task: TaskState) -> int | None:
-    """Index in `task.frames` of its await site: the innermost frame of the application's own
-    code; None when the task runs none."""
+def _in(f: CoroFrame, table: tuple[tuple[str, re.Pattern[str]], ...]) -> bool:
+    path = f.file.replace("\\", "/")
+    return any((path.endswith(where) or f"/{where}" in path) and pattern.search(f.function)
+               for where, pattern in table)
+
+
+@functools.lru_cache(maxsize=4096)
+def _cycle_frame(f: CoroFrame) -> bool:
+    return _in(f, REQUEST_CYCLE_FRAMES)
+
+
+@functools.lru_cache(maxsize=4096)
+def _primitive_frame(f: CoroFrame) -> AwaitKind | None:
+    return framework_primitive(f.function, f.file)
+
+
+def in_request_cycle(task: TaskState) -> bool:
+    """The task runs through a server framework's request-handling frames."""
+    return any(_cycle_frame(f) for f in task.frames)
+
+
+def framework_wait(task: TaskState, parked: bool = True) -> tuple[int, AwaitKind] | None:
+    """(index of the frame that entered a framework primitive, the primitive's kind) for a task
+    parked in one (nothing but the primitive's and asyncio's frames below it); else None.
+    `parked=False`: also a task standing there ready to run (woken: the token is its own)."""
+    if parked and task.waits_on is None:
+        return None
+    frames = task.frames
+    for i in range(len(frames) - 1, -1, -1):
+        kind = _primitive_frame(frames[i])
+        if kind is None:
+            if _ASYNCIO_GLUE.search(frames[i].file):
+                continue
+            return None
+        k = i
+        while k > 0 and _primitive_frame(frames[k - 1]) is not None:
+            k -= 1
+        return (k - 1, kind) if k > 0 else None
+    return None
+
+
+def in_worker_thread(task: TaskState, parked: bool = True) -> bool:
+    """The task awaits the thread it handed its work to (its innermost frame, asyncio's glue
+    aside, is a hand-off frame); `parked=False`: or stands there ready to run (its thread done,
+    the token still its own)."""
+    if parked and task.waits_on is None:
+        return False
+    for f in reversed(task.frames):
+        if _ASYNCIO_GLUE.search(f.file):
+            continue
+        return _in(f, THREAD_HANDOFF_FRAMES)
+    return False
+
+
+def _own_site(task: TaskState) -> int | None:
     for i in range(len(task.frames) - 1, -1, -1):
         if is_own_code(task.frames[i]):
             return i
     return None
+
+
+def thread_bound(task: TaskState) -> bool:
+    """A request that runs no application code because its work goes to a worker thread: in a
+    framework's request cycle, parked on the framework's capacity or awaiting its thread."""
+    if _own_site(task) is not None or not in_request_cycle(task):
+        return False
+    # Ready to run counts too: a woken waiter or a holder whose thread is done is in flight.
+    return in_worker_thread(task, parked=False) or framework_wait(task, parked=False) is not None
+
+
+def site_index(task: TaskState) -> int | None:
+    """Index in `task.frames` of its await site: the innermost frame of the application's own
+    code; for a request parked on a framework's capacity without application code, the frame
+    that entered it; None otherwise."""
+    own = _own_site(task)
+    if own is not None:
+        return own
+    if in_request_cycle(task):
+        parked = framework_wait(task)
+        if parked is not None:
+            return parked[0]
+    return None
+
+
+def wait_kind(task: TaskState) -> AwaitKind | None:
+    """What the task waits on: the framework primitive its frames show, else what the reader
+    named."""
+    if task.waits_on is None:
+        return None
+    parked = framework_wait(task)
+    return parked[1] if parked is not None else task.waits_on.kind
 
 
 def _awaited_directly(task: TaskState, site: int) -> bool:
@@ -154,19 +264,23 @@ def _awaited_directly(task: TaskState, site: int) -> bool:
 
 def is_local(task: TaskState, site: int) -> bool:
     """Waits on an in-process primitive (see the module docstring)."""
-    target = task.waits_on
-    if target is None or target.kind not in LOCAL_KINDS:
+    kind = wait_kind(task)
+    if kind is None or kind not in LOCAL_KINDS:
         return False
-    if target.kind in SHARED_KINDS:
+    if kind in SHARED_KINDS:
         return True
+    if _own_site(task) is None and in_worker_thread(task):
+        return False  # its thread runs the work: what the thread waits on is the threads' to say
     return _awaited_directly(task, site)
 
 
 def is_downstream(task: TaskState, site: int) -> bool:
-    target = task.waits_on
-    if target is None:
+    kind = wait_kind(task)
+    if kind is None:
         return False
-    return target.kind in DOWNSTREAM_KINDS or (target.kind in LOCAL_KINDS and not is_local(task, site))
+    if _own_site(task) is None and in_worker_thread(task):
+        return False
+    return kind in DOWNSTREAM_KINDS or (kind in LOCAL_KINDS and not is_local(task, site))
 
 
 # What the code calls the primitive at the await site, per kind: the expression before the
@@ -189,7 +303,7 @@ def primitive_name(line: str, kind: AwaitKind) -> str:
     if not text:
         return ""
     found = None
-    if kind in (AwaitKind.SEMAPHORE, AwaitKind.LOCK, AwaitKind.CONDITION):
+    if kind in (AwaitKind.SEMAPHORE, AwaitKind.LOCK, AwaitKind.CONDITION, AwaitKind.CAPACITY):
         found = _ASYNC_WITH.search(text)
     for method in _METHOD.get(kind, ()):
         found = found or re.search(r"await\s+" + _NAME + r"\." + method + r"\s*\(", text)
@@ -218,13 +332,37 @@ def guarded_lines(file: str, line: int, trees: dict[str, ast.Module | None] | No
 
 def request_filter(recording: TaskRecording) -> tuple[Callable[[TaskState], bool], str]:
     """(is this task a request?, the rule in words)."""
-    framework_seen = any(any(is_framework(f) for f in t.frames) and site_index(t) is not None
-                         for snap in recording.snapshots for t in snap.tasks)
+    def under_framework(t: TaskState) -> bool:
+        return (_own_site(t) is not None and any(is_framework(f) for f in t.frames)) or thread_bound(t)
+
+    framework_seen = any(under_framework(t) for snap in recording.snapshots for t in snap.tasks)
     if framework_seen:
-        return (lambda t: site_index(t) is not None and any(is_framework(f) for f in t.frames),
-                "tasks running the application's code under the server framework's request handling")
-    return (lambda t: site_index(t) is not None,
+        return (under_framework,
+                "tasks running the application's code under the server framework's request "
+                "handling, or waiting for the framework's worker threads that run it")
+    return (lambda t: _own_site(t) is not None,
             "tasks running the application's own code (no server framework's frames were seen)")
+
+
+class _AnyLineBut:
+    """Every line of a function but one (`line in _AnyLineBut(n)`)."""
+
+    def __init__(self, line: int) -> None:
+        self.line = line
+
+    def __contains__(self, other: object) -> bool:
+        return other != self.line
+
+
+def _primitive_words(task: TaskState) -> str:
+    """What the framework primitive a task is parked on is, from its frames ("anyio
+    CapacityLimiter")."""
+    for f in reversed(task.frames):
+        if _primitive_frame(f) is not None:
+            owner = f.function.rsplit(".", 1)[0].rsplit(".", 1)[-1]
+            package = _SITE_PACKAGES.search(f.file.replace("\\", "/"))
+            return (f"{package.group(2).split('.')[0]} {owner}" if package else owner)[:MAX_NAME]
+    return ""
 
 
 # An await site: (file, line, function, what is awaited, in-process, the primitive's address
@@ -245,32 +383,44 @@ def summarize_tasks(recording: TaskRecording) -> TaskSummary:
     details: dict[_SiteKey, Counter[str]] = defaultdict(Counter)
     in_flight = [0] * n
     positions: list[list[tuple[CoroFrame, ...]]] = [[] for _ in range(n)]  # request tasks' frames
+    woken: list[Counter[tuple[str, int, str]]] = [Counter() for _ in range(n)]  # ready at an entry
     for i, snap in enumerate(snaps):
         for task in snap.tasks:
             if task.done or not is_request(task):
                 continue
             in_flight[i] += 1
             positions[i].append(task.frames)
+            if task.waits_on is None:
+                entered = framework_wait(task, parked=False)
+                if entered is not None:  # woken in the primitive: it holds what it waited for
+                    f = task.frames[entered[0]]
+                    woken[i][(f.file, f.line, f.function)] += 1
             site = site_index(task)
             target = task.waits_on
-            if site is None or target is None:
+            kind = wait_kind(task)
+            if site is None or target is None or kind is None:
                 continue
             local = is_local(task, site)
             if not local and not is_downstream(task, site):
                 continue
             where = task.frames[site]
-            shared = target.kind in SHARED_KINDS
-            key = (where.file, where.line, where.function, target.kind, local,
-                   target.identity if shared else 0)
+            shared = kind in SHARED_KINDS
+            # The reader's identity is the primitive's only where it named the same kind (a
+            # framework primitive's waiters each park on an Event of their own).
+            identity = target.identity if kind == target.kind else 0
+            key = (where.file, where.line, where.function, kind, local,
+                   identity if shared else 0)
             counts[key][i] += 1
             frames[key] = where
-            if target.identity:
-                identities[key].add(target.identity)
-            if target.permits is not None:
+            if identity:
+                identities[key].add(identity)
+            if kind != target.kind and not target.detail:
+                details[key][_primitive_words(task)] += 1
+            if target.permits is not None and kind == target.kind:
                 free[key].append(target.permits)
                 read_free = free_by_read[key]
                 read_free[i] = min(read_free.get(i, target.permits), target.permits)
-            if target.waiters is not None:
+            if target.waiters is not None and kind == target.kind:
                 waiters[key].append(target.waiters)
             if target.detail:
                 details[key][target.detail[:MAX_NAME]] += 1
@@ -280,13 +430,24 @@ def summarize_tasks(recording: TaskRecording) -> TaskSummary:
     for key, per_read in counts.items():
         file, line, function, kind, local, _ = key
         holders_avg, capacity = None, None
-        body = guarded_lines(file, line, trees) if local and kind in SHARED_KINDS else None
+        body: range | _AnyLineBut | None = (guarded_lines(file, line, trees)
+                                            if local and kind in SHARED_KINDS else None)
+        if body is None and local and kind == AwaitKind.CAPACITY:
+            # The source that opens the capacity is not readable: its holders are the tasks
+            # standing elsewhere in the same function (past the acquire).
+            body = _AnyLineBut(line)
         if body is not None:
             holding = [sum(1 for chain in positions[i]
                            if any(f.file == file and f.function == function and f.line in body
                                   for f in chain))
+                       + (woken[i][(file, line, function)] if kind == AwaitKind.CAPACITY else 0)
                        for i in range(n)]
             holders_avg = sum(holding) / n if n else 0.0
+            if kind == AwaitKind.CAPACITY and not free_by_read[key]:
+                # Its free tokens are not read, but a framework queues a request only when none
+                # is free: in a read where requests wait, the holders are every token.
+                full = sorted(holding[i] for i in range(n) if per_read[i] > 0 and holding[i] > 0)
+                capacity = full[len(full) // 2] if full else None
             if free_by_read[key]:
                 # A read's free permits beside the holders of that same read: the permits in all.
                 # A read is not atomic (tasks move while it walks them: one that left the block

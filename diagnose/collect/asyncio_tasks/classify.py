@@ -1,12 +1,17 @@
-"""What a suspended task waits on: named from the innermost frames that belong to asyncio's
-own primitives (their `self` is the primitive), else from the future the task is parked on."""
+"""What a suspended task waits on: named from the frames of a server framework's primitive (an
+AnyIO CapacityLimiter, Semaphore or Lock: its waiters park on a plain asyncio.Event or future
+underneath, so the framework's frame says what they wait for), else from the innermost frames
+that belong to asyncio's own primitives (their `self` is the primitive), else from the future
+the task is parked on."""
 
 from __future__ import annotations
+
+import re
 
 from diagnose.collect.asyncio_tasks.objects import MAX_STR
 from diagnose.collect.asyncio_tasks.remote import RemoteReadError
 from diagnose.collect.asyncio_tasks.walk import Chain, TaskWalker
-from diagnose.model.async_tasks import AwaitKind, AwaitTarget
+from diagnose.model.async_tasks import AwaitKind, AwaitTarget, framework_primitive
 
 # (file suffix, co_qualname) -> kind, and the deque attribute holding the primitive's waiters
 _PRIMITIVES: dict[tuple[str, str], tuple[AwaitKind, str]] = {
@@ -30,6 +35,14 @@ def _site(file: str) -> str:
 
 def classify(walker: TaskWalker, task: int, chain: Chain, waiter: int) -> AwaitTarget | None:
     """None when the task is not suspended on anything (running, or ready to run)."""
+    if waiter or chain.awaited:
+        for suspended in reversed(chain.frames):
+            kind = framework_primitive(suspended.frame.function, suspended.frame.file)
+            if kind is not None:
+                # The innermost of its frames is a method of the primitive: `self` is it.
+                return AwaitTarget(kind, identity=suspended.local0,
+                                   detail=_framework_words(suspended.frame.function,
+                                                           suspended.frame.file))
     for suspended in reversed(chain.frames):
         frame = suspended.frame
         site = _site(frame.file)
@@ -70,3 +83,10 @@ def _type_name(walker: TaskWalker, address: int) -> str:
         return walker.r.type_name_of(address)[:MAX_STR]
     except RemoteReadError:
         return ""
+
+
+def _framework_words(function: str, file: str) -> str:
+    """"anyio CapacityLimiter" from `CapacityLimiter.acquire_on_behalf_of` in anyio's files."""
+    owner = function.rsplit(".", 1)[0].rsplit(".", 1)[-1]
+    package = re.search(r"/(?:site|dist)-packages/([A-Za-z_]\w*)", file.replace("\\", "/"))
+    return (f"{package.group(1)} {owner}" if package else owner)[:MAX_STR]
