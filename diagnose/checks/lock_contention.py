@@ -22,6 +22,7 @@ What to do instead:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -29,7 +30,7 @@ from diagnose.checks.evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
-from diagnose.checks.base import (Finding, ScoreBasis, amdahl, make_finding, pct, ramp, serial_gain,
+from diagnose.checks.base import (Finding, ScoreBasis, Site, amdahl, make_finding, pct, ramp, serial_gain,
                                   short_path, sites_from_waits)
 from diagnose.model import source
 from diagnose.model.held_locks import Taken, acquired_at, held_at
@@ -57,6 +58,8 @@ EVIDENCE = {
                                   U.SECONDS, estimable=True),
     "top_site_max_concurrent_waiters": E("most threads waiting at once at the top lock", U.THREADS),
     "critical_section_library": E("library the critical section runs in", U.TEXT),
+    "kernel_file_lock_share": E("share of request-thread time asleep on a file lock (the kernel)",
+                                U.PERCENT),
 }
 
 
@@ -123,7 +126,28 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
         "estimated": bool(req[req["state"] == ThreadState.LOCK]["estimated"].any()),
     }
     file_lock = _file_lock(analysis) if waits and waits[0].kind == WaitKind.FILE_LOCK else None
-    if waits:
+    # The kernel counts a file lock's waits on every /proc tick; a sparse sample may have caught
+    # few of them at their line (settle_with_kernel could not tell where): the kernel's share
+    # outranks the samples', and the line is the one whose source takes the file lock.
+    kernel_file = _kernel_file_lock(analysis)
+    sampled_file = sum(w.share for w in waits if w.kind == WaitKind.FILE_LOCK)
+    kernel_site: Site | None = None
+    if kernel_file is not None and kernel_file.share > sampled_file + KERNEL_MARGIN:
+        share += kernel_file.share - sampled_file
+        evidence["lock_wait_share"] = share
+        evidence["kernel_file_lock_share"] = round(kernel_file.share, 4)
+        file_lock = kernel_file.lock
+        kernel_site = kernel_file.site
+    if kernel_site is not None and (not waits or kernel_file is not None and waits[0].share < kernel_file.share):
+        held_by = (f", held by process {', '.join(map(str, file_lock.holders[:4]))}"
+                   if file_lock is not None and file_lock.holders else "")
+        assert file_lock is not None
+        summary = (f"{pct(share)} of request-thread time waits for a {file_lock.label} at "
+                   f"{short_path(kernel_site.file)}:{kernel_site.line} ({kernel_site.function}){held_by} "
+                   f"(the kernel: {file_lock.syscall} on it in {pct(kernel_file.share if kernel_file else 0)} "
+                   f"of the threads' /proc ticks)")
+        evidence["holder"] = f"{file_lock.label}{held_by}"
+    elif waits:
         top = waits[0]
         evidence["top_site_max_concurrent_waiters"] = top.max_concurrent
         evidence["holder"] = describe(top)
@@ -184,10 +208,55 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
                          f"the work: start the service with {serializing.knob}=1 and re-measure; then "
                          f"shrink the critical section or use a pool of model instances.")
     return make_finding(ID, settings, ramp(share, settings.low, settings.high), summary,
-                        evidence, sites_from_waits(waits), advice=advice, gain=gain, samples=total,
+                        evidence, ([kernel_site] if kernel_site is not None else []) + sites_from_waits(waits),
+                        advice=advice, gain=gain, samples=total,
                         basis=ScoreBasis("lock_wait_share", lambda s: ramp(s, settings.low, settings.high),
                                          None if serializing is not None else
                                          lambda s: serial_gain(s, analysis, "")[0]))
+
+
+KERNEL_MARGIN = 0.02  # a kernel share this much above the samples' is what the samples missed
+# A source line that takes a file lock (fcntl.flock / fcntl.lockf / fcntl.fcntl with F_SETLKW).
+FILE_LOCK_CALL = re.compile(r"\b(flock|lockf)\s*\(|F_(OFD_)?SETLKW")
+
+
+@dataclass(frozen=True)
+class KernelFileLock:
+    lock: WaitObject
+    share: float  # of the request threads' /proc ticks, asleep waiting for it
+    site: Site | None  # the line that takes it, read from the source of the threads' stacks
+
+
+def _kernel_file_lock(analysis: Analysis) -> KernelFileLock | None:
+    """The share of the request threads' /proc ticks the kernel saw asleep on file locks."""
+    kernel = analysis.kernel
+    lock = _file_lock(analysis)
+    if kernel is None or lock is None:
+        return None
+    tids = [int(t) for t in analysis.request_threads["tid"]]
+    if not tids:
+        return None
+    shares = []
+    for tid in tids:
+        waits = kernel.threads.get(tid)
+        seen = kernel.ticks.get(tid, waits.observations if waits else 0)
+        held = sum(n for o, n in waits.objects if o.resource == ResourceKind.FILE_LOCK) if waits else 0
+        shares.append(held / seen if seen else 0.0)
+    share = sum(shares) / len(shares)
+    return KernelFileLock(lock, share, _file_lock_site(analysis, tids, share))
+
+
+def _file_lock_site(analysis: Analysis, tids: list[int], share: float) -> Site | None:
+    """The innermost Python line of these threads' samples whose source takes a file lock."""
+    req = analysis.request_samples()
+    rows = req[req["tid"].isin(tids) & (req["site"] >= 0)]
+    if rows.empty:
+        return None
+    for frame_id, _ in rows.groupby("site")["count"].sum().sort_values(ascending=False).items():
+        frame = analysis.frame(int(frame_id))
+        if FILE_LOCK_CALL.search(source.getline(frame.file, frame.line)):
+            return Site(frame.function, frame.file, frame.line, round(share, 4))
+    return None
 
 
 def _file_lock(analysis: Analysis) -> WaitObject | None:
