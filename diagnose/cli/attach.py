@@ -31,6 +31,7 @@ class AttachArgs:
     quiet: bool
     children: bool = True
     async_tasks: bool = True
+    kernel_waits: bool = True
     ticket: Ticket = field(default_factory=Ticket)
 
 
@@ -87,7 +88,7 @@ def _attach_stoppable(stop, args: AttachArgs) -> int:
             log(f"  sampled {state['done'] * 10}% of the window ({threads} threads)")
 
     options = AttachOptions(duration=duration, rate=rate, native=native, children=children,
-                            async_tasks=args.async_tasks)
+                            async_tasks=args.async_tasks, kernel_waits=args.kernel_waits)
     # What the analysis needs that does not depend on the samples is made before the window,
     # in this thread: nothing of diagnose's competes with the service or the recorders inside
     # it (a helper thread at the least priority held the GIL while starved and stretched a 6 s
@@ -148,10 +149,16 @@ def _attach_stoppable(stop, args: AttachArgs) -> int:
                    "a second (CPython 3.11-3.13; nothing runs in the target and it is not "
                    "paused): what each suspended task waits on (a Semaphore, Lock, Queue, "
                    "Event, another task, a Future, a sleep), which no stack sample shows.")
+@click.option("--kernel-waits/--no-kernel-waits", "kernel_waits", default=True, show_default=True,
+              help="On every /proc tick, read what each sleeping thread waits on from the kernel "
+                   "(/proc/PID/task/TID/syscall: a lock's futex, the GIL's, a file lock and its "
+                   "holder from /proc/locks, a pipe and its other end, a socket, a child, a "
+                   "timer), without stopping the target; it works where native frames cannot be "
+                   "read (containers) and names waits no frame shows.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @common_output
 @ticket_options
-def attach(pids, duration, rate, native, children, async_tasks, keep_raw, quiet, output_dir,
+def attach(pids, duration, rate, native, children, async_tasks, kernel_waits, keep_raw, quiet, output_dir,
            rules_file, as_json, open_browser, fail_on, print_format, write_pprof, push_url, app_name, tags, tenant):
     """Sample the running Python service PID (and its worker processes) and diagnose its
     bottleneck. Name several PIDs to sample several process trees as one service."""
@@ -159,5 +166,5 @@ def attach(pids, duration, rate, native, children, async_tasks, keep_raw, quiet,
     ticket = Ticket(fail_on, print_format, write_pprof, push_url, app_name, tuple(tags), tenant)
     ticket.check(as_json)
     args = AttachArgs(tuple(pids), duration, rate, mode, output_dir, rules_file, as_json,
-                      open_browser, keep_raw, quiet, children, async_tasks, ticket)
+                      open_browser, keep_raw, quiet, children, async_tasks, kernel_waits, ticket)
     run(lambda: attach_and_report(args))

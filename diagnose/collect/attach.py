@@ -59,6 +59,7 @@ class AttachOptions:
     retry_s: float = ATTACH_RETRY_S
     children: bool = True  # sample the pid's descendant processes too (--no-children: off)
     async_tasks: bool = True  # read each process's asyncio tasks (--no-async-tasks: off)
+    kernel_waits: bool = True  # read sleeping threads' syscalls (--no-kernel-waits: off)
 
 
 @dataclass
@@ -428,7 +429,7 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
     # profile out, on the same file system); it is removed on every way out.
     session.temp_dir = Path(tempfile.mkdtemp(prefix=".diagnose-", dir=work_dir))
     recordings: list[_Recording] = []  # recordings[i] is what recorders[i] writes
-    sampler = TreeSampler(pids, children=options.children)
+    sampler = TreeSampler(pids, children=options.children, kernel_waits=options.kernel_waits)
     session.sampler = sampler
     started = time.time()
     started_mono = time.monotonic()
