@@ -17,6 +17,15 @@ For each fixture workload (fixtures/workloads/, run with its "bad" defaults):
    `--rounds` rounds on fresh processes (benchmarks/knob_sweep.py's runner), and print the
    medians, the measured ratio and the predicted gain side by side.
 
+Waits only the kernel names (`--fixtures native_mutex,pipe_sidecar,wsgi_file_lock`, not run by
+default): `native_mutex` (a pthread mutex through ctypes; the lock advice's instances ->
+`--mutexes N`), `pipe_sidecar` (one sidecar behind a pipe; instances -> `--sidecars N`) and
+`wsgi_file_lock`, a real gunicorn server (`-w 3 -k sync`, fixtures/servers/) whose workers share a
+file lock: diagnosed at the master's pid under wrk load (8 connections), measured with wrk before
+and after on a fresh server each run, the advice applied as `DIAGNOSE_FIXTURE_LOCK=none` (the
+guard dropped: whatever the lock advice's knob, a file lock across processes has no instances to
+add).
+
 `--python X.Y` runs the workloads (diagnosed and measured) on that CPython's cached venv with
 numpy (tests/integration/pythons.py), or a path's interpreter; diagnose runs on this one.
 
@@ -98,8 +107,90 @@ def knob_args(fixture: str, fix: dict | None) -> list[str] | None:
     # the workload makes its own cgroup v1 group with that quota (root; unlimited otherwise)
     if knob == "cpu_quota_cores" and fixture == "cpu_quota":
         return ["--cpu-quota", str(value)]
+    return kernel_wait_args(fixture, knob, value)
+
+
+
+def kernel_wait_args(fixture: str, knob, value) -> list[str] | None:
+    """Waits only the kernel names: a native mutex, a pipe sidecar, a file lock across workers."""
+    count = value if isinstance(value, int) and not isinstance(value, bool) and value > 1 else None
+    if fixture == "native_mutex" and knob in ("model_instances", "instances", "mutexes"):
+        return ["--mutexes", str(count or 6)]
+    if fixture == "pipe_sidecar" and knob in ("model_instances", "instances", "sidecars",
+                                              "stage_threads", "workers", "processes"):
+        return ["--sidecars", str(count or 8)]
+    if fixture in SERVER_FIXTURES and knob:
+        return ["=".join(SERVER_FIXTURES[fixture]["fix"])]
     return None
 
+
+# Fixtures of fixtures/servers/ measured here: a gunicorn server diagnosed at its master's pid
+# under wrk load; the fix is an environment variable of the app.
+SERVER_FIXTURES = {
+    "wsgi_file_lock": {"workers": 3, "connections": 8, "fix": ("DIAGNOSE_FIXTURE_LOCK", "none")},
+}
+
+
+def _servers():
+    """The integration tests' server harness (gunicorn, wrk), imported when a server is asked
+    for."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from tests.integration import servers
+    return servers
+
+
+def _gunicorn(servers, fixture: str, port: int, python: str):
+    return servers.gunicorn_sync(fixture, port, workers=SERVER_FIXTURES[fixture]["workers"],
+                                 python=None if python == sys.executable else python)
+
+
+def diagnose_server(fixture: str, duration: float, out_dir: Path, python: str = sys.executable) -> dict:
+    """Starts the server, loads it with wrk and attaches at the gunicorn master's pid."""
+    servers = _servers()
+    port = servers.free_port()
+    with servers.start_server(_gunicorn(servers, fixture, port, python), port) as server:
+        with servers.load_during(server.url("/predict"), seconds=duration + 30,
+                                 connections=SERVER_FIXTURES[fixture]["connections"]):
+            return attach(server.pid, duration, out_dir)
+
+
+def measure_server(fixture: str, configs: list[str], rounds: int, seconds: float, warmup: float,
+                   python: str = sys.executable) -> list[dict]:
+    """Requests/s by wrk per configuration ("" or "NAME=VALUE" in the server's environment), a
+    fresh server per run, alternating over rounds; summarized as knob_sweep.summarize does
+    ("other" there is the machine's CPU less the server's: wrk's share included)."""
+    servers = _servers()
+    connections = SERVER_FIXTURES[fixture]["connections"]
+    runs = []
+    for r in range(rounds):
+        for k in range(len(configs)):
+            index = (k + r) % len(configs)
+            config = configs[index]
+            knob_sweep.log(f"  {fixture} round {r + 1}/{rounds}: {config or 'defaults'}")
+            env = dict([config.split("=", 1)]) if config else {}
+            port = servers.free_port()
+            result = {"config": config, "ok": False, "round": r, "index": index}
+            try:
+                with servers.start_server(_gunicorn(servers, fixture, port, python), port,
+                                          env=env) as server:
+                    url = server.url("/predict")
+                    with servers.load(url, seconds=warmup, connections=connections):
+                        pass
+                    busy0, cpu0, t0 = (knob_sweep.machine_busy(), knob_sweep.tree_cpu(server.pid),
+                                       time.monotonic())
+                    with servers.load(url, seconds=seconds, connections=connections) as run:
+                        pass
+                    wall = time.monotonic() - t0
+                    cpu = knob_sweep.tree_cpu(server.pid) - cpu0
+                    busy = knob_sweep.machine_busy() - busy0
+                result.update(ok=True, rate=run.result.requests_per_second, cores=cpu / wall,
+                              other=max(0.0, busy - cpu) / wall, rss_mb=None, method="wrk",
+                              window=wall)
+            except Exception as exc:  # one failed run must not end the measurement
+                result["error"] = f"{type(exc).__name__}: {exc}"
+            runs.append(result)
+    return knob_sweep.summarize(configs, runs)
 
 def attach(pid: int, duration: float, out_dir: Path) -> dict:
     """`diagnose attach PID --json` (diagnose on this interpreter): the report."""
@@ -135,6 +226,9 @@ def measure(fixture: str, configs: list[str], rounds: int, seconds: float, warmu
 
 
 def row_for(fixture: str, args, out_dir: Path, python: str = sys.executable) -> dict:
+    if fixture in SERVER_FIXTURES:
+        return row_from(fixture, diagnose_server(fixture, args.duration, out_dir, python), args,
+                        python)
     return row_from(fixture, diagnose(fixture, args.duration, out_dir, python), args, python)
 
 
@@ -150,7 +244,10 @@ def row_from(fixture: str, report: dict, args, python: str = sys.executable) -> 
     if applied is None:
         return row
     config = " ".join(applied)
-    rows = measure(fixture, ["", config], args.rounds, args.seconds, args.warmup, python)
+    if fixture in SERVER_FIXTURES:
+        rows = measure_server(fixture, ["", config], args.rounds, args.seconds, args.warmup, python)
+    else:
+        rows = measure(fixture, ["", config], args.rounds, args.seconds, args.warmup, python)
     row.update(before=rows[0]["median"], after=rows[1]["median"], ratio=rows[1]["ratio"],
                other_cpu=max(r["other"] or 0 for r in rows), runs=[r["rates"] for r in rows])
     return row
