@@ -60,7 +60,7 @@ from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
 from diagnose.model import source
 from diagnose.model.async_tasks import AwaitKind
-from diagnose.model.await_sites import AwaitSite, TaskSummary
+from diagnose.model.await_sites import WORKER_LOOP_FRAMES, AwaitSite, TaskSummary
 from diagnose.model.event_loops import frame_owner
 from diagnose.model.profile import Frame, frame_is
 from diagnose.model.vocab import CodeOwner, ThreadState
@@ -108,12 +108,6 @@ KIND_WORDS = {
     AwaitKind.CAPACITY: "a capacity limiter",
 }
 
-# The loops of a framework's worker threads (the holders of a capacity's tokens): a thread whose
-# stacks run one is such a worker; its samples outside the loop's own wait for work are a job.
-WORKER_LOOP_FRAMES = (
-    ("anyio/_backends/_asyncio.py", re.compile(r"(^|\.)WorkerThread\.run$")),
-    ("concurrent/futures/thread.py", re.compile(r"(^|\.)_worker$")),
-)
 _SITE_PACKAGES = re.compile(r"/(site|dist)-packages/")
 _LIB = re.compile(r"/lib/python\d+(\.\d+)?/(?:(?:site|dist)-packages/)?")
 _CALL = re.compile(r"([A-Za-z_][\w.]*)\s*\(")

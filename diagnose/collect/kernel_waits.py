@@ -143,6 +143,9 @@ class KernelWaitReader:
         self._names = SYSCALLS.get(record.machine, {})
         self._memory = None  # opened on the first poll/select seen
         self.saw_file_lock = False  # this tick: a thread waits for a file lock
+        # sockets first seen this tick, resolved (peer, listening) before they close: a client
+        # opens one per request (TreeSampler._resolve_new_sockets)
+        self.new_sockets: set[int] = set()
 
     def observe(self, t: float, tid: int) -> None:
         """One blocked thread's syscall at tick `t` (seconds on the /proc clock)."""
@@ -176,6 +179,8 @@ class KernelWaitReader:
         except OSError:
             return
         self.record.fds[fd] = target
+        if target.startswith("socket:["):
+            self.new_sockets.add(int(target[8:-1]))
         if target.startswith("/"):
             try:
                 st = os.stat(path)

@@ -468,7 +468,19 @@ class TreeSampler:
                 self._samplers[pid].start()
         alive = {pid: sampler.tick() for pid, sampler in list(self._samplers.items())}
         self._read_file_locks()
+        self._resolve_new_sockets()
         return any(alive.get(pid) for pid in self.record.roots)
+
+    def _resolve_new_sockets(self) -> None:
+        """What the sockets first waited on this tick are (a peer's address, a listener), read
+        from the process's own network namespace now: a per-request connection is gone by the
+        window's end."""
+        for pid, sampler in self._samplers.items():
+            reader = sampler.kernel
+            if reader is None or not reader.new_sockets:
+                continue
+            self.record.sockets.update(socket_table(pid, reader.new_sockets))
+            reader.new_sockets = set()
 
     def _read_file_locks(self) -> None:
         """/proc/locks, at a tick where a thread waited for a file lock: its holder and queue."""

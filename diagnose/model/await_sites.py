@@ -77,6 +77,14 @@ MAX_SITES = 12  # await sites kept per process (the heaviest): the report stays 
 MAX_NAME = 80
 
 
+# The loops of a framework's worker threads (the holders of a capacity's tokens): a thread whose
+# stacks run one is such a worker; its samples outside the loop's own wait for work are a job.
+WORKER_LOOP_FRAMES = (
+    ("anyio/_backends/_asyncio.py", re.compile(r"(^|\.)WorkerThread\.run$")),
+    ("concurrent/futures/thread.py", re.compile(r"(^|\.)_worker$")),
+)
+
+
 @dataclass(frozen=True)
 class AwaitSite:
     """One place request tasks wait, over the window."""

@@ -17,7 +17,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from diagnose.model.async_tasks import AwaitKind
+from diagnose.model.await_sites import WORKER_LOOP_FRAMES
 from diagnose.model.kernel_waits import Blocking, KernelView, WaitObject, lock_knot
+from diagnose.model.profile import frame_is
 from diagnose.model.vocab import RUNNING, GraphEdgeKind, NodeKind, ProcessRole, ResourceKind, ThreadRole
 from diagnose.report.model.wait_graph import WaitEdge, WaitGraph, WaitNode
 
@@ -31,7 +36,7 @@ MAX_NODES = 40
 # candidates for the bottleneck. A timer or a socket to a downstream is a wait outside the
 # service, named but never its bottleneck here (underloaded speaks of those).
 HELD_RESOURCES = (ResourceKind.GIL, ResourceKind.LOCK, ResourceKind.FILE_LOCK, ResourceKind.PIPE,
-                  ResourceKind.CHILD)
+                  ResourceKind.CHILD, ResourceKind.CAPACITY)
 def build_wait_graph(service: Service) -> WaitGraph | None:
     """The service's graph; None when no process was read by the kernel wait reader."""
     views = [v for v in service.processes if v.analysis.kernel is not None and v.pid is not None]
@@ -43,6 +48,8 @@ def build_wait_graph(service: Service) -> WaitGraph | None:
     waiters: dict[str, set[str]] = defaultdict(set)
     holders_of: dict[str, tuple[int, ...]] = {}
     group_of_pid: dict[int, str] = {}
+    held_threads: dict[str, list[str]] = {}  # a capacity -> the thread nodes holding its tokens
+    group_tids: dict[str, tuple[int, ...]] = {}  # a thread node -> its threads
     observations = 0
     for view in views:
         analysis = view.analysis
@@ -55,6 +62,7 @@ def build_wait_graph(service: Service) -> WaitGraph | None:
             nodes[node_id] = WaitNode(
                 node_id, NodeKind.THREADS, _group_label(group, view.pid, view.role), view.pid,
                 len(group.tids), site=_site(analysis, group.tids), running_share=round(group.running, 4))
+            group_tids[node_id] = group.tids
             if group.role == ThreadRole.REQUEST or view.pid not in group_of_pid:
                 group_of_pid.setdefault(view.pid, node_id)
             for obj, share in group.waits:
@@ -71,6 +79,8 @@ def build_wait_graph(service: Service) -> WaitGraph | None:
                 waiters[resource_id].add(node_id)
                 if obj.holders:
                     holders_of[resource_id] = obj.holders
+        _add_tasks(view.pid, view.role, analysis, window, nodes, edges, waited, waiters, held_threads,
+                   group_tids)
     # Who holds or serves what: the kernel's own holders (file locks, pipes, children).
     for resource_id, pids in holders_of.items():
         kind = nodes[resource_id].resource
@@ -81,6 +91,9 @@ def build_wait_graph(service: Service) -> WaitGraph | None:
                 target = f"p:{pid}"
                 nodes.setdefault(target, WaitNode(target, NodeKind.PROCESS, f"process {pid}", pid))
             edges.append(WaitEdge(resource_id, target, edge_kind))
+    for resource_id, holders in held_threads.items():
+        for target in holders:
+            edges.append(WaitEdge(resource_id, target, GraphEdgeKind.HELD_BY))
     knots = []
     for view in views:
         knot = lock_knot(view.analysis.kernel, view.analysis.os)
@@ -88,7 +101,7 @@ def build_wait_graph(service: Service) -> WaitGraph | None:
             ids = [n.id for n in nodes.values() if n.pid == knot.pid and n.kind == NodeKind.THREADS]
             ids += [_resource_id(lock, knot.pid) for lock in knot.locks]
             knots.append(tuple(i for i in ids if i in nodes))
-    bottleneck, summary = _bottleneck(nodes, waited, waiters, holders_of, knots)
+    bottleneck, summary = _bottleneck(nodes, edges, waited, waiters, holders_of, knots)
     kept = _keep(nodes, edges, bottleneck)
     return WaitGraph(tuple(n for n in nodes.values() if n.id in kept),
                      tuple(e for e in edges if e.source in kept and e.target in kept),
@@ -167,7 +180,7 @@ def _resource_id(obj: WaitObject, pid: int) -> str:
     return f"r:{obj.key}" if _shared(obj) or f":{pid}" in obj.key else f"r:{pid}:{obj.key}"
 
 
-def _bottleneck(nodes: dict[str, WaitNode], waited: dict[str, float],
+def _bottleneck(nodes: dict[str, WaitNode], edges: list[WaitEdge], waited: dict[str, float],
                 waiters: dict[str, set[str]], holders_of: dict[str, tuple[int, ...]],
                 knots: list[tuple[str, ...]]) -> tuple[str | None, str]:
     if knots:
@@ -184,14 +197,103 @@ def _bottleneck(nodes: dict[str, WaitNode], waited: dict[str, float],
         return None, ""
     seconds, rid = max(candidates)
     node = nodes[rid]
-    threads = sum(nodes[w].threads for w in waiters[rid])
+    count = sum(nodes[w].threads for w in waiters[rid])
+    tasks = all(nodes[w].kind == NodeKind.TASKS for w in waiters[rid])
+    noun = "request tasks" if tasks else "threads"
     processes = len({nodes[w].pid for w in waiters[rid]})
-    who = (f"{threads} threads in {processes} processes" if processes > 1
-           else f"{threads} thread{'s' if threads > 1 else ''}")
+    who = (f"{count} {noun} in {processes} processes" if processes > 1
+           else f"{'on average ' if tasks else ''}{count} {noun if count > 1 or tasks else 'thread'}")
     held = holders_of.get(rid, ())
     verb = "held by" if node.resource in (ResourceKind.FILE_LOCK, ResourceKind.LOCK) else "served by"
     holder = f", {verb} process {', '.join(map(str, held[:3]))}" if held else ""
-    return rid, f"{who} wait for {node.label} ({seconds:.1f} thread-seconds){holder}"
+    holder += _holder_chain(rid, nodes, edges)
+    unit = "task-seconds" if tasks else "thread-seconds"
+    return rid, f"{who} wait for {node.label} ({seconds:.1f} {unit}){holder}"
+
+
+def _holder_chain(resource_id: str, nodes: dict[str, WaitNode], edges: list[WaitEdge]) -> str:
+    """", held by 4 worker threads, which wait for socket to 127.0.0.1:9000 (93% of their
+    time)": the threads holding the resource and what they themselves wait on most."""
+    holders = [e.target for e in edges if e.source == resource_id and e.kind == GraphEdgeKind.HELD_BY
+               and nodes[e.target].kind == NodeKind.THREADS]
+    if not holders:
+        return ""
+    threads = sum(nodes[h].threads for h in holders)
+    onward = sorted((e for e in edges if e.source in holders and e.kind == GraphEdgeKind.WAITS_FOR),
+                    key=lambda e: -e.share)
+    words = f", held by {threads} thread{'s' if threads > 1 else ''}"
+    if nodes[holders[0]].site:
+        words += f" in {nodes[holders[0]].site}"
+    if onward:
+        words += f", which wait for {nodes[onward[0].target].label} ({onward[0].share:.0%} of their time)"
+    return words
+
+
+# The asyncio primitives tasks queue on, as graph resources: a capacity (its holders are tasks or
+# threads) or another in-process object.
+_CAPACITY_KINDS = (AwaitKind.CAPACITY, AwaitKind.SEMAPHORE, AwaitKind.LOCK)
+MIN_TASKS_WAITING = 0.5
+
+
+def _add_tasks(pid: int, role: ProcessRole, analysis: Analysis, window: float,
+               nodes: dict[str, WaitNode], edges: list[WaitEdge], waited: dict[str, float],
+               waiters: dict[str, set[str]], held_threads: dict[str, list[str]],
+               group_tids: dict[str, tuple[int, ...]]) -> None:
+    """The process's request tasks parked on in-process primitives (the task reader's await
+    sites), and for a framework's capacity the worker threads that hold its tokens."""
+    summary = analysis.await_sites
+    if summary is None:
+        return
+    who = "worker" if role == ProcessRole.WORKER else "process"
+    for site in summary.sites:
+        if not site.local or site.waiting_avg < MIN_TASKS_WAITING:
+            continue
+        where = f"{site.function} {site.file.rsplit('/', 1)[-1]}:{site.line}"
+        resource_id = f"r:{pid}:await:{site.file}:{site.line}"
+        capacity = f" ({site.capacity} tokens)" if site.capacity else ""
+        label = f"{site.kind} {site.name}".strip() + capacity
+        nodes[resource_id] = WaitNode(
+            resource_id, NodeKind.RESOURCE, label, pid,
+            resource=ResourceKind.CAPACITY if site.kind in _CAPACITY_KINDS else ResourceKind.OTHER,
+            site=where, detail=site.detail)
+        task_id = f"k:{pid}:{site.file}:{site.line}"
+        waiting = max(1, round(site.waiting_avg))
+        nodes[task_id] = WaitNode(task_id, NodeKind.TASKS, f"{waiting} request tasks of {who} {pid}",
+                                  pid, waiting, site=where)
+        seconds = site.waiting_avg * window
+        edges.append(WaitEdge(task_id, resource_id, GraphEdgeKind.WAITS_FOR, round(site.share, 4),
+                              round(seconds, 3)))
+        waited[resource_id] += seconds
+        waiters[resource_id].add(task_id)
+        if site.kind == AwaitKind.CAPACITY:
+            held_threads[resource_id] = _worker_nodes(pid, analysis, nodes, group_tids)
+
+
+def _worker_nodes(pid: int, analysis: Analysis, nodes: dict[str, WaitNode],
+                  group_tids: dict[str, tuple[int, ...]]) -> list[str]:
+    """The thread nodes of the framework's worker threads (their stacks run its worker loop):
+    the groups already drawn for them, else one node for all of them."""
+    profile = analysis.profile
+    loop = np.array([any(frame_is(f, suffix, pattern) for suffix, pattern in WORKER_LOOP_FRAMES)
+                     for f in profile.frames], dtype=bool)
+    if not loop.any():
+        return []
+    samples = analysis.samples
+    rows = samples[profile.stacks_with_any(loop)[samples["stack"].to_numpy()]]
+    tids = {int(t) for t in rows["tid"].unique()}
+    if not tids:
+        return []
+    drawn = [n.id for n in nodes.values() if n.kind == NodeKind.THREADS and n.pid == pid
+             and set(group_tids.get(n.id, ())) & tids]
+    if drawn:
+        return drawn
+    node_id = f"t:{pid}:workers"
+    kernel = analysis.kernel
+    running = (sum(kernel.blocked_share(t, Blocking.RUNNING) for t in tids) / len(tids)
+               if kernel is not None else None)
+    nodes[node_id] = WaitNode(node_id, NodeKind.THREADS, f"{len(tids)} worker threads of process {pid}",
+                              pid, len(tids), running_share=None if running is None else round(running, 4))
+    return [node_id]
 
 
 def _keep(nodes: dict[str, WaitNode], edges: list[WaitEdge], bottleneck: str | None) -> set[str]:

@@ -66,5 +66,15 @@ def test_requests_queued_for_worker_threads_are_async_wait_on_the_capacity_limit
     (tasks,) = report["tasks"]
     top = tasks["sites"][0]
     assert (top["kind"], top["capacity"]) == ("capacity", TOKENS), top
+    # The wait-for graph: the request tasks wait for the capacity, held by the worker threads,
+    # which the kernel saw waiting on a socket to the backend.
+    graph = report["wait_graph"]
+    capacity = next(n for n in graph["nodes"] if n["id"] == graph["bottleneck"])
+    assert capacity["resource"] == "capacity", capacity
+    kinds = {n["id"]: n["kind"] for n in graph["nodes"]}
+    assert any(e["target"] == capacity["id"] and kinds[e["source"]] == "tasks" for e in graph["edges"])
+    holders = [e["target"] for e in graph["edges"] if e["source"] == capacity["id"] and e["kind"] == "held_by"]
+    assert holders and all(kinds[h] == "threads" for h in holders), graph["edges"]
+    assert "socket to 127.0.0.1" in graph["summary"], graph["summary"]
     print(verdict["headline"])
     print(verdict["first_advice"][0])
