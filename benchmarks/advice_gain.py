@@ -40,6 +40,7 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -145,11 +146,18 @@ def _gunicorn(servers, fixture: str, port: int, python: str):
                                  python=None if python == sys.executable else python)
 
 
+def _scratch_env(scratch: str) -> dict:
+    """The server's files in a directory removed after the run (wsgi_file_lock's lock file)."""
+    return {"DIAGNOSE_FIXTURE_LOCK_PATH": str(Path(scratch) / "device.lock")}
+
+
 def diagnose_server(fixture: str, duration: float, out_dir: Path, python: str = sys.executable) -> dict:
     """Starts the server, loads it with wrk and attaches at the gunicorn master's pid."""
     servers = _servers()
     port = servers.free_port()
-    with servers.start_server(_gunicorn(servers, fixture, port, python), port) as server:
+    with tempfile.TemporaryDirectory(prefix="diagnose-advice-") as scratch, \
+            servers.start_server(_gunicorn(servers, fixture, port, python), port,
+                                 env=_scratch_env(scratch)) as server:
         with servers.load_during(server.url("/predict"), seconds=duration + 30,
                                  connections=SERVER_FIXTURES[fixture]["connections"]):
             return attach(server.pid, duration, out_dir)
@@ -168,12 +176,14 @@ def measure_server(fixture: str, configs: list[str], rounds: int, seconds: float
             index = (k + r) % len(configs)
             config = configs[index]
             knob_sweep.log(f"  {fixture} round {r + 1}/{rounds}: {config or 'defaults'}")
-            env = dict([config.split("=", 1)]) if config else {}
             port = servers.free_port()
             result = {"config": config, "ok": False, "round": r, "index": index}
             try:
-                with servers.start_server(_gunicorn(servers, fixture, port, python), port,
-                                          env=env) as server:
+                with tempfile.TemporaryDirectory(prefix="diagnose-advice-") as scratch, \
+                        servers.start_server(_gunicorn(servers, fixture, port, python), port,
+                                             env={**_scratch_env(scratch),
+                                                  **(dict([config.split("=", 1)]) if config else {})}
+                                             ) as server:
                     url = server.url("/predict")
                     with servers.load(url, seconds=warmup, connections=connections):
                         pass
