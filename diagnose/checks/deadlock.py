@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from diagnose.checks.base import (Finding, Site, make_finding, short_path)
-from diagnose.model.kernel_waits import LockKnot, lock_knot
+from diagnose.model.kernel_waits import LockKnot, knot_candidates, lock_knot
 from diagnose.checks.evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
@@ -191,7 +191,8 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     cycles = await_cycles(analysis.tasks) if analysis.tasks is not None else ()
     if not deadlocks and cycles:
         return _await_cycle_finding(analysis, settings, cycles)
-    knot = lock_knot(analysis.kernel, analysis.os) if not deadlocks else None
+    knot = (lock_knot(analysis.kernel, analysis.os, knot_candidates(analysis.samples, analysis.threads))
+            if not deadlocks else None)
     if knot is not None:
         return _kernel_knot_finding(analysis, settings, knot)
     if not deadlocks:

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 
 from diagnose.collect.kernel_waits import FILE_LOCK_CALLS, RUNNING, SYSCALLS, KernelRecord
 from diagnose.collect.procfs import ProcRecord, TreeRecord
-from diagnose.model.vocab import ResourceKind
+from diagnose.model.vocab import ResourceKind, ThreadRole, WaitKind
 
 if TYPE_CHECKING:  # the OS summary is read here (lock_knot), built elsewhere
     from diagnose.model.os_summary import ProcessOS
@@ -290,9 +291,29 @@ class LockKnot:
     ticks: int
 
 
-def lock_knot(kernel: KernelView | None, os_: ProcessOS | None) -> LockKnot | None:
+# Waits the frames name that are not a lock's: a thread parked on them for the window waits for
+# work or for a signal (an idle pool worker's Condition, a main thread's join), not in a knot;
+# every waiter of a Condition sleeps on a futex of its own, so they would look like many locks.
+NOT_A_LOCK = frozenset({WaitKind.QUEUE, WaitKind.CONDITION, WaitKind.EVENT, WaitKind.JOIN,
+                        WaitKind.SEMAPHORE, WaitKind.FUTURE, WaitKind.BARRIER})
+
+
+def knot_candidates(samples: pd.DataFrame, threads: pd.DataFrame) -> set[int]:
+    """Threads that may be in a knot: not waiting for work (their role) and not parked, by their
+    frames, on something other than a lock."""
+    roles = {int(r.tid): r.role for r in threads.itertuples()}
+    parked = samples[samples["wait_kind"].isin(NOT_A_LOCK)].groupby("tid")["count"].sum()
+    total = samples.groupby("tid")["count"].sum()
+    return {tid for tid, role in roles.items()
+            if role not in (ThreadRole.IDLE, ThreadRole.LIBRARY)
+            and float(parked.get(tid, 0)) < 0.5 * float(total.get(tid, 0) or 1)}
+
+
+def lock_knot(kernel: KernelView | None, os_: ProcessOS | None,
+              candidates: set[int] | None = None) -> LockKnot | None:
     """The process's threads blocked all window on two locks or more while the process used
-    next to no CPU (a hang even where neither the source nor native frames can be read)."""
+    next to no CPU (a hang even where neither the source nor native frames can be read).
+    `candidates`: the threads that may be in it (knot_candidates); None: every thread."""
     if kernel is None or os_ is None or os_.window_s <= 0:
         return None
     if os_.cpu_s / os_.window_s > KNOT_MAX_PROCESS_CORES:
@@ -302,7 +323,7 @@ def lock_knot(kernel: KernelView | None, os_: ProcessOS | None) -> LockKnot | No
     ticks = 0
     for tid, waits in kernel.threads.items():
         seen = kernel.ticks.get(tid, waits.observations)
-        if seen < KNOT_MIN_TICKS:
+        if seen < KNOT_MIN_TICKS or (candidates is not None and tid not in candidates):
             continue
         on_locks = [(o, n) for o, n in waits.objects if o.resource == ResourceKind.LOCK]
         if sum(n for _, n in on_locks) / seen < KNOT_BLOCKED_SHARE:

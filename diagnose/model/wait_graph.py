@@ -21,7 +21,7 @@ import numpy as np
 
 from diagnose.model.async_tasks import AwaitKind
 from diagnose.model.await_sites import WORKER_LOOP_FRAMES
-from diagnose.model.kernel_waits import Blocking, KernelView, WaitObject, lock_knot
+from diagnose.model.kernel_waits import Blocking, KernelView, WaitObject, knot_candidates, lock_knot
 from diagnose.model.profile import frame_is
 from diagnose.model.vocab import RUNNING, GraphEdgeKind, NodeKind, ProcessRole, ResourceKind, ThreadRole
 from diagnose.report.model.wait_graph import WaitEdge, WaitGraph, WaitNode
@@ -96,7 +96,8 @@ def build_wait_graph(service: Service) -> WaitGraph | None:
             edges.append(WaitEdge(resource_id, target, GraphEdgeKind.HELD_BY))
     knots = []
     for view in views:
-        knot = lock_knot(view.analysis.kernel, view.analysis.os)
+        knot = lock_knot(view.analysis.kernel, view.analysis.os,
+                         knot_candidates(view.analysis.samples, view.analysis.threads))
         if knot is not None:
             ids = [n.id for n in nodes.values() if n.pid == knot.pid and n.kind == NodeKind.THREADS]
             ids += [_resource_id(lock, knot.pid) for lock in knot.locks]

@@ -287,3 +287,21 @@ def test_gil_contention_needs_a_thread_that_ran():
     results, _ = run_service_checks(build_service(profile, Categorizer(), tree_of(rec)))
     gil = next(f for f in results.findings if f.id == "gil_contention")
     assert gil.score == 0 and "no thread ran" in str(gil.evidence.get("counters_note"))
+
+
+def test_idle_pool_workers_asleep_on_their_work_queue_are_no_knot():
+    # A pool's workers wait for work all window; each Condition waiter sleeps on a futex of its
+    # own, so the kernel sees two threads on two "locks" in an idle process: not a hang.
+    lib = "/usr/lib/python3.11"
+    waiting = [py("Thread.run", f"{lib}/threading.py", 982),
+               py("_worker", f"{lib}/concurrent/futures/thread.py", 81),
+               py("Queue.get", f"{lib}/queue.py", 171),
+               py("Condition.wait", f"{lib}/threading.py", 327)]
+    samples = int(WINDOW_S / TICK_S)
+    profile = python_only_profile({(10, 11): [waiting] * samples, (10, 12): [waiting] * samples})
+    rec = blocked_all_window(10, {11: 0x55AA00, 12: 0x55BB00})
+    service = build_service(profile, Categorizer(), tree_of(rec))
+    results, _ = run_service_checks(service)
+    assert results.verdict.primary != "deadlock"
+    graph = build_wait_graph(service)
+    assert graph is None or not graph.knots
