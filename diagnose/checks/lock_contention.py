@@ -22,7 +22,6 @@ What to do instead:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -32,6 +31,7 @@ from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
 from diagnose.checks.base import (Finding, ScoreBasis, Site, amdahl, make_finding, pct, ramp, serial_gain,
                                   short_path, sites_from_waits)
+from diagnose.classify.os_state import FILE_LOCK_CALL
 from diagnose.model import source
 from diagnose.model.held_locks import Taken, acquired_at, held_at
 from diagnose.model.native_pools import SERIALIZES_CALLERS
@@ -216,8 +216,6 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
 
 
 KERNEL_MARGIN = 0.02  # a kernel share this much above the samples' is what the samples missed
-# A source line that takes a file lock (fcntl.flock / fcntl.lockf / fcntl.fcntl with F_SETLKW).
-FILE_LOCK_CALL = re.compile(r"\b(flock|lockf)\s*\(|F_(OFD_)?SETLKW")
 
 
 @dataclass(frozen=True)

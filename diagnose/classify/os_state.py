@@ -10,13 +10,16 @@ already name, are kept.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
+from diagnose.model import source
 from diagnose.model.kernel_waits import Blocking, KernelView, WaitObject
+from diagnose.model.profile import Frame
 from diagnose.model.vocab import RUNNING, ThreadState, WaitKind
 from diagnose.model.vocab import ResourceKind
 
@@ -73,7 +76,8 @@ WHOLE_WINDOW = 0.95  # a thread the kernel saw this often on one object is on it
 def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interval_s: float,
                        origin_s: float = 0.0,
                        changes: Mapping[int, tuple[np.ndarray, np.ndarray]] | None = None,
-                       decided: Mapping[int, WaitObject] | None = None) -> pd.DataFrame:
+                       decided: Mapping[int, WaitObject] | None = None,
+                       frames: Sequence[Frame] = ()) -> pd.DataFrame:
     """Samples the frames read as running, settled by what the kernel saw the thread wait on
     (model/kernel_waits.py): a lock's futex or a file lock is a lock wait, the GIL's futex a GIL
     wait, a pipe, socket, child or timer a wait outside the thread, a listening socket a wait for
@@ -90,7 +94,14 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
     recording, on the recorder's clock): the instants py-spy really sampled it, where the sample
     table's rows stand on a grid that may lag them by a sampling interval. `decided`: stacks
     already decided from votes pooled over the service's processes (`pooled_decisions`): the
-    workers of one program share their stacks, and one worker's few votes are too few."""
+    workers of one program share their stacks, and one worker's few votes are too few.
+
+    Where the votes are too few (a sparse sample), two readings of the frames against the kernel
+    decide: a thread the kernel saw asleep on one held object (a lock, a file lock) most of the
+    window spends most of its samples at the line that blocks, so its most sampled line, when it
+    holds half its undecided samples, waits on that object; and a line whose source takes a file
+    lock (`frames`: the profile's, to read it), in a thread the kernel saw wait for one, waits for
+    it."""
     if kernel is None or samples.empty or not kernel.times:
         return samples
     state = samples["state"]
@@ -130,6 +141,18 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
             index = len(objects_at)
             objects_at[obj_] = index
         decision[(sites == frame) & undecided & (decision < 0)] = index
+    counts_f = counts.astype(np.float64)
+    for tid in kernel.threads:
+        held = _dominant_held(kernel, tid)
+        rows = np.flatnonzero((tids == tid) & undecided & (decision < 0) & (sites >= 0))
+        if held is None or not len(rows):
+            continue
+        per_site = pd.Series(counts_f[rows]).groupby(sites[rows]).sum()
+        top_site = int(per_site.idxmax())
+        if per_site[top_site] >= 0.5 * counts_f[rows].sum():
+            decision[rows[sites[rows] == top_site]] = objects_at[held]
+    if frames:
+        _file_lock_lines(kernel, tids, sites, undecided, decision, objects_at, frames)
     every = list(objects_at)
     rows = np.flatnonzero(decision >= 0)
     if not len(rows):
@@ -207,6 +230,38 @@ def _vote(votes: dict[int, dict[int, int]], seen_at: np.ndarray, seen_stack: np.
     for stack, obj in zip(seen_stack[nearer][close].tolist(), objects[close].tolist()):
         stack_votes = votes.setdefault(int(stack), {})
         stack_votes[int(obj)] = stack_votes.get(int(obj), 0) + 1
+
+
+DOMINANT_SHARE = 0.6  # of a thread's ticks asleep on one held object: its main wait
+# A source line that takes a file lock (fcntl.flock / fcntl.lockf / fcntl.fcntl with F_SETLKW).
+FILE_LOCK_CALL = re.compile(r"\b(flock|lockf)\s*\(|F_(OFD_)?SETLKW")
+
+
+def _dominant_held(kernel: KernelView, tid: int) -> WaitObject | None:
+    waits = kernel.threads.get(tid)
+    if waits is None:
+        return None
+    seen = max(1, kernel.ticks.get(tid, waits.observations))
+    for obj, n in waits.objects:
+        if obj.blocking == Blocking.HELD and n / seen >= DOMINANT_SHARE:
+            return obj
+    return None
+
+
+def _file_lock_lines(kernel: KernelView, tids: np.ndarray, sites: np.ndarray, undecided: np.ndarray,
+                     decision: np.ndarray, objects_at: dict[WaitObject, int],
+                     frames: Sequence[Frame]) -> None:
+    """Undecided samples at a line that takes a file lock, of threads the kernel saw waiting for
+    one, wait for it (the thread's most observed file lock)."""
+    for tid, waits in kernel.threads.items():
+        lock = next((o for o, _ in waits.objects if o.resource == ResourceKind.FILE_LOCK), None)
+        if lock is None:
+            continue
+        rows = np.flatnonzero((tids == tid) & undecided & (decision < 0) & (sites >= 0))
+        for site in np.unique(sites[rows]).tolist():
+            frame = frames[int(site)]
+            if FILE_LOCK_CALL.search(source.getline(frame.file, frame.line)):
+                decision[rows[sites[rows] == site]] = objects_at[lock]
 
 
 def _whole_window_object(kernel: KernelView, tid: int) -> int | None:

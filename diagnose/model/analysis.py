@@ -209,7 +209,7 @@ def analysis_of(profile: Profile, stacks: StackTable, proc: ProcRecord | None = 
     samples = settle_with_kernel(samples, kernel, profile.interval_s or 0.01,
                                  profile.origin_s if measured else 0.0,
                                  _stack_changes(profile) if measured and kernel is not None else None,
-                                 decided)
+                                 decided, profile.frames)
     samples = settle_with_os_state(samples, os_summary)
     threads = summarize_threads(profile, samples)
     return Analysis(profile, stacks, samples, threads, os_summary, run if run is not None else RunContext(),

@@ -63,6 +63,9 @@ class WaitObject:
     blocking: Blocking
     syscall: str = ""
     holders: tuple[int, ...] = ()
+    # of the readings that listed the object, the share in which each holder held it (file
+    # locks, from /proc/locks); empty where the kernel names a holder without a share
+    holder_shares: tuple[float, ...] = ()
 
 
 RUNNING_OBJECT = WaitObject(None, "running", "on a CPU", Blocking.RUNNING)
@@ -152,6 +155,7 @@ class _Decoder:
         self.tree = tree
         self.names = SYSCALLS.get(kernel.machine, {})
         self._holders = _file_lock_holders(tree)
+        self._holder_shares: dict[str, dict[int, float]] = {}
         self._children = sorted(p for p, parent in (tree.parents.items() if tree else ())
                                 if parent == pid)
 
@@ -198,8 +202,10 @@ class _Decoder:
         file_id = self.kernel.file_ids.get(fd, "")
         path = self.kernel.fds.get(fd, f"descriptor {fd}")
         holders = tuple(p for p in self._holders.get(file_id, ()) if p != self.pid)
+        shares = self._holder_shares.setdefault(file_id, holder_shares(self.tree, file_id))
         return WaitObject(ResourceKind.FILE_LOCK, f"file:{file_id or f'{self.pid}:{fd}'}",
-                          f"file lock on {path}", Blocking.HELD, call, holders)
+                          f"file lock on {path}", Blocking.HELD, call, holders,
+                          tuple(round(shares.get(p, 0.0), 4) for p in holders))
 
     def _socket_of(self, fd: int) -> str:
         target = self.kernel.fds.get(fd, "")

@@ -47,6 +47,7 @@ def build_wait_graph(service: Service) -> WaitGraph | None:
     waited: dict[str, float] = defaultdict(float)  # resource node -> thread-seconds waited
     waiters: dict[str, set[str]] = defaultdict(set)
     holders_of: dict[str, tuple[int, ...]] = {}
+    holder_shares_of: dict[str, tuple[float, ...]] = {}
     group_of_pid: dict[int, str] = {}
     held_threads: dict[str, list[str]] = {}  # a capacity -> the thread nodes holding its tokens
     group_tids: dict[str, tuple[int, ...]] = {}  # a thread node -> its threads
@@ -79,18 +80,20 @@ def build_wait_graph(service: Service) -> WaitGraph | None:
                 waiters[resource_id].add(node_id)
                 if obj.holders:
                     holders_of[resource_id] = obj.holders
+                    holder_shares_of[resource_id] = obj.holder_shares
         _add_tasks(view.pid, view.role, analysis, window, nodes, edges, waited, waiters, held_threads,
                    group_tids)
     # Who holds or serves what: the kernel's own holders (file locks, pipes, children).
     for resource_id, pids in holders_of.items():
         kind = nodes[resource_id].resource
         edge_kind = GraphEdgeKind.HELD_BY if kind == ResourceKind.FILE_LOCK else GraphEdgeKind.SERVED_BY
-        for pid in pids[:4]:
+        shares = holder_shares_of.get(resource_id, ())
+        for i, pid in enumerate(pids[:4]):
             target = group_of_pid.get(pid)
             if target is None:
                 target = f"p:{pid}"
                 nodes.setdefault(target, WaitNode(target, NodeKind.PROCESS, f"process {pid}", pid))
-            edges.append(WaitEdge(resource_id, target, edge_kind))
+            edges.append(WaitEdge(resource_id, target, edge_kind, shares[i] if i < len(shares) else 0.0))
     for resource_id, holders in held_threads.items():
         for target in holders:
             edges.append(WaitEdge(resource_id, target, GraphEdgeKind.HELD_BY))
@@ -154,10 +157,11 @@ def _thread_groups(analysis: Analysis, kernel: KernelView) -> list[_Group]:
 
 
 def _group_label(group: _Group, pid: int, process_role: ProcessRole) -> str:
+    """"worker 4711: 3 request threads": the process first, so a narrow box still names it."""
     who = "worker" if process_role == ProcessRole.WORKER else "process"
     kind = "request thread" if group.role == ThreadRole.REQUEST else "thread"
     count = len(group.tids)
-    return f"{count} {kind}{'s' if count > 1 else ''} of {who} {pid}"
+    return f"{who} {pid}: {count} {kind}{'s' if count > 1 else ''}"
 
 
 def _site(analysis: Analysis, tids: tuple[int, ...]) -> str:
@@ -206,8 +210,13 @@ def _bottleneck(nodes: dict[str, WaitNode], edges: list[WaitEdge], waited: dict[
            else f"{'on average ' if tasks else ''}{count} {noun if count > 1 or tasks else 'thread'}")
     held = holders_of.get(rid, ())
     verb = "held by" if node.resource in (ResourceKind.FILE_LOCK, ResourceKind.LOCK) else "served by"
-    holder = f", {verb} process {', '.join(map(str, held[:3]))}" if held else ""
-    holder += _holder_chain(rid, nodes, edges)
+    waiting_pids = {nodes[w].pid for w in waiters[rid]}
+    if held and set(held) <= waiting_pids:
+        # the waiters hold it in turn: they serialise on it, there is no holder beyond them
+        holder = f", held in turn by the waiters themselves (process {', '.join(map(str, held[:3]))})"
+    else:
+        holder = f", {verb} process {', '.join(map(str, held[:3]))}" if held else ""
+        holder += _holder_chain(rid, nodes, edges)
     unit = "task-seconds" if tasks else "thread-seconds"
     return rid, f"{who} wait for {node.label} ({seconds:.1f} {unit}){holder}"
 
@@ -220,8 +229,8 @@ def _holder_chain(resource_id: str, nodes: dict[str, WaitNode], edges: list[Wait
     if not holders:
         return ""
     threads = sum(nodes[h].threads for h in holders)
-    onward = sorted((e for e in edges if e.source in holders and e.kind == GraphEdgeKind.WAITS_FOR),
-                    key=lambda e: -e.share)
+    onward = sorted((e for e in edges if e.source in holders and e.kind == GraphEdgeKind.WAITS_FOR
+                     and e.target != resource_id), key=lambda e: -e.share)
     words = f", held by {threads} thread{'s' if threads > 1 else ''}"
     if nodes[holders[0]].site:
         words += f" in {nodes[holders[0]].site}"
@@ -259,7 +268,7 @@ def _add_tasks(pid: int, role: ProcessRole, analysis: Analysis, window: float,
             site=where, detail=site.detail)
         task_id = f"k:{pid}:{site.file}:{site.line}"
         waiting = max(1, round(site.waiting_avg))
-        nodes[task_id] = WaitNode(task_id, NodeKind.TASKS, f"{waiting} request tasks of {who} {pid}",
+        nodes[task_id] = WaitNode(task_id, NodeKind.TASKS, f"{who} {pid}: {waiting} request tasks",
                                   pid, waiting, site=where)
         seconds = site.waiting_avg * window
         edges.append(WaitEdge(task_id, resource_id, GraphEdgeKind.WAITS_FOR, round(site.share, 4),
@@ -292,7 +301,7 @@ def _worker_nodes(pid: int, analysis: Analysis, nodes: dict[str, WaitNode],
     kernel = analysis.kernel
     running = (sum(kernel.blocked_share(t, Blocking.RUNNING) for t in tids) / len(tids)
                if kernel is not None else None)
-    nodes[node_id] = WaitNode(node_id, NodeKind.THREADS, f"{len(tids)} worker threads of process {pid}",
+    nodes[node_id] = WaitNode(node_id, NodeKind.THREADS, f"process {pid}: {len(tids)} worker threads",
                               pid, len(tids), running_share=None if running is None else round(running, 4))
     return [node_id]
 

@@ -348,7 +348,8 @@
     const pct = fmtPct(e.share);
     const secs = e.seconds > 0 ? fmtSec(e.seconds, e.seconds) : '';
     if (e.kind === 'waits_for' || !own(WG_RELATIONS, e.kind)) return [pct, secs];
-    return [WG_RELATIONS[e.kind], pct + (secs ? ' \u00b7 ' + secs : '')];
+    // a holder named with no measured share (a pipe's other end, a capacity's threads): no 0%
+    return [WG_RELATIONS[e.kind], e.share > 0 ? pct + (secs ? ' \u00b7 ' + secs : '') : ''];
   }
 
   /** Where each edge leaves its source and enters its target: spread over the node's side in
