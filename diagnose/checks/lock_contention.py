@@ -35,7 +35,7 @@ from diagnose.classify.os_state import FILE_LOCK_CALL
 from diagnose.model import source
 from diagnose.model.held_locks import Taken, acquired_at, held_at
 from diagnose.model.native_pools import SERIALIZES_CALLERS
-from diagnose.model.kernel_waits import WaitObject
+from diagnose.model.kernel_waits import WaitObject, serving_peer
 from diagnose.model.vocab import LOCK_KINDS, ResourceKind, ThreadState, WaitKind
 from diagnose.model.waits import WaitSite, describe
 
@@ -58,6 +58,7 @@ EVIDENCE = {
                                   U.SECONDS, estimable=True),
     "top_site_max_concurrent_waiters": E("most threads waiting at once at the top lock", U.THREADS),
     "critical_section_library": E("library the critical section runs in", U.TEXT),
+    "serving_process": E("the process the lock's holder waits on (the kernel)", U.TEXT),
     "kernel_file_lock_share": E("share of request-thread time asleep on a file lock (the kernel)",
                                 U.PERCENT),
 }
@@ -194,6 +195,22 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
         advice.insert(0 if held.blocked else 1, held.advice)
         if held.blocked and serializing is None:
             evidence["fix"] = {"knob": "call_outside_lock", "value": held.call}
+    peer = (serving_peer(analysis.kernel, [int(t) for t in analysis.request_threads["tid"]])
+            if waits and file_lock is None else None)
+    if peer is not None and peer.occupancy >= PEER_OCCUPANCY:
+        # The kernel: while the others wait on the lock, one thread at a time waits on a pipe
+        # or a child another process serves: the lock admits one request at a time to it.
+        served = peer.resource.label
+        summary += (f"; while one thread at a time waits on {served} ({pct(min(1.0, peer.occupancy))} "
+                    f"of the window, the kernel): the process at its other end serves them one by one")
+        evidence["serving_process"] = served
+        evidence["fix"] = {"knob": "sidecars", "value": max(2, int(len(analysis.request_threads)) // 2)}
+        advice.insert(0, f"The lock admits one request at a time to another process ({served}), "
+                         f"and that process is the bottleneck: it is busy "
+                         f"{pct(min(1.0, peer.occupancy))} of the window serving one request at a "
+                         f"time. Shrinking the critical section cannot help (the call to it is the "
+                         f"section): run several of them (a pool of processes, each with its own "
+                         f"pipe and lock), batch several requests per call, or make it faster.")
     if file_lock is not None:
         evidence["fix"] = {"knob": "file_lock", "value": file_lock.label}
         advice.insert(0, f"The {file_lock.label} serialises every process that takes it: while one "
@@ -215,6 +232,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
                                          lambda s: serial_gain(s, analysis, "")[0]))
 
 
+PEER_OCCUPANCY = 0.5  # threads on a serving process at once, on average: it serves them in turn
 KERNEL_MARGIN = 0.02  # a kernel share this much above the samples' is what the samples missed
 
 

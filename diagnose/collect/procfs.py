@@ -356,6 +356,8 @@ class TreeRecord:
     file_locks: list[tuple[float, list[FileLockEntry]]] = field(default_factory=list)
     pipes: dict[int, dict[int, str]] = field(default_factory=dict)
     sockets: dict[int, str] = field(default_factory=dict)
+    # processes at a pipe's other end: pid -> (its parent, its command name)
+    peers: dict[int, tuple[int, str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"roots": self.roots,
@@ -366,7 +368,8 @@ class TreeRecord:
                 "file_locks": [[t, [list(vars(e).values()) for e in entries]]
                                for t, entries in self.file_locks],
                 "pipes": {str(k): {str(p): m for p, m in v.items()} for k, v in self.pipes.items()},
-                "sockets": {str(k): v for k, v in self.sockets.items()}}
+                "sockets": {str(k): v for k, v in self.sockets.items()},
+                "peers": {str(k): list(v) for k, v in self.peers.items()}}
 
     @classmethod
     def from_dict(cls, data: dict) -> "TreeRecord":
@@ -388,6 +391,7 @@ class TreeRecord:
         tree.pipes = {int(k): {int(p): str(m) for p, m in v.items()}
                       for k, v in (data.get("pipes") or {}).items()}
         tree.sockets = {int(k): str(v) for k, v in (data.get("sockets") or {}).items()}
+        tree.peers = {int(k): (int(v[0]), str(v[1])) for k, v in (data.get("peers") or {}).items()}
         return tree
 
     @property
@@ -521,3 +525,13 @@ class TreeSampler:
             pids = sorted(set(self._samplers) | {p for root in self.record.roots
                                                  for p in self._tree.descendants(root)})
             self.record.pipes = pipe_ends(pids, pipes)
+            # who the other ends are: a sidecar the service started is its child, and the
+            # sidecar's own children inherit the pipe (a shell's `sleep`)
+            for pid in sorted({p for ends in self.record.pipes.values() for p in ends}):
+                if pid in self.record.peers:
+                    continue
+                stat = read_proc_text(f"/proc/{pid}/stat")
+                if stat:
+                    comm, _, _ = parse_stat(stat)
+                    ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+                    self.record.peers[pid] = (ppid, comm)

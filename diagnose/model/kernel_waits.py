@@ -220,9 +220,14 @@ class _Decoder:
             ends = (self.tree.pipes.get(inode, {}) if self.tree is not None else {})
             want = "w" if call in READS else "r"
             others = tuple(sorted(p for p, mode in ends.items() if want in mode and p != self.pid))
+            peers = self.tree.peers if self.tree is not None else {}
+            # a sidecar this process started, not the children it started in turn (a shell's
+            # `sleep` inherits the pipe too)
+            own = tuple(p for p in others if peers.get(p, (0, ""))[0] == self.pid)
+            others = own or others
+            names = ", ".join(f"{peers[p][1]} {p}" if p in peers else f"pid {p}" for p in others[:3])
             return WaitObject(ResourceKind.PIPE, f"pipe:{inode}",
-                              f"pipe {inode}" + (f" (other end: pid {', '.join(map(str, others))})"
-                                                 if others else ""),
+                              f"pipe {inode}" + (f" (other end: {names})" if others else ""),
                               Blocking.OUTSIDE, call, others)
         if target.startswith("socket:["):
             inode = int(target[8:-1])
@@ -341,3 +346,34 @@ def lock_knot(kernel: KernelView | None, os_: ProcessOS | None,
     if len(blocked) < 2 or len(locks) < 2:
         return None
     return LockKnot(kernel.pid, tuple(sorted(blocked)), tuple(locks.values()), ticks)
+
+
+@dataclass(frozen=True)
+class ServingPeer:
+    """A process outside this one that its threads wait on in turn (a sidecar behind a pipe,
+    a child): `occupancy` is the threads' summed share of ticks on it, the mean number of them
+    waiting on it at once (near 1 with one request in flight at a time: it serves them one by
+    one)."""
+
+    resource: WaitObject
+    occupancy: float
+
+
+def serving_peer(kernel: KernelView | None, tids: list[int]) -> ServingPeer | None:
+    """The pipe or child these threads waited on most, summed over them, that another process
+    serves; None when they waited on none."""
+    if kernel is None:
+        return None
+    summed: dict[WaitObject, float] = {}
+    for tid in tids:
+        waits = kernel.threads.get(tid)
+        if waits is None:
+            continue
+        seen = max(1, kernel.ticks.get(tid, waits.observations))
+        for obj, n in waits.objects:
+            if obj.resource in (ResourceKind.PIPE, ResourceKind.CHILD) and obj.holders:
+                summed[obj] = summed.get(obj, 0.0) + n / seen
+    if not summed:
+        return None
+    best = max(summed, key=lambda o: summed[o])
+    return ServingPeer(best, summed[best])

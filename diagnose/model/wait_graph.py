@@ -21,7 +21,8 @@ import numpy as np
 
 from diagnose.model.async_tasks import AwaitKind
 from diagnose.model.await_sites import WORKER_LOOP_FRAMES
-from diagnose.model.kernel_waits import Blocking, KernelView, WaitObject, knot_candidates, lock_knot
+from diagnose.model.kernel_waits import (Blocking, KernelView, WaitObject, knot_candidates, lock_knot,
+                                         serving_peer)
 from diagnose.model.profile import frame_is
 from diagnose.model.vocab import RUNNING, GraphEdgeKind, NodeKind, ProcessRole, ResourceKind, ThreadRole
 from diagnose.report.model.wait_graph import WaitEdge, WaitGraph, WaitNode
@@ -31,6 +32,7 @@ if TYPE_CHECKING:  # the service is read here, built elsewhere
     from diagnose.model.service import Service
 
 MIN_EDGE_SHARE = 0.05  # a thread waiting on something less often than this draws no edge
+PEER_OCCUPANCY = 0.5  # threads on a serving process at once, on average: it serves them in turn
 MAX_NODES = 40
 # Resources whose waiters wait for another thread or process to let go (or to answer): the
 # candidates for the bottleneck. A timer or a socket to a downstream is a wait outside the
@@ -94,6 +96,24 @@ def build_wait_graph(service: Service) -> WaitGraph | None:
                 target = f"p:{pid}"
                 nodes.setdefault(target, WaitNode(target, NodeKind.PROCESS, f"process {pid}", pid))
             edges.append(WaitEdge(resource_id, target, edge_kind, shares[i] if i < len(shares) else 0.0))
+    # A lock whose waiters take turns on a process outside (a sidecar behind a pipe): held, in
+    # turn, by the thread on that process; lock -> resource id of the pipe and its occupancy.
+    peers: dict[str, tuple[str, float]] = {}
+    for view in views:
+        lock_waiters: dict[str, list[str]] = defaultdict(list)
+        for edge in edges:
+            if (edge.kind == GraphEdgeKind.WAITS_FOR and nodes[edge.target].resource == ResourceKind.LOCK
+                    and nodes[edge.source].pid == view.pid):
+                lock_waiters[edge.target].append(edge.source)
+        for lock_id, groups in lock_waiters.items():
+            tids = [t for g in groups for t in group_tids.get(g, ())]
+            peer = serving_peer(view.analysis.kernel, tids)
+            if peer is not None and peer.occupancy >= PEER_OCCUPANCY:
+                peer_id = _resource_id(peer.resource, view.pid or 0)
+                if peer_id in nodes:
+                    peers[lock_id] = (peer_id, peer.occupancy)
+                    for waiter in groups:
+                        edges.append(WaitEdge(lock_id, waiter, GraphEdgeKind.HELD_BY))
     for resource_id, holders in held_threads.items():
         for target in holders:
             edges.append(WaitEdge(resource_id, target, GraphEdgeKind.HELD_BY))
@@ -105,7 +125,7 @@ def build_wait_graph(service: Service) -> WaitGraph | None:
             ids = [n.id for n in nodes.values() if n.pid == knot.pid and n.kind == NodeKind.THREADS]
             ids += [_resource_id(lock, knot.pid) for lock in knot.locks]
             knots.append(tuple(i for i in ids if i in nodes))
-    bottleneck, summary = _bottleneck(nodes, edges, waited, waiters, holders_of, knots)
+    bottleneck, summary = _bottleneck(nodes, edges, waited, waiters, holders_of, knots, peers)
     kept = _keep(nodes, edges, bottleneck)
     return WaitGraph(tuple(n for n in nodes.values() if n.id in kept),
                      tuple(e for e in edges if e.source in kept and e.target in kept),
@@ -187,7 +207,8 @@ def _resource_id(obj: WaitObject, pid: int) -> str:
 
 def _bottleneck(nodes: dict[str, WaitNode], edges: list[WaitEdge], waited: dict[str, float],
                 waiters: dict[str, set[str]], holders_of: dict[str, tuple[int, ...]],
-                knots: list[tuple[str, ...]]) -> tuple[str | None, str]:
+                knots: list[tuple[str, ...]], peers: dict[str, tuple[str, float]]
+                ) -> tuple[str | None, str]:
     if knots:
         knot = knots[0]
         threads = sum(nodes[i].threads for i in knot if nodes[i].kind == NodeKind.THREADS)
@@ -202,6 +223,14 @@ def _bottleneck(nodes: dict[str, WaitNode], edges: list[WaitEdge], waited: dict[
         return None, ""
     seconds, rid = max(candidates)
     node = nodes[rid]
+    served = peers.get(rid)
+    if served is not None:
+        # The lock's waiters take turns on a process outside: that process is the bottleneck.
+        peer_id, occupancy = served
+        count = sum(nodes[w].threads for w in waiters[rid])
+        return peer_id, (f"{count} threads wait for {node.label} while one of them at a time "
+                         f"waits for {nodes[peer_id].label} ({min(1.0, occupancy):.0%} of the "
+                         f"window): the process at its other end serves them one request at a time")
     count = sum(nodes[w].threads for w in waiters[rid])
     tasks = all(nodes[w].kind == NodeKind.TASKS for w in waiters[rid])
     noun = "request tasks" if tasks else "threads"

@@ -305,3 +305,38 @@ def test_idle_pool_workers_asleep_on_their_work_queue_are_no_knot():
     assert results.verdict.primary != "deadlock"
     graph = build_wait_graph(service)
     assert graph is None or not graph.knots
+
+
+def test_threads_taking_turns_on_one_sidecar_pipe_name_the_sidecar_as_the_bottleneck():
+    # Four request threads share one sidecar behind a lock: at any tick one reads the pipe
+    # (the sidecar, the service's child, holds its write end), the other three wait on the lock.
+    lib_app = "/srv/app.py"
+    samples = int(WINDOW_S / TICK_S)
+    tids = (11, 12, 13, 14)
+    waiting = [py("handle", lib_app, 10), py("Sidecar.call", lib_app, 30)]
+    reading = [py("handle", lib_app, 10), py("Sidecar.call", lib_app, 32)]
+    profile = python_only_profile({(10, tid): [reading if (i + k) % 4 == 0 else waiting
+                                               for i in range(samples)]
+                                   for k, tid in enumerate(tids)})
+    ticks = np.arange(0.05, WINDOW_S, TICK_S)
+    observations = [(round(float(t), 3), tid, READ, 5, 0, 0, "") if (i + k) % 4 == 0 else
+                    (round(float(t), 3), tid, FUTEX, 0x55AA00, SEM_WAIT_PRIVATE, 0, "")
+                    for i, t in enumerate(ticks) for k, tid in enumerate(tids)]
+    rec = record_with(10, observations, fds={5: "pipe:[777]"})
+    rec.ended_at = WINDOW_S
+    for tid in tids:
+        rec.first[tid] = ThreadCounters(1.0, 0.0, 0, 0, 0)
+        rec.last[tid] = ThreadCounters(1.02, 0.0, 0, 0, 0)
+    tree = tree_of(rec, parents={10: None})
+    tree.pipes = {777: {10: "r", 50: "w", 51: "w"}}
+    tree.peers = {50: (10, "sh"), 51: (50, "sleep")}  # the sidecar, and its own child
+    service = build_service(profile, Categorizer(), tree)
+    results, _ = run_service_checks(service)
+    lock = next(f for f in results.findings if f.id == "lock_contention")
+    assert "pipe 777 (other end: sh 50)" in lock.summary
+    assert lock.advice[0].startswith("The lock admits one request at a time to another process")
+    graph = build_wait_graph(service)
+    assert graph is not None and graph.bottleneck == "r:pipe:777"
+    assert any(e.source == "r:pipe:777" and e.kind == "served_by" and e.target == "p:50"
+               for e in graph.edges)
+    assert "serves them one request at a time" in graph.summary
