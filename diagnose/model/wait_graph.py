@@ -23,8 +23,10 @@ from diagnose.model.async_tasks import AwaitKind
 from diagnose.model.await_sites import WORKER_LOOP_FRAMES
 from diagnose.model.kernel_waits import (Blocking, KernelView, WaitObject, knot_candidates, lock_knot,
                                          serving_peer)
+from diagnose.model.held_locks import LockSite, acquired_at
 from diagnose.model.profile import frame_is
-from diagnose.model.vocab import RUNNING, GraphEdgeKind, NodeKind, ProcessRole, ResourceKind, ThreadRole
+from diagnose.model.vocab import (RUNNING, GraphEdgeKind, NodeKind, ProcessRole, ResourceKind, ThreadRole,
+                                  ThreadState)
 from diagnose.report.model.wait_graph import WaitEdge, WaitGraph, WaitNode
 
 if TYPE_CHECKING:  # the service is read here, built elsewhere
@@ -71,7 +73,10 @@ def build_wait_graph(service: Service) -> WaitGraph | None:
             for obj, share in group.waits:
                 resource_id = _resource_id(obj, view.pid)
                 if resource_id not in nodes:
-                    nodes[resource_id] = WaitNode(resource_id, NodeKind.RESOURCE, obj.label,
+                    named = _lock_name(analysis, group.tids) if obj is group.waits[0][0] else None
+                    label = (f"lock {named.name} ({named.file.rsplit('/', 1)[-1]}:{named.line})"
+                             if named is not None and obj.resource == ResourceKind.LOCK else obj.label)
+                    nodes[resource_id] = WaitNode(resource_id, NodeKind.RESOURCE, label,
                                                   None if _shared(obj) else view.pid,
                                                   resource=obj.resource,
                                                   detail=f"{obj.syscall}: {obj.key}")
@@ -194,6 +199,19 @@ def _site(analysis: Analysis, tids: tuple[int, ...]) -> str:
     site = int(rows.groupby("site")["count"].sum().idxmax())
     frame = analysis.frame(site)
     return f"{frame.function} {frame.file.rsplit('/', 1)[-1]}:{frame.line}"
+
+
+def _lock_name(analysis: Analysis, tids: tuple[int, ...]) -> LockSite | None:
+    """The Python lock these threads waited on most, as their source takes it (`with NAME:` or
+    `NAME.acquire()` at their most sampled lock-wait line); None where the source is unreadable
+    or the line takes no lock (a native mutex)."""
+    samples = analysis.samples
+    rows = samples[samples["tid"].isin(tids) & (samples["site"] >= 0)
+                   & (samples["state"] == ThreadState.LOCK)]
+    if rows.empty:
+        return None
+    frame = analysis.frame(int(rows.groupby("site")["count"].sum().idxmax()))
+    return acquired_at(frame.file, frame.line)
 
 
 def _shared(obj: WaitObject) -> bool:
