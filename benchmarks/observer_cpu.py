@@ -2,6 +2,7 @@
 """Where an observer's CPU goes: diagnose's own threads and each py-spy child, per phase.
 
     python benchmarks/observer_cpu.py [--workload tree] [--seconds 8] [--runs 1] [-- ATTACH ARGS]
+    python benchmarks/observer_cpu.py --compare --workload sixtyfour --runs 3 -- --no-kernel-waits
 
 Starts a fresh fixture workload (the overhead benchmark's), runs `diagnose attach` at it (the
 tree `import diagnose` finds: put it first on PYTHONPATH) and polls, 20 times a second, the CPU
@@ -15,6 +16,11 @@ analysis), its other threads (asyncio task readers, the template warm-up), `py-s
 per kind (main / native calibration), `py-spy dump` probes, other children (the asyncio layout
 probe interpreter). A child that exits between two polls loses its last <= 50 ms; the total of
 all of them is checked against getrusage(RUSAGE_CHILDREN) and printed beside.
+
+`--compare`: each run is a pair of attaches on fresh workloads, one at the defaults and one with
+ATTACH ARGS, in alternating order (the defaults first on odd runs); a last table gives, per side,
+the medians of the window, of diagnose's main-thread CPU (window and after) and of the observer's
+whole window CPU, in CPU seconds and per window second (cores), and their ratio defaults / ARGS.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -145,29 +152,79 @@ def main() -> None:
     parser.add_argument("--workload", default="tree", choices=sorted(WORKLOADS))
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--compare", action="store_true",
+                        help="each run: one attach at the defaults and one with ATTACH ARGS, "
+                             "alternating which goes first; then a table of the two and their ratio")
     parser.add_argument("attach_args", nargs="*", help="after --: extra `diagnose attach` options")
     args = parser.parse_args()
+    if args.compare and not args.attach_args:
+        parser.error("--compare needs ATTACH ARGS after -- (what the defaults are compared with)")
     where = subprocess.run([sys.executable, "-c", "import diagnose; print(diagnose.__file__)"],
                            capture_output=True, text=True, cwd=tempfile.gettempdir()).stdout.strip()
     print(f"diagnose measured: {where}", file=sys.stderr)
+    sides = {"defaults": [], " ".join(args.attach_args): []}
     for run in range(args.runs):
-        table, verdict = measure(args.workload, args.seconds, args.attach_args)
-        print(f"\nrun {run + 1}: {args.workload}, {args.seconds:g} s asked, "
-              f"window {table['(window seconds)']['window']:.1f} s, "
-              f"load average {os.getloadavg()[0]:.1f}, verdict {verdict}")
-        print("| component | n | probe CPU s | window CPU s | after CPU s |")
-        print("| --- | ---: | ---: | ---: | ---: |")
-        sums = defaultdict(float)
-        for name in sorted(k for k in table if not k.startswith("(")):
-            row = table[name]
-            for phase in ("probe", "window", "after"):
-                sums[phase] += row[phase]
-            print(f"| {name} | {int(row['n'])} | {row['probe']:.2f} | {row['window']:.2f} | "
-                  f"{row['after']:.2f} |")
-        print(f"| sum of components | | {sums['probe']:.2f} | {sums['window']:.2f} | "
-              f"{sums['after']:.2f} |")
-        print(f"getrusage total of the attach: "
-              f"{table['(getrusage total of the attach)']['total']:.2f} s")
+        if not args.compare:
+            _print_run(run, args, measure(args.workload, args.seconds, args.attach_args), "")
+            continue
+        order = [[], args.attach_args] if run % 2 == 0 else [args.attach_args, []]
+        for extra in order:
+            result = measure(args.workload, args.seconds, extra)
+            label = " ".join(extra) or "defaults"
+            sides[label].append(result[0])
+            _print_run(run, args, result, f", {label}")
+    if args.compare:
+        _print_comparison(args, sides)
+
+
+def _print_run(run: int, args, result: tuple[dict[str, dict[str, float]], str], label: str) -> None:
+    table, verdict = result
+    print(f"\nrun {run + 1}{label}: {args.workload}, {args.seconds:g} s asked, "
+          f"window {table['(window seconds)']['window']:.1f} s, "
+          f"load average {os.getloadavg()[0]:.1f}, verdict {verdict}")
+    print("| component | n | probe CPU s | window CPU s | after CPU s |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    sums = defaultdict(float)
+    for name in sorted(k for k in table if not k.startswith("(")):
+        row = table[name]
+        for phase in ("probe", "window", "after"):
+            sums[phase] += row[phase]
+        print(f"| {name} | {int(row['n'])} | {row['probe']:.2f} | {row['window']:.2f} | "
+              f"{row['after']:.2f} |")
+    print(f"| sum of components | | {sums['probe']:.2f} | {sums['window']:.2f} | "
+          f"{sums['after']:.2f} |")
+    print(f"getrusage total of the attach: "
+          f"{table['(getrusage total of the attach)']['total']:.2f} s")
+
+
+def _print_comparison(args, sides: dict[str, list[dict[str, dict[str, float]]]]) -> None:
+    """Medians per side over the runs, CPU seconds and cores (per window second), and the
+    ratio defaults / ARGS."""
+    def figures(table: dict[str, dict[str, float]]) -> dict[str, float]:
+        window = table["(window seconds)"]["window"]
+        main = table["diagnose main thread"]
+        observer = sum(row["window"] for name, row in table.items() if not name.startswith("("))
+        return {"window s": window, "main window CPU s": main["window"],
+                "main after CPU s": main["after"], "observer window CPU s": observer,
+                "attach total CPU s": table["(getrusage total of the attach)"]["total"],
+                "main window cores": main["window"] / window if window else float("nan"),
+                "observer window cores": observer / window if window else float("nan")}
+
+    labels = list(sides)
+    medians = {label: {key: statistics.median(figures(t)[key] for t in tables)
+                       for key in figures(tables[0])}
+               for label, tables in sides.items() if tables}
+    if len(medians) < 2:
+        return
+    base, other = labels
+    print(f"\n{args.workload}: medians of {len(sides[base])} runs each, alternating "
+          f"(`{other}` against the defaults)")
+    print(f"| measure | defaults | `{other}` | defaults / `{other}` | difference |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for key in medians[base]:
+        a, b = medians[base][key], medians[other][key]
+        ratio = f"{a / b:.2f}" if b else "-"
+        print(f"| {key} | {a:.3f} | {b:.3f} | {ratio} | {a - b:+.3f} |")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,8 @@ takes a sampling rate suffix, `MODE@HZ` (e.g. `diagnose@20`, `py-spy-idle-nb@20`
                         native frames on every sample (diagnose@100 = diagnose's original default)
   diagnose-no-native    the defaults with --no-native
   diagnose-no-async     the defaults with --no-async-tasks (no reads of the asyncio tasks)
+  diagnose-no-kernel    the defaults with --no-kernel-waits (no reads of sleeping threads'
+                        syscalls, descriptors and /proc/locks: the kernel wait reader off)
   py-spy-native         diagnose's blocking native recorder alone (`--native --idle --threads`,
                         speedscope) at the plan's native rate for this target; with @HZ, at HZ
   py-spy-idle-nb        diagnose's non-blocking Python-stack recorder alone (`--nonblocking
@@ -106,7 +108,7 @@ WORKLOAD_ARGS = {"async": ("--permits", "32")}
 PROCESS_TREE_WORKLOADS = {"workers", "tree"}
 DEFAULT_MODES = ["none", "py-spy", "diagnose"]  # fits 10 minutes with 5 rounds; add more by --modes
 ALL_MODES = DEFAULT_MODES + ["py-spy-nonblocking", "diagnose-no-native", "diagnose-no-async",
-                             "py-spy-native",
+                             "diagnose-no-kernel", "py-spy-native",
                              "py-spy-idle-nb", "procfs"]
 OFFLINE_VERDICT_MODES = ("py-spy-native", "py-spy-idle-nb")  # speedscope out: analyze it after
 
@@ -402,6 +404,8 @@ def _observer_command(mode: str, pid: int, seconds: float, work: Path, threads: 
         return diagnose + ["--no-native"]
     if base == "diagnose-no-async":
         return diagnose + ["--no-async-tasks"]
+    if base == "diagnose-no-kernel":
+        return diagnose + ["--no-kernel-waits"]
     if base == "py-spy-native":
         return pyspy.record_command(pid, out, seconds, rate or plan_native_rate or plan_rate,
                                     native=True)

@@ -43,7 +43,9 @@ HELD_RESOURCES = (ResourceKind.GIL, ResourceKind.LOCK, ResourceKind.FILE_LOCK, R
                   ResourceKind.CHILD, ResourceKind.CAPACITY)
 def build_wait_graph(service: Service) -> WaitGraph | None:
     """The service's graph; None when no process was read by the kernel wait reader."""
-    views = [v for v in service.processes if v.analysis.kernel is not None and v.pid is not None]
+    # A master's waits (signal loops, its workers' pipes) are never the service's bottleneck.
+    views = [v for v in service.processes if v.analysis.kernel is not None and v.pid is not None
+             and v.role != ProcessRole.MASTER]
     if not views:
         return None
     nodes: dict[str, WaitNode] = {}
@@ -235,8 +237,11 @@ def _bottleneck(nodes: dict[str, WaitNode], edges: list[WaitEdge], waited: dict[
         return (locks[0] if locks else None,
                 f"hang: {threads} threads of process {pid} blocked all window on {len(locks)} "
                 f"locks, and nothing in the process ran to release them")
+    # a pipe or a child counts only where another process serves it (a self-pipe is a wake-up)
     candidates = [(seconds, rid) for rid, seconds in waited.items()
-                  if nodes[rid].resource in HELD_RESOURCES and seconds > 0]
+                  if nodes[rid].resource in HELD_RESOURCES and seconds > 0
+                  and (nodes[rid].resource not in (ResourceKind.PIPE, ResourceKind.CHILD)
+                       or holders_of.get(rid))]
     if not candidates:
         return None, ""
     seconds, rid = max(candidates)
