@@ -20,7 +20,7 @@ import pandas as pd
 from diagnose.model import source
 from diagnose.model.kernel_waits import Blocking, KernelView, WaitObject
 from diagnose.model.profile import Frame
-from diagnose.model.vocab import RUNNING, ThreadState, WaitKind
+from diagnose.model.vocab import BUSY, RUNNING, ThreadState, WaitKind
 from diagnose.model.vocab import ResourceKind
 
 if TYPE_CHECKING:  # types only: the OS summary is read here, built elsewhere
@@ -65,9 +65,10 @@ def settle_with_os_state(samples: pd.DataFrame, os_: ProcessOS | None) -> pd.Dat
     return out
 
 
-# A sample and a /proc tick this close (seconds) saw the same moment of the thread: the two
-# clocks agree to a few ms once the recorder's window start is added (readers/chrometrace.py).
-KERNEL_MATCH_S = 0.02
+# A stack py-spy saw at this many consecutive samples was held between them: a /proc tick in
+# that stretch saw the thread at it (the clocks agree to a few ms once the recorder's window
+# start is added, readers/chrometrace.py).
+STABLE_SAMPLES = 2
 MIN_VOTES = 3  # ticks matched to a stack's samples before the kernel decides the stack...
 AGREEMENT = 0.75  # ...and the share of them that must say the same
 WHOLE_WINDOW = 0.95  # a thread the kernel saw this often on one object is on it in every sample
@@ -85,10 +86,10 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
     native sample calibrated the stack (the calibration already counts it).
 
     A thread and its stack are matched to the kernel in two ways. A thread the kernel saw on one
-    object nearly all window waits on it in each of its samples. Otherwise each /proc tick within
-    KERNEL_MATCH_S of one of the thread's samples is a vote for that sample's stack, and a stack
-    whose votes mostly name one object takes it in all its samples: a wait and the work around it
-    have different stacks (the line that blocks), while a tick rarely falls on a sample's instant.
+    object nearly all window waits on it in each of its samples. Otherwise each /proc tick inside a
+    stretch over which py-spy saw the thread keep one stack (two samples at least) is a vote for
+    that stack, and a stack whose votes mostly name one object takes it in all its samples: a
+    wait and the work around it have different stacks (the line that blocks).
     `origin_s`: the recorder's window start on its clock, where the /proc clock starts.
     `changes`: per thread, the instants its stack changed and the stack then (a timestamped
     recording, on the recorder's clock): the instants py-spy really sampled it, where the sample
@@ -113,7 +114,6 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
     stacks = samples["stack"].to_numpy()
     counts = samples["count"].to_numpy()
     instants = samples["t"].to_numpy(dtype=np.float64) + origin_s
-    instants = np.where(counts > 1, instants + counts * interval_s / 2, instants)
     decision = np.full(len(samples), -1, dtype=np.int64)  # index into kernel.objects
     votes: dict[int, dict[int, int]] = {}  # stack -> object index -> ticks
     for tid, times in kernel.times.items():
@@ -130,7 +130,7 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
         else:
             order = np.argsort(instants[rows], kind="stable")
             seen_at, seen_stack = instants[rows][order], stacks[rows][order]
-        _vote(votes, seen_at, seen_stack, times, objects)
+        _vote(votes, seen_at, seen_stack, times, objects, interval_s)
     objects_at = {o: i for i, o in enumerate(kernel.objects)}
     sites = samples["site"].to_numpy()
     for stack, obj in _agreed(votes).items():
@@ -142,14 +142,21 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
             objects_at[obj_] = index
         decision[(sites == frame) & undecided & (decision < 0)] = index
     counts_f = counts.astype(np.float64)
+    waiting = ~state.isin(BUSY).to_numpy()
     for tid in kernel.threads:
         held = _dominant_held(kernel, tid)
-        rows = np.flatnonzero((tids == tid) & undecided & (decision < 0) & (sites >= 0))
+        mine = np.flatnonzero(tids == tid)
+        rows = mine[undecided[mine] & (decision[mine] < 0) & (sites[mine] >= 0)]
         if held is None or not len(rows):
             continue
-        per_site = pd.Series(counts_f[rows]).groupby(sites[rows]).sum()
+        # The samples missed the wait (fewer than half the kernel's share already read as one),
+        # and the line is the thread's most sampled of all, not only of the undecided.
+        total = counts_f[mine].sum()
+        if counts_f[mine][waiting[mine]].sum() >= 0.5 * DOMINANT_SHARE * total:
+            continue
+        per_site = pd.Series(counts_f[mine]).groupby(sites[mine]).sum()
         top_site = int(per_site.idxmax())
-        if per_site[top_site] >= 0.5 * counts_f[rows].sum():
+        if top_site >= 0 and per_site[top_site] >= 0.5 * total:
             decision[rows[sites[rows] == top_site]] = objects_at[held]
     if frames:
         _file_lock_lines(kernel, tids, sites, undecided, decision, objects_at, frames)
@@ -187,7 +194,7 @@ def _agreed(votes: Mapping[int, Mapping[int, int]]) -> dict[int, int]:
 
 def pooled_decisions(kernels: Mapping[int, KernelView],
                      changes: Mapping[tuple[int, int], tuple[np.ndarray, np.ndarray]],
-                     leaf: Mapping[int, int]) -> dict[int, WaitObject]:
+                     leaf: Mapping[int, int], interval_s: float) -> dict[int, WaitObject]:
     """Code line (the innermost Python frame, `leaf[stack]`) -> the kind of wait the kernel saw
     there, from the votes of every process: `changes` by (pid, tid). Votes count the kind of wait
     (the GIL, a lock, a file lock, outside, idle, running), not the object, and the line, not the
@@ -203,7 +210,7 @@ def pooled_decisions(kernels: Mapping[int, KernelView],
         objects = np.array([_kind_index(kernel.objects[i], kinds, keyed)
                             for i in kernel.indices[tid].tolist()], dtype=np.int64)
         lines = np.array([leaf.get(int(sid), -1) for sid in seen_stack.tolist()], dtype=np.int64)
-        _vote(votes, seen_at, lines, kernel.times[tid], objects)
+        _vote(votes, seen_at, lines, kernel.times[tid], objects, interval_s)
     return {frame: keyed[index] for frame, index in _agreed(votes).items() if frame >= 0}
 
 
@@ -217,17 +224,21 @@ def _kind_index(obj: WaitObject, kinds: dict[tuple[str, str | None], WaitObject]
 
 
 def _vote(votes: dict[int, dict[int, int]], seen_at: np.ndarray, seen_stack: np.ndarray,
-          times: np.ndarray, objects: np.ndarray) -> None:
-    """Each tick within KERNEL_MATCH_S of an instant the thread was seen at votes for the stack
-    it had then (`seen_at` sorted)."""
+          times: np.ndarray, objects: np.ndarray, interval_s: float) -> None:
+    """Each tick inside a stretch over which the thread kept one stack votes for that stack:
+    `seen_at` (sorted) are the instants its stack changed (or its rows began), the stretch runs
+    to the next one. Only stretches that py-spy saw at two samples at least count: a state
+    that alternates faster than py-spy samples (a lock taken for 5 ms at a time) leaves no
+    stretch, and a tick near a short one saw the thread in its neighbour's state."""
     if not len(seen_at):
         return
-    at = np.searchsorted(seen_at, times)
-    before = np.clip(at - 1, 0, len(seen_at) - 1)
-    after = np.clip(at, 0, len(seen_at) - 1)
-    nearer = np.where(np.abs(seen_at[before] - times) <= np.abs(seen_at[after] - times), before, after)
-    close = np.abs(seen_at[nearer] - times) <= KERNEL_MATCH_S
-    for stack, obj in zip(seen_stack[nearer][close].tolist(), objects[close].tolist()):
+    ends = np.append(seen_at[1:], seen_at[-1] + interval_s)
+    at = np.searchsorted(seen_at, times, side="right") - 1
+    inside = at >= 0
+    at = np.clip(at, 0, len(seen_at) - 1)
+    inside &= times < ends[at]
+    inside &= (ends[at] - seen_at[at]) >= STABLE_SAMPLES * interval_s
+    for stack, obj in zip(seen_stack[at][inside].tolist(), objects[inside].tolist()):
         stack_votes = votes.setdefault(int(stack), {})
         stack_votes[int(obj)] = stack_votes.get(int(obj), 0) + 1
 

@@ -134,7 +134,8 @@ def build_service(profile: Profile, categorizer: Categorizer, tree: TreeRecord |
         if record is None and tree is not None and len(records) == 1:
             record = next(iter(records.values()))
         kernel = kernel_view(record, tree)
-        decided = (pooled_decisions({pid: kernel}, stack_changes_by_process(profile), leaves(profile))
+        decided = (pooled_decisions({pid: kernel}, stack_changes_by_process(profile), leaves(profile),
+                                    profile.interval_s or 0.01)
                    if kernel is not None and pid is not None else None)
         analysis = analysis_of(profile, stacks, record, run, native=native_profile,
                                kernel=kernel, decided=decided)
@@ -147,7 +148,8 @@ def build_service(profile: Profile, categorizer: Categorizer, tree: TreeRecord |
         _lifetime(view, tree)
         return Service(analysis, [view])
     kernels = {pid: k for pid in pids if (k := kernel_view(records.get(pid), tree)) is not None}
-    decided = (pooled_decisions(kernels, stack_changes_by_process(profile), leaves(profile))
+    decided = (pooled_decisions(kernels, stack_changes_by_process(profile), leaves(profile),
+                                profile.interval_s or 0.01)
                if kernels else None)
     views = []
     for pid in pids:
