@@ -32,6 +32,7 @@ from diagnose.checks.base import (Finding, Lever, NotApplicable, ScoreBasis, Sit
                                   make_finding, more_cores_lever, pct, ramp, remove_work_lever,
                                   serial_gain)
 from diagnose.model.counters import holder_agreement
+from diagnose.model.kernel_waits import Blocking
 from diagnose.model.profile import sums_by_code
 from diagnose.model.vocab import BUSY, ThreadState, WaitKind
 from diagnose.model.waits import describe
@@ -80,8 +81,10 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     idle = _nothing_ran(analysis, settings)
     if idle is not None:
         return idle
-    if analysis.profile.native or analysis.profile.calibrated or _kernel_saw_gil(analysis):
+    if analysis.profile.native or analysis.profile.calibrated:
         return _from_native_frames(analysis, settings, total)
+    if _kernel_saw_gil(analysis):
+        return _from_kernel(analysis, settings, req, total)
     return _estimated_from_cpu_time(analysis, settings, req, total)
 
 
@@ -171,6 +174,50 @@ def _holder_phase_shares(analysis: Analysis) -> dict[str, float]:
     codes = codes[codes >= 0]
     return {str(phase.categories[k]): round(summed / total, 4)
             for k, summed in sums_by_code(codes, counts, len(phase.categories))}
+
+
+def _from_kernel(analysis: Analysis, settings: Settings, req: pd.DataFrame, total: float) -> Finding:
+    """Without native frames, the kernel measured it: each request thread's /proc ticks asleep
+    on the GIL's futex (model/kernel_waits.py). The samples cannot say which of them waited
+    (threads hand the GIL over every few ms, faster than py-spy samples), so the share is the
+    kernel's and the code is what the running Python samples ran."""
+    kernel = analysis.kernel
+    assert kernel is not None
+    tids = [int(t) for t in analysis.request_threads["tid"]]
+    shares = {tid: kernel.blocked_share(tid, Blocking.GIL) for tid in tids}
+    share = sum(shares.values()) / len(shares) if shares else 0.0
+    window = analysis.os.window_s if analysis.os is not None else 0.0
+    running = req[req["state"] == ThreadState.PYTHON]
+    top = (running[running["site"] >= 0].groupby("site")["count"].sum()
+           .sort_values(ascending=False).head(5))
+    running_total = float(running["count"].sum()) or 1.0
+    sites = [Site(analysis.frame(int(f)).function, analysis.frame(int(f)).file,
+                  analysis.frame(int(f)).line, round(float(c) / running_total, 4)) for f, c in top.items()]
+    names = dict(zip(analysis.request_threads["tid"].astype(int), analysis.request_threads["name"]))
+    ticks = sum(kernel.ticks.get(t, 0) for t in tids)
+    evidence: dict[str, object] = {
+        "gil_wait_share": share, "estimated": False,
+        "gil_wait_thread_seconds": round(share * window * len(tids), 3),
+        "gil_wait_share_per_thread": {str(names.get(t, t)): round(v, 4) for t, v in
+                                      sorted(shares.items(), key=lambda p: -p[1])[:8]}}
+    summary = (f"request threads spend {pct(share)} of their time waiting for the GIL (the kernel: "
+               f"asleep on the GIL's futex in {pct(share)} of their {ticks} /proc ticks)")
+    counters = holder_agreement(analysis, share)
+    score = ramp(share, settings.low, settings.high) * counters.factor
+    evidence.update({"sampled_cores": counters.sampled, "measured_cores": counters.measured})
+    if not counters.agrees:
+        summary += f" — {counters.note()}"
+        evidence["counters_note"] = counters.note()
+    if sites:
+        summary += (f"; the running Python was most often {sites[0].function} "
+                    f"({sites[0].file.rsplit('/', 1)[-1]}:{sites[0].line})")
+        evidence["fix"] = {"knob": "vectorize", "value": sites[0].function}
+    gain = serial_gain(share, analysis, "waiting for the GIL (the kernel)")
+    return make_finding(ID, settings, score, summary, evidence, sites, gain=gain, samples=ticks,
+                        levers=_levers(analysis, sites[0].function if sites else None, gain),
+                        basis=ScoreBasis("gil_wait_share",
+                                         lambda s: ramp(s, settings.low, settings.high) * counters.factor,
+                                         lambda s: serial_gain(s, analysis, "")[0]))
 
 
 def _estimated_from_cpu_time(analysis: Analysis, settings: Settings, req: pd.DataFrame,
