@@ -181,11 +181,6 @@ def test_a_deadlock_in_a_container_is_a_deadlock_without_native_frames(out_dir):
 
 # -- a mutex in a C library -------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=False, reason="issue 28: about one attach in three says `none`, \"running "
-                   "native code 71% in DeviceClient.infer\": the request threads' samples are "
-                   "calibrated as running native (pthread_mutex_lock under an unnamed libc leaf) "
-                   "while the kernel saw all six on one futex 81% of the window (0.03 s of CPU "
-                   "each), and the kernel's settling does not overrule them")
 def test_threads_queueing_on_a_native_mutex_are_lock_contention(out_dir):
     with running(workload_command("native_mutex", "--seconds", "120")) as pid:
         report = attach(pid, out_dir)
@@ -198,10 +193,6 @@ def test_threads_queueing_on_a_native_mutex_are_lock_contention(out_dir):
 
 # -- one sidecar behind a pipe ----------------------------------------------------------------
 
-@pytest.mark.xfail(strict=False, reason="issue 28: the kernel reader sees the lock holder read the "
-                   "pipe, but the verdict stops at the Python lock around it (lock_contention at "
-                   "Sidecar.call, no word of the pipe or the sidecar) and the wait graph's "
-                   "bottleneck is the lock's futex, not the pipe served by the sidecar")
 def test_threads_waiting_on_one_pipe_sidecar_are_told_the_sidecar_is_the_bottleneck(out_dir):
     with running(workload_command("pipe_sidecar", "--seconds", "120")) as pid:
         (sidecar,) = children(pid)
