@@ -20,7 +20,7 @@ import pandas as pd
 from diagnose.model import source
 from diagnose.model.kernel_waits import Blocking, KernelView, WaitObject
 from diagnose.model.profile import Frame
-from diagnose.model.vocab import BUSY, RUNNING, ThreadState, WaitKind
+from diagnose.model.vocab import RUNNING, ThreadState, WaitKind
 from diagnose.model.vocab import ResourceKind
 
 if TYPE_CHECKING:  # types only: the OS summary is read here, built elsewhere
@@ -116,6 +116,9 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
     instants = samples["t"].to_numpy(dtype=np.float64) + origin_s
     decision = np.full(len(samples), -1, dtype=np.int64)  # index into kernel.objects
     votes: dict[int, dict[int, int]] = {}  # stack -> object index -> ticks
+    # Votes settle only what no native sample saw: a calibrated stack's mix of states was
+    # measured, and a futex under it may be its library's own pool (OpenBLAS), not a lock.
+    votable = undecided & (samples["state_source"] != "calibrated").to_numpy()
     for tid, times in kernel.times.items():
         rows = np.flatnonzero((tids == tid) & undecided & np.isfinite(instants))
         if not len(rows) or not len(times):
@@ -134,15 +137,16 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
     objects_at = {o: i for i, o in enumerate(kernel.objects)}
     sites = samples["site"].to_numpy()
     for stack, obj in _agreed(votes).items():
-        decision[(stacks == stack) & undecided & (decision < 0)] = obj
+        decision[(stacks == stack) & votable & (decision < 0)] = obj
     for frame, obj_ in (decided or {}).items():
         index = objects_at.get(obj_)
         if index is None:  # decided on another process's object of the same kind
             index = len(objects_at)
             objects_at[obj_] = index
-        decision[(sites == frame) & undecided & (decision < 0)] = index
+        decision[(sites == frame) & votable & (decision < 0)] = index
     counts_f = counts.astype(np.float64)
-    waiting = ~state.isin(BUSY).to_numpy()
+    # a wait the frames already name: any state off a CPU, or a named wait (a native mutex)
+    waiting = (~state.isin(RUNNING) | (samples["wait_kind"] != WaitKind.NONE)).to_numpy()
     for tid in kernel.threads:
         held = _dominant_held(kernel, tid)
         mine = np.flatnonzero(tids == tid)
