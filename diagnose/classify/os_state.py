@@ -78,7 +78,8 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
                        origin_s: float = 0.0,
                        changes: Mapping[int, tuple[np.ndarray, np.ndarray]] | None = None,
                        decided: Mapping[int, WaitObject] | None = None,
-                       frames: Sequence[Frame] = ()) -> pd.DataFrame:
+                       frames: Sequence[Frame] = (),
+                       pool_stacks: np.ndarray | None = None) -> pd.DataFrame:
     """Samples the frames read as running, settled by what the kernel saw the thread wait on
     (model/kernel_waits.py): a lock's futex or a file lock is a lock wait, the GIL's futex a GIL
     wait, a pipe, socket, child or timer a wait outside the thread, a listening socket a wait for
@@ -102,14 +103,19 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
     window spends most of its samples at the line that blocks, so its most sampled line, when it
     holds half its undecided samples, waits on that object; and a line whose source takes a file
     lock (`frames`: the profile's, to read it), in a thread the kernel saw wait for one, waits for
-    it."""
+    it. `pool_stacks`: per stack, whether it runs in an intra-op pool's library (OpenBLAS,
+    OpenMP, MKL, torch): a native mutex there is the pool's, elsewhere a lock requests queue on."""
     if kernel is None or samples.empty or not kernel.times:
         return samples
     state = samples["state"]
     undecided = ((state.isin(RUNNING) & (samples["state_source"] != "measured"))
                  | ((state == ThreadState.NATIVE) & (samples["wait_kind"] == WaitKind.NONE))).to_numpy()
-    if not undecided.any():
-        return samples
+    # A native mutex outside an intra-op pool's library (the service's own C code, a ctypes
+    # call): the frames name the wait but not whose; a thread the kernel saw asleep on one
+    # futex most of the window queues on a lock (_dominant_held below settles it).
+    app_mutex = ((samples["wait_kind"] == WaitKind.NATIVE_MUTEX).to_numpy()
+                 & ~np.asarray(pool_stacks, dtype=bool)[samples["stack"].to_numpy()]
+                 if pool_stacks is not None and len(pool_stacks) else np.zeros(len(samples), dtype=bool))
     tids = samples["tid"].to_numpy()
     stacks = samples["stack"].to_numpy()
     counts = samples["count"].to_numpy()
@@ -150,6 +156,9 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
     for tid in kernel.threads:
         held = _dominant_held(kernel, tid)
         mine = np.flatnonzero(tids == tid)
+        mutex_rows = mine[app_mutex[mine] & (decision[mine] < 0)]
+        if held is not None and held.resource == ResourceKind.LOCK and len(mutex_rows):
+            decision[mutex_rows] = objects_at[held]
         rows = mine[undecided[mine] & (decision[mine] < 0) & (sites[mine] >= 0)]
         if held is None or not len(rows):
             continue

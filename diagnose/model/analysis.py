@@ -17,6 +17,7 @@ from diagnose.collect.procfs import ProcRecord
 from diagnose.model.async_tasks import TaskRecording
 from diagnose.model.kernel_waits import KernelView, WaitObject
 from diagnose.model.library_threads import LIBRARY_THREAD_SHARE, library_stacks
+from diagnose.model.native_pools import LIBRARIES as POOL_LIBRARIES
 from diagnose.model.os_summary import ProcessOS, summarize
 from diagnose.model.profile import Frame, Profile
 from diagnose.model.run_context import RunContext
@@ -174,6 +175,16 @@ def classify_profile(profile: Profile, categorizer: Categorizer,
     return classify_stacks(profile, categorizer, calibration)
 
 
+def pool_library_stacks(profile: Profile) -> np.ndarray:
+    """Per stack of the profile: it runs in an intra-op pool's library (OpenBLAS, OpenMP, MKL,
+    torch, ONNX Runtime), whose native waits are the pool's own synchronisation."""
+    def in_pool(frame: Frame) -> bool:
+        return bool(frame.native and frame.file
+                    and any(pattern.search(frame.file) for _, pattern, _ in POOL_LIBRARIES))
+    flags = np.array([in_pool(f) for f in profile.frames], dtype=bool)
+    return profile.stacks_with_any(flags) if flags.any() else np.zeros(len(profile.stacks), dtype=bool)
+
+
 def _stack_changes(profile: Profile) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Per OS thread, the instants its stack changed and the stack from then (a timestamped
     recording): when py-spy really sampled it."""
@@ -209,7 +220,7 @@ def analysis_of(profile: Profile, stacks: StackTable, proc: ProcRecord | None = 
     samples = settle_with_kernel(samples, kernel, profile.interval_s or 0.01,
                                  profile.origin_s if measured else 0.0,
                                  _stack_changes(profile) if measured and kernel is not None else None,
-                                 decided, profile.frames)
+                                 decided, profile.frames, pool_library_stacks(profile))
     samples = settle_with_os_state(samples, os_summary)
     threads = summarize_threads(profile, samples)
     return Analysis(profile, stacks, samples, threads, os_summary, run if run is not None else RunContext(),

@@ -340,3 +340,45 @@ def test_threads_taking_turns_on_one_sidecar_pipe_name_the_sidecar_as_the_bottle
     assert any(e.source == "r:pipe:777" and e.kind == "served_by" and e.target == "p:50"
                for e in graph.edges)
     assert "serves them one request at a time" in graph.summary
+
+
+def native_profile(threads: dict[tuple[int, int], list[list[Frame]]]) -> Profile:
+    profile = python_only_profile(threads)
+    profile.native = True
+    return profile
+
+
+def mutex_service(library: str) -> tuple:
+    """Four request threads whose stacks sit in pthread_mutex_lock under `library`, which the
+    kernel saw asleep on one futex 80% of the window."""
+    app = "/srv/app.py"
+    libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+    stack = [py("handle", app, 10), py("infer", app, 20), Frame("call", library, 0, True),
+             Frame("pthread_mutex_lock", libc, 0, True), Frame("__lll_lock_wait", libc, 0, True)]
+    samples = int(WINDOW_S / TICK_S)
+    tids = (11, 12, 13, 14)
+    profile = native_profile({(10, tid): [stack] * samples for tid in tids})
+    ticks = np.arange(0.05, WINDOW_S, TICK_S)
+    rec = record_with(10, [(round(float(t), 3), tid, FUTEX, 0x7F55AA00, SEM_WAIT_PRIVATE, 0, "")
+                           for i, t in enumerate(ticks) if i % 5 for tid in tids],
+                      running_ticks={tid: [round(float(t), 3) for i, t in enumerate(ticks) if not i % 5]
+                                     for tid in tids})
+    rec.ended_at = WINDOW_S
+    for tid in tids:
+        rec.first[tid] = ThreadCounters(1.0, 0.0, 0, 0, 0)
+        rec.last[tid] = ThreadCounters(1.2, 0.0, 0, 0, 0)
+    results, _ = run_service_checks(build_service(profile, Categorizer(), tree_of(rec)))
+    return results
+
+
+def test_threads_asleep_on_a_mutex_in_the_services_own_native_code_are_lock_contention():
+    results = mutex_service("/srv/venv/lib/python3.11/lib-dynload/_ctypes.cpython-311-x86_64-linux-gnu.so")
+    assert results.verdict.primary == "lock_contention"
+    lock = next(f for f in results.findings if f.id == "lock_contention")
+    assert lock.sites[0].function == "infer"
+
+
+def test_a_mutex_inside_an_intra_op_pools_library_stays_the_pools_own():
+    results = mutex_service("/srv/venv/lib/python3.11/site-packages/numpy.libs/libscipy_openblas64_-ff651d7f.so")
+    lock = next((f for f in results.findings if f.id == "lock_contention"), None)
+    assert lock is None or lock.score == 0
