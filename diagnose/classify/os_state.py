@@ -79,7 +79,8 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
                        changes: Mapping[int, tuple[np.ndarray, np.ndarray]] | None = None,
                        decided: Mapping[int, WaitObject] | None = None,
                        frames: Sequence[Frame] = (),
-                       pool_stacks: np.ndarray | None = None) -> pd.DataFrame:
+                       pool_stacks: np.ndarray | None = None,
+                       pool_present: bool = False) -> pd.DataFrame:
     """Samples the frames read as running, settled by what the kernel saw the thread wait on
     (model/kernel_waits.py): a lock's futex or a file lock is a lock wait, the GIL's futex a GIL
     wait, a pipe, socket, child or timer a wait outside the thread, a listening socket a wait for
@@ -113,8 +114,12 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
     # A native mutex outside an intra-op pool's library (the service's own C code, a ctypes
     # call): the frames name the wait but not whose; a thread the kernel saw asleep on one
     # futex most of the window queues on a lock (_dominant_held below settles it).
+    # A calibrated stack has no native frames of its own: its native mutex is a pool's when the
+    # process's native samples ran in a pool's library at all (`pool_present`).
+    calibrated = (samples["state_source"] == "calibrated").to_numpy()
     app_mutex = ((samples["wait_kind"] == WaitKind.NATIVE_MUTEX).to_numpy()
                  & ~np.asarray(pool_stacks, dtype=bool)[samples["stack"].to_numpy()]
+                 & ~(calibrated & pool_present)
                  if pool_stacks is not None and len(pool_stacks) else np.zeros(len(samples), dtype=bool))
     tids = samples["tid"].to_numpy()
     stacks = samples["stack"].to_numpy()

@@ -171,12 +171,17 @@ class KernelWaitReader:
             self._resolve_select(tid, a0, a1)
 
     def _resolve_fd(self, fd: int) -> None:
-        if fd in self.record.fds or fd > 1 << 20:
+        # A socket's descriptor is read again each time: a client opens one per request, and
+        # the number comes back for the next connection (another inode, maybe another peer).
+        known = self.record.fds.get(fd)
+        if (known is not None and not known.startswith("socket:")) or fd > 1 << 20:
             return
         path = f"/proc/{self.pid}/fd/{fd}"
         try:
             target = os.readlink(path)
         except OSError:
+            return
+        if target == known:
             return
         self.record.fds[fd] = target
         if target.startswith("socket:["):

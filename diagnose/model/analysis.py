@@ -185,6 +185,15 @@ def pool_library_stacks(profile: Profile) -> np.ndarray:
     return profile.stacks_with_any(flags) if flags.any() else np.zeros(len(profile.stacks), dtype=bool)
 
 
+def calls_into_pool(native: Profile) -> bool:
+    """Some Python code of these native samples called into an intra-op pool's library (its
+    own worker threads, which have no Python frames, do not count: an idle pool is no sign)."""
+    pools = pool_library_stacks(native)
+    python = np.array([not f.native for f in native.frames], dtype=bool)
+    with_python = native.stacks_with_any(python) if python.any() else np.zeros(len(native.stacks), dtype=bool)
+    return bool((pools & with_python).any())
+
+
 def _stack_changes(profile: Profile) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Per OS thread, the instants its stack changed and the stack from then (a timestamped
     recording): when py-spy really sampled it."""
@@ -220,7 +229,8 @@ def analysis_of(profile: Profile, stacks: StackTable, proc: ProcRecord | None = 
     samples = settle_with_kernel(samples, kernel, profile.interval_s or 0.01,
                                  profile.origin_s if measured else 0.0,
                                  _stack_changes(profile) if measured and kernel is not None else None,
-                                 decided, profile.frames, pool_library_stacks(profile))
+                                 decided, profile.frames, pool_library_stacks(profile),
+                                 native is not None and calls_into_pool(native))
     samples = settle_with_os_state(samples, os_summary)
     threads = summarize_threads(profile, samples)
     return Analysis(profile, stacks, samples, threads, os_summary, run if run is not None else RunContext(),
