@@ -129,7 +129,9 @@ def build_wait_graph(service: Service) -> WaitGraph | None:
         knot = lock_knot(view.analysis.kernel, view.analysis.os,
                          knot_candidates(view.analysis.samples, view.analysis.threads))
         if knot is not None:
-            ids = [n.id for n in nodes.values() if n.pid == knot.pid and n.kind == NodeKind.THREADS]
+            # the thread nodes of the knot's own threads (not the process's other threads)
+            ids = [n.id for n in nodes.values() if n.pid == knot.pid and n.kind == NodeKind.THREADS
+                   and set(group_tids.get(n.id, ())) & set(knot.tids)]
             ids += [_resource_id(lock, knot.pid) for lock in knot.locks]
             knots.append(tuple(i for i in ids if i in nodes))
     bottleneck, summary = _bottleneck(nodes, edges, waited, waiters, holders_of, knots, peers)
