@@ -27,14 +27,14 @@ SYSCALLS: dict[str, dict[int, str]] = {
                281: "epoll_pwait", 441: "epoll_pwait2", 271: "ppoll", 270: "pselect6",
                17: "pread64", 19: "readv", 1: "write", 44: "sendto", 46: "sendmsg",
                42: "connect", 34: "pause", 130: "rt_sigsuspend", 128: "rt_sigtimedwait",
-               449: "futex_waitv", 24: "sched_yield"},
+               449: "futex_waitv", 24: "sched_yield", 219: "restart_syscall"},
     "aarch64": {63: "read", 73: "ppoll", 72: "pselect6", 207: "recvfrom", 212: "recvmsg",
                 202: "accept", 242: "accept4", 260: "wait4", 95: "waitid", 98: "futex",
                 32: "flock", 25: "fcntl", 101: "nanosleep", 115: "clock_nanosleep",
                 22: "epoll_pwait", 441: "epoll_pwait2", 67: "pread64", 65: "readv",
                 64: "write", 206: "sendto", 211: "sendmsg", 203: "connect",
                 133: "rt_sigsuspend", 137: "rt_sigtimedwait", 449: "futex_waitv",
-                124: "sched_yield"},
+                124: "sched_yield", 128: "restart_syscall"},
 }
 MACHINE = platform.machine()
 # Calls whose first argument is a descriptor worth resolving.
@@ -155,7 +155,8 @@ class KernelWaitReader:
             return
         name = self._names.get(reading.nr, "") if reading.nr != RUNNING else ""
         wchan = ""
-        if reading.nr != RUNNING and not name:
+        # restart_syscall: a sleep resumed after a stop (py-spy's own); only wchan says in what
+        if reading.nr != RUNNING and (not name or name == "restart_syscall"):
             wchan = (_read(f"/proc/{self.pid}/task/{tid}/wchan") or "").strip()
         a0, a1, a2 = reading.args
         self.record.observations.append((t, tid, reading.nr, a0, a1, a2, wchan))

@@ -178,11 +178,26 @@ class _Decoder:
         if name in CHILD_WAITS:
             return WaitObject(ResourceKind.CHILD, f"child:{self.pid}",
                               "a child process", Blocking.OUTSIDE, name, tuple(self._children))
+        if name == "restart_syscall":
+            return self._resumed(tid, wchan)
         if name in SLEEPS:
             return WaitObject(ResourceKind.SLEEP, "sleep", "a timer or signal", Blocking.OUTSIDE, name)
         return WaitObject(ResourceKind.OTHER, f"other:{name or wchan or nr}",
                           f"{name or f'syscall {nr}'}{f' in {wchan}' if wchan else ''}",
                           Blocking.OUTSIDE, name or str(nr))
+
+    def _resumed(self, tid: int, wchan: str) -> WaitObject:
+        """A wait the kernel resumed after a stop (restart_syscall): its arguments are gone, so
+        only the kernel function it sleeps in says what it was."""
+        if "nanosleep" in wchan:
+            return WaitObject(ResourceKind.SLEEP, "sleep", "a timer or signal", Blocking.OUTSIDE,
+                              "restart_syscall")
+        if "poll" in wchan or "select" in wchan:
+            return WaitObject(ResourceKind.POLL, f"poll:{self.pid}:{tid}", f"a resumed poll ({wchan})",
+                              Blocking.OUTSIDE, "restart_syscall")
+        return WaitObject(ResourceKind.OTHER, f"other:{wchan or 'restart_syscall'}",
+                          f"a resumed wait{f' in {wchan}' if wchan else ''}", Blocking.OUTSIDE,
+                          "restart_syscall")
 
     def _futex(self, address: int, op: int) -> WaitObject:
         if op & 0x7F not in FUTEX_WAITS:

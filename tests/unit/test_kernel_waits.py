@@ -382,3 +382,14 @@ def test_a_mutex_inside_an_intra_op_pools_library_stays_the_pools_own():
     results = mutex_service("/srv/venv/lib/python3.11/site-packages/numpy.libs/libscipy_openblas64_-ff651d7f.so")
     lock = next((f for f in results.findings if f.id == "lock_contention"), None)
     assert lock is None or lock.score == 0
+
+
+def test_a_wait_resumed_after_a_stop_is_read_from_the_kernel_function_it_sleeps_in():
+    restart = 219
+    rec = record_with(10, [(0.1, 11, restart, 0, 0, 0, "poll_schedule_timeout"),
+                           (0.1, 12, restart, 0, 0, 0, "hrtimer_nanosleep")])
+    view = kernel_view(rec, tree_of(rec))
+    assert view is not None
+    polled, slept = view.threads[11].top, view.threads[12].top
+    assert polled is not None and polled.resource == ResourceKind.POLL
+    assert slept is not None and slept.resource == ResourceKind.SLEEP
