@@ -100,13 +100,18 @@ class KernelRecord:
     # The interpreter's runtime state in this process ([start, end) of _PyRuntime): a futex in
     # it is the GIL's (or another interpreter-wide lock's). None when not found.
     runtime_range: tuple[int, int] | None = None
+    # every socket inode a descriptor named over the window, oldest first: a client's
+    # per-request connections reuse the number, and one that closed before it was looked up
+    # is named by an earlier one's peer
+    fd_sockets: dict[int, list[int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"machine": self.machine, "observations": self.observations,
                 "fds": {str(k): v for k, v in self.fds.items()},
                 "file_ids": {str(k): v for k, v in self.file_ids.items()},
                 "watched": self.watched,
-                "runtime_range": list(self.runtime_range) if self.runtime_range else None}
+                "runtime_range": list(self.runtime_range) if self.runtime_range else None,
+                "fd_sockets": {str(k): v for k, v in self.fd_sockets.items()}}
 
     @classmethod
     def from_dict(cls, data: dict) -> KernelRecord:
@@ -116,7 +121,9 @@ class KernelRecord:
                    fds={int(k): str(v) for k, v in (data.get("fds") or {}).items()},
                    file_ids={int(k): str(v) for k, v in (data.get("file_ids") or {}).items()},
                    watched={str(k): [int(x) for x in v] for k, v in (data.get("watched") or {}).items()},
-                   runtime_range=(int(rng[0]), int(rng[1])) if rng else None)
+                   runtime_range=(int(rng[0]), int(rng[1])) if rng else None,
+                   fd_sockets={int(k): [int(x) for x in v]
+                               for k, v in (data.get("fd_sockets") or {}).items()})
 
 
 def _read(path: str) -> str | None:
@@ -186,7 +193,9 @@ class KernelWaitReader:
             return
         self.record.fds[fd] = target
         if target.startswith("socket:["):
-            self.new_sockets.add(int(target[8:-1]))
+            inode = int(target[8:-1])
+            self.new_sockets.add(inode)
+            self.record.fd_sockets.setdefault(fd, []).append(inode)
         if target.startswith("/"):
             try:
                 st = os.stat(path)

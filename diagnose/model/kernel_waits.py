@@ -246,7 +246,11 @@ class _Decoder:
                               Blocking.OUTSIDE, call, others)
         if target.startswith("socket:["):
             inode = int(target[8:-1])
-            what = self.tree.sockets.get(inode, "") if self.tree is not None else ""
+            sockets = self.tree.sockets if self.tree is not None else {}
+            # the newest connection on this descriptor that was looked up before it closed
+            seen = [inode, *reversed(self.kernel.fd_sockets.get(fd, []))]
+            inode = next((i for i in seen if i in sockets), inode)
+            what = sockets.get(inode, "")
             if what.startswith("listen"):
                 return WaitObject(ResourceKind.LISTEN, f"listen:{inode}", what, Blocking.IDLE, call)
             peer = what.split(" ", 1)[1] if " " in what else ""

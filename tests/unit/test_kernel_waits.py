@@ -393,3 +393,15 @@ def test_a_wait_resumed_after_a_stop_is_read_from_the_kernel_function_it_sleeps_
     polled, slept = view.threads[11].top, view.threads[12].top
     assert polled is not None and polled.resource == ResourceKind.POLL
     assert slept is not None and slept.resource == ResourceKind.SLEEP
+
+
+def test_a_reused_socket_descriptor_is_named_by_a_connection_that_was_looked_up():
+    # A client's per-request connections reuse descriptor 5; the newest closed before its peer
+    # was read, an earlier one's was: the wait is on a socket to that peer.
+    rec = record_with(10, [(0.1, 11, READ, 5, 0, 0, "")], fds={5: "socket:[2]"})
+    assert rec.kernel is not None
+    rec.kernel.fd_sockets = {5: [1, 2]}
+    tree = tree_of(rec)
+    tree.sockets = {1: "tcp 127.0.0.1:9000"}
+    obj = kernel_view(rec, tree).threads[11].top
+    assert obj is not None and obj.label == "socket to 127.0.0.1:9000"
