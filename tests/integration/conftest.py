@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from diagnose.report.model import Report
 from tests.conftest import REPO, WORKLOADS
 from tests.ready import wait_ready
 
@@ -55,9 +56,9 @@ SECRETS = ["SECRET123", "hunter2", "s3cret"]
 
 @dataclass(frozen=True)
 class Capture:
-    """One real attach: the --json report and the directory its files were written to."""
+    """One real attach: the --json report, typed, and the directory its files were written to."""
 
-    report: dict
+    report: Report
     out_dir: Path
 
 
@@ -65,13 +66,13 @@ def attach_workload(captures, name: str, *workload_args: str, seconds: str = "6"
     """`diagnose attach --duration SECONDS --json` on fixtures/workloads/NAME.py started with
     `workload_args`, made once per session for those arguments (tests.conftest.SessionCaptures)
     and shared by every test that asks for the same one."""
-    from tests.conftest import run_cli
+    from tests.integration.typed import run_report
 
     def make(out: Path) -> Capture:
         with running(workload_command(name, "--seconds", "180", *workload_args)) as pid:
-            proc, report = run_cli("attach", pid, "--duration", seconds, "--json",
+            proc, report = run_report("attach", pid, "--duration", seconds, "--json",
                                    "--output-dir", out)
-        assert proc.returncode == 0, proc.stderr
+        assert proc.returncode == 0 and report is not None, proc.stderr
         return Capture(report, out)
 
     return captures.get(("attach", name, workload_args, seconds), make)

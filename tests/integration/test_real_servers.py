@@ -9,10 +9,12 @@ import sys
 
 import pytest
 
+from diagnose.report.model import Report
 from tests.conftest import REPO, WORKLOADS, marker_line, run_cli
 from tests.integration.conftest import requires_ptrace, running, workload_command
 from tests.integration.servers import (free_port, gunicorn_sync, gunicorn_uvicorn_worker,
                                        load_during, start_server, uvicorn_app)
+from tests.integration.typed import evidence, finding, run_report
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
 
@@ -21,23 +23,19 @@ SAMPLE_SECONDS = "4"  # as the version matrix of these servers (test_servers_pyt
 LOAD_SECONDS = 12  # covers the probes, the window and py-spy's wrap-up
 
 
-def attach_under_load(server, out_dir, path="/predict", connections=8, *extra) -> dict:
+def attach_under_load(server, out_dir, path="/predict", connections=8, *extra) -> Report:
     with load_during(server.url(path), seconds=LOAD_SECONDS, connections=connections):
-        proc, report = run_cli("attach", server.pid, "--duration", SAMPLE_SECONDS, "--json",
+        proc, report = run_report("attach", server.pid, "--duration", SAMPLE_SECONDS, "--json",
                                "--output-dir", out_dir, *extra)
     assert proc.returncode == 0, proc.stderr
     return report
 
 
-def finding(report, check_id):
-    return next((f for f in report["findings"] if f["id"] == check_id), None)
-
-
-def severity_at_most_info(report, check_id) -> bool:
+def severity_at_most_info(report: Report, check_id: str) -> bool:
     """The check ran and found at most "info", or had nothing to judge; a check missing from
     the report altogether fails."""
-    found = [f["severity"] for f in report["findings"] if f["id"] == check_id]
-    skipped = [n for n in report["not_applicable"] if n["id"] == check_id]
+    found = [f.severity for f in report.findings if f.id == check_id]
+    skipped = [n for n in report.not_applicable if n.id == check_id]
     assert len(found) + len(skipped) == 1, (check_id, found, skipped)
     return skipped != [] or found[0] in ("ok", "info")
 
@@ -46,26 +44,26 @@ def test_gunicorn_master_pid_gives_the_workers_preprocessing_verdict(out_dir):
     port = free_port()
     with start_server(gunicorn_sync("wsgi_preprocess", port, workers=3), port) as server:
         report = attach_under_load(server, out_dir)
-    assert report["verdict"]["primary"] == "preprocess_bound", report["verdict"]
-    top = finding(report, "preprocess_bound")["sites"][0]
-    assert top["file"].endswith("wsgi_preprocess.py")
-    assert top["function"] in ("normalize", "tokenize", "extract_features", "preprocess")
-    roles = sorted(p["role"] for p in report["processes"])
+    assert report.verdict.primary == "preprocess_bound", report.verdict
+    top = finding(report, "preprocess_bound").sites[0]
+    assert top.file.endswith("wsgi_preprocess.py")
+    assert top.function in ("normalize", "tokenize", "extract_features", "preprocess")
+    roles = sorted(p.role for p in report.processes)
     assert roles == ["master", "worker", "worker", "worker"]
-    master = next(p for p in report["processes"] if p["role"] == "master")
-    assert master["pid"] == server.pid
+    master = next(p for p in report.processes if p.role == "master")
+    assert master.pid == server.pid
     # The arbiter's waits for signals are never contention.
     assert severity_at_most_info(report, "lock_contention")
-    assert all(w["pid"] != server.pid for w in report["waits"])
+    assert all(w.pid != server.pid for w in report.waits)
 
 
 def test_idle_gunicorn_master_is_never_lock_contention(out_dir):
     port = free_port()
     with start_server(gunicorn_sync("wsgi_preprocess", port, workers=2), port) as server:
-        proc, report = run_cli("attach", server.pid, "--duration", "3", "--json",
+        proc, report = run_report("attach", server.pid, "--duration", "3", "--json",
                                "--output-dir", out_dir)
     assert proc.returncode == 0, proc.stderr
-    assert report["verdict"]["primary"] not in ("lock_contention", "preprocess_bound",
+    assert report.verdict.primary not in ("lock_contention", "preprocess_bound",
                                                 "event_loop_blocked")
     assert severity_at_most_info(report, "lock_contention")
 
@@ -75,31 +73,31 @@ def test_async_endpoint_computing_inline_blocks_uvicorns_event_loop(out_dir, loo
     port = free_port()
     with start_server(uvicorn_app("asgi_inline", port, loop=loop), port) as server:
         report = attach_under_load(server, out_dir)
-    assert report["verdict"]["primary"] == "event_loop_blocked", report["verdict"]
-    assert report["event_loops"][0]["flavor"] == ("asyncio" if loop else "uvloop")
+    assert report.verdict.primary == "event_loop_blocked", report.verdict
+    assert report.event_loops[0].flavor == ("asyncio" if loop else "uvloop")
     blocked = finding(report, "event_loop_blocked")
-    assert blocked["sites"][0]["function"] == "predict"
-    assert blocked["sites"][0]["file"].endswith("asgi_inline.py")
-    assert blocked["evidence"]["work_kind"] == "CPU work"
-    assert blocked["evidence"]["loop_busy_share"] > 0.8
-    assert "run_in_threadpool" in blocked["advice"][0]
-    loop = report["event_loops"][0]
-    assert loop["callbacks"][0]["function"] == "predict"
-    assert loop["callbacks"][0]["call_site"]["function"] == "Model.forward"
+    assert blocked.sites[0].function == "predict"
+    assert blocked.sites[0].file.endswith("asgi_inline.py")
+    assert evidence(blocked, "work_kind") == "CPU work"
+    assert evidence(blocked, "loop_busy_share") > 0.8
+    assert "run_in_threadpool" in blocked.advice[0]
+    loop = report.event_loops[0]
+    assert loop.callbacks[0].function == "predict"
+    assert loop.callbacks[0].call_site.function == "Model.forward"
 
 
 def test_async_endpoint_with_a_blocking_call_is_named_as_a_blocking_call(out_dir):
     port = free_port()
     with start_server(uvicorn_app("asgi_blocking", port, workers=2), port) as server:
         report = attach_under_load(server, out_dir, connections=16)
-    assert report["verdict"]["primary"] == "event_loop_blocked", report["verdict"]
+    assert report.verdict.primary == "event_loop_blocked", report.verdict
     blocked = finding(report, "event_loop_blocked")
-    assert blocked["sites"][0]["function"] == "predict"
-    assert blocked["evidence"]["work_kind"] == "blocking call"
-    sites = [(s["function"], s["line"]) for s in blocked["sites"]]
+    assert blocked.sites[0].function == "predict"
+    assert evidence(blocked, "work_kind") == "blocking call"
+    sites = [(s.function, s.line) for s in blocked.sites]
     assert ("fetch_features_sync", marker_line(SERVERS / "asgi_blocking.py", "blocking-call")) in sites
-    assert "asyncio.sleep" in blocked["advice"][0]
-    workers = [p for p in report["processes"] if p["role"] == "worker"]
+    assert "asyncio.sleep" in blocked.advice[0]
+    workers = [p for p in report.processes if p.role == "worker"]
     assert len(workers) == 2
 
 
@@ -109,56 +107,56 @@ def test_gunicorn_uvicorn_workers_with_inline_compute_are_event_loop_blocked(out
         report = attach_under_load(server, out_dir)
     # Keep-alive connections may all land on one worker: then the uneven load is real, and
     # it may lead; the blocked loop must still be found, critical, in the busy worker.
-    assert report["verdict"]["primary"] in ("event_loop_blocked", "worker_imbalance"), report["verdict"]
+    assert report.verdict.primary in ("event_loop_blocked", "worker_imbalance"), report.verdict
     blocked = finding(report, "event_loop_blocked")
-    assert blocked["severity"] == "critical" and blocked["sites"][0]["function"] == "predict"
-    assert [p["role"] for p in report["processes"]].count("master") == 1
+    assert blocked.severity == "critical" and blocked.sites[0].function == "predict"
+    assert [p.role for p in report.processes].count("master") == 1
     # A blocked loop is never only compute-bound.
-    assert report["verdict"]["primary"] != "compute_bound"
+    assert report.verdict.primary != "compute_bound"
 
 
 def test_well_behaved_async_service_is_not_event_loop_blocked(out_dir):
     port = free_port()
     with start_server(uvicorn_app("asgi_threadpool", port), port) as server:
         report = attach_under_load(server, out_dir)
-    assert report["verdict"]["primary"] != "event_loop_blocked", report["verdict"]
+    assert report.verdict.primary != "event_loop_blocked", report.verdict
     assert severity_at_most_info(report, "event_loop_blocked")
-    assert report["event_loops"], "the loop thread is recognised"
+    assert report.event_loops, "the loop thread is recognised"
 
 
 def test_idle_async_server_is_neither_blocked_nor_preprocess_bound(out_dir):
     port = free_port()
     with start_server(uvicorn_app("asgi_inline", port), port) as server:
-        proc, report = run_cli("attach", server.pid, "--duration", "3", "--json",
+        proc, report = run_report("attach", server.pid, "--duration", "3", "--json",
                                "--output-dir", out_dir)
     assert proc.returncode == 0, proc.stderr
-    assert report["verdict"]["primary"] not in ("event_loop_blocked", "preprocess_bound")
-    loop = report["event_loops"][0]
-    assert loop["idle_share"] > 0.8
+    assert report.verdict.primary not in ("event_loop_blocked", "preprocess_bound")
+    loop = report.event_loops[0]
+    assert loop.idle_share > 0.8
 
 
 def test_multiprocessing_parent_pid_gives_the_worker_processes_verdict(out_dir):
     path = WORKLOADS / "process_pool.py"
     with running(workload_command("process_pool", "--seconds", "120")) as pid:
-        proc, report = run_cli("attach", pid, "--duration", SAMPLE_SECONDS, "--json",
+        proc, report = run_report("attach", pid, "--duration", SAMPLE_SECONDS, "--json",
                                "--output-dir", out_dir)
     assert proc.returncode == 0, proc.stderr
-    assert report["verdict"]["primary"] == "preprocess_bound", report["verdict"]
-    top = finding(report, "preprocess_bound")["sites"][0]
-    assert top["file"].endswith("process_pool.py")
-    assert sum(p["role"] == "worker" for p in report["processes"]) >= 3
-    assert next(p for p in report["processes"] if p["pid"] == pid)["role"] == "master"
+    assert report.verdict.primary == "preprocess_bound", report.verdict
+    top = finding(report, "preprocess_bound").sites[0]
+    assert top.file.endswith("process_pool.py")
+    assert sum(p.role == "worker" for p in report.processes) >= 3
+    assert next(p for p in report.processes if p.pid == pid).role == "master"
     # the workers' hashing loop is among the named sites (its line alone is ~half the samples)
-    lines = [s["line"] for s in finding(report, "preprocess_bound")["sites"] if s["file"].endswith("process_pool.py")]
+    lines = [s.line for s in finding(report, "preprocess_bound").sites if s.file.endswith("process_pool.py")]
     assert marker_line(path, "worker-preprocess") in lines, lines
 
 
 def test_no_children_samples_only_the_named_process(out_dir):
     with running(workload_command("process_pool", "--seconds", "120")) as pid:
-        proc, report = run_cli("attach", pid, "--no-children", "--duration", "3", "--json",
+        proc, report = run_report("attach", pid, "--no-children", "--duration", "3", "--json",
                                "--output-dir", out_dir)
     assert proc.returncode == 0, proc.stderr
-    assert [p["pid"] for p in report["processes"]] == [pid]
+    assert [p.pid for p in report.processes] == [pid]
     assert "not sampled" in proc.stderr
 
 
@@ -169,10 +167,10 @@ def test_a_shell_launcher_pid_is_followed_to_its_python_child(out_dir):
     launcher = subprocess.Popen(["bash", "-c", script], stdout=subprocess.DEVNULL)
     try:
         with load_ready(launcher.pid):
-            proc, report = run_cli("attach", launcher.pid, "--duration", SAMPLE_SECONDS, "--json",
+            proc, report = run_report("attach", launcher.pid, "--duration", SAMPLE_SECONDS, "--json",
                                    "--output-dir", out_dir)
             assert proc.returncode == 0, proc.stderr
-            assert report["verdict"]["primary"] == "lock_contention", report["verdict"]
+            assert report.verdict.primary == "lock_contention", report.verdict
             refused, _ = run_cli("attach", launcher.pid, "--no-children", "--duration", "2",
                                  "--output-dir", out_dir, check_json=False)
             assert refused.returncode == 4

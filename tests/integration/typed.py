@@ -1,0 +1,71 @@
+"""The live tests' view of a report: the typed `Report` (diagnose/report/model), decoded once from
+the CLI's --json output or a written .json, so a test reads `report.verdict.primary` and a
+renamed field is one type error instead of a KeyError in every test that dug for it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from diagnose.report.model import Finding, Report
+from diagnose.report.model.codec import JsonValue
+from tests.conftest import CliResult, invoke_cli, run_cli
+
+_MISSING: Any = object()
+
+
+def as_report(data: Any) -> Report:
+    """`data` (a parsed .json report, or a Report already) as the typed report."""
+    return data if isinstance(data, Report) else Report.from_json(data)
+
+
+def read_report(path: Path | str) -> Report:
+    """The report written to `path` (a .json file)."""
+    return Report.from_json(json.loads(Path(path).read_text()))
+
+
+def run_report(*args: object, **kwargs: Any) -> tuple[subprocess.CompletedProcess, Report | None]:
+    """tests.conftest.run_cli, its --json output read as a Report (None when there is none)."""
+    proc, data = run_cli(*args, **kwargs)
+    return proc, None if data is None else Report.from_json(data)
+
+
+def invoke_report(*args: object, **kwargs: Any) -> tuple[CliResult, Report | None]:
+    """tests.conftest.invoke_cli, its --json output read as a Report (None when there is none)."""
+    proc, data = invoke_cli(*args, **kwargs)
+    return proc, None if data is None else Report.from_json(data)
+
+
+def finding(report: Report, check_id: str) -> Finding:
+    """The finding `check_id` of the report; fails the test when the report has none."""
+    found = report.finding(check_id)
+    assert found is not None, (check_id, [f.id for f in report.findings], report.verdict)
+    return found
+
+
+def evidence(found: Finding, key: str, default: Any = _MISSING) -> JsonValue:
+    """The evidence value `key` of a finding as written (a number, a string, an object...).
+    Without `default`, a finding that has no such value fails the test."""
+    value = found.value(key)
+    if value is None:
+        assert default is not _MISSING, (found.id, key, [v.key for v in found.evidence])
+        return default
+    return value.value
+
+
+def number(found: Finding, key: str) -> float:
+    """The evidence value `key` as a number; fails the test when it is absent or not one."""
+    value = found.number(key)
+    assert value is not None, (found.id, key, evidence(found, key, None))
+    return value
+
+
+def outcome(report: Report, check_id: str) -> str:
+    """A check's severity, or "not applicable": every check ends as exactly one of the two, so a
+    check missing from the report fails here instead of passing as "no finding"."""
+    found = [f.severity for f in report.findings if f.id == check_id]
+    skipped = [n.reason for n in report.not_applicable if n.id == check_id]
+    assert len(found) + len(skipped) == 1, (check_id, found, skipped)
+    return str(found[0]) if found else "not applicable"
