@@ -12,9 +12,12 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from diagnose.report.model import Report
 
 REPO = Path(__file__).resolve().parent.parent
 WORKLOADS = REPO / "fixtures" / "workloads"
@@ -63,6 +66,18 @@ def invoke_cli(*args, timeout=None, check_json=True) -> tuple[CliResult, dict | 
     if check_json and "--json" in args and proc.stdout.strip():
         data = json.loads(proc.stdout)
     return proc, data
+
+
+def run_cli_report(*args, timeout=180) -> tuple[subprocess.CompletedProcess, Report | None]:
+    """run_cli, with the --json output read as the typed Report (None when there is none)."""
+    proc, data = run_cli(*args, timeout=timeout)
+    return proc, None if data is None else report_of(data)
+
+
+def invoke_cli_report(*args, timeout=None) -> tuple[CliResult, Report | None]:
+    """invoke_cli, with the --json output read as the typed Report (None when there is none)."""
+    proc, data = invoke_cli(*args, timeout=timeout)
+    return proc, None if data is None else report_of(data)
 
 
 def marker_line(path: Path, tag: str) -> int:
@@ -140,10 +155,24 @@ def out_dir(tmp_path):
     return tmp_path / "reports"
 
 
-def outcome(report: dict, check_id: str) -> str:
+def report_of(data: Any) -> Report:
+    """The typed Report of a report given as the model, a parsed .json report (run_cli's and
+    invoke_cli's data), or the path of a .json report."""
+    from diagnose.report.model import Report
+
+    if isinstance(data, Report):
+        return data
+    if isinstance(data, (str, Path)):
+        data = json.loads(Path(data).read_text())
+    return Report.from_json(data)
+
+
+def outcome(report: Report | dict, check_id: str) -> str:
     """A check's severity, or "not applicable": every check ends as exactly one of the two, so a
-    check missing from the report fails here instead of passing as "no finding"."""
-    found = [f["severity"] for f in report["findings"] if f["id"] == check_id]
-    skipped = [n["reason"] for n in report["not_applicable"] if n["id"] == check_id]
+    check missing from the report fails here instead of passing as "no finding". `report` is the
+    model or its parsed JSON."""
+    typed = report_of(report)
+    found = [str(f.severity) for f in typed.findings if f.id == check_id]
+    skipped = [n.reason for n in typed.not_applicable if n.id == check_id]
     assert len(found) + len(skipped) == 1, (check_id, found, skipped)
     return found[0] if found else "not applicable"

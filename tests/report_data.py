@@ -7,11 +7,18 @@ from diagnose.report.model import Finding, Report, Verdict
 from diagnose.report.model.codec import decode
 
 
+# What a partial report dict is completed with; a section given as an object is merged into its
+# default object, so `{"verdict": {"headline": "h"}}` keeps the default primary.
+DEFAULTS: dict = {"schema_version": 2, "sampling": {}, "findings": [], "threads": [],
+                  "verdict": {"primary": "none"}}
+
+
 def as_report(data: dict | Report) -> Report:
     if isinstance(data, Report):
         return data
-    full = {"schema_version": 2, "sampling": {}, "findings": [], "threads": [], **data}
-    full["verdict"] = {"primary": "none", **(data.get("verdict") or {})}
+    full = {**DEFAULTS, **data}
+    full.update((key, {**DEFAULTS[key], **(value or {})}) for key, value in full.items()
+                if isinstance(DEFAULTS.get(key), dict) and isinstance(value, dict | None))
     return Report.from_json(full)
 
 

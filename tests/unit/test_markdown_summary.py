@@ -3,8 +3,8 @@ from the profiled process that can never become markup, links, HTML or extra tab
 
 from __future__ import annotations
 
-import copy
 import re
+from dataclasses import replace
 
 import pytest
 from markdown_it import MarkdownIt
@@ -13,6 +13,7 @@ from diagnose.report import pipeline
 from diagnose.render.evidence import describe_evidence as _describe_evidence
 from diagnose.render.markdown import render_markdown as _render_markdown
 from diagnose.render.markdown import MAX_BYTES, PIPE_STAND_IN, md_cell, md_code, md_text
+from diagnose.report.model import Holder, Interval, Report, WaitSite
 from tests.conftest import RECORDED
 from tests.report_data import as_finding, as_report
 
@@ -23,8 +24,8 @@ def render_markdown(data, files=()):
 
 
 def describe_evidence(finding):
-    """The rows as the page's data carries them."""
-    return [row.to_json() for row in _describe_evidence(as_finding(finding))]
+    """The rows as the page shows them (label, text)."""
+    return _describe_evidence(as_finding(finding))
 
 
 RECORDINGS = ["lock_contention", "underloaded", "scheduler_overhead"]
@@ -130,23 +131,21 @@ def recorded_reports(tmp_path_factory) -> dict[str, pipeline.Outputs]:
             for name in RECORDINGS}
 
 
-def hostile_report(base: dict, name: str) -> dict:
+def hostile_report(base: Report, name: str) -> Report:
     """`base` with `name` in every field that comes from the profiled process."""
-    report = copy.deepcopy(base)
-    report["verdict"]["headline"] = f"Request threads queue on {name}"
-    report["target"].update(cmdline=f"python serve.py --name {name}", python=name)
-    report["sampling"]["mode"] = name
-    finding = report["findings"][0]
-    finding.update(title=f"Queue at {name}", summary=f"most in {name}", advice=[f"fix {name}"],
-                   severity="critical")
-    finding["evidence"] = {"lock_wait_share": 0.5, "holder": name}
-    finding["intervals"] = {"lock_wait_share": {"low": 0.4, "high": 0.6, "samples": 300}}
-    report["waits"] = [{"kind": "lock", "label": name, "function": name, "file": f"{name}.py",
-                        "line": 7, "samples": 10, "thread_seconds": 3.5, "threads": 4,
-                        "max_concurrent": 2, "share": 0.25,
-                        "holders": [{"stack": [name], "function": name, "share": 0.9}],
-                        "pid": 1}]
-    return report
+    evidence = as_finding({"evidence": {"lock_wait_share": 0.5, "holder": name}}).evidence
+    finding = replace(base.findings[0], title=f"Queue at {name}", summary=f"most in {name}",
+                      advice=(f"fix {name}",), severity="critical", evidence=evidence,
+                      intervals={"lock_wait_share": Interval(0.4, 0.6, 300)})
+    wait = WaitSite(kind="lock", label=name, function=name, file=f"{name}.py", line=7, samples=10,
+                    thread_seconds=3.5, threads=4, max_concurrent=2, share=0.25,
+                    holders=(Holder(stack=(name,), function=name, share=0.9),), pid=1)
+    return replace(base,
+                   verdict=replace(base.verdict, headline=f"Request threads queue on {name}"),
+                   target=replace(base.target, cmdline=f"python serve.py --name {name}",
+                                  python=name),
+                   sampling=replace(base.sampling, mode=name),
+                   findings=(finding, *base.findings[1:]), waits=(wait,))
 
 
 # ------------------------------------------------------------------ escaping
@@ -193,18 +192,18 @@ def test_shortened_text_ends_in_an_ellipsis_and_never_splits_an_escape():
 def test_summary_of_a_recorded_profile_renders_its_verdict_findings_and_facts(
         recorded_reports, name):
     outputs = recorded_reports[name]
-    report = outputs.report.to_json()
+    report = outputs.report
     text = outputs.markdown.read_text(encoding="utf-8")
     assert outputs.markdown == outputs.json.with_suffix(".md")
     assert_safe(text)
     shown = plain(text)
-    assert report["verdict"]["headline"] in shown
-    assert f"Primary finding: {report['verdict']['primary']}" in shown
-    found = [f for f in report["findings"] if f["severity"] != "ok"]
+    assert report.verdict.headline in shown
+    assert f"Primary finding: {report.verdict.primary}" in shown
+    found = [f for f in report.findings if f.severity != "ok"]
     for finding in found[:3]:
-        assert finding["title"] in shown and finding["advice"][0] in shown
+        assert finding.title in shown and finding.advice[0] in shown
     facts = {row[0]: row[1] for row in table_headed(text, "Run fact")[1:]}
-    assert facts["Target"].startswith(f"pid {report['target']['pid']}")
+    assert facts["Target"].startswith(f"pid {report.target.pid}")
     assert facts["Partial"] == "no"
     assert "target paused" in facts["Observer cost"]
     last = plain(text.splitlines()[-1])
@@ -213,16 +212,16 @@ def test_summary_of_a_recorded_profile_renders_its_verdict_findings_and_facts(
 
 
 def test_evidence_rows_say_what_the_html_page_says(recorded_reports):
-    report = recorded_reports["lock_contention"].report.to_json()
-    top = next(f for f in report["findings"] if f["severity"] != "ok")
+    report = recorded_reports["lock_contention"].report
+    top = next(f for f in report.findings if f.severity != "ok")
     text = render_markdown(report)
     evidence = table_headed(text, "Evidence")
-    page = {row["label"]: row["text"] for row in describe_evidence(top)}
+    page = {row.label: row.text for row in describe_evidence(top)}
     assert 2 <= len(evidence[1:]) <= 3
     for label, value in evidence[1:]:
         assert page[label] == value
     # The measurement the check stands on (its first key, a share with its interval) leads.
-    assert evidence[1][0] == describe_evidence(top)[0]["label"]
+    assert evidence[1][0] == describe_evidence(top)[0].label
     assert "samples" in evidence[1][1]
 
 
@@ -249,7 +248,7 @@ def test_the_last_line_names_the_report_files():
 
 @pytest.mark.parametrize("name", HOSTILE)
 def test_hostile_names_cannot_inject_markup_links_html_or_cells(recorded_reports, name):
-    report = hostile_report(recorded_reports["lock_contention"].report.to_json(), name)
+    report = hostile_report(recorded_reports["lock_contention"].report, name)
     text = render_markdown(report, ["r.html", "r.json", "r.speedscope.json"])
     assert_safe(text)
     one_line = " ".join(name.split()).replace("\u202e", "[U+202E]")
@@ -260,19 +259,21 @@ def test_hostile_names_cannot_inject_markup_links_html_or_cells(recorded_reports
 
 
 def test_huge_names_and_many_findings_are_shortened_to_fit(recorded_reports):
-    base = recorded_reports["lock_contention"].report.to_json()
+    base = recorded_reports["lock_contention"].report
     report = hostile_report(base, "Model.predict_" + "x" * 20_000)
-    report["findings"] = [dict(copy.deepcopy(report["findings"][0]), title=f"finding {i} " + "y" * 5000)
-                          for i in range(60)]
-    report["waits"] = report["waits"] * 40
-    report["target"]["cmdline"] = "python " + "--flag " * 5000
+    report = replace(
+        report,
+        findings=tuple(replace(report.findings[0], title=f"finding {i} " + "y" * 5000)
+                       for i in range(60)),
+        waits=report.waits * 40,
+        target=replace(report.target, cmdline="python " + "--flag " * 5000))
     text = render_markdown(report, ["r.html", "r.json", "r.speedscope.json"])
     assert_safe(text)
     assert text == render_markdown(report, ["r.html", "r.json", "r.speedscope.json"])
     assert "\u2026" in text
     assert re.search(r"^\d+ more findings in the full report\.$", text, flags=re.M)
     assert re.search(r"^\d+ more wait sites in the full report\.$", text, flags=re.M)
-    assert report["verdict"]["headline"][:40] in plain(text)
+    assert report.verdict.headline[:40] in plain(text)
 
 
 @pytest.mark.parametrize("worst", ["\u202e", "\U0001f600", "|", "`", "*"])
@@ -286,8 +287,8 @@ def test_every_field_full_of_the_most_expensive_character_still_fits(recorded_re
             return [fill(v) for v in value] * 3
         return value
 
-    report = fill(hostile_report(recorded_reports["lock_contention"].report.to_json(), "n"))
-    report["verdict"]["severity"] = "critical"
+    report = as_report(fill(hostile_report(recorded_reports["lock_contention"].report, "n").to_json()))
+    report = replace(report, verdict=replace(report.verdict, severity="critical"))
     text = render_markdown(report, [worst * 500 + ".html"] * 3)
     assert_safe(text)
     assert "diagnose: critical" in plain(text)
@@ -297,20 +298,21 @@ def test_every_field_full_of_the_most_expensive_character_still_fits(recorded_re
 
 
 def test_low_confidence_is_said_plainly(recorded_reports):
-    report = copy.deepcopy(recorded_reports["underloaded"].report.to_json())
-    report["verdict"].update(confidence="low", samples=41)
+    base = recorded_reports["underloaded"].report
+    report = replace(base, verdict=replace(base.verdict, confidence="low", samples=41))
     shown = plain(render_markdown(report))
     assert "Low confidence: the verdict rests on 41 samples; sample longer before acting on it." \
         in shown
-    assert "Low confidence" not in plain(render_markdown(recorded_reports["underloaded"].report.to_json()))
+    assert "Low confidence" not in plain(render_markdown(base))
 
 
 def test_observer_cost_and_partial_run_are_in_the_facts(recorded_reports):
-    report = copy.deepcopy(recorded_reports["underloaded"].report.to_json())
-    report["sampling"]["partial"] = True
-    report["sampling"]["observer"].update(
-        paused_share=0.12, pyspy_cpu_s=1.5, pyspy_cpu_share_of_cores=0.2, errors=3,
-        error_rate=0.01, warning="py-spy kept the target's threads stopped 12% of the time")
+    base = recorded_reports["underloaded"].report
+    observer = replace(
+        base.sampling.observer, paused_share=0.12, pyspy_cpu_s=1.5, pyspy_cpu_share_of_cores=0.2,
+        errors=3, error_rate=0.01,
+        warning="py-spy kept the target's threads stopped 12% of the time")
+    report = replace(base, sampling=replace(base.sampling, partial=True, observer=observer))
     text = render_markdown(report)
     facts = {row[0]: row[1] for row in table_headed(text, "Run fact")[1:]}
     assert facts["Observer cost"] == ("target paused 12% \u00b7 py-spy CPU 1.5 s (20% of the "
@@ -320,9 +322,8 @@ def test_observer_cost_and_partial_run_are_in_the_facts(recorded_reports):
 
 
 def test_findings_that_found_nothing_are_one_also_checked_line_each(recorded_reports):
-    report = copy.deepcopy(recorded_reports["underloaded"].report.to_json())
-    for finding in report["findings"]:
-        finding["severity"] = "ok"
+    base = recorded_reports["underloaded"].report
+    report = replace(base, findings=tuple(replace(f, severity="ok") for f in base.findings))
     text = render_markdown(report)
     assert "No check found a problem." in plain(text)
     findings = text[text.index("### Top findings"):text.index("### Run facts")]
@@ -330,17 +331,17 @@ def test_findings_that_found_nothing_are_one_also_checked_line_each(recorded_rep
     assert "What to do" not in findings
     checked = [line for line in findings.splitlines() if line.startswith("**Also checked:**")]
     assert [plain(line) for line in checked] == [
-        f"Also checked: {f['title']} \u2014 {f['summary']}" for f in report["findings"]]
-    for finding in report["findings"]:
-        assert not any(advice in plain(findings) for advice in finding["advice"])
+        f"Also checked: {f.title} \u2014 {f.summary}" for f in report.findings]
+    for finding in report.findings:
+        assert not any(advice in plain(findings) for advice in finding.advice)
 
 
-def lever_report(label: str = "checksum") -> dict:
+def lever_report(label: str = "checksum") -> Report:
     levers = [{"kind": "remove_work", "gain": 9.1, "label": f"if {label} cost nothing",
                "basis": "estimate: b", "upper_bound": True},
               {"kind": "more_cores", "gain": 1.04, "label": "from more cores",
                "basis": "estimate: c", "upper_bound": False}]
-    return {"verdict": {"headline": "h", "primary": "cpu_bound"},
+    return as_report({"verdict": {"headline": "h", "primary": "cpu_bound"},
             "findings": [{"id": "cpu_bound", "title": "Busy threads", "severity": "critical",
                           "score": 100, "summary": "s", "predicted_gain": 1.04, "gain_basis": "c",
                           "levers": levers, "advice": ["vectorise it", "size the pool"]},
@@ -351,7 +352,7 @@ def lever_report(label: str = "checksum") -> dict:
                          {"id": "pool_wait", "title": "Request threads wait for a pooled resource",
                           "severity": "ok", "score": 0,
                           "summary": "0% of request-thread time waits for a pooled resource",
-                          "advice": ["size the pool"]}]}
+                          "advice": ["size the pool"]}]})
 
 
 def test_a_finding_with_levers_states_each_instead_of_one_bare_gain():
@@ -367,7 +368,8 @@ def test_a_finding_with_levers_states_each_instead_of_one_bare_gain():
     assert "shrink the critical section" not in shown and "size the pool" not in shown
     # without levers: the one figure, as before
     report = lever_report()
-    del report["findings"][0]["levers"]
+    report = replace(report, findings=(replace(report.findings[0], levers=()),
+                                       *report.findings[1:]))
     heading = next(line for line in render_markdown(report).splitlines() if line.startswith("#### 1."))
     assert "predicted gain 1.04\u00d7 (estimate)" in heading
 
@@ -381,11 +383,11 @@ def test_a_lever_label_from_the_profiled_process_stays_text(name):
 
 
 def test_wait_sites_are_ranked_by_thread_time_with_their_top_holder(recorded_reports):
-    report = hostile_report(recorded_reports["lock_contention"].report.to_json(), "small")
-    big = dict(report["waits"][0], label="Lock", function="Pool.get", file="/srv/pool.py",
-               line=12, thread_seconds=40.0, share=0.8, threads=6, max_concurrent=6,
-               holders=[{"function": "Pool.refill", "share": 0.75}])
-    report["waits"].append(big)
+    report = hostile_report(recorded_reports["lock_contention"].report, "small")
+    big = replace(report.waits[0], label="Lock", function="Pool.get", file="/srv/pool.py",
+                  line=12, thread_seconds=40.0, share=0.8, threads=6, max_concurrent=6,
+                  holders=(Holder(function="Pool.refill", share=0.75),))
+    report = replace(report, waits=(*report.waits, big))
     rows = table_headed(render_markdown(report), "Wait")
     assert rows[1] == ["Lock", "Pool.get at /srv/pool.py:12", "80%", "40 s", "6 (6 at once)",
                        "Pool.refill (75% of the time)"]
