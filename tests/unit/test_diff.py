@@ -4,10 +4,10 @@ and reports read back from their .json and .html."""
 
 from __future__ import annotations
 
-import copy
 import html
 import json
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -17,6 +17,8 @@ from diagnose.compare.model import Diff, FindingChange
 from diagnose.errors import BadProfile, ExitCode
 from diagnose.render.diff_html import render_diff_html
 from diagnose.render.html import render_html
+from diagnose.report.model import Finding, Load, Report
+from diagnose.report.model.codec import encode
 from diagnose.report.reader import read_report
 from tests.conftest import invoke_cli
 from tests.report_data import as_finding, as_report
@@ -35,7 +37,7 @@ REQUEST_THREADS = 4
 TICKS = 100
 
 
-def finding(fid: str, score: int, shares: dict | None = None, samples: int = 400) -> dict:
+def finding(fid: str, score: int, shares: dict | None = None, samples: int = 400) -> Finding:
     from diagnose.checks.base import severity_for
     from diagnose.model.confidence import wilson
 
@@ -43,14 +45,14 @@ def finding(fid: str, score: int, shares: dict | None = None, samples: int = 400
     for key, share in (shares or {}).items():
         low, high = wilson(share, samples)
         intervals[key] = {"low": round(low, 4), "high": round(high, 4), "samples": samples}
-    return {"id": fid, "title": fid.replace("_", " "), "score": score,
-            "severity": severity_for(score), "summary": f"{fid} at {score}",
-            "evidence": dict(shares or {}), "advice": [], "samples": samples,
-            "intervals": intervals, "low_confidence": False}
+    return as_finding({"id": fid, "title": fid.replace("_", " "), "score": score,
+                       "severity": severity_for(score), "summary": f"{fid} at {score}",
+                       "evidence": dict(shares or {}), "advice": [], "samples": samples,
+                       "intervals": intervals, "low_confidence": False})
 
 
 def report(lock_share: float, lock_score: int, app_file: str = APP, functions=("predict",),
-           rate_hz: int = 29, duration_s: float = 4.0, extra_findings=()) -> dict:
+           rate_hz: int = 29, duration_s: float = 4.0, extra_findings=()) -> Report:
     """A report of a service whose request threads wait `lock_share` of their time at one lock
     in `functions[0]` and compute the rest in `forward`."""
     total = REQUEST_THREADS * TICKS
@@ -78,16 +80,31 @@ def report(lock_share: float, lock_score: int, app_file: str = APP, functions=("
                for i in range(REQUEST_THREADS)]
     findings = [finding("lock_contention", lock_score, {"lock_wait_share": lock_share}, total),
                 *extra_findings]
-    primary = max(findings, key=lambda f: f["score"])
-    return {"schema_version": 3,
+    primary = max(findings, key=lambda f: f.score)
+    built = as_report({"schema_version": 3,
             "target": {"pid": 9, "cmdline": "python service.py", "threads": REQUEST_THREADS},
             "sampling": {"duration_s": duration_s, "rate_hz": rate_hz, "mode": "nonblocking",
                          "plan": f"gentle: stacks at {rate_hz} Hz over {REQUEST_THREADS} threads",
                          "native": True, "thread_samples": total, "state_estimated": False},
-            "verdict": {"primary": primary["id"], "headline": primary["summary"],
-                        "severity": primary["severity"], "confidence": "ok", "samples": total},
-            "findings": findings, "waits": waits, "not_applicable": [], "threads": threads,
-            "stacks": {"frames": frames, "samples": samples, "interval_s": 1 / rate_hz}}
+            "verdict": {"primary": primary.id, "headline": primary.summary,
+                        "severity": primary.severity, "confidence": "ok", "samples": total},
+            "waits": waits, "not_applicable": [], "threads": threads,
+            "stacks": {"frames": frames, "samples": samples, "interval_s": 1 / rate_hz}})
+    return replace(built, findings=tuple(findings))
+
+
+def with_plan(one: Report, plan: str) -> Report:
+    return replace(one, sampling=replace(one.sampling, plan=plan))
+
+
+def with_throughput(one: Report, rps: float) -> Report:
+    return replace(one, load=Load(throughput_rps=rps))
+
+
+def with_frame_function(one: Report, index: int, function: str) -> Report:
+    frames = list(one.stacks.frames)
+    frames[index] = replace(frames[index], function=function)
+    return replace(one, stacks=replace(one.stacks, frames=tuple(frames)))
 
 
 def by_id(diff: Diff, fid: str) -> FindingChange:
@@ -136,7 +153,7 @@ def test_a_score_jittering_across_a_threshold_is_within_noise_not_a_change():
     before = finding("compute_bound", 70, {"model_share": 0.62}, 150)
     after = finding("compute_bound", 80, {"model_share": 0.66}, 150)
     status, why = severity_change(before, after)
-    assert (before["severity"], after["severity"]) == ("warning", "critical")
+    assert (before.severity, after.severity) == ("warning", "critical")
     assert status == "within noise" and "less than" in why
 
 
@@ -161,7 +178,7 @@ def test_a_counter_only_finding_rests_on_the_score_margin():
 
 def test_the_same_report_twice_changes_nothing():
     one = report(0.7, 100, extra_findings=[finding("compute_bound", 74, {"m": 0.5})])
-    diff = diff_reports(one, copy.deepcopy(one))
+    diff = diff_reports(one, replace(one))
     assert all(f.status == "unchanged" for f in diff.findings)
     assert all(w.change == "unchanged" for w in diff.waits)
     assert all(n.change == 0 for n in diff.flame.nodes)
@@ -185,8 +202,7 @@ def test_the_same_program_under_another_path_prefix_is_compared_not_refused():
 
 
 def test_different_rates_and_plans_are_flagged_and_raw_counts_left_out(tmp_path):
-    full = report(0.5, 70, rate_hz=100)
-    full["sampling"]["plan"] = "full fidelity: blocking stacks at 100 Hz"
+    full = with_plan(report(0.5, 70, rate_hz=100), "full fidelity: blocking stacks at 100 Hz")
     diff = diff_reports(report(0.5, 70, rate_hz=29), full)
     assert diff.normalised_only and diff.sampling_differs == ("plan", "rate_hz")
     assert "normalised figures only" in diff.summary
@@ -198,15 +214,15 @@ def test_different_rates_and_plans_are_flagged_and_raw_counts_left_out(tmp_path)
 
 def test_a_plan_differing_only_in_its_thread_count_is_the_same_plan():
     before, after = report(0.5, 70), report(0.5, 70)
-    after["sampling"]["plan"] = after["sampling"]["plan"].replace(f"{REQUEST_THREADS} threads",
-                                                                  "12 threads")
+    after = with_plan(after, after.sampling.plan.replace(f"{REQUEST_THREADS} threads",
+                                                         "12 threads"))
     assert diff_reports(before, after).sampling_differs == ()
 
 
 def test_per_request_figures_appear_only_when_both_reports_know_the_throughput():
     before, after = report(0.5, 70), report(0.25, 40)
     assert not diff_reports(before, after).per_request
-    before["load"], after["load"] = {"throughput_rps": 100.0}, {"throughput_rps": 200.0}
+    before, after = with_throughput(before, 100.0), with_throughput(after, 200.0)
     diff = diff_reports(before, after)
     site = diff.waits[0]
     # 2 threads waiting at 100 req/s: 20 ms of waiting per request; 1 thread at 200 req/s: 5 ms
@@ -223,8 +239,8 @@ def test_state_mix_is_compared_per_role_as_shares():
 
 def test_the_flame_graph_takes_widths_from_after_and_lists_vanished_paths():
     before, after = report(0.5, 70), report(0.0, 0)
-    after["stacks"]["frames"][2]["function"] = "predict_unlocked"  # the fix renamed the caller
-    after["waits"] = []
+    # the fix renamed the caller
+    after = replace(with_frame_function(after, 2, "predict_unlocked"), waits=())
     flame = diff_reports(before, after).flame
     unlocked = next(n for n in flame.nodes if n.function == "predict_unlocked")
     assert unlocked.after == 1.0 and unlocked.before == 0.0 and unlocked.change == 1.0
@@ -236,16 +252,16 @@ def test_the_flame_graph_takes_widths_from_after_and_lists_vanished_paths():
 
 def test_the_diff_page_escapes_names_from_the_profiled_process():
     hostile = "</script><img src=x onerror=alert(1)>\u202e"
-    before, after = report(0.6, 90), report(0.1, 10)
-    for r in (before, after):
-        r["stacks"]["frames"][3]["function"] = hostile
-        r["target"]["cmdline"] = f"python {hostile}"
+    before, after = (
+        replace(with_frame_function(r, 3, hostile),
+                target=replace(r.target, cmdline=f"python {hostile}"))
+        for r in (report(0.6, 90), report(0.1, 10)))
     page = render_diff_html(diff_reports(before, after))
     shown, data = page.split('<script type="application/json" id="diff-data">')
     assert "<img" not in page and "</script><" not in page
     assert "\u202e" not in shown  # the bidi override is shown as a visible marker
     assert "&lt;img src=x onerror=alert(1)&gt;[U+202E]" in shown
-    assert json.loads(data.split("</script>")[0])["flame"]["nodes"][3]["function"] == hostile
+    assert Diff.from_json(json.loads(data.split("</script>")[0])).flame.nodes[3].function == hostile
     assert "script-src 'none'" in html.unescape(page.split("</head>")[0])
     assert "http" not in shown.split("<body>")[1]  # nothing fetched, nothing linked
 
@@ -253,16 +269,17 @@ def test_the_diff_page_escapes_names_from_the_profiled_process():
 def test_a_report_is_read_back_the_same_from_its_json_and_its_html(tmp_path):
     one = report(0.6, 90)
     json_path = tmp_path / "r.json"
-    json_path.write_text(json.dumps(one), encoding="utf-8")
+    json_path.write_text(json.dumps(one.to_json()), encoding="utf-8")
     html_path = tmp_path / "r.html"
-    html_path.write_text(render_html({"report": one, "evidence_text": [], "generated_at": "x",
-                                      "states": [], "categories": [], "threads": one["threads"],
+    html_path.write_text(render_html({"report": one.to_json(), "evidence_text": [],
+                                      "generated_at": "x", "states": [], "categories": [],
+                                      "threads": encode(one.threads),
                                       "flame": {"strings": [], "frames": [], "stacks": []},
                                       "timeline": {"interval_s": 0.1, "steps": 0, "lanes": []}},
-                                     as_report(one)),
+                                     one),
                          encoding="utf-8")
-    assert read_report(json_path) == as_report(one)
-    assert read_report(html_path) == as_report(one)
+    assert read_report(json_path) == one
+    assert read_report(html_path) == one
 
 
 @pytest.mark.parametrize("content, message", [
@@ -281,8 +298,8 @@ def test_input_that_is_not_a_report_is_a_one_line_bad_profile_error(tmp_path, co
 
 
 def test_a_report_without_stacks_says_how_to_get_one(tmp_path):
-    old = report(0.5, 70)
-    del old["stacks"]
+    # a report written before the stacks table was: its JSON without the key
+    old = {key: value for key, value in report(0.5, 70).to_json().items() if key != "stacks"}
     path = tmp_path / "old.json"
     path.write_text(json.dumps(old), encoding="utf-8")
     with pytest.raises(BadProfile, match="carries no stacks"):
@@ -291,12 +308,12 @@ def test_a_report_without_stacks_says_how_to_get_one(tmp_path):
 
 def test_the_cli_writes_the_diff_and_exits_2_on_different_programs(tmp_path):
     before, after = tmp_path / "before.json", tmp_path / "after.json"
-    before.write_text(json.dumps(report(0.75, 100)), encoding="utf-8")
-    after.write_text(json.dumps(report(0.0, 0)), encoding="utf-8")
+    before.write_text(json.dumps(report(0.75, 100).to_json()), encoding="utf-8")
+    after.write_text(json.dumps(report(0.0, 0).to_json()), encoding="utf-8")
     out = tmp_path / "out"
     proc, data = invoke_cli("diff", before, after, "-o", out, "--json", timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert data["primary"]["after"]["severity"] == "ok"
+    assert Diff.from_json(data).primary.after.severity == "ok"
     written = sorted(p.name for p in out.iterdir())
     assert len(written) == 2 and all(re.fullmatch(r"diagnose-diff-\d{8}-\d{6}\.(html|json)", n)
                                      for n in written)
@@ -306,7 +323,7 @@ def test_the_cli_writes_the_diff_and_exits_2_on_different_programs(tmp_path):
     assert proc.stdout.startswith("Diff: primary: lock_contention critical → ok")
 
     other = tmp_path / "other.json"
-    other.write_text(json.dumps(report(0.7, 100, app_file="/opt/o.py", functions=("job",))),
+    other.write_text(json.dumps(report(0.7, 100, app_file="/opt/o.py", functions=("job",)).to_json()),
                      encoding="utf-8")
     proc, _ = invoke_cli("diff", before, other, "-o", out, check_json=False, timeout=60)
     assert proc.returncode == ExitCode.USAGE
@@ -320,7 +337,7 @@ def test_the_cli_writes_the_diff_and_exits_2_on_different_programs(tmp_path):
 
 def test_the_diff_json_reads_back_as_the_same_model():
     before, after = report(0.75, 100), report(0.1, 10, rate_hz=100)
-    before["load"], after["load"] = {"throughput_rps": 100.0}, {"throughput_rps": 150.0}
+    before, after = with_throughput(before, 100.0), with_throughput(after, 150.0)
     diff = diff_reports(before, after)
     written = json.loads(json.dumps(diff.to_json()))
     assert Diff.from_json(written) == diff
@@ -333,7 +350,7 @@ def test_the_diff_json_keeps_the_keys_it_was_written_with():
     assert list(written) == ["kind", "schema_version", "before", "after", "sampling_differs",
                              "normalised_only", "per_request", "paths", "primary", "findings",
                              "waits", "states", "flame", "rules", "summary"]
-    assert (written["kind"], written["schema_version"]) == ("diagnose-diff", 1)
+    assert list(written.items())[:2] == [("kind", "diagnose-diff"), ("schema_version", 1)]
     site = written["waits"][0]
     assert site["change"] == "disappeared" and "ms_per_request" not in site["before"]
     assert set(written["flame"]) == {"nodes", "dropped_nodes", "vanished", "vanished_more",
