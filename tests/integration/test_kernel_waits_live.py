@@ -24,9 +24,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import WORKLOADS, marker_line, run_cli
+from diagnose.report.model import Finding, Report
+from diagnose.report.model.codec import encode
+from diagnose.report.model.wait_graph import WaitGraph, WaitNode
+from tests.conftest import WORKLOADS, marker_line
 from tests.integration.conftest import requires_ptrace, running, workload_command
 from tests.integration.servers import SERVERS, free_port, gunicorn_sync, load_during, start_server
+from tests.integration.typed import deadlock_cycles, finding, run_report
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
 
@@ -40,50 +44,44 @@ requires_namespaces = pytest.mark.skipif(
 
 # -- reading the report -----------------------------------------------------------------------
 
-def brief(report: dict) -> str:
+def brief(report: Report) -> str:
     """What a failure message needs: the verdict, the findings and the wait graph."""
-    return json.dumps({"verdict": report.get("verdict"),
-                       "findings": [(f["id"], f["score"], f["severity"], f["summary"],
-                                     (f.get("advice") or [""])[0]) for f in report["findings"]][:5],
-                       "wait_graph": report.get("wait_graph")}, indent=1, default=str)[:12000]
+    return json.dumps({"verdict": report.verdict,
+                       "findings": [(f.id, f.score, f.severity, f.summary,
+                                     (f.advice or [""])[0]) for f in report.findings][:5],
+                       "wait_graph": report.wait_graph}, indent=1, default=str)[:12000]
 
 
-def finding(report: dict, check_id: str) -> dict:
-    found = next((f for f in report["findings"] if f["id"] == check_id), None)
-    assert found is not None, brief(report)
-    return found
-
-
-def words(found: dict) -> str:
+def words(found: Finding) -> str:
     """A finding's text as the engineer reads it: summary, evidence and advice, lower case."""
-    return json.dumps({k: found.get(k) for k in ("summary", "evidence", "advice", "sites")},
-                      default=str).lower()
+    return json.dumps([found.summary, {v.key: v.value for v in found.evidence}, found.advice,
+                       [encode(site) for site in found.sites]], default=str).lower()
 
 
-def graph(report: dict) -> dict:
-    wait_graph = report.get("wait_graph")
+def graph(report: Report) -> WaitGraph:
+    wait_graph = report.wait_graph
     assert wait_graph, "no wait_graph in the report\n" + brief(report)
     return wait_graph
 
 
-def node(wait_graph: dict, node_id: str) -> dict:
-    return next(n for n in wait_graph["nodes"] if n["id"] == node_id)
+def node(wait_graph: WaitGraph, node_id: str) -> WaitNode:
+    return next(n for n in wait_graph.nodes if n.id == node_id)
 
 
-def bottleneck(report: dict) -> dict:
+def bottleneck(report: Report) -> WaitNode:
     """The wait graph's bottleneck node (a resource)."""
     wait_graph = graph(report)
-    assert wait_graph.get("bottleneck"), "the wait graph names no bottleneck\n" + brief(report)
-    return node(wait_graph, wait_graph["bottleneck"])
+    assert wait_graph.bottleneck, "the wait graph names no bottleneck\n" + brief(report)
+    return node(wait_graph, wait_graph.bottleneck)
 
 
-def edges(wait_graph: dict, kind: str, source: str | None = None, target: str | None = None):
-    return [e for e in wait_graph["edges"] if e["kind"] == kind
-            and (source is None or e["source"] == source) and (target is None or e["target"] == target)]
+def edges(wait_graph: WaitGraph, kind: str, source: str | None = None, target: str | None = None):
+    return [e for e in wait_graph.edges if e.kind == kind
+            and (source is None or e.source == source) and (target is None or e.target == target)]
 
 
-def attach(pid: int, out_dir: Path) -> dict:
-    proc, report = run_cli("attach", pid, "--duration", SECONDS, "--json", "--output-dir", out_dir)
+def attach(pid: int, out_dir: Path) -> Report:
+    proc, report = run_report("attach", pid, "--duration", SECONDS, "--json", "--output-dir", out_dir)
     assert proc.returncode == 0 and report is not None, proc.stderr[-3000:]
     return report
 
@@ -109,23 +107,23 @@ def test_workers_queueing_on_a_file_lock_are_lock_contention_naming_the_file_loc
         workers = server.worker_pids()
         with load_during(server.url("/predict"), seconds=LOAD_SECONDS, connections=8):
             report = attach(server.pid, out_dir)
-    assert report["verdict"]["primary"] == "lock_contention", brief(report)
+    assert report.verdict.primary == "lock_contention", brief(report)
     contention = finding(report, "lock_contention")
     text = words(contention)
     # It names the file lock (as such, or by its file) and who holds it: a sibling worker.
     assert "file lock" in text or "device.lock" in text, brief(report)
     assert any(str(pid) in text for pid in workers) or "forward" in text, brief(report)
-    top = contention["sites"][0]
-    assert top["file"].endswith("wsgi_file_lock.py"), contention["sites"]
+    top = contention.sites[0]
+    assert top.file.endswith("wsgi_file_lock.py"), contention.sites
     marker = "file-lock" if kind == "flock" else "posix-lock"
-    assert top["line"] == marker_line(SERVERS / "wsgi_file_lock.py", marker), contention["sites"]
+    assert top.line == marker_line(SERVERS / "wsgi_file_lock.py", marker), contention.sites
     # The wait graph: the workers wait for the file lock, held by worker processes.
     wait_graph = graph(report)
     lock = bottleneck(report)
-    assert lock["resource"] == "file_lock", brief(report)
-    waiters = {node(wait_graph, e["source"]).get("pid") for e in edges(wait_graph, "waits_for", target=lock["id"])}
+    assert lock.resource == "file_lock", brief(report)
+    waiters = {node(wait_graph, e.source).pid for e in edges(wait_graph, "waits_for", target=lock.id)}
     assert len(waiters & set(workers)) >= 2, brief(report)
-    holders = {node(wait_graph, e["target"]).get("pid") for e in edges(wait_graph, "held_by", source=lock["id"])}
+    holders = {node(wait_graph, e.target).pid for e in edges(wait_graph, "held_by", source=lock.id)}
     assert holders & set(workers), brief(report)
 
 
@@ -155,11 +153,11 @@ def test_a_contended_lock_in_a_container_is_lock_contention_without_native_frame
     with namespaced("contend") as pid:
         script = code_hidden_from_the_host(pid)
         report = attach(pid, out_dir)
-    assert report["verdict"]["primary"] == "lock_contention", brief(report)
-    top = finding(report, "lock_contention")["sites"][0]
-    assert top["file"] == script or top["file"].endswith("namespaced_service.py"), top
-    assert top["line"] == marker_line(NAMESPACED, "ns-contended-acquire"), top
-    assert bottleneck(report)["resource"] == "lock", brief(report)
+    assert report.verdict.primary == "lock_contention", brief(report)
+    top = finding(report, "lock_contention").sites[0]
+    assert top.file == script or top.file.endswith("namespaced_service.py"), top
+    assert top.line == marker_line(NAMESPACED, "ns-contended-acquire"), top
+    assert bottleneck(report).resource == "lock", brief(report)
 
 
 @requires_namespaces
@@ -167,16 +165,15 @@ def test_a_deadlock_in_a_container_is_a_deadlock_without_native_frames(out_dir):
     with namespaced("deadlock") as pid:
         code_hidden_from_the_host(pid)
         report = attach(pid, out_dir)
-    assert report["verdict"]["primary"] == "deadlock", brief(report)
-    assert report["verdict"]["severity"] == "critical", brief(report)
-    evidence = finding(report, "deadlock")["evidence"]
-    (cycle,) = evidence["deadlocks"]
-    seen = {(t["holds"]["line"], t["waits_for"]["line"]) for t in cycle["threads"]}
+    assert report.verdict.primary == "deadlock", brief(report)
+    assert report.verdict.severity == "critical", brief(report)
+    (cycle,) = deadlock_cycles(finding(report, "deadlock"))
+    seen = {(t.holds.line, t.waits_for.line) for t in cycle.members}
     expected = {(marker_line(NAMESPACED, held), marker_line(NAMESPACED, waits))
                 for held, waits in (("ns-inventory-first", "ns-pricing-second"),
                                     ("ns-pricing-first", "ns-inventory-second"))}
     assert seen == expected, cycle
-    assert graph(report)["knots"], brief(report)
+    assert graph(report).knots, brief(report)
 
 
 # -- a mutex in a C library -------------------------------------------------------------------
@@ -184,11 +181,11 @@ def test_a_deadlock_in_a_container_is_a_deadlock_without_native_frames(out_dir):
 def test_threads_queueing_on_a_native_mutex_are_lock_contention(out_dir):
     with running(workload_command("native_mutex", "--seconds", "120")) as pid:
         report = attach(pid, out_dir)
-    assert report["verdict"]["primary"] == "lock_contention", brief(report)
-    top = finding(report, "lock_contention")["sites"][0]
-    assert top["function"] == "DeviceClient.infer", top
-    assert top["line"] == marker_line(WORKLOADS / "native_mutex.py", "native-lock"), top
-    assert bottleneck(report)["resource"] == "lock", brief(report)
+    assert report.verdict.primary == "lock_contention", brief(report)
+    top = finding(report, "lock_contention").sites[0]
+    assert top.function == "DeviceClient.infer", top
+    assert top.line == marker_line(WORKLOADS / "native_mutex.py", "native-lock"), top
+    assert bottleneck(report).resource == "lock", brief(report)
 
 
 # -- one sidecar behind a pipe ----------------------------------------------------------------
@@ -197,19 +194,19 @@ def test_threads_waiting_on_one_pipe_sidecar_are_told_the_sidecar_is_the_bottlen
     with running(workload_command("pipe_sidecar", "--seconds", "120")) as pid:
         (sidecar,) = children(pid)
         report = attach(pid, out_dir)
-    verdict = report["verdict"]
-    first = finding(report, verdict["primary"])
+    verdict = report.verdict
+    first = finding(report, verdict.primary)
     # What it says beyond the code's own names (the file pipe_sidecar.py, Sidecar.call) names the
     # pipe or the process at its other end.
-    said = (verdict.get("headline", "") + " " + words(first)).lower()
+    said = (verdict.headline + " " + words(first)).lower()
     said = said.replace("pipe_sidecar.py", "").replace("sidecar.call", "")
     assert "pipe" in said or str(sidecar) in said, brief(report)
     # The wait graph: the bottleneck is the pipe (or the sidecar process), served by the sidecar.
     wait_graph = graph(report)
     neck = bottleneck(report)
-    if neck["resource"] == "pipe":
-        served = {node(wait_graph, e["target"]).get("pid")
-                  for e in edges(wait_graph, "served_by", source=neck["id"])}
+    if neck.resource == "pipe":
+        served = {node(wait_graph, e.target).pid
+                  for e in edges(wait_graph, "served_by", source=neck.id)}
         assert sidecar in served, brief(report)
     else:
-        assert neck.get("pid") == sidecar, brief(report)
+        assert neck.pid == sidecar, brief(report)
