@@ -12,9 +12,11 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO, marker_line, run_cli
+from diagnose.report.model import Report, TaskAwaitSite
+from tests.conftest import REPO, marker_line
 from tests.integration.conftest import requires_ptrace
 from tests.integration.servers import free_port, load_during, start_server, uvicorn_app
+from tests.integration.typed import evidence, finding, run_report
 
 
 def _reader_available() -> bool:
@@ -35,22 +37,18 @@ LOAD_SECONDS = 16
 CONNECTIONS = 32
 
 
-def attach_under_load(server, out_dir, connections=CONNECTIONS) -> dict:
+def attach_under_load(server, out_dir, connections=CONNECTIONS) -> Report:
     with load_during(server.url("/predict"), seconds=LOAD_SECONDS, connections=connections):
-        proc, report = run_cli("attach", server.pid, "--duration", SAMPLE_SECONDS, "--json",
+        proc, report = run_report("attach", server.pid, "--duration", SAMPLE_SECONDS, "--json",
                                "--output-dir", out_dir)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0 and report is not None, proc.stderr
     return report
 
 
-def finding(report, check_id):
-    return next((f for f in report["findings"] if f["id"] == check_id), None)
-
-
-def top_local_site(report) -> dict:
-    sites = [s for t in report["tasks"] for s in t["sites"] if s["local"]]
-    assert sites, report["tasks"]
-    return max(sites, key=lambda s: s["share"])
+def top_local_site(report: Report) -> TaskAwaitSite:
+    sites = [s for t in report.tasks for s in t.sites if s.local]
+    assert sites, report.tasks
+    return max(sites, key=lambda s: s.share)
 
 
 # mode -> (marker of the await site, kind the reader names, the finding's primitive words)
@@ -70,25 +68,25 @@ def test_fastapi_requests_parked_on_an_asyncio_primitive_are_async_wait_at_its_s
     with start_server(uvicorn_app("asgi_async_wait", port), port, env=env,
                       loaded_marker=None) as server:
         report = attach_under_load(server, out_dir)
-    assert report["verdict"]["primary"] == "async_wait", report["verdict"]
+    assert report.verdict.primary == "async_wait", report.verdict
     found = finding(report, "async_wait")
-    assert found["severity"] == "critical"
+    assert found.severity == "critical"
     line = marker_line(APP, marker)
-    assert (found["sites"][0]["file"].endswith("asgi_async_wait.py"), found["sites"][0]["line"]) == (True, line)
-    assert found["evidence"]["primitive"] == words
+    assert (found.sites[0].file.endswith("asgi_async_wait.py"), found.sites[0].line) == (True, line)
+    assert evidence(found, "primitive") == words
     # Up to 2 requests are served at once; the other ~30 wait (fewer in the batcher's and the
     # queue's futures, which hold a few beside the consumers).
-    assert found["evidence"]["tasks_waiting_avg"] > 10
+    assert evidence(found, "tasks_waiting_avg") > 10
     # Little's law on the measured waits, capped by the loop's and the machine's spare cores.
-    assert found["predicted_gain"] >= 1 and "Little's law" in found["gain_basis"]
+    assert found.predicted_gain >= 1 and "Little's law" in found.gain_basis
     site = top_local_site(report)
-    assert (site["kind"], site["line"]) == (kind, line)
+    assert (site.kind, site.line) == (kind, line)
     if mode == "semaphore":
-        assert found["evidence"]["primitive_name"] == "MODEL_SLOTS"
-        assert found["evidence"]["permits"] == 2
-        assert found["evidence"]["fix"]["knob"] == "MODEL_SLOTS"
-        assert found["evidence"]["fix"]["value"] >= 16
-    assert report["verdict"]["primary"] != "underloaded"
+        assert evidence(found, "primitive_name") == "MODEL_SLOTS"
+        assert evidence(found, "permits") == 2
+        assert found.fixes[0].knob == "MODEL_SLOTS"
+        assert found.fixes[0].value >= 16
+    assert report.verdict.primary != "underloaded"
 
 
 def test_fastapi_semaphore_on_the_stdlib_loop_is_async_wait_too(out_dir):
@@ -96,8 +94,8 @@ def test_fastapi_semaphore_on_the_stdlib_loop_is_async_wait_too(out_dir):
     with start_server(uvicorn_app("asgi_async_wait", port, loop="asyncio"), port,
                       env={"DIAGNOSE_FIXTURE_PERMITS": "2"}, loaded_marker=None) as server:
         report = attach_under_load(server, out_dir)
-    assert report["verdict"]["primary"] == "async_wait", report["verdict"]
-    assert finding(report, "async_wait")["sites"][0]["line"] == marker_line(APP, "semaphore-wait")
+    assert report.verdict.primary == "async_wait", report.verdict
+    assert finding(report, "async_wait").sites[0].line == marker_line(APP, "semaphore-wait")
 
 
 def test_enough_permits_leave_no_async_wait(out_dir):
@@ -106,13 +104,12 @@ def test_enough_permits_leave_no_async_wait(out_dir):
                       env={"DIAGNOSE_FIXTURE_PERMITS": str(2 * CONNECTIONS)},
                       loaded_marker=None) as server:
         report = attach_under_load(server, out_dir)
-    found = finding(report, "async_wait")
+    found = report.finding("async_wait")
     # On failure: why the check did not run, and what the task reader recorded.
-    why = (report.get("not_applicable"), [{k: t.get(k) for k in ("pid", "snapshots", "reads",
-                                                               "failed_reads", "unreadable", "notes")}
-                                          for t in report.get("tasks") or []])
-    assert found is not None and found["severity"] in ("ok", "info"), (found, why)
-    assert report["verdict"]["primary"] != "async_wait"
+    why = (report.not_applicable, [(t.pid, t.snapshots, t.reads, t.failed_reads, t.unreadable,
+                                    t.notes) for t in report.tasks])
+    assert found is not None and found.severity in ("ok", "info"), (found, why)
+    assert report.verdict.primary != "async_wait"
 
 
 def test_aiohttp_requests_parked_on_a_semaphore_are_async_wait(out_dir):
@@ -121,11 +118,11 @@ def test_aiohttp_requests_parked_on_a_semaphore_are_async_wait(out_dir):
     with start_server(argv, port, env={"DIAGNOSE_FIXTURE_PERMITS": "2"}, workers=None,
                       loaded_marker=None) as server:
         report = attach_under_load(server, out_dir)
-    assert report["verdict"]["primary"] == "async_wait", report["verdict"]
+    assert report.verdict.primary == "async_wait", report.verdict
     found = finding(report, "async_wait")
-    assert found["sites"][0]["line"] == marker_line(SERVERS / "aiohttp_semaphore.py", "semaphore-wait")
-    assert found["evidence"]["primitive_name"] == "MODEL_SLOTS"
-    assert found["evidence"]["permits"] == 2
+    assert found.sites[0].line == marker_line(SERVERS / "aiohttp_semaphore.py", "semaphore-wait")
+    assert evidence(found, "primitive_name") == "MODEL_SLOTS"
+    assert evidence(found, "permits") == 2
 
 
 def test_requests_awaiting_a_downstream_call_are_underloaded_named_by_the_await_site(out_dir):
@@ -134,10 +131,10 @@ def test_requests_awaiting_a_downstream_call_are_underloaded_named_by_the_await_
                       env={"DIAGNOSE_FIXTURE_OFFLOAD": "async"}) as server:
         report = attach_under_load(server, out_dir, connections=16)
     # Awaiting a call outside the process is no local limit, whatever else this load shows.
-    assert report["verdict"]["primary"] != "async_wait", report["verdict"]
+    assert report.verdict.primary != "async_wait", report.verdict
     under = finding(report, "underloaded")
     line = marker_line(SERVERS / "asgi_blocking.py", "async-call")
-    assert (under["sites"][0]["function"], under["sites"][0]["line"]) == ("fetch_features_async", line)
-    assert "fetch_features_async" in under["evidence"]["downstream_await"]
-    assert "waiting for work" not in under["summary"]
-    assert finding(report, "async_wait")["severity"] == "ok"
+    assert (under.sites[0].function, under.sites[0].line) == ("fetch_features_async", line)
+    assert "fetch_features_async" in evidence(under, "downstream_await")
+    assert "waiting for work" not in under.summary
+    assert finding(report, "async_wait").severity == "ok"

@@ -12,11 +12,14 @@ import os
 import re
 import shutil
 import subprocess
+from dataclasses import dataclass, field, replace
 
 import pytest
 
 from diagnose.errors import ExitCode
+from diagnose.report.model import Report, StackRow
 from tests.conftest import RECORDED, REPO, invoke_cli
+from tests.integration.typed import read_report
 
 pytestmark = [pytest.mark.integration]
 
@@ -96,20 +99,41 @@ def first(message: dict, field: str, default=0):
     return message.get(field, [default])[0]
 
 
-def decoded_rows(profile: dict) -> list[dict]:
-    strings = profile["string_table"]
-    functions = {first(f, "id"): f for f in profile["function"]}
-    locations = {first(loc, "id"): loc for loc in profile["location"]}
+def repeated(message: dict, field: str) -> list:
+    """A repeated field: absent from the text when empty."""
+    return message.get(field, [])
+
+
+@dataclass(frozen=True)
+class Row:
+    """One decoded pprof sample: its functions leaf first, its values and its labels."""
+
+    functions: list[str]
+    values: list[int]
+    labels: dict[str, object]
+
+
+def decoded_rows(profile: dict) -> list[Row]:
+    strings = repeated(profile, "string_table")
+    functions = {first(f, "id"): f for f in repeated(profile, "function")}
+    locations = {first(loc, "id"): loc for loc in repeated(profile, "location")}
     rows = []
-    for sample in profile["sample"]:
+    for sample in repeated(profile, "sample"):
         names = [strings[first(functions[first(first(locations[lid], "line"), "function_id")],
-                               "name")] for lid in sample["location_id"]]
+                               "name")] for lid in repeated(sample, "location_id")]
         labels = {}
-        for label in sample["label"]:
+        for label in repeated(sample, "label"):
             key = strings[first(label, "key")]
             labels[key] = first(label, "num") if "num" in label else strings[first(label, "str")]
-        rows.append({"functions": names, "values": sample["value"], "labels": labels})
+        rows.append(Row(names, repeated(sample, "value"), labels))
     return rows
+
+
+def row_labels(row: StackRow) -> dict[str, object]:
+    """The labels a stack row is exported with (export/pprof.py): those it has."""
+    labels = {"thread": row.thread, "role": row.role, "state": row.state,
+              "category": row.category, "pid": row.pid, "tid": row.tid}
+    return {key: value for key, value in labels.items() if value is not None}
 
 
 # --- tests ------------------------------------------------------------------------------------
@@ -121,46 +145,47 @@ def test_protoc_reads_back_the_totals_labels_and_stacks_of_the_json_report(writt
     target = tmp_path / "lock.pb.gz"
     proc = export(json_path, "--format", "pprof", "-o", target)
     assert proc.returncode == 0, proc.stderr
-    report = json.loads(json_path.read_text())
-    stacks = report["stacks"]
+    report = read_report(json_path)
+    stacks = report.stacks
     profile = protoc_decode(target)
-    strings = profile["string_table"]
+    strings = repeated(profile, "string_table")
 
     assert strings[0] == ""
     assert [(strings[first(t, "type")], strings[first(t, "unit")])
-            for t in profile["sample_type"]] == [("samples", "count"), ("wall", "nanoseconds")]
+            for t in repeated(profile, "sample_type")] == [("samples", "count"), ("wall", "nanoseconds")]
     period = first(profile, "period")
-    assert period == round(stacks["interval_s"] * 1e9)
+    assert stacks.interval_s is not None and period == round(stacks.interval_s * 1e9)
 
     rows = decoded_rows(profile)
-    total = sum(row["count"] for row in stacks["samples"])
-    assert sum(row["values"][0] for row in rows) == total == report["sampling"]["thread_samples"]
-    assert sum(row["values"][1] for row in rows) == total * period
+    total = sum(row.count for row in stacks.samples)
+    assert sum(row.values[0] for row in rows) == total == report.sampling.thread_samples
+    assert sum(row.values[1] for row in rows) == total * period
 
-    assert len(rows) == len(stacks["samples"])
-    for row, expected in zip(rows, stacks["samples"]):
-        assert row["values"] == [expected["count"], expected["count"] * period]
-        assert row["labels"] == {"thread": expected["thread"], "role": expected["role"],
-                                 "state": expected["state"], "category": expected["category"],
-                                 "pid": expected["pid"], "tid": expected["tid"]}
-        assert row["functions"] == [stacks["frames"][i]["function"]
-                                    for i in reversed(expected["stack"])]
+    assert len(rows) == len(stacks.samples)
+    for row, expected in zip(rows, stacks.samples):
+        assert row.values == [expected.count, expected.count * period]
+        assert row.labels == {"thread": expected.thread, "role": expected.role,
+                              "state": expected.state, "category": expected.category,
+                              "pid": expected.pid, "tid": expected.tid}
+        assert row.functions == [stacks.frames[i].function for i in reversed(expected.stack)]
     # one full stack spelled out: a request thread in the model, leaf first
-    model = next(r for r in rows if r["labels"]["category"] == "model")
-    assert model["functions"][0] == "Model.predict"
-    assert model["functions"][-1] == "Thread._bootstrap"
+    model = next(r for r in rows if r.labels.get("category") == "model")
+    assert model.functions[0] == "Model.predict"
+    assert model.functions[-1] == "Thread._bootstrap"
 
 
 @requires_protoc
 def test_protoc_reads_back_non_ascii_thread_names(tmp_path, written_report):
     json_path, _ = written_report
-    report = json.loads(json_path.read_text())
-    report["stacks"]["samples"][0]["thread"] = "wörker «1»"
+    report = read_report(json_path)
+    samples = report.stacks.samples
+    samples = (replace(samples[0], thread="wörker «1»"),) + samples[1:]
+    report = replace(report, stacks=replace(report.stacks, samples=samples))
     renamed = tmp_path / "renamed.json"
-    renamed.write_text(json.dumps(report), encoding="utf-8")
+    renamed.write_text(json.dumps(report.to_json()), encoding="utf-8")
     proc = export(renamed)
     assert proc.returncode == 0, proc.stderr
-    assert decoded_rows(protoc_decode(tmp_path / "renamed.pb.gz"))[0]["labels"]["thread"] == (
+    assert decoded_rows(protoc_decode(tmp_path / "renamed.pb.gz"))[0].labels.get("thread") == (
         "wörker «1»")
 
 
@@ -218,8 +243,8 @@ def test_a_file_that_is_not_a_report_exits_6_with_one_line(tmp_path, content):
 
 def test_a_report_without_stacks_exits_6(written_report, tmp_path):
     json_path, _ = written_report
-    report = json.loads(json_path.read_text())
-    del report["stacks"]
+    data = json.loads(json_path.read_text())
+    report = {key: value for key, value in data.items() if key != "stacks"}
     older = tmp_path / "older.json"
     older.write_text(json.dumps(report))
     proc = export(older)
@@ -257,7 +282,7 @@ def analysed_with_pprof(request, tmp_path_factory) -> tuple:
     assert proc.returncode == 0, proc.stderr
     json_path = next(p for p in out.glob("*.json") if not p.name.endswith(".speedscope.json"))
     (pb_gz,) = out.glob("*.pb.gz")
-    return json.loads(json_path.read_text(encoding="utf-8")), pb_gz
+    return read_report(json_path), pb_gz
 
 
 def go_pprof(*args) -> str:
@@ -269,15 +294,14 @@ def go_pprof(*args) -> str:
     return proc.stdout
 
 
-def expected_rows(report: dict) -> list[tuple]:
+def expected_rows(report: Report) -> list[tuple]:
     """The report's stacks as (count, functions leaf first, labels), sorted."""
-    stacks = report["stacks"]
+    stacks = report.stacks
     rows = []
-    for row in stacks["samples"]:
-        labels = {key: str(row[key]) for key in ("thread", "role", "state", "category", "pid",
-                                                 "tid") if row.get(key) is not None}
-        rows.append((row["count"], tuple(stacks["frames"][i]["function"]
-                                         for i in reversed(row["stack"])), labels))
+    for row in stacks.samples:
+        labels = {key: str(value) for key, value in row_labels(row).items()}
+        rows.append((row.count, tuple(stacks.frames[i].function for i in reversed(row.stack)),
+                     labels))
     return sorted(rows, key=repr)
 
 
@@ -286,9 +310,33 @@ _RAW_SAMPLE = re.compile(r"^\s*(\d+)\s+(\d+): ([\d ]+)$")
 _RAW_LABEL = re.compile(r"(\w+):\[([^\]]*)\]")
 
 
-def parse_raw(text: str) -> dict:
+@dataclass(frozen=True)
+class RawSample:
+    values: list[int]
+    locations: list[int]
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RawLocation:
+    function: str
+    file: str
+    line: int
+    system_name: str | None
+
+
+@dataclass(frozen=True)
+class Raw:
+    header: dict[str, str]
+    samples: list[RawSample]
+    locations: dict[int, RawLocation]
+
+
+def parse_raw(text: str) -> Raw:
     """`go tool pprof -raw`: the header fields, the samples and the locations it read."""
-    header, samples, locations = {}, [], {}
+    header: dict[str, str] = {}
+    samples: list[RawSample] = []
+    locations: dict[int, RawLocation] = {}
     section = "header"
     for line in text.splitlines():
         if line in ("Samples:", "Locations", "Mappings"):
@@ -297,34 +345,32 @@ def parse_raw(text: str) -> dict:
             key, value = line.split(": ", 1)
             header[key] = value
         elif section == "Samples" and (match := _RAW_SAMPLE.match(line)):
-            samples.append({"values": [int(match.group(1)), int(match.group(2))],
-                            "locations": [int(x) for x in match.group(3).split()], "labels": {}})
+            samples.append(RawSample([int(match.group(1)), int(match.group(2))],
+                                     [int(x) for x in match.group(3).split()]))
         elif section == "Samples" and _RAW_LABEL.search(line):
-            samples[-1]["labels"].update(_RAW_LABEL.findall(line))
+            samples[-1].labels.update(_RAW_LABEL.findall(line))
         elif section == "Locations" and (match := _RAW_LOCATION.match(line)):
-            locations[int(match.group(1))] = {"function": match.group(2), "file": match.group(3),
-                                              "line": int(match.group(4)),
-                                              "system_name": match.group(5)}
-    return {"header": header, "samples": samples, "locations": locations}
+            locations[int(match.group(1))] = RawLocation(match.group(2), match.group(3),
+                                                         int(match.group(4)), match.group(5))
+    return Raw(header, samples, locations)
 
 
 @requires_go
 def test_go_pprof_raw_reads_every_sample_with_its_stack_values_and_labels(analysed_with_pprof):
     report, pb_gz = analysed_with_pprof
     raw = parse_raw(go_pprof("-raw", pb_gz))
-    period = round(report["stacks"]["interval_s"] * 1e9)
-    assert raw["header"]["PeriodType"] == "wall nanoseconds"
-    assert int(raw["header"]["Period"]) == period
-    assert raw["header"]["Comment"] == f"diagnose: {report['verdict']['headline']}"
-    got = sorted(((s["values"][0], tuple(raw["locations"][i]["function"] for i in s["locations"]),
-                   s["labels"]) for s in raw["samples"]), key=repr)
+    period = round(report.stacks.interval_s * 1e9)
+    assert raw.header["PeriodType"] == "wall nanoseconds"
+    assert int(raw.header["Period"]) == period
+    assert raw.header["Comment"] == f"diagnose: {report.verdict.headline}"
+    got = sorted(((s.values[0], tuple(raw.locations[i].function for i in s.locations),
+                   s.labels) for s in raw.samples), key=repr)
     assert got == expected_rows(report)
-    assert all(s["values"][1] == s["values"][0] * period for s in raw["samples"])
+    assert all(s.values[1] == s.values[0] * period for s in raw.samples)
     # the frames' files and lines as the report has them; no name left to pprof's C++ heuristics
-    frames = {(f["function"], f["file"], f["line"]) for f in report["stacks"]["frames"]}
-    assert {(loc["function"], loc["file"], loc["line"])
-            for loc in raw["locations"].values()} == frames
-    assert "<module>" in {loc["function"] for loc in raw["locations"].values()}
+    frames = {(f.function, f.file, f.line) for f in report.stacks.frames}
+    assert {(loc.function, loc.file, loc.line) for loc in raw.locations.values()} == frames
+    assert "<module>" in {loc.function for loc in raw.locations.values()}
 
 
 _TOP_ROW = re.compile(r"^\s*(\d+)\s+[\d.]+%\s+[\d.]+%\s+(\d+)\s+[\d.]+%\s+(.+)$")
@@ -334,10 +380,10 @@ _TOP_ROW = re.compile(r"^\s*(\d+)\s+[\d.]+%\s+[\d.]+%\s+(\d+)\s+[\d.]+%\s+(.+)$"
 def test_go_pprof_top_totals_and_functions_are_the_reports(analysed_with_pprof):
     report, pb_gz = analysed_with_pprof
     text = go_pprof("-top", "-nodefraction=0", "-sample_index=samples", pb_gz)
-    total = report["sampling"]["thread_samples"]
+    total = report.sampling.thread_samples
     assert f"Total samples = {total} " in text
     assert f"Showing nodes accounting for {total}, 100% of {total} total" in text
-    assert f"Duration: {report['sampling']['duration_s']:.2f}s" in text
+    assert f"Duration: {report.sampling.duration_s:.2f}s" in text
     flat: dict = {}
     cum: dict = {}
     for count, functions, _ in expected_rows(report):
@@ -349,7 +395,7 @@ def test_go_pprof_top_totals_and_functions_are_the_reports(analysed_with_pprof):
     assert rows == {name: (flat.get(name, 0), cum[name]) for name in cum}
     assert "<unknown>" not in rows
     # the default view is wall time: every sample stands for one interval
-    period = round(report["stacks"]["interval_s"] * 1e9)
+    period = round(report.stacks.interval_s * 1e9)
     assert f"Total samples = {total * period}ns " in go_pprof("-top", "-unit=ns", pb_gz)
 
 
@@ -380,5 +426,5 @@ def test_go_pprof_tags_and_tagfocus_select_the_reports_threads_and_states(analys
         value, count = min(expected[label].items())
         text = go_pprof("-top", "-nodefraction=0", "-sample_index=samples",
                         f"-tagfocus={label}={value}", pb_gz)
-        total = report["sampling"]["thread_samples"]
+        total = report.sampling.thread_samples
         assert f"Showing nodes accounting for {count}, " in text and f"of {total} total" in text
