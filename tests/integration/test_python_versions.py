@@ -23,9 +23,11 @@ import sys
 
 import pytest
 
-from tests.conftest import WORKLOADS, marker_line, run_cli
+from diagnose.report.model import Report
+from tests.conftest import WORKLOADS, marker_line
 from tests.integration import pythons
 from tests.integration.conftest import requires_ptrace, running, workload_command
+from tests.integration.typed import evidence, finding, run_report
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
 
@@ -51,73 +53,69 @@ def target_python(interp: pythons.Interpreter) -> str:
     return python
 
 
-def diagnose_on(python: str, name: str, out_dir) -> dict:
+def diagnose_on(python: str, name: str, out_dir) -> Report:
     window = SAMPLING.get(name, ("--duration", DURATION))
     with running(workload_command(name, "--seconds", "120", python=python)) as pid:
-        proc, report = run_cli("attach", pid, *window, "--json", "--output-dir", out_dir)
+        proc, report = run_report("attach", pid, *window, "--json", "--output-dir", out_dir)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert report is not None, proc.stderr[-3000:]
     return report
 
 
-def finding(report, check_id):
-    return next(f for f in report["findings"] if f["id"] == check_id)
-
-
 def summary(report) -> str:
     """What to print when a verdict is wrong: every finding's score, severity and top sites."""
-    rows = [{"id": f["id"], "score": f.get("score"), "severity": f.get("severity"),
-             "sites": [(s.get("file", "").rsplit("/", 1)[-1], s.get("line"), s.get("function"))
-                       for s in (f.get("sites") or [])[:3]]}
-            for f in report["findings"]]
-    waits = [(w.get("kind"), w.get("summary")) for w in (report.get("waits") or [])[:3]]
-    return json.dumps({"verdict": report["verdict"], "findings": rows, "waits": waits},
+    rows = [{"id": f.id, "score": f.score, "severity": f.severity,
+             "sites": [(s.file.rsplit("/", 1)[-1], s.line, s.function)
+                       for s in f.sites[:3]]}
+            for f in report.findings]
+    waits = [(w.kind, w.summary) for w in report.waits[:3]]
+    return json.dumps({"verdict": report.verdict, "findings": rows, "waits": waits},
                       indent=1, default=str)
 
 
 def check_gil_contention(report):
-    assert report["verdict"]["primary"] == "gil_contention", summary(report)
-    top = finding(report, "gil_contention")["sites"][0]
-    assert top["function"] == "postprocess", summary(report)
-    assert top["file"].endswith("gil_contention.py"), summary(report)
+    assert report.verdict.primary == "gil_contention", summary(report)
+    top = finding(report, "gil_contention").sites[0]
+    assert top.function == "postprocess", summary(report)
+    assert top.file.endswith("gil_contention.py"), summary(report)
 
 
 def check_pool_wait(report):
-    assert report["verdict"]["primary"] == "pool_wait", summary(report)
+    assert report.verdict.primary == "pool_wait", summary(report)
     pool = finding(report, "pool_wait")
-    top = pool["sites"][0]
-    assert top["file"].endswith("pool_wait.py"), summary(report)
-    assert top["line"] == marker_line(WORKLOADS / "pool_wait.py", "pool-acquire"), summary(report)
-    assert pool["evidence"]["pool_size_estimate"] == 2, pool["evidence"]
+    top = pool.sites[0]
+    assert top.file.endswith("pool_wait.py"), summary(report)
+    assert top.line == marker_line(WORKLOADS / "pool_wait.py", "pool-acquire"), summary(report)
+    assert evidence(pool, "pool_size_estimate") == 2, pool.evidence
 
 
 def check_logging_lock(report):
-    assert report["verdict"]["primary"] == "logging_lock", summary(report)
+    assert report.verdict.primary == "logging_lock", summary(report)
     logging_finding = finding(report, "logging_lock")
-    assert logging_finding["evidence"]["handler"].endswith("emit"), logging_finding["evidence"]
-    top = logging_finding["sites"][0]
-    assert top["line"] == marker_line(WORKLOADS / "logging_lock.py", "log-call"), summary(report)
+    assert evidence(logging_finding, "handler").endswith("emit"), logging_finding.evidence
+    top = logging_finding.sites[0]
+    assert top.line == marker_line(WORKLOADS / "logging_lock.py", "log-call"), summary(report)
 
 
 def check_unbounded_backlog(report):
-    assert report["verdict"]["primary"] == "unbounded_backlog", summary(report)
+    assert report.verdict.primary == "unbounded_backlog", summary(report)
     backlog = finding(report, "unbounded_backlog")
-    assert any(s["file"].endswith("unbounded_backlog.py") for s in backlog["sites"]), summary(report)
+    assert any(s.file.endswith("unbounded_backlog.py") for s in backlog.sites), summary(report)
 
 
 def check_blas_fanout(report):
-    assert report["verdict"]["primary"] == "scheduler_overhead", summary(report)
-    assert finding(report, "lock_contention")["severity"] == "ok", summary(report)
-    fan = finding(report, "scheduler_overhead")["evidence"]
-    assert fan["intra_op_libraries"] == "OpenBLAS", fan
+    assert report.verdict.primary == "scheduler_overhead", summary(report)
+    assert finding(report, "lock_contention").severity == "ok", summary(report)
+    fan = finding(report, "scheduler_overhead")
+    assert evidence(fan, "intra_op_libraries") == "OpenBLAS", fan.evidence
 
 
 def check_process_pool(report):
-    assert report["verdict"]["primary"] == "preprocess_bound", summary(report)
-    top = finding(report, "preprocess_bound")["sites"][0]
-    assert top["file"].endswith("process_pool.py"), summary(report)
-    roles = [p["role"] for p in report["processes"]]
-    assert roles.count("master") == 1 and roles.count("worker") >= 3, report["processes"]
+    assert report.verdict.primary == "preprocess_bound", summary(report)
+    top = finding(report, "preprocess_bound").sites[0]
+    assert top.file.endswith("process_pool.py"), summary(report)
+    roles = [p.role for p in report.processes]
+    assert roles.count("master") == 1 and roles.count("worker") >= 3, report.processes
 
 
 CHECKS = {
