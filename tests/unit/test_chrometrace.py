@@ -22,13 +22,14 @@ from diagnose.errors import BadProfile
 from diagnose.readers.chrometrace import close_exited_threads, load_chrometrace, settle_rate
 from diagnose.readers.loaders import load_profile, load_speedscope
 from diagnose.model.service import build_service
-from diagnose.render.html_data import timeline_data
+from diagnose.render.page_tables import timeline
 from diagnose.report.json_report import build_report
 from diagnose.render.speedscope_out import profile_to_speedscope
 from tests.conftest import RECORDED, REPO, WORKLOADS, marker_line
 
 RATE = 50  # the fixture's recording rate (fixtures/record.py CHROMETRACE)
 LATE_START_S = 1.0  # when the late threads were started, seconds into the window (~0.9-1.1)
+HOLDER = "holder"  # the workload's thread that holds the lock from the start
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +69,7 @@ def test_fixture_loads_with_measured_instants(recording):
     assert profile.interval_s == pytest.approx(1 / RATE)
     assert 2.0 < profile.window_s < 4.0  # py-spy's --duration 3 counts samples, not seconds
     threads = by_name(profile)
-    assert {"MainThread", "holder", "early", "late-0", "late-1", "late-2"} <= set(threads)
+    assert {"MainThread", HOLDER, "early", "late-0", "late-1", "late-2"} <= set(threads)
     assert len(profile.pids) == 1
     assert all(t.tid < 1 << 22 for t in profile.threads)  # OS thread ids, from --threads
     assert profile.waits_visible
@@ -86,33 +87,33 @@ def test_every_thread_is_read_on_one_grid_of_instants(recording):
 def test_a_thread_started_mid_window_is_placed_at_its_real_start(recording):
     profile = load_profile(recording, rate_hz=RATE)
     threads = by_name(profile)
-    assert since_start(profile, threads["holder"].started_s) == pytest.approx(0, abs=0.01)
+    assert since_start(profile, threads[HOLDER].started_s) == pytest.approx(0, abs=0.01)
     for name in ("late-0", "late-1", "late-2"):
         start = since_start(profile, threads[name].started_s)
         assert LATE_START_S - 0.35 < start < LATE_START_S + 0.5, (name, start)
     service = build_service(profile, Categorizer(), None)
     analysis = service.combined
     first_t = analysis.samples.groupby("thread")["t"].min()
-    index = {str(n): i for i, n in analysis.threads["name"].items()}
-    assert first_t[index["holder"]] == pytest.approx(0, abs=1e-9)
+    index = {str(n): i for i, n in analysis.threads.name.items()}
+    assert first_t[index[HOLDER]] == pytest.approx(0, abs=1e-9)
     for name in ("late-0", "late-1", "late-2"):
         assert first_t[index[name]] == pytest.approx(since_start(profile, threads[name].started_s),
                                                      abs=profile.interval_s)
     # The timeline: the late threads' lanes are empty until they started.
-    timeline = timeline_data(analysis)
-    lanes = {lane["thread"]: lane["runs"] for lane in timeline["lanes"]}
+    lanes_of = timeline(analysis)
+    lanes = {lane.thread: lane.runs for lane in lanes_of.lanes}
+    step = lanes_of.interval_s
     for name in ("late-0", "late-1", "late-2"):
         state, length = lanes[index[name]][0]
         assert state == -1
-        assert length * timeline["interval_s"] == pytest.approx(first_t[index[name]],
-                                                                abs=timeline["interval_s"] * 1.01)
-    assert lanes[index["holder"]][0][0] != -1
+        assert length * step == pytest.approx(first_t[index[name]], abs=step * 1.01)
+    assert lanes[index[HOLDER]][0][0] != -1
     # The JSON thread table says where each thread ran.
-    rows = {r["name"]: r for r in build_report(service, run_service_checks(service)[0]).to_json()["threads"]}
-    assert rows["holder"]["first_s"] == 0
-    assert rows["late-0"]["first_s"] == pytest.approx(first_t[index["late-0"]],
-                                                      abs=profile.interval_s)
-    assert rows["late-0"]["last_s"] == pytest.approx(profile.window_s, abs=1e-3)
+    rows = {r.name: r for r in build_report(service, run_service_checks(service)[0]).threads}
+    assert rows[HOLDER].first_s == 0
+    assert rows["late-0"].first_s == pytest.approx(first_t[index["late-0"]],
+                                                   abs=profile.interval_s)
+    assert rows["late-0"].last_s == pytest.approx(profile.window_s, abs=1e-3)
 
 
 def test_a_thread_that_exited_mid_window_ends_where_the_proc_record_lost_it(recording, tree):
@@ -129,7 +130,7 @@ def test_a_thread_that_exited_mid_window_ends_where_the_proc_record_lost_it(reco
     assert late_start < end < late_start + 0.9
     assert early.times[-1] < early.ended_s
     # threads alive to the end are left alone
-    holder = by_name(profile)["holder"]
+    holder = by_name(profile)[HOLDER]
     assert since_start(profile, holder.ended_s) == pytest.approx(profile.window_s)
 
 
@@ -159,13 +160,13 @@ def test_holders_and_pool_size_are_read_at_real_instants(recording, tree):
 
 def test_the_report_says_how_instants_are_known(recording):
     measured = build_service(load_profile(recording, rate_hz=RATE), Categorizer(), None)
-    report = build_report(measured, run_service_checks(measured)[0]).to_json()
-    assert report["sampling"]["instants"] == "measured"
+    report = build_report(measured, run_service_checks(measured)[0])
+    assert report.sampling.instants == "measured"
     recorded = build_service(load_profile(RECORDED / "lock_contention.speedscope.json"),
                              Categorizer(), None)
-    report = build_report(recorded, run_service_checks(recorded)[0]).to_json()
-    assert report["sampling"]["instants"] == "reconstructed"
-    assert all(row["first_s"] is None and row["last_s"] is None for row in report["threads"])
+    report = build_report(recorded, run_service_checks(recorded)[0])
+    assert report.sampling.instants == "reconstructed"
+    assert all(row.first_s is None and row.last_s is None for row in report.threads)
 
 
 def test_the_speedscope_written_from_a_measured_profile_loads_back_the_same_samples(recording):

@@ -6,6 +6,7 @@ common are still different programs (exit 2)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -13,25 +14,25 @@ from diagnose.compare import paths
 from diagnose.compare.diff import DifferentPrograms
 from diagnose.compare.model import Diff, PathRoot
 from diagnose.compare.paths import library_key, parts
-from diagnose.report.model import StackFrame
-from diagnose.report.model.codec import decode
+from diagnose.report.model import Report, StackFrame
 from diagnose.errors import ExitCode
 from diagnose.render.diff_html import render_diff_html
 from tests.conftest import invoke_cli
 from tests.unit.test_diff import diff_reports, report
 
 
-def match_files(before_frames, after_frames):
-    return paths.match_files([decode(StackFrame, f) for f in before_frames],
-                             [decode(StackFrame, f) for f in after_frames])
-
-
-def fixed(app_file: str) -> dict:
+def fixed(app_file: str) -> Report:
     return report(0.0, 0, app_file=app_file)
 
 
-def contended(app_file: str) -> dict:
+def contended(app_file: str) -> Report:
     return report(0.75, 100, app_file=app_file)
+
+
+def with_frames(r: Report, change) -> Report:
+    """`r` with each of its stack frames replaced by change(index, frame)."""
+    frames = tuple(change(i, f) for i, f in enumerate(r.stacks.frames))
+    return replace(r, stacks=replace(r.stacks, frames=frames))
 
 
 def assert_fix_seen(diff: Diff) -> None:
@@ -63,12 +64,13 @@ def test_an_app_directory_against_a_release_directory_is_the_same_program():
 
 
 def test_the_same_package_in_two_virtualenvs_is_the_same_code():
-    before = contended("/home/a/venv-old/lib/python3.11/site-packages/mysvc/service.py")
-    after = fixed("/opt/venv-new/lib/python3.12/site-packages/mysvc/service.py")
-    for r in (before, after):  # the interpreters differ too: threading.py of each
-        r["stacks"]["frames"][0]["file"] = (
-            "/usr/lib/python3.11/threading.py" if r is before
-            else "/usr/local/lib/python3.12/threading.py")
+    # the interpreters differ too: threading.py of each
+    before = with_frames(
+        contended("/home/a/venv-old/lib/python3.11/site-packages/mysvc/service.py"),
+        lambda i, f: replace(f, file="/usr/lib/python3.11/threading.py") if i == 0 else f)
+    after = with_frames(
+        fixed("/opt/venv-new/lib/python3.12/site-packages/mysvc/service.py"),
+        lambda i, f: replace(f, file="/usr/local/lib/python3.12/threading.py") if i == 0 else f)
     diff = diff_reports(before, after)
     assert_fix_seen(diff)
     assert diff.paths.same_paths and diff.paths.note is None  # keyed on package root
@@ -98,17 +100,17 @@ def test_identical_paths_need_no_note():
 
 
 def test_several_files_under_one_release_map_with_their_subdirectories():
-    frames_b = [{"function": "serve", "file": "/srv/app-1.2.3/app/main.py"},
-                {"function": "predict", "file": "/srv/app-1.2.3/app/model/core.py"},
-                {"function": "helper", "file": "/srv/app-1.2.3/app/util.py"}]
-    frames_a = [{"function": f["function"], "file": f["file"].replace("1.2.3", "1.2.4")}
-                for f in frames_b] + [{"function": "new", "file": "/srv/app-1.2.4/app/new.py"}]
-    match = match_files(frames_b, frames_a)
+    frames_b = [StackFrame("serve", "/srv/app-1.2.3/app/main.py"),
+                StackFrame("predict", "/srv/app-1.2.3/app/model/core.py"),
+                StackFrame("helper", "/srv/app-1.2.3/app/util.py")]
+    frames_a = [replace(f, file=f.file.replace("1.2.3", "1.2.4"))
+                for f in frames_b] + [StackFrame("new", "/srv/app-1.2.4/app/new.py")]
+    match = paths.match_files(frames_b, frames_a)
     [root] = match.roots
     assert root.files == 3 and root.before_text == "/srv/app-1.2.3"
     for fb, fa in zip(frames_b, frames_a):
-        assert match.key(0, fb["file"]) == match.key(1, fa["file"])
-    assert match.key(0, frames_b[1]["file"]) == "app/model/core.py"
+        assert match.key(0, fb.file) == match.key(1, fa.file)
+    assert match.key(0, frames_b[1].file) == "app/model/core.py"
     assert match.key(1, "/srv/app-1.2.4/app/new.py") == "app/new.py"
 
 
@@ -123,9 +125,9 @@ def test_library_keys():
 
 
 def test_two_different_programs_still_exit_2():
-    other = report(0.7, 100, app_file="/srv/app-1.2.4/worker.py", functions=("run_job",))
-    for frame in other["stacks"]["frames"][1:]:
-        frame["function"] = "Worker." + frame["function"]
+    other = with_frames(
+        report(0.7, 100, app_file="/srv/app-1.2.4/worker.py", functions=("run_job",)),
+        lambda i, f: replace(f, function="Worker." + f.function) if i >= 1 else f)
     with pytest.raises(DifferentPrograms) as caught:
         diff_reports(contended("/srv/app-1.2.3/model_service.py"), other)
     assert caught.value.exit_code == ExitCode.USAGE
@@ -133,13 +135,11 @@ def test_two_different_programs_still_exit_2():
 
 
 def test_two_scripts_sharing_only_a_file_name_and_module_level_code_are_different_programs():
-    def script(path: str, function: str) -> dict:
-        r = report(0.5, 70, app_file=path)
-        frames = r["stacks"]["frames"]
-        frames[1]["function"] = "<module>"
-        frames[2]["function"], frames[3]["function"] = function, function + "_inner"
-        r["waits"][0]["function"] = function
-        return r
+    def script(path: str, function: str) -> Report:
+        names = {1: "<module>", 2: function, 3: function + "_inner"}
+        r = with_frames(report(0.5, 70, app_file=path),
+                        lambda i, f: replace(f, function=names.get(i, f.function)))
+        return replace(r, waits=(replace(r.waits[0], function=function), *r.waits[1:]))
 
     with pytest.raises(DifferentPrograms):
         diff_reports(script("/home/a/proj1/main.py", "train"),
@@ -148,8 +148,10 @@ def test_two_scripts_sharing_only_a_file_name_and_module_level_code_are_differen
 
 def test_the_page_and_the_cli_say_how_the_paths_were_matched(tmp_path):
     before, after = tmp_path / "before.json", tmp_path / "after.json"
-    before.write_text(json.dumps(contended("/srv/app-1.2.3/model_service.py")), encoding="utf-8")
-    after.write_text(json.dumps(fixed("/srv/app-1.2.4/model_service.py")), encoding="utf-8")
+    before.write_text(json.dumps(contended("/srv/app-1.2.3/model_service.py").to_json()),
+                      encoding="utf-8")
+    after.write_text(json.dumps(fixed("/srv/app-1.2.4/model_service.py").to_json()),
+                     encoding="utf-8")
     proc, _ = invoke_cli("diff", before, after, "-o", tmp_path / "out", check_json=False,
                          timeout=60)
     assert proc.returncode == 0, proc.stderr

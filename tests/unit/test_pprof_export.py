@@ -4,6 +4,7 @@ labels as the report, in pprof's conventions (string table, leaf-first locations
 from __future__ import annotations
 
 import gzip
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from diagnose.errors import BadProfile, ExitCode, OutputFailed
 from diagnose.export import profile_pb2
 from diagnose.export import pprof
 from diagnose.export.pprof import NATIVE_PREFIX
+from diagnose.report.model import Report, Stacks
 from diagnose.report.pipeline import from_file
 from tests.conftest import RECORDED
 from tests.report_data import as_report
@@ -30,7 +32,7 @@ def write_pprof(report, path):
 
 
 
-def synthetic_report() -> dict:
+def synthetic_report() -> Report:
     frames = [
         {"function": "<module>", "file": "app.py", "line": 10, "native": False},
         {"function": "handle", "file": "app.py", "line": 20, "native": False},
@@ -44,12 +46,35 @@ def synthetic_report() -> dict:
         {"stack": [0, 2, 4], "tid": 12, "thread": "worker-2", "pid": None, "role": "request",
          "state": "lock", "category": "sync", "count": 3},
     ]
-    return {"schema_version": 1, "sampling": {"duration_s": 0.1},
-            "verdict": {"headline": "The cores are busy with model compute"},
-            "stacks": {"frames": frames, "samples": samples, "interval_s": 0.01}}
+    return as_report({"schema_version": 1, "sampling": {"duration_s": 0.1},
+                      "verdict": {"headline": "The cores are busy with model compute"},
+                      "stacks": {"frames": frames, "samples": samples, "interval_s": 0.01}})
 
 
-def decoded_samples(profile: profile_pb2.Profile) -> list[dict]:
+def with_stacks(report: Report, **changes) -> Report:
+    return replace(report, stacks=replace(report.stacks, **changes))
+
+
+@dataclass(frozen=True)
+class Labels:
+    """A sample's labels, by name (pid and tid absent when unknown)."""
+
+    thread: str
+    role: str
+    state: str
+    category: str
+    pid: int | None = None
+    tid: int | None = None
+
+
+@dataclass(frozen=True)
+class Sample:
+    functions: list[str]  # leaf first
+    values: list[int]
+    labels: Labels
+
+
+def decoded_samples(profile: profile_pb2.Profile) -> list[Sample]:
     """Each sample as plain values: function names leaf first, values, labels by name."""
     strings = profile.string_table
     functions = {f.id: f for f in profile.function}
@@ -62,21 +87,19 @@ def decoded_samples(profile: profile_pb2.Profile) -> list[dict]:
         for label in sample.label:
             key = strings[label.key]
             labels[key] = label.num if key in ("pid", "tid") else strings[label.str]
-        rows.append({"functions": names, "values": list(sample.value), "labels": labels})
+        rows.append(Sample(names, list(sample.value), Labels(**labels)))
     return rows
 
 
-def report_rows(report: dict) -> list[dict]:
+def report_rows(report: Report) -> list[Sample]:
     """The same view of the report's stacks table, for comparison."""
-    stacks = report["stacks"]
-    period = round(stacks["interval_s"] * 1e9)
-    rows = []
-    for row in stacks["samples"]:
-        labels = {key: row[key] for key in ("thread", "role", "state", "category")}
-        labels.update({key: row[key] for key in ("pid", "tid") if row[key] is not None})
-        rows.append({"functions": [stacks["frames"][i]["function"] for i in reversed(row["stack"])],
-                     "values": [row["count"], row["count"] * period], "labels": labels})
-    return rows
+    stacks = report.stacks
+    assert stacks.interval_s is not None
+    period = round(stacks.interval_s * 1e9)
+    return [Sample([stacks.frames[i].function for i in reversed(row.stack)],
+                   [row.count, row.count * period],
+                   Labels(row.thread, row.role, row.state, row.category, row.pid, row.tid))
+            for row in stacks.samples]
 
 
 def test_samples_stacks_and_labels_equal_the_reports_rows():
@@ -86,20 +109,20 @@ def test_samples_stacks_and_labels_equal_the_reports_rows():
 
 def test_stack_is_leaf_first_and_wall_time_is_count_times_interval():
     first = decoded_samples(build_profile(synthetic_report()))[0]
-    assert first["functions"] == ["matmul", "handle", "<module>"]
-    assert first["values"] == [7, 70_000_000]
+    assert first.functions == ["matmul", "handle", "<module>"]
+    assert first.values == [7, 70_000_000]
 
 
 def test_unknown_pid_gets_no_pid_label():
-    labels = decoded_samples(build_profile(synthetic_report()))[1]["labels"]
-    assert "pid" not in labels and labels["tid"] == 12 and labels["thread"] == "worker-2"
+    labels = decoded_samples(build_profile(synthetic_report()))[1].labels
+    assert labels.pid is None and labels.tid == 12 and labels.thread == "worker-2"
 
 
 def test_label_names_have_no_spaces_and_thread_names_keep_theirs():
     profile = build_profile(synthetic_report())
     keys = {profile.string_table[label.key] for sample in profile.sample for label in sample.label}
     assert keys == {"thread", "role", "state", "category", "pid", "tid"}
-    assert decoded_samples(profile)[0]["labels"]["thread"] == "worker 1"
+    assert decoded_samples(profile)[0].labels.thread == "worker 1"
 
 
 def test_sample_types_period_and_duration_follow_pprof_conventions():
@@ -113,8 +136,9 @@ def test_sample_types_period_and_duration_follow_pprof_conventions():
     assert profile.period == 10_000_000
     assert profile.duration_nanos == 100_000_000
     assert profile.time_nanos == 0  # the report has no wall-clock start
-    live = synthetic_report()
-    live["sampling"]["started_at"] = 1_764_550_000.25  # a live capture's window start
+    base = synthetic_report()
+    # a live capture's window start
+    live = replace(base, sampling=replace(base.sampling, started_at=1_764_550_000.25))
     assert abs(build_profile(live).time_nanos - 1_764_550_000_250_000_000) < 1_000  # float s
     assert [strings[c] for c in profile.comment] == [
         "diagnose: The cores are busy with model compute"]
@@ -154,8 +178,7 @@ def test_python_names_with_angle_brackets_are_not_taken_for_demangled_cplusplus(
 
 
 def test_report_without_stacks_is_refused_as_predating_stack_export():
-    report = synthetic_report()
-    del report["stacks"]
+    report = replace(synthetic_report(), stacks=Stacks())
     with pytest.raises(BadProfile, match="predates stack export") as info:
         build_profile(report)
     assert info.value.exit_code == ExitCode.BAD_PROFILE
@@ -163,15 +186,15 @@ def test_report_without_stacks_is_refused_as_predating_stack_export():
 
 @pytest.mark.parametrize("interval", [None, 0, -0.01, "0.01"])
 def test_stacks_without_a_usable_interval_are_refused(interval):
-    report = synthetic_report()
-    report["stacks"]["interval_s"] = interval
+    report = with_stacks(synthetic_report(), interval_s=interval)
     with pytest.raises(BadProfile, match="interval"):
         build_profile(report)
 
 
 def test_sample_pointing_past_the_frame_table_is_refused():
     report = synthetic_report()
-    report["stacks"]["samples"][0]["stack"] = [0, 99]
+    first, *rest = report.stacks.samples
+    report = with_stacks(report, samples=(replace(first, stack=(0, 99)), *rest))
     with pytest.raises(BadProfile, match="malformed sample"):
         build_profile(report)
 
@@ -199,32 +222,31 @@ def test_write_pprof_into_a_missing_directory_is_output_failed(tmp_path):
 
 
 def test_write_pprof_of_a_report_without_stacks_writes_nothing(tmp_path):
-    report = synthetic_report()
-    del report["stacks"]
+    report = replace(synthetic_report(), stacks=Stacks())
     with pytest.raises(BadProfile):
         write_pprof(report, tmp_path / "out.pb.gz")
     assert list(tmp_path.iterdir()) == []
 
 
 @pytest.fixture(scope="module")
-def recorded_report(tmp_path_factory) -> dict:
+def recorded_report(tmp_path_factory) -> Report:
     out = tmp_path_factory.mktemp("recorded")
     outputs = from_file(RECORDED / "lock_contention.speedscope.json", out, None,
                         procfs_path=RECORDED / "lock_contention.procfs.json")
-    return outputs.report.to_json()
+    return outputs.report
 
 
 def test_recorded_report_exports_every_sample_with_its_stack_and_labels(recorded_report):
     profile = build_profile(recorded_report)
     assert decoded_samples(profile) == report_rows(recorded_report)
-    total = sum(row["count"] for row in recorded_report["stacks"]["samples"])
-    assert total == recorded_report["sampling"]["thread_samples"]
+    total = sum(row.count for row in recorded_report.stacks.samples)
+    assert total == recorded_report.sampling.thread_samples
     assert sum(s.value[0] for s in profile.sample) == total
     assert sum(s.value[1] for s in profile.sample) == total * profile.period
 
 
 def test_recorded_report_labels_name_the_request_threads(recorded_report):
-    threads = {row["labels"]["thread"]: row["labels"]["role"]
+    threads = {row.labels.thread: row.labels.role
                for row in decoded_samples(build_profile(recorded_report))}
     assert threads["MainThread"] == "other"
     assert {name for name, role in threads.items() if role == "request"} == {
@@ -233,12 +255,12 @@ def test_recorded_report_labels_name_the_request_threads(recorded_report):
 
 def test_recorded_native_frames_are_marked(tmp_path):
     outputs = from_file(RECORDED / "compute_bound.native.speedscope.json", tmp_path, None)
-    frames = outputs.report.to_json()["stacks"]["frames"]
+    frames = outputs.report.stacks.frames
     profile = build_profile(outputs.report)
     strings = profile.string_table
     marked = {(strings[f.name], strings[f.filename]) for f in profile.function
               if strings[f.system_name].startswith(NATIVE_PREFIX)}
-    native = {(f["function"], f["file"]) for f in frames if f["native"]}
+    native = {(f.function, f.file) for f in frames if f.native}
     assert native and marked == native
 
 

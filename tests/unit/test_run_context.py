@@ -5,7 +5,6 @@ are written as attach recorded them."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 
 import pytest
@@ -18,8 +17,9 @@ from diagnose.model.run_context import (CaptureSampling, LiveSampling, LoadLevel
 from diagnose.model.service import build_service
 from diagnose.readers.loaders import load_profile
 from diagnose.report.json_report import build_report
+from diagnose.report.model import Load, PlannedProcess
 from diagnose.report.pipeline import from_file
-from tests.conftest import RECORDED
+from tests.conftest import RECORDED, report_of
 
 OFFLINE_NOTE = ("offline analysis: thread state inferred from the frames alone; no OS counters "
                 "(run-queue wait, CPU time)")
@@ -33,9 +33,9 @@ def test_a_file_without_time_stamps_or_waits_reports_its_window_as_at_least_and_
     assert sampling.rate_hz == 100  # read off the profile's interval
     assert sampling.notes == ("the window's length is unknown: the file has no time stamps and "
                               "drops waiting samples; at least 2 s", OFFLINE_NOTE)
-    written = json.loads(outputs.json.read_text())["sampling"]
-    assert (written["duration_s"], written["duration_at_least_s"]) == (None, 2.0)
-    assert written["notes"] == list(sampling.notes)
+    written = report_of(outputs.json).sampling  # the .json file read back
+    assert (written.duration_s, written.duration_at_least_s) == (None, 2.0)
+    assert written.notes == sampling.notes
 
 
 def test_a_file_sampled_with_idle_has_its_window_laid_end_to_end_and_only_the_offline_note(tmp_path):
@@ -93,15 +93,17 @@ def test_a_live_capture_writes_its_sampling_plan_start_and_load(analysed):
     run = RunContext(RunTarget(pid=11, pids=(11,), children=True, cpu_quota_cores=1.5),
                      LiveSampling(_capture_sampling(), 1767225600.123),
                      load=LoadLevel(41.2, concurrency=8))
-    report = build_report(service, results, run=run).to_json()
-    sampling = report["sampling"]
-    assert sampling["started_at"] == 1767225600.123
-    assert sampling["samples"] == 500  # py-spy's own count, not the samples read
-    assert sampling["processes_planned"] == [{"pid": 11, "rate_hz": 29, "native_rate_hz": 5,
-                                              "busy": True}]
-    assert sampling["observer"]["error_rate"] == round(30 / 530, 4)
-    assert "6% of samples failed" in sampling["observer"]["warning"]
-    assert sampling["observer"]["torn_stacks_possible"] is True
-    assert report["target"]["pids"] == [11] and report["target"]["children"] is True
-    assert report["load"] == {"throughput_rps": 41.2, "concurrency": 8}
+    built = build_report(service, results, run=run)
+    report = report_of(built.to_json())  # as written and read back
+    assert report == built
+    sampling = report.sampling
+    assert sampling.started_at == 1767225600.123
+    assert sampling.samples == 500  # py-spy's own count, not the samples read
+    assert sampling.processes_planned == (PlannedProcess(pid=11, rate_hz=29, native_rate_hz=5,
+                                                         busy=True),)
+    assert sampling.observer.error_rate == round(30 / 530, 4)
+    assert sampling.observer.warning and "6% of samples failed" in sampling.observer.warning
+    assert sampling.observer.torn_stacks_possible is True
+    assert report.target.pids == (11,) and report.target.children is True
+    assert report.load == Load(throughput_rps=41.2, concurrency=8)
     assert "load" not in build_report(service, results, run=replace(run, load=None)).to_json()

@@ -15,7 +15,7 @@ from diagnose.model.profile import Frame, Profile, ThreadTrack
 from diagnose.model.runs import bins_of_rows, instant_ticks, instants, thread_steps
 from diagnose.model.waits import wait_sites
 from diagnose.readers.loaders import load_profile
-from diagnose.render.html_data import timeline_data
+from diagnose.render.page_tables import timeline
 from tests.conftest import RECORDED
 
 
@@ -101,7 +101,7 @@ def test_holders_are_found_through_run_rows() -> None:
 @pytest.mark.parametrize("name", RECORDINGS)
 def test_timeline_reads_the_same_from_runs_as_from_samples(name: str) -> None:
     runs, each = _both(name)
-    assert timeline_data(runs) == timeline_data(each)
+    assert timeline(runs) == timeline(each)
 
 
 def test_a_py_spy_profiles_one_repeated_weight_is_held_once() -> None:

@@ -15,20 +15,21 @@ import pytest
 from diagnose.model import vocab
 from diagnose.model.vocab import (BUSY, RUNNING, SEVERITIES, Confidence, ProcessRole, Severity, ThreadRole,
                                   ThreadState, WaitKind)
-from tests.conftest import RECORDED, REPO, invoke_cli
+from diagnose.report.model import Report
+from tests.conftest import RECORDED, REPO, invoke_cli_report
 
 PACKAGE = REPO / "diagnose"
 PAGE = REPO / "reports" / "static" / "page"
 
 
-def _analyze(tmp_path: Path, name: str, trace: str, native: bool) -> tuple[dict, dict]:
+def _analyze(tmp_path: Path, name: str, trace: str, native: bool) -> tuple[Report, dict]:
     """The --json report of a recorded profile (with its /proc record and, when asked, its native
     profile), and the page data of the .html written beside it."""
     args = ["analyze", RECORDED / f"{name}.{trace}.json", "--procfs", RECORDED / f"{name}.procfs.json"]
     if native:
         args += ["--native-profile", RECORDED / f"{name}.native.speedscope.json"]
     out = tmp_path / name
-    proc, report = invoke_cli(*args, "-o", out, "--json")
+    proc, report = invoke_cli_report(*args, "-o", out, "--json")
     assert proc.returncode == 0, proc.stderr
     html = next(out.glob("*.html")).read_text(encoding="utf-8")
     data = re.search(r'<script type="application/json" id="diagnose-data">(.*?)</script>', html, re.S)
@@ -37,7 +38,7 @@ def _analyze(tmp_path: Path, name: str, trace: str, native: bool) -> tuple[dict,
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory) -> list[tuple[dict, dict]]:
+def recorded(tmp_path_factory) -> list[tuple[Report, dict]]:
     """A lock convoy (native frames: measured waits) and a forked tree (master and workers)."""
     tmp = tmp_path_factory.mktemp("vocabulary")
     return [_analyze(tmp, "lock_contention", "speedscope", native=True),
@@ -49,27 +50,31 @@ def _values(enum_type) -> set[str]:
 
 
 def test_reports_speak_the_vocabulary(recorded):
-    seen: dict[str, set] = {"state": set(), "kind": set(), "role": set(), "process": set(), "severity": set()}
+    states: set[str] = set()
+    kinds: set[str] = set()
+    roles: set[str] = set()
+    process_roles: set[str] = set()
+    severities: set[str] = set()
     for report, _ in recorded:
-        for thread in report["threads"]:
-            seen["role"].add(thread["role"])
-            seen["state"].update(thread["states"])
-        for row in report["stacks"]["samples"]:
-            seen["state"].add(row["state"])
-            seen["role"].add(row["role"])
-        seen["kind"].update(w["kind"] for w in report["waits"])
-        seen["process"].update(p["role"] for p in report["processes"])
-        seen["severity"].update(f["severity"] for f in report["findings"])
-        seen["severity"].add(report["verdict"]["severity"])
-        assert report["verdict"]["confidence"] in _values(Confidence)
-    assert seen["state"] <= _values(ThreadState)
-    assert seen["kind"] <= _values(WaitKind)
-    assert seen["role"] <= _values(ThreadRole)
-    assert seen["process"] <= _values(ProcessRole)
-    assert seen["severity"] <= _values(Severity)
+        for thread in report.threads:
+            roles.add(thread.role)
+            states.update(thread.states)
+        for row in report.stacks.samples:
+            states.add(row.state)
+            roles.add(row.role)
+        kinds.update(w.kind for w in report.waits)
+        process_roles.update(p.role for p in report.processes)
+        severities.update(f.severity for f in report.findings)
+        severities.add(report.verdict.severity)
+        assert report.verdict.confidence in _values(Confidence)
+    assert states <= _values(ThreadState)
+    assert kinds <= _values(WaitKind)
+    assert roles <= _values(ThreadRole)
+    assert process_roles <= _values(ProcessRole)
+    assert severities <= _values(Severity)
     # the recordings exercise the vocabulary, not an empty corner of it
-    assert {"lock", "gil"} <= seen["kind"] and {"master", "worker"} <= seen["process"]
-    assert "critical" in seen["severity"] and "request" in seen["role"]
+    assert {"lock", "gil"} <= kinds and {"master", "worker"} <= process_roles
+    assert "critical" in severities and "request" in roles
 
 
 def test_page_data_carries_the_vocabulary(recorded):
