@@ -16,7 +16,7 @@ from diagnose.load.sweep import (CpuMeter, CpuReading, Step, SweepSettings, Wind
                             find_knee, parse_levels, plateaued, run_sweep, summarize,
                             sweep_report)
 from diagnose.load.diagnosis import StepDiagnosis
-from diagnose.load.model import GeneratorInfo, SweepTarget
+from diagnose.load.model import GeneratorInfo, SweepReport, SweepTarget
 
 
 def closed_loop_service(capacity_rps: float, service_ms: float, gen_cores=lambda c, rps: 0.1,
@@ -262,26 +262,31 @@ def _report(capacity=400, target=None):
 
 
 def test_the_json_report_follows_the_sweep_contract():
-    report = json.loads(json.dumps(_report().to_json()))
-    assert report["kind"] == "sweep" and report["schema_version"] == 2
-    assert {"schema_version", "kind", "target", "steps", "knee"} <= set(report)
-    assert [s["concurrency"] for s in report["steps"]] == [1, 2, 4, 8, 16]
-    for step in report["steps"]:
+    written = json.loads(json.dumps(_report().to_json()))
+    # the contract's keys, as written
+    assert list(written.items())[:2] == [("schema_version", 2), ("kind", "sweep")]
+    assert {"schema_version", "kind", "target", "steps", "knee"} <= set(written)
+    for step in written["steps"]:
         assert {"concurrency", "requests", "throughput_rps", "latency_ms", "errors", "stable",
                 "generator", "verdict", "report"} <= set(step)
         assert set(step["latency_ms"]) == {"p50", "p90", "p95", "p99", "max"}
         assert {"cpu_share", "lag_ms"} <= set(step["generator"])
-        assert step["verdict"] is None and step["report"] is None  # no --pid: no diagnosis
-    knee = report["steps"][report["knee"]["index"]]
-    assert knee["concurrency"] == 4
-    assert report["knee"]["reason"].startswith("from concurrency 4 to concurrency 8")
-    assert knee["throughput_rps"] == pytest.approx(400) and knee["stable"] is True
-    assert knee["latency_ms"]["p99"] == pytest.approx(20)
-    assert knee["generator"]["cpu_share"] == pytest.approx(0.05)  # 0.1 of 2 cores
-    assert len(knee["windows"]) == knee["windows_measured"] == 3
-    assert knee["warmup"]["rps"] == pytest.approx(400)
-    assert report["summary"]["knee"]["concurrency"] == 4
-    assert report["partial"] is False
+    # and its values, read back
+    report = SweepReport.from_json(written)
+    assert [s.concurrency for s in report.steps] == [1, 2, 4, 8, 16]
+    # no --pid: no diagnosis
+    assert all(s.verdict is None and s.report is None for s in report.steps)
+    knee = report.knee_step
+    assert knee is not None and report.knee is not None
+    assert knee.concurrency == 4
+    assert report.knee.reason.startswith("from concurrency 4 to concurrency 8")
+    assert knee.throughput_rps == pytest.approx(400) and knee.stable is True
+    assert knee.latency_ms.p99 == pytest.approx(20)
+    assert knee.generator.cpu_share == pytest.approx(0.05)  # 0.1 of 2 cores
+    assert len(knee.windows) == knee.windows_measured == 3
+    assert knee.warmup is not None and knee.warmup.rps == pytest.approx(400)
+    assert report.summary.knee is not None and report.summary.knee.concurrency == 4
+    assert report.partial is False
 
 
 def test_each_step_carries_the_verdict_diagnosed_under_its_load():
@@ -355,7 +360,7 @@ def test_hostile_text_in_the_report_cannot_escape_the_page():
     data = re.search(r'<script type="application/json" id="sweep-data">(.*?)</script>', html, re.S)
     page = html.replace(data.group(0), "")
     assert "\u202e" not in page and "[U+202E]" in page  # shown, never obeyed
-    assert json.loads(data.group(1))["target"]["url"].endswith("</script>\u202e")
+    assert SweepReport.from_json(json.loads(data.group(1))).target.url.endswith("</script>\u202e")
 
 
 def test_a_sweep_with_nothing_usable_says_why():
