@@ -10,8 +10,10 @@ import sys
 
 import pytest
 
+from diagnose.report.model import Report
 from tests.conftest import WORKLOADS, marker_line
 from tests.integration.conftest import attach_workload, requires_ptrace
+from tests.integration.typed import deadlock_cycles, evidence, finding
 
 pytestmark = [pytest.mark.integration, requires_ptrace,
               pytest.mark.skipif(sys.version_info < (3, 11),
@@ -20,42 +22,38 @@ pytestmark = [pytest.mark.integration, requires_ptrace,
 SECONDS = "3"
 
 
-def finding(report: dict, check_id: str) -> dict:
-    return next(f for f in report["findings"] if f["id"] == check_id)
+def brief(report: Report) -> str:
+    return json.dumps({"verdict": report.verdict,
+                       "findings": [(f.id, f.score, f.summary) for f in report.findings]},
+                      indent=1, default=str)
 
 
-def brief(report: dict) -> str:
-    return json.dumps({"verdict": report["verdict"],
-                       "findings": [(f["id"], f["score"], f["summary"]) for f in report["findings"]]},
-                      indent=1)
-
-
-def check_async_wait(report: dict) -> None:
+def check_async_wait(report: Report) -> None:
     """Request tasks parked on the fixture's Semaphore(2): async_wait at its `async with`."""
-    assert report["verdict"]["primary"] == "async_wait", brief(report)
+    assert report.verdict.primary == "async_wait", brief(report)
     wait = finding(report, "async_wait")
     path = WORKLOADS / "async_semaphore.py"
-    assert wait["sites"][0]["line"] == marker_line(path, "slots-acquire"), wait["sites"]
-    assert wait["evidence"]["fix"]["knob"] == "slots", wait["evidence"]
-    assert wait["evidence"]["fix"]["value"] > 2, wait["evidence"]  # more permits than today's 2
-    (tasks,) = report["tasks"]
-    site = tasks["sites"][0]
-    assert (site["kind"], site["name"], site["capacity"]) == ("semaphore", "slots", 2), site
-    assert site["waiting_avg"] > 20, site  # ~30 of the 32 request tasks wait at any moment
+    assert wait.sites[0].line == marker_line(path, "slots-acquire"), wait.sites
+    assert wait.fixes[0].knob == "slots", wait.evidence
+    assert wait.fixes[0].value > 2, wait.evidence  # more permits than today's 2
+    (tasks,) = report.tasks
+    site = tasks.sites[0]
+    assert (site.kind, site.name, site.capacity) == ("semaphore", "slots", 2), site
+    assert site.waiting_avg > 20, site  # ~30 of the 32 request tasks wait at any moment
 
 
-def check_await_cycle(report: dict) -> None:
+def check_await_cycle(report: Report) -> None:
     """Tasks refresh and loader await each other: a deadlock, the request tasks its victims."""
-    assert report["verdict"]["primary"] == "deadlock", brief(report)
-    assert report["verdict"]["severity"] == "critical", brief(report)
+    assert report.verdict.primary == "deadlock", brief(report)
+    assert report.verdict.severity == "critical", brief(report)
     dead = finding(report, "deadlock")
-    assert dead["evidence"]["deadlocked_tasks"] == 2 and dead["evidence"]["victim_tasks"] == 8, dead
+    assert evidence(dead, "deadlocked_tasks") == 2 and evidence(dead, "victim_tasks") == 8, dead
     path = WORKLOADS / "await_cycle.py"
-    lines = {site["line"] for site in dead["sites"]}
+    lines = {site.line for site in dead.sites}
     assert lines == {marker_line(path, "refresh-awaits-loader"),
-                     marker_line(path, "loader-awaits-refresh")}, dead["sites"]
-    (cycle,) = dead["evidence"]["deadlocks"]
-    assert {t["thread"] for t in cycle["threads"]} == {"task refresh", "task loader"}, cycle
+                     marker_line(path, "loader-awaits-refresh")}, dead.sites
+    (cycle,) = deadlock_cycles(dead)
+    assert {t.thread for t in cycle.members} == {"task refresh", "task loader"}, cycle
 
 
 # Per workload, what its attach must show (also run on CPython 3.11-3.13:
@@ -73,5 +71,5 @@ def test_two_tasks_awaiting_each_other_are_a_deadlock_with_the_request_tasks_as_
 
 def test_the_same_service_without_the_cycle_is_no_deadlock(captures):
     report = attach_workload(captures, "await_cycle", "--acyclic", seconds=SECONDS).report
-    assert report["verdict"]["primary"] != "deadlock", brief(report)
-    assert finding(report, "deadlock")["score"] == 0
+    assert report.verdict.primary != "deadlock", brief(report)
+    assert finding(report, "deadlock").score == 0

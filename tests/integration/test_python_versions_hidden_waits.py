@@ -16,7 +16,7 @@ import functools
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.integration.typed import run_report
 from tests.integration.conftest import requires_ptrace, running, workload_command
 from tests.integration.test_async_workloads import ASYNC_CHECKS
 from tests.integration.test_deadlock import CYCLES, check_deadlock
@@ -35,6 +35,6 @@ CURRENT_CASES = [pytest.param(interp, workload, id=f"{interp.version}-{workload}
 def test_hidden_waits_on_every_current_python_version(interp, workload, out_dir):
     python = target_python(interp)
     with running(workload_command(workload, "--seconds", "120", python=python)) as pid:
-        proc, report = run_cli("attach", pid, "--duration", "3", "--json", "--output-dir", out_dir)
+        proc, report = run_report("attach", pid, "--duration", "3", "--json", "--output-dir", out_dir)
     assert proc.returncode == 0 and report is not None, proc.stderr[-3000:]
     CURRENT_CHECKS[workload](report)
