@@ -1,3 +1,4 @@
+  // @ts-check
 /* diagnose HTML report: page script. Plain ES2020, no libraries, no network.
  *
  * Safety rule for this file: profile data (function/file/thread names, command lines, notes...)
@@ -188,7 +189,7 @@
   // ------------------------------------------------------------------ tooltip
 
   const tip = {
-    el: null,
+    el: /** @type {HTMLElement | null} */ (null),
     show(lines, ev) {
       const el = this.el;
       if (!el) return;

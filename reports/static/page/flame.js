@@ -1,3 +1,4 @@
+  // @ts-check
   // Report page script, part: the flame graph. The parts share one scope: diagnose/render/html.py
   // joins them in PAGE_SCRIPT order inside one strict-mode function (one inline script).
 
@@ -31,8 +32,10 @@
       const s = c[1] + (((j >>> 8) % 9) - 4);
       return 'hsl(' + c[0] + ',' + s + '%,' + l + '%)';
     });
+    /** @type {[string, string][] | null} */
     let lower = null; // lazily lower-cased names/files for search
 
+    /** @type {FlameView} */
     const F = {
       thread: 'all', states: 'all', byLine: false, zoomKeys: [], query: '',
       match: null, cache: new Map(), tree: null, drawnEls: [],
@@ -84,6 +87,7 @@
       const stateOk = D.states.map((s) =>
         F.states === 'all' ? true : F.states === 'waits' ? waitSet.has(s) : busySet.has(s));
       const keyOf = F.byLine ? keyByLine : keyByFunc;
+      /** @type {FlameNode} */
       const root = { id: 0, key: -1, frame: -1, line: null, total: 0, self: 0, kids: null, parent: null, depth: 0, sorted: null };
       const nodes = [root];
       let maxDepth = 0;
@@ -116,7 +120,7 @@
       }
       const tree = { root, nodes, maxDepth };
       F.cache.set(key, tree);
-      if (F.cache.size > 6) F.cache.delete(F.cache.keys().next().value);
+      if (F.cache.size > 6) F.cache.delete(/** @type {string} */ (F.cache.keys().next().value));
       return tree;
     }
 
@@ -128,7 +132,7 @@
     }
 
     function zoomNode() {
-      let n = F.tree.root;
+      let n = /** @type {FlameTree} */ (F.tree).root;
       const path = [];
       for (const k of F.zoomKeys) {
         const c = n.kids && n.kids.get(k);
@@ -160,14 +164,15 @@
       const q = F.query;
       if (!q) { F.match = null; return; }
       if (!lower) lower = D.frames.map((f) => [f.name.toLowerCase(), f.file.toLowerCase()]);
+      const low = /** @type {[string, string][]} */ (lower); // just made
       const m = new Uint8Array(nF);
-      for (let i = 0; i < nF; i++) m[i] = lower[i][0].includes(q) || lower[i][1].includes(q) ? 1 : 0;
+      for (let i = 0; i < nF; i++) m[i] = low[i][0].includes(q) || low[i][1].includes(q) ? 1 : 0;
       F.match = m;
     }
 
     function matchedUnder(node) {
       // Samples under `node` whose stack contains a matching frame (each sample counted once).
-      const m = F.match;
+      const m = /** @type {Uint8Array} */ (F.match); // searched: F.match is set
       for (let a = node; a && a.frame >= 0; a = a.parent) if (m[a.frame]) return node.total;
       let sum = 0;
       const st = [node];
@@ -180,7 +185,7 @@
     }
 
     function updateSearch(zoom) {
-      const tree = F.tree;
+      const tree = /** @type {FlameTree} */ (F.tree); // drawn before any search
       for (const el of F.drawnEls) {
         const n = tree.nodes[Number(el.getAttribute('data-node'))];
         el.classList.toggle('match', !!(F.match && n.frame >= 0 && F.match[n.frame]));
@@ -239,7 +244,7 @@
         while (countAbove(minSamples) > FLAME_MAX_DRAWN) minSamples *= 2;
         const st = [[zoom, 0]];
         while (st.length) {
-          const [x, off] = st.pop();
+          const [x, off] = /** @type {[FlameNode, number]} */ (st.pop());
           let cur = off;
           for (const c of sortedKids(x)) {
             if (c.total < minSamples) break;
@@ -345,7 +350,7 @@
     function nodeOf(ev) {
       const el = ev.target instanceof Element ? ev.target.closest('.flame-node') : null;
       if (!el || !graph.contains(el)) return null;
-      return F.tree.nodes[Number(el.getAttribute('data-node'))] || null;
+      return /** @type {FlameTree} */ (F.tree).nodes[Number(el.getAttribute('data-node'))] || null;
     }
     graph.addEventListener('click', (ev) => {
       const n = nodeOf(ev);
@@ -356,7 +361,7 @@
     graph.addEventListener('mouseover', (ev) => {
       const n = nodeOf(ev);
       if (!n) { tip.hide(); return; }
-      const viewTotal = F.tree.root.total || 1;
+      const viewTotal = /** @type {FlameTree} */ (F.tree).root.total || 1;
       const zoom = zoomNode();
       if (n.frame < 0) {
         tip.show(['all samples in view', viewLabel(), ['samples', fmtInt(n.total)]], ev);
@@ -370,7 +375,7 @@
         ['category', f.cat >= 0 ? D.categories[f.cat] : '\u2014'],
         ['samples', fmtInt(n.total) + (n.self ? ' (self ' + fmtInt(n.self) + ')' : '')],
         ['share of view', fmtPct(n.total / viewTotal)],
-        zoom !== F.tree.root && zoom.total ? ['share of zoom', fmtPct(n.total / zoom.total)] : null,
+        zoom !== /** @type {FlameTree} */ (F.tree).root && zoom.total ? ['share of zoom', fmtPct(n.total / zoom.total)] : null,
       ], ev);
     });
     graph.addEventListener('mousemove', (ev) => tip.move(ev));
@@ -383,7 +388,7 @@
       F.thread = threadSel.value;
       F.zoomKeys = [];
       draw();
-      $('flame-section').scrollIntoView({ block: 'start' });
+      /** @type {HTMLElement} */ ($('flame-section')).scrollIntoView({ block: 'start' });
     };
 
     draw();

@@ -1,3 +1,4 @@
+  // @ts-check
   // Report page script, part: the footer, printing, and the entry point. The parts share one scope: diagnose/render/html.py
   // joins them in PAGE_SCRIPT order inside one strict-mode function (one inline script).
 
@@ -37,6 +38,7 @@
       return;
     }
     const D = prepare(raw);
+    /** @type {[string, (D: PageData) => void][]} */
     const parts = [
       ['verdict', renderHeader], ['findings', renderFindings], ['facts', renderFacts],
       ['processes', renderProcesses], ['structure', renderStructure], ['wait graph', renderWaitGraph], ['flame', renderFlame], ['threads', renderThreads],

@@ -1,3 +1,4 @@
+  // @ts-check
   // Report page script, part: the process table and tree. The parts share one scope: diagnose/render/html.py
   // joins them in PAGE_SCRIPT order inside one strict-mode function (one inline script).
 
@@ -61,7 +62,7 @@
     const visit = (root) => {
       const stack = [[root, 0]];
       while (stack.length) {
-        const [x, depth] = stack.pop();
+        const [x, depth] = /** @type {[any, number]} */ (stack.pop());
         if (seen.has(x)) continue;
         seen.add(x);
         x.depth = depth;

@@ -1,3 +1,4 @@
+  // @ts-check
   // Report page script, part: the per-thread table and the timeline. The parts share one scope: diagnose/render/html.py
   // joins them in PAGE_SCRIPT order inside one strict-mode function (one inline script).
 
@@ -37,6 +38,7 @@
       return h('div', { class: 'states-cell' }, bar, h('div', { class: 'sbar-text', text: label || 'no samples' }));
     }
 
+    /** @type {TableColumn[]} */
     const cols = [
       {
         label: 'Thread', value: (t) => threadLabel(D, t),
@@ -110,6 +112,7 @@
     wrap.appendChild(canvas);
     const interval = tl.interval;
     const totalS = steps * interval;
+    /** @type {{cssW: number, cssH: number, plotX: number, plotW: number, scale: number, labelW: number} | null} */
     let geom = null;
 
     function truncate(ctx, text, maxW) {
@@ -188,6 +191,9 @@
       geom = { cssW, cssH, plotX, plotW, scale, labelW };
     }
 
+    /** The lane's label, or the step and the run of a lane, under the pointer (null: none).
+     *  @returns {{lane: typeof lanes[number], label: true, step?: undefined, run?: undefined}
+     *    | {lane: typeof lanes[number], label?: undefined, step: number, run: number} | null} */
     function hit(ev) {
       if (!geom) return null;
       const rect = canvas.getBoundingClientRect();

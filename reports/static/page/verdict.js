@@ -1,10 +1,11 @@
+  // @ts-check
   // Report page script, part: the verdict header, the findings and the run facts. The parts share one scope: diagnose/render/html.py
   // joins them in PAGE_SCRIPT order inside one strict-mode function (one inline script).
 
   // ------------------------------------------------------------------ 1. verdict header
 
   function renderHeader(D) {
-    const root = $('verdict');
+    const root = /** @type {HTMLElement} */ ($('verdict'));
     const r = D.report;
     const v = obj(r.verdict);
     const s = obj(r.sampling);
@@ -134,7 +135,7 @@
   }
 
   function openFinding(id) {
-    const target = Array.from(document.querySelectorAll('details.finding'))
+    const target = /** @type {HTMLDetailsElement[]} */ (Array.from(document.querySelectorAll('details.finding')))
       .find((d) => d.getAttribute('data-finding-id') === id);
     if (!target) return;
     target.open = true;

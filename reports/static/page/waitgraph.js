@@ -1,3 +1,4 @@
+  // @ts-check
   // Report page script, part: the wait-for graph (who waits for what, how long, who holds it), drawn as SVG. The parts
   // share one scope: diagnose/render/html.py joins them in PAGE_SCRIPT order inside one strict-mode function.
 
@@ -190,7 +191,7 @@
     const room = (avail > 0 ? avail : 1200) - WG_PAD * 2;
     wgSize.gap = nCols > 1 ? Math.max(WG_MIN_GAP, Math.min(WG_COL_GAP, (room - nCols * WG_NODE_W) / (nCols - 1))) : WG_COL_GAP;
     wgSize.w = Math.max(WG_MIN_W, Math.min(WG_NODE_W, (room - (nCols - 1) * wgSize.gap) / nCols));
-    const cols = Array.from({ length: nCols }, () => []);
+    const cols = Array.from({ length: nCols }, () => /** @type {string[]} */ ([]));
     ids.forEach((id) => cols[layer.get(id)].push(id));
     const tallest = Math.max(...cols.map((c) => c.length));
     const rowH = WG_NODE_H + WG_ROW_GAP;
@@ -453,6 +454,7 @@
       label.appendChild(text);
       svgText(text, top, 0, { x: lx, y: bottom ? ly - 2 : ly + 4, 'text-anchor': 'middle' });
       if (bottom) svgText(text, bottom, 0, { x: lx, y: ly + 11, 'text-anchor': 'middle', class: 'wg-edge-sub' });
+      /** @type {DOMRect | null} */
       let box = null;
       try { box = text.getBBox(); } catch (err) { box = null; }
       if (box && box.width > 0) {

@@ -1,3 +1,4 @@
+  // @ts-check
   // Report page script, part: the wait sites. The parts share one scope: diagnose/render/html.py
   // joins them in PAGE_SCRIPT order inside one strict-mode function (one inline script).
 
