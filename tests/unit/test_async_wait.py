@@ -4,7 +4,7 @@ the downstream await site instead when requests await calls outside the process.
 
 from __future__ import annotations
 
-from diagnose.report.model import Report
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -19,6 +19,9 @@ from diagnose.model.profile import Frame, Profile, ThreadTrack
 from diagnose.model.run_context import RunContext, RunTarget
 from diagnose.model.service import ProcessView, Service
 from diagnose.report.json_report import build_report
+from diagnose.report.model import Report
+from diagnose.report.model.codec import decode, encode
+from tests.conftest import report_of
 
 LIB = "/usr/lib/python3.11"
 SITE = "/srv/venv/lib/python3.11/site-packages"
@@ -144,12 +147,12 @@ def test_requests_parked_on_a_semaphore_are_the_verdict_with_its_name_permits_an
     assert (found.sites[0].file, found.sites[0].line, found.sites[0].function) == (app, SEM_LINE, "predict")
     ev = found.evidence
     assert ev["primitive"] == "asyncio.Semaphore" and ev["primitive_name"] == "MODEL_SLOTS"
-    assert ev["permits"] == 2 and ev["permits_free"] == 0
+    assert ev["permits"] == 2 and found.number("permits_free") == 0
     assert ev["tasks_waiting_avg"] == pytest.approx(29.5) and ev["tasks_waiting_max"] == 30
     assert ev["tasks_holding_avg"] == pytest.approx(2.0)
     assert ev["task_reads"] == 20 and found.samples == 630  # request tasks over the reads
     # Little's law: 29.5 of 31.5 request tasks wait there; the lifespan task is no request.
-    assert ev["request_tasks_avg"] == pytest.approx(31.5)
+    assert found.number("request_tasks_avg") == pytest.approx(31.5)
     assert found.predicted_gain == pytest.approx(31.5 / 2, rel=0.01)
     assert "estimate" in found.gain_basis and "20 reads" in found.gain_basis
     assert ev["fix"] == {"knob": "MODEL_SLOTS", "value": 32}
@@ -240,8 +243,8 @@ def test_the_json_report_summarises_tasks_by_await_site(app):
     assert tasks.pid == 4242 and tasks.snapshots == 20
     site = tasks.sites[0]
     assert (site.kind, site.name, site.capacity, site.waiting_max) == ("semaphore", "MODEL_SLOTS", 2, 30)
-    written = report.to_json()["tasks"][0]
-    assert "snapshots" not in written["sites"][0] and all("frames" not in s for s in written["sites"])
+    written = encode(tasks.sites)  # the sites as the report writes them
+    assert "snapshots" not in written[0] and all("frames" not in s for s in written)
     assert Report.from_json(report.to_json()).tasks == report.tasks  # read back as written
 
 
@@ -272,9 +275,10 @@ def test_the_markdown_summary_has_a_line_for_the_top_await_site(app):
     assert "asyncio.Semaphore `MODEL_SLOTS`" in line and "`predict`" in line
     assert "29.5 tasks waiting on average (30 at most), 2 permits; 20 reads" in line
     # A name from the target stays inside its code span, on one line.
-    data = report.to_json()
-    data["tasks"][0]["sites"][0]["name"] = "x`|\n<img src=x onerror=alert(1)>"
-    line = next(x for x in render_markdown(Report.from_json(data)).splitlines()
+    (tasks,) = report.tasks
+    hostile = replace(tasks.sites[0], name="x`|\n<img src=x onerror=alert(1)>")
+    report = replace(report, tasks=(replace(tasks, sites=(hostile, *tasks.sites[1:])),))
+    line = next(x for x in render_markdown(report).splitlines()
                 if x.startswith("**Asyncio"))
     assert "`x'\u00a6 <img src=x onerror=alert(1)>`" in line
 
@@ -305,10 +309,12 @@ def test_keep_raw_writes_every_read_of_the_tasks_beside_the_report(app, tmp_path
     out = write_outputs(service, results, {4242: results}, Categorizer(),
                         [tmp_path / "none.speedscope.json"], tmp_path / "out", "diagnose-4242",
                         None, keep_raw=True, move_profile=False)
-    raw = json.loads((tmp_path / "out" / "diagnose-4242.tasks.json").read_text())
-    assert [r["pid"] for r in raw] == [4242] and len(raw[0]["snapshots"]) == 3
-    assert raw[0]["snapshots"][0]["tasks"][1]["waits_on"]["kind"] in ("semaphore", "sleep")
-    assert json.loads(out.json.read_text())["tasks"][0]["snapshots"] == 3
+    raw = [decode(TaskRecording, r)
+           for r in json.loads((tmp_path / "out" / "diagnose-4242.tasks.json").read_text())]
+    assert [r.pid for r in raw] == [4242] and len(raw[0].snapshots) == 3
+    waits_on = raw[0].snapshots[0].tasks[1].waits_on
+    assert waits_on is not None and waits_on.kind in ("semaphore", "sleep")
+    assert report_of(out.json).tasks[0].snapshots == 3
     # Without --keep-raw the summary in the report is all that is kept.
     write_outputs(service, results, {4242: results}, Categorizer(),
                   [tmp_path / "none.speedscope.json"], tmp_path / "plain", "diagnose-4242",
