@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Debian packages the tests need: Chromium (browser tests of the HTML report), wrk (the load
-# generator of the real-server tests), protoc and Go (the independent pprof readers), and the
-# speedscope web app (the npm package's offline build, opened by the browser tests). Skipped when
+# generator of the real-server tests), protoc and Go (the independent pprof readers), Node.js and
+# npm (TypeScript's checker of the page's script, package.json), and the speedscope web app (the
+# npm package's offline build, opened by the browser tests). Skipped when
 # they cannot be installed, e.g. without root or without the network: the tests that need them
 # then skip with the reason, and the server tests fall back to a Python client. Idempotent: what
 # is present is not installed again.
@@ -22,10 +23,10 @@ command -v wrk >/dev/null 2>&1 || missing+=(wrk)
 command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
 # go: `go tool pprof`, the reference reader of the pprof files
 command -v go >/dev/null 2>&1 || missing+=(golang-go)
-# npm: only to fetch the speedscope package
-if ! speedscope_present && ! command -v npm >/dev/null 2>&1; then
-  missing+=(npm)
-fi
+# node and npm: TypeScript's checker of the page's script (scripts/test.sh runs it), and the
+# speedscope package
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null) \

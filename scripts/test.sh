@@ -25,6 +25,14 @@ bash scripts/install-test-tools.sh
 # The linter and the type checker first: a quick failure before the long run.
 .venv/bin/python -m ruff check diagnose
 .venv/bin/python -m mypy diagnose
+# The page's script (reports/static/page/*.js): TypeScript's checker, at the version
+# package-lock.json pins (installed again when the lock is newer than the install).
+if [ ! -x node_modules/.bin/tsc ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  command -v npm >/dev/null 2>&1 \
+    || { echo "error: npm is needed to check the page's script (apt-get install nodejs npm)" >&2; exit 1; }
+  npm ci --no-audit --no-fund --silent
+fi
+node_modules/.bin/tsc -p reports/static/page
 # Two passes over the whole suite. First every test not marked `serial`, two at a time
 # (pytest-xdist; each file, or group of files sharing a capture, on one worker): most tests wait
 # on sampling windows, sleeps and process start-ups, which overlap. Three at a time took the pass

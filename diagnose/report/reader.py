@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from diagnose.checks.registry import evidence_labels
 from diagnose.readers.bounded_read import read_bounded
 from diagnose.errors import BadProfile
 from diagnose.report.model import Finding, NotAReport, Report
@@ -101,7 +102,7 @@ def _check(data: Any, path: Path) -> Report:
     if "verdict" not in data and ("steps" in data or "decision" in data):
         raise BadProfile(f"{path}: is a sweep or experiment report, not a {WHAT}")
     try:
-        report = Report.from_json(data)
+        report = Report.from_json(data, older_labels=evidence_labels)
     except NotAReport as exc:
         detail = (f"JSON {exc.what}" if not exc.path
                   else f"{exc.what}: {exc.path}" if exc.what == "missing"
