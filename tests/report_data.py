@@ -3,6 +3,7 @@ the model's defaults, so a test states only what it is about."""
 
 from __future__ import annotations
 
+from diagnose.checks.registry import evidence_labels
 from diagnose.report.model import Finding, Report, Verdict
 from diagnose.report.model.codec import decode
 
@@ -19,13 +20,14 @@ def as_report(data: dict | Report) -> Report:
     full = {**DEFAULTS, **data}
     full.update((key, {**DEFAULTS[key], **(value or {})}) for key, value in full.items()
                 if isinstance(DEFAULTS.get(key), dict) and isinstance(value, dict | None))
-    return Report.from_json(full)
+    return Report.from_json(full, older_labels=evidence_labels)
 
 
 def as_finding(data: dict | Finding) -> Finding:
     if isinstance(data, Finding):
         return data
-    return decode(Finding, {"id": "check", **(data if isinstance(data, dict) else {})})
+    return decode(Finding, {"id": "check", **(data if isinstance(data, dict) else {})}
+                  ).labelled(evidence_labels())
 
 
 def as_verdict(data: dict) -> Verdict:

@@ -2,28 +2,31 @@
 
 from __future__ import annotations
 
-import enum
 import math
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pandas as pd
 
 from diagnose.model.confidence import intervals_for, too_uncertain, wilson
-from diagnose.model.vocab import BUSY, SEVERITY_THRESHOLDS, Severity, WaitKind
+from diagnose.model.vocab import BUSY, LeverKind, WaitKind
+# The checks build the report's own values (report/model/findings.py).
+from diagnose.report.model.findings import (EvidenceValues, Finding, Interval, Lever,
+                                            NotApplicable, Site, severity_for)
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
-    from diagnose.model.waits import WaitSite
+    from diagnose.report.model.sections import WaitSite
 
-# A finding's evidence: JSON values of mixed kinds (numbers, text, flags, {label: value} maps,
-# lists), each labelled by the check's EVIDENCE declaration (checks/spec.py).
-EvidenceValues = dict[str, object]
-# A share's 95% interval: {"low", "high", "samples"[, "calibrated_of"]} (model/confidence.py).
-Intervals = dict[str, dict[str, float]]
+__all__ = ["EvidenceValues", "Finding", "Interval", "Lever", "LeverKind", "NotApplicable", "Site",
+           "severity_for", "ScoreBasis", "make_finding", "remove_work_lever", "more_cores_lever"]
+
+# A finding's evidence as a check writes it: JSON values of mixed kinds (numbers, text, flags,
+# {label: value} maps, lists), each labelled by the check's EVIDENCE declaration (checks/spec.py).
+Measured = dict[str, object]
 
 
 class FindingTexts(Protocol):
@@ -35,39 +38,6 @@ class FindingTexts(Protocol):
 
     @property
     def advice(self) -> tuple[str, ...]: ...
-
-
-@dataclass(frozen=True)
-class Site:
-    function: str
-    file: str
-    line: int
-    share: float  # of the check's reference samples (usually request-thread samples)
-
-
-class LeverKind(enum.StrEnum):
-    """What a lever changes: the work itself, or the cores the work runs on."""
-
-    REMOVE_WORK = "remove_work"  # vectorise, cache, a cheaper decode: the work gets cheaper
-    MORE_CORES = "more_cores"  # processes, workers, replicas: the same work on more cores
-
-
-@dataclass(frozen=True)
-class Lever:
-    """One way to act on a finding and what it can buy, as a throughput ratio: an estimate whose
-    inputs `basis` states. `label` says the lever in a few words ("if featurize cost nothing",
-    "from more cores"); `upper_bound`: the figure is the most the lever can buy (the work made
-    free), not what a realistic fix buys."""
-
-    kind: LeverKind
-    gain: float
-    label: str
-    basis: str
-    upper_bound: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": str(self.kind), "gain": round(float(self.gain), 2), "label": self.label,
-                "basis": self.basis, "upper_bound": self.upper_bound}
 
 
 def remove_work_lever(share: float, what: str, of: str) -> Lever:
@@ -85,63 +55,6 @@ def more_cores_lever(gain: float, basis: str) -> Lever:
 
 
 @dataclass(frozen=True)
-class Finding:
-    id: str
-    title: str
-    score: int
-    severity: str
-    summary: str
-    evidence: EvidenceValues
-    sites: tuple[Site, ...] = ()
-    advice: tuple[str, ...] = ()
-    # What fixing it can buy, as a throughput ratio: an estimate from the structure found
-    # (Amdahl, the utilization law, the cores left), with the inputs in `gain_basis`.
-    predicted_gain: float | None = None
-    gain_basis: str = ""
-    # The samples behind the finding's main share, and each evidence share's 95% Wilson
-    # interval ({key: {low, high, samples}}); `low_confidence` when they are too few.
-    samples: int | None = None
-    intervals: Intervals = field(default_factory=dict)
-    low_confidence: bool = False
-    basis_key: str | None = None  # the evidence share the score rests on (ScoreBasis), if any
-    # The score and the predicted gain at the two ends of the 95% interval of the share the score
-    # rests on (ScoreBasis): how far noise alone could move them. None: exact (from /proc, or a
-    # figure no share of samples moves).
-    score_interval: tuple[int, int] | None = None
-    gain_interval: tuple[float, float] | None = None
-    # Each lever the advice pulls and what it can buy (work removed, more cores), beside the
-    # ranking's `predicted_gain`: what the report shows. Empty when the check states one gain.
-    levers: tuple[Lever, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["sites"] = [asdict(s) for s in self.sites]
-        out["advice"] = list(self.advice)
-        out["levers"] = [lever.to_dict() for lever in self.levers]
-        for key in ("score_interval", "gain_interval"):
-            out[key] = None if out[key] is None else list(out[key])
-        return out
-
-    def rescored(self, score: int) -> Finding:
-        """The finding at another score (a service's weighted mean of its workers'): severity
-        follows, and the score's interval moves with it, keeping its width."""
-        interval = self.score_interval
-        if interval is not None:
-            shift = score - self.score
-            interval = (max(0, interval[0] + shift), min(100, interval[1] + shift))
-        return replace(self, score=score, severity=severity_for(score), score_interval=interval)
-
-    @property
-    def score_range(self) -> tuple[int, int]:
-        return self.score_interval or (self.score, self.score)
-
-    @property
-    def gain_range(self) -> tuple[float, float]:
-        gain = self.predicted_gain or 1.0
-        return self.gain_interval or (gain, gain)
-
-
-@dataclass(frozen=True)
 class ScoreBasis:
     """What a finding's score rests on: one share of samples (an evidence key) and the score (and,
     when it follows from the same share, the predicted gain) as a function of that share. The
@@ -150,20 +63,6 @@ class ScoreBasis:
     key: str
     score_of: Callable[[float], float]
     gain_of: Callable[[float], float] | None = None
-
-
-@dataclass(frozen=True)
-class NotApplicable:
-    """A check that lacks its inputs says so instead of guessing."""
-
-    id: str
-    reason: str
-
-
-def severity_for(score: float) -> Severity:
-    """The severity of a score: the highest whose threshold it reaches (vocab.SEVERITY_THRESHOLDS)."""
-    return next((severity for threshold, severity in SEVERITY_THRESHOLDS if score >= threshold),
-                Severity.OK)
 
 
 def ramp(value: float | None, low: float, high: float) -> float:
@@ -191,7 +90,7 @@ def make_finding(check_id: str, settings: FindingTexts, score: float, summary: s
     effective count of calibrated states over that many samples (confidence.calibrated_samples)."""
     score = int(round(max(0.0, min(100.0, score))))
     predicted, gain_words = gain if gain is not None else (None, "")
-    plain: EvidenceValues = {k: _plain(v) for k, v in evidence.items()}
+    plain: Measured = {k: _plain(v) for k, v in evidence.items()}
     count = None if samples is None else int(samples)
     # Counts of samples: whole numbers, whichever type summed them.
     counts = {key: int(n) for key, n in (share_samples or {}).items()}
@@ -201,11 +100,12 @@ def make_finding(check_id: str, settings: FindingTexts, score: float, summary: s
     score_interval, gain_interval = _intervals_from(basis, plain, score, predicted, basis_samples)
     return Finding(id=check_id, title=settings.title or check_id, score=score,
                    severity=severity_for(score), summary=summary,
-                   evidence=plain, sites=leading_sites(sites),
+                   evidence=EvidenceValues.of(plain), sites=leading_sites(sites),
                    advice=tuple(advice if advice is not None else settings.advice),
                    predicted_gain=None if predicted is None else round(float(predicted), 2),
                    gain_basis=gain_words, samples=count,
-                   intervals=intervals_for(plain, count, counts, calibrated_of),
+                   intervals={key: _interval(entry) for key, entry
+                              in intervals_for(plain, count, counts, calibrated_of).items()},
                    low_confidence=too_uncertain(
                        basis_share if isinstance(basis_share, (int, float)) else None, basis_samples),
                    basis_key=basis.key if basis is not None else None,
@@ -213,7 +113,14 @@ def make_finding(check_id: str, settings: FindingTexts, score: float, summary: s
                    levers=tuple(levers))
 
 
-def _intervals_from(basis: ScoreBasis | None, evidence: EvidenceValues, score: int,
+def _interval(entry: Mapping[str, float]) -> Interval:
+    """A share's interval as model/confidence.intervals_for gives it."""
+    of = entry.get("calibrated_of")
+    return Interval(entry["low"], entry["high"], int(entry["samples"]),
+                    None if of is None else int(of))
+
+
+def _intervals_from(basis: ScoreBasis | None, evidence: Measured, score: int,
                     predicted: float | None, samples: int | None
                     ) -> tuple[tuple[int, int] | None, tuple[float, float] | None]:
     """The score's and the gain's range over the 95% interval of the share they rest on. Both

@@ -12,6 +12,7 @@ from diagnose.checks.registry import CHECKS  # the causal order
 from diagnose.checks.spec import REQUIREMENTS, CheckSettings, CheckSpec, Input
 from diagnose.classify.rules_file import validate
 from diagnose.model.vocab import SEVERITIES, Confidence, Severity, ThreadState
+from diagnose.report.model.findings import Verdict
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
@@ -30,40 +31,6 @@ def load_check_settings(user_rules: dict[str, Any] | None = None) -> dict[str, C
 
 def order_of(finding: Finding) -> int:
     return _ORDER.get(finding.id, len(_ORDER))
-
-
-@dataclass(frozen=True)
-class Verdict:
-    primary: str
-    headline: str
-    # The highest severity of the findings the verdict names (the --fail-on gate reads it).
-    severity: str
-    # "low" when a finding it names rests on too few samples (its severity is then capped).
-    confidence: str = Confidence.OK
-    samples: int | None = None
-    # A second finding within the noise of the primary (arbiter rule 4): either could have come
-    # first on another attach, so the verdict names both, in the causal order, and says why.
-    co_primary: str | None = None
-    co_primary_reason: str = ""
-    # The first advice of each finding the verdict names, in the same order.
-    first_advice: tuple[str, ...] = ()
-    # Findings folded into the verdict (arbiter rule 7): the same cause as one it names, seen
-    # from another side (the same busy threads, the same code to make cheaper). Not named.
-    also: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON report's `verdict` (docs/report-data.md)."""
-        return {"primary": self.primary, "headline": self.headline, "severity": self.severity,
-                "confidence": self.confidence, "samples": self.samples,
-                "co_primary": self.co_primary, "co_primary_reason": self.co_primary_reason or None,
-                "first_advice": list(self.first_advice),
-                # only when a finding is folded in: a report with none is as it was
-                **({"also": list(self.also)} if self.also else {})}
-
-    @property
-    def named(self) -> tuple[str, ...]:
-        """The findings the verdict names: its primary, and its co-primary if any."""
-        return (self.primary,) + ((self.co_primary,) if self.co_primary else ())
 
 
 @dataclass(frozen=True)
@@ -150,8 +117,9 @@ def verdict_for(findings: tuple[Finding, ...], activity: str = "", hidden_waits:
     if low:
         headline = f"low confidence: {samples} samples; sample longer{_widest(low)} — {headline}"
     return Verdict(top.id, headline, severity, Confidence.LOW if low else Confidence.OK,
-                   samples if low else top.samples, co_primary=co_id, co_primary_reason=reason,
-                   first_advice=advice, also=tuple(f.id for f in folded))
+                   samples if low else top.samples, co_primary=co_id,
+                   co_primary_reason=reason or None, first_advice=advice,
+                   also=tuple(f.id for f in folded))
 
 
 def _widest(low: list[Finding]) -> str:
@@ -159,12 +127,12 @@ def _widest(low: list[Finding]) -> str:
     rested = [f.intervals[f.basis_key] for f in low if f.basis_key and f.basis_key in f.intervals]
     if not rested:
         return ""
-    interval = max(rested, key=lambda i: i["high"] - i["low"])
-    return (f" (the share it rests on is known only to {100 * interval['low']:.0f}-"
-            f"{100 * interval['high']:.0f}%)")
+    interval = max(rested, key=lambda i: i.high - i.low)
+    return (f" (the share it rests on is known only to {100 * interval.low:.0f}-"
+            f"{100 * interval.high:.0f}%)")
 
 
-def _capped(finding: Finding) -> str:
+def _capped(finding: Finding) -> Severity:
     if finding.low_confidence and finding.severity == Severity.CRITICAL:
         return Severity.WARNING
     return finding.severity

@@ -18,7 +18,7 @@ import numpy as np
 
 from diagnose.checks import stage_bound
 from diagnose.checks.arbiter import CRITICAL, HUNG_FIRST, rank
-from diagnose.checks.base import Finding
+from diagnose.checks.base import EvidenceValues, Finding
 from diagnose.checks.engine import (CheckResults, describe_activity, load_check_settings, order_of, run_checks,
                                     verdict_for, waits_hidden)
 from diagnose.checks.settings import settings_of
@@ -101,9 +101,10 @@ def _merge(results: list[CheckResults], pids: list[int | None], weights: np.ndar
             summary = f"in {held} of {len(results)} worker processes: {summary}"
         score = int(round(score))
         samples, low = _pooled_confidence(list(found.values()), finding)
-        own = finding.intervals.get(finding.basis_key or "", {}).get("samples", finding.samples)
+        basis = finding.intervals.get(finding.basis_key or "")
+        own = basis.samples if basis is not None else finding.samples
         rescored = _narrowed(finding.rescored(score), own, samples)
-        merged.append(dataclasses.replace(rescored, summary=summary, evidence=evidence,
+        merged.append(dataclasses.replace(rescored, summary=summary, evidence=EvidenceValues.of(evidence),
                                           samples=samples, low_confidence=low))
     return merged
 
@@ -134,8 +135,8 @@ def _pooled_confidence(found: list[Finding], lead: Finding) -> tuple[int | None,
     weighted by their samples, over all their samples (three workers' 61 samples each at 94-100%
     are one share of 183). (samples, low confidence)."""
     key = lead.basis_key
-    entries = [(f.evidence.get(key), f.intervals.get(key, {})) for f in found if key is not None]
-    rows = [(float(s), int(e.get("samples") or 0), int(e.get("calibrated_of") or 0))
+    entries = [(f.evidence.get(key), f.intervals.get(key)) for f in found if key is not None]
+    rows = [(float(s), int(e.samples or 0) if e else 0, int(e.calibrated_of or 0) if e else 0)
             for s, e in entries if isinstance(s, (int, float)) and not isinstance(s, bool)]
     rows = [r for r in rows if r[1]]
     if not rows:

@@ -17,6 +17,11 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from diagnose.checks.base import Finding, NotApplicable, busy_samples
+# The evidence declarations are the report model's (it carries them with the data).
+from diagnose.report.model.labels import DASH, NOT_MEASURED, Evidence, Unit
+
+__all__ = ["DASH", "NOT_MEASURED", "Evidence", "Unit", "Input", "REQUIREMENTS", "CheckSettings",
+           "CheckSpec", "doc_sections"]
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
@@ -78,46 +83,6 @@ REQUIREMENTS: dict[Input, tuple[Callable[[Analysis], bool], str]] = {
     Input.ASYNC_TASKS: (_async_tasks, "no asyncio tasks were read from the live process's memory "
                                       "(only `attach` reads them; a recorded profile has none)"),
 }
-
-
-class Unit(StrEnum):
-    """How an evidence value (or, for a dict, each of its values) is written."""
-
-    PERCENT = "percent"
-    SECONDS = "seconds"
-    PER_S = "per_s"
-    MB = "mb"
-    MB_PER_S = "mb_per_s"
-    CORES = "cores"
-    RATIO = "ratio"
-    NUMBER = "number"
-    TEXT = "text"
-    FLAG = "flag"
-    ID = "id"
-    THREADS = "threads"
-    SAMPLES = "samples"
-    PROCESSES = "processes"
-    LOOPS = "loops"
-    SITES = "sites"
-
-
-DASH = "\u2014"
-NOT_MEASURED = "not measured"
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """How one evidence value reads: its label and unit."""
-
-    label: str
-    unit: str  # a Unit; of the value, for a dict of each of its values
-    # The value rests on inferred thread states: flagged when the evidence says `estimated`.
-    estimable: bool = False
-    # Shown with its interval when `intervals` has one (False for a value that is itself a bound).
-    interval: bool = True
-    none: str = DASH  # what a null value means
-    # A row of the report's evidence list (False: shown another way, as `fix` is the knob line).
-    row: bool = True
 
 
 @dataclass(frozen=True)

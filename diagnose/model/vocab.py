@@ -161,6 +161,13 @@ class Severity(enum.StrEnum):
     CRITICAL = "critical"
 
 
+class LeverKind(enum.StrEnum):
+    """What a finding's lever changes: the work itself, or the cores the work runs on."""
+
+    REMOVE_WORK = "remove_work"  # vectorise, cache, a cheaper decode: the work gets cheaper
+    MORE_CORES = "more_cores"  # processes, workers, replicas: the same work on more cores
+
+
 class Confidence(enum.StrEnum):
     """A verdict's confidence: low when a finding it names rests on too few samples."""
 

@@ -21,11 +21,12 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from diagnose.checks.registry import evidence_labels
 from diagnose.checks.spec import DASH
-# The labels live with the report model; re-exported for the renderers that read them here.
-from diagnose.report.model.labels import (LABELS, SKIPPED, fallback_label,  # noqa: F401
-                                          humanize, infer_unit, label_for)
 from diagnose.checks.spec import Unit as U
+# The labels a report carries are the report model's; re-exported for the renderers that read
+# them here.
+from diagnose.report.model.labels import Evidence, fallback_label, humanize, infer_unit  # noqa: F401
 
 if TYPE_CHECKING:
     from diagnose.report.model import EvidenceValue, Finding, Interval
@@ -33,6 +34,18 @@ if TYPE_CHECKING:
 PERCENT, SECONDS, PER_S, MB, MB_PER_S = U.PERCENT, U.SECONDS, U.PER_S, U.MB, U.MB_PER_S
 CORES, RATIO, NUMBER, TEXT, FLAG, ID = U.CORES, U.RATIO, U.NUMBER, U.TEXT, U.FLAG, U.ID
 THREADS, SAMPLES, PROCESSES, LOOPS, SITES = U.THREADS, U.SAMPLES, U.PROCESSES, U.LOOPS, U.SITES
+
+# Every evidence key the checks emit, declared by the check that measures it (checks/*.py's
+# EVIDENCE; checks/evidence.py for the shared ones).
+LABELS: dict[str, Evidence] = evidence_labels()
+SKIPPED = tuple(key for key, label in LABELS.items() if not label.row)  # `fix`: the knob line
+
+
+def label_for(key: str) -> Evidence:
+    """The declared label of `key`, or one made from the key itself."""
+    known = LABELS.get(key)
+    return known if known is not None else fallback_label(key)
+
 
 # Count units: (singular, plural).
 _NOUNS: dict[str, tuple[str, str]] = {THREADS: ("thread", "threads"), SAMPLES: ("sample", "samples"),

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from diagnose.checks.engine import CheckResults
+from diagnose.checks.registry import evidence_labels
 from diagnose.model.analysis import Analysis
 from diagnose.render.stack_rows import stack_rows
 from diagnose.model.wait_graph import build_wait_graph
@@ -17,9 +18,9 @@ from diagnose.model.waits import describe
 from diagnose.model.vocab import ProcessRole
 from diagnose.model.run_context import LiveSampling, RunContext, RunTarget
 from diagnose.render.redact import redact_cmdline
-from diagnose.report.model import (SCHEMA_VERSION, EventLoop, Finding, Load, NotApplicable,
-                                   Process, ProcessTasks, Report, Sampling, Structure, Target,
-                                   Thread, Verdict, WaitSite)
+from diagnose.report.model import (SCHEMA_VERSION, Evidence, EventLoop, Finding, Load, Process,
+                                   ProcessTasks, Report, Sampling, Structure, Target, Thread,
+                                   WaitSite)
 from diagnose.report.model.run import Observer, PlannedProcess, StateSources
 from diagnose.report.model.codec import decode
 
@@ -201,8 +202,8 @@ def build_report(service: Service, results: CheckResults, per_process: dict | No
         schema_version=SCHEMA_VERSION,
         target=run_target(run.target),
         sampling=sampling,
-        verdict=decode(Verdict, results.verdict.to_dict(), "verdict"),
-        findings=tuple(decode(Finding, f.to_dict(), "findings") for f in results.findings),
+        verdict=results.verdict,
+        findings=results.findings,
         waits=tuple(decode(WaitSite, dict(w.to_dict(), summary=describe(w), pid=view.pid), "waits")
                     for view in service.processes if view.role != ProcessRole.MASTER
                     for w in view.analysis.waits),
@@ -215,13 +216,21 @@ def build_report(service: Service, results: CheckResults, per_process: dict | No
         event_loops=tuple(decode(EventLoop, loop.to_dict(), "event_loops")
                           for view in service.processes for loop in view.analysis.event_loops),
         tasks=tuple(decode(ProcessTasks, row, "tasks") for row in task_rows(service)),
-        not_applicable=tuple(NotApplicable(n.id, n.reason) for n in results.not_applicable),
+        not_applicable=results.not_applicable,
         threads=tuple(decode(Thread, row, "threads") for row in thread_rows(analysis)),
         stacks=stacks,
         load=None if run.load is None else Load(run.load.throughput_rps, run.load.concurrency,
                                                  run.load.rate),
         wait_graph=build_wait_graph(service),
+        evidence_labels=labels_used(results.findings),
     )
+
+
+def labels_used(findings: tuple[Finding, ...]) -> dict[str, Evidence]:
+    """The declared label of each evidence key the findings use (checks' EVIDENCE), in the order
+    they first appear: the report carries them, so it renders without the checks."""
+    declared = evidence_labels()
+    return {key: declared[key] for f in findings for key in f.evidence.keys() if key in declared}
 
 
 def run_target(target: RunTarget) -> Target:

@@ -160,7 +160,7 @@ def test_the_folded_findings_survive_a_json_round_trip():
     # A verdict with nothing folded in writes the report it wrote before the rule.
     alone = dataclasses.replace(verdict, also=())
     assert "also" not in alone.to_dict()
-    assert as_verdict(json.loads(json.dumps(alone.to_dict()))).also is None
+    assert as_verdict(json.loads(json.dumps(alone.to_dict()))).also == ()
 
 
 def test_a_stage_whose_own_advice_buys_nothing_is_folded_into_the_compute_on_the_same_code():

@@ -5,8 +5,14 @@ A field's metadata may say:
 - `key`: the JSON name, when it differs from the field's (a renamed key reads its old name too,
   `old_keys`);
 - `optional`: the key is left out when the value is None (the keys only some reports have);
+  with `empty` too, also when the value is empty (OPTIONAL_EMPTY);
 - `codec`: a (decode, encode) pair for a field whose JSON shape is not its type's (a finding's
   evidence: an object in JSON, labelled values in the model).
+
+An enum is written as its value and read back as its member. A text enum (StrEnum: a severity,
+a lever's kind, a process's role) reads a word this version does not know as that text, a plain
+str (an edited or a newer report still reads and writes back as it was; it compares unequal to
+every member); another enum's unknown value is not a report.
 
 Decoding is lenient where reports always were (an absent key takes the field's default; an int
 where a float is declared stays an int, so numbers read back equal) and strict where a report is
@@ -41,6 +47,8 @@ def key(name: str, *, optional: bool = False, old_keys: tuple[str, ...] = ()) ->
 
 
 OPTIONAL: Mapping[str, Any] = types.MappingProxyType({"optional": True})
+# Left out when empty (a tuple, a mapping) as well as when None.
+OPTIONAL_EMPTY: Mapping[str, Any] = types.MappingProxyType({"optional": True, "empty": True})
 
 
 class NotAReport(BadProfile):
@@ -126,13 +134,13 @@ def _dataclass_encoder(cls: type) -> Encoder:
     for f in dataclasses.fields(cls):
         custom = f.metadata.get("codec")
         plan.append((f.name, f.metadata.get("key", f.name), bool(f.metadata.get("optional")),
-                     custom[1] if custom else _encoder(hints[f.name])))
+                     bool(f.metadata.get("empty")), custom[1] if custom else _encoder(hints[f.name])))
 
     def write(v: Any) -> dict[str, JsonValue]:
         out: dict[str, JsonValue] = {}
-        for name, key_, optional, item in plan:
+        for name, key_, optional, empty, item in plan:
             value = getattr(v, name)
-            if value is None and optional:
+            if optional and (value is None or (empty and not value)):
                 continue
             out[key_] = item(value)
         return out
@@ -231,12 +239,18 @@ def _decoder(tp: Any) -> Decoder:
             return out
         return mapping_of
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        members = {m.value: m for m in tp}
+        lenient = issubclass(tp, enum.StrEnum)
+
         def member(v: JsonValue) -> Any:
-            try:
-                return tp(v)
-            except ValueError:
-                raise _Wrong(f"{v!r} is not one of {', '.join(str(m.value) for m in tp)}"
-                             ) from None
+            found = members.get(v) if isinstance(v, (str, int)) else None
+            if found is not None:
+                return found
+            if lenient and isinstance(v, str):
+                # A word this version does not know (an edited report, a newer one): kept as
+                # the text it is, so it still reads, compares and writes back unchanged.
+                return v
+            raise _Wrong(f"{v!r} is not one of {', '.join(str(m.value) for m in tp)}")
         return member
     if tp in _SCALARS:
         accepted = _SCALARS[tp]

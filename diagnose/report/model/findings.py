@@ -1,22 +1,29 @@
-"""The verdict and the findings, with each evidence value beside its label and unit.
+"""The verdict and the findings, with each evidence value beside its label and unit: what the
+checks build (checks/base.make_finding, checks/engine.verdict_for) and every output reads.
 
-A finding's evidence is written as today, `{key: value}`; read back, each value carries the
-label and unit its check declares (checks/spec.Evidence, gathered by checks/registry), or ones
-made from the key for a key no check declares. A new check's evidence therefore needs no change
-here: the model holds label / unit / value, whatever the key.
+A finding's evidence is written as `{key: value}`; each value carries the label and unit the
+report gives its key (`Report.evidence_labels`, from the declaring check's EVIDENCE), or ones
+made from the key (labels.py). A new check's evidence therefore needs no change here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from diagnose.model.vocab import Confidence, Severity
-from diagnose.report.model.codec import OPTIONAL, JsonValue, NotAReport
+from diagnose.model.vocab import SEVERITY_THRESHOLDS, Confidence, LeverKind, Severity
+from diagnose.report.model.codec import OPTIONAL, OPTIONAL_EMPTY, JsonValue, NotAReport, encode
+from diagnose.report.model.labels import Evidence, label_for_value
 
 # The evidence key whose value is the first advice as a knob.
 FIX_KEY = "fix"
+
+
+def severity_for(score: float) -> Severity:
+    """The severity of a score: the highest whose threshold it reaches (vocab.SEVERITY_THRESHOLDS)."""
+    return next((severity for threshold, severity in SEVERITY_THRESHOLDS if score >= threshold),
+                Severity.OK)
 
 
 @dataclass(frozen=True)
@@ -27,7 +34,7 @@ class EvidenceValue:
     # A number, string, boolean, null, or an object of name -> value (a share per thread, ...).
     value: JsonValue
     label: str
-    unit: str  # a checks.spec.Unit; of each value for an object
+    unit: str  # a labels.Unit; of each value for an object
     estimable: bool = False  # rests on inferred thread states when the evidence says so
     interval: bool = True  # shown with its interval when the finding has one
     none: str = "\u2014"  # what a null value reads as
@@ -40,25 +47,80 @@ class EvidenceValue:
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def evidence_value(key: str, value: JsonValue) -> EvidenceValue:
-    """`value` with the label and unit its check declares for `key` (or made from the key)."""
-    # Imported here: the declarations gather every check module, which a report read back for
-    # its verdict alone does not need at import time.
-    from diagnose.report.model.labels import label_for_value
+NO_LABELS: Mapping[str, Evidence] = {}
 
-    declared = label_for_value(key, value)
+
+def evidence_value(key: str, value: JsonValue,
+                   labels: Mapping[str, Evidence] = NO_LABELS) -> EvidenceValue:
+    """`value` with the label and unit `labels` give `key` (or ones made from the key)."""
+    declared = label_for_value(key, value, labels)
     return EvidenceValue(key, value, declared.label, str(declared.unit), declared.estimable,
                          declared.interval, declared.none, declared.row)
 
 
-def _decode_evidence(raw: JsonValue) -> tuple[EvidenceValue, ...]:
+@dataclass(frozen=True)
+class EvidenceValues:
+    """A finding's evidence: its values in the order the check wrote them, each labelled. Read
+    by key as a mapping reads (`ev["share"]`, `"share" in ev`, `ev.get(key)`, `dict(ev)`: the
+    values); iterated, it gives the labelled values (EvidenceValue)."""
+
+    entries: tuple[EvidenceValue, ...] = ()
+
+    @staticmethod
+    def of(values: Mapping[str, JsonValue], labels: Mapping[str, Evidence] = NO_LABELS
+           ) -> EvidenceValues:
+        return EvidenceValues(tuple(evidence_value(str(k), v, labels) for k, v in values.items()))
+
+    def labelled(self, labels: Mapping[str, Evidence]) -> EvidenceValues:
+        """The same values with the labels `labels` give their keys (made from the key else)."""
+        relabelled = tuple(evidence_value(v.key, v.value, labels) for v in self.entries)
+        return self if relabelled == self.entries else EvidenceValues(relabelled)
+
+    def value(self, key: str) -> EvidenceValue | None:
+        return next((v for v in self.entries if v.key == key), None)
+
+    def __getitem__(self, key: str) -> JsonValue:
+        found = self.value(key)
+        if found is None:
+            raise KeyError(key)
+        return found.value
+
+    def get(self, key: str, default: JsonValue = None) -> JsonValue:
+        found = self.value(key)
+        return default if found is None else found.value
+
+    def __contains__(self, key: object) -> bool:
+        return any(v.key == key for v in self.entries)
+
+    def __iter__(self) -> Iterator[EvidenceValue]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __bool__(self) -> bool:
+        return bool(self.entries)
+
+    def keys(self) -> list[str]:
+        return [v.key for v in self.entries]
+
+    def items(self) -> list[tuple[str, JsonValue]]:
+        return [(v.key, v.value) for v in self.entries]
+
+    def as_dict(self) -> dict[str, JsonValue]:
+        return {v.key: v.value for v in self.entries}
+
+
+def _decode_evidence(raw: JsonValue) -> EvidenceValues:
+    if isinstance(raw, EvidenceValues):  # a part built in this process
+        return raw
     if not isinstance(raw, dict):
         raise NotAReport("", "an object expected")
-    return tuple(evidence_value(str(k), v) for k, v in raw.items())
+    return EvidenceValues.of(raw)
 
 
-def _encode_evidence(values: tuple[EvidenceValue, ...]) -> dict[str, JsonValue]:
-    return {v.key: v.value for v in values}
+def _encode_evidence(values: EvidenceValues) -> dict[str, JsonValue]:
+    return {v.key: encode(v.value) for v in values}
 
 
 EVIDENCE_CODEC: Mapping[str, Any] = {"codec": (_decode_evidence, _encode_evidence)}
@@ -85,7 +147,7 @@ class Site:
     function: str
     file: str
     line: int
-    share: float
+    share: float  # of the check's reference samples (usually request-thread samples)
 
 
 @dataclass(frozen=True)
@@ -102,13 +164,25 @@ class Interval:
 
 @dataclass(frozen=True)
 class Lever:
-    """One way to act on a finding and what it can buy (an estimate whose inputs `basis` says)."""
+    """One way to act on a finding and what it can buy, as a throughput ratio: an estimate whose
+    inputs `basis` states. `label` says the lever in a few words ("if featurize cost nothing",
+    "from more cores"); `upper_bound`: the figure is the most the lever can buy (the work made
+    free), not what a realistic fix buys. The gain is kept to two decimals."""
 
-    kind: str = "remove_work"  # a checks.base.LeverKind: remove_work | more_cores
+    kind: LeverKind = LeverKind.REMOVE_WORK
     gain: float = 1.0
     label: str = ""
     basis: str = ""
     upper_bound: bool = False
+
+    def __post_init__(self) -> None:
+        gain = round(float(self.gain), 2)
+        if type(self.gain) is not float or gain != self.gain:
+            object.__setattr__(self, "gain", gain)
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        out: dict[str, JsonValue] = encode(self)
+        return out
 
 
 @dataclass(frozen=True)
@@ -116,24 +190,69 @@ class Finding:
     id: str = ""
     title: str = ""
     score: int = 0
-    severity: str = Severity.OK  # a Severity; text as written (an edited report may say more)
+    # A Severity (text as written for a word an edited report adds: codec.py).
+    severity: Severity = Severity.OK
     summary: str = ""
-    evidence: tuple[EvidenceValue, ...] = field(default=(), metadata=EVIDENCE_CODEC)
+    # Built from a {key: value} mapping too (labelled from the keys until the report labels it).
+    evidence: EvidenceValues = field(default=EvidenceValues(), metadata=EVIDENCE_CODEC)
     sites: tuple[Site, ...] = ()
     advice: tuple[str, ...] = ()
-    predicted_gain: float | None = None  # an ESTIMATE: throughput with the fix / now
+    # What fixing it can buy, as a throughput ratio: an ESTIMATE from the structure found
+    # (Amdahl, the utilization law, the cores left), with the inputs in `gain_basis`.
+    predicted_gain: float | None = None
     gain_basis: str = ""
+    # The samples behind the finding's main share, and each evidence share's 95% Wilson
+    # interval; `low_confidence` when they are too few.
     samples: int | None = None
     intervals: Mapping[str, Interval] = field(default_factory=dict)
     low_confidence: bool = False
-    basis_key: str | None = None
+    basis_key: str | None = None  # the evidence share the score rests on (ScoreBasis), if any
+    # The score and the predicted gain at the two ends of the 95% interval of the share the score
+    # rests on: how far noise alone could move them. None: exact (from /proc, or a figure no
+    # share of samples moves).
     score_interval: tuple[int, int] | None = None
     gain_interval: tuple[float, float] | None = None
+    # Each lever the advice pulls and what it can buy (work removed, more cores), beside the
+    # ranking's `predicted_gain`: what the report shows. Empty when the check states one gain.
     levers: tuple[Lever, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.evidence, EvidenceValues):
+            object.__setattr__(self, "evidence", EvidenceValues.of(self.evidence))
+        if type(self.severity) is str and self.severity in _SEVERITY_WORDS:
+            object.__setattr__(self, "severity", Severity(self.severity))
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        """The finding as the report's JSON writes it."""
+        out: dict[str, JsonValue] = encode(self)
+        return out
+
+    def labelled(self, labels: Mapping[str, Evidence]) -> Finding:
+        """The finding with its evidence labelled by `labels` (the report's table)."""
+        evidence = self.evidence.labelled(labels)
+        return self if evidence is self.evidence else replace(self, evidence=evidence)
+
+    def rescored(self, score: int) -> Finding:
+        """The finding at another score (a service's weighted mean of its workers'): severity
+        follows, and the score's interval moves with it, keeping its width."""
+        interval = self.score_interval
+        if interval is not None:
+            shift = score - self.score
+            interval = (max(0, interval[0] + shift), min(100, interval[1] + shift))
+        return replace(self, score=score, severity=severity_for(score), score_interval=interval)
+
+    @property
+    def score_range(self) -> tuple[int, int]:
+        return self.score_interval or (self.score, self.score)
+
+    @property
+    def gain_range(self) -> tuple[float, float]:
+        gain = self.predicted_gain or 1.0
+        return self.gain_interval or (gain, gain)
 
     def value(self, key: str) -> EvidenceValue | None:
         """The evidence value named `key`, if the finding has one."""
-        return next((v for v in self.evidence if v.key == key), None)
+        return self.evidence.value(key)
 
     def number(self, key: str) -> float | None:
         """The evidence value named `key` as a number, None when absent or not a number."""
@@ -165,18 +284,44 @@ class Finding:
         return ""
 
 
+_SEVERITY_WORDS = frozenset(s.value for s in Severity)
+
+
+def labelled(findings: Iterable[Finding], labels: Mapping[str, Evidence]) -> tuple[Finding, ...]:
+    return tuple(f.labelled(labels) for f in findings)
+
+
+@dataclass(frozen=True)
+class NotApplicable:
+    """A check that lacks its inputs says so instead of guessing."""
+
+    id: str
+    reason: str = ""
+
+
 @dataclass(frozen=True)
 class Verdict:
     primary: str
     headline: str = ""
-    severity: str = Severity.OK  # the highest of the named findings' (--fail-on reads it)
-    confidence: str = Confidence.OK
+    # The highest severity of the findings the verdict names (the --fail-on gate reads it).
+    severity: Severity = Severity.OK
+    # "low" when a finding it names rests on too few samples (its severity is then capped).
+    confidence: Confidence = Confidence.OK
     samples: int | None = None
+    # A second finding within the noise of the primary (arbiter rule 4): either could have come
+    # first on another attach, so the verdict names both, in the causal order, and says why.
     co_primary: str | None = None
     co_primary_reason: str | None = None
+    # The first advice of each finding the verdict names, in the same order.
     first_advice: tuple[str, ...] = ()
-    # Folded in: one cause with a named finding (arbiter rule 7); absent when none is.
-    also: tuple[str, ...] | None = field(default=None, metadata=OPTIONAL)
+    # Findings folded into the verdict (arbiter rule 7): the same cause as one it names, seen
+    # from another side. Not named; absent from the JSON when none is.
+    also: tuple[str, ...] = field(default=(), metadata=OPTIONAL_EMPTY)
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        """The JSON report's `verdict` (docs/report-data.md)."""
+        out: dict[str, JsonValue] = encode(self)
+        return out
 
     @property
     def named(self) -> tuple[str, ...]:

@@ -1,21 +1,58 @@
-"""The label and unit of every evidence key: declared by the check that measures it (each
-check's EVIDENCE, gathered by checks/registry.py), or made from the key itself for a key no
-check declares, so a new key never reaches a reader raw."""
+"""How an evidence value reads: its label and unit (`Evidence`), declared by the check that
+measures it (each check's EVIDENCE, gathered by checks/registry.py) and carried by the report
+itself (`Report.evidence_labels`, written from those declarations when the report is built), so a
+saved report renders with its own labels and the model imports nothing of the checks. A key no
+label is given for is labelled from the key itself, so a new key never reaches a reader raw."""
 
 from __future__ import annotations
 
-from diagnose.checks.registry import evidence_labels
-from diagnose.checks.spec import Evidence
-from diagnose.checks.spec import Unit as U
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
 
-PERCENT, SECONDS, PER_S, MB, MB_PER_S = U.PERCENT, U.SECONDS, U.PER_S, U.MB, U.MB_PER_S
-CORES, NUMBER, ID, THREADS, SAMPLES = U.CORES, U.NUMBER, U.ID, U.THREADS, U.SAMPLES
 
-# Every evidence key the checks emit, declared by the check that measures it (checks/*.py's
-# EVIDENCE; checks/evidence.py for the shared ones).
-LABELS: dict[str, Evidence] = evidence_labels()
+class Unit(StrEnum):
+    """How an evidence value (or, for a dict, each of its values) is written."""
 
-SKIPPED = tuple(key for key, label in LABELS.items() if not label.row)  # `fix`: the knob line
+    PERCENT = "percent"
+    SECONDS = "seconds"
+    PER_S = "per_s"
+    MB = "mb"
+    MB_PER_S = "mb_per_s"
+    CORES = "cores"
+    RATIO = "ratio"
+    NUMBER = "number"
+    TEXT = "text"
+    FLAG = "flag"
+    ID = "id"
+    THREADS = "threads"
+    SAMPLES = "samples"
+    PROCESSES = "processes"
+    LOOPS = "loops"
+    SITES = "sites"
+
+
+DASH = "\u2014"
+NOT_MEASURED = "not measured"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """How one evidence value reads: its label and unit."""
+
+    label: str
+    unit: Unit  # of the value; for a dict, of each of its values
+    # The value rests on inferred thread states: flagged when the evidence says `estimated`.
+    estimable: bool = False
+    # Shown with its interval when `intervals` has one (False for a value that is itself a bound).
+    interval: bool = True
+    none: str = DASH  # what a null value means
+    # A row of the report's evidence list (False: shown another way, as `fix` is the knob line).
+    row: bool = True
+
+
+PERCENT, SECONDS, PER_S, MB, MB_PER_S = Unit.PERCENT, Unit.SECONDS, Unit.PER_S, Unit.MB, Unit.MB_PER_S
+CORES, NUMBER, ID, THREADS, SAMPLES = Unit.CORES, Unit.NUMBER, Unit.ID, Unit.THREADS, Unit.SAMPLES
 
 # Words of a humanized key: abbreviations spelled out, units dropped (the value carries them).
 _WORDS = {"cpu": "CPU", "gil": "GIL", "os": "(OS)", "rss": "resident memory", "ctx": "context switches",
@@ -23,13 +60,7 @@ _WORDS = {"cpu": "CPU", "gil": "GIL", "os": "(OS)", "rss": "resident memory", "c
           "p50": "P50", "id": "id", "pid": "pid", "db": "database", "rpc": "RPC", "http": "HTTP"}
 
 
-def label_for(key: str) -> Evidence:
-    """The explicit label of `key`, or one made from the key itself."""
-    known = LABELS.get(key)
-    return known if known is not None else fallback_label(key)
-
-
-def infer_unit(key: str) -> str:
+def infer_unit(key: str) -> Unit:
     """A unit from the key's suffix (the naming convention of the checks)."""
     k = key.lower()
     if k.endswith("_mb_per_s"):
@@ -72,14 +103,17 @@ def fallback_label(key: str) -> Evidence:
     return Evidence(humanize(key), infer_unit(key))
 
 
-def label_for_value(key: str, value: object) -> Evidence:
-    """`label_for(key)`; for a key no check declares whose suffix says nothing, the value's type
-    decides (a flag, a text)."""
-    label = label_for(key)
-    if key in LABELS or label.unit != NUMBER:
+def label_for_value(key: str, value: object, declared: Mapping[str, Evidence]) -> Evidence:
+    """The label `declared` gives `key`; for a key it does not declare, one made from the key,
+    whose unit, when the suffix says nothing, the value's type decides (a flag, a text)."""
+    known = declared.get(key)
+    if known is not None:
+        return known
+    label = fallback_label(key)
+    if label.unit != NUMBER:
         return label
     if isinstance(value, bool):
-        return Evidence(label.label, U.FLAG)
+        return Evidence(label.label, Unit.FLAG)
     if isinstance(value, str):
-        return Evidence(label.label, U.TEXT)
+        return Evidence(label.label, Unit.TEXT)
     return label

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from diagnose.model.vocab import ProcessRole, Severity
 from diagnose.report.model.codec import OPTIONAL
 from diagnose.report.model.run import StateSources
 
@@ -14,7 +15,7 @@ from diagnose.report.model.run import StateSources
 class TopFinding:
     id: str
     score: int = 0
-    severity: str = ""
+    severity: Severity = Severity.OK
     summary: str = ""
 
 
@@ -24,7 +25,7 @@ class Process:
 
     pid: int | None
     ppid: int | None = None
-    role: str = "single"
+    role: ProcessRole = ProcessRole.SINGLE
     cmdline: str = ""  # redacted
     threads: int = 0
     cpu_s: float | None = None
@@ -262,10 +263,3 @@ class Stacks:
     frames: tuple[StackFrame, ...] = ()
     samples: tuple[StackRow, ...] = ()
     interval_s: float | None = None
-
-
-@dataclass(frozen=True)
-class NotApplicable:
-    id: str
-    reason: str = ""
-
