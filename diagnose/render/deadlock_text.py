@@ -11,15 +11,14 @@ are shown as code points, so a name cannot move the terminal's cursor or reorder
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from diagnose.render.text_safety import show_invisible
 from diagnose.report.model import Report
 from diagnose.report.model.codec import JsonValue, NotAReport, decode
 
-_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
 MAX_NAME = 120
 MAX_VICTIMS_NAMED = 8
 
@@ -127,9 +126,9 @@ def deadlocks_in(report: Report) -> tuple[ReportedDeadlock, ...]:
 
 
 def safe(text: object, limit: int = MAX_NAME) -> str:
-    """Untrusted text for a terminal: one line, control and bidi characters as code points."""
-    s = "".join(f"[U+{ord(c):04X}]" if c in _BIDI or unicodedata.category(c) in ("Cc", "Zl", "Zp")
-                else c for c in str(text))
+    """Untrusted text for a terminal: one line, control, bidi and invisible characters as code
+    points (render/text_safety.py)."""
+    s = show_invisible(text)
     return s if len(s) <= limit else s[:limit - 1] + "\u2026"
 
 

@@ -12,6 +12,7 @@ import jinja2
 from markupsafe import Markup
 
 from diagnose.render.json_text import compact_text
+from diagnose.render.text_safety import show_invisible
 from diagnose.report.model import Report
 
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
@@ -67,8 +68,10 @@ def page_script() -> str:
 def template_environment() -> jinja2.Environment:
     """The pages' templates: every value autoescaped, a missing one an error. One environment
     per process: it keeps each template compiled."""
-    return jinja2.Environment(loader=jinja2.PackageLoader("diagnose._reports", ""),
-                              autoescape=True, undefined=jinja2.StrictUndefined)
+    env = jinja2.Environment(loader=jinja2.PackageLoader("diagnose._reports", ""),
+                             autoescape=True, undefined=jinja2.StrictUndefined)
+    env.filters["show_invisible"] = show_invisible  # the `clean` macro's (_macros.html.j2)
+    return env
 
 
 def inline_stylesheet(name: str) -> str:

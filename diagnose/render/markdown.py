@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import math
 import re
-import unicodedata
 from dataclasses import dataclass
 
 from diagnose.model.vocab import Confidence, Severity
 from diagnose.render.deadlock_text import behind, deadlocks_in, heading
 from diagnose.render.evidence import (DASH, TIMES, EvidenceRow, describe_evidence, fmt_number,
                                       fmt_percent, fmt_seconds)
+from diagnose.render.text_safety import LINE_BREAKING, show_invisible
 from diagnose.report.model import Finding, Lever, Report, Sampling, WaitSite
 
 MAX_BYTES = 4096
@@ -51,16 +51,14 @@ _SCHEME_COLON = re.compile(r"(?<=[A-Za-z0-9]):(?=\S)")
 _LEADING_MARKERS = frozenset("-+=")
 _ORDERED_MARKER = re.compile(r"\d+[.)](?= |$)")
 
-# Bidirectional controls reorder the text around them (a name could make a row read backwards):
-# shown as their code points, as the HTML report does.
-_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
-
 
 def _one_line(text) -> str:
     """`text` as one line: line breaks, tabs and other control characters become spaces
-    (a newline would end a table row or start a block), runs of spaces one space."""
+    (a newline would end a table row or start a block), runs of spaces one space. The other
+    invisible characters (bidi controls, zero-width ones: render/text_safety.py) are then shown
+    as their code points, as every output shows them."""
     s = "" if text is None else str(text)
-    s = "".join(" " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in s)
+    s = "".join(" " if c in LINE_BREAKING else c for c in s)
     return " ".join(s.split())
 
 
@@ -74,16 +72,12 @@ def _shorten(text: str, limit: int | None, keep_tail: bool = False) -> str:
     return text[:limit - 1].rstrip() + ELLIPSIS
 
 
-def _show_bidi(text: str) -> str:
-    return "".join(f"[U+{ord(c):04X}]" if c in _BIDI else c for c in text)
-
-
 def md_text(text, limit: int | None = None, keep_tail: bool = False,
             line_start: bool = True) -> str:
     """Untrusted `text` as Markdown that renders as exactly that text, on one line, shortened to
     `limit` characters before escaping (so no escape is ever cut in two). `line_start`: the
     text may begin a line, where "- ", "+ ", "1. " would start a list."""
-    s = _show_bidi(_shorten(_one_line(text), limit, keep_tail))
+    s = show_invisible(_shorten(_one_line(text), limit, keep_tail))
     colons = {m.start() for m in _SCHEME_COLON.finditer(s)}
     out = []
     for i, c in enumerate(s):
@@ -114,7 +108,7 @@ def md_code(text, limit: int | None = None, keep_tail: bool = False) -> str:
     replaced (one would close the span) and so are pipes (they split table cells even here)."""
     raw = "" if text is None else str(text)
     s = _one_line(raw.replace("`", "'").replace("|", PIPE_STAND_IN))
-    s = _show_bidi(_shorten(s, limit, keep_tail))
+    s = show_invisible(_shorten(s, limit, keep_tail))
     return f"`{s}`" if s else DASH
 
 

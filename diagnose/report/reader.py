@@ -29,11 +29,11 @@ _OTHER_PAGES = {"sweep-data": "a sweep report", "experiment-data": "an experimen
                 "diff-data": "a diff report"}
 
 
-def read_report(path: str | Path) -> Report:
+def read_report(path: str | Path, need_stacks: bool = True) -> Report:
     """The report in the .json or .html report at `path` (this schema version or the previous
-    one), with its stacks table (diff and export read it)."""
+    one), with its stacks table (diff and export read it) unless not `need_stacks` (render)."""
     path = Path(path)
-    return _check(_read(path), path)
+    return _check(_read(path), path, need_stacks)
 
 
 def read_findings(path: str | Path) -> tuple[Finding, ...]:
@@ -94,7 +94,7 @@ def _from_page(text: str, path: Path) -> Any:
     return data["report"]
 
 
-def _check(data: Any, path: Path) -> Report:
+def _check(data: Any, path: Path, need_stacks: bool = True) -> Report:
     if not isinstance(data, dict):
         raise BadProfile(f"{path}: JSON but not an object, not a {WHAT}")
     if data.get("kind") == "diagnose-diff":
@@ -108,7 +108,7 @@ def _check(data: Any, path: Path) -> Report:
                   else f"{exc.what}: {exc.path}" if exc.what == "missing"
                   else f"{exc.path} is {exc.what}")
         raise BadProfile(f"{path}: {detail}, not a {WHAT}") from None
-    if not report.stacks.frames:
+    if need_stacks and not report.stacks.frames:
         raise BadProfile(f"{path}: the report carries no stacks (written by an older diagnose?): "
                          f"analyze its .speedscope.json again to get one that can be compared")
     return report

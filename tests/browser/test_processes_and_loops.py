@@ -93,7 +93,7 @@ def test_the_sample_has_a_master_three_workers_and_a_blocked_loop(sample):
     shares = [c["share"] for c in loop["callbacks"]]
     assert shares != sorted(shares, reverse=True), "callbacks are out of order, so ranking is tested"
     assert HOSTILE_CALLBACK in {c["function"] for c in loop["callbacks"]}
-    assert len({t["pid"] for t in sample["threads"]}) > 1
+    assert len({t["pid"] for t in sample["report"]["threads"]}) > 1
     assert {"event_loop_blocked", "worker_imbalance"} <= {f["id"] for f in report["findings"]}
 
 
@@ -307,7 +307,7 @@ def timeline_label(page, lane: int) -> list[str]:
 
 def test_threads_timeline_and_waits_name_the_process(sample, sample_page):
     page = sample_page.page
-    threads = sample["threads"]
+    threads = sample["report"]["threads"]
     rows = page.eval_on_selector_all(
         "#threads tbody tr[data-thread-index]",
         "els => els.map(tr => [Number(tr.dataset.threadIndex), Number(tr.dataset.pid),"
@@ -319,7 +319,7 @@ def test_threads_timeline_and_waits_name_the_process(sample, sample_page):
         assert label == f"{t['pid']} \u00b7 {t['name']}"
         assert button == t["name"]  # the name alone still opens the flame graph
     # the same label on each timeline lane, the pid in its tooltip
-    lanes = sample["timeline"]["lanes"]
+    lanes = sample["report"]["page"]["timeline"]["lanes"]
     for lane in (0, 5, len(lanes) - 1):
         t = threads[lanes[lane]["thread"]]
         lines = timeline_label(page, lane)
@@ -337,11 +337,11 @@ def test_threads_timeline_and_waits_name_the_process(sample, sample_page):
 def test_a_loop_links_to_its_thread_in_the_flame_graph(sample, sample_page):
     page = sample_page.page
     index, loop = blocked_loop(sample["report"])
-    thread = next(i for i, t in enumerate(sample["threads"])
+    thread = next(i for i, t in enumerate(sample["report"]["threads"])
                   if t["tid"] == loop["tid"] and t["pid"] == loop["pid"])
     page.click(f"#loop-{index} button.loop-flame")
     assert page.get_attribute("#flame", "data-thread") == str(thread)
-    assert int(page.get_attribute("#flame", "data-total-samples")) == sample["threads"][thread]["samples"]
+    assert int(page.get_attribute("#flame", "data-total-samples")) == sample["report"]["threads"][thread]["samples"]
     sample_page.assert_clean()
 
 
@@ -355,7 +355,7 @@ def test_single_process_reports_show_neither_section_nor_pids(sample, open_repor
                 report.pop(key, None)
             else:
                 report[key] = value
-        for t in sample["threads"] + report["threads"]:
+        for t in sample["report"]["threads"] + report["threads"]:
             t["pid"] = master["pid"] if variant == "one" else None
         for w in report["waits"]:
             w.pop("pid", None)
@@ -365,8 +365,8 @@ def test_single_process_reports_show_neither_section_nor_pids(sample, open_repor
         assert page.locator("#processes-body tr, #event-loops-body .loop").count() == 0
         labels = page.eval_on_selector_all("#threads tbody tr[data-thread-index] td:first-child",
                                            "els => els.map(e => e.textContent)")
-        assert sorted(labels) == sorted(t["name"] for t in sample["threads"])
-        assert timeline_label(page, 0)[0] == sample["threads"][0]["name"]
+        assert sorted(labels) == sorted(t["name"] for t in sample["report"]["threads"])
+        assert timeline_label(page, 0)[0] == sample["report"]["threads"][0]["name"]
         assert page.locator("#waits-body .site-pid").count() == 0
         opened.assert_clean()
 

@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from diagnose.report.model import Report
 from tests.integration.conftest import SECRETS, requires_ptrace, shared_hostile_names
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
@@ -29,10 +30,10 @@ def test_hostile_thread_and_function_names_are_in_the_data_but_never_markup(host
     # exactly the page's own script elements: the data block and the inline code
     assert len(re.findall(r"<script\b", html)) == 2
     data = re.search(r'<script type="application/json" id="diagnose-data">(.*?)</script>', html, re.S)
-    decoded = json.loads(data.group(1))
-    assert "</script><img src=x onerror=alert(1)>" in {t["name"] for t in decoded["threads"]}
-    assert "<module>" in decoded["flame"]["strings"]
-    assert "<img src=x onerror=alert(2)>" in decoded["flame"]["strings"]
+    decoded = Report.from_json(json.loads(data.group(1))["report"])  # each table once: the report's
+    assert "</script><img src=x onerror=alert(1)>" in {t.name for t in decoded.threads}
+    functions = {f.function for f in decoded.stacks.frames}
+    assert "<module>" in functions and "<img src=x onerror=alert(2)>" in functions
 
 
 def test_secrets_on_the_command_line_reach_no_output(hostile_report):
