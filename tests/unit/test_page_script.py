@@ -38,3 +38,20 @@ def test_the_joined_script_parses(tmp_path):
     result = subprocess.run(["node", "--check", str(path)], capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 0, result.stderr
+
+
+def test_every_part_is_type_checked():
+    # `// @ts-check`: editors and TypeScript's checker (scripts/test.sh) check each part alone too
+    for part in PAGE_SCRIPT:
+        first = (PAGE_DIR / f"{part}.js").read_text(encoding="utf-8").splitlines()[0]
+        assert first.strip() == "// @ts-check", part
+
+
+TSC = REPO / "node_modules" / ".bin" / "tsc"
+
+
+@pytest.mark.skipif(not TSC.exists(), reason="no node_modules/.bin/tsc: `npm ci` installs it")
+def test_the_parts_pass_typescripts_checker():
+    result = subprocess.run([str(TSC), "-p", str(PAGE_DIR), "--pretty", "false"],
+                            capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert result.returncode == 0, result.stdout + result.stderr
