@@ -14,6 +14,8 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
+from diagnose.outputs.files import WriteFailed, write_text
+
 _LIBPYTHON = re.compile(r"/libpython3\.(\d+)[a-z]*\.so(\.[\d.]+)?$")
 _EXE_VERSION = re.compile(r"python3\.(\d+)[a-z]*$")
 
@@ -100,10 +102,8 @@ def _symbols_of(path: str, key: str) -> _Symbols | None:
                 table = {}
             table[key] = asdict(found)
             SYMBOL_CACHE.parent.mkdir(parents=True, exist_ok=True)
-            tmp = SYMBOL_CACHE.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(table))
-            tmp.replace(SYMBOL_CACHE)
-        except (OSError, ValueError):
+            write_text(SYMBOL_CACHE, json.dumps(table))
+        except (OSError, WriteFailed, ValueError):
             pass  # the in-memory cache serves this run
     return found
 

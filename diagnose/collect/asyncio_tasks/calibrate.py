@@ -18,6 +18,7 @@ from diagnose.collect import priority
 from diagnose.collect.asyncio_tasks.binary import Interpreter, find_interpreter
 from diagnose.collect.asyncio_tasks.remote import (
     RemoteMemory, RemoteReadError, i32_at, ptr_at)
+from diagnose.outputs.files import WriteFailed, write_text
 
 PROBE_TIMEOUT_S = 60.0  # a loaded machine starts an interpreter slowly
 SCAN_BYTES = 512  # how far into the task object the fields are looked for
@@ -126,10 +127,8 @@ def _to_disk(key: str, layout: TaskLayout) -> None:
             data = {"version": CACHE_VERSION, "layouts": {}}
         data["layouts"][key] = asdict(layout)
         CACHE_FILE.parent.mkdir(parents=True, exist_ok=True)
-        tmp = CACHE_FILE.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1))
-        tmp.replace(CACHE_FILE)
-    except (OSError, ValueError, AttributeError):
+        write_text(CACHE_FILE, json.dumps(data, indent=1))
+    except (OSError, WriteFailed, ValueError, AttributeError):
         pass  # the in-memory copy serves this run
 
 
