@@ -29,6 +29,7 @@ from diagnose.cli.demo import demo  # noqa: E402
 from diagnose.cli.diff import diff  # noqa: E402
 from diagnose.cli.experiment import experiment  # noqa: E402
 from diagnose.cli.export import export  # noqa: E402
+from diagnose.cli.render import render  # noqa: E402
 from diagnose.cli.sweep import sweep  # noqa: E402
 from diagnose.cli.watch import watch  # noqa: E402
 
@@ -44,5 +45,5 @@ def main() -> None:
     """
 
 
-for _command in (attach, analyze, demo, sweep, diff, experiment, export, watch):
+for _command in (attach, analyze, demo, sweep, diff, experiment, export, render, watch):
     main.add_command(_command)

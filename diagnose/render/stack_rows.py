@@ -57,16 +57,7 @@ def stack_rows(analysis: Analysis) -> tuple[Stacks, Folding | None]:
     samples = analysis.samples
     if not len(samples):
         return Stacks((), (), profile.interval_s), None
-    grouped = (samples.groupby(["stack", "thread", "state", "leaf_category"], observed=True)["count"]
-               .sum().reset_index())
-    grouped = grouped[grouped["count"] > 0]
-    # Heaviest first (a stable sort: rows of equal count keep the grouping's order).
-    grouped = grouped.iloc[np.argsort(-grouped["count"].to_numpy(), kind="stable")]
-    rest = grouped.iloc[MAX_STACK_ROWS:]
-    grouped = grouped.iloc[:MAX_STACK_ROWS]
-    # per (thread, state, category), in the order the heaviest-first walk meets them
-    folded = (rest.groupby(["thread", "state", "leaf_category"], observed=True, sort=False)["count"]
-              .sum().reset_index())
+    grouped, rest, folded = _grouped(samples)
     # The thread facts of every row, looked up once per thread (not once per row).
     threads = analysis.threads
     facts = {int(index): (int(tid), str(name), None if pd.isna(pid) else int(pid), str(role))
@@ -87,6 +78,31 @@ def stack_rows(analysis: Analysis) -> tuple[Stacks, Folding | None]:
                           total=int(samples["count"].sum()), folded_rows=len(folded),
                           kept_rows=len(grouped))
     return Stacks(frames, tuple(rows), profile.interval_s), folding
+
+
+def row_threads(analysis: Analysis) -> tuple[int, ...]:
+    """The thread index (in `analysis.threads`, the report's `threads`) of each row of
+    `stack_rows(analysis)`, in its order: the kept rows, then the folded ones."""
+    if not len(analysis.samples):
+        return ()
+    grouped, _, folded = _grouped(analysis.samples)
+    return tuple(int(t) for t in (*grouped["thread"].tolist(), *folded["thread"].tolist()))
+
+
+def _grouped(samples: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The (stack, thread, state, leaf category) rows kept (heaviest first), those past
+    MAX_STACK_ROWS, and those folded per (thread, state, category)."""
+    grouped = (samples.groupby(["stack", "thread", "state", "leaf_category"], observed=True)["count"]
+               .sum().reset_index())
+    grouped = grouped[grouped["count"] > 0]
+    # Heaviest first (a stable sort: rows of equal count keep the grouping's order).
+    grouped = grouped.iloc[np.argsort(-grouped["count"].to_numpy(), kind="stable")]
+    rest = grouped.iloc[MAX_STACK_ROWS:]
+    grouped = grouped.iloc[:MAX_STACK_ROWS]
+    # per (thread, state, category), in the order the heaviest-first walk meets them
+    folded = (rest.groupby(["thread", "state", "leaf_category"], observed=True, sort=False)["count"]
+              .sum().reset_index())
+    return grouped, rest, folded
 
 
 def _rows(table: pd.DataFrame, stacks: list[tuple[int, ...]],

@@ -7,7 +7,7 @@ import json
 import shutil
 import time
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
@@ -29,14 +29,13 @@ from diagnose.model.run_context import LiveSampling, LoadLevel, RecordedSampling
 from diagnose.model.service import Service, build_service
 from diagnose.outputs.files import (WriteFailed, claim_name, move_file, prepare_output_dir,
                                     remove_quietly, write_atomically, write_text)
-from diagnose.render.deadlock_text import dump_lines
-from diagnose.render.html import render_html, template_environment
-from diagnose.render.html_data import page_data
+from diagnose.render.html import template_environment
+from diagnose.render.page_tables import with_page
+from diagnose.render.report_files import page_html, summary_markdown
 from diagnose.render import json_text
 from diagnose.report.collector import collector_paused
 from diagnose.report.json_report import build_report
 from diagnose.report.model import Report
-from diagnose.render.markdown import render_markdown
 from diagnose.render.speedscope_out import write_speedscope
 
 if TYPE_CHECKING:  # the capture machinery (py-spy, asyncio task reading) is attach's alone
@@ -160,8 +159,7 @@ def _write_outputs(service: Service, results: CheckResults, per_process: dict,
         return f"; the py-spy recording is kept as {', '.join(kept)}" if kept else ""
 
     analysis = service.combined
-    report = build_report(service, results, per_process, run)
-    generated = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    report = with_page(build_report(service, results, per_process, run), analysis, categorizer)
     try:
         prepare_output_dir(out_dir)
         base = claim_name(out_dir, base, OUTPUT_SUFFIXES)
@@ -196,12 +194,10 @@ def _write_outputs(service: Service, results: CheckResults, per_process: dict,
         report_text = json_text.report_text(report_data)
         write_text(paths[".json"], report_text)
         written.append(paths[".json"])
-        summary = render_markdown(report, [paths[ext].name for ext in
-                                           (".html", ".json", ".speedscope.json")])
+        summary = summary_markdown(report, base)
         write_text(paths[".md"], summary)
         written.append(paths[".md"])
-        html = render_html(page_data(report, analysis, categorizer, generated, report_data),
-                           report, dump_lines(report))
+        html = page_html(report, report_data)
         del report_data
         write_text(paths[".html"], html)
         written.append(paths[".html"])

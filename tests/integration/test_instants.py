@@ -99,14 +99,15 @@ def test_threads_started_mid_window_are_placed_at_their_real_start(attached):
         assert row.last_s == pytest.approx(window, abs=0.05)
         assert row.samples < threads["holder"].samples
     # the timeline: the late threads' lanes are empty until they started
-    index = {row["name"]: i for i, row in enumerate(page["threads"])}
-    timeline = page["timeline"]
-    lanes = {lane["thread"]: lane["runs"] for lane in timeline["lanes"]}
+    index = {row.name: i for i, row in enumerate(report.threads)}
+    assert report.page is not None
+    timeline = report.page.timeline  # the page's own table, carried in the report
+    lanes = {lane.thread: lane.runs for lane in timeline.lanes}
     for row in late:
         state, steps = lanes[index[row.name]][0]
         assert state == -1
-        assert steps * timeline["interval_s"] == pytest.approx(row.first_s,
-                                                               abs=2 * timeline["interval_s"])
+        assert steps * timeline.interval_s == pytest.approx(row.first_s,
+                                                            abs=2 * timeline.interval_s)
     assert lanes[index["holder"]][0][0] != -1
 
 

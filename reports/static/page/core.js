@@ -262,10 +262,13 @@
 
   function prepare(raw) {
     VOCAB = vocabularyOf(raw);
+    // Each table once (docs/report-data.md): the threads and stacks are the report's own, the
+    // frames' categories, the rows' threads and the timeline are its `page`.
     const report = obj(raw.report);
-    const states = arr(raw.states).map(str);
-    const categories = arr(raw.categories).map(str);
-    const threads = arr(raw.threads).map((t, i) => {
+    const page = obj(report.page);
+    const states = VOCAB.states;
+    const categories = arr(page.categories).map(str);
+    const threads = arr(report.threads).map((t, i) => {
       const o = obj(t);
       return {
         index: i, tid: o.tid, name: str(o.name), role: str(o.role),
@@ -275,43 +278,45 @@
         os: o.os && typeof o.os === 'object' ? o.os : null,
       };
     });
-    const flame = obj(raw.flame);
-    const strings = arr(flame.strings).map(str);
-    const sAt = (i) => (isIdx(i, strings.length) ? strings[i] : '?');
-    const frames = arr(flame.frames).map((f) => {
-      const a = arr(f);
+    const table = obj(report.stacks);
+    const frameCats = arr(page.frame_categories);
+    const frames = arr(table.frames).map((f, i) => {
+      const o = obj(f);
       return {
-        name: sAt(a[0]), file: sAt(a[1]),
-        line: Number.isInteger(a[2]) ? a[2] : null,
-        cat: isIdx(a[3], categories.length) ? a[3] : -1,
+        name: str(o.function), file: str(o.file),
+        line: Number.isInteger(o.line) ? o.line : null,
+        cat: isIdx(frameCats[i], categories.length) ? frameCats[i] : -1,
       };
     });
+    const rowThreads = arr(page.stack_threads);
+    const stateIndex = new Map(states.map((s, i) => [s, i]));
     const nF = frames.length;
     const stacks = [];
     let dropped = 0;
-    for (const row of arr(flame.stacks)) {
-      const fr = Array.isArray(row) ? row[0] : null;
-      const count = Array.isArray(row) ? row[3] : null;
+    arr(table.samples).forEach((r, n) => {
+      const row = obj(r);
+      const fr = row.stack;
+      const count = row.count;
       let ok = Array.isArray(fr) && isNum(count) && count > 0;
       if (ok) {
         for (let i = 0; i < fr.length; i++) {
           if (!isIdx(fr[i], nF)) { ok = false; break; }
         }
       }
-      if (!ok) { dropped++; continue; }
+      if (!ok) { dropped++; return; }
       stacks.push({
         frames: fr,
-        thread: isIdx(row[1], threads.length) ? row[1] : -1,
-        state: isIdx(row[2], states.length) ? row[2] : -1,
+        thread: isIdx(rowThreads[n], threads.length) ? rowThreads[n] : -1,
+        state: stateIndex.has(row.state) ? stateIndex.get(row.state) : -1,
         count,
       });
-    }
-    const tl = obj(raw.timeline);
+    });
+    const tl = obj(page.timeline);
     // Threads of several processes (a master and its workers): their labels carry the pid.
     const multiProcess = new Set(threads.map((t) => t.pid).filter((p) => p != null)).size > 1;
     return {
       report, states, categories, threads, frames, stacks, dropped, multiProcess, vocab: VOCAB,
-      generatedAt: str(raw.generated_at),
+      generatedAt: str(page.generated_at),
       // Per finding, its evidence as labelled rows with units (absent in older pages).
       evidenceText: Array.isArray(raw.evidence_text) ? raw.evidence_text : null,
       // Evidence keys with no row of their own (the knob line, the verdict's thread dump).
