@@ -38,7 +38,8 @@
     'href', 'src', 'srcset', 'srcdoc', 'action', 'formaction', 'xlink:href', 'style', 'data',
     'poster', 'background', 'ping', 'manifest', 'codebase', 'cite', 'longdesc', 'usemap',
   ]);
-  // C0/C1 controls, bidi embeddings/overrides/isolates/marks, zero-width and other invisible formatting.
+  // C0/C1 controls, bidi embeddings/overrides/isolates/marks, zero-width and other invisible formatting:
+  // the set of diagnose/render/text_safety.py (INVISIBLE_RANGES), kept equal by tests/unit/test_text_safety.py.
   const INVISIBLE_RE = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]/g;
 
   // ------------------------------------------------------------------ small helpers
