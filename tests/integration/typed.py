@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from diagnose.load.model import ExperimentReport, SweepReport
 from diagnose.report.model import Finding, Report
 from diagnose.report.model.codec import JsonValue
 from tests.conftest import CliResult, invoke_cli, run_cli
@@ -122,3 +123,13 @@ def deadlock_cycles(found: Finding) -> tuple[Cycle, ...]:
                        tuple(_member(v) for v in c.get("victims") or ()),
                        tuple(filter(None, map(_lock_at, c.get("lock_order") or ()))))
                  for c in raw if isinstance(c, dict))
+
+
+def as_sweep(data: Any) -> SweepReport:
+    """A `sweep --json` output (or a written sweep .json) as the typed sweep report."""
+    return data if isinstance(data, SweepReport) else SweepReport.from_json(data)
+
+
+def as_experiment(data: Any) -> ExperimentReport:
+    """An `experiment --json` output (or a written experiment .json), typed."""
+    return data if isinstance(data, ExperimentReport) else ExperimentReport.from_json(data)
