@@ -151,7 +151,6 @@
     }
 
     function nodeName(n) { return n.frame < 0 ? 'all' : D.frames[n.frame].name; }
-    function nodeFile(n) { return n.frame < 0 ? '' : D.frames[n.frame].file; }
 
     function viewLabel() {
       const t = F.thread === 'all' ? 'all threads' : 'thread ' + visStr(threadLabel(D, D.threads[Number(F.thread)]));
