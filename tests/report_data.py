@@ -3,6 +3,9 @@ the model's defaults, so a test states only what it is about."""
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
 from diagnose.checks.registry import evidence_labels
 from diagnose.report.model import Finding, Report, Verdict
 from diagnose.report.model.codec import decode
@@ -32,3 +35,21 @@ def as_finding(data: dict | Finding) -> Finding:
 
 def as_verdict(data: dict) -> Verdict:
     return decode(Verdict, data)
+
+
+REMOVED = object()  # json_edited's value for "leave the key out"
+
+
+def json_edited(data: Any, path: tuple, value: Any = REMOVED) -> Any:
+    """A deep copy of the JSON `data` with the part at `path` (keys and list indexes) set to
+    `value`, or left out: how a test writes a report file that is broken in one place."""
+    data = copy.deepcopy(data)
+    *parents, last = path
+    inner = data
+    for step in parents:
+        inner = inner[step]
+    if value is REMOVED:
+        del inner[last]
+    else:
+        inner[last] = value
+    return data

@@ -14,6 +14,7 @@ import pytest
 from diagnose.errors import BadProfile, ExitCode
 from diagnose.load.model import (EXPERIMENT_SCHEMA_VERSION, SWEEP_SCHEMA_VERSION, ExperimentReport,
                                  NotAReport, SweepReport)
+from tests.report_data import json_edited
 from tests.unit.test_load_markdown import experiment, pool_verdicts, sweep
 
 BEFORE = json.loads((Path(__file__).parent.parent / "goldens" /
@@ -47,31 +48,26 @@ def test_an_experiment_report_reads_back_equal_to_what_was_written():
 @pytest.mark.parametrize("name", sorted(BEFORE))
 def test_a_report_written_before_the_model_reads_and_writes_back_the_same_keys(name):
     old = copy.deepcopy(BEFORE[name])
-    model = MODELS[old["kind"]].from_json(copy.deepcopy(old))
-    assert model.schema_version == VERSIONS[old["kind"]]
+    kind, version = old["kind"], old["schema_version"]
+    model = MODELS[kind].from_json(copy.deepcopy(old))
+    assert model.schema_version == VERSIONS[kind] == version + 1
     new = json.loads(json.dumps(model.to_json()))
-    assert new["schema_version"] == old["schema_version"] + 1
-    added = set(new.get("summary") or {}) - set(old.get("summary") or {})
-    if old.get("summary", {}).get("limited_by") == "no throughput":
+    old_summary, new_summary = old.get("summary") or {}, new.get("summary") or {}
+    added = set(new_summary) - set(old_summary)
+    if old_summary.get("limited_by") == "no throughput":
         assert added == NULL_WHEN_NO_THROUGHPUT
-        assert all(new["summary"][k] is None for k in added)
+        assert all(new_summary[k] is None for k in added)
     else:
         assert not added
-    for part in (new, old):
+    for part, summary in ((new, new_summary), (old, old_summary)):
         part.pop("schema_version")
         for key in added:
-            part.get("summary", {}).pop(key, None)
+            summary.pop(key, None)
     assert new == old
 
 
 def _without(data: dict, path: tuple) -> dict:
-    data = copy.deepcopy(data)
-    *parents, last = path
-    inner = data
-    for step in parents:
-        inner = inner[step]
-    del inner[last]
-    return data
+    return json_edited(data, path)
 
 
 @pytest.mark.parametrize("name, path, message", [
@@ -101,8 +97,7 @@ def test_a_file_of_another_kind_or_shape_is_exit_6():
         SweepReport.from_json({"schema_version": 2, "sampling": {}, "verdict": {},
                                "findings": [], "threads": [], "target": {}, "machine": {},
                                "summary": {}, "steps": []})
-    wrong = copy.deepcopy(BEFORE["sweep_pool"])
-    wrong["steps"][0]["throughput_rps"] = "fast"
+    wrong = json_edited(BEFORE["sweep_pool"], ("steps", 0, "throughput_rps"), "fast")
     with pytest.raises(NotAReport, match=r"a float expected, not str at steps\[0\].throughput_rps"):
         SweepReport.from_json(wrong)
 
