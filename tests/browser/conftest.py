@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from diagnose.report.model import Report
+from tests.browser.typed import read_report
 from tests.conftest import RECORDED, invoke_cli
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -151,8 +153,9 @@ def open_report(browser):
             open_report_in(browser, html, viewport, wait_ready))
 
 
-def analyze_recorded(name: str, out_dir: Path) -> tuple[Path, dict]:
-    """Runs the CLI in-process (click's runner) offline on fixtures/recorded/NAME.*; returns (html path, JSON report)."""
+def analyze_recorded(name: str, out_dir: Path) -> tuple[Path, Report]:
+    """Runs the CLI in-process (click's runner) offline on fixtures/recorded/NAME.*; returns
+    (html path, the report its .json holds)."""
     native = RECORDED / f"{name}.native.speedscope.json"
     calibration = ("--native-profile", native) if native.exists() else ()
     proc, _ = invoke_cli("analyze", RECORDED / f"{name}.speedscope.json",
@@ -160,9 +163,8 @@ def analyze_recorded(name: str, out_dir: Path) -> tuple[Path, dict]:
                          "--output-dir", out_dir, check_json=False)
     assert proc.returncode == 0, proc.stderr
     html = next(out_dir.glob("*.html"))
-    report = json.loads(next(p for p in out_dir.glob("*.json")
-                             if not p.name.endswith(".speedscope.json")).read_text(encoding="utf-8"))
-    return html, report
+    return html, read_report(next(p for p in out_dir.glob("*.json")
+                                  if not p.name.endswith(".speedscope.json")))
 
 
 _DATA_BLOCK = re.compile(r'<script type="application/json" id="diagnose-data">(.*?)</script>', re.S)
@@ -194,8 +196,8 @@ def _model_of(report: dict):
     try:
         return as_report(report)
     except NotAReport:
-        verdict = report.get("verdict") if isinstance(report.get("verdict"), dict) else {}
-        return as_report({"verdict": verdict})
+        verdict = report.get("verdict")
+        return as_report({"verdict": verdict if isinstance(verdict, dict) else {}})
 
 
 def render_page(data: dict, path: Path, deadlock_lines: tuple[str, ...] = ()) -> Path:

@@ -4,9 +4,13 @@ a process whose tasks could not be read says why."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from diagnose.report.model import ProcessTasks, TaskAwaitSite
 from tests.browser.conftest import dev_sample_data, render_page, requires_browser
+from tests.browser.typed import report_of, shown, with_report
 
 pytestmark = requires_browser
 
@@ -14,36 +18,38 @@ HOSTILE_NAME = "<img src=x onerror=alert(7)>"
 HOSTILE_FILE = "/srv/app/<script>alert(8)</script>.py"
 
 
-def site(**kw) -> dict:
-    base = {"function": "predict", "file": "/srv/app/api.py", "line": 31, "kind": "semaphore",
-            "name": "MODEL_SLOTS", "local": True, "primitives": 1, "waiting_avg": 29.5,
-            "waiting_max": 30, "share": 0.92, "holders_avg": 2.0, "permits_free": 0,
-            "capacity": 2, "waiters_max": 30, "detail": ""}
-    return dict(base, **kw)
+SITE = TaskAwaitSite(function="predict", file="/srv/app/api.py", line=31, kind="semaphore",
+                     name="MODEL_SLOTS", local=True, primitives=1, waiting_avg=29.5, waiting_max=30,
+                     share=0.92, holders_avg=2.0, permits_free=0, capacity=2, waiters_max=30,
+                     detail="")
 
 
-def tasks_section() -> list[dict]:
-    return [
-        {"pid": 4341, "python": "3.11", "snapshots": 40, "torn": 1, "reads": 41, "failed_reads": 1,
-         "read_seconds": 0.2, "unreadable": None, "tasks_avg": 33.0, "request_tasks_avg": 32.0,
-         "request_tasks_max": 32, "request_rule": "tasks running the application's code",
-         "local_share": 0.93, "downstream_share": 0.06,
-         "sites": [site(),
-                   site(function="lookup", line=44, kind="io", name="client.get", local=False,
-                        waiting_avg=2.0, waiting_max=3, share=0.06, holders_avg=None,
-                        permits_free=None, capacity=None, waiters_max=None),
-                   site(function=HOSTILE_NAME, file=HOSTILE_FILE, name=HOSTILE_NAME, kind="future",
-                        share=0.01, capacity=None, permits_free=None)],
-         "notes": []},
-        {"pid": 4342, "python": "3.10", "snapshots": 0, "reads": 4, "failed_reads": 4,
-         "unreadable": "asyncio tasks not readable on CPython 3.10: no layout", "sites": []},
-    ]
+def site(**kw) -> TaskAwaitSite:
+    return replace(SITE, **kw)
+
+
+def tasks_section() -> tuple[ProcessTasks, ...]:
+    return (
+        ProcessTasks(pid=4341, python="3.11", snapshots=40, torn=1, reads=41, failed_reads=1,
+                     read_seconds=0.2, unreadable=None, tasks_avg=33.0, request_tasks_avg=32.0,
+                     request_tasks_max=32, request_rule="tasks running the application's code",
+                     local_share=0.93, downstream_share=0.06,
+                     sites=(site(),
+                            site(function="lookup", line=44, kind="io", name="client.get", local=False,
+                                 waiting_avg=2.0, waiting_max=3, share=0.06, holders_avg=None,
+                                 permits_free=None, capacity=None, waiters_max=None),
+                            site(function=HOSTILE_NAME, file=HOSTILE_FILE, name=HOSTILE_NAME,
+                                 kind="future", share=0.01, capacity=None, permits_free=None)),
+                     notes=()),
+        ProcessTasks(pid=4342, python="3.10", snapshots=0, reads=4, failed_reads=4,
+                     unreadable="asyncio tasks not readable on CPython 3.10: no layout", sites=()),
+    )
 
 
 @pytest.fixture
 def page(open_report, tmp_path):
     data = dev_sample_data()
-    data["report"]["tasks"] = tasks_section()
+    data = with_report(data, replace(report_of(data), tasks=tasks_section()))
     return open_report(render_page(data, tmp_path / "tasks.html"))
 
 
@@ -55,15 +61,16 @@ ROWS_JS = """els => els.map(tr => ({
 def test_tasks_are_shown_by_await_site_with_primitive_permits_and_waits(page):
     p = page.page
     assert p.is_visible("#await-sites")
-    rows = p.eval_on_selector_all('#await-sites .await-process[data-pid="4341"] tr.await-row', ROWS_JS)
-    assert [r["kind"] for r in rows] == ["semaphore", "io", "future"]
-    first = rows[0]["cells"]
+    rows = shown(p.eval_on_selector_all('#await-sites .await-process[data-pid="4341"] tr.await-row',
+                                        ROWS_JS))
+    assert [r.kind for r in rows] == ["semaphore", "io", "future"]
+    first = rows[0].cells
     assert "predict" in first[1] and "api.py:31" in first[1]
     assert "asyncio.Semaphore" in first[2] and "MODEL_SLOTS" in first[2]
     assert first[3] == "2 (0 free)"
     assert (first[4], first[5]) == ("29.5", "30")
     assert "92" in first[6]
-    assert rows[1]["local"] == "false" and "outside" in rows[1]["cells"][2]
+    assert rows[1].local == "false" and "outside" in rows[1].cells[2]
     facts = p.inner_text('#await-sites .await-process[data-pid="4341"] .await-facts')
     assert "40 reads (1 torn)" in facts and "32 request tasks" in facts
     page.assert_clean()

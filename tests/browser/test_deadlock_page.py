@@ -3,13 +3,13 @@ for, as a thread dump prints them; names from the target are text, never markup.
 
 from __future__ import annotations
 
-import copy
+from dataclasses import replace
 
 import pytest
 
 from diagnose.render.deadlock_text import dump_lines
-from diagnose.report.model import Report
 from tests.browser.conftest import analyze_recorded, page_data, render_page, requires_browser
+from tests.browser.typed import report_of, with_report
 from tests.report_data import as_finding
 
 pytestmark = requires_browser
@@ -28,20 +28,23 @@ def lock_report(tmp_path_factory):
 def test_the_verdict_prints_each_deadlocked_thread_with_what_it_holds_and_waits_for(
         lock_report, open_report, browser, tmp_path):
     html, _ = lock_report
-    data = copy.deepcopy(page_data(html))
-    report = data["report"]
+    data = page_data(html)
+    report = report_of(data)
     cycle = {"threads": [
         {"thread": "request-0", "tid": 11, "holds": lock("INVENTORY_LOCK", 45),
          "waits_for": lock("PRICING_LOCK", 48), "held_by": "<b>request-1</b>"},
         {"thread": "<b>request-1</b>", "tid": 12, "holds": lock("PRICING_LOCK", 53),
          "waits_for": lock("INVENTORY_LOCK", 56), "held_by": "request-0"}],
         "victims": [{"thread": f"request-{i}"} for i in range(2, 12)], "lock_order": []}
-    report["findings"].insert(0, {"id": "deadlock", "title": "The service is deadlocked", "score": 100,
-                                  "severity": "critical", "summary": "hung", "advice": ["order"],
-                                  "evidence": {"deadlocks": [cycle], "deadlocked_threads": 2}})
-    report["verdict"].update(primary="deadlock", headline="The service is deadlocked — hung")
+    deadlock = as_finding({"id": "deadlock", "title": "The service is deadlocked", "score": 100,
+                           "severity": "critical", "summary": "hung", "advice": ["order"],
+                           "evidence": {"deadlocks": [cycle], "deadlocked_threads": 2}})
+    report = replace(report, findings=(deadlock, *report.findings),
+                     verdict=replace(report.verdict, primary="deadlock",
+                                     headline="The service is deadlocked — hung"))
+    data = with_report(data, report)
     # the no-JavaScript view's dump, rendered from the report model as the pipeline does
-    lines = tuple(dump_lines(Report.from_json(report)))
+    lines = tuple(dump_lines(report))
     opened = open_report(render_page(data, tmp_path / "deadlock.html", lines))
     box = opened.page.locator("#verdict #verdict-deadlock")
     assert box.count() == 1 and box.is_visible()
@@ -79,7 +82,7 @@ def test_the_deadlock_findings_evidence_is_labelled_rows_and_the_dump_is_not_rep
     from diagnose.render.evidence import describe_evidence
 
     html, _ = analyze_recorded("lock_contention", tmp_path / "made")
-    data = copy.deepcopy(page_data(html))
+    data = page_data(html)
     cycle = {"threads": [
         {"thread": "a", "tid": 1, "holds": lock("L1", 1, "/x/y.py"), "waits_for": lock("L2", 2, "/x/y.py"),
          "held_by": "b"},
@@ -89,8 +92,10 @@ def test_the_deadlock_findings_evidence_is_labelled_rows_and_the_dump_is_not_rep
                "summary": "hung", "advice": ["order"],
                "evidence": {"deadlocked_threads": 2, "victim_threads": 0, "deadlocks": [cycle],
                             "fix": {"knob": "lock_order", "value": ["L1", "L2"]}}}
-    data["report"]["findings"].insert(0, finding)
-    data["evidence_text"].insert(0, [r.to_json() for r in describe_evidence(as_finding(finding))])
+    deadlock = as_finding(finding)
+    report = report_of(data)
+    data = with_report(data, replace(report, findings=(deadlock, *report.findings)))
+    data["evidence_text"].insert(0, [r.to_json() for r in describe_evidence(deadlock)])
     opened = open_report(render_page(data, tmp_path / "rows.html"))
     rows = opened.page.locator('details.finding[data-finding-id="deadlock"]').first.locator(
         "table.evidence.labelled th")

@@ -3,10 +3,11 @@ differential flame graph laid out from AFTER's shares, hostile names inert."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from diagnose.compare.diff import diff_reports
 from diagnose.render.diff_html import render_diff_html
 from tests.browser.conftest import requires_browser
-from tests.report_data import as_report
 from tests.unit.test_diff import report
 
 pytestmark = [requires_browser]
@@ -16,10 +17,11 @@ HOSTILE = "</script><img src=x onerror=alert(1)>"
 
 def diff_page(tmp_path):
     before, after = report(0.6, 90), report(0.0, 0)
-    after["stacks"]["frames"][2]["function"] = HOSTILE  # the fixed caller, named by the process
-    after["waits"] = []
+    frames = list(after.stacks.frames)
+    frames[2] = replace(frames[2], function=HOSTILE)  # the fixed caller, named by the process
+    after = replace(after, stacks=replace(after.stacks, frames=tuple(frames)), waits=())
     path = tmp_path / "diff.html"
-    path.write_text(render_diff_html(diff_reports(as_report(before), as_report(after))), encoding="utf-8")
+    path.write_text(render_diff_html(diff_reports(before, after)), encoding="utf-8")
     return path
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tests.browser.conftest import open_report_in, requires_browser
+from tests.browser.typed import typed
 from tests.integration.conftest import SECRETS, requires_ptrace, shared_hostile_names
 
 pytestmark = [pytest.mark.integration, requires_ptrace, requires_browser]
@@ -45,14 +46,14 @@ def test_no_markup_from_names_becomes_elements_or_runs(hostile_page):
 
 def test_hostile_names_are_shown_as_visible_text(hostile_page, hostile_report):
     page = hostile_page.page
-    _, report = hostile_report
-    assert SCRIPT_THREAD_NAME in {t["name"] for t in report["threads"]}
+    report = typed(hostile_report[1])
+    assert SCRIPT_THREAD_NAME in {t.name for t in report.threads}
     table_names = page.eval_on_selector_all("#threads tbody tr button",
                                             "els => els.map(e => e.textContent)")
     assert SCRIPT_THREAD_NAME in table_names
     assert SCRIPT_THREAD_NAME in page.inner_text("#threads")  # rendered, not hidden
     # control characters and the right-to-left override are visible markers, never raw
-    control = next(t["name"] for t in report["threads"] if "\u202e" in t["name"])
+    control = next(t.name for t in report.threads if "\u202e" in t.name)
     shown = next(n for n in table_names if n.startswith("ctl"))
     assert "U+202E" in shown and "U+001B" in shown
     body_text = page.inner_text("body")

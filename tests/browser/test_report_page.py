@@ -6,17 +6,20 @@ disk in headless Chromium with every other request blocked.
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import re
+from dataclasses import fields, replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from diagnose.render.html import render_html
+from diagnose.model.vocab import Confidence, Severity
+from diagnose.report.model import Holder, Observer, Report
 from tests.browser.conftest import analyze_recorded, page_data, render_page, requires_browser
-from tests.report_data import as_report
+from tests.browser.typed import evidence_keys, evidence_of, finding, report_of, shown, with_report
 
 pytestmark = requires_browser
 
@@ -63,23 +66,23 @@ def test_every_recorded_report_renders_offline_without_errors(recorded_reports, 
     attrs = flame_attrs(page)
     assert int(attrs["drawn-count"]) > 10
     assert int(attrs["drawn-count"]) == page.locator("#flame .flame-node").count()
-    assert int(attrs["total-samples"]) == report["sampling"]["thread_samples"]
+    assert int(attrs["total-samples"]) == report.sampling.thread_samples
     assert attrs["zoom-path"] == "" and attrs["zoom-depth"] == "0"
     # one timeline lane per thread of the JSON report
-    assert int(page.get_attribute("#timeline", "data-lanes")) == len(report["threads"])
+    assert int(page.get_attribute("#timeline", "data-lanes")) == len(report.threads)
     assert page.locator("#timeline-canvas").count() == 1
     # the page states the same verdict as the JSON report
-    assert page.text_content("#verdict-headline") == report["verdict"]["headline"]
-    assert page.text_content("#primary-finding") == report["verdict"]["primary"]
+    assert page.text_content("#verdict-headline") == report.verdict.headline
+    assert page.text_content("#primary-finding") == report.verdict.primary
     # one threads-table row per thread, with its role
     rows = page.locator("#threads tbody tr[data-thread-index][data-role]")
-    assert rows.count() == len(report["threads"])
+    assert rows.count() == len(report.threads)
     roles = {int(r.get_attribute("data-thread-index")): r.get_attribute("data-role")
              for r in rows.all()}
-    assert roles == {i: t["role"] for i, t in enumerate(report["threads"])}
+    assert roles == {i: t.role for i, t in enumerate(report.threads)}
     # one expandable finding per finding of the JSON report
     ids = page.eval_on_selector_all("details.finding", "els => els.map(e => e.dataset.findingId)")
-    assert sorted(ids) == sorted(f["id"] for f in report["findings"])
+    assert sorted(ids) == sorted(f.id for f in report.findings)
     assert opened.other_requests == []
 
 
@@ -113,25 +116,25 @@ def test_clicking_a_deeper_frame_zooms_and_reset_goes_back(lock_report, open_rep
     opened.assert_clean()
 
 
-def search(page, text: str) -> dict:
+def search(page, text: str) -> SimpleNamespace:
     page.fill("#flame-search", text)
     page.press("#flame-search", "Enter")
-    return page.eval_on_selector("#flame-search-result",
+    return shown(page.eval_on_selector("#flame-search-result",
                                  "el => ({samples: el.dataset.matchedSamples,"
-                                 " share: el.dataset.matchedShare, text: el.textContent})")
+                                 " share: el.dataset.matchedShare, text: el.textContent})"))
 
 
 def test_search_counts_the_samples_under_matching_frames(lock_report, open_report):
     opened = open_report(lock_report[0])
     page = opened.page
     found = search(page, "predict")
-    assert int(found["samples"]) > 0
-    assert 0 < float(found["share"]) <= 1
+    assert int(found.samples) > 0
+    assert 0 < float(found.share) <= 1
     assert page.locator("#flame .flame-node.match").count() > 0
     assert all("predict" in n.lower() for n in page.eval_on_selector_all(
         "#flame .flame-node.match", "els => els.map(e => e.dataset.name + ' ' + e.dataset.file)"))
     missing = search(page, "zq9xj-no-such-frame")
-    assert missing["samples"] == "0" and float(missing["share"]) == 0
+    assert missing.samples == "0" and float(missing.share) == 0
     assert page.locator("#flame .flame-node.match").count() == 0
     search(page, "")
     assert page.get_attribute("#flame-search-result", "data-matched-samples") is None
@@ -147,18 +150,17 @@ def test_state_and_thread_views_filter_the_samples(lock_report, open_report):
     page.select_option("#flame-state", "waits")  # sets the value and dispatches change
     waits = int(page.get_attribute("#flame", "data-total-samples"))
     assert waits != everything
-    assert waits == sum(t["states"].get(s, 0) for t in report["threads"] for s in WAIT_STATES)
+    assert waits == sum(t.states.get(s, 0) for t in report.threads for s in WAIT_STATES)
     assert page.get_attribute("#flame", "data-states") == "waits"
 
     page.select_option("#flame-state", "busy")
     busy = int(page.get_attribute("#flame", "data-total-samples"))
-    assert busy == sum(t["states"].get(s, 0) for t in report["threads"]
-                       for s in ("python", "native"))
+    assert busy == sum(t.states.get(s, 0) for t in report.threads for s in ("python", "native"))
 
     page.select_option("#flame-state", "all")
-    index, thread = max(enumerate(report["threads"]), key=lambda p: p[1]["samples"])
+    index, thread = max(enumerate(report.threads), key=lambda p: p[1].samples)
     page.select_option("#flame-thread", str(index))
-    assert int(page.get_attribute("#flame", "data-total-samples")) == thread["samples"]
+    assert int(page.get_attribute("#flame", "data-total-samples")) == thread.samples
     assert int(page.get_attribute("#flame", "data-drawn-count")) > 0
     opened.assert_clean()
 
@@ -178,9 +180,9 @@ def test_thread_table_sorts_and_links_to_the_flame_graph(lock_report, open_repor
     first = order()
     name_button.click()
     second = order()
-    assert sorted(first) == sorted(before) == list(range(len(report["threads"])))
+    assert sorted(first) == sorted(before) == list(range(len(report.threads)))
     assert first == list(reversed(second))
-    names = [report["threads"][i]["name"] for i in first]
+    names = [report.threads[i].name for i in first]
     assert names in (sorted(names), sorted(names, reverse=True))
     # a thread's name in the table shows that thread in the flame graph
     index = first[-1]
@@ -194,14 +196,14 @@ def test_primary_finding_link_opens_its_details(lock_report, open_report):
     html, report = lock_report
     opened = open_report(html)
     page = opened.page
-    primary = report["verdict"]["primary"]
+    primary = report.verdict.primary
     selector = f'details.finding[data-finding-id="{primary}"]'
     page.eval_on_selector(selector, "d => { d.open = false; }")
     page.click("#primary-finding")
     assert page.eval_on_selector(selector, "d => d.open") is True
     # the wait-site table lists the lock_contention sites
-    site = next(f for f in report["findings"] if f["id"] == "lock_contention")["sites"][0]
-    assert site["function"] in page.text_content("#waits-body")
+    site = finding(report, "lock_contention").sites[0]
+    assert site.function in page.text_content("#waits-body")
     opened.assert_clean()
 
 
@@ -247,50 +249,51 @@ _WAIT_ROWS_JS = """els => els.map(tr => {
 })"""
 
 
-def wait_rows(page) -> list[dict]:
-    return page.eval_on_selector_all(WAIT_ROWS, _WAIT_ROWS_JS)
+def wait_rows(page) -> list:
+    """The wait-site rows as the page shows them, read by attribute."""
+    return shown(page.eval_on_selector_all(WAIT_ROWS, _WAIT_ROWS_JS))
 
 
-def holder_text(holder: dict) -> str:
-    return " \u2192 ".join(holder["stack"]) + f" ({whole_percent(holder['share'])})"
+def holder_text(holder: Holder) -> str:
+    return " \u2192 ".join(holder.stack) + f" ({whole_percent(holder.share)})"
 
 
 def test_wait_sites_table_shows_every_wait_site_with_its_holders(lock_report, open_report):
     html, report = lock_report
-    waits = report["waits"]
-    assert len(waits) >= 2 and any(len(w["holders"]) > 1 for w in waits), "this recording has wait sites"
+    waits = report.waits
+    assert len(waits) >= 2 and any(len(w.holders) > 1 for w in waits), "this recording has wait sites"
     opened = open_report(html)
     page = opened.page
     rows = wait_rows(page)
     assert len(rows) == len(waits)
-    assert [r["rank"] for r in rows] == list(range(1, len(waits) + 1))  # the report's ranking
+    assert [r.rank for r in rows] == list(range(1, len(waits) + 1))  # the report's ranking
     for row, wait in zip(rows, waits):
-        assert row["kind"] == wait["kind"] and row["kindText"] == wait["label"]
-        assert row["fn"] == wait["function"]
+        assert row.kind == wait.kind and row.kindText == wait.label
+        assert row.fn == wait.function
         # the file is shortened to its name, the full path is in the title
-        assert row["fileText"] == f"{wait['file'].rsplit('/', 1)[-1]}:{wait['line']}"
-        assert row["fileTitle"] == f"{wait['file']}:{wait['line']}"
-        assert row["threadSeconds"] == wait["thread_seconds"]
-        assert row["share"] == wait["share"] and row["maxConcurrent"] == wait["max_concurrent"]
-        assert str(wait["threads"]) in row["cells"] and str(wait["max_concurrent"]) in row["cells"]
-        shown_share = next(c for c in row["cells"] if c.endswith("%") and "(" not in c)
-        assert_percent(shown_share, wait["share"])
+        assert row.fileText == f"{wait.file.rsplit('/', 1)[-1]}:{wait.line}"
+        assert row.fileTitle == f"{wait.file}:{wait.line}"
+        assert row.threadSeconds == wait.thread_seconds
+        assert row.share == wait.share and row.maxConcurrent == wait.max_concurrent
+        assert str(wait.threads) in row.cells and str(wait.max_concurrent) in row.cells
+        shown_share = next(c for c in row.cells if c.endswith("%") and "(" not in c)
+        assert_percent(shown_share, wait.share)
         # the top holder as "A → B → C (34%)", the others folded away in a <details>
-        assert row["holders"] == [holder_text(h) for h in wait["holders"]]
-        if len(wait["holders"]) > 1:
-            assert row["moreOpen"] is False
-            assert f"{len(wait['holders']) - 1} other holder" in row["holderCell"]
-        elif not wait["holders"]:
-            assert "no holder seen" in row["holderCell"]
+        assert row.holders == [holder_text(h) for h in wait.holders]
+        if len(wait.holders) > 1:
+            assert row.moreOpen is False
+            assert f"{len(wait.holders) - 1} other holder" in row.holderCell
+        elif not wait.holders:
+            assert "no holder seen" in row.holderCell
         # the summary sentence is the line under its row
-        assert row["summaryFor"] == row["rank"] and row["summary"] == wait["summary"]
+        assert row.summaryFor == row.rank and row.summary == wait.summary
     # every holder's path is on the page, the others once their <details> is opened
-    top = next(w for w in waits if len(w["holders"]) > 1)
+    top = next(w for w in waits if len(w.holders) > 1)
     rank = waits.index(top) + 1
     page.click(f'{WAIT_ROWS}[data-wait-rank="{rank}"] details.more-holders > summary')
     others = page.locator(f'{WAIT_ROWS}[data-wait-rank="{rank}"] details.more-holders li')
-    assert others.count() == len(top["holders"]) - 1
-    assert others.first.is_visible() and others.first.text_content() == holder_text(top["holders"][1])
+    assert others.count() == len(top.holders) - 1
+    assert others.first.is_visible() and others.first.text_content() == holder_text(top.holders[1])
     # no raw JSON in any cell, and the section is a table, not a wall of text
     cells = page.eval_on_selector_all("#waits-body td", "els => els.map(e => e.textContent)")
     assert [c for c in cells if c.lstrip().startswith(("{", "[", '"'))] == []
@@ -302,50 +305,50 @@ def test_wait_sites_table_shows_every_wait_site_with_its_holders(lock_report, op
 
 def test_wait_sites_table_sorts_and_keeps_summaries_under_their_rows(lock_report, open_report):
     html, report = lock_report
-    waits = report["waits"]
+    waits = report.waits
     opened = open_report(html)
     page = opened.page
 
     def click(label):
         page.locator("#waits-body thead .sort-btn", has_text=label).click()
         rows = wait_rows(page)
-        assert all(r["summaryFor"] == r["rank"] for r in rows)  # summaries move with their rows
+        assert all(r.summaryFor == r.rank for r in rows)  # summaries move with their rows
         return rows
 
     def holder_key(rank):
-        holders = waits[rank - 1]["holders"]
-        return holders[0]["share"] if holders else None
+        holders = waits[rank - 1].holders
+        return holders[0].share if holders else None
 
     # a reader's opened holder list stays open through sorting
-    folded = next(i + 1 for i, w in enumerate(waits) if len(w["holders"]) > 1)
+    folded = next(i + 1 for i, w in enumerate(waits) if len(w.holders) > 1)
     page.click(f'{WAIT_ROWS}[data-wait-rank="{folded}"] details.more-holders > summary')
     rows = click("Max waiting")  # numbers sort largest first
-    most = sorted((w["max_concurrent"] for w in waits), reverse=True)
-    assert [r["maxConcurrent"] for r in rows] == most
+    most = sorted((w.max_concurrent for w in waits), reverse=True)
+    assert [r.maxConcurrent for r in rows] == most
     header = "#waits-body th:has(button:text-is('Max waiting'))"
     assert page.get_attribute(header, "aria-sort") == "descending"
     rows = click("Max waiting")
-    assert [r["maxConcurrent"] for r in rows] == sorted(w["max_concurrent"] for w in waits)
+    assert [r.maxConcurrent for r in rows] == sorted(w.max_concurrent for w in waits)
     # by the top holder's share: sites without a holder always last
     rows = click("Holder")
-    keys = [holder_key(r["rank"]) for r in rows]
+    keys = [holder_key(r.rank) for r in rows]
     known = [k for k in keys if k is not None]
     assert known == sorted(known, reverse=True) and keys == known + [None] * (len(keys) - len(known))
     rows = click("Holder")
-    keys = [holder_key(r["rank"]) for r in rows]
+    keys = [holder_key(r.rank) for r in rows]
     known = [k for k in keys if k is not None]
     assert known == sorted(known) and keys == known + [None] * (len(keys) - len(known))
     # back to the report's own ranking
     rows = click("#")
-    assert [r["rank"] for r in rows] == list(range(1, len(waits) + 1))
+    assert [r.rank for r in rows] == list(range(1, len(waits) + 1))
     assert len(rows) == len(waits)
-    assert rows[folded - 1]["moreOpen"] is True
+    assert rows[folded - 1].moreOpen is True
     opened.assert_clean()
 
 
 def test_report_without_wait_sites_says_so(recorded_reports, open_report):
     html, report = recorded_reports("underloaded")
-    assert report["waits"] == []
+    assert report.waits == ()
     opened = open_report(html)
     page = opened.page
     assert page.locator(WAIT_ROWS).count() == 0
@@ -361,9 +364,14 @@ _EVIDENCE_JS = """(root) => Array.from(root.querySelectorAll('table.evidence > t
 }))"""
 
 
-def evidence(page, finding_id: str) -> dict:
-    rows = page.eval_on_selector(f'details.finding[data-finding-id="{finding_id}"]', _EVIDENCE_JS)
-    return {r["key"]: r for r in rows}
+def by_key(rows: list) -> SimpleNamespace:
+    """Evidence rows as the page shows them, by their evidence key: `shown.lock_wait_share.text`."""
+    return SimpleNamespace(**{r.key: r for r in rows})
+
+
+def evidence(page, finding_id: str) -> SimpleNamespace:
+    return by_key(shown(page.eval_on_selector(f'details.finding[data-finding-id="{finding_id}"]',
+                                              _EVIDENCE_JS)))
 
 
 def page_number(value: float) -> str:
@@ -388,43 +396,44 @@ _LABELLED_JS = """(root) => Array.from(root.querySelectorAll('table.evidence > t
 }))"""
 
 
-def labelled_evidence(page, finding_id: str) -> list[dict]:
-    return page.eval_on_selector(f'details.finding[data-finding-id="{finding_id}"]', _LABELLED_JS)
+def labelled_evidence(page, finding_id: str) -> list:
+    return shown(page.eval_on_selector(f'details.finding[data-finding-id="{finding_id}"]', _LABELLED_JS))
 
 
 def test_evidence_rows_are_labelled_in_words_with_units(lock_report, open_report):
     html, report = lock_report
     data = page_data(html)
-    assert len(data["evidence_text"]) == len(report["findings"])
+    evidence_text = shown(data["evidence_text"])  # the page's data: diagnose's wording per finding
+    assert len(evidence_text) == len(report.findings)
     opened = open_report(html)
     page = opened.page
-    for finding, rows in zip(report["findings"], data["evidence_text"]):
-        shown = labelled_evidence(page, finding["id"])
+    for f, rows in zip(report.findings, evidence_text):
+        on_page = labelled_evidence(page, f.id)
         # the page shows diagnose's labels and texts, row for row, with the raw key kept as data
-        assert [(r["key"], r["label"]) for r in shown] == [(r["key"], r["label"]) for r in rows]
-        assert [r["key"] for r in shown] == [k for k in finding["evidence"] if k != "fix"]
-        for row, made in zip(shown, rows):
-            assert row["label"] != row["key"] and "_" not in row["label"], row
-            if made.get("items"):
-                assert row["nested"] == [list(item) for item in made["items"]]
+        assert [(r.key, r.label) for r in on_page] == [(r.key, r.label) for r in rows]
+        assert [r.key for r in on_page] == [k for k in evidence_keys(f) if k != "fix"]
+        for row, made in zip(on_page, rows):
+            assert row.label != row.key and "_" not in row.label, row
+            if getattr(made, "items", None):
+                assert row.nested == [list(item) for item in made.items]
             else:
-                assert row["text"] == made["text"]
-    lock = {r["key"]: r for r in labelled_evidence(page, "lock_contention")}
-    share = lock["lock_wait_share"]
-    assert share["label"] == "share of request-thread time waiting on locks"
-    interval = next(f for f in report["findings"] if f["id"] == "lock_contention")["intervals"]["lock_wait_share"]
-    assert re.fullmatch(r"\d+% \(\d+(\.\d)?\u2013\d+(\.\d)?%\), [\d,]+ samples", share["text"]), share
-    assert share["text"].endswith(f"{interval['samples']:,} samples")
-    assert share["title"] == f"range: 95% Wilson interval over {interval['samples']:,} samples"
-    assert lock["estimated"]["text"] == "no"
-    assert lock["lock_wait_thread_seconds"]["text"].endswith(" s")
-    sched = {r["key"]: r for r in labelled_evidence(page, "scheduler_overhead")}
-    assert sched["cgroup_cpu_quota_cores"]["text"] == "no quota"
-    assert sched["involuntary_ctx_per_s"]["text"].endswith(" /s")
-    gil = {r["key"]: r for r in labelled_evidence(page, "gil_contention")}
-    per_thread = next(f for f in report["findings"] if f["id"] == "gil_contention")["evidence"]["gil_wait_share_per_thread"]
-    assert [name for name, _ in gil["gil_wait_share_per_thread"]["nested"]] == list(per_thread)
-    assert all(text.endswith("%") for _, text in gil["gil_wait_share_per_thread"]["nested"])
+                assert row.text == made.text
+    lock = by_key(labelled_evidence(page, "lock_contention"))
+    share = lock.lock_wait_share
+    assert share.label == "share of request-thread time waiting on locks"
+    interval = finding(report, "lock_contention").intervals["lock_wait_share"]
+    assert re.fullmatch(r"\d+% \(\d+(\.\d)?\u2013\d+(\.\d)?%\), [\d,]+ samples", share.text), share
+    assert share.text.endswith(f"{interval.samples:,} samples")
+    assert share.title == f"range: 95% Wilson interval over {interval.samples:,} samples"
+    assert lock.estimated.text == "no"
+    assert lock.lock_wait_thread_seconds.text.endswith(" s")
+    sched = by_key(labelled_evidence(page, "scheduler_overhead"))
+    assert sched.cgroup_cpu_quota_cores.text == "no quota"
+    assert sched.involuntary_ctx_per_s.text.endswith(" /s")
+    gil = by_key(labelled_evidence(page, "gil_contention"))
+    per_thread = evidence_of(finding(report, "gil_contention"), "gil_wait_share_per_thread")
+    assert [name for name, _ in gil.gil_wait_share_per_thread.nested] == list(per_thread)
+    assert all(text.endswith("%") for _, text in gil.gil_wait_share_per_thread.nested)
     for selector in ("#findings-body", "#facts-body"):
         text = page.text_content(selector)
         assert '{"' not in text and '":' not in text and "null" not in text, selector
@@ -433,42 +442,43 @@ def test_evidence_rows_are_labelled_in_words_with_units(lock_report, open_report
 
 def test_older_pages_without_labels_show_evidence_objects_as_lists_with_percentages(lock_report, open_report, tmp_path):
     html, report = lock_report
-    findings = {f["id"]: f for f in report["findings"]}
     data = page_data(html)
     # evidence labels that do not fit the findings (re-ordered) are not used: never mislabelled
-    shuffled = copy.deepcopy(data)
     # rotated, not reversed: with an odd count, reversing leaves the middle finding in place
-    moved = shuffled["report"]["findings"]
-    moved[:] = moved[1:] + moved[:1]
+    on_page = report_of(data)
+    moved = on_page.findings[1:] + on_page.findings[:1]
+    shuffled = with_report(data, replace(on_page, findings=moved))
     opened = open_report(render_page(shuffled, tmp_path / "shuffled.html"))
     keys = opened.page.eval_on_selector_all("table.evidence th", "els => els.map(e => e.textContent)")
-    assert keys and set(keys) <= {k for f in report["findings"] for k in f["evidence"]}
+    assert keys and set(keys) <= {k for f in report.findings for k in evidence_keys(f)}
     opened.assert_clean()
     del data["evidence_text"]
     opened = open_report(render_page(data, tmp_path / "older.html"))
     page = opened.page
     gil = evidence(page, "gil_contention")
     for key in ("gil_wait_share_per_thread", "holder_phase_shares"):
-        value = findings["gil_contention"]["evidence"][key]
+        value = evidence_of(finding(report, "gil_contention"), key)
         assert isinstance(value, dict) and value
-        nested = gil[key]["nested"]
+        nested = getattr(gil, key).nested
         assert [k for k, _ in nested] == list(value)  # same names, same order
         for name, text in nested:
             assert_percent(text, value[name])
     # shares are percentages, other numbers rounded, booleans and null in words
     lock = evidence(page, "lock_contention")
-    lock_evidence = findings["lock_contention"]["evidence"]
-    assert_percent(lock["lock_wait_share"]["text"], lock_evidence["lock_wait_share"])
-    assert lock["estimated"]["text"] == "no"
-    assert lock["lock_wait_thread_seconds"]["text"] == page_number(lock_evidence["lock_wait_thread_seconds"])
+    lock_finding = finding(report, "lock_contention")
+    assert_percent(lock.lock_wait_share.text, evidence_of(lock_finding, "lock_wait_share"))
+    assert lock.estimated.text == "no"
+    assert lock.lock_wait_thread_seconds.text == page_number(
+        evidence_of(lock_finding, "lock_wait_thread_seconds"))
     sched = evidence(page, "scheduler_overhead")
-    sched_evidence = findings["scheduler_overhead"]["evidence"]
-    assert sched_evidence["cgroup_cpu_quota_cores"] is None
-    assert sched["cgroup_cpu_quota_cores"]["text"] == "\u2014"
-    assert sched["involuntary_ctx_per_s"]["text"] == page_number(sched_evidence["involuntary_ctx_per_s"])
+    sched_finding = finding(report, "scheduler_overhead")
+    assert evidence_of(sched_finding, "cgroup_cpu_quota_cores") is None
+    assert sched.cgroup_cpu_quota_cores.text == "\u2014"
+    assert sched.involuntary_ctx_per_s.text == page_number(
+        evidence_of(sched_finding, "involuntary_ctx_per_s"))
     compute = evidence(page, "compute_bound")
-    assert_percent(compute["core_utilization_from_samples"]["text"],
-                   findings["compute_bound"]["evidence"]["core_utilization_from_samples"])
+    assert_percent(compute.core_utilization_from_samples.text,
+                   evidence_of(finding(report, "compute_bound"), "core_utilization_from_samples"))
     # no JSON text anywhere in the findings or the run facts
     for selector in ("#findings-body", "#facts-body"):
         text = page.text_content(selector)
@@ -482,64 +492,74 @@ def observer_attrs(page) -> dict:
                                                    ".map(a => [a.name.slice(5), a.value]))")
 
 
-def check_observer_section(page, observer: dict):
+def check_observer_section(page, observer: Observer):
     """#observer-cost carries the report's numbers and shows each as text."""
     assert page.locator("#facts #observer-cost").count() == 1
     assert page.text_content("#observer-cost h3") == "What sampling cost the target"
     attrs = observer_attrs(page)
     for key in OBSERVER_NUMBERS:
         attr = attrs.get(key.replace("_", "-"))
-        if observer[key] is None:
+        if getattr(observer, key) is None:
             assert attr is None, key
         else:
-            assert float(attr) == observer[key], key
-    assert attrs.get("torn-stacks-possible") == (None if observer["torn_stacks_possible"] is None
-                                                  else str(observer["torn_stacks_possible"]).lower())
-    assert attrs["warning"] == ("true" if observer["warning"] else "false")
-    shown = {k: page.text_content(f'#observer-cost [data-observer="{k}"] dd')
-             for k in ("paused", "pyspy-cpu", "rate", "errors", "torn")}
-    if observer["paused_share"] is None:
-        assert shown["paused"] == "not measured"
+            assert float(attr) == getattr(observer, key), key
+    torn = observer.torn_stacks_possible
+    assert attrs.get("torn-stacks-possible") == (None if torn is None else str(torn).lower())
+    assert attrs["warning"] == ("true" if observer.warning else "false")
+    # each line's text by its data-observer name ("pyspy-cpu" read as on_page.pyspy_cpu)
+    on_page = SimpleNamespace(**{
+        k.replace("-", "_"): page.text_content(f'#observer-cost [data-observer="{k}"] dd')
+        for k in ("paused", "pyspy-cpu", "rate", "errors", "torn")})
+    if observer.paused_share is None:
+        assert on_page.paused == "not measured"
     else:
-        assert_percent(shown["paused"], observer["paused_share"])
-    if observer["pyspy_cpu_s"] is None:
-        assert shown["pyspy-cpu"] == "not measured"
+        assert_percent(on_page.paused, observer.paused_share)
+    if observer.pyspy_cpu_s is None:
+        assert on_page.pyspy_cpu == "not measured"
     else:
-        assert shown["pyspy-cpu"].startswith(f"{observer['pyspy_cpu_s']:g} s")
-    if observer["achieved_rate_hz"] is not None:
-        assert shown["rate"].startswith(f"{observer['achieved_rate_hz']:g}")
-    if observer["requested_rate_hz"]:
-        assert f"of {observer['requested_rate_hz']:g} Hz" in shown["rate"]
-    if observer["errors"] is not None:
-        assert shown["errors"].startswith(f"{observer['errors']:,}")
-    assert shown["torn"] == {True: "possible (non-blocking sampling)", False: "no",
-                             None: "not measured"}[observer["torn_stacks_possible"]]
+        assert on_page.pyspy_cpu.startswith(f"{observer.pyspy_cpu_s:g} s")
+    if observer.achieved_rate_hz is not None:
+        assert on_page.rate.startswith(f"{observer.achieved_rate_hz:g}")
+    if observer.requested_rate_hz:
+        assert f"of {observer.requested_rate_hz:g} Hz" in on_page.rate
+    if observer.errors is not None:
+        assert on_page.errors.startswith(f"{observer.errors:,}")
+    assert on_page.torn == {True: "possible (non-blocking sampling)", False: "no",
+                            None: "not measured"}[torn]
     plan = page.text_content("#observer-plan")
     assert plan.startswith("Sampling plan: ")
-    assert plan.endswith(observer["plan"] if observer["plan"] else "not recorded for this run")
+    assert plan.endswith(observer.plan if observer.plan else "not recorded for this run")
 
 
 @pytest.mark.parametrize("name", RECORDINGS)
 def test_every_report_states_what_sampling_cost_the_target(recorded_reports, open_report, name):
     html, report = recorded_reports(name)
-    observer = report["sampling"]["observer"]
-    assert set(observer) >= set(OBSERVER_NUMBERS) | {"torn_stacks_possible", "plan", "warning"}
+    observer = report.sampling.observer
+    assert {f.name for f in fields(observer)} >= (set(OBSERVER_NUMBERS)
+                                                  | {"torn_stacks_possible", "plan", "warning"})
     opened = open_report(html)
     page = opened.page
     check_observer_section(page, observer)
-    if observer["warning"]:
+    if observer.warning:
         assert page.locator("#sampling-banner #observer-warning").count() == 1
-        assert observer["warning"] in page.text_content("#observer-warning")
+        assert observer.warning in page.text_content("#observer-warning")
     else:
         assert page.locator("#observer-warning").count() == 0
     opened.assert_clean()
 
 
+def with_warning(report: Report, warning: str | None) -> Report:
+    """`report` whose observer warns `warning` (None: does not warn)."""
+    sampling = report.sampling
+    return replace(report, sampling=replace(
+        sampling, observer=replace(sampling.observer, warning=warning)))
+
+
 def test_observer_warning_banner_follows_the_report(lock_report, open_report, tmp_path):
     data = page_data(lock_report[0])
-    quiet = copy.deepcopy(data)
-    quiet["report"]["sampling"]["observer"]["warning"] = None
-    assert not quiet["report"]["sampling"]["notes"] and not quiet["report"]["sampling"]["partial"]
+    quiet_report = with_warning(report_of(data), None)
+    assert not quiet_report.sampling.notes and not quiet_report.sampling.partial
+    quiet = with_report(data, quiet_report)
     opened = open_report(render_page(quiet, tmp_path / "quiet.html"))
     page = opened.page
     assert page.locator("#observer-warning").count() == 0
@@ -548,8 +568,7 @@ def test_observer_warning_banner_follows_the_report(lock_report, open_report, tm
     opened.assert_clean()
 
     warning = "<b>py-spy</b> used 40% of the cores the target runs on: the verdict may be distorted"
-    loud = copy.deepcopy(data)
-    loud["report"]["sampling"]["observer"]["warning"] = warning
+    loud = with_report(data, with_warning(report_of(data), warning))
     opened = open_report(render_page(loud, tmp_path / "loud.html"))
     page = opened.page
     banner = page.locator("#sampling-banner")
@@ -569,23 +588,23 @@ def test_observer_warning_banner_follows_the_report(lock_report, open_report, tm
 def test_dev_sample_data_renders_with_the_current_shapes(open_report, tmp_path):
     """reports/dev_sample_data.json (attach-mode values, hostile names) uses the current shapes."""
     data = json.loads(DEV_SAMPLE.read_text(encoding="utf-8"))
-    report = data["report"]
-    observer = report["sampling"]["observer"]
-    assert observer["pyspy_cpu_s"] is not None and observer["plan"]
-    assert report["waits"] and all(w["holders"] is not None for w in report["waits"])
+    report = report_of(data)  # decodes: every section has its current shape
+    observer = report.sampling.observer
+    assert observer.pyspy_cpu_s is not None and observer.plan
+    assert report.waits and all(w.holders is not None for w in report.waits)
     opened = open_report(render_page(data, tmp_path / "dev.html"))
     page = opened.page
     check_observer_section(page, observer)
     rows = wait_rows(page)
-    assert len(rows) == len(report["waits"])
-    for row, wait in zip(rows, report["waits"]):
-        assert row["holders"][:1] == [holder_text(h) for h in wait["holders"][:1]]
+    assert len(rows) == len(report.waits)
+    for row, wait in zip(rows, report.waits):
+        assert row.holders[:1] == [holder_text(h) for h in wait.holders[:1]]
     # hostile names in wait sites and nested evidence stay text
     assert page.locator("img").count() == 0 and page.locator("#waits-body script").count() == 0
     assert "<img src=x onerror=alert(2)>" in page.text_content("#waits-body")
-    nested = evidence(page, "gil_contention")["gil_wait_share_per_thread"]["nested"]
-    gil = next(f for f in report["findings"] if f["id"] == "gil_contention")
-    assert [k for k, _ in nested] == list(gil["evidence"]["gil_wait_share_per_thread"])
+    nested = evidence(page, "gil_contention").gil_wait_share_per_thread.nested
+    gil = finding(report, "gil_contention")
+    assert [k for k, _ in nested] == list(evidence_of(gil, "gil_wait_share_per_thread"))
     assert "</script><img src=x onerror=alert(1)>" in dict(nested)
     page.wait_for_timeout(200)
     assert opened.dialogs == []
@@ -593,13 +612,13 @@ def test_dev_sample_data_renders_with_the_current_shapes(open_report, tmp_path):
 
 
 def test_without_javascript_the_fallback_names_the_observer_warning_and_wait_sites(lock_report, browser, tmp_path):
-    html, report = lock_report
+    html, _ = lock_report
     # a report whose sampling cost was high enough to warn (rendered from the real data)
     data = page_data(html)
-    data["report"]["sampling"]["observer"]["warning"] = "py-spy kept the target's threads stopped 30% of the time"
-    report = data["report"]
+    report = with_warning(report_of(data), "py-spy kept the target's threads stopped 30% of the time")
+    data = with_report(data, report)
     html = tmp_path / "warned.html"
-    html.write_text(render_html(data, as_report(report)), encoding="utf-8")
+    html.write_text(render_html(data, report), encoding="utf-8")
     context = browser.new_context(java_script_enabled=False, service_workers="block")
     try:
         blocked = []
@@ -609,9 +628,9 @@ def test_without_javascript_the_fallback_names_the_observer_warning_and_wait_sit
         page.goto(html.resolve().as_uri(), wait_until="load")
         text = page.inner_text("body")
         assert "did not run" in text
-        assert report["sampling"]["observer"]["warning"] in text
-        for wait in report["waits"]:
-            assert wait["summary"] in text
+        assert report.sampling.observer.warning in text
+        for wait in report.waits:
+            assert wait.summary in text
         assert blocked == []
     finally:
         context.close()
@@ -620,26 +639,26 @@ def test_without_javascript_the_fallback_names_the_observer_warning_and_wait_sit
 def low_confidence(data: dict, samples: int = 41) -> dict:
     """`data` with its verdict and top finding resting on `samples` samples, as diagnose writes
     such a verdict (engine.verdict_for)."""
-    low = copy.deepcopy(data)
-    report = low["report"]
-    top = next(f for f in report["findings"] if f["id"] == report["verdict"]["primary"])
-    top.update(low_confidence=True, samples=samples)
-    report["verdict"].update(confidence="low", samples=samples, severity="warning",
-                             headline=f"low confidence: {samples} samples; sample longer \u2014 "
-                                      + report["verdict"]["headline"])
-    return low
+    report = report_of(data)
+    verdict = report.verdict
+    findings = tuple(replace(f, low_confidence=True, samples=samples) if f.id == verdict.primary
+                     else f for f in report.findings)
+    verdict = replace(verdict, confidence=Confidence.LOW, samples=samples, severity=Severity.WARNING,
+                      headline=f"low confidence: {samples} samples; sample longer \u2014 "
+                               + verdict.headline)
+    return with_report(data, replace(report, verdict=verdict, findings=findings))
 
 
 def test_a_low_confidence_verdict_and_finding_carry_a_badge(lock_report, open_report, browser, tmp_path):
     html, report = lock_report
     # a verdict on enough samples has no badge
-    assert report["verdict"]["confidence"] == "ok" and not any(f["low_confidence"] for f in report["findings"])
+    assert report.verdict.confidence == "ok" and not any(f.low_confidence for f in report.findings)
     opened = open_report(html)
     assert opened.page.locator(".conf-low").count() == 0
     opened.assert_clean()
 
     data = low_confidence(page_data(html))
-    primary = data["report"]["verdict"]["primary"]
+    primary = report_of(data).verdict.primary
     low = render_page(data, tmp_path / "low.html")
     opened = open_report(low)
     page = opened.page
@@ -672,17 +691,18 @@ def test_a_low_confidence_verdict_and_finding_carry_a_badge(lock_report, open_re
 def test_a_co_primary_verdict_shows_both_findings_the_reason_and_each_first_advice(
         lock_report, open_report, tmp_path):
     html, _ = lock_report
-    data = copy.deepcopy(page_data(html))
-    report = data["report"]
-    first, second = report["findings"][0], report["findings"][1]
-    report["verdict"].update(co_primary=second["id"], co_primary_reason="<b>scores</b> overlap",
-                             first_advice=[first["advice"][0], "<img src=x> advice"])
+    data = page_data(html)
+    report = report_of(data)
+    first, second = report.findings[0], report.findings[1]
+    verdict = replace(report.verdict, co_primary=second.id, co_primary_reason="<b>scores</b> overlap",
+                      first_advice=(first.advice[0], "<img src=x> advice"))
+    data = with_report(data, replace(report, verdict=verdict))
     opened = open_report(render_page(data, tmp_path / "co.html"))
     co = opened.page.locator("#verdict #verdict-co-primary")
     assert co.count() == 1 and co.is_visible()
     text = co.inner_text()
-    assert f"Co-primary finding: {second['id']} \u2014 <b>scores</b> overlap" in text
-    assert f"First advice for {first['id']}: {first['advice'][0]}" in text
-    assert f"First advice for {second['id']}: <img src=x> advice" in text
+    assert f"Co-primary finding: {second.id} \u2014 <b>scores</b> overlap" in text
+    assert f"First advice for {first.id}: {first.advice[0]}" in text
+    assert f"First advice for {second.id}: <img src=x> advice" in text
     assert opened.page.locator("#verdict-co-primary img").count() == 0
     opened.assert_clean()

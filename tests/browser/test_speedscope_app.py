@@ -24,7 +24,9 @@ from pathlib import Path
 
 import pytest
 
+from diagnose.report.model import Report
 from tests.browser.conftest import requires_browser
+from tests.browser.typed import read_report
 from tests.conftest import RECORDED, invoke_cli
 
 pytestmark = [requires_browser]
@@ -47,7 +49,7 @@ WAIT_MS = 20000
 
 
 @pytest.fixture(scope="module", params=sorted(RECORDINGS))
-def analysed(request, tmp_path_factory) -> tuple[dict, Path]:
+def analysed(request, tmp_path_factory) -> tuple[Report, Path]:
     """(the JSON report, the .speedscope.json beside it) of `diagnose analyze` on a recording."""
     name = request.param
     out = tmp_path_factory.mktemp(f"speedscope-{name}")
@@ -56,22 +58,22 @@ def analysed(request, tmp_path_factory) -> tuple[dict, Path]:
     assert proc.returncode == 0, proc.stderr
     report_path = next(p for p in out.glob("*.json") if not p.name.endswith(".speedscope.json"))
     (speedscope,) = out.glob("*.speedscope.json")
-    return json.loads(report_path.read_text(encoding="utf-8")), speedscope
+    return read_report(report_path), speedscope
 
 
-def report_threads(report: dict) -> dict:
+def report_threads(report: Report) -> dict:
     """The report's threads, by the profile name speedscope files give them: the stacks they
     were sampled in (frames as (function, file, line), root first) and seconds in each."""
-    stacks = report["stacks"]
-    interval = stacks["interval_s"]
+    stacks = report.stacks
+    interval = stacks.interval_s
     threads: dict = {}
-    for row in stacks["samples"]:
-        name = ((f"Process {row['pid']} " if row.get("pid") is not None else "")
-                + f'Thread {row["tid"]} "{row["thread"]}"')
-        stack = tuple((stacks["frames"][i]["function"], stacks["frames"][i]["file"],
-                       stacks["frames"][i]["line"]) for i in row["stack"])
+    for row in stacks.samples:
+        name = ((f"Process {row.pid} " if row.pid is not None else "")
+                + f'Thread {row.tid} "{row.thread}"')
+        stack = tuple((stacks.frames[i].function, stacks.frames[i].file, stacks.frames[i].line)
+                      for i in row.stack)
         weights = threads.setdefault(name, {})
-        weights[stack] = weights.get(stack, 0.0) + row["count"] * interval
+        weights[stack] = weights.get(stack, 0.0) + row.count * interval
     return threads
 
 

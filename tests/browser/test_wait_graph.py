@@ -9,9 +9,14 @@ for (a knot: a hang). The third worker's label is hostile markup.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from diagnose.report.model.wait_graph import (EdgeKind, NodeKind, ResourceKind, WaitEdge, WaitGraph,
+                                              WaitNode)
 from tests.browser.conftest import dev_sample_data, render_page, requires_browser
+from tests.browser.typed import report_of, shown, with_report
 
 pytestmark = requires_browser
 
@@ -22,19 +27,24 @@ SUMMARY = ("11 request threads of 3 workers wait for a file lock (/var/cache/mod
            "cache-warmer 4344 in rebuild_index: 68% of their time")
 
 
-def _node(id_, kind, label, **more) -> dict:
-    return {"id": id_, "kind": kind, "label": label, "pid": more.pop("pid", None),
-            "threads": more.pop("threads", 0), "site": more.pop("site", ""),
-            "detail": more.pop("detail", ""), **more}
+def _node(id_: str, kind: str, label: str, resource: str | None = None, **more) -> WaitNode:
+    return WaitNode(id_, NodeKind(kind), label,
+                    resource=ResourceKind(resource) if resource else None, **more)
 
 
-def _edge(source, target, kind="waits_for", share=0.0, seconds=0.0) -> dict:
-    return {"source": source, "target": target, "kind": kind, "share": share,
-            "thread_seconds": seconds}
+def _edge(source: str, target: str, kind: str = "waits_for", share: float = 0.0,
+          seconds: float = 0.0) -> WaitEdge:
+    return WaitEdge(source, target, EdgeKind(kind), share=share, thread_seconds=seconds)
 
 
-def file_lock_graph() -> dict:
-    """report.wait_graph as the codec writes it: a file-lock bottleneck and a knot."""
+def with_graph(graph: WaitGraph | None) -> dict:
+    """The sample's page data with `graph` as its report's wait graph (None: the report has none)."""
+    data = dev_sample_data()
+    return with_report(data, replace(report_of(data), wait_graph=graph))
+
+
+def file_lock_graph() -> WaitGraph:
+    """report.wait_graph: a file-lock bottleneck and a knot."""
     nodes = [
         _node("w4341", "threads", "worker 4341 \u00b7 handle_request", pid=4341, threads=4,
               running_share=0.06, site="handle_request app/server.py:88"),
@@ -72,15 +82,13 @@ def file_lock_graph() -> dict:
         _edge("writer", "lock-b", share=1.0, seconds=10.0),
         _edge("lock-b", "reader", "held_by", share=1.0),
     ]
-    return {"nodes": nodes, "edges": edges, "knots": [KNOT], "bottleneck": "flock",
-            "summary": SUMMARY, "observations": 4000}
+    return WaitGraph(nodes=tuple(nodes), edges=tuple(edges), knots=(tuple(KNOT),),
+                     bottleneck="flock", summary=SUMMARY, observations=4000)
 
 
 @pytest.fixture
 def graph_page(open_report, tmp_path):
-    data = dev_sample_data()
-    data["report"]["wait_graph"] = file_lock_graph()
-    return open_report(render_page(data, tmp_path / "graph.html"))
+    return open_report(render_page(with_graph(file_lock_graph()), tmp_path / "graph.html"))
 
 
 _NODES_JS = """els => els.map(g => {
@@ -110,37 +118,38 @@ def test_the_graph_draws_every_node_and_edge_with_the_bottleneck_and_the_hang(gr
     graph = file_lock_graph()
     assert page.is_visible("#wait-graph svg.wg-svg")
     assert page.text_content("#wait-graph-summary") == SUMMARY
-    nodes = {n["id"]: n for n in page.eval_on_selector_all("#wait-graph svg .wg-node", _NODES_JS)}
-    assert set(nodes) == {n["id"] for n in graph["nodes"]}
-    for n in graph["nodes"]:
-        assert nodes[n["id"]]["kind"] == n["kind"]
-    assert nodes["w4341"]["words"] == "4 threads \u00b7 running 6.0%"
-    assert nodes["flock"]["words"] == "file lock"
+    drawn_nodes = shown(page.eval_on_selector_all("#wait-graph svg .wg-node", _NODES_JS))
+    nodes = {n.id: n for n in drawn_nodes}
+    assert set(nodes) == {n.id for n in graph.nodes}
+    for n in graph.nodes:
+        assert nodes[n.id].kind == n.kind
+    assert nodes["w4341"].words == "4 threads \u00b7 running 6.0%"
+    assert nodes["flock"].words == "file lock"
     # waiters left of the lock, the lock left of its holder
-    assert max(nodes[w]["x"] for w in WORKERS) < nodes["flock"]["x"] < nodes["warmer"]["x"]
+    assert max(nodes[w].x for w in WORKERS) < nodes["flock"].x < nodes["warmer"].x
     # the bottleneck, and only it, highlighted
-    neck = [n for n in nodes.values() if n["bottleneck"] == "true"]
-    assert [n["id"] for n in neck] == ["flock"]
-    assert neck[0]["halo"] and neck[0]["neckTag"] == "bottleneck"
-    assert not any(n["halo"] or n["neckTag"] for n in nodes.values() if n["id"] != "flock")
+    neck = [n for n in nodes.values() if n.bottleneck == "true"]
+    assert [n.id for n in neck] == ["flock"]
+    assert neck[0].halo and neck[0].neckTag == "bottleneck"
+    assert not any(n.halo or n.neckTag for n in nodes.values() if n.id != "flock")
     # the knot's nodes in red, each marked "hang"; nothing else
-    hung = sorted(n["id"] for n in nodes.values() if n["knot"] == "true")
+    hung = sorted(n.id for n in nodes.values() if n.knot == "true")
     assert hung == sorted(KNOT)
-    assert all(nodes[i]["hang"] == "hang" and nodes[i]["stroke"] == "#c62f38" for i in KNOT)
-    assert not any(n["hang"] for n in nodes.values() if n["id"] not in KNOT)
+    assert all(nodes[i].hang == "hang" and nodes[i].stroke == "#c62f38" for i in KNOT)
+    assert not any(n.hang for n in nodes.values() if n.id not in KNOT)
     assert "wait only on each other" in page.text_content("#wait-graph .wg-knot-note")
 
-    edges = page.eval_on_selector_all("#wait-graph svg .wg-edge", _EDGES_JS)
-    assert sorted((e["source"], e["target"], e["kind"]) for e in edges) == sorted(
-        (e["source"], e["target"], e["kind"]) for e in graph["edges"])
-    assert all(e["arrow"] for e in edges)
-    by = {(e["source"], e["target"]): e for e in edges}
-    for e in graph["edges"]:
-        drawn = by[(e["source"], e["target"])]
-        assert (drawn["dash"] is None) == (e["kind"] == "waits_for")  # held_by / served_by dashed
-        assert drawn["knot"] == ("true" if e["source"] in KNOT and e["target"] in KNOT else "false")
-    assert by[("w4341", "flock")]["width"] > by[("w4341", "gil4341")]["width"]  # width by share
-    assert all(e["stroke"] == "#c62f38" for e in edges if e["knot"] == "true")
+    edges = shown(page.eval_on_selector_all("#wait-graph svg .wg-edge", _EDGES_JS))
+    assert sorted((e.source, e.target, e.kind) for e in edges) == sorted(
+        (e.source, e.target, str(e.kind)) for e in graph.edges)
+    assert all(e.arrow for e in edges)
+    by = {(e.source, e.target): e for e in edges}
+    for e in graph.edges:
+        drawn = by[(e.source, e.target)]
+        assert (drawn.dash is None) == (e.kind == "waits_for")  # held_by / served_by dashed
+        assert drawn.knot == ("true" if e.source in KNOT and e.target in KNOT else "false")
+    assert by[("w4341", "flock")].width > by[("w4341", "gil4341")].width  # width by share
+    assert all(e.stroke == "#c62f38" for e in edges if e.knot == "true")
     labels = page.eval_on_selector_all(
         "#wait-graph .wg-edge-label",
         "els => els.map(e => Array.from(e.querySelectorAll('text')).map(t => t.textContent).join(' / '))")
@@ -176,14 +185,9 @@ def test_hovering_a_node_shows_its_site_and_the_kernel_detail(graph_page):
     graph_page.assert_clean()
 
 
-@pytest.mark.parametrize("graph", [None, {"nodes": [], "edges": [], "knots": [], "summary": "",
-                                          "observations": 0}])
+@pytest.mark.parametrize("graph", [None, WaitGraph()])
 def test_no_graph_or_no_edges_draws_nothing(graph, open_report, tmp_path):
-    data = dev_sample_data()
-    data["report"].pop("wait_graph", None)
-    if graph is not None:
-        data["report"]["wait_graph"] = graph
-    opened = open_report(render_page(data, tmp_path / "none.html"))
+    opened = open_report(render_page(with_graph(graph), tmp_path / "none.html"))
     page = opened.page
     assert page.locator("#wait-graph").count() == 0
     assert page.locator("svg.wg-svg").count() == 0
@@ -192,27 +196,23 @@ def test_no_graph_or_no_edges_draws_nothing(graph, open_report, tmp_path):
 
 
 def test_edges_to_unknown_nodes_hide_the_section(open_report, tmp_path):
-    data = dev_sample_data()
     graph = file_lock_graph()
-    graph["nodes"] = graph["nodes"][:1]  # every edge now names a node the graph lacks
-    data["report"]["wait_graph"] = graph
-    opened = open_report(render_page(data, tmp_path / "broken.html"))
+    graph = replace(graph, nodes=graph.nodes[:1])  # every edge now names a node the graph lacks
+    opened = open_report(render_page(with_graph(graph), tmp_path / "broken.html"))
     assert opened.page.locator("#wait-graph").count() == 1
     assert not opened.page.is_visible("#wait-graph")
     opened.assert_clean()
 
 
 def test_a_large_graph_draws_forty_nodes_and_lists_every_edge(open_report, tmp_path):
-    data = dev_sample_data()
     nodes = [_node("lock", "resource", "Lock at big.py:1", resource="lock")]
     edges = []
     for k in range(60):
         nodes.append(_node(f"t{k}", "threads", f"group {k}", pid=5000, threads=1, running_share=0.1))
         edges.append(_edge(f"t{k}", "lock", share=0.5, seconds=60 - k))
-    data["report"]["wait_graph"] = {"nodes": nodes, "edges": edges, "knots": [],
-                                    "bottleneck": "lock", "summary": "60 groups wait",
-                                    "observations": 100}
-    opened = open_report(render_page(data, tmp_path / "big.html"))
+    graph = WaitGraph(nodes=tuple(nodes), edges=tuple(edges), bottleneck="lock",
+                      summary="60 groups wait", observations=100)
+    opened = open_report(render_page(with_graph(graph), tmp_path / "big.html"))
     page = opened.page
     assert page.locator("#wait-graph svg .wg-node").count() == 40
     assert page.locator("#wait-graph svg .wg-edge").count() == 39
