@@ -16,7 +16,8 @@ from diagnose.publish import push
 from diagnose.publish.push import (PushFailed, ingest_url, label_set, parse_push_url,
                            parse_tags, push_profile, sanitise_label_value)
 from diagnose.publish.watch import Window, WatchOutcome, _prune
-from tests.conftest import RECORDED, invoke_cli
+from diagnose.report.model import Report
+from tests.conftest import RECORDED, invoke_cli, invoke_cli_report
 from tests.pyroscope_contract import IngestServer, parse_name
 from tests.report_data import as_report
 
@@ -53,12 +54,13 @@ def query(url: str) -> dict[str, list[str]]:
 
 
 @pytest.fixture(scope="module")
-def analyzed(tmp_path_factory) -> tuple[dict, Path]:
+def analyzed(tmp_path_factory) -> tuple[Report, Path]:
     """A real report (the recorded lock-contention fixture analysed) and its directory."""
     out = tmp_path_factory.mktemp("reports")
-    proc, report = invoke_cli("analyze", RECORDED / "lock_contention.speedscope.json", "--procfs",
+    proc, report = invoke_cli_report("analyze", RECORDED / "lock_contention.speedscope.json", "--procfs",
                            RECORDED / "lock_contention.procfs.json", "-o", out, "--json")
     assert proc.returncode == 0, proc.stderr
+    assert report is not None
     return report, out
 
 
@@ -213,11 +215,11 @@ def test_a_real_reports_profile_is_accepted_by_the_documented_ingest_api(analyze
     assert request.problems == []
     assert request.app_name == "inference.api"
     assert request.labels == {"env": "test", "service": "ranker",
-                              "verdict": report["verdict"]["primary"],
+                              "verdict": report.verdict.primary,
                               "host": sanitise_label_value(socket.gethostname())}
     assert (request.start, request.end) == (1_700_000_000, 1_700_000_011)
     assert request.params["format"] == ["pprof"]
-    counted = sum(row["count"] for row in report["stacks"]["samples"])
+    counted = sum(row.count for row in report.stacks.samples)
     assert counted > 0 and request.sample_total(unit="count") == counted
 
 
@@ -229,7 +231,7 @@ def test_pushed_series_stay_few_while_samples_keep_pid_and_tid_as_numbers(analyz
     assert request.problems == []
     keys = {key for labels in request.series for key, _ in labels}
     assert keys <= {"env", "service", "verdict", "host", "role", "state", "category"}, keys
-    threads = {row.get("tid") for row in report["stacks"]["samples"]}
+    threads = {row.tid for row in report.stacks.samples}
     # fewer series than threads x states: no label per thread or per process among them
     assert len(request.series) <= 4 * 7 * 8 and len(threads) > 1
     strings = request.profile.string_table

@@ -11,7 +11,7 @@ import pytest
 
 from diagnose.model.profile import Profile, ThreadTrack
 from diagnose.model.visibility import assess_waits
-from tests.conftest import invoke_cli
+from tests.conftest import invoke_cli_report
 
 RECORDED = Path(__file__).resolve().parents[2] / "fixtures" / "recorded"
 
@@ -19,22 +19,22 @@ RECORDED = Path(__file__).resolve().parents[2] / "fixtures" / "recorded"
 def test_a_lock_queue_recorded_without_idle_is_inconclusive_and_says_how_to_record(tmp_path):
     # py-spy's defaults on request threads queueing on a model lock: lock waits still show
     # (59-72% in two recordings) but the counts spread from 56 to 200.
-    proc, report = invoke_cli("analyze", RECORDED / "locked_blas.noidle.speedscope.json", "--json",
-                              "--output-dir", tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    verdict = report["verdict"]
-    assert verdict["primary"] == "inconclusive", verdict
-    assert "cannot show waits" in verdict["headline"] and "py-spy record --idle" in verdict["headline"]
-    assert "spread from" in verdict["headline"]
+    proc, report = invoke_cli_report("analyze", RECORDED / "locked_blas.noidle.speedscope.json",
+                                     "--json", "--output-dir", tmp_path)
+    assert proc.returncode == 0 and report is not None, proc.stderr
+    verdict = report.verdict
+    assert verdict.primary == "inconclusive", verdict
+    assert "cannot show waits" in verdict.headline and "py-spy record --idle" in verdict.headline
+    assert "spread from" in verdict.headline
 
 
 @pytest.mark.parametrize("name", ["lock_contention", "underloaded", "preprocess_bound",
                                   "compute_bound", "scheduler_overhead"])
 def test_recordings_made_with_idle_keep_their_verdict(name, tmp_path):
-    proc, report = invoke_cli("analyze", RECORDED / f"{name}.speedscope.json", "--json",
-                              "--output-dir", tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    assert report["verdict"]["primary"] != "inconclusive", report["verdict"]
+    proc, report = invoke_cli_report("analyze", RECORDED / f"{name}.speedscope.json", "--json",
+                                     "--output-dir", tmp_path)
+    assert proc.returncode == 0 and report is not None, proc.stderr
+    assert report.verdict.primary != "inconclusive", report.verdict
 
 
 def _profile(counts: list[int], first_waits: bool = True) -> Profile:
