@@ -6,7 +6,9 @@ from pathlib import Path
 
 import click
 
-from diagnose.cli.common import EPILOG, Ticket, common_output, finish, run, ticket_options
+from diagnose.cli.common import EPILOG, finish, run
+from diagnose.cli.options import (OutputOptions, TicketOptions, report_output_options,
+                                  ticket_options)
 
 
 @click.command(epilog=EPILOG)
@@ -17,23 +19,22 @@ from diagnose.cli.common import EPILOG, Ticket, common_output, finish, run, tick
 @click.option("--native-profile", type=click.Path(dir_okay=False, path_type=Path),
               help="The .native.speedscope.json written by `attach --keep-raw`: sparse native "
                    "samples that calibrate the thread states of a Python-only profile.")
-@common_output
-@ticket_options
-def analyze(profiles, procfs, native_profile, output_dir, rules_file, as_json, open_browser,
-            fail_on, print_format, write_pprof, push_url, app_name, tags, tenant):
+@report_output_options
+@ticket_options()
+def analyze(profiles: tuple[Path, ...], procfs: Path | None, native_profile: Path | None,
+            outputs: OutputOptions, ticket: TicketOptions) -> None:
     """Diagnose a profile recorded elsewhere (py-spy chrometrace, speedscope JSON or
     raw/collapsed). Several files are read as one service: the recordings `attach --keep-raw`
     keeps of a process tree, one per process."""
     from diagnose.report import pipeline
 
-    ticket = Ticket(fail_on, print_format, write_pprof, push_url, app_name, tuple(tags), tenant)
-    ticket.check(as_json)
+    ticket.check(outputs.as_json)
 
-    def action():
-        user_rules = pipeline.load_user_rules(rules_file)
-        outputs = pipeline.from_file(list(profiles), output_dir, user_rules, procfs,
+    def action() -> int:
+        user_rules = pipeline.load_user_rules(outputs.rules_file)
+        written = pipeline.from_file(list(profiles), outputs.output_dir, user_rules, procfs,
                                      native_profile)
-        return finish(outputs, as_json, open_browser, ticket=ticket)
+        return finish(written, outputs, ticket)
 
     run(action)
 

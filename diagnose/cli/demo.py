@@ -10,7 +10,9 @@ import time
 import click
 
 from diagnose.cli.attach import AttachArgs, attach_and_report
-from diagnose.cli.common import EPILOG, common_output, log, run
+from diagnose.cli.common import EPILOG, log, run
+from diagnose.cli.options import (OutputOptions, SamplingOptions, report_output_options,
+                                  sampling_options)
 from diagnose.errors import DiagnoseError
 
 # The line the demo service prints once it serves: the fixture programs' one format.
@@ -18,21 +20,20 @@ _READY = re.compile(r"READY pid=(\d+)")
 
 
 @click.command(epilog=EPILOG)
-@click.option("--duration", "-d", type=click.FloatRange(min=1), default=10.0, show_default=True,
-              help="Seconds to sample the demo.")
-@common_output
-def demo(duration, output_dir, rules_file, as_json, open_browser):
+@sampling_options(duration_help="Seconds to sample the demo.", duration_only=True)
+@report_output_options
+def demo(sampling: SamplingOptions, outputs: OutputOptions) -> None:
     """Start the bundled demo inference service, diagnose it, and stop it."""
 
-    def action():
+    def action() -> int:
+        seconds = str(int(sampling.duration) + 30)
         service = subprocess.Popen(
-            [sys.executable, "-m", "diagnose.demo.service", "--seconds", str(int(duration) + 30)],
+            [sys.executable, "-m", "diagnose.demo.service", "--seconds", seconds],
             stdout=subprocess.PIPE, text=True)
         try:
             ready = _wait_ready(service, timeout=60)
             log(f"Demo service running as pid {ready}")
-            return attach_and_report(AttachArgs((ready,), duration, None, "auto", output_dir,
-                                                rules_file, as_json, open_browser, False, False))
+            return attach_and_report(AttachArgs((ready,), sampling, outputs))
         finally:
             service.terminate()
             try:

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from diagnose.cli.common import EPILOG, log, page_output, run
+from diagnose.cli.common import EPILOG, log, run
+from diagnose.cli.options import OutputOptions, page_output_options
 
 if TYPE_CHECKING:
     from diagnose.compare.model import Diff
@@ -29,8 +30,8 @@ def write_diff(diff: Diff, out_dir: Path) -> tuple[Path, Path]:
 @click.command(name="diff", epilog=EPILOG)
 @click.argument("before", type=click.Path(path_type=Path))
 @click.argument("after", type=click.Path(path_type=Path))
-@page_output
-def diff(before: Path, after: Path, output_dir: Path, as_json: bool, open_browser: bool) -> None:
+@page_output_options
+def diff(before: Path, after: Path, outputs: OutputOptions) -> None:
     """Compare two reports of one service (their .json, or the .html pages): the verdict before
     and after, each finding's severity change (or "within noise"), the wait sites that appeared,
     disappeared or changed, the state mix per thread role, and a differential flame graph.
@@ -43,15 +44,15 @@ def diff(before: Path, after: Path, output_dir: Path, as_json: bool, open_browse
 
     def action() -> int:
         result = diff_reports(read_report(before), read_report(after), (before.name, after.name))
-        json_path, html_path = write_diff(result, output_dir)
-        if as_json:
+        json_path, html_path = write_diff(result, outputs.output_dir)
+        if outputs.as_json:
             click.echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
         else:
             click.echo(f"Diff: {result.summary}")
             if result.paths.note:
                 click.echo(f"Paths: {result.paths.note}")
         log(f"Report: {html_path}   (also {json_path.name})")
-        if open_browser:
+        if outputs.open_browser:
             webbrowser.open(html_path.resolve().as_uri())
         return 0
 
