@@ -10,8 +10,11 @@ import sys
 
 import pytest
 
-from tests.conftest import invoke_cli, run_cli
+from diagnose.compare.model import Diff
+from diagnose.report.model import Report
+from tests.conftest import invoke_cli
 from tests.integration.conftest import WORKLOADS, requires_ptrace, running, workload_command
+from tests.integration.typed import as_diff, as_report, run_report
 
 # serial: the states of two attaches are compared within their noise (a lock share under 5 %
 # after the fix, no change beyond noise between two attaches), which a neighbour on the cores
@@ -22,29 +25,29 @@ SAMPLE_SECONDS = "4"
 THREADS = "6"  # the workload's default: six request threads on one model lock
 
 
-def attach(pid: int, out_dir) -> dict:
-    proc, report = run_cli("attach", pid, "--duration", SAMPLE_SECONDS, "--json", "--quiet",
+def attach(pid: int, out_dir) -> Report:
+    proc, report = run_report("attach", pid, "--duration", SAMPLE_SECONDS, "--json", "--quiet",
                            "--output-dir", out_dir, timeout=90)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0 and report is not None, proc.stderr
     return report
 
 
-def report_path(out_dir, report: dict):
+def report_path(out_dir, report: Report):
     """The .json report of `report` among those in `out_dir` (matched by pid and window)."""
     for path in out_dir.glob("diagnose-*.json"):
         if path.name.endswith(".speedscope.json"):
             continue
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("sampling") == report["sampling"] and data["target"] == report["target"]:
+        written = as_report(json.loads(path.read_text(encoding="utf-8")))
+        if written.sampling == report.sampling and written.target == report.target:
             return path
     raise AssertionError("the attached report was not written")
 
 
-def diff(before, after, out_dir) -> dict:
+def diff(before, after, out_dir) -> Diff:
     # offline: the CLI in this process (click's runner); the attaches above are real processes
     proc, result = invoke_cli("diff", before, after, "--json", "--output-dir", out_dir)
     assert proc.returncode == 0, proc.stderr
-    return result
+    return as_diff(result)
 
 
 @pytest.fixture(scope="module")
@@ -64,30 +67,32 @@ def attaches(tmp_path_factory):
 def test_the_fix_takes_the_lock_finding_from_critical_to_ok_and_its_wait_site_away(attaches):
     out, before, _, after = attaches
     result = diff(before, after.with_suffix(".html"), out / "diffs")  # the page reads back too
-    primary = result["primary"]
-    assert primary["id"] == "lock_contention"
-    assert (primary["before"]["severity"], primary["after"]["severity"]) == ("critical", "ok")
-    assert primary["status"] == "changed"
-    lock_sites = [w for w in result["waits"] if w["kind"] == "lock"]
-    assert lock_sites and lock_sites[0]["change"] == "disappeared", lock_sites
-    assert lock_sites[0]["before"]["waiting_threads"] > 1.0  # most of six threads were waiting
-    request = next(r for r in result["states"] if r["role"] == "request")
-    lock_state = next(s for s in request["states"] if s["state"] == "lock")
-    assert lock_state["before"] > 0.5 and lock_state["after"] < 0.05
-    assert any(n["function"] == "Model.forward" for n in result["flame"]["nodes"])
+    primary = result.primary
+    assert primary.id == "lock_contention"
+    assert primary.before and primary.after
+    assert (primary.before.severity, primary.after.severity) == ("critical", "ok")
+    assert primary.status == "changed"
+    lock_sites = [w for w in result.waits if w.kind == "lock"]
+    assert lock_sites and lock_sites[0].change == "disappeared", lock_sites
+    waiting = lock_sites[0].before.waiting_threads
+    assert waiting is not None and waiting > 1.0  # most of six threads were waiting
+    request = next(r for r in result.states if r.role == "request")
+    lock_state = next(s for s in request.states if s.state == "lock")
+    assert lock_state.before > 0.5 and lock_state.after < 0.05
+    assert any(n.function == "Model.forward" for n in result.flame.nodes)
     assert len(list((out / "diffs").glob("diagnose-diff-*.html"))) == 1
 
 
 def test_two_attaches_of_the_unchanged_service_change_no_finding_severity(attaches):
     out, first, second, _ = attaches
     result = diff(first, second, out / "diffs-same")
-    changed = [(f["id"], f["before"], f["after"], f["why"]) for f in result["findings"]
-               if f["status"] == "changed"]
+    changed = [(f.id, f.before, f.after, f.why) for f in result.findings
+               if f.status == "changed"]
     assert changed == []
-    assert result["primary"]["id"] == "lock_contention"
-    assert result["primary"]["status"] in ("unchanged", "within noise")
-    assert not [w for w in result["waits"] if w["kind"] == "lock" and w["beyond_noise"]
-                and w["change"] != "unchanged"]
+    assert result.primary.id == "lock_contention"
+    assert result.primary.status in ("unchanged", "within noise")
+    assert not [w for w in result.waits if w.kind == "lock" and w.beyond_noise
+                and w.change != "unchanged"]
 
 
 LOCKED = "models = [Model(locked=not args.no_lock)"
@@ -119,19 +124,20 @@ def releases(tmp_path_factory):
 def test_a_fix_deployed_as_a_new_release_is_compared_not_refused(releases):
     root, out, (before, after) = releases
     result = diff(before, after, out / "diffs")
-    primary = result["primary"]
-    assert primary["id"] == "lock_contention"
-    assert (primary["before"]["severity"], primary["after"]["severity"]) == ("critical", "ok")
-    lock_sites = [w for w in result["waits"] if w["kind"] == "lock"]
-    assert lock_sites and lock_sites[0]["change"] == "disappeared", lock_sites
-    paths = result["paths"]
-    assert not paths["same_paths"]
-    [moved] = paths["roots"]
-    assert (moved["before"], moved["after"]) == (str(root / "app-1.2.3"), str(root / "app-1.2.4"))
-    assert moved["files"] == 2  # model_service.py and _harness.py
+    primary = result.primary
+    assert primary.id == "lock_contention"
+    assert primary.before and primary.after
+    assert (primary.before.severity, primary.after.severity) == ("critical", "ok")
+    lock_sites = [w for w in result.waits if w.kind == "lock"]
+    assert lock_sites and lock_sites[0].change == "disappeared", lock_sites
+    paths = result.paths
+    assert not paths.same_paths
+    [moved] = paths.roots
+    assert (moved.before, moved.after) == (str(root / "app-1.2.3"), str(root / "app-1.2.4"))
+    assert moved.files == 2  # model_service.py and _harness.py
     # the frames of the service's own code are one tree: Model.forward ran before and after
-    forward = [n for n in result["flame"]["nodes"] if n["function"] == "Model.forward"]
-    assert forward and forward[0]["file"] == "model_service.py" and forward[0]["before"] > 0
+    forward = [n for n in result.flame.nodes if n.function == "Model.forward"]
+    assert forward and forward[0].file == "model_service.py" and forward[0].before > 0
     proc, _ = invoke_cli("diff", before, after, "--output-dir", out / "diffs", check_json=False)
     assert proc.returncode == 0, proc.stderr
     assert "Paths: the two reports ran the same code from different directories" in proc.stdout

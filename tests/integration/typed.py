@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from diagnose.compare.model import Diff
 from diagnose.load.model import ExperimentReport, SweepReport
 from diagnose.report.model import Finding, Report
 from diagnose.report.model.codec import JsonValue
@@ -133,3 +134,8 @@ def as_sweep(data: Any) -> SweepReport:
 def as_experiment(data: Any) -> ExperimentReport:
     """An `experiment --json` output (or a written experiment .json), typed."""
     return data if isinstance(data, ExperimentReport) else ExperimentReport.from_json(data)
+
+
+def as_diff(data: Any) -> Diff:
+    """A `diff --json` output, typed."""
+    return data if isinstance(data, Diff) else Diff.from_json(data)
