@@ -9,15 +9,15 @@ import pytest
 
 from diagnose.model.confidence import intervals_for
 from diagnose.render.evidence import describe_evidence as _describe_evidence
-from diagnose.render.evidence import (LABELS, fallback_label, fmt_percent,
-                                             humanize)
+from diagnose.render.evidence import (LABELS, EvidenceRow, ShownInterval, fallback_label,
+                                     fmt_percent, humanize)
 from diagnose.errors import BadProfile
 from tests.report_data import as_finding
 
 
-def describe_evidence(finding):
-    """The rows as the page's data carries them."""
-    return [row.to_json() for row in _describe_evidence(as_finding(finding))]
+def describe_evidence(finding) -> list[EvidenceRow]:
+    """The rows as the page shows them."""
+    return _describe_evidence(as_finding(finding))
 
 
 @pytest.mark.parametrize("key", sorted(LABELS))
@@ -30,18 +30,18 @@ def test_a_share_shows_its_interval_and_samples():
     finding = {"evidence": {"lock_wait_share": 0.35},
                "intervals": {"lock_wait_share": {"low": 0.3123, "high": 0.3891, "samples": 812}}}
     [row] = describe_evidence(finding)
-    assert row["key"] == "lock_wait_share"
-    assert row["label"] == "share of request-thread time waiting on locks"
-    assert row["text"] == "35% (31\u201339%), 812 samples"
-    assert row["interval"] == {"low": 0.3123, "high": 0.3891, "samples": 812}
+    assert row.key == "lock_wait_share"
+    assert row.label == "share of request-thread time waiting on locks"
+    assert row.text == "35% (31\u201339%), 812 samples"
+    assert row.interval == ShownInterval(low=0.3123, high=0.3891, samples=812)
 
 
 def test_the_interval_is_the_asymmetric_wilson_range():
     evidence = {"app_sync_share": 0.95}
     [row] = describe_evidence({"evidence": evidence, "intervals": intervals_for(evidence, 41)})
     # near 100% the range is lopsided: shown as the range, not as +/-
-    assert re.fullmatch(r"95% \(84\u201399%\), 41 samples", row["text"]), row["text"]
-    assert "\u00b1" not in row["text"]
+    assert re.fullmatch(r"95% \(84\u201399%\), 41 samples", row.text), row.text
+    assert "\u00b1" not in row.text
 
 
 def test_a_share_without_an_interval_is_a_percentage():
@@ -50,7 +50,7 @@ def test_a_share_without_an_interval_is_a_percentage():
                               "intervals": {"intra_op_sync_share_95_low": {"low": 0.5, "high": 0.7,
                                                                            "samples": 90}}})
     # a lower bound is not itself given an interval
-    assert [r["text"] for r in rows] == ["46%", "61%"]
+    assert [r.text for r in rows] == ["46%", "61%"]
 
 
 @pytest.mark.parametrize("share,text", [(0, "0%"), (0.0004, "<0.1%"), (0.05, "5.0%"), (0.0834, "8.3%"),
@@ -61,7 +61,7 @@ def test_percentages(share, text):
 
 
 def _texts(evidence: dict) -> dict:
-    return {r["key"]: r["text"] for r in describe_evidence({"evidence": evidence})}
+    return {r.key: r.text for r in describe_evidence({"evidence": evidence})}
 
 
 def test_every_unit_is_written_out():
@@ -90,20 +90,20 @@ def test_every_unit_is_written_out():
 
 
 def test_dicts_are_name_value_lists_in_their_unit():
-    rows = {r["key"]: r for r in describe_evidence({"evidence": {
+    rows = {r.key: r for r in describe_evidence({"evidence": {
         "waiting_on_it": {"decode": 0.4, "postprocess": 0.125},
         "cores_busy_per_worker": {"4341": 0.98, "4342": 1.0},
         "intra_op_sync_functions": {"blas_thread_server": 812},
         "self_time": {}}})}
-    assert rows["waiting_on_it"]["items"] == [["decode", "40%"], ["postprocess", "13%"]]
-    assert rows["waiting_on_it"]["text"] == "decode: 40%; postprocess: 13%"
-    assert rows["cores_busy_per_worker"]["text"] == "4341: 0.98 cores; 4342: 1 core"
-    assert rows["intra_op_sync_functions"]["text"] == "blas_thread_server: 812 samples"
-    assert rows["self_time"]["text"] == "none" and rows["self_time"]["items"] == []
+    assert rows["waiting_on_it"].items == (("decode", "40%"), ("postprocess", "13%"))
+    assert rows["waiting_on_it"].text == "decode: 40%; postprocess: 13%"
+    assert rows["cores_busy_per_worker"].text == "4341: 0.98 cores; 4342: 1 core"
+    assert rows["intra_op_sync_functions"].text == "blas_thread_server: 812 samples"
+    assert rows["self_time"].text == "none" and rows["self_time"].items == ()
 
 
 def test_fix_is_left_out_and_the_order_kept():
-    keys = [r["key"] for r in describe_evidence({"evidence": {
+    keys = [r.key for r in describe_evidence({"evidence": {
         "pool_wait_share": 0.3, "fix": {"knob": "pool_size", "value": 8}, "request_threads": 8,
         "acquire_site": "app/db.py:12"}})]
     assert keys == ["pool_wait_share", "request_threads", "acquire_site"]
@@ -111,16 +111,16 @@ def test_fix_is_left_out_and_the_order_kept():
 
 def test_estimated_values_say_so():
     estimated = _texts({"gil_wait_share": 0.2, "estimated": True, "cpu_seconds": 3.0})
-    assert estimated["gil_wait_share"] == "20% (estimated)"
-    assert estimated["estimated"] == "yes"
-    assert estimated["cpu_seconds"] == "3 s"  # measured by the OS: not an estimate
+    # cpu_seconds is measured by the OS: not an estimate
+    assert estimated == {"gil_wait_share": "20% (estimated)", "estimated": "yes",
+                         "cpu_seconds": "3 s"}
     measured = _texts({"gil_wait_share": 0.2, "estimated": False})
     assert measured["gil_wait_share"] == "20%"
     rows = describe_evidence({"evidence": {"lock_wait_share": 0.5, "calibrated": True},
                               "intervals": {"lock_wait_share": {"low": 0.4, "high": 0.6,
                                                                 "samples": 100}}})
-    assert rows[0]["text"] == "50% (40\u201360%), 100 samples (calibrated)"
-    assert rows[0]["flag"] == "calibrated"
+    assert rows[0].text == "50% (40\u201360%), 100 samples (calibrated)"
+    assert rows[0].flag == "calibrated"
 
 
 @pytest.mark.parametrize("key,value,text", [
@@ -132,8 +132,8 @@ def test_estimated_values_say_so():
 ])
 def test_an_unknown_key_is_humanized_with_a_unit_from_its_suffix(key, value, text):
     [row] = describe_evidence({"evidence": {key: value}})
-    assert row["text"] == text
-    assert row["label"] != key and "_" not in row["label"], row["label"]
+    assert row.text == text
+    assert row.label != key and "_" not in row.label, row.label
 
 
 def test_humanized_keys_spell_out_abbreviations_and_drop_units():
