@@ -67,12 +67,12 @@ def test_scope_rows_picked_before_expanding_give_the_same_holders(name: str, nat
     profile = load_profile(RECORDED / f"{name}.speedscope.json")
     native_profile = load_profile(RECORDED / f"{name}.native.speedscope.json") if native else None
     analysis = analyze_profile(profile, Categorizer(), native_profile=native_profile)
-    now = [s.to_dict() for s in waits.wait_sites(analysis, holders_for=8)]
+    now = waits.wait_sites(analysis, holders_for=8)
     monkeypatch.setattr(waits, "_holders", _expand_then_pick)
-    before = [s.to_dict() for s in waits.wait_sites(analysis, holders_for=8)]
+    before = waits.wait_sites(analysis, holders_for=8)
     assert now == before
     if name == "lock_contention" and native:  # a lock site's holders, found in its scope
-        assert any(s["holders"] and s["kind"] != WaitKind.GIL for s in now)
+        assert any(s.holders and s.kind != WaitKind.GIL for s in now)
 
 
 def test_a_scope_with_no_candidate_rows_has_no_instants() -> None:
