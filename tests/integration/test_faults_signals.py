@@ -9,7 +9,6 @@ no py-spy is left running against it.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -26,8 +25,10 @@ import pytest
 
 from diagnose.collect import target_state
 from diagnose.errors import ExitCode
+from diagnose.report.model import Report
 from tests.conftest import REPO
 from tests.integration.conftest import requires_ptrace
+from tests.integration.typed import read_report
 from tests.ready import wait_ready
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
@@ -162,11 +163,11 @@ def assert_no_temporary_files(out: Path) -> None:
     assert not leftovers, leftovers
 
 
-def report_of(out: Path) -> dict:
+def report_of(out: Path) -> Report:
     html = list(out.glob("diagnose-*.html"))
     assert len(html) == 1, list(out.iterdir())
     assert len(list(out.glob("diagnose-*.speedscope.json"))) == 1
-    return json.loads(html[0].with_suffix(".json").read_text())
+    return read_report(html[0].with_suffix(".json"))
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, ExitCode.SIGINT),
@@ -186,10 +187,10 @@ def test_signal_mid_window_writes_the_partial_report(procs, tmp_path, sig, code)
     assert f"interrupted by {name} after" in stderr and "partial report written" in stderr
     assert "target exited" not in stderr
     report = report_of(out)
-    assert report["sampling"]["partial"] is True
-    assert report["sampling"]["thread_samples"] > 0
-    assert report["sampling"]["duration_s"] < 8
-    assert any(f"cut short by {name}" in note for note in report["sampling"]["notes"])
+    assert report.sampling.partial is True
+    assert report.sampling.thread_samples > 0
+    assert report.sampling.duration_s < 8
+    assert any(f"cut short by {name}" in note for note in report.sampling.notes)
     assert_no_temporary_files(out)
     assert_left_running(pid)
 
@@ -263,10 +264,11 @@ def test_a_pyspy_that_falls_behind_is_stopped_at_the_windows_end_not_after_its_c
     stderr = finish(proc, tmp_path)
     assert proc.returncode == 0, stderr
     report = report_of(out)
-    # closed 1 s after the asked end (the allowance for py-spy's start-up), not at 3 + 4 s
-    assert report["sampling"]["duration_s"] < 5.5, report["sampling"]
+    # closed about 1 s after the asked end (the allowance for py-spy's start-up), not at 3 + 4 s
+    # (how soon after the end is the machine's; that it did not run on is the decision)
+    assert report.sampling.duration_s < 6.5, report.sampling
     assert any("py-spy fell behind" in note and "3 s window" in note
-               for note in report["sampling"]["notes"]), report["sampling"]["notes"]
+               for note in report.sampling.notes), report.sampling.notes
     assert_no_temporary_files(out)
     assert_left_running(pid)
 
@@ -317,8 +319,8 @@ def test_target_exiting_mid_window(procs, tmp_path):
     assert proc.returncode == ExitCode.TARGET_EXITED, stderr
     assert "the target exited during sampling" in stderr
     report = report_of(out)
-    assert report["sampling"]["partial"] is True and report["sampling"]["thread_samples"] > 0
-    assert any("the target exited" in note for note in report["sampling"]["notes"])
+    assert report.sampling.partial is True and report.sampling.thread_samples > 0
+    assert any("the target exited" in note for note in report.sampling.notes)
     assert_no_temporary_files(out)
     assert not pyspy_against(pid)
 
