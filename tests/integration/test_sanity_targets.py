@@ -8,36 +8,38 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO, run_cli
+from diagnose.report.model import Finding, Report
+from tests.conftest import REPO
 from tests.integration.conftest import requires_ptrace, running
+from tests.integration.typed import evidence, run_report
 
 SANITY = REPO / "fixtures" / "sanity"
 pytestmark = requires_ptrace
 
 
-def _attach(name: str, out_dir) -> dict:
+def _attach(name: str, out_dir) -> Report:
     with running([sys.executable, str(SANITY / f"{name}.py"), "--seconds", "40"]) as pid:
-        proc, report = run_cli("attach", pid, "--duration", "3", "--json", "--output-dir", out_dir)
-    assert proc.returncode == 0, proc.stderr
+        proc, report = run_report("attach", pid, "--duration", "3", "--json", "--output-dir", out_dir)
+    assert proc.returncode == 0 and report is not None, proc.stderr
     return report
 
 
-def _primary(report: dict) -> dict:
-    return next(f for f in report["findings"] if f["id"] == report["verdict"]["primary"])
+def _primary(report: Report) -> Finding:
+    return next(f for f in report.findings if f.id == report.verdict.primary)
 
 
 @pytest.mark.parametrize("name, function", [("busy_loop", "collatz_steps"), ("recursion", "descend")])
 def test_a_saturated_thread_is_cpu_bound_and_its_hot_function_is_named(name, function, out_dir):
     report = _attach(name, out_dir)
-    assert report["verdict"]["primary"] == "cpu_bound", report["verdict"]
-    assert function in [s["function"] for s in _primary(report)["sites"]]
-    assert _primary(report)["evidence"]["python_share_of_busy"] > 0.5
+    assert report.verdict.primary == "cpu_bound", report.verdict
+    assert function in [s.function for s in _primary(report).sites]
+    assert evidence(_primary(report), "python_share_of_busy") > 0.5
 
 
 def test_sleeping_threads_get_no_finding_and_a_headline_that_says_they_slept(out_dir):
     report = _attach("sleepers", out_dir)
-    assert report["verdict"]["primary"] == "none", report["verdict"]
-    headline = report["verdict"]["headline"]
+    assert report.verdict.primary == "none", report.verdict
+    headline = report.verdict.headline
     assert headline.startswith("No clear bottleneck")
     assert "sleep" in headline, headline
     assert "memory" not in headline
@@ -48,12 +50,12 @@ def test_threads_that_come_and_go_still_give_a_report(out_dir):
     # Short-lived threads were seen beside the main thread (py-spy reuses a finished thread's
     # id, so many threads share a few rows); waiting for them to start and finish (an Event, a
     # join) is waiting for their work, never lock contention.
-    assert len(report["threads"]) >= 2
-    assert any(t["name"] != "MainThread" for t in report["threads"])
-    assert report["verdict"]["primary"] not in ("lock_contention", "pool_wait")
+    assert len(report.threads) >= 2
+    assert any(t.name != "MainThread" for t in report.threads)
+    assert report.verdict.primary not in ("lock_contention", "pool_wait")
     # The main thread's join is the largest wait when waits are listed (it can also be parked
     # in join nearly the whole window, then it is no request wait at all); the threads' own
     # start-up handshake may show a brief lock inside threading.py, never the main wait.
-    if report["waits"]:
-        largest = max(report["waits"], key=lambda w: w["share"])
-        assert largest["kind"] in ("join", "event", "gil"), report["waits"]
+    if report.waits:
+        largest = max(report.waits, key=lambda w: w.share)
+        assert largest.kind in ("join", "event", "gil"), report.waits
