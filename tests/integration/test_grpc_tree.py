@@ -17,9 +17,10 @@ from contextlib import contextmanager
 import psutil
 import pytest
 
-from tests.conftest import REPO, marker_line, run_cli
+from tests.conftest import REPO, marker_line
 from tests.integration.conftest import requires_ptrace
 from tests.integration.servers import free_port
+from tests.integration.typed import run_report
 
 grpc = pytest.importorskip("grpc")
 
@@ -94,27 +95,27 @@ def grpc_load(port: int, seconds: int = LOAD_SECONDS, concurrency: int = 16):
 def test_grpc_server_queueing_on_its_model_lock_is_the_verdict_not_its_idle_child(out_dir):
     port = free_port()
     with grpc_server(port) as server, grpc_load(port) as load:
-        proc, report = run_cli("attach", server.pid, "--duration", SAMPLE_SECONDS, "--json",
+        proc, report = run_report("attach", server.pid, "--duration", SAMPLE_SECONDS, "--json",
                                "--output-dir", out_dir)
     assert proc.returncode == 0, proc.stderr
     assert load["requests"] > 0 and load["errors"] == 0, load
-    processes = {p["pid"]: p for p in report["processes"]}
-    assert processes[server.pid]["role"] == "worker", processes
+    processes = {p.pid: p for p in report.processes}
+    assert processes[server.pid].role == "worker", processes
     children = [p for pid, p in processes.items() if pid != server.pid]
     assert children, "the exporter child was not sampled"
     for child in children:
-        top = child["top_finding"]
-        assert child["role"] == "helper" or (
-            child["role"] == "worker" and (top is None or top["id"] not in CPU_VERDICTS
-                                          or top["severity"] in ("ok", "info"))), child
+        top = child.top_finding
+        assert child.role == "helper" or (
+            child.role == "worker" and (top is None or top.id not in CPU_VERDICTS
+                                          or top.severity in ("ok", "info"))), child
     # The verdict: the server's lock, at the lock's line.
-    assert report["verdict"]["primary"] == "lock_contention", report["verdict"]
-    lock = next(f for f in report["findings"] if f["id"] == "lock_contention")
-    site = lock["sites"][0]
-    assert site["file"].endswith("grpc_locked.py")
-    assert site["line"] == marker_line(SERVER, "model-lock")
+    assert report.verdict.primary == "lock_contention", report.verdict
+    lock = next(f for f in report.findings if f.id == "lock_contention")
+    site = lock.sites[0]
+    assert site.file.endswith("grpc_locked.py")
+    assert site.line == marker_line(SERVER, "model-lock")
     # No CPU verdict for a process that barely ran.
-    for p in report["processes"]:
-        top = p["top_finding"]
-        if p["cpu_cores"] is not None and p["cpu_cores"] < 0.1 and top is not None:
-            assert top["id"] not in CPU_VERDICTS or top["severity"] in ("ok", "info"), p
+    for p in report.processes:
+        top = p.top_finding
+        if p.cpu_cores is not None and p.cpu_cores < 0.1 and top is not None:
+            assert top.id not in CPU_VERDICTS or top.severity in ("ok", "info"), p

@@ -10,8 +10,10 @@ import importlib.util
 
 import pytest
 
-from tests.conftest import WORKLOADS, marker_line, run_cli
+from diagnose.report.model import Report
+from tests.conftest import WORKLOADS, marker_line
 from tests.integration.conftest import requires_ptrace, running, workload_command
+from tests.integration.typed import evidence, run_report
 
 # serial: the advised pool size follows from the cores the workers get
 pytestmark = [requires_ptrace, pytest.mark.serial]
@@ -19,32 +21,32 @@ pytestmark = [requires_ptrace, pytest.mark.serial]
 TRANSFORM_MARKERS = ("decode-loop", "augment-loop")
 
 
-def _attach(name: str, out_dir, *args: str) -> dict:
+def _attach(name: str, out_dir, *args: str) -> Report:
     with running(workload_command(name, "--seconds", "120", *args), ready_timeout=120) as pid:
-        proc, report = run_cli("attach", pid, "--duration", "8", "--json", "--output-dir", out_dir)
+        proc, report = run_report("attach", pid, "--duration", "8", "--json", "--output-dir", out_dir)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return report
 
 
-def _check(report: dict, name: str, knob: str):
-    said = f"{report['verdict']['headline']} / {report['findings'][0]['advice'][:1]}"
-    assert report["verdict"]["primary"] in ("stage_bound", "preprocess_bound"), said
-    top = next(f for f in report["findings"] if f["id"] == "stage_bound")
-    assert top["severity"] in ("warning", "critical"), said
-    assert top["evidence"]["fix"]["knob"] == knob, said
-    assert top["evidence"]["fix"]["value"] > top["evidence"]["worker_processes"], said
-    assert f"{knob}=" in top["advice"][0], said
+def _check(report: Report, name: str, knob: str):
+    said = f"{report.verdict.headline} / {report.findings[0].advice[:1]}"
+    assert report.verdict.primary in ("stage_bound", "preprocess_bound"), said
+    top = next(f for f in report.findings if f.id == "stage_bound")
+    assert top.severity in ("warning", "critical"), said
+    assert top.fixes[0].knob == knob, said
+    assert top.fixes[0].value > evidence(top, "worker_processes"), said
+    assert f"{knob}=" in top.advice[0], said
     # the saturated stage's function: the decode or augment loop of the workers' transform
     path = WORKLOADS / f"{name}.py"
     lines = {marker_line(path, tag) for tag in TRANSFORM_MARKERS}
-    assert top["evidence"]["transform"] in ("decode", "augment", "decode.<locals>.<listcomp>",
+    assert evidence(top, "transform") in ("decode", "augment", "decode.<locals>.<listcomp>",
                                             "augment.<locals>.<listcomp>"), said
-    assert top["sites"][0]["file"].endswith(f"{name}.py"), said
-    assert top["sites"][0]["function"].split(".")[0] in ("decode", "augment"), said
+    assert top.sites[0].file.endswith(f"{name}.py"), said
+    assert top.sites[0].function.split(".")[0] in ("decode", "augment"), said
     assert lines  # markers exist in the fixture
-    for finding in report["findings"]:
-        if finding["id"] == "worker_imbalance":
-            assert not any("gunicorn" in a or "uvicorn" in a for a in finding["advice"]), finding
+    for finding in report.findings:
+        if finding.id == "worker_imbalance":
+            assert not any("gunicorn" in a or "uvicorn" in a for a in finding.advice), finding
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None,
