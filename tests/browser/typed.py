@@ -74,8 +74,9 @@ def shown(value: Any) -> Any:
 def with_evidence(f: Finding, key: str, value: Any) -> Finding:
     """`f` whose evidence value `key` (one it has) is `value`."""
     assert f.value(key) is not None, f"{f.id} has no evidence {key!r}"
-    return replace(f, evidence=tuple(replace(v, value=value) if v.key == key else v
-                                     for v in f.evidence))
+    values = tuple(replace(v, value=value) if v.key == key else v for v in f.evidence)
+    # the same container the finding holds its labelled values in
+    return replace(f, evidence=type(f.evidence)(values))
 
 
 def typed(report: dict | Report) -> Report:
