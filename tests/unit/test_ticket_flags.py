@@ -6,11 +6,11 @@ push is exit 13 with the local outputs kept, --print md prints the ticket summar
 from __future__ import annotations
 
 import gzip
-import json
 import socket
 
 from diagnose.export import profile_pb2
-from tests.conftest import RECORDED, invoke_cli
+from diagnose.report.model import Verdict
+from tests.conftest import RECORDED, invoke_cli, report_of
 from tests.pyroscope_contract import IngestServer
 
 LOCK = RECORDED / "lock_contention.speedscope.json"
@@ -22,9 +22,9 @@ def analyze(out_dir, *args, timeout=120):
                    timeout=timeout, check_json=False)[0]
 
 
-def written_verdict(out_dir) -> dict:
+def written_verdict(out_dir) -> Verdict:
     [report] = [p for p in out_dir.glob("*.json") if not p.name.endswith(".speedscope.json")]
-    return json.loads(report.read_text())["verdict"]
+    return report_of(report).verdict
 
 
 def closed_port() -> int:
@@ -37,8 +37,8 @@ def test_fail_on_critical_exits_10_after_writing_every_output(out_dir):
     proc = analyze(out_dir, "--fail-on", "critical")
     assert proc.returncode == 10, proc.stderr
     verdict = written_verdict(out_dir)  # this recording's verdict is critical
-    assert verdict["severity"] == "critical"
-    assert (f"fail-on critical: the verdict is critical ({verdict['primary']}): exit 10"
+    assert verdict.severity == "critical"
+    assert (f"fail-on critical: the verdict is critical ({verdict.primary}): exit 10"
             in proc.stderr)
     assert "Verdict: " in proc.stdout
     assert len(list(out_dir.glob("*.html"))) == 1 and len(list(out_dir.glob("*[0-9].json"))) == 1
@@ -68,7 +68,7 @@ def test_push_sends_the_profile_to_the_ingest_api_with_the_verdict_as_a_label(ou
         [request] = server.accepted
     assert request.valid, request.problems
     assert request.app_name == "ranker"
-    assert request.labels["verdict"] == written_verdict(out_dir)["primary"]
+    assert ("verdict", written_verdict(out_dir).primary) in request.labels.items()
     assert request.labels["service"] == "ranker-api"
     assert "pushed to" in proc.stderr
 
@@ -109,10 +109,13 @@ def test_the_terminal_verdict_line_keeps_what_the_headline_says_about_the_verdic
     def verdict_line(data: dict) -> str:
         return line_of(as_verdict(data))
 
+    def headline(data: dict) -> str:
+        return as_verdict(data).headline
+
     inconclusive = {"primary": "inconclusive", "headline": "Inconclusive: this profile cannot show "
                     "waits (no --idle); record it again with `py-spy record --idle`; among what it "
                     "kept, the strongest pattern was: the cores are busy — cores 100% busy."}
-    assert verdict_line(inconclusive) == inconclusive["headline"]
+    assert verdict_line(inconclusive) == headline(inconclusive)
     low = {"primary": "lock_contention", "headline": "low confidence: 41 samples; sample longer — "
            "Request threads queue on a lock — 95% of request-thread time waits on the lock"}
     assert verdict_line(low) == ("lock contention (low confidence: 41 samples; sample longer) — "
