@@ -240,7 +240,8 @@
   }
 
   /** The report's vocabulary (its data's `vocabulary`): severities lowest first, the critical
-   *  score, thread states, the running and the waiting states, thread and process roles. */
+   *  score, thread states, the running and the waiting states, thread and process roles.
+   *  @returns {Vocabulary} */
   function vocabularyOf(raw) {
     const v = obj(raw.vocabulary);
     const words = (x) => arr(x).map(str);
@@ -261,6 +262,8 @@
   // The vocabulary of the page's data, set by prepare() before any section renders.
   let VOCAB = vocabularyOf({});
 
+  /** The page's data, read from its JSON: what is malformed is left out or made empty.
+   *  @returns {PageData} */
   function prepare(raw) {
     VOCAB = vocabularyOf(raw);
     // Each table once (docs/report-data.md): the threads and stacks are the report's own, the
@@ -331,11 +334,13 @@
   }
 
   /** A thread as people read it: "4340 \u00b7 MainThread" when threads come from several
-   *  processes, the bare name otherwise. */
+   *  processes, the bare name otherwise.
+   *  @param {PageData} D */
   function threadLabel(D, t) {
     return D.multiProcess && t.pid != null ? t.pid + ' \u00b7 ' + t.name : t.name;
   }
 
+  /** @param {PageData} D */
   function stateColor(D, si) {
     if (si < 0 || !isIdx(si, D.states.length)) return NO_SAMPLE_COLOR;
     const name = D.states[si];
@@ -343,6 +348,7 @@
       ? D.vocab.stateColors[name] : STATE_FALLBACK[si % STATE_FALLBACK.length];
   }
 
+  /** @param {PageData} D */
   function categoryHsl(D, ci) {
     if (ci < 0) return [220, 8, 80];
     const name = D.categories[ci];
@@ -350,6 +356,7 @@
     return [CATEGORY_FALLBACK_HUES[ci % CATEGORY_FALLBACK_HUES.length], 55, 70];
   }
 
+  /** @param {PageData} D */
   function categoryColor(D, ci) {
     const c = categoryHsl(D, ci);
     return 'hsl(' + c[0] + ',' + c[1] + '%,' + c[2] + '%)';
@@ -361,6 +368,7 @@
     return h('span', { class: 'legend-item' }, sw, h('span', { text: label }));
   }
 
+  /** @param {PageData} D */
   function stateLegend(D) {
     const box = h('div', { class: 'legend', 'aria-label': 'thread states' });
     D.states.forEach((s, i) => box.appendChild(legendItem(stateColor(D, i), s)));

@@ -4,6 +4,7 @@
 
   // ------------------------------------------------------------------ 4. flame graph
 
+  /** @param {PageData} D */
   function renderFlame(D) {
     const root = clear($('flame-body'));
     const waitSet = new Set(D.vocab.waiting);

@@ -5,11 +5,83 @@
 // page does; what is declared here is what that scope holds beyond them.
 
 /** The page's data as prepare() (core.js) reads it from the embedded JSON: what every section's
- *  render function gets as `D`. */
-type PageData = ReturnType<typeof prepare>;
+ *  render function gets as `D`. What is `any` is JSON the sections read field by field. */
+interface PageData {
+  /** The report (diagnose/report/model), as JSON. */
+  report: any;
+  /** The thread states, in the vocabulary's order: a stack row's `state` indexes it. */
+  states: string[];
+  /** The frame categories: a frame's `cat` indexes it. */
+  categories: string[];
+  threads: PageThread[];
+  frames: PageFrame[];
+  stacks: PageStack[];
+  /** Stack rows not drawn: malformed. */
+  dropped: number;
+  /** Threads of several processes: their labels carry the pid. */
+  multiProcess: boolean;
+  vocab: Vocabulary;
+  generatedAt: string;
+  /** Per finding, its evidence as labelled rows with units; null in older pages. */
+  evidenceText: any[] | null;
+  /** Evidence keys with no row of their own. */
+  evidenceHidden: Set<string>;
+  timeline: PageTimeline;
+}
 
-/** One thread of the page's data, as prepare() reads it. */
-type PageThread = PageData['threads'][number];
+/** The report's words (its data's `vocabulary`, diagnose/model/vocab.py), as vocabularyOf()
+ *  (core.js) reads them. */
+interface Vocabulary {
+  /** Lowest first. */
+  severities: string[];
+  critical: number | null;
+  states: string[];
+  stateColors: Record<string, string>;
+  running: string[];
+  waiting: string[];
+  threadRoles: string[];
+  processRoles: string[];
+}
+
+/** A thread of the report; `index` is its place in PageData.threads. */
+interface PageThread {
+  index: number;
+  tid: any;
+  name: string;
+  role: string;
+  pid: number | null;
+  samples: number;
+  /** Samples per state name. */
+  states: Record<string, any>;
+  /** The OS's counters of the thread (CPU time, run-queue wait, context switches), if read. */
+  os: Record<string, any> | null;
+}
+
+/** A frame of the report's stack table; `cat` indexes PageData.categories (-1: none). */
+interface PageFrame {
+  name: string;
+  file: string;
+  line: number | null;
+  cat: number;
+}
+
+/** A row of the report's stack table: its frames (indices of PageData.frames, outermost first),
+ *  its thread (index of PageData.threads, -1: none), its state (index of PageData.states, -1:
+ *  none) and its sample count. */
+interface PageStack {
+  frames: number[];
+  thread: number;
+  state: number;
+  count: number;
+}
+
+/** The timeline's lanes (one per thread, runs of steps in one state) and its step. */
+interface PageTimeline {
+  /** Seconds per step. */
+  interval: number;
+  steps: number;
+  lanes: Record<string, any>[];
+}
 
 /** A node of the flame graph's tree (flame.js, buildTree): the samples of one frame under its
  *  callers, merged by function and file, or by line. */

@@ -14,6 +14,7 @@
   ];
   const CALLBACK_KINDS = { cpu: 'CPU work', blocking_call: 'blocking call' };
 
+  /** @param {PageData} D */
   function renderEventLoops(D) {
     const section = $('event-loops');
     const root = $('event-loops-body');
@@ -101,6 +102,7 @@
     return part;
   }
 
+  /** @param {PageData} D */
   function loopBlock(D, l, i) {
     const pid = Number.isInteger(l.pid) ? l.pid : null;
     const attrs = { class: 'loop', id: 'loop-' + i, 'data-pid': pid, 'data-tid': l.tid == null ? null : str(l.tid), 'data-flavor': str(l.flavor) };

@@ -4,6 +4,7 @@
 
   // ------------------------------------------------------------------ footer, print, main
 
+  /** @param {PageData} D */
   function renderFooter(D) {
     const f = $('footer');
     if (!f) return;

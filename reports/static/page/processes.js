@@ -77,6 +77,7 @@
     return out;
   }
 
+  /** @param {PageData} D */
   function renderProcesses(D) {
     const section = $('processes');
     const root = $('processes-body');

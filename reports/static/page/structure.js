@@ -79,6 +79,7 @@
     return order.map((k) => stages[k]);
   }
 
+  /** @param {PageData} D */
   function renderStructure(D) {
     const section = $('structure');
     const root = $('structure-body');

@@ -4,6 +4,7 @@
 
   // ------------------------------------------------------------------ 5. per-thread table
 
+  /** @param {PageData} D */
   function renderThreads(D) {
     const root = clear($('threads-body'));
     if (!D.threads.length) {
@@ -75,6 +76,7 @@
 
   // ------------------------------------------------------------------ 6. timeline
 
+  /** @param {PageData} D */
   function renderTimeline(D) {
     const root = clear($('timeline-body'));
     const tl = D.timeline;

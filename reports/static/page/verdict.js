@@ -4,6 +4,7 @@
 
   // ------------------------------------------------------------------ 1. verdict header
 
+  /** @param {PageData} D */
   function renderHeader(D) {
     const root = /** @type {HTMLElement} */ ($('verdict'));
     const r = D.report;
@@ -210,6 +211,7 @@
 
   // ------------------------------------------------------------------ 2. findings
 
+  /** @param {PageData} D */
   function renderFindings(D) {
     const root = clear($('findings-body'));
     const primary = str(obj(D.report.verdict).primary);
@@ -297,7 +299,8 @@
   }
 
   /** A check that found nothing (severity ok): one line, "also checked: <title> \u2014 <the figure
-   *  that cleared it>", with no gain and no advice; its evidence and sites stay one click away. */
+   *  that cleared it>", with no gain and no advice; its evidence and sites stay one click away.
+   *  @param {PageData} D */
   function alsoChecked(D, f, rank) {
     const figure = clearedBy(f);
     const det = h('details', {
@@ -320,7 +323,8 @@
     return det;
   }
 
-  /** The finding's evidence table: labelled rows when the page has them, else the raw values. */
+  /** The finding's evidence table: labelled rows when the page has them, else the raw values.
+   *  @param {PageData} D */
   function evidenceBlock(D, f, rank, body, knob) {
     const ev = obj(f.evidence);
     const labelled = evidenceRows(D, f, rank);
@@ -355,7 +359,8 @@
   }
 
   /** The finding's evidence as labelled rows (page data `evidence_text`, parallel to the
-   *  report's findings), or null when the page has none that fits this finding. */
+   *  report's findings), or null when the page has none that fits this finding.
+   *  @param {PageData} D */
   function evidenceRows(D, f, rank) {
     const all = D.evidenceText;
     if (!all || all.length !== arr(D.report.findings).length || !Array.isArray(all[rank])) return null;
@@ -443,6 +448,7 @@
 
   // ------------------------------------------------------------------ 3. run facts
 
+  /** @param {PageData} D */
   function renderFacts(D) {
     const root = clear($('facts-body'));
     const t = obj(D.report.target);

@@ -226,6 +226,7 @@
     };
   }
 
+  /** @param {PageData} D */
   function renderWaitGraph(D) {
     const section = $('wait-graph');
     const root = $('wait-graph-body');

@@ -4,6 +4,7 @@
 
   // ------------------------------------------------------------------ 7. wait sites
 
+  /** @param {PageData} D */
   function renderWaits(D) {
     const root = clear($('waits-body'));
     if (Array.isArray(D.report.waits)) {
