@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import WORKLOADS, run_cli
+from tests.conftest import WORKLOADS
 from tests.integration.conftest import requires_ptrace, running
+from tests.integration.typed import evidence, run_report
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
 
@@ -71,22 +72,21 @@ def test_four_busy_threads_under_half_a_core_are_cpu_throttled(quota_group, tmp_
                f"{shlex.quote(sys.executable)} {shlex.quote(str(script))} --seconds 120 --cpu-quota 0")
     with running(["sh", "-c", command]) as pid:
         assert str(pid) in (quota_group / "cgroup.procs").read_text().split()
-        proc, report = run_cli("attach", pid, "--duration", "4", "--json", "--output-dir", tmp_path)
+        proc, report = run_report("attach", pid, "--duration", "4", "--json", "--output-dir", tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert report is not None
-    ranked = [(f["id"], f["score"], f["predicted_gain"]) for f in report["findings"][:4]]
-    finding = next(f for f in report["findings"] if f["id"] == "cpu_throttled")
-    if finding["predicted_gain"] >= 1.05:
-        assert report["verdict"]["primary"] == "cpu_throttled", (report["verdict"], ranked)
+    ranked = [(f.id, f.score, f.predicted_gain) for f in report.findings[:4]]
+    finding = next(f for f in report.findings if f.id == "cpu_throttled")
+    if finding.predicted_gain >= 1.05:
+        assert report.verdict.primary == "cpu_throttled", (report.verdict, ranked)
     else:
         # Other jobs left no core idle, so raising the quota predicts no gain here (the gain is
         # capped by the machine's idle cores): it still leads or follows one other finding.
-        assert "cpu_throttled" in [f["id"] for f in report["findings"][:2]], ranked
-    evidence = finding["evidence"]
-    assert evidence["cgroup_cpu_quota_cores"] == QUOTA_CORES
-    assert evidence["usable_cores"] == QUOTA_CORES
-    assert evidence["cgroup"] == f"v1:/{quota_group.name}"
-    assert evidence["throttled_period_share"] > 0.5 and evidence["throttled_s"] > 0
-    assert finding["severity"] == "critical"
-    assert evidence["fix"]["knob"] == "cpu_quota_cores"
-    assert "OMP_NUM_THREADS=1" in finding["advice"][1]
+        assert "cpu_throttled" in [f.id for f in report.findings[:2]], ranked
+    assert evidence(finding, "cgroup_cpu_quota_cores") == QUOTA_CORES
+    assert evidence(finding, "usable_cores") == QUOTA_CORES
+    assert evidence(finding, "cgroup") == f"v1:/{quota_group.name}"
+    assert evidence(finding, "throttled_period_share") > 0.5 and evidence(finding, "throttled_s") > 0
+    assert finding.severity == "critical"
+    assert finding.fixes[0].knob == "cpu_quota_cores"
+    assert "OMP_NUM_THREADS=1" in finding.advice[1]

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import run_cli
 from tests.integration import pythons
 from tests.integration.conftest import running
+from tests.integration.typed import evidence, run_report
 
 SPINNERS = """
 import os, sys, threading
@@ -36,16 +36,16 @@ def test_threads_waiting_for_the_gil_are_named_by_the_kernel(minor, tmp_path):
     if not supported:
         pytest.skip(why)
     with running([interpreter.executable, "-c", SPINNERS]) as pid:
-        proc, report = run_cli("attach", pid, "--duration", "3", "--no-native", "--json",
+        proc, report = run_report("attach", pid, "--duration", "3", "--no-native", "--json",
                                "--output-dir", tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert report is not None
-    graph = report["wait_graph"]
-    gil = [n for n in graph["nodes"] if n.get("resource") == "gil"]
-    assert len(gil) == 1, graph["nodes"]
-    into = [e for e in graph["edges"] if e["target"] == gil[0]["id"] and e["kind"] == "waits_for"]
-    assert into and max(e["share"] for e in into) >= 0.2, into
+    graph = report.wait_graph
+    gil = [n for n in graph.nodes if n.resource == "gil"]
+    assert len(gil) == 1, graph.nodes
+    into = [e for e in graph.edges if e.target == gil[0].id and e.kind == "waits_for"]
+    assert into and max(e.share for e in into) >= 0.2, into
     # The finding rests on those measured waits, not on the CPU-time estimate.
-    found = next(f for f in report["findings"] if f["id"] == "gil_contention")
-    assert found["evidence"]["estimated"] is False, found["evidence"]
-    assert found["evidence"]["gil_wait_share"] >= 0.2, found["evidence"]
+    found = next(f for f in report.findings if f.id == "gil_contention")
+    assert evidence(found, "estimated") is False, found.evidence
+    assert evidence(found, "gil_wait_share") >= 0.2, found.evidence

@@ -15,11 +15,13 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO, marker_line, run_cli
+from diagnose.report.model import Report
+from tests.conftest import REPO, marker_line
 from tests.integration import pythons
 from tests.integration.conftest import requires_ptrace
 from tests.integration.servers import free_port, gunicorn_sync, load_during, start_server, uvicorn_app
 from tests.integration.test_python_versions import INTERPRETERS, summary
+from tests.integration.typed import evidence, run_report
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
 
@@ -49,10 +51,10 @@ def on_versions(server: int) -> list:
             if i in (0, last) or i % 2 == server]
 
 
-def diagnose_server(argv, port, out_dir) -> dict:
+def diagnose_server(argv, port, out_dir) -> Report:
     with start_server(argv, port) as server:
         with load_during(server.url("/predict"), seconds=12, connections=8):
-            proc, report = run_cli("attach", server.pid, "--duration", DURATION, "--json",
+            proc, report = run_report("attach", server.pid, "--duration", DURATION, "--json",
                                    "--output-dir", out_dir)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return report
@@ -64,9 +66,9 @@ def test_gunicorn_master_gives_preprocess_bound_on_every_python(interp, out_dir)
     port = free_port()
     report = diagnose_server(gunicorn_sync("wsgi_preprocess", port, workers=3, python=python),
                              port, out_dir)
-    assert report["verdict"]["primary"] == "preprocess_bound", summary(report)
-    top = next(f for f in report["findings"] if f["id"] == "preprocess_bound")["sites"][0]
-    assert top["file"].endswith("wsgi_preprocess.py"), summary(report)
+    assert report.verdict.primary == "preprocess_bound", summary(report)
+    top = next(f for f in report.findings if f.id == "preprocess_bound").sites[0]
+    assert top.file.endswith("wsgi_preprocess.py"), summary(report)
 
 
 @pytest.mark.parametrize("interp", on_versions(1))
@@ -74,9 +76,9 @@ def test_uvicorn_inline_endpoint_is_event_loop_blocked_on_every_python(interp, o
     python = server_python(interp)
     port = free_port()
     report = diagnose_server(uvicorn_app("asgi_inline", port, python=python), port, out_dir)
-    assert report["verdict"]["primary"] == "event_loop_blocked", summary(report)
-    blocked = next(f for f in report["findings"] if f["id"] == "event_loop_blocked")
-    assert blocked["sites"][0]["function"].endswith("predict"), summary(report)
+    assert report.verdict.primary == "event_loop_blocked", summary(report)
+    blocked = next(f for f in report.findings if f.id == "event_loop_blocked")
+    assert blocked.sites[0].function.endswith("predict"), summary(report)
 
 
 # Requests parked on an asyncio semaphore inside real uvicorn/FastAPI and aiohttp servers (the
@@ -112,10 +114,10 @@ def test_requests_parked_on_a_semaphore_are_async_wait_on_every_current_python(i
     env = {"DIAGNOSE_FIXTURE_WAIT": "semaphore", "DIAGNOSE_FIXTURE_PERMITS": "2"}
     with start_server(argv, port, env=env, workers=None, loaded_marker=None) as server:
         with load_during(server.url("/predict"), seconds=16, connections=32):
-            proc, report = run_cli("attach", server.pid, "--duration", DURATION, "--json",
+            proc, report = run_report("attach", server.pid, "--duration", DURATION, "--json",
                                    "--output-dir", out_dir)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert report["verdict"]["primary"] == "async_wait", summary(report)
-    found = next(f for f in report["findings"] if f["id"] == "async_wait")
-    assert found["sites"][0]["line"] == marker_line(SERVERS / app, "semaphore-wait"), summary(report)
-    assert (found["evidence"]["primitive_name"], found["evidence"]["permits"]) == ("MODEL_SLOTS", 2)
+    assert report.verdict.primary == "async_wait", summary(report)
+    found = next(f for f in report.findings if f.id == "async_wait")
+    assert found.sites[0].line == marker_line(SERVERS / app, "semaphore-wait"), summary(report)
+    assert (evidence(found, "primitive_name"), evidence(found, "permits")) == ("MODEL_SLOTS", 2)
