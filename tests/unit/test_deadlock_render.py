@@ -12,8 +12,13 @@ def lock(name, line, file="/srv/app/shop/orders.py"):
     return {"name": name, "qualified": name, "file": file, "line": line, "function": "f", "taken": "with"}
 
 
-def report(threads, victims=()):
-    cycle = {"threads": threads, "victims": [{"thread": v} for v in victims], "lock_order": []}
+KEEP = object()
+
+
+def report(threads, victims=(), victims_as_written=KEEP):
+    """A deadlock report; `victims_as_written` replaces the victims' JSON list (a malformed one)."""
+    written = [{"thread": v} for v in victims] if victims_as_written is KEEP else victims_as_written
+    cycle = {"threads": threads, "victims": written, "lock_order": []}
     return {"verdict": {"primary": "deadlock", "headline": "The service is deadlocked — hung",
                         "severity": "critical", "confidence": "ok"},
             "findings": [{"id": "deadlock", "title": "The service is deadlocked", "score": 100,
@@ -65,12 +70,11 @@ def test_the_markdown_summary_lists_each_thread_as_code_spans():
 
 def test_a_malformed_entry_is_left_out_and_the_rest_of_its_deadlock_printed():
     odd = dict(TWO[0], thread="request-9", waits_for={"name": "L", "line": "not a line"})
-    cycle = report([TWO[0], odd, TWO[1]], victims=["request-2"])
-    cycle["findings"][0]["evidence"]["deadlocks"][0]["victims"].append("not an object")
+    cycle = report([TWO[0], odd, TWO[1]],
+                   victims_as_written=[{"thread": "request-2"}, "not an object"])
     (found,) = deadlocks_in(as_report(cycle))
     assert [t.thread for t in found.threads] == ["request-0", "request-1"]
     assert found.victims == ("request-2",)
-    missing = report(TWO)
-    missing["findings"][0]["evidence"]["deadlocks"][0]["victims"] = None
+    missing = report(TWO, victims_as_written=None)
     assert [t.thread for t in deadlocks_in(as_report(missing))[0].threads] == ["request-0",
                                                                                 "request-1"]

@@ -17,8 +17,8 @@ from diagnose.load.experiment import (MAX_VARIANTS, Arm, ExperimentResult, RunSe
                                  arms_from_vary, choose_winner, decide, experiment_report,
                                  fix_from_report, parse_assignments, parse_vary, round_order,
                                  run_experiment, throughput_at_slo, vary_from_advice)
-from diagnose.load.model import (Advice, ExperimentReport, GeneratorInfo, Machine, Percentiles,
-                                 Run, SummaryKnee, SweepKnee, SweepReport, SweepStep,
+from diagnose.load.model import (EXPERIMENT_SCHEMA_VERSION, Advice, ExperimentReport,
+                                 GeneratorInfo, Machine, Percentiles, Run, SummaryKnee, SweepKnee, SweepReport, SweepStep,
                                  SweepSummary, SweepTarget)
 from diagnose.load.sweep import CpuReading
 from diagnose.render.experiment_html import render_experiment_html
@@ -266,19 +266,24 @@ def test_the_advised_variant_against_the_baseline_proves_or_disproves_the_advice
 
 def test_the_json_report_follows_the_contract():
     run, _ = fake_runs({"T=1": [50, 60], "T=8": [300, 320]})
-    report = json.loads(json.dumps(experiment_report(
+    written = json.loads(json.dumps(experiment_report(
         run_experiment((BAD, GOOD), 2, run), RunSettings("http://127.0.0.1:1/", 8, 2, 1, 2),
         GeneratorInfo(tool="wrk")).to_json()))
-    assert report["schema_version"] >= 2 and report["kind"] == "experiment"
-    assert report["baseline"] == {"env": {"T": "1"}, "name": "T=1"}
-    assert report["winner"]["env"] == {"T": "8"}
-    assert report["winner"]["gain"] == pytest.approx((6.0 + 320 / 60) / 2, abs=1e-4)
-    for v in report["variants"]:
+    # the contract's keys, as written
+    assert list(written.items())[:2] == [("schema_version", EXPERIMENT_SCHEMA_VERSION),
+                                         ("kind", "experiment")]
+    assert {"baseline", "winner", "variants"} <= set(written)
+    for v in written["variants"]:
         assert {"env", "throughput_rps", "latency_ms", "errors", "verdict", "report"} <= set(v)
         assert set(v["latency_ms"]) >= {"p50", "p99"}
         assert set(v["verdict"]) >= {"primary", "headline"}
-    assert report["variants"][1]["throughput_rps"] == 310
-    assert report["variants"][1]["latency_ms"]["p99"] == pytest.approx(
+    # and its values, read back
+    report = ExperimentReport.from_json(written)
+    assert (report.baseline.env, report.baseline.name) == ({"T": "1"}, "T=1")
+    assert report.winner is not None and report.winner.env == {"T": "8"}
+    assert report.winner.gain == pytest.approx((6.0 + 320 / 60) / 2, abs=1e-4)
+    assert report.variants[1].throughput_rps == 310
+    assert report.variants[1].latency_ms.p99 == pytest.approx(
         (1000 / 300 + 1000 / 320) / 2, abs=1e-4)
 
 
