@@ -21,6 +21,7 @@ from diagnose.collect.pyspy import pyspy_binary
 from tests.conftest import run_cli
 from tests.integration.conftest import requires_ptrace, running, workload_command
 from tests.integration.servers import free_port, gunicorn_sync, load_during, start_server
+from tests.integration.typed import read_report
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
 
@@ -62,14 +63,12 @@ def report_stacks(out_dir: Path) -> dict[str, dict[int, list[list[tuple[str, str
     """Per output ("json", "speedscope"): per pid, (thread name, stack root→leaf) of every
     stack."""
     raw = (".speedscope.json", ".procfs.json", ".chrometrace.json", ".tasks.json")  # and --keep-raw's
-    report = json.loads(next(p for p in out_dir.glob("*.json")
-                             if not p.name.endswith(raw)).read_text())
-    frames = report["stacks"]["frames"]
+    report = read_report(next(p for p in out_dir.glob("*.json") if not p.name.endswith(raw)))
+    frames = report.stacks.frames
     by_json: dict = {}
-    for row in report["stacks"]["samples"]:
-        by_json.setdefault(row["pid"], []).append(
-            (row["thread"],
-             [frame_key(frames[i]["function"], frames[i]["file"]) for i in row["stack"]]))
+    for row in report.stacks.samples:
+        by_json.setdefault(row.pid, []).append(
+            (row.thread, [frame_key(frames[i].function, frames[i].file) for i in row.stack]))
     speedscope = json.loads(next(p for p in out_dir.glob("*.speedscope.json")
                                  if not p.name.endswith(".native.speedscope.json")).read_text())
     shared = speedscope["shared"]["frames"]
