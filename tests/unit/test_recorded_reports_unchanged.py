@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from diagnose.report.model import Report
+from diagnose.report.model.codec import encode
 from diagnose.report.pipeline import from_file
-from tests.conftest import RECORDED
+from tests.conftest import RECORDED, report_of
 
 GOLDENS = Path(__file__).parent / "goldens" / "recorded_reports.json"
 
@@ -35,28 +37,35 @@ def _cases() -> dict[str, tuple[Path, Path | None, Path | None]]:
     return cases
 
 
-def _summary(report: dict) -> dict:
+def _written(value, keys: tuple[str, ...]) -> dict:
+    """`keys` of a part of the report as its JSON has them (None where it leaves one out)."""
+    data = encode(value)
+    return {k: data.get(k) for k in keys}
+
+
+def _summary(report: Report) -> dict:
     """What a verdict rests on: the primary and each finding's score, severity, sites, gain and
     evidence; the wait sites with their holders; each thread's role and state counts."""
-    return {
-        "verdict": {k: report["verdict"].get(k) for k in ("primary", "co_primary", "severity",
-                                                           "confidence", "headline", "samples")},
-        "findings": {f["id"]: {k: f.get(k) for k in ("score", "severity", "sites", "predicted_gain",
-                                                     "gain_interval", "score_interval", "evidence",
-                                                     "intervals")}
-                     for f in report["findings"]},
-        "not_applicable": sorted(n["id"] for n in report["not_applicable"]),
-        "waits": report.get("waits"),
-        "threads": [{k: t.get(k) for k in ("tid", "role", "samples", "states", "state_sources")}
-                    for t in report.get("threads", [])],
+    summary = {
+        "verdict": _written(report.verdict, ("primary", "co_primary", "severity", "confidence",
+                                             "headline", "samples")),
+        "findings": {f.id: _written(f, ("score", "severity", "sites", "predicted_gain",
+                                        "gain_interval", "score_interval", "evidence",
+                                        "intervals"))
+                     for f in report.findings},
+        "not_applicable": sorted(n.id for n in report.not_applicable),
+        "waits": encode(report.waits),
+        "threads": [_written(t, ("tid", "role", "samples", "states", "state_sources"))
+                    for t in report.threads],
     }
+    # through JSON, as the report file has it (tuples become lists, numbers plain)
+    return json.loads(json.dumps(summary))
 
 
 def _analyse(case: tuple[Path, Path | None, Path | None], out: Path) -> dict:
     path, procfs, native = case
     outputs = from_file(path, out, None, procfs_path=procfs, native_path=native)
-    # through JSON, as the report file has it (tuples become lists, numbers plain)
-    return _summary(json.loads(outputs.json.read_text()))
+    return _summary(report_of(outputs.json))  # the report file, read back
 
 
 CASES = _cases()
