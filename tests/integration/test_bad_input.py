@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -14,17 +12,9 @@ import pytest
 from diagnose.errors import ExitCode
 from tests.conftest import invoke_cli, run_cli
 from tests.integration.conftest import CliRun, requires_ptrace, running, workload_command
+from tests.integration.typed import as_report, read_report
 
 pytestmark = [pytest.mark.integration]
-
-_DATA_BLOCK = re.compile(r'<script type="application/json" id="diagnose-data">(.*?)</script>', re.S)
-
-
-def page_data(html: str) -> dict:
-    """The data block of a generated HTML report, parsed."""
-    match = _DATA_BLOCK.search(html)
-    assert match, "the page has no data block"
-    return json.loads(match.group(1))
 
 
 def _unused_pid() -> int:
@@ -95,15 +85,16 @@ def test_target_exiting_mid_window_still_writes_a_partial_report(out_dir):
         # Ended once the window is under way, however long the start-up took on this machine.
         assert attach.wait_for("sampled 20%"), attach.finish(timeout=5)[0].stderr
         os.kill(pid, signal.SIGKILL)
-        proc, report = attach.finish()
+        proc, data = attach.finish()
     assert proc.returncode == ExitCode.TARGET_EXITED, proc.stderr
     assert "exited during sampling" in proc.stderr
-    assert report["sampling"]["partial"] is True
-    assert report["sampling"]["thread_samples"] > 0
-    assert report["verdict"]["primary"] == "lock_contention"
+    report = as_report(data)
+    assert report.sampling.partial is True
+    assert report.sampling.thread_samples > 0
+    assert report.verdict.primary == "lock_contention"
     html = list(out_dir.glob("diagnose-*.html"))
     assert len(html) == 1
     # the page's own data says so (the word "partial" alone is in its inlined script anyway)
-    assert page_data(html[0].read_text(encoding="utf-8"))["report"]["sampling"]["partial"] is True
-    saved = json.loads(next(out_dir.glob("diagnose-*[0-9].json")).read_text())
-    assert saved["sampling"]["partial"] is True
+    assert 'id="diagnose-data"' in html[0].read_text(encoding="utf-8"), "the page has no data block"
+    assert read_report(html[0]).sampling.partial is True
+    assert read_report(next(out_dir.glob("diagnose-*[0-9].json"))).sampling.partial is True

@@ -26,8 +26,12 @@ def as_report(data: Any) -> Report:
 
 
 def read_report(path: Path | str) -> Report:
-    """The report written to `path` (a .json file)."""
-    return Report.from_json(json.loads(Path(path).read_text()))
+    """The report written to `path`: a .json report, or the data block of an HTML report."""
+    if Path(path).suffix == ".html":
+        from diagnose.report.reader import read_report as read_page
+
+        return read_page(path)
+    return Report.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
 
 
 def run_report(*args: object, **kwargs: Any) -> tuple[subprocess.CompletedProcess, Report | None]:
