@@ -486,10 +486,11 @@ def test_older_pages_without_labels_show_evidence_objects_as_lists_with_percenta
     opened.assert_clean()
 
 
-def observer_attrs(page) -> dict:
-    return page.eval_on_selector("#observer-cost", "el => Object.fromEntries(Array.from(el.attributes)"
-                                                   ".filter(a => a.name.startsWith('data-'))"
-                                                   ".map(a => [a.name.slice(5), a.value]))")
+def observer_attrs(page) -> SimpleNamespace:
+    """#observer-cost's data attributes, read by attribute (data-paused-share as .paused_share)."""
+    return shown(page.eval_on_selector("#observer-cost", "el => Object.fromEntries(Array.from(el.attributes)"
+                                                         ".filter(a => a.name.startsWith('data-'))"
+                                                         ".map(a => [a.name.slice(5), a.value]))"))
 
 
 def check_observer_section(page, observer: Observer):
@@ -498,14 +499,14 @@ def check_observer_section(page, observer: Observer):
     assert page.text_content("#observer-cost h3") == "What sampling cost the target"
     attrs = observer_attrs(page)
     for key in OBSERVER_NUMBERS:
-        attr = attrs.get(key.replace("_", "-"))
+        attr = getattr(attrs, key, None)
         if getattr(observer, key) is None:
             assert attr is None, key
         else:
             assert float(attr) == getattr(observer, key), key
     torn = observer.torn_stacks_possible
-    assert attrs.get("torn-stacks-possible") == (None if torn is None else str(torn).lower())
-    assert attrs["warning"] == ("true" if observer.warning else "false")
+    assert getattr(attrs, "torn_stacks_possible", None) == (None if torn is None else str(torn).lower())
+    assert attrs.warning == ("true" if observer.warning else "false")
     # each line's text by its data-observer name ("pyspy-cpu" read as on_page.pyspy_cpu)
     on_page = SimpleNamespace(**{
         k.replace("-", "_"): page.text_content(f'#observer-cost [data-observer="{k}"] dd')

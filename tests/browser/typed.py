@@ -10,6 +10,7 @@ built from dicts: no Report can hold them.
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -36,8 +37,6 @@ def with_report(data: dict, report: Report) -> dict:
 
 def read_report(path: Path) -> Report:
     """The Report of a written .json report."""
-    import json
-
     return Report.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
 
 
