@@ -44,12 +44,17 @@
 
   // ------------------------------------------------------------------ small helpers
 
-  const $ = (id) => document.getElementById(id);
+  const $ = (/** @type {string} */ id) => document.getElementById(id);
+  /** @type {(v: unknown) => any[]} */
   const arr = (v) => (Array.isArray(v) ? v : []);
+  /** @type {(v: any) => Record<string, any>} */
   const obj = (v) => (v && typeof v === 'object' && !Array.isArray(v) ? v : {});
+  /** @param {unknown} v @returns {v is number} */
   const isNum = (v) => typeof v === 'number' && Number.isFinite(v);
-  const isIdx = (v, n) => Number.isInteger(v) && v >= 0 && v < n;
+  /** @param {unknown} v @param {number} n @returns {v is number} */
+  const isIdx = (v, n) => Number.isInteger(v) && /** @type {number} */ (v) >= 0 && /** @type {number} */ (v) < n;
 
+  /** @param {unknown} v @returns {string} */
   function str(v) {
     if (v == null) return '';
     if (typeof v === 'string') return v;
@@ -59,17 +64,20 @@
     return String(v);
   }
 
+  /** @param {string} ch */
   function codePoint(ch) {
-    return 'U+' + ch.codePointAt(0).toString(16).toUpperCase().padStart(4, '0');
+    return 'U+' + /** @type {number} */ (ch.codePointAt(0)).toString(16).toUpperCase().padStart(4, '0');
   }
 
   /** Plain string with invisible characters replaced by visible markers (for attributes,
-   *  <option> labels and canvas text). */
+   *  <option> labels and canvas text).
+   *  @param {unknown} v */
   function visStr(v) {
     return str(v).replace(INVISIBLE_RE, (ch) => '\u27e8' + codePoint(ch) + '\u27e9');
   }
 
-  /** Append v as text to parent; invisible characters become highlighted marker spans. */
+  /** Append v as text to parent; invisible characters become highlighted marker spans.
+   *  @template {Node} T @param {T} parent @param {unknown} v @returns {T} */
   function putText(parent, v) {
     const s = str(v);
     INVISIBLE_RE.lastIndex = 0;
@@ -89,7 +97,10 @@
   }
 
   /** createElement with safe attribute handling. attrs: class, text, on:{event:fn}, css:{prop:val},
-   *  any other key -> setAttribute (URL/event attributes are refused). */
+   *  any other key -> setAttribute (URL/event attributes are refused).
+   *  @template {keyof HTMLElementTagNameMap} K
+   *  @param {K} tag @param {Record<string, any> | null} [attrs] @param {...any} kids
+   *  @returns {HTMLElementTagNameMap[K]} */
   function h(tag, attrs, ...kids) {
     const e = document.createElement(tag);
     if (attrs) {
@@ -108,6 +119,7 @@
     return e;
   }
 
+  /** @param {Node} e @param {any[]} kids */
   function appendKids(e, kids) {
     for (const kid of kids) {
       if (kid == null || kid === false) continue;
@@ -117,15 +129,18 @@
     }
   }
 
+  /** @template {Node} T @param {T} e @returns {T} */
   function clear(e) {
     while (e.firstChild) e.removeChild(e.firstChild);
     return e;
   }
 
+  /** @param {unknown} n @returns {string} */
   function fmtInt(n) {
     return isNum(n) ? Math.round(n).toLocaleString('en-US') : '\u2014';
   }
 
+  /** @param {unknown} n @returns {string} */
   function fmtNum(n) {
     if (!isNum(n)) return str(n) || '\u2014';
     if (Number.isInteger(n)) return n.toLocaleString('en-US');
@@ -136,6 +151,7 @@
     return String(Number(n.toPrecision(3)));
   }
 
+  /** @param {unknown} frac @returns {string} */
   function fmtPct(frac) {
     if (!isNum(frac)) return '\u2014';
     const p = frac * 100;
@@ -144,32 +160,39 @@
     return (Math.abs(p) >= 99.95 ? p.toFixed(0) : p.toFixed(1)) + '%';
   }
 
+  /** @param {unknown} s @param {number} total @returns {string} */
   function fmtSec(s, total) {
     if (!isNum(s)) return '\u2014';
     const digits = total >= 100 ? 1 : total >= 1 ? 2 : 3;
     return s.toFixed(digits) + ' s';
   }
 
+  /** @param {unknown} path */
   function basename(path) {
     const s = str(path);
     const i = Math.max(s.lastIndexOf('/'), s.lastIndexOf('\\'));
     return i >= 0 ? s.slice(i + 1) : s;
   }
 
+  /** @param {unknown} file @param {unknown} line */
   function fileLine(file, line) {
     const f = str(file);
     return isNum(line) && line > 0 ? f + ':' + line : f;
   }
 
+  /** @param {unknown} sev */
   function sevClass(sev) {
     const s = str(sev).toLowerCase();
     return 'badge sev-' + (VOCAB.severities.includes(s) || SEVERITY_ALIASES.includes(s) ? s : 'other');
   }
 
+  /** @param {unknown} sev */
   function badge(sev) {
     return h('span', { class: sevClass(sev), text: str(sev) || 'unknown' });
   }
 
+  /** @template {any[]} A @param {(...a: A) => void} fn @param {number} ms
+   *  @returns {(...a: A) => void} */
   function debounce(fn, ms) {
     let t = 0;
     return (...a) => {
@@ -178,6 +201,7 @@
     };
   }
 
+  /** @param {string} s @returns {number} */
   function hashStr(s) {
     let x = 2166136261;
     for (let i = 0; i < s.length; i++) {

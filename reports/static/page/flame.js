@@ -6,7 +6,7 @@
 
   /** @param {PageData} D */
   function renderFlame(D) {
-    const root = clear($('flame-body'));
+    const root = clear(/** @type {HTMLElement} */ ($('flame-body')));
     const waitSet = new Set(D.vocab.waiting);
     const busySet = new Set(D.vocab.running);
     const nF = D.frames.length;

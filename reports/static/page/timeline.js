@@ -6,7 +6,7 @@
 
   /** @param {PageData} D */
   function renderThreads(D) {
-    const root = clear($('threads-body'));
+    const root = clear(/** @type {HTMLElement} */ ($('threads-body')));
     if (!D.threads.length) {
       root.appendChild(h('p', { class: 'muted', text: 'No threads were sampled.' }));
       return;
@@ -78,7 +78,7 @@
 
   /** @param {PageData} D */
   function renderTimeline(D) {
-    const root = clear($('timeline-body'));
+    const root = clear(/** @type {HTMLElement} */ ($('timeline-body')));
     const tl = D.timeline;
     const lanes = tl.lanes.map((l) => {
       const thread = isIdx(l.thread, D.threads.length) ? D.threads[l.thread] : null;

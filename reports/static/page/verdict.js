@@ -55,7 +55,7 @@
     const ranked = arr(r.findings).map(obj);
     const first = ranked.find((f) => v.primary != null && str(f.id) === str(v.primary)) || ranked[0];
     if (first && (isNum(first.predicted_gain) || leversOf(first).length)) {
-      const gain = gainBlock(first, 'verdict', 'Predicted gain from fixing the top finding');
+      const gain = /** @type {HTMLElement} */ (gainBlock(first, 'verdict', 'Predicted gain from fixing the top finding'));
       gain.id = 'verdict-gain';
       gain.setAttribute('data-finding-id', str(first.id));
       root.appendChild(gain);
@@ -213,7 +213,7 @@
 
   /** @param {PageData} D */
   function renderFindings(D) {
-    const root = clear($('findings-body'));
+    const root = clear(/** @type {HTMLElement} */ ($('findings-body')));
     const primary = str(obj(D.report.verdict).primary);
     // Ranked by diagnose (score, and among critical findings what fixing them can buy): shown in
     // the report's order, never re-sorted here.
@@ -450,11 +450,12 @@
 
   /** @param {PageData} D */
   function renderFacts(D) {
-    const root = clear($('facts-body'));
+    const root = clear(/** @type {HTMLElement} */ ($('facts-body')));
     const t = obj(D.report.target);
     const s = obj(D.report.sampling);
     const yesNo = (b) => (b === true ? 'yes' : b === false ? 'no' : '\u2014');
     const unit = (v, u) => (isNum(v) ? fmtNum(v) + u : '\u2014');
+    /** @type {[string, string, string | Node][]} */
     const facts = [
       ['pid', 'PID', str(t.pid)],
       ['python', 'Python', str(t.python)],
@@ -468,6 +469,7 @@
     ];
     // Optional facts: shown when the report has them. Rate, errors and the sampler's own cost
     // are in the observer block below.
+    /** @type {[Record<string, any>, string, string, string, (v: any) => string][]} */
     const optional = [
       [t, 'cpu_quota_cores', 'cpu-quota', 'CPU quota (cores)', (v) => unit(v, '')],
       [s, 'requested_duration_s', 'requested-duration', 'Requested duration', (v) => unit(v, ' s')],

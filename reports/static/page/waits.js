@@ -6,7 +6,7 @@
 
   /** @param {PageData} D */
   function renderWaits(D) {
-    const root = clear($('waits-body'));
+    const root = clear(/** @type {HTMLElement} */ ($('waits-body')));
     if (Array.isArray(D.report.waits)) {
       const waits = D.report.waits
         .map((w, i) => ({ w: obj(w), rank: i + 1 }))
