@@ -25,6 +25,7 @@ import pytest
 from diagnose.errors import ExitCode
 from tests.conftest import RECORDED, REPO, CliResult, invoke_cli
 from tests.integration.conftest import requires_ptrace
+from tests.integration.typed import read_report
 
 pytestmark = [pytest.mark.integration]
 
@@ -199,8 +200,7 @@ def _kept_after_full_disk(proc, out: Path) -> dict:
                                                                 f"{base}.speedscope.json"]
     assert not list(out.rglob("*.tmp"))  # no half-written report left behind
     assert f"kept {base}.speedscope.json, {base}.json, {base}.md" in message
-    report = json.loads((out / f"{base}.json").read_text())
-    assert report["verdict"]["primary"]
+    assert read_report(out / f"{base}.json").verdict.primary
     return json.loads((out / f"{base}.speedscope.json").read_text())
 
 
@@ -240,7 +240,7 @@ def test_an_attach_in_the_same_second_as_an_earlier_report_does_not_overwrite_it
     stem = new[0].removesuffix(".html")
     assert stem.endswith("-2") and new == [f"{stem}.html", f"{stem}.json", f"{stem}.md",
                                            f"{stem}.speedscope.json"], new
-    assert json.loads((out_dir / f"{stem}.json").read_text())["verdict"]
+    assert read_report(out_dir / f"{stem}.json").verdict
 
 
 def test_two_analyze_runs_at_once_keep_both_reports(out_dir):
@@ -255,7 +255,7 @@ def test_two_analyze_runs_at_once_keep_both_reports(out_dir):
     if plain[0] == plain[1]:  # the same second (nearly always): the second run got a suffix
         assert stems == [plain[0], plain[0] + "-2"], stems
     for stem in stems:
-        assert json.loads((out_dir / f"{stem}.json").read_text())["verdict"]
+        assert read_report(out_dir / f"{stem}.json").verdict
         assert (out_dir / f"{stem}.speedscope.json").read_bytes() == PROFILE.read_bytes()
 
 

@@ -3,7 +3,6 @@ under the same claimed name, and with the same handling of a file that cannot be
 
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
@@ -13,7 +12,8 @@ from diagnose.model.run_context import RunContext
 from diagnose.report import pipeline
 from diagnose.errors import OutputFailed
 from diagnose.render.markdown import MAX_BYTES
-from tests.conftest import RECORDED, invoke_cli
+from tests.conftest import RECORDED
+from tests.integration.typed import invoke_report, read_report
 
 pytestmark = [pytest.mark.integration]
 
@@ -44,9 +44,9 @@ def write(out_dir):
 
 def test_analyze_writes_the_ticket_summary_beside_the_json(out_dir):
     # a recording whose request threads queue on a lock: the summary has a wait site to show
-    proc, report = invoke_cli("analyze", RECORDED / "lock_contention.native.speedscope.json",
-                              "--procfs", RECORDED / "lock_contention.procfs.json", "-o", out_dir,
-                              "--json")
+    proc, report = invoke_report("analyze", RECORDED / "lock_contention.native.speedscope.json",
+                                 "--procfs", RECORDED / "lock_contention.procfs.json", "-o",
+                                 out_dir, "--json")
     assert proc.returncode == 0, proc.stderr
     stem = next(n for n in names(out_dir) if n.endswith(".html")).removesuffix(".html")
     assert names(out_dir) == [f"{stem}.html", f"{stem}.json", f"{stem}.md",
@@ -55,8 +55,8 @@ def test_analyze_writes_the_ticket_summary_beside_the_json(out_dir):
     assert len(summary.encode("utf-8")) < MAX_BYTES
     assert "<table>" in MarkdownIt("commonmark").enable("table").render(summary)
     shown = rendered_text(summary)
-    assert report["verdict"]["headline"] in shown
-    assert report["waits"] and report["waits"][0]["function"] in shown
+    assert report is not None and report.verdict.headline in shown
+    assert report.waits and report.waits[0].function in shown
     assert f"Open {stem}.html in a browser" in shown
 
 
@@ -66,7 +66,7 @@ def test_an_earlier_summary_alone_keeps_its_name_taken(out_dir):
     outputs = write(out_dir)
     assert outputs.markdown.name == f"{BASE}-2.md" and outputs.json.name == f"{BASE}-2.json"
     assert (out_dir / f"{BASE}.md").read_text() == "earlier ticket summary\n"
-    assert json.loads(outputs.json.read_text())["verdict"] == outputs.report.to_json()["verdict"]
+    assert read_report(outputs.json).verdict == outputs.report.verdict
 
 
 def test_a_summary_that_cannot_be_written_is_named_and_the_json_is_kept(out_dir):
@@ -80,4 +80,4 @@ def test_a_summary_that_cannot_be_written_is_named_and_the_json_is_kept(out_dir)
         f"kept {BASE}.speedscope.json, {BASE}.json")
     assert [n for n in names(out_dir) if not n.startswith(".")] == [f"{BASE}.json",
                                                                     f"{BASE}.speedscope.json"]
-    assert json.loads((out_dir / f"{BASE}.json").read_text())["verdict"]["primary"]
+    assert read_report(out_dir / f"{BASE}.json").verdict.primary

@@ -9,6 +9,7 @@ import sys
 
 from tests.conftest import REPO
 from tests.integration.conftest import requires_ptrace, running, workload_command
+from tests.integration.typed import as_report
 
 pytestmark = requires_ptrace
 
@@ -29,10 +30,10 @@ def test_a_recording_without_idle_of_a_lock_bound_service_is_inconclusive(tmp_pa
                            "-o", str(tmp_path / "out")], capture_output=True, text=True,
                           timeout=120, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout)
-    verdict = report["verdict"]
-    assert verdict["primary"] == "inconclusive", verdict
-    assert "cannot show waits" in verdict["headline"] and "--idle" in verdict["headline"]
-    assert verdict["severity"] != "critical"
+    report = as_report(json.loads(proc.stdout))
+    verdict = report.verdict
+    assert verdict.primary == "inconclusive", verdict
+    assert "cannot show waits" in verdict.headline and "--idle" in verdict.headline
+    assert verdict.severity != "critical"
     # Its window is not the busiest thread's samples laid end to end, passed off as measured.
-    assert report["sampling"]["duration_s"] is None or report["sampling"]["duration_s"] >= 3.5
+    assert report.sampling.duration_s is None or report.sampling.duration_s >= 3.5

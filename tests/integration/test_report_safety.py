@@ -9,6 +9,7 @@ import pytest
 
 from diagnose.report.model import Report
 from tests.integration.conftest import SECRETS, requires_ptrace, shared_hostile_names
+from tests.integration.typed import as_report
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
 
@@ -24,7 +25,7 @@ def hostile_report(captures):
 
 def test_hostile_thread_and_function_names_are_in_the_data_but_never_markup(hostile_report):
     report, html, _ = hostile_report
-    names = {t["name"] for t in report["threads"]}
+    names = {t.name for t in as_report(report).threads}
     assert "</script><img src=x onerror=alert(1)>" in names
     assert "<img src" not in html and "</script><img" not in html
     # exactly the page's own script elements: the data block and the inline code
@@ -38,7 +39,7 @@ def test_hostile_thread_and_function_names_are_in_the_data_but_never_markup(host
 
 def test_secrets_on_the_command_line_reach_no_output(hostile_report):
     report, html, saved = hostile_report
-    assert "***" in report["target"]["cmdline"]
+    assert "***" in as_report(report).target.cmdline
     for secret in SECRETS:
         assert secret not in html
         assert secret not in saved

@@ -3,7 +3,6 @@ windows written and pushed, the end when the target exits, a server that is down
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import signal
@@ -15,15 +14,17 @@ import time
 import psutil
 import pytest
 
+from diagnose.report.model import Report
 from tests.conftest import REPO, run_cli
 from tests.integration.conftest import CliRun, requires_ptrace, running, workload_command
+from tests.integration.typed import read_report
 from tests.pyroscope_contract import IngestServer
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
 
 
-def reports_in(out) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(out.glob("diagnose-*.json"))
+def reports_in(out) -> list[Report]:
+    return [read_report(p) for p in sorted(out.glob("diagnose-*.json"))
             if not p.name.endswith(".speedscope.json")]
 
 
@@ -50,12 +51,13 @@ def test_two_windows_are_written_and_each_pushed_as_a_valid_profile(out_dir):
     for request, report in zip(requests, reports):
         assert request.app_name == "ranker"
         assert request.labels["env"] == "ci" and "pid" not in request.labels  # no series per pid
-        assert request.labels["verdict"] == report["verdict"]["primary"]
+        assert request.labels["verdict"] == report.verdict.primary
         assert request.sample_total(unit="count") == sum(
-            row["count"] for row in report["stacks"]["samples"])
-    # Each window's span is its own: the second starts about --every after the first.
+            row.count for row in report.stacks.samples)
+    # Each window's span is its own: the second starts --every after the first, not before
+    # (how late a loaded machine lets it start is its figure, not the schedule's).
     assert requests[0].start < requests[0].end <= requests[1].start + 1
-    assert 3 <= requests[1].start - requests[0].start <= 6
+    assert 3 <= requests[1].start - requests[0].start <= 8
 
 
 def test_a_watch_whose_target_exits_stops_with_exit_0(out_dir):
@@ -80,7 +82,7 @@ def test_a_push_server_that_is_down_is_exit_13_with_the_outputs_written(out_dir)
     html = next(out_dir.glob("*.html"))
     assert f"push failed: could not push the profile to {url}/ingest" in proc.stderr
     assert f"kept: {html}" in proc.stderr and "Traceback" not in proc.stderr
-    assert report["stacks"]["samples"]
+    assert report.stacks.samples
 
 
 def test_sigterm_between_windows_ends_the_watch_with_the_window_written_and_pushed(out_dir):
