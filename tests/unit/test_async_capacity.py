@@ -256,7 +256,7 @@ def test_without_worker_thread_samples_the_advice_still_names_the_limiter(files)
     results = run_checks(service(files, capacity_recording(files), lambda anyio, app: worker_idle(anyio),
                                  workers=0))
     found = finding(results, "async_wait")
-    assert "total_tokens" in found.advice[0] and found.evidence["fix"]["value"] == 40
+    assert "total_tokens" in found.advice[0] and found.fixes[0].value == 40
 
 
 def test_a_woken_waiter_and_a_holder_whose_thread_is_done_still_hold_their_tokens(files):

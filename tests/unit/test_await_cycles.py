@@ -85,8 +85,8 @@ def test_the_await_cycle_finding_names_the_await_to_remove_as_its_fix_knob():
             task(0x3, "c", awaits=0x1, line=7))
     finding = deadlock.run(SimpleNamespace(deadlocks=(), tasks=recording(*[ring] * 6)),
                            deadlock.Settings(title="Deadlock"))
-    fix = finding.evidence["fix"]
-    assert fix["knob"] == "break_await"
+    [fix] = finding.fixes
+    assert fix.knob == "break_await" and isinstance(fix.value, str)
     # The same await the first advice tells to remove: "task X must not await task Y".
-    waiter, awaited = fix["value"].split(" -> ")
+    waiter, awaited = fix.value.split(" -> ")
     assert f"{waiter} must not await {awaited}" in finding.advice[0]

@@ -4,6 +4,8 @@ from diagnose.checks.base import make_finding
 from diagnose.checks.spec import CheckSettings
 from diagnose.checks.engine import verdict_for
 from diagnose.model.confidence import MIN_SAMPLES, intervals_for, wilson
+from diagnose.report.model import Interval
+from diagnose.report.model.codec import decode
 
 
 def test_wilson_interval_contains_the_share_and_narrows_with_samples():
@@ -23,8 +25,9 @@ def test_only_share_keys_get_intervals():
     got = intervals_for({"lock_wait_share": 0.5, "threads_waiting": 4, "busy_samples": 900,
                          "stage_busy_share": 0.9, "estimated": True}, 812)
     assert set(got) == {"lock_wait_share", "stage_busy_share"}
-    assert got["lock_wait_share"]["samples"] == 812
-    assert got["lock_wait_share"]["low"] < 0.5 < got["lock_wait_share"]["high"]
+    share = decode(Interval, got["lock_wait_share"])  # as the finding carries it
+    assert share.samples == 812
+    assert share.low < 0.5 < share.high
 
 
 def _finding(samples):

@@ -101,8 +101,8 @@ def test_a_holder_computing_inside_the_block_is_named_after_the_general_advice(s
     assert advice[0] == SETTINGS.advice[0]
     assert advice[1].startswith("Move `score` out of the `with MODEL_LOCK:` block")
     assert "Do that work outside the lock" in advice[1]
-    fix = lock_contention.run(convoy(service, computing), SETTINGS).evidence["fix"]
-    assert fix["knob"] == "model_instances"
+    [fix] = lock_contention.run(convoy(service, computing), SETTINGS).fixes
+    assert fix.knob == "model_instances"
 
 
 def test_a_call_after_the_block_is_not_blamed_on_the_lock(service):

@@ -38,7 +38,7 @@ def test_merged_score_weighs_each_worker_by_the_cpu_it_used():
     (only,) = merged
     assert only.score == 90
     assert only.summary.startswith("in 1 of 2 worker processes: busy worker")
-    assert only.evidence["pid"] == 1
+    assert only.number("pid") == 1
 
 
 def test_a_finding_missing_in_a_worker_counts_as_zero_there():
@@ -50,7 +50,7 @@ def test_a_deadlock_in_one_idle_worker_keeps_its_score_beside_busy_workers():
     merged = _merge([results(finding("deadlock", 100, "hung worker")), results(finding("deadlock", 0)),
                      results(finding("deadlock", 0))], [1, 2, 3], np.array([0.02, 0.9, 0.9]))
     (only,) = merged
-    assert only.score == 100 and only.evidence["pid"] == 1
+    assert only.score == 100 and only.number("pid") == 1
     assert only.summary.startswith("in 1 of 3 worker processes: hung worker")
 
 
