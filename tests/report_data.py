@@ -4,6 +4,7 @@ the model's defaults, so a test states only what it is about."""
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from typing import Any
 
 from diagnose.checks.registry import evidence_labels
@@ -53,3 +54,8 @@ def json_edited(data: Any, path: tuple, value: Any = REMOVED) -> Any:
     else:
         inner[last] = value
     return data
+
+
+def decided_report(verdict: Verdict, findings=()) -> Report:
+    """A report of just a verdict and its findings, as the checks decided them."""
+    return replace(as_report({}), verdict=verdict, findings=tuple(findings))

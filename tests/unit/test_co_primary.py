@@ -11,10 +11,11 @@ from diagnose.checks.base import ScoreBasis, amdahl, make_finding, ramp
 from diagnose.checks.spec import CheckSettings
 from diagnose.checks.engine import order_of, verdict_for
 from diagnose.cli.common import gate
-from diagnose.model.structure import Stage, Structure, WaitEdge, _bottleneck, is_entry
+from diagnose.model.structure import Edge, Stage, Structure, _bottleneck, is_entry
 from diagnose.render.html import render_html
 from diagnose.render.markdown import md_text, render_markdown
-from tests.report_data import as_report, as_verdict
+from diagnose.report.model.codec import encode
+from tests.report_data import as_finding, as_verdict, decided_report
 
 SAMPLES = 2000
 LOCK_ADVICE = "Start the service with OPENBLAS_NUM_THREADS=1 and re-measure."
@@ -68,7 +69,7 @@ def test_clearly_separated_findings_give_one_verdict():
     assert weak_lock.score_interval[1] < CRITICAL
     verdict = verdict_for(rank([weak_lock, compute()], order_of))
     assert (verdict.primary, verdict.co_primary) == ("compute_bound", None)
-    assert verdict.first_advice == (MODEL_ADVICE,) and verdict.co_primary_reason == ""
+    assert verdict.first_advice == (MODEL_ADVICE,) and not verdict.co_primary_reason
     # Both surely critical, gains far apart: the larger gain alone.
     strong_lock = lock(share_for(100) + 0.3)
     verdict = verdict_for(rank([compute(), strong_lock], order_of))
@@ -89,31 +90,26 @@ def test_the_verdicts_severity_and_the_gate_take_the_higher_of_the_two():
     verdict = verdict_for(rank([compute(), lock(share_for(73))], order_of))
     assert verdict.primary == "lock_contention"  # a warning on its own
     assert verdict.severity == "critical"  # its co-primary is critical
-    assert gate(0, as_verdict(verdict.to_dict()), "critical", "the verdict") == 10
+    assert gate(0, as_verdict(encode(verdict)), "critical", "the verdict") == 10
     alone = verdict_for((lock(share_for(60)),))
     assert alone.severity == "warning"
-    assert gate(0, as_verdict(alone.to_dict()), "critical", "the verdict") == 0
+    assert gate(0, as_verdict(encode(alone)), "critical", "the verdict") == 0
 
 
 def test_verdict_and_finding_intervals_survive_a_json_round_trip():
     ranked = rank([compute(), lock(share_for(73))], order_of)
     verdict = verdict_for(ranked)
-    # what a report's reader gets back (the report model's verdict) says what was decided
+    # what a report's reader gets back is the verdict that was decided
     for decided in (verdict, verdict_for((compute(),))):
-        back = as_verdict(json.loads(json.dumps(decided.to_dict())))
-        assert (back.primary, back.headline, back.severity, back.confidence, back.samples,
-                back.co_primary, back.co_primary_reason or "", back.first_advice) == (
-            decided.primary, decided.headline, decided.severity, decided.confidence,
-            decided.samples, decided.co_primary, decided.co_primary_reason, decided.first_advice)
-    row = json.loads(json.dumps(ranked[0].to_dict()))
-    assert row["score_interval"] == list(ranked[0].score_interval)
-    assert row["gain_interval"] == list(ranked[0].gain_interval)
+        assert as_verdict(json.loads(json.dumps(encode(decided)))) == decided
+    row = as_finding(json.loads(json.dumps(encode(ranked[0]))))
+    assert row.score_interval == ranked[0].score_interval
+    assert row.gain_interval == ranked[0].gain_interval
 
 
 def test_markdown_summary_names_both_findings_with_the_reason_and_each_first_advice():
     ranked = rank([compute(), lock(share_for(73))], order_of)
-    report = {"verdict": verdict_for(ranked).to_dict(), "findings": [f.to_dict() for f in ranked]}
-    text = render_markdown(as_report(report))
+    text = render_markdown(decided_report(verdict_for(ranked), ranked))
     assert "**Primary finding:** `lock_contention` · **co-primary:** `compute_bound`" in text
     assert "**Within the noise of each other:** their scores straddle the critical line" in text
     assert f"**First advice for `lock_contention`:** {md_text(LOCK_ADVICE, 300)}" in text
@@ -130,7 +126,7 @@ def test_a_service_score_moves_the_interval_with_it():
 
 
 def _stage(name, function, file):
-    return Stage(name=name, role="other", function=function, file=file, line=1, threads=(0,),
+    return Stage(name=name, role="other", function=function, file=file, line=1,
                  tids=(1,), samples=100, busy_share=0.99, python_share=0.5, starved_share=0.0,
                  blocked_put_share=0.0, result_wait_share=0.0)
 
@@ -141,18 +137,18 @@ def test_a_module_body_or_the_interpreters_bootstrap_is_never_the_bottleneck_sta
     assert not is_entry("decode_loop", "/srv/app.py")
     module = _stage("<module>", "<module>", "/srv/app.py")
     worker = _stage("worker", "worker", "/srv/app.py")
-    edges = [WaitEdge("worker", "starved", "queue jobs", "<module>", 0.5)]
-    assert _bottleneck(Structure(stages=[module, worker], edges=edges)) is None
-    edges.append(WaitEdge("<module>", "result", "results of queue jobs", "worker", 0.5))
-    assert _bottleneck(Structure(stages=[module, worker], edges=edges)) == "worker"
+    edges = (Edge("worker", "starved", "queue jobs", "<module>", 0.5),)
+    assert _bottleneck(Structure(stages=(module, worker), edges=edges)) is None
+    edges += (Edge("<module>", "result", "results of queue jobs", "worker", 0.5),)
+    assert _bottleneck(Structure(stages=(module, worker), edges=edges)) == "worker"
 
 
 def test_the_html_fallback_headline_names_both_findings_and_escapes_them():
     ranked = rank([compute(), lock(share_for(73))], order_of)
-    verdict = verdict_for(ranked).to_dict()
-    verdict["first_advice"] = ["<script>alert(1)</script>", MODEL_ADVICE]
-    data = {"report": {"verdict": verdict, "findings": [f.to_dict() for f in ranked]}}
-    page = render_html(data, as_report(data["report"]))
+    verdict = dataclasses.replace(verdict_for(ranked),
+                                  first_advice=("<script>alert(1)</script>", MODEL_ADVICE))
+    report = decided_report(verdict, ranked)
+    page = render_html({"report": report.to_json()}, report)
     fallback = page[page.index('<p id="noscript-co-primary">'):]
     fallback = fallback[:fallback.index("</ul>")]
     assert "Co-primary finding: compute_bound, within the noise of\nlock_contention" in fallback

@@ -15,7 +15,8 @@ from diagnose.checks.engine import order_of, verdict_for
 from diagnose.checks.spec import CheckSettings
 from diagnose.render.html import render_html
 from diagnose.render.markdown import render_markdown
-from tests.report_data import as_report, as_verdict
+from diagnose.report.model.codec import encode
+from tests.report_data import as_verdict, decided_report
 
 SAMPLES = 2000
 APP = "/srv/app.py"
@@ -154,13 +155,13 @@ def test_a_symptom_too_weak_to_contend_is_neither_named_nor_folded():
 
 def test_the_folded_findings_survive_a_json_round_trip():
     verdict = verdict_for(rank([busy(0.77), gil(0.4)], order_of))
-    back = as_verdict(json.loads(json.dumps(verdict.to_dict())))
+    back = as_verdict(json.loads(json.dumps(encode(verdict))))
     assert back.also == verdict.also == ("cpu_bound",)
     assert back.named == ("gil_contention",)
     # A verdict with nothing folded in writes the report it wrote before the rule.
     alone = dataclasses.replace(verdict, also=())
-    assert "also" not in alone.to_dict()
-    assert as_verdict(json.loads(json.dumps(alone.to_dict()))).also == ()
+    assert "also" not in encode(alone)
+    assert as_verdict(json.loads(json.dumps(encode(alone)))).also == ()
 
 
 def test_a_stage_whose_own_advice_buys_nothing_is_folded_into_the_compute_on_the_same_code():
@@ -183,8 +184,7 @@ def test_a_stage_on_other_code_is_a_second_cause_and_one_on_the_same_code_is_fol
 
 def test_the_markdown_summary_lists_the_folded_findings_apart_from_the_named_one():
     ranked = rank([busy(0.77), gil(0.4)], order_of)
-    report = {"verdict": verdict_for(ranked).to_dict(), "findings": [f.to_dict() for f in ranked]}
-    text = render_markdown(as_report(report))
+    text = render_markdown(decided_report(verdict_for(ranked), ranked))
     assert "**Primary finding:** `gil_contention` ·" in text and "co-primary" not in text
     assert "**The same cause, also seen as:** `cpu_bound`" in text
 
@@ -205,12 +205,13 @@ def test_a_second_cause_whose_interval_reaches_below_the_warning_line_is_not_nam
 
 def test_the_html_fallback_lists_the_folded_findings_escaped():
     ranked = rank([busy(0.77), gil(0.4)], order_of)
-    verdict = verdict_for(ranked).to_dict()
-    data = {"report": {"verdict": verdict, "findings": [f.to_dict() for f in ranked]}}
-    page = render_html(data, as_report(data["report"]))
-    assert '<p id="noscript-also">The same cause, also seen as: cpu_bound</p>' in page
-    verdict["also"] = ["<script>x</script>"]
-    page = render_html(data, as_report(data["report"]))
-    assert "also seen as: &lt;script&gt;x&lt;/script&gt;" in page
-    del verdict["also"]
-    assert "noscript-also" not in render_html(data, as_report(data["report"]))
+    verdict = verdict_for(ranked)
+
+    def page_of(verdict) -> str:
+        report = decided_report(verdict, ranked)
+        return render_html({"report": report.to_json()}, report)
+
+    assert '<p id="noscript-also">The same cause, also seen as: cpu_bound</p>' in page_of(verdict)
+    hostile = dataclasses.replace(verdict, also=("<script>x</script>",))
+    assert "also seen as: &lt;script&gt;x&lt;/script&gt;" in page_of(hostile)
+    assert "noscript-also" not in page_of(dataclasses.replace(verdict, also=()))
