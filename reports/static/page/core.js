@@ -215,6 +215,8 @@
 
   const tip = {
     el: /** @type {HTMLElement | null} */ (null),
+    /** Lines: the first a title, then text or [key, value]; null lines are skipped.
+     *  @param {(string | string[] | null)[]} lines @param {MouseEvent} ev */
     show(lines, ev) {
       const el = this.el;
       if (!el) return;
@@ -233,6 +235,7 @@
       el.hidden = false;
       this.move(ev);
     },
+    /** @param {MouseEvent} [ev] */
     move(ev) {
       const el = this.el;
       if (!el || el.hidden || !ev) return;
@@ -359,12 +362,12 @@
 
   /** A thread as people read it: "4340 \u00b7 MainThread" when threads come from several
    *  processes, the bare name otherwise.
-   *  @param {PageData} D */
+   *  @param {PageData} D @param {PageThread} t */
   function threadLabel(D, t) {
     return D.multiProcess && t.pid != null ? t.pid + ' \u00b7 ' + t.name : t.name;
   }
 
-  /** @param {PageData} D */
+  /** @param {PageData} D @param {number} si @returns {string} */
   function stateColor(D, si) {
     if (si < 0 || !isIdx(si, D.states.length)) return NO_SAMPLE_COLOR;
     const name = D.states[si];
@@ -372,7 +375,7 @@
       ? D.vocab.stateColors[name] : STATE_FALLBACK[si % STATE_FALLBACK.length];
   }
 
-  /** @param {PageData} D */
+  /** @param {PageData} D @param {number} ci @returns {number[]} */
   function categoryHsl(D, ci) {
     if (ci < 0) return [220, 8, 80];
     const name = D.categories[ci];
@@ -380,12 +383,13 @@
     return [CATEGORY_FALLBACK_HUES[ci % CATEGORY_FALLBACK_HUES.length], 55, 70];
   }
 
-  /** @param {PageData} D */
+  /** @param {PageData} D @param {number} ci */
   function categoryColor(D, ci) {
     const c = categoryHsl(D, ci);
     return 'hsl(' + c[0] + ',' + c[1] + '%,' + c[2] + '%)';
   }
 
+  /** @param {string} color @param {string} label @param {string} [extraClass] */
   function legendItem(color, label, extraClass) {
     const sw = h('span', { class: 'swatch' + (extraClass ? ' ' + extraClass : '') });
     sw.style.backgroundColor = color;
@@ -404,7 +408,9 @@
 
   /** columns: [{label, value(row) -> sortable, cell(row) -> Node|string, num, descFirst, ascFirst,
    *  title, cls}]. opts: {cls, sortCol, sortDir, rowAttrs(row) -> {attr: value},
-   *  afterRow(row, nCols) -> <tr>|null: a detail row kept under its row whatever the order}. */
+   *  afterRow(row, nCols) -> <tr>|null: a detail row kept under its row whatever the order}.
+   *  @template Row @param {TableColumn<Row>[]} columns @param {Row[]} rows
+   *  @param {TableOptions<Row>} [opts] */
   function sortableTable(columns, rows, opts) {
     const o = opts || {};
     const table = h('table', { class: 'data sortable' + (o.cls ? ' ' + o.cls : '') });

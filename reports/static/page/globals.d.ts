@@ -132,6 +132,18 @@ interface TableColumn<Row = any> {
   cls?: string;
 }
 
+/** The options of sortableTable (core.js). */
+interface TableOptions<Row = any> {
+  cls?: string;
+  /** The column sorted first, and its direction. */
+  sortCol?: number;
+  sortDir?: 'asc' | 'desc';
+  /** Attributes of a row's <tr>. */
+  rowAttrs?: (row: Row) => Record<string, unknown>;
+  /** A detail row kept under its row whatever the order, or null. */
+  afterRow?: (row: Row, nCols: number) => HTMLTableRowElement | null;
+}
+
 // How the sections talk to each other: the flame graph (flame.js) sets this once drawn, and the
 // thread table and the event loops' table (timeline.js, loops.js) call it to show one thread.
 declare namespace renderFlame {
