@@ -106,7 +106,7 @@ class Cycle:
     kind: str
     members: tuple[CycleMember, ...]
     victims: tuple[CycleMember, ...]
-    lock_order: tuple[LockAt, ...]
+    lock_order: tuple[str, ...]  # the order to adopt, one lock (qualified) each
 
 
 def _lock_at(raw: Any) -> LockAt | None:
@@ -126,7 +126,7 @@ def deadlock_cycles(found: Finding) -> tuple[Cycle, ...]:
     return tuple(Cycle(str(c.get("kind", "locks")),
                        tuple(_member(m) for m in c.get("threads") or ()),
                        tuple(_member(v) for v in c.get("victims") or ()),
-                       tuple(filter(None, map(_lock_at, c.get("lock_order") or ()))))
+                       tuple(str(q) for q in c.get("lock_order") or ()))
                  for c in raw if isinstance(c, dict))
 
 
