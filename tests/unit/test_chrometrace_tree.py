@@ -18,7 +18,7 @@ import pytest
 
 from diagnose.collect.procfs import TreeRecord
 from diagnose.readers.chrometrace import load_chrometrace
-from diagnose.readers.loaders import load_profile
+from diagnose.readers.loaders import load_profile, load_speedscope
 from diagnose.render.speedscope_out import profile_to_speedscope
 from tests.conftest import RECORDED, REPO, WORKLOADS
 
@@ -79,13 +79,11 @@ def test_each_process_of_a_forked_tree_has_its_own_shallow_stacks(recording, tre
 
 def test_the_speedscope_output_of_a_forked_tree_keeps_the_shallow_stacks(recording):
     profile = load_profile(recording, rate_hz=20)
-    out = profile_to_speedscope(profile, "tree")
-    depths = [len(sample) for p in out["profiles"] for sample in p["samples"]]
-    assert depths and max(depths) <= max(program_depths().values())
-    names = [f["name"] for f in out["shared"]["frames"]]
-    for p in out["profiles"]:
-        for sample in p["samples"]:
-            assert [names[i] for i in sample].count("<module>") == 1
+    again = load_speedscope(json.loads(json.dumps(profile_to_speedscope(profile, "tree"))))
+    stacks = [functions(again, sid) for track in again.threads
+              for sid in set(track.stack_ids.tolist())]
+    assert stacks and max(len(names) for names in stacks) <= max(program_depths().values())
+    assert all(names.count("<module>") == 1 for names in stacks)
 
 
 # -- the writer, re-enacted ---------------------------------------------------------------------
