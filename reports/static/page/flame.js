@@ -125,6 +125,7 @@
       return tree;
     }
 
+    /** @param {FlameNode} n */
     function sortedKids(n) {
       if (n.sorted === null) {
         n.sorted = n.kids ? Array.from(n.kids.values()).sort((a, b) => b.total - a.total || a.key - b.key) : [];
@@ -145,12 +146,14 @@
       return n;
     }
 
+    /** @param {FlameNode} n */
     function pathTo(n) {
       const p = [];
       for (let x = n; x && x.parent; x = x.parent) p.push(x);
       return p.reverse();
     }
 
+    /** @param {FlameNode} n */
     function nodeName(n) { return n.frame < 0 ? 'all' : D.frames[n.frame].name; }
 
     function viewLabel() {
@@ -170,20 +173,22 @@
       F.match = m;
     }
 
+    /** @param {FlameNode} node */
     function matchedUnder(node) {
       // Samples under `node` whose stack contains a matching frame (each sample counted once).
       const m = /** @type {Uint8Array} */ (F.match); // searched: F.match is set
-      for (let a = node; a && a.frame >= 0; a = a.parent) if (m[a.frame]) return node.total;
+      for (let a = /** @type {FlameNode | null} */ (node); a && a.frame >= 0; a = a.parent) if (m[a.frame]) return node.total;
       let sum = 0;
       const st = [node];
       while (st.length) {
-        const n = st.pop();
+        const n = /** @type {FlameNode} */ (st.pop()); // st is not empty
         if (n.frame >= 0 && m[n.frame]) { sum += n.total; continue; }
         if (n.kids) for (const c of n.kids.values()) st.push(c);
       }
       return sum;
     }
 
+    /** @param {FlameNode} zoom */
     function updateSearch(zoom) {
       const tree = /** @type {FlameTree} */ (F.tree); // drawn before any search
       for (const el of F.drawnEls) {
@@ -217,6 +222,7 @@
       const tree = F.tree;
       const zoom = zoomNode();
       const width = graph.clientWidth || 1000;
+      /** @type {[FlameNode, number, number, string][]} */
       const items = [];
       const viewTotal = tree.root.total;
 
@@ -228,11 +234,11 @@
       if (zoom.total > 0) {
         // Choose a minimum width so the number of drawn frames stays bounded.
         let minSamples = zoom.total / width;
-        const countAbove = (min) => {
+        const countAbove = (/** @type {number} */ min) => {
           let n = 0;
           const st = [zoom];
           while (st.length) {
-            const x = st.pop();
+            const x = /** @type {FlameNode} */ (st.pop()); // st is not empty
             for (const c of sortedKids(x)) {
               if (c.total < min) break;
               if (++n > FLAME_MAX_DRAWN) return n;
@@ -328,6 +334,7 @@
       updateSearch(zoom);
     }
 
+    /** @param {FlameNode} n */
     function zoomTo(n) {
       F.zoomKeys = pathTo(n).map((x) => x.key);
       draw();
@@ -347,6 +354,7 @@
     search.addEventListener('change', onSearch);
     search.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') onSearch(); });
 
+    /** @param {MouseEvent} ev */
     function nodeOf(ev) {
       const el = ev.target instanceof Element ? ev.target.closest('.flame-node') : null;
       if (!el || !graph.contains(el)) return null;

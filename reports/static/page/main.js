@@ -14,6 +14,7 @@
   }
 
   function setupPrint() {
+    /** @type {HTMLDetailsElement[]} */
     let reopened = [];
     window.addEventListener('beforeprint', () => {
       reopened = Array.from(document.querySelectorAll('details:not([open])'));
@@ -25,6 +26,7 @@
     });
   }
 
+  /** @param {string} msg */
   function showFatal(msg) {
     const root = $('verdict') || document.body;
     root.appendChild(h('div', { class: 'banner error', role: 'alert', text: msg }));

@@ -12,17 +12,23 @@
       return;
     }
     const hasOs = D.threads.some((t) => t.os);
+    /** @type {(t: PageThread, s: string) => number} */
     const stateCount = (t, s) => (isNum(t.states[s]) ? t.states[s] : 0);
+    /** @type {(t: PageThread) => number} */
     const stateTotal = (t) => D.states.reduce((a, s) => a + stateCount(t, s), 0);
+    /** @type {(t: PageThread) => number | null} */
     const busyShare = (t) => {
       const tot = stateTotal(t);
       return tot ? D.vocab.running.reduce((a, s) => a + stateCount(t, s), 0) / tot : null;
     };
+    /** @type {(t: PageThread, k: string) => number | null} */
     const osNum = (t, k) => (t.os && isNum(t.os[k]) ? t.os[k] : null);
 
+    /** @param {PageThread} t */
     function statesCell(t) {
       const tot = stateTotal(t);
       const bar = h('div', { class: 'sbar', role: 'img' });
+      /** @type {[string, number][]} */
       const parts = [];
       D.states.forEach((s, i) => {
         const c = stateCount(t, s);
@@ -117,6 +123,7 @@
     /** @type {{cssW: number, cssH: number, plotX: number, plotW: number, scale: number, labelW: number} | null} */
     let geom = null;
 
+    /** @param {CanvasRenderingContext2D} ctx @param {string} text @param {number} maxW */
     function truncate(ctx, text, maxW) {
       if (ctx.measureText(text).width <= maxW) return text;
       let lo = 0;
@@ -195,7 +202,8 @@
 
     /** The lane's label, or the step and the run of a lane, under the pointer (null: none).
      *  @returns {{lane: typeof lanes[number], label: true, step?: undefined, run?: undefined}
-     *    | {lane: typeof lanes[number], label?: undefined, step: number, run: number} | null} */
+     *    | {lane: typeof lanes[number], label?: undefined, step: number, run: number} | null}
+     *  @param {MouseEvent} ev */
     function hit(ev) {
       if (!geom) return null;
       const rect = canvas.getBoundingClientRect();
