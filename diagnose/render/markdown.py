@@ -20,11 +20,13 @@ import re
 from dataclasses import dataclass
 
 from diagnose.model.vocab import Confidence, Severity
+from diagnose.render import wording
 from diagnose.render.deadlock_text import behind, deadlocks_in, heading
-from diagnose.render.evidence import (DASH, TIMES, EvidenceRow, describe_evidence, fmt_number,
+from diagnose.render.evidence import (DASH, EvidenceRow, describe_evidence, fmt_number,
                                       fmt_percent, fmt_seconds)
 from diagnose.render.text_safety import LINE_BREAKING, show_invisible
-from diagnose.report.model import Finding, Lever, Report, Sampling, WaitSite
+from diagnose.render.wording import gain_words
+from diagnose.report.model import Finding, Report, Sampling, WaitSite
 
 MAX_BYTES = 4096
 ELLIPSIS = "\u2026"
@@ -287,9 +289,9 @@ def _finding_heading(rank: int, finding: Finding, budget: _Budget) -> str:
     score = finite_number(finding.score)
     if score is not None:
         parts.append(f"score {fmt_number(score)}")
-    gain = finite_number(finding.predicted_gain)
-    if gain is not None and not _levers(finding):  # levers: their own line, each with its figure
-        parts.append(f"predicted gain {gain:.2f}{TIMES} (estimate)")
+    gain = gain_words(finding)
+    if gain.figure is not None:  # levers: their own line, each with its figure
+        parts.append(f"predicted gain {gain.text}")
     if finding.low_confidence:
         samples = finite_number(finding.samples)
         parts.append("low confidence" + (f": {fmt_number(samples)} samples" if samples is not None
@@ -298,19 +300,11 @@ def _finding_heading(rank: int, finding: Finding, budget: _Budget) -> str:
     return f"#### {rank}. {title} ({', '.join(parts)})"
 
 
-def _levers(finding: Finding) -> list[Lever]:
-    """The finding's levers that have a figure and words (a hand-edited report may lack them)."""
-    return [lever for lever in finding.levers
-            if finite_number(lever.gain) is not None and lever.label]
-
-
 def levers_text(finding: Finding, limit: int | None = None) -> str:
     """Each lever with its figure, all estimates: "×4.17 if checksum cost nothing (estimate,
-    upper bound) · ×1.00 from more cores (estimate)"; "" when the finding has none."""
-    return " \u00b7 ".join(
-        f"{TIMES}{lever.gain:.2f} {md_text(lever.label, limit, line_start=False)} "
-        f"(estimate{', upper bound' if lever.upper_bound else ''})"
-        for lever in _levers(finding))
+    upper bound) · ×1.00 from more cores (estimate)"; "" when the finding has none. The words
+    are the page's (render/wording.py), each label escaped and shortened to `limit`."""
+    return wording.levers_text(finding, lambda label: md_text(label, limit, line_start=False))
 
 
 def _also_checked(findings: list[Finding], budget: _Budget) -> list[str]:

@@ -350,6 +350,8 @@
       generatedAt: str(page.generated_at),
       // Per finding, its evidence as labelled rows with units (absent in older pages).
       evidenceText: Array.isArray(raw.evidence_text) ? raw.evidence_text : null,
+      // Per finding, its levers' and gain's words (render/wording.py), as the page prints them.
+      gainText: arr(raw.gain_text).map(obj),
       // Evidence keys with no row of their own (the knob line, the verdict's thread dump).
       evidenceHidden: new Set(Array.isArray(raw.evidence_hidden) ? raw.evidence_hidden.map(str) : ['fix']),
       timeline: {

@@ -24,6 +24,8 @@ interface PageData {
   generatedAt: string;
   /** Per finding, its evidence as labelled rows with units; null in older pages. */
   evidenceText: any[] | null;
+  /** Per finding, its levers' and gain's words, as the page prints them. */
+  gainText: Record<string, any>[];
   /** Evidence keys with no row of their own. */
   evidenceHidden: Set<string>;
   timeline: PageTimeline;

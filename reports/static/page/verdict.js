@@ -54,8 +54,9 @@
     // What fixing the top finding can buy (the findings come ranked: the first is the top one).
     const ranked = arr(r.findings).map(obj);
     const first = ranked.find((f) => v.primary != null && str(f.id) === str(v.primary)) || ranked[0];
-    if (first && (isNum(first.predicted_gain) || leversOf(first).length)) {
-      const gain = /** @type {HTMLElement} */ (gainBlock(first, 'verdict', 'Predicted gain from fixing the top finding'));
+    const firstWords = gainWords(D, ranked.indexOf(first));
+    if (first && (isNum(first.predicted_gain) || leversOf(first, firstWords).length)) {
+      const gain = /** @type {HTMLElement} */ (gainBlock(first, firstWords, 'verdict', 'Predicted gain from fixing the top finding'));
       gain.id = 'verdict-gain';
       gain.setAttribute('data-finding-id', str(first.id));
       root.appendChild(gain);
@@ -143,21 +144,29 @@
     target.scrollIntoView({ block: 'start' });
   }
 
-  /** A predicted throughput ratio: "\u00d72.18". */
-  function fmtGain(g) {
-    return isNum(g) ? '\u00d7' + g.toFixed(2) : '\u2014';
+  /** The finding's gain in words, worded by diagnose (render/wording.py; the page data's
+   *  `gain_text`, parallel to the report's findings): {text, tag, figure, estimate, levers:
+   *  [{figure, estimate, text}]}; {} when the page has none for it.
+   *  @param {PageData} D
+   *  @param {number} rank */
+  function gainWords(D, rank) {
+    const all = D.gainText;
+    return all.length === arr(D.report.findings).length && rank >= 0 ? obj(all[rank]) : {};
   }
 
-  /** The finding's levers that have a figure and words: [{kind, gain, label, basis, upper_bound}]. */
-  function leversOf(f) {
-    return arr(f.levers).map(obj).filter((l) => isNum(l.gain) && str(l.label) !== '');
+  /** The finding's levers that have a figure and words, each with its words: [{l: {kind, gain,
+   *  label, basis, upper_bound}, w: {figure, estimate}}]; none when the words do not fit them. */
+  function leversOf(f, words) {
+    const levers = arr(f.levers).map(obj).filter((l) => isNum(l.gain) && str(l.label) !== '');
+    const said = arr(words.levers).map(obj);
+    return said.length === levers.length ? levers.map((l, i) => ({ l, w: said[i] })) : [];
   }
 
   /** "(estimate)", or "(estimate, upper bound)" for a lever that makes the work free. */
-  function estimateTag(upper) {
+  function estimateTag(text) {
     return h('span', {
       class: 'gain-est', title: 'an estimate from the structure found, not a measurement',
-      text: upper ? '(estimate, upper bound)' : '(estimate)',
+      text: str(text),
     });
   }
 
@@ -165,28 +174,28 @@
    *  with levers states each instead: "\u00d74.17 if checksum cost nothing (estimate, upper bound)
    *  \u00b7 \u00d71.00 from more cores (estimate)", each lever's inputs beneath.
    *  `prefix` names the classes (f-gain* for a finding, verdict-gain* for the header). */
-  function gainBlock(f, prefix, label) {
+  function gainBlock(f, words, prefix, label) {
     const g = isNum(f.predicted_gain) ? f.predicted_gain : null;
     const basis = str(f.gain_basis);
-    const levers = leversOf(f);
+    const levers = leversOf(f, words);
     if (g == null && basis === '' && !levers.length) return null;
     const line = h('p', { class: prefix + '-gain-line' }, h('span', { class: 'gain-label', text: (label || 'Predicted gain') + ': ' }));
     if (levers.length) {
-      levers.forEach((l, i) => {
+      levers.forEach(({ l, w }, i) => {
         if (i) line.appendChild(document.createTextNode(' \u00b7 '));
         line.appendChild(h('span', { class: 'gain-lever', 'data-kind': str(l.kind), 'data-gain': l.gain },
-          h('strong', { class: 'gain-value', title: 'throughput with the lever pulled / throughput now', text: fmtGain(l.gain) }),
-          ' ', h('span', { class: 'lever-label', text: str(l.label) }), ' ', estimateTag(l.upper_bound === true)));
+          h('strong', { class: 'gain-value', title: 'throughput with the lever pulled / throughput now', text: str(w.figure) }),
+          ' ', h('span', { class: 'lever-label', text: str(l.label) }), ' ', estimateTag(w.estimate)));
       });
-    } else if (g == null) {
+    } else if (words.figure == null) {
       line.appendChild(h('span', { class: 'muted gain-value', text: 'not estimated' }));
     } else {
-      line.appendChild(h('strong', { class: 'gain-value', title: 'throughput with the fix / throughput now', text: fmtGain(g) }));
+      line.appendChild(h('strong', { class: 'gain-value', title: 'throughput with the fix / throughput now', text: str(words.figure) }));
       line.appendChild(document.createTextNode(' '));
-      line.appendChild(estimateTag(false));
+      line.appendChild(estimateTag(words.estimate));
     }
     const bases = levers.length
-      ? levers.filter((l) => str(l.basis) !== '').map((l) => h('p', {
+      ? levers.map(({ l }) => l).filter((l) => str(l.basis) !== '').map((l) => h('p', {
         class: prefix + '-lever-basis gain-basis small', 'data-kind': str(l.kind), text: str(l.basis),
       }))
       : [basis !== '' ? h('p', { class: prefix + '-gain-basis gain-basis small', text: basis }) : null];
@@ -238,13 +247,13 @@
         badge(f.severity),
         f.low_confidence === true ? confidenceBadge(f.samples, null, 'f-conf') : null,
         h('span', { class: 'f-score', text: 'score ' + fmtNum(f.score) }),
-        gainTag(f),
+        gainTag(f, gainWords(D, rank)),
         isPrimary ? h('span', { class: 'tag', text: 'primary' }) : null,
         h('span', { class: 'f-id', text: str(f.id) })));
 
       const body = h('div', { class: 'finding-body' });
       if (f.summary != null) body.appendChild(h('p', { class: 'f-summary', text: f.summary }));
-      const gain = gainBlock(f, 'f');
+      const gain = gainBlock(f, gainWords(D, rank), 'f');
       if (gain) body.appendChild(gain);
       const knob = knobLine(obj(f.evidence).fix);
       if (knob) body.appendChild(knob);
@@ -274,19 +283,20 @@
     }
   }
 
-  /** The summary line's gain: "\u00d72.18 est.", or each lever's figure ("\u00d74.17 \u00b7 \u00d71.00 est."). */
-  function gainTag(f) {
-    const levers = leversOf(f);
+  /** The summary line's gain: "\u00d72.18 est.", or each lever's figure ("\u00d74.17 \u00b7 \u00d71.00 est."),
+   *  as worded by diagnose. */
+  function gainTag(f, words) {
+    const levers = leversOf(f, words);
     if (levers.length) {
       return h('span', {
         class: 'f-gain-tag', 'data-levers': levers.length,
-        title: 'estimates: ' + levers.map((l) => fmtGain(l.gain) + ' ' + str(l.label)).join('; '),
-        text: levers.map((l) => fmtGain(l.gain)).join(' \u00b7 ') + ' est.',
+        title: 'estimates: ' + levers.map(({ l, w }) => str(w.figure) + ' ' + str(l.label)).join('; '),
+        text: str(words.tag),
       });
     }
-    return isNum(f.predicted_gain) ? h('span', {
+    return words.figure != null ? h('span', {
       class: 'f-gain-tag', title: 'predicted throughput gain if fixed (an estimate)',
-      text: fmtGain(f.predicted_gain) + ' est.',
+      text: str(words.tag),
     }) : null;
   }
 

@@ -1,0 +1,101 @@
+"""What a finding's levers and gain say, worded once for every output.
+
+`gain_words(finding)` gives the words: each lever's figure and estimate tag ("×4.17", "(estimate,
+upper bound)"), the line that states them all ("×4.17 if checksum cost nothing (estimate, upper
+bound) · ×1.00 from more cores (estimate)"), and the summary line's short tag ("×4.17 · ×1.00
+est."); a finding with no lever states its one predicted gain ("×2.18 (estimate)"). The page's
+data carries them (`gain_text`, parallel to the report's findings: render/html_data.py): the
+page's script (reports/static/page/verdict.js) and the no-JavaScript view (report.html.j2) print
+them as they are, and the Markdown summary (render/markdown.py) words its line with
+`levers_text`, given each label already escaped and shortened for Markdown.
+
+The evidence's words are made once as well, in render/evidence.py (`describe_evidence`, the
+page's `evidence_text`, the Markdown's rows).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from diagnose.report.model import Finding, Lever
+
+TIMES = "\u00d7"
+BETWEEN_LEVERS = " \u00b7 "
+
+
+def gain_figure(gain: float) -> str:
+    """A predicted throughput ratio: "×2.18"."""
+    return f"{TIMES}{gain:.2f}"
+
+
+def estimate_tag(upper_bound: bool = False) -> str:
+    """"(estimate)", or "(estimate, upper bound)" for a lever that makes the work free."""
+    return "(estimate, upper bound)" if upper_bound else "(estimate)"
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def stated_levers(finding: Finding) -> tuple[Lever, ...]:
+    """The finding's levers that have a figure and words (a hand-edited report may lack them)."""
+    return tuple(lever for lever in finding.levers if _finite(lever.gain) and lever.label)
+
+
+def lever_text(lever: Lever, label: str | None = None) -> str:
+    """"×4.17 if checksum cost nothing (estimate, upper bound)"; `label`: the lever's label as
+    the output writes it (escaped, shortened), else as it is."""
+    said = lever.label if label is None else label
+    return f"{gain_figure(lever.gain)} {said} {estimate_tag(lever.upper_bound)}"
+
+
+def levers_text(finding: Finding, label: Callable[[str], str] | None = None) -> str:
+    """Each stated lever with its figure, all estimates, joined by " · "; "" when the finding has
+    none. `label` writes each lever's label for the output (the Markdown escapes it)."""
+    return BETWEEN_LEVERS.join(lever_text(lever, None if label is None else label(lever.label))
+                               for lever in stated_levers(finding))
+
+
+@dataclass(frozen=True)
+class LeverWords:
+    figure: str    # "×4.17"
+    estimate: str  # "(estimate, upper bound)"
+    text: str      # "×4.17 if checksum cost nothing (estimate, upper bound)"
+
+    def to_json(self) -> dict[str, str]:
+        return {"figure": self.figure, "estimate": self.estimate, "text": self.text}
+
+
+@dataclass(frozen=True)
+class GainWords:
+    """A finding's gain as every output says it. `levers`: one per stated lever, in order (the
+    page's script pairs them with the finding's levers that have a figure and a label); none:
+    `figure` and `estimate` state the finding's one predicted gain, if it has one."""
+
+    text: str = ""             # the whole line: the levers', else "×2.18 (estimate)", else ""
+    tag: str = ""              # the summary line's: "×4.17 · ×1.00 est.", "×2.18 est.", ""
+    figure: str | None = None  # "×2.18": the predicted gain's, when no lever is stated
+    estimate: str = estimate_tag()
+    levers: tuple[LeverWords, ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        return {"text": self.text, "tag": self.tag, "figure": self.figure,
+                "estimate": self.estimate, "levers": [lever.to_json() for lever in self.levers]}
+
+
+def gain_words(finding: Finding) -> GainWords:
+    levers = stated_levers(finding)
+    if levers:
+        words = tuple(LeverWords(gain_figure(lever.gain), estimate_tag(lever.upper_bound),
+                                 lever_text(lever)) for lever in levers)
+        return GainWords(text=levers_text(finding),
+                         tag=BETWEEN_LEVERS.join(w.figure for w in words) + " est.",
+                         levers=words)
+    gain = finding.predicted_gain
+    if not _finite(gain):
+        return GainWords()
+    assert gain is not None
+    figure = gain_figure(gain)
+    return GainWords(text=f"{figure} {estimate_tag()}", tag=f"{figure} est.", figure=figure)
