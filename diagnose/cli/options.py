@@ -47,7 +47,7 @@ def option_group(dest: str, build: Callable[..., object],
         before = len(getattr(command, "__click_params__", ()))
         for option in reversed(options):  # click lists the last one applied first
             option(command)
-        names = [p.name for p in command.__click_params__[before:]]  # type: ignore[attr-defined]
+        names = [p.name for p in getattr(command, "__click_params__", [])[before:]]
         return command  # type: ignore[return-value]
 
     return decorate
