@@ -268,7 +268,7 @@
 
   /** The report's vocabulary (its data's `vocabulary`): severities lowest first, the critical
    *  score, thread states, the running and the waiting states, thread and process roles.
-   *  @returns {Vocabulary} */
+   *  @param {any} raw @returns {Vocabulary} */
   function vocabularyOf(raw) {
     const v = obj(raw.vocabulary);
     const words = (x) => arr(x).map(str);
@@ -290,7 +290,7 @@
   let VOCAB = vocabularyOf({});
 
   /** The page's data, read from its JSON: what is malformed is left out or made empty.
-   *  @returns {PageData} */
+   *  @param {any} raw @returns {PageData} */
   function prepare(raw) {
     VOCAB = vocabularyOf(raw);
     // Each table once (docs/report-data.md): the threads and stacks are the report's own, the
@@ -438,6 +438,7 @@
     table.appendChild(tbody);
     const built = new Array(rows.length);
 
+    /** @param {unknown} a @param {unknown} b */
     function cmp(a, b) {
       const an = a == null || a === '' || (typeof a === 'number' && !Number.isFinite(a));
       const bn = b == null || b === '' || (typeof b === 'number' && !Number.isFinite(b));
@@ -464,6 +465,7 @@
       }
     }
 
+    /** @param {Row} r */
     function buildRow(r) {
       const tr = h('tr');
       if (o.rowAttrs) {
