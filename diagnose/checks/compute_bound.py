@@ -35,7 +35,7 @@ from diagnose.model.vocab import ThreadState, WaitKind
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
-    from diagnose.model.structure import Stage
+    from diagnose.report.model.sections import Stage
 
 ID = "compute_bound"
 
@@ -63,8 +63,8 @@ def _reference(analysis: Analysis) -> tuple[pd.DataFrame, int, Stage | None]:
     structure = analysis.structure
     stage = structure.stage(structure.bottleneck) if structure.bottleneck else None
     if structure.pipeline and stage is not None:
-        samples = analysis.samples[analysis.samples["thread"].isin(stage.threads)]
-        return samples, len(stage.threads), stage
+        samples = analysis.samples[analysis.samples["thread"].isin(analysis.stage_threads(stage))]
+        return samples, len(stage.tids), stage
     return analysis.request_samples(), len(analysis.request_threads), None
 
 

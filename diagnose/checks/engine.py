@@ -118,7 +118,7 @@ def verdict_for(findings: tuple[Finding, ...], activity: str = "", hidden_waits:
         headline = f"low confidence: {samples} samples; sample longer{_widest(low)} — {headline}"
     return Verdict(top.id, headline, severity, Confidence.LOW if low else Confidence.OK,
                    samples if low else top.samples, co_primary=co_id,
-                   co_primary_reason=reason or None, first_advice=advice,
+                   co_primary_reason=reason, first_advice=advice,
                    also=tuple(f.id for f in folded))
 
 

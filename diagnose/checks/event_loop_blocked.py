@@ -33,7 +33,7 @@ from diagnose.checks.base import (Finding, ScoreBasis, Site, amdahl, make_findin
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
-    from diagnose.model.event_loops import EventLoop, LoopCallback
+    from diagnose.report.model.sections import Callback, EventLoop
 
 ID = "event_loop_blocked"
 
@@ -89,7 +89,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     score = ramp(loop.app_share, settings.low, settings.high)
     top = app_callbacks[0] if app_callbacks else None
     evidence: dict[str, object] = {
-        "loop_thread": loop.name, "loop_flavor": loop.flavor, "loop_samples": loop.samples,
+        "loop_thread": loop.thread, "loop_flavor": loop.flavor, "loop_samples": loop.samples,
         "loop_busy_share": loop.busy_share, "loop_idle_share": loop.idle_share,
         "app_sync_share": loop.app_share, "framework_share": loop.framework_share,
         "loop_thread_cpu_share_os": loop.cpu_share_os,
@@ -100,7 +100,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
         "event_loops": len(loops),
     }
     if top is None:
-        summary = (f"the event loop ({loop.name}) was busy {pct(loop.busy_share)} of the time, "
+        summary = (f"the event loop ({loop.thread}) was busy {pct(loop.busy_share)} of the time, "
                    f"idle in its selector {pct(loop.idle_share)}; no app code ran on it")
         return make_finding(ID, settings, score, summary, evidence, advice=[], samples=loop.samples)
     what = (_BLOCKING_WORDS[top.blocking] if top.kind == CallbackKind.BLOCKING_CALL
@@ -108,15 +108,15 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     evidence["fix"] = {"knob": "offload", "value": _callee(top)}
     evidence.update({"coroutine": top.function, "work_kind": "blocking call" if top.kind == CallbackKind.BLOCKING_CALL
                      else "CPU work", "work": what, "call": top.detail})
-    where = (f" at {short_path(top.call_site['file'])}:{top.call_site['line']}"
+    where = (f" at {short_path(top.call_site.file)}:{top.call_site.line}"
              if top.call_site else "")
-    summary = (f"the event loop ({loop.name}, {loop.flavor}) ran synchronous code inside "
+    summary = (f"the event loop ({loop.thread}, {loop.flavor}) ran synchronous code inside "
                f"{top.function} {pct(loop.app_share)} of the time — {what}{where} — so requests "
                f"queue behind it; it was idle in its selector {pct(loop.idle_share)} of the time")
     summary += _per_request(loop)
     sites = [Site(top.function, top.file, top.line, top.share)]
-    if top.call_site and (top.call_site["file"], top.call_site["line"]) != (top.file, top.line):
-        sites.append(Site(top.call_site["function"], top.call_site["file"], top.call_site["line"],
+    if top.call_site and (top.call_site.file, top.call_site.line) != (top.file, top.line):
+        sites.append(Site(top.call_site.function, top.call_site.file, top.call_site.line,
                           top.share))
     sites += [Site(c.function, c.file, c.line, c.share) for c in app_callbacks[1:4]]
     if top.kind == CallbackKind.BLOCKING_CALL:
@@ -144,12 +144,12 @@ def _per_request(loop: EventLoop) -> str:
     return ""
 
 
-def _callee(top: LoopCallback) -> str:
+def _callee(top: Callback) -> str:
     detail = top.detail.removeprefix("calls ")
     return detail.split(" at ", 1)[0] if not detail.startswith("at ") else "the blocking call"
 
 
-def _advice(top: LoopCallback, analysis: Analysis) -> list[str]:
+def _advice(top: Callback, analysis: Analysis) -> list[str]:
     fn = _callee(top)
     offload = (f"Move `{fn}` off the event loop: `await run_in_threadpool({fn}, ...)` "
                f"(Starlette / FastAPI), `await asyncio.to_thread({fn}, ...)` or "

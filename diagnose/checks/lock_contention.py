@@ -37,7 +37,9 @@ from diagnose.model.held_locks import Taken, acquired_at, held_at
 from diagnose.model.native_pools import SERIALIZES_CALLERS
 from diagnose.model.kernel_waits import WaitObject, serving_peer
 from diagnose.model.vocab import LOCK_KINDS, ResourceKind, ThreadState, WaitKind
-from diagnose.model.waits import WaitSite, describe
+from diagnose.model.profile import Frame
+from diagnose.model.waits import describe
+from diagnose.report.model.sections import WaitSite
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
@@ -112,12 +114,17 @@ def held_call(site: WaitSite) -> HeldCall | None:
     return HeldCall(call, blocked, f"Move `{call}` out of {block} ({where}): {why}.")
 
 
+def _frame_of(analysis: Analysis, site: WaitSite) -> int:
+    """The frame id of the site's acquiring Python frame (-1 when the profile has none)."""
+    return analysis.profile.frame_id(Frame(site.function, site.file, site.line, False))
+
+
 def run(analysis: Analysis, settings: Settings) -> Finding:
     req = analysis.request_samples()
     total = float(req["count"].sum())
     # A deadlock's threads and its victims wait forever, not in turn: the deadlock check's.
     hung = {t.site_frame for d in analysis.deadlocks for t in (*d.threads, *(v.thread for v in d.victims))}
-    waits = [w for w in analysis.waits if w.kind in LOCK_KINDS and w.frame not in hung]
+    waits = [w for w in analysis.waits if w.kind in LOCK_KINDS and _frame_of(analysis, w) not in hung]
     share = sum(w.share for w in waits)
     evidence: dict[str, object] = {
         "lock_wait_share": share,

@@ -26,7 +26,8 @@ from diagnose.checks.spec import Unit as U
 from diagnose.checks.base import (Finding, ScoreBasis, make_finding, pct, ramp, serial_gain,
                                   short_path, sites_from_waits)
 from diagnose.model.vocab import WaitKind
-from diagnose.model.waits import WaitSite, describe
+from diagnose.model.waits import describe
+from diagnose.report.model.sections import WaitSite
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis

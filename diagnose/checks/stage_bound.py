@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
     from diagnose.model.process_pipeline import ProcessPipeline
     from diagnose.model.service import Service
-    from diagnose.model.structure import Stage
+    from diagnose.report.model.sections import Stage
 
 ID = "stage_bound"
 
@@ -95,7 +95,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     linked = [s for s in structure.stages if s.role == StageRole.STAGE]
     window = (analysis.os.window_s if analysis.os is not None else None) or _window(analysis)
     rates = {s.name: s.busy_thread_seconds / window for s in linked} if window else {}
-    n = len(stage.threads)
+    n = len(stage.tids)
     pure_python = stage.python_share > settings.pure_python_share
     room = core_room(analysis)
     gain, proposal, inputs = _predict(stage, linked, rates, n, room, pure_python)
@@ -115,7 +115,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
         "stage_python_share_of_busy": stage.python_share,
         "waiting_on_it": {e.waiter: e.share for e in waits},
         "busy_threads_per_stage": {name: round(r, 3) for name, r in rates.items()},
-        "stage_threads_by_stage": {s.name: len(s.threads) for s in linked},
+        "stage_threads_by_stage": {s.name: len(s.tids) for s in linked},
         "proposed_threads": proposal,
         "predicted_gain": gain, "predicted_gain_inputs": inputs, "core_room": room,
         "process_cpu_utilization": analysis.os.cpu_utilization if analysis.os is not None else None,
@@ -146,7 +146,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
                   "stage is slow."]
     return make_finding(ID, settings, score, summary, evidence, sites, advice=advice,
                         gain=(gain, f"estimate (utilization law): {inputs}"),
-                        samples=analysis.samples[analysis.samples["thread"].isin(stage.threads)]["count"].sum())
+                        samples=analysis.samples[analysis.samples["thread"].isin(analysis.stage_threads(stage))]["count"].sum())
 
 
 def _fans_out_to_cores(analysis: Analysis, stage: Stage) -> bool:
@@ -156,7 +156,7 @@ def _fans_out_to_cores(analysis: Analysis, stage: Stage) -> bool:
     if os_ is None or not analysis.pool_splits:
         return False
     pool_threads = analysis.native_threads
-    return pool_threads > 0 and len(stage.threads) + pool_threads >= os_.usable_cores
+    return pool_threads > 0 and len(stage.tids) + pool_threads >= os_.usable_cores
 
 
 def _window(analysis: Analysis) -> float | None:
@@ -169,18 +169,18 @@ def _predict(stage: Stage, linked: list[Stage], rates: dict[str, float], n: int,
     """Utilization law: throughput grows with the bottleneck's threads until the next stage
     saturates or the cores run out."""
     rate = rates.get(stage.name) or n * stage.utilization or 1e-9
-    others = [len(s.threads) / rates[s.name] for s in linked
+    others = [len(s.tids) / rates[s.name] for s in linked
               if s.name != stage.name and rates.get(s.name)]
     next_stage = min(others) if others else math.inf
     core_room = room if room is not None else math.inf
     if pure_python:
         # One GIL: the process runs at most one core of Python; threads add nothing.
-        proposal = {s.name: len(s.threads) for s in linked}
+        proposal = {s.name: len(s.tids) for s in linked}
         return 1.0, proposal, "pure-Python stage: threads share one GIL"
     target = min(next_stage, core_room, 4.0)
     wanted = max(n + 1, math.ceil(target * rate - 1e-6)) if target > 1 else n + 1
     gain = min(wanted / rate, next_stage, core_room)
-    proposal = {s.name: len(s.threads) for s in linked}
+    proposal = {s.name: len(s.tids) for s in linked}
     proposal[stage.name] = int(wanted)
     inputs = (f"{stage.name} busy {rate:.2f} threads of {n}; next stage saturates at "
               f"{next_stage:.2f}x; the free cores allow {core_room:.2f}x")

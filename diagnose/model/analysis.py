@@ -27,10 +27,9 @@ from diagnose.model.vocab import ACTIVE, PARKING_KINDS, RUNNING, STATES, Process
 if TYPE_CHECKING:  # imported where used at run time: these modules read the Analysis
     from diagnose.model.await_sites import TaskSummary
     from diagnose.model.deadlock import Deadlock
-    from diagnose.model.event_loops import EventLoop
     from diagnose.model.native_pools import PoolSplit
-    from diagnose.model.structure import Structure
-    from diagnose.model.waits import WaitSite
+    from diagnose.model.structure import StageThreads
+    from diagnose.report.model.sections import EventLoop, Stage, Structure, WaitSite
 
 REQUEST_ACTIVE_SHARE = 0.2  # a thread busy or blocked this often is handling requests...
 # ...unless it is parked (waits of vocab.PARKING_KINDS): a thread (typically the main
@@ -97,10 +96,18 @@ class Analysis:
         return self.profile.frames[frame_id]
 
     @functools.cached_property
-    def structure(self) -> Structure:
-        """Stages, their queues and who waits for whom (model/structure.py)."""
+    def _structure(self) -> tuple[Structure, StageThreads]:
         from diagnose.model.structure import build_structure
         return build_structure(self)
+
+    @property
+    def structure(self) -> Structure:
+        """Stages, their queues and who waits for whom (model/structure.py)."""
+        return self._structure[0]
+
+    def stage_threads(self, stage: Stage) -> tuple[int, ...]:
+        """The thread indices (the sample table's `thread`) of a stage of `structure`."""
+        return self._structure[1].get((stage.function, stage.file), ())
 
     @functools.cached_property
     def event_loops(self) -> list[EventLoop]:

@@ -21,8 +21,7 @@ coroutine or callback that ran, the innermost app frame of the same package is t
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
-from typing import Any, TypedDict
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -32,6 +31,11 @@ from diagnose.model import source
 from diagnose.model.profile import Frame, sorted_distinct
 from diagnose.model.sampled import SampledProcess
 from diagnose.model.vocab import BUSY, GIL_BOUND, CallbackKind, CodeOwner, LoopFlavor
+# The loops are the report's own values (report/model/sections.py).
+from diagnose.report.model.sections import Callback, CallSite, EventLoop
+
+__all__ = ["Callback", "CallSite", "EventLoop", "event_loops", "classify_loop_stack", "frame_owner",
+           "FRAMEWORK_PACKAGES", "LoopStack"]
 
 LOOP_THREAD_SHARE = 0.8  # a thread whose samples carry a loop marker this often is a loop thread
 SEPARATED_IDLE_SHARE = 0.2  # below this, consecutive requests' stretches merge: no estimate
@@ -64,61 +68,6 @@ class LoopStack:
     call_site: int  # frame id of the innermost app frame of the coroutine's package (-1: none)
     callee: str  # what the coroutine calls: the next Python frame's function, or the native leaf
     blocking: str  # "sleep", "network", "database", "file", "" (read from the frames)
-
-
-class CallSite(TypedDict):
-    """Where the coroutine makes the call that blocked the loop (read by key in
-    checks/event_loop_blocked.py and written as is to the report)."""
-
-    function: str
-    file: str
-    line: int
-
-
-@dataclass(frozen=True)
-class LoopCallback:
-    function: str
-    file: str
-    line: int
-    share: float  # of the loop thread's samples
-    kind: CallbackKind
-    call_site: CallSite | None
-    detail: str
-    samples: int
-    phase: str  # the phase most of its samples were in (model / preprocess / postprocess / other)
-    blocking: str  # sleep / network / database / file, for blocking calls
-    python_share: float  # of its samples running Python (holding or wanting the GIL)
-
-
-@dataclass(frozen=True)
-class EventLoop:
-    pid: int | None
-    tid: int
-    thread: int  # index into the analysis's threads
-    name: str
-    flavor: str
-    samples: int
-    idle_share: float
-    busy_share: float
-    app_share: float  # synchronous work inside the app's coroutines and callbacks
-    framework_share: float
-    cpu_share_os: float | None  # the thread's CPU time / window, from /proc
-    callbacks: tuple[LoopCallback, ...] = field(default_factory=tuple)
-    block_runs: int = 0  # stretches of consecutive samples inside one app coroutine
-    # Estimated synchronous time per request, as bounds: at least the app time over the
-    # process's write syscalls (a response takes one write or more), at most the mean stretch
-    # (a stretch holds one request or several back to back). None where not measurable.
-    est_block_per_request_s: float | None = None
-    est_block_min_s: float | None = None
-    est_block_max_s: float | None = None
-    est_basis: str = ""
-    interval_s: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["callbacks"] = [asdict(c) for c in self.callbacks]
-        out["thread"] = out.pop("name")  # the thread's name; its index means nothing outside
-        return out
 
 
 @dataclass
@@ -278,7 +227,7 @@ def _measure_loop(analysis: SampledProcess, thread: int, group: pd.DataFrame, in
     by_callback: dict[tuple[int, int, str], _CallbackTally] = {}
     states = group["state"].astype(str).to_numpy()
     phases = group["phase"].astype(str).to_numpy()
-    flavors: dict[str, int] = {}
+    flavors: dict[LoopFlavor, int] = {}
     for loop_stack, count, state, phase in zip(info, counts, states, phases):
         if loop_stack is None:
             segments[CodeOwner.FRAMEWORK] += count
@@ -312,8 +261,8 @@ def _measure_loop(analysis: SampledProcess, thread: int, group: pd.DataFrame, in
     estimate = _per_request_estimate(analysis, segments[CodeOwner.APP] / total, segments[CodeOwner.IDLE] / total,
                                      runs, mean_run, interval)
     return EventLoop(
-        pid=None if pid is None or pd.isna(pid) else int(pid), tid=tid, thread=thread,
-        name=str(row["name"]), flavor=max(flavors, key=flavors.__getitem__) if flavors else LoopFlavor.ASYNCIO,
+        pid=None if pid is None or pd.isna(pid) else int(pid), tid=tid,
+        thread=str(row["name"]), flavor=max(flavors, key=flavors.__getitem__) if flavors else LoopFlavor.ASYNCIO,
         samples=total, idle_share=round(segments[CodeOwner.IDLE] / total, 4),
         busy_share=round(1 - segments[CodeOwner.IDLE] / total, 4),
         app_share=round(segments[CodeOwner.APP] / total, 4),
@@ -352,7 +301,7 @@ def _per_request_estimate(analysis: SampledProcess, app_share: float, idle_share
 
 
 def _callback(analysis: SampledProcess, key: tuple[int, int, str], entry: _CallbackTally,
-              total: int) -> LoopCallback:
+              total: int) -> Callback:
     coroutine, call_site, callee = key
     frame = analysis.frame(coroutine)
     site = analysis.frame(call_site) if call_site >= 0 else None
@@ -365,11 +314,10 @@ def _callback(analysis: SampledProcess, key: tuple[int, int, str], entry: _Callb
     detail = f"calls {callee}" if callee else ""
     if line:
         detail += f" at `{line[:100]}`"
-    return LoopCallback(
+    return Callback(
         function=frame.function, file=frame.file, line=frame.line,
         share=round(entry.samples / total, 4), kind=kind,
-        call_site=None if site is None else {"function": site.function, "file": site.file,
-                                             "line": site.line},
+        call_site=None if site is None else CallSite(site.function, site.file, site.line),
         detail=detail.strip(), samples=int(entry.samples), phase=phase, blocking=blocking,
         python_share=round(entry.python / entry.samples, 4))
 

@@ -22,19 +22,22 @@ on get, or threads waiting for their results).
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from dataclasses import replace
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
 
 from diagnose.model import source
-from diagnose.model.event_loops import EventLoop
 from diagnose.model.profile import Frame, frame_is, sorted_distinct
 from diagnose.model.sampled import SampledProcess
 from diagnose.model.vocab import (BUSY, GIL_BOUND, HANDOFF_EDGES, HELD_KINDS, EdgeKind, ProcessRole,
                                   StageRole, ThreadRole, WaitKind)
-from diagnose.model.waits import WaitSite
+# The structure is the report's own value (report/model/sections.py).
+from diagnose.report.model.sections import Edge, EventLoop, Stage, Structure, WaitSite
+
+__all__ = ["Edge", "Stage", "Structure", "StageThreads", "build_structure", "is_entry",
+           "loop_frame", "queue_op", "source_queue_ops"]
 
 
 _QUEUE_CALL = re.compile(r"([A-Za-z_][\w]*)\s*(?:\[[^\]]*\])?\s*\.\s*(get|put|get_nowait|put_nowait|"
@@ -69,61 +72,13 @@ def is_entry(function: str, file: str) -> bool:
     return function == "<module>" or file.endswith("runpy.py") or file == "<frozen runpy>"
 
 
-@dataclass(frozen=True)
-class Stage:
-    name: str  # the loop function
-    role: StageRole
-    function: str
-    file: str
-    line: int
-    threads: tuple[int, ...]  # thread indices
-    tids: tuple[int, ...]
-    samples: int
-    busy_share: float  # per thread: running or runnable (python / native / GIL wait)
-    python_share: float  # of busy samples, running Python (holding or wanting the GIL)
-    starved_share: float  # waiting in get on its input queue
-    blocked_put_share: float  # blocked putting into a full queue
-    result_wait_share: float  # waiting for a result another thread produces
-    gets: tuple[str, ...] = ()  # queue names
-    puts: tuple[str, ...] = ()
-    busy_thread_seconds: float = 0.0
-
-    @property
-    def utilization(self) -> float:
-        return self.busy_share
+# The analysis's thread indices of each stage, by the stage's (function, file): the report's
+# Stage carries its threads' tids; the checks read the samples of its threads by index.
+StageThreads = dict[tuple[str, str], tuple[int, ...]]
 
 
-@dataclass(frozen=True)
-class WaitEdge:
-    waiter: str  # stage name
-    kind: EdgeKind
-    resource: str  # "queue decoded", "lock at file:line", "GIL"
-    holder: str | None  # the stage waited for, when known
-    share: float  # of the waiter's samples
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "share", round(float(self.share), 4))
-
-
-@dataclass
-class Structure:
-    stages: list[Stage] = field(default_factory=list)
-    edges: list[WaitEdge] = field(default_factory=list)
-    bottleneck: str | None = None  # stage name
-    pipeline: bool = False  # two or more stages joined by a queue
-
-    def stage(self, name: str) -> Stage | None:
-        return next((s for s in self.stages if s.name == name), None)
-
-    def to_dict(self) -> dict[str, Any]:
-        stages = []
-        for stage in self.stages:
-            row = asdict(stage)
-            row.pop("threads")  # indices into one analysis: the tids say the same outside it
-            stages.append(dict(row, utilization=round(stage.utilization, 4)))
-        return {"stages": stages,
-                "edges": [asdict(e) for e in self.edges], "bottleneck": self.bottleneck,
-                "pipeline": self.pipeline}
+def stage_key(stage: Stage) -> tuple[str, str]:
+    return (stage.function, stage.file)
 
 
 def loop_frame(frames: list[Frame]) -> int:
@@ -237,10 +192,11 @@ def _submitted_to(frame: Frame) -> str | None:
     return None
 
 
-def build_structure(analysis: _Views) -> Structure:
+def build_structure(analysis: _Views) -> tuple[Structure, StageThreads]:
+    """The process's structure, and the thread indices of each of its stages."""
     profile, samples = analysis.profile, analysis.samples
     if samples.empty:
-        return Structure()
+        return Structure(), {}
     # Each frame is tested once: is it a loop function's candidate (`loop_frame`), a queue
     # get/put (`queue_op`), a result wait (`result_wait`)? Each stack's loop frame is then its
     # first candidate, found by numpy; only stacks holding a queue op or a result wait are read
@@ -296,6 +252,7 @@ def build_structure(analysis: _Views) -> Structure:
     row_op = [per_stack.get(s, (None, None)) for s in agg_stack.tolist()] if per_stack else None
     interval = profile.interval_s or 0.01
     stages = []
+    stage_threads: StageThreads = {}
     for (function, file), threads in groups.items():
         mine = np.isin(agg_thread, threads)
         state = agg_state[mine]
@@ -328,19 +285,19 @@ def build_structure(analysis: _Views) -> Structure:
                       | source_puts)
         role = _role(threads, tids, loop_threads, master, analysis, [] if entry else gets,
                      busy / total if total else 0)
+        stage_threads[(function, file)] = tuple(threads)
+        busy_share = round(busy / total, 4) if total else 0.0
         stages.append(Stage(
             name=function, role=role, function=function, file=file, line=frame_line,
-            threads=tuple(threads), tids=tids, samples=int(total),
-            busy_share=round(busy / total, 4) if total else 0.0,
+            tids=tids, samples=int(total), busy_share=busy_share, utilization=busy_share,
             python_share=round(python / busy, 4) if busy else 0.0,
             starved_share=round(starved / total, 4) if total else 0.0,
             blocked_put_share=round(blocked / total, 4) if total else 0.0,
             result_wait_share=round(waiting / total, 4) if total else 0.0,
             gets=tuple(gets), puts=tuple(puts),
             busy_thread_seconds=round(busy * interval, 4)))
-    structure = Structure(stages=sorted(stages, key=lambda s: -s.busy_thread_seconds))
-    _link(structure, analysis)
-    return structure
+    structure = Structure(stages=tuple(sorted(stages, key=lambda s: -s.busy_thread_seconds)))
+    return _link(structure, analysis), stage_threads
 
 
 def _role(threads: list[int], tids: tuple[int, ...], loop_threads: set[int], master: bool,
@@ -357,7 +314,8 @@ def _role(threads: list[int], tids: tuple[int, ...], loop_threads: set[int], mas
     return StageRole.IDLE if roles == {ThreadRole.IDLE} else StageRole.OTHER
 
 
-def _link(structure: Structure, analysis: _Views) -> None:
+def _link(structure: Structure, analysis: _Views) -> Structure:
+    """The structure with its wait-for edges, whether it is a pipeline, and its bottleneck."""
     producers: dict[str, list[str]] = {}
     consumers: dict[str, list[str]] = {}
     for stage in structure.stages:
@@ -365,35 +323,38 @@ def _link(structure: Structure, analysis: _Views) -> None:
             producers.setdefault(name, []).append(stage.name)
         for name in stage.gets:
             consumers.setdefault(name, []).append(stage.name)
-    edges = []
+    edges: list[Edge] = []
     for stage in structure.stages:
         for name in stage.gets:
             upstream = [p for p in producers.get(name, []) if p != stage.name]
             if stage.starved_share > 0:
-                edges.append(WaitEdge(stage.name, EdgeKind.STARVED, f"queue {name}",
+                edges.append(_edge(stage.name, EdgeKind.STARVED, f"queue {name}",
                                       upstream[0] if upstream else None, stage.starved_share))
         for name in stage.puts:
             downstream = [c for c in consumers.get(name, []) if c != stage.name]
             if stage.blocked_put_share > 0 and downstream:
-                edges.append(WaitEdge(stage.name, EdgeKind.BACKPRESSURE, f"queue {name}", downstream[0],
+                edges.append(_edge(stage.name, EdgeKind.BACKPRESSURE, f"queue {name}", downstream[0],
                                       stage.blocked_put_share))
             if stage.result_wait_share > 0 and downstream:
-                edges.append(WaitEdge(stage.name, EdgeKind.RESULT, f"results of queue {name}",
+                edges.append(_edge(stage.name, EdgeKind.RESULT, f"results of queue {name}",
                                       downstream[0], stage.result_wait_share))
     for wait in analysis.waits[:5]:
         if wait.kind in HELD_KINDS:
             holder = None
             if wait.holders:
                 holder = wait.holders[0].stack[0] if wait.holders[0].stack else wait.holders[0].function
-            edges.append(WaitEdge(wait.function, EdgeKind.GIL if wait.kind == WaitKind.GIL else EdgeKind.LOCK,
+            edges.append(_edge(wait.function, EdgeKind.GIL if wait.kind == WaitKind.GIL else EdgeKind.LOCK,
                                   "GIL" if wait.kind == WaitKind.GIL else
                                   f"{wait.label} at {wait.file.rsplit('/', 1)[-1]}:{wait.line}",
                                   holder, wait.share))
-    structure.edges = edges
     linked = {e.waiter for e in edges if e.holder and e.kind in HANDOFF_EDGES}
     linked |= {e.holder for e in edges if e.holder and e.kind in HANDOFF_EDGES}
-    structure.pipeline = len(linked) >= 2
-    structure.bottleneck = _bottleneck(structure)
+    structure = replace(structure, edges=tuple(edges), pipeline=len(linked) >= 2)
+    return replace(structure, bottleneck=_bottleneck(structure))
+
+
+def _edge(waiter: str, kind: EdgeKind, resource: str, holder: str | None, share: float) -> Edge:
+    return Edge(waiter, kind, resource, holder, round(float(share), 4))
 
 
 def _bottleneck(structure: Structure) -> str | None:

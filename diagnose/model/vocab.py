@@ -80,7 +80,7 @@ class StageRole(enum.StrEnum):
 
 
 class EdgeKind(enum.StrEnum):
-    """Why one stage waits for another (model/structure.WaitEdge)."""
+    """Why one stage waits for another (report/model/sections.Edge, built by model/structure.py)."""
 
     STARVED = "starved"            # waiting in get on its input queue
     BACKPRESSURE = "backpressure"  # blocked putting into a full queue
@@ -145,7 +145,7 @@ class CodeOwner(enum.StrEnum):
 
 
 class CallbackKind(enum.StrEnum):
-    """What a callback of the app that held the event loop did (model/event_loops.LoopCallback:
+    """What a callback of the app that held the event loop did (report/model/sections.Callback:
     only stacks in the app's own code are tallied as callbacks)."""
 
     CPU = "cpu"

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -21,6 +20,10 @@ from diagnose.model.profile import Frame, sorted_distinct, sums_by_code
 from diagnose.model.runs import instant_ticks, instants_per_row, row_slices, thread_steps
 from diagnose.model.sampled import SampledProcess
 from diagnose.model.vocab import CONTENDED, ThreadState, WaitKind
+# The wait sites are the report's own values (report/model/sections.py).
+from diagnose.report.model.sections import Holder, WaitSite
+
+__all__ = ["Holder", "WaitSite", "wait_sites", "describe", "KIND_LABELS"]
 
 KIND_LABELS = {
     WaitKind.LOCK: "Lock", WaitKind.RLOCK: "RLock", WaitKind.CONDITION: "Condition",
@@ -30,46 +33,6 @@ KIND_LABELS = {
 }
 HOLDER_PATH_FRAMES = 6
 MIN_SCOPE_COVERAGE = 0.2
-
-
-@dataclass(frozen=True)
-class Holder:
-    stack: tuple[str, ...]  # function names from the critical section down to the leaf
-    function: str
-    file: str
-    line: int
-    share: float  # of the instants when some thread waited at the site
-    instants: int
-    # The line the holder's critical-section frame was at (the first frame of `stack`, 0 when
-    # unknown): inside the `with` block or not. And the holder's most common thread state on
-    # this path: "io" for a lock held across a blocking call.
-    scope_line: int = 0
-    state: str = ""
-
-
-@dataclass(frozen=True)
-class WaitSite:
-    kind: str
-    label: str
-    function: str
-    file: str
-    line: int
-    frame: int
-    samples: int
-    thread_seconds: float
-    threads: int
-    max_concurrent: int
-    share: float  # of request-thread samples
-    holders: tuple[Holder, ...] = field(default_factory=tuple)
-    holder_scope: str = ""  # the function whose occupants were taken as holders
-    max_holders: int = 0  # threads usually inside the holder scope at a waiting instant:
-    # for a pool, its size
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["holders"] = [asdict(h) for h in self.holders]
-        out.pop("frame")
-        return out
 
 
 _SLICE_INSTANTS = 1 << 20  # instants expanded at a time: the transients stay a few tens of MB
@@ -226,12 +189,13 @@ def wait_sites(analysis: SampledProcess, limit: int = 8, holders_for: int = 5) -
             if rank < holders_for:
                 holders, scope, max_holders = _holders(analysis, all_samples, these, waited,
                                                        sorted_distinct(ticks), kind)
-        sites.append(WaitSite(
+        site = WaitSite(
             kind=kind, label=KIND_LABELS.get(kind, kind), function=frame.function, file=frame.file,
-            line=frame.line, frame=frame_id, samples=int(row["samples"]),
+            line=frame.line, samples=int(row["samples"]),
             thread_seconds=round(float(row["samples"]) * interval, 4), threads=int(row["threads"]),
             max_concurrent=max_concurrent, share=round(float(row["samples"]) / total, 4),
-            holders=holders, holder_scope=scope, max_holders=max_holders))
+            holders=holders, holder_scope=scope, max_holders=max_holders)
+        sites.append(replace(site, summary=describe(site)))
     return sites
 
 

@@ -14,13 +14,11 @@ from diagnose.model.analysis import Analysis
 from diagnose.render.stack_rows import stack_rows
 from diagnose.model.wait_graph import build_wait_graph
 from diagnose.model.service import Service
-from diagnose.model.waits import describe
 from diagnose.model.vocab import ProcessRole
 from diagnose.model.run_context import LiveSampling, RunContext, RunTarget
 from diagnose.render.redact import redact_cmdline
-from diagnose.report.model import (SCHEMA_VERSION, Evidence, EventLoop, Finding, Load, Process,
-                                   ProcessTasks, Report, Sampling, Structure, Target, Thread,
-                                   WaitSite)
+from diagnose.report.model import (SCHEMA_VERSION, Evidence, Finding, Load, Process,
+                                   ProcessTasks, Report, Sampling, Target, Thread)
 from diagnose.report.model.run import Observer, PlannedProcess, StateSources
 from diagnose.report.model.codec import decode
 
@@ -204,17 +202,15 @@ def build_report(service: Service, results: CheckResults, per_process: dict | No
         sampling=sampling,
         verdict=results.verdict,
         findings=results.findings,
-        waits=tuple(decode(WaitSite, dict(w.to_dict(), summary=describe(w), pid=view.pid), "waits")
+        waits=tuple(replace(w, pid=view.pid)
                     for view in service.processes if view.role != ProcessRole.MASTER
                     for w in view.analysis.waits),
         processes=tuple(decode(Process, row, "processes")
                         for row in process_rows(service, per_process)),
-        structure=tuple(decode(Structure, dict(view.analysis.structure.to_dict(), pid=pid),
-                               "structure")
+        structure=tuple(replace(view.analysis.structure, pid=pid)
                         for view, pid in zip(service.processes, pids)
                         if view.analysis.structure.stages),
-        event_loops=tuple(decode(EventLoop, loop.to_dict(), "event_loops")
-                          for view in service.processes for loop in view.analysis.event_loops),
+        event_loops=tuple(loop for view in service.processes for loop in view.analysis.event_loops),
         tasks=tuple(decode(ProcessTasks, row, "tasks") for row in task_rows(service)),
         not_applicable=results.not_applicable,
         threads=tuple(decode(Thread, row, "threads") for row in thread_rows(analysis)),

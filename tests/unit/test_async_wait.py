@@ -365,5 +365,5 @@ def test_a_loop_thread_of_a_recording_without_pids_is_measured_not_an_error():
                                        np.full(len(ids), 0.05)))
     analysis = analysis_of(profile, classify_profile(profile, Categorizer()), None, RunContext(RunTarget()))
     [loop] = analysis.event_loops
-    assert loop.pid is None and (loop.tid, loop.name) == (4242, "MainThread")
+    assert loop.pid is None and (loop.tid, loop.thread) == (4242, "MainThread")
     assert loop.idle_share == pytest.approx(0.75, abs=0.01)

@@ -51,6 +51,23 @@ OPTIONAL: Mapping[str, Any] = types.MappingProxyType({"optional": True})
 OPTIONAL_EMPTY: Mapping[str, Any] = types.MappingProxyType({"optional": True, "empty": True})
 
 
+def _text_or_null(value: Any) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise NotAReport("", f"a str expected, not {type(value).__name__}")
+    return value
+
+
+def _null_if_empty(value: str) -> str | None:
+    return value or None
+
+
+# A text field written as null when empty (and read back as "").
+NULL_WHEN_EMPTY: Mapping[str, Any] = types.MappingProxyType(
+    {"codec": (_text_or_null, _null_if_empty)})
+
+
 class NotAReport(BadProfile):
     """A value that is not what the report's schema says, at `path`."""
 

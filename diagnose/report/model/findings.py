@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from diagnose.model.vocab import SEVERITY_THRESHOLDS, Confidence, LeverKind, Severity
-from diagnose.report.model.codec import OPTIONAL, OPTIONAL_EMPTY, JsonValue, NotAReport, encode
+from diagnose.report.model.codec import (NULL_WHEN_EMPTY, OPTIONAL, OPTIONAL_EMPTY, JsonValue,
+                                         NotAReport, encode)
 from diagnose.report.model.labels import Evidence, label_for_value
 
 # The evidence key whose value is the first advice as a knob.
@@ -311,7 +312,7 @@ class Verdict:
     # A second finding within the noise of the primary (arbiter rule 4): either could have come
     # first on another attach, so the verdict names both, in the causal order, and says why.
     co_primary: str | None = None
-    co_primary_reason: str | None = None
+    co_primary_reason: str = field(default="", metadata=NULL_WHEN_EMPTY)  # null when none
     # The first advice of each finding the verdict names, in the same order.
     first_advice: tuple[str, ...] = ()
     # Findings folded into the verdict (arbiter rule 7): the same cause as one it names, seen

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from diagnose.model.vocab import ProcessRole, Severity
+from diagnose.model.vocab import (CallbackKind, EdgeKind, LoopFlavor, ProcessRole, Severity,
+                                  StageRole)
 from diagnose.report.model.codec import OPTIONAL
 from diagnose.report.model.run import StateSources
 
@@ -103,33 +104,33 @@ class WaitSite:
 class Stage:
     """A thread group of one process, by the function its threads loop on."""
 
-    name: str = ""
-    role: str = ""
+    name: str = ""  # the loop function
+    role: StageRole = StageRole.OTHER
     function: str = ""
     file: str = ""
     line: int = 0
     tids: tuple[int, ...] = ()
     samples: int = 0
-    busy_share: float = 0.0
-    python_share: float = 0.0
-    starved_share: float = 0.0
-    blocked_put_share: float = 0.0
-    result_wait_share: float = 0.0
-    gets: tuple[str, ...] = ()
+    busy_share: float = 0.0  # per thread: running or runnable (python / native / GIL wait)
+    python_share: float = 0.0  # of busy samples, running Python (holding or wanting the GIL)
+    starved_share: float = 0.0  # waiting in get on its input queue
+    blocked_put_share: float = 0.0  # blocked putting into a full queue
+    result_wait_share: float = 0.0  # waiting for a result another thread produces
+    gets: tuple[str, ...] = ()  # queue names
     puts: tuple[str, ...] = ()
     busy_thread_seconds: float = 0.0
-    utilization: float = 0.0
+    utilization: float = 0.0  # the busy share, by the utilization law
 
 
 @dataclass(frozen=True)
 class Edge:
     """Who waits for whom: `waiter` waits on `resource`, held by `holder` when known."""
 
-    waiter: str = ""
-    kind: str = ""
-    resource: str = ""
-    holder: str | None = None
-    share: float = 0.0
+    waiter: str = ""  # stage name
+    kind: EdgeKind = EdgeKind.LOCK
+    resource: str = ""  # "queue decoded", "lock at file:line", "GIL"
+    holder: str | None = None  # the stage waited for, when known
+    share: float = 0.0  # of the waiter's samples
 
 
 @dataclass(frozen=True)
@@ -138,13 +139,18 @@ class Structure:
 
     stages: tuple[Stage, ...] = ()
     edges: tuple[Edge, ...] = ()
-    bottleneck: str | None = None
-    pipeline: bool = False
+    bottleneck: str | None = None  # stage name
+    pipeline: bool = False  # two or more stages joined by a queue
     pid: int | None = None
+
+    def stage(self, name: str) -> Stage | None:
+        return next((s for s in self.stages if s.name == name), None)
 
 
 @dataclass(frozen=True)
 class CallSite:
+    """Where the coroutine makes the call that blocked the loop."""
+
     function: str = ""
     file: str = ""
     line: int = 0
@@ -157,14 +163,14 @@ class Callback:
     function: str = ""
     file: str = ""
     line: int = 0
-    share: float = 0.0
-    kind: str = ""
+    share: float = 0.0  # of the loop thread's samples
+    kind: CallbackKind = CallbackKind.CPU
     call_site: CallSite | None = None
     detail: str = ""
     samples: int = 0
-    phase: str = "other"
-    blocking: str = ""
-    python_share: float = 0.0
+    phase: str = "other"  # the phase most of its samples were in (model / preprocess / ...)
+    blocking: str = ""  # sleep / network / database / file, for blocking calls
+    python_share: float = 0.0  # of its samples running Python (holding or wanting the GIL)
 
 
 @dataclass(frozen=True)
@@ -173,16 +179,19 @@ class EventLoop:
 
     pid: int | None = None
     tid: int = 0
-    thread: str = ""
-    flavor: str = ""
+    thread: str = ""  # the thread's name
+    flavor: LoopFlavor = LoopFlavor.ASYNCIO
     samples: int = 0
     idle_share: float = 0.0
     busy_share: float = 0.0
-    app_share: float = 0.0
+    app_share: float = 0.0  # synchronous work inside the app's coroutines and callbacks
     framework_share: float = 0.0
-    cpu_share_os: float | None = None
+    cpu_share_os: float | None = None  # the thread's CPU time / window, from /proc
     callbacks: tuple[Callback, ...] = ()
-    block_runs: int = 0
+    block_runs: int = 0  # stretches of consecutive samples inside one app coroutine
+    # Estimated synchronous time per request, as bounds: at least the app time over the
+    # process's write syscalls (a response takes one write or more), at most the mean stretch
+    # (a stretch holds one request or several back to back). None where not measurable.
     est_block_per_request_s: float | None = None
     est_block_min_s: float | None = None
     est_block_max_s: float | None = None
