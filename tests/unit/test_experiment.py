@@ -18,8 +18,8 @@ from diagnose.load.experiment import (MAX_VARIANTS, Arm, ExperimentResult, RunSe
                                  fix_from_report, parse_assignments, parse_vary, round_order,
                                  run_experiment, throughput_at_slo, vary_from_advice)
 from diagnose.load.model import (EXPERIMENT_SCHEMA_VERSION, Advice, ExperimentReport,
-                                 GeneratorInfo, Machine, Percentiles, Run, SummaryKnee, SweepKnee, SweepReport, SweepStep,
-                                 SweepSummary, SweepTarget)
+                                 GeneratorInfo, Machine, Percentiles, Run, SummaryKnee, SweepKnee,
+                                 SweepReport, SweepStep, SweepSummary, SweepTarget)
 from diagnose.load.sweep import CpuReading
 from diagnose.render.experiment_html import render_experiment_html
 from tests.conftest import invoke_cli
