@@ -53,6 +53,12 @@ def test_samples_with_counts_or_timestamps_stay_one_row_each(kwargs: dict) -> No
     assert len(samples) == 4
 
 
+def _columns(samples) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The sample table's thread, instant and count columns, as the instant helpers take them."""
+    thread, t, count = (samples[column].to_numpy() for column in ("thread", "t", "count"))
+    return thread, t, count
+
+
 def test_uneven_weights_keep_one_row_per_sample() -> None:
     track = ThreadTrack(1, "t", np.array([1, 1, 1], dtype=np.int32), np.array([0.01, 0.02, 0.01]))
     assert len(_analysis(_profile([track])).samples) == 3
@@ -61,8 +67,7 @@ def test_uneven_weights_keep_one_row_per_sample() -> None:
 def test_rows_expand_into_the_instants_of_their_samples() -> None:
     profile = _profile([_track([0, 0, 1, 1, 1, 0]), _track([1, 0, 0, 0, 0, 1])])
     samples = _analysis(profile).samples
-    found = instants(np.arange(len(samples)), samples["thread"].to_numpy(), samples["t"].to_numpy(),
-                     samples["count"].to_numpy(), thread_steps(profile))
+    found = instants(np.arange(len(samples)), *_columns(samples), thread_steps(profile))
     assert found.t == pytest.approx(np.tile(np.arange(6) * 0.01, 2))
     assert samples["stack"].to_numpy()[found.row].tolist() == [0, 0, 1, 1, 1, 0, 1, 0, 0, 0, 0, 1]
 
@@ -115,7 +120,7 @@ def test_a_py_spy_profiles_one_repeated_weight_is_held_once() -> None:
 def test_timeline_bins_of_runs_are_the_bins_of_their_instants(width: float) -> None:
     profile = _profile([_track([0, 0, 0, 1, 1, 0, 1, 1, 1, 1]), _track([1, 1, 0, 0, 0, 0, 0, 1, 0, 0])])
     samples = _analysis(profile).samples
-    thread, t, count = samples["thread"].to_numpy(), samples["t"].to_numpy(), samples["count"].to_numpy()
+    thread, t, count = _columns(samples)
     steps = thread_steps(profile)
     row, found = bins_of_rows(thread, t, count, steps, width, 40)
     each = instants(np.arange(len(samples)), thread, t, count, steps)
@@ -128,7 +133,7 @@ def test_timeline_bins_of_runs_are_the_bins_of_their_instants(width: float) -> N
 def test_instant_ticks_are_the_rounded_ticks_of_the_rows_instants(interval: float) -> None:
     profile = _profile([_track([0, 0, 0, 1, 1, 0, 1, 1, 1, 1]), _track([1, 1, 0, 0, 0, 0, 0, 1, 0, 0])])
     samples = _analysis(profile).samples
-    thread, t, count = samples["thread"].to_numpy(), samples["t"].to_numpy(), samples["count"].to_numpy()
+    thread, t, count = _columns(samples)
     steps = thread_steps(profile)
     rows = np.array([4, 0, 2, 5])  # a subset, out of order: expanded in the order given
     each = instants(rows, thread, t, count, steps)
