@@ -30,7 +30,7 @@ bash scripts/install-test-tools.sh
 if [ ! -x node_modules/.bin/tsc ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   command -v npm >/dev/null 2>&1 \
     || { echo "error: npm is needed to check the page's script (apt-get install nodejs npm)" >&2; exit 1; }
-  npm ci --no-audit --no-fund --silent
+  npm ci --no-audit --no-fund --loglevel=error
 fi
 node_modules/.bin/tsc -p reports/static/page
 # Two passes over the whole suite. First every test not marked `serial`, two at a time
