@@ -74,7 +74,9 @@ class Report:
         report = decode_document(cls, data, REQUIRED)
         labels = report.evidence_labels
         if older_labels is not None and isinstance(data, dict) and LABELS_KEY not in data:
-            labels = older_labels()
+            declared = older_labels()
+            labels = {key: declared[key] for f in report.findings for key in f.evidence.keys()
+                      if key in declared}
         # Read from either version, the model is this one's.
         return replace(report, schema_version=SCHEMA_VERSION, evidence_labels=labels)
 
