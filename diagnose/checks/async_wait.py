@@ -28,8 +28,7 @@ Why it matters:
 What to do instead:
     If the resource the primitive guards has headroom (an accelerator not yet busy, a remote
     model server that takes more concurrent calls), raise the permits to about the requests
-    that reach it. If it has none, batch the requests behind it (one call for many), or scale
-    the resource out. A lock around an awaited call serializes the requests: shorten what runs
+    that reach it. A lock around an awaited call serializes the requests: shorten what runs
     under it. Requests waiting on a queue's consumers or a batcher's result need more
     consumers, bigger batches or shorter batching intervals. Requests queued for worker
     threads whose holders wait on calls outside the process: raise the limiter's tokens to
@@ -73,6 +72,16 @@ ID = "async_wait"
 
 @dataclass(frozen=True)
 class Settings(CheckSettings):
+    title: str = "Requests wait on an asyncio primitive"
+    what: str = ("Share of asyncio request tasks' time waiting on an in-process primitive (Semaphore, Lock, "
+                 "Condition, Event, Queue get/put, a future another task resolves), read from the tasks in the "
+                 "target's memory.")
+    advice: tuple[str, ...] = (
+        ("The limit is in the process, not in its load: requests are in flight, parked on a primitive while the "
+         "event loop idles. More clients or more event-loop CPU will not help."),
+        ("If the guarded resource has no headroom, batch the requests behind the primitive (one call for many) or "
+         "scale the resource out; measure its own utilization before raising the permits."),
+    )
     low: float = 0.1
     high: float = 0.5
 
@@ -408,5 +417,5 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                                          lambda s: little_gain(s * part, busy, room)))
 
 
-SPEC = CheckSpec(ID, "Requests wait on an asyncio primitive", Settings, EVIDENCE, __doc__ or "",
+SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "",
                  run=run, needs=(Input.ASYNC_TASKS,), uses=(Input.EVENT_LOOPS,))

@@ -8,13 +8,6 @@ What it finds:
 Why it matters:
     The service is genuinely compute-bound in the model: no change of threads or structure buys
     throughput; only a cheaper model or more cores do.
-
-What to do instead:
-    Work on the model itself (quantization, pruning, distillation, operator fusion, a faster
-    runtime such as ONNX Runtime or OpenVINO). Use dynamic batching with a fixed thread pool.
-    Re-sweep the intra-op thread count after any model-format change (e.g. FP32 to INT8 moves
-    the optimum). If latency matters more than throughput, scale out: more cores or more
-    replicas.
 """
 
 from __future__ import annotations
@@ -42,6 +35,15 @@ ID = "compute_bound"
 
 @dataclass(frozen=True)
 class Settings(CheckSettings):
+    title: str = "The cores are busy with model compute"
+    what: str = "CPU utilization of the usable cores, and the share of busy request samples in model compute."
+    advice: tuple[str, ...] = (
+        ("The service is genuinely compute-bound in the model: the remaining levers are the model itself "
+         "(quantization, pruning, distillation, operator fusion, a faster runtime such as ONNX Runtime or OpenVINO)."),
+        "Use dynamic batching with a fixed thread pool: batches favour compute-dense operators and cache reuse.",
+        "Re-sweep the intra-op thread count after any model-format change (e.g. FP32 to INT8 moves the optimum).",
+        "If latency matters more than throughput, scale out: more cores or more replicas.",
+    )
     low: float = 0.4
     high: float = 0.8
     min_utilization: float = 0.6
@@ -132,5 +134,5 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                                          * busy_factor * counters.factor))
 
 
-SPEC = CheckSpec(ID, "The cores are busy with model compute", Settings, EVIDENCE, __doc__ or "", run=run,
+SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run,
                  needs=(), uses=(Input.OS_COUNTERS, Input.PIPELINE))

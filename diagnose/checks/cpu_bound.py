@@ -42,6 +42,10 @@ ID = "cpu_bound"
 
 @dataclass(frozen=True)
 class Settings(CheckSettings):
+    title: str = "Busy threads saturate the CPU in unclassified code"
+    what: str = ("Request or stage threads busy most of the time (running or waiting for the GIL) in code no frame "
+                 "category claims; names the hottest functions.")
+    advice: tuple[str, ...] = ()
     low: float = 0.5
     high: float = 0.85
 
@@ -142,5 +146,5 @@ def _total_time(analysis: Analysis, samples: pd.DataFrame, reference: float, lim
     return [Site(fn, file, 0, round(c / reference, 4)) for (fn, file), c in ranked]
 
 
-SPEC = CheckSpec(ID, "Busy threads saturate the CPU in unclassified code", Settings, EVIDENCE, __doc__ or "", run=run,
+SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run,
                  needs=(Input.REQUEST_SAMPLES, Input.BUSY_REQUEST_SAMPLES), uses=(Input.OS_COUNTERS,))

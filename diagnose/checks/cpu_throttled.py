@@ -42,6 +42,14 @@ ID = "cpu_throttled"
 
 @dataclass(frozen=True)
 class Settings(CheckSettings):
+    title: str = "The CPU quota throttles the process"
+    what: str = ("Share of the window's cgroup quota periods that ran out of quota, and the time the runqueues sat "
+                 "throttled per second per core of quota (cpu.stat); the score is the weaker of the two.")
+    advice: tuple[str, ...] = (
+        ("A CPU quota caps the cores the service may use, whatever the machine has: size every pool (request "
+         "threads, worker processes, intra-op threads) to the quota, rounded up, and re-measure P99 after each "
+         "change."),
+    )
     # share of the window's quota periods that ran out of quota
     low: float = 0.05
     high: float = 0.5
@@ -150,5 +158,5 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                         share_samples={"throttled_period_share": os_.throttle_periods})
 
 
-SPEC = CheckSpec(ID, "The CPU quota throttles the process", Settings, EVIDENCE, __doc__ or "", run=run,
+SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run,
                  uses=(Input.OS_COUNTERS,))

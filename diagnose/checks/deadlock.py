@@ -25,9 +25,7 @@ Why it matters:
 What to do instead:
     Take the locks in one global order on every code path: the advice names the order (the
     cycle's locks sorted by name; any fixed order works if every path follows it) and the line
-    that takes them against it. Where one order is impractical, take the second lock with a
-    timeout (`acquire(timeout=...)`), release what you hold and retry, or merge the locks into
-    one. An RLock does not help: it lets its own holder re-enter, not another thread.
+    that takes them against it.
 """
 
 from __future__ import annotations
@@ -54,7 +52,14 @@ ID = "deadlock"
 
 @dataclass(frozen=True)
 class Settings(CheckSettings):
-    pass
+    title: str = "The service is deadlocked: threads wait for each other's locks"
+    what: str = ("Threads blocked all window on locks, in a cycle where each waits for a lock another holds (read "
+                 "from the `with` blocks and `acquire()` calls of their stacks' source).")
+    advice: tuple[str, ...] = (
+        ("Where one lock order is impractical, take the second lock with a timeout (`lock.acquire(timeout=...)`), "
+         "release what you hold and retry, or merge the locks into one."),
+        "An RLock does not prevent this: it lets the thread that holds it re-enter, never another thread.",
+    )
 
 
 EVIDENCE = {
@@ -283,5 +288,4 @@ def _kernel_knot_finding(analysis: Analysis, settings: Settings, knot: LockKnot)
     return dataclasses.replace(finding, low_confidence=False)
 
 
-SPEC = CheckSpec(ID, "The service is deadlocked: threads wait for each other's locks", Settings,
-                 EVIDENCE, __doc__ or "", run=run, uses=(Input.OS_COUNTERS,))
+SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run, uses=(Input.OS_COUNTERS,))

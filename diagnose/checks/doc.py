@@ -1,8 +1,12 @@
-"""Writes docs/checks.md from the checks' declarations: `python -m diagnose.checks.doc`.
+"""Writes docs/checks.md and rules/checks.toml from the checks' declarations:
+`python -m diagnose.checks.doc`.
 
-Each check's id and title, what it finds, why it matters and what to do instead (its module's
-docstring), the inputs it needs and uses, its settings with their defaults, and the evidence it
-writes with labels and units. tests/unit/test_check_declarations.py fails when the committed
+docs/checks.md: each check's id and title, what it finds and why it matters (its module's
+docstring), what to do instead (the advice a finding builds from what it measured, from the
+docstring, then its declared advice), the inputs it needs and uses, its settings with their
+defaults, and the evidence it writes with labels and units. rules/checks.toml: every check's
+settings with their defaults (checks/settings.py `rules_toml`), the reference of the keys a
+`--rules FILE` may override. tests/unit/test_check_declarations.py fails when either committed
 file differs from what this writes.
 """
 
@@ -15,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.checks.registry import CHECKS, SERVICE_CHECKS
-from diagnose.checks.settings import fields_of
-from diagnose.checks.spec import REQUIREMENTS, SECTIONS, CheckSettings, CheckSpec
+from diagnose.checks.settings import fields_of, rules_toml
+from diagnose.checks.spec import INSTEAD, REQUIREMENTS, SECTIONS, CheckSettings, CheckSpec
 
 PATH = Path(__file__).resolve().parents[2] / "docs" / "checks.md"
+RULES_PATH = Path(__file__).resolve().parents[2] / "rules" / "checks.toml"
 _TEXTS = {f.name for f in dataclasses.fields(CheckSettings)}  # title, what, advice
 
 HEADER = """# Checks
@@ -33,7 +38,9 @@ the wrong type is an error, exit 2) and the evidence it writes, with the label a
 report shows for each value.
 
 Every check also has the settings `title` (the finding's title), `what` (what its score
-measures) and `advice` (the advice it gives), shipped in `rules/checks.toml`. Scores ramp
+measures) and `advice` (the advice every finding of it gives, listed under "What to do
+instead" after the advice it builds from what it measured). `rules/checks.toml` lists every
+check's settings with their defaults, generated like this file. Scores ramp
 linearly from 0 at `low` to 100 at `high` of the check's main ratio unless said otherwise;
 severity follows the score: ok < 25 <= info < 50 <= warning < 75 <= critical.
 
@@ -60,7 +67,12 @@ def check_section(spec: CheckSpec[Any]) -> str:
     if spec.scope == "service":
         out += ["Run on the processes of a service together.", ""]
     for name in SECTIONS:
-        out += [f"### {name}", "", sections.get(name, ""), ""]
+        out += [f"### {name}", ""]
+        if name == INSTEAD:  # the docstring's words on the advice built from the data, then the declared
+            out += [sections[name], ""] if sections.get(name) else []
+            out += [f"- {_cell(advice)}" for advice in spec.defaults.advice] + [""] if spec.defaults.advice else []
+        else:
+            out += [sections.get(name, ""), ""]
     out += ["### Inputs", ""]
     for needed in spec.needs:
         reason = REQUIREMENTS[needed][1] if needed in REQUIREMENTS else ""
@@ -94,12 +106,16 @@ def render() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m diagnose.checks.doc",
-        description="Write the checks' reference (docs/checks.md) from their declarations.")
+        description="Write the checks' reference (docs/checks.md) and the shipped rules "
+                    "(rules/checks.toml) from their declarations.")
     parser.add_argument("path", nargs="?", type=Path, default=PATH,
-                        help=f"where to write it (default: {PATH.name} in docs/)")
-    path = parser.parse_args(sys.argv[1:] if argv is None else argv).path
-    path.write_text(render(), encoding="utf-8")
-    print(f"wrote {path}")
+                        help=f"where to write the reference (default: {PATH.name} in docs/)")
+    parser.add_argument("--rules", type=Path, default=RULES_PATH, metavar="PATH",
+                        help=f"where to write the rules (default: {RULES_PATH.name} in rules/)")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    for path, text in ((args.path, render()), (args.rules, rules_toml())):
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {path}")
     return 0
 
 

@@ -40,6 +40,13 @@ ID = "event_loop_blocked"
 
 @dataclass(frozen=True)
 class Settings(CheckSettings):
+    title: str = "The event loop is blocked by synchronous work"
+    what: str = ("Share of an event-loop thread's samples inside the app's coroutines or callbacks (synchronous "
+                 "work on the loop: inline compute or a blocking call); a loop idle in its selector scores nothing.")
+    advice: tuple[str, ...] = (
+        ("While one coroutine runs synchronous code the loop accepts, parses and answers nothing else: every other "
+         "request of that process waits, and latency grows with concurrency."),
+    )
     low: float = 0.2
     high: float = 0.6
 
@@ -172,5 +179,5 @@ def _advice(top: Callback, analysis: Analysis) -> list[str]:
     return [offload, second]
 
 
-SPEC = CheckSpec(ID, "The event loop is blocked by synchronous work", Settings, EVIDENCE, __doc__ or "", run=run,
+SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run,
                  needs=(Input.EVENT_LOOPS,), uses=(Input.OS_COUNTERS,))

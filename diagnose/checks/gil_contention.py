@@ -8,11 +8,6 @@ What it finds:
 Why it matters:
     Pure-Python code holds the GIL while the other threads queue for it. More threads make GIL
     contention worse, not better.
-
-What to do instead:
-    Vectorize the holders' Python hot spots (numpy), move them into a native extension that
-    releases the GIL, or run them in a process pool. Size the thread pool to the GIL-free share
-    of the work.
 """
 
 from __future__ import annotations
@@ -45,6 +40,16 @@ ID = "gil_contention"
 
 @dataclass(frozen=True)
 class Settings(CheckSettings):
+    title: str = "Threads wait for the GIL"
+    what: str = ("Share of request-thread time runnable but waiting for the GIL (native frames), or estimated from "
+                 "Python-active time beyond the CPU time the threads got.")
+    advice: tuple[str, ...] = (
+        ("Pure-Python code holds the GIL while the other threads queue for it: the sites are the Python hot spots "
+         "the holders were running."),
+        ("Vectorize those loops (numpy), move them into a native extension that releases the GIL, or run them in a "
+         "process pool."),
+        "More threads make GIL contention worse, not better: size the thread pool to the GIL-free share of the work.",
+    )
     low: float = 0.1
     high: float = 0.45
 
@@ -277,5 +282,5 @@ def _self_share(analysis: Analysis, function: str) -> float:
     return mine / total
 
 
-SPEC = CheckSpec(ID, "Threads wait for the GIL", Settings, EVIDENCE, __doc__ or "", run=run,
+SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run,
                  needs=(Input.REQUEST_SAMPLES,), uses=(Input.NATIVE_FRAMES, Input.OS_COUNTERS))

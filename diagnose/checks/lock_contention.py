@@ -11,13 +11,6 @@ What it finds:
 Why it matters:
     A serialized section caps the speed-up whatever the thread count (Amdahl: a 20% serialized
     section caps it at 5x), so adding threads only lengthens the queue on the lock.
-
-What to do instead:
-    Shrink the critical section to the shared state alone, and never do IO or model compute
-    while holding it. If the lock protects a model instance, use a pool of instances (about half
-    the physical cores, 2-4 intra-op threads each) or thread-local copies instead of one global
-    lock. For statistics or counters updated under the lock, keep per-thread counters and merge
-    them periodically. Remove serial sections before adding threads.
 """
 
 from __future__ import annotations
@@ -49,6 +42,18 @@ ID = "lock_contention"
 
 @dataclass(frozen=True)
 class Settings(CheckSettings):
+    title: str = "Request threads queue on a lock"
+    what: str = "Share of request threads' samples blocked acquiring a lock inside request handling."
+    advice: tuple[str, ...] = (
+        ("The top site is the lock every request queues on: shrink its critical section to the shared state alone, "
+         "and never do IO or model compute while holding it."),
+        ("If the lock protects a model instance, use a pool of instances (about half the physical cores, 2-4 "
+         "intra-op threads each) or thread-local copies instead of one global lock."),
+        ("For statistics or counters updated under the lock, keep per-thread counters and merge them periodically "
+         "(thousands of acquisitions per second become a few)."),
+        ("Amdahl: a 20% serialized section caps the speed-up at 5x whatever the thread count, so remove serial "
+         "sections before adding threads."),
+    )
     low: float = 0.05
     high: float = 0.4
 
@@ -295,5 +300,5 @@ def _file_lock(analysis: Analysis) -> WaitObject | None:
     return max(counts, key=lambda o: counts[o]) if counts else None
 
 
-SPEC = CheckSpec(ID, "Request threads queue on a lock", Settings, EVIDENCE, __doc__ or "", run=run,
+SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run,
                  needs=(Input.REQUEST_SAMPLES,), uses=(Input.NATIVE_FRAMES, Input.OS_COUNTERS))

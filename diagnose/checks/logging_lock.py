@@ -7,11 +7,6 @@ What it finds:
 Why it matters:
     Every log record takes the handler's lock and does the handler's IO while holding it: the
     request threads serialize on logging.
-
-What to do instead:
-    Log through a logging.handlers.QueueHandler with a QueueListener on its own thread (async
-    logging), so request threads only enqueue. Lower the log level on the hot path, or log a
-    summary per batch instead of per item.
 """
 
 from __future__ import annotations
@@ -37,6 +32,15 @@ ID = "logging_lock"
 
 @dataclass(frozen=True)
 class Settings(CheckSettings):
+    title: str = "Request threads queue on a logging handler's lock"
+    what: str = "Share of request-thread time blocked on a logging Handler's lock (taken on every record)."
+    advice: tuple[str, ...] = (
+        ("Every log record takes the handler's lock and does the handler's IO while holding it: the request threads "
+         "serialize on logging."),
+        ("Log through a logging.handlers.QueueHandler with a QueueListener on its own thread (async logging), so "
+         "request threads only enqueue."),
+        "Lower the log level on the hot path, or log a summary per batch instead of per item.",
+    )
     low: float = 0.05
     high: float = 0.4
 
@@ -87,5 +91,5 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
                                          lambda s: serial_gain(s, analysis, "")[0]))
 
 
-SPEC = CheckSpec(ID, "Request threads queue on a logging handler's lock", Settings, EVIDENCE, __doc__ or "", run=run,
+SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run,
                  needs=(Input.REQUEST_SAMPLES,), uses=(Input.OS_COUNTERS,))

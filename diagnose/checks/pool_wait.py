@@ -9,12 +9,6 @@ What it finds:
 Why it matters:
     The pool is smaller than the concurrency that needs it: every request waits for a
     connection or instance before it can work. This is not the model.
-
-What to do instead:
-    Size the pool to the request threads that use it at once (or cap the request threads to the
-    pool size), and hold a pooled resource only for the call that needs it. Add a timeout to
-    the acquire and fail fast when the pool is exhausted, so overload becomes a quick error
-    instead of a queue.
 """
 
 from __future__ import annotations
@@ -39,6 +33,17 @@ ID = "pool_wait"
 
 @dataclass(frozen=True)
 class Settings(CheckSettings):
+    title: str = "Request threads wait for a pooled resource"
+    what: str = ("Share of request-thread time blocked in queue.get / Semaphore.acquire deep inside request "
+                 "handling (a connection, client or model-instance pool).")
+    advice: tuple[str, ...] = (
+        ("The pool is smaller than the concurrency that needs it: every request waits for a connection/instance "
+         "before it can work. This is not the model."),
+        ("Size the pool to the request threads that use it at once (or cap the request threads to the pool size), "
+         "and hold a pooled resource only for the call that needs it."),
+        ("Add a timeout to the acquire and fail fast when the pool is exhausted, so overload becomes a quick error "
+         "instead of a queue."),
+    )
     low: float = 0.05
     high: float = 0.5
 
@@ -88,5 +93,5 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
                                          lambda s: serial_gain(s, analysis, "")[0]))
 
 
-SPEC = CheckSpec(ID, "Request threads wait for a pooled resource", Settings, EVIDENCE, __doc__ or "", run=run,
+SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run,
                  needs=(Input.REQUEST_SAMPLES,), uses=(Input.OS_COUNTERS,))

@@ -9,13 +9,6 @@ What it finds:
 Why it matters:
     Preprocessing, not the model, limits throughput: more model threads or a faster model will
     not help. Making preprocessing free buys at most 1/(1 - share) (Amdahl).
-
-What to do instead:
-    Move decode/resize/normalize out of the request thread into a pipeline stage with its own
-    2-3 threads (or processes, if it is pure Python and holds the GIL), and balance stages by
-    their measured time. Use native, GIL-releasing implementations (Pillow-SIMD, OpenCV,
-    torchvision.io, fast tokenizers) and avoid per-pixel Python loops. Cache or precompute
-    features that repeat across requests.
 """
 
 from __future__ import annotations
@@ -39,6 +32,17 @@ ID = "preprocess_bound"
 
 @dataclass(frozen=True)
 class Settings(CheckSettings):
+    title: str = "Preprocessing dominates request time"
+    what: str = ("Share of request threads' busy samples spent in preprocessing (decode, resize, normalize, "
+                 "tokenize), discounted when the request threads are busy less than half the time.")
+    advice: tuple[str, ...] = (
+        "Preprocessing, not the model, limits throughput: more model threads or a faster model will not help.",
+        ("Move decode/resize/normalize out of the request thread into a pipeline stage with its own 2-3 threads (or "
+         "processes, if it is pure Python and holds the GIL), and balance stages by their measured time."),
+        ("Use native, GIL-releasing implementations (Pillow-SIMD, OpenCV, torchvision.io, fast tokenizers) and "
+         "avoid per-pixel Python loops."),
+        "Cache or precompute features that repeat across requests.",
+    )
     low: float = 0.25
     high: float = 0.65
     min_busy_share: float = 0.5
@@ -102,5 +106,5 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
                                          amdahl))
 
 
-SPEC = CheckSpec(ID, "Preprocessing dominates request time", Settings, EVIDENCE, __doc__ or "", run=run,
+SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run,
                  needs=(Input.BUSY_REQUEST_SAMPLES,), uses=())

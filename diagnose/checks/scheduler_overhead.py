@@ -13,11 +13,9 @@ Why it matters:
     add context switches and cache refills.
 
 What to do instead:
-    Cut the total number of busy threads to the number of physical cores. Set both knobs so that
-    request threads x intra-op threads <= cores (torch.set_num_threads, OMP_NUM_THREADS, the
-    request pool size). Leave one or two cores to the OS and the web/IO threads; pin compute
-    threads to physical cores where the platform allows. A pool that synchronises more than it
-    computes: set it to fewer threads and re-measure.
+    The finding names the sizes to set for the request pool and the intra-op pools it saw, and
+    their knobs. A pool that synchronises more than it computes: set it to fewer threads and
+    re-measure.
 """
 
 from __future__ import annotations
@@ -45,14 +43,27 @@ ID = "scheduler_overhead"
 
 @dataclass(frozen=True)
 class Settings(CheckSettings):
+    title: str = "Too many threads for the cores"
+    what: str = ("Runnable threads per usable core (sampled from /proc) and run-queue wait per CPU-second "
+                 "(schedstat); the score is the weaker of the two.")
+    advice: tuple[str, ...] = (
+        ("Threads wait for a core longer than they run: cut the total number of busy threads to the number of "
+         "physical cores."),
+        ("Request threads multiply with intra-op threads (torch/OpenMP/MKL/OpenBLAS pools): set both knobs so that "
+         "request threads x intra-op threads <= cores (torch.set_num_threads, OMP_NUM_THREADS, the request pool "
+         "size)."),
+        ("Leave one or two cores to the OS and the web/IO threads; pin compute threads to physical cores where the "
+         "platform allows."),
+    )
     intra_op_title: str = "An intra-op thread pool synchronises more than it computes"
     oversubscription_low: float = 1.2
     oversubscription_high: float = 3.0
     native_mutex_low: float = 0.1
     native_mutex_high: float = 0.5
+    # intra-op pool synchronisation (spin / yield / futex in OpenBLAS, OpenMP, ...) vs its kernels
     pool_sync_low: float = 0.3
     pool_sync_high: float = 0.55
-    pool_idle_core_room: float = 1.4
+    pool_idle_core_room: float = 1.4  # ...and the process leaves this much CPU unused (usable / used cores)
     low: float = 0.5
     high: float = 2.0
 
@@ -238,5 +249,5 @@ def _intra_op_overhead(analysis: Analysis, settings: Settings, split: PoolSplit,
                         share_samples={"native_mutex_wait_share": analysis.request_samples()["count"].sum()})
 
 
-SPEC = CheckSpec(ID, "Too many threads for the cores", Settings, EVIDENCE, __doc__ or "", run=run,
+SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run,
                  needs=(Input.SCHEDSTAT,), uses=(Input.NATIVE_FRAMES,))

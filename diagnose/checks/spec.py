@@ -87,8 +87,11 @@ REQUIREMENTS: dict[Input, tuple[Callable[[Analysis], bool], str]] = {
 
 @dataclass(frozen=True)
 class CheckSettings:
-    """The settings every check has; a check's Settings subclass adds its thresholds. The values
-    come from rules/checks.toml's [checks.<id>] table, overridden by a user's --rules file."""
+    """The settings every check has. A check's Settings subclass declares, as its fields'
+    defaults, its title, what its score measures, the advice every finding of it gives, and its
+    thresholds: the one place each is written. A run's settings are these defaults with a user's
+    --rules overrides (checks/settings.py `merged`); rules/checks.toml lists them for users to
+    copy, generated from these classes (checks/doc.py)."""
 
     title: str = ""
     what: str = ""
@@ -103,10 +106,10 @@ class CheckSpec(Generic[S]):
     """A check's declaration; `S`, its Settings class, ties `run` to the settings it reads."""
 
     id: str
-    title: str
-    settings: type[S]
+    settings: type[S]  # its fields' defaults declare the title, `what`, advice and thresholds
     evidence: Mapping[str, Evidence]
-    # The module docstring: what it finds, why it matters, what to do instead.
+    # The module docstring: what it finds, why it matters, and (`What to do instead`) the advice
+    # a finding builds from what it measured, beside its declared `advice`.
     doc: str
     # None for a check run on a whole service (checks/service.py calls it).
     run: Callable[[Analysis, S], Finding | NotApplicable] | None = None
@@ -116,11 +119,21 @@ class CheckSpec(Generic[S]):
     uses: tuple[Input, ...] = ()
     scope: str = "process"  # or "service": run on the processes of a service together
 
+    @property
+    def defaults(self) -> S:
+        """The check's declared settings, before any --rules override."""
+        return self.settings()
+
+    @property
+    def title(self) -> str:
+        return self.defaults.title
+
     def sections(self) -> dict[str, str]:
         return doc_sections(self.doc)
 
 
 SECTIONS = ("What it finds", "Why it matters", "What to do instead")
+INSTEAD = SECTIONS[2]  # in a docstring, only the advice a finding builds from the data: the rest is `advice`
 _HEADING = re.compile(r"^(" + "|".join(SECTIONS) + r"):?\s*$")
 
 

@@ -43,12 +43,17 @@ ID = "stage_bound"
 
 @dataclass(frozen=True)
 class Settings(CheckSettings):
+    title: str = "One pipeline stage limits the service"
+    what: str = ("The busiest pipeline stage relative to its threads (busy share), and how much its neighbours wait "
+                 "on it (upstream blocked on put into the full queue, downstream starved on get).")
+    advice: tuple[str, ...] = ()
     busy_low: float = 0.6
     busy_high: float = 0.9
     low: float = 0.1
     high: float = 0.4
     pure_python_share: float = 0.6
-    pooled_stage_factor: float = 0.5
+    pooled_stage_factor: float = 0.5  # a stage whose calls already run on a core-wide intra-op pool
+    # the process's own CPU / usable cores: above this the cores, not the stage, limit it
     own_cpu_low: float = 0.8
     own_cpu_high: float = 0.95
 
@@ -248,5 +253,5 @@ def run_processes(pipeline: ProcessPipeline | None, service: Service, settings: 
                         gain=(gain, f"estimate (utilization law): {inputs}"))
 
 
-SPEC = CheckSpec(ID, "One pipeline stage limits the service", Settings, EVIDENCE, __doc__ or "", run=run,
+SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run,
                  needs=(Input.PIPELINE,), uses=(Input.OS_COUNTERS, Input.PROCESS_TREE))

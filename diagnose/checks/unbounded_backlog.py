@@ -7,12 +7,6 @@ What it finds:
 Why it matters:
     Work is accepted faster than it is served and waits in a queue with no bound: memory grows
     until the process is killed, and every queued request times out.
-
-What to do instead:
-    Bound the queue (e.g. a ThreadPoolExecutor behind a BoundedSemaphore, or
-    queue.Queue(maxsize=N)) and reject explicitly when full (HTTP 429/503 'busy'): overload
-    must be a fast error, not an avalanche. Then raise capacity where the profile shows the
-    workers spend their time.
 """
 
 from __future__ import annotations
@@ -36,6 +30,15 @@ ID = "unbounded_backlog"
 
 @dataclass(frozen=True)
 class Settings(CheckSettings):
+    title: str = "An unbounded queue is filling up"
+    what: str = "Resident memory growth per second (linear fit over the window) while the workers are saturated."
+    advice: tuple[str, ...] = (
+        ("Work is accepted faster than it is served and waits in a queue with no bound: memory grows until the "
+         "process is killed, and every queued request times out."),
+        ("Bound the queue (e.g. a ThreadPoolExecutor behind a BoundedSemaphore, or queue.Queue(maxsize=N)) and "
+         "reject explicitly when full (HTTP 429/503 'busy'): overload must be a fast error, not an avalanche."),
+        "Then raise capacity where the profile shows the workers spend their time.",
+    )
     low: float = 0.5
     high: float = 5.0
     min_r2: float = 0.8
@@ -124,5 +127,5 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
                         samples=total)
 
 
-SPEC = CheckSpec(ID, "An unbounded queue is filling up", Settings, EVIDENCE, __doc__ or "", run=run,
+SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run,
                  needs=(Input.RSS_SERIES,), uses=())

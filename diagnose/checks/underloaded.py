@@ -16,13 +16,6 @@ What it finds:
 Why it matters:
     The service is not the bottleneck at this load: its workers wait for requests. Tuning the
     process will not raise throughput.
-
-What to do instead:
-    Look upstream: the load balancer, the client's concurrency, network, or a gateway. If
-    latency is still high, profile at the moment it is high (a load test stepping concurrency
-    up), or measure the time requests spend before they reach this process. Where request
-    threads wait on calls outside the process, those calls set each request's latency: more
-    concurrent requests raise throughput until the downstream's own capacity.
 """
 
 from __future__ import annotations
@@ -51,6 +44,18 @@ ID = "underloaded"
 
 @dataclass(frozen=True)
 class Settings(CheckSettings):
+    title: str = "The service waits for work, not on itself"
+    what: str = ("Share of worker-thread samples idle waiting for work or, inside a request, waiting on a call "
+                 "outside the process (IO, sleep), and the CPU utilization of usable cores.")
+    advice: tuple[str, ...] = (
+        ("The service is not the bottleneck at this load: its workers wait for requests. Look upstream: the load "
+         "balancer, the client's concurrency, network, or a gateway."),
+        ("If latency is still high, profile at the moment it is high (a load test stepping concurrency up), or "
+         "measure the time requests spend before they reach this process."),
+        ("Where request threads wait on calls outside the process (a remote store, a downstream service), those "
+         "calls set each request's latency: more concurrent requests raise throughput until the downstream's own "
+         "capacity."),
+    )
     low: float = 0.5
     high: float = 0.9
 
@@ -168,5 +173,5 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                                          * cores_factor * local_factor))
 
 
-SPEC = CheckSpec(ID, "The service waits for work, not on itself", Settings, EVIDENCE, __doc__ or "", run=run,
+SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run,
                  needs=(), uses=(Input.OS_COUNTERS, Input.PIPELINE))

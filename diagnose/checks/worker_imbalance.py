@@ -14,8 +14,7 @@ Why it matters:
 What to do instead:
     Run one worker process per usable core (gunicorn `-w`, uvicorn `--workers`, the pool's
     size). Uneven load: let the kernel balance accepts (gunicorn `--reuse-port`, SO_REUSEPORT),
-    shorten keep-alive, or hand work out from one shared queue. Re-measure after each change: a
-    worker count above the cores adds context switches and memory, not throughput.
+    shorten keep-alive, or hand work out from one shared queue.
 """
 
 from __future__ import annotations
@@ -39,6 +38,13 @@ ID = "worker_imbalance"
 
 @dataclass(frozen=True)
 class Settings(CheckSettings):
+    title: str = "Worker processes are unevenly loaded or too few"
+    what: str = ("CPU of each worker process over the window: how unevenly the work spreads (coefficient of "
+                 "variation), and how many usable cores stay idle while the busy workers are saturated.")
+    advice: tuple[str, ...] = (
+        ("Re-measure after each change: a worker count above the cores adds context switches and memory, not "
+         "throughput."),
+    )
     imbalance_low: float = 0.35
     imbalance_high: float = 1.0
     idle_cores_low: float = 0.25
@@ -147,5 +153,5 @@ def worker_imbalance(service: Service, settings: Settings, pipeline: ProcessPipe
                         advice=advice + list(settings.advice), gain=gain)
 
 
-SPEC = CheckSpec(ID, "Worker processes are unevenly loaded or too few", Settings, EVIDENCE, __doc__ or "", run=None,
+SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=None,
                  needs=(Input.PROCESS_TREE,), uses=(Input.OS_COUNTERS,), scope="service")

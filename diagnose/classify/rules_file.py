@@ -2,7 +2,7 @@
 
 Every check id, key and value type a rules file may hold is given by the checks' Settings
 classes (checks/settings.py `schema()`, passed in by the callers that run checks; without it, the
-keys of the shipped `rules/checks.toml`, which a test keeps equal to them), and every [[category]]
+keys of the shipped `rules/checks.toml`, generated from those classes), and every [[category]]
 key is read from the shipped `rules/categories.toml`. Anything else
 — a misspelled table, check id or key, a value of the wrong type, a pattern that is not a
 regular expression — is an error (exit 2) naming the line, never silently ignored.

@@ -1,5 +1,6 @@
 """Each check declares its inputs, settings and evidence (diagnose/checks/spec.py): the
-declarations match what the code does, the shipped rules file, and docs/checks.md."""
+declarations match what the code does, and the shipped rules file and docs/checks.md are
+generated from them."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import pytest
 
 from diagnose.checks import doc, registry
 from diagnose.checks.evidence import MERGED
-from diagnose.checks.settings import schema, shipped_tables
-from diagnose.checks.spec import REQUIREMENTS, SECTIONS, CheckSettings
+from diagnose.checks.settings import merged, rules_toml, schema
+from diagnose.checks.spec import INSTEAD, REQUIREMENTS, SECTIONS, CheckSettings
 from diagnose.classify.rules_file import shipped
 from tests.conftest import REPO
 
@@ -94,20 +95,36 @@ SHIPPED = tomllib.loads((REPO / "rules" / "checks.toml").read_text(encoding="utf
 TEXTS = {f.name for f in dataclasses.fields(CheckSettings)}
 
 
+def test_rules_checks_toml_is_generated_from_the_declarations():
+    committed = (REPO / "rules" / "checks.toml").read_text(encoding="utf-8")
+    assert committed == rules_toml(), "stale: run `python -m diagnose.checks.doc`"
+
+
 @pytest.mark.parametrize("check_id", sorted(SPECS))
-def test_the_settings_defaults_are_the_shipped_values(check_id):
+def test_the_shipped_table_is_the_declared_defaults(check_id):
+    """The generated file reads back as the Settings class's defaults, value and kind, which are
+    the settings of a run without --rules."""
     spec = SPECS[check_id]
     table = SHIPPED[check_id]
     fields = {f.name: f.default for f in dataclasses.fields(spec.settings)}
-    assert set(fields) == set(table) | TEXTS, "rules/checks.toml and the Settings class differ in keys"
+    assert set(fields) == set(table)
     for key, value in table.items():
-        if key not in TEXTS:
-            assert fields[key] == value and type(fields[key]) is type(value), key
-    assert spec.title == table["title"]
+        declared = fields[key]
+        assert (list(declared) if isinstance(declared, tuple) else declared) == value, key
+        assert type(declared) is (tuple if isinstance(value, list) else type(value)), key
+    assert merged()[check_id] == spec.defaults
+    assert spec.title == table["title"] and spec.title and spec.defaults.what
 
 
-def test_the_shipped_rules_are_the_ones_loaded():
-    assert shipped_tables() == SHIPPED
+@pytest.mark.parametrize("check_id", sorted(SPECS))
+def test_the_docstring_does_not_repeat_the_declared_advice(check_id):
+    """The advice every finding gives is declared once (Settings.advice); the docstring's `What to
+    do instead` is only the advice built from the data."""
+    spec = SPECS[check_id]
+    instead = " ".join(spec.sections().get(INSTEAD, "").split())
+    for advice in spec.defaults.advice:
+        assert " ".join(advice.split()) not in instead, advice
+        assert " ".join(advice.split()[:6]) not in instead, advice  # nor its opening words
 
 
 def test_the_rules_schema_is_the_settings_classes():
@@ -122,9 +139,13 @@ def test_the_rules_schema_is_the_settings_classes():
 
 @pytest.mark.parametrize("check_id", sorted(SPECS))
 def test_the_docstring_says_what_why_and_instead(check_id):
-    sections = SPECS[check_id].sections()
-    assert list(sections) == list(SECTIONS)
-    assert all(len(text) > 40 for text in sections.values())
+    """What it finds and why it matters in the docstring; what to do instead there (the advice
+    built from the data) or in the declared advice, or both."""
+    spec = SPECS[check_id]
+    sections = spec.sections()
+    assert [name for name in SECTIONS if name in sections] == list(sections)
+    assert all(len(sections.get(name, "")) > 40 for name in SECTIONS if name != INSTEAD)
+    assert len(sections.get(INSTEAD, "")) > 40 or spec.defaults.advice
 
 
 def test_every_needed_input_has_its_reason():
