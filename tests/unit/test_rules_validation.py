@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from diagnose.classify import rules_file
 from diagnose.checks.engine import load_check_settings
+from diagnose.checks.registry import SPECS
 from diagnose.classify.categories import Categorizer
 from diagnose.classify.rules_file import BadRules, builtin_rules_text
 from diagnose.errors import ExitCode
@@ -99,6 +102,15 @@ def test_valid_rules_load_and_take_effect(tmp_path):
     assert settings["pool_wait"].low == 1
     assert settings["lock_contention"].what  # unset keys keep the shipped values
     assert Categorizer(rules).patterns[0].category == "model"
+
+
+def test_without_rules_each_check_has_its_declared_settings():
+    """The defaults are the Settings classes' (the shipped rules/checks.toml lists them); a user's
+    rules change only the keys they name, the title and advice too."""
+    assert load_check_settings() == {spec.id: spec.defaults for spec in SPECS}
+    settings = load_check_settings({"checks": {"pool_wait": {"title": "ours", "advice": ["a", "b"]}}})
+    pool_wait = next(spec for spec in SPECS if spec.id == "pool_wait")
+    assert settings["pool_wait"] == dataclasses.replace(pool_wait.defaults, title="ours", advice=("a", "b"))
 
 
 @pytest.mark.parametrize("name", ["checks.toml", "categories.toml"])
