@@ -64,3 +64,11 @@ def test_no_command_writes_its_reports_among_the_page_templates_by_default():
                 defaults[name] = str(param.default)
     assert defaults, "no command has --output-dir"
     assert set(defaults.values()) == {"diagnose-reports"}, defaults
+
+
+def test_the_wheel_ships_the_rules_generated_from_the_checks(wheel):
+    """A user copies the installed rules/checks.toml as the reference of the keys to override:
+    it is the file generated from the checks' declarations (checks/settings.py `rules_toml`)."""
+    from diagnose.checks.settings import rules_toml
+    with zipfile.ZipFile(wheel) as zf:
+        assert zf.read("diagnose/_rules/checks.toml").decode("utf-8") == rules_toml()
