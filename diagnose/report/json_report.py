@@ -18,7 +18,7 @@ from diagnose.model.vocab import ProcessRole
 from diagnose.model.run_context import LiveSampling, RunContext, RunTarget
 from diagnose.render.redact import redact_cmdline
 from diagnose.report.model import (SCHEMA_VERSION, Evidence, Finding, Load, Process,
-                                   ProcessTasks, Report, Sampling, Target, Thread)
+                                   ProcessTasks, Report, Sampling, Target, Thread, TopFinding)
 from diagnose.report.model.run import Observer, PlannedProcess, StateSources
 from diagnose.report.model.codec import decode
 
@@ -145,23 +145,27 @@ def observer_cost(sampling: Sampling) -> Observer:
     )
 
 
-def process_rows(service: Service, per_process: dict) -> list[dict]:
+def process_rows(service: Service, per_process: dict) -> tuple[Process, ...]:
     rows = []
     for view in service.processes:
         own = per_process.get(view.pid)
         top = own.findings[0] if own is not None and own.findings else None
         samples = int(view.analysis.samples["count"].sum())
-        rows.append({
-            "pid": view.pid, "ppid": view.ppid, "role": view.role,
-            "cmdline": redact_cmdline([str(c) for c in view.cmdline]),
-            "threads": int(len(view.analysis.threads)),
-            "cpu_s": _num(view.cpu_s), "cpu_cores": _num(view.cpu_cores),
-            "busy_share": round(view.busy_share, 4), "samples": samples,
-            "started_s": view.appeared_s, "exited_s": view.exited_s,
-            "top_finding": None if top is None else {
-                "id": top.id, "score": top.score, "severity": top.severity, "summary": top.summary},
-        })
-    return rows
+        rows.append(Process(
+            pid=view.pid, ppid=view.ppid, role=view.role,
+            cmdline=redact_cmdline([str(c) for c in view.cmdline]),
+            threads=int(len(view.analysis.threads)),
+            cpu_s=_num(view.cpu_s), cpu_cores=_num(view.cpu_cores),
+            busy_share=round(view.busy_share, 4), samples=samples,
+            started_s=_num_plain(view.appeared_s), exited_s=_num_plain(view.exited_s),
+            top_finding=None if top is None else TopFinding(top.id, top.score, top.severity,
+                                                            top.summary)))
+    return tuple(rows)
+
+
+def _num_plain(value: Any) -> Any:
+    """A number as Python's (numpy's scalars read as theirs), not rounded."""
+    return value.item() if hasattr(value, "item") else value
 
 
 def task_rows(service: Service) -> list[dict]:
@@ -205,8 +209,7 @@ def build_report(service: Service, results: CheckResults, per_process: dict | No
         waits=tuple(replace(w, pid=view.pid)
                     for view in service.processes if view.role != ProcessRole.MASTER
                     for w in view.analysis.waits),
-        processes=tuple(decode(Process, row, "processes")
-                        for row in process_rows(service, per_process)),
+        processes=process_rows(service, per_process),
         structure=tuple(replace(view.analysis.structure, pid=pid)
                         for view, pid in zip(service.processes, pids)
                         if view.analysis.structure.stages),
