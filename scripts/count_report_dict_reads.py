@@ -33,7 +33,8 @@ def reads_in(path: Path, fields: set[str]) -> int:
     count = 0
     for node in ast.walk(tree):
         key = None
-        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        if (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant)
+                and isinstance(node.ctx, ast.Load)):  # a read: not a test building input
             key = node.slice.value
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
               and node.func.attr == "get" and node.args and isinstance(node.args[0], ast.Constant)):
