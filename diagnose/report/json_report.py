@@ -18,7 +18,8 @@ from diagnose.model.vocab import ProcessRole
 from diagnose.model.run_context import LiveSampling, RunContext, RunTarget
 from diagnose.render.redact import redact_cmdline
 from diagnose.report.model import (SCHEMA_VERSION, Evidence, Finding, Load, Process,
-                                   ProcessTasks, Report, Sampling, Target, Thread, TopFinding)
+                                   ProcessTasks, Report, Sampling, Target, Thread, ThreadOs,
+                                   TopFinding)
 from diagnose.report.model.run import Observer, PlannedProcess, StateSources
 from diagnose.report.model.codec import decode
 
@@ -83,7 +84,7 @@ def thread_lifetimes(analysis: Analysis) -> dict[int, tuple[float, float]]:
     return out
 
 
-def thread_rows(analysis: Analysis) -> list[dict]:
+def thread_rows(analysis: Analysis) -> tuple[Thread, ...]:
     rows = []
     sources = state_sources_by_thread(analysis.samples)
     os_threads = analysis.os.threads if analysis.os else {}
@@ -92,20 +93,28 @@ def thread_rows(analysis: Analysis) -> list[dict]:
     for index, row in analysis.threads.iterrows():
         tos = os_threads.get(int(row["tid"]))
         first, last = lifetimes.get(int(index), (None, None))
-        rows.append({
-            "tid": int(row["tid"]), "pid": None if pd.isna(row["pid"]) else int(row["pid"]),
-            "name": str(row["name"]), "role": str(row["role"]),
-            "samples": int(row["samples"]),
-            "first_s": first, "last_s": last,
-            "states": {c: int(row[c]) for c in state_cols if int(row[c])},
-            "state_sources": sources.get(int(index), {}),
-            "os": None if tos is None else {
-                "cpu_s": _num(tos.cpu_s), "runqueue_wait_s": _num(tos.runqueue_wait_s),
-                "voluntary_ctx": tos.voluntary_ctx, "involuntary_ctx": tos.involuntary_ctx,
-                "observer_stops": tos.observer_stops,
-            },
-        })
-    return rows
+        rows.append(Thread(
+            tid=int(row["tid"]), pid=None if pd.isna(row["pid"]) else int(row["pid"]),
+            name=str(row["name"]), role=str(row["role"]), samples=int(row["samples"]),
+            first_s=first, last_s=last,
+            states={c: int(row[c]) for c in state_cols if int(row[c])},
+            state_sources=sources_of(sources.get(int(index), {})),
+            os=None if tos is None else ThreadOs(
+                cpu_s=_num(tos.cpu_s), runqueue_wait_s=_num(tos.runqueue_wait_s),
+                voluntary_ctx=_num_plain(tos.voluntary_ctx),
+                involuntary_ctx=_num_plain(tos.involuntary_ctx),
+                observer_stops=_num_plain(tos.observer_stops))))
+    return tuple(rows)
+
+
+def sources_of(counts: dict) -> StateSources:
+    """`state_sources`' counts as the report's StateSources."""
+    low, middle = counts.get("calibration_min_support"), counts.get("calibration_median_support")
+    return StateSources(measured=int(counts.get("measured", 0)),
+                        calibrated=int(counts.get("calibrated", 0)),
+                        estimated=int(counts.get("estimated", 0)),
+                        calibration_min_support=None if low is None else int(low),
+                        calibration_median_support=None if middle is None else float(middle))
 
 
 # Above these, what the sampler did to the target may have changed what it measured.
@@ -216,7 +225,7 @@ def build_report(service: Service, results: CheckResults, per_process: dict | No
         event_loops=tuple(loop for view in service.processes for loop in view.analysis.event_loops),
         tasks=tuple(decode(ProcessTasks, row, "tasks") for row in task_rows(service)),
         not_applicable=results.not_applicable,
-        threads=tuple(decode(Thread, row, "threads") for row in thread_rows(analysis)),
+        threads=thread_rows(analysis),
         stacks=stacks,
         load=None if run.load is None else Load(run.load.throughput_rps, run.load.concurrency,
                                                  run.load.rate),
@@ -284,7 +293,7 @@ def run_sampling(analysis: Analysis, run: RunContext) -> Sampling:
         achieved_rate_hz=achieved,
         states_calibrated=analysis.profile.calibrated,
         state_estimated=bool(analysis.samples["estimated"].any()),
-        state_sources=decode(StateSources, state_sources(analysis.samples), "sampling.state_sources"),
+        state_sources=sources_of(state_sources(analysis.samples)),
         # Share of /proc observations that found a thread stopped by py-spy: the observer's pause.
         paused_share=round(analysis.os.observer_stop_share, 4) if analysis.os is not None else None,
         partial=run.partial,
