@@ -25,7 +25,8 @@ __all__ = ["EvidenceValues", "Finding", "Interval", "Lever", "LeverKind", "NotAp
            "severity_for", "ScoreBasis", "make_finding", "remove_work_lever", "more_cores_lever"]
 
 # A finding's evidence as a check writes it: JSON values of mixed kinds (numbers, text, flags,
-# {label: value} maps, lists), each labelled by the check's EVIDENCE declaration (checks/spec.py).
+# {label: value} maps, lists). The report labels each by the check's EVIDENCE declaration
+# (checks/spec.py), carried in the report as its `evidence_labels`.
 Measured = dict[str, object]
 
 
