@@ -64,7 +64,8 @@ def test_sweep_finds_the_knee_of_two_sync_workers(out_dir):
     # takes alone) and how long the sweep took, are figures a busy machine moves: the sweep's
     # rows in benchmarks/README.md. Here, each step measured something, in order.
     for s in report.steps:
-        assert s.throughput_rps > 0, s
+        assert s.throughput_rps > 0, (s.concurrency, s.requests, s.errors, s.windows_measured,
+                                      report.stop_reason, s.generator)
         # every request of the judged windows in one HDR histogram: ordered percentiles
         lat = s.latency_ms
         assert 0 < lat.p50 <= lat.p90 <= lat.p95 <= lat.p99 <= lat.max, s
