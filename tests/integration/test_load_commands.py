@@ -143,6 +143,7 @@ def test_the_python_client_sweeps_when_asked_and_counts_its_own_cpu(out_dir):
     assert next(out_dir.glob("diagnose-sweep-127.0.0.1-*.json"))
 
 
+@pytest.mark.serial  # the generator must reach each step's rate: no neighbour
 def test_an_open_model_sweep_steps_the_request_rate(out_dir):
     port = free_port()
     argv = [sys.executable, "pool_service.py", "--port", str(port)]
