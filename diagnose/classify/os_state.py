@@ -293,19 +293,24 @@ def _file_lock_lines(kernel: KernelView, tids: np.ndarray, sites: np.ndarray, un
                 decision[rows[sites[rows] == site]] = objects_at[lock]
 
 
+# Kernel readings that leave the frames' reading as it is: on a CPU, or in an intra-op pool's own
+# synchronisation (the call into the library is the work; the pool's size is scheduler_overhead's).
+_FRAMES_STAND = (Blocking.RUNNING, Blocking.POOL)
+
+
 def _whole_window_object(kernel: KernelView, tid: int) -> int | None:
     """The object the kernel saw the thread blocked on in nearly every tick, if any."""
     waits = kernel.threads.get(tid)
     if waits is None or not waits.objects:
         return None
     top, n = waits.objects[0]
-    if top.blocking == Blocking.RUNNING or n / max(1, waits.observations) < WHOLE_WINDOW:
+    if top.blocking in _FRAMES_STAND or n / max(1, waits.observations) < WHOLE_WINDOW:
         return None
     return kernel.objects.index(top)
 
 
 def _kernel_state(obj: WaitObject, estimated: bool) -> tuple[str, str] | None:
-    if obj.blocking == Blocking.RUNNING:
+    if obj.blocking in _FRAMES_STAND:
         return None
     if obj.blocking == Blocking.GIL:
         return (ThreadState.GIL.value, WaitKind.GIL.value) if estimated else None

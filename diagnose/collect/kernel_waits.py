@@ -19,6 +19,8 @@ import platform
 import struct
 from dataclasses import dataclass, field
 
+from diagnose.model.native_pools import LIBRARIES as POOL_LIBRARIES
+
 # Syscall numbers by machine (asm/unistd_64.h, asm-generic/unistd.h): only those decoded.
 SYSCALLS: dict[str, dict[int, str]] = {
     "x86_64": {0: "read", 7: "poll", 23: "select", 45: "recvfrom", 47: "recvmsg", 43: "accept",
@@ -100,6 +102,10 @@ class KernelRecord:
     # The interpreter's runtime state in this process ([start, end) of _PyRuntime): a futex in
     # it is the GIL's (or another interpreter-wide lock's). None when not found.
     runtime_range: tuple[int, int] | None = None
+    # futex addresses inside a mapping of an intra-op pool's library (OpenBLAS, OpenMP, ...):
+    # that library's own synchronisation (its pool's barrier, its callers' queue), which the
+    # pool's size knob governs, not a lock the service's code takes. Address -> library file.
+    pool_futexes: dict[int, str] = field(default_factory=dict)
     # every socket inode a descriptor named over the window, oldest first: a client's
     # per-request connections reuse the number, and one that closed before it was looked up
     # is named by an earlier one's peer
@@ -111,6 +117,7 @@ class KernelRecord:
                 "file_ids": {str(k): v for k, v in self.file_ids.items()},
                 "watched": self.watched,
                 "runtime_range": list(self.runtime_range) if self.runtime_range else None,
+                "pool_futexes": {str(k): v for k, v in self.pool_futexes.items()},
                 "fd_sockets": {str(k): v for k, v in self.fd_sockets.items()}}
 
     @classmethod
@@ -122,6 +129,7 @@ class KernelRecord:
                    file_ids={int(k): str(v) for k, v in (data.get("file_ids") or {}).items()},
                    watched={str(k): [int(x) for x in v] for k, v in (data.get("watched") or {}).items()},
                    runtime_range=(int(rng[0]), int(rng[1])) if rng else None,
+                   pool_futexes={int(k): str(v) for k, v in (data.get("pool_futexes") or {}).items()},
                    fd_sockets={int(k): [int(x) for x in v]
                                for k, v in (data.get("fd_sockets") or {}).items()})
 
@@ -272,6 +280,26 @@ class KernelWaitReader:
         if self.record.runtime_range is None and any(
                 self._names.get(o[2]) == "futex" for o in self.record.observations):
             self.record.runtime_range = runtime_range(self.pid)
+        futexes = {o[3] for o in self.record.observations if self._names.get(o[2]) == "futex"}
+        if futexes:
+            self.record.pool_futexes = pool_library_addresses(self.pid, futexes)
+
+
+def pool_library_addresses(pid: int, addresses: set[int]) -> dict[int, str]:
+    """The `addresses` that lie in a file mapping of an intra-op pool's library (/proc/PID/maps),
+    with that file's path. A Python lock lives in the heap; OpenBLAS's queue lives in OpenBLAS."""
+    text = _read(f"/proc/{pid}/maps")
+    if not text:
+        return {}
+    ranges: list[tuple[int, int, str]] = []
+    for line in text.splitlines():
+        parts = line.split(maxsplit=5)
+        if len(parts) < 6 or not any(p.search(parts[5]) for _, p, _ in POOL_LIBRARIES):
+            continue
+        start, _, end = parts[0].partition("-")
+        ranges.append((int(start, 16), int(end, 16), parts[5].strip()))
+    return {address: path for address in sorted(addresses)
+            for start, end, path in ranges if start <= address < end}
 
 
 def runtime_range(pid: int) -> tuple[int, int] | None:

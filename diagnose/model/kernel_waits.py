@@ -49,6 +49,7 @@ class Blocking(enum.StrEnum):
     HELD = "held"          # a lock another thread or process holds
     OUTSIDE = "outside"    # a call outside the thread: IO, a pipe, a socket, a child, a timer
     IDLE = "idle"          # waiting for work (a listening socket)
+    POOL = "pool"          # an intra-op pool's own synchronisation: the frames' reading stands
 
 
 @dataclass(frozen=True)
@@ -205,6 +206,11 @@ class _Decoder:
         runtime = self.kernel.runtime_range
         if runtime is not None and runtime[0] <= address < runtime[1]:
             return WaitObject(ResourceKind.GIL, f"gil:{self.pid}", "the GIL", Blocking.GIL, "futex")
+        library = self.kernel.pool_futexes.get(address)
+        if library is not None:
+            name = library.rsplit("/", 1)[-1]
+            return WaitObject(ResourceKind.OTHER, f"pool:{self.pid}:{name}",
+                              f"{name}'s own pool synchronisation", Blocking.POOL, "futex")
         if op & FUTEX_PRIVATE:
             return WaitObject(ResourceKind.LOCK, f"futex:{self.pid}:{address:#x}",
                               f"lock at {address:#x}", Blocking.HELD, "futex")

@@ -221,6 +221,12 @@ def _consumer(view: ProcessView) -> tuple[str, float, float, Hotspot | None] | N
             # can catch a poll() as running Python).
             busy_share = proc
             starved_share = min(starved_share + busy_in_wait / total, 1.0 - proc)
+        elif proc is not None:
+            # ...and the other way: a consumer /proc saw running (its model in native code,
+            # unpickling results) more than the samples' states said was busy. At a few samples
+            # a second, estimated states can call most of that time a wait.
+            busy_share = proc
+            starved_share = min(starved_share, 1.0 - proc)
         if not starved_share:
             continue
         if best is None or starved_share + busy_share > best[0]:

@@ -98,6 +98,28 @@ def test_any_other_futex_is_a_lock_named_by_its_address():
     assert one.key != two.key
 
 
+def test_a_futex_inside_an_intra_op_pools_library_is_the_pools_own_not_a_lock():
+    # OpenBLAS's callers queue on a futex in OpenBLAS's own data (measured on CPython 3.13):
+    # the pool's size is the knob, not a lock in the service's code
+    rec = record_with(10, [(0.1, 11, FUTEX, 0x7E1000, 0x80, 0, "")])
+    assert rec.kernel is not None
+    rec.kernel.pool_futexes = {0x7E1000: "/venv/numpy.libs/libscipy_openblas64_-4b78.so"}
+    obj = kernel_view(rec, tree_of()).threads[11].top
+    assert obj is not None and obj.blocking == Blocking.POOL and obj.resource != ResourceKind.LOCK
+    assert "libscipy_openblas64_-4b78.so" in obj.label
+
+
+def test_pool_futex_addresses_are_found_in_the_pool_librarys_mapping(tmp_path, monkeypatch):
+    from diagnose.collect import kernel_waits as collect
+
+    maps = ("7f00000000-7f00001000 rw-p 00000000 fe:00 1 /venv/lib/libscipy_openblas64_.so\n"
+            "7f00001000-7f00002000 rw-p 00000000 00:00 0 \n"
+            "7f00002000-7f00003000 rw-p 00000000 fe:00 2 /usr/lib/libc.so.6\n")
+    monkeypatch.setattr(collect, "_read", lambda path: maps if path.endswith("/maps") else None)
+    found = collect.pool_library_addresses(10, {0x7F00000800, 0x7F00001800, 0x7F00002800})
+    assert found == {0x7F00000800: "/venv/lib/libscipy_openblas64_.so"}
+
+
 def test_a_shared_futex_is_one_lock_across_processes():
     shared = 0x0  # FUTEX_WAIT without the private flag: a lock in shared memory
     a = only(10, 11, FUTEX, 0x7E0000, shared)

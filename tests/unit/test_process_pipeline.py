@@ -140,6 +140,19 @@ def test_a_consumer_sampled_running_inside_its_result_wait_is_starved_by_proc_cp
     assert pipeline.bottleneck == "producers"
 
 
+def test_a_consumer_proc_saw_running_more_than_its_samples_said_is_busy_by_proc_cpu():
+    # Sparse estimated states read the consumer's model (native, GIL released) as a wait: 2 of
+    # 100 samples busy, while /proc says it ran 4 s of the 10 s window. The counter decides.
+    consumer = view(10, 1, 0.4, {"MainThread": [(POOL_WAIT, "lock", 98), (MODEL, "python", 2)]},
+                    thread_cpu={"MainThread": 4.0})
+    worker = view(11, 10, 0.97, {"MainThread": [(POOL_LOOP + [py("decode", APP, 56)], "python", 100)]})
+    tree = service(consumer, [worker])
+    pipeline = find_process_pipeline(tree)
+    assert (pipeline.consumer_busy, pipeline.consumer_starved) == (0.4, 0.6)
+    # a consumer busy 40% is no supervisor: the stage finding stands
+    assert stage_bound.run_processes(pipeline, tree, SETTINGS) is not None
+
+
 def test_workers_waiting_for_a_busy_consumer_are_not_the_bottleneck():
     consumer = view(10, 1, 0.98, {"MainThread": [(TORCH_WAIT, "idle", 3), (MODEL, "python", 97)]})
     worker = view(11, 10, 0.3, {"MainThread": [
