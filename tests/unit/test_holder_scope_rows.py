@@ -28,13 +28,13 @@ def _expand_then_pick(analysis, all_samples, waiters, waiting, wait_ticks, kind)
         mask &= codes == categories.index(ThreadState.PYTHON)
     row_ids = np.flatnonzero(mask)
     if kind not in (WaitKind.GIL, WaitKind.LOGGING):
-        site_id = int(waiters["site"].iloc[0])
+        site_id = int(waiters.loc[:, "site"].iloc[0])
         row_ids = row_ids[~waits._stacks_holding(analysis, all_samples.stack[row_ids], lambda f, fid: fid == site_id)]
     every = waits._instants_at(all_samples, row_ids, wait_ticks, waiting, interval)
     if kind == WaitKind.GIL:
         return waits._rank(analysis, every, len(wait_ticks), None), "running Python", waits._max_threads(every)
-    frames = [analysis.frame(f) for f in analysis.profile.stacks[int(waiters["stack"].iloc[0])]]
-    site_frame = analysis.frame(int(waiters["site"].iloc[0]))
+    frames = [analysis.frame(f) for f in analysis.profile.stacks[int(waiters.loc[:, "stack"].iloc[0])]]
+    site_frame = analysis.frame(int(waiters.loc[:, "site"].iloc[0]))
     scopes = [site_frame]
     if kind == WaitKind.LOGGING:
         scopes = [f for f in frames if not f.native and f.file.endswith("logging/__init__.py")
@@ -78,9 +78,9 @@ def test_scope_rows_picked_before_expanding_give_the_same_holders(name: str, nat
 def test_a_scope_with_no_candidate_rows_has_no_instants() -> None:
     analysis = analyze_profile(load_profile(RECORDED / "lock_contention.speedscope.json"), Categorizer())
     samples = analysis.samples
-    rows = waits._Rows(thread=samples["thread"].to_numpy(), stack=samples["stack"].to_numpy(),
-                       state=samples["state"].array, count=samples["count"].to_numpy(),
-                       t=samples["t"].to_numpy(), steps=np.full(1 + int(samples["thread"].max()), np.nan),
+    rows = waits._Rows(thread=samples.loc[:, "thread"].to_numpy(), stack=samples.loc[:, "stack"].to_numpy(),
+                       state=samples.loc[:, "state"].array, count=samples.loc[:, "count"].to_numpy(),
+                       t=samples.loc[:, "t"].to_numpy(), steps=np.full(1 + int(samples.loc[:, "thread"].max()), np.nan),
                        interval=0.01)
     waiting = waits._Waited(np.array([0], dtype=np.int32), np.array([3], dtype=np.int64))
     found = waits._instants_at(rows, np.empty(0, dtype=np.int64), np.array([3]), waiting, 0.01)

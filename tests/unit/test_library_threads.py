@@ -44,7 +44,7 @@ def _profile(stacks_by_thread: dict[str, list[list[Frame]]]) -> Profile:
 
 def _roles(profile: Profile) -> dict[str, str]:
     analysis = analyze_profile(profile, Categorizer())
-    return dict(zip(analysis.threads["name"], analysis.threads["role"]))
+    return dict(zip(analysis.threads.loc[:, "name"], analysis.threads.loc[:, "role"]))
 
 
 def test_queue_feeder_waiting_for_the_gil_is_not_a_request_thread():

@@ -60,10 +60,10 @@ def test_lock_recording_names_the_with_lock_line():
 
 def test_idle_pool_workers_are_idle_not_waiting_on_a_lock():
     analysis, results = analyse_recording("underloaded")
-    workers = analysis.threads[analysis.threads["name"].str.startswith("handler_")]
+    workers = analysis.threads[analysis.threads.loc[:, "name"].str.startswith("handler_")]
     assert len(workers) == 8
-    assert (workers["idle"] > 0.9 * workers["samples"]).all()
-    assert (workers["lock"] == 0).all()
+    assert (workers.loc[:, "idle"] > 0.9 * workers.loc[:, "samples"]).all()
+    assert (workers.loc[:, "lock"] == 0).all()
     # no lock to judge: the check is skipped because no request thread handled work
     assert "lock_contention" not in {f.id for f in results.findings}
     skipped = {n.id: n.reason for n in results.not_applicable}
@@ -98,11 +98,11 @@ def test_calibration_turns_python_only_lock_waits_into_measured_states():
     calibrated, results = analyse_recording("lock_contention")
     estimated, _ = analyse_recording("lock_contention", calibrated=False)
     # the few Python stacks the sparse native samples never saw keep the frame-only estimate
-    assert calibrated.samples["estimated"].mean() < 0.05
-    assert estimated.samples["estimated"].all()
+    assert calibrated.samples.loc[:, "estimated"].mean() < 0.05
+    assert estimated.samples.loc[:, "estimated"].all()
     # native samples separate GIL waits from lock waits; frames alone cannot see the GIL
-    assert (calibrated.samples["state"] == "gil").any()
-    assert not (estimated.samples["state"] == "gil").any()
+    assert (calibrated.samples.loc[:, "state"] == "gil").any()
+    assert not (estimated.samples.loc[:, "state"] == "gil").any()
     assert results.verdict.primary == "lock_contention"
 
 

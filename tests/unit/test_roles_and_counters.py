@@ -245,15 +245,15 @@ def test_an_unnamed_native_leaf_of_a_thread_proc_saw_asleep_is_a_wait():
     from diagnose.classify.os_state import settle_with_os_state
 
     (view,) = build([(200, None, ("python", "client.py"), {2000: ([(CQ_OPAQUE, 200)], 0.05)})])
-    assert set(view.analysis.samples["state"]) == {"native"}  # the frames alone: running native
+    assert set(view.analysis.samples.loc[:, "state"]) == {"native"}  # the frames alone: running native
     asleep = view.analysis.os.threads[2000]
     os_ = process_os({2000: 0.05})
     os_.threads[2000] = ThreadOS(2000, "", asleep.cpu_s, None, None, None, {"S": 95, "R": 5}, 0)
     settled = settle_with_os_state(view.analysis.samples, os_)
-    assert set(settled["state"]) == {"io"}
+    assert set(settled.loc[:, "state"]) == {"io"}
     running = process_os({2000: 9.0})
     running.threads[2000] = ThreadOS(2000, "", 9.0, None, None, None, {"R": 90, "S": 10}, 0)
-    assert set(settle_with_os_state(view.analysis.samples, running)["state"]) == {"native"}
+    assert set(settle_with_os_state(view.analysis.samples, running).loc[:, "state"]) == {"native"}
 
 
 def test_a_child_at_a_few_hundredths_of_a_core_beside_a_busy_server_is_a_helper():

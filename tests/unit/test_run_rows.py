@@ -39,9 +39,9 @@ def _track(ids: list[int], **kwargs) -> ThreadTrack:
 
 def test_consecutive_identical_samples_of_a_thread_are_one_row_with_their_count() -> None:
     samples = _analysis(_profile([_track([0, 0, 0, 1, 1, 0])])).samples
-    assert samples["stack"].tolist() == [0, 1, 0]
-    assert samples["count"].tolist() == [3, 2, 1]
-    assert samples["t"].to_numpy() == pytest.approx([0.0, 0.03, 0.05])
+    assert samples.loc[:, "stack"].tolist() == [0, 1, 0]
+    assert samples.loc[:, "count"].tolist() == [3, 2, 1]
+    assert samples.loc[:, "t"].to_numpy() == pytest.approx([0.0, 0.03, 0.05])
 
 
 @pytest.mark.parametrize("kwargs", [
@@ -69,7 +69,7 @@ def test_rows_expand_into_the_instants_of_their_samples() -> None:
     samples = _analysis(profile).samples
     found = instants(np.arange(len(samples)), *_columns(samples), thread_steps(profile))
     assert found.t == pytest.approx(np.tile(np.arange(6) * 0.01, 2))
-    assert samples["stack"].to_numpy()[found.row].tolist() == [0, 0, 1, 1, 1, 0, 1, 0, 0, 0, 0, 1]
+    assert samples.loc[:, "stack"].to_numpy()[found.row].tolist() == [0, 0, 1, 1, 1, 0, 1, 0, 0, 0, 0, 1]
 
 
 def _one_row_per_sample(profile: Profile) -> Profile:
