@@ -26,6 +26,7 @@ from diagnose.errors import ExitCode
 from tests.conftest import RECORDED, REPO, CliResult, invoke_cli
 from tests.integration.conftest import requires_ptrace
 from tests.integration.typed import read_report
+from tests.speedscope_file import speedscope_of
 
 pytestmark = [pytest.mark.integration]
 
@@ -213,8 +214,8 @@ def test_full_disk_during_analyze_keeps_the_files_written_before(full_disk):
 @requires_ptrace
 def test_full_disk_during_attach_keeps_the_samples(full_disk, sleeper):
     proc = cli("attach", sleeper, "-d", "2", "-q", "-o", full_disk)
-    speedscope = _kept_after_full_disk(proc, full_disk)
-    assert sum(len(p["samples"]) for p in speedscope["profiles"]) > 0
+    speedscope = speedscope_of(_kept_after_full_disk(proc, full_disk))
+    assert sum(len(p.samples) for p in speedscope.profiles) > 0
 
 
 # --- report names -----------------------------------------------------------------------------

@@ -9,7 +9,6 @@ towers hundreds of frames deep (`… → app → tokenize → Arbiter.run → �
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from pathlib import Path
@@ -22,6 +21,7 @@ from tests.conftest import run_cli
 from tests.integration.conftest import requires_ptrace, running, workload_command
 from tests.integration.servers import free_port, gunicorn_sync, load_during, start_server
 from tests.integration.typed import read_report
+from tests.speedscope_file import read_speedscope
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
 
@@ -69,15 +69,15 @@ def report_stacks(out_dir: Path) -> dict[str, dict[int, list[list[tuple[str, str
     for row in report.stacks.samples:
         by_json.setdefault(row.pid, []).append(
             (row.thread, [frame_key(frames[i].function, frames[i].file) for i in row.stack]))
-    speedscope = json.loads(next(p for p in out_dir.glob("*.speedscope.json")
-                                 if not p.name.endswith(".native.speedscope.json")).read_text())
-    shared = speedscope["shared"]["frames"]
+    speedscope = read_speedscope(next(p for p in out_dir.glob("*.speedscope.json")
+                                      if not p.name.endswith(".native.speedscope.json")))
+    shared = speedscope.frames
     by_speedscope: dict = {}
-    for profile in speedscope["profiles"]:
-        _, pid, _, _, thread = profile["name"].split(maxsplit=4)  # Process P Thread T "name"
+    for profile in speedscope.profiles:
+        _, pid, _, _, thread = profile.name.split(maxsplit=4)  # Process P Thread T "name"
         by_speedscope.setdefault(int(pid), []).extend(
-            (thread.strip('"'), [frame_key(shared[i]["name"], shared[i]["file"]) for i in sample])
-            for sample in profile["samples"])
+            (thread.strip('"'), [frame_key(shared[i].name, shared[i].file) for i in sample])
+            for sample in profile.samples)
     return {"json": by_json, "speedscope": by_speedscope}
 
 

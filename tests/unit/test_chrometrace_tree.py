@@ -23,6 +23,8 @@ from diagnose.render.speedscope_out import profile_to_speedscope
 from tests.conftest import RECORDED, REPO, WORKLOADS
 
 PROGRAM = WORKLOADS / "fork_tree.py"
+# a chrometrace event's keys (the Trace Event Format's)
+EVENT_PHASE, EVENT_PID, EVENT_TID, EVENT_NAME = "ph", "pid", "tid", "name"
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +55,8 @@ def program_depths() -> dict[str, int]:
 
 def test_the_recorded_tree_shares_one_pthread_id_across_its_processes(recording):
     events = json.loads(recording.read_text())
-    assert len({e["pid"] for e in events}) == 3
-    assert len({e["tid"] for e in events}) == 1  # the case the writer keys wrongly
+    assert len({e[EVENT_PID] for e in events}) == 3
+    assert len({e[EVENT_TID] for e in events}) == 1  # the case the writer keys wrongly
 
 
 def test_each_process_of_a_forked_tree_has_its_own_shallow_stacks(recording, tree):
@@ -136,7 +138,7 @@ def test_frames_closed_under_another_pid_are_replayed_as_the_writer_keyed_them()
                         (101, TID, tree_stack(101, "run", "handle", leaf)),
                         (102, TID, tree_stack(102, *worker[1 + i % 2]))])
     events = pyspy_chrometrace(samples)
-    assert any(e["ph"] == "E" and e["pid"] == 100 and e["name"] == "tokenize" for e in events)
+    assert any(e[EVENT_PHASE] == "E" and e[EVENT_PID] == 100 and e[EVENT_NAME] == "tokenize" for e in events)
     profile = load_chrometrace(events, rate_hz=100)
     # the stacks each process was seen to change to, in order
     seen = {t.pid: [functions(profile, s) for s in t.changes[1]] for t in profile.threads}
