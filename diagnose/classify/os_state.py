@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from diagnose.classify.state import LOCK_LINE
 from diagnose.model import source
 from diagnose.model.kernel_waits import Blocking, KernelView, WaitObject
 from diagnose.model.profile import Frame
@@ -147,7 +148,7 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
         _vote(votes, seen_at, seen_stack, times, objects, interval_s)
     objects_at = {o: i for i, o in enumerate(kernel.objects)}
     sites = samples["site"].to_numpy()
-    for stack, obj in _agreed(votes).items():
+    for stack, obj in _at_the_acquire(_agreed(votes), kernel.objects, stacks, sites, frames).items():
         decision[(stacks == stack) & votable & (decision < 0)] = obj
     for frame, obj_ in (decided or {}).items():
         index = objects_at.get(obj_)
@@ -208,6 +209,42 @@ def _agreed(votes: Mapping[int, Mapping[int, int]]) -> dict[int, int]:
         if total >= MIN_VOTES and n / total >= AGREEMENT:
             out[stack] = obj
     return out
+
+
+def _at_the_acquire(agreed: dict[int, int], objects: Sequence[WaitObject], stacks: np.ndarray,
+                    sites: np.ndarray, frames: Sequence[Frame]) -> dict[int, int]:
+    """A lock is waited for at the line that takes it. When the votes give one held lock to
+    several stacks and some of them block at a line that takes a lock, the others won their
+    votes by timing (ticks at the edge of a stretch of work beside the wait, on a busy machine):
+    they keep the frames' reading."""
+    if not frames:
+        return agreed
+    leaf: dict[int, int] = {}
+    for stack, site in zip(stacks.tolist(), sites.tolist()):
+        leaf.setdefault(int(stack), int(site))
+    by_lock: dict[int, list[int]] = {}
+    for stack, obj in agreed.items():
+        if objects[obj].blocking == Blocking.HELD and objects[obj].resource == ResourceKind.LOCK:
+            by_lock.setdefault(obj, []).append(stack)
+    out = dict(agreed)
+    for group in by_lock.values():
+        taking = {s for s in group if _takes_a_lock(frames, leaf.get(s, -1))}
+        if taking and len(taking) < len(group):
+            for stack in group:
+                if stack not in taking:
+                    del out[stack]
+    return out
+
+
+def _takes_a_lock(frames: Sequence[Frame], site: int) -> bool:
+    if not 0 <= site < len(frames):
+        return False
+    frame = frames[site]
+    try:
+        text = source.getline(frame.file, frame.line) if frame.line else ""
+    except Exception:  # unreadable source is no evidence either way
+        return False
+    return bool(LOCK_LINE.search(text))
 
 
 def pooled_decisions(kernels: Mapping[int, KernelView],

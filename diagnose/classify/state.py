@@ -102,7 +102,7 @@ _STDLIB_IO: FramePatterns = [
 _PLUMBING: FramePatterns = [
     ("threading.py", re.compile(r"(_bootstrap|_bootstrap_inner|run)$")),
 ]
-_LOCK_LINE = re.compile(r"\bwith\b.*(lock|mutex|_lk|sem)\w*\b.*:|\.acquire\(|\.get\(\)|\.wait\(", re.I)
+LOCK_LINE = re.compile(r"\bwith\b.*(lock|mutex|_lk|sem)\w*\b.*:|\.acquire\(|\.get\(\)|\.wait\(", re.I)
 _SLEEP_LINE = re.compile(r"\bsleep\(")
 # Pool workers whose wait is always a wait for work.
 _IDLE_SITES: FramePatterns = [
@@ -429,7 +429,7 @@ def classify_stack(frames: Sequence[Frame], native_profile: bool = True,
         return StackState(ThreadState.IDLE, WaitKind.QUEUE, top, estimated=True)
     if _SLEEP_LINE.search(_line_text(frames[top])):
         return StackState(ThreadState.IO, WaitKind.IO, top, estimated=True)
-    if _LOCK_LINE.search(_line_text(frames[top])):
+    if LOCK_LINE.search(_line_text(frames[top])):
         return StackState(ThreadState.LOCK, WaitKind.LOCK, top, estimated=True)
     return StackState(ThreadState.PYTHON, WaitKind.NONE, top, estimated=True)
 

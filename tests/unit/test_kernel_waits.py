@@ -427,3 +427,20 @@ def test_a_reused_socket_descriptor_is_named_by_a_connection_that_was_looked_up(
     tree.sockets = {1: "tcp 127.0.0.1:9000"}
     obj = kernel_view(rec, tree).threads[11].top
     assert obj is not None and obj.label == "socket to 127.0.0.1:9000"
+
+
+def test_a_locks_votes_at_a_line_that_takes_no_lock_go_to_the_line_that_does(tmp_path):
+    # On a busy machine /proc ticks at the edge of a stretch of work beside `with lock:` vote
+    # for the work's stack too: the lock is waited for where it is taken, the rest stays work.
+    from diagnose.classify.os_state import _at_the_acquire
+    from diagnose.model.kernel_waits import WaitObject
+
+    app = tmp_path / "svc.py"
+    app.write_text("def handle(x):\n    with MODEL_LOCK:\n        y = forward(x)\n    return top(y)\n")
+    frames = [Frame("handle", str(app), 2, False), Frame("handle", str(app), 4, False),
+              Frame("worker", str(app), 1, False)]
+    lock = WaitObject(ResourceKind.LOCK, "futex:1:0x10", "lock at 0x10", Blocking.HELD, "futex")
+    other = WaitObject(ResourceKind.LOCK, "futex:1:0x20", "lock at 0x20", Blocking.HELD, "futex")
+    stacks, sites = np.array([0, 1, 2]), np.array([0, 1, 2])
+    kept = _at_the_acquire({0: 0, 1: 0, 2: 1}, [lock, other], stacks, sites, frames)
+    assert kept == {0: 0, 2: 1}  # line 4 loses the model lock; a lock voted alone is kept
