@@ -28,6 +28,7 @@ from diagnose.report.model import Report
 from tests.browser.conftest import requires_browser
 from tests.browser.typed import read_report
 from tests.conftest import RECORDED, invoke_cli
+from tests.speedscope_file import EventedProfile, SpeedscopeFrame, read_evented, read_speedscope
 
 pytestmark = [requires_browser]
 
@@ -82,22 +83,21 @@ def framed_total(stacks: dict) -> float:
     return sum(seconds for stack, seconds in stacks.items() if stack)
 
 
-def evented_stacks(profile: dict, frames: list) -> dict:
+def evented_stacks(profile: EventedProfile, frames: list[SpeedscopeFrame]) -> dict:
     """An evented profile (speedscope's export) as {stack: seconds}: the open frames between
     consecutive events, root first."""
     open_frames: list = []
     weights: dict = {}
-    last = profile["startValue"]
-    for event in profile["events"]:
-        if open_frames and event["at"] > last:
-            stack = tuple((frames[i]["name"], frames[i].get("file"), frames[i].get("line"))
-                          for i in open_frames)
-            weights[stack] = weights.get(stack, 0.0) + event["at"] - last
-        last = event["at"]
-        if event["type"] == "O":
-            open_frames.append(event["frame"])
+    last = profile.start_value
+    for event in profile.events:
+        if open_frames and event.at > last:
+            stack = tuple((frames[i].name, frames[i].file, frames[i].line) for i in open_frames)
+            weights[stack] = weights.get(stack, 0.0) + event.at - last
+        last = event.at
+        if event.type == "O":
+            open_frames.append(event.frame)
         else:
-            assert open_frames.pop() == event["frame"], "speedscope closed a frame it did not open"
+            assert open_frames.pop() == event.frame, "speedscope closed a frame it did not open"
     assert open_frames == []
     return weights
 
@@ -152,7 +152,7 @@ def test_speedscope_imports_the_file_with_the_reports_threads_stacks_and_weights
         browser, analysed, tmp_path):
     report, profile_path = analysed
     threads = report_threads(report)
-    written = json.loads(profile_path.read_text(encoding="utf-8"))
+    written = read_speedscope(profile_path)
     page, context, console, errors, outside = open_in_speedscope(browser, profile_path, tmp_path)
     try:
         # the toolbar names the first profile and counts them: "NAME (1/N)"
@@ -180,31 +180,31 @@ def test_speedscope_imports_the_file_with_the_reports_threads_stacks_and_weights
         # speedscope's model of the file, written back by its Export button
         with page.expect_download(timeout=WAIT_MS) as download:
             page.get_by_text("Export", exact=False).first.click()
-        exported = json.loads(Path(download.value.path()).read_text(encoding="utf-8"))
+        exported = read_evented(Path(download.value.path()))
     finally:
         context.close()
     assert errors == [] and [t for k, t in console if k == "error"] == []
     assert outside == []
 
-    assert exported["exporter"].startswith("speedscope@")
+    assert exported.exporter.startswith("speedscope@")
     # the file holds every sample of the report, those without a frame included
-    assert sorted(p["name"] for p in written["profiles"]) == sorted(threads)
-    for profile in written["profiles"]:
-        assert sum(profile["weights"]) == pytest.approx(sum(threads[profile["name"]].values()))
-    profiles = {p["name"]: p for p in exported["profiles"]}
+    assert sorted(p.name for p in written.profiles) == sorted(threads)
+    for profile in written.profiles:
+        assert sum(profile.weights) == pytest.approx(sum(threads[profile.name].values()))
+    profiles = {p.name: p for p in exported.profiles}
     assert sorted(profiles) == sorted(threads)
     for name, stacks in threads.items():
-        imported = evented_stacks(profiles[name], exported["shared"]["frames"])
+        imported = evented_stacks(profiles[name], exported.frames)
         # its time range spans every sample; its frames, the samples that have one
-        span = profiles[name]["endValue"] - profiles[name]["startValue"]
+        span = profiles[name].end_value - profiles[name].start_value
         assert span == pytest.approx(sum(stacks.values()))
         assert sum(imported.values()) == pytest.approx(framed_total(stacks))
         framed = {stack: seconds for stack, seconds in stacks.items() if stack}
-        if written.get("exporter") == "diagnose":
+        if written.exporter == "diagnose":
             assert max(map(len, imported)) == max(map(len, framed)), name
             assert imported.keys() == framed.keys(), name
             for stack, seconds in framed.items():
                 assert imported[stack] == pytest.approx(seconds), (name, stack)
         else:  # py-spy's own file: a process and a thread frame above the report's stacks
-            assert written["exporter"].startswith("py-spy")
+            assert written.exporter.startswith("py-spy")
             assert max(map(len, imported)) == max(map(len, framed)) + 2, name
