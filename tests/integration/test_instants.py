@@ -30,6 +30,7 @@ pytestmark = [pytest.mark.integration, requires_ptrace, pytest.mark.serial]
 
 TRIGGER_AFTER_S = 1.0
 DURATION_S = "4"
+HOLDER = "holder"  # the workload's thread that runs from the start and holds the lock the late ones wait for
 
 
 def _recorder_started(pid: int, timeout: float = 60.0) -> float:
@@ -88,7 +89,7 @@ def test_the_report_says_its_instants_were_measured(attached):
 def test_threads_started_mid_window_are_placed_at_their_real_start(attached):
     report, page = attached
     threads = _threads(report)
-    assert threads["holder"].first_s == 0 and threads["MainThread"].first_s == 0
+    assert threads[HOLDER].first_s == 0 and threads["MainThread"].first_s == 0
     window = _window(report)
     late = [threads[f"late-{i}"] for i in range(3)]
     for row in late:
@@ -97,7 +98,7 @@ def test_threads_started_mid_window_are_placed_at_their_real_start(attached):
         # timing; the timeline below checks the placement against it.
         assert row.first_s is not None and 0 < row.first_s < window, row
         assert row.last_s == pytest.approx(window, abs=0.05)
-        assert row.samples < threads["holder"].samples
+        assert row.samples < threads[HOLDER].samples
     # the timeline: the late threads' lanes are empty until they started
     index = {row.name: i for i, row in enumerate(report.threads)}
     assert report.page is not None
@@ -108,7 +109,7 @@ def test_threads_started_mid_window_are_placed_at_their_real_start(attached):
         assert state == -1
         assert steps * timeline.interval_s == pytest.approx(row.first_s,
                                                             abs=2 * timeline.interval_s)
-    assert lanes[index["holder"]][0][0] != -1
+    assert lanes[index[HOLDER]][0][0] != -1
 
 
 def test_a_thread_that_exited_mid_window_ends_there(attached):
