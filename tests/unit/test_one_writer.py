@@ -17,6 +17,20 @@ REPO = Path(__file__).resolve().parents[2]
 HAND_MADE = re.compile(r"\bos\.(replace|rename)\(|\.(replace|rename)\(\s*[A-Z_]+\s*\)|\.tmp\b")
 
 
+@pytest.fixture
+def written(monkeypatch) -> list[Path]:
+    """The paths written through the one writer while the test runs (the writes still happen)."""
+    paths: list[Path] = []
+    real = files.write_atomically
+
+    def spy(path, produce):
+        paths.append(path)
+        real(path, produce)
+
+    monkeypatch.setattr(files, "write_atomically", spy)
+    return paths
+
+
 def test_no_module_but_the_writer_renames_a_temporary_file_into_place():
     writer = REPO / "diagnose" / "outputs" / "files.py"
     for path in sorted((REPO / "diagnose").rglob("*.py")):
@@ -24,15 +38,7 @@ def test_no_module_but_the_writer_renames_a_temporary_file_into_place():
             assert not HAND_MADE.search(path.read_text(encoding="utf-8")), path
 
 
-def test_the_caches_are_written_by_the_one_writer(tmp_path, monkeypatch):
-    written: list[Path] = []
-    real = files.write_atomically
-
-    def spy(path, produce):
-        written.append(path)
-        real(path, produce)
-
-    monkeypatch.setattr(files, "write_atomically", spy)
+def test_the_caches_are_written_by_the_one_writer(tmp_path, monkeypatch, written):
     monkeypatch.setattr(calibrate, "CACHE_FILE", tmp_path / "cache" / "layout.json")
     calibrate._to_disk("key", calibrate.TaskLayout(8, 16, 24, 32, 40))
     assert written == [tmp_path / "cache" / "layout.json"]
@@ -51,15 +57,7 @@ def test_a_file_that_cannot_be_written_leaves_nothing_behind(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_the_symbol_cache_is_written_by_the_one_writer(tmp_path, monkeypatch):
-    written: list[Path] = []
-    real = files.write_atomically
-
-    def spy(path, produce):
-        written.append(path)
-        real(path, produce)
-
-    monkeypatch.setattr(files, "write_atomically", spy)
+def test_the_symbol_cache_is_written_by_the_one_writer(tmp_path, monkeypatch, written):
     monkeypatch.setattr(binary, "SYMBOL_CACHE", tmp_path / "python-symbols.json")
     found = binary._Symbols(runtime=4096, version=11, is_exec=False, first_load_vaddr=0)
     monkeypatch.setattr(binary, "_parse_symbols", lambda path: found)
