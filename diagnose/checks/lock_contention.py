@@ -15,15 +15,15 @@ Why it matters:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from diagnose.checks.evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
-from diagnose.checks.base import (Finding, ScoreBasis, Site, amdahl, make_finding, pct, ramp, serial_gain,
-                                  short_path, sites_from_waits)
+from diagnose.checks.base import Finding, Site, amdahl, pct, short_path
+from diagnose.checks.wait_share import WaitShare, wait_finding, where
 from diagnose.classify.os_state import FILE_LOCK_CALL
 from diagnose.model import source
 from diagnose.model.held_locks import Taken, acquired_at, held_at
@@ -126,14 +126,13 @@ def _frame_of(analysis: Analysis, site: WaitSite) -> int:
 
 def run(analysis: Analysis, settings: Settings) -> Finding:
     req = analysis.request_samples()
-    total = float(req["count"].sum())
     # A deadlock's threads and its victims wait forever, not in turn: the deadlock check's.
     hung = {t.site_frame for d in analysis.deadlocks for t in (*d.threads, *(v.thread for v in d.victims))}
-    waits = [w for w in analysis.waits if w.kind in LOCK_KINDS and _frame_of(analysis, w) not in hung]
-    share = sum(w.share for w in waits)
+    measured = WaitShare.of(analysis, LOCK_KINDS, lambda w: _frame_of(analysis, w) not in hung)
+    waits, share = measured.waits, measured.share
     evidence: dict[str, object] = {
         "lock_wait_share": share,
-        "lock_wait_thread_seconds": sum(w.thread_seconds for w in waits),
+        "lock_wait_thread_seconds": measured.thread_seconds,
         "request_threads": int(len(analysis.request_threads)),
         "threads_waiting": max((w.threads for w in waits), default=0),
         "estimated": bool(req[req["state"] == ThreadState.LOCK]["estimated"].any()),
@@ -164,19 +163,17 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
         top = waits[0]
         evidence["top_site_max_concurrent_waiters"] = top.max_concurrent
         evidence["holder"] = describe(top)
-        summary = (f"{pct(share)} of request-thread time waits on the lock at "
-                   f"{short_path(top.file)}:{top.line} ({top.function})")
+        summary = f"{pct(share)} of request-thread time waits on the lock at {where(top)}"
         if file_lock is not None:
             # The kernel names the lock (a file) and who held it (/proc/locks): another process.
             held_by = (f", held by process {', '.join(map(str, file_lock.holders[:4]))}"
                        if file_lock.holders else "")
             summary = (f"{pct(share)} of request-thread time waits for a {file_lock.label} at "
-                       f"{short_path(top.file)}:{top.line} ({top.function}){held_by} (the kernel: "
-                       f"{file_lock.syscall} on it)")
+                       f"{where(top)}{held_by} (the kernel: {file_lock.syscall} on it)")
             evidence["holder"] = f"{file_lock.label}{held_by}"
     else:
         summary = f"{pct(share)} of request-thread time waits on locks"
-    gain = serial_gain(share, analysis, "waiting on locks")
+    gain: tuple[float, str] | None = None  # None: the serial gain of the share
     # A threaded pool only: a library pinned to one thread (no pool threads) serializes nothing.
     serializing = next((sp for sp in analysis.pool_splits
                         if sp.samples >= SERIALIZING_MIN_SAMPLES and sp.library in SERIALIZES_CALLERS),
@@ -236,12 +233,10 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
                          f"threads would queue inside {serializing.library}). First size the pool to "
                          f"the work: start the service with {serializing.knob}=1 and re-measure; then "
                          f"shrink the critical section or use a pool of model instances.")
-    return make_finding(ID, settings, ramp(share, settings.low, settings.high), summary,
-                        evidence, ([kernel_site] if kernel_site is not None else []) + sites_from_waits(waits),
-                        advice=advice, gain=gain, samples=total,
-                        basis=ScoreBasis("lock_wait_share", lambda s: ramp(s, settings.low, settings.high),
-                                         None if serializing is not None else
-                                         lambda s: serial_gain(s, analysis, "")[0]))
+    # The share with the kernel's file-lock waits the samples missed.
+    return wait_finding(ID, settings, analysis, replace(measured, share=share), "lock_wait_share", summary, evidence,
+                        "waiting on locks", gain=gain, advice=advice,
+                        lead=[kernel_site] if kernel_site is not None else [])
 
 
 PEER_OCCUPANCY = 0.5  # threads on a serving process at once, on average: it serves them in turn

@@ -18,8 +18,8 @@ from diagnose.checks.evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
-from diagnose.checks.base import (Finding, ScoreBasis, make_finding, pct, ramp, serial_gain,
-                                  short_path, sites_from_waits)
+from diagnose.checks.base import Finding, pct
+from diagnose.checks.wait_share import WaitShare, wait_finding, where
 from diagnose.model.vocab import WaitKind
 from diagnose.model.waits import describe
 from diagnose.report.model.sections import WaitSite
@@ -66,29 +66,23 @@ def _handler(site: WaitSite) -> str:
 
 
 def run(analysis: Analysis, settings: Settings) -> Finding:
-    req = analysis.request_samples()
-    waits = [w for w in analysis.waits if w.kind == WaitKind.LOGGING]
-    share = sum(w.share for w in waits)
+    measured = WaitShare.of(analysis, (WaitKind.LOGGING,))
+    share, top = measured.share, measured.top
     evidence: dict[str, object] = {
         "logging_wait_share": share,
-        "logging_wait_thread_seconds": sum(w.thread_seconds for w in waits),
-        "call_sites": len(waits)}
+        "logging_wait_thread_seconds": measured.thread_seconds,
+        "call_sites": len(measured.waits)}
     summary = f"{pct(share)} of request-thread time waits on logging handler locks"
-    if waits:
-        top = waits[0]
+    if top is not None:
         handler = _handler(top)
         evidence.update({"handler": handler or None, "threads_waiting": top.threads,
                          "max_concurrent_waiters": top.max_concurrent, "holder": describe(top),
                          "fix": {"knob": "queue_handler", "value": True}})
         summary = (f"{pct(share)} of request-thread time waits on a logging handler's lock"
                    + (f" ({handler})" if handler else "")
-                   + f", most from {short_path(top.file)}:{top.line} ({top.function})")
-    return make_finding(ID, settings, ramp(share, settings.low, settings.high), summary,
-                        evidence, sites_from_waits(waits),
-                        gain=serial_gain(share, analysis, "waiting on the logging lock"),
-                        samples=req["count"].sum(),
-                        basis=ScoreBasis("logging_wait_share", lambda s: ramp(s, settings.low, settings.high),
-                                         lambda s: serial_gain(s, analysis, "")[0]))
+                   + f", most from {where(top)}")
+    return wait_finding(ID, settings, analysis, measured, "logging_wait_share", summary, evidence,
+                        "waiting on the logging lock")
 
 
 SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run,

@@ -20,8 +20,8 @@ from diagnose.checks.evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
-from diagnose.checks.base import (Finding, ScoreBasis, make_finding, pct, ramp, serial_gain,
-                                  short_path, sites_from_waits)
+from diagnose.checks.base import Finding, pct
+from diagnose.checks.wait_share import WaitShare, line_of, wait_finding, where
 from diagnose.model.vocab import POOL_KINDS
 from diagnose.model.waits import describe
 
@@ -61,18 +61,16 @@ EVIDENCE = {
 
 
 def run(analysis: Analysis, settings: Settings) -> Finding:
-    req = analysis.request_samples()
-    waits = [w for w in analysis.waits if w.kind in POOL_KINDS]
-    share = sum(w.share for w in waits)
+    measured = WaitShare.of(analysis, POOL_KINDS)
+    share, top = measured.share, measured.top
     evidence: dict[str, object] = {
         "pool_wait_share": share,
-        "pool_wait_thread_seconds": sum(w.thread_seconds for w in waits),
+        "pool_wait_thread_seconds": measured.thread_seconds,
         "request_threads": int(len(analysis.request_threads))}
     summary = f"{pct(share)} of request-thread time waits for a pooled resource"
-    if waits:
-        top = waits[0]
+    if top is not None:
         evidence.update({
-            "acquire_site": f"{short_path(top.file)}:{top.line}",
+            "acquire_site": line_of(top),
             "kind": top.label,
             "threads_waiting": top.threads,
             "max_concurrent_waiters": top.max_concurrent,
@@ -84,13 +82,8 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
         })
         size = f"; about {top.max_holders} held at once (the pool size?)" if top.max_holders else ""
         summary = (f"{pct(share)} of request-thread time waits for a pooled resource at "
-                   f"{short_path(top.file)}:{top.line} ({top.function}, {top.label}){size}")
-    return make_finding(ID, settings, ramp(share, settings.low, settings.high), summary,
-                        evidence, sites_from_waits(waits),
-                        gain=serial_gain(share, analysis, "waiting for the pool"),
-                        samples=req["count"].sum(),
-                        basis=ScoreBasis("pool_wait_share", lambda s: ramp(s, settings.low, settings.high),
-                                         lambda s: serial_gain(s, analysis, "")[0]))
+                   f"{where(top, top.label)}{size}")
+    return wait_finding(ID, settings, analysis, measured, "pool_wait_share", summary, evidence, "waiting for the pool")
 
 
 SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run,
