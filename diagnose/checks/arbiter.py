@@ -5,23 +5,30 @@
    another (GIL waits behind preprocessing, busy cores under far too many threads), the cause
    leads because it predicts the larger gain (preprocessing's share is not capped by the cores;
    fewer threads return the switching) or, at equal gain, by the causal order (rule 5).
-2. Findings at critical strength (score >= 75) come first, ordered by what fixing them can buy:
-   their predicted gain (Amdahl for a serialized share, capped by the cores the process leaves
-   idle; the utilization law for a pipeline stage; kernels vs pool synchronisation for an
-   intra-op pool; 1.0 where only the model itself can change). Two findings that both saturate
-   the score are never ordered by noise in their scores.
-   Exceptions, at critical strength, whatever the gains: first a finding that the service is
-   hung (HUNG_FIRST: a deadlock; nothing on its threads runs again, so no throughput gain
+2. First, at critical strength (score >= 75) and whatever the gains, a finding that the service
+   is hung (HUNG_FIRST: a deadlock; nothing on its threads runs again, so no throughput gain
    compares with it), then one that foretells a failure (FAILURE_FIRST: an unbounded backlog
-   growing memory until the process is killed).
-3. Weaker findings follow, by score.
+   growing memory until the process is killed). Below critical strength they rank as any other.
+3. Then every finding whose evidence shows a problem (score >= INFO_SCORE, 25), ordered by what
+   fixing it can buy: the gain its advice predicts, `predicted_gain` (Amdahl for a serialized share, capped by
+   the cores the process leaves idle; the utilization law for a pipeline stage; kernels vs pool
+   synchronisation for an intra-op pool; 1.0 where only the model itself can change). A finding
+   that predicts less than LEADING_GAIN (1.1x) predicts nothing worth leading with: it follows
+   every finding that predicts at least that much, and such findings are ordered among
+   themselves by score. The score says how sure and how bad a finding is; it does not order
+   findings that predict a gain, so a warning that predicts 1.4x leads a critical finding that
+   predicts nothing, and a point of score never flips the verdict between attaches.
+   Last, findings under INFO_SCORE (their evidence shows no problem), by score.
 4. Noise never picks the verdict. Each finding carries its score and gain at the ends of the 95%
-   interval of the share its score rests on (base.ScoreBasis). When the first two findings' rank
-   keys overlap within those intervals — one's interval straddles the critical line while the
-   other is critical, their scores overlap below it, or their predicted gains tie within their
-   intervals — either could have come first on another attach: they are co-primary (when the
-   second is a contender: its interval reaches the critical line or it is surely a warning), put in the
-   causal order (rule 5), and the verdict names both (engine.verdict_for).
+   interval of the share its score rests on (base.ScoreBasis), and its rank key is taken at both
+   ends. When the first two findings' rank keys overlap within those intervals — their predicted
+   gains tie within their intervals; neither predicts a gain and their scores overlap; one's gain
+   interval straddles LEADING_GAIN beside a finding that predicts nothing; one's score interval
+   straddles the info line; or a hang's or a failure's straddles the critical line — either could
+   have come first on another attach: they are co-primary (when the second is a contender: its
+   interval reaches the critical line or it is surely a warning), put in the causal order
+   (rule 5), and the verdict names both with the reason in words (noise_reason,
+   engine.verdict_for).
 5. Equal keys fall back to the causal order of engine.CHECKS: the more specific, more actionable
    diagnosis (a blocked loop, a stage, a lock) before its symptoms (busy cores, idle workers).
    Predicted gains under NO_GAIN_BELOW are no structural gain and rank as 1.0: 1.01x against
@@ -57,7 +64,8 @@ CRITICAL = CRITICAL_SCORE
 
 # A finding's place in the causal order (engine.order_of).
 OrderOf = Callable[[Finding], int]
-# (critical or not, urgency, minus gain or score, causal order): smaller ranks first.
+# (tier: hung or failing / shows a problem / below the info line, band: urgency or whether it
+# predicts a gain, minus gain or score, causal order): smaller ranks first.
 RankKey = tuple[int, int, float, int]
 
 
@@ -77,6 +85,11 @@ def _urgency(finding: Finding) -> int:
     return 1 if finding.id in FAILURE_FIRST else 2
 
 
+def hung_or_failing(finding: Finding) -> bool:
+    """It foretells a hang or a failure at critical strength: it leads whatever the gains."""
+    return finding.score >= CRITICAL and _urgency(finding) < 2
+
+
 # Below this ratio a predicted gain is no gain: paired runs on a shared machine do not resolve 5%,
 # and the estimates behind a gain (Amdahl on a sampled share, the cores left idle) are no finer.
 NO_GAIN_BELOW = 1.05
@@ -86,10 +99,22 @@ def _ranked_gain(gain: float | None) -> float:
     return 1.0 if gain is None or gain < NO_GAIN_BELOW else gain
 
 
+# The least predicted gain that ranks a finding among those that buy something: a finding whose
+# first lever predicts less ("change the model": 1.0) follows every finding that predicts this much.
+LEADING_GAIN = 1.1
+
+
 def _key(finding: Finding, score: float, gain: float | None) -> tuple[int, int, float]:
-    if score >= CRITICAL:
-        return (0, _urgency(finding), -_ranked_gain(gain))
-    return (1, 2, -score)
+    """(tier, band, minus gain or score) at one end of the finding's intervals (rules 2-3)."""
+    urgency = _urgency(finding)
+    if score >= CRITICAL and urgency < 2:
+        return (0, urgency, 0.0)
+    if score >= INFO_SCORE:
+        ranked = _ranked_gain(gain)
+        if ranked >= LEADING_GAIN:
+            return (1, 0, -ranked)
+        return (1, 1, -score)
+    return (2, 2, -score)
 
 
 def rank_key(finding: Finding, order: int) -> RankKey:
@@ -224,11 +249,19 @@ def noise_reason(a: Finding, b: Finding) -> str:
         low, high = f.gain_range
         return f"{f.id} {f.predicted_gain or 1.0:.2f}x" + (f" ({low:.2f}-{high:.2f})" if low != high else "")
 
-    critical = [f.score_range[0] >= CRITICAL for f in (a, b)]
-    if all(critical):
-        return (f"both are critical and their predicted gains tie within their intervals: "
-                f"{gain(a)}, {gain(b)}")
-    if any(f.score_range[1] >= CRITICAL for f in (a, b)):
-        return (f"their scores straddle the critical line ({CRITICAL}) within their intervals: "
-                f"{score(a)}, {score(b)}")
-    return f"their scores overlap within their intervals: {score(a)}, {score(b)}"
+    # The tiers and bands the pair's keys reach at the ends of their intervals (rules 2-3).
+    ends = [_key(f, f.score_range[i], f.gain_range[i])[:2] for f in (a, b) for i in (0, 1)]
+    tiers, bands = {t for t, _ in ends}, {b for t, b in ends if t == 1}
+    if 0 in tiers:
+        return (f"their scores straddle the critical line ({CRITICAL}) at which a hang or a failure "
+                f"leads, within their intervals: {score(a)}, {score(b)}")
+    if 2 in tiers:
+        return (f"their scores straddle the line ({INFO_SCORE}) under which a finding shows no "
+                f"problem, within their intervals: {score(a)}, {score(b)}")
+    if bands == {0, 1}:
+        return (f"their predicted gains straddle {LEADING_GAIN:.2f}x, the least gain that ranks "
+                f"by its size, within their intervals: {gain(a)}, {gain(b)}")
+    if bands == {0}:
+        return f"their predicted gains tie within their intervals: {gain(a)}, {gain(b)}"
+    return (f"neither predicts a gain and their scores overlap within their intervals: "
+            f"{score(a)}, {score(b)}")

@@ -1,4 +1,4 @@
-"""Runs every check, ranks findings by score, and names the verdict."""
+"""Runs every check, ranks findings by what fixing them buys (checks/arbiter.py), and names the verdict."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from diagnose.checks import stage_bound
-from diagnose.checks.arbiter import CRITICAL, HUNG_FIRST, rank
+from diagnose.checks.arbiter import CRITICAL, HUNG_FIRST, hung_or_failing, rank
 from diagnose.checks.base import EvidenceValues, Finding
 from diagnose.checks.engine import (CheckResults, describe_activity, load_check_settings, order_of, run_checks,
                                     verdict_for, waits_hidden)
@@ -64,14 +64,18 @@ def _stage_first(ranked: tuple[Finding, ...], staged: Finding | None,
                  pipeline: ProcessPipeline | None) -> tuple[Finding, ...]:
     """A process pipeline's findings from its own processes (a worker's busy Python, the
     consumer's waits) describe parts of one stage: the stage's finding, at critical strength,
-    leads them (it says which part limits the whole and names the transform they ran)."""
+    leads them (it says which part limits the whole and names the transform they ran). Here the
+    score is what it says everywhere, how sure the evidence is (a stage at critical strength is
+    surely the part that limits the whole); it does not order findings by what they buy. The
+    stage never moves ahead of a finding that the service is hung or will fail (arbiter rule 2),
+    which leads whatever the gains."""
     if staged is None or staged.score < CRITICAL:
         return ranked
     assert pipeline is not None  # a stage finding spans a pipeline (stage_bound.run_processes)
     members = {pipeline.consumer_pid, *pipeline.producer_pids}
     rest = [f for f in ranked if f is not staged]
-    first = next((i for i, f in enumerate(rest) if f.evidence.get("pid") in members
-                  or f.id == IMBALANCE_ID), len(rest))
+    first = next((i for i, f in enumerate(rest) if not hung_or_failing(f)
+                  and (f.evidence.get("pid") in members or f.id == IMBALANCE_ID)), len(rest))
     before = [f for f in rest[:first]]
     return tuple(before + [staged] + rest[first:])
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from diagnose.checks.arbiter import CRITICAL, rank, within_noise
+from diagnose.checks.arbiter import CRITICAL, LEADING_GAIN, rank, within_noise
 from diagnose.checks.base import ScoreBasis, amdahl, make_finding, ramp
 from diagnose.checks.spec import CheckSettings
 from diagnose.checks.engine import order_of, verdict_for
@@ -44,6 +44,18 @@ def share_for(score: float) -> float:
     return 0.05 + score / 100 * 0.35
 
 
+def model_gaining(gain: float):
+    """compute_bound measured on thousands (surely critical) whose advice predicts `gain`, known
+    to about +/-0.01 (the share's interval moves it one for one)."""
+    return compute(gain=gain, gain_of=lambda s: gain + (s - 0.95))
+
+
+def tied_pair():
+    """A warning-level lock (60: about 1.35x, 1.32-1.39) and a critical model whose advice
+    predicts 1.36x: their gains tie within their intervals, whichever is higher on this attach."""
+    return [model_gaining(1.36), lock(share_for(60))]
+
+
 def test_a_score_interval_comes_from_the_share_interval_through_the_checks_formula():
     finding = lock(share_for(73))
     low, high = finding.score_interval
@@ -52,22 +64,40 @@ def test_a_score_interval_comes_from_the_share_interval_through_the_checks_formu
     assert finding.gain_interval[0] < finding.predicted_gain < finding.gain_interval[1]
 
 
-def test_findings_straddling_the_critical_line_share_the_verdict_in_causal_order_whichever_led():
-    below = rank([compute(), lock(share_for(73))], order_of)  # the model leads on points
-    above = rank([compute(), lock(share_for(77))], order_of)  # the lock leads on its gain
+def test_a_warning_that_predicts_a_gain_leads_a_critical_that_predicts_nothing_on_every_attach():
+    """Severity says how sure and how bad, not what to change first: a lock at 73 or 77 (either
+    side of the critical line, about 1.4x) leads a model at 100 whose advice buys nothing, and a
+    point of score no longer flips the verdict between attaches."""
+    below = rank([compute(), lock(share_for(73))], order_of)
+    above = rank([compute(), lock(share_for(77))], order_of)
+    assert below[0].severity == "warning" and above[0].severity == "critical"
     for ranked in (below, above):
+        assert [f.id for f in ranked] == ["lock_contention", "compute_bound"]
+        assert ranked[0].gain_range[0] >= LEADING_GAIN
+        verdict = verdict_for(ranked)
+        assert (verdict.primary, verdict.co_primary) == ("lock_contention", None)
+        assert verdict.first_advice == (LOCK_ADVICE,) and not verdict.co_primary_reason
+        assert "within the noise" not in verdict.headline
+
+
+def test_findings_whose_gains_tie_within_their_intervals_share_the_verdict_in_causal_order():
+    """A warning and a critical finding whose predicted gains overlap: either could lead on another
+    attach, so both are named, in the causal order (the lock first), whichever gain came out higher."""
+    for ranked in (rank(tied_pair(), order_of), rank(tied_pair()[::-1], order_of)):
         assert [f.id for f in ranked] == ["lock_contention", "compute_bound"]
         verdict = verdict_for(ranked)
         assert (verdict.primary, verdict.co_primary) == ("lock_contention", "compute_bound")
-        assert "straddle the critical line" in verdict.co_primary_reason
+        assert verdict.co_primary_reason.startswith("their predicted gains tie within their intervals")
         assert verdict.first_advice == (LOCK_ADVICE, MODEL_ADVICE)
         assert "within the noise of it: compute bound" in verdict.headline
 
 
 def test_clearly_separated_findings_give_one_verdict():
-    weak_lock = lock(share_for(40))
-    assert weak_lock.score_interval[1] < CRITICAL
-    verdict = verdict_for(rank([weak_lock, compute()], order_of))
+    # Gains far apart, the larger at warning strength: the larger gain alone.
+    model = model_gaining(1.6)
+    weak_lock = lock(share_for(55))  # about 1.33x
+    assert weak_lock.score_interval[1] < CRITICAL and weak_lock.gain_range[1] < model.gain_range[0]
+    verdict = verdict_for(rank([weak_lock, model], order_of))
     assert (verdict.primary, verdict.co_primary) == ("compute_bound", None)
     assert verdict.first_advice == (MODEL_ADVICE,) and not verdict.co_primary_reason
     # Both surely critical, gains far apart: the larger gain alone.
@@ -87,8 +117,9 @@ def test_critical_findings_whose_gains_tie_within_their_intervals_share_the_verd
 
 
 def test_the_verdicts_severity_and_the_gate_take_the_higher_of_the_two():
-    verdict = verdict_for(rank([compute(), lock(share_for(73))], order_of))
-    assert verdict.primary == "lock_contention"  # a warning on its own
+    verdict = verdict_for(rank(tied_pair(), order_of))
+    assert (verdict.primary, verdict.co_primary) == ("lock_contention", "compute_bound")
+    assert rank(tied_pair(), order_of)[0].severity == "warning"  # a warning on its own
     assert verdict.severity == "critical"  # its co-primary is critical
     assert gate(0, as_verdict(encode(verdict)), "critical", "the verdict") == 10
     alone = verdict_for((lock(share_for(60)),))
@@ -97,7 +128,7 @@ def test_the_verdicts_severity_and_the_gate_take_the_higher_of_the_two():
 
 
 def test_verdict_and_finding_intervals_survive_a_json_round_trip():
-    ranked = rank([compute(), lock(share_for(73))], order_of)
+    ranked = rank(tied_pair(), order_of)
     verdict = verdict_for(ranked)
     # what a report's reader gets back is the verdict that was decided
     for decided in (verdict, verdict_for((compute(),))):
@@ -108,10 +139,10 @@ def test_verdict_and_finding_intervals_survive_a_json_round_trip():
 
 
 def test_markdown_summary_names_both_findings_with_the_reason_and_each_first_advice():
-    ranked = rank([compute(), lock(share_for(73))], order_of)
+    ranked = rank(tied_pair(), order_of)
     text = render_markdown(decided_report(verdict_for(ranked), ranked))
     assert "**Primary finding:** `lock_contention` · **co-primary:** `compute_bound`" in text
-    assert "**Within the noise of each other:** their scores straddle the critical line" in text
+    assert "**Within the noise of each other:** their predicted gains tie within their intervals" in text
     assert f"**First advice for `lock_contention`:** {md_text(LOCK_ADVICE, 300)}" in text
     assert "**First advice for `compute_bound`:** Use a cheaper model or more cores." in text
 
@@ -144,7 +175,7 @@ def test_a_module_body_or_the_interpreters_bootstrap_is_never_the_bottleneck_sta
 
 
 def test_the_html_fallback_headline_names_both_findings_and_escapes_them():
-    ranked = rank([compute(), lock(share_for(73))], order_of)
+    ranked = rank(tied_pair(), order_of)
     verdict = dataclasses.replace(verdict_for(ranked),
                                   first_advice=("<script>alert(1)</script>", MODEL_ADVICE))
     report = decided_report(verdict, ranked)
@@ -169,11 +200,12 @@ def test_an_exact_tie_is_settled_by_the_causal_order_alone():
 def test_a_finding_at_most_info_with_no_way_to_critical_is_listed_not_named_in_the_verdict():
     """A wide-interval lead (few calibration samples) overlaps a pointwise counter finding at 47:
     naming the 47 would turn on where the lead's interval happened to end on this attach."""
-    lead = lock(share_for(72), samples=60)  # interval roughly 40-95
+    lead = lock(share_for(72), samples=60)  # interval roughly 40-95, its gain about 1.2-1.9x
     counter = make_finding("scheduler_overhead", CheckSettings(title="Scheduler overhead: x"), 47,
-                           "runnable threads queue for the cores", {"runnable_per_core": 2.1})
-    assert lead.score_interval[0] < 47 < lead.score_interval[1]
-    assert within_noise(lead, counter, order_of)  # either could rank first on points...
+                           "runnable threads queue for the cores", {"runnable_per_core": 2.1},
+                           gain=(1.4, "estimate"))
+    assert lead.gain_interval[0] < 1.4 < lead.gain_interval[1]
+    assert within_noise(lead, counter, order_of)  # either could rank first on its gain...
     verdict = verdict_for(rank([lead, counter], order_of))
     assert (verdict.primary, verdict.co_primary) == ("lock_contention", None)  # ...but 47 is no contender
 
@@ -181,7 +213,9 @@ def test_a_finding_at_most_info_with_no_way_to_critical_is_listed_not_named_in_t
 def test_a_warning_level_finding_within_the_noise_of_the_lead_is_named_beside_it():
     lead = lock(share_for(72), samples=60)
     counter = make_finding("scheduler_overhead", CheckSettings(title="Scheduler overhead: x"), 55,
-                           "runnable threads queue for the cores", {"runnable_per_core": 2.6})
+                           "runnable threads queue for the cores", {"runnable_per_core": 2.6},
+                           gain=(1.4, "estimate"))
+    assert within_noise(lead, counter, order_of)
     verdict = verdict_for(rank([lead, counter], order_of))
     assert {verdict.primary, verdict.co_primary} == {"lock_contention", "scheduler_overhead"}
 
@@ -209,12 +243,12 @@ def test_gains_under_five_percent_are_no_gain_and_the_causal_order_settles_them(
 
 
 def test_a_low_confidence_finding_never_leads_a_noise_tie_over_a_well_measured_one():
-    """A GIL share calibrated from few native samples straddles the critical line beside a model
-    measured on thousands: the verdict names both, the well-measured one first."""
+    """A GIL share calibrated from few native samples, whose gain ties with a model's measured on
+    thousands: the verdict names both, the well-measured one (surely critical) first."""
     loose = gil(0.45, 40, 1.13)
     assert loose.low_confidence and loose.score_interval[1] >= CRITICAL
-    model = compute(share=0.95)
-    assert model.score_range[0] >= CRITICAL
+    model = model_gaining(1.13)
+    assert model.score_range[0] >= CRITICAL and within_noise(loose, model, order_of)
     verdict = verdict_for(rank([loose, model], order_of))
     assert (verdict.primary, verdict.co_primary) == ("compute_bound", "gil_contention")
 

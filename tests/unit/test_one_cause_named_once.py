@@ -8,7 +8,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from diagnose.checks.arbiter import CRITICAL, rank, same_work, symptom_of, within_noise
+from diagnose.checks.arbiter import (CRITICAL, next_cause, rank, rank_key, same_work, symptom_of,
+                                     within_noise)
 from diagnose.checks.base import (ScoreBasis, Site, amdahl, make_finding, more_cores_lever, ramp,
                                   remove_work_lever)
 from diagnose.checks.engine import order_of, verdict_for
@@ -92,16 +93,23 @@ def stage(gain: float, score: float = 50, function: str = "batcher_loop"):
                         gain=(gain, "estimate"), samples=70)
 
 
+def spinning_pair():
+    """Threads spinning pure Python: the GIL's waiters (86, about 1.67x: 1.61-1.73) and the busy
+    threads on the holder's code (77, the same 1.67x from more cores): their gains tie."""
+    return [busy(0.77, gain=min(amdahl(0.4), 2.0)), gil(0.4)]
+
+
 def named(findings) -> tuple[str | None, str | None, tuple[str, ...]]:
     verdict = verdict_for(rank(findings, order_of))
     return verdict.primary, verdict.co_primary, verdict.also
 
 
 def test_busy_threads_on_the_gil_holders_code_are_folded_into_the_gil_verdict_not_named_beside_it():
-    # Threads spinning pure Python: both critical, gains tied near 2x, the busy share straddling
-    # the critical line. Without rule 7 the busy finding is co-primary on some attaches only.
-    spinning, waiting = busy(0.77), gil(0.4)
+    # Threads spinning pure Python: both critical, their predicted gains tied within the GIL's
+    # interval. Without rule 7 the busy finding would be named beside the GIL on every attach.
+    spinning, waiting = spinning_pair()
     assert spinning.score_range[0] < CRITICAL <= spinning.score_range[1]
+    assert waiting.gain_range[0] < spinning.predicted_gain < waiting.gain_range[1]
     assert within_noise(waiting, spinning, order_of) and same_work(waiting, spinning)
     verdict = verdict_for(rank([spinning, waiting], order_of))
     assert (verdict.primary, verdict.co_primary, verdict.also) == ("gil_contention", None, ("cpu_bound",))
@@ -137,16 +145,23 @@ def test_findings_that_make_different_code_cheaper_are_two_causes():
 
 
 def test_the_next_cause_after_a_folded_symptom_is_the_one_that_may_share_the_verdict():
-    # GIL waits behind tokenize, the preprocess finding on tokenize too, and the model's compute
-    # straddling the critical line on 200 samples: the model is the second cause.
-    waiting = gil(0.38, samples=60, holder="tokenize", room=1.0)
+    # GIL waits behind tokenize (2.0x, capped by the cores), the preprocess finding on tokenize
+    # too (2.0x), and a lock wait whose gain (1.89x: 1.81-1.97) ties the GIL's (1.92-2.0): the
+    # lock, ranked third behind the folded tokenizer, is the second cause.
+    waiting = gil(0.5, holder="tokenize", room=2.0)
     tokenizing = preprocess(0.5, function="tokenize")
-    model = compute(0.68)
-    assert model.score_range[0] < CRITICAL <= model.score_range[1]
-    primary, co, also = named([waiting, tokenizing, model])
-    assert {primary, co} == {"gil_contention", "compute_bound"} and also == ("preprocess_bound",)
-    # Without the model beside it, the tokenizer's finding alone is never named.
+    locked = lock(0.47)
+    found = [waiting, tokenizing, locked]
+    assert [f.id for f in sorted(found, key=lambda f: rank_key(f, order_of(f)))] == [
+        "gil_contention", "preprocess_bound", "lock_contention"]
+    assert next_cause(sorted(found, key=lambda f: rank_key(f, order_of(f)))) is locked
+    assert named(found) == ("lock_contention", "gil_contention", ("preprocess_bound",))
+    # Without the lock beside it, the tokenizer's finding is never named beside the GIL's.
     assert named([tokenizing, waiting]) == ("gil_contention", None, ("preprocess_bound",))
+    # Nor, when the GIL's own advice buys nothing (no core left), is the GIL named beside the
+    # tokenizer, which predicts 2x and leads: one cause, named once.
+    stuck = gil(0.38, samples=60, holder="tokenize", room=1.0)
+    assert named([tokenizing, stuck]) == ("preprocess_bound", None, ("gil_contention",))
 
 
 def test_a_symptom_too_weak_to_contend_is_neither_named_nor_folded():
@@ -154,7 +169,7 @@ def test_a_symptom_too_weak_to_contend_is_neither_named_nor_folded():
 
 
 def test_the_folded_findings_survive_a_json_round_trip():
-    verdict = verdict_for(rank([busy(0.77), gil(0.4)], order_of))
+    verdict = verdict_for(rank(spinning_pair(), order_of))
     back = as_verdict(json.loads(json.dumps(encode(verdict))))
     assert back.also == verdict.also == ("cpu_bound",)
     assert back.named == ("gil_contention",)
@@ -178,12 +193,14 @@ def test_a_stage_on_other_code_is_a_second_cause_and_one_on_the_same_code_is_fol
     primary, co, also = named([stage(1.0, function="decode_loop"), model])
     assert {primary, co} == {"compute_bound", "stage_bound"} and also == ()
     # On the model's own stage, the model's compute buys nothing structural: whichever of the two
-    # ranks first names that stage, the other is folded, never both named.
-    assert named([stage(1.6), model]) == ("compute_bound", None, ("stage_bound",))
+    # ranks first names that stage, the other is folded, never both named. A stage that predicts
+    # 1.6x leads the model at any score (the model predicts nothing), and folds it.
+    assert named([stage(1.6), model]) == ("stage_bound", None, ("compute_bound",))
+    assert named([stage(1.6, score=30), model]) == ("stage_bound", None, ("compute_bound",))
 
 
 def test_the_markdown_summary_lists_the_folded_findings_apart_from_the_named_one():
-    ranked = rank([busy(0.77), gil(0.4)], order_of)
+    ranked = rank(spinning_pair(), order_of)
     text = render_markdown(decided_report(verdict_for(ranked), ranked))
     assert "**Primary finding:** `gil_contention` ·" in text and "co-primary" not in text
     assert "**The same cause, also seen as:** `cpu_bound`" in text
@@ -204,7 +221,7 @@ def test_a_second_cause_whose_interval_reaches_below_the_warning_line_is_not_nam
 
 
 def test_the_html_fallback_lists_the_folded_findings_escaped():
-    ranked = rank([busy(0.77), gil(0.4)], order_of)
+    ranked = rank(spinning_pair(), order_of)
     verdict = verdict_for(ranked)
 
     def page_of(verdict) -> str:

@@ -81,8 +81,14 @@ def test_saturated_findings_are_ordered_by_what_fixing_them_buys_not_by_score():
     assert [f.id for f in ranked] == ["scheduler_overhead", "lock_contention", "compute_bound"]
 
 
-def test_weaker_findings_follow_by_score():
-    order = {"a": 0, "b": 1, "c": 2}.__getitem__
+def test_findings_that_predict_no_gain_follow_by_score_and_findings_under_info_come_last():
+    order = {"a": 0, "b": 1, "c": 2, "d": 3}.__getitem__
     order_of = lambda f: order(f.id)  # noqa: E731
-    ranked = rank([_finding("a", 40, 9.0), _finding("b", 60, 1.0), _finding("c", 80, 1.0)], order_of)
-    assert [f.id for f in ranked] == ["c", "b", "a"]
+    # a, a warning that predicts 9x, leads; b and c predict nothing and follow by score; d (20,
+    # under the info line) shows no problem and comes last whatever it predicts.
+    ranked = rank([_finding("a", 40, 9.0), _finding("b", 60, 1.0), _finding("c", 80, 1.0),
+                   _finding("d", 20, 5.0)], order_of)
+    assert [f.id for f in ranked] == ["a", "c", "b", "d"]
+    # Without a finding that predicts a gain, those that predict nothing still follow by score.
+    ranked = rank([_finding("b", 60, 1.0), _finding("d", 20, 5.0), _finding("c", 80, 1.0)], order_of)
+    assert [f.id for f in ranked] == ["c", "b", "d"]
