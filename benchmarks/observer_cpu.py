@@ -131,9 +131,17 @@ def measure(workload: str, seconds: float,
         observer.wait()
         out.close()
         try:
-            verdict = json.loads((work / "attach.json").read_text())["verdict"]["primary"]
+            report = json.loads((work / "attach.json").read_text())
+            verdict = report["verdict"]["primary"]
         except (ValueError, KeyError):
-            verdict = f"exit {observer.returncode}"
+            report, verdict = {}, f"exit {observer.returncode}"
+        # The report's own figure (sampling.observer, measured from /proc over its window), to
+        # set beside this poller's.
+        stated = (report.get("sampling") or {}).get("observer") or {}
+        for key in ("observer_cpu_s", "observer_own_cpu_s", "observer_children_cpu_s",
+                    "cpu_window_s", "observer_cores", "target_cores"):
+            if isinstance(stated.get(key), (int, float)):
+                table["(report)"][key] = stated[key]
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         total = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
         window = (window_end or time.monotonic()) - (window_start or time.monotonic())
@@ -195,6 +203,14 @@ def _print_run(run: int, args, result: tuple[dict[str, dict[str, float]], str], 
           f"{sums['after']:.2f} |")
     print(f"getrusage total of the attach: "
           f"{table['(getrusage total of the attach)']['total']:.2f} s")
+    stated = table.get("(report)") or {}
+    if "observer_cpu_s" in stated:
+        print(f"the report's figure: observer {stated['observer_cpu_s']:.2f} CPU s "
+              f"(diagnose {stated.get('observer_own_cpu_s', float('nan')):.2f}, "
+              f"children {stated.get('observer_children_cpu_s', float('nan')):.2f}) over "
+              f"{stated.get('cpu_window_s', float('nan')):.1f} s: "
+              f"{stated.get('observer_cores', float('nan')):.2f} cores beside the target's "
+              f"{stated.get('target_cores', float('nan')):.2f}")
 
 
 def _print_comparison(args, sides: dict[str, list[dict[str, dict[str, float]]]]) -> None:

@@ -267,6 +267,10 @@ class Run:
     observer_wall_s: float | None = None
     observer_cpu_s: float | None = None  # CPU of the observer's whole process tree
     pyspy_cpu_s: float | None = None  # diagnose's own account of py-spy's CPU
+    # the report's own figure (sampling.observer, from /proc over its window): diagnose and its
+    # children, and the target tree, in cores
+    report_observer_cores: float | None = None
+    report_target_cores: float | None = None
     paused_share: float | None = None  # diagnose's /proc view of the py-spy pauses
     verdict: str = "n/a"
     target_threads: int | None = None
@@ -528,6 +532,9 @@ def run_once(workload: str, round_no: int, mode: str, seconds: float, grace: flo
                 run.verdict = report["verdict"]["primary"]
                 sampling = report.get("sampling", {})
                 run.pyspy_cpu_s = sampling.get("pyspy_cpu_s")
+                stated = sampling.get("observer") or {}
+                run.report_observer_cores = stated.get("observer_cores")
+                run.report_target_cores = stated.get("target_cores")
                 run.paused_share = sampling.get("paused_share")
                 run.extra.update({k: sampling.get(k) for k in (
                     "mode", "plan", "rate_hz", "native_rate_hz", "samples", "errors",
@@ -617,6 +624,8 @@ def summarize(runs: list[Run], modes: list[str], workloads: list[str]) -> list[d
                 "observer_cpu_s": _median([r.observer_cpu_s for r in ok_runs]),
                 "observer_wall_s": _median([r.observer_wall_s for r in ok_runs]),
                 "pyspy_cpu_s": _median([r.pyspy_cpu_s for r in ok_runs]),
+                "report_observer_cores": _median([r.report_observer_cores for r in ok_runs]),
+                "report_target_cores": _median([r.report_target_cores for r in ok_runs]),
                 "paused_share": _median([r.paused_share for r in ok_runs]),
                 "foreign_cores": _median([r.foreign_cores for r in ok_runs]),
                 "achieved_hz": _median([r.achieved_hz for r in ok_runs]),
@@ -654,6 +663,9 @@ def markdown(rows: list[dict], args, started: float | None, loads: tuple[float, 
         extra = ""
         if r["pyspy_cpu_s"] is not None:
             extra = f" (py-spy {r['pyspy_cpu_s']:.1f})"
+        if r.get("report_observer_cores") is not None:  # the report's own figure, in cores
+            extra += (f"; report: {r['report_observer_cores']:.2f} cores beside the target's "
+                      f"{_f(r.get('report_target_cores'), '.2f')}")
         lines.append(
             f"| {r['workload']} ({r['script']}) | {r['threads']} | {r['mode']} | {pairs} "
             f"| {_f(r['median_rate'], '.0f')} "

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import psutil
 
-from diagnose.collect import activity, priority, pyspy, target_state, tree
+from diagnose.collect import activity, observer_cpu, priority, pyspy, target_state, tree
 from diagnose.collect.asyncio_tasks import AsyncioTaskSampler
 from diagnose.collect.plan import TreePlan, plan_tree
 from diagnose.collect.procfs import ProcRecord, TreeRecord, TreeSampler, cores_available
@@ -434,6 +434,8 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
     started = time.time()
     started_mono = time.monotonic()
     children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # The observer's own CPU (this process and every child) from here to the window's end.
+    observer_before = observer_cpu.read()
     recorders = session.recorders
     stop.graceful = True  # from here a first signal ends the window and the report is written
     for pid in members:
@@ -494,6 +496,8 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
     elapsed = max(0.0, window_end - started_mono)
     killed = _killed(recorders)
     children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # Every recorder has been reaped: their CPU is in the reaped children's.
+    window_cpu = observer_cpu.window_cpu(observer_before, observer_cpu.read(), tree_record)
     # py-spy's own CPU: on a small box it competes with the target for the same cores.
     pyspy_cpu_s = ((children_after.ru_utime + children_after.ru_stime)
                    - (children_before.ru_utime + children_before.ru_stime))
@@ -602,7 +606,8 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
         processes_sampled=len(tree_record.records),
         pyspy_version=pyspy.pyspy_version(),
         pyspy_cpu_s=round(pyspy_cpu_s, 3),
-        pyspy_cpu_share_of_cores=round(pyspy_cpu_s / (max(elapsed, 1e-3) * record.cores), 4))
+        pyspy_cpu_share_of_cores=round(pyspy_cpu_s / (max(elapsed, 1e-3) * record.cores), 4),
+        cpu=window_cpu)
     return Capture(written[0], record, target, sampling, started,
                    partial=target_exited or interrupted_by is not None or bool(killed),
                    notes=notes,

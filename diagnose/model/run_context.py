@@ -26,6 +26,24 @@ class RunTarget:
 
 
 @dataclass(frozen=True)
+class WindowCpu:
+    """The CPU the observer and the target used over the sampling window, measured from /proc
+    (collect/observer_cpu.py): diagnose's own process (every thread) and every process it
+    started (the py-spy recorders, a helper interpreter), beside the target tree's threads as
+    the /proc sampler read them. Each figure over its own measured span, both the window."""
+
+    own_cpu_s: float  # diagnose's process
+    children_cpu_s: float  # the processes it started: running at the end, or exited and reaped
+    window_s: float  # the span the two were measured over
+    target_cpu_s: float | None = None  # every process of the target tree (None: not read)
+    target_window_s: float | None = None
+
+    @property
+    def cpu_s(self) -> float:
+        return self.own_cpu_s + self.children_cpu_s
+
+
+@dataclass(frozen=True)
 class CaptureSampling:
     """How `attach` sampled the window, as the report's `sampling` section starts from (the
     report adds what the analysis measured: instants, achieved rate, state sources, observer
@@ -49,6 +67,8 @@ class CaptureSampling:
     pyspy_version: str
     pyspy_cpu_s: float
     pyspy_cpu_share_of_cores: float
+    # What diagnose and its recorders used of the CPU over the window, beside the target's.
+    cpu: WindowCpu | None = None
 
 
 @dataclass(frozen=True)

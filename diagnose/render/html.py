@@ -13,7 +13,7 @@ from markupsafe import Markup
 
 from diagnose.render.json_text import compact_text
 from diagnose.render.text_safety import show_invisible
-from diagnose.render.wording import gain_words
+from diagnose.render.wording import gain_words, observer_cpu_text
 from diagnose.report.model import Report
 
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
@@ -86,12 +86,15 @@ def render_html(data: dict, report: Report, deadlock_lines: Sequence[str] = ()) 
     no-JavaScript view reads `report`, the model `data` was made from. `deadlock_lines`: the
     deadlock as text for that view (deadlock_text.dump_lines). The findings' gain words
     (render/wording.py) are made here from `report`, once for both: the page's data carries
-    them as `gain_text` and the no-JavaScript view prints the same strings."""
+    them as `gain_text` and the no-JavaScript view prints the same strings; so are the
+    observer's CPU words (`observer_cpu_text`, "" when the report has no such measure)."""
     env = template_environment()
     js, css = page_script(), inline_stylesheet("static/report.css")
     template = env.get_template("report.html.j2")
     words = [gain_words(f) for f in report.findings]
-    data = {**data, "gain_text": [w.to_json() for w in words]}
+    observer_cpu = observer_cpu_text(report.sampling.observer)
+    data = {**data, "gain_text": [w.to_json() for w in words], "observer_cpu_text": observer_cpu}
     return template.render(data_json=Markup(script_safe_json(data)), js=Markup(js),
                            css=Markup(css), csp=content_security_policy(js, css),
-                           report=report, deadlock_lines=deadlock_lines, gain_words=words)
+                           report=report, deadlock_lines=deadlock_lines, gain_words=words,
+                           observer_cpu=observer_cpu)

@@ -252,9 +252,12 @@ def _run_facts(report: Report, budget: _Budget) -> list[str]:
             ["Samples", sample_text],
             ["Rate (achieved of asked)", _rate_text(sampling)],
             ["Mode", md_cell(sampling.mode, budget.name)],
-            ["Observer cost", _observer_text(sampling)],
-            ["Partial", "**yes**, the target exited during the window" if sampling.partial
-             else "no"]]
+            ["Observer cost", _observer_text(sampling)]]
+    observer_cpu = wording.observer_cpu_text(sampling.observer)
+    if observer_cpu:  # measured by `attach` only
+        rows.append(["Observer CPU", md_cell(observer_cpu)])
+    rows.append(["Partial", "**yes**, the target exited during the window" if sampling.partial
+                 else "no"])
     return ["### Run facts", "", *md_table(("Run fact", "Value"), rows)]
 
 

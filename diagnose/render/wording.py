@@ -10,7 +10,8 @@ them as they are, and the Markdown summary (render/markdown.py) words its line w
 `levers_text`, given each label already escaped and shortened for Markdown.
 
 The evidence's words are made once as well, in render/evidence.py (`describe_evidence`, the
-page's `evidence_text`, the Markdown's rows).
+page's `evidence_text`, the Markdown's rows), and so is the observer's CPU beside the target's
+(`observer_cpu_text`, the page's `observer_cpu_text`, the Markdown's run facts).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from diagnose.report.model import Finding, Lever
+from diagnose.report.model import Finding, Lever, Observer
 
 TIMES = "\u00d7"
 BETWEEN_LEVERS = " \u00b7 "
@@ -99,3 +100,28 @@ def gain_words(finding: Finding) -> GainWords:
     assert gain is not None
     figure = gain_figure(gain)
     return GainWords(text=f"{figure} {estimate_tag()}", tag=f"{figure} est.", figure=figure)
+
+
+def _finite_or_none(value: object) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def observer_cpu_text(observer: Observer) -> str:
+    """"observer: 0.21 cores (diagnose 0.05, py-spy 0.16) beside the target's 1.93 cores,
+    measured from /proc over the 4.3 s window": what diagnose's process and the processes it
+    started (py-spy's recorders, nearly all of it) used of the CPU, beside the target tree; ""
+    when the report has no such measure (`analyze`, an older report)."""
+    cores, window = _finite_or_none(observer.observer_cores), _finite_or_none(observer.cpu_window_s)
+    if cores is None or window is None or window <= 0:
+        return ""
+    text = f"observer: {cores:.2f} cores"
+    own = _finite_or_none(observer.observer_own_cpu_s)
+    children = _finite_or_none(observer.observer_children_cpu_s)
+    if own is not None and children is not None:
+        text += f" (diagnose {own / window:.2f}, py-spy {children / window:.2f})"
+    target = _finite_or_none(observer.target_cores)
+    if target is not None:
+        text += f" beside the target's {target:.2f} cores"
+    return text + f", measured from /proc over the {window:.1f} s window"

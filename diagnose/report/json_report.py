@@ -15,7 +15,7 @@ from diagnose.render.stack_rows import stack_rows
 from diagnose.model.wait_graph import build_wait_graph
 from diagnose.model.service import Service
 from diagnose.model.vocab import ProcessRole
-from diagnose.model.run_context import LiveSampling, RunContext, RunTarget
+from diagnose.model.run_context import LiveSampling, RunContext, RunTarget, WindowCpu
 from diagnose.render.redact import redact_cmdline
 from diagnose.report.model import (SCHEMA_VERSION, Evidence, Finding, Load, Process,
                                    ProcessTasks, Report, Sampling, Target, Thread, ThreadOs,
@@ -124,8 +124,10 @@ ERROR_WARNING_SHARE = 0.05
 RATE_SHORTFALL_WARNING = 0.5
 
 
-def observer_cost(sampling: Sampling) -> Observer:
-    """What observing cost the target, and whether it is large enough to distort the verdict."""
+def observer_cost(sampling: Sampling, cpu: WindowCpu | None = None) -> Observer:
+    """What observing cost the target, and whether it is large enough to distort the verdict.
+    `cpu`: what diagnose and its recorders used of the CPU over the window, beside the target
+    (`attach` measures it; None offline)."""
     paused = sampling.paused_share
     cpu_share = sampling.pyspy_cpu_share_of_cores
     requested, achieved = sampling.rate_hz, sampling.achieved_rate_hz
@@ -140,7 +142,7 @@ def observer_cost(sampling: Sampling) -> Observer:
         warnings.append(f"{100 * error_rate:.0f}% of samples failed")
     if requested and achieved is not None and achieved < RATE_SHORTFALL_WARNING * requested:
         warnings.append(f"sampling achieved {achieved:g} Hz of the {requested} Hz asked for")
-    return Observer(
+    observer = Observer(
         paused_share=paused,
         pyspy_cpu_s=sampling.pyspy_cpu_s,
         pyspy_cpu_share_of_cores=cpu_share,
@@ -152,6 +154,21 @@ def observer_cost(sampling: Sampling) -> Observer:
         plan=sampling.plan,
         warning=("; ".join(warnings) + ": the verdict may be distorted") if warnings else None,
     )
+    return observer if cpu is None else with_cpu(observer, cpu)
+
+
+def with_cpu(observer: Observer, cpu: WindowCpu) -> Observer:
+    """`observer` with what diagnose and its recorders used of the CPU over the window, beside
+    the target: seconds as measured, cores over the span each was measured over."""
+    target = cpu.target_cpu_s
+    return replace(
+        observer,
+        observer_cpu_s=round(cpu.cpu_s, 3), observer_own_cpu_s=round(cpu.own_cpu_s, 3),
+        observer_children_cpu_s=round(cpu.children_cpu_s, 3), cpu_window_s=round(cpu.window_s, 3),
+        observer_cores=round(cpu.cpu_s / cpu.window_s, 3) if cpu.window_s > 0 else None,
+        target_cpu_s=round(target, 3) if target is not None else None,
+        target_cores=(round(target / cpu.target_window_s, 3)
+                      if target is not None and cpu.target_window_s else None))
 
 
 def process_rows(service: Service, per_process: dict) -> tuple[Process, ...]:
@@ -254,6 +271,7 @@ def run_sampling(analysis: Analysis, run: RunContext) -> Sampling:
     thread_samples = int(analysis.samples["count"].sum())
     ticks = int(analysis.threads["samples"].max()) if len(analysis.threads) else 0
     recorded = run.sampling
+    cpu = None
     if isinstance(recorded, LiveSampling):
         capture = recorded.capture
         sampling = Sampling(
@@ -269,6 +287,7 @@ def run_sampling(analysis: Analysis, run: RunContext) -> Sampling:
             pyspy_cpu_s=capture.pyspy_cpu_s,
             pyspy_cpu_share_of_cores=capture.pyspy_cpu_share_of_cores,
             started_at=recorded.started_at)
+        cpu = capture.cpu
     else:
         sampling = Sampling(duration_s=recorded.duration_s, rate_hz=recorded.rate_hz,
                             mode=recorded.mode, duration_at_least_s=recorded.duration_at_least_s,
@@ -298,4 +317,4 @@ def run_sampling(analysis: Analysis, run: RunContext) -> Sampling:
         paused_share=round(analysis.os.observer_stop_share, 4) if analysis.os is not None else None,
         partial=run.partial,
         notes=run.notes)
-    return replace(sampling, observer=observer_cost(sampling))
+    return replace(sampling, observer=observer_cost(sampling, cpu))

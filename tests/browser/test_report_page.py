@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from diagnose.render.html import render_html
+from diagnose.render.wording import observer_cpu_text
 from diagnose.model.vocab import Confidence, Severity
 from diagnose.report.model import Holder, Observer, Report
 from tests.browser.conftest import analyze_recorded, page_data, render_page, requires_browser
@@ -28,7 +29,8 @@ RECORDINGS = ["lock_contention", "preprocess_bound", "scheduler_overhead", "comp
 WAIT_STATES = ("gil", "lock", "io", "idle")
 DEV_SAMPLE = Path(__file__).resolve().parents[2] / "reports" / "dev_sample_data.json"
 OBSERVER_NUMBERS = ("paused_share", "pyspy_cpu_s", "pyspy_cpu_share_of_cores", "requested_rate_hz",
-                    "achieved_rate_hz", "errors", "error_rate")
+                    "achieved_rate_hz", "errors", "error_rate", "observer_cpu_s", "observer_cores",
+                    "target_cores")
 
 
 @pytest.fixture(scope="module")
@@ -519,6 +521,9 @@ def check_observer_section(page, observer: Observer):
         assert on_page.pyspy_cpu == "not measured"
     else:
         assert on_page.pyspy_cpu.startswith(f"{observer.pyspy_cpu_s:g} s")
+    # the observer's CPU beside the target's: the words every output prints (render/wording.py)
+    assert page.text_content('#observer-cost [data-observer="observer-cpu"] dd') == (
+        observer_cpu_text(observer) or "not measured")
     if observer.achieved_rate_hz is not None:
         assert on_page.rate.startswith(f"{observer.achieved_rate_hz:g}")
     if observer.requested_rate_hz:

@@ -13,7 +13,7 @@ from diagnose.checks.service import run_service_checks
 from diagnose.classify.categories import Categorizer
 from diagnose.collect.plan import ProcessPlan
 from diagnose.model.run_context import (CaptureSampling, LiveSampling, LoadLevel, RecordedSampling,
-                                        RunContext, RunTarget)
+                                        RunContext, RunTarget, WindowCpu)
 from diagnose.model.service import build_service
 from diagnose.readers.loaders import load_profile
 from diagnose.report.json_report import build_report
@@ -107,3 +107,20 @@ def test_a_live_capture_writes_its_sampling_plan_start_and_load(analysed):
     assert report.target.pids == (11,) and report.target.children is True
     assert report.load == Load(throughput_rps=41.2, concurrency=8)
     assert "load" not in build_report(service, results, run=replace(run, load=None)).to_json()
+
+
+def test_a_live_capture_writes_the_observers_cpu_beside_the_targets_and_offline_none(analysed):
+    service, results = analysed
+    cpu = WindowCpu(own_cpu_s=0.3, children_cpu_s=0.9, window_s=4.0, target_cpu_s=6.0,
+                    target_window_s=3.9)
+    run = RunContext(RunTarget(pid=11), LiveSampling(replace(_capture_sampling(), cpu=cpu), 1.0))
+    built = build_report(service, results, run=run)
+    report = report_of(built.to_json())  # as written and read back
+    assert report == built
+    observer = report.sampling.observer
+    assert (observer.observer_cpu_s, observer.observer_own_cpu_s, observer.observer_children_cpu_s,
+            observer.cpu_window_s) == (1.2, 0.3, 0.9, 4.0)
+    assert (observer.observer_cores, observer.target_cpu_s, observer.target_cores) == (
+        0.3, 6.0, round(6.0 / 3.9, 3))
+    offline = build_report(service, results).to_json()["sampling"]["observer"]
+    assert not {"observer_cpu_s", "observer_cores", "target_cores"} & set(offline)

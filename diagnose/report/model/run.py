@@ -57,6 +57,17 @@ class Observer:
     torn_stacks_possible: bool = False
     plan: str | None = None
     warning: str | None = None
+    # The CPU the observer used over the window, measured from /proc at its start and end
+    # (collect/observer_cpu.py): diagnose's process (every thread) and every process it started
+    # (py-spy's recorders, a helper interpreter), beside the target tree's CPU over the same
+    # window (the /proc sampler's). Only `attach` measures them: left out offline.
+    observer_cpu_s: float | None = field(default=None, metadata=OPTIONAL)
+    observer_cores: float | None = field(default=None, metadata=OPTIONAL)  # cpu_s / the window
+    observer_own_cpu_s: float | None = field(default=None, metadata=OPTIONAL)  # diagnose's process
+    observer_children_cpu_s: float | None = field(default=None, metadata=OPTIONAL)  # its children
+    cpu_window_s: float | None = field(default=None, metadata=OPTIONAL)  # the span measured over
+    target_cpu_s: float | None = field(default=None, metadata=OPTIONAL)
+    target_cores: float | None = field(default=None, metadata=OPTIONAL)
 
 
 @dataclass(frozen=True)

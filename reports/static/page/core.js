@@ -352,6 +352,8 @@
       evidenceText: Array.isArray(raw.evidence_text) ? raw.evidence_text : null,
       // Per finding, its levers' and gain's words (render/wording.py), as the page prints them.
       gainText: arr(raw.gain_text).map(obj),
+      // The observer's CPU beside the target's, in words (render/wording.py); '' when not measured.
+      observerCpuText: typeof raw.observer_cpu_text === 'string' ? raw.observer_cpu_text : '',
       // Evidence keys with no row of their own (the knob line, the verdict's thread dump).
       evidenceHidden: new Set(Array.isArray(raw.evidence_hidden) ? raw.evidence_hidden.map(str) : ['fix']),
       timeline: {

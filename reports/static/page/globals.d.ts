@@ -26,6 +26,8 @@ interface PageData {
   evidenceText: any[] | null;
   /** Per finding, its levers' and gain's words, as the page prints them. */
   gainText: Record<string, any>[];
+  /** The observer's CPU beside the target's, in words; '' when the report has no such measure. */
+  observerCpuText: string;
   /** Evidence keys with no row of their own. */
   evidenceHidden: Set<string>;
   timeline: PageTimeline;

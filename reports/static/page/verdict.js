@@ -507,7 +507,7 @@
         v instanceof Node ? h('dd', null, v) : h('dd', { text: v || '\u2014' })));
     }
     root.appendChild(dl);
-    root.appendChild(observerBlock(s));
+    root.appendChild(observerBlock(s, D.observerCpuText));
     const cmd = Array.isArray(t.cmdline) ? t.cmdline.map(shellQuote).join(' ') : str(t.cmdline);
     root.appendChild(h('div', { class: 'cmdline' },
       h('div', { class: 'cmd-label', text: 'Command line' }),
@@ -537,14 +537,20 @@
     return w == null || str(w) === '' ? '' : str(w);
   }
 
-  /** "What sampling cost the target": the observer's own effect on what it measured. */
-  function observerBlock(s) {
+  /** "What sampling cost the target": the observer's own effect on what it measured.
+   *  `cpuText`: the observer's CPU beside the target's, in words ('' when not measured). */
+  function observerBlock(s, cpuText) {
     const o = observerOf(s);
     const num = (v) => (isNum(v) ? v : null);
     const attrs = { id: 'observer-cost', class: 'observer', 'aria-labelledby': 'observer-h' };
     for (const k of ['paused_share', 'pyspy_cpu_s', 'pyspy_cpu_share_of_cores', 'requested_rate_hz',
       'achieved_rate_hz', 'errors', 'error_rate']) {
       if (num(o[k]) != null) attrs['data-' + k.replace(/_/g, '-')] = String(o[k]);
+    }
+    // The observer's CPU over the window (diagnose and its recorders) beside the target's.
+    const cpuFigures = obj(s.observer);
+    for (const k of ['observer_cpu_s', 'observer_cores', 'target_cores']) {
+      if (num(cpuFigures[k]) != null) attrs['data-' + k.replace(/_/g, '-')] = String(cpuFigures[k]);
     }
     if (typeof o.torn_stacks_possible === 'boolean') attrs['data-torn-stacks-possible'] = String(o.torn_stacks_possible);
     const warning = observerWarning(s);
@@ -583,6 +589,8 @@
         num(o.paused_share) != null ? fmtPct(o.paused_share) : notMeasured,
         'share of /proc observations of target threads that found them stopped by py-spy'],
       ['pyspy-cpu', 'py-spy CPU', cpu, 'CPU time py-spy itself used; on a small machine it competes with the target'],
+      ['observer-cpu', 'Observer CPU', cpuText || notMeasured,
+        'CPU diagnose and every process it started (py-spy\'s recorders) used over the window, beside the target\'s own, measured from /proc'],
       ['rate', 'Achieved / requested rate', rate, 'sampler ticks per second, against the rate asked for'],
       ['errors', 'Sampling errors', errors, 'samples py-spy could not take'],
       ['torn', 'Stacks may be torn', torn,
