@@ -141,7 +141,11 @@ def test_error_answers_are_counted_by_kind(model):
     assert runs[404].errors_by_kind["http_4xx"] == runs[404].requests > 0
     assert runs[404].errors_by_kind["http_5xx"] == 0
     assert runs[503].errors_by_kind["http_5xx"] == runs[503].requests > 0
-    assert runs[503].errors == runs[503].non_2xx == runs[503].requests
+    assert runs[503].non_2xx == runs[503].requests
+    # every answer is an error; a request a busy machine left unanswered is one too (a
+    # timeout, counted by its own kind), never an answer
+    assert runs[503].errors >= runs[503].requests
+    assert runs[503].errors_by_kind["http_4xx"] == 0
 
 
 @pytest.mark.serial  # a bounded wall time and throughput: no neighbour

@@ -262,7 +262,7 @@ def test_a_process_that_exits_mid_window_ends_the_recording_with_a_note():
     proc, _ = _start(_python("3.13"), TARGET)
     sampler = AsyncioTaskSampler(proc.pid, rate=20).start()
     deadline = time.monotonic() + 120  # a loaded machine
-    while sampler.recording().reads < 2 and time.monotonic() < deadline:
+    while len(sampler.recording().snapshots) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
