@@ -240,11 +240,7 @@ def _takes_a_lock(frames: Sequence[Frame], site: int) -> bool:
     if not 0 <= site < len(frames):
         return False
     frame = frames[site]
-    try:
-        text = source.getline(frame.file, frame.line) if frame.line else ""
-    except Exception:  # unreadable source is no evidence either way
-        return False
-    return bool(LOCK_LINE.search(text))
+    return bool(LOCK_LINE.search(source.stripped_line(frame.file, frame.line)))
 
 
 def pooled_decisions(kernels: Mapping[int, KernelView],

@@ -264,10 +264,7 @@ def _is_idle_site(frames: Sequence[Frame], site: int) -> bool:
 
 
 def _line_text(frame: Frame) -> str:
-    try:
-        return source.getline(frame.file, frame.line).strip() if frame.line else ""
-    except Exception:  # unreadable source is no evidence either way
-        return ""
+    return source.stripped_line(frame.file, frame.line)
 
 
 def _cond_wait_is_gil(tail: Sequence[Frame]) -> bool:

@@ -152,10 +152,7 @@ def _blocking_kind(frames: list[Frame], call_site_index: int, line_text: str) ->
 
 
 def _line_text(frame: Frame) -> str:
-    try:
-        return source.getline(frame.file, frame.line).strip() if frame.line else ""
-    except Exception:  # unreadable source is no evidence either way
-        return ""
+    return source.stripped_line(frame.file, frame.line)
 
 
 def classify_loop_stack(frames: list[Frame], frame_ids: tuple[int, ...], state: str) -> LoopStack | None:

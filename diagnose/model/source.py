@@ -38,6 +38,15 @@ def getline(filename: str, lineno: int) -> str:
     return lines[lineno - 1] if lineno <= len(lines) else ""
 
 
+def stripped_line(filename: str, lineno: int | None) -> str:
+    """`getline`, stripped; "" for no line or a source that fails to read (unreadable source is
+    no evidence either way: callers read it for what a line does)."""
+    try:
+        return getline(filename, lineno).strip() if lineno else ""
+    except Exception:
+        return ""
+
+
 def lines(filename: str) -> list[str]:
     """Every line of `filename` (with newlines), read as `getline` reads it; [] when it cannot be
     read. The list is the cache's own: callers must not change it (its identity says the cache
