@@ -48,6 +48,12 @@ POLL_CALLS = frozenset({"poll", "ppoll"})
 SELECT_CALLS = frozenset({"select", "pselect6"})
 RUNNING = -1  # the syscall file says "running": the thread was on a CPU when read
 MAX_POLLED_FDS = 64  # a poll over more descriptors is read as its first ones
+# A poll or select over at most this many descriptors is read again at every observation: a
+# blocking client with a timeout polls its one socket from the same stack slot for every
+# request, so the slot names a new connection (maybe a new descriptor) each time, and one read
+# of a connection that closed before its peer was looked up would otherwise stand for all.
+# A larger set is an event loop's, read once.
+REREAD_POLLED_FDS = 8
 
 
 @dataclass(frozen=True)
@@ -238,7 +244,7 @@ class KernelWaitReader:
 
     def _resolve_poll(self, tid: int, fds_ptr: int, nfds: int) -> None:
         key = f"poll:{tid}:{fds_ptr:#x}"
-        if key in self.record.watched or not 0 < nfds <= 4096:
+        if not 0 < nfds <= 4096 or (key in self.record.watched and nfds > REREAD_POLLED_FDS):
             return
         memory = self._memory_reader()
         fds: list[int] = []
@@ -250,13 +256,15 @@ class KernelWaitReader:
                 fds = [struct.unpack_from("<i", data, 8 * i)[0] for i in range(count)]
             except RemoteReadError:
                 fds = []
-        self.record.watched[key] = [fd for fd in fds if fd >= 0]
+        if fds or key not in self.record.watched:
+            self.record.watched[key] = [fd for fd in fds if fd >= 0]
         for fd in self.record.watched[key]:
             self._resolve_fd(fd)
 
     def _resolve_select(self, tid: int, nfds: int, readfds_ptr: int) -> None:
         key = f"select:{tid}:{readfds_ptr:#x}"
-        if key in self.record.watched or not 0 < nfds <= 4096 or not readfds_ptr:
+        if not 0 < nfds <= 4096 or not readfds_ptr or (
+                key in self.record.watched and len(self.record.watched[key]) > REREAD_POLLED_FDS):
             return
         memory = self._memory_reader()
         fds: list[int] = []
@@ -267,7 +275,8 @@ class KernelWaitReader:
                 fds = [fd for fd in range(nfds) if data[fd // 8] >> (fd % 8) & 1]
             except RemoteReadError:
                 fds = []
-        self.record.watched[key] = fds[:MAX_POLLED_FDS]
+        if fds or key not in self.record.watched:
+            self.record.watched[key] = fds[:MAX_POLLED_FDS]
         for fd in self.record.watched[key]:
             self._resolve_fd(fd)
 

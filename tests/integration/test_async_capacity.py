@@ -63,7 +63,10 @@ def test_requests_queued_for_worker_threads_are_async_wait_on_the_capacity_limit
     assert found.fixes[0].knob == "anyio.to_thread.current_default_thread_limiter().total_tokens"
     assert found.fixes[0].value > TOKENS
     assert "async def" in verdict.first_advice[0] and "total_tokens" in verdict.first_advice[0]
-    assert found.predicted_gain > 1 and "Little's law" in found.gain_basis
+    # The figure is capped by the cores the machine leaves idle, which a neighbour takes: what
+    # is asserted is the basis and the cap's being said, not the machine's idle cores.
+    assert "Little's law" in found.gain_basis
+    assert found.predicted_gain > 1 or "the cores the process could use allow 1.00x" in found.gain_basis
     (tasks,) = report.tasks
     top = tasks.sites[0]
     assert (top.kind, top.capacity) == ("capacity", TOKENS), top

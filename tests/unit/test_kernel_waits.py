@@ -4,11 +4,16 @@ and stacks, in-process; the live tests are tests/integration/test_kernel_waits_l
 
 from __future__ import annotations
 
+import os
+import socket
+import struct
+
 import numpy as np
 
 from diagnose.checks.service import run_service_checks
 from diagnose.classify.categories import Categorizer
-from diagnose.collect.kernel_waits import (RUNNING, KernelRecord, _address, parse_locks,
+from diagnose.collect.kernel_waits import (REREAD_POLLED_FDS, RUNNING, KernelRecord,
+                                           KernelWaitReader, _address, parse_locks,
                                            parse_syscall)
 from diagnose.collect.procfs import ProcRecord, ThreadCounters, TreeRecord, as_seen_inside
 from diagnose.model.kernel_waits import Blocking, kernel_view, lock_knot
@@ -444,3 +449,53 @@ def test_a_locks_votes_at_a_line_that_takes_no_lock_go_to_the_line_that_does(tmp
     stacks, sites = np.array([0, 1, 2]), np.array([0, 1, 2])
     kept = _at_the_acquire({0: 0, 1: 0, 2: 1}, [lock, other], stacks, sites, frames)
     assert kept == {0: 0, 2: 1}  # line 4 loses the model lock; a lock voted alone is kept
+
+
+class _PollSlot:
+    """The target's memory as the reader sees it: one pollfd struct naming `fd`."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def read(self, _address: int, size: int) -> bytes:
+        return struct.pack("<ihh", self.fd, 1, 0).ljust(size, b"\0")
+
+
+def test_a_poll_slot_naming_a_new_connection_is_read_again_at_each_observation():
+    """A blocking client with a timeout polls its socket from one stack slot request after
+    request: each observation of that slot reads the connection it names now (real descriptors
+    of this process, reused under one number), so a first connection that closed before its peer
+    was looked up does not stand for every later one."""
+    reader = KernelWaitReader(os.getpid(), KernelRecord())
+    number = 900  # one descriptor number, as a client's reused one
+    inodes = []
+    for _ in range(2):
+        ends = socket.socketpair()
+        try:
+            os.dup2(ends[0].fileno(), number)
+            inodes.append(os.fstat(number).st_ino)
+            reader._memory = _PollSlot(number)
+            reader._resolve_poll(tid=1, fds_ptr=0x7FFC0000, nfds=1)
+        finally:
+            for end in ends:
+                end.close()
+    os.close(number)
+    assert inodes[0] != inodes[1]
+    assert reader.record.fd_sockets[number] == inodes
+    assert reader.new_sockets == set(inodes)
+    assert reader.record.fds[number] == f"socket:[{inodes[1]}]"
+
+
+def test_an_event_loops_large_poll_set_is_read_once():
+    reader = KernelWaitReader(os.getpid(), KernelRecord())
+    reads = []
+
+    class Memory:
+        def read(self, address: int, size: int) -> bytes:
+            reads.append(size)
+            return b"\xff" * size  # every descriptor -1: none to resolve
+
+    reader._memory = Memory()
+    for _ in range(3):
+        reader._resolve_poll(tid=1, fds_ptr=0x1000, nfds=REREAD_POLLED_FDS + 1)
+    assert len(reads) == 1
