@@ -11,7 +11,7 @@ the throughput they were taken at.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from diagnose.compare.model import (Diff, FindingChange, FindingSide, FlameDiff, FlameNode,
                                     PrimaryChange, RoleStates, Rules, Side, StateShare, Status,
@@ -166,18 +166,48 @@ def check_same_program(before: Report, after: Report, files: FileMatch | None = 
 Bounds = dict[str, tuple[float, float]]  # a share's key -> its 95% interval
 
 
-def _tick_intervals(finding: Finding, threads: int) -> Bounds:
+@dataclass(frozen=True)
+class Population:
+    """What one report's shares are proportions of, for judging their noise: the request
+    threads sampled at one tick (one observation between them), and the part of their busy time
+    they sat runnable on the run queue (schedstat), which a sample cannot tell from running."""
+
+    threads: int = 1
+    queued: float = 0.0
+
+
+def _is_share_of_busy(key: str) -> bool:
+    return key.endswith("share_of_busy")
+
+
+def _widened(bounds: tuple[float, float], queued: float) -> tuple[float, float]:
+    """A share of busy samples when `queued` of the busy time was waiting for a core: the
+    samples cannot tell queueing from running, so the share of time actually run ranges from
+    all the queued samples being the share's own ((low - q) / (1 - q)) to none of them
+    (high / (1 - q))."""
+    if queued <= 0.0:
+        return bounds
+    if queued >= 1.0:
+        return (0.0, 1.0)
+    low, high = bounds
+    return (max(0.0, (low - queued) / (1 - queued)), min(1.0, high / (1 - queued)))
+
+
+def _tick_intervals(finding: Finding, population: Population) -> Bounds:
     """Each share's 95% interval with the threads sampled at one tick counted as one observation
     (as for wait sites): the report's own intervals count every thread-sample, and two runs of
-    an unchanged service then differ "beyond noise" in a share of busy samples."""
+    an unchanged service then differ "beyond noise" in a share of busy samples. A share of busy
+    samples is widened by the part of busy time spent on the run queue (a loaded machine
+    preempts a thread wherever it is, and the samples place that wait in whatever it was doing)."""
     out: Bounds = {}
     interval: Interval
     for key, interval in finding.intervals.items():
         share = finding.number(key)
         if share is None:
             share = (interval.low + interval.high) / 2
-        n = max(1, round((interval.samples or 0) / max(1, threads)))
-        out[key] = wilson(float(share), n)
+        n = max(1, round((interval.samples or 0) / max(1, population.threads)))
+        bounds = wilson(float(share), n)
+        out[key] = _widened(bounds, population.queued) if _is_share_of_busy(key) else bounds
     return out
 
 
@@ -189,28 +219,43 @@ def _intervals_overlap(a: Bounds, b: Bounds) -> bool | None:
     return all(a[k][0] <= b[k][1] and b[k][0] <= a[k][1] for k in common)
 
 
-def severity_change(before: Finding, after: Finding, threads: tuple[int, int] = (1, 1)
+def severity_change(before: Finding, after: Finding,
+                    populations: tuple[Population, Population] = (Population(), Population())
                     ) -> tuple[Status, str]:
     """(status, why): "unchanged", "changed" or "within noise" (see SEVERITY_MARGIN);
-    `threads`: each report's request threads (see _tick_intervals)."""
+    `populations`: each report's request threads and run-queue share (see _tick_intervals)."""
     moved = after.score - before.score
     if before.severity == after.severity:
         return Status.UNCHANGED, f"score {moved:+d}" if moved else "same score"
     if abs(moved) < SEVERITY_MARGIN:
         return Status.WITHIN_NOISE, (f"score moved {moved:+d}, less than {SEVERITY_MARGIN} points: "
                                 f"a score near a threshold crosses it from run to run")
-    overlap = _intervals_overlap(_tick_intervals(before, threads[0]),
-                                 _tick_intervals(after, threads[1]))
+    overlap = _intervals_overlap(_tick_intervals(before, populations[0]),
+                                 _tick_intervals(after, populations[1]))
+    queued = max(p.queued for p in populations)
+    widened = any(_is_share_of_busy(k) for k in (*before.intervals, *after.intervals))
+    queue_words = (f" (a share of busy time widened by the time the threads sat on the run "
+                   f"queue: up to {queued:.0%} of it)" if widened and queued >= 0.05 else "")
     if overlap:
         return Status.WITHIN_NOISE, (f"score moved {moved:+d} but every share's 95% interval overlaps "
-                                f"the other run's")
+                                f"the other run's{queue_words}")
     basis = ("its shares' 95% intervals do not overlap" if overlap is False
              else "no sampled share to test (counters)")
-    return Status.CHANGED, f"score moved {moved:+d}; {basis}"
+    return Status.CHANGED, f"score moved {moved:+d}; {basis}{queue_words}"
 
 
-def _thread_counts(before: Report, after: Report) -> tuple[int, int]:
-    return _request_population(before)[1], _request_population(after)[1]
+def _queued_share(report: Report) -> float:
+    """The request threads' run-queue wait over the time they wanted a core (cpu + queue), from
+    /proc; 0 where the counters are missing."""
+    threads = [t for t in report.threads if t.role == ThreadRole.REQUEST] or list(report.threads)
+    cpu = sum(t.os.cpu_s or 0.0 for t in threads if t.os is not None)
+    queue = sum(t.os.runqueue_wait_s or 0.0 for t in threads if t.os is not None)
+    return queue / (cpu + queue) if cpu + queue > 0 else 0.0
+
+
+def _populations(before: Report, after: Report) -> tuple[Population, Population]:
+    return (Population(_request_population(before)[1], _queued_share(before)),
+            Population(_request_population(after)[1], _queued_share(after)))
 
 
 def _side(finding: Finding | None) -> FindingSide | None:
@@ -239,7 +284,7 @@ def compare_findings(before: Report, after: Report) -> tuple[FindingChange, ...]
             status, why = (Status.ONLY_AFTER if old is None else Status.ONLY_BEFORE,
                            "the check lacked its inputs in one report")
         else:
-            status, why = severity_change(old, new, _thread_counts(before, after))
+            status, why = severity_change(old, new, _populations(before, after))
         either = new or old
         assert either is not None  # fid is a key of a or of b
         out.append(FindingChange(id=fid, title=either.title or fid,
@@ -255,7 +300,7 @@ def compare_primary(before: Report, after: Report) -> PrimaryChange:
     """The finding that was BEFORE's verdict, as it stands AFTER, and AFTER's own verdict."""
     primary = before.verdict.primary
     old, new = before.finding(primary), after.finding(primary)
-    status, why = (severity_change(old, new, _thread_counts(before, after))
+    status, why = (severity_change(old, new, _populations(before, after))
                    if old is not None and new is not None
                    else (Status.NOT_COMPARABLE, "the finding is missing from one report"))
     return PrimaryChange(id=primary, before=_side(old), after=_side(new), status=status, why=why,

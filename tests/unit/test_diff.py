@@ -17,7 +17,7 @@ from diagnose.compare.model import Diff, FindingChange
 from diagnose.errors import BadProfile, ExitCode
 from diagnose.render.diff_html import render_diff_html
 from diagnose.render.html import render_html
-from diagnose.report.model import Finding, Load, Report
+from diagnose.report.model import Finding, Load, Report, ThreadOs
 from diagnose.report.model.codec import encode
 from diagnose.report.reader import read_report
 from tests.conftest import invoke_cli
@@ -28,8 +28,10 @@ def diff_reports(before, after, names=("before", "after")):
     return compare.diff_reports(as_report(before), as_report(after), names)
 
 
-def severity_change(before, after, threads=(1, 1)):
-    return compare.severity_change(as_finding(before), as_finding(after), threads)
+def severity_change(before, after, threads=(1, 1), queued=(0.0, 0.0)):
+    return compare.severity_change(as_finding(before), as_finding(after),
+                                   (compare.Population(threads[0], queued[0]),
+                                    compare.Population(threads[1], queued[1])))
 
 APP = "/srv/app/service.py"
 THREADING = "/usr/lib/python3.11/threading.py"
@@ -168,6 +170,36 @@ def test_a_large_score_move_with_separated_intervals_is_a_change():
     after = finding("compute_bound", 90, {"model_share": 0.80}, 400)
     status, why = severity_change(before, after)
     assert status == "changed" and "do not overlap" in why
+
+
+def test_shares_of_busy_time_apart_on_a_machine_that_queued_the_threads_half_the_time_are_noise():
+    # Two attaches of one service on a loaded machine (measured: 53% and 96% of busy samples in
+    # model compute, the threads runnable on the run queue about as long as they ran): the
+    # samples cannot tell queueing from running, so neither share is known to better than that.
+    before = finding("compute_bound", 34, {"model_share_of_busy": 0.53}, 190)
+    after = finding("compute_bound", 100, {"model_share_of_busy": 0.96}, 190)
+    assert severity_change(before, after, (6, 6))[0] == "changed"  # a quiet machine: a change
+    status, why = severity_change(before, after, (6, 6), queued=(0.5, 0.45))
+    assert status == "within noise" and "run queue: up to 50%" in why
+
+
+def test_a_share_of_wait_time_is_not_widened_by_the_run_queue():
+    before = finding("lock_contention", 20, {"lock_wait_share": 0.10}, 400)
+    after = finding("lock_contention", 95, {"lock_wait_share": 0.70}, 400)
+    status, why = severity_change(before, after, (4, 4), queued=(0.5, 0.5))
+    assert status == "changed" and "run queue" not in why
+
+
+def test_the_run_queue_share_is_read_from_the_request_threads_counters():
+    def with_queue(one: Report, cpu_s: float, queue_s: float) -> Report:
+        threads = tuple(replace(t, os=ThreadOs(cpu_s=cpu_s, runqueue_wait_s=queue_s))
+                        for t in one.threads)
+        return replace(one, threads=threads)
+
+    quiet, loaded = with_queue(report(0.5, 90), 1.0, 0.0), with_queue(report(0.5, 90), 1.0, 1.0)
+    (a, b) = compare._populations(quiet, loaded)
+    assert (a.threads, a.queued) == (REQUEST_THREADS, 0.0)
+    assert (b.threads, b.queued) == (REQUEST_THREADS, 0.5)
 
 
 def test_a_counter_only_finding_rests_on_the_score_margin():
