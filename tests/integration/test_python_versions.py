@@ -63,11 +63,12 @@ def diagnose_on(python: str, name: str, out_dir) -> Report:
 
 
 def summary(report) -> str:
-    """What to print when a verdict is wrong: every finding's score, severity and top sites."""
-    rows = [{"id": f.id, "score": f.score, "severity": f.severity,
+    """What to print when a verdict is wrong: each scoring finding's score, severity, summary (its
+    figures) and top sites."""
+    rows = [{"id": f.id, "score": f.score, "severity": f.severity, "summary": f.summary,
              "sites": [(s.file.rsplit("/", 1)[-1], s.line, s.function)
                        for s in f.sites[:3]]}
-            for f in report.findings]
+            for f in report.findings if f.score > 0]
     waits = [(w.kind, w.summary) for w in report.waits[:3]]
     return json.dumps({"verdict": report.verdict, "findings": rows, "waits": waits},
                       indent=1, default=str)
