@@ -191,7 +191,9 @@ def main(argv=None) -> int:
             results = attaches(fixture, args.attaches, args.duration, python, args.keep, args.python)
         except RuntimeError as exc:  # never READY on this interpreter, or no venv for the server
             knob_sweep.log(f"  {fixture}: {exc}")
-            rows.append(f"| {fixture} | not run: {str(exc)[:80]} | – | – | – | – |")
+            # one line in a table cell: the error's last line says what failed (a traceback's)
+            why = (str(exc).strip().splitlines() or ["no reason given"])[-1].replace("|", "/")
+            rows.append(f"| {fixture} | not run: {why[:100]} | – | – | – | – |")
             continue
         # Stable: every attach that gave a verdict named the same set (failed attaches are
         # counted apart: a workload that could not be attached to is no verdict that moved).

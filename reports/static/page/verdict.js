@@ -416,6 +416,8 @@
     const d = depth || 0;
     if (v == null) return h('span', { class: 'muted', text: '\u2014' });
     if (typeof v === 'boolean') return h('span', { text: v ? 'yes' : 'no' });
+    // a process id is a name, not a quantity: no thousands separator
+    if (isNum(v) && /(^|_)pids?$/.test(str(key).toLowerCase())) return h('span', { class: 'v-num', text: String(v) });
     if (isNum(v)) return h('span', { class: 'v-num', text: share ? fmtPct(v) : fmtNum(v) });
     if (typeof v !== 'object') return h('span', { text: str(v) });
     if (d >= MAX_VALUE_DEPTH) return h('span', { class: 'muted', text: '\u2026' });
@@ -458,6 +460,12 @@
 
   // ------------------------------------------------------------------ 3. run facts
 
+  /** Seconds since the epoch as a UTC time ("2026-12-04 06:38:43"). */
+  function utcTime(v) {
+    if (!isNum(v)) return '\u2014';
+    return new Date(v * 1000).toISOString().slice(0, 19).replace('T', ' ');
+  }
+
   /** @param {PageData} D */
   function renderFacts(D) {
     const root = clear(/** @type {HTMLElement} */ ($('facts-body')));
@@ -487,6 +495,7 @@
       [s, 'state_estimated', 'state-estimated', 'States estimated', yesNo],
       [s, 'proc_interval_s', 'proc-interval', '/proc read every', (v) => unit(v, ' s')],
       [s, 'pyspy_version', 'pyspy-version', 'py-spy version', str],
+      [s, 'started_at', 'started-at', 'Started (UTC)', utcTime],
     ];
     for (const [src, k, key, label, fmt] of optional) {
       if (k in src) facts.push([key, label, fmt(src[k])]);
@@ -498,12 +507,14 @@
       .concat(optional.map((o) => o[1])));
     for (const src of [t, s]) {
       for (const k of Object.keys(src)) {
-        if (!known.has(k)) facts.push(['extra', k, valueNode(src[k], k)]);
+        if (!known.has(k)) facts.push(['extra', k.replace(/_/g, ' '), valueNode(src[k], k)]);
       }
     }
     const dl = h('dl', { class: 'facts' });
     for (const [key, k, v] of facts) {
-      dl.appendChild(h('div', { class: 'fact', 'data-fact': key }, h('dt', { text: k }),
+      // A list or a nested map takes the whole row: in a grid cell it ran into its neighbours.
+      const nested = v instanceof Element && (v.tagName === 'DL' || v.tagName === 'OL');
+      dl.appendChild(h('div', { class: nested ? 'fact nested' : 'fact', 'data-fact': key }, h('dt', { text: k }),
         v instanceof Node ? h('dd', null, v) : h('dd', { text: v || '\u2014' })));
     }
     root.appendChild(dl);
