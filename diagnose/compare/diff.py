@@ -21,7 +21,7 @@ from diagnose.errors import DiagnoseError, ExitCode
 from diagnose.model.confidence import wilson
 from diagnose.model.vocab import SEVERITIES, ThreadRole
 from diagnose.render.redact import redact_text
-from diagnose.report.model import Finding, Interval, Report, Sampling, StackFrame, WaitSite
+from diagnose.report.model import Finding, Interval, Report, Sampling, StackFrame, Thread, WaitSite
 
 # A severity change counts as real only when the score moved at least this many points (so a
 # score jittering around one threshold between runs is not a change) and, where both findings
@@ -164,6 +164,7 @@ def check_same_program(before: Report, after: Report, files: FileMatch | None = 
 # -- findings ----------------------------------------------------------------------------------
 
 Bounds = dict[str, tuple[float, float]]  # a share's key -> its 95% interval
+QUEUE_WORTH_SAYING = 0.05  # a run-queue share below this widens too little to mention
 
 
 @dataclass(frozen=True)
@@ -247,7 +248,7 @@ def severity_change(before: Finding, after: Finding,
 def _queued_share(report: Report) -> float:
     """The request threads' run-queue wait over the time they wanted a core (cpu + queue), from
     /proc; 0 where the counters are missing."""
-    threads = [t for t in report.threads if t.role == ThreadRole.REQUEST] or list(report.threads)
+    threads = _request_threads(report)
     cpu = sum(t.os.cpu_s or 0.0 for t in threads if t.os is not None)
     queue = sum(t.os.runqueue_wait_s or 0.0 for t in threads if t.os is not None)
     return queue / (cpu + queue) if cpu + queue > 0 else 0.0
@@ -278,13 +279,14 @@ def compare_findings(before: Report, after: Report) -> tuple[FindingChange, ...]
     a = {f.id: f for f in before.findings if f.id}
     b = {f.id: f for f in after.findings if f.id}
     out: list[FindingChange] = []
+    populations = _populations(before, after)
     for fid in list(a) + [fid for fid in b if fid not in a]:
         old, new = a.get(fid), b.get(fid)
         if old is None or new is None:
             status, why = (Status.ONLY_AFTER if old is None else Status.ONLY_BEFORE,
                            "the check lacked its inputs in one report")
         else:
-            status, why = severity_change(old, new, _populations(before, after))
+            status, why = severity_change(old, new, populations)
         either = new or old
         assert either is not None  # fid is a key of a or of b
         out.append(FindingChange(id=fid, title=either.title or fid,
@@ -313,9 +315,13 @@ def compare_primary(before: Report, after: Report) -> PrimaryChange:
 def _request_population(report: Report) -> tuple[int, int]:
     """(samples, threads) a wait's share is a proportion of: request threads', else every
     thread's."""
-    threads = report.threads
-    request = [t for t in threads if t.role == ThreadRole.REQUEST] or list(threads)
+    request = _request_threads(report)
     return sum(t.samples for t in request), max(1, len(request))
+
+
+def _request_threads(report: Report) -> list[Thread]:
+    """The request threads, else every thread (a profile without roles)."""
+    return [t for t in report.threads if t.role == ThreadRole.REQUEST] or list(report.threads)
 
 
 def _wait_key(w: WaitSite, side: int, files: FileMatch) -> tuple[str, str, str, int]:
