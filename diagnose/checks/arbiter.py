@@ -15,16 +15,21 @@
    synchronisation for an intra-op pool; 1.0 where only the model itself can change). A finding
    that predicts less than LEADING_GAIN (1.1x) predicts nothing worth leading with: it follows
    every finding that predicts at least that much, and such findings are ordered among
-   themselves by score. The score says how sure and how bad a finding is; it does not order
-   findings that predict a gain, so a warning that predicts 1.4x leads a critical finding that
-   predicts nothing, and a point of score never flips the verdict between attaches.
+   themselves by score. Only a significant gain orders (gains_significantly): the low ends of
+   the finding's score interval and of its gain interval clear INFO_SCORE and LEADING_GAIN. A
+   gain whose interval straddles 1.1x, or that rests on a score that may show no problem, is
+   stated in the report and ranks by score with the findings that predict nothing: noise alone
+   could have made it a lever, and a lever seen on one attach in two would flip the verdict.
+   The score says how sure and how bad a finding is; it does not order findings that predict a
+   significant gain, so a warning that predicts 1.4x leads a critical finding that predicts
+   nothing, and a point of score never flips the verdict between attaches.
    Last, findings under INFO_SCORE (their evidence shows no problem), by score.
 4. Noise never picks the verdict. Each finding carries its score and gain at the ends of the 95%
    interval of the share its score rests on (base.ScoreBasis), and its rank key is taken at both
-   ends. When the first two findings' rank keys overlap within those intervals — their predicted
-   gains tie within their intervals; neither predicts a gain and their scores overlap; one's gain
-   interval straddles LEADING_GAIN beside a finding that predicts nothing; one's score interval
-   straddles the info line; or a hang's or a failure's straddles the critical line — either could
+   ends. When the first two findings' rank keys overlap within those intervals — their
+   significant gains tie within their intervals; neither predicts a significant gain and their
+   scores overlap; one's score interval straddles the info line; or a hang's or a failure's
+   straddles the critical line — either could
    have come first on another attach: they are co-primary (when the second is a contender: its
    interval reaches the critical line or it is surely a warning), put in the causal order
    (rule 5), and the verdict names both with the reason in words (noise_reason,
@@ -117,16 +122,32 @@ def _key(finding: Finding, score: float, gain: float | None) -> tuple[int, int, 
     return (2, 2, -score)
 
 
+def gains_significantly(finding: Finding) -> bool:
+    """Its evidence shows a problem and its gain is worth leading with at the low ends of both
+    intervals: noise alone could not have made it a lever (rule 3). A gain whose interval
+    straddles LEADING_GAIN, or that rests on a score whose interval reaches under the info line,
+    is said in the report but never orders findings by its size."""
+    return (finding.score_range[0] >= INFO_SCORE
+            and _ranked_gain(finding.gain_range[0]) >= LEADING_GAIN)
+
+
+def _gain_if_significant(finding: Finding, gain: float | None) -> float | None:
+    return gain if gains_significantly(finding) else None
+
+
 def rank_key(finding: Finding, order: int) -> RankKey:
-    return (*_key(finding, finding.score, finding.predicted_gain), order)
+    gain = _gain_if_significant(finding, finding.predicted_gain)
+    return (*_key(finding, finding.score, gain), order)
 
 
 def _best_key(finding: Finding, order: int) -> RankKey:
-    return (*_key(finding, finding.score_range[1], finding.gain_range[1]), order)
+    gain = _gain_if_significant(finding, finding.gain_range[1])
+    return (*_key(finding, finding.score_range[1], gain), order)
 
 
 def _worst_key(finding: Finding, order: int) -> RankKey:
-    return (*_key(finding, finding.score_range[0], finding.gain_range[0]), order)
+    gain = _gain_if_significant(finding, finding.gain_range[0])
+    return (*_key(finding, finding.score_range[0], gain), order)
 
 
 def within_noise(a: Finding, b: Finding, order_of: OrderOf) -> bool:
@@ -250,7 +271,8 @@ def noise_reason(a: Finding, b: Finding) -> str:
         return f"{f.id} {f.predicted_gain or 1.0:.2f}x" + (f" ({low:.2f}-{high:.2f})" if low != high else "")
 
     # The tiers and bands the pair's keys reach at the ends of their intervals (rules 2-3).
-    ends = [_key(f, f.score_range[i], f.gain_range[i])[:2] for f in (a, b) for i in (0, 1)]
+    ends = [_key(f, f.score_range[i], _gain_if_significant(f, f.gain_range[i]))[:2]
+            for f in (a, b) for i in (0, 1)]
     tiers, bands = {t for t, _ in ends}, {b for t, b in ends if t == 1}
     if 0 in tiers:
         return (f"their scores straddle the critical line ({CRITICAL}) at which a hang or a failure "
@@ -258,9 +280,6 @@ def noise_reason(a: Finding, b: Finding) -> str:
     if 2 in tiers:
         return (f"their scores straddle the line ({INFO_SCORE}) under which a finding shows no "
                 f"problem, within their intervals: {score(a)}, {score(b)}")
-    if bands == {0, 1}:
-        return (f"their predicted gains straddle {LEADING_GAIN:.2f}x, the least gain that ranks "
-                f"by its size, within their intervals: {gain(a)}, {gain(b)}")
     if bands == {0}:
         return f"their predicted gains tie within their intervals: {gain(a)}, {gain(b)}"
     return (f"neither predicts a gain and their scores overlap within their intervals: "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from diagnose.checks.arbiter import (CRITICAL, INFO_SCORE, LEADING_GAIN, NO_GAIN_BELOW, co_primary,
+                                     gains_significantly,
                                      hung_or_failing, noise_reason, rank, within_noise)
 from diagnose.checks.base import Finding, make_finding
 from diagnose.checks.engine import order_of, verdict_for
@@ -114,27 +115,30 @@ def test_findings_that_predict_nothing_are_co_primary_when_their_scores_overlap(
     assert reason.startswith("neither predicts a gain and their scores overlap within their intervals")
 
 
-def test_a_gain_interval_straddling_the_leading_gain_is_co_primary_with_a_finding_that_predicts_nothing():
+def test_a_gain_interval_straddling_the_leading_gain_never_leads_a_finding_that_predicts_nothing():
+    # batching on CPython 3.11: a GIL finding at 1.11-1.17x beside the model's 1.00x took the
+    # verdict on two attaches in five; a gain noise alone could have made a lever does not lead.
     model = finding("compute_bound", 90, 1.0, scores=(85, 95))
     slight = finding("lock_contention", 60, 1.12, scores=(55, 65), gains=(1.04, 1.2))
-    assert within_noise(slight, model, order_of)
-    primary, co, reason = named(model, slight)
-    assert (primary, co) == ("lock_contention", "compute_bound")
-    assert reason.startswith(f"their predicted gains straddle {LEADING_GAIN:.2f}x")
+    assert not gains_significantly(slight)
+    assert not within_noise(slight, model, order_of)
+    assert named(model, slight) == ("compute_bound", None, "")
     # Surely over the leading gain: it leads alone.
     surely = finding("lock_contention", 60, 1.2, scores=(55, 65), gains=(1.12, 1.28))
+    assert gains_significantly(surely)
     assert named(model, surely) == ("lock_contention", None, "")
 
 
-def test_a_score_interval_straddling_the_info_line_is_co_primary_when_the_gains_would_swap():
+def test_a_gain_resting_on_a_score_that_may_show_no_problem_never_orders_by_its_size():
     faint = finding("lock_contention", 30, 1.5, scores=(20, 40), gains=(1.45, 1.55))
     sure = finding("scheduler_overhead", 60, 1.3, scores=(55, 65), gains=(1.25, 1.6))
     assert faint.score_range[0] < INFO_SCORE <= faint.score_range[1]
-    assert co_primary(faint, sure, order_of)
-    primary, co, reason = named(sure, faint)
-    assert (primary, co) == ("lock_contention", "scheduler_overhead")
-    assert reason.startswith(f"their scores straddle the line ({INFO_SCORE}) under which")
-    assert "lock_contention 30 (95% interval 20-40)" in reason
+    assert not gains_significantly(faint) and gains_significantly(sure)
+    assert not co_primary(faint, sure, order_of)
+    assert named(sure, faint) == ("scheduler_overhead", None, "")
+    # Clear of the line, the larger gain leads.
+    clear = finding("lock_contention", 40, 1.5, scores=(30, 50), gains=(1.45, 1.55))
+    assert named(sure, clear)[0] == "lock_contention"
 
 
 def test_a_hang_whose_score_straddles_the_critical_line_shares_the_verdict_with_the_largest_gain():
