@@ -3,8 +3,8 @@
 1. Every check scores its own evidence, 0-100, without looking at other checks' findings: no
    check damps its score for another check's reason. Where one finding is the mechanism of
    another (GIL waits behind preprocessing, busy cores under far too many threads), the cause
-   leads because it predicts the larger gain (preprocessing's share is not capped by the cores;
-   fewer threads return the switching) or, at equal gain, by the causal order (rule 5).
+   leads because it predicts the larger gain (fewer threads return the switching) or, at equal
+   gain, by the causal order (rule 5: preprocessing before the GIL it holds).
 2. First, at critical strength (score >= 75) and whatever the gains, a finding that the service
    is hung (HUNG_FIRST: a deadlock; nothing on its threads runs again, so no throughput gain
    compares with it), then one that foretells a failure (FAILURE_FIRST: an unbounded backlog

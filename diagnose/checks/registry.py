@@ -18,12 +18,14 @@ from diagnose.checks.spec import CheckSpec, Evidence
 # (checks/arbiter.py), the more specific, more actionable diagnosis first. Far too many runnable
 # threads come before the GIL they fight over: on a machine with no idle core both predict no
 # gain, and the thread count is the first fix. A CPU quota that throttles comes before both: its
-# threads are runnable for want of quota, not of cores. A deadlock (a hung service) is first of all.
+# threads are runnable for want of quota, not of cores. Preprocessing comes before the GIL: the
+# work before the mechanism it holds the threads up by (both name the same code, and making the
+# work cheaper is the fix). A deadlock (a hung service) is first of all.
 # (CheckSpec[Any]: each check is typed with its own Settings class; the engine hands each its own.)
 CHECKS: tuple[CheckSpec[Any], ...] = tuple(m.SPEC for m in (
     deadlock, event_loop_blocked, stage_bound, lock_contention, pool_wait, async_wait, logging_lock,
     unbounded_backlog, cpu_throttled,
-    scheduler_overhead, gil_contention, preprocess_bound, compute_bound, cpu_bound, underloaded))
+    scheduler_overhead, preprocess_bound, gil_contention, compute_bound, cpu_bound, underloaded))
 
 # Checks run on a service's processes together (checks/service.py).
 SERVICE_CHECKS: tuple[CheckSpec[Any], ...] = (worker_imbalance.SPEC,)

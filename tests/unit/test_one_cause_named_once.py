@@ -147,17 +147,18 @@ def test_findings_that_make_different_code_cheaper_are_two_causes():
 def test_the_next_cause_after_a_folded_symptom_is_the_one_that_may_share_the_verdict():
     # GIL waits behind tokenize (2.0x, capped by the cores), the preprocess finding on tokenize
     # too (2.0x), and a lock wait whose gain (1.89x: 1.81-1.97) ties the GIL's (1.92-2.0): the
-    # lock, ranked third behind the folded tokenizer, is the second cause.
+    # lock, ranked third behind the folded GIL waits, is the second cause. At equal gains the
+    # work (preprocessing) names the cause before its mechanism (the GIL it holds).
     waiting = gil(0.5, holder="tokenize", room=2.0)
     tokenizing = preprocess(0.5, function="tokenize")
     locked = lock(0.47)
     found = [waiting, tokenizing, locked]
     assert [f.id for f in sorted(found, key=lambda f: rank_key(f, order_of(f)))] == [
-        "gil_contention", "preprocess_bound", "lock_contention"]
+        "preprocess_bound", "gil_contention", "lock_contention"]
     assert next_cause(sorted(found, key=lambda f: rank_key(f, order_of(f)))) is locked
-    assert named(found) == ("lock_contention", "gil_contention", ("preprocess_bound",))
-    # Without the lock beside it, the tokenizer's finding is never named beside the GIL's.
-    assert named([tokenizing, waiting]) == ("gil_contention", None, ("preprocess_bound",))
+    assert named(found) == ("lock_contention", "preprocess_bound", ("gil_contention",))
+    # Without the lock beside it, the GIL's finding is never named beside the tokenizer's.
+    assert named([tokenizing, waiting]) == ("preprocess_bound", None, ("gil_contention",))
     # Nor, when the GIL's own advice buys nothing (no core left), is the GIL named beside the
     # tokenizer, which predicts 2x and leads: one cause, named once.
     stuck = gil(0.38, samples=60, holder="tokenize", room=1.0)
