@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import re
 import statistics
 import sys
 import time
@@ -132,7 +133,8 @@ def markdown(rows: list[LeverRow]) -> str:
     summary: dict[tuple[str, str], list[float]] = {}
     for r in rows:
         if r.ratio is not None:
-            kind = r.lever.split(":")[0] if r.lever.startswith("first advice") else r.lever
+            kind = (r.lever.split(":")[0] if r.lever.startswith("first advice")
+                    else re.sub(r"^if (?!preprocessing )\S+ cost", "if its holder's code cost", r.lever))
             summary.setdefault((r.check, kind), []).append(r.ratio)
     out += ["", "| check | lever | measured / predicted (median) | rows | off by > 1.5x |",
             "| --- | --- | ---: | ---: | --- |"]

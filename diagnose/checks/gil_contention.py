@@ -155,8 +155,9 @@ def _from_native_frames(analysis: Analysis, settings: Settings, total: float) ->
     calibrated = analysis.profile.calibrated
     share_samples = ({"gil_wait_share": calibrated_samples(analysis.request_samples())}
                      if calibrated else None)
+    behind = _waits_behind(analysis, gil.holders[0].share) if gil and gil.holders else 0.0
     return make_finding(ID, settings, score, summary, evidence, sites,
-                        gain=gain, samples=total, levers=_levers(analysis, holder, gain),
+                        gain=gain, samples=total, levers=_levers(analysis, holder, gain, behind),
                         share_samples=share_samples,
                         calibrated_of={"gil_wait_share": int(total)} if calibrated else None,
                         basis=ScoreBasis("gil_wait_share",
@@ -255,15 +256,30 @@ def _estimated_from_cpu_time(analysis: Analysis, settings: Settings, req: pd.Dat
                         levers=_levers(analysis, sites[0].function if sites else None, gain))
 
 
-def _levers(analysis: Analysis, holder: str | None, gain: tuple[float, str]) -> list[Lever]:
-    """The first advice vectorises the holder: the bound if its self time (its share of the
-    request threads' busy time) were free, beside the predicted gain of the waiters running on
-    the cores (the ranking's)."""
+def _levers(analysis: Analysis, holder: str | None, gain: tuple[float, str],
+            behind: float = 0.0) -> list[Lever]:
+    """The first advice vectorises the holder: the bound if its self time and the GIL waits
+    behind it (their share of the request threads' busy time) were free, beside the predicted
+    gain of the waiters running on the cores (the ranking's). Without the waits the bound was
+    no bound: a vectorised holder measured 29x where its self time alone allowed 5x."""
     levers = [more_cores_lever(*gain)]
-    share = _self_share(analysis, holder) if holder else 0.0
+    share = min(1.0, (_self_share(analysis, holder) if holder else 0.0) + behind)
     if holder and share > 0:
-        levers.insert(0, remove_work_lever(share, holder, "the request threads' busy time by self time"))
+        of = ("the request threads' busy time, by its self time and the GIL waits behind it"
+              if behind > 0 else "the request threads' busy time by self time")
+        levers.insert(0, remove_work_lever(share, holder, of))
     return levers
+
+
+def _waits_behind(analysis: Analysis, holder_share: float) -> float:
+    """The share of the request threads' busy samples spent waiting for the GIL while the top
+    holder held it (`holder_share`: its share of the wait's holders)."""
+    busy = busy_samples(analysis.request_samples())
+    total = float(busy["count"].sum())
+    if not total:
+        return 0.0
+    waiting = float(busy.loc[busy["state"] == ThreadState.GIL, "count"].sum())
+    return holder_share * waiting / total
 
 
 def _self_share(analysis: Analysis, function: str) -> float:

@@ -134,7 +134,8 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     # time per second they run. Run-queue wait alone misleads: the sampler itself takes a core.
     score = min(ramp(oversubscription, settings.oversubscription_low, settings.oversubscription_high),
                 ramp(ratio, settings.low, settings.high))
-    intra_op = analysis.native_threads
+    # only a pool that ran competes for the cores: an idle one created at import fans nothing out
+    intra_op = analysis.working_native_threads
     request_threads = int(len(analysis.request_threads))
     libraries = intra_op_libraries(analysis)
     # Fan-out that serializes instead of oversubscribing: request threads queue on a native

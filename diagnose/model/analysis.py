@@ -37,6 +37,8 @@ PARKED_SHARE = 0.9                  # thread) blocked in Event.wait()/join() nea
 PARKED_MAX_BUSY = 0.02              # and almost never running is not serving requests. A lock
 # convoy is never "parked", however long its threads wait.
 IDLE_SHARE = 0.5
+# A native thread on a core at least this share of the window works (Analysis.working_native_threads).
+WORKING_CPU_SHARE = 0.02
 
 
 @dataclass
@@ -65,6 +67,19 @@ class Analysis:
             return 0
         python_tids = {int(t) for t in self.threads["tid"]}
         return sum(1 for tid in self.os.threads if tid not in python_tids)
+
+    @functools.cached_property
+    def working_native_threads(self) -> int:
+        """Native threads that ran over the window (at least WORKING_CPU_SHARE of it on a core):
+        an intra-op pool that computes beside the request threads. A pool created at import and
+        never handed work (OpenBLAS's threads under a model too small to split) sleeps: it
+        competes for no core."""
+        if self.os is None:
+            return 0
+        python_tids = {int(t) for t in self.threads["tid"]}
+        least = WORKING_CPU_SHARE * self.os.window_s
+        return sum(1 for tid, thread in self.os.threads.items()
+                   if tid not in python_tids and thread.cpu_s >= least)
 
     @functools.cached_property
     def pool_splits(self) -> list[PoolSplit]:
