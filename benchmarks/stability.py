@@ -63,7 +63,10 @@ def point_first(findings: list[dict]) -> str:
     verdict a ranking blind to noise gives, for comparison within the same attaches."""
     if not findings:
         return "none"
-    rows = [SimpleNamespace(id=f["id"], score=f["score"], predicted_gain=f.get("predicted_gain"))
+    # each interval shrunk to its point
+    rows = [SimpleNamespace(id=f["id"], score=f["score"], predicted_gain=f.get("predicted_gain"),
+                            score_range=(f["score"], f["score"]),
+                            gain_range=(f.get("predicted_gain") or 1.0,) * 2)
             for f in findings]
     first = min(rows, key=lambda f: rank_key(f, order_of(f)))
     return first.id if first.score >= 25 else "none"

@@ -103,9 +103,11 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
         # room for 3x where the other workers hold the rest
         idle = (f", {os_.machine_idle_cores:.2f} idle on the machine"
                 if os_.machine_idle_cores is not None else "")
-        levers.append(more_cores_lever(room, f"estimate: the process uses {used:.2f} of "
-                                             f"{os_.usable_cores:g} usable cores{idle}; work "
-                                             f"spread over the idle ones buys at most {room:.2f}x"))
+        most = min(room, bound)  # no more than preprocessing made free
+        levers.append(more_cores_lever(most, f"estimate: the process uses {used:.2f} of "
+                                             f"{os_.usable_cores:g} usable cores{idle}; "
+                                             f"preprocessing spread over the idle ones buys at "
+                                             f"most {most:.2f}x"))
     # The ranked figure: the better of the two realistic levers (not the upper bound). Moved to
     # the idle cores, preprocessing buys no more than it would made free.
     def spread_gain(s: float) -> float:
