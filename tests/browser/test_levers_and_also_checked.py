@@ -1,5 +1,5 @@
 """The first screen of a report made from a recorded profile states each lever of the top finding
-(the work made free, more cores) beside its first advice, and a check that found nothing shows as
+(the work half as costly, the work made free, more cores) beside its first advice, and a check that found nothing shows as
 one "also checked" line with no advice, in a real browser."""
 
 from __future__ import annotations
@@ -32,8 +32,10 @@ def test_the_first_screen_states_the_headline_each_lever_and_the_first_advice(pr
     verdict = report.verdict
     top = finding(report, verdict.primary)
     kinds = [lever.kind for lever in top.levers]
-    assert kinds == ["remove_work", "more_cores"]
-    assert top.levers[0].gain > top.levers[1].gain > 1.0
+    # half its cost (calibrated), free (an upper bound), the idle cores
+    assert kinds == ["remove_work", "remove_work", "more_cores"]
+    assert top.levers[1].upper_bound and not top.levers[0].upper_bound
+    assert top.levers[1].gain > top.levers[0].gain > 1.0
     opened = open_report(html)
     page = opened.page
     height = page.viewport_size["height"]
