@@ -284,17 +284,26 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--fixtures", default=",".join(DEFAULT_FIXTURES))
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=8.0, help="measured window per run")
+def measuring_parser(doc: str, fixtures: tuple[str, ...], rounds: int, seconds: float,
+                     duration: float) -> argparse.ArgumentParser:
+    """The options of a benchmark that diagnoses fixtures and measures them (this one and
+    benchmarks/calibration.py), with its own defaults."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--fixtures", default=",".join(fixtures))
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--seconds", type=float, default=seconds, help="measured window per run")
     parser.add_argument("--warmup", type=float, default=2.0)
-    parser.add_argument("--duration", type=float, default=6.0, help="diagnose's sampling window")
+    parser.add_argument("--duration", type=float, default=duration,
+                        help="diagnose's sampling window")
     parser.add_argument("--python", default=None, metavar="X.Y|PATH",
                         help="run the workloads on this CPython's venv (default: this interpreter)")
     parser.add_argument("--json-out", type=Path)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = measuring_parser(__doc__, DEFAULT_FIXTURES, rounds=3, seconds=8.0,
+                            duration=6.0).parse_args(argv)
     python = knob_sweep.python_for(args.python)
     out_dir = Path("/tmp") / f"diagnose-advice-gain-{int(time.time())}"
     rows = []

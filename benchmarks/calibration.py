@@ -24,7 +24,6 @@ correction. Progress goes to stderr, the markdown to stdout.
 
 from __future__ import annotations
 
-import argparse
 import fnmatch
 import json
 import re
@@ -146,16 +145,8 @@ def markdown(rows: list[LeverRow]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--fixtures", default=",".join(DEFAULT_FIXTURES))
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--seconds", type=float, default=6.0, help="measured window per run")
-    parser.add_argument("--warmup", type=float, default=2.0)
-    parser.add_argument("--duration", type=float, default=5.0, help="diagnose's sampling window")
-    parser.add_argument("--python", default=None, metavar="X.Y|PATH",
-                        help="run the workloads on this CPython's venv (default: this interpreter)")
-    parser.add_argument("--json-out", type=Path)
-    args = parser.parse_args(argv)
+    args = advice_gain.measuring_parser(__doc__ or "", DEFAULT_FIXTURES, rounds=2, seconds=6.0,
+                                        duration=5.0).parse_args(argv)
     python = knob_sweep.python_for(args.python)
     out_dir = Path("/tmp") / f"diagnose-calibration-{int(time.time())}"
     rows: list[LeverRow] = []

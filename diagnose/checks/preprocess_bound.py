@@ -95,25 +95,25 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     # cores the process leaves idle, if any, are what that buys.
     room = core_room(analysis)
     os_ = analysis.os
-    room_for = 1.0  # what the idle cores allow
-    if room is not None and room > 1.0 and os_ is not None:  # a room is measured by the OS counters
-        room_for = room
+    # what the idle cores allow, where the OS counters measured a room
+    room_for = room if room is not None and room > 1.0 and os_ is not None else 1.0
+
+    # Moved to the idle cores, preprocessing buys no more than it would made free.
+    def spread_gain(s: float) -> float:
+        return min(room_for, amdahl(s))
+
+    spread = spread_gain(share)
+    if room_for > 1.0 and os_ is not None:
         used = os_.cpu_s / os_.window_s
         # the machine's idle cores bound the room too: say them, or 0.65 of 2 cores reads as
         # room for 3x where the other workers hold the rest
         idle = (f", {os_.machine_idle_cores:.2f} idle on the machine"
                 if os_.machine_idle_cores is not None else "")
-        most = min(room, bound)  # no more than preprocessing made free
-        levers.append(more_cores_lever(most, f"estimate: the process uses {used:.2f} of "
-                                             f"{os_.usable_cores:g} usable cores{idle}; "
-                                             f"preprocessing spread over the idle ones buys at "
-                                             f"most {most:.2f}x"))
-    # The ranked figure: the better of the two realistic levers (not the upper bound). Moved to
-    # the idle cores, preprocessing buys no more than it would made free.
-    def spread_gain(s: float) -> float:
-        return min(room_for, amdahl(s))
-
-    spread = spread_gain(share)
+        levers.append(more_cores_lever(spread, f"estimate: the process uses {used:.2f} of "
+                                               f"{os_.usable_cores:g} usable cores{idle}; "
+                                               f"preprocessing spread over the idle ones buys at "
+                                               f"most {spread:.2f}x"))
+    # The ranked figure: the better of the two realistic levers (not the upper bound).
     gain = max(half, spread)
     basis = (half_basis if half >= spread else
              f"estimate: preprocessing in a stage of its own over the idle cores buys {spread:.2f}x"

@@ -18,7 +18,7 @@ from diagnose.model.async_tasks import TaskRecording
 from diagnose.model.kernel_waits import KernelView, WaitObject
 from diagnose.model.library_threads import LIBRARY_THREAD_SHARE, library_stacks
 from diagnose.model.native_pools import LIBRARIES as POOL_LIBRARIES
-from diagnose.model.os_summary import ProcessOS, summarize
+from diagnose.model.os_summary import ProcessOS, ThreadOS, summarize
 from diagnose.model.profile import Frame, Profile
 from diagnose.model.run_context import RunContext
 from diagnose.model.table import StackTable, build_sample_table, classify_stacks
@@ -63,10 +63,7 @@ class Analysis:
     def native_threads(self) -> int:
         """Threads of the process with no Python frames (intra-op pools: OpenMP, BLAS, libuv),
         seen only by /proc; 0 without OS counters."""
-        if self.os is None:
-            return 0
-        python_tids = {int(t) for t in self.threads["tid"]}
-        return sum(1 for tid in self.os.threads if tid not in python_tids)
+        return len(self._native_os_threads)
 
     @functools.cached_property
     def working_native_threads(self) -> int:
@@ -76,10 +73,16 @@ class Analysis:
         competes for no core."""
         if self.os is None:
             return 0
-        python_tids = {int(t) for t in self.threads["tid"]}
         least = WORKING_CPU_SHARE * self.os.window_s
-        return sum(1 for tid, thread in self.os.threads.items()
-                   if tid not in python_tids and thread.cpu_s >= least)
+        return sum(1 for thread in self._native_os_threads if thread.cpu_s >= least)
+
+    @functools.cached_property
+    def _native_os_threads(self) -> list[ThreadOS]:
+        """The OS counters of the threads with no Python frames; none without OS counters."""
+        if self.os is None:
+            return []
+        python_tids = {int(t) for t in self.threads["tid"]}
+        return [thread for tid, thread in self.os.threads.items() if tid not in python_tids]
 
     @functools.cached_property
     def pool_splits(self) -> list[PoolSplit]:
