@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from diagnose.checks import settings as check_settings
 from diagnose.checks.arbiter import co_primary, in_pair_order, next_cause, noise_reason, rank, symptoms
 from diagnose.checks.base import Finding, NotApplicable
+from diagnose.checks.calibration import fared_words
 from diagnose.checks.registry import CHECKS  # the causal order
-from diagnose.checks.spec import REQUIREMENTS, CheckSettings, CheckSpec, Input
+from diagnose.checks.spec import REQUIREMENTS, SEEN_BY, CheckSettings, CheckSpec, Input
 from diagnose.classify.rules_file import validate
 from diagnose.model.vocab import SEVERITIES, Confidence, Severity, ThreadState
 from diagnose.report.model.findings import Verdict
@@ -68,7 +69,34 @@ def run_check(check: CheckSpec[Any], analysis: Analysis, settings: CheckSettings
         if not present[needed]:
             return NotApplicable(check.id, reason)
     assert check.run is not None, f"{check.id} runs on a service, not on one process"
-    return check.run(analysis, settings)
+    result = check.run(analysis, settings)
+    return result if isinstance(result, NotApplicable) else annotated(check, result, analysis, present)
+
+
+def annotated(check: CheckSpec[Any], finding: Finding, analysis: Analysis,
+              present: dict[Input, bool] | None = None) -> Finding:
+    """The finding with what its check could not see in this data, its gain marked as a floor
+    when what was unseen could only add to the cause, and how predictions of its gain fared."""
+    present = {} if present is None else present
+    unseen: list[str] = []
+    adds: list[str] = []  # the unseen inputs that could only add to the cause
+    for used in check.uses:
+        if used not in SEEN_BY:
+            continue
+        test, short, words = SEEN_BY[used]
+        if used not in present:
+            present[used] = bool(test(analysis))
+        if not present[used]:
+            unseen.append(words)
+            if used in check.floor_without:
+                adds.append(short)
+    floor = finding.gain_floor
+    if adds and floor is None and finding.predicted_gain is not None:
+        floor = f"{' and '.join(adds)} were not seen, and what they show could only add to the cause"
+    fared = fared_words(check.id) if finding.predicted_gain is not None else None
+    if not unseen and floor == finding.gain_floor and fared == finding.fared:
+        return finding
+    return replace(finding, unseen=tuple(unseen), gain_floor=floor, fared=fared)
 
 
 def waits_hidden(analysis: Analysis) -> str:

@@ -296,4 +296,5 @@ def _file_lock(analysis: Analysis) -> WaitObject | None:
 
 
 SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run,
-                 needs=(Input.REQUEST_SAMPLES,), uses=(Input.NATIVE_FRAMES, Input.OS_COUNTERS))
+                 needs=(Input.REQUEST_SAMPLES,), uses=(Input.NATIVE_FRAMES, Input.OS_COUNTERS),
+                 floor_without=(Input.NATIVE_FRAMES, Input.OS_COUNTERS))

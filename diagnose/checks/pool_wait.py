@@ -87,4 +87,5 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
 
 
 SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run,
-                 needs=(Input.REQUEST_SAMPLES,), uses=(Input.OS_COUNTERS,))
+                 needs=(Input.REQUEST_SAMPLES,), uses=(Input.OS_COUNTERS,),
+                 floor_without=(Input.OS_COUNTERS,))

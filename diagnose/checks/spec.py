@@ -85,6 +85,27 @@ REQUIREMENTS: dict[Input, tuple[Callable[[Analysis], bool], str]] = {
 }
 
 
+def _native_frames(analysis: Analysis) -> bool:
+    return bool(analysis.profile.native or analysis.profile.calibrated)
+
+
+def _os_counters(analysis: Analysis) -> bool:
+    return analysis.os is not None
+
+
+# The inputs a check may use that the collector can fail to see (a capability, not a shape of the
+# service): without one the finding rests on less, and says so (checks/engine.py). Each: (is it
+# there?, its short name, what was not seen without it).
+SEEN_BY: dict[Input, tuple[Callable[[Analysis], bool], str, str]] = {
+    Input.NATIVE_FRAMES: (_native_frames, "native frames",
+                          "native frames (py-spy --native, or a calibration from sparse native "
+                          "samples): waits inside C code, on the GIL's futex or a native mutex"),
+    Input.OS_COUNTERS: (_os_counters, "OS counters",
+                        "OS counters from /proc: what the kernel saw each thread wait on, and the "
+                        "CPU time it got"),
+}
+
+
 @dataclass(frozen=True)
 class CheckSettings:
     """The settings every check has. A check's Settings subclass declares, as its fields'
@@ -118,6 +139,9 @@ class CheckSpec(Generic[S]):
     # Inputs it uses when they are there (it runs, on less, without them).
     uses: tuple[Input, ...] = ()
     scope: str = "process"  # or "service": run on the processes of a service together
+    # Used inputs that only add to the cause the check measures (a hidden lock wait the kernel
+    # names): without one, what the finding saw is a floor and so is its gain.
+    floor_without: tuple[Input, ...] = ()
 
     @property
     def defaults(self) -> S:

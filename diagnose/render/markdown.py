@@ -25,7 +25,7 @@ from diagnose.render.deadlock_text import behind, deadlocks_in, heading
 from diagnose.render.evidence import (DASH, EvidenceRow, describe_evidence, fmt_number,
                                       fmt_percent, fmt_seconds)
 from diagnose.render.text_safety import LINE_BREAKING, show_invisible
-from diagnose.render.wording import gain_words
+from diagnose.render.wording import gain_notes, gain_words
 from diagnose.report.model import Finding, Report, Sampling, WaitSite
 
 MAX_BYTES = 4096
@@ -342,6 +342,9 @@ def _findings(report: Report, budget: _Budget) -> list[str]:
         levers = levers_text(finding, budget.text)
         if levers:
             lines += [f"**Predicted gain:** {levers}", ""]
+        # the page states how such predictions fared; a summary keeps the bounds and blind spots
+        lines += [line for note in gain_notes(finding, fared=False)
+                  for line in (f"**Note:** {md_text(note, budget.text)}", "")]
         rows = [[md_cell(r.label, budget.text), md_cell(r.text, budget.text)]
                 for r in _telling_rows(finding, budget.evidence)]
         if rows:

@@ -31,9 +31,31 @@ def gain_figure(gain: float) -> str:
     return f"{TIMES}{gain:.2f}"
 
 
-def estimate_tag(upper_bound: bool = False) -> str:
-    """"(estimate)", or "(estimate, upper bound)" for a lever that makes the work free."""
-    return "(estimate, upper bound)" if upper_bound else "(estimate)"
+def estimate_tag(upper_bound: bool = False, lower_bound: bool = False) -> str:
+    """"(estimate)", or "(estimate, upper bound)" for a lever that makes the work free, or
+    "(estimate, lower bound)" for a gain that counts less than the advice removes."""
+    return ("(estimate, upper bound)" if upper_bound
+            else "(estimate, lower bound)" if lower_bound else "(estimate)")
+
+
+def _is_floor(finding: Finding, lever: Lever) -> bool:
+    """The lever is the finding's ranked gain, and that gain is a lower bound."""
+    return (finding.gain_floor is not None and not lever.upper_bound
+            and lever.gain == finding.predicted_gain)
+
+
+def gain_notes(finding: Finding, fared: bool = True) -> tuple[str, ...]:
+    """What stands beside the gain's basis: why it is a lower bound, what the check could not
+    see in this data, and (`fared`) how predictions of its gain fared when measured."""
+    notes: list[str] = []
+    gain = finding.predicted_gain
+    if finding.gain_floor and _finite(gain):
+        assert gain is not None
+        notes.append(f"{gain_figure(gain)} is a lower bound: {finding.gain_floor}.")
+    notes += [f"Not seen in this data: {what}." for what in finding.unseen]
+    if fared and finding.fared and _finite(gain):
+        notes.append(f"How such predictions fared: {finding.fared}.")
+    return tuple(notes)
 
 
 def _finite(value: object) -> bool:
@@ -45,17 +67,19 @@ def stated_levers(finding: Finding) -> tuple[Lever, ...]:
     return tuple(lever for lever in finding.levers if _finite(lever.gain) and lever.label)
 
 
-def lever_text(lever: Lever, label: str | None = None) -> str:
+def lever_text(lever: Lever, label: str | None = None, floor: bool = False) -> str:
     """"×4.17 if checksum cost nothing (estimate, upper bound)"; `label`: the lever's label as
-    the output writes it (escaped, shortened), else as it is."""
+    the output writes it (escaped, shortened), else as it is; `floor`: its figure is a lower
+    bound."""
     said = lever.label if label is None else label
-    return f"{gain_figure(lever.gain)} {said} {estimate_tag(lever.upper_bound)}"
+    return f"{gain_figure(lever.gain)} {said} {estimate_tag(lever.upper_bound, floor)}"
 
 
 def levers_text(finding: Finding, label: Callable[[str], str] | None = None) -> str:
     """Each stated lever with its figure, all estimates, joined by " · "; "" when the finding has
     none. `label` writes each lever's label for the output (the Markdown escapes it)."""
-    return BETWEEN_LEVERS.join(lever_text(lever, None if label is None else label(lever.label))
+    return BETWEEN_LEVERS.join(lever_text(lever, None if label is None else label(lever.label),
+                                          _is_floor(finding, lever))
                                for lever in stated_levers(finding))
 
 
@@ -80,26 +104,32 @@ class GainWords:
     figure: str | None = None  # "×2.18": the predicted gain's, when no lever is stated
     estimate: str = estimate_tag()
     levers: tuple[LeverWords, ...] = ()
+    notes: tuple[str, ...] = ()  # gain_notes: printed beneath the gain's basis
 
     def to_json(self) -> dict[str, object]:
         return {"text": self.text, "tag": self.tag, "figure": self.figure,
-                "estimate": self.estimate, "levers": [lever.to_json() for lever in self.levers]}
+                "estimate": self.estimate, "levers": [lever.to_json() for lever in self.levers],
+                "notes": list(self.notes)}
 
 
 def gain_words(finding: Finding) -> GainWords:
     levers = stated_levers(finding)
+    notes = gain_notes(finding)
     if levers:
-        words = tuple(LeverWords(gain_figure(lever.gain), estimate_tag(lever.upper_bound),
-                                 lever_text(lever)) for lever in levers)
+        words = tuple(LeverWords(gain_figure(lever.gain),
+                                 estimate_tag(lever.upper_bound, _is_floor(finding, lever)),
+                                 lever_text(lever, floor=_is_floor(finding, lever))) for lever in levers)
         return GainWords(text=levers_text(finding),
                          tag=BETWEEN_LEVERS.join(w.figure for w in words) + " est.",
-                         levers=words)
+                         levers=words, notes=notes)
     gain = finding.predicted_gain
     if not _finite(gain):
         return GainWords()
     assert gain is not None
     figure = gain_figure(gain)
-    return GainWords(text=f"{figure} {estimate_tag()}", tag=f"{figure} est.", figure=figure)
+    tag = estimate_tag(lower_bound=finding.gain_floor is not None)
+    return GainWords(text=f"{figure} {tag}", tag=f"{figure} est.", figure=figure, estimate=tag,
+                     notes=notes)
 
 
 def _finite_or_none(value: object) -> float | None:

@@ -216,6 +216,15 @@ class Finding:
     # Each lever the advice pulls and what it can buy (work removed, more cores), beside the
     # ranking's `predicted_gain`: what the report shows. Empty when the check states one gain.
     levers: tuple[Lever, ...] = ()
+    # How predictions of this check's gain fared when its advice was applied and measured
+    # (checks/calibration.py); absent where none was measured.
+    fared: str | None = field(default=None, metadata=OPTIONAL)
+    # What the check would use but could not see in this data ("native frames ..."): its finding
+    # rests on less. `gain_floor`: why the predicted gain is a lower bound (what was not seen
+    # could only add to the cause, or the advice removes more than the figure counts); absent
+    # when it is not one (checks/engine.py, or the check itself).
+    unseen: tuple[str, ...] = field(default=(), metadata=OPTIONAL_EMPTY)
+    gain_floor: str | None = field(default=None, metadata=OPTIONAL)
 
     def __post_init__(self) -> None:
         if not isinstance(self.evidence, EvidenceValues):

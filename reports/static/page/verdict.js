@@ -146,7 +146,7 @@
 
   /** The finding's gain in words, worded by diagnose (render/wording.py; the page data's
    *  `gain_text`, parallel to the report's findings): {text, tag, figure, estimate, levers:
-   *  [{figure, estimate, text}]}; {} when the page has none for it.
+   *  [{figure, estimate, text}], notes}; {} when the page has none for it.
    *  @param {PageData} D
    *  @param {number} rank */
   function gainWords(D, rank) {
@@ -199,8 +199,10 @@
         class: prefix + '-lever-basis gain-basis small', 'data-kind': str(l.kind), text: str(l.basis),
       }))
       : [basis !== '' ? h('p', { class: prefix + '-gain-basis gain-basis small', text: basis }) : null];
+    // why the gain is a lower bound, what the check could not see, how such predictions fared
+    const notes = arr(words.notes).map((n) => h('p', { class: prefix + '-gain-note gain-note small', text: str(n) }));
     return h('div', { class: prefix + '-gain gain', 'data-gain': g, 'data-levers': levers.length || null },
-      line, bases);
+      line, bases, notes);
   }
 
   /** evidence.fix, the first advice as a knob: "Knob: OPENBLAS_NUM_THREADS = 1". */

@@ -1,0 +1,77 @@
+"""How each check's predicted gain has fared against measurement: fixes applied to real
+workloads, the check's figure beside the gain measured by paired runs (benchmarks/calibration.py
+and the services in benchmarks/services/; the table is benchmarks/README.md, "Calibration").
+
+The engine (checks/engine.py) gives each finding whose check has a record here the words
+`fared_words` makes, so a report states beside the gain how such predictions have done. The
+records are measured figures, copied from the benchmark's output: a new measurement is added
+here and to the README's table together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MeasuredFix:
+    """One fix applied: where, what, the check's ranked figure before it, and the measured gain
+    (throughput after / before, median of paired runs)."""
+
+    workload: str
+    fix: str
+    predicted: float
+    measured: float
+
+    @property
+    def ratio(self) -> float:
+        return self.measured / self.predicted
+
+
+# Per check, the fixes of its first advice (the lever its ranked gain predicts).
+RECORD: dict[str, tuple[MeasuredFix, ...]] = {
+    "preprocess_bound": (
+        MeasuredFix("preprocess_bound fixture", "a cheaper decode", 1.84, 1.45),
+        MeasuredFix("an image service", "a draft-mode JPEG decode", 1.87, 1.76),
+    ),
+    "gil_contention": (
+        MeasuredFix("gil_contention fixture", "the holder's loop vectorised", 1.92, 29.23),
+    ),
+    "lock_contention": (
+        MeasuredFix("lock_contention fixture", "one model instance per core", 1.90, 1.55),
+        MeasuredFix("locked_blas fixture", "OPENBLAS_NUM_THREADS=1", 1.83, 1.50),
+        MeasuredFix("lock_across_io fixture", "the fetch moved out of the lock", 6.05, 6.03),
+        MeasuredFix("a locked model, CPython 3.12", "OPENBLAS_NUM_THREADS=1", 1.55, 1.35),
+        MeasuredFix("a locked model, CPython 3.13", "OPENBLAS_NUM_THREADS=1", 1.56, 1.54),
+    ),
+    "pool_wait": (
+        MeasuredFix("pool_wait fixture", "a pool of 9", 3.81, 4.01),
+    ),
+    "stage_bound": (
+        MeasuredFix("pipeline fixture", "two model threads", 1.62, 1.42),
+        MeasuredFix("batching fixture", "two batchers", 1.00, 1.07),
+    ),
+    "scheduler_overhead": (
+        MeasuredFix("blas_fanout fixture", "one BLAS thread", 1.30, 1.72),
+        MeasuredFix("scheduler_overhead fixture", "two request threads", 1.01, 0.97),
+        MeasuredFix("cpu_quota fixture", "one request thread", 1.11, 1.24),
+        MeasuredFix("an image service", "two request threads", 1.05, 0.87),
+    ),
+    "cpu_throttled": (
+        MeasuredFix("cpu_quota fixture", "a quota of 2 cores", 3.34, 4.22),
+    ),
+}
+
+
+def fared_words(check_id: str) -> str | None:
+    """"measured 0.79-0.94x of the figure predicted, over 2 fixes (...)", or None when no fix of
+    the check's advice was measured."""
+    fixes = RECORD.get(check_id)
+    if not fixes:
+        return None
+    ratios = sorted(f.ratio for f in fixes)
+    span = f"{ratios[0]:.2f}x" if len(ratios) == 1 else f"{ratios[0]:.2f}-{ratios[-1]:.2f}x"
+    which = "; ".join(f"{f.fix} on {f.workload}: {f.predicted:.2f}x predicted, {f.measured:.2f}x measured"
+                      for f in fixes)
+    count = f"{len(fixes)} measured fix" + ("es" if len(fixes) > 1 else "")
+    return f"such predictions measured {span} of their figure over {count} ({which})"

@@ -1,0 +1,139 @@
+"""What a finding says about its gain beyond the figure: what its check could not see in this
+data (and the gain a floor when that could only add to the cause), the floor a check knows of
+itself (gil_contention's waits-only figure), and how predictions of its gain fared when measured
+(checks/calibration.py). Recorded profiles analysed in-process, with and without their /proc
+record and native samples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from diagnose.checks import logging_lock
+from diagnose.checks.calibration import RECORD, fared_words
+from diagnose.checks.engine import annotated
+from diagnose.checks.registry import CHECKS
+from diagnose.render.markdown import render_markdown
+from diagnose.render.wording import gain_notes, gain_words
+from diagnose.report.model import Finding, Lever
+from diagnose.report.pipeline import from_file
+from diagnose.model.vocab import LeverKind
+from tests.conftest import RECORDED, report_of
+
+CHECKS_BY_ID = {check.id: check for check in CHECKS}
+
+
+def _findings(tmp_path: Path, name: str, companions: bool, kind: str = "speedscope") -> dict[str, Finding]:
+    procfs = RECORDED / f"{name}.procfs.json" if companions else None
+    native = RECORDED / f"{name}.native.speedscope.json" if companions else None
+    native = native if native is not None and native.exists() else None
+    outputs = from_file(RECORDED / f"{name}.{kind}.json", tmp_path, None, procfs, native)
+    return {f.id: f for f in report_of(outputs.json).findings}
+
+
+def _blind(native: bool = False, counters: bool = False) -> SimpleNamespace:
+    """An analysis as the engine tests it: with or without native frames and OS counters."""
+    return SimpleNamespace(profile=SimpleNamespace(native=native, calibrated=False),
+                           os=SimpleNamespace() if counters else None)
+
+
+def test_a_lock_wait_seen_without_native_frames_or_counters_says_so_and_its_gain_is_a_floor():
+    seen = Finding(id="lock_contention", score=80, predicted_gain=1.6, gain_basis="estimate")
+    lock = annotated(CHECKS_BY_ID["lock_contention"], seen, _blind())
+    assert [u.split(" ")[0] for u in lock.unseen] == ["native", "OS"]
+    assert lock.gain_floor is not None and "native frames and OS counters were not seen" in lock.gain_floor
+    words = gain_words(lock)
+    assert words.estimate == "(estimate, lower bound)"
+    assert any(n.startswith("×1.60 is a lower bound") for n in words.notes)
+    only_native = annotated(CHECKS_BY_ID["lock_contention"], seen, _blind(counters=True))
+    assert only_native.gain_floor is not None and only_native.gain_floor.startswith("native frames were")
+    # a finding without a figure has nothing to bound, but still says what it could not see
+    none = annotated(CHECKS_BY_ID["lock_contention"], Finding(id="lock_contention"), _blind())
+    assert none.gain_floor is None and len(none.unseen) == 2
+
+
+def test_with_native_frames_and_counters_nothing_is_unseen_and_the_gain_is_no_floor(tmp_path):
+    lock = _findings(tmp_path, "lock_contention", companions=True)["lock_contention"]
+    assert lock.unseen == () and lock.gain_floor is None
+    assert "(estimate)" == gain_words(lock).estimate
+
+
+def test_a_check_whose_unseen_input_could_move_it_either_way_names_it_without_a_floor():
+    # compute_bound uses the OS counters, but they could lower its share as well as raise it
+    seen = Finding(id="compute_bound", score=100, predicted_gain=1.0)
+    compute = annotated(CHECKS_BY_ID["compute_bound"], seen, _blind())
+    assert any(u.startswith("OS counters") for u in compute.unseen)
+    assert compute.gain_floor is None
+
+
+def test_the_gil_figure_is_always_the_floor_of_vectorising_and_its_lever_is_tagged(tmp_path):
+    gil = _findings(tmp_path, "preprocess_bound", companions=True)["gil_contention"]
+    assert gil.gain_floor is not None and "GIL waits alone" in gil.gain_floor
+    ranked = [lever for lever in gil.levers if lever.gain == gil.predicted_gain and not lever.upper_bound]
+    assert ranked, gil.levers
+    words = gain_words(gil)
+    tags = {w.text.split(" ")[0]: w.estimate for w in words.levers}
+    assert tags[f"×{gil.predicted_gain:.2f}"] == "(estimate, lower bound)"
+    assert all(w.estimate == "(estimate, upper bound)" for lever, w in zip(gil.levers, words.levers)
+               if lever.upper_bound)
+
+
+def test_a_measured_check_states_how_its_predictions_fared_and_an_unmeasured_one_does_not(tmp_path):
+    found = _findings(tmp_path, "lock_contention", companions=True)
+    lock = found["lock_contention"]
+    ratios = [f.measured / f.predicted for f in RECORD["lock_contention"]]
+    assert lock.fared == fared_words("lock_contention")
+    assert f"{min(ratios):.2f}-{max(ratios):.2f}x" in (lock.fared or "")
+    assert f"{len(ratios)} measured fixes" in (lock.fared or "")
+    assert any(n.startswith("How such predictions fared") for n in gain_words(lock).notes)
+    assert fared_words("compute_bound") is None and found["compute_bound"].fared is None
+
+
+def test_the_summary_keeps_bounds_and_blind_spots_but_not_the_calibration():
+    seen = Finding(id="lock_contention", score=80, predicted_gain=1.6)
+    lock = annotated(CHECKS_BY_ID["lock_contention"], seen, _blind())
+    notes = gain_notes(lock, fared=False)
+    assert notes and not any("fared" in n for n in notes)
+    assert len(gain_notes(lock)) == len(notes) + 1
+
+
+def test_a_floor_on_a_lever_that_is_not_the_ranked_figure_leaves_its_tag_alone():
+    lever = Lever(LeverKind.MORE_CORES, 3.0, "from more cores", "estimate")
+    finding = Finding(id="x", predicted_gain=1.5, gain_floor="why", levers=(lever,))
+    assert gain_words(finding).levers[0].estimate == "(estimate)"
+
+
+def _logging_analysis(stacks: list[tuple[str, str]], counts: list[int]) -> SimpleNamespace:
+    """One frame per stack, `(file, function)`, and the request samples' counts per stack."""
+    frames = [SimpleNamespace(file=file, function=function) for file, function in stacks]
+    samples = pd.DataFrame({"stack": np.arange(len(stacks)), "count": counts})
+    profile = SimpleNamespace(frames=frames,
+                              stacks_with_any=lambda marks: np.asarray(marks, dtype=bool))
+    return SimpleNamespace(profile=profile, request_samples=lambda: samples)
+
+
+def test_the_handler_share_counts_waiting_and_working_inside_a_logging_handler():
+    analysis = _logging_analysis(
+        [("/usr/lib/python3.11/logging/__init__.py", "StreamHandler.emit"),
+         ("/usr/lib/python3.11/logging/__init__.py", "Handler.handle"),
+         ("/usr/lib/python3.11/logging/__init__.py", "Logger.isEnabledFor"),
+         ("/srv/app/model.py", "emit")],  # an app's own `emit` is not logging
+        [30, 20, 10, 40])
+    assert logging_lock._in_handler_share(analysis) == pytest.approx(0.5)
+
+
+def test_no_handler_frame_means_no_handler_share():
+    analysis = _logging_analysis([("/srv/app/model.py", "forward")], [10])
+    assert logging_lock._in_handler_share(analysis) == 0.0
+
+
+def test_the_summary_renders_the_notes_as_plain_lines(tmp_path):
+    procfs = RECORDED / "late_thread.procfs.json"
+    outputs = from_file(RECORDED / "late_thread.chrometrace.json", tmp_path, None, procfs, None)
+    text = render_markdown(report_of(outputs.json))
+    assert "**Note:** ×" in text and "is a lower bound: it counts the GIL waits alone" in text
+    assert "How such predictions fared" not in text
