@@ -86,7 +86,9 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
     (model/kernel_waits.py): a lock's futex or a file lock is a lock wait, the GIL's futex a GIL
     wait, a pipe, socket, child or timer a wait outside the thread, a listening socket a wait for
     work. The frames' measured states are kept; a GIL wait is taken from the kernel only where no
-    native sample calibrated the stack (the calibration already counts it).
+    native sample calibrated the stack (the calibration already counts it). Samples the frames
+    read as a wait outside the process, without a native sample of their own (`_hidden_gil`),
+    are settled too, and only to a GIL wait.
 
     A thread and its stack are matched to the kernel in two ways. A thread the kernel saw on one
     object nearly all window waits on it in each of its samples. Otherwise each /proc tick inside a
@@ -112,6 +114,7 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
     state = samples["state"]
     undecided = ((state.isin(RUNNING) & (samples["state_source"] != "measured"))
                  | ((state == ThreadState.NATIVE) & (samples["wait_kind"] == WaitKind.NONE))).to_numpy()
+    hidden = _hidden_gil(samples)
     # A native mutex outside an intra-op pool's library (the service's own C code, a ctypes
     # call): the frames name the wait but not whose; a thread the kernel saw asleep on one
     # futex most of the window queues on a lock (_dominant_held below settles it).
@@ -132,7 +135,7 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
     # measured, and a futex under it may be its library's own pool (OpenBLAS), not a lock.
     votable = undecided & (samples["state_source"] != "calibrated").to_numpy()
     for tid, times in kernel.times.items():
-        rows = np.flatnonzero((tids == tid) & undecided & np.isfinite(instants))
+        rows = np.flatnonzero((tids == tid) & (undecided | hidden) & np.isfinite(instants))
         if not len(rows) or not len(times):
             continue
         objects = kernel.indices[tid]
@@ -150,12 +153,16 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
     sites = samples["site"].to_numpy()
     for stack, obj in _at_the_acquire(_agreed(votes), kernel.objects, stacks, sites, frames).items():
         decision[(stacks == stack) & votable & (decision < 0)] = obj
+    # Hidden GIL waits are settled in a calibrated stack too: its calibration read them as
+    # waits outside, so a GIL wait the kernel saw there is not one it counted.
+    for stack, obj in _gil_stacks(votes, kernel.objects).items():
+        decision[(stacks == stack) & hidden & (decision < 0)] = obj
     for frame, obj_ in (decided or {}).items():
         index = objects_at.get(obj_)
         if index is None:  # decided on another process's object of the same kind
             index = len(objects_at)
             objects_at[obj_] = index
-        decision[(sites == frame) & votable & (decision < 0)] = index
+        decision[(sites == frame) & (votable | hidden) & (decision < 0)] = index
     counts_f = counts.astype(np.float64)
     # a wait the frames already name: any state off a CPU, or a named wait (a native mutex)
     waiting = (~state.isin(RUNNING) | (samples["wait_kind"] != WaitKind.NONE)).to_numpy()
@@ -188,7 +195,11 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
     new_kind = samples["wait_kind"].astype(object).to_numpy().copy()
     changed = False
     for row in rows.tolist():
-        settled = _kernel_state(every[int(decision[row])], bool(estimated[row]))
+        seen = every[int(decision[row])]
+        if hidden[row]:  # a wait outside becomes the GIL's, never a lock's or anything else
+            settled = _GIL_WAIT if seen.blocking == Blocking.GIL else None
+        else:
+            settled = _kernel_state(seen, bool(estimated[row]))
         if settled is not None:
             new_state[row], new_kind[row] = settled
             changed = True
@@ -197,6 +208,40 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
     out = samples.copy()
     out["state"] = pd.Categorical(new_state, dtype=samples["state"].dtype)
     out["wait_kind"] = pd.Categorical(new_kind, dtype=samples["wait_kind"].dtype)
+    return out
+
+
+def _hidden_gil(samples: pd.DataFrame) -> np.ndarray:
+    """Per sample: the frames read a wait outside the process (io) without a native sample of
+    its own (its state estimated from the Python frames, or calibrated by other native samples
+    of the stack). A C extension that releases the GIL for its work (PIL's JPEG decode) and
+    queues to take it back shows, in py-spy's native stacks, a condition-variable wait right
+    under the extension's function, libpython's take_gil elided: it reads as the library's own
+    wait (classify/state.library_wait). Where the kernel saw the thread on the GIL's futex, it
+    was the GIL; any other object the kernel names leaves the frames' reading (a socket is the
+    wait outside it looks like; a lock's futex may be a parked thread's queue)."""
+    return np.asarray((samples["state"] == ThreadState.IO) & (samples["state_source"] != "measured"),
+                      dtype=bool)
+
+
+def _gil_stacks(votes: Mapping[int, Mapping[int, int]], objects: Sequence[WaitObject]) -> dict[int, int]:
+    """stack -> the GIL's index in `objects`, for the stacks whose hidden GIL waits the kernel
+    settles. The frames say the thread slept there, so only the ticks that saw it asleep count
+    (the ticks on a CPU are the work beside the wait): the GIL is the object most of them name
+    (MIN_VOTES at least), and of those naming the GIL or a wait outside the process (what the
+    frames read), AGREEMENT name the GIL. Ticks on a lock weigh on neither side: this path makes
+    no lock wait, and at a busy service's low sampling rate most are a thread parked for work
+    between two samples that saw it at the same stack (two requests in a row)."""
+    out = {}
+    for stack, by_object in votes.items():
+        asleep = {o: n for o, n in by_object.items() if objects[o].blocking != Blocking.RUNNING}
+        if not asleep:
+            continue
+        top = max(asleep, key=lambda o: asleep[o])
+        outside = sum(n for o, n in asleep.items() if objects[o].blocking == Blocking.OUTSIDE)
+        gil = asleep[top]
+        if objects[top].blocking == Blocking.GIL and gil >= MIN_VOTES and gil >= AGREEMENT * (gil + outside):
+            out[stack] = top
     return out
 
 
@@ -342,11 +387,14 @@ def _whole_window_object(kernel: KernelView, tid: int) -> int | None:
     return kernel.objects.index(top)
 
 
+_GIL_WAIT = (ThreadState.GIL.value, WaitKind.GIL.value)
+
+
 def _kernel_state(obj: WaitObject, estimated: bool) -> tuple[str, str] | None:
     if obj.blocking in _FRAMES_STAND:
         return None
     if obj.blocking == Blocking.GIL:
-        return (ThreadState.GIL.value, WaitKind.GIL.value) if estimated else None
+        return _GIL_WAIT if estimated else None
     if obj.blocking == Blocking.HELD:
         kind = WaitKind.FILE_LOCK if obj.resource == ResourceKind.FILE_LOCK else WaitKind.LOCK
         return ThreadState.LOCK.value, kind.value
