@@ -44,6 +44,9 @@ RECORD: dict[str, tuple[MeasuredFix, ...]] = {
         MeasuredFix("a locked model, CPython 3.12", "OPENBLAS_NUM_THREADS=1", 1.55, 1.35),
         MeasuredFix("a locked model, CPython 3.13", "OPENBLAS_NUM_THREADS=1", 1.56, 1.54),
     ),
+    "logging_lock": (
+        MeasuredFix("logging_lock fixture", "a QueueHandler", 20.00, 41.89),
+    ),
     "pool_wait": (
         MeasuredFix("pool_wait fixture", "a pool of 9", 3.81, 4.01),
     ),

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from diagnose.checks import settings as check_settings
 from diagnose.checks.arbiter import co_primary, in_pair_order, next_cause, noise_reason, rank, symptoms
-from diagnose.checks.base import Finding, NotApplicable
+from diagnose.checks.base import MAX_AMDAHL, Finding, NotApplicable
 from diagnose.checks.calibration import fared_words
 from diagnose.checks.registry import CHECKS  # the causal order
 from diagnose.checks.spec import REQUIREMENTS, SEEN_BY, CheckSettings, CheckSpec, Input
@@ -91,8 +91,14 @@ def annotated(check: CheckSpec[Any], finding: Finding, analysis: Analysis,
             if used in check.floor_without:
                 adds.append(short)
     floor = finding.gain_floor
-    if adds and floor is None and finding.predicted_gain is not None:
+    gain = finding.predicted_gain
+    if adds and floor is None and gain is not None:
         floor = f"{' and '.join(adds)} were not seen, and what they show could only add to the cause"
+    if floor is None and gain is not None and gain >= MAX_AMDAHL:
+        # Amdahl of a share this close to all of the time is larger than any figure worth
+        # stating: the cap says "large" (a QueueHandler measured 42x where the cap said 20x)
+        floor = (f"the figure is capped at {MAX_AMDAHL:g}x: the share is too close to all of the "
+                 f"time for Amdahl to say more than 'large'")
     fared = fared_words(check.id) if finding.predicted_gain is not None else None
     if not unseen and floor == finding.gain_floor and fared == finding.fared:
         return finding

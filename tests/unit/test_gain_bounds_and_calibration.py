@@ -137,3 +137,12 @@ def test_the_summary_renders_the_notes_as_plain_lines(tmp_path):
     text = render_markdown(report_of(outputs.json))
     assert "**Note:** ×" in text and "is a lower bound: it counts the GIL waits alone" in text
     assert "How such predictions fared" not in text
+
+
+def test_a_gain_at_the_amdahl_cap_is_a_floor_of_large():
+    capped = annotated(CHECKS_BY_ID["logging_lock"], Finding(id="logging_lock", score=100, predicted_gain=20.0),
+                       _blind(counters=True))
+    assert capped.gain_floor is not None and "capped at 20x" in capped.gain_floor
+    below = annotated(CHECKS_BY_ID["logging_lock"], Finding(id="logging_lock", score=100, predicted_gain=7.0),
+                      _blind(counters=True))
+    assert below.gain_floor is None
