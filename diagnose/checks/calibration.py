@@ -10,6 +10,7 @@ here and to the README's table together.
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 
@@ -31,53 +32,63 @@ class MeasuredFix:
 # Per check, the fixes of its first advice (the lever its ranked gain predicts).
 RECORD: dict[str, tuple[MeasuredFix, ...]] = {
     "preprocess_bound": (
-        MeasuredFix("preprocess_bound fixture", "a cheaper decode", 1.84, 1.45),
+        MeasuredFix("the preprocess_bound fixture", "a cheaper decode", 1.84, 1.45),
         MeasuredFix("an image service", "a draft-mode JPEG decode", 1.87, 1.76),
     ),
     "gil_contention": (
-        MeasuredFix("gil_contention fixture", "the holder's loop vectorised", 1.92, 29.23),
+        MeasuredFix("the gil_contention fixture", "the holder's loop vectorised", 1.92, 29.23),
     ),
     "lock_contention": (
-        MeasuredFix("lock_contention fixture", "one model instance per core", 1.90, 1.55),
-        MeasuredFix("locked_blas fixture", "OPENBLAS_NUM_THREADS=1", 1.83, 1.50),
-        MeasuredFix("lock_across_io fixture", "the fetch moved out of the lock", 6.05, 6.03),
+        MeasuredFix("the lock_contention fixture", "one model instance per core", 1.90, 1.55),
+        MeasuredFix("the locked_blas fixture", "OPENBLAS_NUM_THREADS=1", 1.83, 1.50),
+        MeasuredFix("the lock_across_io fixture", "the fetch moved out of the lock", 6.05, 6.03),
         # the locked model, two attaches each: the figure rests on a few native samples
-        MeasuredFix("a locked model, CPython 3.12", "OPENBLAS_NUM_THREADS=1", 1.55, 1.35),
-        MeasuredFix("a locked model, CPython 3.12", "OPENBLAS_NUM_THREADS=1", 2.82, 1.35),
-        MeasuredFix("a locked model, CPython 3.13", "OPENBLAS_NUM_THREADS=1", 1.56, 1.54),
-        MeasuredFix("a locked model, CPython 3.13", "OPENBLAS_NUM_THREADS=1", 2.65, 1.54),
+        MeasuredFix("a locked model (CPython 3.12)", "OPENBLAS_NUM_THREADS=1", 1.55, 1.35),
+        MeasuredFix("a locked model (CPython 3.12)", "OPENBLAS_NUM_THREADS=1", 2.82, 1.35),
+        MeasuredFix("a locked model (CPython 3.13)", "OPENBLAS_NUM_THREADS=1", 1.56, 1.54),
+        MeasuredFix("a locked model (CPython 3.13)", "OPENBLAS_NUM_THREADS=1", 2.65, 1.54),
     ),
     "logging_lock": (
-        MeasuredFix("logging_lock fixture", "a QueueHandler", 20.00, 41.89),
+        MeasuredFix("the logging_lock fixture", "a QueueHandler", 20.00, 41.89),
     ),
     "pool_wait": (
-        MeasuredFix("pool_wait fixture", "a pool of 9", 3.81, 4.01),
+        MeasuredFix("the pool_wait fixture", "a pool of 9", 3.81, 4.01),
     ),
     "stage_bound": (
-        MeasuredFix("pipeline fixture", "two model threads", 1.62, 1.42),
-        MeasuredFix("batching fixture", "two batchers", 1.00, 1.07),
+        MeasuredFix("the pipeline fixture", "two model threads", 1.62, 1.42),
+        MeasuredFix("the batching fixture", "two batchers", 1.00, 1.07),
     ),
     "scheduler_overhead": (
-        MeasuredFix("blas_fanout fixture", "one BLAS thread", 1.30, 1.72),
-        MeasuredFix("scheduler_overhead fixture", "two request threads", 1.01, 0.97),
-        MeasuredFix("cpu_quota fixture", "one request thread", 1.11, 1.24),
+        MeasuredFix("the blas_fanout fixture", "one BLAS thread", 1.30, 1.72),
+        MeasuredFix("the scheduler_overhead fixture", "two request threads", 1.01, 0.97),
+        MeasuredFix("the cpu_quota fixture", "one request thread", 1.11, 1.24),
         MeasuredFix("an image service", "two request threads", 1.05, 0.87),
     ),
     "cpu_throttled": (
-        MeasuredFix("cpu_quota fixture", "a quota of 2 cores", 3.34, 4.22),
+        MeasuredFix("the cpu_quota fixture", "a quota of 2 cores", 3.34, 4.22),
     ),
 }
 
 
+# More fixes than this are summed up by their median; the README's table lists them.
+LISTED_FIXES = 2
+
+
 def fared_words(check_id: str) -> str | None:
-    """"measured 0.79-0.94x of the figure predicted, over 2 fixes (...)", or None when no fix of
-    the check's advice was measured."""
+    """"such predictions measured 0.79-0.94x of their figure over 2 measured fixes (...)": each
+    fix named when they are few, else their median; None when no fix of the check's advice was
+    measured."""
     fixes = RECORD.get(check_id)
     if not fixes:
         return None
     ratios = sorted(f.ratio for f in fixes)
     span = f"{ratios[0]:.2f}x" if len(ratios) == 1 else f"{ratios[0]:.2f}-{ratios[-1]:.2f}x"
-    which = "; ".join(f"{f.fix} on {f.workload}: {f.predicted:.2f}x predicted, {f.measured:.2f}x measured"
-                      for f in fixes)
+    if len(fixes) <= LISTED_FIXES:
+        which = "; ".join(f"{f.fix} on {f.workload}: {f.predicted:.2f}x predicted, {f.measured:.2f}x measured"
+                          for f in fixes)
+    else:
+        which = (f"median {statistics.median(ratios):.2f}x; on "
+                 + ", ".join(dict.fromkeys(f.workload for f in fixes))
+                 + "; benchmarks/README.md, Calibration")
     count = f"{len(fixes)} measured fix" + ("es" if len(fixes) > 1 else "")
     return f"such predictions measured {span} of their figure over {count} ({which})"
