@@ -49,10 +49,14 @@
    - its own advice is predicted to buy nothing (its whole gain interval under NO_GAIN_BELOW):
      a busy stage whose more threads would share the cores its model already fills.
    Such a symptom is never a co-primary: it is folded into the verdict (`also`), and the next
-   finding that is not one is the one tested for rule 4. When two findings that make the same
-   code cheaper could swap places within their intervals, the causal order alone picks which
-   names it (not rule 6: both point at the same code, so only the name could move). A lock or
-   pool wait that would buy something is a second cause, whatever code it sits in.
+   finding that is not one is the one tested for rule 4. When two findings make the same code
+   cheaper, the causal order alone picks which names it, whenever the earlier one shows a
+   problem on this attach (its score at or above the info line) or the two could swap places
+   within their intervals (not rule 6: both point at the same code, so only the name could
+   move). Whether the significance of either one's gain clears its line decides where the cause
+   ranks, never its name: a tokenizer a forked tree's GIL waits queue behind was named
+   preprocess_bound or gil_contention as preprocessing's score interval crossed the info line.
+   A lock or pool wait that would buy something is a second cause, whatever code it sits in.
 The verdict is the first finding (and its co-primary), unless it is weak (then the headline says
 what the threads did). A verdict whose first finding rests on fewer than confidence.MIN_SAMPLES
 samples says "low confidence" in its headline and is never critical (engine.verdict_for).
@@ -170,7 +174,7 @@ def rank(findings: list[Finding], order_of: OrderOf) -> tuple[Finding, ...]:
         return ()
     twin = next((f for f in ranked[1:] if same_work(ranked[0], f)), None)
     if (twin is not None and order_of(twin) < order_of(ranked[0])
-            and within_noise(ranked[0], twin, order_of)):
+            and (twin.score >= INFO_SCORE or within_noise(ranked[0], twin, order_of))):
         ranked = _to_front(ranked, [twin])
     rival = next_cause(ranked)
     if rival is not None and co_primary(ranked[0], rival, order_of):

@@ -233,3 +233,23 @@ def test_the_html_fallback_lists_the_folded_findings_escaped():
     hostile = dataclasses.replace(verdict, also=("<script>x</script>",))
     assert "also seen as: &lt;script&gt;x&lt;/script&gt;" in page_of(hostile)
     assert "noscript-also" not in page_of(dataclasses.replace(verdict, also=()))
+
+
+def test_the_work_names_the_cause_whether_or_not_its_score_interval_clears_the_info_line():
+    # A forked tree's tokenizer: the GIL's waiters queue behind it on every core (the cores are
+    # full: the GIL predicts nothing), and preprocessing's share is loosely known. Its interval
+    # reaching under the info line must not hand the name to the GIL on one attach in two.
+    waiting = gil(0.45, holder="normalize", room=1.0)
+    for samples in (60, 2000):  # its interval under the line, then clear of it
+        tokenizer = preprocess(0.4, function="normalize", samples=samples)
+        assert tokenizer.score < waiting.score
+        assert named([waiting, tokenizer]) == ("preprocess_bound", None, ("gil_contention",))
+    loose = preprocess(0.4, function="normalize", samples=60)
+    assert loose.score_range[0] < 25 <= loose.score and not within_noise(waiting, loose, order_of)
+
+
+def test_work_whose_score_shows_no_problem_does_not_take_the_name():
+    waiting = gil(0.45, holder="normalize", room=1.0)
+    faint = preprocess(0.3, function="normalize", samples=2000)
+    assert faint.score < 25
+    assert named([waiting, faint])[0] == "gil_contention"
