@@ -45,7 +45,10 @@
    the lead's code seen from another side, not a second cause, when
    - both advise making that code cheaper (each one's first lever removes work): they rest on the
      same busy threads' time — the GIL's holders are the busy threads' hottest code;
-     preprocessing in pure Python is what the GIL's waiters wait behind; or
+     preprocessing in pure Python is what the GIL's waiters wait behind. Code of one request
+     phase counts as the same code (Finding.acts_on: the GIL's holders mostly running
+     preprocessing, beside a preprocessing finding), whichever functions the leading sites name;
+     or
    - its own advice is predicted to buy nothing (its whole gain interval under NO_GAIN_BELOW):
      a busy stage whose more threads would share the cores its model already fills.
    Such a symptom is never a co-primary: it is folded into the verdict (`also`), and the next
@@ -205,19 +208,29 @@ def _removes_work(finding: Finding) -> bool:
     return bool(finding.levers) and finding.levers[0].kind == LeverKind.REMOVE_WORK
 
 
+def same_phase(a: Finding, b: Finding) -> bool:
+    """Both make cheaper the code of one request phase (Finding.acts_on): the GIL's holders
+    running the preprocessing a preprocessing finding measures, whichever of its functions each
+    one's few leading sites happen to name on this attach."""
+    return a.acts_on is not None and a.acts_on == b.acts_on
+
+
 def same_work(a: Finding, b: Finding) -> bool:
     """Rule 7, first case (symmetric): both advise making code cheaper and name that code in
-    common: the same threads' busy time, measured twice."""
-    return a is not b and _removes_work(a) and _removes_work(b) and bool(shared_code(a, b))
+    common, or that phase's code: the same threads' busy time, measured twice."""
+    return (a is not b and _removes_work(a) and _removes_work(b)
+            and (bool(shared_code(a, b)) or same_phase(a, b)))
 
 
 def symptom_of(lead: Finding, other: Finding) -> bool:
     """Rule 7: `other` is `lead`'s code seen from another side — the same work measured twice, or
     a finding on the same code whose own advice is predicted to buy nothing. Decided from what
     the findings measure and predict, never from their ids."""
-    if other is lead or not shared_code(lead, other):
+    if other is lead:
         return False
-    return same_work(lead, other) or other.gain_range[1] < NO_GAIN_BELOW
+    if same_work(lead, other):
+        return True
+    return bool(shared_code(lead, other)) and other.gain_range[1] < NO_GAIN_BELOW
 
 
 def one_cause(a: Finding, b: Finding) -> bool:

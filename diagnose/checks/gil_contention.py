@@ -305,10 +305,20 @@ FLOOR = ("it counts the GIL waits alone; vectorising the holder also removes its
          "the figure does not count")
 
 
+# The holders' phase names the code vectorising changes when it holds this much of their time.
+PHASE_MAJORITY = 0.5
+
+
 def run_with_floor(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
-    """The finding, its gain marked as the floor of what vectorising buys."""
+    """The finding, its gain marked as the floor of what vectorising buys, and the phase whose
+    code the holders mostly ran (what vectorising them makes cheaper)."""
     found = run(analysis, settings)
-    return found if isinstance(found, NotApplicable) else replace(found, gain_floor=FLOOR)
+    if isinstance(found, NotApplicable):
+        return found
+    phases = _holder_phase_shares(analysis)
+    top = max(phases, key=lambda p: phases[p], default=None)
+    acts_on = top if top is not None and phases[top] >= PHASE_MAJORITY else None
+    return replace(found, gain_floor=FLOOR, acts_on=acts_on)
 
 
 SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run_with_floor,

@@ -13,7 +13,7 @@ Why it matters:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from diagnose.checks.evidence import shared
@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
 
 ID = "preprocess_bound"
+PHASE = "preprocess"  # the request phase it measures (classify/categories.PHASES)
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,8 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     busy = busy_samples(req)
     total_busy = float(busy["count"].sum())
     by_phase = busy.groupby("phase", observed=False)["count"].sum() / total_busy
-    share = float(by_phase.get("preprocess", 0.0))
-    pre = busy[busy["phase"] == "preprocess"]
+    share = float(by_phase.get(PHASE, 0.0))
+    pre = busy[busy["phase"] == PHASE]
     sites = top_sites(analysis, pre, total_busy)
     # Preprocessing can only dominate the service if the request threads are mostly busy:
     # threads that mostly wait (on a lock, a pool, a native library's mutex) have another
@@ -119,12 +120,13 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
              f"estimate: preprocessing in a stage of its own over the idle cores buys {spread:.2f}x"
              f" (more than halving its cost, {half:.2f}x, calibrated)")
     basis += f"; making it free, at most {bound:.2f}x (an upper bound)"
-    return make_finding(ID, settings, score, summary, evidence, sites, gain=(gain, basis),
+    found = make_finding(ID, settings, score, summary, evidence, sites, gain=(gain, basis),
                         samples=total_busy, levers=levers,
                         share_samples={"busy_share_of_request_time": req["count"].sum()},
                         basis=ScoreBasis("preprocess_share_of_busy",
                                          lambda s: ramp(s, settings.low, settings.high) * busy_factor,
                                          lambda s: max(halved_gain(s), spread_gain(s))))
+    return replace(found, acts_on=PHASE)  # its advice makes the preprocessing phase cheaper
 
 
 # The measured fixes behind the calibration (benchmarks/README.md, "Calibration"): each removed

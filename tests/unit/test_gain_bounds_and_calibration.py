@@ -146,3 +146,11 @@ def test_a_gain_at_the_amdahl_cap_is_a_floor_of_large():
     below = annotated(CHECKS_BY_ID["logging_lock"], Finding(id="logging_lock", score=100, predicted_gain=7.0),
                       _blind(counters=True))
     assert below.gain_floor is None
+
+
+def test_a_gil_whose_holders_mostly_preprocess_acts_on_the_preprocessing(tmp_path):
+    found = _findings(tmp_path, "preprocess_bound", companions=True)
+    assert found["preprocess_bound"].acts_on == "preprocess"
+    assert found["gil_contention"].acts_on == "preprocess"
+    shares = found["gil_contention"].value("holder_phase_shares")
+    assert shares is not None and dict(shares.value)["preprocess"] >= 0.5

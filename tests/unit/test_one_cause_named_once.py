@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from diagnose.checks.arbiter import (CRITICAL, next_cause, rank, rank_key, same_work, symptom_of,
+from diagnose.checks.arbiter import (CRITICAL, next_cause, rank, rank_key, same_work, shared_code, symptom_of,
                                      within_noise)
 from diagnose.checks.base import (ScoreBasis, Site, amdahl, make_finding, more_cores_lever, ramp,
                                   remove_work_lever)
@@ -253,3 +253,16 @@ def test_work_whose_score_shows_no_problem_does_not_take_the_name():
     faint = preprocess(0.3, function="normalize", samples=2000)
     assert faint.score < 25
     assert named([waiting, faint])[0] == "gil_contention"
+
+
+def test_the_gil_holders_running_preprocessing_are_the_preprocessing_whatever_sites_each_names():
+    # The holders ran tokenize (mostly preprocessing by phase); preprocessing's leading sites
+    # on this attach are norm and normalize: no function in common, one phase in common.
+    waiting = dataclasses.replace(gil(0.45, holder="tokenize", room=1.0), acts_on="preprocess")
+    tokenizer = dataclasses.replace(preprocess(0.4, function="normalize", samples=60), acts_on="preprocess")
+    assert not shared_code(waiting, tokenizer) and same_work(waiting, tokenizer)
+    assert named([waiting, tokenizer]) == ("preprocess_bound", None, ("gil_contention",))
+    # the holders in the model's code: a different phase, so two causes
+    elsewhere = dataclasses.replace(waiting, acts_on="model")
+    assert not same_work(elsewhere, tokenizer)
+    assert named([elsewhere, tokenizer])[0] == "gil_contention"

@@ -225,6 +225,10 @@ class Finding:
     # when it is not one (checks/engine.py, or the check itself).
     unseen: tuple[str, ...] = field(default=(), metadata=OPTIONAL_EMPTY)
     gain_floor: str | None = field(default=None, metadata=OPTIONAL)
+    # The request phase ("preprocess", "model", "postprocess") of the code the first advice
+    # makes cheaper, where the check measured it: two findings that make the same phase's code
+    # cheaper are one cause (checks/arbiter.py, rule 7), whichever functions their sites name.
+    acts_on: str | None = field(default=None, metadata=OPTIONAL)
 
     def __post_init__(self) -> None:
         if not isinstance(self.evidence, EvidenceValues):
