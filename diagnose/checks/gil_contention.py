@@ -315,7 +315,9 @@ def run_with_floor(analysis: Analysis, settings: Settings) -> Finding | NotAppli
     found = run(analysis, settings)
     if isinstance(found, NotApplicable):
         return found
-    phases = _holder_phase_shares(analysis)
+    # Only where one thread runs every phase is the holders' phase the same threads' work as a
+    # phase finding's; a pipeline's stages are other threads (its GIL is between stages).
+    phases = {} if analysis.structure.pipeline else _holder_phase_shares(analysis)
     top = max(phases, key=lambda p: phases[p], default=None)
     acts_on = top if top is not None and phases[top] >= PHASE_MAJORITY else None
     return replace(found, gain_floor=FLOOR, acts_on=acts_on)

@@ -73,7 +73,7 @@ def test_batching_server_is_compute_bound_naming_the_batcher(out_dir):
     # stability on the final code, third session: an open instability, not the right answer).
     if verdict.primary == "gil_contention":
         assert "compute_bound" in verdict.also, verdict
-        assert finding(report, "gil_contention").acts_on == "model", verdict
+        assert any("Model.forward" in s.function for s in finding(report, "gil_contention").sites), verdict
     else:
         assert verdict.primary == "compute_bound", verdict
     assert finding(report, "compute_bound").sites[0].function == "batcher_loop"
