@@ -1,12 +1,14 @@
-"""Time from the end of sampling to the printed verdict of one `diagnose attach`.
+"""Time from the window's end to the printed verdict of one `diagnose attach`.
 
     python benchmarks/attach_timing.py PID --duration 10 [attach options]
 
 Runs `diagnose attach` in this process with its capture and its `finish` (which prints the
-verdict) wrapped, and prints `ATTACH-TIMING wall=… cpu=…` to stderr: the same measurement for
-any tree that has `diagnose.collect.attach.capture` and `diagnose.cli.attach.finish` (the
-branch point's too), so a before/after pair needs no timing code in the tree measured. The
-tree measured is the one `import diagnose` finds (put it first on PYTHONPATH).
+verdict) wrapped, and prints `ATTACH-TIMING wall=… cpu=… after_window=…` to stderr: wall and
+cpu from the end of the capture, after_window from the window's end (the window `finish` is
+given, where the tree passes one). The same measurement works for any tree that has
+`diagnose.collect.attach.capture` and `diagnose.cli.attach.finish` (the branch point's too), so
+a before/after pair needs no timing code in the tree measured. The tree measured is the one
+`import diagnose` finds (put it first on PYTHONPATH).
 """
 
 from __future__ import annotations
@@ -34,8 +36,11 @@ def _timed_finish(*args, **kwargs):
         return _finish(*args, **kwargs)
     finally:
         wall, cpu = _ended["at"]
-        print(f"ATTACH-TIMING wall={time.monotonic() - wall:.2f} cpu={time.process_time() - cpu:.2f}",
-              file=sys.stderr)
+        # finish's last argument, where the tree passes it: the window's (start, end), unix time
+        window = args[-1] if args and isinstance(args[-1], tuple) and len(args[-1]) == 2 else None
+        after_window = f" after_window={time.time() - window[1]:.2f}" if window else ""
+        print(f"ATTACH-TIMING wall={time.monotonic() - wall:.2f} cpu={time.process_time() - cpu:.2f}"
+              f"{after_window}", file=sys.stderr)
 
 
 collect_attach.capture = _timed_capture

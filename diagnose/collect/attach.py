@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import resource
+import select
 import shutil
 import signal
 import subprocess
@@ -30,22 +32,43 @@ from diagnose.model.run_context import CaptureSampling, RunTarget
 
 ATTACH_RETRY_S = 3.0  # a launcher or a just-started interpreter gets this long to become readable
 RECORD_GRACE_S = 20.0  # py-spy's time to finish writing after the window
-# py-spy stops after duration x rate samples, not after the duration: starved of CPU beside a
-# service that saturates the cores, it falls behind and an 8 s window ran 16 s. The window is
-# closed for it (SIGINT: it writes what it has) this long after the asked end; the allowance
-# covers py-spy's own start-up, which its count does not include.
+# The window's clock starts when every recorder launched with it says it samples (py-spy prints
+# "Sampling process ..." once it has attached), so its start-up is not taken out of the window;
+# a recorder that has not said so by then (starved, or failing) does not hold the window back.
+START_WAIT_S = 5.0
+# The window is closed by time, not by py-spy's count: py-spy stops after duration x rate samples
+# drawn at exponential gaps, so its count ends a 6 s window anywhere from 6 to 7 s (and at 16 s
+# for an 8 s window starved of CPU beside a saturated service). Each recorder is sent SIGINT (it
+# writes what it has) a lead before the window's end: py-spy notices the signal only when its
+# next sample arrives, an exponential wait of mean 1/rate (1.5 s measured at 2 Hz), then writes
+# and exits (~0.2 s on a saturated 2-core machine). A lead of STOP_MISS_LOG/rate less
+# STOP_SLACK_S puts its exit within STOP_SLACK_S + that 0.2 s of the end on 19 stops in 20
+# (e^-3 = 0.05): nothing for a busy recorder at 20 Hz or more, 0.23 s at 7 Hz, 0.8 s for a
+# native calibration at 3 Hz. The samples it loses are the lead's.
+STOP_MISS_LOG = 3.0
+STOP_SLACK_S = 0.2
+STOP_LEAD_MAX_SHARE = 0.25  # of the window: an idle process at 1 Hz keeps most of its samples
+# py-spy's own --duration: a backstop past the window, never what ends it.
+PYSPY_BACKSTOP_S = 10.0
+# What the window's close may take past its end, for callers that size something around it
+# (the load generator of a sweep): py-spy's start-up before the clock starts, and its exit.
 WINDOW_ALLOWANCE_S = 1.0
-WINDOW_ALLOWANCE_SHARE = 0.25
+WINDOW_ALLOWANCE_SHARE = 0.1
+# py-spy says it fell behind only when a sample is over 1 s late; a recorder that did is named.
+_BEHIND = re.compile(r"([\d.]+)(ms|s|µs|us) behind in sampling")
 
 
-def window_close_s(duration: float, rate_hz: float | None = None) -> float:
-    """Seconds after the window's start at which a recorder still sampling is interrupted; one
-    at a low `rate_hz` (an idle process at 1 Hz) gets two of its intervals at least, so that
-    its first sample is not cut off with its start-up."""
-    allowance = max(WINDOW_ALLOWANCE_S, WINDOW_ALLOWANCE_SHARE * duration)
-    if rate_hz:
-        allowance = max(allowance, 2.0 / rate_hz)
-    return duration + allowance
+def window_close_s(duration: float) -> float:
+    """Seconds after the capture starts by which its window has closed: the asked duration, plus
+    py-spy's start-up (the clock starts after it) and its exit after the stop."""
+    return duration + max(WINDOW_ALLOWANCE_S, WINDOW_ALLOWANCE_SHARE * duration)
+
+
+def stop_lead_s(rate_hz: int, duration: float) -> float:
+    """How long before the window's end a recorder at `rate_hz` is told to stop, so that it exits
+    at about the end (STOP_MISS_LOG)."""
+    lead = STOP_MISS_LOG / max(rate_hz, 1) - STOP_SLACK_S
+    return max(0.0, min(lead, STOP_LEAD_MAX_SHARE * duration))
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -308,6 +331,7 @@ def _start_recordings(pid: int, plan: TreePlan, native: bool, duration: float, t
     recorder) is left to the /proc sampler, which finds them anyway."""
     mine = plan.of(pid)
     stem = temp_dir / str(pid)
+    duration += START_WAIT_S + PYSPY_BACKSTOP_S  # the window's close stops it (_close_window)
     main = _Recording(pid, Path(f"{stem}.chrometrace.json"), False, mine.rate_hz)  # timestamped
     specs = [(main, pyspy.record_command(
         pid, str(main.path), duration, mine.rate_hz, native=native and not plan.sampling.nonblocking,
@@ -431,8 +455,7 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
     recordings: list[_Recording] = []  # recordings[i] is what recorders[i] writes
     sampler = TreeSampler(pids, children=options.children, kernel_waits=options.kernel_waits)
     session.sampler = sampler
-    started = time.time()
-    started_mono = time.monotonic()
+    launched = time.monotonic()
     children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     # The observer's own CPU (this process and every child) from here to the window's end.
     observer_before = observer_cpu.read()
@@ -442,20 +465,29 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
         _start_recordings(pid, tree_plan, native, options.duration, session.temp_dir, recorders,
                           recordings)
         _start_task_sampler(pid, options, session)
+    # The window's clock waits for these to say they sample (START_WAIT_S).
+    openers = [r for rec, r in zip(recordings, recorders) if not rec.native]
     sampler.start()
     sampler.new_pids.clear()  # the members found by the sampler's first scan are recorded
-    deadline = started_mono + options.duration + RECORD_GRACE_S
-    lifted = False
-    late: list[_Recording] = []  # what was still recording when the window was closed
+    deadline = launched + START_WAIT_S + options.duration + RECORD_GRACE_S
+    window_start: float | None = None  # time.monotonic() when the clock started
+    started = time.time()
     while stop.signum is None:
-        running = [r.poll() is None for r in recorders]
-        if not any(running):
+        _note_exits(recorders)
+        if not any(r.poll() is None for r in recorders):
             break
         if _killed(recorders):  # someone killed py-spy: the others write what they have
             _interrupt(recorders)
             break
-        sampler.tick()
-        left = started_mono + options.duration - time.monotonic()
+        now = time.monotonic()
+        if window_start is None:
+            window_start = _clock_start(openers, launched, now)
+            if window_start is not None:
+                started = time.time() - (now - window_start)
+        end = window_start + options.duration if window_start is not None else None
+        if end is None or now < end:  # the /proc sampler covers the window, not the exits after
+            sampler.tick()
+        left = end - now if end is not None else options.duration
         for pid in sampler.new_pids:  # born mid-window: recorded from now on, at the busy rate
             if pid not in members and left >= 1.0:
                 members.append(pid)
@@ -464,27 +496,16 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
                 _start_task_sampler(pid, options, session)
         sampler.new_pids.clear()
         if on_progress:
-            on_progress(min(1.0, (time.time() - started) / options.duration),
-                        sampler.thread_count())
-        now = time.monotonic()
-        if not lifted and now >= started_mono + options.duration:
-            # The asked window is over: what the recorders still do (their last samples, then
-            # writing them) runs at diagnose's priority, now, instead of starved for seconds
-            # beside a service that saturates the cores.
-            lifted = True
-            for recorder in recorders:
-                if recorder.poll() is None:
-                    priority.lift_process(recorder.pid)
-        for recording, recorder in zip(recordings, recorders):
-            if (recording not in late and recorder.poll() is None
-                    and now > started_mono + window_close_s(options.duration, recording.rate_hz)):
-                late.append(recording)
-                _interrupt([recorder])  # it writes what it has; the loop waits for it to exit
+            fraction = 0.0 if window_start is None else (now - window_start) / options.duration
+            on_progress(min(1.0, fraction), sampler.thread_count())
+        if end is not None:
+            _close_window(recordings, recorders, end, options.duration, now)
         if time.monotonic() > deadline:
             _interrupt(recorders)
             notes.append("py-spy did not finish in time and was stopped")
             break
-        time.sleep(plan.proc_interval_s)
+        _wait_for_next(openers if window_start is None else [], recordings, recorders, end,
+                       options.duration, plan.proc_interval_s)
     interrupted_by = stop.signum
     if interrupted_by is not None:
         _interrupt(recorders)  # again: one started after the handler ran would not have heard it
@@ -493,7 +514,11 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
     tree_record = sampler.finish()
     # stop.at is set with stop.signum, by the handler
     window_end = stop.at if interrupted_by is not None and stop.at is not None else time.monotonic()
-    elapsed = max(0.0, window_end - started_mono)
+    if window_start is None:  # cut short before every recorder said it samples
+        window_start = launched
+    else:
+        window_end = min(window_end, window_start + options.duration)
+    elapsed = max(0.0, window_end - window_start)
     killed = _killed(recorders)
     children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     # Every recorder has been reaped: their CPU is in the reaped children's.
@@ -515,8 +540,11 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
         len(pids) == 1 and not subprocesses
         and any("process exited" in out for rec, out, _ in mains if rec.pid == root))
     signame = signal.Signals(interrupted_by).name if interrupted_by is not None else ""
-    if late and interrupted_by is None:
-        notes.append(_late_note(late, elapsed, options.duration, samples_taken))
+    planned_end = window_start + options.duration
+    behind = [(rec, lag) for rec, out, r in zip(recordings, outputs, recorders)
+              if (lag := _lag_s(out, r, planned_end)) is not None]
+    if behind and interrupted_by is None:
+        notes.append(_late_note(behind, samples_taken))
     if interrupted_by is not None:
         notes.append(f"the window was cut short by {signame} after {elapsed:.1f} s of the "
                      f"{options.duration:g} s asked: the report uses the samples taken until then")
@@ -637,21 +665,96 @@ def _signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
-def _late_note(late: list[_Recording], elapsed: float, duration: float,
-               samples_taken: int | None) -> str:
-    """What closing the window on recorders still sampling cost, by which ones they were: the
-    sparse native calibration leaves the Python samples whole; a main recorder's lag thins them."""
+def _clock_start(openers: list[_Recorder], launched: float, now: float) -> float | None:
+    """When the window's clock starts: once every recorder launched with it says it samples (the
+    last one's word), or START_WAIT_S after the launch for one that has not (starved or failing:
+    it does not hold the window back); None while waiting."""
+    for recorder in openers:
+        recorder.read_head()
+    if any(r.sampling_since is None and r.poll() is None for r in openers):
+        return now if now - launched >= START_WAIT_S else None
+    return max((r.sampling_since for r in openers if r.sampling_since is not None), default=now)
+
+
+def _close_window(recordings: list[_Recording], recorders: list[_Recorder], end: float,
+                  duration: float, now: float) -> None:
+    """Tells each recorder still sampling to stop once its lead before the window's `end` is
+    reached (stop_lead_s), at diagnose's priority: its last sample and its writing then run now,
+    not starved for seconds beside a service that saturates the cores."""
+    for recording, recorder in zip(recordings, recorders):
+        if (recorder.stop_sent_at is None and recorder.poll() is None
+                and now >= end - stop_lead_s(recording.rate_hz, duration)):
+            priority.lift_process(recorder.pid)
+            recorder.stop_sent_at = now
+            _interrupt([recorder])  # it writes what it has; the loop waits for it to exit
+
+
+EXIT_POLL_S = 0.02  # how often a closed window checks its recorders' exits
+LATE_EXIT_S = 1.0  # a recorder still sampling this long after the window's end lagged
+
+
+def _wait_for_next(openers: list[_Recorder], recordings: list[_Recording],
+                   recorders: list[_Recorder], end: float | None, duration: float,
+                   interval: float) -> None:
+    """Sleeps until the next /proc tick, or sooner: a waited-for recorder's first words (the
+    clock's start), a recorder's stop time, or (the window closed) a recorder's exit."""
+    if end is None:
+        pending = [r.stdout for r in openers if r.sampling_since is None and r.stdout is not None
+                   and not r.stdout.closed]
+        if pending:
+            select.select(pending, [], [], interval)
+        else:
+            time.sleep(interval)
+        return
+    now = time.monotonic()
+    stops = [end - stop_lead_s(rec.rate_hz, duration) for rec, r in zip(recordings, recorders)
+             if r.stop_sent_at is None and r.poll() is None]
+    if not stops:
+        time.sleep(EXIT_POLL_S)
+        return
+    time.sleep(max(0.0, min(interval, min(stops) - now)))
+
+
+def _note_exits(recorders: list[_Recorder]) -> None:
+    now = time.monotonic()
+    for recorder in recorders:
+        if recorder.exited_at is None and recorder.poll() is not None:
+            recorder.exited_at = now
+
+
+def _lag_s(output: str, recorder: _Recorder, planned_end: float) -> float | None:
+    """How far a recorder fell behind, where it did: the lag py-spy reported, or how long past
+    the window's end it took to stop (it stops at its next sample: LATE_EXIT_S past the end is
+    a recorder starved of CPU, not its rate's wait)."""
+    reported = _behind_s(output)
+    exited = recorder.exited_at
+    late = exited - planned_end if exited is not None and exited - planned_end > LATE_EXIT_S else None
+    lags = [lag for lag in (reported, late) if lag is not None]
+    return max(lags) if lags else None
+
+
+def _behind_s(output: str) -> float | None:
+    """The largest lag py-spy reported in its output ("1.20s behind in sampling"), or None."""
+    units = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
+    lags = [float(n) * units[u] for n, u in _BEHIND.findall(output)]
+    return max(lags) if lags else None
+
+
+def _late_note(behind: list[tuple[_Recording, float]], samples_taken: int | None) -> str:
+    """What py-spy's lag cost, by which recorders lagged: the sparse native calibration's lag
+    leaves the Python samples whole; a main recorder's lag thins them."""
     def pids(recs: list[_Recording]) -> str:
         return ", ".join(str(p) for p in sorted({r.pid for r in recs}))
 
-    mains = [r for r in late if not r.native]
-    when = f"was stopped {elapsed:.1f} s into the {duration:g} s window"
+    mains = [r for r, _ in behind if not r.native]
+    lag = max(lag for _, lag in behind)
     if not mains:
-        return (f"py-spy's native calibration of pid {pids(late)} fell behind its rate (starved "
-                f"of CPU) and {when}: the Python samples are complete, the native ones fewer")
+        return (f"py-spy's native calibration of pid {pids([r for r, _ in behind])} fell behind "
+                f"its rate by up to {lag:.1f} s (starved of CPU): the Python samples are "
+                f"complete, the native ones fewer")
     taken = f"the {samples_taken} samples" if samples_taken is not None else "the samples"
-    return (f"py-spy fell behind its planned rate on pid {pids(mains)} (starved of CPU) and "
-            f"{when}: shares are read from {taken} it took")
+    return (f"py-spy fell behind its planned rate on pid {pids(mains)} by up to {lag:.1f} s "
+            f"(starved of CPU): shares are read from {taken} it took")
 
 
 def _killed(recorders: list[_Recorder]) -> list[_Recorder]:
@@ -702,9 +805,29 @@ _PR_SET_PDEATHSIG = 1
 
 
 class _Recorder(subprocess.Popen[str]):
-    """A py-spy recorder; `killed_by_diagnose` once we killed it for overrunning (`_collect`)."""
+    """A py-spy recorder; `killed_by_diagnose` once we killed it for overrunning (`_collect`).
+    Its stdout is read as it comes (`read_head`) until py-spy says it samples: `sampling_since`
+    is when that line was read (time.monotonic()), None before."""
 
     killed_by_diagnose = False
+    sampling_since: float | None = None
+    stop_sent_at: float | None = None  # when the window's close was signalled to it
+    exited_at: float | None = None  # when the capture loop saw it gone
+    head = ""  # what stdout said before `_collect` read the rest
+
+    def read_head(self) -> None:
+        """Reads what py-spy printed so far, without blocking; notes when it began sampling."""
+        if self.sampling_since is not None or self.stdout is None:
+            return
+        try:
+            chunk = os.read(self.stdout.fileno(), 65536)
+        except (BlockingIOError, OSError, ValueError):
+            return
+        self.head += chunk.decode("utf-8", "replace")
+        if "Sampling process" in self.head:
+            self.sampling_since = time.monotonic()
+        if self.sampling_since is not None or not chunk:
+            os.set_blocking(self.stdout.fileno(), True)  # `_collect` reads the rest
 
 
 def _start_recorder(cmd: list[str]) -> _Recorder:
@@ -721,16 +844,21 @@ def _start_recorder(cmd: list[str]) -> _Recorder:
         if os.getppid() != parent:  # we died before prctl took effect
             os.kill(os.getpid(), signal.SIGKILL)
 
-    return _Recorder(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                     start_new_session=True, preexec_fn=prepare_child)
+    recorder = _Recorder(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True, preexec_fn=prepare_child)
+    if recorder.stdout is not None:
+        os.set_blocking(recorder.stdout.fileno(), False)  # read_head: until it says it samples
+    return recorder
 
 
 def _collect(recorder: _Recorder) -> str:
     """py-spy's output (it prints its summary on stdout), after it has written its file."""
+    if recorder.stdout is not None and not recorder.stdout.closed:
+        os.set_blocking(recorder.stdout.fileno(), True)
     try:
         stdout, stderr = recorder.communicate(timeout=RECORD_GRACE_S)
     except subprocess.TimeoutExpired:
         recorder.killed_by_diagnose = True
         recorder.kill()
         stdout, stderr = recorder.communicate()
-    return (stdout or "") + (stderr or "")
+    return recorder.head + (stdout or "") + (stderr or "")

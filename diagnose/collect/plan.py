@@ -30,8 +30,12 @@ NATIVE_THREAD_SAMPLES_PER_SECOND = 20
 MIN_NATIVE_RATE_HZ = 1
 MIN_RATE_HZ = 2
 MAX_RATE_HZ = 100
-# A process whose threads all sleep (a supervisor in its wait) shows the same stack all window.
-IDLE_PROCESS_RATE_HZ = 1
+# A process whose threads all sleep (a supervisor in its wait) shows the same stack all window,
+# and a non-blocking sample of it costs py-spy nothing measurable (an idle process at 2, 10 and
+# 20 Hz for 5 s: 0.03-0.06 CPU s each, its start-up). Its rate is set by how soon py-spy stops:
+# only at its next sample, an exponential wait of mean 1/rate, so a 1-2 Hz recorder held the
+# verdict back by up to 2.4 s after the window's end (collect/attach.py, stop_lead_s).
+IDLE_PROCESS_RATE_HZ = 10
 # py-spy draws the gap before each sample, its first included, from an exponential distribution
 # of mean 1/rate: at 1 Hz a 3 s window missed an idle parent entirely about once in a hundred
 # attaches (P = e^-(rate x window)). An idle process gets this many samples expected in the

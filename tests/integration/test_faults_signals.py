@@ -264,10 +264,10 @@ def test_a_pyspy_that_falls_behind_is_stopped_at_the_windows_end_not_after_its_c
     stderr = finish(proc, tmp_path)
     assert proc.returncode == 0, stderr
     report = report_of(out)
-    # closed about 1 s after the asked end (the allowance for py-spy's start-up), not at 3 + 4 s
-    # (how soon after the end is the machine's; that it did not run on is the decision)
-    assert report.sampling.duration_s < 6.5, report.sampling
-    assert any("py-spy fell behind" in note and "3 s window" in note
+    # closed at the asked end, by the clock (the stop waits for the recorders' resumption), not
+    # 3 + 4 s after its start by py-spy's count; the lag is named
+    assert report.sampling.duration_s <= 3.0, report.sampling
+    assert any("py-spy fell behind" in note and "s (starved of CPU)" in note
                for note in report.sampling.notes), report.sampling.notes
     assert_no_temporary_files(out)
     assert_left_running(pid)

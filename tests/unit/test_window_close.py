@@ -1,32 +1,104 @@
-"""A window py-spy overruns is closed a quarter past its asked end, and the note says what that
-cost by which recorders were late."""
+"""The window is timed by the clock, not by py-spy's count: its clock starts when every recorder
+says it samples, each recorder is told to stop a lead before the end that lets it exit about
+then, and a recorder that lagged is named with its lag."""
 
 from __future__ import annotations
 
+import sys
+import time
 from pathlib import Path
 
-from diagnose.collect.attach import _late_note, _Recording, window_close_s
+import pytest
+
+from diagnose.collect.attach import (START_WAIT_S, _behind_s, _clock_start, _collect, _late_note,
+                                     _Recording, _start_recorder, stop_lead_s, window_close_s)
+
+# A stand-in for py-spy: prints its start-up line after `delay` seconds, then waits.
+SAYS_IT_SAMPLES = ("import sys, time; time.sleep({delay}); "
+                   "print('py-spy> Sampling process 20 times a second for 16 seconds.', flush=True);"
+                   " time.sleep(30)")
 
 
-def test_the_window_closes_a_quarter_past_its_end_and_never_under_a_second_past():
-    assert window_close_s(8) == 10
-    assert window_close_s(2) == 3  # py-spy's own start-up needs about a second
+@pytest.fixture
+def stand_ins():
+    started = []
+
+    def start(delay: float):
+        recorder = _start_recorder([sys.executable, "-c", SAYS_IT_SAMPLES.format(delay=delay)])
+        started.append(recorder)
+        return recorder
+
+    yield start
+    for recorder in started:
+        recorder.kill()
+        recorder.wait()
+        for pipe in (recorder.stdout, recorder.stderr):
+            if pipe is not None:
+                pipe.close()
 
 
-def test_a_late_native_calibration_leaves_the_python_samples_whole():
-    note = _late_note([_Recording(41, Path("a"), True, 3)], 10.4, 8, 179)
+def _clock_of(recorders, launched: float, timeout: float = 10.0) -> float:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        start = _clock_start(recorders, launched, time.monotonic())
+        if start is not None:
+            return start
+        time.sleep(0.02)
+    raise AssertionError("the clock never started")
+
+
+def test_the_clock_starts_when_the_last_recorder_says_it_samples(stand_ins):
+    launched = time.monotonic()
+    early, late = stand_ins(0.0), stand_ins(0.6)
+    start = _clock_of([early, late], launched)
+    assert early.sampling_since is not None and late.sampling_since is not None
+    assert start == late.sampling_since > early.sampling_since
+    assert start - launched >= 0.6  # the late one's start-up is not taken out of the window
+
+
+def test_a_recorder_that_never_says_it_samples_does_not_hold_the_window_back(stand_ins):
+    silent = stand_ins(60.0)
+    launched = time.monotonic() - START_WAIT_S  # as if launched START_WAIT_S ago
+    now = time.monotonic()
+    assert _clock_start([silent], launched, now) == now
+    assert silent.sampling_since is None
+
+
+def test_what_a_recorder_said_before_the_clock_is_kept_in_its_output(stand_ins):
+    recorder = stand_ins(0.0)
+    _clock_of([recorder], time.monotonic())
+    recorder.terminate()
+    assert "Sampling process 20 times a second" in _collect(recorder)
+
+
+def test_a_busy_recorder_is_stopped_at_the_end_and_a_slow_one_ahead_of_it():
+    assert stop_lead_s(100, 6) == 0  # its next sample is milliseconds away
+    assert stop_lead_s(20, 6) == 0
+    assert 0.2 < stop_lead_s(7, 6) < 0.25
+    assert stop_lead_s(3, 6) == pytest.approx(0.8)
+    # never more than a quarter of the window: a 1 Hz recorder keeps most of its samples
+    assert stop_lead_s(1, 6) == 1.5
+
+
+def test_callers_sizing_around_the_window_get_start_up_and_exit_on_top():
+    assert window_close_s(6) == 7
+    assert window_close_s(20) == 22
+
+
+def test_py_spys_own_lag_lines_are_read_in_every_unit():
+    assert _behind_s("py-spy> 1.20s behind in sampling, results may be inaccurate") == 1.2
+    assert _behind_s("950.00ms behind in sampling\n2.50s behind in sampling") == 2.5
+    assert _behind_s("py-spy> Stopped sampling because Control-C pressed") is None
+
+
+def test_a_lagging_native_calibration_leaves_the_python_samples_whole():
+    note = _late_note([(_Recording(41, Path("a"), True, 3), 1.4)], 179)
     assert "native calibration of pid 41" in note and "Python samples are complete" in note
-    assert "8 s window" in note and "10.4 s" in note
+    assert "1.4 s" in note
 
 
-def test_a_late_main_recorder_says_its_samples_are_fewer():
-    late = [_Recording(41, Path("a"), False, 7), _Recording(42, Path("b"), True, 3),
-            _Recording(43, Path("c"), False, 7)]
-    note = _late_note(late, 12.9, 8, 150)
-    assert "pid 41, 43" in note and "the 150 samples it took" in note
-
-
-def test_a_low_rate_recorder_gets_two_of_its_intervals_to_take_its_first_sample():
-    # an idle master at 1 Hz, in a 3 s window: cut at 4 s it could have no sample at all
-    assert window_close_s(3, rate_hz=1) == 5
-    assert window_close_s(3, rate_hz=100) == 4
+def test_a_lagging_main_recorder_says_its_samples_are_fewer():
+    behind = [(_Recording(41, Path("a"), False, 7), 1.1), (_Recording(42, Path("b"), True, 3), 2.0),
+              (_Recording(43, Path("c"), False, 7), 3.2)]
+    note = _late_note(behind, 150)
+    assert "pid 41, 43" in note and "the 150 samples it took" in note and "3.2 s" in note
