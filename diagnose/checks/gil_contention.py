@@ -26,6 +26,7 @@ from diagnose.model.confidence import calibrated_samples
 from diagnose.checks.base import (Finding, Lever, NotApplicable, ScoreBasis, Site, busy_samples,
                                   make_finding, more_cores_lever, pct, ramp, remove_work_lever,
                                   serial_gain)
+from diagnose.checks.pipeline_gain import bound_by_bottleneck
 from diagnose.model.counters import holder_agreement
 from diagnose.model.kernel_waits import Blocking
 from diagnose.model.profile import sums_by_code
@@ -34,6 +35,7 @@ from diagnose.model.waits import describe
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
+    from diagnose.report.model.sections import Stage
 
 ID = "gil_contention"
 
@@ -320,7 +322,26 @@ def run_with_floor(analysis: Analysis, settings: Settings) -> Finding | NotAppli
     phases = {} if analysis.structure.pipeline else _holder_phase_shares(analysis)
     top = max(phases, key=lambda p: phases[p], default=None)
     acts_on = top if top is not None and phases[top] >= PHASE_MAJORITY else None
+    found = bound_by_bottleneck(found, analysis, lambda stage, rows: _stage_gil_share(analysis, stage, rows),
+                                lambda s: serial_gain(s, analysis, "")[0], "waiting for the GIL")
     return replace(found, gain_floor=FLOOR, acts_on=acts_on)
+
+
+def _stage_gil_share(analysis: Analysis, stage: Stage, rows: pd.DataFrame) -> tuple[float, int] | None:
+    """The share of a stage's thread time waiting for the GIL, measured as the finding's own share
+    is (sampled states, else the kernel's futex waits), and the samples it rests on."""
+    total = float(rows["count"].sum())
+    if analysis.profile.native or analysis.profile.calibrated:
+        if not total:
+            return None
+        waiting = float(rows.loc[rows["state"] == ThreadState.GIL, "count"].sum())
+        samples = calibrated_samples(rows) if analysis.profile.calibrated else int(total)
+        return waiting / total, samples
+    kernel = analysis.kernel
+    if _kernel_saw_gil(analysis) and kernel is not None and stage.tids:
+        share = sum(kernel.blocked_share(t, Blocking.GIL) for t in stage.tids) / len(stage.tids)
+        return share, sum(kernel.ticks.get(t, 0) for t in stage.tids)
+    return None  # estimated from CPU time: no per-stage measure to bound by
 
 
 SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run_with_floor,

@@ -16,7 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+import pandas as pd
+
 from diagnose.checks.evidence import shared
+from diagnose.checks.pipeline_gain import bound_by_bottleneck
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
@@ -26,6 +29,7 @@ from diagnose.checks.base import (Finding, Lever, LeverKind, ScoreBasis, amdahl,
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
+    from diagnose.report.model.sections import Stage
 
 ID = "preprocess_bound"
 PHASE = "preprocess"  # the request phase it measures (classify/categories.PHASES)
@@ -126,7 +130,18 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
                         basis=ScoreBasis("preprocess_share_of_busy",
                                          lambda s: ramp(s, settings.low, settings.high) * busy_factor,
                                          lambda s: max(halved_gain(s), spread_gain(s))))
+    found = bound_by_bottleneck(found, analysis, _stage_phase_share,
+                                lambda s: max(halved_gain(s), spread_gain(s)), "preprocessing")
     return replace(found, acts_on=PHASE)  # its advice makes the preprocessing phase cheaper
+
+
+def _stage_phase_share(_stage: Stage, rows: pd.DataFrame) -> tuple[float, int] | None:
+    """The share of a stage's busy samples in preprocessing, and how many busy samples."""
+    busy = busy_samples(rows)
+    total = float(busy["count"].sum())
+    if not total:
+        return 0.0, 0  # a stage never busy runs no preprocessing
+    return float(busy.loc[busy["phase"] == PHASE, "count"].sum()) / total, int(total)
 
 
 # The measured fixes behind the calibration (benchmarks/README.md, "Calibration"): each removed

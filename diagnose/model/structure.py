@@ -14,8 +14,9 @@ code gives the queue at its `get` / `put` sites (`decoded.put(...)` in one stage
   stage that serves the queue it submitted to (the `put` / `submit` just above the wait);
 - lock / GIL: from the wait-site table (model/waits.py) — a lock waits for its holder.
 
-The bottleneck stage, by the utilization law: the stage whose threads are busiest relative to
-their number while a neighbour waits on it (its upstream blocked on put, its downstream starved
+The bottleneck stage, by the utilization law: the stage whose threads are busiest serving (a GIL
+wait on the way back from a get, a put or a result wait is the handoff's, not service) relative
+to their number while a neighbour waits on it (its upstream blocked on put, its downstream starved
 on get, or threads waiting for their results).
 """
 
@@ -32,7 +33,7 @@ from diagnose.model import source
 from diagnose.model.profile import Frame, frame_is, sorted_distinct
 from diagnose.model.sampled import SampledProcess
 from diagnose.model.vocab import (BUSY, GIL_BOUND, HANDOFF_EDGES, HELD_KINDS, EdgeKind, ProcessRole,
-                                  StageRole, ThreadRole, WaitKind)
+                                  StageRole, ThreadRole, ThreadState, WaitKind)
 # The structure is the report's own value (report/model/sections.py).
 from diagnose.report.model.sections import Edge, EventLoop, Stage, Structure, WaitSite
 
@@ -263,7 +264,7 @@ def build_structure(analysis: _Views) -> tuple[Structure, StageThreads]:
         python = float(counts[np.isin(state, GIL_BOUND)].sum())
         ops: list[tuple[str, str, int] | None] = []
         submits: list[str | None] = []
-        starved = blocked = waiting = 0
+        starved = blocked = waiting = handoff_gil = 0
         if row_op:  # else no row has a queue op or a result wait: every sum below is 0
             rows = np.flatnonzero(mine).tolist()
             ops = [row_op[r][0] for r in rows]
@@ -271,6 +272,11 @@ def build_structure(analysis: _Views) -> tuple[Structure, StageThreads]:
             starved = sum(c for o, c, s in zip(ops, counts, state) if o and o[0] == "get" and s not in BUSY)
             blocked = sum(c for o, c, s in zip(ops, counts, state) if o and o[0] == "put" and s not in BUSY)
             waiting = sum(c for w, c, s in zip(submits, counts, state) if w and s not in BUSY)
+            # A thread woken from a get, a put or a result wait and re-taking the GIL is still in
+            # the handoff: it serves nothing yet (8 request threads woken by one batcher's
+            # results looked busier than the batcher).
+            handoff_gil = sum(c for o, w, c, s in zip(ops, submits, counts, state)
+                              if (o or w) and s == ThreadState.GIL)
         tids = tuple(int(analysis.threads.loc[t, "tid"]) for t in threads)
         key = key_of_frame[(function, file)]
         first_row = np.flatnonzero(mine & (row_key == key))
@@ -287,9 +293,11 @@ def build_structure(analysis: _Views) -> tuple[Structure, StageThreads]:
                      busy / total if total else 0)
         stage_threads[(function, file)] = tuple(threads)
         busy_share = round(busy / total, 4) if total else 0.0
+        # The utilization law's busy share: the time the stage serves, not its handoff GIL waits.
+        serving = round((busy - handoff_gil) / total, 4) if total else 0.0
         stages.append(Stage(
             name=function, role=role, function=function, file=file, line=frame_line,
-            tids=tids, samples=int(total), busy_share=busy_share, utilization=busy_share,
+            tids=tids, samples=int(total), busy_share=busy_share, utilization=serving,
             python_share=round(python / busy, 4) if busy else 0.0,
             starved_share=round(starved / total, 4) if total else 0.0,
             blocked_put_share=round(blocked / total, 4) if total else 0.0,
