@@ -53,7 +53,7 @@ PYSPY_BACKSTOP_S = 10.0
 # What the window's close may take past its end, for callers that size something around it
 # (the load generator of a sweep): py-spy's start-up before the clock starts, and its exit.
 WINDOW_ALLOWANCE_S = 1.0
-WINDOW_ALLOWANCE_SHARE = 0.1
+WINDOW_ALLOWANCE_SHARE = 0.25
 # py-spy says it fell behind only when a sample is over 1 s late; a recorder that did is named.
 _BEHIND = re.compile(r"([\d.]+)(ms|s|µs|us) behind in sampling")
 

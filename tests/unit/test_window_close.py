@@ -81,8 +81,8 @@ def test_a_busy_recorder_is_stopped_at_the_end_and_a_slow_one_ahead_of_it():
 
 
 def test_callers_sizing_around_the_window_get_start_up_and_exit_on_top():
-    assert window_close_s(6) == 7
-    assert window_close_s(20) == 22
+    assert window_close_s(6) == 7.5
+    assert window_close_s(20) == 25
 
 
 def test_py_spys_own_lag_lines_are_read_in_every_unit():
