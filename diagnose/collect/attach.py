@@ -23,7 +23,7 @@ import psutil
 
 from diagnose.collect import activity, observer_cpu, priority, pyspy, target_state, tree
 from diagnose.collect.asyncio_tasks import AsyncioTaskSampler
-from diagnose.collect.plan import TreePlan, plan_tree
+from diagnose.collect.plan import TreePlan, plan_tree, stop_lead_s
 from diagnose.collect.procfs import ProcRecord, TreeRecord, TreeSampler, cores_available
 from diagnose.errors import (Interrupted, NoSamples, NoSuchProcess, NotPython, ProfilerFailed,
                              SignalAbort)
@@ -39,15 +39,8 @@ START_WAIT_S = 5.0
 # The window is closed by time, not by py-spy's count: py-spy stops after duration x rate samples
 # drawn at exponential gaps, so its count ends a 6 s window anywhere from 6 to 7 s (and at 16 s
 # for an 8 s window starved of CPU beside a saturated service). Each recorder is sent SIGINT (it
-# writes what it has) a lead before the window's end: py-spy notices the signal only when its
-# next sample arrives, an exponential wait of mean 1/rate (1.5 s measured at 2 Hz), then writes
-# and exits (~0.2 s on a saturated 2-core machine). A lead of STOP_MISS_LOG/rate less
-# STOP_SLACK_S puts its exit within STOP_SLACK_S + that 0.2 s of the end on 19 stops in 20
-# (e^-3 = 0.05): nothing for a busy recorder at 20 Hz or more, 0.23 s at 7 Hz, 0.8 s for a
-# native calibration at 3 Hz. The samples it loses are the lead's.
-STOP_MISS_LOG = 3.0
-STOP_SLACK_S = 0.2
-STOP_LEAD_MAX_SHARE = 0.25  # of the window: an idle process at 1 Hz keeps most of its samples
+# writes what it has) a lead before the window's end that lets it exit about then
+# (plan.stop_lead_s; the plan raises a rate so that the window still gets its samples).
 # py-spy's own --duration: a backstop past the window, never what ends it.
 PYSPY_BACKSTOP_S = 10.0
 # What the window's close may take past its end, for callers that size something around it
@@ -62,13 +55,6 @@ def window_close_s(duration: float) -> float:
     """Seconds after the capture starts by which its window has closed: the asked duration, plus
     py-spy's start-up (the clock starts after it) and its exit after the stop."""
     return duration + max(WINDOW_ALLOWANCE_S, WINDOW_ALLOWANCE_SHARE * duration)
-
-
-def stop_lead_s(rate_hz: int, duration: float) -> float:
-    """How long before the window's end a recorder at `rate_hz` is told to stop, so that it exits
-    at about the end (STOP_MISS_LOG)."""
-    lead = STOP_MISS_LOG / max(rate_hz, 1) - STOP_SLACK_S
-    return max(0.0, min(lead, STOP_LEAD_MAX_SHARE * duration))
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

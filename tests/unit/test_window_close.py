@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from diagnose.collect.attach import (START_WAIT_S, _behind_s, _clock_start, _collect, _late_note,
-                                     _Recording, _start_recorder, stop_lead_s, window_close_s)
+                                     _Recording, _start_recorder, window_close_s)
+from diagnose.collect.plan import stop_lead_s, stoppable_rate
 
 # A stand-in for py-spy: prints its start-up line after `delay` seconds, then waits.
 SAYS_IT_SAMPLES = ("import sys, time; time.sleep({delay}); "
@@ -72,12 +73,23 @@ def test_what_a_recorder_said_before_the_clock_is_kept_in_its_output(stand_ins):
 
 
 def test_a_busy_recorder_is_stopped_at_the_end_and_a_slow_one_ahead_of_it():
-    assert stop_lead_s(100, 6) == 0  # its next sample is milliseconds away
+    assert stop_lead_s(100, 6) == 0  # its next samples are milliseconds away
     assert stop_lead_s(20, 6) == 0
-    assert 0.2 < stop_lead_s(7, 6) < 0.25
-    assert stop_lead_s(3, 6) == pytest.approx(0.8)
-    # never more than a quarter of the window: a 1 Hz recorder keeps most of its samples
+    assert 0.3 < stop_lead_s(7, 6) < 0.35
+    assert stop_lead_s(4, 6) == pytest.approx(4.74 / 4 - 0.35)
+    # never more than a quarter of the window: a 1 Hz recorder keeps most of its span
     assert stop_lead_s(1, 6) == 1.5
+
+
+def test_a_recorder_stopped_early_samples_faster_to_keep_its_count():
+    for rate, duration in ((2, 6), (3, 6), (7, 6), (10, 4), (1, 10)):
+        raised = stoppable_rate(rate, duration)
+        assert raised > rate
+        assert raised * (duration - stop_lead_s(raised, duration)) >= 0.97 * rate * duration
+        below = raised - 1  # the least rate that does: never more samples than the budget's
+        assert below * (duration - stop_lead_s(below, duration)) < 0.97 * rate * duration
+    assert stoppable_rate(20, 6) == 20  # stopped at the end: nothing to make up
+    assert stoppable_rate(3, None) == 3  # no window known (a plan for analysis): as given
 
 
 def test_callers_sizing_around_the_window_get_start_up_and_exit_on_top():
