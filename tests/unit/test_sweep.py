@@ -231,15 +231,25 @@ def test_window_cpu_comes_from_the_readings_around_it():
 
 
 def test_the_cpu_meter_reads_this_process_tree():
-    import os
+    # A busy child of its own: the test process's tree gains and loses other tests' children
+    # (an exited one takes its CPU out of the sum), so it is not read here.
+    import subprocess
+    import sys
     import time as _time
-    meter = CpuMeter([os.getpid()])
-    a = meter.read()
-    end = _time.process_time() + 0.3
-    while _time.process_time() < end:
-        pass
-    b = meter.read()
-    assert b.service_cpu_s - a.service_cpu_s >= 0.2
+    busy = "import time\nend = time.process_time() + 5\nwhile time.process_time() < end: pass"
+    child = subprocess.Popen([sys.executable, "-c", busy])
+    try:
+        meter = CpuMeter([child.pid])
+        a = meter.read()
+        deadline = _time.monotonic() + 10  # a loaded machine may give it a slice of a core
+        b = meter.read()
+        while b.service_cpu_s - a.service_cpu_s < 0.2 and _time.monotonic() < deadline:
+            _time.sleep(0.1)
+            b = meter.read()
+        assert b.service_cpu_s - a.service_cpu_s >= 0.2
+    finally:
+        child.kill()
+        child.wait()
     assert CpuMeter([]).read().service_cpu_s is None
 
 
