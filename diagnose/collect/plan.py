@@ -11,7 +11,6 @@ window that still yields ~2,000 thread-samples, enough for the shares the checks
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from diagnose.collect.activity import ProcessActivity
@@ -30,16 +29,16 @@ NATIVE_THREAD_SAMPLES_PER_SECOND = 20
 MIN_NATIVE_RATE_HZ = 1
 MIN_RATE_HZ = 2
 MAX_RATE_HZ = 100
-# A process whose threads all sleep (a supervisor in its wait) shows the same stack all window,
-# and a non-blocking sample of it costs py-spy nothing measurable (an idle process at 2, 10 and
-# 20 Hz for 5 s: 0.03-0.06 CPU s each, its start-up). Its rate is set by how soon py-spy stops:
-# only at its next sample, an exponential wait of mean 1/rate, so a 1-2 Hz recorder held the
-# verdict back by up to 2.4 s after the window's end (collect/attach.py, stop_lead_s).
-IDLE_PROCESS_RATE_HZ = 10
-# py-spy draws the gap before each sample, its first included, from an exponential distribution
-# of mean 1/rate: at 1 Hz a 3 s window missed an idle parent entirely about once in a hundred
-# attaches (P = e^-(rate x window)). An idle process gets this many samples expected in the
-# window, so a short window raises its rate: P(none) < e^-10.
+# A process whose threads all sleep (a supervisor in its wait) shows the same stack all window:
+# it needs only enough samples to be seen, IDLE_SAMPLES_PER_WINDOW expected in the window
+# (py-spy draws the gap before each sample, its first included, from an exponential
+# distribution of mean 1/rate: at 1 Hz a 3 s window missed an idle parent about once in a
+# hundred attaches, P = e^-(rate x window)). Each sample still costs py-spy ~1.3 ms on a
+# saturated 2-core box (a one-thread supervisor at 8 Hz for 6 s: 0.078 CPU s, 0.025 of it its
+# start-up), so an idle process gets the least rate that takes them before its stop lead
+# (stop_lead_s: a low-rate recorder is told to stop early enough to exit by the window's end):
+# 3 Hz over 6 s, where a fixed 10 Hz cost 7 more samples a second for nothing.
+IDLE_PROCESS_RATE_HZ = 3  # the least (at 2 Hz, 2 % of exits would come > 1 s after the window)
 IDLE_SAMPLES_PER_WINDOW = 10
 # A tree whose busy processes want more cores than the machine has (measured before the window:
 # run + run-queue time, schedstat) takes every observer CPU-second out of its own work: a single
@@ -150,11 +149,18 @@ def saturates(busy: list[ProcessActivity], cores: int | None) -> bool:
 
 
 def idle_rate_hz(duration_s: float | None) -> int:
-    """An idle process's rate: IDLE_PROCESS_RATE_HZ, raised so that a short window still expects
-    IDLE_SAMPLES_PER_WINDOW samples of it."""
+    """An idle process's rate: the least from IDLE_PROCESS_RATE_HZ up that expects
+    IDLE_SAMPLES_PER_WINDOW samples before its stop lead (stop_lead_s) in a window of
+    `duration_s`."""
     if not duration_s or duration_s <= 0:
         return IDLE_PROCESS_RATE_HZ
-    return max(IDLE_PROCESS_RATE_HZ, math.ceil(IDLE_SAMPLES_PER_WINDOW / duration_s))
+    def expected(rate: int) -> float:
+        return rate * (duration_s - stop_lead_s(rate, duration_s))
+
+    rate = IDLE_PROCESS_RATE_HZ
+    while rate < MAX_RATE_HZ and expected(rate) < IDLE_SAMPLES_PER_WINDOW:
+        rate += 1
+    return rate
 
 
 def plan_tree(activity: list[ProcessActivity], requested_rate: int | None,
@@ -163,8 +169,8 @@ def plan_tree(activity: list[ProcessActivity], requested_rate: int | None,
     """The gentle plan over a process tree, shared by activity. Each process's threads cost
     py-spy the same per sample whatever they do, but only busy ones need the rate: a supervisor
     asleep in a wait shows one stack all window. So the thread-sample budget is divided over the
-    threads of busy processes, and idle processes get IDLE_PROCESS_RATE_HZ (more in a window
-    of `duration_s` too short for IDLE_SAMPLES_PER_WINDOW samples at that rate). Native calibration
+    threads of busy processes, and idle processes get the least rate that still sees them
+    (idle_rate_hz: IDLE_SAMPLES_PER_WINDOW samples in a window of `duration_s`). Native calibration
     (classify/calibrate.py) is keyed by Python stack and shared by the whole tree: processes
     running the same program run the same stacks, so one busy process per program is unwound
     natively, at the native rate the others would have had between them. py-spy's cost of a
@@ -180,7 +186,7 @@ def plan_tree(activity: list[ProcessActivity], requested_rate: int | None,
     busy_threads = max(1, sum(a.threads for a in busy))
     share = SATURATED_BUDGET_SHARE if saturates(busy, cores) else 1.0
     rate = stoppable_rate(_rate(busy_threads, len(busy), share), duration_s)
-    idle_rate = stoppable_rate(min(rate, idle_rate_hz(duration_s)), duration_s)
+    idle_rate = min(rate, idle_rate_hz(duration_s))  # already allows for its stop lead
     calibrated: dict[tuple[str, ...], ProcessActivity] = {}
     for a in sorted(busy, key=lambda a: -(a.cpu_cores if a.cpu_cores == a.cpu_cores else 0.0)):
         calibrated.setdefault(a.program, a)

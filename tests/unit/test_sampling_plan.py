@@ -9,8 +9,10 @@ from diagnose.collect.activity import ProcessActivity
 from diagnose.collect.plan import (
     IDLE_PROCESS_RATE_HZ,
     IDLE_SAMPLES_PER_WINDOW,
+    idle_rate_hz,
     plan_sampling,
     plan_tree,
+    stop_lead_s,
 )
 
 PROGRAM = ("python", "app.py")
@@ -41,6 +43,17 @@ def test_a_short_window_samples_an_idle_supervisor_often_enough_to_see_it():
     assert long.of(100).rate_hz == IDLE_PROCESS_RATE_HZ
     assert short.of(100).rate_hz * 3 >= IDLE_SAMPLES_PER_WINDOW
     assert short.of(100).rate_hz < short.of(101).rate_hz  # still far below the busy rate
+
+
+def test_an_idle_process_gets_the_least_rate_that_sees_it_before_its_stop_lead():
+    # each sample of an idle process costs py-spy as much as a busy one's and shows nothing new
+    for window in (2, 3, 4, 6, 10, 30):
+        rate = idle_rate_hz(window)
+        assert rate * (window - stop_lead_s(rate, window)) >= IDLE_SAMPLES_PER_WINDOW
+        if rate > IDLE_PROCESS_RATE_HZ:
+            lower = rate - 1
+            assert lower * (window - stop_lead_s(lower, window)) < IDLE_SAMPLES_PER_WINDOW
+    assert idle_rate_hz(6) == IDLE_PROCESS_RATE_HZ < 10
 
 
 def test_one_busy_process_per_program_is_calibrated_natively_the_busiest():
