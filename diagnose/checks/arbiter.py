@@ -31,7 +31,8 @@
    scores overlap; one's score interval straddles the info line; or a hang's or a failure's
    straddles the critical line — either could
    have come first on another attach: they are co-primary (when the second is a contender: its
-   interval reaches the critical line or it is surely a warning), put in the causal order
+   interval reaches the critical line, it is surely a warning, or its gain, significant but for
+   its score's interval straddling the info line, would lead on another attach), put in the causal order
    (rule 5), and the verdict names both with the reason in words (noise_reason,
    engine.verdict_for).
 5. Equal keys fall back to the causal order of engine.CHECKS: the more specific, more actionable
@@ -254,10 +255,22 @@ def symptoms(named: list[Finding], ranked: list[Finding] | tuple[Finding, ...]) 
 
 def contender(finding: Finding) -> bool:
     """It could be critical on another attach (its interval reaches the line), or it is surely a
-    warning (its whole interval at or above the warning line). Not its point score: a model's
-    share at 51 (33-67) beside a wide GIL interval is a warning on this attach and info on the
-    next, and whether it is named would follow that."""
-    return finding.score_range[1] >= CRITICAL or finding.score_range[0] >= WARNING_SCORE
+    warning (its whole interval at or above the warning line), or it could lead by its gain on
+    another attach (leads_if_shown). Not its point score: a model's share at 51 (33-67) beside a
+    wide GIL interval is a warning on this attach and info on the next, and whether it is named
+    would follow that."""
+    return (finding.score_range[1] >= CRITICAL or finding.score_range[0] >= WARNING_SCORE
+            or leads_if_shown(finding))
+
+
+def leads_if_shown(finding: Finding) -> bool:
+    """Its gain interval clears LEADING_GAIN, and only its score's interval, straddling the info
+    line, keeps that gain from ordering (gains_significantly): on an attach whose score landed a
+    few points higher it leads every finding that predicts nothing. A preprocessing lever of
+    1.27x (1.23-1.32) at a score of 35 (23-49) beside a model share that predicts 1.0x: which one
+    the verdict names must not turn on those few points."""
+    return (finding.score_range[0] < INFO_SCORE <= finding.score_range[1]
+            and _ranked_gain(finding.gain_range[0]) >= LEADING_GAIN)
 
 
 def in_pair_order(pair: list[Finding], order_of: OrderOf) -> list[Finding]:
@@ -276,7 +289,10 @@ def co_primary(first: Finding, second: Finding, order_of: OrderOf) -> bool:
     interval reaches the critical line) or it is surely a warning. A finding that may be "info"
     here is listed below the verdict, not named in it: naming it would turn on how near its
     point score came to the other's interval, which moves between attaches."""
-    return (contender(second) and first.score_range[1] >= INFO_SCORE
+    # The test is of the pair's ranks, not of their places here: verdict_for asks again of the
+    # pair in the causal order, where the finding that ranked second may come first.
+    lead, runner_up = sorted((first, second), key=lambda f: rank_key(f, order_of(f)))
+    return (contender(runner_up) and lead.score_range[1] >= INFO_SCORE
             and within_noise(first, second, order_of))
 
 
@@ -294,6 +310,12 @@ def noise_reason(a: Finding, b: Finding) -> str:
     ends = [_key(f, f.score_range[i], _gain_if_significant(f, f.gain_range[i]))[:2]
             for f in (a, b) for i in (0, 1)]
     tiers, bands = {t for t, _ in ends}, {b for t, b in ends if t == 1}
+    lever = next((f for f in (a, b) if leads_if_shown(f)), None)
+    if lever is not None:
+        low, high = lever.score_range
+        return (f"{gain(lever)} would lead if its score cleared the line ({INFO_SCORE}) under which "
+                f"a finding shows no problem, and its score is known only to {low}-{high}: "
+                f"{score(a)}, {score(b)}")
     if 0 in tiers:
         return (f"their scores straddle the critical line ({CRITICAL}) at which a hang or a failure "
                 f"leads, within their intervals: {score(a)}, {score(b)}")

@@ -12,7 +12,7 @@ from diagnose.checks.calibration import fared_words
 from diagnose.checks.registry import CHECKS  # the causal order
 from diagnose.checks.spec import REQUIREMENTS, SEEN_BY, CheckSettings, CheckSpec, Input
 from diagnose.classify.rules_file import validate
-from diagnose.model.vocab import SEVERITIES, Confidence, Severity, ThreadState
+from diagnose.model.vocab import INFO_SCORE, SEVERITIES, Confidence, Severity, ThreadState
 from diagnose.report.model.findings import Verdict
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
@@ -127,7 +127,10 @@ def verdict_for(findings: tuple[Finding, ...], activity: str = "", hidden_waits:
                        f"record it again with `py-spy record --idle` or use `diagnose attach`{busy}.",
                        Severity.INFO, Confidence.LOW, top.samples)
     if top.severity == Severity.OK:
-        return Verdict("none", f"No clear bottleneck: {activity or 'no finding is strong'}.", Severity.OK)
+        if top.score_range[1] < INFO_SCORE:
+            return Verdict("none", f"No clear bottleneck: {activity or 'no finding is strong'}.",
+                           Severity.OK)
+        return _possible(top)
     # Co-primary findings in the causal order, whichever scored higher on this attach (rank()
     # already orders them so; a caller's own ranking may not).
     named = [top]
@@ -154,6 +157,18 @@ def verdict_for(findings: tuple[Finding, ...], activity: str = "", hidden_waits:
                    samples if low else top.samples, co_primary=co_id,
                    co_primary_reason=reason, first_advice=advice,
                    also=tuple(f.id for f in folded))
+
+
+def _possible(top: Finding) -> Verdict:
+    """A first finding under the info line whose score interval reaches it: on another attach
+    its point score would have shown a problem and named it. Noise never picks the verdict
+    (arbiter rule 4), so it is named on every such attach, as possible, at low confidence."""
+    low, high = top.score_range
+    headline = (f"possibly {top.title.split(':')[0].lower()} — {top.summary} (weak: its score "
+                f"{top.score} is known only to {low}-{high}, across the line ({INFO_SCORE}) under "
+                f"which a finding shows no problem)")
+    return Verdict(top.id, headline[0].upper() + headline[1:], Severity.INFO, Confidence.LOW,
+                   top.samples, first_advice=(top.advice[0] if top.advice else "",))
 
 
 def _widest(low: list[Finding]) -> str:

@@ -15,6 +15,7 @@ from diagnose.checks.base import Finding, make_finding
 from diagnose.checks.engine import order_of, verdict_for
 from diagnose.checks.service import _stage_first
 from diagnose.checks.spec import CheckSettings
+from diagnose.model.vocab import Confidence, Severity
 
 
 def finding(check_id: str, score: int, gain: float | None = None,
@@ -170,3 +171,36 @@ def test_a_critical_stage_leads_its_own_processes_findings_but_never_a_hang():
     weak = finding("stage_bound", 60, 1.3)
     ranked = rank([weak, worker], order_of)
     assert ids(_stage_first(ranked, weak, _Pipeline())) == ["cpu_bound", "stage_bound"]
+
+
+def test_a_lever_doubted_only_for_its_score_shares_the_verdict_with_a_finding_that_predicts_nothing():
+    # forked_workers on CPython 3.12, 4 s attaches: preprocessing at 39 (26-53) led the model's
+    # share four times; the fifth, at 35 (23-49), its 1.27x could not order and the model's 1.0x
+    # took the verdict alone. Which of them is named must not turn on those few points.
+    model = finding("compute_bound", 57, 1.0, scores=(41, 70))
+    lever = finding("preprocess_bound", 35, 1.27, scores=(23, 49), gains=(1.23, 1.32))
+    assert not gains_significantly(lever)
+    primary, co, reason = named(model, lever)
+    assert (primary, co) == ("preprocess_bound", "compute_bound")  # the causal order: the lever first
+    assert "would lead if its score cleared the line" in reason and "23-49" in reason
+    # Its score clear of the line: it leads alone, as on the other attaches.
+    assert named(model, finding("preprocess_bound", 39, 1.27, scores=(26, 53),
+                                gains=(1.23, 1.32))) == ("preprocess_bound", None, "")
+    # A gain that itself straddles the leading gain is no such lever: the model leads alone.
+    doubtful = finding("preprocess_bound", 35, 1.22, scores=(23, 49), gains=(1.15, 1.3))
+    assert named(model, doubtful) == ("compute_bound", None, "")
+
+
+def test_a_lone_finding_whose_score_interval_reaches_the_info_line_is_named_as_possible_either_side():
+    # hostile_names on CPython 3.11: a GIL wait scored 21-29 on five attaches, each interval
+    # straddling the info line; by the point score the verdict was "none" three times in five.
+    for score, scores in ((22, (4, 47)), (24, (4, 52)), (27, (9, 51))):
+        verdict = verdict_for(rank([finding("gil_contention", score, 1.22, scores=scores,
+                                            gains=(1.13, 1.36))], order_of))
+        assert verdict.primary == "gil_contention", (score, verdict)
+    below = verdict_for(rank([finding("gil_contention", 22, 1.22, scores=(4, 47))], order_of))
+    assert below.headline.startswith("Possibly gil_contention") and "4-47" in below.headline
+    assert below.confidence == Confidence.LOW and below.severity == Severity.INFO
+    # An interval wholly under the line shows no problem on any attach: no verdict.
+    assert verdict_for(rank([finding("gil_contention", 10, 1.1, scores=(0, 20))],
+                            order_of)).primary == "none"
