@@ -164,11 +164,12 @@ def _possible(top: Finding) -> Verdict:
     its point score would have shown a problem and named it. Noise never picks the verdict
     (arbiter rule 4), so it is named on every such attach, as possible, at low confidence."""
     low, high = top.score_range
-    headline = (f"possibly {top.title.split(':')[0].lower()} — {top.summary} (weak: its score "
+    title = top.title.split(":")[0]
+    headline = (f"Possibly {title[:1].lower() + title[1:]} — {top.summary} (weak: its score "
                 f"{top.score} is known only to {low}-{high}, across the line ({INFO_SCORE}) under "
                 f"which a finding shows no problem)")
-    return Verdict(top.id, headline[0].upper() + headline[1:], Severity.INFO, Confidence.LOW,
-                   top.samples, first_advice=(top.advice[0] if top.advice else "",))
+    return Verdict(top.id, headline, Severity.INFO, Confidence.LOW, top.samples,
+                   first_advice=(top.advice[0] if top.advice else "",))
 
 
 def _widest(low: list[Finding]) -> str:

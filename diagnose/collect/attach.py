@@ -459,8 +459,7 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
     window_start: float | None = None  # time.monotonic() when the clock started
     started = time.time()
     while stop.signum is None:
-        _note_exits(recorders)
-        if not any(r.poll() is None for r in recorders):
+        if not _note_exits(recorders):  # every recorder has exited
             break
         if _killed(recorders):  # someone killed py-spy: the others write what they have
             _interrupt(recorders)
@@ -669,7 +668,7 @@ def _close_window(recordings: list[_Recording], recorders: list[_Recorder], end:
     not starved for seconds beside a service that saturates the cores."""
     for recording, recorder in zip(recordings, recorders):
         if (recorder.stop_sent_at is None and recorder.poll() is None
-                and now >= end - stop_lead_s(recording.rate_hz, duration)):
+                and now >= _stop_at(recording, end, duration)):
             priority.lift_process(recorder.pid)
             recorder.stop_sent_at = now
             _interrupt([recorder])  # it writes what it has; the loop waits for it to exit
@@ -693,7 +692,7 @@ def _wait_for_next(openers: list[_Recorder], recordings: list[_Recording],
             time.sleep(interval)
         return
     now = time.monotonic()
-    stops = [end - stop_lead_s(rec.rate_hz, duration) for rec, r in zip(recordings, recorders)
+    stops = [_stop_at(rec, end, duration) for rec, r in zip(recordings, recorders)
              if r.stop_sent_at is None and r.poll() is None]
     if not stops:
         time.sleep(EXIT_POLL_S)
@@ -701,11 +700,21 @@ def _wait_for_next(openers: list[_Recorder], recordings: list[_Recording],
     time.sleep(max(0.0, min(interval, min(stops) - now)))
 
 
-def _note_exits(recorders: list[_Recorder]) -> None:
+def _stop_at(recording: _Recording, end: float, duration: float) -> float:
+    """When a recorder is told to stop: its lead before the window's `end` (plan.stop_lead_s)."""
+    return end - stop_lead_s(recording.rate_hz, duration)
+
+
+def _note_exits(recorders: list[_Recorder]) -> bool:
+    """Notes when each recorder was first seen gone; True while any still runs."""
     now = time.monotonic()
+    running = False
     for recorder in recorders:
-        if recorder.exited_at is None and recorder.poll() is not None:
+        if recorder.poll() is None:
+            running = True
+        elif recorder.exited_at is None:
             recorder.exited_at = now
+    return running
 
 
 def _lag_s(output: str, recorder: _Recorder, planned_end: float) -> float | None:

@@ -200,6 +200,10 @@ def test_a_lone_finding_whose_score_interval_reaches_the_info_line_is_named_as_p
         assert verdict.primary == "gil_contention", (score, verdict)
     below = verdict_for(rank([finding("gil_contention", 22, 1.22, scores=(4, 47))], order_of))
     assert below.headline.startswith("Possibly gil_contention") and "4-47" in below.headline
+    # the title's own capitals kept ("the GIL"), its first letter lowered after "Possibly"
+    titled = dataclasses.replace(finding("gil_contention", 22, 1.22, scores=(4, 47)),
+                                 title="Threads wait for the GIL: x")
+    assert verdict_for((titled,)).headline.startswith("Possibly threads wait for the GIL — ")
     assert below.confidence == Confidence.LOW and below.severity == Severity.INFO
     # An interval wholly under the line shows no problem on any attach: no verdict.
     assert verdict_for(rank([finding("gil_contention", 10, 1.1, scores=(0, 20))],
