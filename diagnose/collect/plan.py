@@ -57,10 +57,12 @@ MAX_PROC_INTERVAL_S = 0.5
 # 0.72 s, up to 1.75 s), a Gamma(2, rate), whose tail P(wait > x / rate) = e^-x (1 + x) is 5% at
 # x = STOP_MISS_LOG. So each recorder is told to stop STOP_MISS_LOG / rate - STOP_SLACK_S before the
 # window's end (collect/attach.py): 19 times in 20 it has exited STOP_SLACK_S after the end, and
-# the verdict follows within a second. Nothing for a recorder at 14 Hz or more; 0.84 s for a
-# native calibration at 4 Hz.
+# the verdict follows within a second (the analysis after the last exit takes 0.3-0.35 s on a
+# tree: at a slack of 0.35 s, one of four 10 s attaches of a tree of five recorders gave its
+# verdict 0.98 s after the window). Nothing for a recorder at 32 Hz or more; 1.04 s for a native
+# calibration at 4 Hz.
 STOP_MISS_LOG = 4.74
-STOP_SLACK_S = 0.35
+STOP_SLACK_S = 0.15
 STOP_LEAD_MAX_SHARE = 0.25  # of the window: a slow recorder keeps most of its span
 MAX_STOP_RAISE = 4  # a rate is never raised more than this many times to make up for its lead
 STOP_COUNT_KEPT = 0.97  # a lead that costs less of the samples than this leaves the rate alone

@@ -12,7 +12,7 @@ import pytest
 
 from diagnose.collect.attach import (START_WAIT_S, _behind_s, _clock_start, _collect, _late_note,
                                      _Recording, _start_recorder, window_close_s)
-from diagnose.collect.plan import stop_lead_s, stoppable_rate
+from diagnose.collect.plan import STOP_SLACK_S, stop_lead_s, stoppable_rate
 
 # A stand-in for py-spy: prints its start-up line after `delay` seconds, then waits.
 SAYS_IT_SAMPLES = ("import sys, time; time.sleep({delay}); "
@@ -74,9 +74,9 @@ def test_what_a_recorder_said_before_the_clock_is_kept_in_its_output(stand_ins):
 
 def test_a_busy_recorder_is_stopped_at_the_end_and_a_slow_one_ahead_of_it():
     assert stop_lead_s(100, 6) == 0  # its next samples are milliseconds away
-    assert stop_lead_s(20, 6) == 0
-    assert 0.3 < stop_lead_s(7, 6) < 0.35
-    assert stop_lead_s(4, 6) == pytest.approx(4.74 / 4 - 0.35)
+    assert stop_lead_s(40, 6) == 0
+    assert 0.5 < stop_lead_s(7, 6) < 0.55
+    assert stop_lead_s(4, 6) == pytest.approx(4.74 / 4 - STOP_SLACK_S)
     # never more than a quarter of the window: a 1 Hz recorder keeps most of its span
     assert stop_lead_s(1, 6) == 1.5
 
