@@ -328,8 +328,14 @@ def _also_checked(findings: list[Finding], budget: _Budget) -> list[str]:
 
 def _findings(report: Report, budget: _Budget) -> list[str]:
     # A finding of severity "ok" says a check found nothing: one "also checked" line each.
-    found = [f for f in report.findings if f.severity != Severity.OK]
-    cleared = [f for f in report.findings if f.severity == Severity.OK]
+    # ...unless the verdict names it as possible (its score interval reaches the info line)
+    named = report.verdict.primary
+
+    def found_something(f: Finding) -> bool:
+        return f.severity != Severity.OK or f.id == named
+
+    found = [f for f in report.findings if found_something(f)]
+    cleared = [f for f in report.findings if not found_something(f)]
     lines = ["### Top findings", ""]
     if not found:
         lines += ["No check found a problem."]

@@ -323,7 +323,8 @@ def test_observer_cost_and_partial_run_are_in_the_facts(recorded_reports):
 
 def test_findings_that_found_nothing_are_one_also_checked_line_each(recorded_reports):
     base = recorded_reports["underloaded"].report
-    report = replace(base, findings=tuple(replace(f, severity="ok") for f in base.findings))
+    report = replace(base, findings=tuple(replace(f, severity="ok") for f in base.findings),
+                     verdict=replace(base.verdict, primary="none"))
     text = render_markdown(report)
     assert "No check found a problem." in plain(text)
     findings = text[text.index("### Top findings"):text.index("### Run facts")]
@@ -334,6 +335,23 @@ def test_findings_that_found_nothing_are_one_also_checked_line_each(recorded_rep
         f"Also checked: {f.title} \u2014 {f.summary}" for f in report.findings]
     for finding in report.findings:
         assert not any(advice in plain(findings) for advice in finding.advice)
+
+
+def test_a_finding_the_verdict_names_as_possible_is_shown_as_a_finding_not_as_found_nothing(
+        recorded_reports):
+    # its score under the info line, its interval reaching it (engine.verdict_for): the headline
+    # is about it, so the summary shows its evidence and advice, not "also checked"
+    base = recorded_reports["underloaded"].report
+    named = base.findings[0]
+    report = replace(base, findings=tuple(replace(f, severity="ok") for f in base.findings),
+                     verdict=replace(base.verdict, primary=named.id))
+    findings = render_markdown(report)
+    findings = findings[findings.index("### Top findings"):findings.index("### Run facts")]
+    heading = next(line for line in findings.splitlines() if line.startswith("#### 1."))
+    assert plain(heading).startswith(f"1. {named.title}"), heading
+    assert "No check found a problem." not in plain(findings)
+    checked = [plain(line) for line in findings.splitlines() if line.startswith("**Also checked:**")]
+    assert not any(named.title in line for line in checked)
 
 
 def lever_report(label: str = "checksum") -> Report:

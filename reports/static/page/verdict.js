@@ -231,7 +231,9 @@
     const findings = arr(D.report.findings).map(obj);
     if (!findings.length) root.appendChild(h('p', { class: 'muted', text: 'No findings.' }));
     findings.forEach((f, rank) => {
-      if (str(f.severity) === 'ok') {
+      // a check that found nothing, unless the verdict names it as possible (its interval
+      // reaches the info line): then it is shown as the finding the headline is about
+      if (str(f.severity) === 'ok' && str(f.id) !== primary) {
         root.appendChild(alsoChecked(D, f, rank));
         return;
       }
