@@ -80,7 +80,9 @@ def workload_target(fixture: str, seconds: float, python: str):
     try:
         yield workload.wait_ready()
     finally:
-        workload.kill()
+        # SIGTERM first: a workload that changed the machine undoes it (cpu_quota removes its
+        # cgroup); a SIGKILL left that group behind until the fixture's next start
+        workload.stop()
 
 
 def grpc_python(spec: str | None, python: str = sys.executable) -> str:
