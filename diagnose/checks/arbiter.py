@@ -138,8 +138,12 @@ def gains_significantly(finding: Finding) -> bool:
     intervals: noise alone could not have made it a lever (rule 3). A gain whose interval
     straddles LEADING_GAIN, or that rests on a score whose interval reaches under the info line,
     is said in the report but never orders findings by its size."""
-    return (finding.score_range[0] >= INFO_SCORE
-            and _ranked_gain(finding.gain_range[0]) >= LEADING_GAIN)
+    return finding.score_range[0] >= INFO_SCORE and _gain_surely_leads(finding)
+
+
+def _gain_surely_leads(finding: Finding) -> bool:
+    """Its gain interval's low end is a gain worth leading with."""
+    return _ranked_gain(finding.gain_range[0]) >= LEADING_GAIN
 
 
 def _gain_if_significant(finding: Finding, gain: float | None) -> float | None:
@@ -269,8 +273,7 @@ def leads_if_shown(finding: Finding) -> bool:
     few points higher it leads every finding that predicts nothing. A preprocessing lever of
     1.27x (1.23-1.32) at a score of 35 (23-49) beside a model share that predicts 1.0x: which one
     the verdict names must not turn on those few points."""
-    return (finding.score_range[0] < INFO_SCORE <= finding.score_range[1]
-            and _ranked_gain(finding.gain_range[0]) >= LEADING_GAIN)
+    return finding.score_range[0] < INFO_SCORE <= finding.score_range[1] and _gain_surely_leads(finding)
 
 
 def in_pair_order(pair: list[Finding], order_of: OrderOf) -> list[Finding]:
@@ -285,8 +288,8 @@ def in_pair_order(pair: list[Finding], order_of: OrderOf) -> list[Finding]:
 
 def co_primary(first: Finding, second: Finding, order_of: OrderOf) -> bool:
     """The second of the first two findings shares the verdict: noise alone could have ranked it
-    first, and it is a contender for the headline — it could be critical on another attach (its
-    interval reaches the critical line) or it is surely a warning. A finding that may be "info"
+    first, and it is a contender for the headline (contender: it could be critical or lead by
+    its gain on another attach, or it is surely a warning). A finding that may be "info"
     here is listed below the verdict, not named in it: naming it would turn on how near its
     point score came to the other's interval, which moves between attaches."""
     # The test is of the pair's ranks, not of their places here: verdict_for asks again of the

@@ -75,6 +75,12 @@ def stop_lead_s(rate_hz: int, duration: float) -> float:
     return max(0.0, min(lead, STOP_LEAD_MAX_SHARE * duration))
 
 
+def samples_before_lead(rate_hz: int, duration_s: float) -> float:
+    """The samples a recorder at `rate_hz` is expected to take in a window of `duration_s` before
+    it is told to stop (stop_lead_s)."""
+    return rate_hz * (duration_s - stop_lead_s(rate_hz, duration_s))
+
+
 def stoppable_rate(rate_hz: int, duration_s: float | None) -> int:
     """The rate at which a recorder stopped its lead early (stop_lead_s) still takes the
     `rate_hz` x `duration_s` samples the budget gives it (STOP_COUNT_KEPT of them): the same
@@ -83,7 +89,7 @@ def stoppable_rate(rate_hz: int, duration_s: float | None) -> int:
         return rate_hz
     wanted = rate_hz * duration_s
     for rate in range(rate_hz, MAX_STOP_RAISE * rate_hz + 1):
-        if rate * (duration_s - stop_lead_s(rate, duration_s)) >= STOP_COUNT_KEPT * wanted:
+        if samples_before_lead(rate, duration_s) >= STOP_COUNT_KEPT * wanted:
             return rate
     return MAX_STOP_RAISE * rate_hz
 
@@ -156,11 +162,8 @@ def idle_rate_hz(duration_s: float | None) -> int:
     `duration_s`."""
     if not duration_s or duration_s <= 0:
         return IDLE_PROCESS_RATE_HZ
-    def expected(rate: int) -> float:
-        return rate * (duration_s - stop_lead_s(rate, duration_s))
-
     rate = IDLE_PROCESS_RATE_HZ
-    while rate < MAX_RATE_HZ and expected(rate) < IDLE_SAMPLES_PER_WINDOW:
+    while rate < MAX_RATE_HZ and samples_before_lead(rate, duration_s) < IDLE_SAMPLES_PER_WINDOW:
         rate += 1
     return rate
 
