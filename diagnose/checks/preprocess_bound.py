@@ -100,8 +100,12 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     # cores the process leaves idle, if any, are what that buys.
     room = core_room(analysis)
     os_ = analysis.os
-    # what the idle cores allow, where the OS counters measured a room
-    room_for = room if room is not None and room > 1.0 and os_ is not None else 1.0
+    own_stage = _own_stage(analysis, pre)
+    # what the idle cores allow, where the OS counters measured a room; preprocessing that
+    # already runs in a pipeline stage of its own has had that advice: its threads more
+    # threads of that stage, which stage_bound weighs, not this lever
+    room_for = (room if room is not None and room > 1.0 and os_ is not None and own_stage is None
+                else 1.0)
 
     # Moved to the idle cores, preprocessing buys no more than it would made free.
     def spread_gain(s: float) -> float:
@@ -123,6 +127,9 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     basis = (half_basis if half >= spread else
              f"estimate: preprocessing in a stage of its own over the idle cores buys {spread:.2f}x"
              f" (more than halving its cost, {half:.2f}x, calibrated)")
+    if own_stage is not None:
+        basis += (f"; it already runs in a stage of its own ({own_stage}), so spreading it over "
+                  f"more threads is that stage's lever, not this one's")
     basis += f"; making it free, at most {bound:.2f}x (an upper bound)"
     found = make_finding(ID, settings, score, summary, evidence, sites, gain=(gain, basis),
                         samples=total_busy, levers=levers,
@@ -133,6 +140,29 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     found = bound_by_bottleneck(found, analysis, _stage_phase_share,
                                 lambda s: max(halved_gain(s), spread_gain(s)), "preprocessing")
     return replace(found, acts_on=PHASE)  # its advice makes the preprocessing phase cheaper
+
+
+# A stage is preprocessing's own when it runs most of the preprocessing and mostly preprocessing.
+OWN_STAGE_SHARE = 0.5
+
+
+def _own_stage(analysis: Analysis, pre: pd.DataFrame) -> str | None:
+    """The pipeline stage whose threads run most of the preprocessing and run mostly that:
+    preprocessing already moved out of the request path into threads of its own (a decode
+    stage); None outside a pipeline or where no stage is such."""
+    structure = analysis.structure
+    total = float(pre["count"].sum())
+    if not structure.pipeline or not total:
+        return None
+    for stage in structure.stages:
+        threads = analysis.stage_threads(stage)
+        if not threads:
+            continue
+        mine = float(pre.loc[pre["thread"].isin(threads), "count"].sum())
+        phase = _stage_phase_share(stage, analysis.samples[analysis.samples["thread"].isin(threads)])
+        if mine / total >= OWN_STAGE_SHARE and phase is not None and phase[0] >= OWN_STAGE_SHARE:
+            return stage.name
+    return None
 
 
 def _stage_phase_share(_stage: Stage, rows: pd.DataFrame) -> tuple[float, int] | None:

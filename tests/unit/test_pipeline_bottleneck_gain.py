@@ -137,3 +137,32 @@ def test_a_bound_never_raises_a_gain_the_bottleneck_stage_would_gain_more_from(t
     low = replace(found, predicted_gain=1.1, gain_interval=(1.05, 1.15))
     same = bound_by_bottleneck(low, analysis, lambda stage, rows: (0.5, 100), lambda s: 1 + s, "x")
     assert same is low
+
+
+def gil_bound_pipeline(tmp_path):
+    """Two decode threads preprocess 40% of their time and wait for the GIL the rest, never
+    blocked on the `decoded` queue (the stage that sets the pace); one model thread runs pure
+    Python 60% of its time and waits on its queue the rest; ~1 of 2 cores in use."""
+    src = str(tmp_path / "stages.py")
+    (tmp_path / "stages.py").write_text(PIPELINE)
+    decode = [RUN, py("decode_stage", src, 6), py("decode", src, 6), py("tokenize", src, 6)]
+    forward = [RUN, py("model_stage", src, 12), py("Model.forward", src, 12)]
+    get = [RUN, py("model_stage", src, 11), py("Queue.get", f"{LIB}/queue.py", 171),
+           py("Condition.wait", f"{LIB}/threading.py", 320)]
+    threads = {2001: ([(forward, 120), (get + ON_LOCK, 80)], 6.0)}
+    for tid in (2002, 2003):
+        threads[tid] = ([(decode, 80), (decode + TAKE_GIL, 120)], 2.0)
+    (view,) = build([(200, None, ("python", "stages.py"), threads)])
+    return view.analysis
+
+
+def test_preprocessing_already_in_a_stage_of_its_own_is_not_offered_the_idle_cores_again(tmp_path):
+    analysis = gil_bound_pipeline(tmp_path)
+    assert analysis.structure.pipeline and analysis.structure.bottleneck == "decode_stage"
+    found = preprocess_bound.run(analysis, SETTINGS["preprocess_bound"])
+    assert found.score >= 25
+    # the advice to move it into threads of its own is applied already: only a cheaper
+    # preprocessing is a lever, at its calibrated half
+    assert [lever.kind for lever in found.levers] == ["remove_work", "remove_work"]
+    assert found.predicted_gain == found.levers[0].gain
+    assert "already runs in a stage of its own (decode_stage)" in found.gain_basis
