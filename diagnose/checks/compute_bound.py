@@ -3,7 +3,10 @@
 What it finds:
     The CPU utilization of the usable cores, and the share of busy request samples in model
     compute (of the bottleneck stage's threads in a pipeline or batching server). The cores are
-    busy only if /proc says the threads ran: the OS counters have the last word.
+    busy only if /proc says the threads ran: the OS counters have the last word. Where those
+    threads call an intra-op pool (a BLAS or OpenMP pool in their native samples), the pool's
+    threads, which no Python sample sees, compute the model too: the kernel's count of their
+    CPU joins the model's share.
 
 Why it matters:
     The service is genuinely compute-bound in the model: no change of threads or structure buys
@@ -24,6 +27,7 @@ from diagnose.checks.spec import Unit as U
 from diagnose.checks.base import (Finding, NotApplicable, ScoreBasis, Site, busy_samples,
                                   make_finding, pct, ramp, top_sites)
 from diagnose.model.counters import running_agreement
+from diagnose.model.native_pools import pool_split
 from diagnose.model.vocab import ThreadState, WaitKind
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
@@ -56,7 +60,41 @@ EVIDENCE = {
     "busy_request_threads": E("busy threads (mean)", U.THREADS),
     "core_utilization_from_samples": E("share of usable cores kept busy (from samples)", U.PERCENT),
     "os_cpu_utilization": E("CPU used, share of usable cores (OS)", U.PERCENT, none=NOT_MEASURED),
+    "model_share_with_pool": E("model compute with the intra-op pool's threads, share of the threads' "
+                               "CPU (the kernel)", U.PERCENT),
 }
+
+
+@dataclass(frozen=True)
+class PoolFold:
+    """The CPU of the judged threads and of the intra-op pool working under their model calls,
+    by the kernel's counters: the pool's threads have no Python frames, so no sample sees their
+    compute, yet it is the model's."""
+
+    threads_cpu_s: float
+    pool_cpu_s: float
+    pool_threads: int
+
+    def share(self, sampled: float) -> float:
+        """The model's share of the CPU of the judged threads and the pool together, where
+        `sampled` is its share of the judged threads' running samples."""
+        total = self.threads_cpu_s + self.pool_cpu_s
+        return (sampled * self.threads_cpu_s + self.pool_cpu_s) / total if total else sampled
+
+
+def _pool_fold(analysis: Analysis, tids: list[int]) -> PoolFold | None:
+    """The pool's CPU to fold into the model's share, where the native samples show the judged
+    threads calling into a compute library's pool and the kernel saw that pool's threads work;
+    None otherwise (without native frames the pool's threads could be anything's)."""
+    os_ = analysis.os
+    if os_ is None or not analysis.working_native_threads:
+        return None
+    if not any(split.kernel_samples for split in pool_split(analysis.native, set(tids))):
+        return None
+    threads_cpu = sum(os_.threads[t].cpu_s for t in tids if t in os_.threads)
+    if threads_cpu <= 0:
+        return None
+    return PoolFold(threads_cpu, analysis.working_native_cpu_s, analysis.working_native_threads)
 
 
 def _reference(analysis: Analysis) -> tuple[pd.DataFrame, int, Stage | None]:
@@ -68,6 +106,12 @@ def _reference(analysis: Analysis) -> tuple[pd.DataFrame, int, Stage | None]:
         samples = analysis.samples[analysis.samples["thread"].isin(analysis.stage_threads(stage))]
         return samples, len(stage.tids), stage
     return analysis.request_samples(), len(analysis.request_threads), None
+
+
+def _tids(analysis: Analysis, stage: Stage | None) -> list[int]:
+    if stage is not None:
+        return list(stage.tids)
+    return [int(t) for t in analysis.request_threads["tid"]]
 
 
 def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
@@ -82,7 +126,11 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     running = busy[busy["state"] != ThreadState.GIL]
     total_running = float(running["count"].sum()) or total_busy
     model = running[running["phase"] == "model"]
-    share = float(model["count"].sum()) / total_running
+    sampled_share = float(model["count"].sum()) / total_running
+    # An intra-op pool's threads compute the model beside the threads that call it: the kernel
+    # counts their CPU where no sample sees it, and the share counts it as the model's.
+    fold = _pool_fold(analysis, _tids(analysis, stage))
+    share = fold.share(sampled_share) if fold is not None else sampled_share
     # Busy request threads per usable core, from the samples: a thread busy in 99% of its
     # samples keeps a core busy. OS CPU time is reported too but not scored, because py-spy's
     # pauses (blocking mode) take CPU time away from the target while it is observed.
@@ -104,7 +152,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
         runnable_per_core = analysis.os.mean_runnable / analysis.os.usable_cores
     native_mutex_share = sum(w.share for w in analysis.waits if w.kind == WaitKind.NATIVE_MUTEX)
     evidence: dict[str, object] = {
-        "model_share_of_busy": share,
+        "model_share_of_busy": sampled_share,
         "busy_request_threads": busy_threads,
         "core_utilization_from_samples": utilization,
         "os_cpu_utilization": os_utilization,
@@ -123,6 +171,11 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
         sites.insert(0, Site(stage.function, stage.file, stage.line, stage.utilization))
     summary = (f"cores {pct(min(utilization, 1.0))} busy; {pct(share)} of {who} busy time "
                f"is model compute" + (f", most in {hot[0].function}" if hot else ""))
+    if fold is not None:
+        evidence["model_share_with_pool"] = share
+        summary += (f"; with the {fold.pool_threads} intra-op pool thread"
+                    f"{'s' if fold.pool_threads != 1 else ''} it calls ({fold.pool_cpu_s:.1f} CPU-s, the "
+                    f"kernel) the model is {pct(share)} of their CPU")
     if not counters.agrees:
         summary += f" — {counters.note()}"
         evidence["counters_note"] = counters.note()
@@ -130,7 +183,8 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                         gain=(1.0, "estimate: no structural gain: the cores already run the model; "
                                    "only a cheaper model or more cores buy throughput"),
                         basis=ScoreBasis("model_share_of_busy",
-                                         lambda s: ramp(s, settings.low, settings.high)
+                                         lambda s: ramp(fold.share(s) if fold is not None else s,
+                                                        settings.low, settings.high)
                                          * busy_factor * counters.factor))
 
 

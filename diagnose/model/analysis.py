@@ -77,6 +77,15 @@ class Analysis:
         return sum(1 for thread in self._native_os_threads if thread.cpu_s >= least)
 
     @functools.cached_property
+    def working_native_cpu_s(self) -> float:
+        """CPU seconds the working native threads (working_native_threads) ran over the window,
+        by the kernel's counters; 0 without them."""
+        if self.os is None:
+            return 0.0
+        least = WORKING_CPU_SHARE * self.os.window_s
+        return float(sum(t.cpu_s for t in self._native_os_threads if t.cpu_s >= least))
+
+    @functools.cached_property
     def _native_os_threads(self) -> list[ThreadOS]:
         """The OS counters of the threads with no Python frames; none without OS counters."""
         if self.os is None:
