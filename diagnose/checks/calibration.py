@@ -39,14 +39,14 @@ RECORD: dict[str, tuple[MeasuredFix, ...]] = {
         MeasuredFix("the gil_contention fixture", "the holder's loop vectorised", 1.92, 29.23),
     ),
     "lock_contention": (
-        MeasuredFix("the lock_contention fixture", "one model instance per core", 1.90, 1.55),
-        MeasuredFix("the locked_blas fixture", "OPENBLAS_NUM_THREADS=1", 1.83, 1.50),
+        MeasuredFix("the lock_contention fixture", "one model instance per core", 1.88, 1.76),
+        MeasuredFix("the locked_blas fixture", "OPENBLAS_NUM_THREADS=1", 1.48, 1.39),
         MeasuredFix("the lock_across_io fixture", "the fetch moved out of the lock", 6.05, 6.03),
-        # the locked model, two attaches each: the figure rests on a few native samples
-        MeasuredFix("a locked model (CPython 3.12)", "OPENBLAS_NUM_THREADS=1", 1.55, 1.35),
-        MeasuredFix("a locked model (CPython 3.12)", "OPENBLAS_NUM_THREADS=1", 2.82, 1.35),
-        MeasuredFix("a locked model (CPython 3.13)", "OPENBLAS_NUM_THREADS=1", 1.56, 1.54),
-        MeasuredFix("a locked model (CPython 3.13)", "OPENBLAS_NUM_THREADS=1", 2.65, 1.54),
+        # the locked model: medians of 3-4 rounds, each one attach and one paired run
+        # (benchmarks/services/calibrate_locked_model.py)
+        MeasuredFix("a locked model (CPython 3.11)", "OPENBLAS_NUM_THREADS=1", 1.48, 1.40),
+        MeasuredFix("a locked model (CPython 3.12)", "OPENBLAS_NUM_THREADS=1", 1.43, 1.35),
+        MeasuredFix("a locked model (CPython 3.13)", "OPENBLAS_NUM_THREADS=1", 1.36, 1.45),
     ),
     "logging_lock": (
         MeasuredFix("the logging_lock fixture", "a QueueHandler", 20.00, 41.89),
