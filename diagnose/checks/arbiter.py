@@ -54,10 +54,11 @@
      a busy stage whose more threads would share the cores its model already fills.
    Such a symptom is never a co-primary: it is folded into the verdict (`also`), and the next
    finding that is not one is the one tested for rule 4. When two findings make the same code
-   cheaper, the causal order alone picks which names it, whenever the earlier one shows a
-   problem on this attach (its score at or above the info line) or the two could swap places
-   within their intervals (not rule 6: both point at the same code, so only the name could
-   move). Whether the significance of either one's gain clears its line decides where the cause
+   cheaper, the causal order alone picks which names it, whenever the earlier one could show a
+   problem (its score interval reaches the info line: on another attach its point score would)
+   or the two could swap places within their intervals (not rule 6: both point at the same
+   code, so only the name could move). The verdict is then as strong as the finding folded
+   into it. Whether the significance of either one's gain clears its line decides where the cause
    ranks, never its name: a tokenizer a forked tree's GIL waits queue behind was named
    preprocess_bound or gil_contention as preprocessing's score interval crossed the info line.
    A lock or pool wait that would buy something is a second cause, whatever code it sits in.
@@ -182,12 +183,19 @@ def rank(findings: list[Finding], order_of: OrderOf) -> tuple[Finding, ...]:
         return ()
     twin = next((f for f in ranked[1:] if same_work(ranked[0], f)), None)
     if (twin is not None and order_of(twin) < order_of(ranked[0])
-            and (twin.score >= INFO_SCORE or within_noise(ranked[0], twin, order_of))):
+            and (twin.score_range[1] >= INFO_SCORE or within_noise(ranked[0], twin, order_of))):
         ranked = _to_front(ranked, [twin])
     rival = next_cause(ranked)
-    if rival is not None and co_primary(ranked[0], rival, order_of):
+    if rival is not None and co_primary(carrier(ranked[0], ranked, order_of), rival, order_of):
         ranked = _to_front(ranked, in_pair_order([ranked[0], rival], order_of))
     return tuple(ranked)
+
+
+def carrier(named: Finding, ranked: list[Finding] | tuple[Finding, ...], order_of: OrderOf) -> Finding:
+    """The finding whose rank the name `named` stands on: itself, or the same work seen from
+    another side that ranked higher (rule 7 gives the name by the causal order, not the rank).
+    Whether another cause shares the verdict is judged against it."""
+    return min([named, *(f for f in ranked if same_work(named, f))], key=lambda f: rank_key(f, order_of(f)))
 
 
 def _to_front(ranked: list[Finding], first: list[Finding]) -> list[Finding]:

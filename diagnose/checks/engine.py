@@ -6,7 +6,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from diagnose.checks import settings as check_settings
-from diagnose.checks.arbiter import co_primary, in_pair_order, next_cause, noise_reason, rank, symptoms
+from diagnose.checks.arbiter import (carrier, co_primary, in_pair_order, next_cause, noise_reason, rank,
+                                     symptoms)
 from diagnose.checks.base import MAX_AMDAHL, Finding, NotApplicable
 from diagnose.checks.calibration import fared_words
 from diagnose.checks.registry import CHECKS  # the causal order
@@ -126,7 +127,9 @@ def verdict_for(findings: tuple[Finding, ...], activity: str = "", hidden_waits:
         return Verdict("inconclusive", f"Inconclusive: this profile cannot show waits ({hidden_waits}); "
                        f"record it again with `py-spy record --idle` or use `diagnose attach`{busy}.",
                        Severity.INFO, Confidence.LOW, top.samples)
-    if top.severity == Severity.OK:
+    # The same work seen from another side (rule 7) may show the problem where the name's own
+    # score did not: the verdict keeps the name and takes that strength.
+    if top.severity == Severity.OK and not any(f.severity != Severity.OK for f in symptoms([top], findings)):
         if top.score_range[1] < INFO_SCORE:
             return Verdict("none", f"No clear bottleneck: {activity or 'no finding is strong'}.",
                            Severity.OK)
@@ -135,7 +138,7 @@ def verdict_for(findings: tuple[Finding, ...], activity: str = "", hidden_waits:
     # already orders them so; a caller's own ranking may not).
     named = [top]
     rival = next_cause(findings)
-    if rival is not None and co_primary(top, rival, order_of):
+    if rival is not None and co_primary(carrier(top, findings, order_of), rival, order_of):
         named = in_pair_order([top, rival], order_of)
     top = named[0]
     folded = symptoms(named, findings)

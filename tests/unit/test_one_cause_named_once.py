@@ -255,6 +255,28 @@ def test_work_whose_score_shows_no_problem_does_not_take_the_name():
     assert named([waiting, faint])[0] == "gil_contention"
 
 
+def test_work_whose_score_could_show_a_problem_takes_the_name_with_the_strength_of_its_twin():
+    # A forked tree's tokenizer on one attach: preprocessing scored under the info line on a few
+    # samples, its interval across it; the GIL waits behind the same code at a warning. Which
+    # name the verdict gives must not turn on where that point score fell.
+    waiting = gil(0.3, holder="normalize", room=1.0)
+    loose = preprocess(0.32, function="normalize", samples=60)
+    assert loose.score < 25 <= loose.score_range[1] and not within_noise(waiting, loose, order_of)
+    verdict = verdict_for(rank([waiting, loose], order_of))
+    assert (verdict.primary, verdict.co_primary, verdict.also) == ("preprocess_bound", None, ("gil_contention",))
+    assert verdict.severity == waiting.severity and not verdict.headline.startswith("Possibly")
+    # Another cause is weighed against the rank the name stands on (the GIL's), not against the
+    # name's own weak score: a model share under the line beside it shares nothing.
+    score_of = lambda s: ramp(s, 0.4, 0.8)  # noqa: E731
+    model = make_finding("compute_bound", CheckSettings(title="The cores are busy with model compute"),
+                         score_of(0.49), "49% model", {"model_share_of_busy": 0.49},
+                         sites=[site("Model.forward")], gain=(1.0, "estimate"), samples=60,
+                         basis=ScoreBasis("model_share_of_busy", score_of, lambda s: 1.0))
+    assert model.score_range[0] < 25 <= model.score_range[1]
+    verdict = verdict_for(rank([waiting, model, loose], order_of))
+    assert (verdict.primary, verdict.co_primary) == ("preprocess_bound", None)
+
+
 def test_the_gil_holders_running_preprocessing_are_the_preprocessing_whatever_sites_each_names():
     # The holders ran tokenize (mostly preprocessing by phase); preprocessing's leading sites
     # on this attach are norm and normalize: no function in common, one phase in common.
