@@ -63,14 +63,15 @@ def run_service_checks(service: Service, user_rules: dict[str, Any] | None = Non
 def _stage_first(ranked: tuple[Finding, ...], staged: Finding | None,
                  pipeline: ProcessPipeline | None) -> tuple[Finding, ...]:
     """A process pipeline's findings from its own processes (a worker's busy Python, the
-    consumer's waits) describe parts of one stage: the stage's finding, at critical strength,
+    consumer's waits) describe parts of one stage: the stage's finding, at critical strength
+    (within its interval: whether it leads must not turn on where its point score fell),
     leads them (it says which part limits the whole and names the transform they ran). Here the
     score is what it says everywhere, how sure the evidence is (a stage at critical strength is
     surely the part that limits the whole); it does not order findings by what they buy. The
     stage never moves ahead of a finding that the service is hung or will fail (arbiter rule 2),
     which leads whatever the gains."""
-    if staged is None or staged.score < CRITICAL:
-        return ranked
+    if staged is None or staged.score_range[1] < CRITICAL:
+        return ranked  # not critical even at the high end of its interval
     assert pipeline is not None  # a stage finding spans a pipeline (stage_bound.run_processes)
     members = {pipeline.consumer_pid, *pipeline.producer_pids}
     rest = [f for f in ranked if f is not staged]

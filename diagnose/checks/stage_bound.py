@@ -30,7 +30,7 @@ from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
 from diagnose.model.vocab import HANDOFF_EDGES, EdgeKind, StageRole
-from diagnose.checks.base import Finding, Site, core_room, make_finding, pct, ramp
+from diagnose.checks.base import Finding, ScoreBasis, Site, core_room, make_finding, pct, ramp
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
@@ -210,8 +210,12 @@ def run_processes(pipeline: ProcessPipeline | None, service: Service, settings: 
         # with a worker per usable core already, more workers only share the cores.
         return None
     busy, starved = pipeline.producer_busy, pipeline.consumer_starved
-    score = 100 * (ramp(busy, settings.busy_low, settings.busy_high) / 100
-                   * ramp(starved, settings.low, settings.high) / 100)
+
+    def score_of(starved_share: float) -> float:
+        return 100 * (ramp(busy, settings.busy_low, settings.busy_high) / 100
+                      * ramp(starved_share, settings.low, settings.high) / 100)
+
+    score = score_of(starved)
     # Workers to keep the consumer busy: today n workers at `busy` feed a consumer busy
     # `consumer_busy` of its time; it could take 1/consumer_busy times as much.
     consumer = max(pipeline.consumer_busy, 0.05)
@@ -254,8 +258,14 @@ def run_processes(pipeline: ProcessPipeline | None, service: Service, settings: 
         "consumer_busy_share": pipeline.consumer_busy, "consumer_starved_share": starved,
         "proposed_workers": wanted, "predicted_gain_inputs": inputs, "core_room": room,
         "fix": {"knob": knob, "value": wanted}}
+    # The score rests on the consumer's starved share, a proportion of its samples: its interval
+    # says whether the stage could be critical on another attach (service._stage_first).
     return make_finding(ID, settings, score, summary, evidence, sites, advice=advice,
-                        gain=(gain, f"estimate (utilization law): {inputs}"))
+                        gain=(gain, f"estimate (utilization law): {inputs}"),
+                        share_samples=({"consumer_starved_share": pipeline.consumer_samples}
+                                       if pipeline.consumer_samples else None),
+                        basis=(ScoreBasis("consumer_starved_share", score_of, lambda _s: gain)
+                               if pipeline.consumer_samples else None))
 
 
 SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run,

@@ -83,6 +83,7 @@ class ProcessPipeline:
     producer_busy_source: str  # "proc" or "samples"
     entry: Hotspot | None  # the user function the worker loop calls (Dataset.__getitem__, the task)
     transform: Hotspot | None  # the hottest user function under it
+    consumer_samples: int = 0  # the consumer thread's samples its shares are proportions of
 
     @property
     def workers(self) -> int:
@@ -186,8 +187,9 @@ def _producer(view: ProcessView) -> tuple[Framework, float, Hotspot | None, Hots
     return framework, share, entry, transform or entry
 
 
-def _consumer(view: ProcessView) -> tuple[str, float, float, Hotspot | None] | None:
-    """(thread name, busy share, starved share, site) of the thread waiting on results."""
+def _consumer(view: ProcessView) -> tuple[str, float, float, Hotspot | None, int] | None:
+    """(thread name, busy share, starved share, site, its samples) of the thread waiting on
+    results."""
     analysis = view.analysis
     samples = analysis.samples
     best = None
@@ -235,7 +237,7 @@ def _consumer(view: ProcessView) -> tuple[str, float, float, Hotspot | None] | N
             if sites:
                 (fn, file, line), c = max(sites.items(), key=lambda kv: kv[1])
                 site = Hotspot(fn, file, line, round(c / sum(sites.values()), 4))
-            best = (starved_share + busy_share, name, busy_share, starved_share, site)
+            best = (starved_share + busy_share, name, busy_share, starved_share, site, total)
     return None if best is None else best[1:]
 
 
@@ -286,7 +288,7 @@ def find_process_pipeline(service: Service) -> ProcessPipeline | None:
             best = (parent_pid, workers, consumer)
     if best is None:
         return None
-    parent_pid, workers, (thread, c_busy, c_starved, c_site) = best
+    parent_pid, workers, (thread, c_busy, c_starved, c_site, c_samples) = best
     framework = max((f[0] for _, f in workers), key=lambda fw: sum(1 for _, f in workers if f[0] is fw))
     demand = [_demand(v) for v, _ in workers]
     known = [d for d in demand if d is not None]
@@ -299,4 +301,4 @@ def find_process_pipeline(service: Service) -> ProcessPipeline | None:
         framework=framework, consumer_pid=parent_pid, consumer_thread=thread, consumer_site=c_site,
         consumer_busy=round(c_busy, 4), consumer_starved=round(c_starved, 4),
         producer_pids=tuple(v.pid for v, _ in workers if v.pid is not None), producer_busy=round(busy, 4),
-        producer_busy_source=source, entry=hottest[2], transform=hottest[3])
+        producer_busy_source=source, entry=hottest[2], transform=hottest[3], consumer_samples=c_samples)
