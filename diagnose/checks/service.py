@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from diagnose.checks import stage_bound
-from diagnose.checks.arbiter import CRITICAL, HUNG_FIRST, hung_or_failing, rank
+from diagnose.checks.arbiter import HUNG_FIRST, hung_or_failing, rank
 from diagnose.checks.base import EvidenceValues, Finding
 from diagnose.checks.engine import (CheckResults, describe_activity, load_check_settings, order_of, run_checks,
                                     verdict_for, waits_hidden)
@@ -28,7 +28,7 @@ from diagnose.checks.worker_imbalance import worker_imbalance
 from diagnose.model.confidence import too_uncertain
 from diagnose.model.process_pipeline import ProcessPipeline, find_process_pipeline
 from diagnose.model.service import Service, worker_load
-from diagnose.model.vocab import ProcessRole, Severity
+from diagnose.model.vocab import INFO_SCORE, ProcessRole, Severity
 
 WEIGHT_FLOOR_CORES = 0.02  # every worker weighs at least this many cores' worth
 
@@ -63,15 +63,16 @@ def run_service_checks(service: Service, user_rules: dict[str, Any] | None = Non
 def _stage_first(ranked: tuple[Finding, ...], staged: Finding | None,
                  pipeline: ProcessPipeline | None) -> tuple[Finding, ...]:
     """A process pipeline's findings from its own processes (a worker's busy Python, the
-    consumer's waits) describe parts of one stage: the stage's finding, at critical strength
-    (within its interval: whether it leads must not turn on where its point score fell),
-    leads them (it says which part limits the whole and names the transform they ran). Here the
-    score is what it says everywhere, how sure the evidence is (a stage at critical strength is
-    surely the part that limits the whole); it does not order findings by what they buy. The
+    consumer's waits) describe parts of one stage: the stage's finding, whenever it shows a
+    problem (its score interval reaches the info line), leads them (it says which part limits
+    the whole and names the transform they ran; its second advice is that transform made
+    cheaper). Not a line at critical strength: the stage's score is the product of the
+    workers' busy share and the consumer's starved share, and dataloader_job's moved across 75
+    (74-100) with the workers' /proc busy share between attaches. The
     stage never moves ahead of a finding that the service is hung or will fail (arbiter rule 2),
     which leads whatever the gains."""
-    if staged is None or staged.score_range[1] < CRITICAL:
-        return ranked  # not critical even at the high end of its interval
+    if staged is None or staged.score_range[1] < INFO_SCORE:
+        return ranked  # no problem shown even at the high end of its interval
     assert pipeline is not None  # a stage finding spans a pipeline (stage_bound.run_processes)
     members = {pipeline.consumer_pid, *pipeline.producer_pids}
     rest = [f for f in ranked if f is not staged]

@@ -166,18 +166,19 @@ def test_a_critical_stage_leads_its_own_processes_findings_but_never_a_hang():
     ranked = rank([staged, worker, hung], order_of)
     assert ids(ranked) == ["deadlock", "cpu_bound", "stage_bound"]
     assert ids(_stage_first(ranked, staged, _Pipeline())) == ["deadlock", "stage_bound", "cpu_bound"]
-    # A stage that is not surely the limiting part (under critical strength) stays where its
-    # gain puts it.
-    weak = finding("stage_bound", 60, 1.3, scores=(35, 70))
-    ranked = rank([weak, worker], order_of)
-    assert ids(_stage_first(ranked, weak, _Pipeline())) == ["cpu_bound", "stage_bound"]
+    # A stage that shows no problem even at the high end of its interval stays where its gain
+    # puts it.
+    faint = finding("stage_bound", 10, 1.3, scores=(2, 20))
+    ranked = rank([faint, worker], order_of)
+    assert ids(_stage_first(ranked, faint, _Pipeline())) == ["cpu_bound", "stage_bound"]
 
 
-def test_a_stage_whose_score_interval_reaches_the_critical_line_leads_its_processes_findings():
-    # dataloader_job on CPython 3.13: the consumer starved a little less on one attach in five,
-    # the stage scored 74, a point under the line, and the workers' preprocessing took the verdict.
+def test_a_stage_that_shows_a_problem_leads_its_processes_findings_at_any_strength():
+    # dataloader_job on CPython 3.11 and 3.13: the workers' /proc busy share moved the stage's
+    # score across 75 (74-100) between attaches, and under that line the workers'
+    # preprocessing took the verdict. The stage names the whole, its transform included.
     worker = finding("preprocess_bound", 96, 2.0, pid=2)
-    for score, scores in ((74, (52, 96)), (100, (81, 100))):
+    for score, scores in ((74, (74, 74)), (40, (20, 60)), (100, (81, 100))):
         staged = finding("stage_bound", score, 1.78, scores=scores)
         ranked = rank([staged, worker], order_of)
         assert ids(_stage_first(ranked, staged, _Pipeline())) == ["stage_bound", "preprocess_bound"]
