@@ -92,3 +92,13 @@ def fared_words(check_id: str) -> str | None:
                  + "; benchmarks/README.md, Calibration")
     count = f"{len(fixes)} measured fix" + ("es" if len(fixes) > 1 else "")
     return f"such predictions measured {span} of their figure over {count} ({which})"
+
+
+def fix_words(check_id: str, fix: str) -> str | None:
+    """"N measured fixes: A-Bx of their figure" over the record's fixes of `check_id` that
+    applied `fix`; None when none did. For a gain basis that names the fix it calibrates."""
+    ratios = sorted(f.ratio for f in RECORD.get(check_id, ()) if f.fix == fix)
+    if not ratios:
+        return None
+    span = f"{ratios[0]:.2f}x" if len(ratios) == 1 else f"{ratios[0]:.2f}-{ratios[-1]:.2f}x"
+    return f"{len(ratios)} measured fix{'es' if len(ratios) > 1 else ''}: {span} of their figure"

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from diagnose.checks.calibration import fix_words
 from diagnose.checks.evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
@@ -75,9 +76,6 @@ SERIALIZING_MIN_SAMPLES = 3  # holders seen inside the library: enough to know w
 # Of the caller's wait in a serializing pool, the share a one-thread pool sheds: the rest is the
 # pool's threads computing part of the call (calibrated, benchmarks/README.md "Calibration").
 SHED_OF_WAIT = 0.5
-BLAS_POOL_CALIBRATION = ("4 fixes measured: the locked_blas fixture 1.39x where this figure said 1.48x; "
-                         "a locked model on CPython 3.11, 3.12 and 3.13 1.35-1.45x where it said "
-                         "1.36-1.48x")
 HELD_CALL_MIN_SHARE = 0.3  # of the waiting instants: the holder's call that the advice names
 MAX_CALL_TEXT = 80  # a source line longer than this is named by its C call instead
 _BLOCKED = (ThreadState.IO, ThreadState.IDLE, ThreadState.LOCK)
@@ -202,8 +200,8 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
                            f"caller waits the pool's threads, which no sample sees, compute part of "
                            f"the call one thread must then do itself: half that wait shed buys "
                            f"about {pool_gain:.2f}x, near what measured fixes of it bought "
-                           f"({BLAS_POOL_CALIBRATION}); all of it shed, at most {amdahl(sure):.2f}x "
-                           f"(an upper bound)")
+                           f"({fix_words(ID, f'{serializing.knob}=1') or 'none measured yet'}); "
+                           f"all of it shed, at most {amdahl(sure):.2f}x (an upper bound)")
         evidence["critical_section_library"] = serializing.library
         evidence["fix"] = {"knob": serializing.knob, "value": 1}
     elif waits:

@@ -259,7 +259,7 @@ def run_processes(pipeline: ProcessPipeline | None, service: Service, settings: 
         "proposed_workers": wanted, "predicted_gain_inputs": inputs, "core_room": room,
         "fix": {"knob": knob, "value": wanted}}
     # The score rests on the consumer's starved share, a proportion of its samples: its interval
-    # says whether the stage could be critical on another attach (service._stage_first).
+    # says whether the stage could show a problem on another attach (service._stage_first).
     return make_finding(ID, settings, score, summary, evidence, sites, advice=advice,
                         gain=(gain, f"estimate (utilization law): {inputs}"),
                         share_samples=({"consumer_starved_share": pipeline.consumer_samples}

@@ -71,19 +71,20 @@ class Analysis:
         an intra-op pool that computes beside the request threads. A pool created at import and
         never handed work (OpenBLAS's threads under a model too small to split) sleeps: it
         competes for no core."""
-        if self.os is None:
-            return 0
-        least = WORKING_CPU_SHARE * self.os.window_s
-        return sum(1 for thread in self._native_os_threads if thread.cpu_s >= least)
+        return len(self._working_native_os_threads)
 
     @functools.cached_property
     def working_native_cpu_s(self) -> float:
         """CPU seconds the working native threads (working_native_threads) ran over the window,
         by the kernel's counters; 0 without them."""
+        return float(sum(t.cpu_s for t in self._working_native_os_threads))
+
+    @functools.cached_property
+    def _working_native_os_threads(self) -> list[ThreadOS]:
         if self.os is None:
-            return 0.0
+            return []
         least = WORKING_CPU_SHARE * self.os.window_s
-        return float(sum(t.cpu_s for t in self._native_os_threads if t.cpu_s >= least))
+        return [thread for thread in self._native_os_threads if thread.cpu_s >= least]
 
     @functools.cached_property
     def _native_os_threads(self) -> list[ThreadOS]:
