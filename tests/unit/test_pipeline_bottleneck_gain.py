@@ -3,7 +3,7 @@ threads outside it predict no more than the bottleneck stage gains (checks/pipel
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from diagnose.checks import gil_contention, preprocess_bound
 from diagnose.checks.engine import load_check_settings, run_checks
@@ -104,22 +104,39 @@ def model_stage(decoded, scored):
 '''
 
 
+@dataclass(frozen=True)
+class StageStacks:
+    """The stacks of PIPELINE's two stages, written to `stages.py` under a test's tmp_path."""
+
+    decode: list
+    put: list
+    forward: list
+    get: list
+
+    @classmethod
+    def written(cls, tmp_path) -> StageStacks:
+        src = str(tmp_path / "stages.py")
+        (tmp_path / "stages.py").write_text(PIPELINE)
+        wait = py("Condition.wait", f"{LIB}/threading.py", 320)
+        return cls(decode=[RUN, py("decode_stage", src, 6), py("decode", src, 6), py("tokenize", src, 6)],
+                   put=[RUN, py("decode_stage", src, 6), py("Queue.put", f"{LIB}/queue.py", 140), wait],
+                   forward=[RUN, py("model_stage", src, 12), py("Model.forward", src, 12)],
+                   get=[RUN, py("model_stage", src, 11), py("Queue.get", f"{LIB}/queue.py", 171), wait])
+
+
+def _pipeline(model_thread, decode_thread):
+    """One model thread (2001) and two decode threads (2002, 2003): ([(stack, samples)], cpu)."""
+    threads = {2001: model_thread, 2002: decode_thread, 2003: decode_thread}
+    (view,) = build([(200, None, ("python", "stages.py"), threads)])
+    return view.analysis
+
+
 def pure_python_pipeline(tmp_path):
     """Two decode threads preprocess 40% of their time and block putting into the full `decoded`
     queue the rest; one model thread runs pure Python 95% of its time."""
-    src = str(tmp_path / "stages.py")
-    (tmp_path / "stages.py").write_text(PIPELINE)
-    decode = [RUN, py("decode_stage", src, 6), py("decode", src, 6), py("tokenize", src, 6)]
-    put = [RUN, py("decode_stage", src, 6), py("Queue.put", f"{LIB}/queue.py", 140),
-           py("Condition.wait", f"{LIB}/threading.py", 320)]
-    forward = [RUN, py("model_stage", src, 12), py("Model.forward", src, 12)]
-    get = [RUN, py("model_stage", src, 11), py("Queue.get", f"{LIB}/queue.py", 171),
-           py("Condition.wait", f"{LIB}/threading.py", 320)]
-    threads = {2001: ([(forward, 190), (get + ON_LOCK, 10)], 9.5)}
-    for tid in (2002, 2003):
-        threads[tid] = ([(decode, 80), (put + ON_LOCK, 120)], 4.0)
-    (view,) = build([(200, None, ("python", "stages.py"), threads)])
-    return view.analysis
+    st = StageStacks.written(tmp_path)
+    return _pipeline(([(st.forward, 190), (st.get + ON_LOCK, 10)], 9.5),
+                     ([(st.decode, 80), (st.put + ON_LOCK, 120)], 4.0))
 
 
 def test_preprocessing_beside_a_slow_pure_python_stage_predicts_no_more_than_that_stage_gains(tmp_path):
@@ -143,17 +160,9 @@ def gil_bound_pipeline(tmp_path):
     """Two decode threads preprocess 40% of their time and wait for the GIL the rest, never
     blocked on the `decoded` queue (the stage that sets the pace); one model thread runs pure
     Python 60% of its time and waits on its queue the rest; ~1 of 2 cores in use."""
-    src = str(tmp_path / "stages.py")
-    (tmp_path / "stages.py").write_text(PIPELINE)
-    decode = [RUN, py("decode_stage", src, 6), py("decode", src, 6), py("tokenize", src, 6)]
-    forward = [RUN, py("model_stage", src, 12), py("Model.forward", src, 12)]
-    get = [RUN, py("model_stage", src, 11), py("Queue.get", f"{LIB}/queue.py", 171),
-           py("Condition.wait", f"{LIB}/threading.py", 320)]
-    threads = {2001: ([(forward, 120), (get + ON_LOCK, 80)], 6.0)}
-    for tid in (2002, 2003):
-        threads[tid] = ([(decode, 80), (decode + TAKE_GIL, 120)], 2.0)
-    (view,) = build([(200, None, ("python", "stages.py"), threads)])
-    return view.analysis
+    st = StageStacks.written(tmp_path)
+    return _pipeline(([(st.forward, 120), (st.get + ON_LOCK, 80)], 6.0),
+                     ([(st.decode, 80), (st.decode + TAKE_GIL, 120)], 2.0))
 
 
 def test_preprocessing_already_in_a_stage_of_its_own_is_not_offered_the_idle_cores_again(tmp_path):
