@@ -37,6 +37,10 @@
    engine.verdict_for).
 5. Equal keys fall back to the causal order of engine.CHECKS: the more specific, more actionable
    diagnosis (a blocked loop, a stage, a lock) before its symptoms (busy cores, idle workers).
+   Before the causal order, a finding off the pace (off_pace: its gain bounded to nothing by a
+   pipeline's bottleneck stage, on whose threads its share is not seen) follows one measured
+   where the pace is set: request threads re-taking the GIL after a batcher's results wait
+   behind the batcher's model, and the model names it, however high the waits scored.
    Predicted gains under NO_GAIN_BELOW are no structural gain and rank as 1.0: 1.01x against
    1.02x (two findings on a machine with no idle core) is rounding, not a reason to lead.
 6. Within a co-primary pair a finding whose own share is known too loosely (low confidence)
@@ -79,8 +83,8 @@ CRITICAL = CRITICAL_SCORE
 # A finding's place in the causal order (engine.order_of).
 OrderOf = Callable[[Finding], int]
 # (tier: hung or failing / shows a problem / below the info line, band: urgency or whether it
-# predicts a gain, minus gain or score, causal order): smaller ranks first.
-RankKey = tuple[int, int, float, int]
+# predicts a gain, minus gain or score, off the pace, causal order): smaller ranks first.
+RankKey = tuple[int, int, float, int, int]
 
 
 # Findings that foretell a failure (memory growing without bound until the process is killed):
@@ -151,19 +155,25 @@ def _gain_if_significant(finding: Finding, gain: float | None) -> float | None:
     return gain if gains_significantly(finding) else None
 
 
+def off_pace(finding: Finding) -> bool:
+    """Its predicted gain was bounded to nothing by a pipeline's bottleneck stage: the threads it
+    measured do not set the pace, and its share is not seen on the threads that do (rule 5)."""
+    return finding.bounded_by_stage is not None and _ranked_gain(finding.predicted_gain) == 1.0
+
+
 def rank_key(finding: Finding, order: int) -> RankKey:
     gain = _gain_if_significant(finding, finding.predicted_gain)
-    return (*_key(finding, finding.score, gain), order)
+    return (*_key(finding, finding.score, gain), int(off_pace(finding)), order)
 
 
 def _best_key(finding: Finding, order: int) -> RankKey:
     gain = _gain_if_significant(finding, finding.gain_range[1])
-    return (*_key(finding, finding.score_range[1], gain), order)
+    return (*_key(finding, finding.score_range[1], gain), int(off_pace(finding)), order)
 
 
 def _worst_key(finding: Finding, order: int) -> RankKey:
     gain = _gain_if_significant(finding, finding.gain_range[0])
-    return (*_key(finding, finding.score_range[0], gain), order)
+    return (*_key(finding, finding.score_range[0], gain), int(off_pace(finding)), order)
 
 
 def within_noise(a: Finding, b: Finding, order_of: OrderOf) -> bool:
@@ -182,7 +192,7 @@ def rank(findings: list[Finding], order_of: OrderOf) -> tuple[Finding, ...]:
     if not ranked:
         return ()
     twin = next((f for f in ranked[1:] if same_work(ranked[0], f)), None)
-    if (twin is not None and order_of(twin) < order_of(ranked[0])
+    if (twin is not None and order_of(twin) < order_of(ranked[0]) and not off_pace(twin)
             and (twin.score_range[1] >= INFO_SCORE or within_noise(ranked[0], twin, order_of))):
         ranked = _to_front(ranked, [twin])
     rival = next_cause(ranked)

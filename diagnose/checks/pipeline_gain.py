@@ -67,4 +67,5 @@ def bound_by_bottleneck(found: Finding, analysis: Analysis, share_of: ShareOf,
         return found  # the bottleneck stage gains at least as much: no bound
     basis = (f"{found.gain_basis}; bounded by the bottleneck stage {stage.name}, which sets the "
              f"pipeline's throughput: {what} is {pct(share)} of its time, so at most {cap:.2f}x")
-    return replace(found, predicted_gain=bounded, gain_interval=interval, gain_basis=basis)
+    return replace(found, predicted_gain=bounded, gain_interval=interval, gain_basis=basis,
+                   bounded_by_stage=stage.name if bounded < point else None)

@@ -7,7 +7,11 @@ from dataclasses import dataclass, replace
 
 from diagnose.checks import gil_contention, preprocess_bound
 from diagnose.checks.engine import load_check_settings, run_checks
+from diagnose.checks.arbiter import rank
+from diagnose.checks.base import Site, make_finding
+from diagnose.checks.engine import order_of, verdict_for
 from diagnose.checks.pipeline_gain import bound_by_bottleneck
+from diagnose.checks.spec import CheckSettings
 from tests.unit.test_roles_and_counters import LIB, LIBC, LIBPYTHON, addr, build, native, py
 
 SETTINGS = load_check_settings()
@@ -79,6 +83,7 @@ def test_gil_waits_outside_the_bottleneck_stage_predict_no_more_than_the_bottlen
     assert found.predicted_gain == 1.0
     assert found.gain_range[1] < 1.05
     assert "bounded by the bottleneck stage batcher_loop" in found.gain_basis
+    assert found.bounded_by_stage == "batcher_loop"  # off the pace (arbiter rule 5)
 
 
 def test_a_batcher_running_the_model_is_named_over_its_clients_gil_waits(tmp_path):
@@ -154,6 +159,24 @@ def test_a_bound_never_raises_a_gain_the_bottleneck_stage_would_gain_more_from(t
     low = replace(found, predicted_gain=1.1, gain_interval=(1.05, 1.15))
     same = bound_by_bottleneck(low, analysis, lambda stage, rows: (0.5, 100), lambda s: 1 + s, "x")
     assert same is low
+
+
+def test_at_equal_rank_the_batchers_model_names_the_cause_over_gil_waits_off_the_pace():
+    # batching on CPython 3.11, 1 attach in 5: the request threads' GIL waits, re-taking the GIL
+    # after the batcher's results, scored 100 (68-100) beside the batcher's model at 100, each
+    # predicting nothing; the causal order named the GIL, whose waits the batcher never shows.
+    model = make_finding("compute_bound", CheckSettings(title="compute_bound: x"), 100, "model",
+                         {}, [Site("Model.forward", "server.py", 6, 0.97)], gain=(1.0, "no lever"))
+    waits = replace(make_finding("gil_contention", CheckSettings(title="gil_contention: x"), 100,
+                                 "GIL", {}, [Site("Model.forward", "server.py", 6, 0.55)],
+                                 gain=(1.0, "bounded")),
+                    score_interval=(68, 100), gain_interval=(1.0, 1.21))
+    off = replace(waits, bounded_by_stage="batcher_loop")
+    verdict = verdict_for(rank([off, model], order_of))
+    assert (verdict.primary, verdict.co_primary) == ("compute_bound", None)
+    assert verdict.also == ("gil_contention",)  # one cause, seen from the waiters' side
+    # The same waits measured where the pace is set keep the causal order's name.
+    assert verdict_for(rank([waits, model], order_of)).primary == "gil_contention"
 
 
 def gil_bound_pipeline(tmp_path):

@@ -229,6 +229,10 @@ class Finding:
     # makes cheaper, where the check measured it: two findings that make the same phase's code
     # cheaper are one cause (checks/arbiter.py, rule 7), whichever functions their sites name.
     acts_on: str | None = field(default=None, metadata=OPTIONAL)
+    # The pipeline's bottleneck stage whose own share bounded the predicted gain below the
+    # check's figure for the threads it measured (checks/pipeline_gain.py): those threads do not
+    # set the pace. Absent outside a pipeline and where the stage gains as much.
+    bounded_by_stage: str | None = field(default=None, metadata=OPTIONAL)
 
     def __post_init__(self) -> None:
         if not isinstance(self.evidence, EvidenceValues):
