@@ -66,7 +66,8 @@ def point_first(findings: list[dict]) -> str:
     # each interval shrunk to its point
     rows = [SimpleNamespace(id=f["id"], score=f["score"], predicted_gain=f.get("predicted_gain"),
                             score_range=(f["score"], f["score"]),
-                            gain_range=(f.get("predicted_gain") or 1.0,) * 2)
+                            gain_range=(f.get("predicted_gain") or 1.0,) * 2,
+                            bounded_by_stage=f.get("bounded_by_stage"))
             for f in findings]
     first = min(rows, key=lambda f: rank_key(f, order_of(f)))
     return first.id if first.score >= 25 else "none"
