@@ -43,7 +43,7 @@ RECORD: dict[str, tuple[MeasuredFix, ...]] = {
         MeasuredFix("the locked_blas fixture", "OPENBLAS_NUM_THREADS=1", 1.48, 1.39),
         MeasuredFix("the lock_across_io fixture", "the fetch moved out of the lock", 6.05, 6.03),
         # the locked model: medians of 3-4 rounds, each one attach and one paired run
-        # (benchmarks/services/calibrate_locked_model.py)
+        # (benchmarks/services/calibrate_service.py)
         MeasuredFix("a locked model (CPython 3.11)", "OPENBLAS_NUM_THREADS=1", 1.48, 1.40),
         MeasuredFix("a locked model (CPython 3.12)", "OPENBLAS_NUM_THREADS=1", 1.43, 1.35),
         MeasuredFix("a locked model (CPython 3.13)", "OPENBLAS_NUM_THREADS=1", 1.36, 1.45),

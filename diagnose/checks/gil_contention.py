@@ -27,6 +27,7 @@ from diagnose.checks.base import (Finding, Lever, NotApplicable, ScoreBasis, Sit
                                   make_finding, more_cores_lever, pct, ramp, remove_work_lever,
                                   serial_gain)
 from diagnose.checks.pipeline_gain import bound_by_bottleneck
+from diagnose.checks.vectorise_gain import Vectorised
 from diagnose.model.counters import holder_agreement
 from diagnose.model.kernel_waits import Blocking
 from diagnose.model.profile import sums_by_code
@@ -158,13 +159,17 @@ def _from_native_frames(analysis: Analysis, settings: Settings, total: float) ->
     share_samples = ({"gil_wait_share": calibrated_samples(analysis.request_samples())}
                      if calibrated else None)
     behind = _waits_behind(analysis, gil.holders[0].share) if gil and gil.holders else 0.0
-    return make_finding(ID, settings, score, summary, evidence, sites,
-                        gain=gain, samples=total, levers=_levers(analysis, holder, gain, behind),
-                        share_samples=share_samples,
-                        calibrated_of={"gil_wait_share": int(total)} if calibrated else None,
-                        basis=ScoreBasis("gil_wait_share",
-                                         lambda s: ramp(s, settings.low, settings.high) * counters.factor,
-                                         lambda s: serial_gain(s, analysis, "")[0]))
+    vectorised = _vectorised(analysis, holder, behind,
+                             share_samples["gil_wait_share"] if share_samples else total)
+    found = make_finding(ID, settings, score, summary, evidence, sites,
+                         gain=_ranked_gain(gain, vectorised), samples=total,
+                         levers=_levers(analysis, holder, gain, behind, vectorised),
+                         share_samples=share_samples,
+                         calibrated_of={"gil_wait_share": int(total)} if calibrated else None,
+                         basis=ScoreBasis("gil_wait_share",
+                                          lambda s: ramp(s, settings.low, settings.high) * counters.factor,
+                                          lambda s: serial_gain(s, analysis, "")[0]))
+    return _finished(found, gain, vectorised)
 
 
 def _holder_phase_shares(analysis: Analysis) -> dict[str, float]:
@@ -221,11 +226,14 @@ def _from_kernel(analysis: Analysis, settings: Settings, req: pd.DataFrame, tota
                     f"({sites[0].file.rsplit('/', 1)[-1]}:{sites[0].line})")
         evidence["fix"] = {"knob": "vectorize", "value": sites[0].function}
     gain = serial_gain(share, analysis, "waiting for the GIL (the kernel)")
-    return make_finding(ID, settings, score, summary, evidence, sites, gain=gain, samples=ticks,
-                        levers=_levers(analysis, sites[0].function if sites else None, gain),
-                        basis=ScoreBasis("gil_wait_share",
-                                         lambda s: ramp(s, settings.low, settings.high) * counters.factor,
-                                         lambda s: serial_gain(s, analysis, "")[0]))
+    holder = sites[0].function if sites else None
+    vectorised = _vectorised(analysis, holder, 0.0, running_total)
+    found = make_finding(ID, settings, score, summary, evidence, sites, gain=_ranked_gain(gain, vectorised),
+                         samples=ticks, levers=_levers(analysis, holder, gain, 0.0, vectorised),
+                         basis=ScoreBasis("gil_wait_share",
+                                          lambda s: ramp(s, settings.low, settings.high) * counters.factor,
+                                          lambda s: serial_gain(s, analysis, "")[0]))
+    return _finished(found, gain, vectorised)
 
 
 def _estimated_from_cpu_time(analysis: Analysis, settings: Settings, req: pd.DataFrame,
@@ -253,23 +261,60 @@ def _estimated_from_cpu_time(analysis: Analysis, settings: Settings, req: pd.Dat
     summary = (f"an estimated {pct(share)} of request-thread time waits for the GIL "
                f"(Python-active time beyond the CPU time the threads got; no native frames)")
     gain = serial_gain(share, analysis, "waiting for the GIL (estimated)")
-    return make_finding(ID, settings, ramp(share, settings.low, settings.high), summary,
-                        evidence, sites, gain=gain, samples=total,
-                        levers=_levers(analysis, sites[0].function if sites else None, gain))
+    holder = sites[0].function if sites else None
+    vectorised = _vectorised(analysis, holder, 0.0, total)
+    found = make_finding(ID, settings, ramp(share, settings.low, settings.high), summary,
+                         evidence, sites, gain=_ranked_gain(gain, vectorised), samples=total,
+                         levers=_levers(analysis, holder, gain, 0.0, vectorised))
+    return _finished(found, gain, vectorised)
+
+
+def _holder_of(behind: float) -> str:
+    return ("the request threads' busy time, by its self time and the GIL waits behind it"
+            if behind > 0 else "the request threads' busy time by self time")
+
+
+def _vectorised(analysis: Analysis, holder: str | None, behind: float,
+                samples: float) -> Vectorised | None:
+    """The calibrated figure of the first advice, vectorising the holder; None without a holder,
+    and in a pipeline, whose bottleneck stage bounds the gain by its own GIL waits
+    (pipeline_gain), a measure of the waits, not of the holder's code."""
+    if not holder or analysis.structure.pipeline:
+        return None
+    share = min(1.0, _self_share(analysis, holder, running_python=True) + behind)
+    if share <= 0:
+        return None
+    return Vectorised(holder, share, int(samples), _holder_of(behind))
+
+
+def _ranked_gain(waits: tuple[float, str], vectorised: Vectorised | None) -> tuple[float, str]:
+    """The ranking's figure: vectorising the holder where it buys more than the waiters running
+    on the cores (it removes their waits and the holder's work)."""
+    if vectorised is None or vectorised.gain <= waits[0]:
+        return waits
+    return vectorised.gain, vectorised.basis()
+
+
+def _finished(found: Finding, waits: tuple[float, str], vectorised: Vectorised | None) -> Finding:
+    """`found` with the vectorised figure's interval (over the holder's share) where that figure
+    ranks; else its gain marked as the floor of what vectorising buys (the waits' figure)."""
+    if vectorised is None or _ranked_gain(waits, vectorised) is waits:
+        return replace(found, gain_floor=FLOOR)
+    return replace(found, gain_interval=vectorised.interval)
 
 
 def _levers(analysis: Analysis, holder: str | None, gain: tuple[float, str],
-            behind: float = 0.0) -> list[Lever]:
-    """The first advice vectorises the holder: the bound if its self time and the GIL waits
-    behind it (their share of the request threads' busy time) were free, beside the predicted
-    gain of the waiters running on the cores (the ranking's). Without the waits the bound was
-    no bound: a vectorised holder measured 29x where its self time alone allowed 5x."""
+            behind: float = 0.0, vectorised: Vectorised | None = None) -> list[Lever]:
+    """The first advice vectorises the holder: its calibrated figure, then the bound if its self
+    time and the GIL waits behind it (their share of the request threads' busy time) were free,
+    beside the gain of the waiters running on the cores. Without the waits the bound was no
+    bound: a vectorised holder measured 29x where its self time alone allowed 5x."""
     levers = [more_cores_lever(*gain)]
     share = min(1.0, (_self_share(analysis, holder) if holder else 0.0) + behind)
     if holder and share > 0:
-        of = ("the request threads' busy time, by its self time and the GIL waits behind it"
-              if behind > 0 else "the request threads' busy time by self time")
-        levers.insert(0, remove_work_lever(share, holder, of))
+        levers.insert(0, remove_work_lever(share, holder, _holder_of(behind)))
+    if vectorised is not None:
+        levers.insert(0, vectorised.lever())
     return levers
 
 
@@ -284,11 +329,14 @@ def _waits_behind(analysis: Analysis, holder_share: float) -> float:
     return holder_share * waiting / total
 
 
-def _self_share(analysis: Analysis, function: str) -> float:
+def _self_share(analysis: Analysis, function: str, running_python: bool = False) -> float:
     """The share of the request threads' busy samples whose innermost Python frame is in
-    `function` (its self time)."""
+    `function` (its self time); with `running_python`, only those running its bytecode (not the
+    native calls under it, which vectorising does not make cheaper)."""
     busy = busy_samples(analysis.request_samples())
     total = float(busy["count"].sum())
+    if running_python:
+        busy = busy[busy["state"] == ThreadState.PYTHON]
     site = busy["site"].to_numpy()
     has_site = site >= 0
     if not total or not has_site.any():
@@ -300,9 +348,9 @@ def _self_share(analysis: Analysis, function: str) -> float:
     return mine / total
 
 
-# The ranked figure counts the GIL waits alone (the waiters run on the cores); the first advice,
-# vectorising the holder, removes its work too: a floor of what the advice buys (calibrated: a
-# vectorised holder measured 15x the figure, checks/calibration.py).
+# Where no vectorised figure ranks (no holder, a pipeline), the ranked figure counts the GIL waits
+# alone (the waiters run on the cores); the first advice, vectorising the holder, removes its work
+# too: a floor of what the advice buys (a vectorised holder measured 10-15x it).
 FLOOR = ("it counts the GIL waits alone; vectorising the holder also removes its work, which "
          "the figure does not count")
 
@@ -312,8 +360,8 @@ PHASE_MAJORITY = 0.5
 
 
 def run_with_floor(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
-    """The finding, its gain marked as the floor of what vectorising buys, and the phase whose
-    code the holders mostly ran (what vectorising them makes cheaper)."""
+    """The finding, its gain bounded by a pipeline's bottleneck stage, and the phase whose code
+    the holders mostly ran (what vectorising them makes cheaper)."""
     found = run(analysis, settings)
     if isinstance(found, NotApplicable):
         return found
@@ -324,7 +372,7 @@ def run_with_floor(analysis: Analysis, settings: Settings) -> Finding | NotAppli
     acts_on = top if top is not None and phases[top] >= PHASE_MAJORITY else None
     found = bound_by_bottleneck(found, analysis, lambda stage, rows: _stage_gil_share(analysis, stage, rows),
                                 lambda s: serial_gain(s, analysis, "")[0], "waiting for the GIL")
-    return replace(found, gain_floor=FLOOR, acts_on=acts_on)
+    return replace(found, acts_on=acts_on)
 
 
 def _stage_gil_share(analysis: Analysis, stage: Stage, rows: pd.DataFrame) -> tuple[float, int] | None:

@@ -65,14 +65,21 @@ def test_preprocessing_ranks_by_its_realistic_levers_and_states_free_work_as_a_b
     assert "upper bound" in finding.gain_basis
 
 
-def test_gil_levers_name_the_holder_and_keep_the_cores_gain(preprocess):
+def test_gil_levers_name_the_holder_and_rank_the_better_of_vectorising_and_the_cores(preprocess):
     _, _, found = preprocess
     gil = found["gil_contention"]
-    free, cores = gil.levers
-    assert kinds(gil) == [LeverKind.REMOVE_WORK, LeverKind.MORE_CORES]
+    vectorised, free, cores = gil.levers
+    assert kinds(gil) == [LeverKind.REMOVE_WORK, LeverKind.REMOVE_WORK, LeverKind.MORE_CORES]
     holder = gil.sites[0].function
+    # the first advice's calibrated figure: the holder's running Python made SPEEDUP times cheaper
+    assert vectorised.label == f"if {holder} were vectorised" and not vectorised.upper_bound
+    assert vectorised.basis.startswith("calibrated:") and "20x cheaper" in vectorised.basis
+    assert 1.0 < vectorised.gain <= free.gain
     assert free.label == f"if {holder} cost nothing" and free.upper_bound
-    assert cores.gain == gil.predicted_gain and cores.basis == gil.gain_basis
+    assert gil.predicted_gain == max(vectorised.gain, cores.gain)
+    ranked = vectorised if vectorised.gain > cores.gain else cores
+    assert gil.gain_basis == ranked.basis
+    assert (gil.gain_floor is None) == (ranked is vectorised)  # the waits' figure is a floor
 
 
 def test_cpu_bound_states_the_hottest_function_made_free_beside_more_cores(pure_python):

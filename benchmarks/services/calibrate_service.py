@@ -1,13 +1,19 @@
 #!/usr/bin/env python3
-"""The locked model's first advice, predicted beside measured, round after round.
+"""A service's first advice, predicted beside measured, round after round.
 
-    python benchmarks/services/calibrate_locked_model.py [--python 3.12] [--rounds 3]
-                                                         [--duration 6] [--seconds 6]
+    python benchmarks/services/calibrate_service.py [--service locked_model] [--python 3.12]
+                                                    [--rounds 3] [--duration 6] [--seconds 6]
+
+Services (each prints READY pid and total_rps; the fix is an environment variable):
+  locked_model   a Lock around a forward pass over OpenBLAS; lock_contention's
+                 OPENBLAS_NUM_THREADS=1
+  text_features  trigram counting in a Python loop on 6 threads; gil_contention's
+                 vectorised loop (VECTORIZED=1)
 
 Each round, on fresh processes: one `diagnose attach` of the service at its defaults (the
-verdict, the first advice, the figure it predicts), then one paired run, defaults and then
-OPENBLAS_NUM_THREADS=1 (requests/s each, the service's own count). Prints a row per round and
-the median ratio measured / predicted. Progress to stderr, the markdown to stdout.
+verdict, the first advice, the figure the check predicts), then one paired run, defaults and
+then the fix (requests/s each, the service's own count). Prints a row per round and the median
+ratio measured / predicted. Progress to stderr, the markdown to stdout.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -27,12 +34,24 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent.parent))
 import knob_sweep  # noqa: E402  (python_for, log)
 
-SERVICE = HERE / "locked_model.py"
-FIX = {"OPENBLAS_NUM_THREADS": "1"}
 
 
-def _start(python: str, seconds: float, env: dict[str, str]) -> tuple[subprocess.Popen, int]:
-    proc = subprocess.Popen([python, str(SERVICE), str(seconds)], stdout=subprocess.PIPE,
+@dataclass(frozen=True)
+class Service:
+    script: Path
+    check: str  # the finding whose predicted gain the fix is measured against
+    fix: dict[str, str]
+
+
+SERVICES = {
+    "locked_model": Service(HERE / "locked_model.py", "lock_contention", {"OPENBLAS_NUM_THREADS": "1"}),
+    "text_features": Service(HERE / "text_features.py", "gil_contention", {"VECTORIZED": "1"}),
+}
+
+
+def _start(service: Service, python: str, seconds: float,
+           env: dict[str, str]) -> tuple[subprocess.Popen, int]:
+    proc = subprocess.Popen([python, str(service.script), str(seconds)], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True, env={**os.environ, **env})
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -47,9 +66,9 @@ def _rps(proc: subprocess.Popen) -> float:
     return float(next(line.split()[1] for line in out.splitlines() if line.startswith("total_rps")))
 
 
-def predicted(python: str, duration: float) -> tuple[str, float | None, str]:
-    """(verdict, the lock finding's predicted gain, its first advice) of one attach."""
-    proc, pid = _start(python, duration + 6, {})
+def predicted(service: Service, python: str, duration: float) -> tuple[str, float | None, str]:
+    """(verdict, the check's finding's predicted gain, its first advice) of one attach."""
+    proc, pid = _start(service, python, duration + 6, {})
     try:
         time.sleep(1.5)  # past numpy's import and the threads' start
         with tempfile.TemporaryDirectory() as out:
@@ -62,34 +81,36 @@ def predicted(python: str, duration: float) -> tuple[str, float | None, str]:
     finally:
         proc.kill()
         proc.wait()
-    lock = next((f for f in report["findings"] if f["id"] == "lock_contention"), None)
+    found = next((f for f in report["findings"] if f["id"] == service.check), None)
     verdict = report["verdict"]["primary"] + ("+" + report["verdict"]["co_primary"]
                                               if report["verdict"].get("co_primary") else "")
-    return (verdict, lock["predicted_gain"] if lock else None,
-            (lock["advice"][0][:60] if lock and lock["advice"] else ""))
+    return (verdict, found["predicted_gain"] if found else None,
+            (found["advice"][0][:60] if found and found["advice"] else ""))
 
 
-def measured(python: str, seconds: float) -> tuple[float, float]:
+def measured(service: Service, python: str, seconds: float) -> tuple[float, float]:
     """(requests/s at the defaults, with the fix), one run each, one after the other."""
-    before = _rps(_start(python, seconds, {})[0])
-    after = _rps(_start(python, seconds, FIX)[0])
+    before = _rps(_start(service, python, seconds, {})[0])
+    after = _rps(_start(service, python, seconds, service.fix)[0])
     return before, after
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--service", choices=sorted(SERVICES), default="locked_model")
     parser.add_argument("--python", default="", help="3.12, a path, or this interpreter")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--duration", type=float, default=6.0, help="diagnose's window, s")
     parser.add_argument("--seconds", type=float, default=6.0, help="each measured run, s")
     args = parser.parse_args(argv)
     python = knob_sweep.python_for(args.python)
+    service = SERVICES[args.service]
     rows = []
     for i in range(args.rounds):
         knob_sweep.log(f"round {i + 1}/{args.rounds}: attach")
-        verdict, gain, advice = predicted(python, args.duration)
+        verdict, gain, advice = predicted(service, python, args.duration)
         knob_sweep.log(f"round {i + 1}/{args.rounds}: paired runs")
-        before, after = measured(python, args.seconds)
+        before, after = measured(service, python, args.seconds)
         rows.append((verdict, gain, advice, before, after))
     print("| round | verdict | first advice | predicted | req/s before | after | measured | measured / predicted |")
     print("| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |")
