@@ -31,7 +31,7 @@ from diagnose.checks.vectorise_gain import Vectorised
 from diagnose.model.counters import holder_agreement
 from diagnose.model.kernel_waits import Blocking
 from diagnose.model.profile import sums_by_code
-from diagnose.model.vocab import BUSY, ThreadState, WaitKind
+from diagnose.model.vocab import BUSY, GIL_BOUND, ThreadState, WaitKind
 from diagnose.model.waits import describe
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
@@ -281,7 +281,7 @@ def _vectorised(analysis: Analysis, holder: str | None, behind: float,
     (pipeline_gain), a measure of the waits, not of the holder's code."""
     if not holder or analysis.structure.pipeline:
         return None
-    share = min(1.0, _self_share(analysis, holder, running_python=True) + behind)
+    share = min(1.0, _self_share(analysis, holder, gil_bound=True) + behind)
     if share <= 0:
         return None
     return Vectorised(holder, share, int(samples), _holder_of(behind))
@@ -329,14 +329,14 @@ def _waits_behind(analysis: Analysis, holder_share: float) -> float:
     return holder_share * waiting / total
 
 
-def _self_share(analysis: Analysis, function: str, running_python: bool = False) -> float:
+def _self_share(analysis: Analysis, function: str, gil_bound: bool = False) -> float:
     """The share of the request threads' busy samples whose innermost Python frame is in
-    `function` (its self time); with `running_python`, only those running its bytecode (not the
-    native calls under it, which vectorising does not make cheaper)."""
+    `function` (its self time); with `gil_bound`, only those running its bytecode or queueing
+    for the GIL to (not the native calls under it, which vectorising does not make cheaper)."""
     busy = busy_samples(analysis.request_samples())
     total = float(busy["count"].sum())
-    if running_python:
-        busy = busy[busy["state"] == ThreadState.PYTHON]
+    if gil_bound:
+        busy = busy[busy["state"].isin(GIL_BOUND)]
     site = busy["site"].to_numpy()
     has_site = site >= 0
     if not total or not has_site.any():

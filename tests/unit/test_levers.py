@@ -71,7 +71,7 @@ def test_gil_levers_name_the_holder_and_rank_the_better_of_vectorising_and_the_c
     vectorised, free, cores = gil.levers
     assert kinds(gil) == [LeverKind.REMOVE_WORK, LeverKind.REMOVE_WORK, LeverKind.MORE_CORES]
     holder = gil.sites[0].function
-    # the first advice's calibrated figure: the holder's running Python made SPEEDUP times cheaper
+    # the first advice's calibrated figure: the holder's GIL-bound time made SPEEDUP times cheaper
     assert vectorised.label == f"if {holder} were vectorised" and not vectorised.upper_bound
     assert vectorised.basis.startswith("calibrated:") and "20x cheaper" in vectorised.basis
     assert 1.0 < vectorised.gain <= free.gain

@@ -1,5 +1,6 @@
 """The GIL finding's first advice, vectorising the holder, is ranked by its calibrated figure: the
-holder's running Python and the GIL waits behind it made SPEEDUP times cheaper (Amdahl), not by
+holder's GIL-bound time (running its Python, or queueing for the GIL to) and the GIL waits behind
+it made SPEEDUP times cheaper (Amdahl), not by
 the waits alone, which measured 10-15x under what vectorising bought (checks/vectorise_gain.py)."""
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def _threads(holder_stack, tmp_path):
     return view.analysis
 
 
-def test_the_holders_running_python_is_what_vectorising_makes_cheaper_not_its_native_calls(tmp_path):
+def test_the_holders_gil_bound_time_is_what_vectorising_makes_cheaper_not_its_native_calls(tmp_path):
     python = _threads(lambda src: [RUN, py("handle", src, 2), py("postprocess", src, 5)], tmp_path)
     figure = gil_contention._vectorised(python, "postprocess", 0.0, 400)
     assert figure is not None and figure.share == pytest.approx(0.6)  # its 60 of 100 busy samples
