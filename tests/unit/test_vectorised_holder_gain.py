@@ -1,7 +1,7 @@
 """The GIL finding's first advice, vectorising the holder, is ranked by its calibrated figure: the
 holder's GIL-bound time (running its Python, or queueing for the GIL to) and the GIL waits behind
-it made SPEEDUP times cheaper (Amdahl), not by
-the waits alone, which measured 10-15x under what vectorising bought (checks/vectorise_gain.py)."""
+it made SPEEDUP times cheaper (Amdahl), not by the waits alone, which measured 10-15x under what
+vectorising bought (checks/vectorise_gain.py)."""
 
 from __future__ import annotations
 
