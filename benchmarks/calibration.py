@@ -47,6 +47,7 @@ DEFAULT_FIXTURES = ("preprocess_bound", "gil_contention", "lock_contention", "lo
 LEVER_ARGS: dict[tuple[str, str, str], list[str]] = {
     ("preprocess_bound", "preprocess_bound", "if preprocessing cost half"): ["--fast-decode"],
     ("gil_contention", "gil_contention", "if * cost nothing"): ["--vectorized"],
+    ("gil_contention", "gil_contention", "if * were vectorised"): ["--vectorized"],
 }
 
 
@@ -133,7 +134,7 @@ def markdown(rows: list[LeverRow]) -> str:
     for r in rows:
         if r.ratio is not None:
             kind = (r.lever.split(":")[0] if r.lever.startswith("first advice")
-                    else re.sub(r"^if (?!preprocessing )\S+ cost", "if its holder's code cost", r.lever))
+                    else re.sub(r"^if (?!preprocessing )\S+ (cost|were)", r"if its holder's code \1", r.lever))
             summary.setdefault((r.check, kind), []).append(r.ratio)
     out += ["", "| check | lever | measured / predicted (median) | rows | off by > 1.5x |",
             "| --- | --- | ---: | ---: | --- |"]
