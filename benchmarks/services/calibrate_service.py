@@ -68,7 +68,7 @@ def _rps(proc: subprocess.Popen) -> float:
 
 def predicted(service: Service, python: str, duration: float) -> tuple[str, float | None, str]:
     """(verdict, the check's finding's predicted gain, its first advice) of one attach."""
-    proc, pid = _start(service, python, duration + 6, {})
+    proc, pid = _start(service, python, duration + 15, {})  # killed once the attach ends
     try:
         time.sleep(1.5)  # past numpy's import and the threads' start
         with tempfile.TemporaryDirectory() as out:
