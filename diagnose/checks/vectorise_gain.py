@@ -16,8 +16,9 @@ from diagnose.checks.calibration import fix_words
 from diagnose.model.confidence import wilson
 
 # Vectorised (numpy), a pure-Python loop measured this many times cheaper, as fitted to the
-# measured fixes: the gil_contention fixture's postprocess loop (all of the busy time: 19.7-29.2x
-# measured) and a text service's trigram counting (75% of it: 3.0x measured, 3.5x at 20).
+# measured fixes (checks/calibration.py): the gil_contention fixture's postprocess loop, all of the
+# busy time, 19.7-29.2x over the sessions' runs; a text service's trigram counting, 55-75% of it,
+# 3.5-4.5x where this figure predicted 2.4-3.4x.
 SPEEDUP = 20.0
 FIX = "the holder's loop vectorised"
 
