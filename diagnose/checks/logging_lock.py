@@ -57,6 +57,8 @@ EVIDENCE = {
     "handler": E("handler doing the slow work", U.TEXT, none="not seen"),
     "in_handler_share": E("share of request-thread time inside logging handlers (waiting or working)",
                           U.PERCENT),
+    "mean_waiters": E("request threads waiting on logging handler locks at once, on average",
+                      U.NUMBER),
 }
 
 
@@ -90,10 +92,33 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     # 7.2x where the fix measured 13.9x (checks/calibration.py).
     in_handler = max(share, _in_handler_share(analysis))
     evidence["in_handler_share"] = in_handler
+    waiters = _mean_waiters(analysis, measured.thread_seconds) if top is not None else None
+    advice = None
+    if waiters is not None:
+        evidence["mean_waiters"] = round(waiters, 2)
+        if waiters >= SATURATED_WAITERS:
+            summary += f"; its sink is at capacity ({waiters:.1f} threads waited for it on average)"
+            advice = (*settings.advice, SATURATED_ADVICE)
     gain = serial_gain(in_handler, analysis, "in logging handlers (waiting for the lock, and the "
                                              "handler's work under it)")
     return wait_finding(ID, settings, analysis, measured, "logging_wait_share", summary, evidence,
-                        "waiting on the logging lock", gain=gain)
+                        "waiting on the logging lock", gain=gain, advice=advice)
+
+
+# On average at least this many request threads waited for a handler's lock: it was held back to
+# back, so the handler served records as fast as its sink takes them. Moving the handler to a
+# QueueListener does not make the sink faster: the logging_lock fixture's QueueHandler measured
+# 39x with 97% of its records dropped by a full queue.
+SATURATED_WAITERS = 1.0
+SATURATED_ADVICE = ("The handler ran back to back, so its sink writes as fast as it can: a QueueListener "
+                    "writes no faster, and its queue grows unless it is bounded and drops records when "
+                    "full, or fewer records are logged.")
+
+
+def _mean_waiters(analysis: Analysis, thread_seconds: float) -> float | None:
+    """Request threads waiting on logging locks at once, on average over the window."""
+    window = analysis.os.window_s if analysis.os is not None else analysis.profile.window_s
+    return thread_seconds / window if window else None
 
 
 def _in_handler_share(analysis: Analysis) -> float:

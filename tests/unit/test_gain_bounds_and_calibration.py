@@ -21,7 +21,8 @@ from diagnose.render.markdown import render_markdown
 from diagnose.render.wording import gain_notes, gain_words
 from diagnose.report.model import Finding, Lever
 from diagnose.report.pipeline import from_file
-from diagnose.model.vocab import LeverKind
+from diagnose.model.vocab import LeverKind, WaitKind
+from diagnose.report.model.sections import WaitSite
 from tests.conftest import RECORDED, report_of
 
 CHECKS_BY_ID = {check.id: check for check in CHECKS}
@@ -154,3 +155,27 @@ def test_a_gil_whose_holders_mostly_preprocess_acts_on_the_preprocessing(tmp_pat
     assert found["gil_contention"].acts_on == "preprocess"
     shares = found["gil_contention"].value("holder_phase_shares")
     assert shares is not None and dict(shares.value)["preprocess"] >= 0.5
+
+
+def _saturated_logging(thread_seconds: float) -> SimpleNamespace:
+    """8 request threads over a 5 s window, all of it inside StreamHandler.emit, waiting on its lock
+    `thread_seconds` in all."""
+    analysis = _logging_analysis([("/usr/lib/python3.11/logging/__init__.py", "StreamHandler.emit")], [800])
+    site = WaitSite(kind=WaitKind.LOGGING, function="handle_request", file="/srv/app/server.py", line=9,
+                    samples=700, thread_seconds=thread_seconds, threads=8, share=thread_seconds / 40)
+    analysis.waits = [site]
+    analysis.os = SimpleNamespace(window_s=5.0, cpu_s=0.5, usable_cores=2.0, machine_idle_cores=1.5)
+    return analysis
+
+
+def test_a_handler_lock_waited_on_back_to_back_says_its_sink_is_at_capacity():
+    # the logging_lock fixture: 6.8 of 8 threads waited on average; its QueueHandler measured 39x
+    # with 97% of the records dropped by the full queue, since the sink wrote no faster
+    settings = logging_lock.Settings()
+    busy = logging_lock.run(_saturated_logging(34.0), settings)
+    assert busy.value("mean_waiters").value == pytest.approx(6.8)
+    assert "its sink is at capacity (6.8 threads waited for it on average)" in busy.summary
+    assert busy.advice[-1] == logging_lock.SATURATED_ADVICE
+    # under one waiter on average the handler had idle time: no such claim
+    light = logging_lock.run(_saturated_logging(2.0), settings)
+    assert "capacity" not in light.summary and logging_lock.SATURATED_ADVICE not in light.advice
