@@ -276,15 +276,26 @@ def _holder_of(behind: float) -> str:
 
 def _vectorised(analysis: Analysis, holder: str | None, behind: float,
                 samples: float) -> Vectorised | None:
-    """The calibrated figure of the first advice, vectorising the holder; None without a holder,
-    and in a pipeline, whose bottleneck stage bounds the gain by its own GIL waits
-    (pipeline_gain), a measure of the waits, not of the holder's code."""
+    """The calibrated figure of the first advice, vectorising the holder: its GIL-bound time (running
+    its bytecode, or queueing for the GIL to) and the waits behind it. None without a holder, for
+    a holder that mostly runs native code, and in a pipeline, whose bottleneck stage bounds the
+    gain by its own GIL waits (pipeline_gain), a measure of the waits, not of the holder's code."""
     if not holder or analysis.structure.pipeline:
         return None
-    share = min(1.0, _self_share(analysis, holder, gil_bound=True) + behind)
+    python = _self_share(analysis, holder, (ThreadState.PYTHON,))
+    running = python + _self_share(analysis, holder, (ThreadState.NATIVE,))
+    if not running or python / running < PYTHON_MAJORITY:
+        return None  # numpy (or another extension) already: vectorising it is no lever
+    share = min(1.0, _self_share(analysis, holder, GIL_BOUND) + behind)
     if share <= 0:
         return None
     return Vectorised(holder, share, int(samples), _holder_of(behind))
+
+
+# A holder is pure-Python code to vectorise when most of its own running samples run its bytecode.
+# A numpy model's forward pass among many threads holds the GIL between its calls and runs native
+# code in 92-98% of its samples: its GIL waits are the threads' handoffs, not a loop to vectorise.
+PYTHON_MAJORITY = 0.5
 
 
 def _ranked_gain(waits: tuple[float, str], vectorised: Vectorised | None) -> tuple[float, str]:
@@ -329,14 +340,14 @@ def _waits_behind(analysis: Analysis, holder_share: float) -> float:
     return holder_share * waiting / total
 
 
-def _self_share(analysis: Analysis, function: str, gil_bound: bool = False) -> float:
+def _self_share(analysis: Analysis, function: str,
+                states: tuple[ThreadState, ...] | None = None) -> float:
     """The share of the request threads' busy samples whose innermost Python frame is in
-    `function` (its self time); with `gil_bound`, only those running its bytecode or queueing
-    for the GIL to (not the native calls under it, which vectorising does not make cheaper)."""
+    `function` (its self time); with `states`, only its samples in those states."""
     busy = busy_samples(analysis.request_samples())
     total = float(busy["count"].sum())
-    if gil_bound:
-        busy = busy[busy["state"].isin(GIL_BOUND)]
+    if states is not None:
+        busy = busy[busy["state"].isin(states)]
     site = busy["site"].to_numpy()
     has_site = site >= 0
     if not total or not has_site.any():
