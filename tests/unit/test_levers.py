@@ -65,8 +65,8 @@ def test_preprocessing_ranks_by_its_realistic_levers_and_states_free_work_as_a_b
     assert "upper bound" in finding.gain_basis
 
 
-def test_gil_levers_name_the_holder_and_rank_the_better_of_vectorising_and_the_cores(preprocess):
-    _, _, found = preprocess
+def test_gil_levers_name_the_holder_and_rank_the_better_of_vectorising_and_the_cores(pure_python):
+    _, _, found = pure_python
     gil = found["gil_contention"]
     vectorised, free, cores = gil.levers
     assert kinds(gil) == [LeverKind.REMOVE_WORK, LeverKind.REMOVE_WORK, LeverKind.MORE_CORES]
@@ -80,6 +80,15 @@ def test_gil_levers_name_the_holder_and_rank_the_better_of_vectorising_and_the_c
     ranked = vectorised if vectorised.gain > cores.gain else cores
     assert gil.gain_basis == ranked.basis
     assert (gil.gain_floor is None) == (ranked is vectorised)  # the waits' figure is a floor
+
+
+def test_a_gil_holder_under_the_hot_loop_line_keeps_the_waits_figure_as_a_floor(preprocess):
+    # the preprocess_bound profile: the holder's own bytecode is a few percent of the busy time
+    _, _, found = preprocess
+    gil = found["gil_contention"]
+    assert kinds(gil) == [LeverKind.REMOVE_WORK, LeverKind.MORE_CORES]
+    free, cores = gil.levers
+    assert free.upper_bound and cores.gain == gil.predicted_gain and gil.gain_floor is not None
 
 
 def test_cpu_bound_states_the_hottest_function_made_free_beside_more_cores(pure_python):
