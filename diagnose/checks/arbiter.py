@@ -65,7 +65,10 @@
    into it. Whether the significance of either one's gain clears its line decides where the cause
    ranks, never its name: a tokenizer a forked tree's GIL waits queue behind was named
    preprocess_bound or gil_contention as preprocessing's score interval crossed the info line.
-   A lock or pool wait that would buy something is a second cause, whatever code it sits in.
+   A lock or pool wait that would buy something is a second cause, whatever code it sits in,
+   unless its first advice is the very change another finding advises first (Finding.fixes: a
+   lock over OpenBLAS's pool and the pool's synchronisation, both OPENBLAS_NUM_THREADS=1): one
+   change is one cause, named by the causal order.
 The verdict is the first finding (and its co-primary), unless it is weak (then the headline says
 what the threads did). A verdict whose first finding rests on fewer than confidence.MIN_SAMPLES
 samples says "low confidence" in its headline and is never critical (engine.verdict_for).
@@ -238,11 +241,20 @@ def same_phase(a: Finding, b: Finding) -> bool:
     return a.acts_on is not None and a.acts_on == b.acts_on
 
 
+def same_fix(a: Finding, b: Finding) -> bool:
+    """Both advise the same change first (Finding.fixes: the same knobs at the same values): a
+    lock whose holders wait in OpenBLAS's pool and the pool's own synchronisation, each saying
+    OPENBLAS_NUM_THREADS=1."""
+    fixes = a.fixes
+    return bool(fixes) and all(f.knob for f in fixes) and fixes == b.fixes
+
+
 def same_work(a: Finding, b: Finding) -> bool:
     """Rule 7, first case (symmetric): both advise making code cheaper and name that code in
-    common, or that phase's code: the same threads' busy time, measured twice."""
-    return (a is not b and _removes_work(a) and _removes_work(b)
-            and (bool(shared_code(a, b)) or same_phase(a, b)))
+    common, or that phase's code: the same threads' busy time, measured twice; or both advise
+    the same change first."""
+    return a is not b and ((_removes_work(a) and _removes_work(b)
+                            and (bool(shared_code(a, b)) or same_phase(a, b))) or same_fix(a, b))
 
 
 def symptom_of(lead: Finding, other: Finding) -> bool:

@@ -288,3 +288,24 @@ def test_the_gil_holders_running_preprocessing_are_the_preprocessing_whatever_si
     elsewhere = dataclasses.replace(waiting, acts_on="model")
     assert not same_work(elsewhere, tokenizer)
     assert named([elsewhere, tokenizer])[0] == "gil_contention"
+
+
+def test_two_findings_that_advise_the_same_change_first_are_one_cause_named_by_the_causal_order():
+    # locked_blas on CPython 3.11, 1 attach in 5: OpenBLAS's pool synchronising in 9 of its 10
+    # native samples predicted 2.47x from OPENBLAS_NUM_THREADS=1 and took the verdict from the
+    # lock its callers queue on, whose first advice is the same knob (1.42x, calibrated).
+    fix = {"fix": {"knob": "OPENBLAS_NUM_THREADS", "value": 1}}
+    lock = make_finding("lock_contention", CheckSettings(title="Request threads queue on a lock"), 100,
+                        "71% waits on the lock", fix, sites=[site("Model.predict")],
+                        gain=(1.42, "calibrated"), samples=SAMPLES)
+    pool = make_finding("scheduler_overhead", CheckSettings(title="An intra-op pool synchronises"), 100,
+                        "90% of the pool's native samples synchronise", fix, gain=(2.47, "estimate"),
+                        samples=10)
+    assert same_work(lock, pool) and same_work(pool, lock)
+    verdict = verdict_for(rank([pool, lock], order_of))
+    assert (verdict.primary, verdict.co_primary) == ("lock_contention", None)
+    assert verdict.also == ("scheduler_overhead",)
+    # another knob, or the same knob at another value, is another change: a second cause
+    other = dataclasses.replace(pool, evidence={"fix": {"knob": "OPENBLAS_NUM_THREADS", "value": 2}})
+    assert not same_work(lock, other)
+    assert verdict_for(rank([other, lock], order_of)).primary == "scheduler_overhead"
