@@ -277,11 +277,14 @@ def _holder_of(behind: float) -> str:
 def _vectorised(analysis: Analysis, holder: str | None, behind: float,
                 samples: float) -> Vectorised | None:
     """The calibrated figure of the first advice, vectorising the holder: its GIL-bound time (running
-    its bytecode, or queueing for the GIL to) and the waits behind it. None without a holder, for
-    a holder that mostly runs native code, and in a pipeline, whose bottleneck stage bounds the
-    gain by its own GIL waits (pipeline_gain), a measure of the waits, not of the holder's code."""
+    its bytecode, or queueing for the GIL to) and the waits behind it. None without a holder,
+    without native frames (its bytecode and the native calls under it look alike), for a holder
+    that mostly runs native code, and in a pipeline, whose bottleneck stage bounds the gain by its
+    own GIL waits (pipeline_gain), a measure of the waits, not of the holder's code."""
     if not holder or analysis.structure.pipeline:
         return None
+    if not (analysis.profile.native or analysis.profile.calibrated):
+        return None  # without native frames a numpy call under the holder reads as its bytecode
     python = _self_share(analysis, holder, (ThreadState.PYTHON,))
     running = python + _self_share(analysis, holder, (ThreadState.NATIVE,))
     if not running or python / running < PYTHON_MAJORITY:

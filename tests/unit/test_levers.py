@@ -33,6 +33,13 @@ def preprocess():
 
 
 @pytest.fixture(scope="module")
+def locked():
+    """Request threads queue on a lock; native samples calibrate their states."""
+    return analyse("lock_contention.speedscope.json", "lock_contention.procfs.json",
+                   "lock_contention.native.speedscope.json")
+
+
+@pytest.fixture(scope="module")
 def pure_python():
     """Threads busy in pure Python (the GIL contended, cpu_bound at info strength)."""
     return analyse("late_thread.chrometrace.json", "late_thread.procfs.json")
@@ -65,8 +72,8 @@ def test_preprocessing_ranks_by_its_realistic_levers_and_states_free_work_as_a_b
     assert "upper bound" in finding.gain_basis
 
 
-def test_gil_levers_name_the_holder_and_rank_the_better_of_vectorising_and_the_cores(pure_python):
-    _, _, found = pure_python
+def test_gil_levers_name_the_holder_and_rank_the_better_of_vectorising_and_the_cores(locked):
+    _, _, found = locked
     gil = found["gil_contention"]
     vectorised, free, cores = gil.levers
     assert kinds(gil) == [LeverKind.REMOVE_WORK, LeverKind.REMOVE_WORK, LeverKind.MORE_CORES]
@@ -80,6 +87,14 @@ def test_gil_levers_name_the_holder_and_rank_the_better_of_vectorising_and_the_c
     ranked = vectorised if vectorised.gain > cores.gain else cores
     assert gil.gain_basis == ranked.basis
     assert (gil.gain_floor is None) == (ranked is vectorised)  # the waits' figure is a floor
+
+
+def test_without_native_frames_the_gil_keeps_the_waits_figure_as_a_floor(pure_python):
+    # a numpy call under the holder would read as its bytecode: no vectorised figure
+    _, _, found = pure_python
+    gil = found["gil_contention"]
+    assert [lever.label.endswith("were vectorised") for lever in gil.levers] == [False, False]
+    assert gil.gain_floor is not None and gil.predicted_gain == gil.levers[-1].gain
 
 
 def test_a_gil_holder_under_the_hot_loop_line_keeps_the_waits_figure_as_a_floor(preprocess):
