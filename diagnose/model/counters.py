@@ -63,7 +63,8 @@ class CpuAgreement:
                 f"or waiting for a core (the rest was waiting for something else)")
 
 
-def _window(os_: ProcessOS) -> float:
+def unpaused_window_s(os_: ProcessOS) -> float:
+    """The window less the share py-spy held the process stopped: time it could not run."""
     return max(os_.window_s * (1.0 - os_.observer_stop_share), 1e-6)
 
 
@@ -80,7 +81,7 @@ def running_agreement(analysis: SampledProcess, samples: pd.DataFrame, what: str
     if not known:
         return CpuAgreement(what, float(shares.sum()), None)
     sampled = float(shares.loc[known].sum())
-    measured = sum(_wanted_core_s(os_.threads[t]) for t in known) / _window(os_)
+    measured = sum(_wanted_core_s(os_.threads[t]) for t in known) / unpaused_window_s(os_)
     return CpuAgreement(what, sampled, measured)
 
 
@@ -118,5 +119,5 @@ def holder_agreement(analysis: SampledProcess, wait_share: float, what: str = "a
     waited for a core) at least about `wait_share` of a core (the share of request time some
     thread waited). Against the process's CPU and run-queue seconds in /proc."""
     os_ = analysis.os
-    measured = None if os_ is None else (os_.cpu_s + (os_.runqueue_wait_s or 0.0)) / _window(os_)
+    measured = None if os_ is None else (os_.cpu_s + (os_.runqueue_wait_s or 0.0)) / unpaused_window_s(os_)
     return CpuAgreement(what, float(wait_share), measured)

@@ -28,6 +28,7 @@ import pandas as pd
 
 from diagnose.model import vocab
 from diagnose.model.analysis import Analysis
+from diagnose.model.counters import unpaused_window_s
 from diagnose.model.profile import Frame, frame_is
 from diagnose.model.service import ProcessView, Service
 
@@ -255,12 +256,14 @@ def _thread_demand(analysis: Analysis, thread: int) -> float | None:
 def _demand(view: ProcessView) -> float | None:
     """Share of the window the process ran or was runnable (CPU + run-queue wait, /proc): on a
     machine whose other load keeps it off the cores, a worker that always wants to run is
-    saturated all the same. None without OS counters."""
+    saturated all the same. The window is the one py-spy left it to run in: a DataLoader worker
+    stopped 23% of a window by native sampling of its torch stacks read 64% busy, and its stage
+    fell under preprocessing (dataloader_job, CPython 3.13). None without OS counters."""
     os_ = view.analysis.os
     if os_ is None or not os_.window_s:
         return None if view.cpu_cores is None else min(1.0, view.cpu_cores)
     wait = os_.runqueue_wait_s or 0.0
-    return min(1.0, (os_.cpu_s + wait) / os_.window_s)
+    return min(1.0, (os_.cpu_s + wait) / unpaused_window_s(os_))
 
 
 def find_process_pipeline(service: Service) -> ProcessPipeline | None:

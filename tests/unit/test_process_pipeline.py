@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 import pandas as pd
 
 from diagnose.checks import stage_bound
@@ -196,3 +198,17 @@ def test_no_more_workers_are_advised_once_there_is_one_per_usable_core():
                for i in range(2)]
     tree = service(consumer, workers, usable=2.0)
     assert stage_bound.run_processes(find_process_pipeline(tree), tree, SETTINGS) is None
+
+
+def test_a_worker_the_sampler_held_stopped_is_busy_over_the_window_it_could_run_in():
+    # dataloader_job on CPython 3.13, 1 attach in 5: native sampling of the worker's torch stacks
+    # held it stopped 23% of the window; by the whole window it read 64% busy and its stage fell
+    # under the consumer's preprocessing
+    tree = dataloader_tree()
+    worker = tree.processes[1]
+    paused = SimpleNamespace(window_s=4.0, cpu_s=2.3, runqueue_wait_s=0.1, observer_stop_share=0.25,
+                             threads={})
+    worker.analysis.os = paused
+    assert find_process_pipeline(tree).producer_busy == pytest.approx(2.4 / 3.0)
+    worker.analysis.os = SimpleNamespace(**{**vars(paused), "observer_stop_share": 0.0})
+    assert find_process_pipeline(tree).producer_busy == pytest.approx(2.4 / 4.0)
