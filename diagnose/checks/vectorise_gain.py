@@ -17,8 +17,9 @@ from diagnose.model.confidence import wilson
 
 # Vectorised (numpy), a pure-Python loop measured this many times cheaper, as fitted to the
 # measured fixes (checks/calibration.py): the gil_contention fixture's postprocess loop, all of the
-# busy time, 19.7-29.2x over the sessions' runs; a text service's trigram counting, 55-75% of it,
-# 3.5-4.5x where this figure predicted 2.4-3.4x.
+# busy time, 19.7-29.2x over the sessions' runs (0.98-1.13 of this figure at the cap); a text
+# service's trigram counting, 55-88% of it, 3.5-4.5x where this figure predicted 2.4-4.3x (1.00-1.49
+# of it over 6 rounds).
 SPEEDUP = 20.0
 FIX = "the holder's loop vectorised"
 
