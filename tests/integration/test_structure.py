@@ -44,6 +44,10 @@ def test_pipeline_with_one_slow_model_stage_is_stage_bound_naming_that_stage(out
     assert outcome(report, "underloaded") in ("ok", "not applicable")
 
 
+# Every stage of this pipeline runs Python on one GIL: beside a parallel test's load, the decode
+# stage read as the bottleneck (97% utilized against the model stage's 73%) on an attach of a CI run
+# and preprocessing led; alone it passed 6 of 6. No neighbour, as for the batching server below.
+@pytest.mark.serial
 def test_pipeline_whose_slow_stage_is_pure_python_names_that_stage(out_dir):
     report = diagnose("pipeline", out_dir, "--pure-python-model")
     assert report.verdict.primary in ("stage_bound", "gil_contention", "cpu_bound"), report.verdict
