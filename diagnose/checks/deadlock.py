@@ -35,13 +35,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from diagnose.checks.base import (Finding, Site, make_finding, short_path)
-from diagnose.model.kernel_waits import LockKnot, knot_candidates, lock_knot
+from diagnose.model.kernel_waits import LockKnot
 from diagnose.checks.evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
 from diagnose.model.await_graph import AwaitCycle, CycleTask, await_cycles
-from diagnose.model.deadlock import Deadlock, os_confirms
+from diagnose.model.deadlock import Deadlock, kernel_knot, os_confirms
 from diagnose.model.held_locks import LockSite
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
@@ -68,6 +68,8 @@ EVIDENCE = {
     "victim_threads": E("threads queued behind it (victims)", U.THREADS),
     "deadlocked_tasks": E("asyncio tasks in an await cycle", U.NUMBER),
     "victim_tasks": E("asyncio tasks awaiting the cycle (victims)", U.NUMBER),
+    # A knot the kernel alone shows: its holders and its waiters, which it cannot tell apart.
+    "blocked_threads": E("threads blocked on the knot's locks (holders and waiters)", U.THREADS),
     "locks_in_cycle": E("locks in the cycle", U.TEXT),
     "lock_order": E("lock order to adopt", U.TEXT),
     # Only when the cycle closed inside the window (model/deadlock.Deadlock.formed_s).
@@ -196,8 +198,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     cycles = await_cycles(analysis.tasks) if analysis.tasks is not None else ()
     if not deadlocks and cycles:
         return _await_cycle_finding(analysis, settings, cycles)
-    knot = (lock_knot(analysis.kernel, analysis.os, knot_candidates(analysis.samples, analysis.threads))
-            if not deadlocks else None)
+    knot = kernel_knot(analysis) if not deadlocks else None
     if knot is not None:
         return _kernel_knot_finding(analysis, settings, knot)
     if not deadlocks:
@@ -271,8 +272,10 @@ def _kernel_knot_finding(analysis: Analysis, settings: Settings, knot: LockKnot)
     summary = (f"{len(knot.tids)} threads were blocked all window on {len(knot.locks)} locks{where_}, "
                f"and nothing in the process ran to release them (the kernel: every one asleep in a "
                f"futex wait, the process at {cores:.2f} cores); hung, not slow")
+    # The kernel names the futexes each thread sleeps on, not which thread holds them: the
+    # threads are counted as blocked, never as the cycle (its victims would count as members).
     evidence: dict[str, object] = {
-        "deadlocked_threads": len(knot.tids), "victim_threads": 0,
+        "blocked_threads": len(knot.tids),
         "kernel_locks": ", ".join(lock.label for lock in knot.locks),
         "process_cores": round(cores, 4)}
     advice = ["Take the locks in one global order on every code path (the sites above are where "

@@ -62,6 +62,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from diagnose.model.held_locks import LockSite, held_in_stack, waited_at
+from diagnose.model.kernel_waits import LockKnot, knot_candidates, lock_knot
 from diagnose.model.os_summary import ProcessOS
 from diagnose.model.sampled import SampledProcess
 from diagnose.model.vocab import ThreadState, WaitKind
@@ -239,7 +240,14 @@ def _os_quiet_since(os_: ProcessOS | None, tid: int, start_s: float) -> bool:
     if thread is None:
         return True
     states = [tick.state for tick in thread.ticks if tick.t_s >= start_s + OS_CLOCK_MARGIN_S]
-    return not states or states.count("R") / len(states) <= MAX_RUNNING_OBSERVATIONS
+    if not states:
+        return True
+    # As in _os_agrees: a blocked thread an observer's stop woke waits for a core in state R
+    # on a loaded machine; its share of the window on the run queue is not running.
+    share = states.count("R") / len(states)
+    if thread.runqueue_wait_s and os_.window_s:
+        share -= thread.runqueue_wait_s / os_.window_s
+    return share <= MAX_RUNNING_OBSERVATIONS
 
 
 def _locks_of(analysis: SampledProcess, stack_ids: np.ndarray, site_frame: int
@@ -272,9 +280,30 @@ def _locks_of(analysis: SampledProcess, stack_ids: np.ndarray, site_frame: int
 
 def find_deadlocks(analysis: SampledProcess) -> tuple[Deadlock, ...]:
     """Every cycle among the blocked threads (one per strongly connected group), with its
-    victims, in a deterministic order."""
+    victims, in a deterministic order.
+
+    Where the samples' timing cannot date a thread's block (its trailing run too short for a
+    forming cycle, /proc seeing it on the run queue after an observer's stop on a loaded
+    machine) but the kernel saw it asleep on a lock nearly every tick while nothing in the
+    process ran (a knot: model/kernel_waits.lock_knot), the kernel is the witness: it joins the
+    threads that can form a cycle. The source still says which lock each holds and waits for,
+    so the cycle's members and its victims are told apart (a knot alone cannot say which of
+    its threads hold the locks)."""
     eligible, since = blocked_threads(analysis)
-    return deadlocks_among(eligible, since)
+    found = deadlocks_among(eligible, since)
+    if found or not since:
+        return found
+    knot = kernel_knot(analysis)
+    if knot is None:
+        return found
+    witnessed = [t for t in since if t.tid in knot.tids]
+    return deadlocks_among(eligible + witnessed, [t for t in since if t.tid not in knot.tids])
+
+
+def kernel_knot(analysis: SampledProcess) -> LockKnot | None:
+    """The process's threads the kernel saw blocked on two locks or more all window while
+    nothing ran (model/kernel_waits.lock_knot), among those that may be in one."""
+    return lock_knot(analysis.kernel, analysis.os, knot_candidates(analysis.samples, analysis.threads))
 
 
 def deadlocks_among(blocked: list[BlockedThread],

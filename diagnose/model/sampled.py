@@ -12,6 +12,7 @@ from typing import Protocol
 
 import pandas as pd
 
+from diagnose.model.kernel_waits import KernelView
 from diagnose.model.os_summary import ProcessOS
 from diagnose.model.profile import Frame, Profile
 from diagnose.model.table import StackTable
@@ -24,6 +25,7 @@ class SampledProcess(Protocol):
     samples: pd.DataFrame  # one row per sample: model/table.py's SAMPLE_COLUMNS
     threads: pd.DataFrame  # per thread: tid, pid, name, role, samples, one column per state
     os: ProcessOS | None  # /proc's numbers; None offline
+    kernel: KernelView | None  # what the kernel saw each blocked thread wait on; None offline
     process_role: ProcessRole
 
     def request_samples(self) -> pd.DataFrame:

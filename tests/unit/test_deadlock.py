@@ -4,6 +4,7 @@ their victims, and the deadlock finding's place in the ranking."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -571,3 +572,90 @@ def test_a_short_window_deadlock_that_proc_watched_is_certain_and_critical(servi
     assert unwatched.severity == "warning"  # samples alone: said with low confidence
     watched = run_checks(analysis(few, cpu={1: 0.0, 2: 0.0})).verdict
     assert (watched.primary, watched.confidence, watched.severity) == ("deadlock", "ok", "critical")
+
+
+# -- the kernel as the witness of a hang ----------------------------------------------------------
+
+def knot_witnessed(tids_on_futex: dict[int, int], window_s: float = 4.0):
+    """The /proc and kernel record of a process whose threads {tid: futex address} slept on
+    their lock at every tick of the window while the process used no CPU (a knot)."""
+    from diagnose.model.kernel_waits import kernel_view
+    from diagnose.model.os_summary import summarize
+    from tests.unit.test_kernel_waits import SEM_WAIT_PRIVATE, FUTEX, record_with, tree_of
+
+    ticks = np.arange(0.05, window_s, TICK_S)
+    rec = record_with(10, [(round(float(t), 3), tid, FUTEX, address, SEM_WAIT_PRIVATE, 0, "")
+                           for t in ticks for tid, address in tids_on_futex.items()])
+    rec.ended_at = window_s
+    return kernel_view(rec, tree_of(rec)), summarize(rec)
+
+
+def cut_short(stacks: list, seconds: float) -> list:
+    """A thread's samples in sampling order, the last `seconds` of them missing (py-spy's last
+    samples of the window lost: a recorder starved of CPU on a loaded machine)."""
+    drop = round(seconds * 100)
+    kept, out = 0, []
+    total = sum(n for _, n in stacks) - drop
+    for frames, n in stacks:
+        take = min(n, total - kept)
+        if take > 0:
+            out.append((frames, take))
+            kept += take
+    return out
+
+
+def test_a_cycle_the_kernel_saw_asleep_on_its_locks_is_told_from_its_victims_when_its_samples_end_early(service):
+    """deadlock_two_locks forming inside the window, on a loaded CI machine: the report said
+    7 threads were in the deadlock where its cycle has 2. The samples could not date the
+    members' block (here: the window's last 0.5 s of samples lost), so no cycle was found from
+    the source, and the kernel's knot counted every thread asleep on the two locks as a member.
+    The kernel witnesses the block; the source still names holders and waiters."""
+    members = {1: cut_short(ran_then_blocked(service, "ab", 1.0), 0.5),
+               2: cut_short(ran_then_blocked(service, "ba", 1.5), 0.5)}
+    victims = {tid: cut_short([(waiting_in(service, "call-ab", "transfer_ab", "ab-outer"), 400)], 0.5)
+               for tid in (3, 4, 5, 6, 7)}
+    threads = {**members, **victims}
+    profile = _with_threads(Profile(native=True, interval_s=0.01, instants="measured",
+                                    window=(0.0, 4.0)), threads, timed=True)
+    lock_a, lock_b = 0x55AA00, 0x55BB00
+    kernel, os_ = knot_witnessed({1: lock_b, 2: lock_a, 3: lock_a, 4: lock_a, 5: lock_a, 6: lock_a,
+                                  7: lock_a})
+    a = analysis_of(profile, classify_profile(profile, Categorizer()), os_summary=os_, kernel=kernel)
+    (found,) = a.deadlocks
+    assert {m.thread.tid for m in found.cycle} == {1, 2}
+    assert sorted(v.thread.tid for v in found.victims) == [3, 4, 5, 6, 7]
+    finding = run_checks(a).findings[0]
+    assert finding.id == "deadlock"
+    assert (finding.evidence["deadlocked_threads"], finding.evidence["victim_threads"]) == (2, 5)
+    assert "2 threads each hold a lock another of them waits for" in finding.summary
+
+
+def test_a_knot_the_source_cannot_name_counts_its_threads_as_blocked_not_as_the_cycle():
+    """Without readable source (a container's code) the kernel names the futexes the threads
+    sleep on, not which thread holds which: the finding counts them blocked, never as members."""
+    unreadable = "/nonexistent/service.py"
+    frames = THREAD_ROOT + [py("worker", unreadable, 10), py("transfer", unreadable, 20)] + LOCK_WAIT
+    threads = {tid: [(frames, 400)] for tid in (1, 2, 3, 4)}
+    profile = _with_threads(Profile(native=True, interval_s=0.01, instants="measured",
+                                    window=(0.0, 4.0)), threads, timed=True)
+    kernel, os_ = knot_witnessed({1: 0x55AA00, 2: 0x55BB00, 3: 0x55AA00, 4: 0x55AA00})
+    a = analysis_of(profile, classify_profile(profile, Categorizer()), os_summary=os_, kernel=kernel)
+    assert a.deadlocks == ()
+    finding = run_checks(a).findings[0]
+    assert finding.id == "deadlock" and finding.evidence["blocked_threads"] == 4
+    assert "deadlocked_threads" not in finding.evidence
+
+
+def test_a_member_on_the_run_queue_after_an_observers_stop_still_closes_a_forming_cycle(service):
+    # /proc saw member 2 in state R at 3 of its ticks after its wait began (15%): woken by a
+    # native sample's stop, it waited for a core on a loaded machine, 12% of the window on the
+    # run queue by schedstat. That is not running: the cycle still closes.
+    threads = {1: ran_then_blocked(service, "ab", 1.0), 2: ran_then_blocked(service, "ba", 1.5)}
+    woken = {1: proc_timeline(1.0), 2: [(t, "R" if t < 1.5 or t in (2.0, 2.5, 3.0) else s)
+                                        for t, s in proc_timeline(1.5)]}
+    a = timed_analysis(threads, ticks=woken)
+    assert a.deadlocks == ()  # no run-queue wait to explain the R ticks: it ran
+    a.os.threads[2] = dataclasses.replace(a.os.threads[2], runqueue_wait_s=0.12 * 4.0)
+    del a.__dict__["deadlocks"]
+    (found,) = a.deadlocks
+    assert {m.thread.tid for m in found.cycle} == {1, 2}
