@@ -6,6 +6,9 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import os
+import re
+import shutil
 import subprocess
 import sys
 import traceback
@@ -22,6 +25,15 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parent.parent
 WORKLOADS = REPO / "fixtures" / "workloads"
 RECORDED = REPO / "fixtures" / "recorded"
+
+# Every attach a test runs keeps its recording (`attach --keep-raw`, which reads this variable):
+# a live test that fails leaves what the tool saw, to be replayed with `diagnose analyze` and
+# turned into a unit test (the failure's report section names the files; tests/README.md).
+# A module that asserts on the exact files of a default attach turns it off (keep_raw_off).
+KEEP_RAW_ENV = "DIAGNOSE_KEEP_RAW"
+os.environ.setdefault(KEEP_RAW_ENV, "1")
+# Where a failed test's recordings are copied (CI: .ci/run sets it; its artifacts).
+ARTIFACTS_ENV = "DIAGNOSE_TEST_ARTIFACTS"
 
 
 def run_cli(*args, timeout=180, check_json=True) -> tuple[subprocess.CompletedProcess, dict | None]:
@@ -128,6 +140,70 @@ def pytest_xdist_make_scheduler(config, log):
     return FileGroupScheduling(config, log)
 
 
+# The output directories of the captures the running test used (SessionCaptures.get), reset
+# before each test: a shared capture made by an earlier test is still this test's evidence.
+_CAPTURES_USED: list[Path] = []
+
+
+@pytest.fixture(autouse=True)
+def _captures_used_by_this_test():
+    _CAPTURES_USED.clear()
+    yield
+
+
+@pytest.fixture
+def keep_raw_off(monkeypatch):
+    """Attaches at their defaults: for a test of exactly which files a default attach writes."""
+    monkeypatch.setenv(KEEP_RAW_ENV, "0")
+
+
+def kept_recordings(directories: list[Path]) -> list[str]:
+    """The replay command of every recording kept under `directories` (one per window: its
+    .procfs.json names the base)."""
+    commands = []
+    for directory in directories:
+        for procfs in sorted(directory.rglob("*.procfs.json")):
+            base = str(procfs).removesuffix(".procfs.json")
+            parts = ["diagnose analyze", f"{base}*.chrometrace.json", "--procfs", str(procfs)]
+            for flag, suffix in (("--native-profile", ".native.speedscope.json"),
+                                 ("--tasks", ".tasks.json")):
+                if Path(base + suffix).exists():
+                    parts += [flag, base + suffix]
+            commands.append(" ".join(parts))
+    return commands
+
+
+def _save_artifacts(nodeid: str, directories: list[Path]) -> Path | None:
+    root = os.environ.get(ARTIFACTS_ENV)
+    if not root:
+        return None
+    target = Path(root) / re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid)[:150]
+    for index, directory in enumerate(directories):
+        shutil.copytree(directory, target / f"{index}-{directory.name}", dirs_exist_ok=True)
+    return target
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test that attached names the recordings it kept (and copies them where
+    DIAGNOSE_TEST_ARTIFACTS says): the failure can be replayed offline."""
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed or report.when not in ("setup", "call"):
+        return
+    directories = list(dict.fromkeys(_CAPTURES_USED))
+    tmp = getattr(item, "funcargs", {}).get("tmp_path")
+    if isinstance(tmp, Path):
+        directories.append(tmp)
+    commands = kept_recordings([d for d in directories if d.exists()])
+    if not commands:
+        return
+    saved = _save_artifacts(item.nodeid, [d for d in directories if d.exists()])
+    report.sections.append(("recordings kept", "\n".join(
+        ["Replay the attach(es) offline:", *commands]
+        + ([f"copied to {saved}"] if saved is not None else []))))
+
+
 class SessionCaptures:
     """Expensive captures (a real attach, a server under load) made once per test session and
     shared by every test that asserts on the same one: same workload, arguments and window give
@@ -137,11 +213,17 @@ class SessionCaptures:
     def __init__(self, factory: pytest.TempPathFactory):
         self._factory = factory
         self._made: dict[tuple, Any] = {}
+        self._dirs: dict[tuple, Path] = {}
 
     def get(self, key: tuple, make: Callable[[Path], Any]) -> Any:
         """make(a fresh output directory) the first time `key` is asked for; its result after."""
         if key not in self._made:
-            self._made[key] = make(self._factory.mktemp("capture"))
+            out = self._factory.mktemp("capture")
+            self._dirs[key] = out
+            _CAPTURES_USED.append(out)  # before make: a capture that fails is evidence too
+            self._made[key] = make(out)
+        else:
+            _CAPTURES_USED.append(self._dirs[key])
         return copy.deepcopy(self._made[key])
 
 

@@ -19,10 +19,13 @@ from diagnose.cli.options import (OutputOptions, TicketOptions, report_output_op
 @click.option("--native-profile", type=click.Path(dir_okay=False, path_type=Path),
               help="The .native.speedscope.json written by `attach --keep-raw`: sparse native "
                    "samples that calibrate the thread states of a Python-only profile.")
+@click.option("--tasks", "tasks", type=click.Path(dir_okay=False, path_type=Path),
+              help="The .tasks.json written by `attach --keep-raw`: every read of each "
+                   "process's asyncio tasks over the window, so a replay sees the awaits too.")
 @report_output_options
 @ticket_options()
 def analyze(profiles: tuple[Path, ...], procfs: Path | None, native_profile: Path | None,
-            outputs: OutputOptions, ticket: TicketOptions) -> None:
+            tasks: Path | None, outputs: OutputOptions, ticket: TicketOptions) -> None:
     """Diagnose a profile recorded elsewhere (py-spy chrometrace, speedscope JSON or
     raw/collapsed). Several files are read as one service: the recordings `attach --keep-raw`
     keeps of a process tree, one per process."""
@@ -33,7 +36,7 @@ def analyze(profiles: tuple[Path, ...], procfs: Path | None, native_profile: Pat
     def action() -> int:
         user_rules = pipeline.load_user_rules(outputs.rules_file)
         written = pipeline.from_file(list(profiles), outputs.output_dir, user_rules, procfs,
-                                     native_profile)
+                                     native_profile, tasks)
         return finish(written, outputs, ticket)
 
     run(action)

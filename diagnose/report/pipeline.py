@@ -36,6 +36,7 @@ from diagnose.render import json_text
 from diagnose.report.collector import collector_paused
 from diagnose.report.json_report import build_report
 from diagnose.report.model import Report
+from diagnose.report.model.codec import decode
 from diagnose.render.speedscope_out import write_speedscope
 
 if TYPE_CHECKING:  # the capture machinery (py-spy, asyncio task reading) is attach's alone
@@ -115,7 +116,8 @@ def analyze(profile_paths: list[Path], tree: TreeRecord | None, run: RunContext,
             ) -> tuple[Service, CheckResults, dict, Categorizer]:
     """`live`: the pids in `run` and the profile are running processes (attach), whose source
     files are read as they see them (through /proc/<pid>/root: a container's own files).
-    `task_recordings`: each process's asyncio tasks read during the window (attach only).
+    `task_recordings`: each process's asyncio tasks read during the window (attach, or the
+    .tasks.json a replay names).
     The analyses carry `run` with the notes the reading added (`service.combined.run`)."""
     tune_for_analysis()  # millions of samples: freed arrays reused, not faulted in again
     with collector_paused():
@@ -277,15 +279,28 @@ def from_capture(capture: Capture, out_dir: Path, user_rules: dict | None,
 
 
 def from_file(paths: Path | list[Path], out_dir: Path, user_rules: dict | None,
-              procfs_path: Path | None = None, native_path: Path | None = None) -> Outputs:
+              procfs_path: Path | None = None, native_path: Path | None = None,
+              tasks_path: Path | None = None) -> Outputs:
     """`paths`: one recording, or the recordings of one window read as one service (`attach
-    --keep-raw` of a process tree keeps one recording per process)."""
+    --keep-raw` of a process tree keeps one recording per process). `tasks_path`: the asyncio
+    task reads `attach --keep-raw` kept (.tasks.json)."""
     with collector_paused():  # from the reading to the last output, not only within each
-        return _from_file(paths, out_dir, user_rules, procfs_path, native_path)
+        return _from_file(paths, out_dir, user_rules, procfs_path, native_path, tasks_path)
+
+
+def read_task_recordings(path: Path) -> dict[int, TaskRecording]:
+    """The .tasks.json `attach --keep-raw` writes, per process; BadProfile when it is not one."""
+    data = json.loads(decode_input(read_input(path, "asyncio task record"), path,
+                                   "asyncio task record"))
+    if not isinstance(data, list):
+        raise BadProfile(f"{path}: not a diagnose asyncio task record (a list of recordings)")
+    recordings = [decode(TaskRecording, item, f"{path.name}[{i}]") for i, item in enumerate(data)]
+    return {r.pid: r for r in recordings}
 
 
 def _from_file(paths: Path | list[Path], out_dir: Path, user_rules: dict | None,
-               procfs_path: Path | None, native_path: Path | None) -> Outputs:
+               procfs_path: Path | None, native_path: Path | None,
+               tasks_path: Path | None = None) -> Outputs:
     paths = [paths] if isinstance(paths, Path) else list(paths)
     path = paths[0]
     tree = None
@@ -313,9 +328,10 @@ def _from_file(paths: Path | list[Path], out_dir: Path, user_rules: dict | None,
         sampling=recorded, partial=bool(proc and proc.target_exited))
     # The pids of a recording are history (gone, or reused by another process): its source
     # files are read as named, never through /proc/<pid>/root.
+    task_recordings = read_task_recordings(tasks_path) if tasks_path is not None else None
     service, results, per_process, categorizer = analyze(
         paths, tree, run, user_rules, [native_path] if native_path is not None else [],
-        live=False)
+        live=False, task_recordings=task_recordings)
     run = service.combined.run  # with the notes the reading added
     if window is None:
         sampling, note = _window_from_samples(service.combined, recorded)

@@ -14,7 +14,8 @@ from tests.conftest import invoke_cli, run_cli
 from tests.integration.conftest import CliRun, requires_ptrace, running, workload_command
 from tests.integration.typed import as_report, read_report
 
-pytestmark = [pytest.mark.integration]
+# The exact files a default attach writes, and none beside them: attaches at their defaults.
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("keep_raw_off")]
 
 
 def _unused_pid() -> int:

@@ -34,9 +34,7 @@ def attach(pid: int, out_dir) -> Report:
 
 def report_path(out_dir, report: Report):
     """The .json report of `report` among those in `out_dir` (matched by pid and window)."""
-    for path in out_dir.glob("diagnose-*.json"):
-        if path.name.endswith(".speedscope.json"):
-            continue
+    for path in out_dir.glob("diagnose-*[0-9].json"):  # not a speedscope or kept recording
         written = as_report(json.loads(path.read_text(encoding="utf-8")))
         if written.sampling == report.sampling and written.target == report.target:
             return path

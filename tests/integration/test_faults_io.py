@@ -28,7 +28,8 @@ from tests.integration.conftest import requires_ptrace
 from tests.integration.typed import read_report
 from tests.speedscope_file import speedscope_of
 
-pytestmark = [pytest.mark.integration]
+# The exact files a default attach writes, and none beside them: attaches at their defaults.
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("keep_raw_off")]
 
 PROFILE = RECORDED / "underloaded.speedscope.json"
 SLEEPER = "import time\nwhile True:\n    time.sleep(0.1)\n"

@@ -52,12 +52,22 @@ def test_a_group_hands_the_command_one_frozen_dataclass():
                 value.x = 1  # type: ignore[attr-defined]
 
 
-def test_the_defaults_of_a_group_are_its_dataclass_defaults():
+def test_the_defaults_of_a_group_are_its_dataclass_defaults(keep_raw_off):
     command, seen = _capture(sampling_options(), probe_options, report_output_options,
                              ticket_options(), load_options)
     assert CliRunner().invoke(command, []).exit_code == 0
     assert seen == {"sampling": SamplingOptions(), "probes": ProbeOptions(),
                     "outputs": OutputOptions(), "ticket": TicketOptions(), "load": LoadOptions()}
+
+
+def test_keep_raw_is_on_where_the_environment_asks_for_it(monkeypatch):
+    """DIAGNOSE_KEEP_RAW=1 (the test suite's setting, a CI job's): every attach keeps its
+    recording without the flag; =0 keeps the default."""
+    command, seen = _capture(sampling_options())
+    for value, kept in (("1", True), ("0", False)):
+        monkeypatch.setenv("DIAGNOSE_KEEP_RAW", value)
+        assert CliRunner().invoke(command, []).exit_code == 0
+        assert seen["sampling"].keep_raw is kept, value
 
 
 def test_every_command_takes_a_handful_of_values():
