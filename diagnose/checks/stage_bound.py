@@ -29,8 +29,9 @@ from diagnose.checks.evidence import shared
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
-from diagnose.model.vocab import HANDOFF_EDGES, EdgeKind, StageRole
-from diagnose.checks.base import Finding, ScoreBasis, Site, core_room, make_finding, pct, ramp
+from diagnose.model.vocab import HANDOFF_EDGES, EdgeKind, StageRole, ThreadState
+from diagnose.checks.base import (Finding, ScoreBasis, Site, core_room, make_finding, pct, ramp,
+                                  remove_work_lever, top_sites)
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
@@ -139,6 +140,14 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     summary = (f"pipeline stage {stage.name} ({n} thread{'s' if n > 1 else ''}) is busy "
                f"{pct(stage.utilization)} of the time while {neighbours}")
     sites = [Site(stage.function, stage.file, stage.line, stage.utilization)]
+    levers = []
+    if pure_python:
+        # Its first advice makes the stage's own Python cheaper: the code it runs is named
+        # beside its loop, so the GIL's holders (the same code, seen from the threads queued
+        # for it) read as this cause seen again (arbiter rule 7), not a second one.
+        sites += _hot_python(analysis, stage)
+        levers.append(remove_work_lever(stage.python_share, f"{stage.name}'s Python",
+                                        f"{stage.name}'s busy time"))
     for other in linked:
         if other.name != stage.name and other.file == stage.file:
             sites.append(Site(other.function, other.file, other.line, other.utilization))
@@ -156,7 +165,16 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
                   "stage is slow."]
     return make_finding(ID, settings, score, summary, evidence, sites, advice=advice,
                         gain=(gain, f"estimate (utilization law): {inputs}"),
-                        samples=analysis.samples[analysis.samples["thread"].isin(analysis.stage_threads(stage))]["count"].sum())
+                        samples=analysis.samples[analysis.samples["thread"].isin(analysis.stage_threads(stage))]["count"].sum(),
+                        levers=levers)
+
+
+def _hot_python(analysis: Analysis, stage: Stage) -> list[Site]:
+    """The function the stage's threads most often ran Python in, other than its loop."""
+    rows = analysis.samples[analysis.samples["thread"].isin(analysis.stage_threads(stage))]
+    running = rows[rows["state"] == ThreadState.PYTHON]
+    return [site for site in top_sites(analysis, running, float(rows["count"].sum()), limit=2)
+            if site.function != stage.function][:1]
 
 
 def _fans_out_to_cores(analysis: Analysis, stage: Stage) -> bool:

@@ -15,7 +15,9 @@ code gives the queue at its `get` / `put` sites (`decoded.put(...)` in one stage
 - lock / GIL: from the wait-site table (model/waits.py) — a lock waits for its holder.
 
 The bottleneck stage, by the utilization law: the stage whose threads are busiest serving (a GIL
-wait on the way back from a get, a put or a result wait is the handoff's, not service) relative
+wait on the way back from a get, a put or a result wait is the handoff's, not service; other GIL
+waits serve the stage in the share of the process's running Python its own threads hold, and
+otherwise wait behind the stage that holds the GIL) relative
 to their number while a neighbour waits on it (its upstream blocked on put, its downstream starved
 on get, or threads waiting for their results).
 """
@@ -252,6 +254,10 @@ def build_structure(analysis: _Views) -> tuple[Structure, StageThreads]:
         groups.setdefault(keys[key], []).append(int(thread))
     row_op = [per_stack.get(s, (None, None)) for s in agg_stack.tolist()] if per_stack else None
     interval = profile.interval_s or 0.01
+    # Who holds the GIL a stage's threads wait for: the threads running Python. Over the window,
+    # a stage's own share of the process's Python samples is the share of its GIL waits its own
+    # threads served (its own contention: busy); the rest waited on other threads' bytecode.
+    all_python = float(agg_count[agg_state == ThreadState.PYTHON].sum())
     stages = []
     stage_threads: StageThreads = {}
     for (function, file), threads in groups.items():
@@ -293,8 +299,13 @@ def build_structure(analysis: _Views) -> tuple[Structure, StageThreads]:
                      busy / total if total else 0)
         stage_threads[(function, file)] = tuple(threads)
         busy_share = round(busy / total, 4) if total else 0.0
-        # The utilization law's busy share: the time the stage serves, not its handoff GIL waits.
-        serving = round((busy - handoff_gil) / total, 4) if total else 0.0
+        # The utilization law's busy share: the time the stage serves, not its handoff GIL waits,
+        # nor its GIL waits behind another stage's Python (a pure-Python model stage holding the
+        # GIL made its decoders, queued for it, read busier than the model on a loaded machine).
+        gil_waits = float(counts[state == ThreadState.GIL].sum()) - handoff_gil
+        own_python = float(counts[state == ThreadState.PYTHON].sum())
+        behind_others = gil_waits * (1.0 - own_python / all_python) if all_python else 0.0
+        serving = round((busy - handoff_gil - behind_others) / total, 4) if total else 0.0
         stages.append(Stage(
             name=function, role=role, function=function, file=file, line=frame_line,
             tids=tids, samples=int(total), busy_share=busy_share, utilization=serving,

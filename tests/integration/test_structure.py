@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from diagnose.report.model import Report
+from tests.conftest import WORKLOADS, marker_line
 from tests.integration.conftest import requires_ptrace, running, workload_command
 from tests.integration.typed import evidence, finding, outcome, run_report
 
@@ -44,19 +45,24 @@ def test_pipeline_with_one_slow_model_stage_is_stage_bound_naming_that_stage(out
     assert outcome(report, "underloaded") in ("ok", "not applicable")
 
 
-# Every stage of this pipeline runs Python on one GIL: beside a parallel test's load, the decode
-# stage read as the bottleneck (97% utilized against the model stage's 73%) on an attach of a CI run
-# and preprocessing led; alone it passed 6 of 6. No neighbour, as for the batching server below.
-@pytest.mark.serial
-def test_pipeline_whose_slow_stage_is_pure_python_names_that_stage(out_dir):
+# Every stage of this pipeline runs Python on one GIL, and the model stage's pure-Python MLP holds
+# it: the model stage sets the pace, the other stages' threads queue for the GIL behind it, and
+# making that stage's Python cheaper is the lever (the GIL's holder is the same code, folded into
+# the verdict). Measured on the fixture, side by side (`pipeline.py --seconds 6` with and without
+# --pure-python-model, twice each, 2 cores beside other live tests): 1200 and 1261 requests in
+# pure Python, 1877 and 1858 with numpy's model, 1.5x. Replays of its attaches that once named
+# the decode stage or the GIL: tests/unit/test_gil_bound_stage.py.
+def test_pipeline_whose_slow_stage_is_pure_python_names_that_stage_and_its_gil(out_dir):
     report = diagnose("pipeline", out_dir, "--pure-python-model")
-    assert report.verdict.primary in ("stage_bound", "gil_contention", "cpu_bound"), report.verdict
-    top = report.findings[0]
-    named = {s.function for s in top.sites}
-    # the stage's loop, or the pure-Python model code it runs
-    assert any(n == "model_stage" or "Model.forward" in n for n in named), top.sites
-    if top.id == "stage_bound":
-        assert "GIL" in top.advice[0]
+    assert report.verdict.primary == "stage_bound", report.verdict
+    assert report.structure[0].bottleneck == "model_stage", report.structure[0]
+    stage = finding(report, "stage_bound")
+    assert [s.function for s in stage.sites[:2]] == ["model_stage", "PurePythonModel.forward"], stage.sites
+    path = WORKLOADS / "pipeline.py"
+    # the MLP's inner loop: its `for` header, the marked multiply-add, the row's append after it
+    mlp = marker_line(path, "model-python")
+    assert stage.sites[1].line in (mlp - 1, mlp, mlp + 1), stage.sites
+    assert "holds the GIL" in stage.advice[0] and "Vectorise it" in stage.advice[0], stage.advice
 
 
 def test_locked_model_with_a_blas_pool_is_not_compute_bound_and_sets_the_blas_threads(out_dir):
@@ -66,18 +72,11 @@ def test_locked_model_with_a_blas_pool_is_not_compute_bound_and_sets_the_blas_th
     assert "OPENBLAS_NUM_THREADS=1" in first.advice[0], first.advice
 
 
-@pytest.mark.serial  # compute bound on the cores: no neighbour
+@pytest.mark.serial  # compute bound on the cores: "every core busy with the model" needs them
 def test_batching_server_is_compute_bound_naming_the_batcher(out_dir):
     report = diagnose("batching", out_dir)
-    verdict = report.verdict
-    assert verdict.primary not in ("lock_contention", "pool_wait")
-    # The model's compute, named as itself, or as the GIL its code holds with the compute folded
-    # in as the same cause (arbiter rule 7): on CPython 3.11 the GIL wait behind Model.forward
-    # moves 21-37% between attaches and its 1.24x names the cause on some (benchmarks/README.md,
-    # stability on the final code, third session: an open instability, not the right answer).
-    if verdict.primary == "gil_contention":
-        assert "compute_bound" in verdict.also, verdict
-        assert any("Model.forward" in s.function for s in finding(report, "gil_contention").sites), verdict
-    else:
-        assert verdict.primary == "compute_bound", verdict
+    # compute_bound on 15 attaches of 15, CPython 3.11-3.13 (benchmarks/README.md, stability on
+    # the seventh session's code): the GIL waits behind Model.forward are the same cause,
+    # folded in by arbiter rule 7, never the verdict.
+    assert report.verdict.primary == "compute_bound", report.verdict
     assert finding(report, "compute_bound").sites[0].function == "batcher_loop"

@@ -1,0 +1,65 @@
+"""Recordings of live attaches kept as unit-test fixtures (fixtures/recorded/<case>/): their
+machine paths replaced by placeholders when saved (fixtures/record.py's), restored to this
+machine's when replayed, so `diagnose analyze` reads the workloads' source lines as the attach
+did. A live test that failed leaves its recording (tests/conftest.py); `save` keeps it."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import sysconfig
+from pathlib import Path
+
+from diagnose.report.model import Report
+from tests.conftest import RECORDED, REPO, invoke_cli_report
+
+# placeholder -> this machine's path (the order scrubs the longest paths first)
+PLACEHOLDERS = {"$SITE_PACKAGES": sysconfig.get_paths()["purelib"], "$REPO": str(REPO),
+                "$PYTHON": sys.base_prefix, "$VENV": sys.prefix}
+SUFFIXES = (".chrometrace.json", ".procfs.json", ".native.speedscope.json", ".tasks.json")
+
+
+def scrub(text: str) -> str:
+    for placeholder, path in PLACEHOLDERS.items():
+        text = text.replace(json.dumps(path)[1:-1], placeholder)
+    return re.sub(r"/tmp/python-build\.[^/\"]+", "$PYTHON_BUILD", text)
+
+
+def restore(text: str) -> str:
+    for placeholder, path in PLACEHOLDERS.items():
+        text = text.replace(placeholder, path)
+    return text
+
+
+def save(kept_base: Path, case: str, name: str) -> None:
+    """An attach's kept recording (`kept_base` + SUFFIXES, as --keep-raw wrote them) as
+    fixtures/recorded/CASE/NAME.*, scrubbed."""
+    target = RECORDED / case
+    target.mkdir(parents=True, exist_ok=True)
+    for suffix in SUFFIXES:
+        source = Path(f"{kept_base}{suffix}")
+        if source.exists():
+            (target / f"{name}{suffix}").write_text(scrub(source.read_text()))
+
+
+def replay(case: str, name: str, into: Path) -> Report:
+    """`diagnose analyze` of fixtures/recorded/CASE/NAME.* with its companions, in-process."""
+    files: dict[str, Path] = {}
+    for suffix in SUFFIXES:
+        source = RECORDED / case / f"{name}{suffix}"
+        if source.exists():
+            files[suffix] = into / source.name
+            files[suffix].write_text(restore(source.read_text()))
+    args: list[object] = [files[".chrometrace.json"]]
+    for flag, suffix in (("--procfs", ".procfs.json"), ("--native-profile", ".native.speedscope.json"),
+                         ("--tasks", ".tasks.json")):
+        if suffix in files:
+            args += [flag, files[suffix]]
+    proc, report = invoke_cli_report("analyze", *args, "--json", "-o", into / "out")
+    assert proc.returncode == 0 and report is not None, proc.stderr
+    return report
+
+
+if __name__ == "__main__":  # python -m tests.replay KEPT_BASE CASE NAME
+    save(Path(sys.argv[1]), sys.argv[2], sys.argv[3])

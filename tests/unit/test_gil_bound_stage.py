@@ -1,0 +1,31 @@
+"""A pipeline whose slowest stage runs pure Python holds the GIL the other stages queue for:
+that stage is the bottleneck (its neighbours' GIL waits behind it are not their own service
+time), and the GIL's holder is the same code seen from the queued threads, one cause named once.
+Replays of fixtures/recorded/pipeline_pure_python/ (its README says what each shows)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.replay import replay
+
+
+@pytest.mark.parametrize("name", ["gil_led", "stage_led"])
+def test_a_pure_python_stage_the_others_queue_behind_for_the_gil_is_the_verdict(tmp_path, name):
+    report = replay("pipeline_pure_python", name, tmp_path)
+    structure = report.structure[0]
+    assert structure.bottleneck == "model_stage", structure
+    assert report.verdict.primary == "stage_bound", report.verdict
+    assert "gil_contention" in report.verdict.also, report.verdict
+    stage = next(f for f in report.findings if f.id == "stage_bound")
+    assert [s.function for s in stage.sites[:2]] == ["model_stage", "PurePythonModel.forward"]
+    assert "holds the GIL" in stage.advice[0] and "Vectorise it" in stage.advice[0]
+
+
+def test_gil_waits_behind_another_stages_python_are_not_the_waiting_stages_service(tmp_path):
+    # On this attach the decoders' threads waited for the GIL 2-3x as long as they ran: counted
+    # as service time, the decode stage read busier than the model stage that held the GIL.
+    report = replay("pipeline_pure_python", "gil_led", tmp_path)
+    stages = {s.name: s for s in report.structure[0].stages}
+    assert stages["model_stage"].utilization > stages["decode_stage"].utilization, stages
+    assert stages["decode_stage"].busy_share > stages["decode_stage"].utilization
