@@ -52,13 +52,11 @@ def test_a_real_reports_environment_advice_is_proven_by_measurement(out_dir):
     advice = experiment.advice
     assert advice is not None, experiment.headline
     assert advice.predicted_gain == first.predicted_gain
-    # Whether one BLAS thread per request thread serves more than the fan-out is CPU-bound: a
-    # second free core decides it (quiet: 1.44x, benchmarks/README.md, locked_blas with
-    # OPENBLAS_NUM_THREADS=1, benchmarks/advice_gain.py). Here: the advice was measured, judged
-    # and, when proven, its variant is the winner.
-    assert advice.status in ("advice proven", "advice disproved", "advice not proven"), advice
-    assert advice.measured_gain is not None and advice.measured_gain > 0, advice
-    if advice.status == "advice proven":
-        assert advice.measured_gain > 1
-        assert experiment.winner is not None
-        assert dict(experiment.winner.env) == {"OPENBLAS_NUM_THREADS": "1"}
+    # One BLAS thread per request thread serves more than the fan-out into a pool per core:
+    # measured 1.39-1.44x on locked_blas with OPENBLAS_NUM_THREADS=1 (benchmarks/advice_gain.py;
+    # the calibration table's "locked_blas, lock_contention" row), better in every round. The
+    # experiment measures it and says so: the advice proven, its variant the winner.
+    assert advice.status == "advice proven", advice
+    assert advice.measured_gain is not None and advice.measured_gain > 1, advice
+    assert experiment.winner is not None, experiment.headline
+    assert dict(experiment.winner.env) == {"OPENBLAS_NUM_THREADS": "1"}
