@@ -157,7 +157,10 @@ def test_load_generator_drives_a_server_and_reports(tool):
     assert result.requests_per_second > 0
     assert result.errors == 0
     assert result.latency_p50_ms is not None and result.latency_p99_ms >= result.latency_p50_ms
-    assert 1.5 < result.duration_s < 4
+    # It ran for the 2 s asked and then stopped by itself: the bound tells "stopped at its
+    # duration" from "ran on" (a generator that ignores it runs until the block's end is
+    # waited out), not a speed; a loaded machine stretches its start-up, never its run.
+    assert 1.5 < result.duration_s < 10
 
 
 def test_measure_throughput_on_localhost():

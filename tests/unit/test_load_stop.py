@@ -50,7 +50,9 @@ def test_a_signal_while_waiting_for_the_generator_stops_it(silent_port, tool):
             with load(f"http://127.0.0.1:{silent_port}/", seconds=30, connections=1,
                       threads=1, tool=tool, request_timeout_s=1):
                 pass  # leaving the block waits for the 30 s run: the signal cuts it short
-    assert time.monotonic() - started < 5
+    # cut short: the run asked 30 s; the bound tells "stopped by the signal" from "ran its
+    # course", many times the noise of a loaded machine's start-up
+    assert time.monotonic() - started < 15
     new = [p for p in psutil.Process().children() if p.pid not in children_before]
     assert [p for p in new if p.is_running() and p.status() != psutil.STATUS_ZOMBIE] == []
     assert not any(t.name.startswith("load-client-") and t.is_alive()
