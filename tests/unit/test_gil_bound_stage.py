@@ -29,3 +29,18 @@ def test_gil_waits_behind_another_stages_python_are_not_the_waiting_stages_servi
     stages = {s.name: s for s in report.structure[0].stages}
     assert stages["model_stage"].utilization > stages["decode_stage"].utilization, stages
     assert stages["decode_stage"].busy_share > stages["decode_stage"].utilization
+
+
+def test_a_pure_python_consumer_whose_producers_queue_for_its_gil_on_the_way_out_of_put_is_the_bottleneck(tmp_path):
+    """fixtures/recorded/pipeline_python_consumer: the model threads woken from a full `put`
+    re-took the GIL the consumer held; inside the put they still waited on the consumer, and the
+    stage that sets the pace is the verdict, its GIL the same code seen from its producers."""
+    report = replay("pipeline_python_consumer", "gil_led", tmp_path)
+    assert report.structure[0].bottleneck == "postprocess", report.structure[0]
+    assert report.verdict.primary == "stage_bound", report.verdict
+    assert "gil_contention" in report.verdict.also, report.verdict
+    stage = next(f for f in report.findings if f.id == "stage_bound")
+    assert stage.sites[0].function == "postprocess"
+    waited = {e.waiter: e.share for e in report.structure[0].edges
+              if e.holder == "postprocess" and e.kind == "backpressure"}
+    assert waited.get("model", 0.0) > 0.5, report.structure[0].edges
