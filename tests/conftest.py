@@ -28,7 +28,7 @@ RECORDED = REPO / "fixtures" / "recorded"
 
 # Every attach a test runs keeps its recording (`attach --keep-raw`, which reads this variable):
 # a live test that fails leaves what the tool saw, to be replayed with `diagnose analyze` and
-# turned into a unit test (the failure's report section names the files; tests/README.md).
+# turned into a unit test (the failure's report section names the files; README.md, "A live test that fails").
 # A module that asserts on the exact files of a default attach turns it off (keep_raw_off).
 KEEP_RAW_ENV = "DIAGNOSE_KEEP_RAW"
 os.environ.setdefault(KEEP_RAW_ENV, "1")
