@@ -9,6 +9,9 @@ Services (each prints READY pid and total_rps; the fix is an environment variabl
                  OPENBLAS_NUM_THREADS=1
   text_features  trigram counting in a Python loop on 6 threads; gil_contention's
                  vectorised loop (VECTORIZED=1)
+  embedding_rerank  cosine re-ranking of candidate embeddings in Python loops on 6 threads;
+                 gil_contention's vectorised loop (VECTORIZED=1), held out: not used to fit
+                 vectorise_gain.SPEEDUP
 
 Each round, on fresh processes: one `diagnose attach` of the service at its defaults (the
 verdict, the first advice, the figure the check predicts), then one paired run, defaults and
@@ -46,6 +49,7 @@ class Service:
 SERVICES = {
     "locked_model": Service(HERE / "locked_model.py", "lock_contention", {"OPENBLAS_NUM_THREADS": "1"}),
     "text_features": Service(HERE / "text_features.py", "gil_contention", {"VECTORIZED": "1"}),
+    "embedding_rerank": Service(HERE / "embedding_rerank.py", "gil_contention", {"VECTORIZED": "1"}),
 }
 
 

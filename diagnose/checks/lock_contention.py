@@ -199,8 +199,8 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
                            f"samples (at least {100 * sure:.0f}% at 95% confidence), but while the "
                            f"caller waits the pool's threads, which no sample sees, compute part of "
                            f"the call one thread must then do itself: half that wait shed buys "
-                           f"about {pool_gain:.2f}x, near what measured fixes of it bought "
-                           f"({fix_words(ID, f'{serializing.knob}=1') or 'none measured yet'}); "
+                           f"about {pool_gain:.2f}x (calibrated: "
+                           f"{fix_words(ID, f'{serializing.knob}=1') or 'none measured yet'}); "
                            f"all of it shed, at most {amdahl(sure):.2f}x (an upper bound)")
         evidence["critical_section_library"] = serializing.library
         evidence["fix"] = {"knob": serializing.knob, "value": 1}

@@ -56,10 +56,12 @@ def test_preprocessing_ranks_by_its_realistic_levers_and_states_free_work_as_a_b
     share = finding.evidence["preprocess_share_of_busy"]
     half, free, cores = finding.levers
     assert kinds(finding) == [LeverKind.REMOVE_WORK, LeverKind.REMOVE_WORK, LeverKind.MORE_CORES]
-    # halving its cost: the calibrated figure, said so with the fixes measured
+    # halving its cost: the calibrated figure, said so with the fixes it was fitted on, and
+    # that no workload it was not fitted on has checked it yet
     assert half.label == "if preprocessing cost half" and half.upper_bound is False
     assert half.gain == round(1 / (1 - share / 2), 2)
-    assert half.basis.startswith("calibrated:") and "fixes measured" in half.basis
+    assert half.basis.startswith("calibrated:") and "calibrated on 2 fixes" in half.basis
+    assert "not yet checked on a workload it was not fitted on" in half.basis
     # free preprocessing: the Amdahl bound, never the ranked figure
     assert free.label == "if preprocessing cost nothing" and free.upper_bound is True
     assert free.gain == round(amdahl(share), 2) > finding.predicted_gain
