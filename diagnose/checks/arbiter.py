@@ -69,6 +69,14 @@
    unless its first advice is the very change another finding advises first (Finding.fixes: a
    lock over OpenBLAS's pool and the pool's synchronisation, both OPENBLAS_NUM_THREADS=1): one
    change is one cause, named by the causal order.
+8. The spread of the load over worker processes (SPREAD_FINDINGS) never ranks before a finding
+   that shows the requests queue on one resource they all share (QUEUE_FINDINGS: a lock, the
+   GIL, a pool, a logging handler, an asyncio primitive or capacity before a backend) at a score
+   that shows a problem, whatever gain the spread predicts: the uneven load is the queue's
+   symptom (the process holding the queue works, the others wait on it or for requests), and
+   balancing the load, or adding workers that queue on the same resource, buys nothing until
+   the queue is fixed. The two swap places within the noise only where the queue's score
+   interval reaches under the info line (rule 4 at the ends of that interval).
 The verdict is the first finding (and its co-primary), unless it is weak (then the headline says
 what the threads did). A verdict whose first finding rests on fewer than confidence.MIN_SAMPLES
 samples says "low confidence" in its headline and is never critical (engine.verdict_for).
@@ -97,6 +105,12 @@ FAILURE_FIRST = ("unbounded_backlog",)
 # Findings that the service is hung (threads that will never run again): ahead even of those.
 # A hung service has no throughput to gain a ratio of, so no gain can outrank it.
 HUNG_FIRST = ("deadlock",)
+
+
+# Findings that the requests queue on one resource every request shares (rule 8).
+QUEUE_FINDINGS = ("lock_contention", "gil_contention", "pool_wait", "logging_lock", "async_wait")
+# Findings on how the load spreads over the worker processes: never ahead of such a queue.
+SPREAD_FINDINGS = ("worker_imbalance",)
 
 
 def _urgency(finding: Finding) -> int:
@@ -179,19 +193,53 @@ def _worst_key(finding: Finding, order: int) -> RankKey:
     return (*_key(finding, finding.score_range[0], gain), int(off_pace(finding)), order)
 
 
+def queue_leads(queue: Finding, spread: Finding, score: int) -> bool:
+    """Rule 8: `queue`, at `score`, shows the requests queue on a resource they all share, and
+    `spread` is only how the load spread over the workers: the queue ranks first."""
+    return queue.id in QUEUE_FINDINGS and spread.id in SPREAD_FINDINGS and score >= INFO_SCORE
+
+
+def _ahead(a: Finding, a_key: RankKey, a_score: int, b: Finding, b_key: RankKey, b_score: int) -> bool:
+    """`a` ranks before `b`, each taken at one end of its intervals (its key and its score
+    there): rule 8 first, then the keys."""
+    if queue_leads(a, b, a_score):
+        return True
+    if queue_leads(b, a, b_score):
+        return False
+    return a_key < b_key
+
+
+def ranks_before(a: Finding, b: Finding, order_of: OrderOf) -> bool:
+    """`a` ranks before `b` at their point scores and gains."""
+    return _ahead(a, rank_key(a, order_of(a)), a.score, b, rank_key(b, order_of(b)), b.score)
+
+
 def within_noise(a: Finding, b: Finding, order_of: OrderOf) -> bool:
-    """Either could rank first: each one's best rank key (at the favourable ends of its
-    intervals) beats the other's worst. Equal keys are no noise: the causal order settles them
+    """Either could rank first: each one at the favourable ends of its intervals ranks before
+    the other at its unfavourable ends. Equal keys are no noise: the causal order settles them
     the same way on every attach."""
     oa, ob = order_of(a), order_of(b)
-    return _best_key(a, oa) < _worst_key(b, ob) and _best_key(b, ob) < _worst_key(a, oa)
+    return (_ahead(a, _best_key(a, oa), a.score_range[1], b, _worst_key(b, ob), b.score_range[0])
+            and _ahead(b, _best_key(b, ob), b.score_range[1], a, _worst_key(a, oa), a.score_range[0]))
+
+
+def _queues_first(ranked: list[Finding]) -> list[Finding]:
+    """Rule 8: each queue finding showing a problem moves ahead of the spread findings ranked
+    before it; the rest keep their places."""
+    out = list(ranked)
+    for spread in [f for f in out if f.id in SPREAD_FINDINGS]:
+        at = next(i for i, f in enumerate(out) if f is spread)
+        queues = [f for f in out[at + 1:] if queue_leads(f, spread, f.score)]
+        if queues:
+            out = out[:at] + queues + [f for f in out[at:] if all(f is not q for q in queues)]
+    return out
 
 
 def rank(findings: list[Finding], order_of: OrderOf) -> tuple[Finding, ...]:
     """`order_of(finding) -> int`: its place in the causal order. The same work seen twice within
     the noise is named by the causal order (rule 7); co-primary findings (rule 4) come first in
     the causal order, whichever scored higher on this attach (but rule 6)."""
-    ranked = sorted(findings, key=lambda f: rank_key(f, order_of(f)))
+    ranked = _queues_first(sorted(findings, key=lambda f: rank_key(f, order_of(f))))
     if not ranked:
         return ()
     twin = next((f for f in ranked[1:] if same_work(ranked[0], f)), None)
@@ -324,7 +372,7 @@ def co_primary(first: Finding, second: Finding, order_of: OrderOf) -> bool:
     point score came to the other's interval, which moves between attaches."""
     # The test is of the pair's ranks, not of their places here: verdict_for asks again of the
     # pair in the causal order, where the finding that ranked second may come first.
-    lead, runner_up = sorted((first, second), key=lambda f: rank_key(f, order_of(f)))
+    lead, runner_up = (first, second) if ranks_before(first, second, order_of) else (second, first)
     return (contender(runner_up) and lead.score_range[1] >= INFO_SCORE
             and within_noise(first, second, order_of))
 

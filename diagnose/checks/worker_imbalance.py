@@ -2,14 +2,19 @@
 
 What it finds:
     The CPU of each worker process over the window: how unevenly the work spreads (coefficient
-    of variation), and how many usable cores stay idle while the busy workers are saturated. In
-    a process pipeline only the worker processes are peers (the consumer does other work), and
+    of variation), and how many usable cores stay idle while the busy workers are saturated.
+    Only peers compare: the workers of one fleet, siblings running one program of which one at
+    least serves requests (a pre-fork server's workers, a pool's processes), never a server and
+    a helper it started (an exporter, a housekeeping loop), whatever CPU the helper used. In a
+    process pipeline only the worker processes are peers (the consumer does other work), and
     only uneven load is this check's to say (stage_bound sizes the pool).
 
 Why it matters:
     A saturated worker is one core's worth of throughput: with fewer busy workers than usable
     cores, cores stay idle; with uneven load, the busiest worker limits the service while the
-    others wait.
+    others wait. Never the verdict over a resource every request queues on (a lock, the GIL, a
+    pool): the spread is then the queue's symptom, and balancing it buys nothing
+    (checks/arbiter.py, rule 8).
 
 What to do instead:
     Run one worker process per usable core (gunicorn `-w`, uvicorn `--workers`, the pool's
@@ -30,8 +35,7 @@ from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
 from diagnose.checks.base import Finding, make_finding, pct, ramp
 from diagnose.model.process_pipeline import ProcessPipeline
-from diagnose.model.service import Service, worker_load
-from diagnose.model.vocab import ProcessRole
+from diagnose.model.service import Service, fleet, worker_load
 
 ID = "worker_imbalance"
 
@@ -90,13 +94,15 @@ def worker_imbalance(service: Service, settings: Settings, pipeline: ProcessPipe
                      ) -> Finding | None:
     """Workers that share the load unevenly, or fewer busy workers than usable cores. In a
     process pipeline only the worker processes are peers (the consumer does other work)."""
-    workers = [v for v in service.processes if v.role == ProcessRole.WORKER]
     if pipeline is not None:
         workers = [v for v in service.processes if v.pid in pipeline.producer_pids]
-    elif len(workers) < 2 and not any(v.role == ProcessRole.MASTER for v in service.processes):
-        # No fleet: one serving process beside its helpers (an exporter, a load driver) has no
-        # worker count to turn; what limits it is found inside it.
-        return None
+    else:
+        # Only peers compare: siblings running one program, serving requests (model/service.py
+        # fleet). A server beside its own child (an exporter, a housekeeping loop) is no fleet
+        # and has no worker count to turn: what limits it is found inside it.
+        workers = list(fleet(service.processes))
+        if not workers:
+            return None
     load = worker_load(workers)
     if len(workers) == 0 or np.isnan(load).all():
         return None

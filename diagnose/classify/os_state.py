@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -21,7 +22,7 @@ from diagnose.classify.state import LOCK_LINE
 from diagnose.model import source
 from diagnose.model.kernel_waits import Blocking, KernelView, WaitObject
 from diagnose.model.profile import Frame
-from diagnose.model.vocab import RUNNING, ThreadState, WaitKind
+from diagnose.model.vocab import PRIMITIVE_KINDS, RUNNING, ThreadState, WaitKind
 from diagnose.model.vocab import ResourceKind
 
 if TYPE_CHECKING:  # types only: the OS summary is read here, built elsewhere
@@ -108,7 +109,14 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
     holds half its undecided samples, waits on that object; and a line whose source takes a file
     lock (`frames`: the profile's, to read it), in a thread the kernel saw wait for one, waits for
     it. `pool_stacks`: per stack, whether it runs in an intra-op pool's library (OpenBLAS,
-    OpenMP, MKL, torch): a native mutex there is the pool's, elsewhere a lock requests queue on."""
+    OpenMP, MKL, torch): a native mutex there is the pool's, elsewhere a lock requests queue on.
+
+    A wait is a lock only where a lock is named. A Python lock's futex (most of its ticks fell
+    where the frames read a wait on a Python primitive, or at a line that takes a lock) is waited
+    for at the line that takes it: its ticks at another stack are the neighbouring wait's (the
+    edge of a stretch of numpy work beside `with lock:`) and vote for nothing, and it is never
+    what a native mutex elsewhere waits on (under a numpy call, the GIL's own). A futex no Python
+    code waits on (a ctypes call's mutex) stays the lock of the native wait the frames show."""
     if kernel is None or samples.empty or not kernel.times:
         return samples
     state = samples["state"]
@@ -127,6 +135,7 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
                  if pool_stacks is not None and len(pool_stacks) else np.zeros(len(samples), dtype=bool))
     tids = samples["tid"].to_numpy()
     stacks = samples["stack"].to_numpy()
+    sites = samples["site"].to_numpy()
     counts = samples["count"].to_numpy()
     instants = samples["t"].to_numpy(dtype=np.float64) + origin_s
     decision = np.full(len(samples), -1, dtype=np.int64)  # index into kernel.objects
@@ -134,23 +143,33 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
     # Votes settle only what no native sample saw: a calibrated stack's mix of states was
     # measured, and a futex under it may be its library's own pool (OpenBLAS), not a lock.
     votable = undecided & (samples["state_source"] != "calibrated").to_numpy()
+    taking = lock_taking(stacks, samples["wait_kind"], sites, frames, 0)
+    voting: list[_Ticks] = []  # the ticks that vote for the stacks of undecided samples
+    each_thread: list[_Ticks] = []  # every thread's, which say which futexes are Python locks
+    wholes: list[tuple[np.ndarray, int]] = []  # rows of a thread on one object all window
     for tid, times in kernel.times.items():
-        rows = np.flatnonzero((tids == tid) & (undecided | hidden) & np.isfinite(instants))
-        if not len(rows) or not len(times):
+        mine = (tids == tid) & np.isfinite(instants)
+        if not len(times) or not mine.any():
             continue
-        objects = kernel.indices[tid]
+        stretches = changes.get(tid) if changes is not None else None
+        every_row = np.flatnonzero(mine)
+        each_thread.append(_thread_ticks(stretches, instants[every_row], stacks[every_row], times,
+                                         kernel.indices[tid], interval_s))
+        rows = np.flatnonzero(mine & (undecided | hidden))
+        if not len(rows):
+            continue
         whole = _whole_window_object(kernel, tid)
         if whole is not None:
-            decision[rows] = whole
+            wholes.append((rows, whole))
             continue
-        if changes is not None and tid in changes:
-            seen_at, seen_stack = changes[tid]
-        else:
-            order = np.argsort(instants[rows], kind="stable")
-            seen_at, seen_stack = instants[rows][order], stacks[rows][order]
-        _vote(votes, seen_at, seen_stack, times, objects, interval_s)
+        voting.append(_thread_ticks(stretches, instants[rows], stacks[rows], times, kernel.indices[tid],
+                                    interval_s))
+    python = _python_locks(each_thread, kernel.objects, taking)
+    for rows, whole in wholes:
+        decision[rows[_at_taking(taking, stacks[rows]) | (whole not in python)]] = whole
+    for ticks in voting:
+        _tally(votes, ticks.without(_misplaced(ticks, python, taking)))
     objects_at = {o: i for i, o in enumerate(kernel.objects)}
-    sites = samples["site"].to_numpy()
     for stack, obj in _at_the_acquire(_agreed(votes), kernel.objects, stacks, sites, frames).items():
         decision[(stacks == stack) & votable & (decision < 0)] = obj
     # Hidden GIL waits are settled in a calibrated stack too: its calibration read them as
@@ -168,11 +187,16 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
     waiting = (~state.isin(RUNNING) | (samples["wait_kind"] != WaitKind.NONE)).to_numpy()
     for tid in kernel.threads:
         held = _dominant_held(kernel, tid)
+        # A Python lock is waited for where Python code takes it: never in a native mutex
+        # (under numpy, the GIL's own), nor at a line of work beside `with lock:`.
+        python_lock = held is not None and objects_at[held] in python
         mine = np.flatnonzero(tids == tid)
         mutex_rows = mine[app_mutex[mine] & (decision[mine] < 0)]
-        if held is not None and held.resource == ResourceKind.LOCK and len(mutex_rows):
+        if held is not None and held.resource == ResourceKind.LOCK and not python_lock and len(mutex_rows):
             decision[mutex_rows] = objects_at[held]
         rows = mine[undecided[mine] & (decision[mine] < 0) & (sites[mine] >= 0)]
+        if python_lock:
+            rows = rows[taking[stacks[rows]]]
         if held is None or not len(rows):
             continue
         # The samples missed the wait (fewer than half the kernel's share already read as one),
@@ -290,24 +314,42 @@ def _takes_a_lock(frames: Sequence[Frame], site: int) -> bool:
 
 def pooled_decisions(kernels: Mapping[int, KernelView],
                      changes: Mapping[tuple[int, int], tuple[np.ndarray, np.ndarray]],
-                     leaf: Mapping[int, int], interval_s: float) -> dict[int, WaitObject]:
+                     leaf: Mapping[int, int], interval_s: float,
+                     taking: np.ndarray | None = None) -> dict[int, WaitObject]:
     """Code line (the innermost Python frame, `leaf[stack]`) -> the kind of wait the kernel saw
     there, from the votes of every process: `changes` by (pid, tid). Votes count the kind of wait
     (the GIL, a lock, a file lock, outside, idle, running), not the object, and the line, not the
     whole stack: one program's workers wait on their own locks at one line, reached from several
-    callers, and a sparse sample gives each too few votes alone."""
+    callers, and a sparse sample gives each too few votes alone. `taking`: per stack, where
+    Python code takes a lock (`lock_taking`); a tick on a process's Python lock votes there only."""
     kinds: dict[tuple[str, str | None], WaitObject] = {}
     votes: dict[int, dict[int, int]] = {}
     keyed: list[WaitObject] = []
+    seen: list[tuple[int, _Ticks]] = []
     for (pid, tid), (seen_at, seen_stack) in changes.items():
         kernel = kernels.get(pid)
         if kernel is None or tid not in kernel.times:
             continue
-        objects = np.array([_kind_index(kernel.objects[i], kinds, keyed)
-                            for i in kernel.indices[tid].tolist()], dtype=np.int64)
-        lines = np.array([leaf.get(int(sid), -1) for sid in seen_stack.tolist()], dtype=np.int64)
-        _vote(votes, seen_at, lines, kernel.times[tid], objects, interval_s)
+        seen.append((pid, _Ticks.matched(seen_at, seen_stack, kernel.times[tid], kernel.indices[tid],
+                                         interval_s)))
+    python = {pid: _python_locks([t for p, t in seen if p == pid], kernels[pid].objects, taking)
+              for pid in {p for p, _ in seen}} if taking is not None else {}
+    for pid, ticks in seen:
+        objects = kernels[pid].objects
+        kept = ticks.without(_misplaced(ticks, python[pid], taking)) if taking is not None else ticks
+        by_kind = np.array([_kind_index(objects[i], kinds, keyed) for i in ticks.obj.tolist()], dtype=np.int64)
+        _tally(votes, _Ticks(kept.stack, by_kind), keys=leaf)
     return {frame: keyed[index] for frame, index in _agreed(votes).items() if frame >= 0}
+
+
+def _thread_ticks(changes: tuple[np.ndarray, np.ndarray] | None, instants: np.ndarray, stacks: np.ndarray,
+                  times: np.ndarray, objects: np.ndarray, interval_s: float) -> _Ticks:
+    """A thread's ticks matched to its stretches: from the instants its stack changed (a
+    timestamped recording), else from its rows' `instants` (and `stacks`) in time order."""
+    if changes is not None:
+        return _Ticks.matched(*changes, times, objects, interval_s)
+    order = np.argsort(instants, kind="stable")
+    return _Ticks.matched(instants[order], stacks[order], times, objects, interval_s)
 
 
 def _kind_index(obj: WaitObject, kinds: dict[tuple[str, str | None], WaitObject],
@@ -319,24 +361,98 @@ def _kind_index(obj: WaitObject, kinds: dict[tuple[str, str | None], WaitObject]
     return keyed.index(kinds[key])
 
 
-def _vote(votes: dict[int, dict[int, int]], seen_at: np.ndarray, seen_stack: np.ndarray,
-          times: np.ndarray, objects: np.ndarray, interval_s: float) -> None:
-    """Each tick inside a stretch over which the thread kept one stack votes for that stack:
-    `seen_at` (sorted) are the instants its stack changed (or its rows began), the stretch runs
-    to the next one. Only stretches that py-spy saw at two samples at least count: a state
-    that alternates faster than py-spy samples (a lock taken for 5 ms at a time) leaves no
-    stretch, and a tick near a short one saw the thread in its neighbour's state."""
-    if not len(seen_at):
-        return
-    ends = np.append(seen_at[1:], seen_at[-1] + interval_s)
-    at = np.searchsorted(seen_at, times, side="right") - 1
-    inside = at >= 0
-    at = np.clip(at, 0, len(seen_at) - 1)
-    inside &= times < ends[at]
-    inside &= (ends[at] - seen_at[at]) >= STABLE_SAMPLES * interval_s
-    for stack, obj in zip(seen_stack[at][inside].tolist(), objects[inside].tolist()):
-        stack_votes = votes.setdefault(int(stack), {})
-        stack_votes[int(obj)] = stack_votes.get(int(obj), 0) + 1
+@dataclass(frozen=True)
+class _Ticks:
+    """One thread's kernel ticks, each with the stack py-spy saw the thread keep then (-1: none)
+    and the index of the object the kernel saw it on."""
+
+    stack: np.ndarray
+    obj: np.ndarray
+
+    @staticmethod
+    def matched(seen_at: np.ndarray, seen_stack: np.ndarray, times: np.ndarray, objects: np.ndarray,
+                interval_s: float) -> _Ticks:
+        """`seen_at` (sorted) are the instants the thread's stack changed (or its rows began),
+        a stretch runs to the next one. Only stretches that py-spy saw at two samples at least
+        count: a state that alternates faster than py-spy samples (a lock taken for 5 ms at a
+        time) leaves no stretch, and a tick near a short one saw the thread in its neighbour's
+        state."""
+        stack = np.full(len(times), -1, dtype=np.int64)
+        if len(seen_at):
+            ends = np.append(seen_at[1:], seen_at[-1] + interval_s)
+            at = np.searchsorted(seen_at, times, side="right") - 1
+            inside = at >= 0
+            at = np.clip(at, 0, len(seen_at) - 1)
+            inside &= times < ends[at]
+            inside &= (ends[at] - seen_at[at]) >= STABLE_SAMPLES * interval_s
+            stack[inside] = np.asarray(seen_stack, dtype=np.int64)[at][inside]
+        return _Ticks(stack, np.asarray(objects, dtype=np.int64))
+
+    def without(self, drop: np.ndarray) -> _Ticks:
+        return _Ticks(np.where(drop, -1, self.stack), self.obj)
+
+
+def _tally(votes: dict[int, dict[int, int]], ticks: _Ticks, keys: Mapping[int, int] | None = None) -> None:
+    """Each tick matched to a stack votes for it (or for `keys[stack]`, its line)."""
+    for stack, obj in zip(ticks.stack.tolist(), ticks.obj.tolist()):
+        if stack < 0:
+            continue
+        key = stack if keys is None else keys.get(stack, -1)
+        stack_votes = votes.setdefault(key, {})
+        stack_votes[obj] = stack_votes.get(obj, 0) + 1
+
+
+# ---------------------------------------------------------------- Python locks
+
+def lock_taking(stacks: np.ndarray, kinds: pd.Series | np.ndarray, sites: np.ndarray,
+                frames: Sequence[Frame], size: int) -> np.ndarray:
+    """Per stack id (`size` of them): where Python code takes a lock. Some reading of the stack
+    (`stacks[i]`, read as a wait of kind `kinds[i]` at the frame `sites[i]`) waits on a Python
+    primitive (a Lock, a Condition, a Queue, ...), or its line takes a lock by its source."""
+    stacks = np.asarray(stacks, dtype=np.int64)
+    sites = np.asarray(sites, dtype=np.int64)
+    taking = np.zeros(max(size, int(stacks.max(initial=-1)) + 1), dtype=bool)
+    taking[stacks[pd.Series(kinds).isin(PRIMITIVE_KINDS).to_numpy()]] = True
+    if frames:
+        distinct = np.unique(sites[sites >= 0])
+        lock_lines = distinct[[_takes_a_lock(frames, int(site)) for site in distinct.tolist()]]
+        taking[stacks[np.isin(sites, lock_lines)]] = True
+    return taking
+
+
+def _python_locks(ticks: Sequence[_Ticks], objects: Sequence[WaitObject], taking: np.ndarray) -> frozenset[int]:
+    """The locks' futexes (indices into `objects`) that Python code waits on: most of their ticks
+    matched to a stack fell where Python code takes a lock. A Python lock is only ever waited for
+    there; a native library's own mutex (a ctypes call's) is not, and stays any stack's."""
+    is_lock = np.array([_is_lock(o) for o in objects], dtype=bool)
+    at_taking = np.zeros(len(objects), dtype=np.int64)
+    elsewhere = np.zeros(len(objects), dtype=np.int64)
+    for t in ticks:
+        on_lock = is_lock[t.obj] & (t.stack >= 0)
+        here = _at_taking(taking, t.stack)
+        at_taking += np.bincount(t.obj[on_lock & here], minlength=len(objects))
+        elsewhere += np.bincount(t.obj[on_lock & ~here], minlength=len(objects))
+    return frozenset(np.flatnonzero(at_taking > elsewhere).tolist())
+
+
+def _misplaced(ticks: _Ticks, python: frozenset[int], taking: np.ndarray) -> np.ndarray:
+    """Ticks on a Python lock at a stack that takes none: the neighbouring wait's (a tick at the
+    edge of a stretch of work beside `with lock:`), never a lock wait of the work."""
+    on_python_lock = np.isin(ticks.obj, np.fromiter(python, dtype=np.int64, count=len(python)))
+    misplaced: np.ndarray = on_python_lock & (ticks.stack >= 0) & ~_at_taking(taking, ticks.stack)
+    return misplaced
+
+
+def _at_taking(taking: np.ndarray, stacks: np.ndarray) -> np.ndarray:
+    """Per stack of `stacks` (-1: none): Python code takes a lock there."""
+    known = (stacks >= 0) & (stacks < len(taking))
+    here = np.zeros(len(stacks), dtype=bool)
+    here[known] = taking[stacks[known]]
+    return here
+
+
+def _is_lock(obj: WaitObject) -> bool:
+    return obj.blocking == Blocking.HELD and obj.resource == ResourceKind.LOCK
 
 
 DOMINANT_SHARE = 0.6  # of a thread's ticks asleep on one held object: its main wait

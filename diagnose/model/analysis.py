@@ -12,7 +12,7 @@ import pandas as pd
 
 from diagnose.classify.calibrate import calibration_from
 from diagnose.classify.categories import Categorizer
-from diagnose.classify.os_state import settle_with_kernel, settle_with_os_state
+from diagnose.classify.os_state import lock_taking, settle_with_kernel, settle_with_os_state
 from diagnose.collect.procfs import ProcRecord
 from diagnose.model.async_tasks import TaskRecording
 from diagnose.model.kernel_waits import KernelView, WaitObject
@@ -218,6 +218,18 @@ def pool_library_stacks(profile: Profile) -> np.ndarray:
                     and any(pattern.search(frame.file) for _, pattern, _ in POOL_LIBRARIES))
     flags = np.array([in_pool(f) for f in profile.frames], dtype=bool)
     return profile.stacks_with_any(flags) if flags.any() else np.zeros(len(profile.stacks), dtype=bool)
+
+
+def lock_taking_stacks(profile: Profile, stacks: StackTable) -> np.ndarray:
+    """Per stack: Python code takes a lock there, by any reading of it (each part of a calibrated
+    stack's mix) or by its line's source (classify/os_state.lock_taking)."""
+    ids, kinds, sites = [np.arange(len(stacks.state))], [stacks.wait_kind], [stacks.site]
+    for sid, (components, _) in stacks.mixtures.items():
+        ids.append(np.full(len(components), sid))
+        kinds.append(np.array([kind for _, kind, _ in components], dtype=object))
+        sites.append(np.array([site for _, _, site in components], dtype=np.int64))
+    return lock_taking(np.concatenate(ids), np.concatenate(kinds), np.concatenate(sites), profile.frames,
+                       len(stacks.state))
 
 
 def calls_into_pool(native: Profile) -> bool:

@@ -17,15 +17,20 @@ QUIET_MAX_CORES, or under QUIET_SHARE of the busiest working process's cores.
   are never contention and its findings never the verdict.
 - `helper`: a child that does no request work and used next to no CPU while another process of
   the tree did request work (a metrics exporter, a load driver, a resource tracker), unless it
-  runs the same program as a working sibling (an idle worker of a pool is still a worker); and
-  multiprocessing's resource tracker / fork server, always.
+  runs the same program as a working sibling (an idle worker of a pool is still a worker); a
+  child whose only request work is running a little on its own (no two of its threads wait on
+  each other) at next to no CPU beside another working process is one too (a housekeeping loop
+  woken by a timer); and multiprocessing's resource tracker / fork server, always.
 - `worker`: every other process: a parent that serves requests is a worker whatever children it
   has.
+
+The fleet (`fleet`) is the workers that share the load as peers: siblings running one program.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,7 +40,8 @@ from diagnose.collect.procfs import TreeRecord, as_seen_inside
 from diagnose.collect.tree import HELPER_MARKERS
 from diagnose.model.async_tasks import TaskRecording
 from diagnose.classify.os_state import pooled_decisions
-from diagnose.model.analysis import Analysis, analysis_of, classify_profile, stack_changes_by_process
+from diagnose.model.analysis import (Analysis, analysis_of, classify_profile, lock_taking_stacks,
+                                     stack_changes_by_process)
 from diagnose.model.counters import running_agreement
 from diagnose.model.kernel_waits import kernel_view
 from diagnose.model.os_summary import combine
@@ -77,21 +83,31 @@ class ProcessView:
 
     @property
     def does_request_work(self) -> bool:
-        """Threads in request handling that wait inside the process (a lock, a pool, the GIL; two
-        threads at least, one to wait and one to be waited on) or run as far as /proc's CPU time
-        confirms."""
+        """Threads in request handling that wait on each other inside the process
+        (`request_threads_wait`) or run as far as /proc's CPU time confirms."""
+        return self.request_threads_wait or self.request_threads_run
+
+    @property
+    def request_threads_wait(self) -> bool:
+        """Request threads wait inside the process (a lock, a pool, the GIL) for a share of their
+        time: two threads at least, one to wait and one to be waited on."""
         req = self.analysis.request_samples()
         total = float(req["count"].sum())
-        if not total:
-            return False
         # A wait inside the process is a wait on another of its threads: one thread alone in
         # request handling has none to wait on (a pool's parent whose main thread waits on its
         # children's sentinels read as a lock wait from its line's text on CPython 3.13).
-        if req["thread"].nunique() >= 2:
-            waiting = float(req[req["state"].isin(CONTENDED)
-                                & req["wait_kind"].isin(IN_PROCESS_KINDS)]["count"].sum())
-            if waiting / total >= WAIT_WORK_SHARE:
-                return True
+        if not total or req["thread"].nunique() < 2:
+            return False
+        waiting = float(req[req["state"].isin(CONTENDED)
+                            & req["wait_kind"].isin(IN_PROCESS_KINDS)]["count"].sum())
+        return waiting / total >= WAIT_WORK_SHARE
+
+    @property
+    def request_threads_run(self) -> bool:
+        """Request threads run, as far as /proc's CPU time confirms the samples."""
+        req = self.analysis.request_samples()
+        if not float(req["count"].sum()):
+            return False
         counters = running_agreement(self.analysis, req)
         return counters.agrees and counters.sampled_cores > 0
 
@@ -135,7 +151,7 @@ def build_service(profile: Profile, categorizer: Categorizer, tree: TreeRecord |
             record = next(iter(records.values()))
         kernel = kernel_view(record, tree)
         decided = (pooled_decisions({pid: kernel}, stack_changes_by_process(profile), leaves(profile),
-                                    profile.interval_s or 0.01)
+                                    profile.interval_s or 0.01, lock_taking_stacks(profile, stacks))
                    if kernel is not None and pid is not None else None)
         analysis = analysis_of(profile, stacks, record, run, native=native_profile,
                                kernel=kernel, decided=decided)
@@ -149,7 +165,7 @@ def build_service(profile: Profile, categorizer: Categorizer, tree: TreeRecord |
         return Service(analysis, [view])
     kernels = {pid: k for pid in pids if (k := kernel_view(records.get(pid), tree)) is not None}
     decided = (pooled_decisions(kernels, stack_changes_by_process(profile), leaves(profile),
-                                profile.interval_s or 0.01)
+                                profile.interval_s or 0.01, lock_taking_stacks(profile, stacks))
                if kernels else None)
     views = []
     for pid in pids:
@@ -221,17 +237,69 @@ def assign_roles(views: list[ProcessView]) -> None:
             v.role = ProcessRole.HELPER
         elif v.pid in has_descendants:
             v.role = ProcessRole.MASTER if idle else ProcessRole.WORKER
-        elif idle and v.ppid in pids and working and not _twin_of_working_sibling(v, views, working):
+        elif ((idle or _periodic(v, views, working)) and v.ppid in pids and working
+              and not _twin_of_working_sibling(v, views, working)):
             v.role = ProcessRole.HELPER
         else:
             v.role = ProcessRole.WORKER
 
 
+def _periodic(view: ProcessView, views: list[ProcessView], working: set[int | None]) -> bool:
+    """Its only request work is a little running of its own, at next to no CPU beside another
+    working process: a loop a timer wakes (housekeeping, a metrics flush), which the thread
+    heuristics call a request thread (busy now and then, parked in between), serves no request.
+    A server whose threads wait on each other is never one, however little it ran."""
+    others = max((o.cpu_cores or 0.0 for o in views if o.pid in working and o.pid != view.pid),
+                 default=0.0)
+    return (view.pid in working and others > 0 and view.cpu_cores is not None
+            and not view.request_threads_wait and view.quiet(others))
+
+
 def _twin_of_working_sibling(view: ProcessView, views: list[ProcessView], working: set[int | None]) -> bool:
     """A child running the same program as a working child of the same parent is a worker that
     got no request this window (a pool's idle worker), not a helper."""
-    return any(o.pid in working and o.pid != view.pid and o.ppid == view.ppid
-               and o.cmdline == view.cmdline for o in views)
+    return any(o.pid in working and o.pid != view.pid and _peers(o, view) for o in views)
+
+
+_NUMBER = re.compile(r"\d+")
+
+
+def program_of(cmdline: Sequence[str]) -> tuple[str, ...]:
+    """A command line with its numbers masked: the workers of one fleet run one program and
+    differ at most in numbers (a spawned worker's `pipe_handle=7`, an index, a port)."""
+    return tuple(_NUMBER.sub("#", part) for part in cmdline)
+
+
+def _peers(a: ProcessView, b: ProcessView) -> bool:
+    """Siblings running one program: workers of one fleet (a pre-fork server's, a pool's)."""
+    return a.ppid == b.ppid and program_of(a.cmdline) == program_of(b.cmdline)
+
+
+def fleet(processes: Sequence[ProcessView]) -> tuple[ProcessView, ...]:
+    """The worker processes that share the load as peers: the largest group of siblings running
+    one program, one of them at least serving requests (its idle peers got no request this
+    window: that is the imbalance). Never a process and its own child: a server's helper (an
+    exporter, a housekeeping loop) shares none of its load, whatever CPU it used. A lone worker
+    is a fleet under a supervisor (`gunicorn -w 1`: its count is a knob), not beside its helpers.
+    Empty when there is none."""
+    workers = [v for v in processes if v.role == ProcessRole.WORKER]
+    masters = {v.pid for v in processes if v.role == ProcessRole.MASTER}
+    groups: list[list[ProcessView]] = []
+    for view in workers:
+        group = next((g for g in groups if _peers(g[0], view)), None)
+        if group is None:
+            groups.append([view])
+        else:
+            group.append(view)
+    fleets = [g for g in groups if any(v.does_request_work for v in g)
+              and (len(g) >= 2 or _supervised(g[0], masters))]
+    best = max(fleets, key=lambda g: (len(g), sum(v.cpu_cores or 0.0 for v in g)), default=[])
+    return tuple(best)
+
+
+def _supervised(view: ProcessView, masters: set[int | None]) -> bool:
+    """Its parent is the tree's master; without a tree (no parents known), any master."""
+    return view.ppid in masters if view.ppid is not None else bool(masters)
 
 
 def worker_load(views: list[ProcessView]) -> np.ndarray:

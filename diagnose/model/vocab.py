@@ -229,6 +229,13 @@ PARKING_KINDS: tuple[WaitKind, ...] = (WaitKind.EVENT, WaitKind.JOIN)
 # (model/service.py).
 IN_PROCESS_KINDS: tuple[WaitKind, ...] = (WaitKind.LOCK, WaitKind.RLOCK, WaitKind.SEMAPHORE,
                                           WaitKind.QUEUE, WaitKind.LOGGING, WaitKind.GIL)
+# Waits the frames read on a Python synchronisation primitive: each sleeps on a Python lock's
+# futex, so the kernel's reading of that futex is a lock wait only where Python code takes one
+# (classify/os_state.py).
+PRIMITIVE_KINDS: tuple[WaitKind, ...] = (WaitKind.LOCK, WaitKind.RLOCK, WaitKind.CONDITION,
+                                         WaitKind.BARRIER, WaitKind.SEMAPHORE, WaitKind.QUEUE,
+                                         WaitKind.EVENT, WaitKind.JOIN, WaitKind.LOGGING,
+                                         WaitKind.FUTURE)
 # Waits on something one thread holds at a time: an edge from the waiter to the holder
 # (model/structure.py).
 HELD_KINDS: tuple[WaitKind, ...] = (WaitKind.LOCK, WaitKind.RLOCK, WaitKind.CONDITION,

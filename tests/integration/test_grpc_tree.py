@@ -55,9 +55,10 @@ def _kill_tree(proc: subprocess.Popen) -> None:
 
 
 @contextmanager
-def grpc_server(port: int, *args: str):
-    """The fixture server in its own session, ready when a channel connects and its exporter
-    child exists; its whole tree is killed on exit."""
+def grpc_server(port: int, *args: str, children: int = 1):
+    """The fixture server in its own session, ready when a channel connects and its `children`
+    (the exporter, and the housekeeper of `--helper-child`) exist; its whole tree is killed on
+    exit."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DIAGNOSE_FIXTURE_")}
     proc = subprocess.Popen([sys.executable, str(SERVER), "--port", str(port), *args], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -66,7 +67,7 @@ def grpc_server(port: int, *args: str):
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             grpc.channel_ready_future(channel).result(timeout=60)
         deadline = time.monotonic() + 30
-        while not psutil.Process(proc.pid).children() and time.monotonic() < deadline:
+        while len(psutil.Process(proc.pid).children()) < children and time.monotonic() < deadline:
             time.sleep(0.2)
         yield proc
     finally:
@@ -119,3 +120,25 @@ def test_grpc_server_queueing_on_its_model_lock_is_the_verdict_not_its_idle_chil
         top = p.top_finding
         if p.cpu_cores is not None and p.cpu_cores < 0.1 and top is not None:
             assert top.id not in CPU_VERDICTS or top.severity in ("ok", "info"), p
+
+
+def test_a_housekeeping_child_of_the_grpc_server_is_no_worker_and_the_model_lock_stays_the_verdict(
+        out_dir):
+    # The forked housekeeper runs the server's command line and a little Python every 50 ms:
+    # the server's child serving no request, no peer of it, so there is no fleet to call uneven.
+    port = free_port()
+    with grpc_server(port, "--helper-child", children=2) as server, grpc_load(port) as load:
+        proc, report = run_report("attach", server.pid, "--duration", SAMPLE_SECONDS, "--json",
+                                  "--output-dir", out_dir)
+    assert proc.returncode == 0, proc.stderr
+    assert load["requests"] > 0 and load["errors"] == 0, load
+    processes = {p.pid: p for p in report.processes}
+    server_row = processes[server.pid]
+    assert server_row.role == "worker", processes
+    assert any(p.ppid == server.pid and p.cmdline == server_row.cmdline
+               for p in report.processes), "the housekeeping child was not sampled"
+    assert report.finding("worker_imbalance") is None, report.findings
+    assert report.verdict.primary == "lock_contention", report.verdict
+    site = next(f for f in report.findings if f.id == "lock_contention").sites[0]
+    assert site.file.endswith("grpc_locked.py")
+    assert site.line == marker_line(SERVER, "model-lock")

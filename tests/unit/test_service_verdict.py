@@ -22,8 +22,12 @@ def results(*findings):
 
 
 def service(loads, cores=2, roles=None, cmdline=("python", "job.py")):
+    """Processes of one program, children of the master where one is listed: the workers are
+    siblings serving requests (a fleet)."""
     roles = roles or ["worker"] * len(loads)
-    views = [SimpleNamespace(pid=100 + i, role=role, cpu_cores=load, cmdline=list(cmdline))
+    parent = 100 + roles.index("master") if "master" in roles else 1
+    views = [SimpleNamespace(pid=100 + i, ppid=None if role == "master" else parent, role=role,
+                             cpu_cores=load, cmdline=list(cmdline), does_request_work=role == "worker")
              for i, (load, role) in enumerate(zip(loads, roles))]
     return SimpleNamespace(processes=views, combined=SimpleNamespace(os=SimpleNamespace(usable_cores=cores)))
 
