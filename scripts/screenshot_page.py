@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A PNG of one part of a diagnose page, for the docs (the README's sweep picture):
+"""A PNG of one part of a diagnose page, for the docs (docs/reference.md's sweep picture):
 
     python scripts/screenshot_page.py REPORT.html OUT.png [--selector "#charts"] [--width 1100]
 
