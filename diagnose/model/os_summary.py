@@ -49,6 +49,19 @@ class ThreadOS:
 
 
 @dataclass(frozen=True)
+class RssSteps:
+    """How resident memory moved from one /proc tick to the next over the window. A straight
+    line in wall-clock time is what a backlog draws while its process runs steadily; on a loaded
+    machine the process gets a core in bursts and the same backlog rises in steps between flat
+    stretches, which a line fits loosely. Steps that never fall, spread over many rises, are
+    still a queue filling up; allocator churn falls about as often as it rises, and a one-off
+    allocation is one rise."""
+
+    fall_fraction: float  # of the memory's movement (rises + falls), the share that fell: 0 never fell
+    largest_rise_fraction: float  # the largest single rise over the net growth: 1 (or more) is one step
+
+
+@dataclass(frozen=True)
 class ProcessOS:
     window_s: float
     cores: int
@@ -76,6 +89,7 @@ class ProcessOS:
     throttled_periods: int | None = None
     throttled_s: float | None = None
     cpu_cgroup: str | None = None  # the group whose quota binds ("v1:/name")
+    rss_steps: RssSteps | None = None  # one process's resident memory, tick to tick
 
     @property
     def usable_cores(self) -> float:
@@ -173,7 +187,22 @@ def summarize(record: ProcRecord) -> ProcessOS:
         rss_slope_bytes_per_s=slope, rss_fit_r2=r2, threads=threads,
         write_syscalls=(record.write_syscalls[-1] - record.write_syscalls[0]
                         if len(record.write_syscalls) == 2 else None),
-        machine_idle_cores=_idle_cores(record), **_throttling(record))
+        machine_idle_cores=_idle_cores(record), rss_steps=rss_steps(record.rss_samples),
+        **_throttling(record))
+
+
+def rss_steps(samples: list[tuple[float, int]]) -> RssSteps | None:
+    """The rises and falls of resident memory between consecutive ticks (RssSteps); None
+    without a few ticks, or when it never moved."""
+    if len(samples) < 5:
+        return None
+    moves = np.diff(np.array([rss for _, rss in samples], dtype=float))
+    rises, falls = float(moves.clip(min=0).sum()), float((-moves).clip(min=0).sum())
+    if rises + falls <= 0:
+        return None
+    net = rises - falls
+    largest = float(moves.max()) / net if net > 0 else 1.0
+    return RssSteps(fall_fraction=falls / (rises + falls), largest_rise_fraction=largest)
 
 
 def _throttling(record: ProcRecord) -> _Throttle:

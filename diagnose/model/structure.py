@@ -310,6 +310,13 @@ def build_structure(analysis: _Views) -> tuple[Structure, StageThreads]:
         own_python = float(counts[state == ThreadState.PYTHON].sum())
         behind_others = gil_waits * (1.0 - own_python / all_python) if all_python else 0.0
         serving = round((busy - handoff_gil - behind_others) / total, 4) if total else 0.0
+        # A GIL wait a thread sleeps in is no service; one it sat in on the run queue, signalled
+        # but given no core by the machine's other load, is (the lone model thread beside a
+        # busy core: its samples 16% GIL waits in its queue ops, yet /proc had it on a CPU or
+        # runnable 96% of the window; by samples alone the stage read 84% busy).
+        awake = _awake_share(analysis, tids)
+        if awake is not None and total:
+            serving = round(max(serving, min(busy / total, awake)), 4)
         stages.append(Stage(
             name=function, role=role, function=function, file=file, line=frame_line,
             tids=tids, samples=int(total), busy_share=busy_share, utilization=serving,
@@ -326,6 +333,19 @@ def build_structure(analysis: _Views) -> tuple[Structure, StageThreads]:
 # A thread's states inside a queue op or a result wait that wait on the other side: every one but
 # running (the op's own bytecode and native work).
 WAITING_ON_NEIGHBOUR = tuple(str(s) for s in ThreadState if s not in (ThreadState.PYTHON, ThreadState.NATIVE))
+
+
+def _awake_share(analysis: _Views, tids: tuple[int, ...]) -> float | None:
+    """The share of the window the threads spent on a CPU or runnable waiting for one, by /proc
+    (CPU time plus run-queue wait, over threads x window); None without those counters."""
+    os_ = analysis.os
+    if os_ is None or not tids or os_.window_s <= 0:
+        return None
+    counted = [os_.threads[t] for t in tids if t in os_.threads]
+    if len(counted) < len(tids) or any(t.runqueue_wait_s is None for t in counted):
+        return None
+    awake = sum(t.cpu_s + (t.runqueue_wait_s or 0.0) for t in counted)
+    return min(1.0, awake / (len(tids) * os_.window_s))
 
 
 def _role(threads: list[int], tids: tuple[int, ...], loop_threads: set[int], master: bool,

@@ -12,6 +12,7 @@ from diagnose.checks.base import NotApplicable
 from diagnose.checks.registry import CHECKS
 from diagnose.checks.settings import merged
 from diagnose.model.os_summary import ProcessOS
+from tests.replay import replay
 
 SETTINGS = merged()[cpu_throttled.ID]
 
@@ -83,3 +84,31 @@ def test_rarely_throttled_scores_low():
     finding = _run(_os(quota=1.0, throttled=3, throttled_s=0.06, cpu_s=4.0))
     assert not isinstance(finding, NotApplicable)
     assert finding.score < 25
+
+
+def test_a_machine_that_left_less_than_the_quota_hides_the_throttling_not_the_quota():
+    # 0.4 cores run, none idle on the machine: 4 runnable threads on a 0.5-core quota ran out of
+    # it in 8 of 40 periods for 0.1 s; the threads per core of quota say what the quota holds back
+    finding = _run(_os(periods=40, throttled=8, throttled_s=0.1, cpu_s=1.6, window=4.0, idle=0.0))
+    assert not isinstance(finding, NotApplicable)
+    assert finding.score == 100 and finding.evidence["room_below_quota"] is True
+    assert "other processes' load left it 0.40 cores" in finding.summary
+    assert finding.predicted_gain == 1.0  # no idle core: raising the quota buys nothing today
+    assert finding.evidence["fix"] == {"knob": "cpu_quota_cores", "value": 2}  # what 4 threads want
+
+
+def test_with_room_under_the_quota_the_counters_alone_decide():
+    # the same window with a core idle: the quota could have run out and did not, often
+    finding = _run(_os(periods=40, throttled=8, throttled_s=0.1, cpu_s=1.6, window=4.0, idle=1.0))
+    assert not isinstance(finding, NotApplicable)
+    assert finding.score < 25 and finding.evidence["room_below_quota"] is False
+
+
+def test_the_quota_leads_scheduler_overhead_on_a_machine_too_busy_to_throttle_it(tmp_path):
+    """fixtures/recorded/cpu_quota_busy_machine: the quota fixture beside a busy loop while
+    other attaches took the other core ran 0.40 of its 0.5 cores; it read scheduler_overhead."""
+    report = replay("cpu_quota_busy_machine", "below_quota", tmp_path)
+    assert report.verdict.primary == "cpu_throttled", report.verdict
+    throttled = next(f for f in report.findings if f.id == "cpu_throttled")
+    assert throttled.value("room_below_quota").value is True
+    assert "other processes' load" in throttled.summary

@@ -3,7 +3,8 @@
 The resident-memory series are synthetic, shaped as measured on this machine's 3 s windows: the
 unbounded_backlog fixture grows ~24 MB/s in a straight line (r² 1.00, residual sd 0.3 MB); a busy
 gil_contention process wanders by 3-7 MB (residual sd) and once in a while reads as 12-14 MB of
-"growth" with r² 0.7-0.87.
+"growth" with r² 0.7-0.87. One recording (fixtures/recorded/unbounded_backlog_starved) is the
+fixture on a machine too loaded to run it steadily: its growth comes in steps.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from diagnose.collect.procfs import ProcRecord
 from diagnose.model.analysis import analysis_of, classify_profile
 from diagnose.model.os_summary import summarize
 from diagnose.model.profile import Frame, Profile, ThreadTrack
+from tests.replay import replay
 
 LIB = "/usr/lib/python3.11"
 MB = 1024 * 1024
@@ -91,3 +93,28 @@ def test_steady_growth_scores_more_as_the_fit_tightens():
     tight = series(6.0, 0.2, seed=3)
     assert r2_of(tight) > 0.95
     assert 0 < backlog_score(loose) < backlog_score(tight)
+
+
+def test_a_backlog_rising_in_steps_on_a_starved_machine_is_still_the_verdict(tmp_path):
+    """fixtures/recorded/unbounded_backlog_starved: CPython 3.13's backlog beside 64 busy
+    threads got a core in bursts; its memory never fell and rose in 8 steps a straight line
+    fits at r² 0.79. Growth that keeps rising in steps is the queue filling up, not churn."""
+    report = replay("unbounded_backlog_starved", "py313_beside_64_threads", tmp_path)
+    backlog = next(f for f in report.findings if f.id == "unbounded_backlog")
+    assert backlog.number("rss_fit_r2") < unbounded_backlog.Settings().min_r2
+    assert backlog.number("rss_fall_fraction") == 0.0
+    assert backlog.score >= 75, backlog.summary
+    assert report.verdict.primary == "unbounded_backlog", report.verdict
+
+
+def test_a_one_off_allocation_is_no_staircase():
+    # 40 MB in one rise, flat before and after: it never falls, and it is one step, not a queue
+    rss = np.concatenate([np.full(10, 120.0), np.full(20, 160.0)])
+    assert backlog_score(rss) == 0
+
+
+def test_churn_falls_too_often_to_read_as_steps():
+    # the churn that read r² 0.87 above: a fifth of its movement falls (real churn: 40-50%)
+    churn = next(s for s in (series(4.7, 1.6, seed=k) for k in range(400)) if 0.86 <= r2_of(s) <= 0.88)
+    steps = summarize(record(churn)).rss_steps
+    assert steps is not None and steps.fall_fraction > unbounded_backlog.Settings().steps_fall_none
