@@ -5,7 +5,9 @@ its transform's loop, and advised more workers in the framework's own terms."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
+from pathlib import Path
 
 import pytest
 
@@ -18,7 +20,15 @@ from tests.integration.typed import evidence, run_report
 pytestmark = [requires_ptrace, pytest.mark.serial]
 
 TRANSFORM_MARKERS = ("decode-loop", "augment-loop")
-LOOP_LINES = 3  # the loop's lines above its marker: `for` headers and the body's first line
+
+
+def transform_bodies(path: Path) -> dict[str, range]:
+    """The body lines of each top-level function of the fixture that holds a transform marker."""
+    marked = {marker_line(path, tag) for tag in TRANSFORM_MARKERS}
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    bodies = {node.name: range(node.body[0].lineno, (node.end_lineno or node.lineno) + 1)
+              for node in tree.body if isinstance(node, ast.FunctionDef)}
+    return {name: lines for name, lines in bodies.items() if any(m in lines for m in marked)}
 
 
 def _attach(name: str, out_dir, *args: str) -> Report:
@@ -36,16 +46,16 @@ def _check(report: Report, name: str, knob: str):
     assert top.fixes[0].knob == knob, said
     assert top.fixes[0].value > evidence(top, "worker_processes"), said
     assert f"{knob}=" in top.advice[0], said
-    # the saturated stage's function: the decode or augment loop of the workers' transform,
-    # at a line of that loop (the marker ends it; LOOP_LINES above it are its header and body)
+    # the saturated stage's function: the decode or augment function of the workers' transform
+    # (the ones holding the fixture's loop markers), at a line of its body
     path = WORKLOADS / f"{name}.py"
-    loops = {line for tag in TRANSFORM_MARKERS
-             for line in range(marker_line(path, tag) - LOOP_LINES, marker_line(path, tag) + 1)}
+    bodies = transform_bodies(path)
     assert evidence(top, "transform") in ("decode", "augment", "decode.<locals>.<listcomp>",
                                             "augment.<locals>.<listcomp>"), said
     assert top.sites[0].file.endswith(f"{name}.py"), said
     assert top.sites[0].function.split(".")[0] in ("decode", "augment"), said
-    assert top.sites[0].line in loops, (top.sites[0], sorted(loops))
+    function = top.sites[0].function.split(".")[0]
+    assert top.sites[0].line in bodies[function], (top.sites[0], bodies[function])
     for finding in report.findings:
         if finding.id == "worker_imbalance":
             assert not any("gunicorn" in a or "uvicorn" in a for a in finding.advice), finding
