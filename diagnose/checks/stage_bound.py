@@ -30,8 +30,8 @@ from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
 from diagnose.model.vocab import HANDOFF_EDGES, EdgeKind, StageRole, ThreadState
-from diagnose.checks.base import (Finding, ScoreBasis, Site, core_room, make_finding, pct, ramp,
-                                  remove_work_lever, top_sites)
+from diagnose.checks.base import (Finding, Lever, LeverKind, ScoreBasis, Site, core_room,
+                                  make_finding, pct, ramp, remove_work_lever, top_sites)
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
@@ -146,8 +146,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
         # beside its loop, so the GIL's holders (the same code, seen from the threads queued
         # for it) read as this cause seen again (arbiter rule 7), not a second one.
         sites += _hot_python(analysis, stage)
-        levers.append(remove_work_lever(stage.python_share, f"{stage.name}'s Python",
-                                        f"{stage.name}'s busy time"))
+        levers.append(_free_python_lever(stage, linked))
     for other in linked:
         if other.name != stage.name and other.file == stage.file:
             sites.append(Site(other.function, other.file, other.line, other.utilization))
@@ -167,6 +166,27 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
                         gain=(gain, f"estimate (utilization law): {inputs}"),
                         samples=analysis.samples[analysis.samples["thread"].isin(analysis.stage_threads(stage))]["count"].sum(),
                         levers=levers)
+
+
+def _free_python_lever(stage: Stage, linked: list[Stage]) -> Lever:
+    """The most the stage's Python made free buys: Amdahl on its share of the stage's busy time,
+    bounded by the next stage to saturate (the utilization law: the pace moves to it). Alone,
+    the capped Amdahl figure (20x for a stage all Python) read as the headline's gain where
+    vectorising the pure-Python pipeline's model measured 1.5x."""
+    free = remove_work_lever(stage.python_share, f"{stage.name}'s Python", f"{stage.name}'s busy time")
+    # Each other stage's pace limit by its serving share: its GIL waits behind this stage's
+    # Python would go with that Python.
+    others = {s.name: 1.0 / s.utilization for s in linked
+              if s.name != stage.name and s.utilization > 0}
+    if not others:
+        return free
+    nearest = min(others, key=lambda name: others[name])
+    if others[nearest] >= free.gain:
+        return free
+    gain = round(max(1.0, others[nearest]), 2)
+    return Lever(LeverKind.REMOVE_WORK, gain, free.label,
+                 f"{free.basis}; bounded by {nearest}, which saturates at {gain:.2f}x its "
+                 f"pace (utilization law): at most {gain:.2f}x", upper_bound=True)
 
 
 def _hot_python(analysis: Analysis, stage: Stage) -> list[Site]:

@@ -20,6 +20,11 @@ def test_a_pure_python_stage_the_others_queue_behind_for_the_gil_is_the_verdict(
     stage = next(f for f in report.findings if f.id == "stage_bound")
     assert [s.function for s in stage.sites[:2]] == ["model_stage", "PurePythonModel.forward"]
     assert "holds the GIL" in stage.advice[0] and "Vectorise it" in stage.advice[0]
+    # its Python made free buys at most what the next stage to saturate allows, not the capped
+    # Amdahl figure of a stage all Python (20x read as the page's headline gain)
+    (free,) = stage.levers
+    assert free.upper_bound and 1.0 < free.gain < 20.0, free
+    assert "bounded by decode_stage" in free.basis, free.basis
 
 
 def test_gil_waits_behind_another_stages_python_are_not_the_waiting_stages_service(tmp_path):
