@@ -164,3 +164,15 @@ def test_votes_pooled_over_workers_give_a_python_lock_to_the_line_that_takes_it_
     taking = np.array([s == LOCKED for s in range(NEXT + 1)])
     decided = pooled_decisions(kernels, changes, lines, TICK_S, taking)
     assert {line: obj.blocking for line, obj in decided.items()} == {100: Blocking.HELD}
+
+
+def test_a_pool_librarys_own_futex_under_a_matmul_is_its_mutex_not_a_python_lock(tmp_path):
+    """fixtures/recorded/blas_fanout_py313: eight threads fanning out into OpenBLAS's pool, no
+    Python lock anywhere; the kernel saw them asleep on the pool's futex at the matmul lines.
+    That wait is the pool's mutex (scheduler_overhead's evidence), never a Lock wait site."""
+    from tests.replay import replay
+
+    report = replay("blas_fanout_py313", "matmul_read_as_lock", tmp_path)
+    assert report.verdict.primary == "scheduler_overhead", report.verdict
+    assert [w for w in report.waits if w.kind == "lock"] == [], report.waits
+    assert {w.kind for w in report.waits} == {"native_mutex"}
