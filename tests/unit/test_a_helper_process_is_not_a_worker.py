@@ -13,8 +13,6 @@ that led over the lock every request queues on.
 
 from __future__ import annotations
 
-import sys
-import sysconfig
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -24,25 +22,20 @@ from diagnose.checks.engine import load_check_settings
 from diagnose.checks.service import worker_imbalance
 from diagnose.model.service import QUIET_MAX_CORES, fleet
 from tests.conftest import RECORDED, REPO, invoke_cli_report, marker_line
+from tests.replay import restore
 from tests.unit.test_roles_and_counters import (LIB, LIBC, LIBPYTHON, addr, build, locked_server,
                                                 native, py, roles)
 
 SERVER = REPO / "fixtures" / "servers" / "grpc_locked.py"
 RECORDING = RECORDED / "grpc_helper_child"
 SETTINGS = load_check_settings()["worker_imbalance"]
-# fixtures/record.py's placeholders for the recording machine's paths -> this machine's
-PLACEHOLDERS = {"$SITE_PACKAGES": sysconfig.get_paths()["purelib"], "$REPO": str(REPO),
-                "$PYTHON": sys.base_prefix, "$VENV": sys.prefix}
 
 
 def _restored(name: str, into: Path) -> Path:
-    """The recorded file with the placeholders of its paths replaced by this machine's: the
+    """The recorded file with its paths' placeholders made this machine's (tests/replay.py): the
     analysis reads the source lines of the frames."""
-    text = (RECORDING / name).read_text()
-    for placeholder, path in PLACEHOLDERS.items():
-        text = text.replace(placeholder, path)
     out = into / name
-    out.write_text(text)
+    out.write_text(restore((RECORDING / name).read_text()))
     return out
 
 
