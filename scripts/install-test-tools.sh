@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Debian packages the tests need: Chromium (browser tests of the HTML report), wrk (the load
-# generator of the real-server tests), protoc and Go (the independent pprof readers), Node.js and
+# generator of the real-server tests), iproute2 (a remote host in a network namespace), protoc and Go (the independent pprof readers), Node.js and
 # npm (TypeScript's checker of the page's script, package.json), and the speedscope web app (the
 # npm package's offline build, opened by the browser tests). Skipped when
 # they cannot be installed, e.g. without root or without the network: the tests that need them
@@ -27,6 +27,8 @@ command -v go >/dev/null 2>&1 || missing+=(golang-go)
 # speedscope package
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+# ip (iproute2): a network namespace joined by a veth pair, the "remote host" of the chain tests
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null) \

@@ -71,7 +71,8 @@
    change is one cause, named by the causal order.
 8. The spread of the load over worker processes (SPREAD_FINDINGS) never ranks before a finding
    that shows the requests queue on one resource they all share (QUEUE_FINDINGS: a lock, the
-   GIL, a pool, a logging handler, an asyncio primitive or capacity before a backend) at a score
+   GIL, a pool, a logging handler, an asyncio primitive or capacity, a local backend at its
+   capacity) at a score
    that shows a problem, whatever gain the spread predicts: the uneven load is the queue's
    symptom (the process holding the queue works, the others wait on it or for requests), and
    balancing the load, or adding workers that queue on the same resource, buys nothing until
@@ -108,7 +109,8 @@ HUNG_FIRST = ("deadlock",)
 
 
 # Findings that the requests queue on one resource every request shares (rule 8).
-QUEUE_FINDINGS = ("lock_contention", "gil_contention", "pool_wait", "logging_lock", "async_wait")
+QUEUE_FINDINGS = ("lock_contention", "gil_contention", "pool_wait", "logging_lock", "async_wait",
+                  "backend_saturated")
 # Findings on how the load spreads over the worker processes: never ahead of such a queue.
 SPREAD_FINDINGS = ("worker_imbalance",)
 

@@ -222,4 +222,18 @@ def describe_activity(analysis: Analysis) -> str:
         if state == ThreadState.IO and "sleep(" in line:
             words = "asleep in time.sleep"
         where = f", most in {frame.function} ({frame.file.rsplit('/', 1)[-1]}:{frame.line})"
-    return f"the threads were {words} {100 * share:.0f}% of the time{where}"
+    return f"the threads were {words} {100 * share:.0f}% of the time{where}{_chain_end(analysis)}"
+
+
+def _chain_end(analysis: Analysis) -> str:
+    """Where the threads' waits end when no local process serves them: the remote address they
+    waited on most, as the kernel named it (model/servers.remote_waits)."""
+    from diagnose.model.servers import remote_waits
+
+    tids = [int(t) for t in analysis.threads["tid"]]
+    waits = remote_waits(analysis.kernel, tids)
+    if not waits:
+        return ""
+    top = waits[0]
+    return (f"; {len(top.tids)} of them waited {100 * top.share:.0f}% of the window on connections to "
+            f"{top.address}, which no process on this host serves: the chain ends there")

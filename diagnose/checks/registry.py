@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from diagnose.checks import (async_wait, compute_bound, cpu_bound, cpu_throttled, deadlock,
+from diagnose.checks import (async_wait, backend_saturated, compute_bound, cpu_bound, cpu_throttled, deadlock,
                              event_loop_blocked, gil_contention,
                              lock_contention, logging_lock, pool_wait, preprocess_bound,
                              scheduler_overhead, stage_bound, unbounded_backlog, underloaded,
@@ -20,10 +20,11 @@ from diagnose.checks.spec import CheckSpec, Evidence
 # gain, and the thread count is the first fix. A CPU quota that throttles comes before both: its
 # threads are runnable for want of quota, not of cores. Preprocessing comes before the GIL: the
 # work before the mechanism it holds the threads up by (both name the same code, and making the
-# work cheaper is the fix). A deadlock (a hung service) is first of all.
+# work cheaper is the fix). A deadlock (a hung service) is first of all. A backend at capacity
+# comes before the locks and idle workers its clients show: it is the end of their chain.
 # (CheckSpec[Any]: each check is typed with its own Settings class; the engine hands each its own.)
 CHECKS: tuple[CheckSpec[Any], ...] = tuple(m.SPEC for m in (
-    deadlock, event_loop_blocked, stage_bound, lock_contention, pool_wait, async_wait, logging_lock,
+    deadlock, event_loop_blocked, stage_bound, backend_saturated, lock_contention, pool_wait, async_wait, logging_lock,
     unbounded_backlog, cpu_throttled,
     scheduler_overhead, preprocess_bound, gil_contention, compute_bound, cpu_bound, underloaded))
 

@@ -34,12 +34,14 @@ from diagnose.checks.spec import Unit as U
 from diagnose.checks.base import (Finding, NotApplicable, ScoreBasis, Site, make_finding, pct, ramp,
                                   short_path, top_sites)
 from diagnose.model.profile import Frame, frame_is
+from diagnose.model.servers import server_waits
 from diagnose.model.vocab import HANDLER_ROLES, StageRole, ThreadRole, ThreadState
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
 
 ID = "underloaded"
+SATURATED = 0.6  # a backend at this share of its capacity or more is a limit, not a wait outside
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,7 @@ EVIDENCE = {
     "idle_threads": E("threads that only waited for work", U.THREADS),
     "cpu_utilization": E("CPU used, share of usable cores (OS)", U.PERCENT, none=NOT_MEASURED),
     **shared("async_wait_share"),
+    "saturated_backend_share": E("share of worker time waiting on a local backend at capacity", U.PERCENT),
     "downstream_await_share": E("share of request-task time awaiting calls outside the process",
                                 U.PERCENT),
     "downstream_await": E("await site of the call outside the process requests wait on most",
@@ -132,7 +135,10 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     in_flight = tasks is not None and tasks.request_tasks_avg > 0
     # Requests parked on the process's own primitives: the service waits on itself.
     local_factor = 1.0 - min(1.0, tasks.local_share) if tasks is not None and in_flight else 1.0
-    score = ramp(share, settings.low, settings.high) * cores_factor * local_factor
+    # Requests in flight at a local backend at its capacity wait on it, not for work: its share
+    # of the workers' time is taken off (backend_saturated speaks of it).
+    saturated = _saturated_backend_share(analysis, [int(t) for t in workers["tid"]])
+    score = ramp(share, settings.low, settings.high) * cores_factor * local_factor * (1.0 - saturated)
     evidence: dict[str, object] = {
         "waiting_share_of_workers": share,
         "idle_share_of_workers": idle_share,
@@ -140,6 +146,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
         "worker_threads": int(len(workers)),
         "idle_threads": int((workers["role"] == ThreadRole.IDLE).sum()),
         "cpu_utilization": utilization,
+        "saturated_backend_share": saturated,
     }
     sites = top_sites(analysis, samples[idle | outside], total, limit=3)
     summary = f"worker threads were idle waiting for work {pct(idle_share)} of the time"
@@ -170,7 +177,18 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                         samples=total,
                         basis=ScoreBasis("waiting_share_of_workers",
                                          lambda s: ramp(s, settings.low, settings.high)
-                                         * cores_factor * local_factor))
+                                         * cores_factor * local_factor * (1.0 - saturated)))
+
+
+def _saturated_backend_share(analysis: Analysis, tids: list[int]) -> float:
+    """Of the workers' time, the share spent waiting on local backends that ran at capacity
+    (model/servers.py; saturation SATURATED or more)."""
+    window = analysis.os.window_s if analysis.os is not None else 0.0
+    waits = server_waits(analysis.kernel, analysis.servers, tids, window)
+    if not tids:
+        return 0.0
+    waited = sum(w.share * len(w.tids) for w in waits if w.saturation >= SATURATED)
+    return min(1.0, waited / len(tids))
 
 
 SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run,

@@ -210,6 +210,7 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
             decision[rows[sites[rows] == top_site]] = objects_at[held]
     if frames:
         _file_lock_lines(kernel, tids, sites, undecided, decision, objects_at, frames)
+    _clients_of_servers(samples, kernel, tids, decision, objects_at)
     every = list(objects_at)
     rows = np.flatnonzero(decision >= 0)
     if not len(rows):
@@ -243,6 +244,29 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
     out["state"] = pd.Categorical(new_state, dtype=samples["state"].dtype)
     out["wait_kind"] = pd.Categorical(new_kind, dtype=samples["wait_kind"].dtype)
     return out
+
+
+CLIENT_SHARE = 0.5  # a thread asleep on one served socket this share of its ticks is its client
+
+
+def _clients_of_servers(samples: pd.DataFrame, kernel: KernelView, tids: np.ndarray, decision: np.ndarray,
+                        objects_at: Mapping[WaitObject, int]) -> None:
+    """A thread the frames read as waiting for work (a read at its own outermost loop) while the
+    kernel saw it asleep most of the window on a connection it opened to a listener (a process
+    on this host, or an address no local process serves): it is that peer's client, waiting on
+    it, not for work. The frames' reading is a guess from the loop's shape; the kernel names the
+    connection's side."""
+    idle_io = ((samples["state"] == ThreadState.IDLE) & (samples["wait_kind"] == WaitKind.IO)).to_numpy()
+    if not idle_io.any():
+        return
+    for tid, waits in kernel.threads.items():
+        top = waits.top
+        if top is None or top.resource != ResourceKind.SOCKET or not top.outbound:
+            continue
+        if waits.share(top.key) < CLIENT_SHARE:
+            continue
+        rows = (tids == tid) & idle_io & (decision < 0)
+        decision[rows] = objects_at[top]
 
 
 def _hidden_gil(samples: pd.DataFrame) -> np.ndarray:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from diagnose.collect.kernel_waits import (FileLockEntry, KernelRecord, KernelWaitReader,
-                                           pipe_ends, read_file_locks, socket_table)
+                                           pipe_ends, read_file_locks)
+from diagnose.collect.sockets import serving_pids, socket_table
 
 from diagnose.collect.cgroup import cpu_cgroup, read_throttling
 
@@ -358,6 +360,13 @@ class TreeRecord:
     sockets: dict[int, str] = field(default_factory=dict)
     # processes at a pipe's other end: pid -> (its parent, its command name)
     peers: dict[int, tuple[int, str]] = field(default_factory=dict)
+    # a connected socket's peer ("tcp 127.0.0.1:5432", "unix /run/x.sock", as in `sockets`) ->
+    # the local processes listening there (collect/sockets.py); empty: no local process does
+    servers: dict[str, list[int]] = field(default_factory=dict)
+    # those processes, read like the service's own but apart from it (no stacks): what serves
+    # the service's waits, its CPU and its own waits; pid -> record, and its command line
+    server_records: dict[int, ProcRecord] = field(default_factory=dict)
+    server_cmdlines: dict[int, list[str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"roots": self.roots,
@@ -369,7 +378,10 @@ class TreeRecord:
                                for t, entries in self.file_locks],
                 "pipes": {str(k): {str(p): m for p, m in v.items()} for k, v in self.pipes.items()},
                 "sockets": {str(k): v for k, v in self.sockets.items()},
-                "peers": {str(k): list(v) for k, v in self.peers.items()}}
+                "peers": {str(k): list(v) for k, v in self.peers.items()},
+                "servers": self.servers,
+                "server_processes": [{"record": rec.to_dict(), "cmdline": self.server_cmdlines.get(pid, [])}
+                                     for pid, rec in self.server_records.items()]}
 
     @classmethod
     def from_dict(cls, data: dict) -> "TreeRecord":
@@ -392,6 +404,11 @@ class TreeRecord:
                       for k, v in (data.get("pipes") or {}).items()}
         tree.sockets = {int(k): str(v) for k, v in (data.get("sockets") or {}).items()}
         tree.peers = {int(k): (int(v[0]), str(v[1])) for k, v in (data.get("peers") or {}).items()}
+        tree.servers = {str(k): [int(p) for p in v] for k, v in (data.get("servers") or {}).items()}
+        for entry in data.get("server_processes") or []:
+            rec = ProcRecord.from_dict(entry["record"])
+            tree.server_records[rec.pid] = rec
+            tree.server_cmdlines[rec.pid] = list(entry.get("cmdline") or [])
         return tree
 
     @property
@@ -405,6 +422,7 @@ class TreeSampler:
     was sampled until then."""
 
     RESCAN_S = 0.5  # children are looked for at most this often (a scan reads every /proc/<pid>)
+    MAX_SERVERS = 8  # processes serving the service's sockets read beside it, at most
 
     def __init__(self, roots: list[int], children: bool = True,
                  include=None, kernel_waits: bool = True):
@@ -416,6 +434,7 @@ class TreeSampler:
         self._include = include or tree.maps_python
         self.record = TreeRecord(roots=list(roots))
         self._samplers: dict[int, ProcSampler] = {}
+        self._servers: dict[int, ProcSampler] = {}  # processes serving its sockets (server_records)
         self._rejected: set[int] = set()
         self._started = time.time()
         self._last_scan = -1e9
@@ -471,6 +490,8 @@ class TreeSampler:
             for pid in self._rescan():
                 self._samplers[pid].start()
         alive = {pid: sampler.tick() for pid, sampler in list(self._samplers.items())}
+        for server in list(self._servers.values()):
+            server.tick()
         self._read_file_locks()
         self._resolve_new_sockets()
         return any(alive.get(pid) for pid in self.record.roots)
@@ -478,13 +499,37 @@ class TreeSampler:
     def _resolve_new_sockets(self) -> None:
         """What the sockets first waited on this tick are (a peer's address, a listener), read
         from the process's own network namespace now: a per-request connection is gone by the
-        window's end."""
-        for pid, sampler in self._samplers.items():
+        window's end. The processes serving a peer's address are read from then on (and what
+        their own sockets wait on, in turn: a chain of services)."""
+        for pid, sampler in [*self._samplers.items(), *self._servers.items()]:
             reader = sampler.kernel
             if reader is None or not reader.new_sockets:
                 continue
-            self.record.sockets.update(socket_table(pid, reader.new_sockets))
+            found = socket_table(pid, reader.new_sockets)
+            self.record.sockets.update(found)
             reader.new_sockets = set()
+            self._find_servers(pid, found.values())
+
+    def _find_servers(self, pid: int, peers: Iterable[str], sample: bool = True) -> None:
+        """The local processes listening where `pid`'s connections lead, once per address; each
+        is sampled from now on (its CPU, its threads, its own waits), up to MAX_SERVERS."""
+        for peer in peers:
+            kind, _, address = peer.partition(" ")
+            if kind not in ("tcp", "unix") or address == "(unnamed)" or peer in self.record.servers:
+                continue
+            pids = serving_pids(pid, address if kind == "tcp" else peer)
+            self.record.servers[peer] = list(pids)
+            for server in pids:
+                if (not sample or server in self._samplers or server in self._servers
+                        or len(self._servers) >= self.MAX_SERVERS):
+                    continue
+                # its own window, from now: its CPU is a rate over the span it was read
+                sampler = ProcSampler(server, kernel_waits=self.kernel_waits)
+                info = self._tree.node(server)
+                self.record.server_cmdlines[server] = list(info.cmdline) if info else []
+                self._servers[server] = sampler
+                self.record.server_records[server] = sampler.record
+                sampler.start()
 
     def _read_file_locks(self) -> None:
         """/proc/locks, at a tick where a thread waited for a file lock: its holder and queue."""
@@ -502,7 +547,7 @@ class TreeSampler:
         return any(self._samplers[pid].alive() for pid in self.record.roots)
 
     def finish(self) -> TreeRecord:
-        for sampler in self._samplers.values():
+        for sampler in [*self._samplers.values(), *self._servers.values()]:
             sampler.finish()
         self._resolve_ends()
         return self.record
@@ -520,7 +565,9 @@ class TreeSampler:
                     pipes.add(int(target[6:-1]))
                 elif target.startswith("socket:["):
                     sockets.add(int(target[8:-1]))
-            self.record.sockets.update(socket_table(pid, sockets))
+            found = socket_table(pid, sockets - set(self.record.sockets))
+            self.record.sockets.update(found)
+            self._find_servers(pid, found.values(), sample=False)  # the window is over
         if pipes:
             pids = sorted(set(self._samplers) | {p for root in self.record.roots
                                                  for p in self._tree.descendants(root)})

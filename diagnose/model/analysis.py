@@ -21,6 +21,7 @@ from diagnose.model.native_pools import LIBRARIES as POOL_LIBRARIES
 from diagnose.model.os_summary import ProcessOS, ThreadOS, summarize
 from diagnose.model.profile import Frame, Profile
 from diagnose.model.run_context import RunContext
+from diagnose.model.servers import ServerProcess
 from diagnose.model.table import StackTable, build_sample_table, classify_stacks
 from diagnose.model.vocab import ACTIVE, PARKING_KINDS, RUNNING, STATES, ProcessRole, ThreadRole, ThreadState
 
@@ -58,6 +59,9 @@ class Analysis:
     # What the kernel saw each blocked thread wait on (model/kernel_waits.py); None offline or
     # where the reader did not run.
     kernel: KernelView | None = None
+    # The local processes serving its sockets, read beside it (model/servers.py), by pid; empty
+    # offline or where its threads waited on no socket a local process serves.
+    servers: Mapping[int, ServerProcess] = field(default_factory=dict)
 
     @functools.cached_property
     def native_threads(self) -> int:

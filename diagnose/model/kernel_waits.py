@@ -67,6 +67,9 @@ class WaitObject:
     # of the readings that listed the object, the share in which each holder held it (file
     # locks, from /proc/locks); empty where the kernel names a holder without a share
     holder_shares: tuple[float, ...] = ()
+    # a connection this process opened to a listener (a socket's client side): waiting on it is
+    # waiting on the peer, never for work; False for a connection it accepted
+    outbound: bool = False
 
 
 RUNNING_OBJECT = WaitObject(None, "running", "on a CPU", Blocking.RUNNING)
@@ -260,8 +263,15 @@ class _Decoder:
             if what.startswith("listen"):
                 return WaitObject(ResourceKind.LISTEN, f"listen:{inode}", what, Blocking.IDLE, call)
             peer = what.split(" ", 1)[1] if " " in what else ""
+            if what.startswith("accepted "):  # the server's end: its client's next request
+                return WaitObject(ResourceKind.SOCKET, f"socket:{peer}", f"connection from {peer}",
+                                  Blocking.OUTSIDE, call)
+            # the local processes listening where it leads (collect/sockets.py): its servers
+            servers = tuple(p for p in (self.tree.servers.get(what, ()) if self.tree is not None else ())
+                            if p != self.pid)
             return WaitObject(ResourceKind.SOCKET, f"socket:{peer or inode}",
-                              f"socket to {peer}" if peer else f"socket {inode}", Blocking.OUTSIDE, call)
+                              f"socket to {peer}" if peer else f"socket {inode}", Blocking.OUTSIDE, call,
+                              servers, outbound=bool(peer) and peer != "(unnamed)")
         return WaitObject(ResourceKind.OTHER, f"io:{target or fd}", f"{call} on {target or f'descriptor {fd}'}",
                           Blocking.OUTSIDE, call)
 

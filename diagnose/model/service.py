@@ -47,6 +47,7 @@ from diagnose.model.kernel_waits import kernel_view
 from diagnose.model.os_summary import combine
 from diagnose.model.profile import Profile
 from diagnose.model.run_context import RunContext, RunTarget
+from diagnose.model.servers import server_processes
 from diagnose.model.vocab import BUSY, CONTENDED, IN_PROCESS_KINDS, SERVING_ROLES, ProcessRole
 
 MASTER_MAX_BUSY_SHARE = 0.15  # without /proc: a process busier than this does work itself
@@ -140,6 +141,7 @@ def build_service(profile: Profile, categorizer: Categorizer, tree: TreeRecord |
     """`tree`: the /proc TreeRecord of the window (None offline). `task_recordings`: each
     process's asyncio tasks read from its memory, by pid (`attach`; none offline)."""
     recordings = task_recordings or {}
+    servers = server_processes(tree)
     stacks = classify_profile(profile, categorizer, native_profile)
     pids = profile.pids
     # threads by the ids py-spy reports: the target's own, inside a container's pid namespace
@@ -156,6 +158,7 @@ def build_service(profile: Profile, categorizer: Categorizer, tree: TreeRecord |
         analysis = analysis_of(profile, stacks, record, run, native=native_profile,
                                kernel=kernel, decided=decided)
         analysis.tasks = recordings.get(pid) if pid is not None else None
+        analysis.servers = servers
         if analysis.tasks is None and pid is None and len(recordings) == 1:
             analysis.tasks = next(iter(recordings.values()))
         view = ProcessView(pid, tree.parents.get(pid) if tree is not None and pid is not None else None,
@@ -174,6 +177,7 @@ def build_service(profile: Profile, categorizer: Categorizer, tree: TreeRecord |
         analysis = analysis_of(profile.of_process(pid), stacks, record, run, native=native,
                                kernel=kernels.get(pid), decided=decided)
         analysis.tasks = recordings.get(pid)
+        analysis.servers = servers
         view = ProcessView(pid, tree.parents.get(pid) if tree is not None else None, ProcessRole.WORKER,
                            _cmdline(tree, pid, run), analysis)
         _lifetime(view, tree)
@@ -183,6 +187,7 @@ def build_service(profile: Profile, categorizer: Categorizer, tree: TreeRecord |
         view.analysis.process_role = view.role
     summaries = [v.analysis.os for v in views if v.analysis.os is not None]
     combined = analysis_of(profile, stacks, None, run, combine(summaries) if summaries else None)
+    combined.servers = servers
     return Service(combined, views)
 
 

@@ -14,6 +14,7 @@ source cannot name the locks).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,7 @@ from diagnose.model.kernel_waits import (Blocking, KernelView, WaitObject, knot_
                                          serving_peer)
 from diagnose.model.held_locks import LockSite, acquired_at
 from diagnose.model.profile import frame_is
+from diagnose.model.servers import ServerProcess
 from diagnose.model.vocab import (RUNNING, GraphEdgeKind, NodeKind, ProcessRole, ResourceKind, ThreadRole,
                                   ThreadState)
 from diagnose.report.model.wait_graph import WaitEdge, WaitGraph, WaitNode
@@ -92,7 +94,9 @@ def build_wait_graph(service: Service) -> WaitGraph | None:
                     holder_shares_of[resource_id] = obj.holder_shares
         _add_tasks(view.pid, view.role, analysis, window, nodes, edges, waited, waiters, held_threads,
                    group_tids)
-    # Who holds or serves what: the kernel's own holders (file locks, pipes, children).
+    # Who holds or serves what: the kernel's own holders (file locks, pipes, children, the local
+    # processes listening where a socket leads).
+    servers = views[0].analysis.servers
     for resource_id, pids in holders_of.items():
         kind = nodes[resource_id].resource
         edge_kind = GraphEdgeKind.HELD_BY if kind == ResourceKind.FILE_LOCK else GraphEdgeKind.SERVED_BY
@@ -101,7 +105,7 @@ def build_wait_graph(service: Service) -> WaitGraph | None:
             target = group_of_pid.get(pid)
             if target is None:
                 target = f"p:{pid}"
-                nodes.setdefault(target, WaitNode(target, NodeKind.PROCESS, f"process {pid}", pid))
+                nodes.setdefault(target, _process_node(target, pid, servers.get(pid)))
             edges.append(WaitEdge(resource_id, target, edge_kind, shares[i] if i < len(shares) else 0.0))
     # A lock whose waiters take turns on a process outside (a sidecar behind a pipe): held, in
     # turn, by the thread on that process; lock -> resource id of the pipe and its occupancy.
@@ -134,7 +138,7 @@ def build_wait_graph(service: Service) -> WaitGraph | None:
                    and set(group_tids.get(n.id, ())) & set(knot.tids)]
             ids += [_resource_id(lock, knot.pid) for lock in knot.locks]
             knots.append(tuple(i for i in ids if i in nodes))
-    bottleneck, summary = _bottleneck(nodes, edges, waited, waiters, holders_of, knots, peers)
+    bottleneck, summary = _bottleneck(nodes, edges, waited, waiters, holders_of, knots, peers, servers)
     kept = _keep(nodes, edges, bottleneck)
     return WaitGraph(tuple(n for n in nodes.values() if n.id in kept),
                      tuple(e for e in edges if e.source in kept and e.target in kept),
@@ -229,8 +233,8 @@ def _resource_id(obj: WaitObject, pid: int) -> str:
 
 def _bottleneck(nodes: dict[str, WaitNode], edges: list[WaitEdge], waited: dict[str, float],
                 waiters: dict[str, set[str]], holders_of: dict[str, tuple[int, ...]],
-                knots: list[tuple[str, ...]], peers: dict[str, tuple[str, float]]
-                ) -> tuple[str | None, str]:
+                knots: list[tuple[str, ...]], peers: dict[str, tuple[str, float]],
+                servers: Mapping[int, ServerProcess]) -> tuple[str | None, str]:
     if knots:
         knot = knots[0]
         threads = sum(nodes[i].threads for i in knot if nodes[i].kind == NodeKind.THREADS)
@@ -239,11 +243,12 @@ def _bottleneck(nodes: dict[str, WaitNode], edges: list[WaitEdge], waited: dict[
         return (locks[0] if locks else None,
                 f"hang: {threads} threads of process {pid} blocked all window on {len(locks)} "
                 f"locks, and nothing in the process ran to release them")
-    # a pipe or a child counts only where another process serves it (a self-pipe is a wake-up)
+    # a pipe or a child counts only where another process serves it (a self-pipe is a wake-up),
+    # a socket only where a local process does (a remote one is outside the chain's reach)
+    served_kinds = (ResourceKind.PIPE, ResourceKind.CHILD, ResourceKind.SOCKET)
     candidates = [(seconds, rid) for rid, seconds in waited.items()
-                  if nodes[rid].resource in HELD_RESOURCES and seconds > 0
-                  and (nodes[rid].resource not in (ResourceKind.PIPE, ResourceKind.CHILD)
-                       or holders_of.get(rid))]
+                  if nodes[rid].resource in HELD_RESOURCES + (ResourceKind.SOCKET,) and seconds > 0
+                  and (nodes[rid].resource not in served_kinds or holders_of.get(rid))]
     if not candidates:
         return None, ""
     seconds, rid = max(candidates)
@@ -268,11 +273,41 @@ def _bottleneck(nodes: dict[str, WaitNode], edges: list[WaitEdge], waited: dict[
     if held and set(held) <= waiting_pids:
         # the waiters hold it in turn: they serialise on it, there is no holder beyond them
         holder = f", held in turn by the waiters themselves (process {', '.join(map(str, held[:3]))})"
+    elif node.resource == ResourceKind.SOCKET:
+        holder = _server_words(held, servers)
     else:
         holder = f", {verb} process {', '.join(map(str, held[:3]))}" if held else ""
         holder += _holder_chain(rid, nodes, edges)
     unit = "task-seconds" if tasks else "thread-seconds"
     return rid, f"{who} wait for {node.label} ({seconds:.1f} {unit}){holder}"
+
+
+def _process_node(node_id: str, pid: int, server: ServerProcess | None) -> WaitNode:
+    """A process outside the service's threads: a server read beside it says its load."""
+    if server is None:
+        return WaitNode(node_id, NodeKind.PROCESS, f"process {pid}", pid)
+    program = server.command[0].rsplit("/", 1)[-1] if server.command else ""
+    label = f"server {pid}" + (f": {program}" if program else "") + f" ({server.cpu_cores:.2f} cores)"
+    return WaitNode(node_id, NodeKind.PROCESS, label, pid, server.threads,
+                    detail=f"busiest thread {server.busiest_thread_cores:.2f} cores"
+                           + (f"; waits on {server.top_wait} {server.top_wait_share:.0%}"
+                              if server.top_wait else ""))
+
+
+def _server_words(held: tuple[int, ...], servers: Mapping[int, ServerProcess]) -> str:
+    """", served by process 4711 (1.00 cores, its busiest thread 0.98), which waits on the GIL
+    (40% of its threads' time)": the socket's local servers as /proc measured them."""
+    read = [servers[p] for p in held if p in servers]
+    if not read:
+        return f", served by process {', '.join(map(str, held[:3]))}" if held else ""
+    words = []
+    for server in read[:3]:
+        text = (f"process {server.pid} ({server.cpu_cores:.2f} cores, its busiest thread "
+                f"{server.busiest_thread_cores:.2f})")
+        if server.top_wait:
+            text += f", which waits on {server.top_wait} ({server.top_wait_share:.0%} of its threads' time)"
+        words.append(text)
+    return ", served by " + "; ".join(words)
 
 
 def _holder_chain(resource_id: str, nodes: dict[str, WaitNode], edges: list[WaitEdge]) -> str:

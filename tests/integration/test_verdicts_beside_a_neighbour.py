@@ -29,6 +29,7 @@ from tests.integration import pythons
 from tests.integration.conftest import requires_ptrace, running, workload_command
 from tests.integration.test_async_workloads import check_async_wait
 from tests.integration.test_cpu_quota import QUOTA_CORES, quota_group  # noqa: F401 (a fixture)
+from tests.integration.servers import free_port
 from tests.integration.test_deadlock import check_deadlock
 from tests.integration.typed import evidence, finding, number, outcome, run_report
 
@@ -228,3 +229,11 @@ def test_locked_model_with_a_blas_pool_beside_a_busy_core_is_lock_contention_adv
     lock = finding(report, "lock_contention")
     assert lock.sites[0].line == site_line("locked_blas", "contended-acquire"), brief(report)
     assert "OPENBLAS_NUM_THREADS=1" in report.verdict.first_advice[0], report.verdict.first_advice
+
+
+def test_threads_waiting_on_a_local_backend_at_capacity_beside_a_busy_core_name_the_backend(neighbour, out_dir):
+    port = str(free_port())
+    with running(workload_command("feature_backend", "--seconds", "120", "--port", port)) as backend:
+        report = workload_beside(neighbour, "remote_backend", out_dir, "--port", port, seconds=SHORT_SECONDS)
+    assert report.verdict.primary == "backend_saturated", brief(report)
+    assert f"pid {backend}" in str(evidence(finding(report, "backend_saturated"), "backend")), brief(report)

@@ -13,8 +13,8 @@ import numpy as np
 from diagnose.checks.service import run_service_checks
 from diagnose.classify.categories import Categorizer
 from diagnose.collect.kernel_waits import (REREAD_POLLED_FDS, RUNNING, KernelRecord,
-                                           KernelWaitReader, _address, parse_locks,
-                                           parse_syscall)
+                                           KernelWaitReader, parse_locks, parse_syscall)
+from diagnose.collect.sockets import _address
 from diagnose.collect.procfs import ProcRecord, ThreadCounters, TreeRecord, as_seen_inside
 from diagnose.model.kernel_waits import Blocking, kernel_view, lock_knot
 from diagnose.model.os_summary import summarize

@@ -1,0 +1,206 @@
+"""The processes that serve the service's sockets, as /proc measured them beside it.
+
+A request thread asleep in `recv()` waits for the process at the connection's other end. When
+that process is on this host (collect/sockets.py finds the ones listening on the peer's
+address), it was read like the service's own processes for the rest of the window, without its
+stacks: its threads' CPU, and what each of its blocked threads waited on (the kernel's syscall
+record, decoded as for the service). Here that becomes a `ServerProcess`: how busy it was, and
+whether it was at its capacity — its busiest thread on a core the whole window (one serving
+thread, an event loop), all its usable cores busy, or its Python threads queued on its GIL while
+it ran a core's worth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from diagnose.collect.procfs import ProcRecord, TreeRecord
+from diagnose.model.kernel_waits import Blocking, KernelView, kernel_view
+from diagnose.model.os_summary import summarize
+from diagnose.model.vocab import ResourceKind
+
+GIL_BOUND_SHARE = 0.2  # its blocked-or-running threads waited this share on its GIL: Python-bound
+BUSY_THREAD_CORES = 0.5  # a thread that ran half a core or more is one of its busy threads
+
+
+@dataclass(frozen=True)
+class ServerProcess:
+    """One local process serving the service's connections, over the span it was read."""
+
+    pid: int
+    command: tuple[str, ...]
+    addresses: tuple[str, ...]  # the peers it serves, as the sockets name them ("tcp 127.0.0.1:8000")
+    window_s: float  # the span it was read, from when the service was first seen waiting on it
+    cpu_cores: float  # its CPU over that span (/proc), in cores
+    usable_cores: float
+    threads: int
+    busy_threads: int  # threads that ran BUSY_THREAD_CORES or more
+    busiest_thread: str  # that thread's name (comm)
+    busiest_thread_cores: float
+    # that thread's share of the window running or runnable (CPU plus run-queue wait, schedstat):
+    # on a machine whose cores are taken, a serving thread at capacity waits for a core too
+    busiest_thread_busy: float
+    gil_share: float  # of its threads' /proc ticks (idle ones aside), the share waiting on its GIL
+    top_wait: str  # what its threads waited on most (the kernel's words), "" when nothing
+    top_wait_share: float  # that wait's share of its threads' ticks
+
+    @property
+    def saturation(self) -> float:
+        """How close to its capacity it ran, 0-1: its busiest thread's share of the window running
+        or runnable, its share
+        of its usable cores, or, with its threads queued on its GIL, its cores over the one core
+        the GIL lets Python run on; the largest of these."""
+        gil_bound = self.cpu_cores if self.gil_share >= GIL_BOUND_SHARE else 0.0
+        cores = self.cpu_cores / self.usable_cores if self.usable_cores else 0.0
+        return min(1.0, max(self.busiest_thread_busy, cores, gil_bound))
+
+    @property
+    def name(self) -> str:
+        """`pid 4711 (python backend.py)`: the command as run (secrets redacted when printed)."""
+        return f"pid {self.pid}" + (f" ({' '.join(self.command)})" if self.command else "")
+
+
+def server_processes(tree: TreeRecord | None) -> dict[int, ServerProcess]:
+    """Every server process the window read, by pid."""
+    if tree is None:
+        return {}
+    out = {}
+    for pid, record in tree.server_records.items():
+        if not record.first:
+            continue
+        os_ = summarize(record)
+        window = max(os_.window_s, 1e-6)
+        per_thread = sorted(((t.cpu_s / window, t.comm, (t.cpu_s + (t.runqueue_wait_s or 0.0)) / window)
+                             for t in os_.threads.values()), reverse=True)
+        busiest_cores, busiest, busiest_busy = per_thread[0] if per_thread else (0.0, "", 0.0)
+        gil_share, top, top_share = _own_waits(record, tree)
+        out[pid] = ServerProcess(
+            pid, tuple(tree.server_cmdlines.get(pid, ())),
+            tuple(sorted(a for a, pids in tree.servers.items() if pid in pids)),
+            round(window, 3), round(os_.cpu_s / window, 4), os_.usable_cores, len(os_.threads),
+            sum(1 for cores, _, _ in per_thread if cores >= BUSY_THREAD_CORES), busiest,
+            round(min(1.0, busiest_cores), 4), round(min(1.0, busiest_busy), 4), round(gil_share, 4), top,
+            round(top_share, 4))
+    return out
+
+
+def _own_waits(record: ProcRecord, tree: TreeRecord) -> tuple[float, str, float]:
+    """Of its threads' ticks (those idle for work aside): the share on its GIL, and its most
+    observed wait (its label and share)."""
+    kernel = kernel_view(record, tree)
+    if kernel is None:
+        return 0.0, "", 0.0
+    ticks = gil = 0
+    waits: dict[str, int] = {}
+    for tid, thread in kernel.threads.items():
+        if any(o.blocking == Blocking.IDLE for o, _ in thread.objects[:1]):
+            continue  # a thread waiting for connections serves none
+        ticks += max(kernel.ticks.get(tid, thread.observations), thread.observations)
+        for obj, n in thread.objects:
+            if obj.resource == ResourceKind.GIL:
+                gil += n
+            # a socket no local process serves is most often its own client's: waiting for work
+            served = obj.resource != ResourceKind.SOCKET or obj.holders
+            if obj.blocking not in (Blocking.RUNNING, Blocking.IDLE) and served:
+                waits[obj.label] = waits.get(obj.label, 0) + n
+    if not ticks:
+        return 0.0, "", 0.0
+    top = max(waits, key=lambda k: waits[k], default="")
+    return gil / ticks, top, (waits[top] / ticks if top else 0.0)
+
+
+MIN_THREAD_SHARE = 0.05  # a thread waiting on a server less often than this is not its client
+
+
+@dataclass(frozen=True)
+class ServerWait:
+    """A process's threads waiting on the local processes behind one address."""
+
+    address: str  # the peer as the kernel names it ("127.0.0.1:8000", "/run/x.sock")
+    servers: tuple[ServerProcess, ...]
+    tids: tuple[int, ...]  # the threads that waited on it
+    share: float  # their mean share of /proc ticks waiting on it
+    seconds: float  # thread-seconds waited on it over the window
+
+    @property
+    def occupancy(self) -> float:
+        """Threads waiting on it at once, on average: requests in flight at the servers."""
+        return self.share * len(self.tids)
+
+    @property
+    def saturation(self) -> float:
+        """The servers' mean saturation (ServerProcess.saturation): one idle copy of two is
+        half the capacity unused."""
+        return sum(s.saturation for s in self.servers) / len(self.servers) if self.servers else 0.0
+
+    @property
+    def busy_threads(self) -> int:
+        """The servers' threads that ran half a core or more: requests served at once."""
+        return sum(s.busy_threads for s in self.servers)
+
+
+def server_waits(kernel: KernelView | None, servers: Mapping[int, ServerProcess], tids: Iterable[int],
+                 window_s: float) -> list[ServerWait]:
+    """For each address whose local servers were read, the threads among `tids` that waited on
+    it and how much; the most waited first."""
+    if kernel is None or not servers:
+        return []
+    shares: dict[str, dict[int, float]] = {}
+    holders: dict[str, tuple[int, ...]] = {}
+    for tid in tids:
+        waits = kernel.threads.get(tid)
+        if waits is None:
+            continue
+        seen = max(1, kernel.ticks.get(tid, waits.observations))
+        for obj, n in waits.objects:
+            if obj.resource != ResourceKind.SOCKET or not any(p in servers for p in obj.holders):
+                continue
+            address = obj.key.partition(":")[2]
+            per_thread = shares.setdefault(address, {})
+            per_thread[tid] = per_thread.get(tid, 0.0) + n / seen
+            holders[address] = obj.holders
+    out = []
+    for address, per_thread in shares.items():
+        clients = {t: s for t, s in per_thread.items() if s >= MIN_THREAD_SHARE}
+        if not clients:
+            continue
+        share = sum(clients.values()) / len(clients)
+        out.append(ServerWait(address, tuple(servers[p] for p in holders[address] if p in servers),
+                              tuple(sorted(clients)), round(share, 4),
+                              round(sum(clients.values()) * window_s, 3)))
+    return sorted(out, key=lambda w: -w.seconds)
+
+
+@dataclass(frozen=True)
+class RemoteWait:
+    """Threads waiting on connections to an address no local process listens on (another host,
+    another network namespace): the end of the chain this host can see."""
+
+    address: str
+    tids: tuple[int, ...]
+    share: float  # their mean share of /proc ticks waiting on it
+
+
+def remote_waits(kernel: KernelView | None, tids: Iterable[int]) -> list[RemoteWait]:
+    """For each connected socket's peer no local process serves, the threads among `tids`
+    that waited on it; the most waited first."""
+    if kernel is None:
+        return []
+    shares: dict[str, dict[int, float]] = {}
+    for tid in tids:
+        waits = kernel.threads.get(tid)
+        if waits is None:
+            continue
+        seen = max(1, kernel.ticks.get(tid, waits.observations))
+        for obj, n in waits.objects:
+            if obj.resource != ResourceKind.SOCKET or obj.holders or not obj.outbound:
+                continue
+            per_thread = shares.setdefault(obj.key.partition(":")[2], {})
+            per_thread[tid] = per_thread.get(tid, 0.0) + n / seen
+    out = []
+    for address, per_thread in shares.items():
+        clients = {t: s for t, s in per_thread.items() if s >= MIN_THREAD_SHARE}
+        if clients:
+            out.append(RemoteWait(address, tuple(sorted(clients)), round(sum(clients.values()) / len(clients), 4)))
+    return sorted(out, key=lambda w: -w.share * len(w.tids))

@@ -1,0 +1,127 @@
+"""A wait on a socket followed to the local process serving it (collect/sockets.py,
+model/servers.py, checks/backend_saturated.py): the kernel's tables in-process, and a recorded
+attach of a front end whose 16 request threads wait on a backend at capacity
+(fixtures/recorded/backend_saturated_tcp/, made by tests/integration/test_server_chains.py on
+fixtures/workloads/remote_backend.py and feature_backend.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+from pathlib import Path
+
+from diagnose.collect.sockets import (_peer_attribute, listener_inodes, socket_owners, socket_table,
+                                      unix_peer_inode)
+from diagnose.model.servers import ServerProcess
+from tests.conftest import RECORDED
+from tests.replay import replay
+
+CASE = "backend_saturated_tcp"
+NAME = "front_end_16_threads"
+
+
+def _inode(sock: socket.socket) -> int:
+    return os.fstat(sock.fileno()).st_ino
+
+
+# -- the kernel's tables, read in this process ---------------------------------------------------
+
+def test_a_tcp_connection_names_its_peer_and_the_listener_there_names_its_owner() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        address = "127.0.0.1:%d" % listener.getsockname()[1]
+        with socket.create_connection(listener.getsockname()) as client:
+            table = socket_table(os.getpid(), {_inode(client), _inode(listener)})
+            assert table[_inode(client)] == f"tcp {address}"
+            assert table[_inode(listener)] == f"listen {address}"
+        assert listener_inodes(os.getpid(), address) == {_inode(listener)}
+        assert socket_owners({_inode(listener)}) == {_inode(listener): {os.getpid()}}
+
+
+def test_a_connected_unix_socket_is_named_by_the_path_its_peer_listens_on(tmp_path: Path) -> None:
+    path = str(tmp_path / "backend.sock")
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(path)
+        listener.listen(1)
+        with socket.socket(socket.AF_UNIX) as client:
+            client.connect(path)
+            accepted, _ = listener.accept()
+            with accepted:
+                assert unix_peer_inode(_inode(client)) == _inode(accepted)
+                assert socket_table(os.getpid(), {_inode(client)}) == {_inode(client): f"unix {path}"}
+        assert listener_inodes(os.getpid(), f"unix {path}") == {_inode(listener)}
+
+
+def test_a_sock_diag_reply_for_another_socket_or_an_error_names_no_peer() -> None:
+    header = struct.pack("=IHHII", 40, 20, 0, 1, 0)
+    message = struct.pack("=BBBBIII", socket.AF_UNIX, 1, 1, 0, 77, 0, 0)
+    peer = struct.pack("=HHI", 8, 2, 78)
+    assert _peer_attribute(header + message + peer, 77) == 78
+    assert _peer_attribute(header + message + peer, 99) is None
+    error = struct.pack("=IHHII", 36, 2, 0, 1, 0) + struct.pack("=i", -2) + b"\0" * 16
+    assert _peer_attribute(error, 77) is None
+
+
+# -- how busy a server was ----------------------------------------------------------------------
+
+def _server(cpu: float, busiest: float, gil: float, usable: float = 2.0, runnable: float = 0.0
+            ) -> ServerProcess:
+    return ServerProcess(1, ("python", "backend.py"), ("tcp 127.0.0.1:9000",), 4.0, cpu, usable, 8, 1,
+                         "scorer", busiest, busiest + runnable, gil, "", 0.0)
+
+
+def test_a_server_is_at_capacity_by_its_busiest_thread_its_cores_or_its_gil() -> None:
+    assert _server(cpu=0.98, busiest=0.97, gil=0.0).saturation > 0.9  # one serving thread
+    assert _server(cpu=1.9, busiest=0.5, gil=0.0).saturation > 0.9  # every usable core
+    # four threads sharing a core's worth of Python, queued on the GIL
+    assert _server(cpu=0.95, busiest=0.3, gil=0.4).saturation > 0.9
+    # the same CPU without GIL waits: threads that mostly wait (an IO-bound lookup) have room
+    assert _server(cpu=0.95, busiest=0.3, gil=0.0).saturation < 0.6
+    assert _server(cpu=0.05, busiest=0.02, gil=0.0).saturation < 0.1
+    # a serving thread that ran 0.6 of the window and waited for a core the rest: a machine whose
+    # cores are taken, the server still at its capacity
+    assert _server(cpu=0.6, busiest=0.6, gil=0.0, runnable=0.35).saturation > 0.9
+
+
+# -- the recorded attach ------------------------------------------------------------------------
+
+def test_threads_waiting_on_a_backend_at_capacity_are_told_the_backend_is_the_limit(tmp_path: Path) -> None:
+    report = replay(CASE, NAME, tmp_path)
+    assert report.verdict.primary == "backend_saturated", report.verdict
+    found = report.finding("backend_saturated")
+    assert found is not None
+    procfs = json.loads((RECORDED / CASE / f"{NAME}.procfs.json").read_text())
+    # the backend's own client connections were looked up too, and no local process serves them
+    procfs["servers"] = {a: pids for a, pids in procfs["servers"].items() if pids}
+    (backend,) = {p for pids in procfs["servers"].values() for p in pids}
+    assert f"pid {backend}" in str(found.value("backend").value)
+    assert found.value("backend_clients").value == 16
+    assert "run more of it" in found.advice[0].lower()
+    # a request thread asleep in recv at its own loop is the backend's client, not idle
+    underloaded = report.finding("underloaded")
+    assert underloaded is None or underloaded.score < 25
+    (address,) = procfs["servers"]
+    graph = report.wait_graph
+    assert graph is not None and graph.bottleneck == "r:socket:" + address.split(" ")[1]
+    served = {e.target for e in graph.edges if e.source == graph.bottleneck and e.kind == "served_by"}
+    assert served == {f"p:{backend}"}
+
+
+def test_the_same_waits_on_a_backend_that_used_no_cpu_do_not_call_it_the_limit(tmp_path: Path) -> None:
+    procfs = json.loads((RECORDED / CASE / f"{NAME}.procfs.json").read_text())
+    for entry in procfs["server_processes"]:  # the backend's counters: no CPU over the window
+        record = entry["record"]
+        for tid, first in record["first"].items():
+            record["last"][tid] = dict(record["last"].get(tid, first), cpu_s=first["cpu_s"])
+    case = tmp_path / "recorded"
+    case.mkdir()
+    for path in (RECORDED / CASE).glob(f"{NAME}.*"):
+        (case / path.name).write_text(path.read_text())
+    (case / f"{NAME}.procfs.json").write_text(json.dumps(procfs))
+    report = replay(str(case), NAME, tmp_path)
+    assert report.verdict.primary != "backend_saturated", report.verdict
+    found = report.finding("backend_saturated")
+    assert found is not None and found.score < 25
