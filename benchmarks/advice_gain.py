@@ -103,6 +103,8 @@ def knob_args(fixture: str, fix: dict | None) -> list[str] | None:
     # async_wait names the semaphore itself as the knob (its name at the await site)
     if fixture == "async_semaphore" and isinstance(value, int) and not isinstance(value, bool):
         return ["--permits", str(value)]
+    if knob == "executor_max_workers" and fixture == "async_executor":
+        return ["--max-workers", str(value)]
     if knob == "break_await" and fixture == "await_cycle":
         return ["--acyclic"]
     # the workload makes its own cgroup v1 group with that quota (root; unlimited otherwise)

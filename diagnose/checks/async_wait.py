@@ -285,6 +285,32 @@ def capacity_advice(site: AwaitSite, holders: ThreadHolders | None, estimate: st
             {"knob": THREAD_LIMITER_KNOB, "value": reach})
 
 
+EXECUTOR_BUSY = 0.8  # of an executor's threads, busy on average: every one of them is taken
+EXECUTOR_KNOB = "executor_max_workers"
+
+
+def executor_advice(site: AwaitSite, holders: ThreadHolders, estimate: str, reach: int
+                    ) -> tuple[str, dict[str, object] | None]:
+    """The advice for requests awaiting futures an executor's threads resolve, every thread
+    taken (run_in_executor, asyncio.to_thread, a ThreadPoolExecutor): the executor is the
+    limit, not the code that awaits it."""
+    said = holders_words(holders, None)
+    busy = f"{holders.busy_avg:.1f} of its {holders.threads} threads busy on average"
+    wanted = max(reach, holders.threads + 1)
+    if holders.state in OUTSIDE:
+        return (f"Requests wait {pct(site.share)} of their time for futures an executor's threads "
+                f"resolve ({busy}; {said}): the executor is the limit. Give it about {wanted} "
+                f"workers (`loop.set_default_executor(ThreadPoolExecutor(max_workers={wanted}))` "
+                f"for run_in_executor(None, ...) and asyncio.to_thread, or the max_workers of the "
+                f"executor passed to run_in_executor), or make the call async so no thread is held "
+                f"while it waits ({estimate}, if what it calls takes the extra concurrent calls).",
+                {"knob": EXECUTOR_KNOB, "value": wanted})
+    return (f"Requests wait {pct(site.share)} of their time for futures an executor's threads "
+            f"resolve ({busy}; {said}): more workers add threads to the same work. Make that work "
+            f"cheaper, or run it in processes; raise max_workers only while the cores have room "
+            f"({estimate}).", None)
+
+
 def first_advice(site: AwaitSite, summary: TaskSummary, gain: float,
                  holders: ThreadHolders | None = None) -> tuple[str, dict[str, object] | None]:
     """The advice for the top site, with the knob and value it proposes (or None)."""
@@ -315,6 +341,9 @@ def first_advice(site: AwaitSite, summary: TaskSummary, gain: float,
         return (f"Requests wait {pct(site.share)} of their time to get from the {where} (a pool "
                 f"of items): add items to the pool if what they stand for has headroom "
                 f"({estimate}).", None)
+    if site.kind == AwaitKind.FUTURE and holders is not None and holders.threads and \
+            holders.busy_avg >= EXECUTOR_BUSY * holders.threads:
+        return executor_advice(site, holders, estimate, reach)
     if site.kind == AwaitKind.FUTURE:
         return (f"Requests wait {pct(site.share)} of their time for {where}: the task that "
                 f"resolves it (a batcher, a consumer) is the limit. Run bigger batches or "
@@ -357,7 +386,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                                              lambda s: ramp(s, settings.low, settings.high)))
     top = local[0]
     gain = little_gain(top.share, busy, room)
-    holders = thread_holders(analysis) if top.kind == AwaitKind.CAPACITY else None
+    holders = thread_holders(analysis) if top.kind in (AwaitKind.CAPACITY, AwaitKind.FUTURE) else None
     advice, fix = first_advice(top, summary, gain, holders)
     evidence.update({
         "top_site_share": top.share,
@@ -391,6 +420,15 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                 f"{top.waiting_max} at most")
         if top.capacity is not None:
             text += f", {top.capacity} permits"
+        if top.kind == AwaitKind.FUTURE and holders is not None and holders.threads:
+            said = holders_words(holders, None)
+            text += (f"; the executor's {holders.threads} threads were busy {holders.busy_avg:.1f} on "
+                     f"average" + (f", {said}" if said else ""))
+            evidence.update({"holder_threads": holders.threads,
+                             "holders_in": holders.where or None,
+                             "holders_in_share": holders.share if holders.where else None,
+                             "holders_state": (STATE_WORDS.get(holders.state)
+                                               if holders.state is not None else None)})
     basis = (f"estimate from {summary.snapshots} reads of the asyncio tasks (Little's law): "
              f"requests spent {pct(top.share)} of their time waiting at "
              f"{short_path(top.file)}:{top.line} ({summary.request_tasks_avg:.1f} in flight on "

@@ -31,8 +31,8 @@ from diagnose.checks.spec import Unit as U
 from diagnose.checks.base import (Finding, ScoreBasis, Site, busy_samples, core_room, make_finding,
                                   more_cores_lever, pct, ramp, remove_work_lever)
 from diagnose.model.bootstrap import is_bootstrap
-from diagnose.model.counters import running_agreement
-from diagnose.model.vocab import GIL_BOUND
+from diagnose.model.counters import holder_agreement, running_agreement
+from diagnose.model.vocab import GIL_BOUND, ThreadState
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
@@ -71,8 +71,14 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     python_share = float(busy[busy["state"].isin(GIL_BOUND)]["count"].sum()) / busy_total
     # Saturated threads, scaled by how much of their work no other finding explains.
     score = ramp(busy_share, settings.low, settings.high) * min(1.0, other_share / 0.6)
-    # Busy means running on a core: /proc's CPU time has the last word on it.
+    # Busy means running on a core: /proc's CPU time has the last word on it. A thread waiting
+    # for the GIL is busy only while a holder runs: that too needs the process's CPU (a GIL held
+    # by a thread asleep in a C call keeps every waiter "busy" at next to no CPU).
     counters = running_agreement(analysis, req)
+    gil_share = float(busy[busy["state"] == ThreadState.GIL]["count"].sum()) / total if total else 0.0
+    holder = holder_agreement(analysis, gil_share)
+    if not holder.agrees and holder.factor < counters.factor:
+        counters = holder
     score *= counters.factor
     self_sites = _self_time(analysis, other, busy_total)
     total_sites = _total_time(analysis, other, busy_total)

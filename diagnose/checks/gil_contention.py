@@ -23,12 +23,14 @@ from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
 from diagnose.model.confidence import calibrated_samples
-from diagnose.checks.base import (Finding, Lever, NotApplicable, ScoreBasis, Site, busy_samples,
+from diagnose.checks.base import (Finding, Lever, LeverKind, NotApplicable, ScoreBasis, Site, amdahl,
+                                  busy_samples,
                                   make_finding, more_cores_lever, pct, ramp, remove_work_lever,
                                   serial_gain)
 from diagnose.checks.pipeline_gain import bound_by_bottleneck
 from diagnose.checks.vectorise_gain import Vectorised
 from diagnose.model.counters import holder_agreement
+from diagnose.model.gil_holder import gil_holding
 from diagnose.model.kernel_waits import Blocking
 from diagnose.model.profile import sums_by_code
 from diagnose.model.vocab import BUSY, GIL_BOUND, ThreadState, WaitKind
@@ -68,6 +70,9 @@ EVIDENCE = {
     "holder_phase_shares": E("what the running Python did, by phase (share of its samples)", U.PERCENT),
     "python_active_thread_seconds": E("request-thread time in Python, from the samples", U.SECONDS),
     "cpu_seconds": E("CPU time the request threads got (OS)", U.SECONDS),
+    "gil_holder_blocked_share": E("of the instants a thread waited for the GIL, the share no thread ran "
+                                  "(the holder blocked, holding it; kernel)", U.PERCENT),
+    "gil_holder_wait": E("what the GIL's holder slept on then (kernel)", U.TEXT),
 }
 
 
@@ -86,6 +91,9 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     if running["thread"].nunique() < 2:
         return NotApplicable(ID, "only one thread of this process ran Python: nothing to contend "
                                  "with for the GIL")
+    held = _held_asleep(analysis, settings)
+    if held is not None:
+        return held
     idle = _nothing_ran(analysis, settings)
     if idle is not None:
         return idle
@@ -113,6 +121,77 @@ def _nothing_ran(analysis: Analysis, settings: Settings) -> Finding | None:
             f"the GIL, so none waited for it")
     return make_finding(ID, settings, 0.0, f"no GIL contention: {note}",
                         {"gil_wait_share": 0.0, "counters_note": note, "measured_cores": round(cores, 4)})
+
+
+HELD_ASLEEP_SHARE = 0.5  # of the instants a thread waited for the GIL, no thread ran at this share
+
+
+def _held_asleep(analysis: Analysis, settings: Settings) -> Finding | None:
+    """The GIL held by a thread asleep in a C call that keeps it (model/gil_holder.py): at most
+    instants a thread sleeps on the GIL's futex, no thread of the process is on a CPU. The
+    waiters queue behind a sleep: the counters show next to no CPU, and that is the point, not a
+    veto. None where the kernel did not see that."""
+    if not _kernel_saw_gil(analysis):
+        return None
+    kernel = analysis.kernel
+    assert kernel is not None
+    tids = [int(t) for t in analysis.request_threads["tid"]]
+    holding = gil_holding(kernel, tids)
+    if holding is None or not tids:
+        return None
+    cores = analysis.os.cpu_s / analysis.os.window_s if analysis.os is not None and analysis.os.window_s else None
+    # the kernel's instants and the counters' CPU, each a reading of how often the holder ran
+    blocked = max(holding.blocked_share, holding.blocked_by_cpu(cores) if cores is not None else 0.0)
+    if blocked < HELD_ASLEEP_SHARE:
+        return None
+    share = sum(kernel.blocked_share(t, Blocking.GIL) for t in tids) / len(tids)
+    if share < settings.low:
+        return None
+    req = analysis.request_samples()
+    total = float(req["count"].sum())
+    # the holder's code: the line the request threads' samples sit at, waiting or in the call
+    calls = req[(req["state"] != ThreadState.IDLE) & (req["site"] >= 0)]
+    top = calls.groupby("site")["count"].sum().sort_values(ascending=False).head(3)
+    sites = [Site(analysis.frame(int(f)).function, analysis.frame(int(f)).file, analysis.frame(int(f)).line,
+                  round(float(c) / total, 4) if total else 0.0) for f, c in top.items()]
+    where = f" in {sites[0].function} ({sites[0].file.rsplit('/', 1)[-1]}:{sites[0].line})" if sites else ""
+    asleep = ((f"blocked on {holding.holder_wait}" if holding.on_a_lock else f"asleep in {holding.holder_wait}")
+              if holding.holder_wait else "blocked")
+    summary = (f"request threads spend {pct(share)} of their time asleep on the GIL's futex (the kernel); at "
+               f"{pct(holding.blocked_share)} of those instants no thread of the process was on a CPU"
+               + (f", and the process ran {cores:.2f} cores (/proc): the holder ran at most "
+                  f"{pct(1 - holding.blocked_by_cpu(cores))} of the time" if cores is not None else "")
+               + f"; the GIL's holder was {asleep}{where}, holding the GIL")
+    gain = min(amdahl(share), float(len(tids)))
+    basis = (f"estimate: the threads wait for the GIL {pct(share)} of their time behind a holder that "
+             f"sleeps; released around its call, the sleeps overlap: at most {gain:.2f}x (Amdahl, "
+             f"at most one per thread, {len(tids)} threads)")
+    if holding.on_a_lock:
+        # a native lock taken with the GIL held, held by a thread running with the GIL released
+        # (one SQLite connection shared by the threads: its mutex)
+        advice = [f"The GIL's holder waits{where} for a native lock another thread holds while it runs "
+                  f"without the GIL: an object the threads share serialises them through the GIL (a "
+                  f"database connection, a client, a model handle). Give each thread its own (a "
+                  f"connection per thread, a pool of them), or take a Python lock around the shared "
+                  f"object's calls so waiters wait on it without holding the GIL.",
+                  "More cores, vectorising or more threads do not help: the threads queue on that lock."]
+    else:
+        advice = [f"The GIL is held across a blocking call{where}: release it around that call (ctypes.CDLL, "
+                  f"not ctypes.PyDLL; Py_BEGIN_ALLOW_THREADS / Py_END_ALLOW_THREADS in a C extension; `with "
+                  f"nogil:` in Cython; the driver's GIL-releasing or async API). The threads then wait in "
+                  f"parallel instead of one at a time.",
+                  "More cores, vectorising or fewer threads do not help: the holder sleeps, it does not compute."]
+    evidence: dict[str, object] = {
+        "gil_wait_share": share, "estimated": False,
+        "gil_holder_blocked_share": round(blocked, 4),
+        "gil_holder_wait": (f"{holding.holder_wait} ({pct(holding.holder_wait_share)} of those instants)"
+                            if holding.holder_wait else "not seen"),
+        "measured_cores": round(cores, 4) if cores is not None else None}
+    ticks = sum(kernel.ticks.get(t, 0) for t in tids)
+    lever = Lever(LeverKind.REMOVE_WORK, round(gain, 2), "if the call released the GIL", basis, upper_bound=True)
+    return make_finding(ID, settings, ramp(share, settings.low, settings.high), summary, evidence, sites,
+                        advice=advice, gain=(gain, basis), samples=ticks, levers=[lever],
+                        basis=ScoreBasis("gil_wait_share", lambda s: ramp(s, settings.low, settings.high)))
 
 
 def _kernel_saw_gil(analysis: Analysis) -> bool:

@@ -266,8 +266,13 @@ def wait_kind(task: TaskState) -> AwaitKind | None:
 
 
 def _awaited_directly(task: TaskState, site: int) -> bool:
-    """Nothing but asyncio's glue between the site and what it waits on."""
-    return all(_ASYNCIO_GLUE.search(f.file) for f in task.frames[site + 1:])
+    """Nothing but asyncio's glue between the site and what it waits on; `asyncio.to_thread`
+    counts as glue: it is run_in_executor on the default executor, whose threads resolve the
+    future in the process."""
+    return all(_ASYNCIO_GLUE.search(f.file) or _in(f, _EXECUTOR_HANDOFF) for f in task.frames[site + 1:])
+
+
+_EXECUTOR_HANDOFF = (("asyncio/threads.py", re.compile(r"(^|\.)to_thread$")),)
 
 
 def is_local(task: TaskState, site: int) -> bool:

@@ -1,0 +1,86 @@
+"""Who held the GIL while threads queued for it, and what the holder did, from the kernel's ticks.
+
+At each /proc tick the kernel says, for every thread of the process, whether it was on a CPU or
+what it slept on (model/kernel_waits.py). At a tick where a thread sleeps on the GIL's futex,
+the GIL is held by a thread that is not waiting for it. When some thread of the process is on
+a CPU then, the holder runs (Python, or C code that keeps the GIL): the usual contention. When
+no thread is on a CPU, the holder is blocked while it holds the GIL: asleep inside a C call that
+never released it (a driver's synchronous wait, `ctypes.PyDLL`, an extension's lock taken with
+the GIL held). Then the waiters queue behind a sleep, not behind work, and no amount of CPU or
+vectorising helps: the call must release the GIL.
+
+The holder's wait is read among the candidate threads (the request threads not waiting on the
+GIL at that tick): what they slept on, most often, at the instants no thread ran.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from diagnose.model.kernel_waits import Blocking, KernelView, WaitObject
+from diagnose.model.vocab import ResourceKind
+
+MIN_CONTENDED_TICKS = 10  # fewer instants with a GIL waiter say nothing about its holder
+
+
+@dataclass(frozen=True)
+class GilHolding:
+    """The instants some request thread slept on the GIL's futex, and what the others did then."""
+
+    contended_ticks: int  # instants with at least one thread waiting on the GIL
+    ticks: int  # every instant the kernel read the process at
+    blocked_share: float  # of those, the share at which no thread of the process was on a CPU
+    holder_wait: str  # what a request thread not waiting on the GIL slept on most at those instants
+    holder_wait_share: float  # of the blocked instants, the share that wait was seen
+    holder_wait_kind: ResourceKind | None = None  # that wait's kind: a lock, a timer, a socket...
+
+    @property
+    def on_a_lock(self) -> bool:
+        """The holder waits for a lock another thread holds (a native mutex taken with the GIL
+        held): the GIL's queue is that lock's."""
+        return self.holder_wait_kind in (ResourceKind.LOCK, ResourceKind.FILE_LOCK)
+
+    def blocked_by_cpu(self, cores: float) -> float:
+        """The counters' reading of the same: while some thread waited for the GIL (the share of
+        instants that had one), a holder that computed would have used a core; the process ran
+        `cores`, so its holder ran at most that share of the time and was blocked the rest."""
+        contended = self.contended_ticks / self.ticks if self.ticks else 0.0
+        return round(max(0.0, 1.0 - min(1.0, cores / contended)), 4) if contended else 0.0
+
+
+def gil_holding(kernel: KernelView | None, tids: Iterable[int]) -> GilHolding | None:
+    """None where the kernel did not locate the GIL or too few instants had a GIL waiter."""
+    if kernel is None or not kernel.knows_gil:
+        return None
+    candidates = set(tids)
+    # tick instant -> (GIL waiters, threads on a CPU, candidates' other waits)
+    waiting: Counter[float] = Counter()
+    running: set[float] = set()
+    instants: set[float] = set()
+    others: dict[float, list[WaitObject]] = {}
+    for tid, times in kernel.times.items():
+        objects = kernel.indices[tid]
+        for t, index in zip(times.tolist(), objects.tolist()):
+            instants.add(t)
+            obj = kernel.objects[index]
+            if obj.blocking == Blocking.GIL:
+                waiting[t] += 1
+            elif obj.blocking == Blocking.RUNNING:
+                running.add(t)
+            elif tid in candidates and obj.blocking != Blocking.IDLE:
+                others.setdefault(t, []).append(obj)
+    contended = [t for t in waiting if waiting[t] > 0]
+    if len(contended) < MIN_CONTENDED_TICKS:
+        return None
+    blocked = [t for t in contended if t not in running]
+    seen: Counter[WaitObject] = Counter()
+    for t in blocked:
+        for obj in set(others.get(t, ())):
+            seen[obj] += 1
+    if not seen:
+        return GilHolding(len(contended), len(instants), round(len(blocked) / len(contended), 4), "", 0.0)
+    wait, count = seen.most_common(1)[0]
+    return GilHolding(len(contended), len(instants), round(len(blocked) / len(contended), 4), wait.label,
+                      round(count / len(blocked), 4), wait.resource)
