@@ -103,6 +103,8 @@ def knob_args(fixture: str, fix: dict | None) -> list[str] | None:
     # async_wait names the semaphore itself as the knob (its name at the await site)
     if fixture == "async_semaphore" and isinstance(value, int) and not isinstance(value, bool):
         return ["--permits", str(value)]
+    if knob == "release_gil" and fixture == "gil_held_asleep":
+        return ["--release-gil"]
     if knob == "executor_max_workers" and fixture == "async_executor":
         return ["--max-workers", str(value)]
     if knob == "break_await" and fixture == "await_cycle":

@@ -99,10 +99,13 @@ WORKLOADS = {
     "async": ("async_semaphore", 32, "asyncio service: 32 request tasks (JSON parse, then a 20 ms "
                                      "backend call under a Semaphore of 32 permits), one thread "
                                      "busy on its event loop; diagnose reads its tasks"),
+    "backend": ("remote_backend", 16, "front end of 16 request threads waiting on a feature backend "
+                                      "it started apart (detached); diagnose reads the backend "
+                                      "beside it"),
 }
 # Workload arguments beyond --threads/--seconds: the async service with enough permits that its
 # event loop, not the semaphore, limits it (so an observer's CPU shows in its throughput).
-WORKLOAD_ARGS = {"async": ("--permits", "32")}
+WORKLOAD_ARGS = {"async": ("--permits", "32"), "backend": ("--spawn-backend",)}
 # Workloads whose requests run in child processes of the pid that prints READY: observers sample
 # the whole tree (py-spy --subprocesses), as `diagnose attach` does by default.
 PROCESS_TREE_WORKLOADS = {"workers", "tree"}

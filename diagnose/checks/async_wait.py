@@ -289,6 +289,17 @@ EXECUTOR_BUSY = 0.8  # of an executor's threads, busy on average: every one of t
 EXECUTOR_KNOB = "executor_max_workers"
 
 
+def full_executor(site: AwaitSite, holders: ThreadHolders | None) -> bool:
+    """Requests await futures whose executor's threads are all taken."""
+    return (site.kind == AwaitKind.FUTURE and holders is not None and holders.threads > 0
+            and holders.busy_avg >= EXECUTOR_BUSY * holders.threads)
+
+
+def executor_workers(site: AwaitSite, holders: ThreadHolders) -> int:
+    """The workers the advice gives the executor: the requests that reach it, more than today."""
+    return max(math.ceil(site.waiting_avg + (site.holders_avg or 0.0)), holders.threads + 1)
+
+
 def executor_advice(site: AwaitSite, holders: ThreadHolders, estimate: str, reach: int
                     ) -> tuple[str, dict[str, object] | None]:
     """The advice for requests awaiting futures an executor's threads resolve, every thread
@@ -296,7 +307,7 @@ def executor_advice(site: AwaitSite, holders: ThreadHolders, estimate: str, reac
     limit, not the code that awaits it."""
     said = holders_words(holders, None)
     busy = f"{holders.busy_avg:.1f} of its {holders.threads} threads busy on average"
-    wanted = max(reach, holders.threads + 1)
+    wanted = executor_workers(site, holders)
     if holders.state in OUTSIDE:
         return (f"Requests wait {pct(site.share)} of their time for futures an executor's threads "
                 f"resolve ({busy}; {said}): the executor is the limit. Give it about {wanted} "
@@ -341,8 +352,8 @@ def first_advice(site: AwaitSite, summary: TaskSummary, gain: float,
         return (f"Requests wait {pct(site.share)} of their time to get from the {where} (a pool "
                 f"of items): add items to the pool if what they stand for has headroom "
                 f"({estimate}).", None)
-    if site.kind == AwaitKind.FUTURE and holders is not None and holders.threads and \
-            holders.busy_avg >= EXECUTOR_BUSY * holders.threads:
+    if full_executor(site, holders):
+        assert holders is not None
         return executor_advice(site, holders, estimate, reach)
     if site.kind == AwaitKind.FUTURE:
         return (f"Requests wait {pct(site.share)} of their time for {where}: the task that "
@@ -387,6 +398,13 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     top = local[0]
     gain = little_gain(top.share, busy, room)
     holders = thread_holders(analysis) if top.kind in (AwaitKind.CAPACITY, AwaitKind.FUTURE) else None
+    # An executor whose threads all wait outside serves, with more workers, at most that many more
+    # at once: its size bounds the gain as much as the waits do.
+    executor_bound = (executor_workers(top, holders) / holders.threads
+                      if holders is not None and full_executor(top, holders) and holders.state in OUTSIDE
+                      else None)
+    if executor_bound is not None:
+        gain = min(gain, executor_bound)
     advice, fix = first_advice(top, summary, gain, holders)
     evidence.update({
         "top_site_share": top.share,
@@ -440,6 +458,10 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                   f"can serve at most {1.0 / busy:.2f}x more")
     if room is not None:
         basis += f"; the cores the process could use allow {room:.2f}x"
+    if executor_bound is not None and holders is not None:
+        basis += (f"; the executor's {holders.threads} threads all wait in a call outside the process, "
+                  f"so {executor_workers(top, holders)} workers serve at most {executor_bound:.2f}x as "
+                  f"many at once")
     sites = [Site(s.function, s.file, s.line, round(s.share, 4)) for s in local[:5]]
     if holders is not None and holders.site is not None:
         # Where the capacity's holders block: the line to change (an async client there).
@@ -452,7 +474,8 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                         samples=observations,
                         basis=ScoreBasis("async_wait_share",
                                          lambda s: ramp(s, settings.low, settings.high),
-                                         lambda s: little_gain(s * part, busy, room)))
+                                         lambda s: min(little_gain(s * part, busy, room),
+                                                       executor_bound or float("inf"))))
 
 
 SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "",

@@ -23,7 +23,7 @@ from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
 from diagnose.model.confidence import calibrated_samples
-from diagnose.checks.base import (Finding, Lever, LeverKind, NotApplicable, ScoreBasis, Site, amdahl,
+from diagnose.checks.base import (Finding, Lever, LeverKind, NotApplicable, ScoreBasis, Site,
                                   busy_samples,
                                   make_finding, more_cores_lever, pct, ramp, remove_work_lever,
                                   serial_gain)
@@ -162,10 +162,13 @@ def _held_asleep(analysis: Analysis, settings: Settings) -> Finding | None:
                + (f", and the process ran {cores:.2f} cores (/proc): the holder ran at most "
                   f"{pct(1 - holding.blocked_by_cpu(cores))} of the time" if cores is not None else "")
                + f"; the GIL's holder was {asleep}{where}, holding the GIL")
-    gain = min(amdahl(share), float(len(tids)))
-    basis = (f"estimate: the threads wait for the GIL {pct(share)} of their time behind a holder that "
-             f"sleeps; released around its call, the sleeps overlap: at most {gain:.2f}x (Amdahl, "
-             f"at most one per thread, {len(tids)} threads)")
+    # Released around the call, the threads' calls overlap: up to one per thread at once, until the
+    # Python between the calls (the holder's running share, at most 1 - blocked) holds the GIL always.
+    gain = min(float(len(tids)), 1.0 / max(1e-3, 1.0 - blocked))
+    basis = (f"estimate: the GIL's holder was blocked {pct(blocked)} of the time it held it; released "
+             f"around its call, the {len(tids)} threads' calls overlap: at most {len(tids)}x (one per "
+             f"thread), and at most {1.0 / max(1e-3, 1.0 - blocked):.1f}x while the Python between the "
+             f"calls holds the GIL")
     if holding.on_a_lock:
         # a native lock taken with the GIL held, held by a thread running with the GIL released
         # (one SQLite connection shared by the threads: its mutex)
@@ -187,6 +190,8 @@ def _held_asleep(analysis: Analysis, settings: Settings) -> Finding | None:
         "gil_holder_wait": (f"{holding.holder_wait} ({pct(holding.holder_wait_share)} of those instants)"
                             if holding.holder_wait else "not seen"),
         "measured_cores": round(cores, 4) if cores is not None else None}
+    if sites and not holding.on_a_lock:
+        evidence["fix"] = {"knob": "release_gil", "value": sites[0].function}
     ticks = sum(kernel.ticks.get(t, 0) for t in tids)
     lever = Lever(LeverKind.REMOVE_WORK, round(gain, 2), "if the call released the GIL", basis, upper_bound=True)
     return make_finding(ID, settings, ramp(share, settings.low, settings.high), summary, evidence, sites,
