@@ -28,10 +28,11 @@ from diagnose.checks.evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
-from diagnose.checks.base import (Finding, ScoreBasis, Site, busy_samples, core_room, make_finding,
+from diagnose.checks.base import (Finding, NotApplicable, ScoreBasis, Site, busy_samples, core_room, make_finding,
                                   more_cores_lever, pct, ramp, remove_work_lever)
 from diagnose.model.bootstrap import is_bootstrap
 from diagnose.model.counters import holder_agreement, running_agreement
+from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, blocked_share, gil_holding
 from diagnose.model.vocab import GIL_BOUND, ThreadState
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
@@ -60,11 +61,17 @@ EVIDENCE = {
 }
 
 
-def run(analysis: Analysis, settings: Settings) -> Finding:
+def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     req = analysis.request_samples()
     total = float(req["count"].sum())
     busy = busy_samples(req)
+    if _gil_held_asleep(analysis):
+        # waiting behind a holder that sleeps holding the GIL is waiting, not busy (gil_contention
+        # names it): only what ran counts
+        busy = busy[busy["state"] != ThreadState.GIL]
     busy_total = float(busy["count"].sum())
+    if not busy_total:
+        return NotApplicable(ID, "the request threads only waited for a GIL held by a sleeping thread")
     busy_share = busy_total / total
     other = busy[busy["phase"] == "other"]
     other_share = float(other["count"].sum()) / busy_total
@@ -123,6 +130,15 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
                         basis=ScoreBasis("busy_share_of_request_time", lambda s: ramp(
                             s, settings.low, settings.high) * min(1.0, other_share / 0.6)
                             * counters.factor))
+
+
+def _gil_held_asleep(analysis: Analysis) -> bool:
+    """The kernel and the counters say the GIL's holder was blocked most of the time threads
+    waited for it (model/gil_holder.py)."""
+    os_ = analysis.os
+    cores = os_.cpu_s / os_.window_s if os_ is not None and os_.window_s else None
+    holding = gil_holding(analysis.kernel, [int(t) for t in analysis.request_threads["tid"]])
+    return blocked_share(holding, cores) >= HELD_ASLEEP_SHARE
 
 
 def _self_time(analysis: Analysis, samples: pd.DataFrame, reference: float, limit: int = 5) -> list[Site]:

@@ -30,7 +30,7 @@ from diagnose.checks.base import (Finding, Lever, LeverKind, NotApplicable, Scor
 from diagnose.checks.pipeline_gain import bound_by_bottleneck
 from diagnose.checks.vectorise_gain import Vectorised
 from diagnose.model.counters import holder_agreement
-from diagnose.model.gil_holder import gil_holding
+from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, blocked_share, gil_holding
 from diagnose.model.kernel_waits import Blocking
 from diagnose.model.profile import sums_by_code
 from diagnose.model.vocab import BUSY, GIL_BOUND, ThreadState, WaitKind
@@ -123,9 +123,6 @@ def _nothing_ran(analysis: Analysis, settings: Settings) -> Finding | None:
                         {"gil_wait_share": 0.0, "counters_note": note, "measured_cores": round(cores, 4)})
 
 
-HELD_ASLEEP_SHARE = 0.5  # of the instants a thread waited for the GIL, no thread ran at this share
-
-
 def _held_asleep(analysis: Analysis, settings: Settings) -> Finding | None:
     """The GIL held by a thread asleep in a C call that keeps it (model/gil_holder.py): at most
     instants a thread sleeps on the GIL's futex, no thread of the process is on a CPU. The
@@ -140,8 +137,7 @@ def _held_asleep(analysis: Analysis, settings: Settings) -> Finding | None:
     if holding is None or not tids:
         return None
     cores = analysis.os.cpu_s / analysis.os.window_s if analysis.os is not None and analysis.os.window_s else None
-    # the kernel's instants and the counters' CPU, each a reading of how often the holder ran
-    blocked = max(holding.blocked_share, holding.blocked_by_cpu(cores) if cores is not None else 0.0)
+    blocked = blocked_share(holding, cores)
     if blocked < HELD_ASLEEP_SHARE:
         return None
     share = sum(kernel.blocked_share(t, Blocking.GIL) for t in tids) / len(tids)

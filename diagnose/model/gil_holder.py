@@ -23,6 +23,7 @@ from diagnose.model.kernel_waits import Blocking, KernelView, WaitObject
 from diagnose.model.vocab import ResourceKind
 
 MIN_CONTENDED_TICKS = 10  # fewer instants with a GIL waiter say nothing about its holder
+HELD_ASLEEP_SHARE = 0.5  # of the instants a thread waited for the GIL, the holder blocked at this share
 
 
 @dataclass(frozen=True)
@@ -84,3 +85,11 @@ def gil_holding(kernel: KernelView | None, tids: Iterable[int]) -> GilHolding | 
     wait, count = seen.most_common(1)[0]
     return GilHolding(len(contended), len(instants), round(len(blocked) / len(contended), 4), wait.label,
                       round(count / len(blocked), 4), wait.resource)
+
+
+def blocked_share(holding: GilHolding | None, cores: float | None) -> float:
+    """How often the GIL's holder was blocked while threads waited for it: the kernel's instants
+    or the counters' CPU, whichever says more (each misses what the other sees); 0 unknown."""
+    if holding is None:
+        return 0.0
+    return max(holding.blocked_share, holding.blocked_by_cpu(cores) if cores is not None else 0.0)

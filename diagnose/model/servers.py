@@ -12,11 +12,11 @@ it ran a core's worth.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from diagnose.collect.procfs import ProcRecord, TreeRecord
-from diagnose.model.kernel_waits import Blocking, KernelView, kernel_view
+from diagnose.model.kernel_waits import Blocking, KernelView, WaitObject, kernel_view
 from diagnose.model.os_summary import summarize
 from diagnose.model.vocab import ResourceKind
 
@@ -140,12 +140,11 @@ class ServerWait:
         return sum(s.busy_threads for s in self.servers)
 
 
-def server_waits(kernel: KernelView | None, servers: Mapping[int, ServerProcess], tids: Iterable[int],
-                 window_s: float) -> list[ServerWait]:
-    """For each address whose local servers were read, the threads among `tids` that waited on
-    it and how much; the most waited first."""
-    if kernel is None or not servers:
-        return []
+def _socket_clients(kernel: KernelView, tids: Iterable[int], wanted: Callable[[WaitObject], bool]
+                    ) -> dict[str, tuple[tuple[int, ...], dict[int, float]]]:
+    """For each peer address of the socket objects `wanted` takes (one address may come from
+    several calls: a recv, a poll), its servers and the threads among `tids` that waited on it
+    at least MIN_THREAD_SHARE of their ticks, with that share."""
     shares: dict[str, dict[int, float]] = {}
     holders: dict[str, tuple[int, ...]] = {}
     for tid in tids:
@@ -154,21 +153,27 @@ def server_waits(kernel: KernelView | None, servers: Mapping[int, ServerProcess]
             continue
         seen = max(1, kernel.ticks.get(tid, waits.observations))
         for obj, n in waits.objects:
-            if obj.resource != ResourceKind.SOCKET or not any(p in servers for p in obj.holders):
+            if obj.resource != ResourceKind.SOCKET or not wanted(obj):
                 continue
             address = obj.key.partition(":")[2]
             per_thread = shares.setdefault(address, {})
             per_thread[tid] = per_thread.get(tid, 0.0) + n / seen
             holders[address] = obj.holders
-    out = []
-    for address, per_thread in shares.items():
-        clients = {t: s for t, s in per_thread.items() if s >= MIN_THREAD_SHARE}
-        if not clients:
-            continue
-        share = sum(clients.values()) / len(clients)
-        out.append(ServerWait(address, tuple(servers[p] for p in holders[address] if p in servers),
-                              tuple(sorted(clients)), round(share, 4),
-                              round(sum(clients.values()) * window_s, 3)))
+    return {address: (holders[address], clients) for address, per_thread in shares.items()
+            if (clients := {t: v for t, v in per_thread.items() if v >= MIN_THREAD_SHARE})}
+
+
+def server_waits(kernel: KernelView | None, servers: Mapping[int, ServerProcess], tids: Iterable[int],
+                 window_s: float) -> list[ServerWait]:
+    """For each address whose local servers were read, the threads among `tids` that waited on
+    it and how much; the most waited first."""
+    if kernel is None or not servers:
+        return []
+    found = _socket_clients(kernel, tids, lambda obj: any(p in servers for p in obj.holders))
+    out = [ServerWait(address, tuple(servers[p] for p in holders if p in servers),
+                      tuple(sorted(clients)), round(sum(clients.values()) / len(clients), 4),
+                      round(sum(clients.values()) * window_s, 3))
+           for address, (holders, clients) in found.items()]
     return sorted(out, key=lambda w: -w.seconds)
 
 
@@ -187,20 +192,7 @@ def remote_waits(kernel: KernelView | None, tids: Iterable[int]) -> list[RemoteW
     that waited on it; the most waited first."""
     if kernel is None:
         return []
-    shares: dict[str, dict[int, float]] = {}
-    for tid in tids:
-        waits = kernel.threads.get(tid)
-        if waits is None:
-            continue
-        seen = max(1, kernel.ticks.get(tid, waits.observations))
-        for obj, n in waits.objects:
-            if obj.resource != ResourceKind.SOCKET or obj.holders or not obj.outbound:
-                continue
-            per_thread = shares.setdefault(obj.key.partition(":")[2], {})
-            per_thread[tid] = per_thread.get(tid, 0.0) + n / seen
-    out = []
-    for address, per_thread in shares.items():
-        clients = {t: s for t, s in per_thread.items() if s >= MIN_THREAD_SHARE}
-        if clients:
-            out.append(RemoteWait(address, tuple(sorted(clients)), round(sum(clients.values()) / len(clients), 4)))
+    found = _socket_clients(kernel, tids, lambda obj: obj.outbound and not obj.holders)
+    out = [RemoteWait(address, tuple(sorted(clients)), round(sum(clients.values()) / len(clients), 4))
+           for address, (_, clients) in found.items()]
     return sorted(out, key=lambda w: -w.share * len(w.tids))

@@ -55,3 +55,15 @@ def test_a_holder_blocked_on_a_native_lock_makes_the_gils_queue_that_locks() -> 
     held = gil_holding(view([3] * 18 + [1] * 2), [1, 2, 3])
     assert held is not None and held.on_a_lock and held.holder_wait == "lock at 0x10"
     assert not gil_holding(view([2] * 18 + [1] * 2), [1, 2, 3]).on_a_lock  # type: ignore[union-attr]
+
+
+def test_threads_queued_behind_a_sleeping_gil_holder_on_a_busy_machine_are_not_called_busy(tmp_path) -> None:
+    """A CI run's attach beside other tests (fixtures/recorded/gil_held_asleep_busy_machine): the
+    GIL waiters' run-queue time read as 0.25 cores "wanted", and cpu_bound scored 25 beside the
+    right verdict. Waiting behind a holder that sleeps is not busy."""
+    from tests.replay import replay
+
+    report = replay("gil_held_asleep_busy_machine", "front_end_8_threads", tmp_path)
+    assert report.verdict.primary == "gil_contention"
+    busy = report.finding("cpu_bound")
+    assert busy is None or busy.score < 25
