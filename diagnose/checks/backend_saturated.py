@@ -33,7 +33,7 @@ from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
 from diagnose.model.servers import ServerWait, server_waits
 from diagnose.model.vocab import ThreadRole, ThreadState
-from diagnose.render.redact import redact_argv, redact_cmdline
+from diagnose.render.redact import redact_cmdline
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
@@ -136,16 +136,9 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
 
 
 def _who(wait: ServerWait) -> str:
-    named = [f"pid {s.pid}" + (f" `{_program(s.command)}`" if s.command else "") for s in wait.servers[:2]]
+    named = [f"pid {s.pid}" + (f" `{s.program}`" if s.command else "") for s in wait.servers[:2]]
     more = f" and {len(wait.servers) - 2} more" if len(wait.servers) > 2 else ""
     return ", ".join(named) + more
-
-
-def _program(command: tuple[str, ...]) -> str:
-    """The command as a reader recognises it, secrets redacted: each path by its last part
-    (`python feature_backend.py --port 8000`); the evidence keeps it whole."""
-    return " ".join(part.rsplit("/", 1)[-1] if part.startswith("/") else part
-                    for part in redact_argv(list(command)))
 
 
 def _capacity_words(wait: ServerWait) -> str:

@@ -32,7 +32,7 @@ from diagnose.checks.base import (Finding, NotApplicable, ScoreBasis, Site, busy
                                   more_cores_lever, pct, ramp, remove_work_lever)
 from diagnose.model.bootstrap import is_bootstrap
 from diagnose.model.counters import holder_agreement, running_agreement
-from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, blocked_share, gil_holding
+from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, blocked_share
 from diagnose.model.vocab import GIL_BOUND, ThreadState
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
@@ -137,8 +137,7 @@ def _gil_held_asleep(analysis: Analysis) -> bool:
     waited for it (model/gil_holder.py)."""
     os_ = analysis.os
     cores = os_.cpu_s / os_.window_s if os_ is not None and os_.window_s else None
-    holding = gil_holding(analysis.kernel, [int(t) for t in analysis.request_threads["tid"]])
-    return blocked_share(holding, cores) >= HELD_ASLEEP_SHARE
+    return blocked_share(analysis.gil_holding, cores) >= HELD_ASLEEP_SHARE
 
 
 def _self_time(analysis: Analysis, samples: pd.DataFrame, reference: float, limit: int = 5) -> list[Site]:

@@ -30,7 +30,7 @@ from diagnose.checks.base import (Finding, Lever, LeverKind, NotApplicable, Scor
 from diagnose.checks.pipeline_gain import bound_by_bottleneck
 from diagnose.checks.vectorise_gain import Vectorised
 from diagnose.model.counters import holder_agreement
-from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, blocked_share, gil_holding
+from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, blocked_share
 from diagnose.model.kernel_waits import Blocking
 from diagnose.model.profile import sums_by_code
 from diagnose.model.vocab import BUSY, GIL_BOUND, ThreadState, WaitKind
@@ -133,7 +133,7 @@ def _held_asleep(analysis: Analysis, settings: Settings) -> Finding | None:
     kernel = analysis.kernel
     assert kernel is not None
     tids = [int(t) for t in analysis.request_threads["tid"]]
-    holding = gil_holding(kernel, tids)
+    holding = analysis.gil_holding
     if holding is None or not tids:
         return None
     cores = analysis.os.cpu_s / analysis.os.window_s if analysis.os is not None and analysis.os.window_s else None

@@ -97,8 +97,7 @@ def socket_table(pid: int, inodes: set[int]) -> dict[int, str]:
             if row.listening:
                 out[row.inode] = f"listen {row.local}"
             else:
-                port = row.local.rpartition(":")[2]
-                accepted = listening & {row.local, f"0.0.0.0:{port}", f"[::]:{port}"}
+                accepted = listening & _listener_addresses(row.local)
                 out[row.inode] = f"{'accepted' if accepted else 'tcp'} {row.remote}"
         elif row.listening:
             out[row.inode] = f"listen {row.local or '(unnamed)'}"
@@ -133,9 +132,15 @@ def listener_inodes(pid: int, address: str) -> set[int]:
     if address.startswith("unix "):
         path = address[5:]
         return {r.inode for r in rows if r.kind == "unix" and r.listening and r.local == path}
-    _, _, port = address.rpartition(":")
-    wildcards = {address, f"0.0.0.0:{port}", f"[::]:{port}"}
+    wildcards = _listener_addresses(address)
     return {r.inode for r in rows if r.kind == "tcp" and r.listening and r.local in wildcards}
+
+
+def _listener_addresses(address: str) -> set[str]:
+    """Where a TCP listener that serves `address` ("127.0.0.1:8000") may be bound: that address,
+    or the wildcard of its port (IPv4 or IPv6)."""
+    port = address.rpartition(":")[2]
+    return {address, f"0.0.0.0:{port}", f"[::]:{port}"}
 
 
 def socket_owners(inodes: set[int]) -> dict[int, set[int]]:

@@ -28,6 +28,7 @@ from diagnose.model.vocab import ACTIVE, PARKING_KINDS, RUNNING, STATES, Process
 if TYPE_CHECKING:  # imported where used at run time: these modules read the Analysis
     from diagnose.model.await_sites import TaskSummary
     from diagnose.model.deadlock import Deadlock
+    from diagnose.model.gil_holder import GilHolding
     from diagnose.model.native_pools import PoolSplit
     from diagnose.model.structure import StageThreads
     from diagnose.report.model.sections import EventLoop, Stage, Structure, WaitSite
@@ -62,6 +63,13 @@ class Analysis:
     # The local processes serving its sockets, read beside it (model/servers.py), by pid; empty
     # offline or where its threads waited on no socket a local process serves.
     servers: Mapping[int, ServerProcess] = field(default_factory=dict)
+
+    @functools.cached_property
+    def gil_holding(self) -> GilHolding | None:
+        """What the GIL's holder did while request threads waited for it (model/gil_holder.py),
+        read once: gil_contention and cpu_bound both ask."""
+        from diagnose.model.gil_holder import gil_holding
+        return gil_holding(self.kernel, [int(t) for t in self.request_threads["tid"]])
 
     @functools.cached_property
     def native_threads(self) -> int:

@@ -19,6 +19,7 @@ from diagnose.collect.procfs import ProcRecord, TreeRecord
 from diagnose.model.kernel_waits import Blocking, KernelView, WaitObject, kernel_view
 from diagnose.model.os_summary import summarize
 from diagnose.model.vocab import ResourceKind
+from diagnose.render.redact import redact_argv  # a pure function on strings: any layer may redact
 
 GIL_BOUND_SHARE = 0.2  # its blocked-or-running threads waited this share on its GIL: Python-bound
 BUSY_THREAD_CORES = 0.5  # a thread that ran half a core or more is one of its busy threads
@@ -56,9 +57,11 @@ class ServerProcess:
         return min(1.0, max(self.busiest_thread_busy, cores, gil_bound))
 
     @property
-    def name(self) -> str:
-        """`pid 4711 (python backend.py)`: the command as run (secrets redacted when printed)."""
-        return f"pid {self.pid}" + (f" ({' '.join(self.command)})" if self.command else "")
+    def program(self) -> str:
+        """The command as a reader recognises it, secrets redacted: each path by its last part
+        (`python feature_backend.py --port 8000`); `command` keeps it whole."""
+        return " ".join(part.rsplit("/", 1)[-1] if part.startswith("/") else part
+                        for part in redact_argv(list(self.command)))
 
 
 def server_processes(tree: TreeRecord | None) -> dict[int, ServerProcess]:

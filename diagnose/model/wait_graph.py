@@ -286,10 +286,9 @@ def _process_node(node_id: str, pid: int, server: ServerProcess | None) -> WaitN
     """A process outside the service's threads: a server read beside it says its load."""
     if server is None:
         return WaitNode(node_id, NodeKind.PROCESS, f"process {pid}", pid)
-    program = " ".join(part.rsplit("/", 1)[-1] for part in server.command[:2])
     label = f"server {pid} · {server.cpu_cores:.2f} cores"
     return WaitNode(node_id, NodeKind.PROCESS, label, pid, server.threads,
-                    detail=(f"{program}; " if program else "")
+                    detail=(f"{server.program}; " if server.command else "")
                     + f"busiest thread {server.busiest_thread_cores:.2f} cores"
                            + (f"; waits on {server.top_wait} {server.top_wait_share:.0%}"
                               if server.top_wait else ""))
