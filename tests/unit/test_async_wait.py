@@ -367,3 +367,20 @@ def test_a_loop_thread_of_a_recording_without_pids_is_measured_not_an_error():
     [loop] = analysis.event_loops
     assert loop.pid is None and (loop.tid, loop.thread) == (4242, "MainThread")
     assert loop.idle_share == pytest.approx(0.75, abs=0.01)
+
+
+def test_a_request_awaiting_asyncio_to_thread_waits_on_the_executor_in_the_process(app):
+    """asyncio.to_thread is run_in_executor on the default executor: its future is resolved by the
+    process's own threads, a local wait, never a call outside the process (a live attach of
+    fixtures/workloads/async_executor.py --executor to_thread read underloaded before)."""
+    def to_thread(n):
+        return TaskState(0x4000 + n, f"request-{n}",
+                         (CoroFrame("lookup", app, GET_LINE),
+                          CoroFrame("to_thread", f"{LIB}/asyncio/threads.py", 25),
+                          CoroFrame("Future.__await__", f"{LIB}/asyncio/futures.py", 287)),
+                         AwaitTarget(AwaitKind.FUTURE, 0x4100 + n))
+
+    summary = summarize_tasks(recording(lambda i: [to_thread(k) for k in range(8)]))
+    top = summary.sites[0]
+    assert top.kind == AwaitKind.FUTURE and top.local
+    assert summary.local_share == 1.0 and summary.downstream_share == 0.0
