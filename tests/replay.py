@@ -41,6 +41,9 @@ def save(kept_base: Path, case: str, name: str) -> None:
         source = Path(f"{kept_base}{suffix}")
         if source.exists():
             (target / f"{name}{suffix}").write_text(scrub(source.read_text()))
+    kept = Path(kept_base)
+    for part in kept.parent.glob(f"{kept.name}.*.chrometrace.json"):  # a tree's, one per process
+        (target / f"{name}{part.name[len(kept.name):]}").write_text(scrub(part.read_text()))
 
 
 def replay(case: str, name: str, into: Path) -> Report:
@@ -51,7 +54,12 @@ def replay(case: str, name: str, into: Path) -> Report:
         if source.exists():
             files[suffix] = into / source.name
             files[suffix].write_text(restore(source.read_text()))
-    args: list[object] = [files[".chrometrace.json"]]
+    # a process tree's recording is one chrometrace per process, NAME.1..., NAME.2...
+    profiles = sorted((RECORDED / case).glob(f"{name}.*.chrometrace.json"))
+    for profile in profiles:
+        (into / profile.name).write_text(restore(profile.read_text()))
+    args: list[object] = ([files[".chrometrace.json"]] if ".chrometrace.json" in files
+                          else [into / profile.name for profile in profiles])
     for flag, suffix in (("--procfs", ".procfs.json"), ("--native-profile", ".native.speedscope.json"),
                          ("--tasks", ".tasks.json")):
         if suffix in files:

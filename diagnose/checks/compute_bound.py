@@ -6,7 +6,8 @@ What it finds:
     busy only if /proc says the threads ran: the OS counters have the last word. Where those
     threads call an intra-op pool (a BLAS or OpenMP pool in their native samples), the pool's
     threads, which no Python sample sees, compute the model too: the kernel's count of their
-    CPU joins the model's share.
+    CPU joins the model's share. A thread on the line that takes a lock is taking the lock,
+    not computing the model its block calls, whatever state its samples were calibrated as.
 
 Why it matters:
     The service is genuinely compute-bound in the model: no change of threads or structure buys
@@ -28,7 +29,7 @@ from diagnose.checks.base import (Finding, NotApplicable, ScoreBasis, Site, busy
                                   make_finding, pct, ramp, top_sites)
 from diagnose.model.counters import running_agreement
 from diagnose.model.native_pools import pool_split
-from diagnose.model.vocab import ThreadState, WaitKind
+from diagnose.model.vocab import LOCK_KINDS, ThreadState, WaitKind
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
@@ -114,6 +115,13 @@ def _tids(analysis: Analysis, stage: Stage | None) -> list[int]:
     return [int(t) for t in analysis.request_threads["tid"]]
 
 
+def _lock_sites(samples: pd.DataFrame) -> set[int]:
+    """The lines where the threads waited on a lock. A thread running there is taking the lock
+    (woken and handed it, or queued for a core to take it), whatever its state was calibrated
+    as: the line's own Python work is the `with`, not the model its block calls."""
+    return set(samples.loc[samples["wait_kind"].isin(LOCK_KINDS), "site"].unique())
+
+
 def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     req, n_threads, stage = _reference(analysis)
     total = float(req["count"].sum())
@@ -125,7 +133,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     # (it wants a core) but computes nothing, and GIL noise would swing the model's share.
     running = busy[busy["state"] != ThreadState.GIL]
     total_running = float(running["count"].sum()) or total_busy
-    model = running[running["phase"] == "model"]
+    model = running[(running["phase"] == "model") & ~running["site"].isin(_lock_sites(req))]
     sampled_share = float(model["count"].sum()) / total_running
     # An intra-op pool's threads compute the model beside the threads that call it: the kernel
     # counts their CPU where no sample sees it, and the share counts it as the model's.
