@@ -105,6 +105,8 @@ def knob_args(fixture: str, fix: dict | None) -> list[str] | None:
         return ["--permits", str(value)]
     if knob == "release_gil" and fixture == "gil_held_asleep":
         return ["--release-gil"]
+    if knob == "per_thread_instance" and fixture == "sqlite_shared_connection":
+        return ["--per-thread"]
     if knob == "executor_max_workers" and fixture == "async_executor":
         return ["--max-workers", str(value)]
     if knob == "break_await" and fixture == "await_cycle":

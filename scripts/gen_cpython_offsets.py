@@ -134,6 +134,17 @@ int main(void) {
     P("frame_suspended_yield_from", FRAME_SUSPENDED);
 #endif
     P("frame_cleared", FRAME_CLEARED);
+    /* the GIL: 3.11 keeps it in the runtime, 3.12+ behind a pointer in each interpreter */
+#if PY_MINOR_VERSION >= 12
+    P("runtime_gil", -1);
+    O("interp_ceval_gil", PyInterpreterState, ceval.gil);
+#else
+    O("runtime_gil", _PyRuntimeState, ceval.gil);
+    P("interp_ceval_gil", -1);
+#endif
+    O("gil_last_holder", struct _gil_runtime_state, last_holder);
+    O("gil_locked", struct _gil_runtime_state, locked);
+    O("tstate_native_thread_id", PyThreadState, native_thread_id);
     P("op_resume", RESUME);
 #ifdef RESUME_QUICK
     P("op_resume_quick", RESUME_QUICK);  /* 3.11 quickens RESUME in place */

@@ -30,7 +30,7 @@ from diagnose.checks.base import (Finding, Lever, LeverKind, NotApplicable, Scor
 from diagnose.checks.pipeline_gain import bound_by_bottleneck
 from diagnose.checks.vectorise_gain import Vectorised
 from diagnose.model.counters import holder_agreement
-from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, blocked_share
+from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, GilHolding, blocked_share
 from diagnose.model.kernel_waits import Blocking
 from diagnose.model.profile import sums_by_code
 from diagnose.model.vocab import BUSY, GIL_BOUND, ThreadState, WaitKind
@@ -140,11 +140,17 @@ def _held_asleep(analysis: Analysis, settings: Settings) -> Finding | None:
     blocked = blocked_share(holding, cores)
     if blocked < HELD_ASLEEP_SHARE:
         return None
-    share = sum(kernel.blocked_share(t, Blocking.GIL) for t in tids) / len(tids)
-    if share < settings.low:
-        return None
     req = analysis.request_samples()
     total = float(req["count"].sum())
+    asleep_share = sum(kernel.blocked_share(t, Blocking.GIL) for t in tids) / len(tids)
+    share = asleep_share
+    if (analysis.profile.native or analysis.profile.calibrated) and total:
+        # A waiter woken in the GIL's wait (its timed wait ran out, or the GIL was handed to it)
+        # is runnable, not asleep on the futex, until a core takes it: on a busy machine most of
+        # its wait. The native frames see it inside the GIL's wait all the same.
+        share = max(share, float(req.loc[req["state"] == ThreadState.GIL, "count"].sum()) / total)
+    if share < settings.low:
+        return None
     # the holder's code: the line the request threads' samples sit at, waiting or in the call
     calls = req[(req["state"] != ThreadState.IDLE) & (req["site"] >= 0)]
     top = calls.groupby("site")["count"].sum().sort_values(ascending=False).head(3)
@@ -153,11 +159,14 @@ def _held_asleep(analysis: Analysis, settings: Settings) -> Finding | None:
     where = f" in {sites[0].function} ({sites[0].file.rsplit('/', 1)[-1]}:{sites[0].line})" if sites else ""
     asleep = ((f"blocked on {holding.holder_wait}" if holding.on_a_lock else f"asleep in {holding.holder_wait}")
               if holding.holder_wait else "blocked")
-    summary = (f"request threads spend {pct(share)} of their time asleep on the GIL's futex (the kernel); at "
-               f"{pct(holding.blocked_share)} of those instants no thread of the process was on a CPU"
-               + (f", and the process ran {cores:.2f} cores (/proc): the holder ran at most "
-                  f"{pct(1 - holding.blocked_by_cpu(cores))} of the time" if cores is not None else "")
-               + f"; the GIL's holder was {asleep}{where}, holding the GIL")
+    runner = _lock_runner(analysis, holding.lock_runner)
+    waits = ("asleep on the GIL's futex (the kernel)" if share == asleep_share else
+             f"waiting for the GIL ({pct(asleep_share)} asleep on its futex by the kernel, the rest "
+             f"runnable inside its wait by the native frames, queued for a core)")
+    summary = (f"request threads spend {pct(share)} of their time {waits}; "
+               + _holder_phrase(holding, cores) + f"; the GIL's holder was {asleep}{where}, holding the GIL"
+               + (f", a lock held by {runner} without the GIL: the threads queue on that lock through the "
+                  f"GIL" if runner else ""))
     # Released around the call, the threads' calls overlap: up to one per thread at once, until the
     # Python between the calls (the holder's running share, at most 1 - blocked) holds the GIL always.
     gain = min(float(len(tids)), 1.0 / max(1e-3, 1.0 - blocked))
@@ -165,6 +174,14 @@ def _held_asleep(analysis: Analysis, settings: Settings) -> Finding | None:
              f"around its call, the {len(tids)} threads' calls overlap: at most {len(tids)}x (one per "
              f"thread), and at most {1.0 / max(1e-3, 1.0 - blocked):.1f}x while the Python between the "
              f"calls holds the GIL")
+    if runner and cores and analysis.os is not None:
+        # the lock's holder computes (it runs while the others wait): its work spreads over the
+        # cores once each thread has its own, and no further
+        free = analysis.os.usable_cores / cores
+        if free < gain:
+            gain = max(1.0, free)
+            basis += (f"; the lock's holder runs while it holds it, so the threads' work spreads over the "
+                      f"{analysis.os.usable_cores:g} usable cores, {cores:.2f} in use: at most {gain:.1f}x")
     if holding.on_a_lock:
         # a native lock taken with the GIL held, held by a thread running with the GIL released
         # (one SQLite connection shared by the threads: its mutex)
@@ -186,13 +203,43 @@ def _held_asleep(analysis: Analysis, settings: Settings) -> Finding | None:
         "gil_holder_wait": (f"{holding.holder_wait} ({pct(holding.holder_wait_share)} of those instants)"
                             if holding.holder_wait else "not seen"),
         "measured_cores": round(cores, 4) if cores is not None else None}
-    if sites and not holding.on_a_lock:
-        evidence["fix"] = {"knob": "release_gil", "value": sites[0].function}
+    if sites:
+        # a lock the holder waits for with the GIL: an instance per thread; else release the GIL
+        evidence["fix"] = {"knob": "per_thread_instance" if holding.on_a_lock else "release_gil",
+                           "value": sites[0].function}
     ticks = sum(kernel.ticks.get(t, 0) for t in tids)
     lever = Lever(LeverKind.REMOVE_WORK, round(gain, 2), "if the call released the GIL", basis, upper_bound=True)
     return make_finding(ID, settings, ramp(share, settings.low, settings.high), summary, evidence, sites,
                         advice=advice, gain=(gain, basis), samples=ticks, levers=[lever],
                         basis=ScoreBasis("gil_wait_share", lambda s: ramp(s, settings.low, settings.high)))
+
+
+def _holder_phrase(holding: GilHolding, cores: float | None) -> str:
+    """How the holder was seen blocked: named by the interpreter at each tick, or inferred from
+    the instants no thread of the process was on a CPU (and the CPU the process used)."""
+    if holding.holder_read:
+        return (f"the GIL's holder, named by the interpreter's state at {holding.contended_ticks} of those "
+                f"instants, was off the CPU at {pct(holding.blocked_share)} of them")
+    return (f"at {pct(holding.blocked_share)} of those instants no thread of the process was on a CPU"
+            + (f", and the process ran {cores:.2f} cores (/proc): the holder ran at most "
+               f"{pct(1 - holding.blocked_by_cpu(cores))} of the time" if cores is not None else ""))
+
+
+def _lock_runner(analysis: Analysis, tid: int | None) -> str:
+    """The thread that ran while the GIL's holder waited for a lock: by name and where its
+    samples ran most ("" when unknown)."""
+    if tid is None:
+        return ""
+    threads = analysis.threads[analysis.threads["tid"] == tid]
+    if threads.empty:
+        return f"thread {tid}"
+    name = str(threads["name"].iloc[0]) or f"thread {tid}"
+    own = analysis.samples[analysis.samples["thread"].isin(threads.index)
+                           & analysis.samples["state"].isin(BUSY) & (analysis.samples["site"] >= 0)]
+    if own.empty:
+        return f"{name} (thread {tid})"
+    frame = analysis.frame(int(own.groupby("site")["count"].sum().idxmax()))
+    return f"{name} (thread {tid}) running {frame.function} ({frame.file.rsplit('/', 1)[-1]}:{frame.line})"
 
 
 def _kernel_saw_gil(analysis: Analysis) -> bool:

@@ -19,6 +19,8 @@ import platform
 import struct
 from dataclasses import dataclass, field
 
+from diagnose.collect.gil_state import UNKNOWN as GIL_UNKNOWN
+from diagnose.collect.gil_state import GilStateReader
 from diagnose.model.native_pools import LIBRARIES as POOL_LIBRARIES
 
 # Syscall numbers by machine (asm/unistd_64.h, asm-generic/unistd.h): only those decoded.
@@ -116,6 +118,9 @@ class KernelRecord:
     # per-request connections reuse the number, and one that closed before it was looked up
     # is named by an earlier one's peer
     fd_sockets: dict[int, list[int]] = field(default_factory=dict)
+    # (t, tid) per tick: who held the GIL by the interpreter's own state (collect/gil_state.py),
+    # 0 where nobody did; ticks whose two reads disagreed are left out
+    gil_holders: list[tuple[float, int]] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"machine": self.machine, "observations": self.observations,
@@ -124,7 +129,8 @@ class KernelRecord:
                 "watched": self.watched,
                 "runtime_range": list(self.runtime_range) if self.runtime_range else None,
                 "pool_futexes": {str(k): v for k, v in self.pool_futexes.items()},
-                "fd_sockets": {str(k): v for k, v in self.fd_sockets.items()}}
+                "fd_sockets": {str(k): v for k, v in self.fd_sockets.items()},
+                "gil_holders": self.gil_holders}
 
     @classmethod
     def from_dict(cls, data: dict) -> KernelRecord:
@@ -137,7 +143,8 @@ class KernelRecord:
                    runtime_range=(int(rng[0]), int(rng[1])) if rng else None,
                    pool_futexes={int(k): str(v) for k, v in (data.get("pool_futexes") or {}).items()},
                    fd_sockets={int(k): [int(x) for x in v]
-                               for k, v in (data.get("fd_sockets") or {}).items()})
+                               for k, v in (data.get("fd_sockets") or {}).items()},
+                   gil_holders=[(float(t), int(tid)) for t, tid in data.get("gil_holders") or []])
 
 
 def _read(path: str) -> str | None:
@@ -167,6 +174,26 @@ class KernelWaitReader:
         # sockets first seen this tick, resolved (peer, listening) before they close: a client
         # opens one per request (TreeSampler._resolve_new_sockets)
         self.new_sockets: set[int] = set()
+        self._gil: GilStateReader | None = None
+        self._gil_opened = False
+        self._saw_futex = False
+
+    def gil_holder(self) -> int:
+        """Who holds the GIL now (collect/gil_state.py): read at a tick's start, and again at its
+        end by `note_gil_holder`. The reader opens at the first tick after a futex wait was seen:
+        a process whose threads never sleep on a futex has no GIL queue to explain."""
+        if not self._gil_opened and self._saw_futex:
+            self._gil_opened = True
+            self._gil = GilStateReader.open(self.pid)
+        return self._gil.holder() if self._gil is not None else GIL_UNKNOWN
+
+    def note_gil_holder(self, t: float, before: int) -> None:
+        """Records the tick's holder where its two reads agree: the kernel's readings between
+        them then saw that thread, not one the GIL passed to mid-tick."""
+        if self._gil is None or before == GIL_UNKNOWN:
+            return
+        if self._gil.holder() == before:
+            self.record.gil_holders.append((t, before))
 
     def observe(self, t: float, tid: int) -> None:
         """One blocked thread's syscall at tick `t` (seconds on the /proc clock)."""
@@ -180,6 +207,8 @@ class KernelWaitReader:
         if reading.nr != RUNNING and (not name or name == "restart_syscall"):
             wchan = (_read(f"/proc/{self.pid}/task/{tid}/wchan") or "").strip()
         a0, a1, a2 = reading.args
+        if name == "futex":
+            self._saw_futex = True
         self.record.observations.append((t, tid, reading.nr, a0, a1, a2, wchan))
         if name in FD_CALLS:
             self._resolve_fd(a0)
@@ -286,6 +315,9 @@ class KernelWaitReader:
         if self._memory:
             self._memory.close()
         self._memory = None
+        if self._gil is not None:
+            self._gil.close()
+            self._gil = None
         if self.record.runtime_range is None and any(
                 self._names.get(o[2]) == "futex" for o in self.record.observations):
             self.record.runtime_range = runtime_range(self.pid)

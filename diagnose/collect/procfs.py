@@ -271,6 +271,7 @@ class ProcSampler:
         tids = list_tids(self.pid)
         if not tids:
             return False
+        gil_holder = self.kernel.gil_holder() if self.kernel is not None else None
         for tid in tids:
             stat = read_proc_text(f"/proc/{self.pid}/task/{tid}/stat")
             if stat is None:
@@ -289,6 +290,8 @@ class ProcSampler:
                 inner = namespace_tid(self.pid, tid)
                 if inner is not None and inner != tid:
                     self.record.ns_tids[tid] = inner
+        if self.kernel is not None and gil_holder is not None:
+            self.kernel.note_gil_holder(round(now, 4), gil_holder)
         statm = read_proc_text(f"/proc/{self.pid}/statm")
         if statm:
             self.record.rss_samples.append((round(now, 4), int(statm.split()[1]) * _PAGE_SIZE))

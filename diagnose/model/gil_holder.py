@@ -9,8 +9,12 @@ never released it (a driver's synchronous wait, `ctypes.PyDLL`, an extension's l
 the GIL held). Then the waiters queue behind a sleep, not behind work, and no amount of CPU or
 vectorising helps: the call must release the GIL.
 
-The holder's wait is read among the candidate threads (the request threads not waiting on the
-GIL at that tick): what they slept on, most often, at the instants no thread ran.
+Where the interpreter's own state named the holder at a tick (collect/gil_state.py), that
+thread's kernel reading is the holder's: on a CPU, or asleep on what. This sees a holder blocked
+while another thread runs: one that waits, with the GIL, for a native lock the running thread
+holds without it (threads sharing one SQLite connection: its mutex). Elsewhere the holder's wait
+is read among the candidate threads (the request threads not waiting on the GIL at that tick):
+what they slept on, most often, at the instants no thread ran.
 """
 
 from __future__ import annotations
@@ -36,6 +40,11 @@ class GilHolding:
     holder_wait: str  # what a request thread not waiting on the GIL slept on most at those instants
     holder_wait_share: float  # of the blocked instants, the share that wait was seen
     holder_wait_kind: ResourceKind | None = None  # that wait's kind: a lock, a timer, a socket...
+    # the holder was named by the interpreter's state at each counted tick, not inferred
+    holder_read: bool = False
+    # the thread most often on a CPU while the holder was blocked on a lock: the one that holds
+    # that lock, running without the GIL (None: not read, or nobody ran)
+    lock_runner: int | None = None
 
     @property
     def on_a_lock(self) -> bool:
@@ -55,7 +64,59 @@ def gil_holding(kernel: KernelView | None, tids: Iterable[int]) -> GilHolding | 
     """None where the kernel did not locate the GIL or too few instants had a GIL waiter."""
     if kernel is None or not kernel.knows_gil:
         return None
-    candidates = set(tids)
+    if kernel.gil_holders:
+        named = _named_holder(kernel)
+        if named is not None:
+            return named
+    return _inferred_holder(kernel, set(tids))
+
+
+def _named_holder(kernel: KernelView) -> GilHolding | None:
+    """At each tick with a GIL waiter and a holder the interpreter named: what the kernel saw
+    that thread do. None where too few such ticks."""
+    at: dict[tuple[int, float], WaitObject] = {}
+    waiting: Counter[float] = Counter()
+    running: dict[float, list[int]] = {}
+    instants: set[float] = set()
+    for tid, times in kernel.times.items():
+        for t, index in zip(times.tolist(), kernel.indices[tid].tolist()):
+            instants.add(t)
+            obj = kernel.objects[index]
+            at[(tid, t)] = obj
+            if obj.blocking == Blocking.GIL:
+                waiting[t] += 1
+            elif obj.blocking == Blocking.RUNNING:
+                running.setdefault(t, []).append(tid)
+    contended = [t for t in waiting if kernel.gil_holders.get(t, 0) > 0
+                 and (kernel.gil_holders[t], t) in at]
+    if len(contended) < MIN_CONTENDED_TICKS:
+        return None
+    seen: Counter[WaitObject] = Counter()
+    runners: Counter[int] = Counter()
+    blocked = 0
+    for t in contended:
+        holder = kernel.gil_holders[t]
+        obj = at[(holder, t)]
+        if obj.blocking == Blocking.RUNNING:
+            continue
+        blocked += 1
+        seen[obj] += 1
+        if obj.resource in (ResourceKind.LOCK, ResourceKind.FILE_LOCK):
+            runners.update(tid for tid in running.get(t, ()) if tid != holder)
+    share = round(blocked / len(contended), 4)
+    if not seen:
+        return GilHolding(len(contended), len(instants), share, "", 0.0, holder_read=True)
+    wait, count = seen.most_common(1)[0]
+    runner = runners.most_common(1)[0][0] if runners else None
+    return GilHolding(len(contended), len(instants), share, wait.label, round(count / blocked, 4),
+                      wait.resource, holder_read=True,
+                      lock_runner=runner if wait.resource in (ResourceKind.LOCK, ResourceKind.FILE_LOCK)
+                      else None)
+
+
+def _inferred_holder(kernel: KernelView, candidates: set[int]) -> GilHolding | None:
+    """The holder inferred: at a tick with a GIL waiter, a thread on a CPU is the holder
+    running; none on a CPU, the holder is blocked on what the other candidates sleep on."""
     # tick instant -> (GIL waiters, threads on a CPU, candidates' other waits)
     waiting: Counter[float] = Counter()
     running: set[float] = set()

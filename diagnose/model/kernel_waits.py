@@ -106,6 +106,9 @@ class KernelView:
     ticks: Mapping[int, int] = field(default_factory=dict)
     # the interpreter's runtime state was located: a GIL wait would have been named as one
     knows_gil: bool = False
+    # tick instant -> the GIL's holder then, by the interpreter's own state (0: nobody held it);
+    # empty where it was not read (collect/gil_state.py)
+    gil_holders: Mapping[float, int] = field(default_factory=dict)
 
     @property
     def observations(self) -> int:
@@ -149,7 +152,8 @@ def kernel_view(record: ProcRecord | None, tree: TreeRecord | None = None) -> Ke
     return KernelView(record.pid, ordered,
                       {tid: np.asarray(v, dtype=np.float64) for tid, v in times.items()},
                       {tid: np.asarray(v, dtype=np.int32) for tid, v in indices.items()},
-                      threads, dict(ticks), kernel.runtime_range is not None)
+                      threads, dict(ticks), kernel.runtime_range is not None,
+                      {float(t): int(tid) for t, tid in kernel.gil_holders})
 
 
 class _Decoder:

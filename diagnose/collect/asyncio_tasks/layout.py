@@ -84,6 +84,11 @@ class Layout:
     op_resume: int
     op_instrumented_resume: int
     op_resume_quick: int
+    runtime_gil: int  # 3.11: the GIL's struct inside _PyRuntime; -1 on 3.12+
+    interp_ceval_gil: int  # 3.12+: the pointer to it in each interpreter; -1 on 3.11
+    gil_last_holder: int
+    gil_locked: int
+    tstate_native_thread_id: int
 
 
 def generated_layout(minor: int) -> Layout:

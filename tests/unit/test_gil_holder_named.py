@@ -1,0 +1,83 @@
+"""The GIL's holder named by the interpreter's own state at each tick (collect/gil_state.py,
+model/gil_holder.py): the kernel's reading of that very thread says whether it runs or what it
+sleeps on, even while another thread of the process is on a CPU. Synthetic kernel views; the
+live fixture is fixtures/workloads/sqlite_shared_connection.py
+(tests/integration/test_gil_behind_a_native_lock.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from diagnose.collect.kernel_waits import KernelRecord
+from diagnose.model.gil_holder import gil_holding
+from diagnose.model.kernel_waits import RUNNING_OBJECT, Blocking, KernelView, WaitObject
+from diagnose.model.vocab import ResourceKind
+from tests.replay import replay
+
+GIL = WaitObject(ResourceKind.GIL, "gil:1", "the GIL", Blocking.GIL, "futex")
+MUTEX = WaitObject(ResourceKind.LOCK, "futex:1:0x10", "lock at 0x10", Blocking.HELD, "futex")
+OBJECTS = (GIL, RUNNING_OBJECT, MUTEX)
+TICKS = 20
+
+
+def view(per_thread: dict[int, list[int]], holders: dict[float, int]) -> KernelView:
+    times = np.arange(TICKS, dtype=np.float64) / 10
+    return KernelView(1, OBJECTS, {t: times for t in per_thread},
+                      {t: np.asarray(i, dtype=np.int32) for t, i in per_thread.items()}, {},
+                      {t: TICKS for t in per_thread}, knows_gil=True, gil_holders=holders)
+
+
+def at_every_tick(tid: int) -> dict[float, int]:
+    return {float(t): tid for t in np.arange(TICKS, dtype=np.float64) / 10}
+
+
+def test_a_named_holder_asleep_on_a_lock_while_another_thread_runs_is_blocked_behind_that_thread() -> None:
+    # threads 1, 2 on the GIL; 3 holds it and sleeps on a mutex; 4 runs (holding the mutex)
+    kernel = view({1: [0] * TICKS, 2: [0] * TICKS, 3: [2] * TICKS, 4: [1] * TICKS}, at_every_tick(3))
+    held = gil_holding(kernel, [1, 2, 3, 4])
+    assert held is not None and held.holder_read
+    assert held.blocked_share == 1.0
+    assert held.on_a_lock and held.holder_wait == "lock at 0x10"
+    assert held.lock_runner == 4
+
+
+def test_the_same_ticks_without_the_named_holder_read_a_thread_on_a_cpu_as_the_holder_running() -> None:
+    kernel = view({1: [0] * TICKS, 2: [0] * TICKS, 3: [2] * TICKS, 4: [1] * TICKS}, {})
+    held = gil_holding(kernel, [1, 2, 3, 4])
+    assert held is not None and not held.holder_read
+    assert held.blocked_share == 0.0 and held.lock_runner is None
+
+
+def test_a_named_holder_on_a_cpu_is_contention_for_work() -> None:
+    kernel = view({1: [0] * TICKS, 2: [0] * TICKS, 3: [1] * TICKS}, at_every_tick(3))
+    held = gil_holding(kernel, [1, 2, 3])
+    assert held is not None and held.holder_read
+    assert held.blocked_share == 0.0 and held.holder_wait == ""
+
+
+def test_too_few_ticks_with_a_named_holder_fall_back_to_inferring_it() -> None:
+    holders = {t: 3 for t in list(at_every_tick(3))[:5]}  # 5 ticks named, fewer than 10
+    kernel = view({1: [0] * TICKS, 2: [0] * TICKS, 3: [2] * TICKS, 4: [1] * TICKS}, holders)
+    held = gil_holding(kernel, [1, 2, 3, 4])
+    assert held is not None and not held.holder_read
+
+
+def test_the_named_holders_survive_the_recordings_round_trip() -> None:
+    record = KernelRecord(gil_holders=[(0.1, 7), (0.2, 0)])
+    assert KernelRecord.from_dict(record.to_dict()).gil_holders == [(0.1, 7), (0.2, 0)]
+    assert KernelRecord.from_dict({}).gil_holders == []  # a recording made before them
+
+
+def test_threads_sharing_a_sqlite_connection_on_a_busy_machine_read_the_native_lock_not_the_thread_count(
+        tmp_path) -> None:
+    """A live attach beside a benchmark that filled both cores
+    (fixtures/recorded/sqlite_shared_busy_machine): the GIL's waiters were mostly runnable inside
+    its wait, queued for a core, so the kernel saw them asleep on its futex only 16% of the time
+    and scheduler_overhead led ("cut the threads to 2"). The native frames saw them in the GIL's
+    wait 57% of the time; the holder, named by the interpreter, was blocked on the connection's
+    mutex at 90% of the ticks."""
+    report = replay("sqlite_shared_busy_machine", "scheduler_overhead_led", tmp_path)
+    assert report.verdict.primary == "gil_contention", report.verdict
+    gil = next(f for f in report.findings if f.id == "gil_contention")
+    assert "Give each thread its own" in gil.advice[0]
+    assert "without the GIL" in gil.summary
