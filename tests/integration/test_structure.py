@@ -75,8 +75,8 @@ def test_locked_model_with_a_blas_pool_is_not_compute_bound_and_sets_the_blas_th
 @pytest.mark.serial  # compute bound on the cores: "every core busy with the model" needs them
 def test_batching_server_is_compute_bound_naming_the_batcher(out_dir):
     report = diagnose("batching", out_dir)
-    # compute_bound on 15 attaches of 15, CPython 3.11-3.13 (benchmarks/README.md, stability on
-    # the seventh session's code): the GIL waits behind Model.forward are the same cause,
+    # compute_bound on 15 attaches of 15, CPython 3.11-3.13 (benchmarks/README.md, the stability
+    # table, measured 2026-12-05): the GIL waits behind Model.forward are the same cause,
     # folded in by arbiter rule 7, never the verdict.
     assert report.verdict.primary == "compute_bound", report.verdict
     assert finding(report, "compute_bound").sites[0].function == "batcher_loop"
