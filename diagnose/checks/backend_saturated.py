@@ -72,6 +72,7 @@ EVIDENCE = {
     "backend_saturation": E("backend's load, of its capacity", U.PERCENT),
     "backend_own_wait": E("what the backend's threads waited on most (kernel)", U.TEXT, none=NOT_MEASURED),
     "machine_idle_cores": E("cores the machine left idle", U.CORES, none=NOT_MEASURED),
+    "backend_sampled_pid": E("backend process sampled with the service (--follow-peers)", U.ID),
 }
 
 
@@ -110,6 +111,8 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                              if server.top_wait else None),
         "machine_idle_cores": idle,
     }
+    if server.followed:
+        evidence["backend_sampled_pid"] = server.pid
     rows = analysis.samples[analysis.samples["tid"].isin(wait.tids)
                             & (analysis.samples["state"] == ThreadState.IO)]
     sites = top_sites(analysis, rows, float(analysis.samples[analysis.samples["tid"].isin(wait.tids)]

@@ -18,6 +18,7 @@ import numpy as np
 
 from diagnose.checks import stage_bound
 from diagnose.checks.arbiter import HUNG_FIRST, hung_or_failing, rank
+from diagnose.checks.backend_saturated import ID as BACKEND_ID
 from diagnose.checks.base import EvidenceValues, Finding
 from diagnose.checks.engine import (CheckResults, describe_activity, load_check_settings, order_of, run_checks,
                                     verdict_for, waits_hidden)
@@ -39,7 +40,8 @@ def run_service_checks(service: Service, user_rules: dict[str, Any] | None = Non
     per_process = {view.pid: run_checks(view.analysis, user_rules) for view in service.processes}
     if not service.multi:
         return per_process[service.processes[0].pid], per_process
-    workers = service.workers() or [v for v in service.processes if v.role != ProcessRole.HELPER]
+    workers = service.workers() or [v for v in service.processes
+                                    if v.role not in (ProcessRole.HELPER, ProcessRole.PEER)]
     weights = np.nan_to_num(worker_load(workers), nan=0.0) + WEIGHT_FLOOR_CORES
     merged = _merge([per_process[w.pid] for w in workers], [w.pid for w in workers], weights)
     settings = load_check_settings(user_rules)
@@ -52,12 +54,34 @@ def run_service_checks(service: Service, user_rules: dict[str, Any] | None = Non
     if fleet is not None:
         merged.append(fleet)
     ranked = _stage_first(rank(merged, order_of), staged, pipeline)
+    ranked = tuple(_with_peer_verdict(f, per_process) for f in ranked)
     first = per_process[workers[0].pid]
     applicable = {f.id for f in ranked}
     skipped = tuple(n for n in first.not_applicable if n.id not in applicable)
     return (CheckResults(ranked, skipped, verdict_for(ranked, describe_activity(service.combined),
                                                      waits_hidden(service.combined))),
             per_process)
+
+
+def _with_peer_verdict(finding: Finding, per_process: dict[int | None, CheckResults]) -> Finding:
+    """A backend the service waits on, sampled with it (attach --follow-peers): the chain goes
+    on into the backend, and its own leading finding says where its time goes. Its words, sites
+    and first advice join the service's finding, as the lever at the end of the chain beside
+    "run more of it"."""
+    value = finding.evidence.get("backend_sampled_pid") if finding.id == BACKEND_ID else None
+    pid = int(value) if isinstance(value, (int, float)) else None
+    peer = per_process.get(pid) if pid is not None else None
+    own = next((f for f in peer.findings if f.score >= INFO_SCORE), None) if peer is not None else None
+    if own is None:
+        return finding
+    where = f" at {own.sites[0].function}" if own.sites else ""
+    summary = (f"{finding.summary}; inside the backend (pid {pid}, its stacks sampled with the "
+               f"service){where}: {own.title[:1].lower()}{own.title[1:]} — {own.summary}")
+    advice = (finding.advice[:1]
+              + (f"Or make each of the backend's requests cheaper where its time goes{where}: "
+                 f"{own.advice[0]}",) if own.advice else ()) + finding.advice[1:]
+    return dataclasses.replace(finding, summary=summary, advice=advice,
+                               sites=finding.sites + own.sites[:2])
 
 
 def _stage_first(ranked: tuple[Finding, ...], staged: Finding | None,

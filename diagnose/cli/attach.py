@@ -65,6 +65,9 @@ def _attach_stoppable(stop, args: AttachArgs) -> int:
             labels.append(label + ")")
         except Exception:
             labels.append(f"{pid} (?)")
+    followed = _follow_peers(pids, probes.children) if probes.follow_peers else []
+    pids += [p.pid for p in followed]
+    labels += [f"{p.pid} (peer serving {p.address})" for p in followed]
     log(f"Sampling pid {', '.join(labels)} for {duration:g} s"
          + (f" at {sampling.rate} Hz ..." if sampling.rate else " ..."))
     show_bar = not quiet and sys.stderr.isatty()
@@ -82,7 +85,8 @@ def _attach_stoppable(stop, args: AttachArgs) -> int:
 
     options = AttachOptions(duration=duration, rate=sampling.rate, native=sampling.native,
                             children=probes.children, async_tasks=probes.async_tasks,
-                            kernel_waits=probes.kernel_waits)
+                            kernel_waits=probes.kernel_waits,
+                            followed=tuple(p.pid for p in followed))
     # What the analysis needs that does not depend on the samples is made before the window,
     # in this thread: nothing of diagnose's competes with the service or the recorders inside
     # it (a helper thread at the least priority held the GIL while starved and stretched a 6 s
@@ -115,6 +119,25 @@ def _attach_stoppable(stop, args: AttachArgs) -> int:
             f"{time.monotonic() - sampled_at:.2f} s from the end of sampling to the printed "
             f"verdict ({time.process_time() - sampled_cpu:.2f} s CPU)")
     return code
+
+
+def _follow_peers(pids: list[int], children: bool) -> list:
+    """The local Python processes the service's connections lead to (collect/peers.py), said
+    as they are found; a peer that is not Python is said and left to /proc."""
+    from diagnose.collect.peers import MAX_PEERS, connected_peers
+    from diagnose.collect.tree import descendants
+
+    family = list(pids) + ([d for p in pids for d in descendants(p)] if children else [])
+    peers = connected_peers(family)
+    followed = [p for p in peers if p.python][:MAX_PEERS]
+    for peer in peers:
+        if not peer.python:
+            log(f"Peer pid {peer.pid} serving {peer.address} does not run Python: read from /proc only")
+    if not peers:
+        log("--follow-peers: no local process serves this service's connections")
+    elif len([p for p in peers if p.python]) > MAX_PEERS:
+        log(f"--follow-peers: following the first {MAX_PEERS} Python peers")
+    return followed
 
 
 @click.command(epilog=EPILOG)

@@ -180,6 +180,7 @@ class ProbeOptions:
     children: bool = True
     async_tasks: bool = True
     kernel_waits: bool = True
+    follow_peers: bool = False
 
 
 probe_options = option_group("probes", ProbeOptions, [
@@ -201,8 +202,16 @@ probe_options = option_group("probes", ProbeOptions, [
              "from /proc/locks, a pipe and its other end, a socket, a child, a timer), without "
              "stopping the target; it works where native frames cannot be read (containers) and "
              "names waits no frame shows."),
+    click.option(
+        "--follow-peers", "follow_peers", is_flag=True, default=False,
+        help="Also sample, as part of the service, the local Python processes its connections "
+             "lead to (a backend on this host over TCP or a Unix socket, found before the "
+             "window; up to 4): a verdict that ends at a backend then names what the backend "
+             "runs. Without it such a backend is read from /proc only (its CPU, threads and "
+             "waits)."),
 ])
-"""--children, --async-tasks, --kernel-waits (each with its --no- form) as `probes`."""
+"""--children, --async-tasks, --kernel-waits (each with its --no- form) and --follow-peers as
+`probes`."""
 
 
 # --- where the outputs go ---------------------------------------------------------------------

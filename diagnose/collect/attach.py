@@ -69,6 +69,7 @@ class AttachOptions:
     children: bool = True  # sample the pid's descendant processes too (--no-children: off)
     async_tasks: bool = True  # read each process's asyncio tasks (--no-async-tasks: off)
     kernel_waits: bool = True  # read sleeping threads' syscalls (--no-kernel-waits: off)
+    followed: tuple[int, ...] = ()  # of the pids, the peers --follow-peers added to the service
 
 
 @dataclass
@@ -439,7 +440,8 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
     # profile out, on the same file system); it is removed on every way out.
     session.temp_dir = Path(tempfile.mkdtemp(prefix=".diagnose-", dir=work_dir))
     recordings: list[_Recording] = []  # recordings[i] is what recorders[i] writes
-    sampler = TreeSampler(pids, children=options.children, kernel_waits=options.kernel_waits)
+    sampler = TreeSampler(pids, children=options.children, kernel_waits=options.kernel_waits,
+                          followed=options.followed)
     session.sampler = sampler
     launched = time.monotonic()
     children_before = resource.getrusage(resource.RUSAGE_CHILDREN)

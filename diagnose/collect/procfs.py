@@ -370,6 +370,9 @@ class TreeRecord:
     # the service's waits, its CPU and its own waits; pid -> record, and its command line
     server_records: dict[int, ProcRecord] = field(default_factory=dict)
     server_cmdlines: dict[int, list[str]] = field(default_factory=dict)
+    # roots that are peers `attach --follow-peers` added: processes the service's connections
+    # lead to, sampled with it but not of it
+    followed: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"roots": self.roots,
@@ -384,7 +387,8 @@ class TreeRecord:
                 "peers": {str(k): list(v) for k, v in self.peers.items()},
                 "servers": self.servers,
                 "server_processes": [{"record": rec.to_dict(), "cmdline": self.server_cmdlines.get(pid, [])}
-                                     for pid, rec in self.server_records.items()]}
+                                     for pid, rec in self.server_records.items()],
+                "followed": self.followed}
 
     @classmethod
     def from_dict(cls, data: dict) -> "TreeRecord":
@@ -412,6 +416,7 @@ class TreeRecord:
             rec = ProcRecord.from_dict(entry["record"])
             tree.server_records[rec.pid] = rec
             tree.server_cmdlines[rec.pid] = list(entry.get("cmdline") or [])
+        tree.followed = [int(p) for p in data.get("followed") or []]
         return tree
 
     @property
@@ -428,14 +433,14 @@ class TreeSampler:
     MAX_SERVERS = 8  # processes serving the service's sockets read beside it, at most
 
     def __init__(self, roots: list[int], children: bool = True,
-                 include=None, kernel_waits: bool = True):
+                 include=None, kernel_waits: bool = True, followed: tuple[int, ...] = ()):
         from diagnose.collect import tree  # psutil lives there; keeps this module importable alone
         self._tree = tree
         self.children = children
         self.kernel_waits = kernel_waits
         # `include(pid) -> bool`: which descendants to sample (default: those running Python)
         self._include = include or tree.maps_python
-        self.record = TreeRecord(roots=list(roots))
+        self.record = TreeRecord(roots=list(roots), followed=[p for p in followed if p in roots])
         self._samplers: dict[int, ProcSampler] = {}
         self._servers: dict[int, ProcSampler] = {}  # processes serving its sockets (server_records)
         self._rejected: set[int] = set()

@@ -45,6 +45,7 @@ class ServerProcess:
     gil_share: float  # of its threads' /proc ticks (idle ones aside), the share waiting on its GIL
     top_wait: str  # what its threads waited on most (the kernel's words), "" when nothing
     top_wait_share: float  # that wait's share of its threads' ticks
+    followed: bool = False  # sampled as part of the service (attach --follow-peers): its stacks too
 
     @property
     def saturation(self) -> float:
@@ -69,7 +70,10 @@ def server_processes(tree: TreeRecord | None) -> dict[int, ServerProcess]:
     if tree is None:
         return {}
     out = {}
-    for pid, record in tree.server_records.items():
+    # a followed peer was sampled as one of the service's own processes: its record is there
+    serving = {p for pids in tree.servers.values() for p in pids}
+    followed = {p: tree.records[p] for p in tree.followed if p in serving and p in tree.records}
+    for pid, record in [*tree.server_records.items(), *followed.items()]:
         if not record.first:
             continue
         os_ = summarize(record)
@@ -79,12 +83,12 @@ def server_processes(tree: TreeRecord | None) -> dict[int, ServerProcess]:
         busiest_cores, busiest, busiest_busy = per_thread[0] if per_thread else (0.0, "", 0.0)
         gil_share, top, top_share = _own_waits(record, tree)
         out[pid] = ServerProcess(
-            pid, tuple(tree.server_cmdlines.get(pid, ())),
+            pid, tuple(tree.server_cmdlines.get(pid) or tree.cmdlines.get(pid) or ()),
             tuple(sorted(a for a, pids in tree.servers.items() if pid in pids)),
             round(window, 3), round(os_.cpu_s / window, 4), os_.usable_cores, len(os_.threads),
             sum(1 for cores, _, _ in per_thread if cores >= BUSY_THREAD_CORES), busiest,
             round(min(1.0, busiest_cores), 4), round(min(1.0, busiest_busy), 4), round(gil_share, 4), top,
-            round(top_share, 4))
+            round(top_share, 4), followed=pid in followed)
     return out
 
 

@@ -182,7 +182,14 @@ def build_service(profile: Profile, categorizer: Categorizer, tree: TreeRecord |
                            _cmdline(tree, pid, run), analysis)
         _lifetime(view, tree)
         views.append(view)
-    assign_roles(views)
+    # a followed peer (attach --follow-peers) and its own children serve the service, not of it
+    followed = set(tree.followed) if tree is not None else set()
+    parents = {v.pid: v.ppid for v in views}
+    peers = {v.pid for v in views if v.pid in followed or _ancestors(v.pid, parents) & followed}
+    assign_roles([v for v in views if v.pid not in peers])
+    for view in views:
+        if view.pid in peers:
+            view.role = ProcessRole.PEER
     for view in views:
         view.analysis.process_role = view.role
     summaries = [v.analysis.os for v in views if v.analysis.os is not None]

@@ -66,6 +66,7 @@ class ProcessRole(enum.StrEnum):
     SINGLE = "single"  # the only process: the service itself
     WORKER = "worker"
     HELPER = "helper"  # a process that serves no request (a resource tracker, a pool helper)
+    PEER = "peer"  # a local process the service's connections lead to (attach --follow-peers)
 
 
 class StageRole(enum.StrEnum):

@@ -136,3 +136,25 @@ def test_threads_waiting_on_a_backend_no_local_process_serves_name_its_address_a
     assert report.verdict.primary != "backend_saturated", brief(report)
     assert f"{address}:{port}" in report.verdict.headline, brief(report)
     assert "which no process on this host serves" in report.verdict.headline, brief(report)
+
+
+def test_following_the_peer_samples_the_backend_and_names_what_it_runs(tmp_path: Path) -> None:
+    """`--follow-peers`: the backend the front end's connections lead to is found before the
+    window and sampled with it (a peer, not a worker), so the chain goes on into the backend's
+    own stacks: its busy thread's function is named beside "run more of it"."""
+    with backend_and_front_end(tmp_path, False) as (backend, front):
+        proc, report = run_report("attach", front, "--follow-peers", "--duration", SECONDS, "--json",
+                                  "-o", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert report is not None
+    roles = {p.pid: p.role for p in report.processes}
+    assert roles.get(backend) == "peer" and roles.get(front) != "peer", roles
+    assert report.verdict.primary == "backend_saturated", brief(report)
+    found = finding(report, "backend_saturated")
+    assert evidence(found, "backend_sampled_pid") == backend, brief(report)
+    assert "run more of it" in found.advice[0].lower(), brief(report)
+    # the backend's own stacks: its scoring function, in its own file
+    assert any(s.function == "score_features" and s.file.endswith("feature_backend.py")
+               for s in found.sites), brief(report)
+    assert "score_features" in found.advice[1], brief(report)
+    assert "peer serving tcp 127.0.0.1:" in proc.stderr, proc.stderr

@@ -87,7 +87,7 @@ def test_page_data_carries_the_vocabulary(recorded):
         assert words["waiting"] == ["gil", "lock", "io", "idle"]
         assert words["wait_kinds"] == [k.value for k in WaitKind]
         assert words["thread_roles"] == ["request", "idle", "library", "other"]
-        assert words["process_roles"] == ["master", "single", "worker", "helper"]
+        assert words["process_roles"] == ["master", "single", "worker", "helper", "peer"]
 
 
 def test_members_serialise_as_their_values():
