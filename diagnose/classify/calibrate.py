@@ -33,6 +33,10 @@ class CalibratedState:
     state: str
     wait_kind: str
     site: FrameKey | None  # the acquiring / blocked Python frame
+    # that frame's place among the stack's Python frames, counted from the innermost (0): a mix
+    # found by its innermost frames alone (another stack's, sharing them) puts the site at the
+    # same place in the stack it is given to, not at the other stack's frame
+    site_depth: int | None = None
 
 
 Mixture = list[tuple[CalibratedState, float]]  # states and their shares, largest first
@@ -82,8 +86,10 @@ def calibration_from(native: Profile) -> Calibration:
         frames = [native.frames[i] for i in stack]
         result = classify_stack(frames, True, full_symbols)
         site = frames[result.site] if result.site >= 0 else None
+        depth = (sum(1 for f in frames[result.site + 1:] if not f.native)
+                 if site is not None and not site.native else None)
         state = CalibratedState(result.state, result.wait_kind,
-                                (site.function, site.file, site.line) if site else None)
+                                (site.function, site.file, site.line) if site else None, depth)
         tallies[python_key(frames)][state] += int(counts[sid])
     suffix_tallies: dict[PythonKey, dict[CalibratedState, int]] = defaultdict(lambda: defaultdict(int))
     for key, by_state in tallies.items():

@@ -16,7 +16,7 @@ import pandas as pd
 
 from diagnose.classify.categories import CATEGORIES, Categorizer
 from diagnose.classify.state import FULL_SYMBOL_MARKERS, every_stack_state, stack_states
-from diagnose.classify.calibrate import Calibration, FrameKey, Mixture, python_key, spread
+from diagnose.classify.calibrate import CalibratedState, Calibration, FrameKey, Mixture, python_key, spread
 from diagnose.model.profile import Frame, Profile
 from diagnose.model.runs import run_starts, run_step_s
 from diagnose.model.vocab import STATES, WAIT_KINDS
@@ -92,7 +92,8 @@ def classify_stacks(profile: Profile, categorizer: Categorizer, calibration: Cal
         if found:
             mixture, support[sid] = found
             calibrated[sid] = True
-            components = [(c.state, c.wait_kind, _frame_id(profile, c.site)) for c, _ in mixture]
+            python_frames = [i for i in stack if not profile.frames[i].native]
+            components = [(c.state, c.wait_kind, _site_in(profile, c, python_frames)) for c, _ in mixture]
             state[sid], wait_kind[sid], site[sid] = components[0]
             if len(components) > 1:
                 mixtures[sid] = (components, mixture)
@@ -101,6 +102,18 @@ def classify_stacks(profile: Profile, categorizer: Categorizer, calibration: Cal
             state[sid], wait_kind[sid], estimated[sid] = result.state, result.wait_kind, result.estimated
             site[sid] = stack[result.site] if result.site >= 0 else -1
     return StackTable(state, wait_kind, site, phase, leaf_cat, estimated, calibrated, support, mixtures)
+
+
+def _site_in(profile: Profile, component: CalibratedState, python_frames: list[int]) -> int:
+    """The calibrated site as a frame of the stack it is given to: the frame at the site's place
+    among its Python frames (a mix found by the innermost frames alone is another stack's,
+    whose own frame may be elsewhere in the program); by its key where no place is known."""
+    depth = component.site_depth
+    if component.site is None:
+        return -1
+    if depth is None:
+        return _frame_id(profile, component.site)
+    return python_frames[-1 - depth] if depth < len(python_frames) else -1
 
 
 def _frame_id(profile: Profile, key: FrameKey | None) -> int:

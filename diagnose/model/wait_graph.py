@@ -36,6 +36,8 @@ if TYPE_CHECKING:  # the service is read here, built elsewhere
     from diagnose.model.service import Service
 
 MIN_EDGE_SHARE = 0.05  # a thread waiting on something less often than this draws no edge
+_PROCESS_WORDS = {ProcessRole.WORKER: "worker", ProcessRole.PEER: "peer"}  # else "process"
+RUNS_MOSTLY = 0.5  # a thread group on a CPU this share of its ticks is labelled by where it ran
 PEER_OCCUPANCY = 0.5  # threads on a serving process at once, on average: it serves them in turn
 MAX_NODES = 40
 # Resources whose waiters wait for another thread or process to let go (or to answer): the
@@ -57,6 +59,7 @@ def build_wait_graph(service: Service) -> WaitGraph | None:
     holders_of: dict[str, tuple[int, ...]] = {}
     holder_shares_of: dict[str, tuple[float, ...]] = {}
     group_of_pid: dict[int, str] = {}
+    request_groups: set[str] = set()
     held_threads: dict[str, list[str]] = {}  # a capacity -> the thread nodes holding its tokens
     group_tids: dict[str, tuple[int, ...]] = {}  # a thread node -> its threads
     observations = 0
@@ -70,10 +73,15 @@ def build_wait_graph(service: Service) -> WaitGraph | None:
             node_id = f"t:{view.pid}:{group.name}"
             nodes[node_id] = WaitNode(
                 node_id, NodeKind.THREADS, _group_label(group, view.pid, view.role), view.pid,
-                len(group.tids), site=_site(analysis, group.tids), running_share=round(group.running, 4))
+                len(group.tids), site=_site(analysis, group.tids, group.running >= RUNS_MOSTLY),
+                running_share=round(group.running, 4))
             group_tids[node_id] = group.tids
-            if group.role == ThreadRole.REQUEST or view.pid not in group_of_pid:
-                group_of_pid.setdefault(view.pid, node_id)
+            # what serves a process's clients is its request threads, whichever group came first
+            if view.pid not in group_of_pid or (group.role == ThreadRole.REQUEST
+                                                and group_of_pid[view.pid] not in request_groups):
+                group_of_pid[view.pid] = node_id
+            if group.role == ThreadRole.REQUEST:
+                request_groups.add(node_id)
             for obj, share in group.waits:
                 resource_id = _resource_id(obj, view.pid)
                 if resource_id not in nodes:
@@ -191,17 +199,18 @@ def _thread_groups(analysis: Analysis, kernel: KernelView) -> list[_Group]:
 
 def _group_label(group: _Group, pid: int, process_role: ProcessRole) -> str:
     """"worker 4711: 3 request threads": the process first, so a narrow box still names it."""
-    who = "worker" if process_role == ProcessRole.WORKER else "process"
+    who = _PROCESS_WORDS.get(process_role, "process")
     kind = "request thread" if group.role == ThreadRole.REQUEST else "thread"
     count = len(group.tids)
     return f"{who} {pid}: {count} {kind}{'s' if count > 1 else ''}"
 
 
-def _site(analysis: Analysis, tids: tuple[int, ...]) -> str:
-    """The code where these threads waited most: the site of their most frequent wait."""
+def _site(analysis: Analysis, tids: tuple[int, ...], running: bool = False) -> str:
+    """The code where these threads waited most: the site of their most frequent wait; for
+    threads that mostly ran (a backend's busy thread that serves the others), where they ran."""
     samples = analysis.samples
     rows = samples[samples["tid"].isin(tids) & (samples["site"] >= 0)
-                   & ~samples["state"].isin(RUNNING)]
+                   & (samples["state"].isin(RUNNING) if running else ~samples["state"].isin(RUNNING))]
     if rows.empty:
         return ""
     site = int(rows.groupby("site")["count"].sum().idxmax())
@@ -343,7 +352,7 @@ def _add_tasks(pid: int, role: ProcessRole, analysis: Analysis, window: float,
     summary = analysis.await_sites
     if summary is None:
         return
-    who = "worker" if role == ProcessRole.WORKER else "process"
+    who = _PROCESS_WORDS.get(role, "process")
     for site in summary.sites:
         if not site.local or site.waiting_avg < MIN_TASKS_WAITING:
             continue

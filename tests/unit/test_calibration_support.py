@@ -48,3 +48,28 @@ def test_a_rare_stack_borrows_the_mix_of_its_innermost_frames_when_they_are_well
     mixture, support = calibration.lookup(rare)
     assert support == MIN_SUPPORT + 1  # the innermost two frames were seen this often in all
     assert mixture[0][0].state == "lock"
+
+
+def test_a_mix_borrowed_from_another_stacks_innermost_frames_puts_the_site_in_this_stack():
+    """Two processes of one service (a front end and the backend it was sampled with) both wait
+    in Event.wait -> Condition.wait, called from their own `main`. A Python-only stack of the
+    front end, with no native samples of its own, borrows the backend's mix by those two frames:
+    its wait site is its own caller at the same place, never the backend's `main` (a replay
+    named the front end's main thread as waiting at feature_backend.py:112)."""
+    from diagnose.classify.categories import Categorizer
+    from diagnose.model.table import classify_stacks
+
+    event_wait = Frame("Event.wait", "/usr/lib/python3.11/threading.py", 629, False)
+    condition_wait = Frame("Condition.wait", "/usr/lib/python3.11/threading.py", 331, False)
+    backend_main = Frame("main", "/srv/backend.py", 112, False)
+    calibration = calibration_from(_native_profile([
+        ((backend_main, event_wait, condition_wait, ACQUIRE, FUTEX), MIN_SUPPORT + 1)]))
+    front_end = Profile(native=False)
+    front_main = Frame("Harness.wait", "/srv/harness.py", 151, False)
+    sid = front_end.intern_stack(tuple(front_end.intern_frame(f) for f in (
+        Frame("<module>", "/srv/front.py", 133, False), front_main, event_wait, condition_wait)))
+    front_end.threads.append(ThreadTrack(7, "MainThread", np.array([sid] * 5, dtype=np.int32),
+                                         np.full(5, 0.01)))
+    table = classify_stacks(front_end, Categorizer(), calibration)
+    assert table.calibrated[sid]
+    assert front_end.frames[table.site[sid]] == front_main

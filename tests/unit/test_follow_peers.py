@@ -73,3 +73,19 @@ def test_a_followed_backend_is_a_peer_and_its_own_hot_function_joins_the_verdict
     assert "score_features" in found.advice[1]
     # the backend's own busy thread is no worker's: the service's findings are the front end's
     assert "in 1 of 2 worker processes" not in found.summary
+
+
+def test_the_graph_follows_the_socket_into_the_followed_backends_busy_thread(tmp_path) -> None:
+    """Three hops in the wait graph: the front end's threads -> the socket -> the backend's
+    request thread (labelled where it ran, score_features) -> its GIL; not the backend's idle
+    main thread, whose group the graph met first."""
+    from tests.replay import replay
+
+    report = replay("backend_followed_peer", "front_end_and_backend", tmp_path)
+    graph = report.wait_graph
+    assert graph is not None and graph.bottleneck
+    served = [e.target for e in graph.edges if e.source == graph.bottleneck and e.kind == "served_by"]
+    node = next(n for n in graph.nodes if n.id == served[0])
+    assert node.label.startswith("peer ") and "request thread" in node.label, node
+    assert node.site.startswith("score_features feature_backend.py:"), node
+    assert any(e.source == node.id and e.kind == "waits_for" for e in graph.edges)
