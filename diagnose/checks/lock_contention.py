@@ -288,7 +288,9 @@ def _behind_a_backend(summary: str, peer: ServingPeer, backend: ServerProcess, s
                      f"whether the lock lets one or all of them through. Run more of the backend "
                      f"(processes sharing its port, or replicas) and then take the call out of the "
                      f"lock (a client per thread) so the requests reach them side by side; taking "
-                     f"the call out of the lock alone moves the queue to the backend.")
+                     f"the call out of the lock alone buys only the backend's idle moments between "
+                     f"requests (its busiest thread ran {pct(min(1.0, backend.busiest_thread_cores))} "
+                     f"of the window), then the queue moves to the backend.")
     # The advice's two steps together: twice the backend's capacity, reached side by side; no
     # more than the waits allow (Amdahl) or the idle cores feed (a copy needs its own core).
     copies = 2
@@ -299,8 +301,10 @@ def _behind_a_backend(summary: str, peer: ServingPeer, backend: ServerProcess, s
     if idle_cores is not None and backend.cpu_cores > 0:
         bounds.append((backend.cpu_cores + idle_cores) / backend.cpu_cores)
         words += f", {idle_cores:.2f} idle cores for the copy beside its {backend.cpu_cores:.2f}"
-    words += (f"; the call taken out of the lock alone: at most {1.0 / max(backend.saturation, 1e-3):.2f}x "
-              f"(the backend ran at {pct(backend.saturation)} of its capacity)")
+    alone = 1.0 / max(min(1.0, backend.busiest_thread_cores), 1e-3)
+    words += (f"; the call taken out of the lock alone: about {alone:.2f}x (the backend's busiest thread "
+              f"ran {pct(min(1.0, backend.busiest_thread_cores))} of the window: its idle moments between "
+              f"requests)")
     return summary, (max(1.0, min(bounds)), words)
 KERNEL_MARGIN = 0.02  # a kernel share this much above the samples' is what the samples missed
 
