@@ -133,6 +133,8 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     req = analysis.request_samples()
     # A deadlock's threads and its victims wait forever, not in turn: the deadlock check's.
     hung = {t.site_frame for d in analysis.deadlocks for t in (*d.threads, *(v.thread for v in d.victims))}
+    # So do a knot's (model/knots.py: a lock holder waiting for a future its job needs, ...).
+    hung |= {h.wait.site_frame for k in analysis.knots if not k.only_locks for h in (*k.members, *k.victims)}
     measured = WaitShare.of(analysis, LOCK_KINDS, lambda w: _frame_of(analysis, w) not in hung)
     waits, share = measured.waits, measured.share
     evidence: dict[str, object] = {
