@@ -33,6 +33,9 @@ class MeasuredFix:
     predicted: float
     measured: float
     fitted: bool = False
+    # the knob of the advice it applied (evidence.fix); None: the check's only lever. A finding
+    # is told how the fixes of its own knob fared, not those of another lever of its check.
+    knob: str | None = None
 
     @property
     def ratio(self) -> float:
@@ -51,22 +54,31 @@ RECORD: dict[str, tuple[MeasuredFix, ...]] = {
         # the vectorised figure (checks/vectorise_gain.py); the waits' figure it replaced had
         # predicted 1.92x for the fixture's 29.23x. fitted: SPEEDUP was fitted to these four
         MeasuredFix("the gil_contention fixture", "the holder's loop vectorised", 20.00, 22.65,
-                    fitted=True),
+                    fitted=True, knob="vectorize"),
         MeasuredFix("the gil_contention fixture", "the holder's loop vectorised", 20.00, 19.67,
-                    fitted=True),
+                    fitted=True, knob="vectorize"),
         # medians of 3 rounds (benchmarks/services/calibrate_service.py --service text_features)
         MeasuredFix("a text service (trigram counting)", "the holder's loop vectorised", 3.15, 4.17,
-                    fitted=True),
+                    fitted=True, knob="vectorize"),
         MeasuredFix("a text service (trigram counting)", "the holder's loop vectorised", 3.06, 3.92,
-                    fitted=True),
+                    fitted=True, knob="vectorize"),
         # held out (issue 42): a service SPEEDUP was not fitted on, medians of 3 rounds each
         # (benchmarks/services/calibrate_service.py --service embedding_rerank --rounds 3, b6f8013).
         # Amdahl on the share the profile gives the holder (67-80%) allows at most 3-5x, whatever
         # SPEEDUP is: the figure missed by 2.3-5.2x a round
         MeasuredFix("a re-ranking service (cosine similarity)", "the holder's loop vectorised",
-                    2.77, 10.76),
+                    2.77, 10.76, knob="vectorize"),
         MeasuredFix("a re-ranking service (cosine similarity)", "the holder's loop vectorised",
-                    3.25, 9.89),
+                    3.25, 9.89, knob="vectorize"),
+        # the GIL's holder asleep in a call that keeps it (benchmarks/advice_gain.py, 2 and 3
+        # rounds, the earlier at the fixture's landing, the later at 281d1d4); its figure is the
+        # threads' calls overlapping
+        MeasuredFix("the gil_held_asleep fixture", "the call releasing the GIL", 8.00, 8.00, knob="release_gil"),
+        MeasuredFix("the gil_held_asleep fixture", "the call releasing the GIL", 8.00, 8.08, knob="release_gil"),
+        # the holder blocked on a native lock (a shared SQLite connection's mutex), 3 rounds at
+        # 281d1d4 beside other jobs: the cores bound the figure
+        MeasuredFix("the sqlite_shared_connection fixture", "a connection per thread", 1.95, 1.56,
+                    knob="per_thread_instance"),
     ),
     "lock_contention": (
         # the lock's own figure (no pool behind it): no fitted constant
@@ -75,6 +87,11 @@ RECORD: dict[str, tuple[MeasuredFix, ...]] = {
         # (lock_contention.SHED_OF_WAIT), was fitted to the locked_blas fixture and the locked model
         MeasuredFix("the locked_blas fixture", "OPENBLAS_NUM_THREADS=1", 1.48, 1.39, fitted=True),
         MeasuredFix("the lock_across_io fixture", "the fetch moved out of the lock", 6.05, 6.03),
+        # the holder waits on a backend at capacity: a second backend and the call out of the
+        # lock (benchmarks/advice_backend.py --lock-around-call, 3 rounds at 281d1d4 beside other
+        # jobs; the figure was capped by the 0.02 idle cores the diagnosis saw)
+        MeasuredFix("the remote_backend fixture (a lock across each call)",
+                    "a second backend and the call out of the lock", 1.02, 1.68, knob="backend_processes"),
         # the locked model: medians of 3-4 rounds, each one attach and one paired run
         # (benchmarks/services/calibrate_service.py)
         MeasuredFix("a locked model (CPython 3.11)", "OPENBLAS_NUM_THREADS=1", 1.48, 1.40, fitted=True),
@@ -105,6 +122,14 @@ RECORD: dict[str, tuple[MeasuredFix, ...]] = {
     ),
     "cpu_throttled": (
         MeasuredFix("the cpu_quota fixture", "a quota of 2 cores", 3.34, 4.22),
+    ),
+    "backend_saturated": (
+        # benchmarks/advice_backend.py, 3 rounds, nothing else running
+        MeasuredFix("the remote_backend fixture", "a second backend process on the port", 1.92, 1.99),
+    ),
+    "async_wait": (
+        MeasuredFix("the async_executor fixture", "64 executor workers", 10.67, 10.66,
+                    knob="executor_max_workers"),
     ),
 }
 
@@ -142,13 +167,14 @@ def _also_fitted(fixes: list[MeasuredFix]) -> str:
             f"{fitted_on(fitted)}, which its calibration was fitted on")
 
 
-def fared_words(check_id: str) -> str | None:
+def fared_words(check_id: str, knob: str | None = None) -> str | None:
     """"such predictions measured 0.79-0.94x of their figure over 2 measured fixes (...)": each
     held-out fix named when they are few, else their median; the fixes on workloads its
     calibration was fitted on are never counted (named as not counted), and a record of fitted
     fixes only says that it is not yet checked elsewhere. None when no fix of the check's advice
-    was measured."""
-    record = list(RECORD.get(check_id, ()))
+    was measured. `knob`: the finding's own (evidence.fix), whose fixes alone are counted where
+    the check has several levers."""
+    record = [f for f in RECORD.get(check_id, ()) if knob is None or f.knob is None or f.knob == knob]
     if not record:
         return None
     fixes = [f for f in record if not f.fitted]

@@ -157,21 +157,19 @@ def _held_asleep(analysis: Analysis, settings: Settings) -> Finding | None:
     sites = [Site(analysis.frame(int(f)).function, analysis.frame(int(f)).file, analysis.frame(int(f)).line,
                   round(float(c) / total, 4) if total else 0.0) for f, c in top.items()]
     where = f" in {sites[0].function} ({sites[0].file.rsplit('/', 1)[-1]}:{sites[0].line})" if sites else ""
-    asleep = ((f"blocked on {holding.holder_wait}" if holding.on_a_lock else f"asleep in {holding.holder_wait}")
-              if holding.holder_wait else "blocked")
     runner = _lock_runner(analysis, holding.lock_runner)
     waits = ("asleep on the GIL's futex (the kernel)" if share == asleep_share else
-             f"waiting for the GIL ({pct(asleep_share)} asleep on its futex by the kernel, the rest "
-             f"runnable inside its wait by the native frames, queued for a core)")
-    summary = (f"request threads spend {pct(share)} of their time {waits}; "
-               + _holder_phrase(holding, cores) + f"; the GIL's holder was {asleep}{where}, holding the GIL"
-               + (f", a lock held by {runner} without the GIL: the threads queue on that lock through the "
-                  f"GIL" if runner else ""))
+             f"waiting for the GIL ({pct(asleep_share)} asleep on its futex, the kernel; the rest runnable "
+             f"in its wait, the native frames)")
+    summary = (f"request threads spend {pct(share)} of their time {waits}; " + _holder_phrase(holding, cores, where)
+               + (f", a lock held by {runner} without the GIL: the {len(tids)} threads queue on that lock "
+                  f"through the GIL" if runner else ""))
     # Released around the call, the threads' calls overlap: up to one per thread at once, until the
     # Python between the calls (the holder's running share, at most 1 - blocked) holds the GIL always.
     gain = min(float(len(tids)), 1.0 / max(1e-3, 1.0 - blocked))
-    basis = (f"estimate: the GIL's holder was blocked {pct(blocked)} of the time it held it; released "
-             f"around its call, the {len(tids)} threads' calls overlap: at most {len(tids)}x (one per "
+    how = "with an instance per thread" if holding.on_a_lock else "released around its call"
+    basis = (f"estimate: the GIL's holder was blocked {pct(blocked)} of the time it held it; {how}, "
+             f"the {len(tids)} threads' calls overlap: at most {len(tids)}x (one per "
              f"thread), and at most {1.0 / max(1e-3, 1.0 - blocked):.1f}x while the Python between the "
              f"calls holds the GIL")
     if runner and cores and analysis.os is not None:
@@ -208,21 +206,28 @@ def _held_asleep(analysis: Analysis, settings: Settings) -> Finding | None:
         evidence["fix"] = {"knob": "per_thread_instance" if holding.on_a_lock else "release_gil",
                            "value": sites[0].function}
     ticks = sum(kernel.ticks.get(t, 0) for t in tids)
-    lever = Lever(LeverKind.REMOVE_WORK, round(gain, 2), "if the call released the GIL", basis, upper_bound=True)
+    lever = Lever(LeverKind.REMOVE_WORK, round(gain, 2),
+                  "with an instance per thread" if holding.on_a_lock else "if the call released the GIL", basis,
+                  upper_bound=True)
     return make_finding(ID, settings, ramp(share, settings.low, settings.high), summary, evidence, sites,
                         advice=advice, gain=(gain, basis), samples=ticks, levers=[lever],
                         basis=ScoreBasis("gil_wait_share", lambda s: ramp(s, settings.low, settings.high)))
 
 
-def _holder_phrase(holding: GilHolding, cores: float | None) -> str:
-    """How the holder was seen blocked: named by the interpreter at each tick, or inferred from
-    the instants no thread of the process was on a CPU (and the CPU the process used)."""
+def _holder_phrase(holding: GilHolding, cores: float | None, where: str) -> str:
+    """What the holder did and how it was seen: named by the interpreter at each tick, or
+    inferred from the instants no thread of the process was on a CPU (and the CPU it used)."""
+    label = holding.holder_wait
+    if holding.on_a_lock and label.startswith("lock at "):
+        label = f"a native lock (futex {label.removeprefix('lock at ')})"
+    doing = ((f"blocked on {label}" if holding.on_a_lock else f"asleep in {label}") if label else "blocked")
     if holding.holder_read:
-        return (f"the GIL's holder, named by the interpreter's state at {holding.contended_ticks} of those "
-                f"instants, was off the CPU at {pct(holding.blocked_share)} of them")
+        return (f"its holder, read from the interpreter at {holding.contended_ticks} of those instants, was "
+                f"{doing}{where} at {pct(holding.blocked_share)} of them, holding the GIL")
     return (f"at {pct(holding.blocked_share)} of those instants no thread of the process was on a CPU"
             + (f", and the process ran {cores:.2f} cores (/proc): the holder ran at most "
-               f"{pct(1 - holding.blocked_by_cpu(cores))} of the time" if cores is not None else ""))
+               f"{pct(1 - holding.blocked_by_cpu(cores))} of the time" if cores is not None else "")
+            + f"; the GIL's holder was {doing}{where}, holding the GIL")
 
 
 def _lock_runner(analysis: Analysis, tid: int | None) -> str:
@@ -239,7 +244,7 @@ def _lock_runner(analysis: Analysis, tid: int | None) -> str:
     if own.empty:
         return f"{name} (thread {tid})"
     frame = analysis.frame(int(own.groupby("site")["count"].sum().idxmax()))
-    return f"{name} (thread {tid}) running {frame.function} ({frame.file.rsplit('/', 1)[-1]}:{frame.line})"
+    return f"{name} running {frame.function} ({frame.file.rsplit('/', 1)[-1]}:{frame.line})"
 
 
 def _kernel_saw_gil(analysis: Analysis) -> bool:

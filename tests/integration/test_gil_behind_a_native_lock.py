@@ -46,7 +46,7 @@ def test_threads_sharing_one_sqlite_connection_are_told_to_give_each_its_own(min
     assert report.verdict.primary == "gil_contention", brief(report)
     gil = finding(report, "gil_contention")
     # the holder named by the interpreter, blocked on a lock another thread holds while it runs
-    assert "named by the interpreter's state" in gil.summary, brief(report)
+    assert "read from the interpreter" in gil.summary, brief(report)
     assert "without the GIL" in gil.summary, brief(report)
     assert float(str(evidence(gil, "gil_holder_blocked_share"))) >= 0.5, brief(report)
     assert "Give each thread its own" in gil.advice[0], brief(report)

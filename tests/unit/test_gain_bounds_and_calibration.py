@@ -86,8 +86,11 @@ def test_the_gil_figure_is_always_the_floor_of_vectorising_and_its_lever_is_tagg
 def test_a_measured_check_states_how_its_predictions_fared_and_an_unmeasured_one_does_not(tmp_path):
     found = _findings(tmp_path, "lock_contention", companions=True)
     lock = found["lock_contention"]
-    ratios = [f.measured / f.predicted for f in RECORD["lock_contention"] if not f.fitted]
-    assert lock.fared == fared_words("lock_contention")
+    # the fixes of this finding's own lever (its knob), and those of the check's only lever
+    knob = lock.evidence.get("fix", {}).get("knob")
+    ratios = [f.measured / f.predicted for f in RECORD["lock_contention"]
+              if not f.fitted and f.knob in (None, knob)]
+    assert lock.fared == fared_words("lock_contention", knob)
     assert f"{min(ratios):.2f}-{max(ratios):.2f}x" in (lock.fared or "")
     assert f"{len(ratios)} measured fixes" in (lock.fared or "")
     assert any(n.startswith("How such predictions fared") for n in gain_words(lock).notes)
@@ -179,3 +182,15 @@ def test_a_handler_lock_waited_on_back_to_back_says_its_sink_is_at_capacity():
     # under one waiter on average the handler had idle time: no such claim
     light = logging_lock.run(_saturated_logging(2.0), settings)
     assert "capacity" not in light.summary and logging_lock.SATURATED_ADVICE not in light.advice
+
+
+def test_a_finding_is_told_how_its_own_levers_fixes_fared_not_another_levers():
+    """gil_contention has three levers, each measured apart: vectorising the holder's loop, the
+    call releasing the GIL, an instance per thread. A held-asleep finding hears of the GIL
+    released, not of the vectorised loops."""
+    asleep = fared_words("gil_contention", "release_gil") or ""
+    assert "the call releasing the GIL on the gil_held_asleep fixture" in asleep
+    assert "vectorised" not in asleep
+    shared = fared_words("gil_contention", "per_thread_instance") or ""
+    assert "a connection per thread" in shared and "vectorised" not in shared
+    assert "vectorised" in (fared_words("gil_contention", "vectorize") or "")
