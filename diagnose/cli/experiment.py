@@ -16,7 +16,7 @@ from diagnose.cli.options import (LoadOptions, OutputOptions, TicketOptions,
                                   ticket_options, warmup_option)
 
 if TYPE_CHECKING:
-    from diagnose.load.model import Advice
+    from diagnose.report.load_report import Advice
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from diagnose.cli.options import (LoadOptions, OutputOptions, TicketOptions,
                                   ticket_options, warmup_option)
 
 if TYPE_CHECKING:
-    from diagnose.load.model import SweepReport
+    from diagnose.report.load_report import SweepReport
     from diagnose.load.sweep import SweepSettings
     from diagnose.report.model import Verdict
 
@@ -141,7 +141,7 @@ def sweep(url: str, steps: SweepOptions, requests: RequestOptions, ticket: Ticke
     from diagnose.load import loadtest
     from diagnose.load.loadgen import loopback_url
     from diagnose.load.openloop import parse_header
-    from diagnose.report import pipeline
+    from diagnose.run import pipeline
 
     def action() -> int:
         ticket.check(outputs.as_json)

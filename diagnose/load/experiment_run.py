@@ -24,8 +24,8 @@ from diagnose.load.experiment import (Arm, ExperimentResult, RunSettings, experi
                                  failed_arms, run_experiment, throughput_at_slo)
 from diagnose.load.loadtest import Generator, Outcome, StopOnSignal, Stopped
 from diagnose.outputs.files import prepare_output_dir, write_report
-from diagnose.load.diagnosis import StepDiagnosis
-from diagnose.load.model import Advice, ExperimentReport, Run
+from diagnose.report.step_diagnosis import StepDiagnosis
+from diagnose.report.load_report import Advice, ExperimentReport, Run
 
 if TYPE_CHECKING:  # types only: the sweep module is imported where a run reads the CPU
     from diagnose.load.sweep import CpuReading

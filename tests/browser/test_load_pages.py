@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from diagnose.load.diagnosis import StepDiagnosis
+from diagnose.report.step_diagnosis import StepDiagnosis
 from diagnose.load.experiment import Arm, RunSettings, experiment_report, run_experiment
-from diagnose.load.model import ExperimentReport, GeneratorInfo, Run, SweepReport, SweepTarget
+from diagnose.report.load_report import ExperimentReport, GeneratorInfo, Run, SweepReport, SweepTarget
 from diagnose.render.experiment_html import render_experiment_html
 from diagnose.render.sweep_html import render_sweep_html
 from diagnose.load.sweep import run_sweep, sweep_report

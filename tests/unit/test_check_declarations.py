@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from diagnose.checks import doc, registry
-from diagnose.checks.evidence import MERGED
+from diagnose.checks.shared_evidence import MERGED
 from diagnose.checks.settings import merged, rules_toml, schema
 from diagnose.checks.spec import INSTEAD, REQUIREMENTS, SECTIONS, CheckSettings
 from diagnose.classify.rules_file import shipped

@@ -11,13 +11,13 @@ from dataclasses import replace
 import pytest
 
 from diagnose.errors import BadProfile, LoadFailed
-from diagnose.load.diagnosis import StepDiagnosis, StepVerdict
+from diagnose.report.step_diagnosis import StepDiagnosis, StepVerdict
 from diagnose.load.experiment_run import _cores_used
 from diagnose.load.experiment import (MAX_VARIANTS, Arm, ExperimentResult, RunSettings, advised_arm,
                                  arms_from_vary, choose_winner, decide, experiment_report,
                                  fix_from_report, parse_assignments, parse_vary, round_order,
                                  run_experiment, throughput_at_slo, vary_from_advice)
-from diagnose.load.model import (EXPERIMENT_SCHEMA_VERSION, Advice, ExperimentReport,
+from diagnose.report.load_report import (EXPERIMENT_SCHEMA_VERSION, Advice, ExperimentReport,
                                  GeneratorInfo, Machine, Percentiles, Run, SummaryKnee, SweepKnee,
                                  SweepReport, SweepStep, SweepSummary, SweepTarget)
 from diagnose.load.sweep import CpuReading

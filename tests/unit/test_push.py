@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from diagnose.errors import ExitCode
-from diagnose.report.pipeline import Outputs
+from diagnose.run.pipeline import Outputs
 from diagnose.publish import push
 from diagnose.publish.push import (PushFailed, ingest_url, label_set, parse_push_url,
                            parse_tags, push_profile, sanitise_label_value)

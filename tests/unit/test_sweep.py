@@ -15,8 +15,8 @@ from diagnose.render.sweep_html import render_sweep_html
 from diagnose.load.sweep import (CpuMeter, CpuReading, Step, SweepSettings, Window, doubling_levels,
                             find_knee, parse_levels, plateaued, run_sweep, summarize,
                             sweep_report)
-from diagnose.load.diagnosis import StepDiagnosis
-from diagnose.load.model import GeneratorInfo, SweepReport, SweepTarget
+from diagnose.report.step_diagnosis import StepDiagnosis
+from diagnose.report.load_report import GeneratorInfo, SweepReport, SweepTarget
 
 
 def closed_loop_service(capacity_rps: float, service_ms: float, gen_cores=lambda c, rps: 0.1,
