@@ -6,7 +6,9 @@ TYPE_CHECKING, read with `ast` (nothing is imported). An arrow "a -> b" is print
 import statements make it.
 
     python scripts/import_graph.py              # the arrows, the back-arrows and the cycles
-    python scripts/import_graph.py --mermaid    # the graph as a mermaid block (docs/architecture.md)
+    python scripts/import_graph.py --mermaid    # the graph as a mermaid block
+    python scripts/import_graph.py --mermaid --reduced   # without the arrows a path already
+                                                         # implies (docs/architecture.md's picture)
     python scripts/import_graph.py --modules    # the module-level edges behind each back-arrow
 
 The layer order (LAYERS, top first) is the one the import-linter contract in pyproject.toml
@@ -157,6 +159,29 @@ def cycles(counts: dict[tuple[str, str], int]) -> list[list[str]]:
     return sorted(found)
 
 
+def reduced(counts: dict[tuple[str, str], int]) -> dict[tuple[str, str], int]:
+    """The arrows no longer path between the same two parts implies (a transitive reduction;
+    on a graph without cycles it is unique)."""
+    edges: dict[str, set[str]] = defaultdict(set)
+    for a, b in counts:
+        edges[a].add(b)
+
+    def reaches(start: str, goal: str, skip: tuple[str, str]) -> bool:
+        seen, todo = {start}, [start]
+        while todo:
+            node = todo.pop()
+            for nxt in edges[node]:
+                if (node, nxt) == skip or nxt in seen:
+                    continue
+                if nxt == goal:
+                    return True
+                seen.add(nxt)
+                todo.append(nxt)
+        return False
+
+    return {edge: n for edge, n in counts.items() if not reaches(edge[0], edge[1], edge)}
+
+
 def mermaid(counts: dict[tuple[str, str], int]) -> str:
     lines = ["```mermaid", "flowchart TD"]
     index = layer_index()
@@ -170,11 +195,13 @@ def mermaid(counts: dict[tuple[str, str], int]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mermaid", action="store_true", help="print the graph as a mermaid block")
+    parser.add_argument("--reduced", action="store_true",
+                        help="leave out the arrows a longer path already implies")
     parser.add_argument("--modules", action="store_true", help="print the module edges of each back-arrow")
     args = parser.parse_args(argv)
     counts, pairs = graph()
     if args.mermaid:
-        print(mermaid(counts))
+        print(mermaid(reduced(counts) if args.reduced else counts))
         return 0
     index = layer_index()
     back = back_arrows(counts)

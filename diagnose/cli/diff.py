@@ -39,7 +39,7 @@ def diff(before: Path, after: Path, outputs: OutputOptions) -> None:
     standard library) or release directory (the longest common path suffix), so the same code
     deployed under another prefix or virtualenv compares; reports with no code in common are of
     different programs and refused (exit 2)."""
-    from diagnose.compare.diff import diff_reports
+    from diagnose.compare.report_diff import diff_reports
     from diagnose.checks.registry import evidence_labels
     from diagnose.report.reader import read_report
 

@@ -23,7 +23,7 @@ from diagnose.collect.capture import StopSignals
 from diagnose.errors import Interrupted, LoadFailed, NoSuchProcess
 from diagnose.outputs.files import prepare_output_dir, write_report
 from diagnose.report.load_report import ExperimentReport, GeneratorInfo, SweepReport, SweepTarget
-from diagnose.load.sweep import CpuMeter, Step, SweepResult, SweepSettings, run_sweep, sweep_report
+from diagnose.load.sweep_steps import CpuMeter, Step, SweepResult, SweepSettings, run_sweep, sweep_report
 
 R = TypeVar("R", SweepReport, ExperimentReport)
 

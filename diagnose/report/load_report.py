@@ -1,7 +1,7 @@
 """The sweep and experiment reports as frozen, typed values, read from and written to JSON by the
 report model's codec (report/model/codec.py): the keys are the fields (docs/report-data.md,
-"Sweep and experiment reports"). load/sweep.py and load/experiment.py build them; the page, the
-Markdown summary and the commands read them.
+"Sweep and experiment reports"). load/sweep_steps.py and load/experiment_decision.py build them;
+the page, the Markdown summary and the commands read them.
 
 `from_json` reads this schema version and the previous one (the dicts written before this
 model, same keys); anything that is not such a report is NotAReport (BadProfile, exit 6) naming

@@ -10,11 +10,11 @@ from dataclasses import replace
 
 import pytest
 
-from diagnose.load.experiment import Arm, RunSettings, experiment_report, run_experiment
+from diagnose.load.experiment_decision import Arm, RunSettings, experiment_report, run_experiment
 from diagnose.report.load_report import (Advice, Baseline, ExperimentPlan, ExperimentReport,
                                  ExperimentTarget, GeneratorInfo, Machine, NotAReport, SweepReport,
                                  SweepSummary, SweepTarget)
-from diagnose.load.sweep import SweepResult, SweepSettings, run_sweep, sweep_report
+from diagnose.load.sweep_steps import SweepResult, SweepSettings, run_sweep, sweep_report
 from diagnose.outputs.files import write_report
 from diagnose.render.load_markdown import render_experiment_markdown, render_sweep_markdown
 from diagnose.render.markdown import MAX_BYTES
