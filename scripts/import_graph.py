@@ -5,7 +5,8 @@ A part is a subpackage of diagnose (collect, model, report, ...) or a top-level 
 TYPE_CHECKING, read with `ast` (nothing is imported). An arrow "a -> b" is printed with how many
 import statements make it.
 
-    python scripts/import_graph.py              # the arrows, the back-arrows and the cycles
+    python scripts/import_graph.py              # the arrows, the back-arrows, the pairs of parts
+                                                # that import each other, and the cycles
     python scripts/import_graph.py --mermaid    # the graph as a mermaid block
     python scripts/import_graph.py --mermaid --reduced   # without the arrows a path already
                                                          # implies (docs/architecture.md's picture)
@@ -215,6 +216,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.modules:
             for src, dst in sorted(pairs[(a, b)]):
                 print(f"      {src} -> {dst}")
+    two_way = sorted({tuple(sorted(edge)) for edge in counts if (edge[1], edge[0]) in counts})
+    print(f"two-way pairs: {len(two_way)}")
+    for a, b in two_way:
+        print(f"  {a} <-> {b}")
     found = cycles(counts)
     print(f"cycles: {len(found)}")
     for scc in found:
