@@ -3,6 +3,7 @@
 
     python benchmarks/advice_backend.py [--rounds 3] [--seconds 6] [--duration 4]
                                         [--transport tcp|unix] [--python 3.12] [--json-out FILE]
+                                        [--lock-around-call]
 
 A front end (fixtures/workloads/remote_backend.py, 16 request threads, one connection each) calls
 a feature backend started apart from it (feature_backend.py: one scoring thread, ~2 ms of pure
@@ -15,6 +16,11 @@ Python per request). The script
    so `--transport unix` measures the diagnosis only), alternating over `--rounds` rounds on
    fresh processes, and prints the medians, the median of same-round ratios and the prediction
    side by side.
+
+`--lock-around-call`: the front end holds one lock across each backend call (the lock's holder
+waits on the backend at capacity). Measured side by side: the lock with one backend (before),
+the call taken out of the lock with one backend (the lock alone removed), and the advice, out of
+the lock with two backends.
 
 The machine is shared and noisy: the ratio is the median of same-round ratios. Progress goes to
 stderr, the markdown table to stdout.
@@ -65,15 +71,16 @@ def backends(python: str, count: int, where: list[str]):
             w.kill()
 
 
-def front_end(python: str, where: list[str]) -> knob_sweep.Workload:
-    w = knob_sweep.Workload([python, str(WORKLOADS / "remote_backend.py"), "--seconds", "300", *where])
+def front_end(python: str, where: list[str], lock: bool = False) -> knob_sweep.Workload:
+    w = knob_sweep.Workload([python, str(WORKLOADS / "remote_backend.py"), "--seconds", "300", *where,
+                             *(["--lock-around-call"] if lock else [])])
     w.wait_ready()
     return w
 
 
-def diagnose(python: str, where: list[str], duration: float, out_dir: Path) -> dict:
+def diagnose(python: str, where: list[str], duration: float, out_dir: Path, lock: bool = False) -> dict:
     with backends(python, 1, where) as pids:
-        front = front_end(python, where)
+        front = front_end(python, where, lock)
         try:
             proc = subprocess.run([sys.executable, "-m", "diagnose", "attach", str(front.pid), "--duration",
                                    "%g" % duration, "--json", "-o", str(out_dir), "--quiet"],
@@ -91,9 +98,10 @@ def diagnose(python: str, where: list[str], duration: float, out_dir: Path) -> d
             "exit": proc.returncode, "stderr": proc.stderr[-400:]}
 
 
-def rate(python: str, where: list[str], copies: int, seconds: float, warmup: float) -> float | None:
+def rate(python: str, where: list[str], copies: int, seconds: float, warmup: float,
+         lock: bool = False) -> float | None:
     with backends(python, copies, where):
-        front = front_end(python, where)
+        front = front_end(python, where, lock)
         try:
             time.sleep(warmup)
             a = front.count()
@@ -115,7 +123,11 @@ def main(argv=None) -> int:
     parser.add_argument("--transport", choices=("tcp", "unix"), default="tcp")
     parser.add_argument("--python", default=None, help="CPython X.Y for the services (cached venv)")
     parser.add_argument("--json-out", type=Path)
+    parser.add_argument("--lock-around-call", action="store_true",
+                        help="the front end holds one lock across each backend call")
     args = parser.parse_args(argv)
+    if args.lock_around_call:
+        return _lock_around_call(args)
     python = knob_sweep.python_for(args.python) if args.python else sys.executable
     signal.signal(signal.SIGTERM, knob_sweep._kill_all)
     with tempfile.TemporaryDirectory(prefix="diagnose-backend-") as scratch:
@@ -148,6 +160,42 @@ def main(argv=None) -> int:
     print(f"\nchain: {row['graph_summary']}")
     if args.json_out:
         args.json_out.write_text(json.dumps(row, indent=1))
+    return 0
+
+
+def _lock_around_call(args) -> int:
+    """The lock's holder waits on a backend at capacity: before (the lock, one backend), the
+    lock alone removed, and the advice (no lock, two backends), alternating per round."""
+    python = knob_sweep.python_for(args.python) if args.python else sys.executable
+    signal.signal(signal.SIGTERM, knob_sweep._kill_all)
+    where = ["--port", str(_port())]
+    with tempfile.TemporaryDirectory(prefix="diagnose-backend-") as scratch:
+        knob_sweep.log("diagnosing the front end (a lock across each call) with one backend")
+        row = diagnose(python, where, args.duration, Path(scratch), lock=True)
+    knob_sweep.log(f"verdict {row['verdict']}, predicted {row['predicted_gain']}")
+    runs: dict[str, list[float]] = {"before": [], "unlocked": [], "advice": []}
+    ratios: dict[str, list[float]] = {"unlocked": [], "advice": []}
+    for n in range(args.rounds):
+        before = rate(python, where, 1, args.seconds, args.warmup, lock=True)
+        unlocked = rate(python, where, 1, args.seconds, args.warmup, lock=False)
+        advice = rate(python, where, 2, args.seconds, args.warmup, lock=False)
+        knob_sweep.log(f"round {n + 1}: lock+1 {before}, no lock+1 {unlocked}, no lock+2 {advice}")
+        if before and unlocked and advice:
+            for key, value in (("before", before), ("unlocked", unlocked), ("advice", advice)):
+                runs[key].append(value)
+            ratios["unlocked"].append(unlocked / before)
+            ratios["advice"].append(advice / before)
+
+    def med(xs: list[float]) -> str:
+        return f"{statistics.median(xs):.2f}" if xs else "-"
+    print("| verdict | first advice | predicted | lock, 1 backend req/s | no lock, 1 backend | "
+          "no lock, 2 backends | lock alone removed | advice applied |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    print(f"| {row['verdict']} | {row['first_advice'][:70]} | {row['predicted_gain']}x | {med(runs['before'])} | "
+          f"{med(runs['unlocked'])} | {med(runs['advice'])} | {med(ratios['unlocked'])}x | "
+          f"{med(ratios['advice'])}x ({len(ratios['advice'])} rounds) |")
+    if args.json_out:
+        args.json_out.write_text(json.dumps({**row, "runs": runs, "ratios": ratios}, indent=1))
     return 0
 
 

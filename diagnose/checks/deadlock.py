@@ -16,6 +16,16 @@ What it finds:
     each task and the line where it awaits the next, and the tasks whose awaits lead into the
     cycle as its victims.
 
+    A knot of any resources (model/knots.py): threads blocked all window, none of which ran
+    (no running sample, next to no CPU by /proc), each waiting on something only the others can
+    end — a lock its holder's stack holds, a future only the executor's busy workers can
+    complete, a queue only they feed or drain, a child process, a pipe whose other end is held
+    by their processes — within one process or across the service's processes. Reported with
+    its chain, hop by hop: the thread, what it waits on and where, who serves that, and on
+    around to the first thread ("request-0 waits for a future (cache.py:70), run by loader_0,
+    which waits for FeatureCache._lock (cache.py:50), held by request-0"); the blocked threads
+    whose waits lead into it are its victims. A knot of locks alone is the lock cycle above.
+
 Why it matters:
     The service is hung, not slow: none of these threads will ever run again, and every request
     that needs one of the locks joins the victims. Throughput on those threads is zero until the
@@ -25,7 +35,10 @@ Why it matters:
 What to do instead:
     Take the locks in one global order on every code path: the advice names the order (the
     cycle's locks sorted by name; any fixed order works if every path follows it) and the line
-    that takes them against it.
+    that takes them against it. For a knot, break one hop: never wait for a future while holding
+    a lock its job takes (release the lock before `result()`); read a child's output while
+    waiting for it (`communicate()`, not `wait()`, on a child writing to a pipe); otherwise the
+    advice names the thread that waits while holding what another member needs.
 """
 
 from __future__ import annotations
@@ -43,9 +56,12 @@ from diagnose.checks.spec import Unit as U
 from diagnose.model.await_graph import AwaitCycle, CycleTask, await_cycles
 from diagnose.model.deadlock import Deadlock, kernel_knot, os_confirms
 from diagnose.model.held_locks import LockSite
+from diagnose.model.knots import (CodeLine, Knot, Resource, ThreadId, Wait, at_words, chain_words, thread_words,
+                                  tree_knots)
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
+    from diagnose.model.service import Service
 
 ID = "deadlock"
 
@@ -53,8 +69,12 @@ ID = "deadlock"
 @dataclass(frozen=True)
 class Settings(CheckSettings):
     title: str = "The service is deadlocked: threads wait for each other's locks"
+    # The title of a knot of other resources than locks (a future, a pipe, a child process).
+    knot_title: str = "The service is deadlocked: threads wait on each other, none of them running"
     what: str = ("Threads blocked all window on locks, in a cycle where each waits for a lock another holds (read "
-                 "from the `with` blocks and `acquire()` calls of their stacks' source).")
+                 "from the `with` blocks and `acquire()` calls of their stacks' source); or, through any "
+                 "resources (futures, queues, pipes, child processes), a set of threads none of which ran, "
+                 "each waiting on something only the others can end.")
     advice: tuple[str, ...] = (
         ("Where one lock order is impractical, take the second lock with a timeout (`lock.acquire(timeout=...)`), "
          "release what you hold and retry, or merge the locks into one."),
@@ -79,6 +99,10 @@ EVIDENCE = {
     # A knot read from the kernel alone (model/wait_graph.lock_knot): the futexes waited on.
     "kernel_locks": E("locks the kernel saw the threads wait on (futex addresses)", U.TEXT),
     "process_cores": E("CPU the process used over the window (OS)", U.CORES),
+    # A knot of any resources (model/knots.py): what its threads wait on, in the chain's order,
+    # and, when it spans processes, which.
+    "knot_waits": E("what the knot's threads wait on, in turn", U.TEXT),
+    "knot_processes": E("processes in the knot (pids)", U.TEXT),
 }
 
 
@@ -198,6 +222,10 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     cycles = await_cycles(analysis.tasks) if analysis.tasks is not None else ()
     if not deadlocks and cycles:
         return _await_cycle_finding(analysis, settings, cycles)
+    if not deadlocks:
+        knots = tuple(k for k in analysis.knots if not k.only_locks)  # lock cycles: above
+        if knots:
+            return knot_finding(settings, knots, float(analysis.samples["count"].sum()))
     knot = kernel_knot(analysis) if not deadlocks else None
     if knot is not None:
         return _kernel_knot_finding(analysis, settings, knot)
@@ -288,6 +316,140 @@ def _kernel_knot_finding(analysis: Analysis, settings: Settings, knot: LockKnot)
                            gain=(None, "hung: no throughput ratio applies; the blocked threads "
                                        "serve nothing until the process restarts"),
                            samples=int(total))
+    return dataclasses.replace(finding, low_confidence=False)
+
+
+def run_service(service: Service, settings: Settings) -> Finding | None:
+    """A knot spanning the service's processes (a parent waiting for a child that waits for the
+    parent to read its pipe), which no process's own check can see; None when there is none."""
+    processes = [(v.pid, v.analysis) for v in service.processes if v.pid is not None]
+    knots = tuple(k for k in tree_knots(processes) if not k.only_locks)
+    if not knots:
+        return None
+    return knot_finding(settings, knots, float(service.combined.samples["count"].sum()))
+
+
+def _who(name: str, thread: ThreadId, knot: Knot) -> str:
+    return thread_words(name, thread, knot)
+
+
+def _at(at: CodeLine | None) -> str:
+    return at_words(at, short_path)
+
+
+def knot_data(knot: Knot) -> dict[str, object]:
+    """A knot as the JSON report carries it, in the shape of a lock deadlock (deadlock_data), so
+    every renderer prints it thread-dump style: each thread "holds" what the thread before it
+    waits for (a lock, the job of a future, a child's exit, a pipe's end: `taken` says which
+    resource), and waits for what the next one holds (`taken`: its kind of wait). `pid` names
+    each thread's process."""
+    def site(label: str, at: CodeLine | None, kind: str) -> dict[str, object]:
+        return {"name": label, "qualified": label, "file": at.file if at else "",
+                "line": at.line if at else 0, "function": at.function if at else "", "taken": kind}
+
+    def waits_for(wait: Wait) -> dict[str, object]:
+        return site(wait.label, wait.at, str(wait.resource))
+
+    threads = []
+    for hop in knot.members:
+        wait = hop.wait
+        serving = knot.serving(wait.thread)
+        # the resource the member before it waits on, held by this one
+        before = next((h.wait for h in knot.members if h.server.thread == wait.thread), wait)
+        # where it holds it: the line that took it or runs it, else where it is (a process
+        # holds its pipe's end and its exit wherever it waits)
+        holds = site(serving.holds if serving is not None else "",
+                     serving.at if serving is not None and serving.at is not None else wait.at,
+                     str(before.resource))
+        threads.append({"thread": _who(wait.name, wait.thread, knot), "tid": wait.thread.tid,
+                        "pid": wait.thread.pid, "holds": holds, "waits_for": waits_for(wait),
+                        "held_by": _who(hop.server_name, hop.server.thread, knot)})
+    victims = [{"thread": _who(v.wait.name, v.wait.thread, knot), "tid": v.wait.thread.tid,
+                "pid": v.wait.thread.pid, "waits_for": waits_for(v.wait),
+                "held_by": _who(v.server_name, v.server.thread, knot)} for v in knot.victims]
+    return {"threads": threads, "victims": victims, "lock_order": [], "kind": "knot"}
+
+
+def knot_advice(knot: Knot) -> str:
+    """How to break the knot, at the hop its shape says: a lock held while waiting for a future
+    its job needs; a child waited for while its pipe fills; otherwise the first member waiting
+    while it holds what another needs."""
+    members = knot.members
+    for hop in members:
+        wait = hop.wait
+        held = knot.serving(wait.thread)
+        lock_waiter = next((h for h in members if h.server.thread == wait.thread
+                            and h.wait.resource == Resource.LOCK), None)
+        if wait.resource == Resource.FUTURE and held is not None and lock_waiter is not None:
+            lock = lock_waiter.wait
+            return (f"Do not wait for a future while holding a lock its job needs: "
+                    f"{_who(wait.name, wait.thread, knot)} holds `{lock.label}`"
+                    f"{_taken(lock_waiter.server.at)} and waits for a future{_at(wait.at)} whose "
+                    f"job runs on {_who(hop.server_name, hop.server.thread, knot)}"
+                    + (f" ({hop.server.holds})" if hop.server.holds else "")
+                    + f", which waits for `{lock.label}`{_at(lock.at)}. Release the lock before "
+                      f"`result()` (submit under it if you must, wait outside it), or hand the job "
+                      f"what it needs so it takes no lock.")
+        if wait.resource == Resource.CHILD:
+            child = next((h.wait for h in members if h.wait.thread.pid != wait.thread.pid
+                          and h.wait.resource == Resource.PIPE_WRITE), None)
+            if child is not None:
+                return (f"Read the child's output while waiting for it: "
+                        f"{_who(wait.name, wait.thread, knot)} waits for {wait.label}{_at(wait.at)} "
+                        f"while the child blocks writing to {child.label.removesuffix(' (full)')}"
+                        f"{_at(child.at)}, whose reading end only the parent holds and does not "
+                        f"read (a pipe holds 64 KiB). Call `proc.communicate()` instead of "
+                        f"`proc.wait()`, read the output to its end before waiting, or send it to "
+                        f"a file.")
+    first = knot.chain[0]
+    wait = first.wait
+    held = knot.serving(wait.thread)
+    holding = f" while it holds {held.holds}{_taken(held.at)}" if held is not None else ""
+    return (f"Break the knot at one hop: {_who(wait.name, wait.thread, knot)} waits for "
+            f"{wait.label}{_at(wait.at)}{holding}, which "
+            f"{_who(first.server_name, first.server.thread, knot)} needs to go on; release it "
+            f"before waiting, or wait with a timeout and back off.")
+
+
+def _taken(at: CodeLine | None) -> str:
+    return f" (taken at {short_path(at.file)}:{at.line}, {at.function})" if at is not None else ""
+
+
+def knot_finding(settings: Settings, knots: tuple[Knot, ...], total_samples: float) -> Finding:
+    """Threads knotted through any resources (model/knots.py): hung, with the chain."""
+    first = knots[0]
+    threads = sum(len(k.members) for k in knots)
+    victims = sum(len(k.victims) for k in knots)
+    pids = sorted({p for k in knots for p in k.pids})
+    where = f" in {len(pids)} processes" if len(pids) > 1 else ""
+    count = "" if len(knots) == 1 else f"{len(knots)} knots: "
+    summary = (f"{count}{len(first.members)} threads{where} wait on each other and none of them ran "
+               f"all window: {chain_words(first, short_path)}"
+               + (f"; {victims} more threads wait behind them" if victims else "")
+               + "; none of them will run again (hung, not slow)")
+    evidence: dict[str, object] = {
+        "deadlocked_threads": threads,
+        "victim_threads": victims,
+        "knot_waits": " -> ".join(h.wait.label for h in first.chain),
+        "deadlocks": [knot_data(k) for k in knots],
+    }
+    if len(pids) > 1:
+        evidence["knot_processes"] = ", ".join(map(str, pids))
+    total = max(1.0, total_samples)
+    sites = [Site(h.wait.at.function, h.wait.at.file, h.wait.at.line, round(h.wait.samples / total, 4))
+             for k in knots for h in k.members if h.wait.at is not None]
+    restart = "the processes" if len(pids) > 1 else "the process"
+    advice = [knot_advice(k) for k in knots]
+    advice.append(f"Until the fix ships, restart {restart}: the {threads + victims} threads "
+                  f"blocked here will never run again.")
+    if settings.advice and any(h.wait.resource == Resource.LOCK for k in knots for h in k.members):
+        advice.append(settings.advice[-1])  # an RLock does not help either
+    finding = make_finding(ID, dataclasses.replace(settings, title=settings.knot_title), 100.0, summary,
+                           evidence, sites, advice=advice,
+                           gain=(None, "hung: no throughput ratio applies; the knotted threads and "
+                                       "those waiting behind them serve nothing until restarted"),
+                           samples=sum(h.wait.samples for k in knots for h in k.members))
+    # every member was seen not to run by /proc (model/knots.blocked_threads): not a guess
     return dataclasses.replace(finding, low_confidence=False)
 
 

@@ -29,7 +29,8 @@ from diagnose.model.os_state import FILE_LOCK_CALL
 from diagnose.samples import source
 from diagnose.model.held_locks import Taken, acquired_at, held_at
 from diagnose.model.native_pools import SERIALIZES_CALLERS
-from diagnose.model.kernel_waits import WaitObject, serving_peer
+from diagnose.model.kernel_waits import ServingPeer, WaitObject, serving_peer
+from diagnose.model.servers import ServerProcess
 from diagnose.vocab import LOCK_KINDS, ResourceKind, ThreadState, WaitKind
 from diagnose.samples.profile import Frame
 from diagnose.model.waits import describe
@@ -132,6 +133,8 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     req = analysis.request_samples()
     # A deadlock's threads and its victims wait forever, not in turn: the deadlock check's.
     hung = {t.site_frame for d in analysis.deadlocks for t in (*d.threads, *(v.thread for v in d.victims))}
+    # So do a knot's (model/knots.py: a lock holder waiting for a future its job needs, ...).
+    hung |= {h.wait.site_frame for k in analysis.knots if not k.only_locks for h in (*k.members, *k.victims)}
     measured = WaitShare.of(analysis, LOCK_KINDS, lambda w: _frame_of(analysis, w) not in hung)
     waits, share = measured.waits, measured.share
     evidence: dict[str, object] = {
@@ -217,7 +220,12 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
             evidence["fix"] = {"knob": "call_outside_lock", "value": held.call}
     peer = (serving_peer(analysis.kernel, [int(t) for t in analysis.request_threads["tid"]])
             if waits and file_lock is None else None)
-    if peer is not None and peer.occupancy >= PEER_OCCUPANCY:
+    backend = _saturated_backend(analysis, peer) if peer is not None else None
+    if peer is not None and backend is not None and peer.occupancy >= PEER_OCCUPANCY:
+        # lock -> its holder -> a socket -> a backend at its capacity: the end of the chain
+        idle = analysis.os.machine_idle_cores if analysis.os is not None else None
+        summary, gain = _behind_a_backend(summary, peer, backend, share, idle, evidence, advice)
+    elif peer is not None and peer.occupancy >= PEER_OCCUPANCY:
         # The kernel: while the others wait on the lock, one thread at a time waits on a pipe
         # or a child another process serves: the lock admits one request at a time to it.
         served = peer.resource.label
@@ -251,6 +259,55 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
 
 
 PEER_OCCUPANCY = 0.5  # threads on a serving process at once, on average: it serves them in turn
+BACKEND_AT_CAPACITY = 0.8  # a backend's load, of its capacity, at which it is the chain's end
+
+
+def _saturated_backend(analysis: Analysis, peer: ServingPeer) -> ServerProcess | None:
+    """The local server at the other end of the socket the lock's holder waits on, where it ran
+    at its capacity (model/servers.py); None for a pipe, a child, or a backend with room."""
+    if peer.resource.resource != ResourceKind.SOCKET:
+        return None
+    servers = [analysis.servers[p] for p in peer.resource.holders if p in analysis.servers]
+    busiest = max(servers, key=lambda s: s.saturation, default=None)
+    return busiest if busiest is not None and busiest.saturation >= BACKEND_AT_CAPACITY else None
+
+
+def _behind_a_backend(summary: str, peer: ServingPeer, backend: ServerProcess, share: float,
+                      idle_cores: float | None, evidence: dict[str, object], advice: list[str]
+                      ) -> tuple[str, tuple[float, str]]:
+    """The lock's holder waits on a backend that already serves at its capacity: taking the call
+    out of the lock would move the queue to the backend, not shorten it. The lever is the
+    backend's capacity; the lock comes second. Returns the summary and the gain."""
+    where = peer.resource.label
+    load = (f"its busiest thread ran {backend.busiest_thread_cores:.2f} cores, "
+            f"{pct(backend.saturation)} of its capacity")
+    summary += (f"; the lock's holder waits on {where} ({pct(min(1.0, peer.occupancy))} of the window, "
+                f"the kernel), served by pid {backend.pid} `{backend.program}`, at its capacity: {load}")
+    evidence["serving_process"] = f"{where}: pid {backend.pid} `{backend.program}` ({load})"
+    evidence["fix"] = {"knob": "backend_processes", "value": 2}
+    advice.insert(0, f"The lock's holder waits on the {where} (the backend, pid {backend.pid}), and the "
+                     f"backend is at its capacity ({load}): it serves the requests one after another "
+                     f"whether the lock lets one or all of them through. Run more of the backend "
+                     f"(processes sharing its port, or replicas) and then take the call out of the "
+                     f"lock (a client per thread) so the requests reach them side by side; taking "
+                     f"the call out of the lock alone buys only the backend's idle moments between "
+                     f"requests (its busiest thread ran {pct(min(1.0, backend.busiest_thread_cores))} "
+                     f"of the window), then the queue moves to the backend.")
+    # The advice's two steps together: twice the backend's capacity, reached side by side; no
+    # more than the waits allow (Amdahl) or the idle cores feed (a copy needs its own core).
+    copies = 2
+    bounds = [float(copies), amdahl(share)]
+    words = (f"estimate: {copies} backend processes for 1, reached side by side once the call is out "
+             f"of the lock: at most {copies}x; the threads wait {pct(share)} of the time (at most "
+             f"{amdahl(share):.1f}x)")
+    if idle_cores is not None and backend.cpu_cores > 0:
+        bounds.append((backend.cpu_cores + idle_cores) / backend.cpu_cores)
+        words += f", {idle_cores:.2f} idle cores for the copy beside its {backend.cpu_cores:.2f}"
+    alone = 1.0 / max(min(1.0, backend.busiest_thread_cores), 1e-3)
+    words += (f"; the call taken out of the lock alone: about {alone:.2f}x (the backend's busiest thread "
+              f"ran {pct(min(1.0, backend.busiest_thread_cores))} of the window: its idle moments between "
+              f"requests)")
+    return summary, (max(1.0, min(bounds)), words)
 KERNEL_MARGIN = 0.02  # a kernel share this much above the samples' is what the samples missed
 
 

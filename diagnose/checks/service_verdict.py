@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from diagnose.checks import stage_bound
+from diagnose.checks import deadlock, stage_bound
 from diagnose.checks.arbiter import HUNG_FIRST, hung_or_failing, rank
 from diagnose.checks.backend_saturated import ID as BACKEND_ID
 from diagnose.checks.base import EvidenceValues, Finding
-from diagnose.checks.engine import (CheckResults, describe_activity, load_check_settings, order_of, run_checks,
-                                    verdict_for, waits_hidden)
+from diagnose.checks.engine import (CheckResults, annotated, describe_activity, load_check_settings, order_of,
+                                    run_checks, verdict_for, waits_hidden)
 from diagnose.checks.settings import settings_of
 from diagnose.checks.worker_imbalance import ID as IMBALANCE_ID
 from diagnose.checks.worker_imbalance import SPEC as IMBALANCE_SPEC
@@ -53,6 +53,12 @@ def run_service_checks(service: Service, user_rules: dict[str, Any] | None = Non
     fleet = worker_imbalance(service, settings_of(IMBALANCE_SPEC, settings), pipeline)
     if fleet is not None:
         merged.append(fleet)
+    if not any(f.id == deadlock.ID and f.score > 0 for f in merged):
+        # A knot across processes (a parent waiting for a child that waits for it), which no
+        # process's own check sees: the service's deadlock.
+        hung = deadlock.run_service(service, settings_of(deadlock.SPEC, settings))
+        if hung is not None:
+            merged = [f for f in merged if f.id != deadlock.ID] + [annotated(deadlock.SPEC, hung, service.combined)]
     ranked = _stage_first(rank(merged, order_of), staged, pipeline)
     ranked = tuple(_with_peer_verdict(f, per_process) for f in ranked)
     first = per_process[workers[0].pid]

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # imported where used at run time: these modules read the Ana
     from diagnose.model.await_sites import TaskSummary
     from diagnose.model.deadlock import Deadlock
     from diagnose.model.gil_holder import GilHolding
+    from diagnose.model.knots import Knot
     from diagnose.model.native_pools import PoolSplit
     from diagnose.model.structure import StageThreads
     from diagnose.report.model.sections import EventLoop, Stage, Structure, WaitSite
@@ -169,6 +170,13 @@ class Analysis:
         """Cycles of threads blocked all window on each other's locks (model/deadlock.py)."""
         from diagnose.model.deadlock import find_deadlocks
         return find_deadlocks(self)
+
+    @functools.cached_property
+    def knots(self) -> tuple[Knot, ...]:
+        """Threads waiting on one another through any resource (locks, futures, queues, pipes,
+        children), none of them running all window (model/knots.py)."""
+        from diagnose.model.knots import process_knots
+        return process_knots(self)
 
     @functools.cached_property
     def waits(self) -> list[WaitSite]:

@@ -323,10 +323,10 @@ def deadlocks_among(blocked: list[BlockedThread],
     by_index = {t.thread: t for t in everyone}
     deadlocks: list[tuple[tuple[CycleMember, ...], tuple[LockSite, ...], CycleMember]] = []
     in_cycle: dict[int, int] = {}
-    for group in _strong_groups(edges):
+    for group in strong_groups(edges):
         if len(group) < 2:
             continue
-        cycle = _cycle_in(min(group), edges, set(group))
+        cycle = cycle_in(min(group), edges, set(group))
         if cycle is None:
             continue
         members = []
@@ -380,7 +380,7 @@ def _global(site: LockSite) -> bool:
     return site.qualified.isidentifier()
 
 
-def _strong_groups(edges: dict[int, list[int]]) -> list[list[int]]:
+def strong_groups(edges: dict[int, list[int]]) -> list[list[int]]:
     """Tarjan's strongly connected components, iteratively, in a stable order."""
     index: dict[int, int] = {}
     low: dict[int, int] = {}
@@ -423,7 +423,7 @@ def _strong_groups(edges: dict[int, list[int]]) -> list[list[int]]:
     return sorted(groups)
 
 
-def _cycle_in(start: int, edges: dict[int, list[int]], group: set[int]) -> list[int] | None:
+def cycle_in(start: int, edges: dict[int, list[int]], group: set[int]) -> list[int] | None:
     """A simple cycle through `start` inside `group` (breadth-first: the shortest)."""
     parents: dict[int, int] = {}
     frontier = [start]

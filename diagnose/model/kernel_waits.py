@@ -399,8 +399,9 @@ class ServingPeer:
 
 
 def serving_peer(kernel: KernelView | None, tids: list[int]) -> ServingPeer | None:
-    """The pipe or child these threads waited on most, summed over them, that another process
-    serves; None when they waited on none."""
+    """The pipe, child or socket these threads waited on most, summed over them, that another
+    process serves (a socket: a local process listens where it leads); None when they waited
+    on none."""
     if kernel is None:
         return None
     summed: dict[WaitObject, float] = {}
@@ -410,7 +411,7 @@ def serving_peer(kernel: KernelView | None, tids: list[int]) -> ServingPeer | No
             continue
         seen = max(1, kernel.ticks.get(tid, waits.observations))
         for obj, n in waits.objects:
-            if obj.resource in (ResourceKind.PIPE, ResourceKind.CHILD) and obj.holders:
+            if obj.resource in (ResourceKind.PIPE, ResourceKind.CHILD, ResourceKind.SOCKET) and obj.holders:
                 summed[obj] = summed.get(obj, 0.0) + n / seen
     if not summed:
         return None

@@ -8,7 +8,8 @@ pipe, a socket, a child, a timer) is another; `waits_for` edges carry the share 
 that process's node. The bottleneck is the resource held by, or served by, something else that
 the most thread time waits for; a knot is a set of threads blocked all window on locks while
 nothing in their process runs: a hang (`lock_knot`, which the deadlock check asks when the
-source cannot name the locks).
+source cannot name the locks), or threads waiting on one another through any resource, none
+running (model/knots.py: a future, a queue, a child, a pipe), said with its chain.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from diagnose.model.await_sites import WORKER_LOOP_FRAMES
 from diagnose.model.kernel_waits import (Blocking, KernelView, WaitObject, knot_candidates, lock_knot,
                                          serving_peer)
 from diagnose.model.held_locks import LockSite, acquired_at
+from diagnose.model.knots import chain_words, tree_knots
 from diagnose.samples.profile import frame_is
 from diagnose.model.servers import ServerProcess
 from diagnose.vocab import (RUNNING, GraphEdgeKind, NodeKind, ProcessRole, ResourceKind, ThreadRole,
@@ -146,7 +148,26 @@ def build_wait_graph(service: Service) -> WaitGraph | None:
                    and set(group_tids.get(n.id, ())) & set(knot.tids)]
             ids += [_resource_id(lock, knot.pid) for lock in knot.locks]
             knots.append(tuple(i for i in ids if i in nodes))
-    bottleneck, summary = _bottleneck(nodes, edges, waited, waiters, holders_of, knots, peers, servers)
+    # Knots of any resource (model/knots.py: a lock holder waiting for a future its job needs, a
+    # parent waiting for a child blocked on its pipe), each process's and the tree's; a knot of
+    # locks alone is the lock cycle the deadlock check reports (or a lock knot above).
+    chains = [""] * len(knots)  # the knot's chain in words; "" for a lock knot
+    found = [k for v in views for k in v.analysis.knots if not k.only_locks]
+    found += [k for k in tree_knots([(v.pid, v.analysis) for v in service.processes if v.pid is not None])
+              if not k.only_locks]
+    for tied in found:
+        members = {(h.wait.thread.pid, h.wait.thread.tid) for h in tied.members}
+        ids = [n.id for n in nodes.values() if n.kind == NodeKind.THREADS and n.pid is not None
+               and any((n.pid, t) in members for t in group_tids.get(n.id, ()))]
+        ids += [e.target for e in edges if e.source in ids and e.kind == GraphEdgeKind.WAITS_FOR]
+        drawn = {nodes[i].pid for i in ids}
+        ids += [f"p:{pid}" for pid in tied.pids if pid not in drawn]  # a master's thread is no node
+        marked = tuple(dict.fromkeys(i for i in ids if i in nodes))
+        if marked:
+            knots.append(marked)
+            chains.append(chain_words(tied))
+    bottleneck, summary = _bottleneck(nodes, edges, waited, waiters, holders_of, knots, peers, servers,
+                                      chains)
     kept = _keep(nodes, edges, bottleneck)
     return WaitGraph(tuple(n for n in nodes.values() if n.id in kept),
                      tuple(e for e in edges if e.source in kept and e.target in kept),
@@ -243,12 +264,15 @@ def _resource_id(obj: WaitObject, pid: int) -> str:
 def _bottleneck(nodes: dict[str, WaitNode], edges: list[WaitEdge], waited: dict[str, float],
                 waiters: dict[str, set[str]], holders_of: dict[str, tuple[int, ...]],
                 knots: list[tuple[str, ...]], peers: dict[str, tuple[str, float]],
-                servers: Mapping[int, ServerProcess]) -> tuple[str | None, str]:
+                servers: Mapping[int, ServerProcess], chains: list[str]) -> tuple[str | None, str]:
     if knots:
         knot = knots[0]
         threads = sum(nodes[i].threads for i in knot if nodes[i].kind == NodeKind.THREADS)
         locks = [i for i in knot if nodes[i].kind == NodeKind.RESOURCE]
         pid = next((nodes[i].pid for i in knot if nodes[i].pid is not None), None)
+        if chains[0]:  # a knot of any resource: its chain
+            return (locks[0] if locks else None,
+                    f"hang: {chains[0]}; none of them runs, and none will again")
         return (locks[0] if locks else None,
                 f"hang: {threads} threads of process {pid} blocked all window on {len(locks)} "
                 f"locks, and nothing in the process ran to release them")

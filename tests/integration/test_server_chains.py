@@ -47,12 +47,13 @@ def brief(report: Report) -> str:
 
 
 @contextmanager
-def backend_and_front_end(tmp_path: Path, unix: bool, *backend_args: str) -> Iterator[tuple[int, int]]:
+def backend_and_front_end(tmp_path: Path, unix: bool, *backend_args: str,
+                          front_args: tuple[str, ...] = ()) -> Iterator[tuple[int, int]]:
     """A backend started apart (this test's child, not the front end's), then the front end
     connected to it: (backend pid, front end pid)."""
     where = ["--unix", str(tmp_path / "backend.sock")] if unix else ["--port", str(free_port())]
     with running(workload_command("feature_backend", "--seconds", "120", *where, *backend_args)) as backend:
-        with running(workload_command("remote_backend", "--seconds", "120", *where)) as front:
+        with running(workload_command("remote_backend", "--seconds", "120", *where, *front_args)) as front:
             yield backend, front
 
 
@@ -158,3 +159,20 @@ def test_following_the_peer_samples_the_backend_and_names_what_it_runs(tmp_path:
                for s in found.sites), brief(report)
     assert "score_features" in found.advice[1], brief(report)
     assert "peer serving tcp 127.0.0.1:" in proc.stderr, proc.stderr
+
+
+def test_a_lock_held_across_calls_to_a_backend_at_capacity_ends_its_chain_at_the_backend(tmp_path: Path) -> None:
+    """The front end guards its calls with one lock (`--lock-around-call`): the threads queue on
+    the lock, its holder waits in recv on the backend, whose one scoring thread is at capacity.
+    Taking the call out of the lock would only move the queue to the backend: the verdict is
+    the lock, with the chain followed to the backend and the backend's capacity as the lever."""
+    with backend_and_front_end(tmp_path, False, front_args=("--lock-around-call",)) as (backend, front):
+        proc, report = run_report("attach", front, "--duration", SECONDS, "--json", "-o", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert report is not None
+    assert report.verdict.primary == "lock_contention", brief(report)
+    found = finding(report, "lock_contention")
+    assert f"pid {backend}" in str(evidence(found, "serving_process")), brief(report)
+    assert evidence(found, "fix") == {"knob": "backend_processes", "value": 2}, brief(report)
+    assert "Run more of the backend" in found.advice[0], brief(report)
+    assert "at its capacity" in found.summary, brief(report)

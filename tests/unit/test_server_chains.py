@@ -137,3 +137,19 @@ def test_a_backends_command_line_is_named_without_its_secrets() -> None:
     said = _who(ServerWait("127.0.0.1:9000", (server,), (1, 2), 0.9, 7.2))
     assert "SECRET123" not in said and "hunter2" not in said
     assert said.startswith("pid 7 `python backend.py")
+
+
+def test_a_lock_whose_holder_waits_on_a_backend_at_capacity_names_the_backend_as_the_lever(tmp_path: Path) -> None:
+    """A recorded attach of the front end with one lock across each backend call
+    (fixtures/recorded/lock_across_saturated_backend, remote_backend.py --lock-around-call):
+    before, the verdict said "move SocketIO.readinto out of the lock" and predicted 1.57x, while
+    the backend it waits on already served at its capacity. The chain goes on: lock -> holder
+    -> socket -> the backend, whose capacity is the lever; the call out of the lock alone is
+    bounded by the backend's headroom."""
+    report = replay("lock_across_saturated_backend", NAME, tmp_path)
+    assert report.verdict.primary == "lock_contention"
+    found = next(f for f in report.findings if f.id == "lock_contention")
+    assert found.evidence.get("fix") == {"knob": "backend_processes", "value": 2}
+    assert found.advice[0].startswith("The lock's holder waits on the socket to 127.0.0.1:")
+    assert "Run more of the backend" in found.advice[0]
+    assert "the call taken out of the lock alone: about 1." in (found.gain_basis or "")
