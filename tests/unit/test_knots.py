@@ -16,7 +16,8 @@ from diagnose.checks.base import Finding, short_path
 from diagnose.checks.engine import load_check_settings, run_checks
 from diagnose.checks.settings import settings_of
 from diagnose.classify.categories import Categorizer
-from diagnose.model import held_locks, source
+from diagnose.model import held_locks
+from diagnose.samples import source
 from diagnose.model.analysis import Analysis, analysis_of, classify_profile
 from diagnose.model.kernel_waits import Blocking, KernelView, ThreadWaits, WaitObject
 from diagnose.model.knots import (Knot, Resource, Serving, ThreadId, Wait, find_knots, process_knots,
