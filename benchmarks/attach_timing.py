@@ -6,7 +6,7 @@ Runs `diagnose attach` in this process with its capture and its `finish` (which 
 verdict) wrapped, and prints `ATTACH-TIMING wall=… cpu=… after_window=…` to stderr: wall and
 cpu from the end of the capture, after_window from the window's end (the window `finish` is
 given, where the tree passes one). The same measurement works for any tree that has
-`diagnose.collect.attach.capture` and `diagnose.cli.attach.finish` (the branch point's too), so
+`diagnose.collect.capture.capture` and `diagnose.cli.attach.finish` (the branch point's too), so
 a before/after pair needs no timing code in the tree measured. The tree measured is the one
 `import diagnose` finds (put it first on PYTHONPATH).
 """
@@ -17,7 +17,7 @@ import sys
 import time
 
 import diagnose.cli.attach  # noqa: F401  (the module, not the click command of that name)
-import diagnose.collect.attach as collect_attach
+import diagnose.collect.capture as collect_attach
 
 cli_attach = sys.modules["diagnose.cli.attach"]
 _ended: dict[str, tuple[float, float]] = {}

@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from diagnose.load import loadgen  # noqa: E402
-from diagnose.load.sweep import CpuMeter  # noqa: E402
+from diagnose.load.sweep_steps import CpuMeter  # noqa: E402
 
 SERVER = r"""
 import asyncio, os, socket, sys

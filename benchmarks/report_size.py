@@ -4,7 +4,7 @@
                                      [--loads 3] [--out DIR] [--no-browser] [--profile]
 
 Builds a synthetic capture (by default 64 threads sampled at 100 Hz for 10 minutes: 3.84 M
-samples) directly as a `diagnose.model.profile.Profile`, runs it through the real pipeline
+samples) directly as a `diagnose.samples.profile.Profile`, runs it through the real pipeline
 (analyze_profile, run_checks, build_report, page_data, render_html), writes the HTML, and opens it
 in the system Chromium (headless, via Playwright, network blocked) to time the page until
 `html[data-ready="true"]`. Prints one table. Targets: HTML < 5 MB, ready in < 2 s.
@@ -40,13 +40,13 @@ sys.path.insert(0, str(REPO))
 from diagnose.checks.engine import run_checks  # noqa: E402
 from diagnose.classify.categories import Categorizer  # noqa: E402
 from diagnose.model.analysis import analyze_profile  # noqa: E402
-from diagnose.model.profile import Frame, Profile, ThreadTrack  # noqa: E402
-from diagnose.model.run_context import RecordedSampling, RunContext, RunTarget  # noqa: E402
+from diagnose.samples.profile import Frame, Profile, ThreadTrack  # noqa: E402
+from diagnose.collect.run_context import RecordedSampling, RunContext, RunTarget  # noqa: E402
 from diagnose.model.service import ProcessView, Service  # noqa: E402
-from diagnose.model.vocab import ProcessRole  # noqa: E402
+from diagnose.vocab import ProcessRole  # noqa: E402
 from diagnose.render.html import render_html  # noqa: E402
 from diagnose.render.html_data import page_data  # noqa: E402
-from diagnose.report.json_report import build_report  # noqa: E402
+from diagnose.run.build_report import build_report  # noqa: E402
 
 SIZE_TARGET_MB = 5.0
 RENDER_TARGET_S = 2.0

@@ -82,7 +82,7 @@ class SignalAbort(BaseException):
     """Leave now: a stop signal before sampling started, or a second one. The recorders are
     killed and the temporary files removed by the `finally` blocks on the way out. A
     BaseException, so that no `except Exception` on the way swallows it. (Here, not beside the
-    signal handling in collect/attach.py, so that every command can catch it without importing
+    signal handling in collect/capture.py, so that every command can catch it without importing
     the capture machinery.)"""
 
     def __init__(self, error: Interrupted):

@@ -22,9 +22,11 @@ bash scripts/install-test-tools.sh
 # (every `python -m diagnose`, every fixture), and where PYTHONDONTWRITEBYTECODE is set none of
 # them may cache what it compiles (measured: 0.4 s of each attach compiling diagnose's source).
 .venv/bin/python -m compileall -q -j 0 diagnose fixtures tests >/dev/null
-# The linter and the type checker first: a quick failure before the long run.
+# The linter, the type checker and the import direction first: a quick failure before the long
+# run. The layers and the contracts are pyproject.toml's [tool.importlinter] (docs/architecture.md).
 .venv/bin/python -m ruff check diagnose
 .venv/bin/python -m mypy diagnose
+.venv/bin/lint-imports --no-cache
 # The page's script (reports/static/page/*.js): TypeScript's checker, at the version
 # package-lock.json pins (installed again when the lock is newer than the install).
 if [ ! -x node_modules/.bin/tsc ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then

@@ -88,7 +88,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from diagnose.checks.base import Finding, LeverKind
-from diagnose.model.vocab import CRITICAL_SCORE, INFO_SCORE, WARNING_SCORE
+from diagnose.vocab import CRITICAL_SCORE, INFO_SCORE, WARNING_SCORE
 
 CRITICAL = CRITICAL_SCORE
 

@@ -53,16 +53,16 @@ import numpy as np
 from diagnose.checks import event_loop_blocked
 from diagnose.checks.base import (Finding, NotApplicable, ScoreBasis, Site, amdahl, core_room,
                                   make_finding, pct, ramp, short_path)
-from diagnose.checks.evidence import shared
+from diagnose.checks.shared_evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
-from diagnose.model import source
-from diagnose.model.async_tasks import AwaitKind
+from diagnose.samples import source
+from diagnose.collect.task_recording import AwaitKind
 from diagnose.model.await_sites import WORKER_LOOP_FRAMES, AwaitSite, TaskSummary
 from diagnose.model.event_loops import frame_owner
-from diagnose.model.profile import Frame, frame_is
-from diagnose.model.vocab import CodeOwner, ThreadState
+from diagnose.samples.profile import Frame, frame_is
+from diagnose.vocab import CodeOwner, ThreadState
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis

@@ -32,8 +32,8 @@ from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
 from diagnose.model.servers import ServerWait, server_waits
-from diagnose.model.vocab import ThreadRole, ThreadState
-from diagnose.render.redact import redact_cmdline
+from diagnose.vocab import ThreadRole, ThreadState
+from diagnose.report.redact import redact_cmdline
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.model.confidence import intervals_for, too_uncertain, wilson
-from diagnose.model.vocab import BUSY, LeverKind, WaitKind
+from diagnose.vocab import BUSY, LeverKind, WaitKind
 # The checks build the report's own values (report/model/findings.py).
 from diagnose.report.model.findings import (EvidenceValues, Finding, Interval, Lever,
                                             NotApplicable, Site, severity_for)
@@ -238,7 +238,7 @@ def leading_sites(sites: Iterable[Site]) -> tuple[Site, ...]:
     """A finding's sites without bootstrap frames (runpy, `<module>`, a thread's or a server's
     run loop: on nearly every stack, never the lead), unless nothing else is left."""
     from diagnose.model.bootstrap import is_bootstrap
-    from diagnose.model.profile import Frame
+    from diagnose.samples.profile import Frame
 
     sites = tuple(sites)
     kept = tuple(s for s in sites if not is_bootstrap(Frame(s.function, s.file, s.line, False)))

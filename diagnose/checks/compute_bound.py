@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from diagnose.checks.evidence import shared
+from diagnose.checks.shared_evidence import shared
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
@@ -29,7 +29,7 @@ from diagnose.checks.base import (Finding, NotApplicable, ScoreBasis, Site, busy
                                   make_finding, pct, ramp, top_sites)
 from diagnose.model.counters import running_agreement
 from diagnose.model.native_pools import pool_split
-from diagnose.model.vocab import LOCK_KINDS, ThreadState, WaitKind
+from diagnose.vocab import LOCK_KINDS, ThreadState, WaitKind
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from diagnose.checks.evidence import shared
+from diagnose.checks.shared_evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
@@ -33,7 +33,7 @@ from diagnose.checks.base import (Finding, NotApplicable, ScoreBasis, Site, busy
 from diagnose.model.bootstrap import is_bootstrap
 from diagnose.model.counters import holder_agreement, running_agreement
 from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, blocked_share
-from diagnose.model.vocab import GIL_BOUND, ThreadState
+from diagnose.vocab import GIL_BOUND, ThreadState
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING
 
 from diagnose.checks.base import (Finding, Site, make_finding, short_path)
 from diagnose.model.kernel_waits import LockKnot
-from diagnose.checks.evidence import shared
+from diagnose.checks.shared_evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U

@@ -13,7 +13,7 @@ from diagnose.checks.calibration import fared_words
 from diagnose.checks.registry import CHECKS  # the causal order
 from diagnose.checks.spec import REQUIREMENTS, SEEN_BY, CheckSettings, CheckSpec, Input
 from diagnose.classify.rules_file import validate
-from diagnose.model.vocab import INFO_SCORE, SEVERITIES, Confidence, Severity, ThreadState
+from diagnose.vocab import INFO_SCORE, SEVERITIES, Confidence, Severity, ThreadState
 from diagnose.report.model.findings import Verdict
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
@@ -217,7 +217,7 @@ def describe_activity(analysis: Analysis) -> str:
         frame = analysis.frame(int(these.groupby("site")["count"].sum().idxmax()))
         line = ""
         try:
-            from diagnose.model import source  # never opens a FIFO or device a profile names
+            from diagnose.samples import source  # never opens a FIFO or device a profile names
 
             line = source.getline(frame.file, frame.line).strip() if frame.line else ""
         except Exception:

@@ -23,11 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from diagnose.checks.evidence import shared
+from diagnose.checks.shared_evidence import shared
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
-from diagnose.model.vocab import CallbackKind
+from diagnose.vocab import CallbackKind
 from diagnose.checks.base import (Finding, ScoreBasis, Site, amdahl, make_finding, pct, ramp,
                                   serial_gain, short_path)
 

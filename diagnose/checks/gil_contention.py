@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from diagnose.checks.evidence import shared
+from diagnose.checks.shared_evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
@@ -32,8 +32,8 @@ from diagnose.checks.vectorise_gain import Vectorised
 from diagnose.model.counters import holder_agreement
 from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, GilHolding, blocked_share
 from diagnose.model.kernel_waits import Blocking
-from diagnose.model.profile import sums_by_code
-from diagnose.model.vocab import BUSY, GIL_BOUND, ThreadState, WaitKind
+from diagnose.samples.profile import sums_by_code
+from diagnose.vocab import BUSY, GIL_BOUND, ThreadState, WaitKind
 from diagnose.model.waits import describe
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one

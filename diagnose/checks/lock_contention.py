@@ -19,20 +19,20 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from diagnose.checks.calibration import fix_words
-from diagnose.checks.evidence import shared
+from diagnose.checks.shared_evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
 from diagnose.checks.base import Finding, Site, amdahl, pct, short_path
 from diagnose.checks.wait_share import WaitShare, wait_finding, where
-from diagnose.classify.os_state import FILE_LOCK_CALL
-from diagnose.model import source
+from diagnose.model.os_state import FILE_LOCK_CALL
+from diagnose.samples import source
 from diagnose.model.held_locks import Taken, acquired_at, held_at
 from diagnose.model.native_pools import SERIALIZES_CALLERS
 from diagnose.model.kernel_waits import ServingPeer, WaitObject, serving_peer
 from diagnose.model.servers import ServerProcess
-from diagnose.model.vocab import LOCK_KINDS, ResourceKind, ThreadState, WaitKind
-from diagnose.model.profile import Frame
+from diagnose.vocab import LOCK_KINDS, ResourceKind, ThreadState, WaitKind
+from diagnose.samples.profile import Frame
 from diagnose.model.waits import describe
 from diagnose.report.model.sections import WaitSite
 

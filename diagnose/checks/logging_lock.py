@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from diagnose.checks.evidence import shared
+from diagnose.checks.shared_evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
 from diagnose.checks.base import Finding, pct, serial_gain
 from diagnose.checks.wait_share import WaitShare, wait_finding, where
-from diagnose.model.vocab import WaitKind
+from diagnose.vocab import WaitKind
 from diagnose.model.waits import describe
 from diagnose.report.model.sections import WaitSite
 

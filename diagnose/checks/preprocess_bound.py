@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from diagnose.checks.evidence import shared
+from diagnose.checks.shared_evidence import shared
 from diagnose.checks.pipeline_gain import bound_by_bottleneck
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E

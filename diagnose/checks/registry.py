@@ -11,7 +11,7 @@ from diagnose.checks import (async_wait, backend_saturated, compute_bound, cpu_b
                              lock_contention, logging_lock, pool_wait, preprocess_bound,
                              scheduler_overhead, stage_bound, unbounded_backlog, underloaded,
                              worker_imbalance)
-from diagnose.checks.evidence import MERGED, SHARED
+from diagnose.checks.shared_evidence import MERGED, SHARED
 from diagnose.checks.spec import CheckSpec, Evidence
 
 # The checks run on each process, in the causal order: it breaks ties in the ranking

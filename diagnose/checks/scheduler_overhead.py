@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING
 
 import re
 
-from diagnose.checks.evidence import shared
+from diagnose.checks.shared_evidence import shared
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
 from diagnose.checks.base import (Finding, Site, amdahl, core_room, make_finding, ramp, serial_gain,
                                   top_sites)
 from diagnose.model.native_pools import LIBRARIES
-from diagnose.model.vocab import BUSY, WaitKind
+from diagnose.vocab import BUSY, WaitKind
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis

@@ -132,7 +132,7 @@ class CheckSpec(Generic[S]):
     # The module docstring: what it finds, why it matters, and (`What to do instead`) the advice
     # a finding builds from what it measured, beside its declared `advice`.
     doc: str
-    # None for a check run on a whole service (checks/service.py calls it).
+    # None for a check run on a whole service (checks/service_verdict.py calls it).
     run: Callable[[Analysis, S], Finding | NotApplicable] | None = None
     # Inputs without which the check cannot run: the engine says so in the check's place.
     needs: tuple[Input, ...] = ()

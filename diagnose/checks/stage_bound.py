@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING
 
 import math
 
-from diagnose.checks.evidence import shared
+from diagnose.checks.shared_evidence import shared
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
-from diagnose.model.vocab import HANDOFF_EDGES, EdgeKind, StageRole, ThreadState
+from diagnose.vocab import HANDOFF_EDGES, EdgeKind, StageRole, ThreadState
 from diagnose.checks.base import (Finding, Lever, LeverKind, ScoreBasis, Site, core_room,
                                   make_finding, pct, ramp, remove_work_lever, top_sites)
 

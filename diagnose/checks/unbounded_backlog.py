@@ -16,14 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from diagnose.checks.evidence import shared
+from diagnose.checks.shared_evidence import shared
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
 from diagnose.checks.base import Finding, Site, make_finding, pct, ramp
 from diagnose.model.os_summary import ProcessOS, RssSteps
-from diagnose.model.profile import Frame
-from diagnose.model.vocab import HANDLER_ROLES, ThreadState
+from diagnose.samples.profile import Frame
+from diagnose.vocab import HANDLER_ROLES, ThreadState
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis

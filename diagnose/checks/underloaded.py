@@ -27,15 +27,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from diagnose.checks.evidence import shared
+from diagnose.checks.shared_evidence import shared
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
 from diagnose.checks.base import (Finding, NotApplicable, ScoreBasis, Site, make_finding, pct, ramp,
                                   short_path, top_sites)
-from diagnose.model.profile import Frame, frame_is
+from diagnose.samples.profile import Frame, frame_is
 from diagnose.model.servers import server_waits
-from diagnose.model.vocab import HANDLER_ROLES, StageRole, ThreadRole, ThreadState
+from diagnose.vocab import HANDLER_ROLES, StageRole, ThreadRole, ThreadState
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis

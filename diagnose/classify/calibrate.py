@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from diagnose.classify.state import FULL_SYMBOL_MARKERS, classify_stack
-from diagnose.model.profile import Frame, Profile
+from diagnose.samples.profile import Frame, Profile
 
 FrameKey = tuple[str, str, int]
 PythonKey = tuple[FrameKey, ...]  # a stack's Python frames, root first (or its innermost few)

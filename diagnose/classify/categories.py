@@ -14,7 +14,7 @@ from diagnose.classify.rules_file import BadRules, builtin_rules_text, load, val
 # The categories frames are sorted into, declared with the rules that may name them: this
 # module's to export (the sample table's leaf categories).
 from diagnose.classify.rules_file import CATEGORIES as CATEGORIES
-from diagnose.model.profile import Frame
+from diagnose.samples.profile import Frame
 
 PHASES = ("preprocess", "model", "postprocess")
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.errors import DiagnoseError, ExitCode
-from diagnose.readers.bounded_read import read_bounded
+from diagnose.bounded_read import read_bounded
 
 # The frame categories a rule may name (classify/categories.py sorts frames into them).
 CATEGORIES = ("preprocess", "model", "postprocess", "sync", "io", "runtime", "other")

@@ -21,10 +21,10 @@ from typing import overload
 
 import numpy as np
 
-from diagnose.model import source
-from diagnose.model.native_pools import LIBRARIES as POOL_LIBRARIES
-from diagnose.model.profile import Frame, Profile, frame_is
-from diagnose.model.vocab import ThreadState, WaitKind
+from diagnose.samples import source
+from diagnose.samples.native_libraries import LIBRARIES as POOL_LIBRARIES
+from diagnose.samples.profile import Frame, Profile, frame_is
+from diagnose.vocab import ThreadState, WaitKind
 
 
 # Native leaf functions, as they appear in py-spy --native stacks on glibc/CPython builds.

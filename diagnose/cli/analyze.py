@@ -29,7 +29,7 @@ def analyze(profiles: tuple[Path, ...], procfs: Path | None, native_profile: Pat
     """Diagnose a profile recorded elsewhere (py-spy chrometrace, speedscope JSON or
     raw/collapsed). Several files are read as one service: the recordings `attach --keep-raw`
     keeps of a process tree, one per process."""
-    from diagnose.report import pipeline
+    from diagnose.run import pipeline
 
     ticket.check(outputs.as_json)
 

@@ -34,7 +34,7 @@ def attach_and_report(args: AttachArgs) -> int:
     sampling starts one aborts; during the window one ends it early and the partial report is
     written, exiting 128 + the signal's number; a second one aborts at once."""
     from diagnose.collect import priority
-    from diagnose.collect.attach import StopSignals
+    from diagnose.collect.capture import StopSignals
 
     # Before the heavy imports: beside a service that saturates the cores they took minutes.
     priority.raise_own()
@@ -43,9 +43,9 @@ def attach_and_report(args: AttachArgs) -> int:
 
 
 def _attach_stoppable(stop, args: AttachArgs) -> int:
-    from diagnose.collect.attach import AttachOptions, capture, describe_target
+    from diagnose.collect.capture import AttachOptions, capture, describe_target
     from diagnose.collect.tree import python_descendants
-    from diagnose.report import pipeline
+    from diagnose.run import pipeline
 
     pids, sampling, probes, quiet = list(args.pids), args.sampling, args.probes, args.quiet
     duration, output_dir = sampling.duration, args.outputs.output_dir

@@ -13,7 +13,7 @@ import click
 
 from diagnose.cli.options import OutputOptions, TicketOptions
 from diagnose.errors import DiagnoseError, ExitCode, Interrupted, SignalAbort
-from diagnose.model.vocab import severity_rank
+from diagnose.vocab import severity_rank
 from diagnose.render.deadlock_text import dump_lines
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ def demo(sampling: SamplingOptions, outputs: OutputOptions) -> None:
     def action() -> int:
         seconds = str(int(sampling.duration) + 30)
         service = subprocess.Popen(
-            [sys.executable, "-m", "diagnose.demo.service", "--seconds", seconds],
+            [sys.executable, "-m", "diagnose.demo.inference_service", "--seconds", seconds],
             stdout=subprocess.PIPE, text=True)
         try:
             ready = _wait_ready(service, timeout=60)

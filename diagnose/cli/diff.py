@@ -39,11 +39,13 @@ def diff(before: Path, after: Path, outputs: OutputOptions) -> None:
     standard library) or release directory (the longest common path suffix), so the same code
     deployed under another prefix or virtualenv compares; reports with no code in common are of
     different programs and refused (exit 2)."""
-    from diagnose.compare.diff import diff_reports
+    from diagnose.compare.report_diff import diff_reports
+    from diagnose.checks.registry import evidence_labels
     from diagnose.report.reader import read_report
 
     def action() -> int:
-        result = diff_reports(read_report(before), read_report(after), (before.name, after.name))
+        result = diff_reports(read_report(before, older_labels=evidence_labels),
+                              read_report(after, older_labels=evidence_labels), (before.name, after.name))
         json_path, html_path = write_diff(result, outputs.output_dir)
         if outputs.as_json:
             click.echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False))

@@ -16,7 +16,7 @@ from diagnose.cli.options import (LoadOptions, OutputOptions, TicketOptions,
                                   ticket_options, warmup_option)
 
 if TYPE_CHECKING:
-    from diagnose.load.model import Advice
+    from diagnose.report.load_report import Advice
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def experiment(url: str, plan: ExperimentOptions, ticket: TicketOptions, quiet: 
     throughput, p99 and verdict, the winner and its gain over the baseline. Writes
     diagnose-experiment-<port>-<time>.html/.json/.md (the .md: a ticket summary)."""
     from diagnose.load import experiment_run
-    from diagnose.load.experiment import (Arm, RunSettings, arms_from_vary, fix_from_report,
+    from diagnose.load.experiment_decision import (Arm, RunSettings, arms_from_vary, fix_from_report,
                                      parse_assignments, parse_vary, vary_from_advice)
     from diagnose.load.loadgen import loopback_url
 

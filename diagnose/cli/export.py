@@ -45,9 +45,10 @@ def _export(report_path: Path, fmt: str, output: Path | None) -> None:
     # imported here: the pprof encoder (protobuf) is for this command alone, not for every
     # start of the program
     from diagnose.export.pprof import write_pprof
+    from diagnose.checks.registry import evidence_labels
     from diagnose.report.reader import read_report
 
-    report = read_report(report_path)
+    report = read_report(report_path, older_labels=evidence_labels)
     if output is None:
         target = default_output(report_path, FORMAT_SUFFIXES[fmt])
     elif _claim(output):

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from diagnose.model.vocab import GATE_SEVERITIES
+from diagnose.vocab import GATE_SEVERITIES
 
 if TYPE_CHECKING:
     from diagnose.load.loadtest import Generator

@@ -34,9 +34,10 @@ def render_files(report_path: Path, out_dir: Path | None) -> tuple[Path, Path, b
     from diagnose.errors import OutputFailed
     from diagnose.render.page_tables import earlier_page
     from diagnose.render.report_files import page_html, summary_markdown
+    from diagnose.checks.registry import evidence_labels
     from diagnose.report.reader import read_report
 
-    report = read_report(report_path, need_stacks=False)
+    report = read_report(report_path, need_stacks=False, older_labels=evidence_labels)
     earlier = report.page is None
     report = earlier_page(report)
     base = report_base(report_path)

@@ -15,8 +15,8 @@ from diagnose.cli.options import (LoadOptions, OutputOptions, TicketOptions,
                                   ticket_options, warmup_option)
 
 if TYPE_CHECKING:
-    from diagnose.load.model import SweepReport
-    from diagnose.load.sweep import SweepSettings
+    from diagnose.report.load_report import SweepReport
+    from diagnose.load.sweep_steps import SweepSettings
     from diagnose.report.model import Verdict
 
 
@@ -42,7 +42,7 @@ class SweepOptions:
     def settings(self) -> SweepSettings:
         """The sweep's settings; ValueError (a usage error) for levels and rates both given or a
         malformed list."""
-        from diagnose.load.sweep import SweepSettings, doubling_levels, parse_levels
+        from diagnose.load.sweep_steps import SweepSettings, doubling_levels, parse_levels
 
         if self.levels and self.rates:
             raise ValueError("give --concurrency (closed model) or --rate (open model), not both")
@@ -141,7 +141,7 @@ def sweep(url: str, steps: SweepOptions, requests: RequestOptions, ticket: Ticke
     from diagnose.load import loadtest
     from diagnose.load.loadgen import loopback_url
     from diagnose.load.openloop import parse_header
-    from diagnose.report import pipeline
+    from diagnose.run import pipeline
 
     def action() -> int:
         ticket.check(outputs.as_json)

@@ -52,10 +52,10 @@ def watch(pid: int, schedule: Schedule, push: PushOptions, keep_reports: int,
           outputs: OutputOptions) -> None:
     """Sample the running Python service PID for --duration seconds every --every seconds,
     write each window's report, and (with --push) send its profile to Grafana Pyroscope."""
-    from diagnose.report import pipeline
-    from diagnose.collect.attach import StopSignals
+    from diagnose.run import pipeline
+    from diagnose.collect.capture import StopSignals
     from diagnose.publish.push import check_push_options, parse_push_url
-    from diagnose.publish.watch import WatchSettings, watch as run_watch
+    from diagnose.publish.watch_loop import WatchSettings, watch as run_watch
 
     every, duration, windows = schedule.every, schedule.duration, schedule.windows
     push_url, app_name, tenant = push.push_url, push.app_name, push.tenant

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from diagnose.collect.gil_state import UNKNOWN as GIL_UNKNOWN
 from diagnose.collect.gil_state import GilStateReader
-from diagnose.model.native_pools import LIBRARIES as POOL_LIBRARIES
+from diagnose.samples.native_libraries import LIBRARIES as POOL_LIBRARIES
 
 # Syscall numbers by machine (asm/unistd_64.h, asm-generic/unistd.h): only those decoded.
 SYSCALLS: dict[str, dict[int, str]] = {

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from diagnose.collect.procfs import CLOCK_TICKS, TreeRecord, read_proc_text
-from diagnose.model.run_context import WindowCpu
+from diagnose.collect.run_context import WindowCpu
 
 
 @dataclass(frozen=True)

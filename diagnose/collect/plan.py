@@ -56,7 +56,7 @@ MAX_PROC_INTERVAL_S = 0.5
 # its exponential sampling gaps (30 stops at 5 Hz: median 0.39 s, 2 over 1 s; 12 at 2 Hz: median
 # 0.72 s, up to 1.75 s), a Gamma(2, rate), whose tail P(wait > x / rate) = e^-x (1 + x) is 5% at
 # x = STOP_MISS_LOG. So each recorder is told to stop STOP_MISS_LOG / rate - STOP_SLACK_S before the
-# window's end (collect/attach.py): 19 times in 20 it has exited STOP_SLACK_S after the end, and
+# window's end (collect/capture.py): 19 times in 20 it has exited STOP_SLACK_S after the end, and
 # the verdict follows within a second (the analysis after the last exit takes 0.3-0.35 s on a
 # tree: at a slack of 0.35 s, one of four 10 s attaches of a tree of five recorders gave its
 # verdict 0.98 s after the window). Nothing for a recorder at 32 Hz or more; 1.04 s for a native

@@ -21,7 +21,7 @@ KIND = "diagnose-diff"
 
 
 class Status(enum.StrEnum):
-    """How a finding's severity moved from BEFORE to AFTER (compare/diff.severity_change)."""
+    """How a finding's severity moved from BEFORE to AFTER (compare/report_diff.severity_change)."""
 
     UNCHANGED = "unchanged"
     CHANGED = "changed"
@@ -212,7 +212,7 @@ class Diff:
     schema_version: int = SCHEMA_VERSION
     before: Side
     after: Side
-    sampling_differs: tuple[str, ...]  # of compare/diff.SAMPLING_FIELDS
+    sampling_differs: tuple[str, ...]  # of compare/report_diff.SAMPLING_FIELDS
     normalised_only: bool  # sampling differs: raw counts are not comparable
     per_request: bool  # both reports carry their throughput
     paths: PathMatching
@@ -222,7 +222,7 @@ class Diff:
     states: tuple[RoleStates, ...]
     flame: FlameDiff
     rules: Rules
-    summary: str = ""  # the one line (compare/diff.summary_line), set once the rest is known
+    summary: str = ""  # the one line (compare/report_diff.summary_line), set once the rest is known
 
     def to_json(self) -> dict[str, JsonValue]:
         out: dict[str, JsonValue] = encode(self)

@@ -1,6 +1,6 @@
 """Runs an experiment end to end: each variant's service started and stopped (its whole process
 group), the load of one run (one step, or a sweep), the verdict taken once per variant while it
-is loaded, and the written report. The decisions are in diagnose/load/experiment.py."""
+is loaded, and the written report. The decisions are in diagnose/load/experiment_decision.py."""
 
 from __future__ import annotations
 
@@ -20,15 +20,15 @@ from urllib.parse import urlsplit
 from diagnose.collect.procfs import cores_available
 from diagnose.load import loadgen
 from diagnose.errors import LoadFailed
-from diagnose.load.experiment import (Arm, ExperimentResult, RunSettings, experiment_report,
+from diagnose.load.experiment_decision import (Arm, ExperimentResult, RunSettings, experiment_report,
                                  failed_arms, run_experiment, throughput_at_slo)
 from diagnose.load.loadtest import Generator, Outcome, StopOnSignal, Stopped
 from diagnose.outputs.files import prepare_output_dir, write_report
-from diagnose.load.diagnosis import StepDiagnosis
-from diagnose.load.model import Advice, ExperimentReport, Run
+from diagnose.report.step_diagnosis import StepDiagnosis
+from diagnose.report.load_report import Advice, ExperimentReport, Run
 
 if TYPE_CHECKING:  # types only: the sweep module is imported where a run reads the CPU
-    from diagnose.load.sweep import CpuReading
+    from diagnose.load.sweep_steps import CpuReading
 
 READY_TIMEOUT_S = 60.0
 STOP_GRACE_S = 8.0
@@ -84,7 +84,7 @@ class Service:
 
     def reading(self) -> CpuReading:
         """The service tree's CPU seconds and the machine's idle seconds, now."""
-        from diagnose.load.sweep import CpuMeter
+        from diagnose.load.sweep_steps import CpuMeter
 
         return CpuMeter([self.proc.pid]).read()
 
@@ -132,7 +132,7 @@ def _sweep_figures(settings: RunSettings, service: Service, out_dir: Path,
     """A whole sweep of the service (diagnose.loadtest.sweep, its own report written beside the
     experiment's), judged at the SLO or at its knee."""
     from diagnose.load import loadtest
-    from diagnose.load.sweep import SweepSettings
+    from diagnose.load.sweep_steps import SweepSettings
 
     outcome = loadtest.sweep(
         url=settings.url, pids=[service.proc.pid],

@@ -18,12 +18,12 @@ from urllib.parse import urlsplit
 import psutil
 
 from diagnose.load import loadgen
-from diagnose.load.diagnosis import StepDiagnosis
-from diagnose.collect.attach import StopSignals
+from diagnose.report.step_diagnosis import StepDiagnosis
+from diagnose.collect.capture import StopSignals
 from diagnose.errors import Interrupted, LoadFailed, NoSuchProcess
 from diagnose.outputs.files import prepare_output_dir, write_report
-from diagnose.load.model import ExperimentReport, GeneratorInfo, SweepReport, SweepTarget
-from diagnose.load.sweep import CpuMeter, Step, SweepResult, SweepSettings, run_sweep, sweep_report
+from diagnose.report.load_report import ExperimentReport, GeneratorInfo, SweepReport, SweepTarget
+from diagnose.load.sweep_steps import CpuMeter, Step, SweepResult, SweepSettings, run_sweep, sweep_report
 
 R = TypeVar("R", SweepReport, ExperimentReport)
 
@@ -207,11 +207,11 @@ def diagnose_under_load(url: str, pids: list[int], level: float, seconds: float,
     requests/s in the open model): the verdict under that load and its written report.
     `throughput_rps`: what that level served when measured (the sweep step's), written into
     the report's `load` so reports of two runs compare per request."""
-    from diagnose.report import pipeline
-    from diagnose.collect.attach import (AttachOptions, SignalAbort, StopSignals, capture,
+    from diagnose.run import pipeline
+    from diagnose.collect.capture import (AttachOptions, SignalAbort, StopSignals, capture,
                                          window_close_s)
     from diagnose.errors import DiagnoseError
-    from diagnose.model.run_context import LoadLevel
+    from diagnose.collect.run_context import LoadLevel
 
     what = (f"concurrency {int(level)}" if generator.model == "closed" else f"{level:g} req/s")
     log(f"  diagnosing pid {', '.join(map(str, pids))} for {seconds:g} s at {what} ...")

@@ -12,18 +12,18 @@ import pandas as pd
 
 from diagnose.classify.calibrate import calibration_from
 from diagnose.classify.categories import Categorizer
-from diagnose.classify.os_state import lock_taking, settle_with_kernel, settle_with_os_state
+from diagnose.model.os_state import lock_taking, settle_with_kernel, settle_with_os_state
 from diagnose.collect.procfs import ProcRecord
-from diagnose.model.async_tasks import TaskRecording
+from diagnose.collect.task_recording import TaskRecording
 from diagnose.model.kernel_waits import KernelView, WaitObject
 from diagnose.model.library_threads import LIBRARY_THREAD_SHARE, library_stacks
-from diagnose.model.native_pools import LIBRARIES as POOL_LIBRARIES
+from diagnose.samples.native_libraries import LIBRARIES as POOL_LIBRARIES
 from diagnose.model.os_summary import ProcessOS, ThreadOS, summarize
-from diagnose.model.profile import Frame, Profile
-from diagnose.model.run_context import RunContext
+from diagnose.samples.profile import Frame, Profile
+from diagnose.collect.run_context import RunContext
 from diagnose.model.servers import ServerProcess
 from diagnose.model.table import StackTable, build_sample_table, classify_stacks
-from diagnose.model.vocab import ACTIVE, PARKING_KINDS, RUNNING, STATES, ProcessRole, ThreadRole, ThreadState
+from diagnose.vocab import ACTIVE, PARKING_KINDS, RUNNING, STATES, ProcessRole, ThreadRole, ThreadState
 
 if TYPE_CHECKING:  # imported where used at run time: these modules read the Analysis
     from diagnose.model.await_sites import TaskSummary
@@ -242,7 +242,7 @@ def pool_library_stacks(profile: Profile) -> np.ndarray:
 
 def lock_taking_stacks(profile: Profile, stacks: StackTable) -> np.ndarray:
     """Per stack: Python code takes a lock there, by any reading of it (each part of a calibrated
-    stack's mix) or by its line's source (classify/os_state.lock_taking)."""
+    stack's mix) or by its line's source (model/os_state.lock_taking)."""
     ids, kinds, sites = [np.arange(len(stacks.state))], [stacks.wait_kind], [stacks.site]
     for sid, (components, _) in stacks.mixtures.items():
         ids.append(np.full(len(components), sid))

@@ -1,4 +1,4 @@
-"""Where a process's asyncio request tasks wait: the reads of model/async_tasks.py grouped by
+"""Where a process's asyncio request tasks wait: the reads of collect/task_recording.py grouped by
 await site, for the `async_wait` and `underloaded` checks and the report's event-loop view.
 
 Request tasks: tasks that run the application's own code (a frame outside the standard library
@@ -40,11 +40,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from diagnose.model import source
-from diagnose.model.async_tasks import (AwaitKind, CoroFrame, TaskRecording, TaskState,
+from diagnose.samples import source
+from diagnose.collect.task_recording import (AwaitKind, CoroFrame, TaskRecording, TaskState,
                                         framework_primitive)
 from diagnose.model.event_loops import FRAMEWORK_PACKAGES, frame_owner
-from diagnose.model.profile import Frame
+from diagnose.samples.profile import Frame
 
 # In-process primitives: a request parked on one waits on the process itself.
 LOCAL_KINDS = frozenset({AwaitKind.SEMAPHORE, AwaitKind.LOCK, AwaitKind.CONDITION, AwaitKind.EVENT,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from diagnose.model.profile import Frame, frame_is
+from diagnose.samples.profile import Frame, frame_is
 
 # (file suffix, or a directory ending in "/"; function pattern)
 BOOTSTRAP_FRAMES = (

@@ -19,7 +19,7 @@ import pandas as pd
 
 from diagnose.model.os_summary import ProcessOS, ThreadOS
 from diagnose.model.sampled import SampledProcess
-from diagnose.model.vocab import RUNNING
+from diagnose.vocab import RUNNING
 
 AGREE_RATIO = 0.5  # measured at least this share of what the samples imply: they agree (py-spy's
 # pauses take CPU from the target, so the counters read low by a margin)

@@ -65,7 +65,7 @@ from diagnose.model.held_locks import LockSite, held_in_stack, waited_at
 from diagnose.model.kernel_waits import LockKnot, knot_candidates, lock_knot
 from diagnose.model.os_summary import ProcessOS
 from diagnose.model.sampled import SampledProcess
-from diagnose.model.vocab import ThreadState, WaitKind
+from diagnose.vocab import ThreadState, WaitKind
 
 MIN_BLOCKED_SAMPLES = 5  # fewer samples of a thread decide nothing
 WINDOW_COVERAGE = 0.8  # measured instants: the thread's samples span this much of the window

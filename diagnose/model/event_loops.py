@@ -27,10 +27,10 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from diagnose.model import source
-from diagnose.model.profile import Frame, sorted_distinct
+from diagnose.samples import source
+from diagnose.samples.profile import Frame, sorted_distinct
 from diagnose.model.sampled import SampledProcess
-from diagnose.model.vocab import BUSY, GIL_BOUND, CallbackKind, CodeOwner, LoopFlavor
+from diagnose.vocab import BUSY, GIL_BOUND, CallbackKind, CodeOwner, LoopFlavor
 # The loops are the report's own values (report/model/sections.py).
 from diagnose.report.model.sections import Callback, CallSite, EventLoop
 

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from diagnose.model.kernel_waits import Blocking, KernelView, WaitObject
-from diagnose.model.vocab import ResourceKind
+from diagnose.vocab import ResourceKind
 
 MIN_CONTENDED_TICKS = 10  # fewer instants with a GIL waiter say nothing about its holder
 HELD_ASLEEP_SHARE = 0.5  # of the instants a thread waited for the GIL, the holder blocked at this share

@@ -3,7 +3,7 @@
 A stack names, in every Python frame, the line the frame is at. A lock taken by a `with X:`
 block is held while that line is inside the block's body, in any frame of the stack; a lock
 taken by `X.acquire()` is held from that call until a matching `X.release()`. The source of each
-frame's file is parsed with `ast` once (read through model/source.py: regular files only,
+frame's file is parsed with `ast` once (read through samples/source.py: regular files only,
 bounded), and indexed by line.
 
 - Held (`held_in_stack`): in every Python frame, the `with` blocks whose body holds the frame's
@@ -37,8 +37,8 @@ import ast
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from diagnose.model import source
-from diagnose.model.profile import Frame
+from diagnose.samples import source
+from diagnose.samples.profile import Frame
 
 MAX_PARSE_CHARS = 2 << 20  # a file larger than this is not parsed (no locks known in it)
 _THREADING = ("/threading.py",)

@@ -6,7 +6,7 @@ interpreter's runtime state), a lock (any other futex: threads waiting on one ad
 one lock), a file lock (its path, and from /proc/locks who holds it), a pipe (and the processes
 at its other end), a socket (a connected one: a call outside the process; a listening one:
 waiting for work), a child process, a timer. `KernelView` holds a process's observations by
-thread, in time order, for the sample table (classify/os_state.settle_with_kernel) and the
+thread, in time order, for the sample table (model/os_state.settle_with_kernel) and the
 wait-for graph (model/wait_graph.py).
 """
 
@@ -23,7 +23,7 @@ import pandas as pd
 
 from diagnose.collect.kernel_waits import FILE_LOCK_CALLS, RUNNING, SYSCALLS, KernelRecord
 from diagnose.collect.procfs import ProcRecord, TreeRecord
-from diagnose.model.vocab import ResourceKind, ThreadRole, WaitKind
+from diagnose.vocab import ResourceKind, ThreadRole, WaitKind
 
 if TYPE_CHECKING:  # the OS summary is read here (lock_knot), built elsewhere
     from diagnose.model.os_summary import ProcessOS

@@ -66,10 +66,10 @@ from diagnose.model.deadlock import (MIN_BLOCKED_SAMPLES, WINDOW_COVERAGE, cycle
 from diagnose.model.event_loops import frame_owner
 from diagnose.model.held_locks import LockSite, held_in_stack, waited_at
 from diagnose.model.kernel_waits import KNOT_BLOCKED_SHARE, KernelView, WaitObject
-from diagnose.model.profile import Frame, frame_is
+from diagnose.samples.profile import Frame, frame_is
 from diagnose.model.sampled import SampledProcess
 from diagnose.model.structure import is_entry, loop_frame, queue_op, source_queue_ops
-from diagnose.model.vocab import CodeOwner, ResourceKind, ThreadState, WaitKind
+from diagnose.vocab import CodeOwner, ResourceKind, ThreadState, WaitKind
 
 # Every sample of a blocked thread is one of these: asleep, never running nor runnable.
 BLOCKED_STATES = (ThreadState.LOCK, ThreadState.IO, ThreadState.IDLE)

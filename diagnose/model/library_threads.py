@@ -15,7 +15,7 @@ import re
 
 import numpy as np
 
-from diagnose.model.profile import Profile, frame_is
+from diagnose.samples.profile import Profile, frame_is
 
 # (file suffix, function pattern): the loop a library's own thread runs for its whole life.
 LIBRARY_THREAD_LOOPS = (

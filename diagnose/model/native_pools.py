@@ -16,18 +16,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from diagnose.model.confidence import wilson
-from diagnose.model.profile import Profile
+from diagnose.samples.native_libraries import LIBRARIES
+from diagnose.samples.profile import Profile
 
-# (library, file pattern, knob to set its pool size)
-LIBRARIES = (
-    ("OpenBLAS", re.compile(r"openblas", re.I), "OPENBLAS_NUM_THREADS"),
-    ("MKL", re.compile(r"libmkl", re.I), "MKL_NUM_THREADS"),
-    ("OpenMP (Intel)", re.compile(r"libiomp", re.I), "OMP_NUM_THREADS"),
-    ("OpenMP", re.compile(r"libgomp|libomp\.", re.I), "OMP_NUM_THREADS"),
-    ("oneDNN", re.compile(r"libdnnl|libmkldnn", re.I), "OMP_NUM_THREADS"),
-    ("torch", re.compile(r"libtorch|libc10", re.I), "torch.set_num_threads"),
-    ("ONNX Runtime", re.compile(r"onnxruntime", re.I), "intra_op_num_threads"),
-)
 _SYNC_FUNCTIONS = re.compile(
     r"^(inner_thread|exec_blas(_async(_wait)?)?|blas_thread_server|blas_thread_init|"
     r"gomp_(barrier|team|thread|sem|mutex|ptrlock)\w*|GOMP_(barrier|parallel_end)\w*|"

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from diagnose.model import vocab
+from diagnose import vocab
 from diagnose.model.analysis import Analysis
 from diagnose.model.counters import unpaused_window_s
-from diagnose.model.profile import Frame, frame_is
+from diagnose.samples.profile import Frame, frame_is
 from diagnose.model.service import ProcessView, Service
 
 BUSY = vocab.BUSY

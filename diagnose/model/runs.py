@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from diagnose.model.profile import Profile, ThreadTrack
+from diagnose.samples.profile import Profile, ThreadTrack
 
 
 def run_step_s(track: ThreadTrack) -> float | None:

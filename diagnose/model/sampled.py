@@ -14,9 +14,9 @@ import pandas as pd
 
 from diagnose.model.kernel_waits import KernelView
 from diagnose.model.os_summary import ProcessOS
-from diagnose.model.profile import Frame, Profile
+from diagnose.samples.profile import Frame, Profile
 from diagnose.model.table import StackTable
-from diagnose.model.vocab import ProcessRole
+from diagnose.vocab import ProcessRole
 
 
 class SampledProcess(Protocol):

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from diagnose.collect.procfs import ProcRecord, TreeRecord
 from diagnose.model.kernel_waits import Blocking, KernelView, WaitObject, kernel_view
 from diagnose.model.os_summary import summarize
-from diagnose.model.vocab import ResourceKind
-from diagnose.render.redact import redact_argv  # a pure function on strings: any layer may redact
+from diagnose.vocab import ResourceKind
+from diagnose.report.redact import redact_argv  # a pure function on strings: any layer may redact
 
 GIL_BOUND_SHARE = 0.2  # its blocked-or-running threads waited this share on its GIL: Python-bound
 BUSY_THREAD_CORES = 0.5  # a thread that ran half a core or more is one of its busy threads

@@ -1,7 +1,7 @@
 """The service as processes: one analysis per sampled process, each with its role.
 
 The checks run per process (a lock, the GIL, an event loop belong to one process), and the
-verdict is the service's (checks/service.py merges them).
+verdict is the service's (checks/service_verdict.py merges them).
 
 Roles come from the work each process does, not from its place in the tree. A process does
 request work when it has threads in request handling whose activity stands up to the OS
@@ -38,17 +38,17 @@ import numpy as np
 from diagnose.classify.categories import Categorizer
 from diagnose.collect.procfs import TreeRecord, as_seen_inside
 from diagnose.collect.tree import HELPER_MARKERS
-from diagnose.model.async_tasks import TaskRecording
-from diagnose.classify.os_state import pooled_decisions
+from diagnose.collect.task_recording import TaskRecording
+from diagnose.model.os_state import pooled_decisions
 from diagnose.model.analysis import (Analysis, analysis_of, classify_profile, lock_taking_stacks,
                                      stack_changes_by_process)
 from diagnose.model.counters import running_agreement
 from diagnose.model.kernel_waits import kernel_view
 from diagnose.model.os_summary import combine
-from diagnose.model.profile import Profile
-from diagnose.model.run_context import RunContext, RunTarget
+from diagnose.samples.profile import Profile
+from diagnose.collect.run_context import RunContext, RunTarget
 from diagnose.model.servers import server_processes
-from diagnose.model.vocab import BUSY, CONTENDED, IN_PROCESS_KINDS, SERVING_ROLES, ProcessRole
+from diagnose.vocab import BUSY, CONTENDED, IN_PROCESS_KINDS, SERVING_ROLES, ProcessRole
 
 MASTER_MAX_BUSY_SHARE = 0.15  # without /proc: a process busier than this does work itself
 QUIET_MAX_CORES = 0.05  # with /proc: "next to no CPU" for a master or a helper...

@@ -31,10 +31,10 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from diagnose.model import source
-from diagnose.model.profile import Frame, frame_is, sorted_distinct
+from diagnose.samples import source
+from diagnose.samples.profile import Frame, frame_is, sorted_distinct
 from diagnose.model.sampled import SampledProcess
-from diagnose.model.vocab import (BUSY, GIL_BOUND, HANDOFF_EDGES, HELD_KINDS, EdgeKind, ProcessRole,
+from diagnose.vocab import (BUSY, GIL_BOUND, HANDOFF_EDGES, HELD_KINDS, EdgeKind, ProcessRole,
                                   StageRole, ThreadRole, ThreadState, WaitKind)
 # The structure is the report's own value (report/model/sections.py).
 from diagnose.report.model.sections import Edge, EventLoop, Stage, Structure, WaitSite

@@ -17,9 +17,9 @@ import pandas as pd
 from diagnose.classify.categories import CATEGORIES, Categorizer
 from diagnose.classify.state import FULL_SYMBOL_MARKERS, every_stack_state, stack_states
 from diagnose.classify.calibrate import CalibratedState, Calibration, FrameKey, Mixture, python_key, spread
-from diagnose.model.profile import Frame, Profile
+from diagnose.samples.profile import Frame, Profile
 from diagnose.model.runs import run_starts, run_step_s
-from diagnose.model.vocab import STATES, WAIT_KINDS
+from diagnose.vocab import STATES, WAIT_KINDS
 
 PHASES_AND_OTHER = ("preprocess", "model", "postprocess", "other")
 

@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from diagnose.model.async_tasks import AwaitKind
+from diagnose.collect.task_recording import AwaitKind
 from diagnose.model.await_sites import WORKER_LOOP_FRAMES
 from diagnose.model.kernel_waits import (Blocking, KernelView, WaitObject, knot_candidates, lock_knot,
                                          serving_peer)
 from diagnose.model.held_locks import LockSite, acquired_at
 from diagnose.model.knots import chain_words, tree_knots
-from diagnose.model.profile import frame_is
+from diagnose.samples.profile import frame_is
 from diagnose.model.servers import ServerProcess
-from diagnose.model.vocab import (RUNNING, GraphEdgeKind, NodeKind, ProcessRole, ResourceKind, ThreadRole,
+from diagnose.vocab import (RUNNING, GraphEdgeKind, NodeKind, ProcessRole, ResourceKind, ThreadRole,
                                   ThreadState)
 from diagnose.report.model.wait_graph import WaitEdge, WaitGraph, WaitNode
 

@@ -16,10 +16,10 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from diagnose.model.profile import Frame, sorted_distinct, sums_by_code
+from diagnose.samples.profile import Frame, sorted_distinct, sums_by_code
 from diagnose.model.runs import instant_ticks, instants_per_row, row_slices, thread_steps
 from diagnose.model.sampled import SampledProcess
-from diagnose.model.vocab import CONTENDED, ThreadState, WaitKind
+from diagnose.vocab import CONTENDED, ThreadState, WaitKind
 # The wait sites are the report's own values (report/model/sections.py).
 from diagnose.report.model.sections import Holder, WaitSite
 

@@ -40,8 +40,8 @@ import re
 import numpy as np
 
 from diagnose.errors import BadProfile
-from diagnose.model.profile import Frame, Profile, ThreadTrack
-from diagnose.model.visibility import assess_waits
+from diagnose.samples.profile import Frame, Profile, ThreadTrack
+from diagnose.readers.visibility import assess_waits
 from diagnose.readers.frames import PROCESS_PSEUDO, THREAD_PSEUDO, is_native_frame, parse_tid
 
 SAME_INSTANT_US = 500  # events closer than this belong to one sampling instant

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.errors import BadProfile
-from diagnose.model.profile import Frame, Profile, ThreadTrack
+from diagnose.samples.profile import Frame, Profile, ThreadTrack
 from diagnose.readers.frames import PROCESS_PSEUDO, THREAD_PSEUDO, is_native_frame, parse_tid
 
 # collapsed frame: `name (file:line)` or `name (library.so)`
@@ -167,7 +167,7 @@ def _slices(text: str):
 
 def load_collapsed(text: str, label: str = "profile") -> Profile:
     """Collapsed stacks (`py-spy record --format raw`): `a;b;c 12` per line, no sample order."""
-    from diagnose.model.visibility import assess_waits
+    from diagnose.readers.visibility import assess_waits
 
     reader = _Reader(Profile(source="collapsed", instants="none"))
     for piece in _slices(text):

@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 
 from diagnose.errors import BadProfile
-from diagnose.model.profile import Frame, Profile, ThreadTrack
-from diagnose.model.visibility import assess_waits
+from diagnose.samples.profile import Frame, Profile, ThreadTrack
+from diagnose.readers.visibility import assess_waits
 from diagnose.readers import speedscope_stream
-from diagnose.readers.bounded_read import read_bounded, read_chunks
+from diagnose.bounded_read import read_bounded, read_chunks
 from diagnose.readers.collapsed import load_collapsed
 from diagnose.readers.frames import PROCESS_PSEUDO, THREAD_PSEUDO, is_native_frame, parse_tid
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from diagnose.checks.registry import evidence_labels
-from diagnose.checks.spec import DASH
-from diagnose.checks.spec import Unit as U
+from diagnose.report.model.labels import DASH
+from diagnose.report.model.labels import Unit as U
 # The labels a report carries are the report model's; re-exported for the renderers that read
 # them here.
 from diagnose.report.model.labels import Evidence, fallback_label, humanize, infer_unit  # noqa: F401

@@ -7,7 +7,7 @@ and its thread table and timeline from `threads` and `page` (report/model/page.p
 
 from __future__ import annotations
 
-from diagnose.model.vocab import page_vocabulary
+from diagnose.vocab import page_vocabulary
 from diagnose.render.evidence import SKIPPED, describe_evidence
 from diagnose.report.model import Report
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from diagnose.load.model import (AtLevel, ExperimentReport, StepVerdict, SweepReport, Variant,
+from diagnose.report.load_report import (AtLevel, ExperimentReport, StepVerdict, SweepReport, Variant,
                                  Why)
 from diagnose.render.evidence import DASH, TIMES, fmt_number
 from diagnose.render.markdown import MAX_BYTES, finite_number, md_cell, md_code, md_table

@@ -19,7 +19,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from diagnose.model.vocab import Confidence, Severity
+from diagnose.vocab import Confidence, Severity
 from diagnose.render import wording
 from diagnose.render.deadlock_text import behind, deadlocks_in, heading
 from diagnose.render.evidence import (DASH, EvidenceRow, describe_evidence, fmt_number,

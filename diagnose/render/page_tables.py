@@ -18,9 +18,9 @@ import pandas as pd
 
 from diagnose.classify.categories import CATEGORIES, Categorizer
 from diagnose.model.analysis import Analysis
-from diagnose.model.profile import Frame
+from diagnose.samples.profile import Frame
 from diagnose.model.runs import bins_of_rows, last_instants, thread_steps
-from diagnose.render.stack_rows import row_threads
+from diagnose.model.stack_rows import row_threads
 from diagnose.report.model import Report, Stacks, Thread
 from diagnose.report.model.page import Page, Timeline, TimelineLane
 

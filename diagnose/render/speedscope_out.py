@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from diagnose.model.profile import Profile
+from diagnose.samples.profile import Profile
 
 SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 

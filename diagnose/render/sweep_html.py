@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from markupsafe import Markup
 
-from diagnose.load.model import SweepReport, SweepStep
+from diagnose.report.load_report import SweepReport, SweepStep
 
 from diagnose.render.html import (content_security_policy, inline_stylesheet, script_safe_json,
                                   template_environment)

@@ -1,2 +1,4 @@
-"""The report: built from a capture or a recorded file (the pipeline), and read back from a
-written .json or .html report."""
+"""The report as data: its frozen model and codec (model/), the sweep and experiment reports'
+(load_report.py, step_diagnosis.py), reading a written .json or .html report back (reader.py)
+and the redaction every command line gets before it is written (redact.py). Built by run/
+(build_report.py); imports nothing above it (docs/architecture.md)."""

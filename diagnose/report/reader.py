@@ -1,19 +1,23 @@
 """Reading back a diagnose report a user names: the .json written beside it, or the .html page,
 whose data block carries the same report, as the frozen model (report/model/). Anything else is
-BadProfile (exit 6), one line naming what is missing."""
+BadProfile (exit 6), one line naming what is missing.
+
+A report written before reports carried their evidence labels is labelled by `older_labels`,
+the checks' declared labels (checks/registry.evidence_labels), which the caller hands in: the
+report package imports nothing above it (docs/architecture.md)."""
 
 from __future__ import annotations
 
 import html
 import json
 import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from diagnose.checks.registry import evidence_labels
-from diagnose.readers.bounded_read import read_bounded
+from diagnose.bounded_read import read_bounded
 from diagnose.errors import BadProfile
-from diagnose.report.model import Finding, NotAReport, Report
+from diagnose.report.model import Evidence, Finding, NotAReport, Report
 from diagnose.report.model.codec import decode
 
 # A report of a long window over many threads is a few MiB; its page a little more.
@@ -29,11 +33,17 @@ _OTHER_PAGES = {"sweep-data": "a sweep report", "experiment-data": "an experimen
                 "diff-data": "a diff report"}
 
 
-def read_report(path: str | Path, need_stacks: bool = True) -> Report:
+OlderLabels = Callable[[], Mapping[str, Evidence]]
+
+
+def read_report(path: str | Path, need_stacks: bool = True,
+                older_labels: OlderLabels | None = None) -> Report:
     """The report in the .json or .html report at `path` (this schema version or the previous
-    one), with its stacks table (diff and export read it) unless not `need_stacks` (render)."""
+    one), with its stacks table (diff and export read it) unless not `need_stacks` (render).
+    `older_labels`: the evidence labels of a report written before reports carried their own
+    (Report.from_json); without it such a report's keys are labelled from the keys."""
     path = Path(path)
-    return _check(_read(path), path, need_stacks)
+    return _check(_read(path), path, need_stacks, older_labels)
 
 
 def read_findings(path: str | Path) -> tuple[Finding, ...]:
@@ -94,7 +104,8 @@ def _from_page(text: str, path: Path) -> Any:
     return data["report"]
 
 
-def _check(data: Any, path: Path, need_stacks: bool = True) -> Report:
+def _check(data: Any, path: Path, need_stacks: bool = True,
+           older_labels: OlderLabels | None = None) -> Report:
     if not isinstance(data, dict):
         raise BadProfile(f"{path}: JSON but not an object, not a {WHAT}")
     if data.get("kind") == "diagnose-diff":
@@ -102,7 +113,7 @@ def _check(data: Any, path: Path, need_stacks: bool = True) -> Report:
     if "verdict" not in data and ("steps" in data or "decision" in data):
         raise BadProfile(f"{path}: is a sweep or experiment report, not a {WHAT}")
     try:
-        report = Report.from_json(data, older_labels=evidence_labels)
+        report = Report.from_json(data, older_labels=older_labels)
     except NotAReport as exc:
         detail = (f"JSON {exc.what}" if not exc.path
                   else f"{exc.what}: {exc.path}" if exc.what == "missing"

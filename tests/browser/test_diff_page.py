@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from diagnose.compare.diff import diff_reports
+from diagnose.compare.report_diff import diff_reports
 from diagnose.render.diff_html import render_diff_html
 from tests.browser.conftest import requires_browser
 from tests.unit.test_diff import report

@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from diagnose.load.diagnosis import StepDiagnosis
-from diagnose.load.experiment import Arm, RunSettings, experiment_report, run_experiment
-from diagnose.load.model import ExperimentReport, GeneratorInfo, Run, SweepReport, SweepTarget
+from diagnose.report.step_diagnosis import StepDiagnosis
+from diagnose.load.experiment_decision import Arm, RunSettings, experiment_report, run_experiment
+from diagnose.report.load_report import ExperimentReport, GeneratorInfo, Run, SweepReport, SweepTarget
 from diagnose.render.experiment_html import render_experiment_html
 from diagnose.render.sweep_html import render_sweep_html
-from diagnose.load.sweep import run_sweep, sweep_report
+from diagnose.load.sweep_steps import run_sweep, sweep_report
 from tests.browser.conftest import requires_browser
 from tests.unit.test_sweep import SETTINGS, closed_loop_service
 

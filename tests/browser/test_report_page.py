@@ -17,7 +17,7 @@ import pytest
 
 from diagnose.render.html import render_html
 from diagnose.render.wording import observer_cpu_text
-from diagnose.model.vocab import Confidence, Severity
+from diagnose.vocab import Confidence, Severity
 from diagnose.report.model import Holder, Observer, Report
 from tests.browser.conftest import analyze_recorded, page_data, render_page, requires_browser
 from tests.browser.typed import evidence_keys, evidence_of, finding, report_of, shown, with_report

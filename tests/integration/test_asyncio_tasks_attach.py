@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from diagnose.collect.attach import AttachOptions, capture
-from diagnose.model.async_tasks import AwaitKind
+from diagnose.collect.capture import AttachOptions, capture
+from diagnose.collect.task_recording import AwaitKind
 from tests.integration.conftest import requires_ptrace, running
 
 SERVICE = r'''

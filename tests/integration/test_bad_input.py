@@ -49,7 +49,7 @@ def test_attaching_the_shell_that_runs_diagnose_refuses_to_sample_diagnose_itsel
 def test_attaching_diagnoses_own_pid_is_refused_in_process():
     import os
 
-    from diagnose.collect.attach import resolve_probe_pid
+    from diagnose.collect.capture import resolve_probe_pid
     from diagnose.errors import NotPython
 
     with pytest.raises(NotPython, match="diagnose itself"):

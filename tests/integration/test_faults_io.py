@@ -264,8 +264,8 @@ def test_two_analyze_runs_at_once_keep_both_reports(out_dir):
 def test_a_taken_report_name_gets_a_suffix(out_dir):
     """Deterministic: the same base name three times gives base, base-2, base-3; nothing is
     overwritten."""
-    from diagnose.model.run_context import RunContext
-    from diagnose.report import pipeline
+    from diagnose.collect.run_context import RunContext
+    from diagnose.run import pipeline
 
     service, results, per_process, categorizer = pipeline.analyze([PROFILE], None, RunContext(),
                                                                   None, live=False)
@@ -416,7 +416,7 @@ def test_a_profile_naming_special_files_never_blocks(tmp_path, out_dir):
 def test_source_lines_of_a_containerised_target_are_read_through_its_root(tmp_path):
     """A target in another mount namespace (a container) sees its own files at its paths: they
     are read through /proc/<pid>/root, not from the host's path of the same name."""
-    from diagnose.model import source
+    from diagnose.samples import source
 
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         pytest.skip("a private mount namespace needs root and unshare(1)")

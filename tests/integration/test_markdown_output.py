@@ -8,8 +8,8 @@ import os
 import pytest
 from markdown_it import MarkdownIt
 
-from diagnose.model.run_context import RunContext
-from diagnose.report import pipeline
+from diagnose.collect.run_context import RunContext
+from diagnose.run import pipeline
 from diagnose.errors import OutputFailed
 from diagnose.render.markdown import MAX_BYTES
 from tests.conftest import RECORDED

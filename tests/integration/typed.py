@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.compare.model import Diff
-from diagnose.load.model import ExperimentReport, SweepReport
+from diagnose.report.load_report import ExperimentReport, SweepReport
 from diagnose.report.model import Finding, Report
 from diagnose.report.model.codec import JsonValue
 from tests.conftest import CliResult, invoke_cli, run_cli

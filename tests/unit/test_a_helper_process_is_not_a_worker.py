@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import pytest
 
 from diagnose.checks.engine import load_check_settings
-from diagnose.checks.service import worker_imbalance
+from diagnose.checks.service_verdict import worker_imbalance
 from diagnose.model.service import QUIET_MAX_CORES, fleet
 from tests.conftest import RECORDED, REPO, invoke_cli_report, marker_line
 from tests.replay import restore

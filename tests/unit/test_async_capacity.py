@@ -12,11 +12,11 @@ import pytest
 from diagnose.checks.engine import run_checks
 from diagnose.classify.categories import Categorizer
 from diagnose.model.analysis import analysis_of, classify_profile
-from diagnose.model.async_tasks import (AwaitKind, AwaitTarget, CoroFrame, TaskRecording,
+from diagnose.collect.task_recording import (AwaitKind, AwaitTarget, CoroFrame, TaskRecording,
                                         TaskSnapshot, TaskState, framework_primitive)
 from diagnose.model.await_sites import summarize_tasks
-from diagnose.model.profile import Frame, Profile, ThreadTrack
-from diagnose.model.run_context import RunContext, RunTarget
+from diagnose.samples.profile import Frame, Profile, ThreadTrack
+from diagnose.collect.run_context import RunContext, RunTarget
 
 LIB = "/usr/lib/python3.11"
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"

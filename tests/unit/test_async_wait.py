@@ -1,5 +1,5 @@
 """async_wait: requests parked on an in-process asyncio primitive, read from synthetic task
-recordings (model/async_tasks.py) beside a loop thread idle in its selector; `underloaded` names
+recordings (collect/task_recording.py) beside a loop thread idle in its selector; `underloaded` names
 the downstream await site instead when requests await calls outside the process."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ import pytest
 from diagnose.checks.engine import run_checks
 from diagnose.classify.categories import Categorizer
 from diagnose.model.analysis import analysis_of, classify_profile
-from diagnose.model.async_tasks import (AwaitKind, AwaitTarget, CoroFrame, TaskRecording,
+from diagnose.collect.task_recording import (AwaitKind, AwaitTarget, CoroFrame, TaskRecording,
                                         TaskSnapshot, TaskState)
 from diagnose.model.await_sites import primitive_name, summarize_tasks
-from diagnose.model.profile import Frame, Profile, ThreadTrack
-from diagnose.model.run_context import RunContext, RunTarget
+from diagnose.samples.profile import Frame, Profile, ThreadTrack
+from diagnose.collect.run_context import RunContext, RunTarget
 from diagnose.model.service import ProcessView, Service
-from diagnose.report.json_report import build_report
+from diagnose.run.build_report import build_report
 from diagnose.report.model import Report
 from diagnose.report.model.codec import decode, encode
 from tests.conftest import report_of
@@ -301,7 +301,7 @@ def test_the_predicted_gain_is_capped_by_the_cores_a_busy_machine_leaves(app):
 def test_keep_raw_writes_every_read_of_the_tasks_beside_the_report(app, tmp_path):
     import json
 
-    from diagnose.report.pipeline import write_outputs
+    from diagnose.run.pipeline import write_outputs
 
     analysis = loop_analysis(semaphore_recording(app, reads=3))
     service = Service(analysis, [ProcessView(4242, 1, "single", ["python"], analysis)])
@@ -325,7 +325,7 @@ def test_keep_raw_writes_every_read_of_the_tasks_beside_the_report(app, tmp_path
 def test_a_read_that_raced_its_tasks_does_not_inflate_the_semaphores_capacity():
     """A read walks the tasks one by one: a task leaving the `async with` block and the one
     entering after it can both be seen inside. The capacity is the median read, not the most."""
-    from diagnose.model.async_tasks import (AwaitKind, AwaitTarget, CoroFrame, TaskRecording,
+    from diagnose.collect.task_recording import (AwaitKind, AwaitTarget, CoroFrame, TaskRecording,
                                             TaskSnapshot, TaskState)
     from diagnose.model.await_sites import summarize_tasks
     from tests.conftest import REPO, marker_line

@@ -1,6 +1,6 @@
 """Await sites of real asyncio tasks: a live event loop in this process whose tasks wait on a
 semaphore, a lock, a full queue, a future and a socket read; their states are written into the
-reader's types (model/async_tasks.py) from inside the process, as the reader will from outside
+reader's types (collect/task_recording.py) from inside the process, as the reader will from outside
 (the task's coroutine chain, its `_fut_waiter`, the primitive the innermost frame belongs to).
 What is tested is the grouping of real asyncio frame chains, not the reading of memory."""
 
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from diagnose.model.async_tasks import (AwaitKind, AwaitTarget, CoroFrame, TaskRecording,
+from diagnose.collect.task_recording import (AwaitKind, AwaitTarget, CoroFrame, TaskRecording,
                                         TaskSnapshot, TaskState)
 from diagnose.model.await_sites import summarize_tasks
 

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.collect.asyncio_tasks import calibrate, read_tasks_once
+from diagnose.collect.asyncio_tasks import layout_probe, read_tasks_once
 from diagnose.collect.asyncio_tasks.layout import generated_layout
 from diagnose.collect.asyncio_tasks.linetable import line_of
 from diagnose.collect.asyncio_tasks.objects import ObjectReader
 from diagnose.collect.asyncio_tasks.remote import RemoteMemory, RemoteReadError
 from diagnose.collect.asyncio_tasks.sampler import AsyncioTaskSampler
-from diagnose.model.async_tasks import AwaitKind, TaskRecording, TaskState
+from diagnose.collect.task_recording import AwaitKind, TaskRecording, TaskState
 from tests.integration import pythons
 from tests.ready import parse_ready
 
@@ -341,19 +341,19 @@ def test_the_location_table_decoder_agrees_with_co_lines():
 def test_the_task_layout_is_calibrated_once_per_interpreter_then_read_from_the_cache(
         tmp_path, monkeypatch):
     from diagnose.collect.asyncio_tasks.binary import find_interpreter
-    monkeypatch.setattr(calibrate, "CACHE_FILE", tmp_path / "layout.json")
-    monkeypatch.setattr(calibrate, "_memo", {})
+    monkeypatch.setattr(layout_probe, "CACHE_FILE", tmp_path / "layout.json")
+    monkeypatch.setattr(layout_probe, "_memo", {})
     proc, _ = _start(_python("3.12"), QUIET)
     try:
         interp = find_interpreter(proc.pid)
-        first = calibrate.task_layout(interp, proc.pid)
+        first = layout_probe.task_layout(interp, proc.pid)
         assert (tmp_path / "layout.json").exists()
-        monkeypatch.setattr(calibrate, "_memo", {})
+        monkeypatch.setattr(layout_probe, "_memo", {})
 
         def no_probe(*_args):
             raise AssertionError("calibrated again despite the cache")
-        monkeypatch.setattr(calibrate, "_calibrate", no_probe)
-        assert calibrate.task_layout(interp, proc.pid) == first
+        monkeypatch.setattr(layout_probe, "_calibrate", no_probe)
+        assert layout_probe.task_layout(interp, proc.pid) == first
     finally:
         _stop(proc)
     # the fields are distinct pointers after the future's head, the state an int before them
@@ -365,7 +365,7 @@ def test_the_attach_option_is_on_by_default_and_documented():
     from click.testing import CliRunner
 
     from diagnose.cli.attach import attach
-    from diagnose.collect.attach import AttachOptions
+    from diagnose.collect.capture import AttachOptions
     assert AttachOptions().async_tasks is True
     help_text = CliRunner().invoke(attach, ["--help"]).output
     assert "--no-async-tasks" in help_text

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diagnose.model.async_tasks import (AwaitKind, AwaitTarget, CoroFrame, TaskRecording,
+from diagnose.collect.task_recording import (AwaitKind, AwaitTarget, CoroFrame, TaskRecording,
                                         TaskSnapshot, TaskState)
 from diagnose.model.await_graph import await_cycles
 

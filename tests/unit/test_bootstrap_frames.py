@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from diagnose.checks.base import Site, leading_sites
 from diagnose.model.bootstrap import is_bootstrap
-from diagnose.model.profile import Frame
+from diagnose.samples.profile import Frame
 
 LIB = "/usr/lib/python3.11"
 

@@ -15,7 +15,7 @@ import pytest
 from diagnose.errors import BadProfile
 from diagnose.readers import loaders
 from diagnose.readers.loaders import load_profile, load_speedscope
-from diagnose.report.pipeline import from_file
+from diagnose.run.pipeline import from_file
 from tests.conftest import RECORDED
 
 DEEP = 10_000
@@ -173,7 +173,7 @@ def test_very_deep_collapsed_stacks_get_their_report(tmp_path):
 
 
 def test_stacks_with_any_marks_the_stacks_holding_a_marked_frame():
-    from diagnose.model.profile import Profile
+    from diagnose.samples.profile import Profile
 
     profile = Profile(stacks=[(), (0, 1), (2,), (), (1,), ()])
     assert profile.stacks_with_any([False, True, False]).tolist() == [False, True, False, False, True, False]

@@ -4,7 +4,7 @@ at least MIN_SUPPORT of them stand behind it (or behind its innermost frames).""
 import numpy as np
 
 from diagnose.classify.calibrate import MIN_SUPPORT, calibration_from
-from diagnose.model.profile import Frame, Profile, ThreadTrack
+from diagnose.samples.profile import Frame, Profile, ThreadTrack
 
 HANDLER = Frame("handle", "/srv/app.py", 10, False)
 PREDICT = Frame("Model.predict", "/srv/app.py", 40, False)

@@ -11,7 +11,7 @@ import pytest
 
 from diagnose.classify.categories import Categorizer
 from diagnose.classify.rules_file import BadRules
-from diagnose.model.profile import Frame
+from diagnose.samples.profile import Frame
 
 SITE = "/srv/venv/lib/python3.11/site-packages"
 LIB = "/usr/lib/python3.11"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from diagnose.checks import doc, registry
-from diagnose.checks.evidence import MERGED
+from diagnose.checks.shared_evidence import MERGED
 from diagnose.checks.settings import merged, rules_toml, schema
 from diagnose.checks.spec import INSTEAD, REQUIREMENTS, SECTIONS, CheckSettings
 from diagnose.classify.rules_file import shipped
@@ -67,7 +67,7 @@ def test_the_scan_finds_keys_of_every_form():
     assert "submit_site_seen" in emitted_keys(CHECKS_DIR / "unbounded_backlog.py")
     assert "intra_op_sync_share_95_low" in emitted_keys(CHECKS_DIR / "scheduler_overhead.py")
     assert {"handler", "fix"} <= emitted_keys(CHECKS_DIR / "logging_lock.py")
-    assert set(MERGED) == emitted_keys(CHECKS_DIR / "service.py")
+    assert set(MERGED) == emitted_keys(CHECKS_DIR / "service_verdict.py")
 
 
 def test_every_check_module_is_declared():

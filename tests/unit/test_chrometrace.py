@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from diagnose.checks.service import run_service_checks
+from diagnose.checks.service_verdict import run_service_checks
 from diagnose.classify.categories import Categorizer
 from diagnose.collect import pyspy
 from diagnose.collect.procfs import ProcRecord, TreeRecord
@@ -23,7 +23,7 @@ from diagnose.readers.chrometrace import close_exited_threads, load_chrometrace,
 from diagnose.readers.loaders import load_profile, load_speedscope
 from diagnose.model.service import build_service
 from diagnose.render.page_tables import timeline
-from diagnose.report.json_report import build_report
+from diagnose.run.build_report import build_report
 from diagnose.render.speedscope_out import profile_to_speedscope
 from tests.conftest import RECORDED, REPO, WORKLOADS, marker_line
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from diagnose.model.profile import Profile
+from diagnose.samples.profile import Profile
 from diagnose.readers import collapsed
 from diagnose.readers.collapsed import _root, load_collapsed, parse_frame
 

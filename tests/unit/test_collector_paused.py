@@ -8,8 +8,8 @@ import gc
 import pytest
 
 from diagnose.errors import BadProfile
-from diagnose.report import pipeline
-from diagnose.report.collector import collector_paused
+from diagnose.run import pipeline
+from diagnose.run.gc_pause import collector_paused
 from tests.conftest import RECORDED
 
 

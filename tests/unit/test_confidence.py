@@ -83,7 +83,7 @@ def test_a_loosely_known_share_says_its_interval_in_the_headline():
 
 
 def test_a_services_share_pools_the_samples_of_its_workers():
-    from diagnose.checks.service import _pooled_confidence
+    from diagnose.checks.service_verdict import _pooled_confidence
 
     workers = [_based(0.6, 30), _based(0.5, 30), _based(0.55, 30)]
     assert all(f.low_confidence for f in workers)
@@ -96,7 +96,7 @@ def test_a_services_share_pools_the_samples_of_its_workers():
 
 
 def test_a_services_score_interval_narrows_with_its_workers_pooled_samples():
-    from diagnose.checks.service import _narrowed
+    from diagnose.checks.service_verdict import _narrowed
 
     finding = _based(0.5, 60)  # score 50, interval from the share's 38-62%
     low, high = finding.score_interval
@@ -121,7 +121,7 @@ def test_calibrated_states_are_as_sure_as_the_native_samples_behind_them_not_the
 
 
 def test_workers_calibrated_by_the_same_native_samples_pool_their_sampling_not_their_calibration():
-    from diagnose.checks.service import _pooled_count
+    from diagnose.checks.service_verdict import _pooled_count
     # three workers: 2,000 samples each, states calibrated to an effective 48 by one native recorder
     calibrated = [(0.5, 48, 2000)] * 3
     assert 45 <= _pooled_count(calibrated) <= 50  # not 144: the same dozen native samples thrice

@@ -15,12 +15,13 @@ from diagnose.checks.arbiter import rank
 from diagnose.checks.base import Finding
 from diagnose.checks.engine import load_check_settings, order_of, run_checks
 from diagnose.classify.categories import Categorizer
-from diagnose.model import held_locks, source
+from diagnose.model import held_locks
+from diagnose.samples import source
 from diagnose.model.analysis import analysis_of, classify_profile
 from diagnose.model.deadlock import BlockedThread, deadlocks_among
 from diagnose.model.held_locks import LockSite, Taken, acquired_at, held_at
 from diagnose.model.os_summary import ProcessOS, StateTick, ThreadOS
-from diagnose.model.profile import Frame, Profile, ThreadTrack
+from diagnose.samples.profile import Frame, Profile, ThreadTrack
 
 LIB = "/usr/lib/python3.11"
 LIBPYTHON = "/usr/lib/libpython3.11.so.1.0"

@@ -11,8 +11,8 @@ from dataclasses import replace
 
 import pytest
 
-from diagnose.compare import diff as compare
-from diagnose.compare.diff import SEVERITY_MARGIN
+from diagnose.compare import report_diff as compare
+from diagnose.compare.report_diff import SEVERITY_MARGIN
 from diagnose.compare.model import Diff, FindingChange
 from diagnose.errors import BadProfile, ExitCode
 from diagnose.render.diff_html import render_diff_html

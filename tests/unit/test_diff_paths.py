@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from diagnose.compare import paths
-from diagnose.compare.diff import DifferentPrograms
+from diagnose.compare.report_diff import DifferentPrograms
 from diagnose.compare.model import Diff, PathRoot
 from diagnose.compare.paths import library_key, parts
 from diagnose.report.model import Report, StackFrame

@@ -11,16 +11,16 @@ from dataclasses import replace
 import pytest
 
 from diagnose.errors import BadProfile, LoadFailed
-from diagnose.load.diagnosis import StepDiagnosis, StepVerdict
+from diagnose.report.step_diagnosis import StepDiagnosis, StepVerdict
 from diagnose.load.experiment_run import _cores_used
-from diagnose.load.experiment import (MAX_VARIANTS, Arm, ExperimentResult, RunSettings, advised_arm,
+from diagnose.load.experiment_decision import (MAX_VARIANTS, Arm, ExperimentResult, RunSettings, advised_arm,
                                  arms_from_vary, choose_winner, decide, experiment_report,
                                  fix_from_report, parse_assignments, parse_vary, round_order,
                                  run_experiment, throughput_at_slo, vary_from_advice)
-from diagnose.load.model import (EXPERIMENT_SCHEMA_VERSION, Advice, ExperimentReport,
+from diagnose.report.load_report import (EXPERIMENT_SCHEMA_VERSION, Advice, ExperimentReport,
                                  GeneratorInfo, Machine, Percentiles, Run, SummaryKnee, SweepKnee,
                                  SweepReport, SweepStep, SweepSummary, SweepTarget)
-from diagnose.load.sweep import CpuReading
+from diagnose.load.sweep_steps import CpuReading
 from diagnose.render.experiment_html import render_experiment_html
 from tests.conftest import invoke_cli
 

@@ -20,8 +20,8 @@ from diagnose.checks.registry import CHECKS
 from diagnose.render.markdown import render_markdown
 from diagnose.render.wording import gain_notes, gain_words
 from diagnose.report.model import Finding, Lever
-from diagnose.report.pipeline import from_file
-from diagnose.model.vocab import LeverKind, WaitKind
+from diagnose.run.pipeline import from_file
+from diagnose.vocab import LeverKind, WaitKind
 from diagnose.report.model.sections import WaitSite
 from tests.conftest import RECORDED, report_of
 

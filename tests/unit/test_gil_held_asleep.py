@@ -9,7 +9,7 @@ import numpy as np
 
 from diagnose.model.gil_holder import gil_holding
 from diagnose.model.kernel_waits import RUNNING_OBJECT, Blocking, KernelView, WaitObject
-from diagnose.model.vocab import ResourceKind
+from diagnose.vocab import ResourceKind
 
 GIL = WaitObject(ResourceKind.GIL, "gil:1", "the GIL", Blocking.GIL, "futex")
 SLEEP = WaitObject(ResourceKind.SLEEP, "sleep", "a timer or signal", Blocking.OUTSIDE, "clock_nanosleep")

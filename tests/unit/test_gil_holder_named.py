@@ -11,7 +11,7 @@ import numpy as np
 from diagnose.collect.kernel_waits import KernelRecord
 from diagnose.model.gil_holder import gil_holding
 from diagnose.model.kernel_waits import RUNNING_OBJECT, Blocking, KernelView, WaitObject
-from diagnose.model.vocab import ResourceKind
+from diagnose.vocab import ResourceKind
 from tests.replay import replay
 
 GIL = WaitObject(ResourceKind.GIL, "gil:1", "the GIL", Blocking.GIL, "futex")

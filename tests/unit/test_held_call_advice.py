@@ -9,7 +9,8 @@ import pytest
 
 from diagnose.checks import lock_contention
 from diagnose.checks.engine import load_check_settings
-from diagnose.model import held_locks, source
+from diagnose.model import held_locks
+from diagnose.samples import source
 from tests.unit.test_deadlock import LOCK_WAIT, THREAD_ROOT, analysis, native, py
 
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"

@@ -10,8 +10,8 @@ import pytest
 from diagnose.classify.categories import Categorizer
 from diagnose.model import waits
 from diagnose.model.analysis import analyze_profile
-from diagnose.model.profile import sorted_distinct
-from diagnose.model.vocab import ThreadState, WaitKind
+from diagnose.samples.profile import sorted_distinct
+from diagnose.vocab import ThreadState, WaitKind
 from diagnose.readers.loaders import load_profile
 from tests.conftest import RECORDED
 

@@ -1,5 +1,5 @@
 """Samples the frames read as a wait outside the process, settled by what the kernel saw the
-thread wait on (classify/os_state.settle_with_kernel): a C extension that released the GIL for
+thread wait on (model/os_state.settle_with_kernel): a C extension that released the GIL for
 its work (PIL's JPEG decode) and queues to take it back reads, in py-spy's native stacks, as the
 library's own wait ("io"); where the kernel saw the thread asleep on the GIL's futex it was a GIL
 wait. Only to that: a parked queue.get, a lock's futex or a socket leave the frames' reading.
@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from diagnose.classify.os_state import settle_with_kernel
+from diagnose.model.os_state import settle_with_kernel
 from diagnose.model.kernel_waits import RUNNING_OBJECT, Blocking, KernelView, ThreadWaits, WaitObject
 from diagnose.model.table import validate
-from diagnose.model.vocab import ResourceKind, ThreadState, WaitKind
+from diagnose.vocab import ResourceKind, ThreadState, WaitKind
 
 TICK_S = 0.1  # py-spy's sampling interval and the /proc sampler's
 GIL = WaitObject(ResourceKind.GIL, "gil:10", "the GIL", Blocking.GIL, "futex")

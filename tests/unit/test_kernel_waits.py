@@ -10,7 +10,7 @@ import struct
 
 import numpy as np
 
-from diagnose.checks.service import run_service_checks
+from diagnose.checks.service_verdict import run_service_checks
 from diagnose.classify.categories import Categorizer
 from diagnose.collect.kernel_waits import (REREAD_POLLED_FDS, RUNNING, KernelRecord,
                                            KernelWaitReader, parse_locks, parse_syscall)
@@ -18,9 +18,9 @@ from diagnose.collect.sockets import _address
 from diagnose.collect.procfs import ProcRecord, ThreadCounters, TreeRecord, as_seen_inside
 from diagnose.model.kernel_waits import Blocking, kernel_view, lock_knot
 from diagnose.model.os_summary import summarize
-from diagnose.model.profile import Frame, Profile, ThreadTrack
+from diagnose.samples.profile import Frame, Profile, ThreadTrack
 from diagnose.model.service import build_service
-from diagnose.model.vocab import ResourceKind
+from diagnose.vocab import ResourceKind
 from diagnose.model.wait_graph import build_wait_graph
 
 FUTEX, FLOCK, READ, ACCEPT, WAIT4, SLEEP, EPOLL = 202, 73, 0, 43, 61, 230, 232
@@ -437,7 +437,7 @@ def test_a_reused_socket_descriptor_is_named_by_a_connection_that_was_looked_up(
 def test_a_locks_votes_at_a_line_that_takes_no_lock_go_to_the_line_that_does(tmp_path):
     # On a busy machine /proc ticks at the edge of a stretch of work beside `with lock:` vote
     # for the work's stack too: the lock is waited for where it is taken, the rest stays work.
-    from diagnose.classify.os_state import _at_the_acquire
+    from diagnose.model.os_state import _at_the_acquire
     from diagnose.model.kernel_waits import WaitObject
 
     app = tmp_path / "svc.py"

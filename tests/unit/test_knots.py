@@ -16,14 +16,15 @@ from diagnose.checks.base import Finding, short_path
 from diagnose.checks.engine import load_check_settings, run_checks
 from diagnose.checks.settings import settings_of
 from diagnose.classify.categories import Categorizer
-from diagnose.model import held_locks, source
+from diagnose.model import held_locks
+from diagnose.samples import source
 from diagnose.model.analysis import Analysis, analysis_of, classify_profile
 from diagnose.model.kernel_waits import Blocking, KernelView, ThreadWaits, WaitObject
 from diagnose.model.knots import (Knot, Resource, Serving, ThreadId, Wait, find_knots, process_knots,
                                   tree_knots)
 from diagnose.model.os_summary import ProcessOS, ThreadOS
-from diagnose.model.profile import Frame, Profile, ThreadTrack
-from diagnose.model.vocab import ResourceKind
+from diagnose.samples.profile import Frame, Profile, ThreadTrack
+from diagnose.vocab import ResourceKind
 from tests.conftest import WORKLOADS, marker_line
 from tests.replay import replay
 

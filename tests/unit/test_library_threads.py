@@ -9,7 +9,7 @@ import numpy as np
 from diagnose.classify.categories import Categorizer
 from diagnose.model.analysis import analyze_profile
 from diagnose.model.library_threads import library_stacks
-from diagnose.model.profile import Frame, Profile, ThreadTrack
+from diagnose.samples.profile import Frame, Profile, ThreadTrack
 
 BOOT = [Frame("Thread._bootstrap", "/usr/lib/python3.11/threading.py", 1002, False),
         Frame("Thread._bootstrap_inner", "/usr/lib/python3.11/threading.py", 1045, False),

@@ -10,15 +10,15 @@ from dataclasses import replace
 
 import pytest
 
-from diagnose.load.experiment import Arm, RunSettings, experiment_report, run_experiment
-from diagnose.load.model import (Advice, Baseline, ExperimentPlan, ExperimentReport,
+from diagnose.load.experiment_decision import Arm, RunSettings, experiment_report, run_experiment
+from diagnose.report.load_report import (Advice, Baseline, ExperimentPlan, ExperimentReport,
                                  ExperimentTarget, GeneratorInfo, Machine, NotAReport, SweepReport,
                                  SweepSummary, SweepTarget)
-from diagnose.load.sweep import SweepResult, SweepSettings, run_sweep, sweep_report
+from diagnose.load.sweep_steps import SweepResult, SweepSettings, run_sweep, sweep_report
 from diagnose.outputs.files import write_report
 from diagnose.render.load_markdown import render_experiment_markdown, render_sweep_markdown
 from diagnose.render.markdown import MAX_BYTES
-from diagnose.load.diagnosis import StepDiagnosis
+from diagnose.report.step_diagnosis import StepDiagnosis
 from tests.unit.test_experiment import BAD, GOOD, fake_runs
 from tests.unit.test_sweep import SETTINGS, closed_loop_service
 

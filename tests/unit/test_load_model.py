@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from diagnose.errors import BadProfile, ExitCode
-from diagnose.load.model import (EXPERIMENT_SCHEMA_VERSION, SWEEP_SCHEMA_VERSION, ExperimentReport,
+from diagnose.report.load_report import (EXPERIMENT_SCHEMA_VERSION, SWEEP_SCHEMA_VERSION, ExperimentReport,
                                  NotAReport, SweepReport)
 from tests.report_data import json_edited
 from tests.unit.test_load_markdown import experiment, pool_verdicts, sweep
@@ -106,7 +106,7 @@ def test_the_sweep_gate_reads_the_verdict_behind_the_knee_else_the_last_diagnose
     from dataclasses import replace
 
     from diagnose.cli.sweep import _sweep_gate_verdict
-    from diagnose.load.diagnosis import StepVerdict
+    from diagnose.report.step_diagnosis import StepVerdict
 
     report = sweep(pool_verdicts)
     assert report.summary.why is not None and report.summary.why.concurrency == 4

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 from markdown_it import MarkdownIt
 
-from diagnose.report import pipeline
+from diagnose.run import pipeline
 from diagnose.render.evidence import describe_evidence as _describe_evidence
 from diagnose.render.markdown import render_markdown as _render_markdown
 from diagnose.render.markdown import MAX_BYTES, PIPE_STAND_IN, md_cell, md_code, md_text

@@ -22,12 +22,12 @@ import pandas as pd
 import pytest
 
 from diagnose.classify.categories import Categorizer
-from diagnose.classify.os_state import pooled_decisions, settle_with_kernel
+from diagnose.model.os_state import pooled_decisions, settle_with_kernel
 from diagnose.collect.procfs import TreeRecord
 from diagnose.model.analysis import Analysis
 from diagnose.model.kernel_waits import RUNNING_OBJECT, Blocking, WaitObject
 from diagnose.model.service import build_service
-from diagnose.model.vocab import ResourceKind, ThreadState, WaitKind
+from diagnose.vocab import ResourceKind, ThreadState, WaitKind
 from diagnose.readers.loaders import load_profile
 from diagnose.report.model import Report
 from tests.replay import replay

@@ -15,15 +15,15 @@ import pytest
 
 from diagnose.collect import observer_cpu
 from diagnose.collect.procfs import CLOCK_TICKS, ProcRecord, ThreadCounters, TreeRecord
-from diagnose.model.run_context import WindowCpu
+from diagnose.collect.run_context import WindowCpu
 from diagnose.render.html import render_html
 from diagnose.render.html_data import page_data
 from diagnose.render.markdown import render_markdown
 from diagnose.render.wording import observer_cpu_text
-from diagnose.report.json_report import observer_cost
+from diagnose.run.build_report import observer_cost
 from diagnose.report.model import Observer, Sampling
 from diagnose.report.model.codec import decode, encode
-from diagnose.report.pipeline import from_file
+from diagnose.run.pipeline import from_file
 from tests.conftest import RECORDED
 
 SELF = 4000

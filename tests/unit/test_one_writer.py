@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.collect.asyncio_tasks import binary, calibrate
+from diagnose.collect.asyncio_tasks import binary, layout_probe
 from diagnose.outputs import files
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,8 +39,8 @@ def test_no_module_but_the_writer_renames_a_temporary_file_into_place():
 
 
 def test_the_caches_are_written_by_the_one_writer(tmp_path, monkeypatch, written):
-    monkeypatch.setattr(calibrate, "CACHE_FILE", tmp_path / "cache" / "layout.json")
-    calibrate._to_disk("key", calibrate.TaskLayout(8, 16, 24, 32, 40))
+    monkeypatch.setattr(layout_probe, "CACHE_FILE", tmp_path / "cache" / "layout.json")
+    layout_probe._to_disk("key", layout_probe.TaskLayout(8, 16, 24, 32, 40))
     assert written == [tmp_path / "cache" / "layout.json"]
     assert json.loads(written[0].read_text())["layouts"]["key"]["fut_state"] == 8
     assert sorted(p.name for p in written[0].parent.iterdir()) == ["layout.json"]

@@ -45,7 +45,7 @@ def test_rules_templates_assets_and_demo_are_in_the_wheel(wheel):
         names = set(zf.namelist())
     for needed in ("diagnose/_rules/categories.toml", "diagnose/_rules/checks.toml",
                    "diagnose/_reports/report.html.j2",
-                   "diagnose/_reports/static/report.css", "diagnose/demo/service.py",
+                   "diagnose/_reports/static/report.css", "diagnose/demo/inference_service.py",
                    "diagnose/_reports/sweep.html.j2", "diagnose/_reports/experiment.html.j2",
                    "diagnose/_reports/diff.html.j2", "diagnose/_reports/_macros.html.j2",
                    "diagnose/_reports/static/sweep.css", "diagnose/load/loadgen.py"):

@@ -14,7 +14,7 @@ from diagnose.export import profile_pb2
 from diagnose.export import pprof
 from diagnose.export.pprof import NATIVE_PREFIX
 from diagnose.report.model import Report, Stacks
-from diagnose.report.pipeline import from_file
+from diagnose.run.pipeline import from_file
 from tests.conftest import RECORDED
 from tests.report_data import as_report
 

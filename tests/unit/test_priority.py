@@ -12,7 +12,7 @@ import pytest
 SCRIPT = """
 import os, subprocess
 from diagnose.collect import priority
-from diagnose.collect.attach import _start_recorder
+from diagnose.collect.capture import _start_recorder
 priority.raise_own()
 child = _start_recorder(["sh", "-c", "cut -d' ' -f19 /proc/$$/stat"])
 out, _ = child.communicate(timeout=30)

@@ -12,7 +12,7 @@ from diagnose.checks import stage_bound
 from diagnose.checks.engine import load_check_settings
 from diagnose.classify.state import classify_stack
 from diagnose.model.process_pipeline import Framework, find_process_pipeline
-from diagnose.model.profile import Frame
+from diagnose.samples.profile import Frame
 
 LIB = "/usr/lib/python3.11"
 TORCH = "/venv/lib/python3.11/site-packages/torch"

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from diagnose.errors import ExitCode
-from diagnose.report.pipeline import Outputs
+from diagnose.run.pipeline import Outputs
 from diagnose.publish import push
 from diagnose.publish.push import (PushFailed, ingest_url, label_set, parse_push_url,
                            parse_tags, push_profile, sanitise_label_value)
-from diagnose.publish.watch import Window, WatchOutcome, _prune
+from diagnose.publish.watch_loop import Window, WatchOutcome, _prune
 from diagnose.report.model import Report
 from tests.conftest import RECORDED, invoke_cli, invoke_cli_report
 from tests.pyroscope_contract import IngestServer, parse_name

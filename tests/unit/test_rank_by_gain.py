@@ -13,9 +13,9 @@ from diagnose.checks.arbiter import (CRITICAL, INFO_SCORE, LEADING_GAIN, NO_GAIN
                                      hung_or_failing, noise_reason, rank, within_noise)
 from diagnose.checks.base import Finding, make_finding
 from diagnose.checks.engine import order_of, verdict_for
-from diagnose.checks.service import _stage_first
+from diagnose.checks.service_verdict import _stage_first
 from diagnose.checks.spec import CheckSettings
-from diagnose.model.vocab import Confidence, Severity
+from diagnose.vocab import Confidence, Severity
 
 
 def finding(check_id: str, score: int, gain: float | None = None,

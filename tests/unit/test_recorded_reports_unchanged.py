@@ -17,7 +17,7 @@ import pytest
 
 from diagnose.report.model import Report
 from diagnose.report.model.codec import encode
-from diagnose.report.pipeline import from_file
+from diagnose.run.pipeline import from_file
 from tests.conftest import RECORDED, report_of
 
 GOLDENS = Path(__file__).parent / "goldens" / "recorded_reports.json"

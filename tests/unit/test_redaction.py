@@ -1,6 +1,6 @@
 """Secrets in command lines never reach an output."""
 
-from diagnose.render.redact import redact_cmdline
+from diagnose.report.redact import redact_cmdline
 
 
 def test_secret_flags_urls_and_tokens_are_masked():

@@ -11,7 +11,7 @@ import pytest
 from diagnose.errors import BadProfile, ExitCode
 from diagnose.report.model import SCHEMA_VERSION, Report
 from diagnose.report.model.codec import encode
-from diagnose.report.pipeline import from_file
+from diagnose.run.pipeline import from_file
 from diagnose.report.reader import read_report
 from tests.conftest import RECORDED, REPO, report_of
 from tests.report_data import json_edited

@@ -11,7 +11,7 @@ import sys
 
 from diagnose.checks import base, engine
 from diagnose.model import event_loops, structure, waits
-from diagnose.model.vocab import Confidence, LeverKind, ProcessRole, Severity
+from diagnose.vocab import Confidence, LeverKind, ProcessRole, Severity
 from diagnose.report import model
 from diagnose.report.model import Finding, Lever, Report, Verdict
 from diagnose.report.model.codec import decode

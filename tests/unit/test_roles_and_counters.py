@@ -11,7 +11,7 @@ from diagnose.classify.categories import Categorizer
 from diagnose.classify.state import classify_stack
 from diagnose.model.analysis import analysis_of, classify_profile
 from diagnose.model.os_summary import ProcessOS, ThreadOS
-from diagnose.model.profile import Frame, Profile, ThreadTrack
+from diagnose.samples.profile import Frame, Profile, ThreadTrack
 from diagnose.model.service import ProcessView, assign_roles
 
 LIB = "/usr/lib/python3.11"
@@ -242,7 +242,7 @@ def test_gil_contention_needs_a_holder_running_on_a_core():
 
 
 def test_an_unnamed_native_leaf_of_a_thread_proc_saw_asleep_is_a_wait():
-    from diagnose.classify.os_state import settle_with_os_state
+    from diagnose.model.os_state import settle_with_os_state
 
     (view,) = build([(200, None, ("python", "client.py"), {2000: ([(CQ_OPAQUE, 200)], 0.05)})])
     assert set(view.analysis.samples.loc[:, "state"]) == {"native"}  # the frames alone: running native

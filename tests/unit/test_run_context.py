@@ -9,16 +9,16 @@ from dataclasses import replace
 
 import pytest
 
-from diagnose.checks.service import run_service_checks
+from diagnose.checks.service_verdict import run_service_checks
 from diagnose.classify.categories import Categorizer
 from diagnose.collect.plan import ProcessPlan
-from diagnose.model.run_context import (CaptureSampling, LiveSampling, LoadLevel, RecordedSampling,
+from diagnose.collect.run_context import (CaptureSampling, LiveSampling, LoadLevel, RecordedSampling,
                                         RunContext, RunTarget, WindowCpu)
 from diagnose.model.service import build_service
 from diagnose.readers.loaders import load_profile
-from diagnose.report.json_report import build_report
+from diagnose.run.build_report import build_report
 from diagnose.report.model import Load, PlannedProcess
-from diagnose.report.pipeline import from_file
+from diagnose.run.pipeline import from_file
 from tests.conftest import RECORDED, report_of
 
 OFFLINE_NOTE = ("offline analysis: thread state inferred from the frames alone; no OS counters "

@@ -11,7 +11,7 @@ import pytest
 
 from diagnose.classify.categories import Categorizer
 from diagnose.model.analysis import Analysis, analysis_of, analyze_profile, classify_profile
-from diagnose.model.profile import Frame, Profile, ThreadTrack
+from diagnose.samples.profile import Frame, Profile, ThreadTrack
 from diagnose.model.runs import bins_of_rows, instant_ticks, instants, thread_steps
 from diagnose.model.waits import wait_sites
 from diagnose.readers.loaders import load_profile

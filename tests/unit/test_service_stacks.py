@@ -5,7 +5,7 @@ from __future__ import annotations
 from diagnose.classify.state import classify_stack
 from diagnose.model.event_loops import classify_loop_stack, frame_owner
 from diagnose.readers.loaders import load_speedscope
-from diagnose.model.profile import Frame
+from diagnose.samples.profile import Frame
 
 LIB = "/usr/lib/python3.11"
 SITE = "/srv/venv/lib/python3.11/site-packages"

@@ -9,7 +9,7 @@ import numpy as np
 from diagnose.checks.base import Finding
 from diagnose.checks.engine import load_check_settings
 from diagnose.checks.engine import CheckResults, Verdict
-from diagnose.checks.service import _merge, worker_imbalance
+from diagnose.checks.service_verdict import _merge, worker_imbalance
 
 
 def finding(check_id, score, summary="s"):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from diagnose.model.profile import sorted_distinct
+from diagnose.samples.profile import sorted_distinct
 
 
 @pytest.mark.parametrize("low, high, n", [

@@ -12,7 +12,7 @@ from diagnose.classify import state
 from diagnose.classify.state import (FULL_SYMBOL_MARKERS, SHARED_SUFFIX_MAX, _ReadFrames,
                                      classify_profile_stack, classify_stack,
                                      every_stack_state)
-from diagnose.model.profile import Frame, Profile
+from diagnose.samples.profile import Frame, Profile
 from diagnose.readers.loaders import load_profile
 
 RECORDED = Path(__file__).resolve().parents[2] / "fixtures" / "recorded"

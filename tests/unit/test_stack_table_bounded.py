@@ -10,9 +10,9 @@ from collections import Counter
 
 import pytest
 
-from diagnose.render import stack_rows as stack_table
+from diagnose.model import stack_rows as stack_table
 from diagnose.report.model import Report, StackRow, Stacks
-from diagnose.report.pipeline import from_file
+from diagnose.run.pipeline import from_file
 from tests.conftest import RECORDED, report_of
 
 PROFILE = RECORDED / "lock_contention.native.speedscope.json"

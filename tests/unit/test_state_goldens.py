@@ -36,7 +36,7 @@ import pytest
 
 from diagnose.classify.state import FULL_SYMBOL_MARKERS, classify_stack
 from diagnose.readers.loaders import load_collapsed
-from diagnose.model.profile import Frame
+from diagnose.samples.profile import Frame
 
 VERSIONS = ["3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13"]
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"

@@ -3,7 +3,7 @@ and window, then the error or the verdict and its report."""
 
 from __future__ import annotations
 
-from diagnose.load.diagnosis import StepDiagnosis, StepVerdict
+from diagnose.report.step_diagnosis import StepDiagnosis, StepVerdict
 from diagnose.load.experiment_run import _without_paths
 
 

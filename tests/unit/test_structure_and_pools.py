@@ -7,7 +7,7 @@ import numpy as np
 from diagnose.checks.arbiter import rank
 from diagnose.checks.base import Finding
 from diagnose.model.native_pools import pool_split
-from diagnose.model.profile import Frame, Profile, ThreadTrack
+from diagnose.samples.profile import Frame, Profile, ThreadTrack
 from diagnose.model.structure import loop_frame, queue_op, source_queue_ops
 
 LIB = "/usr/lib/python3.11"

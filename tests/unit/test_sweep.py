@@ -12,11 +12,11 @@ import pytest
 
 from diagnose.load.loadgen import LoadResult, parse_wrk
 from diagnose.render.sweep_html import render_sweep_html
-from diagnose.load.sweep import (CpuMeter, CpuReading, Step, SweepSettings, Window, doubling_levels,
+from diagnose.load.sweep_steps import (CpuMeter, CpuReading, Step, SweepSettings, Window, doubling_levels,
                             find_knee, parse_levels, plateaued, run_sweep, summarize,
                             sweep_report)
-from diagnose.load.diagnosis import StepDiagnosis
-from diagnose.load.model import GeneratorInfo, SweepReport, SweepTarget
+from diagnose.report.step_diagnosis import StepDiagnosis
+from diagnose.report.load_report import GeneratorInfo, SweepReport, SweepTarget
 
 
 def closed_loop_service(capacity_rps: float, service_ms: float, gen_cores=lambda c, rps: 0.1,
@@ -374,7 +374,7 @@ def test_hostile_text_in_the_report_cannot_escape_the_page():
 
 
 def test_a_sweep_with_nothing_usable_says_why():
-    from diagnose.load.sweep import SweepResult
+    from diagnose.load.sweep_steps import SweepResult
     empty = SweepResult(SETTINGS, [], "interrupted by SIGINT", 2, 0.0, 1.0, interrupted="SIGINT")
     assert summarize(empty).headline == "no level was measured"
     page = render_sweep_html(sweep_report(empty, SweepTarget(url="http://127.0.0.1:1/"),

@@ -16,7 +16,7 @@ from diagnose.classify.categories import Categorizer
 from diagnose.collect.procfs import ProcRecord
 from diagnose.model.analysis import analysis_of, classify_profile
 from diagnose.model.os_summary import summarize
-from diagnose.model.profile import Frame, Profile, ThreadTrack
+from diagnose.samples.profile import Frame, Profile, ThreadTrack
 from tests.replay import replay
 
 LIB = "/usr/lib/python3.11"

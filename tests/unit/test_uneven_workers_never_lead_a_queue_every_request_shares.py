@@ -9,7 +9,7 @@ from diagnose.checks.arbiter import QUEUE_FINDINGS, rank
 from diagnose.checks.base import ScoreBasis, make_finding, ramp
 from diagnose.checks.engine import order_of, verdict_for
 from diagnose.checks.spec import CheckSettings
-from diagnose.model.vocab import INFO_SCORE
+from diagnose.vocab import INFO_SCORE
 
 BALANCE_ADVICE = "Hand the work out from one shared queue so every worker takes the next item."
 LOCK_ADVICE = "Shrink the critical section to the shared state alone."

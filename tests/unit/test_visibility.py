@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from diagnose.model.profile import Profile, ThreadTrack
-from diagnose.model.visibility import assess_waits
+from diagnose.samples.profile import Profile, ThreadTrack
+from diagnose.readers.visibility import assess_waits
 from tests.conftest import invoke_cli_report
 
 RECORDED = Path(__file__).resolve().parents[2] / "fixtures" / "recorded"
@@ -40,7 +40,7 @@ def test_recordings_made_with_idle_keep_their_verdict(name, tmp_path):
 def _profile(counts: list[int], first_waits: bool = True) -> Profile:
     """Threads of one process; the first waits (an idle pool worker's Condition.wait) at every
     sample unless told otherwise, the others run."""
-    from diagnose.model.profile import Frame
+    from diagnose.samples.profile import Frame
 
     frames = [Frame("work", "/srv/app.py", 1, False),
               Frame("Thread.run", "/usr/lib/python3.11/threading.py", 982, False),

@@ -9,7 +9,7 @@ import pandas as pd
 from diagnose.checks import pool_wait
 from diagnose.checks.base import Site, ramp, serial_gain
 from diagnose.checks.wait_share import WaitShare, line_of, wait_finding, where
-from diagnose.model.vocab import POOL_KINDS, WaitKind
+from diagnose.vocab import POOL_KINDS, WaitKind
 from diagnose.report.model.sections import WaitSite
 
 

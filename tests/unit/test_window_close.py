@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.collect.attach import (START_WAIT_S, _behind_s, _clock_start, _collect, _late_note,
+from diagnose.collect.capture import (START_WAIT_S, _behind_s, _clock_start, _collect, _late_note,
                                      _Recording, _start_recorder, window_close_s)
 from diagnose.collect.plan import STOP_SLACK_S, stop_lead_s, stoppable_rate
 

@@ -13,7 +13,7 @@ from diagnose.render.html import render_html
 from diagnose.render.html_data import page_data
 from diagnose.render.markdown import render_markdown
 from diagnose.render.wording import gain_words, levers_text, stated_levers
-from diagnose.model.vocab import LeverKind
+from diagnose.vocab import LeverKind
 from diagnose.report.model import Lever
 from tests.report_data import as_report
 

@@ -1,11 +1,11 @@
 """Asyncio tasks read from another process's memory (CPython 3.11-3.13), without running code
-in it and without pausing it: the reader behind `model/async_tasks.py`.
+in it and without pausing it: the reader behind `collect/task_recording.py`.
 
 remote.py reads bounded byte ranges; binary.py finds `_PyRuntime` and the version from the
 binary's ELF symbols; layout.py holds the struct offsets (generated from CPython's headers, the
-3.13 `_Py_DebugOffsets`, and calibrate.py's run-time calibration of the C Task object);
+3.13 `_Py_DebugOffsets`, and layout_probe.py's run-time calibration of the C Task object);
 objects.py reads Python objects (str, int, dict, set, attributes); linetable.py decodes the
-3.11+ location table; walk.py turns the task set into TaskStates; classify.py names what a task
+3.11+ location table; walk.py turns the task set into TaskStates; awaited.py names what a task
 waits on; sampler.py reads a pid a few times a second over the window.
 """
 

@@ -7,13 +7,13 @@ import threading
 import time
 
 from diagnose.collect.asyncio_tasks.binary import InterpreterNotFound, find_interpreter
-from diagnose.collect.asyncio_tasks.calibrate import CalibrationFailed, task_layout
-from diagnose.collect.asyncio_tasks.classify import classify
+from diagnose.collect.asyncio_tasks.layout_probe import CalibrationFailed, task_layout
+from diagnose.collect.asyncio_tasks.awaited import classify
 from diagnose.collect.asyncio_tasks.layout import UnsupportedLayout, target_layout
 from diagnose.collect.asyncio_tasks.objects import ObjectReader
 from diagnose.collect.asyncio_tasks.remote import RemoteMemory, RemoteReadError
 from diagnose.collect.asyncio_tasks.walk import AsyncioNotLoaded, TaskWalker
-from diagnose.model.async_tasks import TaskRecording, TaskSnapshot, TaskState
+from diagnose.collect.task_recording import TaskRecording, TaskSnapshot, TaskState
 
 DEFAULT_RATE = 4.0       # reads per second
 MAX_COST_SHARE = 0.2     # the reader sleeps at least 4x its last read: at most ~20% of a core

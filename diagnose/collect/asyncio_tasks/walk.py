@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diagnose.collect.asyncio_tasks.calibrate import TaskLayout
+from diagnose.collect.asyncio_tasks.layout_probe import TaskLayout
 from diagnose.collect.asyncio_tasks.layout import Layout
 from diagnose.collect.asyncio_tasks.linetable import line_of
 from diagnose.collect.asyncio_tasks.objects import ObjectReader
 from diagnose.collect.asyncio_tasks.remote import (
     RemoteReadError, i32_at, i64_at, ptr_at)
-from diagnose.model.async_tasks import CoroFrame
+from diagnose.collect.task_recording import CoroFrame
 
 MAX_TASKS = 10_000      # tasks read per snapshot; the rest are not read
 MAX_DEPTH = 64          # coroutines followed down one chain

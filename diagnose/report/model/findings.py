@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from diagnose.model.vocab import SEVERITY_THRESHOLDS, Confidence, LeverKind, Severity
+from diagnose.vocab import SEVERITY_THRESHOLDS, Confidence, LeverKind, Severity
 from diagnose.report.model.codec import (NULL_WHEN_EMPTY, OPTIONAL, OPTIONAL_EMPTY, JsonValue,
                                          NotAReport, encode)
 from diagnose.report.model.labels import Evidence, label_for_value

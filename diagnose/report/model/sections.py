@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from diagnose.model.vocab import (CallbackKind, EdgeKind, LoopFlavor, ProcessRole, Severity,
+from diagnose.vocab import (CallbackKind, EdgeKind, LoopFlavor, ProcessRole, Severity,
                                   StageRole)
 from diagnose.report.model.codec import OPTIONAL
 from diagnose.report.model.run import StateSources

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from diagnose.model.vocab import GraphEdgeKind as EdgeKind
-from diagnose.model.vocab import NodeKind, ResourceKind
+from diagnose.vocab import GraphEdgeKind as EdgeKind
+from diagnose.vocab import NodeKind, ResourceKind
 from diagnose.report.model.codec import OPTIONAL
 
 __all__ = ["EdgeKind", "NodeKind", "ResourceKind", "WaitEdge", "WaitGraph", "WaitNode"]

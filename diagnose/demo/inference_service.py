@@ -1,6 +1,6 @@
 """A small demo inference service with a global model lock (standard library only).
 
-Run it with ``python -m diagnose.demo.service [--seconds S] [--threads N]``.
+Run it with ``python -m diagnose.demo.inference_service [--seconds S] [--threads N]``.
 
 Six closed-loop request threads each: decode an "image" (light byte work),
 normalise it, call ``TinyModel.predict`` and serialise the answer with
@@ -84,7 +84,7 @@ def handle_request(model: TinyModel, raw: bytes) -> str:
 
 def _parse_args(argv):
     parser = argparse.ArgumentParser(
-        prog="python -m diagnose.demo.service",
+        prog="python -m diagnose.demo.inference_service",
         description="Demo inference service with a contended global model lock.")
     parser.add_argument("--seconds", type=float, default=30.0,
                         help="run for this long, then exit (default %(default)s)")

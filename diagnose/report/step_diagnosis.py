@@ -1,6 +1,6 @@
 """The verdict under one load level: `attach` while the generator held it (sweep --pid,
 experiment --diagnose-seconds), read off the report the attach wrote, or why there is none.
-Written into the sweep and experiment reports by the report model's codec (load/model.py)."""
+Written into the sweep and experiment reports by the report model's codec (report/load_report.py)."""
 
 from __future__ import annotations
 

@@ -232,7 +232,7 @@ IN_PROCESS_KINDS: tuple[WaitKind, ...] = (WaitKind.LOCK, WaitKind.RLOCK, WaitKin
                                           WaitKind.QUEUE, WaitKind.LOGGING, WaitKind.GIL)
 # Waits the frames read on a Python synchronisation primitive: each sleeps on a Python lock's
 # futex, so the kernel's reading of that futex is a lock wait only where Python code takes one
-# (classify/os_state.py).
+# (model/os_state.py).
 PRIMITIVE_KINDS: tuple[WaitKind, ...] = (WaitKind.LOCK, WaitKind.RLOCK, WaitKind.CONDITION,
                                          WaitKind.BARRIER, WaitKind.SEMAPHORE, WaitKind.QUEUE,
                                          WaitKind.EVENT, WaitKind.JOIN, WaitKind.LOGGING,

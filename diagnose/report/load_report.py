@@ -1,7 +1,7 @@
 """The sweep and experiment reports as frozen, typed values, read from and written to JSON by the
 report model's codec (report/model/codec.py): the keys are the fields (docs/report-data.md,
-"Sweep and experiment reports"). sweep.py and experiment.py build them; the page, the Markdown
-summary and the commands read them.
+"Sweep and experiment reports"). load/sweep_steps.py and load/experiment_decision.py build them;
+the page, the Markdown summary and the commands read them.
 
 `from_json` reads this schema version and the previous one (the dicts written before this
 model, same keys); anything that is not such a report is NotAReport (BadProfile, exit 6) naming
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from diagnose.load.diagnosis import StepDiagnosis, StepVerdict
+from diagnose.report.step_diagnosis import StepDiagnosis, StepVerdict
 from diagnose.report.model.codec import OPTIONAL, JsonValue, NotAReport, decode_document, encode
 
 # 2: declared by this model (same keys as 1, docs/report-data.md). 1: the dict of sweep.py.

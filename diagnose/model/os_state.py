@@ -19,11 +19,11 @@ import numpy as np
 import pandas as pd
 
 from diagnose.classify.state import LOCK_LINE
-from diagnose.model import source
+from diagnose.samples import source
 from diagnose.model.kernel_waits import Blocking, KernelView, WaitObject
-from diagnose.model.profile import Frame
-from diagnose.model.vocab import PRIMITIVE_KINDS, RUNNING, ThreadState, WaitKind
-from diagnose.model.vocab import ResourceKind
+from diagnose.samples.profile import Frame
+from diagnose.vocab import PRIMITIVE_KINDS, RUNNING, ThreadState, WaitKind
+from diagnose.vocab import ResourceKind
 
 if TYPE_CHECKING:  # types only: the OS summary is read here, built elsewhere
     from diagnose.model.os_summary import ProcessOS

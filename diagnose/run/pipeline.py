@@ -13,19 +13,19 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 from diagnose.classify import rules_file
 from diagnose.checks.engine import CheckResults
-from diagnose.checks.service import run_service_checks
+from diagnose.checks.service_verdict import run_service_checks
 from diagnose.checks.settings import schema as check_schema
 from diagnose.classify.categories import Categorizer
 from diagnose.collect.procfs import TreeRecord
 from diagnose.errors import BadProfile, NoSamples, OutputFailed
 from diagnose.heap import tune_for_analysis
-from diagnose.model import source
-from diagnose.model.async_tasks import TaskRecording
+from diagnose.samples import source
+from diagnose.collect.task_recording import TaskRecording
 from diagnose.readers.chrometrace import close_exited_threads, regrid, settle_rate
 from diagnose.readers.loaders import decode_input, load_profile, read_input
 from diagnose.model.analysis import Analysis
-from diagnose.model.profile import Profile
-from diagnose.model.run_context import LiveSampling, LoadLevel, RecordedSampling, RunContext, RunTarget
+from diagnose.samples.profile import Profile
+from diagnose.collect.run_context import LiveSampling, LoadLevel, RecordedSampling, RunContext, RunTarget
 from diagnose.model.service import Service, build_service
 from diagnose.outputs.files import (WriteFailed, claim_name, move_file, prepare_output_dir,
                                     remove_quietly, write_atomically, write_text)
@@ -33,14 +33,14 @@ from diagnose.render.html import template_environment
 from diagnose.render.page_tables import with_page
 from diagnose.render.report_files import page_html, summary_markdown
 from diagnose.render import json_text
-from diagnose.report.collector import collector_paused
-from diagnose.report.json_report import build_report
+from diagnose.run.gc_pause import collector_paused
+from diagnose.run.build_report import build_report
 from diagnose.report.model import Report
 from diagnose.report.model.codec import decode
 from diagnose.render.speedscope_out import write_speedscope
 
 if TYPE_CHECKING:  # the capture machinery (py-spy, asyncio task reading) is attach's alone
-    from diagnose.collect.attach import Capture
+    from diagnose.collect.capture import Capture
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Evidence that several checks measure the same way, declared once: the OS counters against the
 samples (model/counters.py), the waits' holders and waiters (model/waits.py), the fix a finding
 proposes, and the fields the service adds when it merges its workers' findings
-(checks/service.py). A check lists the ones it writes with `shared(...)` in its EVIDENCE."""
+(checks/service_verdict.py). A check lists the ones it writes with `shared(...)` in its EVIDENCE."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ SHARED: dict[str, Evidence] = {
                           U.PERCENT),
 }
 
-# Written by checks/service.py on a finding merged from several worker processes.
+# Written by checks/service_verdict.py on a finding merged from several worker processes.
 MERGED = ("pid", "worker_processes", "processes_with_finding", "score_per_process")
 
 

@@ -12,8 +12,8 @@ from typing import Callable
 
 import psutil
 
-from diagnose.report import pipeline
-from diagnose.collect.attach import AttachOptions, StopSignals, capture, describe_target
+from diagnose.run import pipeline
+from diagnose.collect.capture import AttachOptions, StopSignals, capture, describe_target
 from diagnose.errors import DiagnoseError, ExitCode, Interrupted, NoSamples
 from diagnose.publish.push import PushFailed, PushResult, push_report
 from diagnose.outputs.files import prepare_output_dir

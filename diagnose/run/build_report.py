@@ -11,12 +11,12 @@ import pandas as pd
 from diagnose.checks.engine import CheckResults
 from diagnose.checks.registry import evidence_labels
 from diagnose.model.analysis import Analysis
-from diagnose.render.stack_rows import stack_rows
+from diagnose.model.stack_rows import stack_rows
 from diagnose.model.wait_graph import build_wait_graph
 from diagnose.model.service import Service
-from diagnose.model.vocab import ProcessRole
-from diagnose.model.run_context import LiveSampling, RunContext, RunTarget, WindowCpu
-from diagnose.render.redact import redact_cmdline
+from diagnose.vocab import ProcessRole
+from diagnose.collect.run_context import LiveSampling, RunContext, RunTarget, WindowCpu
+from diagnose.report.redact import redact_cmdline
 from diagnose.report.model import (SCHEMA_VERSION, Evidence, Finding, Load, Process,
                                    ProcessTasks, Report, Sampling, Target, Thread, ThreadOs,
                                    TopFinding)

@@ -45,8 +45,8 @@ import psutil
 
 from diagnose.collect.procfs import cores_available, machine_idle_seconds, parse_stat, read_proc_text
 from diagnose.load.loadgen import LoadResult
-from diagnose.load.diagnosis import StepDiagnosis, StepVerdict
-from diagnose.load.model import (GeneratorInfo, Machine, Percentiles, StepGenerator, StepRef,
+from diagnose.report.step_diagnosis import StepDiagnosis, StepVerdict
+from diagnose.report.load_report import (GeneratorInfo, Machine, Percentiles, StepGenerator, StepRef,
                                  SummaryKnee, SweepKnee, SweepPlan, SweepReport, SweepStep,
                                  SweepSummary, SweepTarget, WindowFigures, Why)
 

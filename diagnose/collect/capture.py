@@ -27,8 +27,8 @@ from diagnose.collect.plan import TreePlan, plan_tree, stop_lead_s
 from diagnose.collect.procfs import ProcRecord, TreeRecord, TreeSampler, cores_available
 from diagnose.errors import (Interrupted, NoSamples, NoSuchProcess, NotPython, ProfilerFailed,
                              SignalAbort)
-from diagnose.model.async_tasks import TaskRecording
-from diagnose.model.run_context import CaptureSampling, RunTarget
+from diagnose.collect.task_recording import TaskRecording
+from diagnose.collect.run_context import CaptureSampling, RunTarget
 
 ATTACH_RETRY_S = 3.0  # a launcher or a just-started interpreter gets this long to become readable
 RECORD_GRACE_S = 20.0  # py-spy's time to finish writing after the window
@@ -88,7 +88,7 @@ class Capture:
     interrupted_by: int | None = None  # the signal that cut the window short
     recorder_failure: str | None = None  # a recorder killed mid-window (the others' samples kept)
     temp_dir: Path | None = None  # py-spy's outputs until the report is written; see cleanup()
-    # asyncio tasks read from each sampled process's memory (model/async_tasks.py), by pid
+    # asyncio tasks read from each sampled process's memory (collect/task_recording.py), by pid
     task_recordings: dict[int, TaskRecording] = field(default_factory=dict)
 
     def cleanup(self) -> None:

@@ -11,7 +11,7 @@ import re
 from diagnose.collect.asyncio_tasks.objects import MAX_STR
 from diagnose.collect.asyncio_tasks.remote import RemoteReadError
 from diagnose.collect.asyncio_tasks.walk import Chain, TaskWalker
-from diagnose.model.async_tasks import AwaitKind, AwaitTarget, framework_primitive
+from diagnose.collect.task_recording import AwaitKind, AwaitTarget, framework_primitive
 
 # (file suffix, co_qualname) -> kind, and the deque attribute holding the primitive's waiters
 _PRIMITIVES: dict[tuple[str, str], tuple[AwaitKind, str]] = {

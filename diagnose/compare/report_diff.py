@@ -19,8 +19,8 @@ from diagnose.compare.model import (Diff, FindingChange, FindingSide, FlameDiff,
 from diagnose.compare.paths import FileMatch, is_library, match_files
 from diagnose.errors import DiagnoseError, ExitCode
 from diagnose.model.confidence import wilson
-from diagnose.model.vocab import SEVERITIES, ThreadRole
-from diagnose.render.redact import redact_text
+from diagnose.vocab import SEVERITIES, ThreadRole
+from diagnose.report.redact import redact_text
 from diagnose.report.model import Finding, Interval, Report, Sampling, StackFrame, Thread, WaitSite
 
 # A severity change counts as real only when the score moved at least this many points (so a

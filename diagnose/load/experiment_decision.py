@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from diagnose.errors import BadProfile, LoadFailed
-from diagnose.load.model import (Advice, ArmMedians, ArmRecord, Baseline, Decision, ExperimentPlan,
+from diagnose.report.load_report import (Advice, ArmMedians, ArmRecord, Baseline, Decision, ExperimentPlan,
                                  ExperimentReport, ExperimentTarget, GeneratorInfo, Pick, Run,
                                  StepVerdict, SweepReport, SweepStep, Variant, VariantLatency)
 

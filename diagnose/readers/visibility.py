@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from diagnose.classify.state import FULL_SYMBOL_MARKERS, every_stack_state
-from diagnose.model.vocab import WAITING
-from diagnose.model.profile import Profile
+from diagnose.vocab import WAITING
+from diagnose.samples.profile import Profile
 
 MOSTLY_WAITING = 0.5  # a thread whose samples are at least this share waiting or idle...
 SIZEABLE = 0.25  # ...among threads with at least this share of the largest sample count

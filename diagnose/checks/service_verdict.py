@@ -29,7 +29,7 @@ from diagnose.checks.worker_imbalance import worker_imbalance
 from diagnose.model.confidence import too_uncertain
 from diagnose.model.process_pipeline import ProcessPipeline, find_process_pipeline
 from diagnose.model.service import Service, worker_load
-from diagnose.model.vocab import INFO_SCORE, ProcessRole, Severity
+from diagnose.vocab import INFO_SCORE, ProcessRole, Severity
 
 WEIGHT_FLOOR_CORES = 0.02  # every worker weighs at least this many cores' worth
 
