@@ -364,6 +364,8 @@ def first_advice(site: AwaitSite, summary: TaskSummary, gain: float,
 
 
 def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
+    """The request tasks' waits on in-process primitives, led by the top site (_top_wait): its
+    words and evidence (_top_words), the gain's basis (_gain_basis) and the sites (_sites)."""
     recording = analysis.tasks
     assert recording is not None  # needs ASYNC_TASKS: the engine runs this check only with them
     if recording.unreadable:
@@ -395,17 +397,52 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
         return make_finding(ID, settings, 0.0, summary_text, evidence, samples=observations,
                             basis=ScoreBasis("async_wait_share",
                                              lambda s: ramp(s, settings.low, settings.high)))
-    top = local[0]
+    top = _top_wait(analysis, local[0], busy, room)
+    advice, fix = first_advice(top.site, summary, top.gain, top.holders)
+    text = _top_words(top, share, evidence, fix)
+    basis = _gain_basis(summary, top, busy, room)
+    # The gain follows the share the score rests on, in proportion (the top site's part of it).
+    part = top.site.share / share if share else 1.0
+    executor_bound = top.executor_bound
+    return make_finding(ID, settings, ramp(share, settings.low, settings.high), text, evidence,
+                        _sites(local, top), advice=[advice, *settings.advice], gain=(top.gain, basis),
+                        samples=observations,
+                        basis=ScoreBasis("async_wait_share",
+                                         lambda s: ramp(s, settings.low, settings.high),
+                                         lambda s: min(little_gain(s * part, busy, room),
+                                                       executor_bound or float("inf"))))
+
+
+@dataclass(frozen=True)
+class _TopWait:
+    """The top await site, the worker threads behind it (a capacity's holders, a future's
+    executor), and the gain of its waits gone."""
+
+    site: AwaitSite
+    holders: ThreadHolders | None
+    # An executor whose threads all wait outside serves, with more workers, at most that many
+    # more at once: its size bounds the gain as much as the waits do.
+    executor_bound: float | None
+    gain: float
+
+
+def _top_wait(analysis: Analysis, top: AwaitSite, busy: float | None, room: float | None) -> _TopWait:
+    """The top site's gain (little_gain), bounded by its executor's size where that is full."""
     gain = little_gain(top.share, busy, room)
     holders = thread_holders(analysis) if top.kind in (AwaitKind.CAPACITY, AwaitKind.FUTURE) else None
-    # An executor whose threads all wait outside serves, with more workers, at most that many more
-    # at once: its size bounds the gain as much as the waits do.
     executor_bound = (executor_workers(top, holders) / holders.threads
                       if holders is not None and full_executor(top, holders) and holders.state in OUTSIDE
                       else None)
     if executor_bound is not None:
         gain = min(gain, executor_bound)
-    advice, fix = first_advice(top, summary, gain, holders)
+    return _TopWait(top, holders, executor_bound, gain)
+
+
+def _top_words(top_wait: _TopWait, share: float, evidence: dict[str, object],
+               fix: dict[str, object] | None) -> str:
+    """The summary of the top site (a capacity's queue, else the primitives' share), with its
+    evidence and the worker threads' where they were read."""
+    top, holders = top_wait.site, top_wait.holders
     evidence.update({
         "top_site_share": top.share,
         "primitive": KIND_WORDS.get(top.kind, str(top.kind)),
@@ -427,26 +464,34 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
             said = holders_words(holders, top.capacity)
             if said:
                 text += f"; {said}"
-            evidence.update({"holder_threads": holders.threads,
-                             "holders_in": holders.where or None,
-                             "holders_in_share": holders.share if holders.where else None,
-                             "holders_state": (STATE_WORDS.get(holders.state)
-                                               if holders.state is not None else None)})
-    else:
-        text = (f"{pct(share)} of request-task time waits on in-process asyncio primitives, most "
-                f"on the {site_words(top)}: {top.waiting_avg:.1f} tasks waiting on average, "
-                f"{top.waiting_max} at most")
-        if top.capacity is not None:
-            text += f", {top.capacity} permits"
-        if top.kind == AwaitKind.FUTURE and holders is not None and holders.threads:
-            said = holders_words(holders, None)
-            text += (f"; the executor's {holders.threads} threads were busy {holders.busy_avg:.1f} on "
-                     f"average" + (f", {said}" if said else ""))
-            evidence.update({"holder_threads": holders.threads,
-                             "holders_in": holders.where or None,
-                             "holders_in_share": holders.share if holders.where else None,
-                             "holders_state": (STATE_WORDS.get(holders.state)
-                                               if holders.state is not None else None)})
+            _holders_evidence(holders, evidence)
+        return text
+    text = (f"{pct(share)} of request-task time waits on in-process asyncio primitives, most "
+            f"on the {site_words(top)}: {top.waiting_avg:.1f} tasks waiting on average, "
+            f"{top.waiting_max} at most")
+    if top.capacity is not None:
+        text += f", {top.capacity} permits"
+    if top.kind == AwaitKind.FUTURE and holders is not None and holders.threads:
+        said = holders_words(holders, None)
+        text += (f"; the executor's {holders.threads} threads were busy {holders.busy_avg:.1f} on "
+                 f"average" + (f", {said}" if said else ""))
+        _holders_evidence(holders, evidence)
+    return text
+
+
+def _holders_evidence(holders: ThreadHolders, evidence: dict[str, object]) -> None:
+    """The worker threads' evidence (written as `evidence.update`: the declarations test reads
+    the keys a check writes from its source)."""
+    evidence.update({"holder_threads": holders.threads,
+                     "holders_in": holders.where or None,
+                     "holders_in_share": holders.share if holders.where else None,
+                     "holders_state": (STATE_WORDS.get(holders.state)
+                                       if holders.state is not None else None)})
+
+
+def _gain_basis(summary: TaskSummary, top_wait: _TopWait, busy: float | None, room: float | None) -> str:
+    """How the gain was reached: Little's law on the top site's share, then each bound."""
+    top, holders, executor_bound = top_wait.site, top_wait.holders, top_wait.executor_bound
     basis = (f"estimate from {summary.snapshots} reads of the asyncio tasks (Little's law): "
              f"requests spent {pct(top.share)} of their time waiting at "
              f"{short_path(top.file)}:{top.line} ({summary.request_tasks_avg:.1f} in flight on "
@@ -462,20 +507,18 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
         basis += (f"; the executor's {holders.threads} threads all wait in a call outside the process, "
                   f"so {executor_workers(top, holders)} workers serve at most {executor_bound:.2f}x as "
                   f"many at once")
+    return basis
+
+
+def _sites(local: tuple[AwaitSite, ...], top_wait: _TopWait) -> list[Site]:
+    """The top await sites, and second where a capacity's holders block: the line to change (an
+    async client there)."""
+    holders = top_wait.holders
     sites = [Site(s.function, s.file, s.line, round(s.share, 4)) for s in local[:5]]
     if holders is not None and holders.site is not None:
-        # Where the capacity's holders block: the line to change (an async client there).
         sites.insert(1, Site(holders.site.function, holders.site.file, holders.site.line,
-                             round(top.share, 4)))
-    # The gain follows the share the score rests on, in proportion (the top site's part of it).
-    part = top.share / share if share else 1.0
-    return make_finding(ID, settings, ramp(share, settings.low, settings.high), text, evidence,
-                        sites, advice=[advice, *settings.advice], gain=(gain, basis),
-                        samples=observations,
-                        basis=ScoreBasis("async_wait_share",
-                                         lambda s: ramp(s, settings.low, settings.high),
-                                         lambda s: min(little_gain(s * part, busy, room),
-                                                       executor_bound or float("inf"))))
+                             round(top_wait.site.share, 4)))
+    return sites
 
 
 SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "",

@@ -38,6 +38,7 @@ from diagnose.report.model.sections import WaitSite
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
+    from diagnose.model.native_pools import PoolSplit
 
 ID = "lock_contention"
 
@@ -130,85 +131,24 @@ def _frame_of(analysis: Analysis, site: WaitSite) -> int:
 
 
 def run(analysis: Analysis, settings: Settings) -> Finding:
+    """The lock's chain, read link by link, each adding to the summary, evidence and advice in
+    this order: the waits, a file lock the kernel saw, the library pool the holders run in, the
+    call the holder made, and the process it waits on."""
     req = analysis.request_samples()
-    # A deadlock's threads and its victims wait forever, not in turn: the deadlock check's.
-    hung = {t.site_frame for d in analysis.deadlocks for t in (*d.threads, *(v.thread for v in d.victims))}
-    # So do a knot's (model/knots.py: a lock holder waiting for a future its job needs, ...).
-    hung |= {h.wait.site_frame for k in analysis.knots if not k.only_locks for h in (*k.members, *k.victims)}
-    measured = WaitShare.of(analysis, LOCK_KINDS, lambda w: _frame_of(analysis, w) not in hung)
-    waits, share = measured.waits, measured.share
+    measured = _measured(analysis)
+    waits = measured.waits
     evidence: dict[str, object] = {
-        "lock_wait_share": share,
+        "lock_wait_share": measured.share,
         "lock_wait_thread_seconds": measured.thread_seconds,
         "request_threads": int(len(analysis.request_threads)),
         "threads_waiting": max((w.threads for w in waits), default=0),
         "estimated": bool(req[req["state"] == ThreadState.LOCK]["estimated"].any()),
     }
-    file_lock = _file_lock(analysis) if waits and waits[0].kind == WaitKind.FILE_LOCK else None
-    # The kernel counts a file lock's waits on every /proc tick; a sparse sample may have caught
-    # few of them at their line (settle_with_kernel could not tell where): the kernel's share
-    # outranks the samples', and the line is the one whose source takes the file lock.
-    kernel_file = _kernel_file_lock(analysis)
-    sampled_file = sum(w.share for w in waits if w.kind == WaitKind.FILE_LOCK)
-    kernel_site: Site | None = None
-    if kernel_file is not None and kernel_file.share > sampled_file + KERNEL_MARGIN:
-        share += kernel_file.share - sampled_file
-        evidence["lock_wait_share"] = share
-        evidence["kernel_file_lock_share"] = round(kernel_file.share, 4)
-        file_lock = kernel_file.lock
-        kernel_site = kernel_file.site
-    if kernel_site is not None and (not waits or kernel_file is not None and waits[0].share < kernel_file.share):
-        held_by = (f", held by process {', '.join(map(str, file_lock.holders[:4]))}"
-                   if file_lock is not None and file_lock.holders else "")
-        assert file_lock is not None
-        summary = (f"{pct(share)} of request-thread time waits for a {file_lock.label} at "
-                   f"{short_path(kernel_site.file)}:{kernel_site.line} ({kernel_site.function}){held_by} "
-                   f"(the kernel: {file_lock.syscall} on it in {pct(kernel_file.share if kernel_file else 0)} "
-                   f"of the threads' /proc ticks)")
-        evidence["holder"] = f"{file_lock.label}{held_by}"
-    elif waits:
-        top = waits[0]
-        evidence["top_site_max_concurrent_waiters"] = top.max_concurrent
-        evidence["holder"] = describe(top)
-        summary = f"{pct(share)} of request-thread time waits on the lock at {where(top)}"
-        if file_lock is not None:
-            # The kernel names the lock (a file) and who held it (/proc/locks): another process.
-            held_by = (f", held by process {', '.join(map(str, file_lock.holders[:4]))}"
-                       if file_lock.holders else "")
-            summary = (f"{pct(share)} of request-thread time waits for a {file_lock.label} at "
-                       f"{where(top)}{held_by} (the kernel: {file_lock.syscall} on it)")
-            evidence["holder"] = f"{file_lock.label}{held_by}"
-    else:
-        summary = f"{pct(share)} of request-thread time waits on locks"
-    gain: tuple[float, str] | None = None  # None: the serial gain of the share
-    # A threaded pool only: a library pinned to one thread (no pool threads) serializes nothing.
-    serializing = next((sp for sp in analysis.pool_splits
-                        if sp.samples >= SERIALIZING_MIN_SAMPLES and sp.library in SERIALIZES_CALLERS),
-                       None) if analysis.native_threads else None
-    if serializing is not None:
-        # The next resource: the critical section runs in a library pool that admits one caller
-        # at a time, so without the lock the callers queue inside the library instead.
-        # What the first advice (a one-thread pool) buys: each call sheds the pool's
-        # synchronisation, judged on the low end of its 95% interval. While the caller waits,
-        # the pool's threads (no Python sample sees them) compute part of the call that one
-        # thread must then do itself, so not all of the wait is shed: half of it is the
-        # calibrated figure (SHED_OF_WAIT), all of it the upper bound.
-        sure = serializing.sync_share_low
-        pool_gain = amdahl(SHED_OF_WAIT * sure)
-        gain = (pool_gain, f"calibrated: the lock holders run in {serializing.library}'s thread pool, "
-                           f"which admits one caller at a time, so removing the lock alone buys "
-                           f"nothing; {serializing.knob}=1 sheds the pool's synchronisation, "
-                           f"{100 * serializing.sync_share:.0f}% of its {serializing.samples} native "
-                           f"samples (at least {100 * sure:.0f}% at 95% confidence), but while the "
-                           f"caller waits the pool's threads, which no sample sees, compute part of "
-                           f"the call one thread must then do itself: half that wait shed buys "
-                           f"about {pool_gain:.2f}x (calibrated: "
-                           f"{fix_words(ID, f'{serializing.knob}=1') or 'none measured yet'}); "
-                           f"all of it shed, at most {amdahl(sure):.2f}x (an upper bound)")
-        evidence["critical_section_library"] = serializing.library
-        evidence["fix"] = {"knob": serializing.knob, "value": 1}
-    elif waits:
-        evidence["fix"] = {"knob": "model_instances", "value": max(2, int(len(analysis.request_threads)) // 2)}
+    files = _file_lock_waits(analysis, waits, measured.share, evidence)
+    share, file_lock = files.share, files.lock
+    summary = _summary(waits, files, evidence)
+    serializing = _serializing_pool(analysis)
+    gain = _pool_fix(analysis, serializing, waits, evidence)  # None: the serial gain of the share
     advice = list(settings.advice)
     held = held_call(waits[0]) if waits else None
     if held is not None:
@@ -226,19 +166,144 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
         idle = analysis.os.machine_idle_cores if analysis.os is not None else None
         summary, gain = _behind_a_backend(summary, peer, backend, share, idle, evidence, advice)
     elif peer is not None and peer.occupancy >= PEER_OCCUPANCY:
-        # The kernel: while the others wait on the lock, one thread at a time waits on a pipe
-        # or a child another process serves: the lock admits one request at a time to it.
-        served = peer.resource.label
-        summary += (f"; while one thread at a time waits on {served} ({pct(min(1.0, peer.occupancy))} "
-                    f"of the window, the kernel): the process at its other end serves them one by one")
-        evidence["serving_process"] = served
-        evidence["fix"] = {"knob": "sidecars", "value": max(2, int(len(analysis.request_threads)) // 2)}
-        advice.insert(0, f"The lock admits one request at a time to another process ({served}), "
-                         f"and that process is the bottleneck: it is busy "
-                         f"{pct(min(1.0, peer.occupancy))} of the window serving one request at a "
-                         f"time. Shrinking the critical section cannot help (the call to it is the "
-                         f"section): run several of them (a pool of processes, each with its own "
-                         f"pipe and lock), batch several requests per call, or make it faster.")
+        summary += _one_at_a_time(analysis, peer, evidence, advice)
+    _lead_advice(file_lock, serializing, evidence, advice)
+    # The share with the kernel's file-lock waits the samples missed.
+    return wait_finding(ID, settings, analysis, replace(measured, share=share), "lock_wait_share", summary, evidence,
+                        "waiting on locks", gain=gain, advice=advice,
+                        lead=[files.kernel_site] if files.kernel_site is not None else [])
+
+
+def _measured(analysis: Analysis) -> WaitShare:
+    """The request threads' lock waits, but for a deadlock's or a knot's: those threads and their
+    victims wait forever, not in turn (the deadlock check's)."""
+    hung = {t.site_frame for d in analysis.deadlocks for t in (*d.threads, *(v.thread for v in d.victims))}
+    # So do a knot's (model/knots.py: a lock holder waiting for a future its job needs, ...).
+    hung |= {h.wait.site_frame for k in analysis.knots if not k.only_locks for h in (*k.members, *k.victims)}
+    return WaitShare.of(analysis, LOCK_KINDS, lambda w: _frame_of(analysis, w) not in hung)
+
+
+@dataclass(frozen=True)
+class _FileLockWaits:
+    """The lock waits' share once the kernel's file-lock waits are counted, and the file lock."""
+
+    share: float  # of request-thread time, the kernel's file-lock share where it outranks
+    lock: WaitObject | None  # the file lock the threads waited for (the kernel)
+    kernel: KernelFileLock | None  # the kernel's count of the request threads' file-lock waits
+    kernel_site: Site | None  # where the kernel's share outranks: the line taking the lock
+
+
+def _file_lock_waits(analysis: Analysis, waits: tuple[WaitSite, ...], share: float,
+                     evidence: dict[str, object]) -> _FileLockWaits:
+    """The kernel counts a file lock's waits on every /proc tick; a sparse sample may have caught
+    few of them at their line (settle_with_kernel could not tell where): the kernel's share
+    outranks the samples', and the line is the one whose source takes the file lock."""
+    file_lock = _file_lock(analysis) if waits and waits[0].kind == WaitKind.FILE_LOCK else None
+    kernel_file = _kernel_file_lock(analysis)
+    sampled_file = sum(w.share for w in waits if w.kind == WaitKind.FILE_LOCK)
+    kernel_site: Site | None = None
+    if kernel_file is not None and kernel_file.share > sampled_file + KERNEL_MARGIN:
+        share += kernel_file.share - sampled_file
+        evidence["lock_wait_share"] = share
+        evidence["kernel_file_lock_share"] = round(kernel_file.share, 4)
+        file_lock = kernel_file.lock
+        kernel_site = kernel_file.site
+    return _FileLockWaits(share, file_lock, kernel_file, kernel_site)
+
+
+def _summary(waits: tuple[WaitSite, ...], files: _FileLockWaits, evidence: dict[str, object]) -> str:
+    """The finding's first sentence, and the evidence of the holder: the file lock the kernel
+    saw where its share outranks the top site's, else the top site (a file lock by its name)."""
+    share, file_lock, kernel_file, kernel_site = files.share, files.lock, files.kernel, files.kernel_site
+    if kernel_site is not None and (not waits or kernel_file is not None and waits[0].share < kernel_file.share):
+        held_by = (f", held by process {', '.join(map(str, file_lock.holders[:4]))}"
+                   if file_lock is not None and file_lock.holders else "")
+        assert file_lock is not None
+        summary = (f"{pct(share)} of request-thread time waits for a {file_lock.label} at "
+                   f"{short_path(kernel_site.file)}:{kernel_site.line} ({kernel_site.function}){held_by} "
+                   f"(the kernel: {file_lock.syscall} on it in {pct(kernel_file.share if kernel_file else 0)} "
+                   f"of the threads' /proc ticks)")
+        evidence["holder"] = f"{file_lock.label}{held_by}"
+        return summary
+    if not waits:
+        return f"{pct(share)} of request-thread time waits on locks"
+    top = waits[0]
+    evidence["top_site_max_concurrent_waiters"] = top.max_concurrent
+    evidence["holder"] = describe(top)
+    summary = f"{pct(share)} of request-thread time waits on the lock at {where(top)}"
+    if file_lock is not None:
+        # The kernel names the lock (a file) and who held it (/proc/locks): another process.
+        held_by = (f", held by process {', '.join(map(str, file_lock.holders[:4]))}"
+                   if file_lock.holders else "")
+        summary = (f"{pct(share)} of request-thread time waits for a {file_lock.label} at "
+                   f"{where(top)}{held_by} (the kernel: {file_lock.syscall} on it)")
+        evidence["holder"] = f"{file_lock.label}{held_by}"
+    return summary
+
+
+def _serializing_pool(analysis: Analysis) -> PoolSplit | None:
+    """The library pool the lock's holders run in, where it admits one caller at a time. A
+    threaded pool only: a library pinned to one thread (no pool threads) serializes nothing."""
+    return next((sp for sp in analysis.pool_splits
+                 if sp.samples >= SERIALIZING_MIN_SAMPLES and sp.library in SERIALIZES_CALLERS),
+                None) if analysis.native_threads else None
+
+
+def _pool_fix(analysis: Analysis, serializing: PoolSplit | None, waits: tuple[WaitSite, ...],
+              evidence: dict[str, object]) -> tuple[float, str] | None:
+    """The fix before the holder's call is read, as evidence: a one-thread pool for a serializing
+    pool (and its calibrated gain, returned), else a pool of model instances (the serial gain of
+    the share: None)."""
+    if serializing is None:
+        if waits:
+            evidence["fix"] = {"knob": "model_instances", "value": max(2, int(len(analysis.request_threads)) // 2)}
+        return None
+    # The next resource: the critical section runs in a library pool that admits one caller
+    # at a time, so without the lock the callers queue inside the library instead.
+    # What the first advice (a one-thread pool) buys: each call sheds the pool's
+    # synchronisation, judged on the low end of its 95% interval. While the caller waits,
+    # the pool's threads (no Python sample sees them) compute part of the call that one
+    # thread must then do itself, so not all of the wait is shed: half of it is the
+    # calibrated figure (SHED_OF_WAIT), all of it the upper bound.
+    sure = serializing.sync_share_low
+    pool_gain = amdahl(SHED_OF_WAIT * sure)
+    gain = (pool_gain, f"calibrated: the lock holders run in {serializing.library}'s thread pool, "
+                       f"which admits one caller at a time, so removing the lock alone buys "
+                       f"nothing; {serializing.knob}=1 sheds the pool's synchronisation, "
+                       f"{100 * serializing.sync_share:.0f}% of its {serializing.samples} native "
+                       f"samples (at least {100 * sure:.0f}% at 95% confidence), but while the "
+                       f"caller waits the pool's threads, which no sample sees, compute part of "
+                       f"the call one thread must then do itself: half that wait shed buys "
+                       f"about {pool_gain:.2f}x (calibrated: "
+                       f"{fix_words(ID, f'{serializing.knob}=1') or 'none measured yet'}); "
+                       f"all of it shed, at most {amdahl(sure):.2f}x (an upper bound)")
+    evidence["critical_section_library"] = serializing.library
+    evidence["fix"] = {"knob": serializing.knob, "value": 1}
+    return gain
+
+
+def _one_at_a_time(analysis: Analysis, peer: ServingPeer, evidence: dict[str, object],
+                   advice: list[str]) -> str:
+    """The kernel: while the others wait on the lock, one thread at a time waits on a pipe or a
+    child another process serves: the lock admits one request at a time to it. Returns what
+    the summary adds."""
+    served = peer.resource.label
+    evidence["serving_process"] = served
+    evidence["fix"] = {"knob": "sidecars", "value": max(2, int(len(analysis.request_threads)) // 2)}
+    advice.insert(0, f"The lock admits one request at a time to another process ({served}), "
+                     f"and that process is the bottleneck: it is busy "
+                     f"{pct(min(1.0, peer.occupancy))} of the window serving one request at a "
+                     f"time. Shrinking the critical section cannot help (the call to it is the "
+                     f"section): run several of them (a pool of processes, each with its own "
+                     f"pipe and lock), batch several requests per call, or make it faster.")
+    return (f"; while one thread at a time waits on {served} ({pct(min(1.0, peer.occupancy))} "
+            f"of the window, the kernel): the process at its other end serves them one by one")
+
+
+def _lead_advice(file_lock: WaitObject | None, serializing: PoolSplit | None,
+                 evidence: dict[str, object], advice: list[str]) -> None:
+    """The advice that leads whatever else was found: a cross-process file lock's (and its fix),
+    then, first of all, a serializing pool's."""
     if file_lock is not None:
         evidence["fix"] = {"knob": "file_lock", "value": file_lock.label}
         advice.insert(0, f"The {file_lock.label} serialises every process that takes it: while one "
@@ -252,10 +317,6 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
                          f"threads would queue inside {serializing.library}). First size the pool to "
                          f"the work: start the service with {serializing.knob}=1 and re-measure; then "
                          f"shrink the critical section or use a pool of model instances.")
-    # The share with the kernel's file-lock waits the samples missed.
-    return wait_finding(ID, settings, analysis, replace(measured, share=share), "lock_wait_share", summary, evidence,
-                        "waiting on locks", gain=gain, advice=advice,
-                        lead=[kernel_site] if kernel_site is not None else [])
 
 
 PEER_OCCUPANCY = 0.5  # threads on a serving process at once, on average: it serves them in turn

@@ -409,7 +409,103 @@ def _signals_deferred():
 def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, options: AttachOptions,
              on_progress: Callable[[float, int], None] | None, stop: StopSignals,
              session: _Session) -> Capture:
-    notes: list[str] = []
+    """One window, phase by phase: probe the targets, plan the sampling, launch the recorders and
+    the /proc sampler, wait out the window, stop everything, and summarise what was taken. Each
+    phase hands the next a frozen record; `session` holds what capture's `finally` undoes."""
+    run = _Run(pids, options, stop, session, notes=[])
+    probed = _probe(run, procs)
+    tree_plan = _plan(run, probed)
+    launched = _launch(run, probed, tree_plan, _make_temp_dir(run, work_dir))
+    clock = _wait_window(run, probed, launched, on_progress)
+    stopped = _stop(run, launched, clock)
+    return _summarise(run, probed, launched, stopped)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What every phase of one window reads: the named pids, the options, the signal handler,
+    what capture's `finally` undoes, and the report's notes (kept in the order they were made)."""
+
+    pids: list[int]
+    options: AttachOptions
+    stop: StopSignals
+    session: _Session
+    notes: list[str]
+
+
+@dataclass(frozen=True)
+class _Probed:
+    """What the probes found, before anything is launched."""
+
+    probe: pyspy.ProbeResult  # the first named pid's (its Python version is the report's)
+    native: bool  # py-spy can unwind native frames of the target
+    members: list[int]  # the Python processes to record
+    busy_before: activity.CpuSnapshot  # CPU per thread before the probes (plan.py shares by it)
+    cmdline: list[str]
+    threads: int | None
+
+
+@dataclass(frozen=True)
+class _Launched:
+    """The recorders and the /proc sampler running, and what the window's costs are measured
+    from. `members` and `recordings` grow in the window (processes born in it are recorded)."""
+
+    tree_plan: TreePlan
+    temp_dir: Path  # where py-spy writes
+    sampler: TreeSampler
+    members: list[int]
+    recordings: list[_Recording]  # recordings[i] is what session.recorders[i] writes
+    openers: list[_Recorder]  # the main recorders launched with the window: its clock waits
+    at: float  # time.monotonic() of the launch
+    children_before: resource.struct_rusage  # the reaped children's CPU (py-spy's) before it
+    observer_before: observer_cpu.CpuReading | None  # the observer's own CPU before it
+
+
+@dataclass(frozen=True)
+class _Clock:
+    """When the window's clock started (START_WAIT_S)."""
+
+    start: float | None  # time.monotonic(); None when cut short before every recorder sampled
+    started: float  # the same instant by the wall clock (time.time()), the report's start
+
+
+@dataclass(frozen=True)
+class _Stopped:
+    """Everything stopped and read: the window's span, the recorders' outputs, the costs."""
+
+    interrupted_by: int | None  # the signal that cut the window short
+    task_recordings: dict[int, TaskRecording]
+    outputs: list[str]  # outputs[i] is what session.recorders[i] printed
+    tree_record: TreeRecord
+    window_start: float  # time.monotonic(): the clock's start, else the launch
+    started: float  # the clock's start by the wall clock (time.time()), the report's start
+    elapsed: float  # seconds of window sampled
+    killed: list[_Recorder]  # recorders someone else killed
+    observer_after: observer_cpu.CpuReading | None
+    pyspy_cpu_s: float  # py-spy's own CPU: on a small box it competes with the target
+
+    @property
+    def signame(self) -> str:
+        return signal.Signals(self.interrupted_by).name if self.interrupted_by is not None else ""
+
+
+@dataclass(frozen=True)
+class _NativeProfiles:
+    """The sparse native calibration's counts and the files that hold its samples."""
+
+    samples: int | None = None
+    errors: int | None = None
+    paths: list[Path] = field(default_factory=list)
+
+
+_MainOutput = tuple[_Recording, str, "_Recorder"]  # a main recording, its output, its recorder
+_Counts = tuple[_Recording, tuple[int | None, int | None]]  # its (samples, errors) as py-spy said
+
+
+def _probe(run: _Run, procs: list[psutil.Process]) -> _Probed:
+    """Finds the Python process behind each named pid (a launcher's child), refuses one stopped,
+    proves each readable (the first one's native unwinding too), and reads the root's command."""
+    pids, options, session = run.pids, run.options, run.session
     probe_pids = [resolve_probe_pid(pid, options.children, options.retry_s) for pid in pids]
     for probe_pid in probe_pids:
         if probe_pid not in pids:
@@ -418,46 +514,68 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
     members = _python_members(pids, options.children) or list(probe_pids)
     # CPU per thread around the probes: which processes are busy (plan.py shares by it).
     before = activity.snapshot(members)
-    probe, native = probe_target(probe_pids[0], options.native, options.retry_s, notes)
+    probe, native = probe_target(probe_pids[0], options.native, options.retry_s, run.notes)
     for other in probe_pids[1:]:
         wait_until_readable(other, options.retry_s)
-    root = pids[0]
     try:
         cmdline = procs[0].cmdline()
         threads = procs[0].num_threads()
     except psutil.NoSuchProcess:
-        raise NoSuchProcess(f"process {root} exited before it could be sampled")
+        raise NoSuchProcess(f"process {pids[0]} exited before it could be sampled")
     except psutil.AccessDenied:
         cmdline, threads = [], None
-    # Sampling a launcher's tree with --no-children cannot happen (resolve_probe_pid refused it);
-    # a launcher's Python children are sampled, each by its own recorder.
-    subprocesses = options.children
-    tree_plan = plan_tree(activity.measure(before, members), options.rate, native,
-                          cores=cores_available(root), duration_s=options.duration)
-    plan = tree_plan.sampling
+    return _Probed(probe, native, members, before, cmdline, threads)
+
+
+def _plan(run: _Run, probed: _Probed) -> TreePlan:
+    """Each member's rate by how busy it was around the probes (plan.py)."""
+    return plan_tree(activity.measure(probed.busy_before, probed.members), run.options.rate,
+                     probed.native, cores=cores_available(run.pids[0]),
+                     duration_s=run.options.duration)
+
+
+def _make_temp_dir(run: _Run, work_dir: Path) -> Path:
+    """The directory py-spy writes into: a hidden one in the output directory (the report then
+    moves its profile out, on the same file system), removed on every way out (capture)."""
     work_dir.mkdir(parents=True, exist_ok=True)
-    # py-spy writes into a hidden directory of the output directory (the report then moves its
-    # profile out, on the same file system); it is removed on every way out.
-    session.temp_dir = Path(tempfile.mkdtemp(prefix=".diagnose-", dir=work_dir))
-    recordings: list[_Recording] = []  # recordings[i] is what recorders[i] writes
-    sampler = TreeSampler(pids, children=options.children, kernel_waits=options.kernel_waits,
+    run.session.temp_dir = Path(tempfile.mkdtemp(prefix=".diagnose-", dir=work_dir))
+    return run.session.temp_dir
+
+
+def _launch(run: _Run, probed: _Probed, tree_plan: TreePlan, temp_dir: Path) -> _Launched:
+    """Starts every member's recorders and task sampler, then the /proc sampler. From here a
+    first signal ends the window and the report is written (stop.graceful)."""
+    options, session = run.options, run.session
+    recordings: list[_Recording] = []
+    sampler = TreeSampler(run.pids, children=options.children, kernel_waits=options.kernel_waits,
                           followed=options.followed)
     session.sampler = sampler
-    launched = time.monotonic()
+    at = time.monotonic()
     children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     # The observer's own CPU (this process and every child) from here to the window's end.
     observer_before = observer_cpu.read()
     recorders = session.recorders
-    stop.graceful = True  # from here a first signal ends the window and the report is written
-    for pid in members:
-        _start_recordings(pid, tree_plan, native, options.duration, session.temp_dir, recorders,
+    run.stop.graceful = True  # from here a first signal ends the window and the report is written
+    for pid in probed.members:
+        _start_recordings(pid, tree_plan, probed.native, options.duration, temp_dir, recorders,
                           recordings)
         _start_task_sampler(pid, options, session)
     # The window's clock waits for these to say they sample (START_WAIT_S).
     openers = [r for rec, r in zip(recordings, recorders) if not rec.native]
     sampler.start()
     sampler.new_pids.clear()  # the members found by the sampler's first scan are recorded
-    deadline = launched + START_WAIT_S + options.duration + RECORD_GRACE_S
+    return _Launched(tree_plan, temp_dir, sampler, list(probed.members), recordings, openers,
+                     at, children_before, observer_before)
+
+
+def _wait_window(run: _Run, probed: _Probed, launched: _Launched,
+                 on_progress: Callable[[float, int], None] | None) -> _Clock:
+    """The window's loop, one /proc tick a turn: starts the clock once the recorders sample,
+    records processes born in the window, tells each recorder to stop as the window closes, and
+    ends when all have exited, one was killed, a signal came, or py-spy overran its grace."""
+    options, stop, recorders = run.options, run.stop, run.session.recorders
+    sampler, recordings = launched.sampler, launched.recordings
+    deadline = launched.at + START_WAIT_S + options.duration + RECORD_GRACE_S
     window_start: float | None = None  # time.monotonic() when the clock started
     started = time.time()
     while stop.signum is None:
@@ -468,20 +586,13 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
             break
         now = time.monotonic()
         if window_start is None:
-            window_start = _clock_start(openers, launched, now)
+            window_start = _clock_start(launched.openers, launched.at, now)
             if window_start is not None:
                 started = time.time() - (now - window_start)
         end = window_start + options.duration if window_start is not None else None
         if end is None or now < end:  # the /proc sampler covers the window, not the exits after
             sampler.tick()
-        left = end - now if end is not None else options.duration
-        for pid in sampler.new_pids:  # born mid-window: recorded from now on, at the busy rate
-            if pid not in members and left >= 1.0:
-                members.append(pid)
-                _start_recordings(pid, tree_plan, native, left, session.temp_dir, recorders,
-                                  recordings)
-                _start_task_sampler(pid, options, session)
-        sampler.new_pids.clear()
+        _record_newcomers(run, probed, launched, end - now if end is not None else options.duration)
         if on_progress:
             fraction = 0.0 if window_start is None else (now - window_start) / options.duration
             on_progress(min(1.0, fraction), sampler.thread_count())
@@ -489,73 +600,142 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
             _close_window(recordings, recorders, end, options.duration, now)
         if time.monotonic() > deadline:
             _interrupt(recorders)
-            notes.append("py-spy did not finish in time and was stopped")
+            run.notes.append("py-spy did not finish in time and was stopped")
             break
-        _wait_for_next(openers if window_start is None else [], recordings, recorders, end,
-                       options.duration, plan.proc_interval_s)
+        _wait_for_next(launched.openers if window_start is None else [], recordings, recorders,
+                       end, options.duration, launched.tree_plan.sampling.proc_interval_s)
+    return _Clock(window_start, started)
+
+
+def _record_newcomers(run: _Run, probed: _Probed, launched: _Launched, left: float) -> None:
+    """Processes the /proc sampler found born mid-window: recorded from now on, at the busy
+    rate, when at least a second of the window is `left`."""
+    for pid in launched.sampler.new_pids:
+        if pid not in launched.members and left >= 1.0:
+            launched.members.append(pid)
+            _start_recordings(pid, launched.tree_plan, probed.native, left, launched.temp_dir,
+                              run.session.recorders, launched.recordings)
+            _start_task_sampler(pid, run.options, run.session)
+    launched.sampler.new_pids.clear()
+
+
+def _stop(run: _Run, launched: _Launched, clock: _Clock) -> _Stopped:
+    """Stops the task samplers, reads each recorder's output once it has written, finishes the
+    /proc sampler, and measures the window's span and what it cost."""
+    options, stop, recorders = run.options, run.stop, run.session.recorders
     interrupted_by = stop.signum
     if interrupted_by is not None:
         _interrupt(recorders)  # again: one started after the handler ran would not have heard it
-    task_recordings = {pid: s.stop() for pid, s in session.task_samplers.items()}
+    task_recordings = {pid: s.stop() for pid, s in run.session.task_samplers.items()}
     outputs = [_collect(r) for r in recorders]
-    tree_record = sampler.finish()
+    tree_record = launched.sampler.finish()
     # stop.at is set with stop.signum, by the handler
     window_end = stop.at if interrupted_by is not None and stop.at is not None else time.monotonic()
+    window_start = clock.start
     if window_start is None:  # cut short before every recorder said it samples
-        window_start = launched
+        window_start = launched.at
     else:
         window_end = min(window_end, window_start + options.duration)
     elapsed = max(0.0, window_end - window_start)
     killed = _killed(recorders)
     children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     # Every recorder has been reaped: their CPU is in the reaped children's.
-    window_cpu = observer_cpu.window_cpu(observer_before, observer_cpu.read(), tree_record)
-    # py-spy's own CPU: on a small box it competes with the target for the same cores.
+    observer_after = observer_cpu.read()
+    before = launched.children_before
     pyspy_cpu_s = ((children_after.ru_utime + children_after.ru_stime)
-                   - (children_before.ru_utime + children_before.ru_stime))
-    mains = [(rec, out, r) for rec, out, r in zip(recordings, outputs, recorders) if not rec.native]
-    natives = [(rec, out) for rec, out in zip(recordings, outputs) if rec.native]
+                   - (before.ru_utime + before.ru_stime))
+    return _Stopped(interrupted_by, task_recordings, outputs, tree_record, window_start,
+                    clock.started, elapsed, killed, observer_after, pyspy_cpu_s)
+
+
+def _summarise(run: _Run, probed: _Probed, launched: _Launched, stopped: _Stopped) -> Capture:
+    """What the window took, as the report's Capture: the notes on how it ended, the profiles
+    written (the named pids' first), the native calibration, and the account of the sampling."""
+    pids, options = run.pids, run.options
+    tree_record = stopped.tree_record
+    outputs, recorders = stopped.outputs, run.session.recorders
+    mains = [(rec, out, r) for rec, out, r in zip(launched.recordings, outputs, recorders)
+             if not rec.native]
+    natives = [(rec, out) for rec, out in zip(launched.recordings, outputs) if rec.native]
     counts = [(rec, pyspy.parse_record_summary(out)) for rec, out, _ in mains]
-    samples_taken = _sum_known(c[0] for _, c in counts)
-    # The analysis reads every recording on one grid at the busy rate; an idle process's stack
-    # holds between its samples, so its count is what the busy rate would have taken.
-    samples = _sum_known(round(c[0] * plan.rate_hz / rec.rate_hz) if c[0] is not None else None
-                         for rec, c in counts)
-    errors = _sum_known(c[1] for _, c in counts)
+    # Sampling a launcher's tree with --no-children cannot happen (resolve_probe_pid refused it);
+    # a launcher's Python children are sampled, each by its own recorder.
+    subprocesses = options.children
     # Only the roots' exits end the window early; a worker that exits is followed, not fatal.
     target_exited = all(tree_record.records[pid].target_exited for pid in pids) or (
         len(pids) == 1 and not subprocesses
-        and any("process exited" in out for rec, out, _ in mains if rec.pid == root))
-    signame = signal.Signals(interrupted_by).name if interrupted_by is not None else ""
-    planned_end = window_start + options.duration
-    behind = [(rec, lag) for rec, out, r in zip(recordings, outputs, recorders)
+        and any("process exited" in out for rec, out, _ in mains if rec.pid == pids[0]))
+    recorder_failure = _recorder_failure(stopped.killed, stopped.elapsed, options.duration)
+    _note_window_end(run, launched, stopped, _sum_known(c[0] for _, c in counts), target_exited,
+                     recorder_failure)
+    written = _written_profiles(run, stopped, mains, counts, target_exited, recorder_failure)
+    native_profiles = _native_profiles(natives, run.notes)
+    record = tree_record.root_record
+    target = RunTarget(pid=pids[0], pids=tuple(pids), python=probed.probe.python_version,
+                       cmdline=tuple(probed.cmdline), threads=probed.threads, cores=record.cores,
+                       cpu_quota_cores=record.cpu_quota_cores, children=options.children)
+    sampling = _sampling(run, probed, launched, stopped, counts, native_profiles)
+    native_paths = native_profiles.paths
+    return Capture(written[0], record, target, sampling, stopped.started,
+                   partial=target_exited or stopped.interrupted_by is not None
+                   or bool(stopped.killed),
+                   notes=run.notes,
+                   native_profile_path=native_paths[0] if native_paths else None,
+                   tree=tree_record, extra_profile_paths=written[1:],
+                   extra_native_paths=native_paths[1:], interrupted_by=stopped.interrupted_by,
+                   recorder_failure=recorder_failure, temp_dir=run.session.temp_dir,
+                   task_recordings=stopped.task_recordings)
+
+
+def _recorder_failure(killed: list[_Recorder], elapsed: float, duration: float) -> str | None:
+    """Which recorders someone else killed, by signal, and when; None when none was."""
+    if not killed:
+        return None
+    by_signal: dict[str, list[str]] = {}
+    for r in killed:
+        by_signal.setdefault(_signal_name(-r.returncode), []).append(str(r.pid))
+    return ("py-spy was killed by " + ", ".join(
+        f"{name} (pid{'s' if len(rs) > 1 else ''} {', '.join(rs)})"
+        for name, rs in by_signal.items())
+        + f" {elapsed:.1f} s into the {duration:g} s window")
+
+
+def _note_window_end(run: _Run, launched: _Launched, stopped: _Stopped,
+                     samples_taken: int | None, target_exited: bool,
+                     recorder_failure: str | None) -> None:
+    """The notes on how the window went, in this order: recorders that fell behind, the signal
+    or the target's exit that cut it short, a recorder killed, workers that exited in it."""
+    options, notes = run.options, run.notes
+    interrupted_by, elapsed = stopped.interrupted_by, stopped.elapsed
+    planned_end = stopped.window_start + options.duration
+    behind = [(rec, lag) for rec, out, r in zip(launched.recordings, stopped.outputs,
+                                                run.session.recorders)
               if (lag := _lag_s(out, r, planned_end)) is not None]
     if behind and interrupted_by is None:
         notes.append(_late_note(behind, samples_taken))
     if interrupted_by is not None:
-        notes.append(f"the window was cut short by {signame} after {elapsed:.1f} s of the "
+        notes.append(f"the window was cut short by {stopped.signame} after {elapsed:.1f} s of the "
                      f"{options.duration:g} s asked: the report uses the samples taken until then")
     elif target_exited:
         notes.append(f"the target exited {elapsed:.1f} s into the {options.duration:g} s window: "
                      f"the report uses the samples taken until then")
-    recorder_failure = None
-    if killed:
-        by_signal: dict[str, list[str]] = {}
-        for r in killed:
-            by_signal.setdefault(_signal_name(-r.returncode), []).append(str(r.pid))
-        recorder_failure = (
-            "py-spy was killed by " + ", ".join(
-                f"{name} (pid{'s' if len(rs) > 1 else ''} {', '.join(rs)})"
-                for name, rs in by_signal.items())
-            + f" {elapsed:.1f} s into the {options.duration:g} s window")
+    if recorder_failure is not None:
         notes.append(recorder_failure + ": the report uses the samples the others wrote")
-    workers_gone = [pid for pid, rec in tree_record.records.items()
-                    if rec.target_exited and pid not in pids]
+    workers_gone = [pid for pid, rec in stopped.tree_record.records.items()
+                    if rec.target_exited and pid not in run.pids]
     if workers_gone:
         notes.append(f"{len(workers_gone)} child process(es) exited during the window "
                      f"({', '.join(map(str, workers_gone[:8]))}): their samples until then are kept")
-    # The named pids' recordings first: the report is named after the first.
-    ordered = sorted(mains, key=lambda m: m[0].pid not in pids)
+
+
+def _written_profiles(run: _Run, stopped: _Stopped, mains: list[_MainOutput],
+                      counts: list[_Counts], target_exited: bool,
+                      recorder_failure: str | None) -> list[Path]:
+    """The main recordings that hold samples, the named pids' first (the report is named after
+    the first). None is the capture's failure, raised as its cause: the signal, py-spy killed,
+    the target gone, or py-spy's own error."""
+    notes = run.notes
+    ordered = sorted(mains, key=lambda m: m[0].pid not in run.pids)
     written = [rec.path for rec, _, _ in ordered if rec.path.exists() and rec.path.stat().st_size > 0]
     # A process sampled at a low rate (an idle master at 1 Hz) can reach the window's close
     # before its recorder's first sample: its file holds no profile. The others carry the report.
@@ -567,70 +747,78 @@ def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, optio
         if left_out:
             notes.append(f"py-spy took no sample of pid {', '.join(map(str, left_out))} before "
                          f"the window closed (sampled at a low rate): left out of the report")
-    if not written:
-        if interrupted_by is not None:
-            raise stop.error(f"interrupted by {signame} {elapsed:.1f} s into the window, before "
-                             f"py-spy wrote any sample: no report written")
-        _, first_out, first_recorder = ordered[0] if ordered else (None, "", None)
-        if killed and first_recorder in killed:
-            raise ProfilerFailed(f"{recorder_failure}: no profile was written")
-        if target_exited:
-            raise NoSamples(f"process {root} exited before py-spy took any sample")
-        code = first_recorder.returncode if first_recorder is not None else None
-        raise ProfilerFailed(f"py-spy wrote no profile (exit {code}): "
-                             f"{pyspy.first_error_line(first_out)}")
-    native_samples = native_errors = None
-    native_paths: list[Path] = []
-    if natives:
-        native_counts = [(rec, pyspy.parse_record_summary(out)) for rec, out in natives]
-        native_samples = _sum_known(c[0] for _, c in native_counts)
-        native_errors = _sum_known(c[1] for _, c in native_counts)
-        # A window cut short can end before the sparse native recorder took a sample: its file
-        # then holds no profile, and the report goes on without it.
-        native_paths = [rec.path for rec, (n, _) in native_counts
-                        if rec.path.exists() and rec.path.stat().st_size > 0 and n != 0]
-        for rec, _ in native_counts:
-            if rec.path in native_paths:
-                try:
-                    pyspy.tag_speedscope_process(str(rec.path), rec.pid)
-                except (OSError, ValueError):
-                    native_paths.remove(rec.path)
-        if not native_paths:
-            notes.append("the native recorder wrote nothing: thread states are estimated from "
-                         "Python frames and OS counters")
-    record = tree_record.root_record
-    target = RunTarget(pid=root, pids=tuple(pids), python=probe.python_version,
-                       cmdline=tuple(cmdline), threads=threads, cores=record.cores,
-                       cpu_quota_cores=record.cpu_quota_cores, children=options.children)
+    if written:
+        return written
+    if stopped.interrupted_by is not None:
+        raise run.stop.error(f"interrupted by {stopped.signame} {stopped.elapsed:.1f} s into the "
+                             f"window, before py-spy wrote any sample: no report written")
+    _, first_out, first_recorder = ordered[0] if ordered else (None, "", None)
+    if stopped.killed and first_recorder in stopped.killed:
+        raise ProfilerFailed(f"{recorder_failure}: no profile was written")
+    if target_exited:
+        raise NoSamples(f"process {run.pids[0]} exited before py-spy took any sample")
+    code = first_recorder.returncode if first_recorder is not None else None
+    raise ProfilerFailed(f"py-spy wrote no profile (exit {code}): "
+                         f"{pyspy.first_error_line(first_out)}")
+
+
+def _native_profiles(natives: list[tuple[_Recording, str]], notes: list[str]) -> _NativeProfiles:
+    """The native calibration's counts, and its files that hold samples, each tagged with its
+    process (one that cannot be tagged is left out)."""
+    if not natives:
+        return _NativeProfiles()
+    native_counts = [(rec, pyspy.parse_record_summary(out)) for rec, out in natives]
+    # A window cut short can end before the sparse native recorder took a sample: its file
+    # then holds no profile, and the report goes on without it.
+    native_paths = [rec.path for rec, (n, _) in native_counts
+                    if rec.path.exists() and rec.path.stat().st_size > 0 and n != 0]
+    for rec, _ in native_counts:
+        if rec.path in native_paths:
+            try:
+                pyspy.tag_speedscope_process(str(rec.path), rec.pid)
+            except (OSError, ValueError):
+                native_paths.remove(rec.path)
+    if not native_paths:
+        notes.append("the native recorder wrote nothing: thread states are estimated from "
+                     "Python frames and OS counters")
+    return _NativeProfiles(_sum_known(c[0] for _, c in native_counts),
+                           _sum_known(c[1] for _, c in native_counts), native_paths)
+
+
+def _sampling(run: _Run, probed: _Probed, launched: _Launched, stopped: _Stopped,
+              counts: list[_Counts], natives: _NativeProfiles) -> CaptureSampling:
+    """The report's account of the sampling: the plan, the mode, the samples and py-spy's and
+    the observer's own cost over the window."""
+    options, native, elapsed = run.options, probed.native, stopped.elapsed
+    plan = launched.tree_plan.sampling
+    record = stopped.tree_record.root_record
+    # The analysis reads every recording on one grid at the busy rate; an idle process's stack
+    # holds between its samples, so its count is what the busy rate would have taken.
+    samples = _sum_known(round(c[0] * plan.rate_hz / rec.rate_hz) if c[0] is not None else None
+                         for rec, c in counts)
     mode = ("nonblocking" if plan.nonblocking else "blocking") + (
         "+native" if native and not plan.nonblocking else "")
-    if native_paths:
+    if natives.paths:
         mode += f" + native calibration at {plan.native_rate_hz} Hz"
-    if subprocesses:
-        mode += f" + subprocesses ({len(members)} recorded)"
-    sampling = CaptureSampling(
+    if options.children:  # subprocesses: each Python child by its own recorder
+        mode += f" + subprocesses ({len(launched.members)} recorded)"
+    return CaptureSampling(
         duration_s=round(min(elapsed, options.duration + RECORD_GRACE_S), 3),
         requested_duration_s=options.duration, rate_hz=plan.rate_hz,
         plan=plan.reason, proc_interval_s=round(plan.proc_interval_s, 3),
-        samples=samples, samples_taken=samples_taken, errors=errors,
+        samples=samples, samples_taken=_sum_known(c[0] for _, c in counts),
+        errors=_sum_known(c[1] for _, c in counts),
         native=native,
         native_rate_hz=plan.native_rate_hz or None,
-        native_samples=native_samples, native_errors=native_errors,
+        native_samples=natives.samples, native_errors=natives.errors,
         mode=mode,
-        processes_planned=tuple(tree_plan.processes),
-        processes_sampled=len(tree_record.records),
+        processes_planned=tuple(launched.tree_plan.processes),
+        processes_sampled=len(stopped.tree_record.records),
         pyspy_version=pyspy.pyspy_version(),
-        pyspy_cpu_s=round(pyspy_cpu_s, 3),
-        pyspy_cpu_share_of_cores=round(pyspy_cpu_s / (max(elapsed, 1e-3) * record.cores), 4),
-        cpu=window_cpu)
-    return Capture(written[0], record, target, sampling, started,
-                   partial=target_exited or interrupted_by is not None or bool(killed),
-                   notes=notes,
-                   native_profile_path=native_paths[0] if native_paths else None,
-                   tree=tree_record, extra_profile_paths=written[1:],
-                   extra_native_paths=native_paths[1:], interrupted_by=interrupted_by,
-                   recorder_failure=recorder_failure, temp_dir=session.temp_dir,
-                   task_recordings=task_recordings)
+        pyspy_cpu_s=round(stopped.pyspy_cpu_s, 3),
+        pyspy_cpu_share_of_cores=round(stopped.pyspy_cpu_s / (max(elapsed, 1e-3) * record.cores), 4),
+        cpu=observer_cpu.window_cpu(launched.observer_before, stopped.observer_after,
+                                    stopped.tree_record))
 
 
 def _start_task_sampler(pid: int, options: AttachOptions, session: _Session) -> None:

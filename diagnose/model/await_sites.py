@@ -384,100 +384,16 @@ _SiteKey = tuple[str, int, str, AwaitKind, bool, int]
 
 
 def summarize_tasks(recording: TaskRecording) -> TaskSummary:
+    """One process's task recording by await site: each read's request tasks tallied where they
+    wait (_tally_reads), then each site's averages, holders and capacity (_await_site)."""
     snaps = recording.snapshots
     n = len(snaps)
     is_request, rule = request_filter(recording)
-    counts: dict[_SiteKey, list[int]] = defaultdict(lambda: [0] * n)
-    identities: dict[_SiteKey, set[int]] = defaultdict(set)
-    frames: dict[_SiteKey, CoroFrame] = {}
-    free: dict[_SiteKey, list[int]] = defaultdict(list)
-    free_by_read: dict[_SiteKey, dict[int, int]] = defaultdict(dict)  # read index -> fewest free
-    waiters: dict[_SiteKey, list[int]] = defaultdict(list)
-    details: dict[_SiteKey, Counter[str]] = defaultdict(Counter)
-    in_flight = [0] * n
-    positions: list[list[tuple[CoroFrame, ...]]] = [[] for _ in range(n)]  # request tasks' frames
-    woken: list[Counter[tuple[str, int, str]]] = [Counter() for _ in range(n)]  # ready at an entry
-    for i, snap in enumerate(snaps):
-        for task in snap.tasks:
-            if task.done or not is_request(task):
-                continue
-            in_flight[i] += 1
-            positions[i].append(task.frames)
-            if task.waits_on is None:
-                entered = framework_wait(task, parked=False)
-                if entered is not None:  # woken in the primitive: it holds what it waited for
-                    f = task.frames[entered[0]]
-                    woken[i][(f.file, f.line, f.function)] += 1
-            site = site_index(task)
-            target = task.waits_on
-            kind = wait_kind(task)
-            if site is None or target is None or kind is None:
-                continue
-            local = is_local(task, site)
-            if not local and not is_downstream(task, site):
-                continue
-            where = task.frames[site]
-            shared = kind in SHARED_KINDS
-            # The reader's identity is the primitive's only where it named the same kind (a
-            # framework primitive's waiters each park on an Event of their own).
-            identity = target.identity if kind == target.kind else 0
-            key = (where.file, where.line, where.function, kind, local,
-                   identity if shared else 0)
-            counts[key][i] += 1
-            frames[key] = where
-            if identity:
-                identities[key].add(identity)
-            if kind != target.kind and not target.detail:
-                details[key][_primitive_words(task)] += 1
-            if target.permits is not None and kind == target.kind:
-                free[key].append(target.permits)
-                read_free = free_by_read[key]
-                read_free[i] = min(read_free.get(i, target.permits), target.permits)
-            if target.waiters is not None and kind == target.kind:
-                waiters[key].append(target.waiters)
-            if target.detail:
-                details[key][target.detail[:MAX_NAME]] += 1
+    reads = _tally_reads(recording, is_request)
+    in_flight = reads.in_flight
     observed = sum(in_flight)
-    sites = []
     trees: dict[str, ast.Module | None] = {}
-    for key, per_read in counts.items():
-        file, line, function, kind, local, _ = key
-        holders_avg, capacity = None, None
-        body: range | _AnyLineBut | None = (guarded_lines(file, line, trees)
-                                            if local and kind in SHARED_KINDS else None)
-        if body is None and local and kind == AwaitKind.CAPACITY:
-            # The source that opens the capacity is not readable: its holders are the tasks
-            # standing elsewhere in the same function (past the acquire).
-            body = _AnyLineBut(line)
-        if body is not None:
-            holding = [sum(1 for chain in positions[i]
-                           if any(f.file == file and f.function == function and f.line in body
-                                  for f in chain))
-                       + (woken[i][(file, line, function)] if kind == AwaitKind.CAPACITY else 0)
-                       for i in range(n)]
-            holders_avg = sum(holding) / n if n else 0.0
-            if kind == AwaitKind.CAPACITY and not free_by_read[key]:
-                # Its free tokens are not read, but a framework queues a request only when none
-                # is free: in a read where requests wait, the holders are every token.
-                full = sorted(holding[i] for i in range(n) if per_read[i] > 0 and holding[i] > 0)
-                capacity = full[len(full) // 2] if full else None
-            if free_by_read[key]:
-                # A read's free permits beside the holders of that same read: the permits in all.
-                # A read is not atomic (tasks move while it walks them: one that left the block
-                # and one that entered can both be counted), so the median over reads, not the
-                # most, is the capacity.
-                permits = sorted(holding[i] + f for i, f in free_by_read[key].items())
-                capacity = permits[len(permits) // 2]
-        total = sum(per_read)
-        sites.append(AwaitSite(
-            function=function, file=file, line=line, kind=kind,
-            name=primitive_name(source.getline(file, line), kind), local=local,
-            primitives=max(1, len(identities[key])) if identities[key] else 1,
-            waiting_avg=total / n if n else 0.0, waiting_max=max(per_read, default=0),
-            share=total / observed if observed else 0.0, holders_avg=holders_avg,
-            permits_free=min(free[key]) if free[key] else None, capacity=capacity,
-            waiters_max=max(waiters[key]) if waiters[key] else None,
-            detail=details[key].most_common(1)[0][0] if details[key] else ""))
+    sites = [_await_site(reads, key, per_read, observed, trees) for key, per_read in reads.counts.items()]
     sites.sort(key=lambda s: (-s.share, s.file, s.line))
     local_share = sum(s.share for s in sites if s.local)
     downstream_share = sum(s.share for s in sites if not s.local)
@@ -490,3 +406,137 @@ def summarize_tasks(recording: TaskRecording) -> TaskSummary:
         request_tasks_avg=observed / n if n else 0.0, request_tasks_max=max(in_flight, default=0),
         request_rule=rule, local_share=local_share, downstream_share=downstream_share,
         sites=tuple(sites[:MAX_SITES]), notes=tuple(recording.notes))
+
+
+@dataclass(frozen=True)
+class _Reads:
+    """The request tasks of every read, tallied by the await site they wait at (a per-read list
+    holds one entry per read, by the read's index)."""
+
+    n: int  # reads
+    counts: dict[_SiteKey, list[int]]  # tasks waiting at the site, per read
+    identities: dict[_SiteKey, set[int]]  # the primitives' addresses seen there
+    free: dict[_SiteKey, list[int]]  # free permits, each time read
+    free_by_read: dict[_SiteKey, dict[int, int]]  # read index -> fewest free
+    waiters: dict[_SiteKey, list[int]]  # the primitive's own waiter count, each time read
+    details: dict[_SiteKey, Counter[str]]  # what the primitive is, in words
+    in_flight: list[int]  # request tasks, per read
+    positions: list[list[tuple[CoroFrame, ...]]]  # request tasks' frames, per read
+    woken: list[Counter[tuple[str, int, str]]]  # ready at an entry, per read
+
+    @classmethod
+    def empty(cls, n: int) -> _Reads:
+        return cls(n=n, counts=defaultdict(lambda: [0] * n), identities=defaultdict(set),
+                   free=defaultdict(list), free_by_read=defaultdict(dict), waiters=defaultdict(list),
+                   details=defaultdict(Counter), in_flight=[0] * n,
+                   positions=[[] for _ in range(n)], woken=[Counter() for _ in range(n)])
+
+
+def _tally_reads(recording: TaskRecording, is_request: Callable[[TaskState], bool]) -> _Reads:
+    """Each read's request tasks: where they stand, those woken in a framework primitive, and
+    where each waits (_tally_wait)."""
+    reads = _Reads.empty(len(recording.snapshots))
+    for i, snap in enumerate(recording.snapshots):
+        for task in snap.tasks:
+            if task.done or not is_request(task):
+                continue
+            reads.in_flight[i] += 1
+            reads.positions[i].append(task.frames)
+            if task.waits_on is None:
+                entered = framework_wait(task, parked=False)
+                if entered is not None:  # woken in the primitive: it holds what it waited for
+                    f = task.frames[entered[0]]
+                    reads.woken[i][(f.file, f.line, f.function)] += 1
+            _tally_wait(reads, i, task)
+    return reads
+
+
+def _tally_wait(reads: _Reads, i: int, task: TaskState) -> None:
+    """One request task of read `i` at the await site it waits at, in-process or downstream,
+    with what the reader saw of the primitive (its permits, waiters, words)."""
+    site = site_index(task)
+    target = task.waits_on
+    kind = wait_kind(task)
+    if site is None or target is None or kind is None:
+        return
+    local = is_local(task, site)
+    if not local and not is_downstream(task, site):
+        return
+    where = task.frames[site]
+    shared = kind in SHARED_KINDS
+    # The reader's identity is the primitive's only where it named the same kind (a
+    # framework primitive's waiters each park on an Event of their own).
+    identity = target.identity if kind == target.kind else 0
+    key = (where.file, where.line, where.function, kind, local,
+           identity if shared else 0)
+    reads.counts[key][i] += 1
+    if identity:
+        reads.identities[key].add(identity)
+    if kind != target.kind and not target.detail:
+        reads.details[key][_primitive_words(task)] += 1
+    if target.permits is not None and kind == target.kind:
+        reads.free[key].append(target.permits)
+        read_free = reads.free_by_read[key]
+        read_free[i] = min(read_free.get(i, target.permits), target.permits)
+    if target.waiters is not None and kind == target.kind:
+        reads.waiters[key].append(target.waiters)
+    if target.detail:
+        reads.details[key][target.detail[:MAX_NAME]] += 1
+
+
+def _await_site(reads: _Reads, key: _SiteKey, per_read: list[int], observed: int,
+                trees: dict[str, ast.Module | None]) -> AwaitSite:
+    """One site over the window: its waiters on average and at most, its share of request-task
+    time, and, for a primitive that opens a block, its holders and capacity."""
+    file, line, function, kind, local, _ = key
+    n = reads.n
+    holders_avg, capacity = _holders_and_capacity(reads, key, per_read, trees)
+    total = sum(per_read)
+    identities, free, waiters, details = (reads.identities[key], reads.free[key],
+                                          reads.waiters[key], reads.details[key])
+    return AwaitSite(
+        function=function, file=file, line=line, kind=kind,
+        name=primitive_name(source.getline(file, line), kind), local=local,
+        primitives=max(1, len(identities)) if identities else 1,
+        waiting_avg=total / n if n else 0.0, waiting_max=max(per_read, default=0),
+        share=total / observed if observed else 0.0, holders_avg=holders_avg,
+        permits_free=min(free) if free else None, capacity=capacity,
+        waiters_max=max(waiters) if waiters else None,
+        detail=details.most_common(1)[0][0] if details else "")
+
+
+def _holders_and_capacity(reads: _Reads, key: _SiteKey, per_read: list[int],
+                          trees: dict[str, ast.Module | None]) -> tuple[float | None, int | None]:
+    """(tasks inside the block the site opens on average, the primitive's permits in all), each
+    None where the site opens no block (or its permits cannot be told)."""
+    file, line, function, kind, local, _ = key
+    n = reads.n
+    capacity = None
+    body: range | _AnyLineBut | None = (guarded_lines(file, line, trees)
+                                        if local and kind in SHARED_KINDS else None)
+    if body is None and local and kind == AwaitKind.CAPACITY:
+        # The source that opens the capacity is not readable: its holders are the tasks
+        # standing elsewhere in the same function (past the acquire).
+        body = _AnyLineBut(line)
+    if body is None:
+        return None, None
+    holding = [sum(1 for chain in reads.positions[i]
+                   if any(f.file == file and f.function == function and f.line in body
+                          for f in chain))
+               + (reads.woken[i][(file, line, function)] if kind == AwaitKind.CAPACITY else 0)
+               for i in range(n)]
+    holders_avg = sum(holding) / n if n else 0.0
+    free_by_read = reads.free_by_read[key]
+    if kind == AwaitKind.CAPACITY and not free_by_read:
+        # Its free tokens are not read, but a framework queues a request only when none
+        # is free: in a read where requests wait, the holders are every token.
+        full = sorted(holding[i] for i in range(n) if per_read[i] > 0 and holding[i] > 0)
+        capacity = full[len(full) // 2] if full else None
+    if free_by_read:
+        # A read's free permits beside the holders of that same read: the permits in all.
+        # A read is not atomic (tasks move while it walks them: one that left the block
+        # and one that entered can both be counted), so the median over reads, not the
+        # most, is the capacity.
+        permits = sorted(holding[i] + f for i, f in free_by_read.items())
+        capacity = permits[len(permits) // 2]
+    return holders_avg, capacity

@@ -119,13 +119,45 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
     code waits on (a ctypes call's mutex) stays the lock of the native wait the frames show."""
     if kernel is None or samples.empty or not kernel.times:
         return samples
+    rows = _kernel_rows(samples, origin_s, frames, pool_stacks, pool_present)
+    decision = np.full(len(samples), -1, dtype=np.int64)  # index into kernel.objects
+    objects_at = {o: i for i, o in enumerate(kernel.objects)}
+    python = _decide_by_ticks(rows, kernel, interval_s, changes, frames, decision)
+    _decide_pooled(rows, decided, decision, objects_at)
+    _decide_by_held(samples, rows, kernel, python, decision, objects_at)
+    if frames:
+        _file_lock_lines(kernel, rows.tids, rows.sites, rows.undecided, decision, objects_at, frames)
+    _clients_of_servers(samples, kernel, rows.tids, decision, objects_at)
+    return _settled(samples, rows, decision, list(objects_at), python, pool_stacks, pool_present)
+
+
+@dataclass(frozen=True, eq=False)
+class _KernelRows:
+    """settle_with_kernel's reading of the sample table: its columns as arrays, and per sample
+    (per stack for `taking`) what the kernel may settle."""
+
+    tids: np.ndarray
+    stacks: np.ndarray
+    sites: np.ndarray
+    counts: np.ndarray  # float64
+    instants: np.ndarray  # on the /proc clock (the recorder's window start added)
+    undecided: np.ndarray  # read as running, or a native wait the frames cannot name
+    hidden: np.ndarray  # a wait outside without a native sample of its own (_hidden_gil)
+    votable: np.ndarray  # undecided and not calibrated: what the votes settle
+    app_mutex: np.ndarray  # a native mutex outside an intra-op pool's library
+    taking: np.ndarray  # per stack: where Python code takes a lock (lock_taking)
+
+
+def _kernel_rows(samples: pd.DataFrame, origin_s: float, frames: Sequence[Frame],
+                 pool_stacks: np.ndarray | None, pool_present: bool) -> _KernelRows:
+    """The columns settle_with_kernel reads, and which samples the kernel may settle."""
     state = samples["state"]
     undecided = ((state.isin(RUNNING) & (samples["state_source"] != "measured"))
                  | ((state == ThreadState.NATIVE) & (samples["wait_kind"] == WaitKind.NONE))).to_numpy()
     hidden = _hidden_gil(samples)
     # A native mutex outside an intra-op pool's library (the service's own C code, a ctypes
     # call): the frames name the wait but not whose; a thread the kernel saw asleep on one
-    # futex most of the window queues on a lock (_dominant_held below settles it).
+    # futex most of the window queues on a lock (_decide_by_held settles it).
     # A calibrated stack has no native frames of its own: its native mutex is a pool's when the
     # process's native samples ran in a pool's library at all (`pool_present`).
     calibrated = (samples["state_source"] == "calibrated").to_numpy()
@@ -133,71 +165,114 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
                  & ~np.asarray(pool_stacks, dtype=bool)[samples["stack"].to_numpy()]
                  & ~(calibrated & pool_present)
                  if pool_stacks is not None and len(pool_stacks) else np.zeros(len(samples), dtype=bool))
-    tids = samples["tid"].to_numpy()
     stacks = samples["stack"].to_numpy()
     sites = samples["site"].to_numpy()
-    counts = samples["count"].to_numpy()
-    instants = samples["t"].to_numpy(dtype=np.float64) + origin_s
-    decision = np.full(len(samples), -1, dtype=np.int64)  # index into kernel.objects
-    votes: dict[int, dict[int, int]] = {}  # stack -> object index -> ticks
     # Votes settle only what no native sample saw: a calibrated stack's mix of states was
     # measured, and a futex under it may be its library's own pool (OpenBLAS), not a lock.
     votable = undecided & (samples["state_source"] != "calibrated").to_numpy()
-    taking = lock_taking(stacks, samples["wait_kind"], sites, frames, 0)
-    voting: list[_Ticks] = []  # the ticks that vote for the stacks of undecided samples
-    each_thread: list[_Ticks] = []  # every thread's, which say which futexes are Python locks
-    wholes: list[tuple[np.ndarray, int]] = []  # rows of a thread on one object all window
+    return _KernelRows(tids=samples["tid"].to_numpy(), stacks=stacks, sites=sites,
+                       counts=samples["count"].to_numpy().astype(np.float64),
+                       instants=samples["t"].to_numpy(dtype=np.float64) + origin_s,
+                       undecided=undecided, hidden=hidden, votable=votable, app_mutex=app_mutex,
+                       taking=lock_taking(stacks, samples["wait_kind"], sites, frames, 0))
+
+
+@dataclass(frozen=True)
+class _TicksByThread:
+    """The kernel's ticks, matched per thread to the samples' stacks."""
+
+    voting: list[_Ticks]  # the ticks that vote for the stacks of undecided samples
+    each_thread: list[_Ticks]  # every thread's, which say which futexes are Python locks
+    wholes: list[tuple[np.ndarray, int]]  # rows of a thread on one object all window
+
+
+def _ticks_by_thread(rows: _KernelRows, kernel: KernelView, interval_s: float,
+                     changes: Mapping[int, tuple[np.ndarray, np.ndarray]] | None) -> _TicksByThread:
+    """Each thread's ticks matched to its stacks; a thread the kernel saw on one object nearly
+    all window is set aside whole (its undecided samples wait on it) and does not vote."""
+    voting: list[_Ticks] = []
+    each_thread: list[_Ticks] = []
+    wholes: list[tuple[np.ndarray, int]] = []
+    instants, stacks = rows.instants, rows.stacks
     for tid, times in kernel.times.items():
-        mine = (tids == tid) & np.isfinite(instants)
+        mine = (rows.tids == tid) & np.isfinite(instants)
         if not len(times) or not mine.any():
             continue
         stretches = changes.get(tid) if changes is not None else None
         every_row = np.flatnonzero(mine)
         each_thread.append(_thread_ticks(stretches, instants[every_row], stacks[every_row], times,
                                          kernel.indices[tid], interval_s))
-        rows = np.flatnonzero(mine & (undecided | hidden))
-        if not len(rows):
+        settle = np.flatnonzero(mine & (rows.undecided | rows.hidden))
+        if not len(settle):
             continue
         whole = _whole_window_object(kernel, tid)
         if whole is not None:
-            wholes.append((rows, whole))
+            wholes.append((settle, whole))
             continue
-        voting.append(_thread_ticks(stretches, instants[rows], stacks[rows], times, kernel.indices[tid],
-                                    interval_s))
-    python = _python_locks(each_thread, kernel.objects, taking)
-    for rows, whole in wholes:
-        decision[rows[_at_taking(taking, stacks[rows]) | (whole not in python)]] = whole
-    for ticks in voting:
-        _tally(votes, ticks.without(_misplaced(ticks, python, taking)))
-    objects_at = {o: i for i, o in enumerate(kernel.objects)}
-    for stack, obj in _at_the_acquire(_agreed(votes), kernel.objects, stacks, sites, frames).items():
-        decision[(stacks == stack) & votable & (decision < 0)] = obj
+        voting.append(_thread_ticks(stretches, instants[settle], stacks[settle], times,
+                                    kernel.indices[tid], interval_s))
+    return _TicksByThread(voting, each_thread, wholes)
+
+
+def _decide_by_ticks(rows: _KernelRows, kernel: KernelView, interval_s: float,
+                     changes: Mapping[int, tuple[np.ndarray, np.ndarray]] | None,
+                     frames: Sequence[Frame], decision: np.ndarray) -> frozenset[int]:
+    """Fills `decision` from the kernel's ticks: a thread on one object all window, then the
+    stacks whose votes agree (at the line that acquires), then the hidden GIL waits. Returns
+    the objects that are Python locks (_python_locks), which the later readings need."""
+    ticks = _ticks_by_thread(rows, kernel, interval_s, changes)
+    stacks, taking = rows.stacks, rows.taking
+    python = _python_locks(ticks.each_thread, kernel.objects, taking)
+    for settle, whole in ticks.wholes:
+        decision[settle[_at_taking(taking, stacks[settle]) | (whole not in python)]] = whole
+    votes: dict[int, dict[int, int]] = {}  # stack -> object index -> ticks
+    for voted in ticks.voting:
+        _tally(votes, voted.without(_misplaced(voted, python, taking)))
+    for stack, obj in _at_the_acquire(_agreed(votes), kernel.objects, stacks, rows.sites,
+                                      frames).items():
+        decision[(stacks == stack) & rows.votable & (decision < 0)] = obj
     # Hidden GIL waits are settled in a calibrated stack too: its calibration read them as
     # waits outside, so a GIL wait the kernel saw there is not one it counted.
     for stack, obj in _gil_stacks(votes, kernel.objects).items():
-        decision[(stacks == stack) & hidden & (decision < 0)] = obj
+        decision[(stacks == stack) & rows.hidden & (decision < 0)] = obj
+    return python
+
+
+def _decide_pooled(rows: _KernelRows, decided: Mapping[int, WaitObject] | None,
+                   decision: np.ndarray, objects_at: dict[WaitObject, int]) -> None:
+    """Fills `decision` at the frames decided from votes pooled over the service's processes;
+    an object of another process (of the same kind) is added to `objects_at`."""
     for frame, obj_ in (decided or {}).items():
         index = objects_at.get(obj_)
         if index is None:  # decided on another process's object of the same kind
             index = len(objects_at)
             objects_at[obj_] = index
-        decision[(sites == frame) & (votable | hidden) & (decision < 0)] = index
-    counts_f = counts.astype(np.float64)
+        decision[(rows.sites == frame) & (rows.votable | rows.hidden) & (decision < 0)] = index
+
+
+def _decide_by_held(samples: pd.DataFrame, rows: _KernelRows, kernel: KernelView,
+                    python: frozenset[int], decision: np.ndarray,
+                    objects_at: Mapping[WaitObject, int]) -> None:
+    """Where the votes were too few: a thread the kernel saw asleep on one held object most of
+    the window waits on it in its application's native mutex waits, and at its most sampled
+    line when that line holds half its samples and the samples missed the wait."""
+    tids, stacks, sites, taking = rows.tids, rows.stacks, rows.sites, rows.taking
+    counts_f = rows.counts
     # a wait the frames already name: any state off a CPU, or a named wait (a native mutex)
-    waiting = (~state.isin(RUNNING) | (samples["wait_kind"] != WaitKind.NONE)).to_numpy()
+    waiting = (~samples["state"].isin(RUNNING) | (samples["wait_kind"] != WaitKind.NONE)).to_numpy()
     for tid in kernel.threads:
         held = _dominant_held(kernel, tid)
         # A Python lock is waited for where Python code takes it: never in a native mutex
         # (under numpy, the GIL's own), nor at a line of work beside `with lock:`.
         python_lock = held is not None and objects_at[held] in python
         mine = np.flatnonzero(tids == tid)
-        mutex_rows = mine[app_mutex[mine] & (decision[mine] < 0)]
+        mutex_rows = mine[rows.app_mutex[mine] & (decision[mine] < 0)]
         if held is not None and held.resource == ResourceKind.LOCK and not python_lock and len(mutex_rows):
             decision[mutex_rows] = objects_at[held]
-        rows = mine[undecided[mine] & (decision[mine] < 0) & (sites[mine] >= 0)]
+        undecided = mine[rows.undecided[mine] & (decision[mine] < 0) & (sites[mine] >= 0)]
         if python_lock:
-            rows = rows[taking[stacks[rows]]]
-        if held is None or not len(rows):
+            undecided = undecided[taking[stacks[undecided]]]
+        if held is None or not len(undecided):
             continue
         # The samples missed the wait (fewer than half the kernel's share already read as one),
         # and the line is the thread's most sampled of all, not only of the undecided.
@@ -207,14 +282,18 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
         per_site = pd.Series(counts_f[mine]).groupby(sites[mine]).sum()
         top_site = int(per_site.idxmax())
         if top_site >= 0 and per_site[top_site] >= 0.5 * total:
-            decision[rows[sites[rows] == top_site]] = objects_at[held]
-    if frames:
-        _file_lock_lines(kernel, tids, sites, undecided, decision, objects_at, frames)
-    _clients_of_servers(samples, kernel, tids, decision, objects_at)
-    every = list(objects_at)
-    rows = np.flatnonzero(decision >= 0)
-    if not len(rows):
+            decision[undecided[sites[undecided] == top_site]] = objects_at[held]
+
+
+def _settled(samples: pd.DataFrame, rows: _KernelRows, decision: np.ndarray,
+             every: list[WaitObject], python: frozenset[int], pool_stacks: np.ndarray | None,
+             pool_present: bool) -> pd.DataFrame:
+    """The samples with each decided row's state and wait kind taken from its object (`every`,
+    by `decision`'s index); `samples` itself where nothing changed."""
+    decided_rows = np.flatnonzero(decision >= 0)
+    if not len(decided_rows):
         return samples
+    stacks, taking, hidden = rows.stacks, rows.taking, rows.hidden
     estimated = samples["estimated"].to_numpy()
     new_state = samples["state"].astype(object).to_numpy().copy()
     new_kind = samples["wait_kind"].astype(object).to_numpy().copy()
@@ -226,7 +305,7 @@ def settle_with_kernel(samples: pd.DataFrame, kernel: KernelView | None, interva
     # threads' time, and named the verdict over the pool's scheduler_overhead.)
     in_pool = (np.asarray(pool_stacks, dtype=bool)[stacks] if pool_stacks is not None and len(pool_stacks)
                else np.zeros(len(samples), dtype=bool)) | (pool_present & ~taking[stacks])
-    for row in rows.tolist():
+    for row in decided_rows.tolist():
         index = int(decision[row])
         seen = every[index]
         if hidden[row]:  # a wait outside becomes the GIL's, never a lock's or anything else

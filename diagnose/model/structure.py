@@ -25,7 +25,7 @@ on get, or threads waiting for their results).
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
@@ -197,13 +197,27 @@ def _submitted_to(frame: Frame) -> str | None:
 
 def build_structure(analysis: _Views) -> tuple[Structure, StageThreads]:
     """The process's structure, and the thread indices of each of its stages."""
-    profile, samples = analysis.profile, analysis.samples
-    if samples.empty:
+    if analysis.samples.empty:
         return Structure(), {}
-    # Each frame is tested once: is it a loop function's candidate (`loop_frame`), a queue
-    # get/put (`queue_op`), a result wait (`result_wait`)? Each stack's loop frame is then its
-    # first candidate, found by numpy; only stacks holding a queue op or a result wait are read
-    # frame by frame.
+    rows = _stage_rows(analysis, _loop_frames(analysis), _queue_ops_by_stack(analysis))
+    stages = []
+    stage_threads: StageThreads = {}
+    for (function, file), threads in _loop_groups(rows).items():
+        stages.append(_stage(analysis, rows, function, file, threads))
+        stage_threads[(function, file)] = tuple(threads)
+    structure = Structure(stages=tuple(sorted(stages, key=lambda s: -s.busy_thread_seconds)))
+    return _link(structure, analysis), stage_threads
+
+
+# A stack's queue op (op, queue name, caller index) and the queue a result wait in it fed
+_StackOps = tuple[tuple[str, str, int] | None, str | None]
+
+
+def _loop_frames(analysis: _Views) -> np.ndarray:
+    """Per stack, the frame id of its loop frame (`loop_frame`), -1 for none. Each frame is
+    tested once, whether it is a loop function's candidate; each stack's loop frame is then its
+    first candidate, found by numpy."""
+    profile = analysis.profile
     flat, offsets = profile.stack_frames()
     candidate = np.array([not (f.native or any(frame_is(f, s, p) for s, p in _PLUMBING))
                           for f in profile.frames], dtype=bool)
@@ -212,10 +226,16 @@ def build_structure(analysis: _Views) -> tuple[Structure, StageThreads]:
     found = at < len(hits)
     first = np.where(found, hits[np.minimum(at, max(len(hits) - 1, 0))] if len(hits) else -1, -1)
     first = np.where(found & (first < offsets[1:]), first, -1)
-    loop_frame_id = np.where(first >= 0, flat[np.maximum(first, 0)] if len(flat) else -1, -1)
+    return np.where(first >= 0, flat[np.maximum(first, 0)] if len(flat) else -1, -1)
+
+
+def _queue_ops_by_stack(analysis: _Views) -> dict[int, _StackOps]:
+    """(queue op, queue a result wait fed), for the sampled stacks that have one. Only stacks
+    holding a queue get/put (`queue_op`) or a result wait (`result_wait`) are read frame by
+    frame."""
+    profile, samples = analysis.profile, analysis.samples
     reading = profile.stacks_with_any([_may_queue_or_wait(f) for f in profile.frames])
-    # (queue op, queue a result wait fed), for the stacks that have one
-    per_stack: dict[int, tuple[tuple[str, str, int] | None, str | None]] = {}
+    per_stack: dict[int, _StackOps] = {}
     used = sorted_distinct(samples["stack"].to_numpy())
     for sid in used[reading[used]].tolist():
         frames = [profile.frames[i] for i in profile.stacks[sid]]
@@ -224,27 +244,65 @@ def build_structure(analysis: _Views) -> tuple[Structure, StageThreads]:
         submitted = _submitted_to(frames[waiter]) if waiter is not None else None
         if op is not None or submitted is not None:
             per_stack[sid] = (op, submitted)
-    loop_threads = {loop.tid for loop in analysis.event_loops}
-    master = analysis.process_role == ProcessRole.MASTER
-    # The samples summed per (thread, stack, state), in the order each first appears: every sum
-    # below is over these few rows, not over the samples (the first row to show a stack is the
-    # first sample that did, so "the first ..." reads the same).
+    return per_stack
+
+
+@dataclass(frozen=True, eq=False)
+class _StageRows:
+    """The samples summed per (thread, stack, state), in the order each first appears: every sum
+    of build_structure is over these few rows, not over the samples (the first row to show a
+    stack is the first sample that did, so "the first ..." reads the same). Beside them, what
+    every stage is measured against."""
+
+    thread: np.ndarray
+    stack: np.ndarray
+    state: np.ndarray  # str
+    count: np.ndarray
+    loop_frame_id: np.ndarray  # per stack (_loop_frames)
+    key_of_frame: dict[tuple[str, str], int]  # (function, file) of a frame -> its key
+    row_key: np.ndarray  # per row: its loop frame's key, -1 for none
+    row_op: list[_StackOps] | None  # per row, None when no stack has a queue op or result wait
+    loop_threads: set[int]  # the tids of the event loops
+    master: bool  # the process is a pre-fork master
+    all_python: float  # the process's samples running Python
+    interval: float  # seconds a sample stands for
+
+
+def _stage_rows(analysis: _Views, loop_frame_id: np.ndarray,
+                per_stack: dict[int, _StackOps]) -> _StageRows:
+    """The rows every stage is summed over (_StageRows)."""
+    profile, samples = analysis.profile, analysis.samples
     agg = (samples.groupby(["thread", "stack", "state"], sort=False, observed=True)["count"].sum()
            .reset_index())
-    agg_thread = agg["thread"].to_numpy()
     agg_stack = agg["stack"].to_numpy()
     agg_state = agg["state"].astype(str).to_numpy()
     agg_count = agg["count"].to_numpy()
-    # Each thread's loop function: the (function, file) of its stacks' loop frames with the most
-    # samples, ties to the one the thread showed first; by group sums over integer codes.
     key_of_frame: dict[tuple[str, str], int] = {}
     frame_key = np.array([key_of_frame.setdefault((f.function, f.file), len(key_of_frame))
                           for f in profile.frames] + [-1], dtype=np.int64)
-    keys = list(key_of_frame)
-    row_key = frame_key[loop_frame_id[agg_stack]]  # loop_frame_id -1 -> the trailing -1
-    has = row_key >= 0
-    tallies = (pd.DataFrame({"thread": agg_thread[has], "key": row_key[has],
-                             "count": agg_count[has], "first": np.flatnonzero(has)})
+    return _StageRows(
+        thread=agg["thread"].to_numpy(), stack=agg_stack, state=agg_state, count=agg_count,
+        loop_frame_id=loop_frame_id, key_of_frame=key_of_frame,
+        row_key=frame_key[loop_frame_id[agg_stack]],  # loop_frame_id -1 -> the trailing -1
+        row_op=[per_stack.get(s, (None, None)) for s in agg_stack.tolist()] if per_stack else None,
+        loop_threads={loop.tid for loop in analysis.event_loops},
+        master=analysis.process_role == ProcessRole.MASTER,
+        # Who holds the GIL a stage's threads wait for: the threads running Python. Over the
+        # window, a stage's own share of the process's Python samples is the share of its GIL
+        # waits its own threads served (its own contention: busy); the rest waited on other
+        # threads' bytecode.
+        all_python=float(agg_count[agg_state == ThreadState.PYTHON].sum()),
+        interval=profile.interval_s or 0.01)
+
+
+def _loop_groups(rows: _StageRows) -> dict[tuple[str, str], list[int]]:
+    """The threads by their loop function: the (function, file) of their stacks' loop frames
+    with the most samples, ties to the one the thread showed first; by group sums over integer
+    codes."""
+    keys = list(rows.key_of_frame)
+    has = rows.row_key >= 0
+    tallies = (pd.DataFrame({"thread": rows.thread[has], "key": rows.row_key[has],
+                             "count": rows.count[has], "first": np.flatnonzero(has)})
                .groupby(["thread", "key"], sort=False).agg(count=("count", "sum"), first=("first", "min"))
                .reset_index().sort_values(["thread", "count", "first"], ascending=[True, False, True],
                                           kind="stable")
@@ -252,82 +310,103 @@ def build_structure(analysis: _Views) -> tuple[Structure, StageThreads]:
     groups: dict[tuple[str, str], list[int]] = {}
     for thread, key in zip(tallies["thread"].tolist(), tallies["key"].tolist()):
         groups.setdefault(keys[key], []).append(int(thread))
-    row_op = [per_stack.get(s, (None, None)) for s in agg_stack.tolist()] if per_stack else None
-    interval = profile.interval_s or 0.01
-    # Who holds the GIL a stage's threads wait for: the threads running Python. Over the window,
-    # a stage's own share of the process's Python samples is the share of its GIL waits its own
-    # threads served (its own contention: busy); the rest waited on other threads' bytecode.
-    all_python = float(agg_count[agg_state == ThreadState.PYTHON].sum())
-    stages = []
-    stage_threads: StageThreads = {}
-    for (function, file), threads in groups.items():
-        mine = np.isin(agg_thread, threads)
-        state = agg_state[mine]
-        counts = agg_count[mine]
-        total = float(counts.sum())
-        busy_mask = np.isin(state, BUSY)
-        busy = float(counts[busy_mask].sum())
-        python = float(counts[np.isin(state, GIL_BOUND)].sum())
-        ops: list[tuple[str, str, int] | None] = []
-        submits: list[str | None] = []
-        starved = blocked = waiting = handoff_gil = 0
-        if row_op:  # else no row has a queue op or a result wait: every sum below is 0
-            rows = np.flatnonzero(mine).tolist()
-            ops = [row_op[r][0] for r in rows]
-            submits = [row_op[r][1] for r in rows]
-            # Inside a get, a put or a result wait a thread waits on its neighbour, asleep on the
-            # queue's condition or re-taking the GIL on the way out (the handoff below): both
-            # serve nothing. A pure-Python consumer holding the GIL kept its producers' wake-ups
-            # queued for it, so their blocked put read 9-18% where they waited on it ~85%.
-            starved = sum(c for o, c, s in zip(ops, counts, state) if o and o[0] == "get" and s in WAITING_ON_NEIGHBOUR)
-            blocked = sum(c for o, c, s in zip(ops, counts, state) if o and o[0] == "put" and s in WAITING_ON_NEIGHBOUR)
-            waiting = sum(c for w, c, s in zip(submits, counts, state) if w and s in WAITING_ON_NEIGHBOUR)
-            # A thread woken from a get, a put or a result wait and re-taking the GIL is still in
-            # the handoff: it serves nothing yet (8 request threads woken by one batcher's
-            # results looked busier than the batcher).
-            handoff_gil = sum(c for o, w, c, s in zip(ops, submits, counts, state)
-                              if (o or w) and s == ThreadState.GIL)
-        tids = tuple(int(analysis.threads.loc[t, "tid"]) for t in threads)
-        key = key_of_frame[(function, file)]
-        first_row = np.flatnonzero(mine & (row_key == key))
-        loop = (profile.frames[int(loop_frame_id[agg_stack[first_row[0]]])]
-                if len(first_row) else None)
-        frame_line = loop.line if loop is not None else 0
-        entry = is_entry(function, file)
-        source_gets, source_puts = (source_queue_ops(loop) if loop is not None and not entry
-                                    else (set(), set()))
-        gets = sorted({o[1] for o in ops if o and o[0] == "get"} | source_gets)
-        puts = sorted({o[1] for o in ops if o and o[0] == "put"} | {w for w in submits if w}
-                      | source_puts)
-        role = _role(threads, tids, loop_threads, master, analysis, [] if entry else gets,
-                     busy / total if total else 0)
-        stage_threads[(function, file)] = tuple(threads)
-        busy_share = round(busy / total, 4) if total else 0.0
-        # The utilization law's busy share: the time the stage serves, not its handoff GIL waits,
-        # nor its GIL waits behind another stage's Python (a pure-Python model stage holding the
-        # GIL made its decoders, queued for it, read busier than the model on a loaded machine).
-        gil_waits = float(counts[state == ThreadState.GIL].sum()) - handoff_gil
-        own_python = float(counts[state == ThreadState.PYTHON].sum())
-        behind_others = gil_waits * (1.0 - own_python / all_python) if all_python else 0.0
-        serving = round((busy - handoff_gil - behind_others) / total, 4) if total else 0.0
-        # A GIL wait a thread sleeps in is no service; one it sat in on the run queue, signalled
-        # but given no core by the machine's other load, is (the lone model thread beside a
-        # busy core: its samples 16% GIL waits in its queue ops, yet /proc had it on a CPU or
-        # runnable 96% of the window; by samples alone the stage read 84% busy).
-        awake = _awake_share(analysis, tids)
-        if awake is not None and total:
-            serving = round(max(serving, min(busy / total, awake)), 4)
-        stages.append(Stage(
-            name=function, role=role, function=function, file=file, line=frame_line,
-            tids=tids, samples=int(total), busy_share=busy_share, utilization=serving,
-            python_share=round(python / busy, 4) if busy else 0.0,
-            starved_share=round(starved / total, 4) if total else 0.0,
-            blocked_put_share=round(blocked / total, 4) if total else 0.0,
-            result_wait_share=round(waiting / total, 4) if total else 0.0,
-            gets=tuple(gets), puts=tuple(puts),
-            busy_thread_seconds=round(busy * interval, 4)))
-    structure = Structure(stages=tuple(sorted(stages, key=lambda s: -s.busy_thread_seconds)))
-    return _link(structure, analysis), stage_threads
+    return groups
+
+
+@dataclass(frozen=True)
+class _QueueWaits:
+    """A stage's rows inside a queue op or a result wait: the ops, the queues fed, and the
+    samples waiting on a neighbour (starved, blocked putting, waiting for results) or re-taking
+    the GIL on the way out (the handoff)."""
+
+    ops: list[tuple[str, str, int] | None]
+    submits: list[str | None]
+    starved: float = 0
+    blocked: float = 0
+    waiting: float = 0
+    handoff_gil: float = 0
+
+
+def _queue_waits(rows: _StageRows, mine: np.ndarray, state: np.ndarray,
+                 counts: np.ndarray) -> _QueueWaits:
+    """The queue waits of the stage whose rows are `mine` (`state` and `counts` of those)."""
+    if not rows.row_op:  # no row has a queue op or a result wait: every sum is 0
+        return _QueueWaits([], [])
+    row_op = rows.row_op
+    at = np.flatnonzero(mine).tolist()
+    ops = [row_op[r][0] for r in at]
+    submits = [row_op[r][1] for r in at]
+    # Inside a get, a put or a result wait a thread waits on its neighbour, asleep on the
+    # queue's condition or re-taking the GIL on the way out (the handoff below): both
+    # serve nothing. A pure-Python consumer holding the GIL kept its producers' wake-ups
+    # queued for it, so their blocked put read 9-18% where they waited on it ~85%.
+    starved = sum(c for o, c, s in zip(ops, counts, state) if o and o[0] == "get" and s in WAITING_ON_NEIGHBOUR)
+    blocked = sum(c for o, c, s in zip(ops, counts, state) if o and o[0] == "put" and s in WAITING_ON_NEIGHBOUR)
+    waiting = sum(c for w, c, s in zip(submits, counts, state) if w and s in WAITING_ON_NEIGHBOUR)
+    # A thread woken from a get, a put or a result wait and re-taking the GIL is still in
+    # the handoff: it serves nothing yet (8 request threads woken by one batcher's
+    # results looked busier than the batcher).
+    handoff_gil = sum(c for o, w, c, s in zip(ops, submits, counts, state)
+                      if (o or w) and s == ThreadState.GIL)
+    return _QueueWaits(ops, submits, starved, blocked, waiting, handoff_gil)
+
+
+def _stage(analysis: _Views, rows: _StageRows, function: str, file: str,
+           threads: list[int]) -> Stage:
+    """The stage of the threads whose loop function is `function` in `file`: its role, queues,
+    shares of its samples, and its utilization (_serving)."""
+    mine = np.isin(rows.thread, threads)
+    state = rows.state[mine]
+    counts = rows.count[mine]
+    total = float(counts.sum())
+    busy = float(counts[np.isin(state, BUSY)].sum())
+    python = float(counts[np.isin(state, GIL_BOUND)].sum())
+    queued = _queue_waits(rows, mine, state, counts)
+    ops, submits = queued.ops, queued.submits
+    tids = tuple(int(analysis.threads.loc[t, "tid"]) for t in threads)
+    first_row = np.flatnonzero(mine & (rows.row_key == rows.key_of_frame[(function, file)]))
+    loop = (analysis.profile.frames[int(rows.loop_frame_id[rows.stack[first_row[0]]])]
+            if len(first_row) else None)
+    entry = is_entry(function, file)
+    source_gets, source_puts = (source_queue_ops(loop) if loop is not None and not entry
+                                else (set(), set()))
+    gets = sorted({o[1] for o in ops if o and o[0] == "get"} | source_gets)
+    puts = sorted({o[1] for o in ops if o and o[0] == "put"} | {w for w in submits if w}
+                  | source_puts)
+    role = _role(threads, tids, rows.loop_threads, rows.master, analysis, [] if entry else gets,
+                 busy / total if total else 0)
+    return Stage(
+        name=function, role=role, function=function, file=file,
+        line=loop.line if loop is not None else 0,
+        tids=tids, samples=int(total), busy_share=round(busy / total, 4) if total else 0.0,
+        utilization=_serving(analysis, tids, state, counts, queued.handoff_gil, rows.all_python),
+        python_share=round(python / busy, 4) if busy else 0.0,
+        starved_share=round(queued.starved / total, 4) if total else 0.0,
+        blocked_put_share=round(queued.blocked / total, 4) if total else 0.0,
+        result_wait_share=round(queued.waiting / total, 4) if total else 0.0,
+        gets=tuple(gets), puts=tuple(puts),
+        busy_thread_seconds=round(busy * rows.interval, 4))
+
+
+def _serving(analysis: _Views, tids: tuple[int, ...], state: np.ndarray, counts: np.ndarray,
+             handoff_gil: float, all_python: float) -> float:
+    """The utilization law's busy share: the time the stage serves, not its handoff GIL waits,
+    nor its GIL waits behind another stage's Python (a pure-Python model stage holding the
+    GIL made its decoders, queued for it, read busier than the model on a loaded machine)."""
+    total = float(counts.sum())
+    busy = float(counts[np.isin(state, BUSY)].sum())
+    gil_waits = float(counts[state == ThreadState.GIL].sum()) - handoff_gil
+    own_python = float(counts[state == ThreadState.PYTHON].sum())
+    behind_others = gil_waits * (1.0 - own_python / all_python) if all_python else 0.0
+    serving = round((busy - handoff_gil - behind_others) / total, 4) if total else 0.0
+    # A GIL wait a thread sleeps in is no service; one it sat in on the run queue, signalled
+    # but given no core by the machine's other load, is (the lone model thread beside a
+    # busy core: its samples 16% GIL waits in its queue ops, yet /proc had it on a CPU or
+    # runnable 96% of the window; by samples alone the stage read 84% busy).
+    awake = _awake_share(analysis, tids)
+    if awake is not None and total:
+        serving = round(max(serving, min(busy / total, awake)), 4)
+    return serving
 
 
 # A thread's states inside a queue op or a result wait that wait on the other side: every one but

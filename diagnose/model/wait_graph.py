@@ -35,7 +35,7 @@ from diagnose.report.model.wait_graph import WaitEdge, WaitGraph, WaitNode
 
 if TYPE_CHECKING:  # the service is read here, built elsewhere
     from diagnose.model.analysis import Analysis
-    from diagnose.model.service import Service
+    from diagnose.model.service import ProcessView, Service
 
 MIN_EDGE_SHARE = 0.05  # a thread waiting on something less often than this draws no edge
 _PROCESS_WORDS = {ProcessRole.WORKER: "worker", ProcessRole.PEER: "peer"}  # else "process"
@@ -54,72 +54,111 @@ def build_wait_graph(service: Service) -> WaitGraph | None:
              and v.role != ProcessRole.MASTER]
     if not views:
         return None
-    nodes: dict[str, WaitNode] = {}
-    edges: list[WaitEdge] = []
-    waited: dict[str, float] = defaultdict(float)  # resource node -> thread-seconds waited
-    waiters: dict[str, set[str]] = defaultdict(set)
-    holders_of: dict[str, tuple[int, ...]] = {}
-    holder_shares_of: dict[str, tuple[float, ...]] = {}
-    group_of_pid: dict[int, str] = {}
-    request_groups: set[str] = set()
-    held_threads: dict[str, list[str]] = {}  # a capacity -> the thread nodes holding its tokens
-    group_tids: dict[str, tuple[int, ...]] = {}  # a thread node -> its threads
+    g = _Drawing.empty()
     observations = 0
     for view in views:
-        analysis = view.analysis
-        kernel = analysis.kernel
+        kernel = view.analysis.kernel
         assert kernel is not None and view.pid is not None
         observations += kernel.observations
-        window = analysis.os.window_s if analysis.os is not None else 0.0
-        for group in _thread_groups(analysis, kernel):
-            node_id = f"t:{view.pid}:{group.name}"
-            nodes[node_id] = WaitNode(
-                node_id, NodeKind.THREADS, _group_label(group, view.pid, view.role), view.pid,
-                len(group.tids), site=_site(analysis, group.tids, group.running >= RUNS_MOSTLY),
-                running_share=round(group.running, 4))
-            group_tids[node_id] = group.tids
-            # what serves a process's clients is its request threads, whichever group came first
-            if view.pid not in group_of_pid or (group.role == ThreadRole.REQUEST
-                                                and group_of_pid[view.pid] not in request_groups):
-                group_of_pid[view.pid] = node_id
-            if group.role == ThreadRole.REQUEST:
-                request_groups.add(node_id)
-            for obj, share in group.waits:
-                resource_id = _resource_id(obj, view.pid)
-                if resource_id not in nodes:
-                    named = _lock_name(analysis, group.tids) if obj is group.waits[0][0] else None
-                    label = (f"lock {named.name} ({named.file.rsplit('/', 1)[-1]}:{named.line})"
-                             if named is not None and obj.resource == ResourceKind.LOCK else obj.label)
-                    nodes[resource_id] = WaitNode(resource_id, NodeKind.RESOURCE, label,
-                                                  None if _shared(obj) else view.pid,
-                                                  resource=obj.resource,
-                                                  detail=f"{obj.syscall}: {obj.key}")
-                seconds = share * window * len(group.tids)
-                edges.append(WaitEdge(node_id, resource_id, GraphEdgeKind.WAITS_FOR,
-                                      round(share, 4), round(seconds, 3)))
-                waited[resource_id] += seconds
-                waiters[resource_id].add(node_id)
-                if obj.holders:
-                    holders_of[resource_id] = obj.holders
-                    holder_shares_of[resource_id] = obj.holder_shares
-        _add_tasks(view.pid, view.role, analysis, window, nodes, edges, waited, waiters, held_threads,
-                   group_tids)
-    # Who holds or serves what: the kernel's own holders (file locks, pipes, children, the local
-    # processes listening where a socket leads).
+        _draw_process(view.pid, view.role, view.analysis, kernel, g)
     servers = views[0].analysis.servers
-    for resource_id, pids in holders_of.items():
-        kind = nodes[resource_id].resource
+    _draw_holders(g, servers)
+    peers = _lock_peers(views, g)
+    for resource_id, holders in g.held_threads.items():
+        for target in holders:
+            g.edges.append(WaitEdge(resource_id, target, GraphEdgeKind.HELD_BY))
+    knots, chains = _knots(service, views, g)
+    bottleneck, summary = _bottleneck(g.nodes, g.edges, g.waited, g.waiters, g.holders_of, knots, peers,
+                                      servers, chains)
+    kept = _keep(g.nodes, g.edges, bottleneck)
+    return WaitGraph(tuple(n for n in g.nodes.values() if n.id in kept),
+                     tuple(e for e in g.edges if e.source in kept and e.target in kept),
+                     tuple(knots), bottleneck, summary, observations)
+
+
+@dataclass(frozen=True)
+class _Drawing:
+    """The graph as it is drawn, process by process: its nodes and edges, and what the later
+    edges and the bottleneck read of them."""
+
+    nodes: dict[str, WaitNode]
+    edges: list[WaitEdge]
+    waited: dict[str, float]  # resource node -> thread-seconds waited
+    waiters: dict[str, set[str]]  # resource node -> the thread nodes waiting on it
+    holders_of: dict[str, tuple[int, ...]]  # resource node -> the pids the kernel says hold it
+    holder_shares_of: dict[str, tuple[float, ...]]
+    group_of_pid: dict[int, str]  # the thread node that serves a process's clients
+    request_groups: set[str]
+    held_threads: dict[str, list[str]]  # a capacity -> the thread nodes holding its tokens
+    group_tids: dict[str, tuple[int, ...]]  # a thread node -> its threads
+
+    @classmethod
+    def empty(cls) -> _Drawing:
+        return cls(nodes={}, edges=[], waited=defaultdict(float), waiters=defaultdict(set),
+                   holders_of={}, holder_shares_of={}, group_of_pid={}, request_groups=set(),
+                   held_threads={}, group_tids={})
+
+
+def _draw_process(pid: int, role: ProcessRole, analysis: Analysis, kernel: KernelView,
+                  g: _Drawing) -> None:
+    """One process's thread groups, each with the resources it waits on (`waits_for` edges),
+    then its request tasks (_add_tasks)."""
+    window = analysis.os.window_s if analysis.os is not None else 0.0
+    for group in _thread_groups(analysis, kernel):
+        node_id = f"t:{pid}:{group.name}"
+        g.nodes[node_id] = WaitNode(
+            node_id, NodeKind.THREADS, _group_label(group, pid, role), pid,
+            len(group.tids), site=_site(analysis, group.tids, group.running >= RUNS_MOSTLY),
+            running_share=round(group.running, 4))
+        g.group_tids[node_id] = group.tids
+        # what serves a process's clients is its request threads, whichever group came first
+        if pid not in g.group_of_pid or (group.role == ThreadRole.REQUEST
+                                         and g.group_of_pid[pid] not in g.request_groups):
+            g.group_of_pid[pid] = node_id
+        if group.role == ThreadRole.REQUEST:
+            g.request_groups.add(node_id)
+        for obj, share in group.waits:
+            resource_id = _resource_id(obj, pid)
+            if resource_id not in g.nodes:
+                named = _lock_name(analysis, group.tids) if obj is group.waits[0][0] else None
+                label = (f"lock {named.name} ({named.file.rsplit('/', 1)[-1]}:{named.line})"
+                         if named is not None and obj.resource == ResourceKind.LOCK else obj.label)
+                g.nodes[resource_id] = WaitNode(resource_id, NodeKind.RESOURCE, label,
+                                                None if _shared(obj) else pid,
+                                                resource=obj.resource,
+                                                detail=f"{obj.syscall}: {obj.key}")
+            seconds = share * window * len(group.tids)
+            g.edges.append(WaitEdge(node_id, resource_id, GraphEdgeKind.WAITS_FOR,
+                                    round(share, 4), round(seconds, 3)))
+            g.waited[resource_id] += seconds
+            g.waiters[resource_id].add(node_id)
+            if obj.holders:
+                g.holders_of[resource_id] = obj.holders
+                g.holder_shares_of[resource_id] = obj.holder_shares
+    _add_tasks(pid, role, analysis, window, g.nodes, g.edges, g.waited, g.waiters, g.held_threads,
+               g.group_tids)
+
+
+def _draw_holders(g: _Drawing, servers: Mapping[int, ServerProcess]) -> None:
+    """Who holds or serves what: the kernel's own holders (file locks, pipes, children, the local
+    processes listening where a socket leads)."""
+    for resource_id, pids in g.holders_of.items():
+        kind = g.nodes[resource_id].resource
         edge_kind = GraphEdgeKind.HELD_BY if kind == ResourceKind.FILE_LOCK else GraphEdgeKind.SERVED_BY
-        shares = holder_shares_of.get(resource_id, ())
+        shares = g.holder_shares_of.get(resource_id, ())
         for i, pid in enumerate(pids[:4]):
-            target = group_of_pid.get(pid)
+            target = g.group_of_pid.get(pid)
             if target is None:
                 target = f"p:{pid}"
-                nodes.setdefault(target, _process_node(target, pid, servers.get(pid)))
-            edges.append(WaitEdge(resource_id, target, edge_kind, shares[i] if i < len(shares) else 0.0))
-    # A lock whose waiters take turns on a process outside (a sidecar behind a pipe): held, in
-    # turn, by the thread on that process; lock -> resource id of the pipe and its occupancy.
+                g.nodes.setdefault(target, _process_node(target, pid, servers.get(pid)))
+            g.edges.append(WaitEdge(resource_id, target, edge_kind, shares[i] if i < len(shares) else 0.0))
+
+
+def _lock_peers(views: list[ProcessView], g: _Drawing) -> dict[str, tuple[str, float]]:
+    """A lock whose waiters take turns on a process outside (a sidecar behind a pipe): held, in
+    turn, by the thread on that process; lock -> resource id of the pipe and its occupancy."""
     peers: dict[str, tuple[str, float]] = {}
+    nodes, edges = g.nodes, g.edges
     for view in views:
         lock_waiters: dict[str, list[str]] = defaultdict(list)
         for edge in edges:
@@ -127,7 +166,7 @@ def build_wait_graph(service: Service) -> WaitGraph | None:
                     and nodes[edge.source].pid == view.pid):
                 lock_waiters[edge.target].append(edge.source)
         for lock_id, groups in lock_waiters.items():
-            tids = [t for g in groups for t in group_tids.get(g, ())]
+            tids = [t for grp in groups for t in g.group_tids.get(grp, ())]
             peer = serving_peer(view.analysis.kernel, tids)
             if peer is not None and peer.occupancy >= PEER_OCCUPANCY:
                 peer_id = _resource_id(peer.resource, view.pid or 0)
@@ -135,22 +174,18 @@ def build_wait_graph(service: Service) -> WaitGraph | None:
                     peers[lock_id] = (peer_id, peer.occupancy)
                     for waiter in groups:
                         edges.append(WaitEdge(lock_id, waiter, GraphEdgeKind.HELD_BY))
-    for resource_id, holders in held_threads.items():
-        for target in holders:
-            edges.append(WaitEdge(resource_id, target, GraphEdgeKind.HELD_BY))
-    knots = []
-    for view in views:
-        knot = lock_knot(view.analysis.kernel, view.analysis.os,
-                         knot_candidates(view.analysis.samples, view.analysis.threads))
-        if knot is not None:
-            # the thread nodes of the knot's own threads (not the process's other threads)
-            ids = [n.id for n in nodes.values() if n.pid == knot.pid and n.kind == NodeKind.THREADS
-                   and set(group_tids.get(n.id, ())) & set(knot.tids)]
-            ids += [_resource_id(lock, knot.pid) for lock in knot.locks]
-            knots.append(tuple(i for i in ids if i in nodes))
-    # Knots of any resource (model/knots.py: a lock holder waiting for a future its job needs, a
-    # parent waiting for a child blocked on its pipe), each process's and the tree's; a knot of
-    # locks alone is the lock cycle the deadlock check reports (or a lock knot above).
+    return peers
+
+
+def _knots(service: Service, views: list[ProcessView],
+           g: _Drawing) -> tuple[list[tuple[str, ...]], list[str]]:
+    """The knots as the graph's nodes, and each one's chain in words ("" for a lock knot): the
+    lock knots first (_lock_knots), then knots of any resource (model/knots.py: a lock holder
+    waiting for a future its job needs, a parent waiting for a child blocked on its pipe), each
+    process's and the tree's; a knot of locks alone is the lock cycle the deadlock check
+    reports (or a lock knot)."""
+    nodes, group_tids = g.nodes, g.group_tids
+    knots = _lock_knots(views, g)
     chains = [""] * len(knots)  # the knot's chain in words; "" for a lock knot
     found = [k for v in views for k in v.analysis.knots if not k.only_locks]
     found += [k for k in tree_knots([(v.pid, v.analysis) for v in service.processes if v.pid is not None])
@@ -159,19 +194,29 @@ def build_wait_graph(service: Service) -> WaitGraph | None:
         members = {(h.wait.thread.pid, h.wait.thread.tid) for h in tied.members}
         ids = [n.id for n in nodes.values() if n.kind == NodeKind.THREADS and n.pid is not None
                and any((n.pid, t) in members for t in group_tids.get(n.id, ()))]
-        ids += [e.target for e in edges if e.source in ids and e.kind == GraphEdgeKind.WAITS_FOR]
+        ids += [e.target for e in g.edges if e.source in ids and e.kind == GraphEdgeKind.WAITS_FOR]
         drawn = {nodes[i].pid for i in ids}
         ids += [f"p:{pid}" for pid in tied.pids if pid not in drawn]  # a master's thread is no node
         marked = tuple(dict.fromkeys(i for i in ids if i in nodes))
         if marked:
             knots.append(marked)
             chains.append(chain_words(tied))
-    bottleneck, summary = _bottleneck(nodes, edges, waited, waiters, holders_of, knots, peers, servers,
-                                      chains)
-    kept = _keep(nodes, edges, bottleneck)
-    return WaitGraph(tuple(n for n in nodes.values() if n.id in kept),
-                     tuple(e for e in edges if e.source in kept and e.target in kept),
-                     tuple(knots), bottleneck, summary, observations)
+    return knots, chains
+
+
+def _lock_knots(views: list[ProcessView], g: _Drawing) -> list[tuple[str, ...]]:
+    """Each process's threads blocked all window on locks while nothing in it runs (lock_knot):
+    the thread nodes of the knot's own threads (not the process's other threads) and its locks."""
+    knots = []
+    for view in views:
+        knot = lock_knot(view.analysis.kernel, view.analysis.os,
+                         knot_candidates(view.analysis.samples, view.analysis.threads))
+        if knot is not None:
+            ids = [n.id for n in g.nodes.values() if n.pid == knot.pid and n.kind == NodeKind.THREADS
+                   and set(g.group_tids.get(n.id, ())) & set(knot.tids)]
+            ids += [_resource_id(lock, knot.pid) for lock in knot.locks]
+            knots.append(tuple(i for i in ids if i in g.nodes))
+    return knots
 
 
 @dataclass(frozen=True)
