@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from diagnose.checks import backend_saturated
 from diagnose.checks.calibration import fix_words
 from diagnose.checks.shared_evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
@@ -165,7 +166,9 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
         # lock -> its holder -> a socket -> a backend at its capacity: the end of the chain
         idle = analysis.os.machine_idle_cores if analysis.os is not None else None
         summary, gain = _behind_a_backend(summary, peer, backend, share, idle, evidence, advice)
-    elif peer is not None and peer.occupancy >= PEER_OCCUPANCY:
+    elif (peer is not None and peer.occupancy >= PEER_OCCUPANCY
+          and peer.resource.resource != ResourceKind.SOCKET):
+        # a socket to a backend with room: the call out of the lock (held_call) is the lever
         summary += _one_at_a_time(analysis, peer, evidence, advice)
     _lead_advice(file_lock, serializing, evidence, advice)
     # The share with the kernel's file-lock waits the samples missed.
@@ -320,7 +323,9 @@ def _lead_advice(file_lock: WaitObject | None, serializing: PoolSplit | None,
 
 
 PEER_OCCUPANCY = 0.5  # threads on a serving process at once, on average: it serves them in turn
-BACKEND_AT_CAPACITY = 0.8  # a backend's load, of its capacity, at which it is the chain's end
+# A backend's load, of its capacity, at which it is the chain's end: where backend_saturated
+# starts to score (its busiest thread running or runnable, on a machine whose cores are taken)
+BACKEND_AT_CAPACITY = backend_saturated.Settings.saturation_low
 
 
 def _saturated_backend(analysis: Analysis, peer: ServingPeer) -> ServerProcess | None:

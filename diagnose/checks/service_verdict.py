@@ -32,6 +32,7 @@ from diagnose.model.service import Service, worker_load
 from diagnose.vocab import INFO_SCORE, ProcessRole, Severity
 
 WEIGHT_FLOOR_CORES = 0.02  # every worker weighs at least this many cores' worth
+WAITING_FOR_WORK = ("underloaded",)  # a peer's own findings that say it waits for requests
 
 
 def run_service_checks(service: Service, user_rules: dict[str, Any] | None = None
@@ -77,7 +78,10 @@ def _with_peer_verdict(finding: Finding, per_process: dict[int | None, CheckResu
     value = finding.evidence.get("backend_sampled_pid") if finding.id == BACKEND_ID else None
     pid = int(value) if isinstance(value, (int, float)) else None
     peer = per_process.get(pid) if pid is not None else None
-    own = next((f for f in peer.findings if f.score >= INFO_SCORE), None) if peer is not None else None
+    # The backend is at its capacity (the finding says so): where its work goes, not its
+    # connection threads waiting for their clients' next request (underloaded, in its own eyes).
+    own = (next((f for f in peer.findings if f.score >= INFO_SCORE and f.id not in WAITING_FOR_WORK), None)
+           if peer is not None else None)
     if own is None:
         return finding
     where = f" at {own.sites[0].function}" if own.sites else ""

@@ -153,3 +153,27 @@ def test_a_lock_whose_holder_waits_on_a_backend_at_capacity_names_the_backend_as
     assert found.advice[0].startswith("The lock's holder waits on the socket to 127.0.0.1:")
     assert "Run more of the backend" in found.advice[0]
     assert "the call taken out of the lock alone: about 1." in (found.gain_basis or "")
+
+
+def test_a_backend_starved_of_cores_but_runnable_all_window_is_at_capacity_behind_a_lock() -> None:
+    """A CI run beside other tests read the lock-around-call front end's backend at 0.27 cores
+    running and 0.53 more runnable: busy 80% of the window, where backend_saturated starts to
+    score. Behind the lock it is the chain's end (its capacity the lever), not a sidecar behind
+    a pipe; a backend with room is not."""
+    from types import SimpleNamespace
+
+    from diagnose.checks.lock_contention import _saturated_backend
+    from diagnose.model.kernel_waits import Blocking, ServingPeer, WaitObject
+    from diagnose.vocab import ResourceKind
+
+    def backend(busy: float) -> ServerProcess:
+        return ServerProcess(7, ("python", "backend.py"), ("tcp 127.0.0.1:9000",), 4.0, 0.27, 2.0, 17, 0,
+                             "scorer", 0.27, busy, 0.0, "", 0.0)
+
+    socket_to = WaitObject(ResourceKind.SOCKET, "socket:127.0.0.1:9000", "socket to 127.0.0.1:9000",
+                           Blocking.OUTSIDE, "recvfrom", holders=(7,))
+    peer = ServingPeer(socket_to, 0.72)
+    starved = SimpleNamespace(servers={7: backend(0.80)})
+    assert _saturated_backend(starved, peer) is starved.servers[7]  # type: ignore[arg-type]
+    roomy = SimpleNamespace(servers={7: backend(0.30)})
+    assert _saturated_backend(roomy, peer) is None  # type: ignore[arg-type]
