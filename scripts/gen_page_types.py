@@ -16,7 +16,7 @@ codec.py, `encode`) writes it:
   (metadata `optional`; `empty` too: when empty), else `| null` where the value may be None;
 - str: string; int, float: number; bool: boolean; a StrEnum: the union of its values;
 - tuple[X, ...], list[X]: X[]; tuple[X, Y]: [X, Y]; dict / Mapping[str, X]: Record<string, X>;
-- a dataclass: its interface, by name; Any, object (evidence values): JsonValue;
+- a dataclass: its interface, by name; Any, object (evidence values): Model.JsonValue;
 - a field with its own codec (metadata `codec`): the type its encoder returns.
 
 The types are declared in the namespace `Model` (Model.Report, Model.Finding, ...): the page's
@@ -215,14 +215,14 @@ def render(roots: tuple[type, ...] = ROOTS) -> str:
         "// empty), `| null` is written as null. For TypeScript's checker only (tsconfig.json):",
         "// never part of the page (diagnose/render/html.py inlines the *.js parts alone).",
         "",
-        "/** A JSON value of no declared shape, as the codec writes it (a finding's evidence). */",
-        f"type {JSON_VALUE} = null | boolean | number | string | {JSON_VALUE}[]"
-        f" | {{ [key: string]: {JSON_VALUE} }};",
-        "",
         f"/** The page data's types: {NAMESPACE}.Report is the report (diagnose/report/model), the",
         " *  whole .json file; EvidenceRow and GainWords are the entries of the page data's",
         " *  `evidence_text` and `gain_text` (diagnose/render/html_data.py, html.py). */",
         f"declare namespace {NAMESPACE} {{",
+        "  /** A JSON value of no declared shape, as the codec writes it (a finding's evidence). */",
+        f"  type {JSON_VALUE} = null | boolean | number | string | {JSON_VALUE}[]"
+        f" | {{ [key: string]: {JSON_VALUE} }};",
+        "",
     ]
     return "\n".join(header + body[1:] + ["}", ""])
 

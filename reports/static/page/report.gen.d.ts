@@ -5,13 +5,13 @@
 // empty), `| null` is written as null. For TypeScript's checker only (tsconfig.json):
 // never part of the page (diagnose/render/html.py inlines the *.js parts alone).
 
-/** A JSON value of no declared shape, as the codec writes it (a finding's evidence). */
-type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
-
 /** The page data's types: Model.Report is the report (diagnose/report/model), the
  *  whole .json file; EvidenceRow and GainWords are the entries of the page data's
  *  `evidence_text` and `gain_text` (diagnose/render/html_data.py, html.py). */
 declare namespace Model {
+  /** A JSON value of no declared shape, as the codec writes it (a finding's evidence). */
+  type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
+
   /** (diagnose.report.model.report.Report) */
   interface Report {
     schema_version: number;

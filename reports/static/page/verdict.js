@@ -212,7 +212,7 @@
   }
 
   /** evidence.fix, the first advice as a knob: "Knob: OPENBLAS_NUM_THREADS = 1".
-   *  @param {JsonValue | undefined} fix */
+   *  @param {Model.JsonValue | undefined} fix */
   function knobLine(fix) {
     const o = obj(fix);
     if (o.knob == null || str(o.knob) === '') return null;
