@@ -18,10 +18,11 @@ unit inferred from its suffix, so a new key never reaches the page raw.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from diagnose.checks.registry import evidence_labels
+from diagnose.report.model.codec import OPTIONAL, OPTIONAL_EMPTY, encode
 from diagnose.report.model.labels import DASH
 from diagnose.report.model.labels import Unit as U
 # The labels a report carries are the report model's; re-exported for the renderers that read
@@ -180,21 +181,18 @@ class EvidenceRow:
     key: str
     label: str
     text: str
-    items: tuple[tuple[str, str], ...] | None = None  # a dict value's entries, [name, text]
-    interval: ShownInterval | None = None  # a share's 95% interval, when shown
-    flag: str = ""  # "estimated" / "calibrated": the value rests on inferred thread states
+    # a share's 95% interval, when shown
+    interval: ShownInterval | None = field(default=None, metadata=OPTIONAL)
+    # a dict value's entries, [name, text]
+    items: tuple[tuple[str, str], ...] | None = field(default=None, metadata=OPTIONAL)
+    # "estimated" / "calibrated": the value rests on inferred thread states
+    flag: str = field(default="", metadata=OPTIONAL_EMPTY)
 
     def to_json(self) -> dict[str, object]:
-        """The page's row: {"key", "label", "text"}, "items" for a dict, "interval" when
-        shown, "flag" when flagged."""
-        row: dict[str, object] = {"key": self.key, "label": self.label, "text": self.text}
-        if self.interval is not None:
-            row["interval"] = {"low": self.interval.low, "high": self.interval.high,
-                               "samples": self.interval.samples}
-        if self.items is not None:
-            row["items"] = [list(entry) for entry in self.items]
-        if self.flag:
-            row["flag"] = self.flag
+        """The page's row (the report model's codec writes it: the page's types are generated
+        from these fields, scripts/gen_page_types.py): {"key", "label", "text"}, "interval"
+        when shown, "items" for a dict, "flag" when flagged."""
+        row: dict[str, object] = encode(self)
         return row
 
 
@@ -220,7 +218,7 @@ def describe_item(item: EvidenceValue, interval: Interval | None = None,
     shown_flag = flag if flag and item.estimable and value is not None else ""
     if shown_flag:
         text += f" ({shown_flag})"
-    return EvidenceRow(item.key, item.label, text, items, drawn, shown_flag)
+    return EvidenceRow(item.key, item.label, text, interval=drawn, items=items, flag=shown_flag)
 
 
 def describe_evidence(finding: Finding) -> list[EvidenceRow]:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from diagnose.report.model import Finding, Lever, Observer
+from diagnose.report.model.codec import encode
 
 TIMES = "\u00d7"
 BETWEEN_LEVERS = " \u00b7 "
@@ -90,7 +91,8 @@ class LeverWords:
     text: str      # "×4.17 if checksum cost nothing (estimate, upper bound)"
 
     def to_json(self) -> dict[str, str]:
-        return {"figure": self.figure, "estimate": self.estimate, "text": self.text}
+        out: dict[str, str] = encode(self)
+        return out
 
 
 @dataclass(frozen=True)
@@ -107,9 +109,10 @@ class GainWords:
     notes: tuple[str, ...] = ()  # gain_notes: printed beneath the gain's basis
 
     def to_json(self) -> dict[str, object]:
-        return {"text": self.text, "tag": self.tag, "figure": self.figure,
-                "estimate": self.estimate, "levers": [lever.to_json() for lever in self.levers],
-                "notes": list(self.notes)}
+        """The page's `gain_text` entry (the report model's codec writes it: the page's types
+        are generated from these fields, scripts/gen_page_types.py)."""
+        out: dict[str, object] = encode(self)
+        return out
 
 
 def gain_words(finding: Finding) -> GainWords:

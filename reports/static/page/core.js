@@ -21,6 +21,7 @@
   const STATE_PALETTE = ['#3f9b4a', '#1f8a99', '#e8912d', '#d1434b', '#4a74d0', '#c3c8d0', '#8a8f98'];
   const STATE_FALLBACK = ['#9b59b6', '#b7950b', '#16a085', '#c0392b', '#7f8c8d'];
   const NO_SAMPLE_COLOR = '#f1f3f6';
+  /** @type {Record<string, number[]>} */
   const CATEGORY_HSL = {
     preprocess: [195, 60, 66], model: [265, 50, 74], postprocess: [135, 40, 64],
     sync: [355, 70, 72], io: [218, 65, 74], runtime: [40, 80, 64], other: [220, 10, 76],
@@ -45,12 +46,16 @@
   // ------------------------------------------------------------------ small helpers
 
   const $ = (/** @type {string} */ id) => document.getElementById(id);
-  /** @type {(v: unknown) => any[]} */
-  const arr = (v) => (Array.isArray(v) ? v : []);
-  /** @type {(v: any) => Record<string, any>} */
-  const obj = (v) => (v && typeof v === 'object' && !Array.isArray(v) ? v : {});
+  /** The array v is, or [] (typed: an array of the report's is read as its elements' type).
+   *  @template T @param {T} v @returns {ArrOf<T>} */
+  const arr = (v) => /** @type {ArrOf<T>} */ (Array.isArray(v) ? v : []);
+  /** The object v is, or {} (typed: a part of the report, any of whose keys may be absent).
+   *  @template T @param {T} v @returns {ObjOf<T>} */
+  const obj = (v) => /** @type {ObjOf<T>} */ (v && typeof v === 'object' && !Array.isArray(v) ? v : {});
   /** @param {unknown} v @returns {v is number} */
   const isNum = (v) => typeof v === 'number' && Number.isFinite(v);
+  /** @param {unknown} v @returns {v is number} */
+  const isInt = (v) => Number.isInteger(v);
   /** @param {unknown} v @param {number} n @returns {v is number} */
   const isIdx = (v, n) => Number.isInteger(v) && /** @type {number} */ (v) >= 0 && /** @type {number} */ (v) < n;
 
@@ -99,7 +104,7 @@
   /** createElement with safe attribute handling. attrs: class, text, on:{event:fn}, css:{prop:val},
    *  any other key -> setAttribute (URL/event attributes are refused).
    *  @template {keyof HTMLElementTagNameMap} K
-   *  @param {K} tag @param {Record<string, any> | null} [attrs] @param {...any} kids
+   *  @param {K} tag @param {ElementAttrs | null} [attrs] @param {...unknown} kids
    *  @returns {HTMLElementTagNameMap[K]} */
   function h(tag, attrs, ...kids) {
     const e = document.createElement(tag);
@@ -107,10 +112,16 @@
       for (const k of Object.keys(attrs)) {
         const v = attrs[k];
         if (v == null || v === false) continue;
-        if (k === 'class') e.className = v;
+        if (k === 'class') e.className = /** @type {string} */ (v);
         else if (k === 'text') putText(e, v);
-        else if (k === 'on') for (const ev of Object.keys(v)) e.addEventListener(ev, v[ev]);
-        else if (k === 'css') for (const p of Object.keys(v)) e.style[p] = v[p];
+        else if (k === 'on') {
+          const on = /** @type {Record<string, EventListener>} */ (v);
+          for (const ev of Object.keys(on)) e.addEventListener(ev, on[ev]);
+        } else if (k === 'css') {
+          const css = /** @type {Record<string, string>} */ (v);
+          const style = /** @type {Record<string, string>} */ (/** @type {unknown} */ (e.style));
+          for (const p of Object.keys(css)) style[p] = css[p];
+        }
         else if (/^on/i.test(k) || FORBIDDEN_ATTRS.has(k.toLowerCase())) throw new Error('refused attribute ' + k);
         else e.setAttribute(k, v === true ? '' : str(v));
       }
@@ -119,7 +130,7 @@
     return e;
   }
 
-  /** @param {Node} e @param {any[]} kids */
+  /** @param {Node} e @param {unknown[]} kids */
   function appendKids(e, kids) {
     for (const kid of kids) {
       if (kid == null || kid === false) continue;
@@ -191,7 +202,7 @@
     return h('span', { class: sevClass(sev), text: str(sev) || 'unknown' });
   }
 
-  /** @template {any[]} A @param {(...a: A) => void} fn @param {number} ms
+  /** @template {unknown[]} A @param {(...a: A) => void} fn @param {number} ms
    *  @returns {(...a: A) => void} */
   function debounce(fn, ms) {
     let t = 0;
@@ -255,6 +266,7 @@
 
   // ------------------------------------------------------------------ data preparation
 
+  /** @returns {PageJson | null} */
   function loadData() {
     const node = $('diagnose-data');
     if (!node) return null;
@@ -268,11 +280,12 @@
 
   /** The report's vocabulary (its data's `vocabulary`): severities lowest first, the critical
    *  score, thread states, the running and the waiting states, thread and process roles.
-   *  @param {any} raw @returns {Vocabulary} */
+   *  @param {Partial<PageJson>} raw @returns {Vocabulary} */
   function vocabularyOf(raw) {
     const v = obj(raw.vocabulary);
-    const words = (x) => arr(x).map(str);
+    const words = (/** @type {unknown} */ x) => arr(x).map(str);
     const states = words(v.states);
+    /** @type {Record<string, string>} */
     const stateColors = {};
     states.forEach((s, i) => { if (i < STATE_PALETTE.length) stateColors[s] = STATE_PALETTE[i]; });
     return {
@@ -290,7 +303,7 @@
   let VOCAB = vocabularyOf({});
 
   /** The page's data, read from its JSON: what is malformed is left out or made empty.
-   *  @param {any} raw @returns {PageData} */
+   *  @param {PageJson} raw @returns {PageData} */
   function prepare(raw) {
     VOCAB = vocabularyOf(raw);
     // Each table once (docs/report-data.md): the threads and stacks are the report's own, the
@@ -303,7 +316,7 @@
       const o = obj(t);
       return {
         index: i, tid: o.tid, name: str(o.name), role: str(o.role),
-        pid: Number.isInteger(o.pid) ? o.pid : null,
+        pid: isInt(o.pid) ? o.pid : null,
         samples: isNum(o.samples) ? o.samples : 0,
         states: obj(o.states),
         os: o.os && typeof o.os === 'object' ? o.os : null,
@@ -315,18 +328,20 @@
       const o = obj(f);
       return {
         name: str(o.function), file: str(o.file),
-        line: Number.isInteger(o.line) ? o.line : null,
+        line: isInt(o.line) ? o.line : null,
         cat: isIdx(frameCats[i], categories.length) ? frameCats[i] : -1,
       };
     });
     const rowThreads = arr(page.stack_threads);
+    /** @type {Map<unknown, number>} */
     const stateIndex = new Map(states.map((s, i) => [s, i]));
     const nF = frames.length;
+    /** @type {PageStack[]} */
     const stacks = [];
     let dropped = 0;
     arr(table.samples).forEach((r, n) => {
       const row = obj(r);
-      const fr = row.stack;
+      const fr = /** @type {number[]} */ (row.stack); // checked below: an array of frame indices
       const count = row.count;
       let ok = Array.isArray(fr) && isNum(count) && count > 0;
       if (ok) {
@@ -338,8 +353,8 @@
       stacks.push({
         frames: fr,
         thread: isIdx(rowThreads[n], threads.length) ? rowThreads[n] : -1,
-        state: stateIndex.has(row.state) ? stateIndex.get(row.state) : -1,
-        count,
+        state: stateIndex.has(row.state) ? /** @type {number} */ (stateIndex.get(row.state)) : -1,
+        count: /** @type {number} */ (count),
       });
     });
     const tl = obj(page.timeline);
@@ -358,7 +373,7 @@
       evidenceHidden: new Set(Array.isArray(raw.evidence_hidden) ? raw.evidence_hidden.map(str) : ['fix']),
       timeline: {
         interval: isNum(tl.interval_s) && tl.interval_s > 0 ? tl.interval_s : 0,
-        steps: Number.isInteger(tl.steps) && tl.steps > 0 ? tl.steps : 0,
+        steps: isInt(tl.steps) && tl.steps > 0 ? tl.steps : 0,
         lanes: arr(tl.lanes).map(obj),
       },
     };

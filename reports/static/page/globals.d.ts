@@ -4,11 +4,43 @@
 // inside one function), so the checker sees their top-level names as one global scope, as the
 // page does; what is declared here is what that scope holds beyond them.
 
+/** The page's data as diagnose writes it (diagnose/render/html_data.py page_data, and
+ *  render/html.py render_html): the JSON of `#diagnose-data`, as loadData() (core.js) reads it.
+ *  The dataclasses' types are generated (report.gen.d.ts, namespace Model); the vocabulary is a
+ *  plain dict (diagnose/vocab.py page_vocabulary). */
+interface PageJson {
+  /** The report, whole: the .json file's content. */
+  report: Model.Report;
+  /** Per finding, in report.findings' order: its evidence as labelled rows. */
+  evidence_text: Model.EvidenceRow[][];
+  /** Evidence keys shown another way than as a row. */
+  evidence_hidden: string[];
+  vocabulary: VocabularyJson;
+  /** Per finding, in report.findings' order: its levers' and gain's words. */
+  gain_text: Model.GainWords[];
+  /** The observer's CPU beside the target's, in words; '' when not measured. */
+  observer_cpu_text: string;
+}
+
+/** The report's words as its data carries them (diagnose/vocab.py page_vocabulary). */
+interface VocabularyJson {
+  severities: string[];
+  critical_score: number;
+  states: string[];
+  running: string[];
+  waiting: string[];
+  wait_kinds: string[];
+  thread_roles: string[];
+  process_roles: string[];
+  confidences: string[];
+}
+
 /** The page's data as prepare() (core.js) reads it from the embedded JSON: what every section's
- *  render function gets as `D`. What is `any` is JSON the sections read field by field. */
+ *  render function gets as `D`. What is malformed is left out or made empty, so a value read
+ *  from the report may be absent (Partial): the sections read it through obj() and arr(). */
 interface PageData {
-  /** The report (diagnose/report/model), as JSON. */
-  report: any;
+  /** The report (diagnose/report/model), as JSON; {} when the data has none. */
+  report: Partial<Model.Report>;
   /** The thread states, in the vocabulary's order: a stack row's `state` indexes it. */
   states: string[];
   /** The frame categories: a frame's `cat` indexes it. */
@@ -23,15 +55,24 @@ interface PageData {
   vocab: Vocabulary;
   generatedAt: string;
   /** Per finding, its evidence as labelled rows with units; null in older pages. */
-  evidenceText: any[] | null;
+  evidenceText: Model.EvidenceRow[][] | null;
   /** Per finding, its levers' and gain's words, as the page prints them. */
-  gainText: Record<string, any>[];
+  gainText: Partial<Model.GainWords>[];
   /** The observer's CPU beside the target's, in words; '' when the report has no such measure. */
   observerCpuText: string;
   /** Evidence keys with no row of their own. */
   evidenceHidden: Set<string>;
   timeline: PageTimeline;
 }
+
+/** What obj() (core.js) makes of a value of type T: the object it is, any of whose keys may be
+ *  absent (a report read defensively), or {} when it is not an object (nor an array). */
+type ObjOf<T> = unknown extends T ? Record<string, unknown>
+  : Partial<Exclude<Extract<NonNullable<T>, object>, readonly unknown[]>>;
+
+/** What arr() (core.js) makes of a value of type T: the array it is, or []. */
+type ArrOf<T> = unknown extends T ? unknown[] : ElementOf<T>[];
+type ElementOf<T> = T extends readonly (infer E)[] ? E : never;
 
 /** The report's words (its data's `vocabulary`, diagnose/model/vocab.py), as vocabularyOf()
  *  (core.js) reads them. */
@@ -50,15 +91,16 @@ interface Vocabulary {
 /** A thread of the report; `index` is its place in PageData.threads. */
 interface PageThread {
   index: number;
-  tid: any;
+  /** The thread's id, as the report has it (absent when malformed). */
+  tid: number | undefined;
   name: string;
   role: string;
   pid: number | null;
   samples: number;
   /** Samples per state name. */
-  states: Record<string, any>;
+  states: Partial<Record<string, number>>;
   /** The OS's counters of the thread (CPU time, run-queue wait, context switches), if read. */
-  os: Record<string, any> | null;
+  os: Model.ThreadOs | null;
 }
 
 /** A frame of the report's stack table; `cat` indexes PageData.categories (-1: none). */
@@ -84,7 +126,7 @@ interface PageTimeline {
   /** Seconds per step. */
   interval: number;
   steps: number;
-  lanes: Record<string, any>[];
+  lanes: Partial<Model.TimelineLane>[];
 }
 
 /** A node of the flame graph's tree (flame.js, buildTree): the samples of one frame under its
@@ -124,8 +166,29 @@ interface FlameView {
   drawnEls: HTMLElement[];
 }
 
+/** The attributes h() (core.js) sets on the element it makes: `class`; `text`, written as text
+ *  nodes; `on`, event listeners; `css`, style properties; any other is an attribute, written as
+ *  text (true: present, empty; null, undefined or false: not set). */
+interface ElementAttrs {
+  class?: string | null;
+  text?: unknown;
+  on?: Record<string, EventListener>;
+  css?: Record<string, string>;
+  [attribute: string]: unknown;
+}
+
+/** A fact of the run facts (verdict.js, renderFacts) shown when the report has it: where it is,
+ *  its key there, its data-fact name, its label and how its value is written. */
+type OptionalFact<T> = [Partial<T>, keyof T & string, string, string, (v: unknown) => string];
+
+/** A Map the page asks only for keys it holds (the nodes of a graph by id, built before they are
+ *  looked up): get() gives a value. */
+interface FullMap<K, V> extends Map<K, V> {
+  get(key: K): V;
+}
+
 /** A column of sortableTable (core.js). */
-interface TableColumn<Row = any> {
+interface TableColumn<Row> {
   label: string;
   value: (row: Row) => unknown;
   cell?: (row: Row) => Node | string | number | null | undefined | (Node | string)[];
@@ -137,7 +200,7 @@ interface TableColumn<Row = any> {
 }
 
 /** The options of sortableTable (core.js). */
-interface TableOptions<Row = any> {
+interface TableOptions<Row> {
   cls?: string;
   /** The column sorted first, and its direction. */
   sortCol?: number;

@@ -5,6 +5,7 @@
   // ------------------------------------------------------------------ 9. event loops
 
   // [key, label, report field, color, explanation]
+  /** @type {[string, string, keyof Model.EventLoop, string, string][]} */
   const LOOP_PARTS = [
     ['idle', 'idle in selector', 'idle_share', '#c3c8d0', 'the loop waited for events: nothing was ready to run'],
     ['framework', 'framework', 'framework_share', '#6d97d6',
@@ -12,7 +13,14 @@
     ['app', 'app\u2019s synchronous work', 'app_share', '#d1434b',
       'the app\u2019s coroutines and callbacks running between two awaits: the loop serves nothing else meanwhile'],
   ];
+  /** @type {Record<Model.CallbackKind, string>} */
   const CALLBACK_KINDS = { cpu: 'CPU work', blocking_call: 'blocking call' };
+
+  /** An await site as a row of its table, with its place in the process's list (from 1).
+   *  @typedef {{ s: Partial<Model.TaskAwaitSite>, rank: number }} AwaitSiteRow */
+  /** A callback as a row of its loop's table: its place in the loop's list (k, from 0), its
+   *  share when a number, and its rank by share (from 1).
+   *  @typedef {{ c: Partial<Model.Callback>, k: number, share: number | null, rank: number }} CallbackRow */
 
   /** @param {PageData} D */
   function renderEventLoops(D) {
@@ -35,12 +43,14 @@
 
   // ------------------------------------------------------------------ asyncio tasks by await site
 
+  /** @type {Record<string, string>} */
   const AWAIT_KINDS = {
     semaphore: 'asyncio.Semaphore', lock: 'asyncio.Lock', condition: 'asyncio.Condition', event: 'asyncio.Event',
     queue_get: 'Queue get', queue_put: 'Queue put', future: 'future', task: 'task', sleep: 'sleep', io: 'I/O',
     unknown: 'unknown',
   };
 
+  /** @param {Partial<Model.ProcessTasks>[]} tasks */
   function tasksBlock(tasks) {
     const box = h('div', { class: 'await-sites', id: 'await-sites' },
       h('h3', { text: 'Tasks by await site' }),
@@ -52,8 +62,9 @@
     return box;
   }
 
+  /** @param {Partial<Model.ProcessTasks>} t */
   function taskProcess(t) {
-    const pid = Number.isInteger(t.pid) ? t.pid : null;
+    const pid = isInt(t.pid) ? t.pid : null;
     const part = h('div', { class: 'await-process', 'data-pid': pid });
     if (pid != null) part.appendChild(h('h4', { class: 'mono', text: 'pid ' + pid }));
     if (str(t.unreadable)) {
@@ -69,7 +80,8 @@
       part.appendChild(h('p', { class: 'muted small', text: 'No request task waited on anything the reads could name.' }));
       return part;
     }
-    const kindLabel = (k) => (Object.prototype.hasOwnProperty.call(AWAIT_KINDS, k) ? AWAIT_KINDS[k] : k || '?');
+    const kindLabel = (/** @type {string} */ k) => (Object.prototype.hasOwnProperty.call(AWAIT_KINDS, k) ? AWAIT_KINDS[k] : k || '?');
+    /** @type {TableColumn<AwaitSiteRow>[]} */
     const cols = [
       { label: '#', value: (x) => x.rank, num: true, ascFirst: true, title: 'sort by rank (share of request-task time)' },
       {
@@ -102,16 +114,17 @@
     return part;
   }
 
-  /** @param {PageData} D */
+  /** @param {PageData} D @param {Partial<Model.EventLoop>} l @param {number} i */
   function loopBlock(D, l, i) {
-    const pid = Number.isInteger(l.pid) ? l.pid : null;
+    const pid = isInt(l.pid) ? l.pid : null;
+    /** @type {ElementAttrs} */
     const attrs = { class: 'loop', id: 'loop-' + i, 'data-pid': pid, 'data-tid': l.tid == null ? null : str(l.tid), 'data-flavor': str(l.flavor) };
     for (const [key, , field] of LOOP_PARTS) if (isNum(l[field])) attrs['data-' + key + '-share'] = String(l[field]);
     const box = h('div', attrs);
 
     const thread = D.threads.find((t) => l.tid != null && t.tid === l.tid && (pid == null || t.pid == null || t.pid === pid));
-    // The thread's name: `thread` in the documented shape, `name` in what some reports wrote.
-    const name = str(l.thread) || str(l.name) || (thread ? thread.name : '') || 'thread ' + str(l.tid);
+    // The thread's name: `thread` (an EventLoop has no `name`: the report never writes one).
+    const name = str(l.thread) || (thread ? thread.name : '') || 'thread ' + str(l.tid);
     const head = h('div', { class: 'loop-head' },
       h('h3', { class: 'loop-title' },
         pid != null ? h('span', { class: 'mono loop-pid', text: pid + ' \u00b7 ' }) : null,
@@ -129,6 +142,7 @@
 
     const bar = h('div', { class: 'loop-bar', role: 'img' });
     const legend = h('div', { class: 'loop-legend' });
+    /** @type {string[]} */
     const spoken = [];
     for (const [key, label, field, color, explain] of LOOP_PARTS) {
       const v = l[field];
@@ -146,6 +160,7 @@
     box.appendChild(bar);
     box.appendChild(legend);
 
+    /** @type {HTMLElement[]} */
     const facts = [];
     if (isNum(l.busy_share)) {
       facts.push(h('span', { 'data-fact': 'busy', title: 'samples when the loop was not idle in its selector', text: 'busy ' + fmtPct(l.busy_share) }));
@@ -185,9 +200,10 @@
       box.appendChild(h('p', { class: 'muted small', text: 'No callbacks were recorded for this loop.' }));
       return box;
     }
-    const site = (o) => h('div', { class: 'site' },
+    const site = (/** @type {Partial<Model.CallSite>} */ o) => h('div', { class: 'site' },
       h('div', { class: 'mono site-fn', text: str(o.function) || '?' }),
       h('div', { class: 'mono path small site-file', title: visStr(fileLine(o.file, o.line)), text: fileLine(basename(o.file), o.line) }));
+    /** @type {TableColumn<CallbackRow>[]} */
     const cols = [
       { label: '#', value: (x) => x.rank, num: true, ascFirst: true, title: 'sort by rank (share of the loop\u2019s samples)' },
       { label: 'Function', value: (x) => str(x.c.function), cell: (x) => h('span', { class: 'mono cb-fn', text: str(x.c.function) || '?' }) },
@@ -203,7 +219,7 @@
         label: 'Kind', value: (x) => str(x.c.kind), cls: 'nowrap',
         cell: (x) => {
           const k = str(x.c.kind);
-          const label = Object.prototype.hasOwnProperty.call(CALLBACK_KINDS, k) ? CALLBACK_KINDS[k] : k || '?';
+          const label = Object.prototype.hasOwnProperty.call(CALLBACK_KINDS, k) ? CALLBACK_KINDS[/** @type {Model.CallbackKind} */ (k)] : k || '?';
           return h('span', { class: 'kind cb-kind', 'data-kind': k, title: k, text: label });
         },
       },

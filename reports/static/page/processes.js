@@ -4,34 +4,45 @@
 
   // ------------------------------------------------------------------ 8. processes
 
+  /** A process as a row of its table: the process, its place in the report's list, its role,
+   *  pid and parent's pid when whole numbers; its depth in the tree and its place in tree order,
+   *  set by processTree().
+   *  @typedef {{ p: Partial<Model.Process>, i: number, role: string, pid: number | null,
+   *    ppid: number | null, depth?: number, order?: number }} ProcessRow */
+
   const CMD_MAX_CHARS = 80;
   const TREE_MAX_INDENT = 6;
 
   /** A process role's place in the vocabulary's order (master, single, worker, helper); another
-   *  word after them all. */
+   *  word after them all.
+   *  @param {string} role */
   function roleRank(role) {
     const i = VOCAB.processRoles.indexOf(role);
     return i >= 0 ? i : VOCAB.processRoles.length;
   }
 
-  /** The first `max` characters (code points, so no pair is split) of s, with an ellipsis when cut. */
+  /** The first `max` characters (code points, so no pair is split) of s, with an ellipsis when cut.
+   *  @param {string} s @param {number} max */
   function truncateText(s, max) {
     const cps = Array.from(s);
     return cps.length <= max ? s : cps.slice(0, max - 1).join('') + '\u2026';
   }
 
+  /** @param {unknown} cmd */
   function cmdlineText(cmd) {
     return Array.isArray(cmd) ? cmd.map(shellQuote).join(' ') : str(cmd);
   }
 
-  /** CPU seconds over the window as cores kept busy: "0.93 cores". */
+  /** CPU seconds over the window as cores kept busy: "0.93 cores".
+   *  @param {unknown} v */
   function fmtCores(v) {
     if (!isNum(v)) return '\u2014';
     if (v > 0 && v < 0.005) return '<0.01 cores';
     return v.toFixed(2) + (v.toFixed(2) === '1.00' ? ' core' : ' cores');
   }
 
-  /** A duration: "118 ms" below a second, "1.25 s" from one. */
+  /** A duration: "118 ms" below a second, "1.25 s" from one.
+   *  @param {unknown} s */
   function fmtDuration(s) {
     if (!isNum(s)) return '\u2014';
     if (Math.abs(s) < 1) return fmtNum(Number((s * 1000).toPrecision(3))) + ' ms';
@@ -40,29 +51,36 @@
 
   /** Processes in tree order: each process followed by its children (by ppid), masters first.
    *  Sets x.depth and x.order. A ppid cycle cannot hide a process: what no root reaches is listed
-   *  at the top level. */
+   *  at the top level.
+   *  @param {ProcessRow[]} procs */
   function processTree(procs) {
+    /** @type {Map<number, ProcessRow>} */
     const byPid = new Map();
     for (const x of procs) if (x.pid != null && !byPid.has(x.pid)) byPid.set(x.pid, x);
+    /** @type {Map<ProcessRow, ProcessRow[]>} */
     const kids = new Map();
+    /** @type {ProcessRow[]} */
     const roots = [];
     for (const x of procs) {
       const parent = x.ppid != null && x.ppid !== x.pid ? byPid.get(x.ppid) : undefined;
       if (parent && parent !== x) {
         if (!kids.has(parent)) kids.set(parent, []);
-        kids.get(parent).push(x);
+        /** @type {ProcessRow[]} */ (kids.get(parent)).push(x);
       } else {
         roots.push(x);
       }
     }
+    /** @type {(a: ProcessRow, b: ProcessRow) => number} */
     const byRole = (a, b) => roleRank(a.role) - roleRank(b.role) ||
       (a.pid == null ? 1 : 0) - (b.pid == null ? 1 : 0) || (a.pid || 0) - (b.pid || 0) || a.i - b.i;
+    /** @type {ProcessRow[]} */
     const out = [];
     const seen = new Set();
-    const visit = (root) => {
+    const visit = (/** @type {ProcessRow} */ root) => {
+      /** @type {[ProcessRow, number][]} */
       const stack = [[root, 0]];
       while (stack.length) {
-        const [x, depth] = /** @type {[any, number]} */ (stack.pop());
+        const [x, depth] = /** @type {[ProcessRow, number]} */ (stack.pop());
         if (seen.has(x)) continue;
         seen.add(x);
         x.depth = depth;
@@ -86,20 +104,21 @@
     const procs = arr(D.report.processes).map(obj).filter((p) => Object.keys(p).length)
       .map((p, i) => ({
         p, i, role: str(p.role),
-        pid: Number.isInteger(p.pid) ? p.pid : null,
-        ppid: Number.isInteger(p.ppid) ? p.ppid : null,
+        pid: isInt(p.pid) ? p.pid : null,
+        ppid: isInt(p.ppid) ? p.ppid : null,
       }));
     // One process: the run facts above already describe it.
     section.hidden = procs.length < 2;
     if (procs.length < 2) return;
     const rows = processTree(procs);
 
+    /** @type {Map<string, number>} */
     const counts = new Map();
     for (const x of rows) counts.set(x.role || 'unknown', (counts.get(x.role || 'unknown') || 0) + 1);
     const roles = Array.from(counts.keys()).sort((a, b) => roleRank(a) - roleRank(b));
     const cores = rows.map((x) => x.p.cpu_cores).filter(isNum);
     const summary = rows.length + ' processes: ' +
-      roles.map((r) => counts.get(r) + ' ' + r + (counts.get(r) > 1 ? 's' : '')).join(', ') +
+      roles.map((r) => counts.get(r) + ' ' + r + (/** @type {number} */ (counts.get(r)) > 1 ? 's' : '')).join(', ') +
       (cores.length ? ' \u00b7 ' + fmtCores(cores.reduce((a, b) => a + b, 0)) + ' busy together' : '');
     root.appendChild(h('p', { id: 'processes-summary', text: summary }));
     root.appendChild(h('p', { class: 'muted small', text:
@@ -109,25 +128,28 @@
 
     const duration = obj(D.report.sampling).duration_s;
     const findingIds = new Set(arr(D.report.findings).map(obj).map((f) => str(f.id)).filter((id) => id !== ''));
-    const n = (v) => (isNum(v) ? v : null);
-    const lifetime = (x) => [
-      isNum(x.p.started_s) ? 'started at ' + fmtSec(x.p.started_s, duration) : null,
-      isNum(x.p.exited_s) ? 'exited at ' + fmtSec(x.p.exited_s, duration) : null,
+    const n = (/** @type {unknown} */ v) => (isNum(v) ? v : null);
+    // (fmtSec's digits for a window of unknown length: those of 0 s, as for null before)
+    const lifetime = (/** @type {ProcessRow} */ x) => [
+      isNum(x.p.started_s) ? 'started at ' + fmtSec(x.p.started_s, duration ?? 0) : null,
+      isNum(x.p.exited_s) ? 'exited at ' + fmtSec(x.p.exited_s, duration ?? 0) : null,
     ].filter(Boolean).join(', ');
-    const topFinding = (x) => (x.p.top_finding && typeof x.p.top_finding === 'object' &&
+    const topFinding = (/** @type {ProcessRow} */ x) => (x.p.top_finding && typeof x.p.top_finding === 'object' &&
       !Array.isArray(x.p.top_finding) ? x.p.top_finding : null);
 
+    /** @param {ProcessRow} x */
     function pidCell(x) {
       const cell = h('span', {
         class: 'ptree', 'data-depth': x.depth,
         title: x.ppid != null ? 'parent process ' + x.ppid : null,
       });
-      cell.style.paddingLeft = Math.min(x.depth, TREE_MAX_INDENT) * 1.2 + 'em';
+      cell.style.paddingLeft = Math.min(/** @type {number} */ (x.depth), TREE_MAX_INDENT) * 1.2 + 'em';
       if (x.depth) cell.appendChild(h('span', { class: 'ptree-branch', 'aria-hidden': 'true', text: '\u2514\u2009' }));
       cell.appendChild(h('span', { class: 'mono ptree-pid', text: x.pid != null ? String(x.pid) : str(x.p.pid) || '?' }));
       return cell;
     }
 
+    /** @param {ProcessRow} x */
     function findingCell(x) {
       const f = topFinding(x);
       if (!f) return h('span', { class: 'muted', text: '\u2014' });
@@ -142,6 +164,7 @@
         str(f.summary) !== '' ? h('div', { class: 'pf-summary small', text: str(f.summary) }) : null);
     }
 
+    /** @param {ProcessRow} x */
     function cmdCell(x) {
       const full = cmdlineText(x.p.cmdline);
       if (!full) return h('span', { class: 'muted', text: '\u2014' });
@@ -149,6 +172,7 @@
       return h('code', { class: 'pcmd', title: visStr(full), 'data-truncated': shown === full ? 'false' : 'true', text: shown });
     }
 
+    /** @type {TableColumn<ProcessRow>[]} */
     const cols = [
       {
         label: 'PID', value: (x) => x.order, cell: pidCell, ascFirst: true, cls: 'nowrap',
@@ -181,7 +205,7 @@
         title: 'sort by lifetime: processes that started or exited during the window',
       },
       {
-        label: 'Top finding', value: (x) => (topFinding(x) ? n(topFinding(x).score) : null), descFirst: true,
+        label: 'Top finding', value: (x) => (topFinding(x) ? n(/** @type {Model.TopFinding} */ (topFinding(x)).score) : null), descFirst: true,
         cell: findingCell, cls: 'pfinding-col', title: 'sort by the score of the process\u2019s own top finding',
       },
       { label: 'Command line', value: (x) => cmdlineText(x.p.cmdline), cell: cmdCell, cls: 'pcmd-col' },

@@ -4,11 +4,17 @@
 
   // ------------------------------------------------------------------ 10. service structure
 
+  /** @typedef {ReturnType<typeof stageOf>} StageEntry */
+  /** A wait-for edge as a row of its table, with its place in the report's list.
+   *  @typedef {{ x: Partial<Model.Edge>, k: number }} EdgeRow */
+
+  /** @type {Record<Model.StageRole, string>} */
   const STAGE_ROLES = {
     stage: 'stage', request: 'request', event_loop: 'event loop',
     supervisor: 'supervisor', idle: 'idle', other: 'other',
   };
   // kind -> [words between the waiter and the resource, explanation]
+  /** @type {Record<Model.EdgeKind, [string, string]>} */
   const EDGE_KINDS = {
     starved: ['starved on', 'waits in get on its input queue for the stage that feeds it'],
     backpressure: ['backpressure on', 'blocked in put into a full queue until the stage that drains it takes an item'],
@@ -17,16 +23,22 @@
     gil: ['waiting for', 'waits for the GIL while the holder runs Python'],
   };
   // [field, column label, words in a stage box, explanation]
+  /** @type {[keyof Model.Stage, string, string, string][]} */
   const STAGE_WAITS = [
     ['blocked_put_share', 'Blocked on put', 'blocked on put', 'blocked putting into a full queue: the stage after it is slower'],
     ['starved_share', 'Starved on get', 'starved on get', 'waiting in get on an empty input queue: the stage before it is slower'],
     ['result_wait_share', 'Waiting for results', 'waiting for results', 'waiting for results another stage produces'],
   ];
+  /** Whether `o` has its own key `k` (a word of the report that is one of the page's keys).
+   *  @template {object} O @param {O} o @param {PropertyKey} k @returns {k is keyof O} */
   const own = (o, k) => Object.prototype.hasOwnProperty.call(o, k);
 
+  /** A stage of the structure as the page reads it: the stage, its place in the report's list,
+   *  its name, role, thread count and queues.
+   *  @param {Model.Stage} raw @param {number} i */
   function stageOf(raw, i) {
     const s = obj(raw);
-    const names = (v) => arr(v).map(str).filter((q) => q !== '');
+    const names = (/** @type {unknown} */ v) => arr(v).map(str).filter((q) => q !== '');
     return {
       s, i, name: str(s.name) || str(s.function) || '?', role: str(s.role),
       threads: arr(s.tids).length, gets: names(s.gets), puts: names(s.puts),
@@ -36,16 +48,20 @@
   /** The stages of the pipeline in queue order: a stage that puts to queue Q before the stage
    *  that gets from Q. Stages are in it when a queue joins them to another stage (else, the
    *  stages). Ties, separate chains and cycles fall back to the list order, and a
-   *  chain is kept together. */
+   *  chain is kept together.
+   *  @param {StageEntry[]} stages */
   function pipelineOrder(stages) {
+    /** @type {Map<string, number[]>} */
     const producers = new Map();
+    /** @type {Map<string, number[]>} */
     const consumers = new Map();
-    const add = (m, q, k) => { if (!m.has(q)) m.set(q, []); m.get(q).push(k); };
+    /** @type {(m: Map<string, number[]>, q: string, k: number) => void} */
+    const add = (m, q, k) => { if (!m.has(q)) m.set(q, []); /** @type {number[]} */ (m.get(q)).push(k); };
     stages.forEach((st, k) => {
       st.puts.forEach((q) => add(producers, q, k));
       st.gets.forEach((q) => add(consumers, q, k));
     });
-    const next = stages.map(() => []);
+    const next = stages.map(() => /** @type {number[]} */ ([]));
     const linked = new Set();
     for (const [q, ps] of producers) {
       for (const p of ps) {
@@ -60,20 +76,23 @@
     let members = stages.map((st, k) => k).filter((k) => linked.has(k));
     if (members.length < 2) members = stages.map((st, k) => k).filter((k) => stages[k].role === 'stage');
     const inSet = new Set(members);
+    /** @type {Map<number, number>} */
     const indeg = new Map(members.map((k) => [k, 0]));
-    for (const p of members) for (const c of next[p]) if (inSet.has(c)) indeg.set(c, indeg.get(c) + 1);
+    for (const p of members) for (const c of next[p]) if (inSet.has(c)) indeg.set(c, /** @type {number} */ (indeg.get(c)) + 1);
     for (const k of members) next[k].sort((a, b) => a - b);
+    /** @type {number[]} */
     const order = [];
     const placed = new Set();
     let last = -1;
     while (order.length < members.length) {
-      const free = (k) => !placed.has(k) && inSet.has(k) && indeg.get(k) === 0;
+      const free = (/** @type {number} */ k) => !placed.has(k) && inSet.has(k) && indeg.get(k) === 0;
       let pick = last >= 0 ? next[last].find(free) : undefined;
       if (pick === undefined) pick = members.find(free);
-      if (pick === undefined) pick = members.find((k) => !placed.has(k)); // a cycle
+      // a cycle: one not placed yet (there is one while fewer than all are placed)
+      if (pick === undefined) pick = /** @type {number} */ (members.find((k) => !placed.has(k)));
       placed.add(pick);
       order.push(pick);
-      for (const c of next[pick]) if (inSet.has(c) && !placed.has(c)) indeg.set(c, indeg.get(c) - 1);
+      for (const c of next[pick]) if (inSet.has(c) && !placed.has(c)) indeg.set(c, /** @type {number} */ (indeg.get(c)) - 1);
       last = pick;
     }
     return order.map((k) => stages[k]);
@@ -95,13 +114,16 @@
       'by it, drawn left to right in the order items flow. The bottleneck is the stage busiest for ' +
       'its threads while its neighbours wait on it (the utilization law). Shares are of each ' +
       'stage\u2019s own samples.' }));
+    /** @type {Map<number, string>} */
     const roles = new Map();
-    for (const p of arr(D.report.processes).map(obj)) if (Number.isInteger(p.pid)) roles.set(p.pid, str(p.role));
+    for (const p of arr(D.report.processes).map(obj)) if (isInt(p.pid)) roles.set(p.pid, str(p.role));
     entries.forEach((x, i) => root.appendChild(structureBlock(x.e, x.stages, i, roles, entries.length)));
   }
 
+  /** @param {Partial<Model.Structure>} e @param {StageEntry[]} stages @param {number} i
+   *  @param {Map<number, string>} roles @param {number} count */
   function structureBlock(e, stages, i, roles, count) {
-    const pid = Number.isInteger(e.pid) ? e.pid : null;
+    const pid = isInt(e.pid) ? e.pid : null;
     const bottleneck = e.bottleneck == null || str(e.bottleneck) === '' ? null : str(e.bottleneck);
     const pipeline = e.pipeline === true;
     const box = h('div', {
@@ -114,7 +136,7 @@
         pid != null ? 'Process ' + pid : 'A process',
         role ? h('span', { class: 'muted', text: ' \u00b7 ' + role }) : null));
     }
-    const isBottleneck = (st) => bottleneck != null && st.name === bottleneck;
+    const isBottleneck = (/** @type {StageEntry} */ st) => bottleneck != null && st.name === bottleneck;
     const neck = stages.find(isBottleneck);
     const order = pipeline ? pipelineOrder(stages) : [];
     let summary;
@@ -131,6 +153,7 @@
 
     box.appendChild(h('h4', { text: 'Stages' }));
     box.appendChild(stagesTable(stages, isBottleneck));
+    /** @type {EdgeRow[]} */
     const edges = arr(e.edges).filter((x) => x && typeof x === 'object' && !Array.isArray(x))
       .map((x, k) => ({ x, k }));
     if (edges.length) {
@@ -142,7 +165,9 @@
     return box;
   }
 
+  /** @param {StageEntry} st */
   function stageWaits(st) {
+    /** @type {string[]} */
     const out = [];
     for (const [field, , words] of STAGE_WAITS) {
       const v = st.s[field];
@@ -151,6 +176,8 @@
     return out.join(' \u00b7 ');
   }
 
+  /** @param {StageEntry[]} order @param {(st: StageEntry) => boolean} isBottleneck
+   *  @param {number | null} pid */
   function pipelineDiagram(order, isBottleneck, pid) {
     const names = order.map((st) => visStr(st.name));
     const diagram = h('div', {
@@ -173,6 +200,7 @@
     return h('div', { class: 'pipeline-wrap' }, diagram);
   }
 
+  /** @param {StageEntry} st @param {boolean} bottleneck @param {number} k */
   function stageBox(st, bottleneck, k) {
     const busy = isNum(st.s.busy_share) ? st.s.busy_share : null;
     const box = h('div', {
@@ -195,10 +223,11 @@
     return box;
   }
 
+  /** @param {StageEntry[]} stages @param {(st: StageEntry) => boolean} isBottleneck */
   function stagesTable(stages, isBottleneck) {
-    const n = (v) => (isNum(v) ? v : null);
-    const queues = (list) => (list.length ? h('span', { class: 'mono', text: list.join(', ') }) : h('span', { class: 'muted', text: '\u2014' }));
-    const cols = [
+    const n = (/** @type {unknown} */ v) => (isNum(v) ? v : null);
+    const queues = (/** @type {string[]} */ list) => (list.length ? h('span', { class: 'mono', text: list.join(', ') }) : h('span', { class: 'muted', text: '\u2014' }));
+    const cols = /** @type {TableColumn<StageEntry>[]} */ ([
       {
         label: 'Stage', value: (st) => st.name, cls: 'stage-col',
         cell: (st) => h('div', { class: 'site' },
@@ -222,7 +251,7 @@
         label: 'Busy', value: (st) => n(st.s.busy_share), num: true, cls: 'busy-col',
         cell: (st) => shareCell(st.s.busy_share), title: 'sort by busy share: running or runnable',
       },
-    ].concat(STAGE_WAITS.map(([field, label, , explain]) => ({
+    ]).concat(STAGE_WAITS.map(([field, label, , explain]) => ({
       label, value: (st) => n(st.s[field]), num: true, cls: 'wait-col',
       cell: (st) => shareCell(st.s[field]), title: 'sort by share ' + explain,
     }))).concat([
@@ -239,7 +268,8 @@
     });
   }
 
-  /** "decode_stage —backpressure on queue decoded→ model_stage" */
+  /** "decode_stage —backpressure on queue decoded→ model_stage"
+   *  @param {Partial<Model.Edge>} x */
   function edgeText(x) {
     const kind = str(x.kind);
     const words = own(EDGE_KINDS, kind) ? EDGE_KINDS[kind][0] : (kind || 'waiting') + ' on';
@@ -253,7 +283,9 @@
         : h('span', { class: 'muted edge-holder', title: 'the stage waited for was not seen', text: 'unknown' }));
   }
 
+  /** @param {EdgeRow[]} edges @param {string | null} bottleneck */
   function edgesTable(edges, bottleneck) {
+    /** @type {TableColumn<EdgeRow>[]} */
     const cols = [
       { label: 'Wait', value: (r) => str(r.x.waiter), cell: (r) => edgeText(r.x), cls: 'edge-col' },
       {

@@ -21,7 +21,7 @@
       const tot = stateTotal(t);
       return tot ? D.vocab.running.reduce((a, s) => a + stateCount(t, s), 0) / tot : null;
     };
-    /** @type {(t: PageThread, k: string) => number | null} */
+    /** @type {(t: PageThread, k: keyof Model.ThreadOs) => number | null} */
     const osNum = (t, k) => (t.os && isNum(t.os[k]) ? t.os[k] : null);
 
     /** @param {PageThread} t */
@@ -45,7 +45,7 @@
       return h('div', { class: 'states-cell' }, bar, h('div', { class: 'sbar-text', text: label || 'no samples' }));
     }
 
-    /** @type {TableColumn[]} */
+    /** @type {TableColumn<PageThread>[]} */
     const cols = [
       {
         label: 'Thread', value: (t) => threadLabel(D, t),

@@ -103,15 +103,16 @@
 
   // A deadlock, thread by thread as a thread dump prints it: the lock each thread holds, the one
   // it waits for and who holds that (checks/deadlock.py's `deadlocks` evidence). Text only.
+  /** @param {Partial<Model.Report>} r */
   function deadlockBlock(r) {
     const f = arr(r.findings).map(obj).find((x) => str(x.id) === 'deadlock');
     const cycles = f ? arr(obj(f.evidence).deadlocks).map(obj).filter((d) => arr(d.threads).length >= 2) : [];
     if (!cycles.length) return null;
-    const where = (l) => {
+    const where = (/** @type {Record<string, unknown>} */ l) => {
       const parts = str(l.file).split('/');
       return parts.slice(-2).join('/') + ':' + str(l.line);
     };
-    const lock = (l) => { l = obj(l); return str(l.qualified || l.name) + ' (' + where(l) + ')'; };
+    const lock = (/** @type {unknown} */ raw) => { const l = obj(raw); return str(l.qualified || l.name) + ' (' + where(l) + ')'; };
     const box = h('div', { class: 'verdict-deadlock', id: 'verdict-deadlock' },
       h('p', { class: 'banner-title',
         text: cycles.length === 1 ? 'Found one deadlock:' : 'Found ' + cycles.length + ' deadlocks:' }));
@@ -136,6 +137,7 @@
     return box;
   }
 
+  /** @param {string} id */
   function openFinding(id) {
     const target = /** @type {HTMLDetailsElement[]} */ (Array.from(document.querySelectorAll('details.finding')))
       .find((d) => d.getAttribute('data-finding-id') === id);
@@ -148,21 +150,23 @@
    *  `gain_text`, parallel to the report's findings): {text, tag, figure, estimate, levers:
    *  [{figure, estimate, text}], notes}; {} when the page has none for it.
    *  @param {PageData} D
-   *  @param {number} rank */
+   *  @param {number} rank @returns {Partial<Model.GainWords>} */
   function gainWords(D, rank) {
     const all = D.gainText;
     return all.length === arr(D.report.findings).length && rank >= 0 ? obj(all[rank]) : {};
   }
 
   /** The finding's levers that have a figure and words, each with its words: [{l: {kind, gain,
-   *  label, basis, upper_bound}, w: {figure, estimate}}]; none when the words do not fit them. */
+   *  label, basis, upper_bound}, w: {figure, estimate}}]; none when the words do not fit them.
+   *  @param {Partial<Model.Finding>} f @param {Partial<Model.GainWords>} words */
   function leversOf(f, words) {
     const levers = arr(f.levers).map(obj).filter((l) => isNum(l.gain) && str(l.label) !== '');
     const said = arr(words.levers).map(obj);
     return said.length === levers.length ? levers.map((l, i) => ({ l, w: said[i] })) : [];
   }
 
-  /** "(estimate)", or "(estimate, upper bound)" for a lever that makes the work free. */
+  /** "(estimate)", or "(estimate, upper bound)" for a lever that makes the work free.
+   *  @param {unknown} text */
   function estimateTag(text) {
     return h('span', {
       class: 'gain-est', title: 'an estimate from the structure found, not a measurement',
@@ -173,7 +177,9 @@
   /** "Predicted gain: \u00d72.18 (estimate)" and, beneath it, the inputs of the estimate. A finding
    *  with levers states each instead: "\u00d74.17 if checksum cost nothing (estimate, upper bound)
    *  \u00b7 \u00d71.00 from more cores (estimate)", each lever's inputs beneath.
-   *  `prefix` names the classes (f-gain* for a finding, verdict-gain* for the header). */
+   *  `prefix` names the classes (f-gain* for a finding, verdict-gain* for the header).
+   *  @param {Partial<Model.Finding>} f @param {Partial<Model.GainWords>} words @param {string} prefix
+   *  @param {string} [label] */
   function gainBlock(f, words, prefix, label) {
     const g = isNum(f.predicted_gain) ? f.predicted_gain : null;
     const basis = str(f.gain_basis);
@@ -205,7 +211,8 @@
       line, bases, notes);
   }
 
-  /** evidence.fix, the first advice as a knob: "Knob: OPENBLAS_NUM_THREADS = 1". */
+  /** evidence.fix, the first advice as a knob: "Knob: OPENBLAS_NUM_THREADS = 1".
+   *  @param {Model.JsonValue | undefined} fix */
   function knobLine(fix) {
     const o = obj(fix);
     if (o.knob == null || str(o.knob) === '') return null;
@@ -288,7 +295,8 @@
   }
 
   /** The summary line's gain: "\u00d72.18 est.", or each lever's figure ("\u00d74.17 \u00b7 \u00d71.00 est."),
-   *  as worded by diagnose. */
+   *  as worded by diagnose.
+   *  @param {Partial<Model.Finding>} f @param {Partial<Model.GainWords>} words */
   function gainTag(f, words) {
     const levers = leversOf(f, words);
     if (levers.length) {
@@ -304,7 +312,8 @@
     }) : null;
   }
 
-  /** What a check that found nothing cleared it with: its summary, else the share its score rests on. */
+  /** What a check that found nothing cleared it with: its summary, else the share its score rests on.
+   *  @param {Partial<Model.Finding>} f */
   function clearedBy(f) {
     if (str(f.summary) !== '') return str(f.summary);
     const key = f.basis_key == null ? '' : str(f.basis_key);
@@ -314,7 +323,7 @@
 
   /** A check that found nothing (severity ok): one line, "also checked: <title> \u2014 <the figure
    *  that cleared it>", with no gain and no advice; its evidence and sites stay one click away.
-   *  @param {PageData} D */
+   *  @param {PageData} D @param {Partial<Model.Finding>} f @param {number} rank */
   function alsoChecked(D, f, rank) {
     const figure = clearedBy(f);
     const det = h('details', {
@@ -338,7 +347,8 @@
   }
 
   /** The finding's evidence table: labelled rows when the page has them, else the raw values.
-   *  @param {PageData} D */
+   *  @param {PageData} D @param {Partial<Model.Finding>} f @param {number} rank
+   *  @param {HTMLElement} body @param {HTMLElement | null} knob the knob line, when shown */
   function evidenceBlock(D, f, rank, body, knob) {
     const ev = obj(f.evidence);
     const labelled = evidenceRows(D, f, rank);
@@ -362,7 +372,8 @@
   }
 
   /** "low confidence: 41 samples": the shares behind a finding (or the verdict) rest on too few
-   *  samples to be trusted. */
+   *  samples to be trusted.
+   *  @param {unknown} samples @param {string | null} id @param {string} [cls] */
   function confidenceBadge(samples, id, cls) {
     return h('span', {
       class: 'badge conf-low' + (cls ? ' ' + cls : ''), id: id || null,
@@ -374,7 +385,7 @@
 
   /** The finding's evidence as labelled rows (page data `evidence_text`, parallel to the
    *  report's findings), or null when the page has none that fits this finding.
-   *  @param {PageData} D */
+   *  @param {PageData} D @param {Partial<Model.Finding>} f @param {number} rank */
   function evidenceRows(D, f, rank) {
     const all = D.evidenceText;
     if (!all || all.length !== arr(D.report.findings).length || !Array.isArray(all[rank])) return null;
@@ -385,7 +396,8 @@
     return fits ? rows : null;
   }
 
-  /** A labelled evidence value: its text, or a name/value list for a dict. */
+  /** A labelled evidence value: its text, or a name/value list for a dict.
+   *  @param {Partial<Model.EvidenceRow>} r */
   function evidenceCell(r) {
     const iv = obj(r.interval);
     const td = h('td', {
@@ -404,7 +416,8 @@
   }
 
   /** Keys whose numbers are fractions, shown as percentages: *_share, *_shares, *_share_of_*,
-   *  *_share_per_*, share_of_*, anything with "utilization", *_fraction, *error_rate. */
+   *  *_share_per_*, share_of_*, anything with "utilization", *_fraction, *error_rate.
+   *  @param {unknown} k */
   function isShareKey(k) {
     const s = str(k).toLowerCase();
     return /(^|_)shares?($|_)/.test(s) || s.includes('utilization') || /(^|_)(fraction|error_rate)$/.test(s);
@@ -414,7 +427,9 @@
 
   /** A value of any JSON shape as DOM: numbers rounded (percentages for share keys, inherited by
    *  nested values), null as a dash, booleans as yes/no, objects as a nested key/value list,
-   *  arrays as a list. Never JSON text. */
+   *  arrays as a list. Never JSON text.
+   *  @param {unknown} v @param {unknown} key @param {boolean} [asShare] @param {number} [depth]
+   *  @returns {HTMLElement} */
   function valueNode(v, key, asShare, depth) {
     const share = asShare === true || isShareKey(key);
     const d = depth || 0;
@@ -432,12 +447,14 @@
       }
       return h('ol', { class: 'kv-list' }, v.map((x) => h('li', null, valueNode(x, key, share, d + 1))));
     }
-    const keys = Object.keys(v);
+    const o = /** @type {Record<string, unknown>} */ (v);
+    const keys = Object.keys(o);
     if (!keys.length) return h('span', { class: 'muted', text: 'none' });
     return h('dl', { class: 'kv-nested' }, keys.map((k) => [
-      h('dt', { text: k }), h('dd', null, valueNode(v[k], k, share, d + 1))]));
+      h('dt', { text: k }), h('dd', null, valueNode(o[k], k, share, d + 1))]));
   }
 
+  /** @param {unknown} share */
   function shareCell(share) {
     if (!isNum(share)) return h('span', { class: 'muted', text: '\u2014' });
     const bar = h('span', { class: 'share-bar' });
@@ -447,7 +464,8 @@
     return h('span', { class: 'share' }, bar, h('span', { class: 'share-pct', text: fmtPct(share) }));
   }
 
-  /** Ranked sites table. `share` is a fraction of samples in [0, 1]. */
+  /** Ranked sites table. `share` is a fraction of samples in [0, 1].
+   *  @param {Partial<Model.Site>[]} sites */
   function sitesTable(sites) {
     return h('div', { class: 'table-wrap' }, h('table', { class: 'data sites' },
       h('thead', null, h('tr', null,
@@ -464,7 +482,8 @@
 
   // ------------------------------------------------------------------ 3. run facts
 
-  /** Seconds since the epoch as a UTC time ("2026-12-04 06:38:43"). */
+  /** Seconds since the epoch as a UTC time ("2026-12-04 06:38:43").
+   *  @param {unknown} v */
   function utcTime(v) {
     if (!isNum(v)) return '\u2014';
     return new Date(v * 1000).toISOString().slice(0, 19).replace('T', ' ');
@@ -475,8 +494,8 @@
     const root = clear(/** @type {HTMLElement} */ ($('facts-body')));
     const t = obj(D.report.target);
     const s = obj(D.report.sampling);
-    const yesNo = (b) => (b === true ? 'yes' : b === false ? 'no' : '\u2014');
-    const unit = (v, u) => (isNum(v) ? fmtNum(v) + u : '\u2014');
+    const yesNo = (/** @type {unknown} */ b) => (b === true ? 'yes' : b === false ? 'no' : '\u2014');
+    const unit = (/** @type {unknown} */ v, /** @type {string} */ u) => (isNum(v) ? fmtNum(v) + u : '\u2014');
     /** @type {[string, string, string | Node][]} */
     const facts = [
       ['pid', 'PID', str(t.pid)],
@@ -491,7 +510,7 @@
     ];
     // Optional facts: shown when the report has them. Rate, errors and the sampler's own cost
     // are in the observer block below.
-    /** @type {[Record<string, any>, string, string, string, (v: any) => string][]} */
+    /** @type {(OptionalFact<Model.Target> | OptionalFact<Model.Sampling>)[]} */
     const optional = [
       [t, 'cpu_quota_cores', 'cpu-quota', 'CPU quota (cores)', (v) => unit(v, '')],
       [s, 'requested_duration_s', 'requested-duration', 'Requested duration', (v) => unit(v, ' s')],
@@ -502,16 +521,18 @@
       [s, 'started_at', 'started-at', 'Started (UTC)', utcTime],
     ];
     for (const [src, k, key, label, fmt] of optional) {
-      if (k in src) facts.push([key, label, fmt(src[k])]);
+      if (k in src) facts.push([key, label, fmt(/** @type {Record<string, unknown>} */ (src)[k])]);
     }
     // Anything newer in target/sampling that this page does not know yet: show it plainly.
-    const known = new Set(['pid', 'python', 'cmdline', 'threads', 'cores', 'duration_s', 'rate_hz', 'samples', 'errors',
+    // (each a key of Model.Target or Model.Sampling: a renamed one fails the type check)
+    /** @type {string[]} */
+    const knownKeys = /** @satisfies {(keyof Model.Target | keyof Model.Sampling)[]} */ (['pid', 'python', 'cmdline', 'threads', 'cores', 'duration_s', 'rate_hz', 'samples', 'errors',
       'native', 'mode', 'partial', 'notes', 'achieved_rate_hz', 'paused_share', 'observer', 'plan',
-      'pyspy_cpu_s', 'pyspy_cpu_share_of_cores']
-      .concat(optional.map((o) => o[1])));
+      'pyspy_cpu_s', 'pyspy_cpu_share_of_cores']);
+    const known = new Set(knownKeys.concat(optional.map((o) => o[1])));
     for (const src of [t, s]) {
       for (const k of Object.keys(src)) {
-        if (!known.has(k)) facts.push(['extra', k.replace(/_/g, ' '), valueNode(src[k], k)]);
+        if (!known.has(k)) facts.push(['extra', k.replace(/_/g, ' '), valueNode(/** @type {Record<string, unknown>} */ (src)[k], k)]);
       }
     }
     const dl = h('dl', { class: 'facts' });
@@ -529,9 +550,11 @@
       h('code', { id: 'cmdline', text: cmd || '\u2014' })));
   }
 
-  /** sampling.observer, or what older reports had of it in sampling itself. */
+  /** sampling.observer, or what older reports had of it in sampling itself.
+   *  @param {Partial<Model.Sampling>} s */
   function observerOf(s) {
     const o = obj(s.observer);
+    /** @type {(k: keyof Model.Observer, alt?: unknown) => unknown} */
     const pick = (k, alt) => (k in o ? o[k] : alt === undefined ? null : alt);
     return {
       paused_share: pick('paused_share', s.paused_share),
@@ -547,24 +570,27 @@
     };
   }
 
+  /** @param {Partial<Model.Sampling>} s */
   function observerWarning(s) {
     const w = observerOf(s).warning;
     return w == null || str(w) === '' ? '' : str(w);
   }
 
   /** "What sampling cost the target": the observer's own effect on what it measured.
-   *  `cpuText`: the observer's CPU beside the target's, in words ('' when not measured). */
+   *  `cpuText`: the observer's CPU beside the target's, in words ('' when not measured).
+   *  @param {Partial<Model.Sampling>} s @param {string} cpuText */
   function observerBlock(s, cpuText) {
     const o = observerOf(s);
-    const num = (v) => (isNum(v) ? v : null);
+    const num = (/** @type {unknown} */ v) => (isNum(v) ? v : null);
+    /** @type {ElementAttrs} */
     const attrs = { id: 'observer-cost', class: 'observer', 'aria-labelledby': 'observer-h' };
-    for (const k of ['paused_share', 'pyspy_cpu_s', 'pyspy_cpu_share_of_cores', 'requested_rate_hz',
-      'achieved_rate_hz', 'errors', 'error_rate']) {
+    for (const k of /** @satisfies {(keyof typeof o)[]} */ (['paused_share', 'pyspy_cpu_s', 'pyspy_cpu_share_of_cores', 'requested_rate_hz',
+      'achieved_rate_hz', 'errors', 'error_rate'])) {
       if (num(o[k]) != null) attrs['data-' + k.replace(/_/g, '-')] = String(o[k]);
     }
     // The observer's CPU over the window (diagnose and its recorders) beside the target's.
     const cpuFigures = obj(s.observer);
-    for (const k of ['observer_cpu_s', 'observer_cores', 'target_cores']) {
+    for (const k of /** @satisfies {(keyof Model.Observer)[]} */ (['observer_cpu_s', 'observer_cores', 'target_cores'])) {
       if (num(cpuFigures[k]) != null) attrs['data-' + k.replace(/_/g, '-')] = String(cpuFigures[k]);
     }
     if (typeof o.torn_stacks_possible === 'boolean') attrs['data-torn-stacks-possible'] = String(o.torn_stacks_possible);
@@ -595,7 +621,7 @@
     }
     let errors = notMeasured;
     if (num(o.errors) != null) {
-      errors = fmtInt(o.errors) + (num(o.error_rate) != null && o.errors > 0 ? ' (' + fmtPct(o.error_rate) + ' of samples)' : '');
+      errors = fmtInt(o.errors) + (num(o.error_rate) != null && /** @type {number} */ (o.errors) > 0 ? ' (' + fmtPct(o.error_rate) + ' of samples)' : '');
     }
     const torn = o.torn_stacks_possible === true ? 'possible (non-blocking sampling)'
       : o.torn_stacks_possible === false ? 'no' : notMeasured;
@@ -627,7 +653,8 @@
     return box;
   }
 
-  /** Display-only quoting so argument boundaries stay visible. */
+  /** Display-only quoting so argument boundaries stay visible.
+   *  @param {unknown} a */
   function shellQuote(a) {
     const s = str(a);
     if (s !== '' && /^[\w@%+=:,./<>\[\]-]+$/.test(s)) return s;

@@ -17,7 +17,19 @@
   const WG_HANG = '#c62f38';
   const WG_NECK = '#e8a000';
   const WG_EDGE = '#6e7781';
+  /** A node of the drawing: the report's node checked, with the thread time waited through it and
+   *  its knot's index (-1: none).
+   *  @typedef {ReturnType<typeof wgNodeOf>} WgNode */
+  /** An edge of the drawing; `back`: it closes a cycle; `knot`: both ends are in one knot.
+   *  @typedef {{ k: number, source: string, target: string, kind: string, share: number,
+   *    seconds: number, back: boolean, knot: boolean }} WgEdge */
+  /** @typedef {NonNullable<ReturnType<typeof waitGraphOf>>} WgGraph */
+  /** @typedef {ReturnType<typeof wgPick>} WgPicked */
+  /** Where a node is drawn: its top left corner and its column.
+   *  @typedef {{ x: number, y: number, layer: number }} WgPos */
+
   // resource kind (report/model/wait_graph.py ResourceKind) -> [words, fill, stroke, shape]
+  /** @type {Record<Model.ResourceKind, [string, string, string, string]>} */
   const WG_RESOURCES = {
     gil: ['the GIL', '#fdf0e0', '#c76f0a', 'hexagon'],
     lock: ['lock', '#f9e9f2', '#a33f7a', 'hexagon'],
@@ -34,13 +46,18 @@
   };
   // this drawing's node width and column gap (wgLayout fits them to the card's width)
   const wgSize = { w: WG_NODE_W, gap: WG_COL_GAP };
+  /** @type {Record<Model.GraphEdgeKind, string>} */
   const WG_RELATIONS = { waits_for: 'waits for', held_by: 'held by', served_by: 'served by' };
 
-  /** An SVG element. Attributes are geometry and presentation only: a URL or handler is refused. */
+  /** An SVG element. Attributes are geometry and presentation only: a URL or handler is refused.
+   *  @template {keyof SVGElementTagNameMap} K
+   *  @param {K} tag @param {Record<string, unknown> | null} [attrs] @param {...(Node | null)} kids
+   *  @returns {SVGElementTagNameMap[K]} */
   function svgEl(tag, attrs, ...kids) {
     const e = document.createElementNS(SVG_NS, tag);
-    for (const k of Object.keys(attrs || {})) {
-      const v = attrs[k];
+    const a = attrs || {};
+    for (const k of Object.keys(a)) {
+      const v = a[k];
       if (v == null || v === false) continue;
       if (/^on/i.test(k) || /href$/i.test(k) || FORBIDDEN_ATTRS.has(k.toLowerCase())) throw new Error('refused attribute ' + k);
       e.setAttribute(k, str(v));
@@ -50,7 +67,8 @@
   }
 
   /** An SVG <text> of untrusted `s` (invisible characters shown as markers), cut with an ellipsis
-   *  to `maxW` px when the browser can measure it. */
+   *  to `maxW` px when the browser can measure it.
+   *  @param {Node} parent @param {unknown} s @param {number} maxW @param {Record<string, unknown>} attrs */
   function svgText(parent, s, maxW, attrs) {
     const t = svgEl('text', attrs);
     const full = visStr(s);
@@ -73,10 +91,11 @@
     return t;
   }
 
+  /** @param {Partial<Model.WaitNode>} n @param {number} i */
   function wgNodeOf(n, i) {
     return {
       id: str(n.id), i, kind: str(n.kind), label: str(n.label) || str(n.id),
-      pid: Number.isInteger(n.pid) ? n.pid : null,
+      pid: isInt(n.pid) ? n.pid : null,
       threads: isNum(n.threads) && n.threads > 0 ? Math.round(n.threads) : 0,
       resource: n.resource == null ? '' : str(n.resource), site: str(n.site),
       running: isNum(n.running_share) ? n.running_share : null, detail: str(n.detail),
@@ -85,9 +104,11 @@
   }
 
   /** The report's wait_graph, checked: nodes by id, the edges between known nodes, knots as
-   *  node sets, the bottleneck when it is a node. null when there is nothing to draw. */
+   *  node sets, the bottleneck when it is a node. null when there is nothing to draw.
+   *  @param {Model.WaitGraph | undefined} raw */
   function waitGraphOf(raw) {
     if (!raw || typeof raw !== 'object' || Array.isArray(raw)) return null;
+    /** @type {FullMap<string, WgNode>} */
     const nodes = new Map();
     arr(raw.nodes).map(obj).forEach((n, i) => {
       const node = wgNodeOf(n, i);
@@ -117,7 +138,8 @@
   }
 
   /** At most WG_MAX_NODES nodes to draw: the bottleneck and what touches it, the knots, then the
-   *  nodes with the most thread time waited through them. */
+   *  nodes with the most thread time waited through them.
+   *  @param {WgGraph} G */
   function wgPick(G) {
     const linked = new Set();
     G.edges.forEach((e) => { linked.add(e.source); linked.add(e.target); });
@@ -142,16 +164,19 @@
 
   /** Longest-path layers, left to right along the edges; an edge that closes a cycle (found by a
    *  depth-first walk) is marked `back` and left out. A node nothing leads to sits just left of
-   *  the nearest node it points at. Empty layers are closed up. */
+   *  the nearest node it points at. Empty layers are closed up.
+   *  @param {string[]} ids @param {WgEdge[]} edges */
   function wgLayers(ids, edges) {
-    const out = new Map(ids.map((id) => [id, []]));
-    const into = new Map(ids.map((id) => [id, 0]));
+    const out = /** @type {FullMap<string, WgEdge[]>} */ (new Map(ids.map((id) => [id, []])));
+    const into = /** @type {FullMap<string, number>} */ (new Map(ids.map((id) => [id, 0])));
     edges.forEach((e) => { out.get(e.source).push(e); into.set(e.target, into.get(e.target) + 1); });
     const seen = new Map();  // 1: on the walk's path, 2: done
+    /** @type {string[]} */
     const post = [];
     for (const start of ids.filter((id) => into.get(id) === 0).concat(ids)) {
       if (seen.has(start)) continue;
       seen.set(start, 1);
+      /** @type {[string, number][]} */
       const stack = [[start, 0]];
       while (stack.length) {
         const top = stack[stack.length - 1];
@@ -168,7 +193,7 @@
         }
       }
     }
-    const layer = new Map(ids.map((id) => [id, 0]));
+    const layer = /** @type {FullMap<string, number>} */ (new Map(ids.map((id) => [id, 0])));
     for (const id of post.reverse()) {
       for (const e of out.get(id)) if (!e.back) layer.set(e.target, Math.max(layer.get(e.target), layer.get(id) + 1));
     }
@@ -178,13 +203,14 @@
       if (!reached.has(id) && next.length) layer.set(id, Math.max(0, Math.min(...next) - 1));
     }
     const used = Array.from(new Set(layer.values())).sort((a, b) => a - b);
-    const renumber = new Map(used.map((l, k) => [l, k]));
+    const renumber = /** @type {FullMap<number, number>} */ (new Map(used.map((l, k) => [l, k])));
     for (const id of ids) layer.set(id, renumber.get(layer.get(id)));
     return layer;
   }
 
   /** Node positions: columns by layer, each column centred, its order by the mean height of the
-   *  node's neighbours in the columns already placed (four sweeps, alternating direction). */
+   *  node's neighbours in the columns already placed (four sweeps, alternating direction).
+   *  @param {WgGraph} G @param {string[]} ids @param {WgEdge[]} edges @param {number} avail */
   function wgLayout(G, ids, edges, avail) {
     const layer = wgLayers(ids, edges);
     const nCols = Math.max(...layer.values()) + 1;
@@ -195,19 +221,21 @@
     ids.forEach((id) => cols[layer.get(id)].push(id));
     const tallest = Math.max(...cols.map((c) => c.length));
     const rowH = WG_NODE_H + WG_ROW_GAP;
+    /** @type {FullMap<string, number>} */
     const y = new Map();
-    const place = (L) => {
+    const place = (/** @type {number} */ L) => {
       const top = ((tallest - cols[L].length) * rowH) / 2;
       cols[L].forEach((id, k) => y.set(id, top + k * rowH));
     };
     cols.forEach((c, L) => place(L));
-    const nbrs = new Map(ids.map((id) => [id, []]));
+    const nbrs = /** @type {FullMap<string, string[]>} */ (new Map(ids.map((id) => [id, []])));
     edges.forEach((e) => { nbrs.get(e.source).push(e.target); nbrs.get(e.target).push(e.source); });
     for (let pass = 0; pass < 4; pass++) {
       const ltr = pass % 2 === 0;
       const seq = cols.map((c, L) => L);
       if (!ltr) seq.reverse();
       for (const L of seq.slice(1)) {
+        /** @type {FullMap<string, number>} */
         const key = new Map();
         for (const id of cols[L]) {
           const ref = nbrs.get(id).filter((m) => (ltr ? layer.get(m) < L : layer.get(m) > L));
@@ -217,9 +245,9 @@
         place(L);
       }
     }
-    const pos = new Map(ids.map((id) => [id, {
+    const pos = /** @type {FullMap<string, WgPos>} */ (new Map(ids.map((id) => [id, {
       x: WG_PAD + layer.get(id) * (wgSize.w + wgSize.gap), y: WG_TOP + y.get(id), layer: layer.get(id),
-    }]));
+    }])));
     return {
       pos, width: Math.ceil(WG_PAD * 2 + nCols * wgSize.w + (nCols - 1) * wgSize.gap),
       height: WG_TOP + tallest * rowH - WG_ROW_GAP + WG_PAD,
@@ -268,6 +296,7 @@
     root.appendChild(table);
   }
 
+  /** @param {WgNode} n */
   function wgWords(n) {
     if (n.kind === 'resource') {
       const words = own(WG_RESOURCES, n.resource) ? WG_RESOURCES[n.resource][0] : n.resource || 'resource';
@@ -279,6 +308,7 @@
     return n.threads + ' thread' + (n.threads === 1 ? '' : 's') + running;
   }
 
+  /** @param {WgGraph} G @param {WgNode} n @returns {(string | string[] | null)[]} */
   function wgTip(G, n) {
     return [
       n.label, ['is', wgWords(n)], n.pid != null ? ['pid', String(n.pid)] : null,
@@ -289,7 +319,8 @@
     ];
   }
 
-  /** The outline of a node of kind `n` at 0,0 (wgSize.w x WG_NODE_H), and its inner text width. */
+  /** The outline of a node of kind `n` at 0,0 (wgSize.w x WG_NODE_H), and its inner text width.
+   *  @param {WgNode} n @param {Record<string, unknown>} attrs @returns {[SVGElement, number]} */
   function wgShape(n, attrs) {
     const W = wgSize.w;
     const H = WG_NODE_H;
@@ -306,7 +337,9 @@
     return [svgEl('rect', { width: W, height: H, rx, 'stroke-dasharray': n.kind === 'tasks' ? '5 3' : null, ...attrs }), W - 18];
   }
 
-  /** A small pill above a node's top edge: "bottleneck", "hang". */
+  /** A small pill above a node's top edge: "bottleneck", "hang".
+   *  @param {SVGElement} g @param {string} text @param {number} x @param {string} fill
+   *  @param {string} stroke @param {string} color @param {string} cls */
   function wgTag(g, text, x, fill, stroke, color, cls) {
     const t = svgEl('g', { class: cls });
     const w = text.length * 6.4 + 12;
@@ -317,6 +350,7 @@
     g.appendChild(t);
   }
 
+  /** @param {WgGraph} G @param {WgNode} n @param {WgPos} p @param {SVGElement} svg */
   function wgNode(G, n, p, svg) {
     const neck = G.bottleneck === n.id;
     const hang = n.knot >= 0;
@@ -345,7 +379,8 @@
     g.addEventListener('mouseleave', () => tip.hide());
   }
 
-  /** An edge's label, two short lines: "71.0%" over "28.40 s"; "held by" over "97.0%". */
+  /** An edge's label, two short lines: "71.0%" over "28.40 s"; "held by" over "97.0%".
+   *  @param {WgEdge} e */
   function wgEdgeLabel(e) {
     const pct = fmtPct(e.share);
     const secs = e.seconds > 0 ? fmtSec(e.seconds, e.seconds) : '';
@@ -355,19 +390,25 @@
   }
 
   /** Where each edge leaves its source and enters its target: spread over the node's side in
-   *  the order of the node at the other end, so parallel edges do not overlap. */
+   *  the order of the node at the other end, so parallel edges do not overlap.
+   *  @param {WgEdge[]} edges @param {FullMap<string, WgPos>} pos */
   function wgPorts(edges, pos) {
+    /** @type {FullMap<WgEdge, { source: number, target: number }>} */
     const offs = new Map();
+    /** @type {(list: WgEdge[], end: 'source' | 'target', other: 'source' | 'target') => void} */
     const spread = (list, end, other) => {
       list.sort((a, b) => pos.get(a[other]).y - pos.get(b[other]).y || a.k - b.k);
       const span = Math.min(WG_NODE_H * 0.6, (list.length - 1) * 9);
       list.forEach((e, j) => {
-        const o = offs.get(e) || {};
+        // (both ends are set before the edge is drawn: every edge is in both lists below)
+        const o = offs.get(e) || /** @type {{ source: number, target: number }} */ ({});
         o[end] = list.length > 1 ? -span / 2 + (j * span) / (list.length - 1) : 0;
         offs.set(e, o);
       });
     };
+    /** @type {FullMap<string, WgEdge[]>} */
     const bySource = new Map();
+    /** @type {FullMap<string, WgEdge[]>} */
     const byTarget = new Map();
     for (const e of edges) {
       if (e.back) { offs.set(e, { source: 0, target: 0 }); continue; }
@@ -381,6 +422,7 @@
     return offs;
   }
 
+  /** @param {WgGraph} G @param {WgPicked} picked @param {HTMLElement} wrap */
   function drawWaitGraph(G, picked, wrap) {
     const { pos, width, height: baseHeight } = wgLayout(G, picked.ids, picked.edges, wrap.clientWidth);
     const backs = picked.edges.filter((e) => e.back).length;
@@ -477,10 +519,11 @@
     for (const id of picked.ids) wgNode(G, G.nodes.get(id), pos.get(id), nodeLayer);
   }
 
+  /** @param {WgGraph} G @param {string[]} ids */
   function wgLegend(G, ids) {
     const box = h('div', { class: 'legend wg-legend', 'aria-label': 'wait-for graph legend' });
     const kinds = new Set(ids.map((id) => G.nodes.get(id)));
-    const has = (k) => Array.from(kinds).some((n) => n.kind === k);
+    const has = (/** @type {string} */ k) => Array.from(kinds).some((n) => n.kind === k);
     if (has('threads')) box.appendChild(legendItem('#ffffff', 'thread group', 'hollow'));
     if (has('process')) box.appendChild(legendItem('#f6f7f9', 'process', 'hollow'));
     if (has('tasks')) box.appendChild(legendItem('#ffffff', 'asyncio tasks', 'hollow'));
@@ -499,15 +542,17 @@
     return box;
   }
 
+  /** @param {WgGraph} G */
   function wgEdgesTable(G) {
-    const label = (id) => G.nodes.get(id).label;
-    const nodeCell = (id) => {
+    const label = (/** @type {string} */ id) => G.nodes.get(id).label;
+    const nodeCell = (/** @type {string} */ id) => {
       const n = G.nodes.get(id);
       return h('div', { class: 'site' },
         h('div', { class: 'site-fn' }, h('span', { class: 'wg-cell-label', text: n.label }),
           G.bottleneck === id ? [' ', h('span', { class: 'tag bottleneck-tag', text: 'bottleneck' })] : null),
         h('div', { class: 'small muted', text: wgWords(n) }));
     };
+    /** @type {TableColumn<WgEdge>[]} */
     const cols = [
       { label: 'From', value: (e) => label(e.source), cell: (e) => nodeCell(e.source) },
       {

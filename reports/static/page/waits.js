@@ -4,6 +4,10 @@
 
   // ------------------------------------------------------------------ 7. wait sites
 
+  /** A wait site as a row of its table: the site, its place in the report's order (from 1) and
+   *  the holders seen there.
+   *  @typedef {{ w: Partial<Model.WaitSite>, rank: number, holders: Model.Holder[] }} WaitRow */
+
   /** @param {PageData} D */
   function renderWaits(D) {
     const root = clear(/** @type {HTMLElement} */ ($('waits-body')));
@@ -35,14 +39,16 @@
     }
   }
 
-  /** Whole percent, as in the summaries: "34%", "<1%". */
+  /** Whole percent, as in the summaries: "34%", "<1%".
+   *  @param {unknown} frac */
   function pct0(frac) {
     if (!isNum(frac)) return '\u2014';
     const p = frac * 100;
     return p > 0 && p < 0.5 ? '<1%' : Math.round(p) + '%';
   }
 
-  /** "A → B → C (82%)", each function its own span so long paths wrap at the arrows. */
+  /** "A → B → C (82%)", each function its own span so long paths wrap at the arrows.
+   *  @param {Partial<Model.Holder>} hd */
   function holderLine(hd) {
     const stack = arr(hd.stack).map(str).filter((n) => n !== '');
     const path = stack.length ? stack : [str(hd.function) || '?'];
@@ -58,6 +64,7 @@
     return line;
   }
 
+  /** @param {WaitRow} x */
   function holderCell(x) {
     const w = x.w;
     const scope = str(w.holder_scope);
@@ -86,8 +93,10 @@
     return cell;
   }
 
+  /** @param {WaitRow[]} waits @param {boolean} showPid */
   function waitsTable(waits, showPid) {
-    const n = (v) => (isNum(v) ? v : null);
+    const n = (/** @type {unknown} */ v) => (isNum(v) ? v : null);
+    /** @type {TableColumn<WaitRow>[]} */
     const cols = [
       { label: '#', value: (x) => x.rank, num: true, ascFirst: true, title: 'sort by rank' },
       {
