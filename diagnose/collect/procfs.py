@@ -31,6 +31,36 @@ class ThreadCounters:
     timeslices: int | None
     voluntary_ctx: int | None
     involuntary_ctx: int | None
+    # cpu_s split into user and kernel time (stat utime, stime); None in older recordings
+    user_s: float | None = None
+    system_s: float | None = None
+
+
+@dataclass(frozen=True)
+class ProcessTimes:
+    """A process's cumulative CPU from its /proc/PID/stat, in seconds: its own, in user mode and
+    in the kernel (every thread it ever had, exited ones too), and that of its children it has
+    reaped (waited for), whatever they ran before."""
+
+    user_s: float
+    system_s: float
+    children_user_s: float
+    children_system_s: float
+
+    @property
+    def own_s(self) -> float:
+        return self.user_s + self.system_s
+
+    @property
+    def reaped_s(self) -> float:
+        return self.children_user_s + self.children_system_s
+
+    def as_list(self) -> list[float]:
+        return [self.user_s, self.system_s, self.children_user_s, self.children_system_s]
+
+    @classmethod
+    def from_list(cls, values: list[float]) -> "ProcessTimes":
+        return cls(*(float(v) for v in values[:4]))
 
 
 @dataclass
@@ -65,6 +95,9 @@ class ProcRecord:
     # A target in its own pid namespace (a container) knows its threads by other ids than ours,
     # and py-spy reports those: host tid -> the tid inside (status NSpid), where they differ.
     ns_tids: dict[int, int] = field(default_factory=dict)
+    # The process's own CPU (user, kernel) and its reaped children's at the first and the latest
+    # snapshot (ProcessTimes.as_list each); empty in older recordings.
+    process_cpu: list[list[float]] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {
@@ -79,6 +112,7 @@ class ProcRecord:
             "last": {str(k): vars(v) for k, v in self.last.items()},
             "kernel": self.kernel.to_dict() if self.kernel is not None else None,
             "ns_tids": {str(k): v for k, v in self.ns_tids.items()},
+            "process_cpu": self.process_cpu,
         }
 
     @classmethod
@@ -95,6 +129,7 @@ class ProcRecord:
         rec.cpu_cgroup = data.get("cpu_cgroup")
         rec.thread_names = {int(k): v for k, v in data.get("thread_names", {}).items()}
         rec.ns_tids = {int(k): int(v) for k, v in (data.get("ns_tids") or {}).items()}
+        rec.process_cpu = [[float(x) for x in c] for c in data.get("process_cpu") or []]
         if data.get("kernel"):
             rec.kernel = KernelRecord.from_dict(data["kernel"])
         rec.first = {int(k): ThreadCounters(**v) for k, v in data.get("first", {}).items()}
@@ -129,6 +164,20 @@ def parse_stat(text: str) -> tuple[str, str, float]:
     state = fields[0]
     utime, stime = int(fields[11]), int(fields[12])
     return comm, state, (utime + stime) / CLOCK_TICKS
+
+
+def parse_times(text: str) -> ProcessTimes:
+    """utime, stime, cutime and cstime of a /proc/.../stat line, in seconds."""
+    fields = text[text.rindex(")") + 2:].split()
+    utime, stime, cutime, cstime = (int(f) for f in fields[11:15])
+    return ProcessTimes(utime / CLOCK_TICKS, stime / CLOCK_TICKS, cutime / CLOCK_TICKS,
+                        cstime / CLOCK_TICKS)
+
+
+def read_times(pid: int) -> ProcessTimes | None:
+    """A process's CPU times now, or None when it is gone."""
+    stat = read_proc_text(f"/proc/{pid}/stat")
+    return parse_times(stat) if stat else None
 
 
 def parse_status_ctx(text: str) -> tuple[int | None, int | None]:
@@ -204,6 +253,7 @@ def read_counters(pid: int, tid: int) -> ThreadCounters | None:
     if stat is None:
         return None
     _, _, cpu_s = parse_stat(stat)
+    times = parse_times(stat)
     wait_s = slices = None
     sched = read_proc_text(f"{base}/schedstat")
     if sched:
@@ -214,7 +264,7 @@ def read_counters(pid: int, tid: int) -> ThreadCounters | None:
     status = read_proc_text(f"{base}/status")
     if status:
         vol, invol = parse_status_ctx(status)
-    return ThreadCounters(cpu_s, wait_s, slices, vol, invol)
+    return ThreadCounters(cpu_s, wait_s, slices, vol, invol, times.user_s, times.system_s)
 
 
 def machine_idle_seconds() -> float | None:
@@ -334,6 +384,9 @@ class ProcSampler:
         idle = machine_idle_seconds()
         if idle is not None:
             self.record.machine_idle_s[1 if self.record.machine_idle_s else 0:] = [idle]
+        times = read_times(self.pid)
+        if times is not None:
+            self.record.process_cpu[1 if self.record.process_cpu else 0:] = [times.as_list()]
         throttling = self._throttling()
         if throttling is not None:
             self.record.cpu_throttling[1 if self.record.cpu_throttling else 0:] = [list(throttling)]
@@ -367,6 +420,12 @@ class TreeRecord:
     # the service's waits, its CPU and its own waits; pid -> record, and its command line
     server_records: dict[int, ProcRecord] = field(default_factory=dict)
     server_cmdlines: dict[int, list[str]] = field(default_factory=dict)
+    # Descendants not sampled (not running Python: a shell, a converter the service starts): pid
+    # -> [ppid, CPU at first sight, CPU at the window's end], each its own CPU plus its reaped
+    # children's (ProcessTimes.own_s + reaped_s), None at first sight for a process that started
+    # in the window (all its CPU is the window's) and at the end for one gone by then (its CPU
+    # is in its parent's reaped children). Empty in older recordings.
+    other_children: dict[int, list[float | None]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"roots": self.roots,
@@ -381,7 +440,8 @@ class TreeRecord:
                 "peers": {str(k): list(v) for k, v in self.peers.items()},
                 "servers": self.servers,
                 "server_processes": [{"record": rec.to_dict(), "cmdline": self.server_cmdlines.get(pid, [])}
-                                     for pid, rec in self.server_records.items()]}
+                                     for pid, rec in self.server_records.items()],
+                "other_children": {str(k): v for k, v in self.other_children.items()}}
 
     @classmethod
     def from_dict(cls, data: dict) -> "TreeRecord":
@@ -409,6 +469,8 @@ class TreeRecord:
             rec = ProcRecord.from_dict(entry["record"])
             tree.server_records[rec.pid] = rec
             tree.server_cmdlines[rec.pid] = list(entry.get("cmdline") or [])
+        tree.other_children = {int(k): [None if x is None else float(x) for x in v]
+                               for k, v in (data.get("other_children") or {}).items()}
         return tree
 
     @property
@@ -468,7 +530,19 @@ class TreeSampler:
                     self.new_pids.append(pid)
                 else:
                     self._rejected.add(pid)
+                    self._first_sight(pid)
         return new
+
+    def _first_sight(self, pid: int) -> None:
+        """A descendant that is not sampled: its CPU when first seen (None after the first scan:
+        it started in the window, so all of its CPU is the window's), for the CPU account."""
+        times = read_times(pid)
+        if times is None:
+            return
+        info = self._tree.node(pid)
+        first = times.own_s + times.reaped_s if self._last_scan < 0 else None
+        self.record.other_children[pid] = [float(info.ppid) if info and info.ppid else None,
+                                            first, None]
 
     @property
     def pids(self) -> list[int]:
@@ -549,6 +623,9 @@ class TreeSampler:
     def finish(self) -> TreeRecord:
         for sampler in [*self._samplers.values(), *self._servers.values()]:
             sampler.finish()
+        for pid, entry in self.record.other_children.items():
+            times = read_times(pid)
+            entry[2] = None if times is None else times.own_s + times.reaped_s
         self._resolve_ends()
         return self.record
 
