@@ -36,7 +36,7 @@ from diagnose.classify.state import FULL_SYMBOL_MARKERS, every_stack_state
 from diagnose.model.confidence import wilson
 from diagnose.model.os_summary import ProcessOS
 from diagnose.model.profile import Frame, Profile
-from diagnose.model.vocab import RUNNING
+from diagnose.model.vocab import RUNNING, ThreadState
 
 # The collector's own functions (any CPython from 3.8 to 3.14, default and free-threaded builds).
 COLLECTOR_FUNCTIONS = frozenset({
@@ -130,6 +130,7 @@ class CollectorShare:
     samples: int  # native thread-samples of the process's Python threads
     running_samples: int  # of which running
     collector_samples: int  # of which in the collector
+    native_samples: int  # of which running native code outside the collector
     explicit_samples: int  # of those, in gc.collect() called by code
     share: float  # collector_samples / running_samples
     interval: tuple[float, float]
@@ -180,13 +181,16 @@ def collector_share(native: Profile | None, tids: set[int], pid: int | None,
     collecting = running & stacks.collecting
     collector_samples = int(round(counts[collecting].sum()))
     explicit_samples = int(round(counts[collecting & stacks.explicit].sum()))
+    native_running = running & ~stacks.collecting & (states.state == ThreadState.NATIVE)
+    native_samples = int(round(counts[native_running].sum()))
     share = collector_samples / running_samples if running_samples else 0.0
     cpu = _python_threads_cpu(os_, tids)
     process_cpu = os_.cpu_s if os_ is not None else None
     cpu_s = share * cpu if cpu is not None else None
     return CollectorShare(
         readable=readable, samples=total, running_samples=running_samples,
-        collector_samples=collector_samples, explicit_samples=explicit_samples, share=share,
+        collector_samples=collector_samples, native_samples=native_samples,
+        explicit_samples=explicit_samples, share=share,
         interval=wilson(share, running_samples) if running_samples else (0.0, 1.0),
         sites=_sites(native, stacks, counts, collecting), functions=_functions(native, counts, collecting),
         python_threads_cpu_s=cpu, process_cpu_s=process_cpu, cpu_s=cpu_s,

@@ -28,6 +28,8 @@ interface PageData {
   gainText: Record<string, any>[];
   /** The observer's CPU beside the target's, in words; '' when the report has no such measure. */
   observerCpuText: string;
+  /** The CPU account in words ({measured, summary, parts, notes}); null in older pages. */
+  cpuAccountText: Record<string, any> | null;
   /** Evidence keys with no row of their own. */
   evidenceHidden: Set<string>;
   timeline: PageTimeline;
