@@ -119,10 +119,12 @@ def markdown(rows: list[dict]) -> str:
           and r["inside_share_of_cpu"] is not None]
     if ok:
         out.append("")
-        out.append(f"medians over {len(ok)} rounds: diagnose {_pct(statistics.median(r['diagnose_share'] for r in ok))}"
-                   f" of the running samples, {_pct(statistics.median(r['diagnose_share_of_cpu'] or 0 for r in ok))}"
-                   f" of the CPU (estimate); gc.callbacks {_pct(statistics.median(r['inside_share_of_cpu'] for r in ok))}"
-                   f" of the CPU")
+        def median(key: str) -> str:
+            return _pct(statistics.median(r[key] or 0.0 for r in ok))
+
+        out.append(f"medians over {len(ok)} rounds: diagnose {median('diagnose_share')} of the running "
+                   f"samples, {median('diagnose_share_of_cpu')} of the CPU (estimate); gc.callbacks "
+                   f"{median('inside_share_of_cpu')} of the CPU")
     return "\n".join(out)
 
 
