@@ -8,9 +8,10 @@ reaped children's). The samples say where the user time went:
 
 - the user time of threads with no Python frames (an intra-op pool) is native code, measured;
 - the user time of the Python threads is split by their running samples: with native frames,
-  into Python code, native libraries and the garbage collector (model/collector.py); with
-  Python frames only, into Python and native by the states the frames give, the collector not
-  told apart. An estimate: a share of samples applied to measured seconds;
+  into Python code, native libraries and the garbage collector (model/collector.py; a process
+  of a tree the native calibration did not sample takes the split of one running the same
+  program); with Python frames only, into Python and native by the states the frames give, the
+  collector not told apart. An estimate: a share of samples applied to measured seconds;
 - user time no thread's counters hold (threads that exited between the counters' snapshots), or
   Python threads' time no running sample apportions, is unexplained.
 
@@ -27,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from diagnose.model.analysis import Analysis
-from diagnose.model.service import Service
+from diagnose.model.service import Service, program_of
 from diagnose.model.vocab import CpuPart, ThreadState
 from diagnose.report.model.account import CpuAccount, CpuShare
 
@@ -44,14 +45,26 @@ class _UserSplit:
     native_frames: bool
 
 
-def _split(analysis: Analysis) -> _UserSplit | None:
-    """The running samples' split of this process's Python threads; None when none ran."""
+def _native_split(analysis: Analysis) -> _UserSplit | None:
+    """The split by this process's native samples; None without any that ran."""
     measured = analysis.collector
-    if measured is not None and measured.running_samples:
-        n = measured.running_samples
-        python = n - measured.collector_samples - measured.native_samples
-        return _UserSplit(max(python, 0) / n, measured.native_samples / n, measured.collector_samples / n,
-                          n, True)
+    if measured is None or not measured.running_samples or not measured.readable:
+        return None
+    n = measured.running_samples
+    python = n - measured.collector_samples - measured.native_samples
+    return _UserSplit(max(python, 0) / n, measured.native_samples / n, measured.collector_samples / n,
+                      n, True)
+
+
+def _split(analysis: Analysis, sibling: _UserSplit | None = None) -> _UserSplit | None:
+    """The running samples' split of this process's Python threads: by its native samples; else
+    by those of a process running the same program (the native calibration samples one process
+    of each program); else by its Python frames. None when none ran."""
+    own = _native_split(analysis)
+    if own is not None:
+        return own
+    if sibling is not None:
+        return _UserSplit(sibling.python, sibling.native, sibling.collector, 0, True)
     samples = analysis.samples
     running = samples[samples["state"].isin((ThreadState.PYTHON, ThreadState.NATIVE))]
     total = float(running["count"].sum())
@@ -74,9 +87,10 @@ class _Tally:
     native_frames: bool = True
 
 
-def _add_process(tally: _Tally, analysis: Analysis) -> bool:
+def _add_process(tally: _Tally, analysis: Analysis, sibling: _UserSplit | None = None) -> bool:
     """The process's own CPU into the tally; False when its counters lack the process-level
-    times (an older recording)."""
+    times (an older recording). `sibling`: the native split of a process running the same
+    program, for one with no native samples of its own."""
     os_ = analysis.os
     if os_ is None or os_.process_user_s is None or os_.process_system_s is None:
         return False
@@ -91,7 +105,7 @@ def _add_process(tally: _Tally, analysis: Analysis) -> bool:
         python_user, other_user = python_user * user / placed, other_user * user / placed
     tally.unexplained += max(0.0, user - python_user - other_user)
     tally.native += other_user
-    split = _split(analysis)
+    split = _split(analysis, sibling)
     if split is None:
         tally.unexplained += python_user
         return True
@@ -123,7 +137,13 @@ def cpu_account(service: Service) -> CpuAccount | None:
     """The service's account over the window; None when no process has the kernel's
     process-level counters (an older recording, or no /proc record)."""
     tally = _Tally()
-    missing = [view.pid for view in service.processes if not _add_process(tally, view.analysis)]
+    by_program: dict[tuple[str, ...], _UserSplit] = {}
+    for view in service.processes:
+        native = _native_split(view.analysis)
+        if native is not None:
+            by_program.setdefault(program_of(view.cmdline), native)
+    missing = [view.pid for view in service.processes
+               if not _add_process(tally, view.analysis, by_program.get(program_of(view.cmdline)))]
     if len(missing) == len(service.processes):
         return None
     windows = [v.analysis.os.window_s for v in service.processes if v.analysis.os is not None]

@@ -170,3 +170,12 @@ def test_a_report_without_the_account_leaves_the_key_out_and_says_not_measured()
     assert "cpu_account" not in report.to_json()
     html = page_html(report)
     assert NO_ACCOUNT.split(":")[0] in html and "| CPU account |" not in summary_markdown(report, "r")
+
+
+def test_a_worker_the_native_calibration_did_not_sample_takes_its_siblings_split():
+    calibrated = gc_heavy()  # 40% collector
+    uncalibrated = analysis({5: [(COLLECTING, 40), (PYTHON, 50), (NUMPY_CALL, 10)]}, native_profile=False)
+    account = cpu_account(service_of(calibrated, uncalibrated))
+    assert account is not None and account.native_frames
+    # both processes' Python user time (4 x 0.98 + 0.98) split 40% collector
+    assert parts(account)["collector"] == pytest.approx(0.4 * 5 * 0.98, abs=1e-3)
