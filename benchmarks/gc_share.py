@@ -11,9 +11,10 @@ For each round: start fixtures/workloads/gc_heavy.py (a fresh process), `diagnos
 its "stop"), then stop it. The two GCSTAT lines nearest the report's window (its
 `sampling.started_at` and `duration_s`, put on the monotonic clock by an offset taken here) give
 the inside figure over the same span: collector CPU / process CPU. diagnose's figures are the
-gc_pressure finding's `collector_share` (of its running native samples, with the 95% interval)
-and `collector_share_of_process_cpu` (that share applied to the Python threads' user CPU by
-/proc, over the process's CPU: an estimate).
+gc_pressure finding's `collector_share` (of its running native samples, with the 95% interval),
+`collector_held_share` (the share of the window a collection was in progress, read from its
+memory: collect/gc_state.py) and `collections` (per
+generation, from its memory) beside the callbacks' count.
 
 Prints one row per round and the medians; a benchmark, not a test: the inside figure is the
 reference, and the row says whether it lies inside diagnose's interval.
@@ -84,13 +85,18 @@ def one_round(python: str, duration: float, extra: list[str], out_dir: Path) -> 
     evidence = finding["evidence"] if finding else {}
     interval = (finding or {}).get("intervals", {}).get("collector_share", {})
     inside = gc_cpu / process_cpu if process_cpu > 0 else None
+    read = evidence.get("collections") or {}
     return {"verdict": report["verdict"]["primary"],
             "first_advice": (report["verdict"].get("first_advice") or [""])[0],
             "predicted_gain": finding.get("predicted_gain") if finding else None,
+            "basis": finding.get("basis_key") if finding else None,
             "diagnose_share": evidence.get("collector_share"),
             "diagnose_low": interval.get("low"), "diagnose_high": interval.get("high"),
             "running_samples": evidence.get("collector_running_samples"),
             "diagnose_share_of_cpu": evidence.get("collector_share_of_process_cpu"),
+            "diagnose_wall_share": evidence.get("collector_held_share"),
+            "polls": evidence.get("collector_polls"),
+            "diagnose_collections": [read.get(k) for k in ("young", "middle", "full")] if read else None,
             "inside_share_of_cpu": inside,
             "inside_wall_share": gc_wall / (b[0] - a[0]) if b[0] > a[0] else None,
             "span_s": b[0] - a[0], "window_s": sampling["duration_s"],
@@ -104,17 +110,21 @@ def _pct(x) -> str:
 
 
 def markdown(rows: list[dict]) -> str:
-    out = ["| round | verdict | diagnose: share of running samples (95%) | running samples | "
-           "diagnose: share of CPU (est.) | gc.callbacks: share of CPU | young/middle/full | in interval |",
-           "| ---: | --- | --- | ---: | ---: | ---: | --- | --- |"]
+    out = ["| round | verdict | native: share of running samples (95%) | running samples | "
+           "memory: share of window | polls | gc.callbacks: share of CPU | "
+           "gc.callbacks: share of window | young/middle/full (memory) | young/middle/full (callbacks) | "
+           "predicted |",
+           "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: |"]
     for i, r in enumerate(rows, 1):
         if "error" in r:
-            out.append(f"| {i} | error: {r['error']} | | | | | | |")
+            out.append(f"| {i} | error: {r['error']} |" + " |" * 9)
             continue
+        read = "/".join(map(str, r["diagnose_collections"])) if r["diagnose_collections"] else "–"
         out.append(f"| {i} | {r['verdict']} | {_pct(r['diagnose_share'])} ({_pct(r['diagnose_low'])}-"
-                   f"{_pct(r['diagnose_high'])}) | {r['running_samples']} | {_pct(r['diagnose_share_of_cpu'])} | "
-                   f"{_pct(r['inside_share_of_cpu'])} | {'/'.join(map(str, r['collections']))} | "
-                   f"{'yes' if r['inside_interval'] else 'no'} |")
+                   f"{_pct(r['diagnose_high'])}) | {r['running_samples']} | "
+                   f"{_pct(r['diagnose_wall_share'])} | {r['polls']} | {_pct(r['inside_share_of_cpu'])} | "
+                   f"{_pct(r['inside_wall_share'])} | {read} | {'/'.join(map(str, r['collections']))} | "
+                   f"{r['predicted_gain']}x |")
     ok = [r for r in rows if "error" not in r and r["diagnose_share"] is not None
           and r["inside_share_of_cpu"] is not None]
     if ok:
@@ -123,8 +133,8 @@ def markdown(rows: list[dict]) -> str:
             return _pct(statistics.median(r[key] or 0.0 for r in ok))
 
         out.append(f"medians over {len(ok)} rounds: diagnose {median('diagnose_share')} of the running "
-                   f"samples, {median('diagnose_share_of_cpu')} of the CPU (estimate); gc.callbacks "
-                   f"{median('inside_share_of_cpu')} of the CPU")
+                   f"samples (native), {median('diagnose_wall_share')} of the window (memory); gc.callbacks "
+                   f"{median('inside_share_of_cpu')} of the CPU, {median('inside_wall_share')} of the window")
     return "\n".join(out)
 
 

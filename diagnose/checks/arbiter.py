@@ -82,8 +82,9 @@
    (COLLECTOR_CLAIMANTS: the GIL's waits, busy threads in unclassified code): it runs holding
    the GIL, under whichever Python line allocated, so its samples read as that line running
    Python and the other threads' waits behind it as GIL contention. A collector finding that
-   shows a problem (COLLECTOR_FINDINGS, score >= INFO_SCORE: the collector is a material share
-   of the running samples) ranks before them, whatever gain they predict: their levers
+   surely shows a problem (COLLECTOR_FINDINGS, the low end of its score interval >= INFO_SCORE:
+   the collector held the GIL a material share of the window) ranks before them, whatever gain
+   they predict: their levers
    (vectorise the line, more processes) leave the collector's work as it was, and their gain
    counts its time as the line's. They stay listed; re-measured after the collector's fix, they
    say what is left. Like rule 8, taken at each end of the collector's score interval.
@@ -261,13 +262,15 @@ def _queues_first(ranked: list[Finding]) -> list[Finding]:
 
 
 def _collector_first(ranked: list[Finding]) -> list[Finding]:
-    """Rule 9: a collector finding showing a problem moves ahead of the findings ranked before
-    it that count its time as their code's; the rest keep their places."""
+    """Rule 9: a collector finding that surely shows a problem (the low end of its score's
+    interval) moves ahead of the findings ranked before it that count its time as their code's;
+    the rest keep their places. One that only may (a few native samples) ranks by its gain, and
+    may share the verdict within the noise (rule 4)."""
     out = list(ranked)
-    for collector in [f for f in out if f.id in COLLECTOR_FINDINGS and f.score >= INFO_SCORE]:
+    for collector in [f for f in out if f.id in COLLECTOR_FINDINGS and f.score_range[0] >= INFO_SCORE]:
         at = next(i for i, f in enumerate(out) if f is collector)
-        first = next((i for i, f in enumerate(out[:at]) if collector_leads(collector, f, collector.score)),
-                     None)
+        first = next((i for i, f in enumerate(out[:at])
+                      if collector_leads(collector, f, collector.score_range[0])), None)
         if first is not None:
             out = out[:first] + [collector] + [f for f in out[first:] if f is not collector]
     return out

@@ -1,14 +1,17 @@
 """gc_pressure: the cyclic garbage collector takes a large share of the process's CPU.
 
 What it finds:
-    The share of the process's running samples (native frames) that pass through CPython's
-    collector (gc_collect_main, _PyGC_Collect, _Py_RunGC, ...: model/collector.py), whatever
-    Python line is above it, with its 95% interval; that share applied to the Python threads'
-    CPU by /proc (an estimate of the collector's core-seconds); the Python lines where
-    collections started (an allocation there tipped the young generation over its threshold);
-    and how much of it is gc.collect() called by code. Not applicable without native frames, or
-    where the interpreter's symbols do not name the collector (a stripped build). The share per
-    generation is not readable from outside: gc.callbacks inside the process gives it.
+    How much of the window CPython's cyclic collector held the GIL. Read from the process's
+    memory where `attach` could (collect/gc_state.py): the interpreter's `collecting` flag fifty
+    times a second (the share of the window a collection was in progress), and the collections
+    of each generation over the window (young, middle, full); else from native frames: the share of the
+    process's running samples that pass through the collector's functions (gc_collect_main,
+    _PyGC_Collect, _Py_RunGC, ...: model/collector.py), whatever Python line is above them.
+    Beside it, the Python lines where collections began (an allocation there tipped the young
+    generation over its threshold), the share of the running samples applied to the Python
+    threads' CPU by /proc (an estimate of the collector's core-seconds), and how much of it is
+    gc.collect() called by code. Not applicable with neither (no native frames, a stripped
+    build, a state not readable).
 
 Why it matters:
     The collector holds the GIL while it traverses every container of the generations it
@@ -36,8 +39,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from diagnose.checks.base import (Finding, Lever, LeverKind, NotApplicable, ScoreBasis, Site,
-                                  amdahl, busy_samples, make_finding, pct, ramp)
+from diagnose.checks.base import (Finding, Lever, LeverKind, NotApplicable, ScoreBasis, amdahl,
+                                  busy_samples, make_finding, pct, ramp)
 from diagnose.checks.evidence import shared
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
@@ -67,9 +70,11 @@ class Settings(CheckSettings):
          "lists, use __slots__ classes; gc.disable() on the request path is the upper bound, safe only when "
          "nothing makes reference cycles."),
     )
-    # the collector's share of the running samples
-    low: float = 0.05
-    high: float = 0.35
+    # the collector's share (of the window, or of the running samples)
+    low: float = 0.10
+    high: float = 0.40
+    # reads of the collector's state needed before their share is the score's basis
+    min_polls: int = 50
     # the process's CPU, in cores, under which the collector costs latency rather than throughput
     busy_cores: float = 0.2
     # the request threads' busy share under which a gain in throughput is not predicted
@@ -79,9 +84,10 @@ class Settings(CheckSettings):
 EVIDENCE = {
     **shared("fix"),
     "collector_share": E("share of the running samples inside the garbage collector (native frames)",
-                         U.PERCENT),
-    "collector_samples": E("running samples inside the garbage collector", U.SAMPLES),
-    "collector_running_samples": E("running native samples of the process's Python threads", U.SAMPLES),
+                         U.PERCENT, none=NOT_MEASURED),
+    "collector_samples": E("running samples inside the garbage collector", U.SAMPLES, none=NOT_MEASURED),
+    "collector_running_samples": E("running native samples of the process's Python threads", U.SAMPLES,
+                                   none=NOT_MEASURED),
     "collector_cpu_s": E("collector CPU over the window (share x the Python threads' CPU by /proc), an estimate",
                          U.SECONDS, none=NOT_MEASURED),
     "collector_cores": E("cores the collector kept busy, an estimate", U.CORES, none=NOT_MEASURED),
@@ -90,7 +96,14 @@ EVIDENCE = {
     "explicit_collect_share": E("share of the collector's samples in gc.collect() called by code",
                                 U.PERCENT),
     "collector_functions": E("the collector's innermost functions (samples)", U.NUMBER),
-    "generations": E("collections per generation", U.TEXT),
+    "collector_held_share": E("share of the window a collection was in progress (read from memory)",
+                              U.PERCENT, none=NOT_MEASURED),
+    "collector_polls": E("reads of the collector's state from the process's memory", U.NUMBER,
+                         none=NOT_MEASURED),
+    "collections": E("collections per generation over the window (read from memory)", U.NUMBER,
+                     none=NOT_MEASURED),
+    "collection_sites": E("where collections began (share of the collector's samples)", U.PERCENT,
+                          none=NOT_MEASURED),
 }
 
 
@@ -114,78 +127,120 @@ def _busy_share(analysis: Analysis) -> float | None:
     return float(busy_samples(req)["count"].sum()) / total if total else None
 
 
+@dataclass(frozen=True)
+class _Basis:
+    """The share the score rests on: the polled share of the window a collection was in
+    progress (from memory) where there are enough polls, else the share of the running native
+    samples; its evidence key, its count and its words."""
+
+    key: str
+    share: float
+    count: int
+    words: str  # "of the window (412 polls of the collector's state)"
+
+
+def _basis(measured: CollectorShare, settings: Settings) -> _Basis | None:
+    """The share of the window a collection was in progress, read from memory, where there are
+    enough reads; else the native samples' share."""
+    held = measured.held
+    if held is not None and held.polls >= settings.min_polls and held.collecting_share is not None:
+        return _Basis("collector_held_share", held.collecting_share, held.polls,
+                      f"of the window ({held.polls} reads of the collector's state)")
+    if measured.readable and measured.running_samples:
+        return _Basis("collector_share", measured.share, measured.running_samples,
+                      f"of the running samples ({measured.collector_samples} of {measured.running_samples}, "
+                      f"native frames)")
+    return None
+
+
 def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     measured = analysis.collector
     if measured is None:
         return NotApplicable(ID, "needs native samples of the process's Python threads (py-spy --native, or "
-                                 "the sparse native calibration `attach` takes): the collector runs in C, "
-                                 "under whichever Python line allocated")
-    if not measured.readable:
-        return NotApplicable(ID, "the interpreter's symbols do not name the collector's functions (a build "
-                                 "stripped of its static symbols): its time cannot be told from the code's")
-    if not measured.running_samples:
-        return NotApplicable(ID, "no native sample caught a Python thread of the process running")
+                                 "the sparse native calibration `attach` takes), or the collector's state read "
+                                 "from its memory (`attach`): the collector runs in C, under whichever Python "
+                                 "line allocated")
+    basis = _basis(measured, settings)
+    if basis is None:
+        why = (measured.held.unreadable if measured.held is not None and measured.held.unreadable
+               else "its state was not read")
+        if measured.samples and not measured.readable:
+            return NotApplicable(ID, "the interpreter's symbols do not name the collector's functions (a build "
+                                     f"stripped of its static symbols), and {why}: its time cannot be told "
+                                     "from the code's")
+        return NotApplicable(ID, f"no native sample caught a Python thread of the process running, and {why}")
     os_ = analysis.os
     cores = os_.cpu_s / os_.window_s if os_ is not None and os_.window_s else None
-    share = measured.share
+    share = basis.share
     score = _score(share, cores, settings)
     busy = _busy_share(analysis)
     saturated = busy is None or busy >= settings.saturated_share
-    gain, basis = _predicted(measured, saturated, busy)
+    gain, gain_words = _predicted(basis, saturated, busy)
+    counts = measured.held.collections if measured.held is not None else None
+    polls = measured.held.polls if measured.held is not None else 0
     evidence: dict[str, object] = {
-        "collector_share": share,
-        "collector_samples": measured.collector_samples,
-        "collector_running_samples": measured.running_samples,
-        "collector_cpu_s": measured.cpu_s,
-        "collector_cores": (measured.cpu_s / os_.window_s
-                            if measured.cpu_s is not None and os_ is not None and os_.window_s else None),
-        "collector_share_of_process_cpu": measured.share_of_cpu,
+        "collector_held_share": measured.held_share,
+        "collector_polls": measured.held.polls if measured.held is not None else None,
+        "collections": (dict(zip(("young", "middle", "full"), counts)) if counts is not None else None),
+        "collector_share": share if basis.key == "collector_share" else (
+            measured.share if measured.running_samples and measured.readable else None),
+        "collector_samples": measured.collector_samples if measured.readable else None,
+        "collector_running_samples": measured.running_samples if measured.readable else None,
+        "collector_cpu_s": measured.cpu_s if measured.readable else None,
+        "collector_cores": (measured.cpu_s / os_.window_s if measured.readable and measured.cpu_s is not None
+                            and os_ is not None and os_.window_s else None),
+        "collector_share_of_process_cpu": measured.share_of_cpu if measured.readable else None,
         "explicit_collect_share": measured.explicit_share,
         "collector_functions": dict(measured.functions),
-        "generations": "not readable from outside (gc.callbacks inside the process counts them)",
+        # where collections began (an allocation there tipped the young generation over): not the
+        # code the advice changes, so not the finding's sites
+        "collection_sites": {f"{s.function} ({s.file.rsplit('/', 1)[-1]}:{s.line})":
+                             round(s.samples / measured.collector_samples, 4)
+                             for s in measured.sites} if measured.collector_samples else None,
         "fix": [{"knob": "gc_freeze", "value": True},
                 {"knob": "gc_threshold", "value": list(THRESHOLD)}],
     }
-    sites = [Site(s.function, s.file, s.line, round(s.samples / measured.collector_samples, 4))
-             for s in measured.sites] if measured.collector_samples else []
-    where = (f"; collections started most under {sites[0].function} "
-             f"({sites[0].file.rsplit('/', 1)[-1]}:{sites[0].line})") if sites else ""
-    cpu_words = (f" ({measured.cpu_s:.2f} s of CPU, an estimate)" if measured.cpu_s is not None
-                 and measured.collector_samples else "")
-    summary = (f"{pct(share)} of the running samples ({measured.collector_samples} of "
-               f"{measured.running_samples}) were inside the collector{cpu_words}{where}")
+    top = measured.sites[0] if measured.collector_samples and measured.sites else None
+    where = (f"; collections began most under {top.function} ({top.file.rsplit('/', 1)[-1]}:{top.line})"
+             if top is not None else "")
+    generations = (f" ({counts[0]} young, {counts[1]} middle, {counts[2]} full collections)"
+                   if counts is not None else "")
+    summary = f"a collection was in progress {pct(share)} {basis.words}{generations}{where}"
+    if basis.key == "collector_share":
+        summary = f"{pct(share)} {basis.words} were inside the collector{generations}{where}"
     threshold = ", ".join(f"{n:_}" for n in THRESHOLD)
     advice = [
         f"Call gc.freeze() once the long-lived objects are loaded (gc.disable() before loading, gc.freeze() "
         f"then gc.enable() after; in a pre-fork server, in the master before forking), and raise the young "
-        f"threshold with gc.set_threshold({threshold}): the collector ran in {pct(share)} of the running "
-        f"samples, traversing objects that reference counting frees anyway.",
+        f"threshold with gc.set_threshold({threshold}): the collector held the GIL {pct(share)} {basis.words}, "
+        f"traversing objects that reference counting frees anyway.",
     ]
-    if measured.explicit_share >= 0.5 and sites:
+    if measured.explicit_share >= 0.5 and top is not None:
         advice.append(f"{pct(measured.explicit_share)} of the collector's samples are gc.collect() called by "
-                      f"code, most under {sites[0].function}: drop the call from the request path.")
+                      f"code, most under {top.function}: drop the call from the request path.")
     advice += list(settings.advice)
     levers = [Lever(LeverKind.REMOVE_WORK, round(_gain(share), 2), "if the collector cost nothing",
-                    f"estimate: the collector is {pct(share)} of the running samples; if its work went away, "
-                    f"at most {_gain(share):.2f}x (Amdahl), an upper bound", upper_bound=True)]
-    return make_finding(ID, settings, score, summary, evidence, sites, advice=advice,
-                        gain=(gain, basis), samples=measured.running_samples, levers=levers,
-                        basis=ScoreBasis("collector_share", lambda s: _score(s, cores, settings),
+                    f"estimate: the collector is {pct(share)} {basis.words}; if its work went away, at most "
+                    f"{_gain(share):.2f}x (Amdahl), an upper bound", upper_bound=True)]
+    return make_finding(ID, settings, score, summary, evidence, advice=advice,
+                        gain=(gain, gain_words), samples=basis.count, levers=levers,
+                        share_samples={"collector_share": measured.running_samples,
+                                       "collector_held_share": polls},
+                        basis=ScoreBasis(basis.key, lambda s: _score(s, cores, settings),
                                          (lambda s: _gain(s)) if saturated else None))
 
 
-def _predicted(measured: CollectorShare, saturated: bool, busy: float | None) -> tuple[float, str]:
-    share = measured.share
+def _predicted(basis: _Basis, saturated: bool, busy: float | None) -> tuple[float, str]:
+    share = basis.share
     if not saturated:
         return 1.0, (f"estimate: the request threads were busy {pct(busy or 0.0)} of the time, so the "
-                     f"collector's {pct(share)} of the running samples costs their requests latency, "
-                     f"not the service throughput")
+                     f"collector's {pct(share)} {basis.words} costs their requests latency, not the "
+                     f"service throughput")
     gain = _gain(share)
     capped = f" (its share capped at {pct(MAX_SHARE)})" if share > MAX_SHARE else ""
-    return gain, (f"estimate: the collector is {pct(share)} of the running samples "
-                  f"({measured.collector_samples} of {measured.running_samples}, native frames) of threads "
-                  f"busy running or waiting for the GIL it holds; freezing the long-lived heap and fewer "
-                  f"young collections remove most of its work: at most {gain:.2f}x{capped} (Amdahl)")
+    return gain, (f"estimate: the collector held the GIL {pct(share)} {basis.words}, which the threads busy "
+                  f"running or waiting for the GIL wait behind; freezing the long-lived heap and fewer young "
+                  f"collections remove most of its work: at most {gain:.2f}x{capped} (Amdahl)")
 
 
 SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run,

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from diagnose.collect.gc_state import GcRecord, GcStateSampler
 from diagnose.collect.kernel_waits import (FileLockEntry, KernelRecord, KernelWaitReader,
                                            pipe_ends, read_file_locks)
 from diagnose.collect.sockets import serving_pids, socket_table
@@ -98,6 +99,9 @@ class ProcRecord:
     # The process's own CPU (user, kernel) and its reaped children's at the first and the latest
     # snapshot (ProcessTimes.as_list each); empty in older recordings.
     process_cpu: list[list[float]] = field(default_factory=list)
+    # The garbage collector's state read from the process's memory over the window
+    # (collect/gc_state.py); None where the reader did not run (older recordings).
+    gc: GcRecord | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -113,6 +117,7 @@ class ProcRecord:
             "kernel": self.kernel.to_dict() if self.kernel is not None else None,
             "ns_tids": {str(k): v for k, v in self.ns_tids.items()},
             "process_cpu": self.process_cpu,
+            "gc": self.gc.to_dict() if self.gc is not None else None,
         }
 
     @classmethod
@@ -130,6 +135,8 @@ class ProcRecord:
         rec.thread_names = {int(k): v for k, v in data.get("thread_names", {}).items()}
         rec.ns_tids = {int(k): int(v) for k, v in (data.get("ns_tids") or {}).items()}
         rec.process_cpu = [[float(x) for x in c] for c in data.get("process_cpu") or []]
+        if data.get("gc"):
+            rec.gc = GcRecord.from_dict(data["gc"])
         if data.get("kernel"):
             rec.kernel = KernelRecord.from_dict(data["kernel"])
         rec.first = {int(k): ThreadCounters(**v) for k, v in data.get("first", {}).items()}
@@ -291,8 +298,10 @@ class ProcSampler:
     # a tick every 0.1 s would refresh every second, most of the sampler's cost on a tree.
     COUNTER_REFRESH_S = 2.0
 
-    def __init__(self, pid: int, kernel_waits: bool = True):
+    def __init__(self, pid: int, kernel_waits: bool = True, gc_state: bool = False):
         self.pid = pid
+        # the collector's state, polled from the process's memory (collect/gc_state.py)
+        self.gc: GcStateSampler | None = GcStateSampler(pid) if gc_state else None
         self._ticks = 0
         self._refreshed_at = time.monotonic()
         self.record = ProcRecord(pid=pid, cores=cores_available(pid),
@@ -306,6 +315,8 @@ class ProcSampler:
 
     def start(self) -> None:
         self._snapshot_counters(self.record.first)
+        if self.gc is not None:
+            self.gc.start()
         self.tick()
 
     def alive(self) -> bool:
@@ -350,6 +361,8 @@ class ProcSampler:
     def finish(self) -> ProcRecord:
         if self.kernel is not None:
             self.kernel.finish()
+        if self.gc is not None:
+            self.record.gc = self.gc.finish()
         if self.alive():
             self._snapshot_counters(self.record.last)
         else:
@@ -487,11 +500,12 @@ class TreeSampler:
     MAX_SERVERS = 8  # processes serving the service's sockets read beside it, at most
 
     def __init__(self, roots: list[int], children: bool = True,
-                 include=None, kernel_waits: bool = True):
+                 include=None, kernel_waits: bool = True, gc_state: bool = True):
         from diagnose.collect import tree  # psutil lives there; keeps this module importable alone
         self._tree = tree
         self.children = children
         self.kernel_waits = kernel_waits
+        self.gc_state = gc_state
         # `include(pid) -> bool`: which descendants to sample (default: those running Python)
         self._include = include or tree.maps_python
         self.record = TreeRecord(roots=list(roots))
@@ -505,7 +519,7 @@ class TreeSampler:
             self._add(pid, None)
 
     def _add(self, pid: int, ppid: int | None) -> None:
-        sampler = ProcSampler(pid, kernel_waits=self.kernel_waits)
+        sampler = ProcSampler(pid, kernel_waits=self.kernel_waits, gc_state=self.gc_state)
         sampler.record.started_at = self._started
         self._samplers[pid] = sampler
         self.record.records[pid] = sampler.record

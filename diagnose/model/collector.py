@@ -34,7 +34,7 @@ import numpy as np
 
 from diagnose.classify.state import FULL_SYMBOL_MARKERS, every_stack_state
 from diagnose.model.confidence import wilson
-from diagnose.model.os_summary import ProcessOS
+from diagnose.model.os_summary import CollectorState, ProcessOS
 from diagnose.model.profile import Frame, Profile
 from diagnose.model.vocab import RUNNING, ThreadState
 
@@ -124,7 +124,12 @@ class CollectorShare:
     code: on a core, or runnable and holding the GIL): the collector's share of the CPU those
     threads were given, measured by native samples; `interval` its 95% Wilson interval. `cpu_s`
     applies it to those threads' CPU by /proc (user time where the recording has it): an
-    estimate; `share_of_cpu` is that over the process's whole CPU."""
+    estimate; `share_of_cpu` is that over the process's whole CPU.
+
+    `held` is what the process's memory said over the window (collect/gc_state.py): the share of
+    the window a collection was in progress (holding the GIL), over many more polls than there
+    are native samples, and the collections of each generation; None where it was not read.
+    Without native samples (`samples` 0) only `held` is known."""
 
     readable: bool  # the interpreter names the collector's functions (its symbols are kept)
     samples: int  # native thread-samples of the process's Python threads
@@ -140,6 +145,13 @@ class CollectorShare:
     process_cpu_s: float | None = None
     cpu_s: float | None = None  # the collector's CPU: an estimate
     share_of_cpu: float | None = None  # of the process's CPU: an estimate
+    held: CollectorState | None = None
+
+    @property
+    def held_share(self) -> float | None:
+        """The share of the window a collection was in progress, read from memory (None: not
+        read)."""
+        return self.held.collecting_share if self.held is not None and self.held.polls else None
 
     @property
     def explicit_share(self) -> float:
@@ -164,14 +176,20 @@ def collector_share(native: Profile | None, tids: set[int], pid: int | None,
                     os_: ProcessOS | None) -> CollectorShare | None:
     """The collector's share of the running samples of a process's Python threads `tids` (of
     process `pid`, where the profile tags its threads), in `native`, a profile with native
-    frames of the window; `os_`, the process's /proc counters. None without native samples of
-    those threads."""
-    if native is None or not native.native:
-        return None
-    counts = _weights(native, tids, pid)
+    frames of the window; `os_`, the process's /proc counters (with what its memory said of the
+    collector, when read). None with neither native samples of those threads nor the collector's
+    state."""
+    held = os_.collector if os_ is not None and os_.collector is not None and os_.collector.polls else None
+    counts = (_weights(native, tids, pid) if native is not None and native.native
+              else np.zeros(0, dtype=np.float64))
     total = int(round(counts.sum()))
     if not total:
-        return None
+        if held is None:
+            return None
+        return CollectorShare(readable=False, samples=0, running_samples=0, collector_samples=0,
+                              native_samples=0, explicit_samples=0, share=0.0, interval=(0.0, 1.0),
+                              sites=(), functions=(), held=held)
+    assert native is not None
     stacks = collector_stacks(native)
     readable = bool(stacks.collecting.any()) or any(f.function in FULL_SYMBOL_MARKERS
                                                     for f in native.frames)
@@ -194,7 +212,7 @@ def collector_share(native: Profile | None, tids: set[int], pid: int | None,
         interval=wilson(share, running_samples) if running_samples else (0.0, 1.0),
         sites=_sites(native, stacks, counts, collecting), functions=_functions(native, counts, collecting),
         python_threads_cpu_s=cpu, process_cpu_s=process_cpu, cpu_s=cpu_s,
-        share_of_cpu=(cpu_s / process_cpu) if cpu_s is not None and process_cpu else None)
+        share_of_cpu=(cpu_s / process_cpu) if cpu_s is not None and process_cpu else None, held=held)
 
 
 def _python_threads_cpu(os_: ProcessOS | None, tids: set[int]) -> float | None:

@@ -65,6 +65,20 @@ class RssSteps:
 
 
 @dataclass(frozen=True)
+class CollectorState:
+    """The garbage collector's state read from the process's memory over the window
+    (collect/gc_state.py): the share of the polled time a collection was in progress, over how
+    many polls, and the collections of each generation (young, middle, full); or why it could
+    not be read."""
+
+    polls: int
+    collecting_share: float | None  # of the polled time
+    polled_s: float
+    collections: tuple[int, int, int] | None
+    unreadable: str | None = None
+
+
+@dataclass(frozen=True)
 class ProcessOS:
     window_s: float
     cores: int
@@ -99,6 +113,7 @@ class ProcessOS:
     process_user_s: float | None = None
     process_system_s: float | None = None
     reaped_children_s: float | None = None
+    collector: CollectorState | None = None  # None where the reader did not run
 
     @property
     def usable_cores(self) -> float:
@@ -198,7 +213,17 @@ def summarize(record: ProcRecord) -> ProcessOS:
         write_syscalls=(record.write_syscalls[-1] - record.write_syscalls[0]
                         if len(record.write_syscalls) == 2 else None),
         machine_idle_cores=_idle_cores(record), rss_steps=rss_steps(record.rss_samples),
-        **_throttling(record), **_process_times(record))
+        **_throttling(record), **_process_times(record), collector=_collector(record))
+
+
+def _collector(record: ProcRecord) -> CollectorState | None:
+    gc = record.gc
+    if gc is None:
+        return None
+    counts = gc.collections
+    return CollectorState(gc.polls, gc.collecting_share, gc.polled_s,
+                          (counts[0], counts[1], counts[2]) if counts is not None else None,
+                          gc.unreadable)
 
 
 class _Times(TypedDict, total=False):

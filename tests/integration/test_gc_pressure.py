@@ -11,13 +11,14 @@ never a measured speed-up (benchmarks/gc_share.py and benchmarks/advice_gain.py 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 from diagnose.model.vocab import CpuPart
 from diagnose.report.model import Report
 from tests.integration.conftest import requires_ptrace, running, workload_command
-from tests.integration.typed import finding, run_report
+from tests.integration.typed import evidence, finding, run_report
 
 pytestmark = [pytest.mark.integration, requires_ptrace]
 
@@ -38,9 +39,29 @@ def test_a_service_whose_collector_traverses_a_large_heap_is_told_to_freeze_it(t
     gc = finding(report, "gc_pressure")
     assert [f.knob for f in gc.fixes] == ["gc_freeze", "gc_threshold"], brief(report)
     assert gc.predicted_gain is not None and gc.predicted_gain > 1.0, brief(report)
-    assert gc.sites and gc.sites[0].file.endswith("gc_heavy.py"), brief(report)
+    # read from the process's memory: the window's share with a collection in progress, and the
+    # collections of each generation
+    assert gc.basis_key == "collector_held_share", brief(report)
+    collections = evidence(gc, "collections")
+    assert isinstance(collections, dict) and collections["young"] > 0, brief(report)
     account = report.cpu_account
     assert account is not None, brief(report)
     collector = account.part(CpuPart.COLLECTOR)
     assert collector is not None and collector.cpu_s is not None and collector.cpu_s > 0, account
     assert sum(p.cpu_s or 0.0 for p in account.parts) == pytest.approx(account.cpu_s, abs=0.05), account
+
+
+def test_the_collectors_state_is_read_from_a_live_process_without_stopping_it() -> None:
+    """The reader (collect/gc_state.py) on a process that collects all the time: its polls find
+    collections in progress, and its counters count each generation's."""
+    from diagnose.collect.gc_state import GcStateSampler
+
+    with running(workload_command("gc_heavy", "--seconds", "60", "--heap", "200000")) as pid:
+        sampler = GcStateSampler(pid)
+        sampler.start()
+        time.sleep(2.0)
+        record = sampler.finish()
+    assert record.unreadable is None, record
+    assert record.polls >= 50 and record.failed_polls == 0, record
+    assert record.collecting_share is not None and 0 < record.collecting_share < 1, record
+    assert record.collections is not None and record.collections[0] > 0, record
