@@ -297,3 +297,14 @@ def test_every_cpython_the_reader_knows_has_the_collectors_offsets():
         assert {"interp_gc", "gc_collecting", "gc_generation_stats", "gc_stats_size",
                 "gc_stats_collections"} <= set(table)
     assert "dbg.interp_gc" in OFFSETS["3.13"]
+
+
+def test_the_attach_that_read_the_collectors_state_rests_on_the_reads(tmp_path):
+    from tests.replay import replay
+
+    report = replay("gc_heavy", "attach_4s_state", tmp_path)
+    assert report.verdict.primary == "gc_pressure" and report.verdict.co_primary is None
+    found = report.finding("gc_pressure")
+    assert found is not None and found.basis_key == "collector_held_share"
+    assert found.value("collections") is not None
+    assert found.samples is not None and found.samples >= 150  # reads, not the 24 running samples
