@@ -1,4 +1,4 @@
-"""gc_pressure: the cyclic garbage collector takes a large share of the process's CPU.
+"""gc_pressure: the cyclic garbage collector holds the GIL a large share of the time.
 
 What it finds:
     How much of the window CPython's cyclic collector held the GIL. Read from the process's
@@ -62,9 +62,10 @@ MAX_SHARE = 0.75
 
 @dataclass(frozen=True)
 class Settings(CheckSettings):
-    title: str = "The garbage collector takes a large share of the CPU"
-    what: str = ("Share of the process's running samples (native frames) inside CPython's cyclic garbage "
-                 "collector, whatever Python line is above it.")
+    title: str = "The garbage collector holds the GIL much of the time"
+    what: str = ("Share of the window CPython's cyclic garbage collector was collecting, read from the process's "
+                 "memory; else the share of its running samples (native frames) inside the collector, whatever "
+                 "Python line is above it.")
     advice: tuple[str, ...] = (
         ("Keep fewer containers alive across requests: cache bytes or tuples of numbers rather than dicts and "
          "lists, use __slots__ classes; gc.disable() on the request path is the upper bound, safe only when "
@@ -115,8 +116,8 @@ def _score(share: float, cores: float | None, settings: Settings) -> float:
 
 
 def _gain(share: float) -> float:
-    """Throughput if the collector's work went away: Amdahl on its share of the busy CPU,
-    capped (MAX_SHARE)."""
+    """Throughput if the collector's work went away: Amdahl on its share (of the window the GIL
+    is held, or of the running samples), capped (MAX_SHARE)."""
     return amdahl(min(share, MAX_SHARE))
 
 
