@@ -54,17 +54,21 @@ DEFAULT_FIXTURES = ("pipeline", "locked_blas", "batching", "lock_contention", "p
                     "logging_lock", "gil_contention", "preprocess_bound", "blas_fanout",
                     "scheduler_overhead", "compute_bound", "process_pool", "mp_pipeline",
                     "dataloader_job", "deadlock_two_locks", "deadlock_rlock", "lock_across_io",
-                    "cpu_quota")
+                    "cpu_quota", "gc_heavy")
 
 _BLAS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 _PIPELINE_STAGES = {"decode_stage": "--decode-threads", "model_stage": "--model-threads",
                     "postprocess_stage": "--post-threads"}
 
 
-def knob_args(fixture: str, fix: dict | None) -> list[str] | None:
-    """The workload's parameters that apply `fix`, or None when it has no such knob."""
+def knob_args(fixture: str, fix: dict | list | None) -> list[str] | None:
+    """The workload's parameters that apply `fix` (one knob, or a list of knobs changed together),
+    or None when it has no such knob."""
     if not fix:
         return None
+    if isinstance(fix, list):
+        parts = [knob_args(fixture, one) for one in fix]
+        return None if any(p is None for p in parts) else [a for p in parts if p for a in p]
     knob, value = fix.get("knob"), fix.get("value")
     if knob in _BLAS and fixture in ("locked_blas", "batching", "blas_fanout"):
         return ["--blas-threads", str(value)]
@@ -111,6 +115,11 @@ def knob_args(fixture: str, fix: dict | None) -> list[str] | None:
         return ["--max-workers", str(value)]
     if knob == "break_await" and fixture == "await_cycle":
         return ["--acyclic"]
+    # gc_pressure's first advice: gc.freeze() after loading, and a higher young threshold
+    if knob == "gc_freeze" and fixture == "gc_heavy":
+        return ["--gc-freeze"] if value else []
+    if knob == "gc_threshold" and fixture == "gc_heavy" and isinstance(value, list):
+        return ["--gc-threshold", ",".join(str(int(v)) for v in value)]
     # the workload makes its own cgroup v1 group with that quota (root; unlimited otherwise)
     if knob == "cpu_quota_cores" and fixture == "cpu_quota":
         return ["--cpu-quota", str(value)]

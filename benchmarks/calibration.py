@@ -39,7 +39,7 @@ import knob_sweep  # noqa: E402  (the runner)
 
 DEFAULT_FIXTURES = ("preprocess_bound", "gil_contention", "lock_contention", "locked_blas",
                     "pool_wait", "logging_lock", "pipeline", "blas_fanout", "scheduler_overhead",
-                    "batching", "lock_across_io", "cpu_quota", "process_pool")
+                    "batching", "lock_across_io", "cpu_quota", "process_pool", "gc_heavy")
 
 # A lever's label (Lever.label) in one fixture, as that workload's parameters: what applying the
 # lever means there. "cost half" levers take the workload's cheaper variant of the work; "cost
@@ -48,6 +48,8 @@ LEVER_ARGS: dict[tuple[str, str, str], list[str]] = {
     ("preprocess_bound", "preprocess_bound", "if preprocessing cost half"): ["--fast-decode"],
     ("gil_contention", "gil_contention", "if * cost nothing"): ["--vectorized"],
     ("gil_contention", "gil_contention", "if * were vectorised"): ["--vectorized"],
+    # the collector's work made free: nothing here makes reference cycles, so gc.disable() is safe
+    ("gc_heavy", "gc_pressure", "if the collector cost nothing"): ["--gc-off"],
 }
 
 

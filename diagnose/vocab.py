@@ -169,6 +169,19 @@ class LeverKind(enum.StrEnum):
     MORE_CORES = "more_cores"  # processes, workers, replicas: the same work on more cores
 
 
+class CpuPart(enum.StrEnum):
+    """Where a core-second of the service went (report/model/account.CpuAccount), in the order
+    the account lists them."""
+
+    PYTHON = "python"            # user time running Python code (the collector's left out)
+    NATIVE = "native"            # user time in native libraries (threads without Python frames too)
+    COLLECTOR = "collector"      # user time in CPython's cyclic garbage collector
+    KERNEL = "kernel"            # system time: the kernel's work for the service's threads
+    CHILDREN = "children"        # child processes not sampled, alive in the window
+    REAPED = "reaped"            # children that exited and were reaped in the window
+    UNEXPLAINED = "unexplained"  # CPU the counters measured that the samples could not place
+
+
 class Confidence(enum.StrEnum):
     """A verdict's confidence: low when a finding it names rests on too few samples."""
 

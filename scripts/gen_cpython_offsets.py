@@ -1,5 +1,8 @@
 """Generates diagnose/collect/asyncio_tasks/offsets_data.py: CPython 3.11-3.13 struct offsets.
 
+Also the garbage collector's state in the interpreter (collect/gc_state.py: the `collecting`
+flag and the collections per generation).
+
 Compiles a small C program with offsetof() against each interpreter's own installed headers
 (include/python3.X/internal/, Py_BUILD_CORE defined) and records what it prints. The asyncio
 Task/Future layout is not in any installed header; the reader calibrates it at run time
@@ -51,6 +54,12 @@ int main(void) {
 #else
     O("interp_modules", PyInterpreterState, modules);
 #endif
+    /* the cyclic garbage collector's state (collect/gc_state.py) */
+    O("interp_gc", PyInterpreterState, gc);
+    O("gc_collecting", struct _gc_runtime_state, collecting);
+    O("gc_generation_stats", struct _gc_runtime_state, generation_stats);
+    P("gc_stats_size", sizeof(struct gc_generation_stats));
+    O("gc_stats_collections", struct gc_generation_stats, collections);
     O("object_ob_type", PyObject, ob_type);
     O("var_ob_size", PyVarObject, ob_size);
     O("type_tp_name", PyTypeObject, tp_name);
@@ -162,6 +171,7 @@ int main(void) {
     O("dbg.version", _Py_DebugOffsets, version);
     O("dbg.runtime_interpreters_head", _Py_DebugOffsets, runtime_state.interpreters_head);
     O("dbg.interp_modules", _Py_DebugOffsets, interpreter_state.imports_modules);
+    O("dbg.interp_gc", _Py_DebugOffsets, interpreter_state.gc);
     O("dbg.frame_previous", _Py_DebugOffsets, interpreter_frame.previous);
     O("dbg.frame_code", _Py_DebugOffsets, interpreter_frame.executable);
     O("dbg.frame_instr", _Py_DebugOffsets, interpreter_frame.instr_ptr);

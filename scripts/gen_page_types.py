@@ -41,6 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script: the worktree's diagnose, not an installed one
     sys.path.insert(0, str(REPO))
 
+from diagnose.render.cpu_account_words import AccountWords  # noqa: E402
 from diagnose.render.evidence import EvidenceRow  # noqa: E402
 from diagnose.render.wording import GainWords  # noqa: E402
 from diagnose.report.model import Report  # noqa: E402
@@ -50,7 +51,7 @@ COMMAND = "python scripts/gen_page_types.py"
 NAMESPACE = "Model"
 # The page data's dataclasses (render/html_data.py page_data, render/html.py render_html): its
 # `report`, and the entries of `evidence_text` and `gain_text`.
-ROOTS: tuple[type, ...] = (Report, EvidenceRow, GainWords)
+ROOTS: tuple[type, ...] = (Report, EvidenceRow, GainWords, AccountWords)
 JSON_VALUE = "JsonValue"
 
 _SCALARS = {str: "string", int: "number", float: "number", bool: "boolean"}

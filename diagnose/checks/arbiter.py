@@ -78,6 +78,16 @@
    balancing the load, or adding workers that queue on the same resource, buys nothing until
    the queue is fixed. The two swap places within the noise only where the queue's score
    interval reaches under the info line (rule 4 at the ends of that interval).
+9. The garbage collector's time is inside the busy Python time other findings measure
+   (COLLECTOR_CLAIMANTS: the GIL's waits, busy threads in unclassified code): it runs holding
+   the GIL, under whichever Python line allocated, so its samples read as that line running
+   Python and the other threads' waits behind it as GIL contention. A collector finding that
+   surely shows a problem (COLLECTOR_FINDINGS, the low end of its score interval >= INFO_SCORE:
+   the collector held the GIL a material share of the window) ranks before them, whatever gain
+   they predict: their levers
+   (vectorise the line, more processes) leave the collector's work as it was, and their gain
+   counts its time as the line's. They stay listed; re-measured after the collector's fix, they
+   say what is left. Like rule 8, taken at each end of the collector's score interval.
 The verdict is the first finding (and its co-primary), unless it is weak (then the headline says
 what the threads did). A verdict whose first finding rests on fewer than confidence.MIN_SAMPLES
 samples says "low confidence" in its headline and is never critical (engine.verdict_for).
@@ -113,6 +123,12 @@ QUEUE_FINDINGS = ("lock_contention", "gil_contention", "pool_wait", "logging_loc
                   "backend_saturated")
 # Findings on how the load spreads over the worker processes: never ahead of such a queue.
 SPREAD_FINDINGS = ("worker_imbalance",)
+
+
+# Findings on the garbage collector's own time (rule 9), and the findings that count its time as
+# their code's when no native frame tells it apart.
+COLLECTOR_FINDINGS = ("gc_pressure",)
+COLLECTOR_CLAIMANTS = ("gil_contention", "cpu_bound")
 
 
 def _urgency(finding: Finding) -> int:
@@ -201,12 +217,20 @@ def queue_leads(queue: Finding, spread: Finding, score: int) -> bool:
     return queue.id in QUEUE_FINDINGS and spread.id in SPREAD_FINDINGS and score >= INFO_SCORE
 
 
+def collector_leads(collector: Finding, claimant: Finding, score: int) -> bool:
+    """Rule 9: `collector`, at `score`, shows the garbage collector takes a material share of the
+    running samples, and `claimant` counts that time as its own code's: the collector ranks
+    first."""
+    return (collector.id in COLLECTOR_FINDINGS and claimant.id in COLLECTOR_CLAIMANTS
+            and score >= INFO_SCORE)
+
+
 def _ahead(a: Finding, a_key: RankKey, a_score: int, b: Finding, b_key: RankKey, b_score: int) -> bool:
     """`a` ranks before `b`, each taken at one end of its intervals (its key and its score
-    there): rule 8 first, then the keys."""
-    if queue_leads(a, b, a_score):
+    there): rules 8 and 9 first, then the keys."""
+    if queue_leads(a, b, a_score) or collector_leads(a, b, a_score):
         return True
-    if queue_leads(b, a, b_score):
+    if queue_leads(b, a, b_score) or collector_leads(b, a, b_score):
         return False
     return a_key < b_key
 
@@ -237,11 +261,26 @@ def _queues_first(ranked: list[Finding]) -> list[Finding]:
     return out
 
 
+def _collector_first(ranked: list[Finding]) -> list[Finding]:
+    """Rule 9: a collector finding that surely shows a problem (the low end of its score's
+    interval) moves ahead of the findings ranked before it that count its time as their code's;
+    the rest keep their places. One that only may (a few native samples) ranks by its gain, and
+    may share the verdict within the noise (rule 4)."""
+    out = list(ranked)
+    for collector in [f for f in out if f.id in COLLECTOR_FINDINGS and f.score_range[0] >= INFO_SCORE]:
+        at = next(i for i, f in enumerate(out) if f is collector)
+        first = next((i for i, f in enumerate(out[:at])
+                      if collector_leads(collector, f, collector.score_range[0])), None)
+        if first is not None:
+            out = out[:first] + [collector] + [f for f in out[first:] if f is not collector]
+    return out
+
+
 def rank(findings: list[Finding], order_of: OrderOf) -> tuple[Finding, ...]:
     """`order_of(finding) -> int`: its place in the causal order. The same work seen twice within
     the noise is named by the causal order (rule 7); co-primary findings (rule 4) come first in
     the causal order, whichever scored higher on this attach (but rule 6)."""
-    ranked = _queues_first(sorted(findings, key=lambda f: rank_key(f, order_of(f))))
+    ranked = _collector_first(_queues_first(sorted(findings, key=lambda f: rank_key(f, order_of(f)))))
     if not ranked:
         return ()
     twin = next((f for f in ranked[1:] if same_work(ranked[0], f)), None)

@@ -7,7 +7,7 @@ from functools import lru_cache
 from typing import Any
 
 from diagnose.checks import (async_wait, backend_saturated, compute_bound, cpu_bound, cpu_throttled, deadlock,
-                             event_loop_blocked, gil_contention,
+                             event_loop_blocked, gc_pressure, gil_contention,
                              lock_contention, logging_lock, pool_wait, preprocess_bound,
                              scheduler_overhead, stage_bound, unbounded_backlog, underloaded,
                              worker_imbalance)
@@ -21,12 +21,14 @@ from diagnose.checks.spec import CheckSpec, Evidence
 # threads are runnable for want of quota, not of cores. Preprocessing comes before the GIL: the
 # work before the mechanism it holds the threads up by (both name the same code, and making the
 # work cheaper is the fix). A deadlock (a hung service) is first of all. A backend at capacity
-# comes before the locks and idle workers its clients show: it is the end of their chain.
+# comes before the locks and idle workers its clients show: it is the end of their chain. The
+# garbage collector comes before the GIL and the busy threads: it runs holding the GIL, under
+# whichever line allocated, so its time is counted by both as the code's (arbiter rule 9).
 # (CheckSpec[Any]: each check is typed with its own Settings class; the engine hands each its own.)
 CHECKS: tuple[CheckSpec[Any], ...] = tuple(m.SPEC for m in (
     deadlock, event_loop_blocked, stage_bound, backend_saturated, lock_contention, pool_wait, async_wait, logging_lock,
     unbounded_backlog, cpu_throttled,
-    scheduler_overhead, preprocess_bound, gil_contention, compute_bound, cpu_bound, underloaded))
+    scheduler_overhead, preprocess_bound, gc_pressure, gil_contention, compute_bound, cpu_bound, underloaded))
 
 # Checks run on a service's processes together (checks/service.py).
 SERVICE_CHECKS: tuple[CheckSpec[Any], ...] = (worker_imbalance.SPEC,)

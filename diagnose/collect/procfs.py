@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from diagnose.collect.gc_state import GcRecord, GcStateSampler
 from diagnose.collect.kernel_waits import (FileLockEntry, KernelRecord, KernelWaitReader,
                                            pipe_ends, read_file_locks)
 from diagnose.collect.sockets import serving_pids, socket_table
@@ -31,6 +32,36 @@ class ThreadCounters:
     timeslices: int | None
     voluntary_ctx: int | None
     involuntary_ctx: int | None
+    # cpu_s split into user and kernel time (stat utime, stime); None in older recordings
+    user_s: float | None = None
+    system_s: float | None = None
+
+
+@dataclass(frozen=True)
+class ProcessTimes:
+    """A process's cumulative CPU from its /proc/PID/stat, in seconds: its own, in user mode and
+    in the kernel (every thread it ever had, exited ones too), and that of its children it has
+    reaped (waited for), whatever they ran before."""
+
+    user_s: float
+    system_s: float
+    children_user_s: float
+    children_system_s: float
+
+    @property
+    def own_s(self) -> float:
+        return self.user_s + self.system_s
+
+    @property
+    def reaped_s(self) -> float:
+        return self.children_user_s + self.children_system_s
+
+    def as_list(self) -> list[float]:
+        return [self.user_s, self.system_s, self.children_user_s, self.children_system_s]
+
+    @classmethod
+    def from_list(cls, values: list[float]) -> "ProcessTimes":
+        return cls(*(float(v) for v in values[:4]))
 
 
 @dataclass
@@ -65,6 +96,12 @@ class ProcRecord:
     # A target in its own pid namespace (a container) knows its threads by other ids than ours,
     # and py-spy reports those: host tid -> the tid inside (status NSpid), where they differ.
     ns_tids: dict[int, int] = field(default_factory=dict)
+    # The process's own CPU (user, kernel) and its reaped children's at the first and the latest
+    # snapshot (ProcessTimes.as_list each); empty in older recordings.
+    process_cpu: list[list[float]] = field(default_factory=list)
+    # The garbage collector's state read from the process's memory over the window
+    # (collect/gc_state.py); None where the reader did not run (older recordings).
+    gc: GcRecord | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -79,6 +116,8 @@ class ProcRecord:
             "last": {str(k): vars(v) for k, v in self.last.items()},
             "kernel": self.kernel.to_dict() if self.kernel is not None else None,
             "ns_tids": {str(k): v for k, v in self.ns_tids.items()},
+            "process_cpu": self.process_cpu,
+            "gc": self.gc.to_dict() if self.gc is not None else None,
         }
 
     @classmethod
@@ -95,6 +134,9 @@ class ProcRecord:
         rec.cpu_cgroup = data.get("cpu_cgroup")
         rec.thread_names = {int(k): v for k, v in data.get("thread_names", {}).items()}
         rec.ns_tids = {int(k): int(v) for k, v in (data.get("ns_tids") or {}).items()}
+        rec.process_cpu = [[float(x) for x in c] for c in data.get("process_cpu") or []]
+        if data.get("gc"):
+            rec.gc = GcRecord.from_dict(data["gc"])
         if data.get("kernel"):
             rec.kernel = KernelRecord.from_dict(data["kernel"])
         rec.first = {int(k): ThreadCounters(**v) for k, v in data.get("first", {}).items()}
@@ -129,6 +171,20 @@ def parse_stat(text: str) -> tuple[str, str, float]:
     state = fields[0]
     utime, stime = int(fields[11]), int(fields[12])
     return comm, state, (utime + stime) / CLOCK_TICKS
+
+
+def parse_times(text: str) -> ProcessTimes:
+    """utime, stime, cutime and cstime of a /proc/.../stat line, in seconds."""
+    fields = text[text.rindex(")") + 2:].split()
+    utime, stime, cutime, cstime = (int(f) for f in fields[11:15])
+    return ProcessTimes(utime / CLOCK_TICKS, stime / CLOCK_TICKS, cutime / CLOCK_TICKS,
+                        cstime / CLOCK_TICKS)
+
+
+def read_times(pid: int) -> ProcessTimes | None:
+    """A process's CPU times now, or None when it is gone."""
+    stat = read_proc_text(f"/proc/{pid}/stat")
+    return parse_times(stat) if stat else None
 
 
 def parse_status_ctx(text: str) -> tuple[int | None, int | None]:
@@ -204,6 +260,7 @@ def read_counters(pid: int, tid: int) -> ThreadCounters | None:
     if stat is None:
         return None
     _, _, cpu_s = parse_stat(stat)
+    times = parse_times(stat)
     wait_s = slices = None
     sched = read_proc_text(f"{base}/schedstat")
     if sched:
@@ -214,7 +271,7 @@ def read_counters(pid: int, tid: int) -> ThreadCounters | None:
     status = read_proc_text(f"{base}/status")
     if status:
         vol, invol = parse_status_ctx(status)
-    return ThreadCounters(cpu_s, wait_s, slices, vol, invol)
+    return ThreadCounters(cpu_s, wait_s, slices, vol, invol, times.user_s, times.system_s)
 
 
 def machine_idle_seconds() -> float | None:
@@ -241,8 +298,10 @@ class ProcSampler:
     # a tick every 0.1 s would refresh every second, most of the sampler's cost on a tree.
     COUNTER_REFRESH_S = 2.0
 
-    def __init__(self, pid: int, kernel_waits: bool = True):
+    def __init__(self, pid: int, kernel_waits: bool = True, gc_state: bool = False):
         self.pid = pid
+        # the collector's state, polled from the process's memory (collect/gc_state.py)
+        self.gc: GcStateSampler | None = GcStateSampler(pid) if gc_state else None
         self._ticks = 0
         self._refreshed_at = time.monotonic()
         self.record = ProcRecord(pid=pid, cores=cores_available(pid),
@@ -256,6 +315,8 @@ class ProcSampler:
 
     def start(self) -> None:
         self._snapshot_counters(self.record.first)
+        if self.gc is not None:
+            self.gc.start()
         self.tick()
 
     def alive(self) -> bool:
@@ -303,6 +364,8 @@ class ProcSampler:
     def finish(self) -> ProcRecord:
         if self.kernel is not None:
             self.kernel.finish()
+        if self.gc is not None:
+            self.record.gc = self.gc.finish()
         if self.alive():
             self._snapshot_counters(self.record.last)
         else:
@@ -337,6 +400,9 @@ class ProcSampler:
         idle = machine_idle_seconds()
         if idle is not None:
             self.record.machine_idle_s[1 if self.record.machine_idle_s else 0:] = [idle]
+        times = read_times(self.pid)
+        if times is not None:
+            self.record.process_cpu[1 if self.record.process_cpu else 0:] = [times.as_list()]
         throttling = self._throttling()
         if throttling is not None:
             self.record.cpu_throttling[1 if self.record.cpu_throttling else 0:] = [list(throttling)]
@@ -373,6 +439,12 @@ class TreeRecord:
     # roots that are peers `attach --follow-peers` added: processes the service's connections
     # lead to, sampled with it but not of it
     followed: list[int] = field(default_factory=list)
+    # Descendants not sampled (not running Python: a shell, a converter the service starts): pid
+    # -> [ppid, CPU at first sight, CPU at the window's end], each its own CPU plus its reaped
+    # children's (ProcessTimes.own_s + reaped_s), None at first sight for a process that started
+    # in the window (all its CPU is the window's) and at the end for one gone by then (its CPU
+    # is in its parent's reaped children). Empty in older recordings.
+    other_children: dict[int, list[float | None]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"roots": self.roots,
@@ -388,7 +460,8 @@ class TreeRecord:
                 "servers": self.servers,
                 "server_processes": [{"record": rec.to_dict(), "cmdline": self.server_cmdlines.get(pid, [])}
                                      for pid, rec in self.server_records.items()],
-                "followed": self.followed}
+                "followed": self.followed,
+                "other_children": {str(k): v for k, v in self.other_children.items()}}
 
     @classmethod
     def from_dict(cls, data: dict) -> "TreeRecord":
@@ -417,6 +490,8 @@ class TreeRecord:
             tree.server_records[rec.pid] = rec
             tree.server_cmdlines[rec.pid] = list(entry.get("cmdline") or [])
         tree.followed = [int(p) for p in data.get("followed") or []]
+        tree.other_children = {int(k): [None if x is None else float(x) for x in v]
+                               for k, v in (data.get("other_children") or {}).items()}
         return tree
 
     @property
@@ -433,11 +508,13 @@ class TreeSampler:
     MAX_SERVERS = 8  # processes serving the service's sockets read beside it, at most
 
     def __init__(self, roots: list[int], children: bool = True,
-                 include=None, kernel_waits: bool = True, followed: tuple[int, ...] = ()):
+                 include=None, kernel_waits: bool = True, gc_state: bool = True,
+                 followed: tuple[int, ...] = ()):
         from diagnose.collect import tree  # psutil lives there; keeps this module importable alone
         self._tree = tree
         self.children = children
         self.kernel_waits = kernel_waits
+        self.gc_state = gc_state
         # `include(pid) -> bool`: which descendants to sample (default: those running Python)
         self._include = include or tree.maps_python
         self.record = TreeRecord(roots=list(roots), followed=[p for p in followed if p in roots])
@@ -451,7 +528,7 @@ class TreeSampler:
             self._add(pid, None)
 
     def _add(self, pid: int, ppid: int | None) -> None:
-        sampler = ProcSampler(pid, kernel_waits=self.kernel_waits)
+        sampler = ProcSampler(pid, kernel_waits=self.kernel_waits, gc_state=self.gc_state)
         sampler.record.started_at = self._started
         self._samplers[pid] = sampler
         self.record.records[pid] = sampler.record
@@ -476,7 +553,19 @@ class TreeSampler:
                     self.new_pids.append(pid)
                 else:
                     self._rejected.add(pid)
+                    self._first_sight(pid)
         return new
+
+    def _first_sight(self, pid: int) -> None:
+        """A descendant that is not sampled: its CPU when first seen (None after the first scan:
+        it started in the window, so all of its CPU is the window's), for the CPU account."""
+        times = read_times(pid)
+        if times is None:
+            return
+        info = self._tree.node(pid)
+        first = times.own_s + times.reaped_s if self._last_scan < 0 else None
+        self.record.other_children[pid] = [float(info.ppid) if info and info.ppid else None,
+                                            first, None]
 
     @property
     def pids(self) -> list[int]:
@@ -557,6 +646,9 @@ class TreeSampler:
     def finish(self) -> TreeRecord:
         for sampler in [*self._samplers.values(), *self._servers.values()]:
             sampler.finish()
+        for pid, entry in self.record.other_children.items():
+            times = read_times(pid)
+            entry[2] = None if times is None else times.own_s + times.reaped_s
         self._resolve_ends()
         return self.record
 

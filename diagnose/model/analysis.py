@@ -27,6 +27,7 @@ from diagnose.vocab import ACTIVE, PARKING_KINDS, RUNNING, STATES, ProcessRole, 
 
 if TYPE_CHECKING:  # imported where used at run time: these modules read the Analysis
     from diagnose.model.await_sites import TaskSummary
+    from diagnose.model.collector import CollectorShare
     from diagnose.model.deadlock import Deadlock
     from diagnose.model.gil_holder import GilHolding
     from diagnose.model.knots import Knot
@@ -71,6 +72,15 @@ class Analysis:
         read once: gil_contention and cpu_bound both ask."""
         from diagnose.model.gil_holder import gil_holding
         return gil_holding(self.kernel, [int(t) for t in self.request_threads["tid"]])
+
+    @functools.cached_property
+    def collector(self) -> CollectorShare | None:
+        """The cyclic garbage collector's share of the process's running native samples
+        (model/collector.py); None without native samples of its Python threads."""
+        from diagnose.model.collector import collector_share
+        pids = {int(p) for p in self.threads["pid"].dropna()}
+        return collector_share(self.native, {int(t) for t in self.threads["tid"]},
+                               next(iter(pids)) if len(pids) == 1 else None, self.os)
 
     @functools.cached_property
     def native_threads(self) -> int:

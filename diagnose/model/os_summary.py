@@ -7,7 +7,7 @@ from typing import TypedDict, TypeVar
 
 import numpy as np
 
-from diagnose.collect.procfs import ProcRecord
+from diagnose.collect.procfs import ProcessTimes, ProcRecord
 
 # `t` (tracing stop) is py-spy pausing the thread to read it: the observer, never the bottleneck.
 OBSERVER_STATES = {"t", "T"}
@@ -46,6 +46,9 @@ class ThreadOS:
     # The same observations one by one, in time order (what dates a state: model/deadlock.py
     # asks whether a thread ran after it began to block); observer stops excluded.
     ticks: tuple[StateTick, ...] = ()
+    # cpu_s in user mode and in the kernel (stat utime, stime); None in older recordings
+    user_s: float | None = None
+    system_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,20 @@ class RssSteps:
 
     fall_fraction: float  # of the memory's movement (rises + falls), the share that fell: 0 never fell
     largest_rise_fraction: float  # the largest single rise over the net growth: 1 (or more) is one step
+
+
+@dataclass(frozen=True)
+class CollectorState:
+    """The garbage collector's state read from the process's memory over the window
+    (collect/gc_state.py): the share of the polled time a collection was in progress, over how
+    many polls, and the collections of each generation (young, middle, full); or why it could
+    not be read."""
+
+    polls: int
+    collecting_share: float | None  # of the polled time
+    polled_s: float
+    collections: tuple[int, int, int] | None
+    unreadable: str | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +107,13 @@ class ProcessOS:
     throttled_s: float | None = None
     cpu_cgroup: str | None = None  # the group whose quota binds ("v1:/name")
     rss_steps: RssSteps | None = None  # one process's resident memory, tick to tick
+    # The process's own CPU over the window by its /proc/PID/stat (every thread it had, exited
+    # ones too), in user mode and in the kernel, and the CPU of the children it reaped meanwhile
+    # (cutime + cstime). None in older recordings.
+    process_user_s: float | None = None
+    process_system_s: float | None = None
+    reaped_children_s: float | None = None
+    collector: CollectorState | None = None  # None where the reader did not run
 
     @property
     def usable_cores(self) -> float:
@@ -151,7 +175,8 @@ def summarize(record: ProcRecord) -> ProcessOS:
         states = per_thread_states.get(tid, {})
         threads[tid] = ThreadOS(tid, record.thread_names.get(tid, ""), cpu, wait, vol, invol,
                                 states, per_thread_stops.get(tid, 0),
-                                tuple(per_thread_ticks.get(tid, ())))
+                                tuple(per_thread_ticks.get(tid, ())),
+                                _delta(first.user_s, last.user_s), _delta(first.system_s, last.system_s))
     for tid, obs in per_thread_states.items():
         if tid in threads:
             continue
@@ -188,7 +213,36 @@ def summarize(record: ProcRecord) -> ProcessOS:
         write_syscalls=(record.write_syscalls[-1] - record.write_syscalls[0]
                         if len(record.write_syscalls) == 2 else None),
         machine_idle_cores=_idle_cores(record), rss_steps=rss_steps(record.rss_samples),
-        **_throttling(record))
+        **_throttling(record), **_process_times(record), collector=_collector(record))
+
+
+def _collector(record: ProcRecord) -> CollectorState | None:
+    gc = record.gc
+    if gc is None:
+        return None
+    counts = gc.collections
+    return CollectorState(gc.polls, gc.collecting_share, gc.polled_s,
+                          (counts[0], counts[1], counts[2]) if counts is not None else None,
+                          gc.unreadable)
+
+
+class _Times(TypedDict, total=False):
+    """ProcessOS's process-level CPU fields, when measured."""
+
+    process_user_s: float
+    process_system_s: float
+    reaped_children_s: float
+
+
+def _process_times(record: ProcRecord) -> _Times:
+    """The process's own CPU (user, kernel) and its reaped children's over the window: the
+    change of /proc/PID/stat's counters between the first and the latest snapshot."""
+    if len(record.process_cpu) != 2:
+        return {}
+    first, last = (ProcessTimes.from_list(c) for c in record.process_cpu)
+    return {"process_user_s": max(last.user_s - first.user_s, 0.0),
+            "process_system_s": max(last.system_s - first.system_s, 0.0),
+            "reaped_children_s": max(last.reaped_s - first.reaped_s, 0.0)}
 
 
 def rss_steps(samples: list[tuple[float, int]]) -> RssSteps | None:
@@ -258,7 +312,16 @@ def combine(summaries: list[ProcessOS]) -> ProcessOS:
         write_syscalls=None,
         machine_idle_cores=min((s.machine_idle_cores for s in summaries
                                 if s.machine_idle_cores is not None), default=None),
-        **_combined_throttling(summaries))
+        **_combined_throttling(summaries), **_combined_times(summaries))
+
+
+def _combined_times(summaries: list[ProcessOS]) -> _Times:
+    """The processes' own and reaped CPU summed, when every one of them has it."""
+    if any(s.process_user_s is None for s in summaries):
+        return {}
+    return {"process_user_s": sum(s.process_user_s or 0.0 for s in summaries),
+            "process_system_s": sum(s.process_system_s or 0.0 for s in summaries),
+            "reaped_children_s": sum(s.reaped_children_s or 0.0 for s in summaries)}
 
 
 def _combined_throttling(summaries: list[ProcessOS]) -> _Throttle:

@@ -125,6 +125,9 @@ class ProcessView:
 class Service:
     combined: Analysis  # every thread of every process: flame graph, timeline, thread table
     processes: list[ProcessView]
+    # CPU of the descendants not sampled (not running Python), their reaped children's too, over
+    # the window (other_children_s); None without a /proc record that read them.
+    other_children_s: float | None = None
 
     @property
     def multi(self) -> bool:
@@ -165,7 +168,7 @@ def build_service(profile: Profile, categorizer: Categorizer, tree: TreeRecord |
                            ProcessRole.SINGLE,
                            _cmdline(tree, pid, run), analysis)
         _lifetime(view, tree)
-        return Service(analysis, [view])
+        return Service(analysis, [view], other_children_s(tree))
     kernels = {pid: k for pid in pids if (k := kernel_view(records.get(pid), tree)) is not None}
     decided = (pooled_decisions(kernels, stack_changes_by_process(profile), leaves(profile),
                                 profile.interval_s or 0.01, lock_taking_stacks(profile, stacks))
@@ -195,7 +198,18 @@ def build_service(profile: Profile, categorizer: Categorizer, tree: TreeRecord |
     summaries = [v.analysis.os for v in views if v.analysis.os is not None]
     combined = analysis_of(profile, stacks, None, run, combine(summaries) if summaries else None)
     combined.servers = servers
-    return Service(combined, views)
+    return Service(combined, views, other_children_s(tree))
+
+
+def other_children_s(tree: TreeRecord | None) -> float | None:
+    """The CPU the descendants not sampled ran over the window (collect/procfs.py
+    TreeRecord.other_children): from first sight (0 for one started in the window) to the
+    window's end; one gone by then is in its parent's reaped children. None for a recording
+    that did not read them (no process-level counters)."""
+    if tree is None or not any(r.process_cpu for r in tree.records.values()):
+        return None
+    return sum(max(0.0, last - (first or 0.0)) for _ppid, first, last in tree.other_children.values()
+               if last is not None)
 
 
 def leaves(profile: Profile) -> dict[int, int]:

@@ -11,6 +11,7 @@ from importlib import resources
 import jinja2
 from markupsafe import Markup
 
+from diagnose.render.cpu_account_words import account_words
 from diagnose.render.json_text import compact_text
 from diagnose.render.text_safety import show_invisible
 from diagnose.render.wording import gain_words, observer_cpu_text
@@ -46,7 +47,7 @@ def _asset(name: str) -> str:
 # The report page's script, one file per view (reports/static/page/), joined in this order into
 # one strict-mode function: one inline script, one CSP hash, no module loader, works offline.
 # The parts share that function's scope: later parts use the helpers of `core`.
-PAGE_SCRIPT = ("core", "verdict", "flame", "timeline", "waits", "processes", "loops", "structure",
+PAGE_SCRIPT = ("core", "verdict", "account", "flame", "timeline", "waits", "processes", "loops", "structure",
                "waitgraph", "main")
 
 
@@ -87,14 +88,17 @@ def render_html(data: dict, report: Report, deadlock_lines: Sequence[str] = ()) 
     deadlock as text for that view (deadlock_text.dump_lines). The findings' gain words
     (render/wording.py) are made here from `report`, once for both: the page's data carries
     them as `gain_text` and the no-JavaScript view prints the same strings; so are the
-    observer's CPU words (`observer_cpu_text`, "" when the report has no such measure)."""
+    observer's CPU words (`observer_cpu_text`, "" when the report has no such measure), and the
+    CPU account's (`cpu_account_text`, render/cpu_account_words.py)."""
     env = template_environment()
     js, css = page_script(), inline_stylesheet("static/report.css")
     template = env.get_template("report.html.j2")
     words = [gain_words(f) for f in report.findings]
     observer_cpu = observer_cpu_text(report.sampling.observer)
-    data = {**data, "gain_text": [w.to_json() for w in words], "observer_cpu_text": observer_cpu}
+    account = account_words(report.cpu_account)
+    data = {**data, "gain_text": [w.to_json() for w in words], "observer_cpu_text": observer_cpu,
+            "cpu_account_text": account.to_json()}
     return template.render(data_json=Markup(script_safe_json(data)), js=Markup(js),
                            css=Markup(css), csp=content_security_policy(js, css),
                            report=report, deadlock_lines=deadlock_lines, gain_words=words,
-                           observer_cpu=observer_cpu)
+                           observer_cpu=observer_cpu, cpu_account=account)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from diagnose.vocab import Confidence, Severity
 from diagnose.render import wording
+from diagnose.render.cpu_account_words import account_words
 from diagnose.render.deadlock_text import behind, deadlocks_in, heading
 from diagnose.render.evidence import (DASH, EvidenceRow, describe_evidence, fmt_number,
                                       fmt_percent, fmt_seconds)
@@ -256,6 +257,9 @@ def _run_facts(report: Report, budget: _Budget) -> list[str]:
     observer_cpu = wording.observer_cpu_text(sampling.observer)
     if observer_cpu:  # measured by `attach` only
         rows.append(["Observer CPU", md_cell(observer_cpu)])
+    account = account_words(report.cpu_account)
+    if account.measured:  # the kernel's process-level counters: `attach` of this version
+        rows.append(["CPU account", md_cell(account.summary)])
     rows.append(["Partial", "**yes**, the target exited during the window" if sampling.partial
                  else "no"])
     return ["### Run facts", "", *md_table(("Run fact", "Value"), rows)]

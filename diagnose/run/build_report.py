@@ -12,6 +12,7 @@ from diagnose.checks.engine import CheckResults
 from diagnose.checks.registry import evidence_labels
 from diagnose.model.analysis import Analysis
 from diagnose.model.stack_rows import stack_rows
+from diagnose.model.cpu_account import cpu_account
 from diagnose.model.wait_graph import build_wait_graph
 from diagnose.model.service import Service
 from diagnose.vocab import ProcessRole
@@ -103,7 +104,8 @@ def thread_rows(analysis: Analysis) -> tuple[Thread, ...]:
                 cpu_s=_num(tos.cpu_s), runqueue_wait_s=_num(tos.runqueue_wait_s),
                 voluntary_ctx=_num_plain(tos.voluntary_ctx),
                 involuntary_ctx=_num_plain(tos.involuntary_ctx),
-                observer_stops=_num_plain(tos.observer_stops))))
+                observer_stops=_num_plain(tos.observer_stops),
+                user_s=_num(tos.user_s), system_s=_num(tos.system_s))))
     return tuple(rows)
 
 
@@ -232,6 +234,7 @@ def build_report(service: Service, results: CheckResults, per_process: dict | No
         sampling=sampling,
         verdict=results.verdict,
         findings=results.findings,
+        cpu_account=cpu_account(service),
         waits=tuple(replace(w, pid=view.pid)
                     for view in service.processes if view.role != ProcessRole.MASTER
                     for w in view.analysis.waits),

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from diagnose.report.model.account import CpuAccount
 from diagnose.report.model.codec import OPTIONAL, JsonValue, decode_document, encode
 from diagnose.report.model.findings import Finding, NotApplicable, Verdict, labelled
 from diagnose.report.model.labels import Evidence
@@ -37,6 +38,9 @@ class Report:
     sampling: Sampling
     verdict: Verdict
     findings: tuple[Finding, ...]
+    # where every core-second the kernel counted went (model/cpu_account.py); absent where the
+    # recording lacks the process-level counters (older recordings, no /proc record)
+    cpu_account: CpuAccount | None = field(default=None, metadata=OPTIONAL)
     waits: tuple[WaitSite, ...] = ()  # request threads' wait sites, most waited first
     processes: tuple[Process, ...] = ()
     structure: tuple[Structure, ...] = ()  # one per process with stages

@@ -47,6 +47,9 @@ class ThreadOs:
     voluntary_ctx: int | None = None
     involuntary_ctx: int | None = None
     observer_stops: int | None = None
+    # cpu_s in user mode and in the kernel; absent in reports of older recordings
+    user_s: float | None = field(default=None, metadata=OPTIONAL)
+    system_s: float | None = field(default=None, metadata=OPTIONAL)
 
 
 @dataclass(frozen=True)

@@ -369,6 +369,9 @@
       gainText: arr(raw.gain_text).map(obj),
       // The observer's CPU beside the target's, in words (render/wording.py); '' when not measured.
       observerCpuText: typeof raw.observer_cpu_text === 'string' ? raw.observer_cpu_text : '',
+      // Where the service's core-seconds went, in words (render/cpu_account_words.py); null in
+      // pages written before the account.
+      cpuAccountText: raw.cpu_account_text && typeof raw.cpu_account_text === 'object' ? obj(raw.cpu_account_text) : null,
       // Evidence keys with no row of their own (the knob line, the verdict's thread dump).
       evidenceHidden: new Set(Array.isArray(raw.evidence_hidden) ? raw.evidence_hidden.map(str) : ['fix']),
       timeline: {

@@ -20,6 +20,8 @@ interface PageJson {
   gain_text: Model.GainWords[];
   /** The observer's CPU beside the target's, in words; '' when not measured. */
   observer_cpu_text: string;
+  /** Where the service's core-seconds went, in words; absent in pages written before it. */
+  cpu_account_text?: Model.AccountWords;
 }
 
 /** The report's words as its data carries them (diagnose/vocab.py page_vocabulary). */
@@ -60,6 +62,8 @@ interface PageData {
   gainText: Partial<Model.GainWords>[];
   /** The observer's CPU beside the target's, in words; '' when the report has no such measure. */
   observerCpuText: string;
+  /** The CPU account in words ({measured, summary, parts, notes}); null in older pages. */
+  cpuAccountText: Partial<Model.AccountWords> | null;
   /** Evidence keys with no row of their own. */
   evidenceHidden: Set<string>;
   timeline: PageTimeline;

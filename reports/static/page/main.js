@@ -43,7 +43,8 @@
     const D = prepare(raw);
     /** @type {[string, (D: PageData) => void][]} */
     const parts = [
-      ['verdict', renderHeader], ['findings', renderFindings], ['facts', renderFacts],
+      ['verdict', renderHeader], ['cpu account', renderCpuAccount], ['findings', renderFindings],
+      ['facts', renderFacts],
       ['processes', renderProcesses], ['structure', renderStructure], ['wait graph', renderWaitGraph], ['flame', renderFlame], ['threads', renderThreads],
       ['timeline', renderTimeline], ['waits', renderWaits], ['event loops', renderEventLoops],
       ['footer', renderFooter],

@@ -19,6 +19,7 @@ declare namespace Model {
     sampling: Sampling;
     verdict: Verdict;
     findings: Finding[];
+    cpu_account?: CpuAccount;
     waits: WaitSite[];
     processes: Process[];
     structure: Structure[];
@@ -189,6 +190,29 @@ declare namespace Model {
 
   /** What a finding's lever changes: the work itself, or the cores the work runs on. (diagnose.vocab.LeverKind) */
   type LeverKind = "remove_work" | "more_cores";
+
+  /** Every core-second the kernel counted for the service over the window: its processes' own (user and kernel time, /proc/PID/stat, exited threads included), the children they reaped (cutime + cstime) and the child processes not sampled, split into parts (CpuShare). (diagnose.report.model.account.CpuAccount) */
+  interface CpuAccount {
+    window_s: number;
+    cpu_s: number;
+    cores: number;
+    parts: CpuShare[];
+    samples: number | null;
+    native_frames: boolean;
+    notes: string[];
+  }
+
+  /** One part of the account: its CPU seconds (None: not measured in this window), its share of the account's total, whether the seconds are an estimate (user time apportioned by the samples) or measured (the kernel's counters), and how they were found, in words. (diagnose.report.model.account.CpuShare) */
+  interface CpuShare {
+    part: CpuPart;
+    cpu_s: number | null;
+    share: number | null;
+    estimated: boolean;
+    how: string;
+  }
+
+  /** Where a core-second of the service went (report/model/account.CpuAccount), in the order the account lists them. (diagnose.vocab.CpuPart) */
+  type CpuPart = "python" | "native" | "collector" | "kernel" | "children" | "reaped" | "unexplained";
 
   /** Where request threads waited, on what, and who held it. (diagnose.report.model.sections.WaitSite) */
   interface WaitSite {
@@ -407,6 +431,8 @@ declare namespace Model {
     voluntary_ctx: number | null;
     involuntary_ctx: number | null;
     observer_stops: number | null;
+    user_s?: number;
+    system_s?: number;
   }
 
   /** The samples as a table of distinct stacks: what pprof export, diff and push read. (diagnose.report.model.sections.Stacks) */
@@ -551,5 +577,23 @@ declare namespace Model {
     figure: string;
     estimate: string;
     text: string;
+  }
+
+  /** (diagnose.render.cpu_account_words.AccountWords) */
+  interface AccountWords {
+    measured: boolean;
+    summary: string;
+    parts: PartWords[];
+    notes: string[];
+  }
+
+  /** (diagnose.render.cpu_account_words.PartWords) */
+  interface PartWords {
+    part: string;
+    label: string;
+    figure: string;
+    tag: string;
+    how: string;
+    share: number | null;
   }
 }

@@ -1,0 +1,268 @@
+"""gc_pressure: the cyclic garbage collector holds the GIL a large share of the time.
+
+What it finds:
+    How much of the window CPython's cyclic collector held the GIL. Read from the process's
+    memory where `attach` could (collect/gc_state.py): the interpreter's `collecting` flag fifty
+    times a second (the share of the window a collection was in progress), and the collections
+    of each generation over the window (young, middle, full); else from native frames: the share of the
+    process's running samples that pass through the collector's functions (gc_collect_main,
+    _PyGC_Collect, _Py_RunGC, ...: model/collector.py), whatever Python line is above them.
+    Beside it, the Python lines where collections began (an allocation there tipped the young
+    generation over its threshold), the share of the running samples applied to the Python
+    threads' CPU by /proc (an estimate of the collector's core-seconds), and how much of it is
+    gc.collect() called by code. Not applicable with neither (no native frames, a stripped
+    build, a state not readable).
+
+Why it matters:
+    The collector holds the GIL while it traverses every container of the generations it
+    collects. A service holding millions of long-lived containers (a catalog, an index, a
+    vocabulary) whose requests leave objects alive across young collections (a response cache,
+    objects in flight) gets middle and full collections that traverse the whole heap, and finds
+    no garbage: reference counting already frees what dies. In a profile without native frames
+    the collector's time lands on whichever line allocated, smeared over the flame graph as
+    running Python, and the other threads wait for the GIL behind it: it reads as GIL contention
+    or a busy pure-Python function, whose advice (vectorise it, more processes) leaves the
+    collector's work as it was.
+
+What to do instead:
+    Freeze the long-lived heap after loading it: gc.freeze() moves every object tracked so far
+    to a permanent generation no collection traverses (call gc.disable() before loading and
+    gc.enable() after the freeze; in a pre-fork server, freeze in the master before forking,
+    which also keeps the pages shared). Raise the young threshold (gc.set_threshold) so fewer
+    young collections run with requests in flight and fewer of their objects are promoted.
+    Where most of the collector's samples are gc.collect() called by code, drop that call from
+    the request path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from diagnose.checks.base import (Finding, Lever, LeverKind, NotApplicable, ScoreBasis, amdahl,
+                                  busy_samples, make_finding, pct, ramp)
+from diagnose.checks.shared_evidence import shared
+from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
+from diagnose.checks.spec import Evidence as E
+from diagnose.checks.spec import Unit as U
+
+if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
+    from diagnose.model.analysis import Analysis
+    from diagnose.model.collector import CollectorShare
+
+ID = "gc_pressure"
+
+# The young threshold the first advice names: the collector then runs about 70 times less often
+# on the young generation (700 by default), and fewer objects in flight are promoted. The issue
+# that asked for this check measured 1.42x from gc.freeze() with gc.set_threshold(50_000, 20, 100).
+THRESHOLD = (50_000, 20, 100)
+# A share this large says "large", not a figure to trust: the gain is capped there.
+MAX_SHARE = 0.75
+# The collector's share of the process's CPU per unit of its share of the window: a collecting
+# thread holds the GIL while off a core (page faults, preemption), and the process runs more
+# than one core's worth between collections (the GIL's hand-offs), so the window's share
+# overstates what freeing it buys. Fitted on the gc_heavy fixture (checks/calibration.py):
+# quiet, gc.callbacks measured 36% of its CPU where 48% of the window was collecting; the first
+# advice measured 1.42x where the attach read 52% of the window (Amdahl on 0.30 of it) and
+# 1.57-1.60x on a loaded machine (0.36-0.38 of shares near 0.55).
+CPU_PER_WINDOW = 0.6
+
+
+@dataclass(frozen=True)
+class Settings(CheckSettings):
+    title: str = "The garbage collector holds the GIL much of the time"
+    what: str = ("Share of the window CPython's cyclic garbage collector was collecting, read from the process's "
+                 "memory; else the share of its running samples (native frames) inside the collector, whatever "
+                 "Python line is above it.")
+    advice: tuple[str, ...] = (
+        ("Keep fewer containers alive across requests: cache bytes or tuples of numbers rather than dicts and "
+         "lists, use __slots__ classes; gc.disable() on the request path is the upper bound, safe only when "
+         "nothing makes reference cycles."),
+    )
+    # the collector's share (of the window, or of the running samples)
+    low: float = 0.10
+    high: float = 0.40
+    # reads of the collector's state needed before their share is the score's basis
+    min_polls: int = 50
+    # the process's CPU, in cores, under which the collector costs latency rather than throughput
+    busy_cores: float = 0.2
+    # the request threads' busy share under which a gain in throughput is not predicted
+    saturated_share: float = 0.5
+
+
+EVIDENCE = {
+    **shared("fix"),
+    "collector_share": E("share of the running samples inside the garbage collector (native frames)",
+                         U.PERCENT, none=NOT_MEASURED),
+    "collector_samples": E("running samples inside the garbage collector", U.SAMPLES, none=NOT_MEASURED),
+    "collector_running_samples": E("running native samples of the process's Python threads", U.SAMPLES,
+                                   none=NOT_MEASURED),
+    "collector_cpu_s": E("collector CPU over the window (share x the Python threads' CPU by /proc), an estimate",
+                         U.SECONDS, none=NOT_MEASURED),
+    "collector_cores": E("cores the collector kept busy, an estimate", U.CORES, none=NOT_MEASURED),
+    "collector_share_of_process_cpu": E("share of the process's CPU in the collector, an estimate",
+                                        U.PERCENT, none=NOT_MEASURED),
+    "explicit_collect_share": E("share of the collector's samples in gc.collect() called by code",
+                                U.PERCENT),
+    "collector_functions": E("the collector's innermost functions (samples)", U.NUMBER),
+    "collector_held_share": E("share of the window a collection was in progress (read from memory)",
+                              U.PERCENT, none=NOT_MEASURED),
+    "collector_polls": E("reads of the collector's state from the process's memory", U.NUMBER,
+                         none=NOT_MEASURED),
+    "collections": E("collections per generation over the window (read from memory)", U.NUMBER,
+                     none=NOT_MEASURED),
+    "collection_sites": E("where collections began (share of the collector's samples)", U.PERCENT,
+                          none=NOT_MEASURED),
+}
+
+
+def _score(share: float, cores: float | None, settings: Settings) -> float:
+    """The collector's share, ramped; scaled down for a process that used next to no CPU (the
+    collector then costs its requests latency, not the service throughput)."""
+    factor = 1.0 if cores is None else min(1.0, cores / settings.busy_cores)
+    return ramp(share, settings.low, settings.high) * factor
+
+
+def _gain(share: float) -> float:
+    """Throughput if the collector's work went away: Amdahl on its share of the CPU, capped
+    (MAX_SHARE)."""
+    return amdahl(min(share, MAX_SHARE))
+
+
+def _cpu_share(basis_key: str, share: float) -> float:
+    """The collector's share of the CPU a basis share stands for: the native samples' is one
+    already, the window's is scaled (CPU_PER_WINDOW)."""
+    return share * CPU_PER_WINDOW if basis_key == "collector_held_share" else share
+
+
+def _busy_share(analysis: Analysis) -> float | None:
+    """The request threads' share of time running or runnable (None without request threads)."""
+    req = analysis.request_samples()
+    total = float(req["count"].sum())
+    return float(busy_samples(req)["count"].sum()) / total if total else None
+
+
+@dataclass(frozen=True)
+class _Basis:
+    """The share the score rests on: the polled share of the window a collection was in
+    progress (from memory) where there are enough polls, else the share of the running native
+    samples; its evidence key, its count and its words."""
+
+    key: str
+    share: float
+    count: int
+    words: str  # "of the window (412 polls of the collector's state)"
+
+
+def _basis(measured: CollectorShare, settings: Settings) -> _Basis | None:
+    """The share of the window a collection was in progress, read from memory, where there are
+    enough reads; else the native samples' share."""
+    held = measured.held
+    if held is not None and held.polls >= settings.min_polls and held.collecting_share is not None:
+        return _Basis("collector_held_share", held.collecting_share, held.polls,
+                      f"of the window ({held.polls} reads of the collector's state)")
+    if measured.readable and measured.running_samples:
+        return _Basis("collector_share", measured.share, measured.running_samples,
+                      f"of the running samples ({measured.collector_samples} of {measured.running_samples}, "
+                      f"native frames)")
+    return None
+
+
+def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
+    measured = analysis.collector
+    if measured is None:
+        return NotApplicable(ID, "needs native samples of the process's Python threads (py-spy --native, or "
+                                 "the sparse native calibration `attach` takes), or the collector's state read "
+                                 "from its memory (`attach`): the collector runs in C, under whichever Python "
+                                 "line allocated")
+    basis = _basis(measured, settings)
+    if basis is None:
+        why = (measured.held.unreadable if measured.held is not None and measured.held.unreadable
+               else "its state was not read")
+        if measured.samples and not measured.readable:
+            return NotApplicable(ID, "the interpreter's symbols do not name the collector's functions (a build "
+                                     f"stripped of its static symbols), and {why}: its time cannot be told "
+                                     "from the code's")
+        return NotApplicable(ID, f"no native sample caught a Python thread of the process running, and {why}")
+    os_ = analysis.os
+    cores = os_.cpu_s / os_.window_s if os_ is not None and os_.window_s else None
+    share = basis.share
+    score = _score(share, cores, settings)
+    busy = _busy_share(analysis)
+    saturated = busy is None or busy >= settings.saturated_share
+    gain, gain_words = _predicted(basis, saturated, busy)
+    counts = measured.held.collections if measured.held is not None else None
+    polls = measured.held.polls if measured.held is not None else 0
+    evidence: dict[str, object] = {
+        "collector_held_share": measured.held_share,
+        "collector_polls": measured.held.polls if measured.held is not None else None,
+        "collections": (dict(zip(("young", "middle", "full"), counts)) if counts is not None else None),
+        "collector_share": share if basis.key == "collector_share" else (
+            measured.share if measured.running_samples and measured.readable else None),
+        "collector_samples": measured.collector_samples if measured.readable else None,
+        "collector_running_samples": measured.running_samples if measured.readable else None,
+        "collector_cpu_s": measured.cpu_s if measured.readable else None,
+        "collector_cores": (measured.cpu_s / os_.window_s if measured.readable and measured.cpu_s is not None
+                            and os_ is not None and os_.window_s else None),
+        "collector_share_of_process_cpu": measured.share_of_cpu if measured.readable else None,
+        "explicit_collect_share": measured.explicit_share,
+        "collector_functions": dict(measured.functions),
+        # where collections began (an allocation there tipped the young generation over): not the
+        # code the advice changes, so not the finding's sites
+        "collection_sites": {f"{s.function} ({s.file.rsplit('/', 1)[-1]}:{s.line})":
+                             round(s.samples / measured.collector_samples, 4)
+                             for s in measured.sites} if measured.collector_samples else None,
+        "fix": [{"knob": "gc_freeze", "value": True},
+                {"knob": "gc_threshold", "value": list(THRESHOLD)}],
+    }
+    top = measured.sites[0] if measured.collector_samples and measured.sites else None
+    where = (f"; collections began most under {top.function} ({top.file.rsplit('/', 1)[-1]}:{top.line})"
+             if top is not None else "")
+    generations = (f" ({counts[0]} young, {counts[1]} middle, {counts[2]} full collections)"
+                   if counts is not None else "")
+    summary = f"a collection was in progress {pct(share)} {basis.words}{generations}{where}"
+    if basis.key == "collector_share":
+        summary = f"{pct(share)} {basis.words} were inside the collector{generations}{where}"
+    threshold = ", ".join(f"{n:_}" for n in THRESHOLD)
+    advice = [
+        f"Call gc.freeze() once the long-lived objects are loaded (gc.disable() before loading, gc.freeze() "
+        f"then gc.enable() after; in a pre-fork server, in the master before forking), and raise the young "
+        f"threshold with gc.set_threshold({threshold}): the collector held the GIL {pct(share)} {basis.words}, "
+        f"traversing objects that reference counting frees anyway.",
+    ]
+    if measured.explicit_share >= 0.5 and top is not None:
+        advice.append(f"{pct(measured.explicit_share)} of the collector's samples are gc.collect() called by "
+                      f"code, most under {top.function}: drop the call from the request path.")
+    advice += list(settings.advice)
+    cpu_share = _cpu_share(basis.key, share)
+    levers = [Lever(LeverKind.REMOVE_WORK, round(_gain(cpu_share), 2), "if the collector cost nothing",
+                    f"estimate: the collector is {pct(cpu_share)} of the CPU ({pct(share)} {basis.words}"
+                    + (f", x{CPU_PER_WINDOW:g}" if cpu_share != share else "")
+                    + f"); if its work went away, at most {_gain(cpu_share):.2f}x (Amdahl), an upper bound",
+                    upper_bound=True)]
+    return make_finding(ID, settings, score, summary, evidence, advice=advice,
+                        gain=(gain, gain_words), samples=basis.count, levers=levers,
+                        share_samples={"collector_share": measured.running_samples,
+                                       "collector_held_share": polls},
+                        basis=ScoreBasis(basis.key, lambda s: _score(s, cores, settings),
+                                         (lambda s: _gain(_cpu_share(basis.key, s))) if saturated else None))
+
+
+def _predicted(basis: _Basis, saturated: bool, busy: float | None) -> tuple[float, str]:
+    share = basis.share
+    if not saturated:
+        return 1.0, (f"estimate: the request threads were busy {pct(busy or 0.0)} of the time, so the "
+                     f"collector's {pct(share)} {basis.words} costs their requests latency, not the "
+                     f"service throughput")
+    cpu_share = _cpu_share(basis.key, share)
+    gain = _gain(cpu_share)
+    capped = f" (its share capped at {pct(MAX_SHARE)})" if cpu_share > MAX_SHARE else ""
+    scaled = (f", about {pct(cpu_share)} of the CPU (x{CPU_PER_WINDOW:g}: a collecting thread holds the GIL "
+              f"off a core too; calibrated on the gc_heavy fixture)" if cpu_share != share else "")
+    return gain, (f"estimate: the collector held the GIL {pct(share)} {basis.words}{scaled}, which the "
+                  f"threads busy running or waiting for the GIL wait behind; freezing the long-lived heap and "
+                  f"fewer young collections remove most of its work: at most {gain:.2f}x{capped} (Amdahl)")
+
+
+SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run,
+                 uses=(Input.NATIVE_FRAMES, Input.OS_COUNTERS))

@@ -1,0 +1,186 @@
+"""Every core-second accounted: where the CPU the kernel counted for the service went.
+
+The kernel's counters say how much (collect/procfs.py): each sampled process's own user and
+kernel time over the window (/proc/PID/stat utime and stime: every thread it had, exited ones
+too), the CPU of the children it reaped meanwhile (cutime + cstime: whatever those ran before),
+and the CPU of its descendants that were not sampled (a shell, a converter: their own and their
+reaped children's). The samples say where the user time went:
+
+- the user time of threads with no Python frames (an intra-op pool) is native code, measured;
+- the user time of the Python threads is split by their running samples: with native frames,
+  into Python code, native libraries and the garbage collector (model/collector.py; a process
+  of a tree the native calibration did not sample takes the split of one running the same
+  program); with Python frames only, into Python and native by the states the frames give, the
+  collector not told apart. An estimate: a share of samples applied to measured seconds;
+- user time no thread's counters hold (threads that exited between the counters' snapshots), or
+  Python threads' time no running sample apportions, is unexplained.
+
+Kernel time (stime) is the kernel's work for the service's threads (syscalls, page faults): no
+Python frame shows it. A sampled child that exited and was reaped by a sampled parent is counted
+once, as itself (its window's CPU is taken out of its parent's reaped children).
+
+Old recordings lack the process-level counters: no account (None), and the report says "not
+measured".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from diagnose.model.analysis import Analysis
+from diagnose.model.service import Service, program_of
+from diagnose.vocab import CpuPart, ThreadState
+from diagnose.report.model.account import CpuAccount, CpuShare
+
+
+@dataclass(frozen=True)
+class _UserSplit:
+    """How a process's Python threads' running samples divide: Python, native, the collector
+    (None: not told apart), out of `samples`; `native_frames`: read from native samples."""
+
+    python: float
+    native: float
+    collector: float | None
+    samples: int
+    native_frames: bool
+
+
+def _native_split(analysis: Analysis) -> _UserSplit | None:
+    """The split by this process's native samples; None without any that ran."""
+    measured = analysis.collector
+    if measured is None or not measured.running_samples or not measured.readable:
+        return None
+    n = measured.running_samples
+    python = n - measured.collector_samples - measured.native_samples
+    return _UserSplit(max(python, 0) / n, measured.native_samples / n, measured.collector_samples / n,
+                      n, True)
+
+
+def _split(analysis: Analysis, sibling: _UserSplit | None = None) -> _UserSplit | None:
+    """The running samples' split of this process's Python threads: by its native samples; else
+    by those of a process running the same program (the native calibration samples one process
+    of each program); else by its Python frames. None when none ran."""
+    own = _native_split(analysis)
+    if own is not None:
+        return own
+    if sibling is not None:
+        return _UserSplit(sibling.python, sibling.native, sibling.collector, 0, True)
+    samples = analysis.samples
+    running = samples[samples["state"].isin((ThreadState.PYTHON, ThreadState.NATIVE))]
+    total = float(running["count"].sum())
+    if not total:
+        return None
+    native = float(running[running["state"] == ThreadState.NATIVE]["count"].sum())
+    return _UserSplit((total - native) / total, native / total, None, int(total), False)
+
+
+@dataclass
+class _Tally:
+    python: float = 0.0
+    native: float = 0.0
+    collector: float = 0.0
+    kernel: float = 0.0
+    reaped: float = 0.0
+    unexplained: float = 0.0
+    samples: int = 0
+    collector_measured: bool = True  # every process's split told the collector apart
+    native_frames: bool = True
+
+
+def _add_process(tally: _Tally, analysis: Analysis, sibling: _UserSplit | None = None) -> bool:
+    """The process's own CPU into the tally; False when its counters lack the process-level
+    times (an older recording). `sibling`: the native split of a process running the same
+    program, for one with no native samples of its own."""
+    os_ = analysis.os
+    if os_ is None or os_.process_user_s is None or os_.process_system_s is None:
+        return False
+    user = os_.process_user_s
+    tally.kernel += os_.process_system_s
+    tally.reaped += os_.reaped_children_s or 0.0
+    python_tids = {int(t) for t in analysis.threads["tid"]}
+    python_user = sum(t.user_s or 0.0 for tid, t in os_.threads.items() if tid in python_tids)
+    other_user = sum(t.user_s or 0.0 for tid, t in os_.threads.items() if tid not in python_tids)
+    placed = python_user + other_user
+    if placed > user > 0:  # threads' first counters read an instant after the process's
+        python_user, other_user = python_user * user / placed, other_user * user / placed
+    tally.unexplained += max(0.0, user - python_user - other_user)
+    tally.native += other_user
+    split = _split(analysis, sibling)
+    if split is None:
+        tally.unexplained += python_user
+        return True
+    tally.samples += split.samples
+    tally.native_frames &= split.native_frames
+    tally.python += python_user * split.python
+    tally.native += python_user * split.native
+    if split.collector is None:
+        tally.collector_measured = False
+    else:
+        tally.collector += python_user * split.collector
+    return True
+
+
+def _reaped_twice(service: Service) -> float:
+    """CPU of sampled processes that exited in the window under a sampled parent: counted as
+    themselves, and again (their whole life's) in the parent's reaped children."""
+    pids = {view.pid for view in service.processes}
+    twice = 0.0
+    for view in service.processes:
+        os_ = view.analysis.os
+        if view.exited_s is None or view.ppid not in pids or os_ is None:
+            continue
+        twice += (os_.process_user_s or 0.0) + (os_.process_system_s or 0.0)
+    return twice
+
+
+def cpu_account(service: Service) -> CpuAccount | None:
+    """The service's account over the window; None when no process has the kernel's
+    process-level counters (an older recording, or no /proc record)."""
+    tally = _Tally()
+    by_program: dict[tuple[str, ...], _UserSplit] = {}
+    for view in service.processes:
+        native = _native_split(view.analysis)
+        if native is not None:
+            by_program.setdefault(program_of(view.cmdline), native)
+    missing = [view.pid for view in service.processes
+               if not _add_process(tally, view.analysis, by_program.get(program_of(view.cmdline)))]
+    if len(missing) == len(service.processes):
+        return None
+    windows = [v.analysis.os.window_s for v in service.processes if v.analysis.os is not None]
+    window = max(windows) if windows else 0.0
+    reaped = max(0.0, tally.reaped - _reaped_twice(service))
+    children = service.other_children_s
+    collector = tally.collector if tally.collector_measured else None
+    values = {CpuPart.PYTHON: tally.python, CpuPart.NATIVE: tally.native, CpuPart.COLLECTOR: collector,
+              CpuPart.KERNEL: tally.kernel, CpuPart.CHILDREN: children, CpuPart.REAPED: reaped,
+              CpuPart.UNEXPLAINED: tally.unexplained}
+    total = sum(v for v in values.values() if v is not None)
+    frames = "native" if tally.native_frames else "Python-only"
+    share_of = (f"the Python threads' user time times their running samples' share in {{}} ({tally.samples} "
+                f"samples, {frames} frames)")
+    how = {
+        CpuPart.PYTHON: share_of.format("Python code") + ("" if collector is not None else
+                                                          ", the collector's time included"),
+        CpuPart.NATIVE: "the user time of threads with no Python frames, and " + share_of.format("native code"),
+        CpuPart.COLLECTOR: (share_of.format("the garbage collector") if collector is not None else
+                            "not measured: no native frames tell the collector from the code"),
+        CpuPart.KERNEL: "the processes' system time (/proc/PID/stat stime)",
+        CpuPart.CHILDREN: ("child processes not sampled: their own CPU and their reaped children's"
+                           if children is not None else "not measured: the recording predates it"),
+        CpuPart.REAPED: "children reaped in the window (cutime + cstime: all they ran)",
+        CpuPart.UNEXPLAINED: "user time of threads gone before their counters were read, and of Python "
+                             "threads no running sample apportions",
+    }
+    estimated = {CpuPart.PYTHON, CpuPart.NATIVE, CpuPart.COLLECTOR}
+    parts = tuple(CpuShare(part, None if value is None else round(float(value), 3),
+                           None if value is None or not total else round(value / total, 4),
+                           part in estimated and value is not None, how[part])
+                  for part, value in values.items())
+    notes = []
+    if missing:
+        notes.append(f"{len(missing)} of {len(service.processes)} processes have no process-level "
+                     f"counters (an older recording): left out")
+    return CpuAccount(window_s=round(window, 3), cpu_s=round(total, 3),
+                      cores=round(total / window, 3) if window else 0.0, parts=parts,
+                      samples=tally.samples or None, native_frames=tally.native_frames and bool(tally.samples),
+                      notes=tuple(notes))
