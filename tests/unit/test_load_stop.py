@@ -37,8 +37,19 @@ def test_the_handler_raises_stopped_and_is_removed_afterwards():
     assert signal.getsignal(signal.SIGTERM) == before
 
 
+@pytest.fixture
+def interruptible():
+    """SIGINT as a terminal's job gets it: a suite started in the background of a script (`cmd
+    &`) inherits SIGINT ignored, and StopOnSignal keeps an ignored signal ignored (as attach
+    does: nohup's choice stands), so the Ctrl-C below would be lost for how the suite was
+    launched."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize("tool", ["python", "wrk"])
-def test_a_signal_while_waiting_for_the_generator_stops_it(silent_port, tool):
+def test_a_signal_while_waiting_for_the_generator_stops_it(silent_port, tool, interruptible):
     if tool == "wrk" and shutil.which("wrk") is None:
         pytest.skip("wrk is not on PATH")
     children_before = {p.pid for p in psutil.Process().children()}
