@@ -87,9 +87,9 @@ def _with_peer_verdict(finding: Finding, per_process: dict[int | None, CheckResu
     where = f" at {own.sites[0].function}" if own.sites else ""
     summary = (f"{finding.summary}; inside the backend (pid {pid}, its stacks sampled with the "
                f"service){where}: {own.title[:1].lower()}{own.title[1:]} — {own.summary}")
-    advice = (finding.advice[:1]
-              + (f"Or make each of the backend's requests cheaper where its time goes{where}: "
-                 f"{own.advice[0]}",) if own.advice else ()) + finding.advice[1:]
+    cheaper = ((f"Or make each of the backend's requests cheaper where its time goes{where}: "
+                f"{own.advice[0]}",) if own.advice else ())
+    advice = finding.advice[:1] + cheaper + finding.advice[1:]
     return dataclasses.replace(finding, summary=summary, advice=advice,
                                sites=finding.sites + own.sites[:2])
 

@@ -43,10 +43,11 @@ def _socket_inodes(pid: int) -> set[int]:
 def connected_peers(pids: Iterable[int]) -> list[Peer]:
     """The processes outside `pids` listening where `pids`' open connections lead, by pid (an
     accepted connection leads back to a client, not to a server, and is left out)."""
-    from diagnose.collect.tree import maps_python  # psutil lives there
+    from diagnose.collect.tree import node  # psutil lives there
 
     family = set(pids)
     found: dict[int, Peer] = {}
+    parents: dict[int, int | None] = {}
     for pid in sorted(family):
         for value in sorted(set(socket_table(pid, _socket_inodes(pid)).values())):
             kind, _, address = value.partition(" ")
@@ -54,16 +55,9 @@ def connected_peers(pids: Iterable[int]) -> list[Peer]:
                 continue
             for server in serving_pids(pid, address if kind == "tcp" else value):
                 if server not in family and server not in found:
-                    found[server] = Peer(server, value, maps_python(server))
+                    info = node(server)
+                    found[server] = Peer(server, value, info is not None and info.python)
+                    parents[server] = info.ppid if info is not None else None
     # a pre-fork server's workers share its listener: the master is followed, and its workers
     # with it as its children
-    return [found[p] for p in sorted(found) if _parent(p) not in found]
-
-
-def _parent(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode("ascii", "replace")
-        return int(stat[stat.rindex(")") + 2:].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
+    return [found[p] for p in sorted(found) if parents[p] not in found]

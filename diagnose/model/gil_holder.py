@@ -28,6 +28,7 @@ from diagnose.vocab import ResourceKind
 
 MIN_CONTENDED_TICKS = 10  # fewer instants with a GIL waiter say nothing about its holder
 HELD_ASLEEP_SHARE = 0.5  # of the instants a thread waited for the GIL, the holder blocked at this share
+LOCK_RESOURCES = (ResourceKind.LOCK, ResourceKind.FILE_LOCK)  # a holder on these waits for another's lock
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class GilHolding:
     def on_a_lock(self) -> bool:
         """The holder waits for a lock another thread holds (a native mutex taken with the GIL
         held): the GIL's queue is that lock's."""
-        return self.holder_wait_kind in (ResourceKind.LOCK, ResourceKind.FILE_LOCK)
+        return self.holder_wait_kind in LOCK_RESOURCES
 
     def blocked_by_cpu(self, cores: float) -> float:
         """The counters' reading of the same: while some thread waited for the GIL (the share of
@@ -71,9 +72,17 @@ def gil_holding(kernel: KernelView | None, tids: Iterable[int]) -> GilHolding | 
     return _inferred_holder(kernel, set(tids))
 
 
-def _named_holder(kernel: KernelView) -> GilHolding | None:
-    """At each tick with a GIL waiter and a holder the interpreter named: what the kernel saw
-    that thread do. None where too few such ticks."""
+@dataclass(frozen=True)
+class _Ticks:
+    """The kernel's readings by tick, as both ways of finding the holder read them."""
+
+    at: dict[tuple[int, float], WaitObject]  # (tid, instant) -> what the thread did then
+    waiting: Counter[float]  # instant -> threads asleep on the GIL's futex
+    running: dict[float, list[int]]  # instant -> threads on a CPU
+    instants: set[float]
+
+
+def _ticks(kernel: KernelView) -> _Ticks:
     at: dict[tuple[int, float], WaitObject] = {}
     waiting: Counter[float] = Counter()
     running: dict[float, list[int]] = {}
@@ -87,8 +96,28 @@ def _named_holder(kernel: KernelView) -> GilHolding | None:
                 waiting[t] += 1
             elif obj.blocking == Blocking.RUNNING:
                 running.setdefault(t, []).append(tid)
-    contended = [t for t in waiting if kernel.gil_holders.get(t, 0) > 0
-                 and (kernel.gil_holders[t], t) in at]
+    return _Ticks(at, waiting, running, instants)
+
+
+def _holding(contended: int, ticks: _Ticks, blocked: int, seen: Counter[WaitObject],
+             holder_read: bool = False, runner: int | None = None) -> GilHolding:
+    """The holding read off: the holder blocked at `blocked` of the `contended` instants, on
+    what `seen` counts most."""
+    share = round(blocked / contended, 4)
+    if not seen:
+        return GilHolding(contended, len(ticks.instants), share, "", 0.0, holder_read=holder_read)
+    wait, count = seen.most_common(1)[0]
+    return GilHolding(contended, len(ticks.instants), share, wait.label, round(count / blocked, 4),
+                      wait.resource, holder_read=holder_read,
+                      lock_runner=runner if wait.resource in LOCK_RESOURCES else None)
+
+
+def _named_holder(kernel: KernelView) -> GilHolding | None:
+    """At each tick with a GIL waiter and a holder the interpreter named: what the kernel saw
+    that thread do. None where too few such ticks."""
+    ticks = _ticks(kernel)
+    contended = [t for t in ticks.waiting if kernel.gil_holders.get(t, 0) > 0
+                 and (kernel.gil_holders[t], t) in ticks.at]
     if len(contended) < MIN_CONTENDED_TICKS:
         return None
     seen: Counter[WaitObject] = Counter()
@@ -96,56 +125,35 @@ def _named_holder(kernel: KernelView) -> GilHolding | None:
     blocked = 0
     for t in contended:
         holder = kernel.gil_holders[t]
-        obj = at[(holder, t)]
+        obj = ticks.at[(holder, t)]
         if obj.blocking == Blocking.RUNNING:
             continue
         blocked += 1
         seen[obj] += 1
-        if obj.resource in (ResourceKind.LOCK, ResourceKind.FILE_LOCK):
-            runners.update(tid for tid in running.get(t, ()) if tid != holder)
-    share = round(blocked / len(contended), 4)
-    if not seen:
-        return GilHolding(len(contended), len(instants), share, "", 0.0, holder_read=True)
-    wait, count = seen.most_common(1)[0]
+        if obj.resource in LOCK_RESOURCES:
+            runners.update(tid for tid in ticks.running.get(t, ()) if tid != holder)
     runner = runners.most_common(1)[0][0] if runners else None
-    return GilHolding(len(contended), len(instants), share, wait.label, round(count / blocked, 4),
-                      wait.resource, holder_read=True,
-                      lock_runner=runner if wait.resource in (ResourceKind.LOCK, ResourceKind.FILE_LOCK)
-                      else None)
+    return _holding(len(contended), ticks, blocked, seen, holder_read=True, runner=runner)
 
 
 def _inferred_holder(kernel: KernelView, candidates: set[int]) -> GilHolding | None:
     """The holder inferred: at a tick with a GIL waiter, a thread on a CPU is the holder
     running; none on a CPU, the holder is blocked on what the other candidates sleep on."""
-    # tick instant -> (GIL waiters, threads on a CPU, candidates' other waits)
-    waiting: Counter[float] = Counter()
-    running: set[float] = set()
-    instants: set[float] = set()
-    others: dict[float, list[WaitObject]] = {}
-    for tid, times in kernel.times.items():
-        objects = kernel.indices[tid]
-        for t, index in zip(times.tolist(), objects.tolist()):
-            instants.add(t)
-            obj = kernel.objects[index]
-            if obj.blocking == Blocking.GIL:
-                waiting[t] += 1
-            elif obj.blocking == Blocking.RUNNING:
-                running.add(t)
-            elif tid in candidates and obj.blocking != Blocking.IDLE:
-                others.setdefault(t, []).append(obj)
-    contended = [t for t in waiting if waiting[t] > 0]
+    ticks = _ticks(kernel)
+    contended = [t for t in ticks.waiting if ticks.waiting[t] > 0]
     if len(contended) < MIN_CONTENDED_TICKS:
         return None
-    blocked = [t for t in contended if t not in running]
+    blocked = {t for t in contended if t not in ticks.running}
+    # the candidates' other waits at those instants, each object once per instant
+    others: dict[float, set[WaitObject]] = {}
+    for (tid, t), obj in ticks.at.items():
+        if (t in blocked and tid in candidates
+                and obj.blocking not in (Blocking.GIL, Blocking.RUNNING, Blocking.IDLE)):
+            others.setdefault(t, set()).add(obj)
     seen: Counter[WaitObject] = Counter()
-    for t in blocked:
-        for obj in set(others.get(t, ())):
-            seen[obj] += 1
-    if not seen:
-        return GilHolding(len(contended), len(instants), round(len(blocked) / len(contended), 4), "", 0.0)
-    wait, count = seen.most_common(1)[0]
-    return GilHolding(len(contended), len(instants), round(len(blocked) / len(contended), 4), wait.label,
-                      round(count / len(blocked), 4), wait.resource)
+    for objects in others.values():
+        seen.update(objects)
+    return _holding(len(contended), ticks, len(blocked), seen)
 
 
 def blocked_share(holding: GilHolding | None, cores: float | None) -> float:
