@@ -163,7 +163,10 @@ def _drop_torn_reads(profile: Profile, thread: _Thread) -> None:
     bootstrap): a stack that starts elsewhere is a torn read — py-spy's non-blocking mode walks
     the frame chain while the thread runs and can stop part-way, keeping only the innermost
     frames. Such a change is dropped: the thread is read as holding its previous stack until its
-    next whole one, as for any instant whose read is missing."""
+    next whole one, as for any instant whose read is missing. A read with no frame at all is torn
+    too when the root is a frame the thread is born in and a whole read follows it (a forked
+    worker's main thread read empty once mid-window, then whole again); a thread a native library
+    runs Python on (a callback's root) can be empty between calls, and keeps its empty reads."""
     if len(thread.stacks) < 3:
         return
     roots: dict[int, int] = {}
@@ -171,14 +174,28 @@ def _drop_torn_reads(profile: Profile, thread: _Thread) -> None:
         stack = profile.stacks[sid]
         if stack:
             roots[stack[0]] = roots.get(stack[0], 0) + 1
-    if len(roots) < 2:
+    if not roots:
         return
     root, count = max(roots.items(), key=lambda item: item[1])
     if count * 2 <= len(thread.stacks):
         return  # no root most reads agree on: nothing to tell a torn read by
-    keep = [k for k, sid in enumerate(thread.stacks) if profile.stacks[sid][:1] in ((), (root,))]
+    whole = [k for k, sid in enumerate(thread.stacks) if profile.stacks[sid][:1] == (root,)]
+    born_in = _lives_as_long_as_its_thread(profile.frames[root])
+    keep = [k for k, sid in enumerate(thread.stacks)
+            if profile.stacks[sid][:1] == (root,)
+            or (not profile.stacks[sid] and not (born_in and k < whole[-1]))]
+    if len(keep) == len(thread.stacks):
+        return
     thread.times = [thread.times[k] for k in keep]
     thread.stacks = [thread.stacks[k] for k in keep]
+
+
+def _lives_as_long_as_its_thread(frame: Frame) -> bool:
+    """A frame a thread starts in and leaves only when it ends: a program's or a forked
+    child's `<module>`, runpy's entry, threading's bootstrap."""
+    file = frame.file
+    return (frame.function == "<module>" or file.endswith("runpy.py") or file == "<frozen runpy>"
+            or (file.endswith("threading.py") and frame.function.endswith("_bootstrap")))
 
 
 def estimated_rate_hz(timestamps: np.ndarray, window_us: float) -> int:

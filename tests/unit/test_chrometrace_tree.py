@@ -216,3 +216,44 @@ def test_a_torn_non_blocking_read_that_lost_the_threads_root_frames_is_dropped()
     roots = {profile.frames[profile.stacks[sid][0]].function
              for track in profile.threads for sid in track.stack_ids}
     assert roots == {"<module>"}
+
+
+def _recorded(stacks: list[tuple[str, ...]], thread: str = "thread (7): MainThread") -> list[dict]:
+    """py-spy's events for one thread holding `stacks` in turn, 10 ms apart, each read led by
+    the thread's pseudo-frame (`--threads`)."""
+    def frame(name):
+        file = "" if name == thread else "app.py"
+        return {"name": name, "args": {"filename": file, "line": 0 if name == thread else 1}}
+
+    events, held = [], ()
+    for k, read in enumerate(stacks):
+        stack = (thread, *read)
+        ts = 10_000.0 * k
+        common = 0
+        while common < min(len(held), len(stack)) and held[common] == stack[common]:
+            common += 1
+        events += [dict(frame(n), ph="E", ts=ts, pid=7, tid=1) for n in reversed(held[common:])]
+        events += [dict(frame(n), ph="B", ts=ts, pid=7, tid=1) for n in stack[common:]]
+        held = stack
+    end = 10_000.0 * len(stacks)
+    events += [dict(frame(n), ph="E", ts=end, pid=7, tid=1) for n in reversed(held)]
+    return events
+
+
+def test_an_empty_read_of_a_thread_still_in_its_module_body_is_dropped():
+    # Replayed from a forked pool worker's recording: its main thread read with no frame once
+    # mid-window, then whole again; the report drew a main-thread stack with no frames.
+    stacks = [("<module>", "serve", "work"), ("<module>", "serve", "parse"), (),
+              ("<module>", "serve", "work"), ("<module>", "serve", "parse")]
+    profile = load_chrometrace(_recorded(stacks), rate_hz=100)
+    read = [functions(profile, sid) for track in profile.threads for sid in track.stack_ids]
+    assert read and all(stack[:2] == ["<module>", "serve"] for stack in read), read
+
+
+def test_a_callback_threads_empty_reads_between_calls_are_kept():
+    # A thread a native library runs Python on is empty between callbacks: idle, not torn.
+    stacks = [("on_message", "parse"), (), ("on_message", "parse"), (), ("on_message", "parse"),
+              ("on_message", "parse")]
+    profile = load_chrometrace(_recorded(stacks, "thread (7): poller"), rate_hz=100)
+    read = [functions(profile, sid) for track in profile.threads for sid in track.stack_ids]
+    assert [] in read and ["on_message", "parse"] in read, read
