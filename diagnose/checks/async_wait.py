@@ -62,7 +62,7 @@ from diagnose.collect.task_recording import AwaitKind
 from diagnose.model.await_sites import WORKER_LOOP_FRAMES, AwaitSite, TaskSummary
 from diagnose.model.event_loops import frame_owner
 from diagnose.samples.profile import Frame, frame_is
-from diagnose.vocab import CodeOwner, ThreadState
+from diagnose.vocab import CallbackKind, CodeOwner, ThreadState
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
@@ -238,10 +238,28 @@ def site_words(site: AwaitSite) -> str:
     return f"{what}{name} at {short_path(site.file)}:{site.line} ({site.function})"
 
 
-def loop_busy_share(analysis: Analysis) -> float | None:
-    """The busiest event loop's share of samples out of its selector, None without a loop."""
-    loops = list(analysis.event_loops or ())
-    return max((loop.busy_share for loop in loops), default=None) if loops else None
+@dataclass(frozen=True)
+class LoopLoad:
+    """How much of the window the busiest loop spent serving, which bounds what more it can
+    serve. Out of its selector is serving only while it runs or blocks in the app's code: a
+    loop waiting for a core or for the GIL is out of its selector too, and its /proc counters
+    (CPU time) say so. Where the counters deny the samples, the counters are kept."""
+
+    sampled: float  # of its samples, out of the selector
+    serving: float  # what the bound uses: the sampled share, or the counters' where lower
+    on_cpu: float | None = None  # its CPU time over the window, from /proc
+    blocked_in_app: float = 0.0  # of its samples, in the app's blocking calls
+
+
+def loop_load(analysis: Analysis) -> LoopLoad | None:
+    """The busiest loop's load (LoopLoad), None without a loop."""
+    loads = []
+    for loop in analysis.event_loops or ():
+        blocked = sum(c.share for c in loop.callbacks if c.kind == CallbackKind.BLOCKING_CALL)
+        counted = None if loop.cpu_share_os is None else loop.cpu_share_os + blocked
+        serving = loop.busy_share if counted is None else min(loop.busy_share, counted)
+        loads.append(LoopLoad(loop.busy_share, round(serving, 4), loop.cpu_share_os, round(blocked, 4)))
+    return max(loads, key=lambda load: load.serving, default=None)
 
 
 def little_gain(site_share: float, busy: float | None, room: float | None = None) -> float:
@@ -382,13 +400,14 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     # of its samples; the tasks of one read are correlated as a thread's consecutive samples
     # are, so the interval is a lower bound on the uncertainty (model/confidence.py).
     observations = int(round(summary.request_tasks_avg * summary.snapshots))
-    busy = loop_busy_share(analysis)
+    load = loop_load(analysis)
+    busy = load.serving if load is not None else None
     room = core_room(analysis)
     evidence: dict[str, object] = {
         "async_wait_share": share,
         "request_tasks_avg": summary.request_tasks_avg,
         "task_reads": summary.snapshots,
-        "loop_busy_share": busy,
+        "loop_busy_share": load.sampled if load is not None else None,
     }
     if not local:
         summary_text = (f"request tasks waited on no in-process asyncio primitive "
@@ -400,7 +419,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     top = _top_wait(analysis, local[0], busy, room)
     advice, fix = first_advice(top.site, summary, top.gain, top.holders)
     text = _top_words(top, share, evidence, fix)
-    basis = _gain_basis(summary, top, busy, room)
+    basis = _gain_basis(summary, top, load, room)
     # The gain follows the share the score rests on, in proportion (the top site's part of it).
     part = top.site.share / share if share else 1.0
     executor_bound = top.executor_bound
@@ -489,7 +508,7 @@ def _holders_evidence(holders: ThreadHolders, evidence: dict[str, object]) -> No
                                        if holders.state is not None else None)})
 
 
-def _gain_basis(summary: TaskSummary, top_wait: _TopWait, busy: float | None, room: float | None) -> str:
+def _gain_basis(summary: TaskSummary, top_wait: _TopWait, load: LoopLoad | None, room: float | None) -> str:
     """How the gain was reached: Little's law on the top site's share, then each bound."""
     top, holders, executor_bound = top_wait.site, top_wait.holders, top_wait.executor_bound
     basis = (f"estimate from {summary.snapshots} reads of the asyncio tasks (Little's law): "
@@ -498,9 +517,14 @@ def _gain_basis(summary: TaskSummary, top_wait: _TopWait, busy: float | None, ro
              f"average); at the same concurrency each request's time shrinks by that share, so "
              f"throughput rises up to {amdahl(top.share):.2f}x if the guarded resource keeps its "
              f"time per call")
-    if busy:
-        basis += (f"; the event loop was out of its selector {pct(busy)} of its samples, so it "
-                  f"can serve at most {1.0 / busy:.2f}x more")
+    if load is not None and load.serving:
+        basis += f"; the event loop was out of its selector {pct(load.sampled)} of its samples"
+        if load.serving < load.sampled and load.on_cpu is not None:
+            # the rest waited for a core or the GIL: time a loop with a core of its own serves
+            basis += (f", but its /proc counters show it on a CPU {pct(load.on_cpu)} of the window "
+                      f"and its samples in blocking calls {pct(load.blocked_in_app)}: it served "
+                      f"{pct(load.serving)} of the time (the counters kept)")
+        basis += f", so it can serve at most {1.0 / load.serving:.2f}x more"
     if room is not None:
         basis += f"; the cores the process could use allow {room:.2f}x"
     if executor_bound is not None and holders is not None:

@@ -164,9 +164,10 @@ def _drop_torn_reads(profile: Profile, thread: _Thread) -> None:
     the frame chain while the thread runs and can stop part-way, keeping only the innermost
     frames. Such a change is dropped: the thread is read as holding its previous stack until its
     next whole one, as for any instant whose read is missing. A read with no frame at all is torn
-    too when the root is a frame the thread is born in and a whole read follows it (a forked
-    worker's main thread read empty once mid-window, then whole again); a thread a native library
-    runs Python on (a callback's root) can be empty between calls, and keeps its empty reads."""
+    too when it falls between two whole reads whose root is a frame the thread is born in and
+    leaves only at its end (a forked worker's main thread read empty once mid-window, then whole
+    again). A thread read before its first frame keeps that read (it was born there); a thread a
+    native library runs Python on (a callback's root) is empty between calls, and keeps those."""
     if len(thread.stacks) < 3:
         return
     roots: dict[int, int] = {}
@@ -183,7 +184,7 @@ def _drop_torn_reads(profile: Profile, thread: _Thread) -> None:
     born_in = _lives_as_long_as_its_thread(profile.frames[root])
     keep = [k for k, sid in enumerate(thread.stacks)
             if profile.stacks[sid][:1] == (root,)
-            or (not profile.stacks[sid] and not (born_in and k < whole[-1]))]
+            or (not profile.stacks[sid] and not (born_in and whole[0] < k < whole[-1]))]
     if len(keep) == len(thread.stacks):
         return
     thread.times = [thread.times[k] for k in keep]
