@@ -43,11 +43,17 @@ def attach_and_report(args: AttachArgs) -> int:
 
 
 def _attach_stoppable(stop, args: AttachArgs) -> int:
+    from diagnose.collect import activity
     from diagnose.collect.capture import AttachOptions, capture, describe_target
-    from diagnose.collect.tree import python_descendants
-    from diagnose.run import pipeline
+    from diagnose.collect.tree import descendants, python_descendants
 
     pids, sampling, probes, quiet = list(args.pids), args.sampling, args.probes, args.quiet
+    # The sampling plan measures how busy each process is between two reads of its threads' CPU
+    # at least activity.MIN_INTERVAL_S apart: the first read here lets the analysis stack's
+    # import (next) fill that interval instead of a sleep after the probes.
+    busy_since = activity.snapshot([*pids, *(d for p in pids for d in descendants(p))])
+    from diagnose.run import pipeline
+
     duration, output_dir = sampling.duration, args.outputs.output_dir
 
     user_rules = pipeline.load_user_rules(args.outputs.rules_file)
@@ -94,9 +100,10 @@ def _attach_stoppable(stop, args: AttachArgs) -> int:
     pipeline.prepare_page()
     if bar_ctx is not None:
         with bar_ctx:
-            cap = capture(pids, output_dir, options, progress, stop=stop, warn=log)
+            cap = capture(pids, output_dir, options, progress, stop=stop, warn=log,
+                          busy_since=busy_since)
     else:
-        cap = capture(pids, output_dir, options, progress, stop=stop, warn=log)
+        cap = capture(pids, output_dir, options, progress, stop=stop, warn=log, busy_since=busy_since)
     sampled_at, sampled_cpu = time.monotonic(), time.process_time()
     try:
         outputs = pipeline.from_capture(cap, output_dir, user_rules, sampling.keep_raw)

@@ -348,14 +348,17 @@ class _Session:
 def capture(pids: int | list[int], work_dir: Path, options: AttachOptions,
             on_progress: Callable[[float, int], None] | None = None,
             stop: StopSignals | None = None,
-            warn: Callable[[str], None] | None = None) -> Capture:
+            warn: Callable[[str], None] | None = None,
+            busy_since: activity.CpuSnapshot | None = None) -> Capture:
     """Runs the window: the recorders of the sampling plan and the /proc sampler side by side,
     over every named pid and (unless `options.children` is off) its descendants.
     `on_progress(fraction, threads)` is called on every /proc tick. `stop` handles SIGINT,
     SIGTERM and SIGHUP (installed here for the capture when not given). On every way out the
     recorders are reaped, the temporary files of a failed capture removed, and every sampled
     process left running unless it was stopped before the attach; `warn` hears of each process
-    that had to be resumed (the report's notes too)."""
+    that had to be resumed (the report's notes too). `busy_since`: the threads' CPU read earlier
+    by the caller (the sampling plan measures activity from it: a read at least
+    activity.MIN_INTERVAL_S before the plan spares that wait), else read before the probes."""
     pids = [pids] if isinstance(pids, int) else list(dict.fromkeys(pids))
     stop = stop if stop is not None else StopSignals()
     installed_here = stop.install()
@@ -370,7 +373,7 @@ def capture(pids: int | list[int], work_dir: Path, options: AttachOptions,
         for pid in pids:
             _refuse_stopped(session.before.get(pid))
         with priority.in_window():
-            result = _capture(pids, procs, work_dir, options, on_progress, stop, session)
+            result = _capture(pids, procs, work_dir, options, on_progress, stop, session, busy_since)
         return result
     finally:
         with _signals_deferred():  # a second Ctrl-C now would skip the checks below
@@ -408,11 +411,11 @@ def _signals_deferred():
 
 def _capture(pids: list[int], procs: list[psutil.Process], work_dir: Path, options: AttachOptions,
              on_progress: Callable[[float, int], None] | None, stop: StopSignals,
-             session: _Session) -> Capture:
+             session: _Session, busy_since: activity.CpuSnapshot | None = None) -> Capture:
     """One window, phase by phase: probe the targets, plan the sampling, launch the recorders and
     the /proc sampler, wait out the window, stop everything, and summarise what was taken. Each
     phase hands the next a frozen record; `session` holds what capture's `finally` undoes."""
-    run = _Run(pids, options, stop, session, notes=[])
+    run = _Run(pids, options, stop, session, notes=[], busy_since=busy_since)
     probed = _probe(run, procs)
     tree_plan = _plan(run, probed)
     launched = _launch(run, probed, tree_plan, _make_temp_dir(run, work_dir))
@@ -431,6 +434,7 @@ class _Run:
     stop: StopSignals
     session: _Session
     notes: list[str]
+    busy_since: activity.CpuSnapshot | None = None  # the caller's early read (capture)
 
 
 @dataclass(frozen=True)
@@ -513,7 +517,7 @@ def _probe(run: _Run, procs: list[psutil.Process]) -> _Probed:
     session.checked.extend(probe_pids)
     members = _python_members(pids, options.children) or list(probe_pids)
     # CPU per thread around the probes: which processes are busy (plan.py shares by it).
-    before = activity.snapshot(members)
+    before = activity_since(run.busy_since, members)
     probe, native = probe_target(probe_pids[0], options.native, options.retry_s, run.notes)
     for other in probe_pids[1:]:
         wait_until_readable(other, options.retry_s)
@@ -525,6 +529,14 @@ def _probe(run: _Run, procs: list[psutil.Process]) -> _Probed:
     except psutil.AccessDenied:
         cmdline, threads = [], None
     return _Probed(probe, native, members, before, cmdline, threads)
+
+
+def activity_since(early: activity.CpuSnapshot | None, members: list[int]) -> activity.CpuSnapshot:
+    """The read the sampling plan measures activity from: the caller's earlier one when it holds
+    every member (a process missing from it would count as busy), else one taken now."""
+    if early is not None and set(members) <= set(early.cpu):
+        return early
+    return activity.snapshot(members)
 
 
 def _plan(run: _Run, probed: _Probed) -> TreePlan:
