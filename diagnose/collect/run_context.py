@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from diagnose.collect.plan import ProcessPlan
+from diagnose.report.model.run import Load
 
 
 @dataclass(frozen=True)
@@ -104,16 +105,6 @@ class RecordedSampling:
 
 
 @dataclass(frozen=True)
-class LoadLevel:
-    """The load the service was under while sampled, when a sweep or an experiment generated
-    it: one of `concurrency` (closed loop) and `rate` (requests/s, open loop)."""
-
-    throughput_rps: float | None
-    concurrency: int | None = None
-    rate: float | None = None
-
-
-@dataclass(frozen=True)
 class RunContext:
     """The run's facts the checks and the report read: the target, the sampling, whether the
     window was cut short, the notes to show beside the verdict, the load (or None)."""
@@ -122,7 +113,7 @@ class RunContext:
     sampling: LiveSampling | RecordedSampling = field(default_factory=RecordedSampling)
     partial: bool = False
     notes: tuple[str, ...] = ()
-    load: LoadLevel | None = None
+    load: Load | None = None  # as the report states it
 
     def with_note(self, note: str) -> RunContext:
         return replace(self, notes=(*self.notes, note))

@@ -18,7 +18,7 @@ from diagnose.model.service import Service
 from diagnose.vocab import ProcessRole
 from diagnose.collect.run_context import LiveSampling, RunContext, RunTarget, WindowCpu
 from diagnose.report.redact import redact_cmdline
-from diagnose.report.model import (SCHEMA_VERSION, Evidence, Finding, Load, Process,
+from diagnose.report.model import (SCHEMA_VERSION, Evidence, Finding, Process,
                                    ProcessTasks, Report, Sampling, Target, Thread, ThreadOs,
                                    TopFinding)
 from diagnose.report.model.run import Observer, PlannedProcess, StateSources
@@ -247,8 +247,7 @@ def build_report(service: Service, results: CheckResults, per_process: dict | No
         not_applicable=results.not_applicable,
         threads=thread_rows(analysis),
         stacks=stacks,
-        load=None if run.load is None else Load(run.load.throughput_rps, run.load.concurrency,
-                                                 run.load.rate),
+        load=run.load,
         wait_graph=build_wait_graph(service),
         evidence_labels=labels_used(results.findings),
     )

@@ -25,7 +25,7 @@ from diagnose.readers.chrometrace import close_exited_threads, regrid, settle_ra
 from diagnose.readers.loaders import decode_input, load_profile, read_input
 from diagnose.model.analysis import Analysis
 from diagnose.samples.profile import Profile
-from diagnose.collect.run_context import LiveSampling, LoadLevel, RecordedSampling, RunContext, RunTarget
+from diagnose.collect.run_context import LiveSampling, RecordedSampling, RunContext, RunTarget
 from diagnose.model.service import Service, build_service
 from diagnose.outputs.files import (WriteFailed, claim_name, move_file, prepare_output_dir,
                                     remove_quietly, write_atomically, write_text)
@@ -35,7 +35,7 @@ from diagnose.render.report_files import page_html, summary_markdown
 from diagnose.render import json_text
 from diagnose.run.gc_pause import collector_paused
 from diagnose.run.build_report import build_report
-from diagnose.report.model import Report
+from diagnose.report.model import Load, Report
 from diagnose.report.model.codec import decode
 from diagnose.render.speedscope_out import write_speedscope
 
@@ -246,7 +246,7 @@ def _write_outputs(service: Service, results: CheckResults, per_process: dict,
 
 
 def from_capture(capture: Capture, out_dir: Path, user_rules: dict | None,
-                 keep_raw: bool, load: LoadLevel | None = None) -> Outputs:
+                 keep_raw: bool, load: Load | None = None) -> Outputs:
     """`load`: the load the service was under while sampled, when a sweep or an experiment
     generated it: `diagnose diff` then compares per request."""
     run = RunContext(target=capture.target,

@@ -12,7 +12,7 @@ import pytest
 from diagnose.checks.service_verdict import run_service_checks
 from diagnose.classify.categories import Categorizer
 from diagnose.collect.plan import ProcessPlan
-from diagnose.collect.run_context import (CaptureSampling, LiveSampling, LoadLevel, RecordedSampling,
+from diagnose.collect.run_context import (CaptureSampling, LiveSampling, RecordedSampling,
                                         RunContext, RunTarget, WindowCpu)
 from diagnose.model.service import build_service
 from diagnose.readers.loaders import load_profile
@@ -92,7 +92,7 @@ def test_a_live_capture_writes_its_sampling_plan_start_and_load(analysed):
     service, results = analysed
     run = RunContext(RunTarget(pid=11, pids=(11,), children=True, cpu_quota_cores=1.5),
                      LiveSampling(_capture_sampling(), 1767225600.123),
-                     load=LoadLevel(41.2, concurrency=8))
+                     load=Load(41.2, concurrency=8))
     built = build_report(service, results, run=run)
     report = report_of(built.to_json())  # as written and read back
     assert report == built
