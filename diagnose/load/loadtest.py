@@ -22,8 +22,9 @@ from diagnose.report.step_diagnosis import StepDiagnosis
 from diagnose.collect.capture import StopSignals
 from diagnose.errors import Interrupted, LoadFailed, NoSuchProcess
 from diagnose.outputs.files import prepare_output_dir, write_report
-from diagnose.report.load_report import ExperimentReport, GeneratorInfo, SweepReport, SweepTarget
-from diagnose.load.sweep_steps import CpuMeter, Step, SweepResult, SweepSettings, run_sweep, sweep_report
+from diagnose.report.load_report import (ExperimentReport, GeneratorInfo, SweepReport, SweepSettings,
+                                         SweepTarget)
+from diagnose.load.sweep_steps import CpuMeter, Step, SweepResult, run_sweep, sweep_report
 
 R = TypeVar("R", SweepReport, ExperimentReport)
 
