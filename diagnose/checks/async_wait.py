@@ -58,7 +58,7 @@ from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
 from diagnose.samples import source
-from diagnose.collect.task_recording import AwaitKind
+from diagnose.vocab import AwaitKind
 from diagnose.model.await_sites import WORKER_LOOP_FRAMES, AwaitSite, TaskSummary
 from diagnose.model.event_loops import frame_owner
 from diagnose.samples.profile import Frame, frame_is

@@ -41,8 +41,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagnose.samples import source
-from diagnose.collect.task_recording import (AwaitKind, CoroFrame, TaskRecording, TaskState,
+from diagnose.collect.task_recording import (CoroFrame, TaskRecording, TaskState,
                                         framework_primitive)
+from diagnose.vocab import AwaitKind
 from diagnose.model.event_loops import FRAMEWORK_PACKAGES, frame_owner
 from diagnose.samples.profile import Frame
 

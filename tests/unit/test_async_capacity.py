@@ -12,8 +12,9 @@ import pytest
 from diagnose.checks.engine import run_checks
 from diagnose.classify.categories import Categorizer
 from diagnose.model.analysis import analysis_of, classify_profile
-from diagnose.collect.task_recording import (AwaitKind, AwaitTarget, CoroFrame, TaskRecording,
+from diagnose.collect.task_recording import (AwaitTarget, CoroFrame, TaskRecording,
                                         TaskSnapshot, TaskState, framework_primitive)
+from diagnose.vocab import AwaitKind
 from diagnose.model.await_sites import summarize_tasks
 from diagnose.samples.profile import Frame, Profile, ThreadTrack
 from diagnose.collect.run_context import RunContext, RunTarget

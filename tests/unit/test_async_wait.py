@@ -12,8 +12,9 @@ import pytest
 from diagnose.checks.engine import run_checks
 from diagnose.classify.categories import Categorizer
 from diagnose.model.analysis import analysis_of, classify_profile
-from diagnose.collect.task_recording import (AwaitKind, AwaitTarget, CoroFrame, TaskRecording,
+from diagnose.collect.task_recording import (AwaitTarget, CoroFrame, TaskRecording,
                                         TaskSnapshot, TaskState)
+from diagnose.vocab import AwaitKind
 from diagnose.model.await_sites import primitive_name, summarize_tasks
 from diagnose.samples.profile import Frame, Profile, ThreadTrack
 from diagnose.collect.run_context import RunContext, RunTarget
@@ -325,8 +326,9 @@ def test_keep_raw_writes_every_read_of_the_tasks_beside_the_report(app, tmp_path
 def test_a_read_that_raced_its_tasks_does_not_inflate_the_semaphores_capacity():
     """A read walks the tasks one by one: a task leaving the `async with` block and the one
     entering after it can both be seen inside. The capacity is the median read, not the most."""
-    from diagnose.collect.task_recording import (AwaitKind, AwaitTarget, CoroFrame, TaskRecording,
+    from diagnose.collect.task_recording import (AwaitTarget, CoroFrame, TaskRecording,
                                             TaskSnapshot, TaskState)
+    from diagnose.vocab import AwaitKind
     from diagnose.model.await_sites import summarize_tasks
     from tests.conftest import REPO, marker_line
     path = REPO / "fixtures" / "workloads" / "async_semaphore.py"
