@@ -26,7 +26,7 @@ from diagnose.model.table import StackTable, build_sample_table, classify_stacks
 from diagnose.vocab import ACTIVE, PARKING_KINDS, RUNNING, STATES, ProcessRole, ThreadRole, ThreadState
 
 if TYPE_CHECKING:  # imported where used at run time: these modules read the Analysis
-    from diagnose.model.await_sites import TaskSummary
+    from diagnose.report.model import ProcessTasks
     from diagnose.model.collector import CollectorShare
     from diagnose.model.deadlock import Deadlock
     from diagnose.model.gil_holder import GilHolding
@@ -167,7 +167,7 @@ class Analysis:
         return event_loops(self)
 
     @functools.cached_property
-    def await_sites(self) -> TaskSummary | None:
+    def await_sites(self) -> ProcessTasks | None:
         """The asyncio request tasks' waits by await site (model/await_sites.py); None without
         a recording of the tasks, or when none could be read."""
         if self.tasks is None or not self.tasks.snapshots:

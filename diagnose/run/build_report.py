@@ -22,7 +22,6 @@ from diagnose.report.model import (SCHEMA_VERSION, Evidence, Finding, Process,
                                    ProcessTasks, Report, Sampling, Target, Thread, ThreadOs,
                                    TopFinding)
 from diagnose.report.model.run import Observer, PlannedProcess, StateSources
-from diagnose.report.model.codec import decode
 
 
 
@@ -196,7 +195,7 @@ def _num_plain(value: Any) -> Any:
     return value.item() if hasattr(value, "item") else value
 
 
-def task_rows(service: Service) -> list[dict]:
+def task_rows(service: Service) -> tuple[ProcessTasks, ...]:
     """Each process's asyncio tasks by await site (model/await_sites.py), or why none could be
     read; the raw reads stay out of the report (`attach --keep-raw` writes them beside it)."""
     rows = []
@@ -205,15 +204,14 @@ def task_rows(service: Service) -> list[dict]:
         if recording is None:
             continue
         summary = view.analysis.await_sites
-        if summary is not None:
-            rows.append(summary.to_dict())
-        else:
-            rows.append({"pid": recording.pid, "python": recording.python, "snapshots": 0,
-                         "reads": recording.reads, "failed_reads": recording.failed_reads,
-                         "read_seconds": round(recording.read_seconds, 4),
-                         "unreadable": recording.unreadable or "no read of the tasks succeeded",
-                         "sites": [], "notes": list(recording.notes)})
-    return rows
+        if summary is None:
+            summary = ProcessTasks(
+                pid=recording.pid, python=recording.python, reads=recording.reads,
+                failed_reads=recording.failed_reads, read_seconds=recording.read_seconds,
+                unreadable=recording.unreadable or "no read of the tasks succeeded",
+                notes=tuple(recording.notes))
+        rows.append(summary.rounded())
+    return tuple(rows)
 
 
 def build_report(service: Service, results: CheckResults, per_process: dict | None = None,
@@ -243,7 +241,7 @@ def build_report(service: Service, results: CheckResults, per_process: dict | No
                         for view, pid in zip(service.processes, pids)
                         if view.analysis.structure.stages),
         event_loops=tuple(loop for view in service.processes for loop in view.analysis.event_loops),
-        tasks=tuple(decode(ProcessTasks, row, "tasks") for row in task_rows(service)),
+        tasks=task_rows(service),
         not_applicable=results.not_applicable,
         threads=thread_rows(analysis),
         stacks=stacks,

@@ -365,7 +365,7 @@ declare namespace Model {
     line: number;
   }
 
-  /** One process's asyncio tasks over the window by await site, or why they were not read. (diagnose.report.model.sections.ProcessTasks) */
+  /** One process's asyncio tasks over the window by await site (model/await_sites.py summarize_tasks), or why they were not read (`unreadable`, written null when read). (diagnose.report.model.sections.ProcessTasks) */
   interface ProcessTasks {
     pid: number;
     python: string;
@@ -385,12 +385,12 @@ declare namespace Model {
     notes: string[];
   }
 
-  /** Request tasks waiting at one await site (model/await_sites.py AwaitSite). (diagnose.report.model.sections.TaskAwaitSite) */
+  /** One place request tasks wait, over the window (model/await_sites.py builds it; the checks read it at full precision, the report writes it `rounded`). (diagnose.report.model.sections.TaskAwaitSite) */
   interface TaskAwaitSite {
     function: string;
     file: string;
     line: number;
-    kind: string;
+    kind: AwaitKind;
     name: string;
     local: boolean;
     primitives: number;
@@ -403,6 +403,9 @@ declare namespace Model {
     waiters_max: number | null;
     detail: string;
   }
+
+  /** What a suspended asyncio task waits on, read from the future it awaits and that future's owner (collect/task_recording.py); a report's await site says it (report/model/sections.py). (diagnose.vocab.AwaitKind) */
+  type AwaitKind = "semaphore" | "lock" | "capacity" | "condition" | "event" | "queue_get" | "queue_put" | "task" | "future" | "sleep" | "io" | "unknown";
 
   /** A check that lacks its inputs says so instead of guessing. (diagnose.report.model.findings.NotApplicable) */
   interface NotApplicable {
