@@ -8,22 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from diagnose.collect.plan import ProcessPlan
-from diagnose.report.model.run import Load
-
-
-@dataclass(frozen=True)
-class RunTarget:
-    """The profiled process (the root of a tree). `cmdline` as read, not yet redacted."""
-
-    pid: int | None = None
-    python: str | None = None
-    cmdline: tuple[str, ...] = ()
-    threads: int | None = None
-    cores: float | None = None
-    # Only `attach` knows these (None offline: the report leaves them out).
-    pids: tuple[int, ...] | None = None
-    cpu_quota_cores: float | None = None
-    children: bool | None = None
+from diagnose.report.model.run import Load, Target
 
 
 @dataclass(frozen=True)
@@ -107,13 +92,17 @@ class RecordedSampling:
 @dataclass(frozen=True)
 class RunContext:
     """The run's facts the checks and the report read: the target, the sampling, whether the
-    window was cut short, the notes to show beside the verdict, the load (or None)."""
+    window was cut short, the notes to show beside the verdict, the load (or None), and the
+    target's command line as read."""
 
-    target: RunTarget = field(default_factory=RunTarget)
+    target: Target = field(default_factory=Target)  # as the report states it: cmdline redacted
     sampling: LiveSampling | RecordedSampling = field(default_factory=RecordedSampling)
     partial: bool = False
     notes: tuple[str, ...] = ()
     load: Load | None = None  # as the report states it
+    # The target's command line as read, unredacted: the analysis tells a server's role from it
+    # (model/service.py); only its redaction, `target.cmdline`, is written.
+    argv: tuple[str, ...] = ()
 
     def with_note(self, note: str) -> RunContext:
         return replace(self, notes=(*self.notes, note))

@@ -16,10 +16,10 @@ from diagnose.model.cpu_account import cpu_account
 from diagnose.model.wait_graph import build_wait_graph
 from diagnose.model.service import Service
 from diagnose.vocab import ProcessRole
-from diagnose.collect.run_context import LiveSampling, RunContext, RunTarget, WindowCpu
+from diagnose.collect.run_context import LiveSampling, RunContext, WindowCpu
 from diagnose.report.redact import redact_cmdline
 from diagnose.report.model import (SCHEMA_VERSION, Evidence, Finding, Process,
-                                   ProcessTasks, Report, Sampling, Target, Thread, ThreadOs,
+                                   ProcessTasks, Report, Sampling, Thread, ThreadOs,
                                    TopFinding)
 from diagnose.report.model.run import Observer, PlannedProcess, StateSources
 
@@ -228,7 +228,7 @@ def build_report(service: Service, results: CheckResults, per_process: dict | No
     pids = [view.pid for view in service.processes]
     return Report(
         schema_version=SCHEMA_VERSION,
-        target=run_target(run.target),
+        target=run.target,
         sampling=sampling,
         verdict=results.verdict,
         findings=results.findings,
@@ -256,13 +256,6 @@ def labels_used(findings: tuple[Finding, ...]) -> dict[str, Evidence]:
     they first appear: the report carries them, so it renders without the checks."""
     declared = evidence_labels()
     return {key: declared[key] for f in findings for key in f.evidence.keys() if key in declared}
-
-
-def run_target(target: RunTarget) -> Target:
-    """The report's target: the run's, its command line redacted."""
-    return Target(pid=target.pid, python=target.python, cmdline=redact_cmdline(list(target.cmdline)),
-                  threads=target.threads, cores=target.cores, pids=target.pids,
-                  cpu_quota_cores=target.cpu_quota_cores, children=target.children)
 
 
 def run_sampling(analysis: Analysis, run: RunContext) -> Sampling:

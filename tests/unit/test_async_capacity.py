@@ -17,7 +17,8 @@ from diagnose.collect.task_recording import (AwaitTarget, CoroFrame, TaskRecordi
 from diagnose.vocab import AwaitKind
 from diagnose.model.await_sites import summarize_tasks
 from diagnose.samples.profile import Frame, Profile, ThreadTrack
-from diagnose.collect.run_context import RunContext, RunTarget
+from diagnose.collect.run_context import RunContext
+from diagnose.report.model import Target
 
 LIB = "/usr/lib/python3.11"
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
@@ -168,7 +169,7 @@ def service(files, tasks: TaskRecording, worker_stack, workers=4, samples=200):
     for k in range(workers):
         track(4300 + k, "AnyIO worker thread", worker_stack(anyio, app))
     stacks = classify_profile(profile, Categorizer())
-    analysis = analysis_of(profile, stacks, None, RunContext(RunTarget(pid=4242)))
+    analysis = analysis_of(profile, stacks, None, RunContext(Target(pid=4242)))
     analysis.tasks = tasks
     return analysis
 
