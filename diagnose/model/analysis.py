@@ -18,7 +18,7 @@ from diagnose.collect.task_recording import TaskRecording
 from diagnose.model.kernel_waits import KernelView, WaitObject
 from diagnose.model.library_threads import LIBRARY_THREAD_SHARE, library_stacks
 from diagnose.samples.native_libraries import LIBRARIES as POOL_LIBRARIES
-from diagnose.model.os_summary import ProcessOS, ThreadOS, summarize
+from diagnose.model.os_summary import ProcessOS, ProcThread, summarize
 from diagnose.samples.profile import Frame, Profile
 from diagnose.collect.run_context import RunContext
 from diagnose.model.servers import ServerProcess
@@ -103,14 +103,14 @@ class Analysis:
         return float(sum(t.cpu_s for t in self._working_native_os_threads))
 
     @functools.cached_property
-    def _working_native_os_threads(self) -> list[ThreadOS]:
+    def _working_native_os_threads(self) -> list[ProcThread]:
         if self.os is None:
             return []
         least = WORKING_CPU_SHARE * self.os.window_s
         return [thread for thread in self._native_os_threads if thread.cpu_s >= least]
 
     @functools.cached_property
-    def _native_os_threads(self) -> list[ThreadOS]:
+    def _native_os_threads(self) -> list[ProcThread]:
         """The OS counters of the threads with no Python frames; none without OS counters."""
         if self.os is None:
             return []

@@ -19,7 +19,7 @@ from diagnose.vocab import ProcessRole
 from diagnose.collect.run_context import LiveSampling, RunContext, WindowCpu
 from diagnose.report.redact import redact_cmdline
 from diagnose.report.model import (SCHEMA_VERSION, Evidence, Finding, Process,
-                                   ProcessTasks, Report, Sampling, Thread, ThreadOs,
+                                   ProcessTasks, Report, Sampling, Thread,
                                    TopFinding)
 from diagnose.report.model.run import Observer, PlannedProcess, StateSources
 
@@ -99,12 +99,7 @@ def thread_rows(analysis: Analysis) -> tuple[Thread, ...]:
             first_s=first, last_s=last,
             states={c: int(row[c]) for c in state_cols if int(row[c])},
             state_sources=sources_of(sources.get(int(index), {})),
-            os=None if tos is None else ThreadOs(
-                cpu_s=_num(tos.cpu_s), runqueue_wait_s=_num(tos.runqueue_wait_s),
-                voluntary_ctx=_num_plain(tos.voluntary_ctx),
-                involuntary_ctx=_num_plain(tos.involuntary_ctx),
-                observer_stops=_num_plain(tos.observer_stops),
-                user_s=_num(tos.user_s), system_s=_num(tos.system_s))))
+            os=None if tos is None else tos.rounded()))
     return tuple(rows)
 
 

@@ -40,7 +40,8 @@ class Process:
 
 @dataclass(frozen=True)
 class ThreadOs:
-    """A thread's /proc counters over the window."""
+    """A thread's /proc counters over the window, as the report states them (model/os_summary.py
+    ProcThread builds on them)."""
 
     cpu_s: float | None = None
     runqueue_wait_s: float | None = None
@@ -50,6 +51,18 @@ class ThreadOs:
     # cpu_s in user mode and in the kernel; absent in reports of older recordings
     user_s: float | None = field(default=None, metadata=OPTIONAL)
     system_s: float | None = field(default=None, metadata=OPTIONAL)
+
+    def rounded(self) -> ThreadOs:
+        """These counters alone (the analysis's ProcThread adds to them), as the report writes
+        them: seconds to 4 places."""
+        return ThreadOs(cpu_s=_round4(self.cpu_s), runqueue_wait_s=_round4(self.runqueue_wait_s),
+                        voluntary_ctx=self.voluntary_ctx, involuntary_ctx=self.involuntary_ctx,
+                        observer_stops=self.observer_stops, user_s=_round4(self.user_s),
+                        system_s=_round4(self.system_s))
+
+
+def _round4(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 4)
 
 
 @dataclass(frozen=True)

@@ -427,7 +427,7 @@ declare namespace Model {
     os: ThreadOs | null;
   }
 
-  /** A thread's /proc counters over the window. (diagnose.report.model.sections.ThreadOs) */
+  /** A thread's /proc counters over the window, as the report states them (model/os_summary.py ProcThread builds on them). (diagnose.report.model.sections.ThreadOs) */
   interface ThreadOs {
     cpu_s: number | null;
     runqueue_wait_s: number | null;
