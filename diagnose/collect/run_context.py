@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from diagnose.collect.plan import ProcessPlan
-from diagnose.report.model.run import Load, Target
+from diagnose.report.model.run import Load, PlannedProcess, Target
 
 
 @dataclass(frozen=True)
@@ -48,7 +47,7 @@ class CaptureSampling:
     native_samples: int | None
     native_errors: int | None
     mode: str
-    processes_planned: tuple[ProcessPlan, ...]
+    processes_planned: tuple[PlannedProcess, ...]
     processes_sampled: int
     pyspy_version: str
     pyspy_cpu_s: float

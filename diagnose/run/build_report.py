@@ -21,7 +21,7 @@ from diagnose.report.redact import redact_cmdline
 from diagnose.report.model import (SCHEMA_VERSION, Evidence, Finding, Process,
                                    ProcessTasks, Report, Sampling, Thread,
                                    TopFinding)
-from diagnose.report.model.run import Observer, PlannedProcess, StateSources
+from diagnose.report.model.run import Observer, StateSources
 
 
 
@@ -269,8 +269,7 @@ def run_sampling(analysis: Analysis, run: RunContext) -> Sampling:
             proc_interval_s=capture.proc_interval_s, samples_taken=capture.samples_taken,
             native_rate_hz=capture.native_rate_hz, native_samples=capture.native_samples,
             native_errors=capture.native_errors,
-            processes_planned=tuple(PlannedProcess(p.pid, p.rate_hz, p.native_rate_hz, p.busy)
-                                    for p in capture.processes_planned),
+            processes_planned=capture.processes_planned,
             processes_sampled=capture.processes_sampled, pyspy_version=capture.pyspy_version,
             pyspy_cpu_s=capture.pyspy_cpu_s,
             pyspy_cpu_share_of_cores=capture.pyspy_cpu_share_of_cores,

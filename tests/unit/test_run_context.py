@@ -11,7 +11,6 @@ import pytest
 
 from diagnose.checks.service_verdict import run_service_checks
 from diagnose.classify.categories import Categorizer
-from diagnose.collect.plan import ProcessPlan
 from diagnose.collect.run_context import (CaptureSampling, LiveSampling, RecordedSampling,
                                         RunContext, WindowCpu)
 from diagnose.model.service import build_service
@@ -84,7 +83,7 @@ def _capture_sampling() -> CaptureSampling:
     return CaptureSampling(
         duration_s=3.9, requested_duration_s=4.0, rate_hz=29, plan="the budget", proc_interval_s=0.1,
         samples=500, samples_taken=510, errors=30, native=True, native_rate_hz=5, native_samples=40,
-        native_errors=None, mode="nonblocking", processes_planned=(ProcessPlan(11, 29, 5, True),),
+        native_errors=None, mode="nonblocking", processes_planned=(PlannedProcess(11, 29, 5, True),),
         processes_sampled=1, pyspy_version="0.4.0", pyspy_cpu_s=0.25, pyspy_cpu_share_of_cores=0.03)
 
 
