@@ -165,7 +165,8 @@ class Structure:
 
 @dataclass(frozen=True)
 class CallSite:
-    """Where the coroutine makes the call that blocked the loop."""
+    """A line of code in its function, where a call is made: the one that blocked an event loop,
+    a thread's wait, the taking of a lock (model/knots.py)."""
 
     function: str = ""
     file: str = ""

@@ -110,7 +110,7 @@ declare namespace Model {
     target_cores?: number;
   }
 
-  /** One process's recorders in the sampling plan (collect/plan.ProcessPlan). (diagnose.report.model.run.PlannedProcess) */
+  /** One process's recorders in the sampling plan (collect/plan.py): its own non-blocking rate, and native calibration or none. (diagnose.report.model.run.PlannedProcess) */
   interface PlannedProcess {
     pid: number;
     rate_hz: number;
@@ -358,7 +358,7 @@ declare namespace Model {
   /** What a callback of the app that held the event loop did (report/model/sections.Callback: only stacks in the app's own code are tallied as callbacks). (diagnose.vocab.CallbackKind) */
   type CallbackKind = "cpu" | "blocking_call";
 
-  /** Where the coroutine makes the call that blocked the loop. (diagnose.report.model.sections.CallSite) */
+  /** A line of code in its function, where a call is made: the one that blocked an event loop, a thread's wait, the taking of a lock (model/knots.py). (diagnose.report.model.sections.CallSite) */
   interface CallSite {
     function: string;
     file: string;
