@@ -41,7 +41,8 @@ from diagnose.checks.engine import run_checks  # noqa: E402
 from diagnose.classify.categories import Categorizer  # noqa: E402
 from diagnose.model.analysis import analyze_profile  # noqa: E402
 from diagnose.samples.profile import Frame, Profile, ThreadTrack  # noqa: E402
-from diagnose.collect.run_context import RecordedSampling, RunContext, RunTarget  # noqa: E402
+from diagnose.collect.run_context import RecordedSampling, RunContext  # noqa: E402
+from diagnose.report.model import Target  # noqa: E402
 from diagnose.model.service import ProcessView, Service  # noqa: E402
 from diagnose.vocab import ProcessRole  # noqa: E402
 from diagnose.render.html import render_html  # noqa: E402
@@ -288,7 +289,7 @@ def run_pipeline(profile: Profile, run: RunContext) -> tuple[str, dict, dict]:
     analysis = step("analyze_profile", analyze_profile, profile, categorizer, None, run)
     results = step("run_checks", run_checks, analysis)
     service = Service(analysis, [ProcessView(run.target.pid, None, ProcessRole.SINGLE,
-                                             list(run.target.cmdline), analysis)])
+                                             list(run.argv), analysis)])
     report = step("build_report", build_report, service, results)
     data = step("page_data", page_data, report, analysis, categorizer, "2026-01-01T00:00:00Z")
     html = step("render_html", render_html, data, report)
@@ -374,10 +375,11 @@ def main(argv=None) -> int:
     t = time.perf_counter()
     profile = synthetic_profile(args.threads, args.seconds, args.rate, args.stacks)
     build_s = time.perf_counter() - t
+    command = ("python", "-m", "app.serve", "--workers", str(args.threads))
     run = RunContext(
-        RunTarget(pid=4242, python="3.11.7", threads=args.threads, cores=8,
-                  cmdline=("python", "-m", "app.serve", "--workers", str(args.threads))),
-        RecordedSampling(mode="synthetic benchmark", duration_s=args.seconds, rate_hz=args.rate))
+        Target(pid=4242, python="3.11.7", threads=args.threads, cores=8, cmdline=" ".join(command)),
+        RecordedSampling(mode="synthetic benchmark", duration_s=args.seconds, rate_hz=args.rate),
+        argv=command)
 
     profiler = cProfile.Profile() if args.profile else None
     if profiler:

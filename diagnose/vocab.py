@@ -153,6 +153,26 @@ class CallbackKind(enum.StrEnum):
     BLOCKING_CALL = "blocking_call"
 
 
+class AwaitKind(enum.StrEnum):
+    """What a suspended asyncio task waits on, read from the future it awaits and that future's
+    owner (collect/task_recording.py); a report's await site says it (report/model/sections.py)."""
+
+    SEMAPHORE = "semaphore"    # asyncio.Semaphore / BoundedSemaphore acquire
+    LOCK = "lock"              # asyncio.Lock acquire
+    # A framework's limit on work handed to threads (AnyIO's CapacityLimiter: FastAPI / Starlette
+    # `def` endpoints and run_in_threadpool take one of its tokens): its holders are threads
+    CAPACITY = "capacity"
+    CONDITION = "condition"    # asyncio.Condition wait
+    EVENT = "event"            # asyncio.Event wait
+    QUEUE_GET = "queue_get"    # asyncio.Queue get on an empty queue
+    QUEUE_PUT = "queue_put"    # asyncio.Queue put on a full queue
+    TASK = "task"              # another task (await task / gather on tasks)
+    FUTURE = "future"          # a plain Future nobody above owns (a batcher's result, ...)
+    SLEEP = "sleep"            # asyncio.sleep
+    IO = "io"                  # a transport / socket readiness future
+    UNKNOWN = "unknown"        # suspended, on something the reader could not name
+
+
 class Severity(enum.StrEnum):
     """A finding's (and a verdict's) severity, lowest first: `SEVERITIES` is the order."""
 

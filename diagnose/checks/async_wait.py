@@ -58,8 +58,9 @@ from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
 from diagnose.samples import source
-from diagnose.collect.task_recording import AwaitKind
-from diagnose.model.await_sites import WORKER_LOOP_FRAMES, AwaitSite, TaskSummary
+from diagnose.vocab import AwaitKind
+from diagnose.model.await_sites import WORKER_LOOP_FRAMES
+from diagnose.report.model import ProcessTasks, TaskAwaitSite
 from diagnose.model.event_loops import frame_owner
 from diagnose.samples.profile import Frame, frame_is
 from diagnose.vocab import CallbackKind, CodeOwner, ThreadState
@@ -230,7 +231,7 @@ def holders_words(holders: ThreadHolders, tokens: int | None) -> str:
     return f"they are in {holders.where}{tail} {pct(holders.share)} of their busy time"
 
 
-def site_words(site: AwaitSite) -> str:
+def site_words(site: TaskAwaitSite) -> str:
     if site.kind == AwaitKind.CAPACITY and site.detail:
         return f"{site.detail} at {short_path(site.file)}:{site.line} ({site.function})"
     what = KIND_WORDS.get(site.kind, str(site.kind))
@@ -278,7 +279,7 @@ def little_gain(site_share: float, busy: float | None, room: float | None = None
 THREAD_LIMITER_KNOB = "anyio.to_thread.current_default_thread_limiter().total_tokens"
 
 
-def capacity_advice(site: AwaitSite, holders: ThreadHolders | None, estimate: str, reach: int
+def capacity_advice(site: TaskAwaitSite, holders: ThreadHolders | None, estimate: str, reach: int
                     ) -> tuple[str, dict[str, object] | None]:
     """The advice for requests queued on a framework's thread capacity."""
     tokens = f" from {site.capacity}" if site.capacity is not None else ""
@@ -307,18 +308,18 @@ EXECUTOR_BUSY = 0.8  # of an executor's threads, busy on average: every one of t
 EXECUTOR_KNOB = "executor_max_workers"
 
 
-def full_executor(site: AwaitSite, holders: ThreadHolders | None) -> bool:
+def full_executor(site: TaskAwaitSite, holders: ThreadHolders | None) -> bool:
     """Requests await futures whose executor's threads are all taken."""
     return (site.kind == AwaitKind.FUTURE and holders is not None and holders.threads > 0
             and holders.busy_avg >= EXECUTOR_BUSY * holders.threads)
 
 
-def executor_workers(site: AwaitSite, holders: ThreadHolders) -> int:
+def executor_workers(site: TaskAwaitSite, holders: ThreadHolders) -> int:
     """The workers the advice gives the executor: the requests that reach it, more than today."""
     return max(math.ceil(site.waiting_avg + (site.holders_avg or 0.0)), holders.threads + 1)
 
 
-def executor_advice(site: AwaitSite, holders: ThreadHolders, estimate: str, reach: int
+def executor_advice(site: TaskAwaitSite, holders: ThreadHolders, estimate: str, reach: int
                     ) -> tuple[str, dict[str, object] | None]:
     """The advice for requests awaiting futures an executor's threads resolve, every thread
     taken (run_in_executor, asyncio.to_thread, a ThreadPoolExecutor): the executor is the
@@ -340,7 +341,7 @@ def executor_advice(site: AwaitSite, holders: ThreadHolders, estimate: str, reac
             f"({estimate}).", None)
 
 
-def first_advice(site: AwaitSite, summary: TaskSummary, gain: float,
+def first_advice(site: TaskAwaitSite, summary: ProcessTasks, gain: float,
                  holders: ThreadHolders | None = None) -> tuple[str, dict[str, object] | None]:
     """The advice for the top site, with the knob and value it proposes (or None)."""
     where = site_words(site)
@@ -388,7 +389,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     assert recording is not None  # needs ASYNC_TASKS: the engine runs this check only with them
     if recording.unreadable:
         return NotApplicable(ID, recording.unreadable)
-    summary: TaskSummary | None = analysis.await_sites
+    summary: ProcessTasks | None = analysis.await_sites
     if summary is None:
         return NotApplicable(ID, f"no read of the asyncio tasks succeeded ({recording.reads} tried)")
     if summary.request_tasks_avg <= 0:
@@ -437,7 +438,7 @@ class _TopWait:
     """The top await site, the worker threads behind it (a capacity's holders, a future's
     executor), and the gain of its waits gone."""
 
-    site: AwaitSite
+    site: TaskAwaitSite
     holders: ThreadHolders | None
     # An executor whose threads all wait outside serves, with more workers, at most that many
     # more at once: its size bounds the gain as much as the waits do.
@@ -445,7 +446,7 @@ class _TopWait:
     gain: float
 
 
-def _top_wait(analysis: Analysis, top: AwaitSite, busy: float | None, room: float | None) -> _TopWait:
+def _top_wait(analysis: Analysis, top: TaskAwaitSite, busy: float | None, room: float | None) -> _TopWait:
     """The top site's gain (little_gain), bounded by its executor's size where that is full."""
     gain = little_gain(top.share, busy, room)
     holders = thread_holders(analysis) if top.kind in (AwaitKind.CAPACITY, AwaitKind.FUTURE) else None
@@ -508,7 +509,7 @@ def _holders_evidence(holders: ThreadHolders, evidence: dict[str, object]) -> No
                                        if holders.state is not None else None)})
 
 
-def _gain_basis(summary: TaskSummary, top_wait: _TopWait, load: LoopLoad | None, room: float | None) -> str:
+def _gain_basis(summary: ProcessTasks, top_wait: _TopWait, load: LoopLoad | None, room: float | None) -> str:
     """How the gain was reached: Little's law on the top site's share, then each bound."""
     top, holders, executor_bound = top_wait.site, top_wait.holders, top_wait.executor_bound
     basis = (f"estimate from {summary.snapshots} reads of the asyncio tasks (Little's law): "
@@ -534,7 +535,7 @@ def _gain_basis(summary: TaskSummary, top_wait: _TopWait, load: LoopLoad | None,
     return basis
 
 
-def _sites(local: tuple[AwaitSite, ...], top_wait: _TopWait) -> list[Site]:
+def _sites(local: tuple[TaskAwaitSite, ...], top_wait: _TopWait) -> list[Site]:
     """The top await sites, and second where a capacity's holders block: the line to change (an
     async client there)."""
     holders = top_wait.holders

@@ -56,8 +56,9 @@ from diagnose.checks.spec import Unit as U
 from diagnose.model.await_graph import AwaitCycle, CycleTask, await_cycles
 from diagnose.model.deadlock import Deadlock, kernel_knot, os_confirms
 from diagnose.model.held_locks import LockSite
-from diagnose.model.knots import (CodeLine, Knot, Resource, ThreadId, Wait, at_words, chain_words, thread_words,
+from diagnose.model.knots import (Knot, Resource, ThreadId, Wait, at_words, chain_words, thread_words,
                                   tree_knots)
+from diagnose.report.model.sections import CallSite
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
@@ -333,7 +334,7 @@ def _who(name: str, thread: ThreadId, knot: Knot) -> str:
     return thread_words(name, thread, knot)
 
 
-def _at(at: CodeLine | None) -> str:
+def _at(at: CallSite | None) -> str:
     return at_words(at, short_path)
 
 
@@ -343,7 +344,7 @@ def knot_data(knot: Knot) -> dict[str, object]:
     waits for (a lock, the job of a future, a child's exit, a pipe's end: `taken` says which
     resource), and waits for what the next one holds (`taken`: its kind of wait). `pid` names
     each thread's process."""
-    def site(label: str, at: CodeLine | None, kind: str) -> dict[str, object]:
+    def site(label: str, at: CallSite | None, kind: str) -> dict[str, object]:
         return {"name": label, "qualified": label, "file": at.file if at else "",
                 "line": at.line if at else 0, "function": at.function if at else "", "taken": kind}
 
@@ -411,7 +412,7 @@ def knot_advice(knot: Knot) -> str:
             f"before waiting, or wait with a timeout and back off.")
 
 
-def _taken(at: CodeLine | None) -> str:
+def _taken(at: CallSite | None) -> str:
     return f" (taken at {short_path(at.file)}:{at.line}, {at.function})" if at is not None else ""
 
 

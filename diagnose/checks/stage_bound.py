@@ -280,8 +280,7 @@ def run_processes(pipeline: ProcessPipeline | None, service: Service, settings: 
                              if transform and transform is not pipeline.entry else "")
                + f" while the consumer (pid {pipeline.consumer_pid}, {pipeline.consumer_thread}) "
                f"starves {pct(starved)} of the time waiting for their results")
-    sites = [Site(h.function, h.file, h.line, h.share)
-             for h in (pipeline.transform, pipeline.entry, pipeline.consumer_site) if h is not None]
+    sites = [h for h in (pipeline.transform, pipeline.entry, pipeline.consumer_site) if h is not None]
     advice = [f"Run {wanted} worker processes: `{call.format(n=wanted)}` (today {n}). The workers "
               f"are the slow stage and the consumer waits for them. Predicted: {gain:.2f}x the "
               f"throughput (estimate, utilization law: {inputs}).",

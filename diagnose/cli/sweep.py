@@ -16,7 +16,7 @@ from diagnose.cli.options import (LoadOptions, OutputOptions, TicketOptions,
 
 if TYPE_CHECKING:
     from diagnose.report.load_report import SweepReport
-    from diagnose.load.sweep_steps import SweepSettings
+    from diagnose.report.load_report import SweepSettings
     from diagnose.report.model import Verdict
 
 
@@ -42,7 +42,8 @@ class SweepOptions:
     def settings(self) -> SweepSettings:
         """The sweep's settings; ValueError (a usage error) for levels and rates both given or a
         malformed list."""
-        from diagnose.load.sweep_steps import SweepSettings, doubling_levels, parse_levels
+        from diagnose.load.sweep_steps import doubling_levels, parse_levels
+        from diagnose.report.load_report import SweepSettings
 
         if self.levels and self.rates:
             raise ValueError("give --concurrency (closed model) or --rate (open model), not both")

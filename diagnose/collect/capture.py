@@ -28,7 +28,9 @@ from diagnose.collect.procfs import ProcRecord, TreeRecord, TreeSampler, cores_a
 from diagnose.errors import (Interrupted, NoSamples, NoSuchProcess, NotPython, ProfilerFailed,
                              SignalAbort)
 from diagnose.collect.task_recording import TaskRecording
-from diagnose.collect.run_context import CaptureSampling, RunTarget
+from diagnose.collect.run_context import CaptureSampling
+from diagnose.report.model.run import Target
+from diagnose.report.redact import redact_cmdline
 
 ATTACH_RETRY_S = 3.0  # a launcher or a just-started interpreter gets this long to become readable
 RECORD_GRACE_S = 20.0  # py-spy's time to finish writing after the window
@@ -76,7 +78,7 @@ class AttachOptions:
 class Capture:
     profile_path: Path
     proc: ProcRecord
-    target: RunTarget
+    target: Target  # as the report states it: its command line redacted
     sampling: CaptureSampling
     started_at: float
     partial: bool = False
@@ -90,6 +92,7 @@ class Capture:
     temp_dir: Path | None = None  # py-spy's outputs until the report is written; see cleanup()
     # asyncio tasks read from each sampled process's memory (collect/task_recording.py), by pid
     task_recordings: dict[int, TaskRecording] = field(default_factory=dict)
+    argv: tuple[str, ...] = ()  # the target's command line as read (`target.cmdline` redacted)
 
     def cleanup(self) -> None:
         """Removes the temporary directory and whatever the report did not take from it."""
@@ -683,15 +686,16 @@ def _summarise(run: _Run, probed: _Probed, launched: _Launched, stopped: _Stoppe
     written = _written_profiles(run, stopped, mains, counts, target_exited, recorder_failure)
     native_profiles = _native_profiles(natives, run.notes)
     record = tree_record.root_record
-    target = RunTarget(pid=pids[0], pids=tuple(pids), python=probed.probe.python_version,
-                       cmdline=tuple(probed.cmdline), threads=probed.threads, cores=record.cores,
-                       cpu_quota_cores=record.cpu_quota_cores, children=options.children)
+    target = Target(pid=pids[0], pids=tuple(pids), python=probed.probe.python_version,
+                    cmdline=redact_cmdline(list(probed.cmdline)), threads=probed.threads,
+                    cores=record.cores, cpu_quota_cores=record.cpu_quota_cores,
+                    children=options.children)
     sampling = _sampling(run, probed, launched, stopped, counts, native_profiles)
     native_paths = native_profiles.paths
     return Capture(written[0], record, target, sampling, stopped.started,
                    partial=target_exited or stopped.interrupted_by is not None
                    or bool(stopped.killed),
-                   notes=run.notes,
+                   notes=run.notes, argv=tuple(probed.cmdline),
                    native_profile_path=native_paths[0] if native_paths else None,
                    tree=tree_record, extra_profile_paths=written[1:],
                    extra_native_paths=native_paths[1:], interrupted_by=stopped.interrupted_by,

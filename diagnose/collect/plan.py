@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from diagnose.collect.activity import ProcessActivity
+from diagnose.report.model.run import PlannedProcess
 
 THREAD_SAMPLES_PER_SECOND = 200
 # py-spy pays a fixed cost per process per sampling instant (finding the interpreter, listing
@@ -128,26 +129,16 @@ def plan_sampling(threads: int | None, requested_rate: int | None, native: bool 
 
 
 @dataclass(frozen=True)
-class ProcessPlan:
-    """One process's recorders: its own non-blocking rate, and native calibration or none."""
-
-    pid: int
-    rate_hz: int
-    native_rate_hz: int  # 0: not calibrated natively (idle, or a sibling's calibration covers it)
-    busy: bool
-
-
-@dataclass(frozen=True)
 class TreePlan:
     """The sampling plan of every process of the target, shared by what their threads do."""
 
     sampling: SamplingPlan  # rate_hz: the busy processes' rate (the analysis grid)
-    processes: tuple[ProcessPlan, ...]
+    processes: tuple[PlannedProcess, ...]
 
-    def of(self, pid: int) -> ProcessPlan:
+    def of(self, pid: int) -> PlannedProcess:
         """The plan of `pid`; a process born mid-window gets the busy rate, no calibration."""
         return next((p for p in self.processes if p.pid == pid),
-                    ProcessPlan(pid, self.sampling.rate_hz, 0, True))
+                    PlannedProcess(pid, self.sampling.rate_hz, 0, True))
 
 
 def saturates(busy: list[ProcessActivity], cores: int | None) -> bool:
@@ -186,7 +177,7 @@ def plan_tree(activity: list[ProcessActivity], requested_rate: int | None,
     threads = sum(a.threads for a in activity) or None
     base = plan_sampling(threads, requested_rate, native, max(1, len(activity)))
     if requested_rate or not activity:
-        return TreePlan(base, tuple(ProcessPlan(a.pid, base.rate_hz, 0, a.busy) for a in activity))
+        return TreePlan(base, tuple(PlannedProcess(a.pid, base.rate_hz, 0, a.busy) for a in activity))
     busy = [a for a in activity if a.busy] or list(activity)
     busy_threads = max(1, sum(a.threads for a in busy))
     share = SATURATED_BUDGET_SHARE if saturates(busy, cores) else 1.0
@@ -202,7 +193,7 @@ def plan_tree(activity: list[ProcessActivity], requested_rate: int | None,
                                                len(busy)), duration_s) if native else 0)
     chosen = {a.pid for a in calibrated.values()}
     busy_pids = {a.pid for a in busy}
-    processes = tuple(ProcessPlan(a.pid, rate if a.pid in busy_pids else idle_rate,
+    processes = tuple(PlannedProcess(a.pid, rate if a.pid in busy_pids else idle_rate,
                                   native_rate if a.pid in chosen else 0, a.pid in busy_pids)
                       for a in activity)
     idle = len(activity) - len(busy)

@@ -7,22 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from diagnose.collect.plan import ProcessPlan
-
-
-@dataclass(frozen=True)
-class RunTarget:
-    """The profiled process (the root of a tree). `cmdline` as read, not yet redacted."""
-
-    pid: int | None = None
-    python: str | None = None
-    cmdline: tuple[str, ...] = ()
-    threads: int | None = None
-    cores: float | None = None
-    # Only `attach` knows these (None offline: the report leaves them out).
-    pids: tuple[int, ...] | None = None
-    cpu_quota_cores: float | None = None
-    children: bool | None = None
+from diagnose.report.model.run import Load, PlannedProcess, Target
 
 
 @dataclass(frozen=True)
@@ -62,7 +47,7 @@ class CaptureSampling:
     native_samples: int | None
     native_errors: int | None
     mode: str
-    processes_planned: tuple[ProcessPlan, ...]
+    processes_planned: tuple[PlannedProcess, ...]
     processes_sampled: int
     pyspy_version: str
     pyspy_cpu_s: float
@@ -104,25 +89,19 @@ class RecordedSampling:
 
 
 @dataclass(frozen=True)
-class LoadLevel:
-    """The load the service was under while sampled, when a sweep or an experiment generated
-    it: one of `concurrency` (closed loop) and `rate` (requests/s, open loop)."""
-
-    throughput_rps: float | None
-    concurrency: int | None = None
-    rate: float | None = None
-
-
-@dataclass(frozen=True)
 class RunContext:
     """The run's facts the checks and the report read: the target, the sampling, whether the
-    window was cut short, the notes to show beside the verdict, the load (or None)."""
+    window was cut short, the notes to show beside the verdict, the load (or None), and the
+    target's command line as read."""
 
-    target: RunTarget = field(default_factory=RunTarget)
+    target: Target = field(default_factory=Target)  # as the report states it: cmdline redacted
     sampling: LiveSampling | RecordedSampling = field(default_factory=RecordedSampling)
     partial: bool = False
     notes: tuple[str, ...] = ()
-    load: LoadLevel | None = None
+    load: Load | None = None  # as the report states it
+    # The target's command line as read, unredacted: the analysis tells a server's role from it
+    # (model/service.py); only its redaction, `target.cmdline`, is written.
+    argv: tuple[str, ...] = ()
 
     def with_note(self, note: str) -> RunContext:
         return replace(self, notes=(*self.notes, note))

@@ -10,28 +10,10 @@ Addresses identify objects within one process only; they are never shown as a fi
 
 from __future__ import annotations
 
-import enum
 import re
 from dataclasses import dataclass, field
 
-
-class AwaitKind(enum.StrEnum):
-    """What a suspended task waits on, read from the future it awaits and that future's owner."""
-
-    SEMAPHORE = "semaphore"    # asyncio.Semaphore / BoundedSemaphore acquire
-    LOCK = "lock"              # asyncio.Lock acquire
-    # A framework's limit on work handed to threads (AnyIO's CapacityLimiter: FastAPI / Starlette
-    # `def` endpoints and run_in_threadpool take one of its tokens): its holders are threads
-    CAPACITY = "capacity"
-    CONDITION = "condition"    # asyncio.Condition wait
-    EVENT = "event"            # asyncio.Event wait
-    QUEUE_GET = "queue_get"    # asyncio.Queue get on an empty queue
-    QUEUE_PUT = "queue_put"    # asyncio.Queue put on a full queue
-    TASK = "task"              # another task (await task / gather on tasks)
-    FUTURE = "future"          # a plain Future nobody above owns (a batcher's result, ...)
-    SLEEP = "sleep"            # asyncio.sleep
-    IO = "io"                  # a transport / socket readiness future
-    UNKNOWN = "unknown"        # suspended, on something the reader could not name
+from diagnose.vocab import AwaitKind
 
 
 @dataclass(frozen=True)

@@ -132,7 +132,7 @@ def _sweep_figures(settings: RunSettings, service: Service, out_dir: Path,
     """A whole sweep of the service (diagnose.loadtest.sweep, its own report written beside the
     experiment's), judged at the SLO or at its knee."""
     from diagnose.load import loadtest
-    from diagnose.load.sweep_steps import SweepSettings
+    from diagnose.report.load_report import SweepSettings
 
     outcome = loadtest.sweep(
         url=settings.url, pids=[service.proc.pid],

@@ -22,8 +22,9 @@ from diagnose.report.step_diagnosis import StepDiagnosis
 from diagnose.collect.capture import StopSignals
 from diagnose.errors import Interrupted, LoadFailed, NoSuchProcess
 from diagnose.outputs.files import prepare_output_dir, write_report
-from diagnose.report.load_report import ExperimentReport, GeneratorInfo, SweepReport, SweepTarget
-from diagnose.load.sweep_steps import CpuMeter, Step, SweepResult, SweepSettings, run_sweep, sweep_report
+from diagnose.report.load_report import (ExperimentReport, GeneratorInfo, SweepReport, SweepSettings,
+                                         SweepTarget)
+from diagnose.load.sweep_steps import CpuMeter, Step, SweepResult, run_sweep, sweep_report
 
 R = TypeVar("R", SweepReport, ExperimentReport)
 
@@ -211,7 +212,7 @@ def diagnose_under_load(url: str, pids: list[int], level: float, seconds: float,
     from diagnose.collect.capture import (AttachOptions, SignalAbort, StopSignals, capture,
                                          window_close_s)
     from diagnose.errors import DiagnoseError
-    from diagnose.collect.run_context import LoadLevel
+    from diagnose.report.model import Load
 
     what = (f"concurrency {int(level)}" if generator.model == "closed" else f"{level:g} req/s")
     log(f"  diagnosing pid {', '.join(map(str, pids))} for {seconds:g} s at {what} ...")
@@ -234,8 +235,8 @@ def diagnose_under_load(url: str, pids: list[int], level: float, seconds: float,
                 raise Stopped(stop.signum)
             load = None
             if throughput_rps is not None:
-                load = (LoadLevel(round(throughput_rps, 2), concurrency=int(level)) if closed
-                        else LoadLevel(round(throughput_rps, 2), rate=level))
+                load = (Load(round(throughput_rps, 2), concurrency=int(level)) if closed
+                        else Load(round(throughput_rps, 2), rate=level))
             outputs = pipeline.from_capture(cap, out_dir, user_rules, False, load=load)
     except SignalAbort as exc:
         raise Stopped(exc.error.exit_code - 128) from None

@@ -47,7 +47,7 @@ from diagnose.collect.procfs import cores_available, machine_idle_seconds, parse
 from diagnose.load.loadgen import LoadResult
 from diagnose.report.step_diagnosis import StepDiagnosis, StepVerdict
 from diagnose.report.load_report import (GeneratorInfo, Machine, Percentiles, StepGenerator, StepRef,
-                                 SummaryKnee, SweepKnee, SweepPlan, SweepReport, SweepStep,
+                                 SummaryKnee, SweepKnee, SweepReport, SweepSettings, SweepStep,
                                  SweepSummary, SweepTarget, WindowFigures, Why)
 
 # Judgement thresholds, named once (the docstring above explains each).
@@ -59,62 +59,6 @@ OPERATING_SHARE = 0.80          # of capacity: the level to run or soak at
 OTHER_LOAD = 0.25               # cores used by the rest of the machine worth a warning
 GENERATOR_LAG_MS = 5.0          # open model: the generator's own p99 lateness that marks a step
 KNEE_MARGIN = 0.10              # p99 must outgrow throughput by this much to be a knee
-
-
-MODELS = ("closed", "open")
-
-
-@dataclass(frozen=True)
-class SweepSettings:
-    levels: tuple[float, ...] = (1, 2, 4, 8, 16, 32, 64)
-    model: str = "closed"         # "closed": levels are connections; "open": requests/s
-    arrivals: str = "constant"    # open model: "constant" or "poisson" inter-arrival times
-    window_s: int = 3
-    warmup_s: int = 2
-    stable_windows: int = 3       # the last N windows judged for stability, and averaged
-    max_windows: int = 6
-    stability: float = 0.10       # each of throughput and p99 within ±10% of the mean
-    plateau_gain: float = 0.05    # less than 5% more throughput ...
-    patience: int = 2             # ... over this many steps: stop
-    max_error_rate: float = 0.01
-    slo_p99_ms: float | None = None
-    generator_ceiling_rps: float | None = None
-    max_duration_s: float | None = None  # the whole sweep's time budget (None: no budget)
-
-    def describe(self) -> SweepPlan:
-        """As the report carries them."""
-        return SweepPlan(model=self.model, arrivals=self.arrivals if self.model == "open" else None,
-                         levels=tuple(self.levels), window_s=self.window_s,
-                         warmup_s=self.warmup_s, stable_windows=self.stable_windows,
-                         max_windows=self.max_windows, stability=self.stability,
-                         plateau_gain=self.plateau_gain, patience=self.patience,
-                         max_error_rate=self.max_error_rate, slo_p99_ms=self.slo_p99_ms,
-                         max_duration_s=self.max_duration_s,
-                         generator_ceiling_rps=self.generator_ceiling_rps)
-
-    @property
-    def level_name(self) -> str:
-        """The JSON key of a step's load: "concurrency" or "rate"."""
-        return "concurrency" if self.model == "closed" else "rate"
-
-    def __post_init__(self):
-        if self.model not in MODELS:
-            raise ValueError(f"unknown load model {self.model!r}")
-        if self.arrivals not in ("constant", "poisson"):
-            raise ValueError(f"unknown arrival process {self.arrivals!r}")
-        unit = "concurrency levels" if self.model == "closed" else "rates"
-        if not self.levels or any(c <= 0 for c in self.levels):
-            raise ValueError(f"{unit} must be positive")
-        if self.model == "closed" and any(c != int(c) for c in self.levels):
-            raise ValueError("concurrency levels must be whole numbers")
-        if list(self.levels) != sorted(set(self.levels)):
-            raise ValueError(f"{unit} must be strictly increasing")
-        if self.window_s < 1 or self.warmup_s < 0:
-            raise ValueError("the window is at least 1 s and the warm-up not negative")
-        if not 1 <= self.stable_windows <= self.max_windows:
-            raise ValueError("need 1 <= stable windows <= max windows")
-        if self.patience < 1:
-            raise ValueError("patience is at least one step")
 
 
 def doubling_levels(start: int, maximum: int) -> tuple[int, ...]:
@@ -648,7 +592,7 @@ def sweep_report(result: SweepResult, target: SweepTarget, generator: GeneratorI
     return SweepReport(
         target=target,
         generator=generator,
-        settings=s.describe(),
+        settings=s,
         machine=Machine(cores=result.cores),
         started_at=result.started_at, ended_at=result.ended_at,
         stop_reason=result.stop_reason,

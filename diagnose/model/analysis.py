@@ -18,7 +18,7 @@ from diagnose.collect.task_recording import TaskRecording
 from diagnose.model.kernel_waits import KernelView, WaitObject
 from diagnose.model.library_threads import LIBRARY_THREAD_SHARE, library_stacks
 from diagnose.samples.native_libraries import LIBRARIES as POOL_LIBRARIES
-from diagnose.model.os_summary import ProcessOS, ThreadOS, summarize
+from diagnose.model.os_summary import ProcessOS, ProcThread, summarize
 from diagnose.samples.profile import Frame, Profile
 from diagnose.collect.run_context import RunContext
 from diagnose.model.servers import ServerProcess
@@ -26,7 +26,7 @@ from diagnose.model.table import StackTable, build_sample_table, classify_stacks
 from diagnose.vocab import ACTIVE, PARKING_KINDS, RUNNING, STATES, ProcessRole, ThreadRole, ThreadState
 
 if TYPE_CHECKING:  # imported where used at run time: these modules read the Analysis
-    from diagnose.model.await_sites import TaskSummary
+    from diagnose.report.model import ProcessTasks
     from diagnose.model.collector import CollectorShare
     from diagnose.model.deadlock import Deadlock
     from diagnose.model.gil_holder import GilHolding
@@ -103,14 +103,14 @@ class Analysis:
         return float(sum(t.cpu_s for t in self._working_native_os_threads))
 
     @functools.cached_property
-    def _working_native_os_threads(self) -> list[ThreadOS]:
+    def _working_native_os_threads(self) -> list[ProcThread]:
         if self.os is None:
             return []
         least = WORKING_CPU_SHARE * self.os.window_s
         return [thread for thread in self._native_os_threads if thread.cpu_s >= least]
 
     @functools.cached_property
-    def _native_os_threads(self) -> list[ThreadOS]:
+    def _native_os_threads(self) -> list[ProcThread]:
         """The OS counters of the threads with no Python frames; none without OS counters."""
         if self.os is None:
             return []
@@ -167,7 +167,7 @@ class Analysis:
         return event_loops(self)
 
     @functools.cached_property
-    def await_sites(self) -> TaskSummary | None:
+    def await_sites(self) -> ProcessTasks | None:
         """The asyncio request tasks' waits by await site (model/await_sites.py); None without
         a recording of the tasks, or when none could be read."""
         if self.tasks is None or not self.tasks.snapshots:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diagnose.collect.task_recording import AwaitKind, CoroFrame, TaskRecording, TaskState
+from diagnose.collect.task_recording import CoroFrame, TaskRecording, TaskState
+from diagnose.vocab import AwaitKind
 
 # A cycle seen in fewer snapshots than this (over less than MIN_SECONDS) is not yet a deadlock:
 # tasks that await each other in turn (a ping-pong over two futures) pass through it.

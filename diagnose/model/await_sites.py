@@ -37,12 +37,13 @@ import functools
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from diagnose.samples import source
-from diagnose.collect.task_recording import (AwaitKind, CoroFrame, TaskRecording, TaskState,
+from diagnose.collect.task_recording import (CoroFrame, TaskRecording, TaskState,
                                         framework_primitive)
+from diagnose.report.model.sections import ProcessTasks, TaskAwaitSite
+from diagnose.vocab import AwaitKind
 from diagnose.model.event_loops import FRAMEWORK_PACKAGES, frame_owner
 from diagnose.samples.profile import Frame
 
@@ -83,79 +84,6 @@ WORKER_LOOP_FRAMES = (
     ("anyio/_backends/_asyncio.py", re.compile(r"(^|\.)WorkerThread\.run$")),
     ("concurrent/futures/thread.py", re.compile(r"(^|\.)_worker$")),
 )
-
-
-@dataclass(frozen=True)
-class AwaitSite:
-    """One place request tasks wait, over the window."""
-
-    function: str
-    file: str
-    line: int
-    kind: AwaitKind
-    name: str  # what the code calls the primitive at the site ("MODEL_SLOTS", "self.queue"); ""
-    local: bool  # an in-process primitive (else a call outside the process)
-    primitives: int  # distinct objects waited on at the site
-    waiting_avg: float  # request tasks waiting here, averaged over the reads
-    waiting_max: int
-    share: float  # of request-task time
-    # Tasks inside the `async with` block the site opens (holding the primitive), averaged over
-    # the reads; None where the site opens no block.
-    holders_avg: float | None = None
-    permits_free: int | None = None  # fewest free permits read (a semaphore's _value)
-    capacity: int | None = None  # holders + free permits of one read, the median over reads
-    waiters_max: int | None = None  # the primitive's own waiter count, most seen (all tasks)
-    detail: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"function": self.function, "file": self.file, "line": self.line,
-                "kind": str(self.kind), "name": self.name, "local": self.local,
-                "primitives": self.primitives, "waiting_avg": round(self.waiting_avg, 3),
-                "waiting_max": self.waiting_max, "share": round(self.share, 4),
-                "holders_avg": None if self.holders_avg is None else round(self.holders_avg, 3),
-                "permits_free": self.permits_free, "capacity": self.capacity,
-                "waiters_max": self.waiters_max, "detail": self.detail}
-
-
-@dataclass(frozen=True)
-class TaskSummary:
-    """One process's asyncio tasks over the window, by await site."""
-
-    pid: int
-    python: str
-    snapshots: int  # reads with tasks kept (torn ones included)
-    torn: int
-    reads: int
-    failed_reads: int
-    read_seconds: float
-    unreadable: str
-    tasks_avg: float  # every task, averaged over the reads
-    request_tasks_avg: float
-    request_tasks_max: int
-    request_rule: str  # how request tasks were told apart, in words
-    local_share: float  # of request-task time, on in-process primitives
-    downstream_share: float  # of request-task time, on calls outside the process
-    sites: tuple[AwaitSite, ...] = ()
-    notes: tuple[str, ...] = field(default_factory=tuple)
-
-    @property
-    def local_sites(self) -> tuple[AwaitSite, ...]:
-        return tuple(s for s in self.sites if s.local)
-
-    @property
-    def downstream_sites(self) -> tuple[AwaitSite, ...]:
-        return tuple(s for s in self.sites if not s.local)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"pid": self.pid, "python": self.python, "snapshots": self.snapshots,
-                "torn": self.torn, "reads": self.reads, "failed_reads": self.failed_reads,
-                "read_seconds": round(self.read_seconds, 4), "unreadable": self.unreadable or None,
-                "tasks_avg": round(self.tasks_avg, 3),
-                "request_tasks_avg": round(self.request_tasks_avg, 3),
-                "request_tasks_max": self.request_tasks_max, "request_rule": self.request_rule,
-                "local_share": round(self.local_share, 4),
-                "downstream_share": round(self.downstream_share, 4),
-                "sites": [s.to_dict() for s in self.sites], "notes": list(self.notes)}
 
 
 def _frame(f: CoroFrame) -> Frame:
@@ -383,7 +311,7 @@ def _primitive_words(task: TaskState) -> str:
 _SiteKey = tuple[str, int, str, AwaitKind, bool, int]
 
 
-def summarize_tasks(recording: TaskRecording) -> TaskSummary:
+def summarize_tasks(recording: TaskRecording) -> ProcessTasks:
     """One process's task recording by await site: each read's request tasks tallied where they
     wait (_tally_reads), then each site's averages, holders and capacity (_await_site)."""
     snaps = recording.snapshots
@@ -397,7 +325,7 @@ def summarize_tasks(recording: TaskRecording) -> TaskSummary:
     sites.sort(key=lambda s: (-s.share, s.file, s.line))
     local_share = sum(s.share for s in sites if s.local)
     downstream_share = sum(s.share for s in sites if not s.local)
-    return TaskSummary(
+    return ProcessTasks(
         pid=recording.pid, python=recording.python, snapshots=n,
         torn=sum(1 for s in snaps if s.torn), reads=recording.reads,
         failed_reads=recording.failed_reads, read_seconds=recording.read_seconds,
@@ -485,7 +413,7 @@ def _tally_wait(reads: _Reads, i: int, task: TaskState) -> None:
 
 
 def _await_site(reads: _Reads, key: _SiteKey, per_read: list[int], observed: int,
-                trees: dict[str, ast.Module | None]) -> AwaitSite:
+                trees: dict[str, ast.Module | None]) -> TaskAwaitSite:
     """One site over the window: its waiters on average and at most, its share of request-task
     time, and, for a primitive that opens a block, its holders and capacity."""
     file, line, function, kind, local, _ = key
@@ -494,7 +422,7 @@ def _await_site(reads: _Reads, key: _SiteKey, per_read: list[int], observed: int
     total = sum(per_read)
     identities, free, waiters, details = (reads.identities[key], reads.free[key],
                                           reads.waiters[key], reads.details[key])
-    return AwaitSite(
+    return TaskAwaitSite(
         function=function, file=file, line=line, kind=kind,
         name=primitive_name(source.getline(file, line), kind), local=local,
         primitives=max(1, len(identities)) if identities else 1,

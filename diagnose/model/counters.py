@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from diagnose.model.os_summary import ProcessOS, ThreadOS
+from diagnose.model.os_summary import ProcessOS, ProcThread
 from diagnose.model.sampled import SampledProcess
 from diagnose.vocab import RUNNING
 
@@ -109,7 +109,7 @@ def _sums_by_tid(samples: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     return summed["total"], summed.loc[summed["ran_rows"] > 0, "ran"]
 
 
-def _wanted_core_s(thread: ThreadOS) -> float:
+def _wanted_core_s(thread: ProcThread) -> float:
     return thread.cpu_s + (thread.runqueue_wait_s or 0.0)
 
 

@@ -69,6 +69,7 @@ from diagnose.model.kernel_waits import KNOT_BLOCKED_SHARE, KernelView, WaitObje
 from diagnose.samples.profile import Frame, frame_is
 from diagnose.model.sampled import SampledProcess
 from diagnose.model.structure import is_entry, loop_frame, queue_op, source_queue_ops
+from diagnose.report.model.sections import CallSite
 from diagnose.vocab import CodeOwner, ResourceKind, ThreadState, WaitKind
 
 # Every sample of a blocked thread is one of these: asleep, never running nor runnable.
@@ -116,20 +117,13 @@ class ThreadId:
 
 
 @dataclass(frozen=True)
-class CodeLine:
-    file: str
-    line: int
-    function: str
-
-
-@dataclass(frozen=True)
 class Serving:
     """One server of a wait: the thread, what it holds or does that the wait needs, and the line
     that took or runs it (None where the kernel names the holder: a process's pipe end)."""
 
     thread: ThreadId
     holds: str  # "FeatureCache._lock", "the job FeatureCache._load", "the reading end of pipe 7"
-    at: CodeLine | None = None
+    at: CallSite | None = None
 
 
 @dataclass(frozen=True)
@@ -142,7 +136,7 @@ class Wait:
     resource: Resource
     key: str  # what it waits on: two waits with one key wait on one thing
     label: str  # in words: "FeatureCache._lock", "a future", "child process 4712", "pipe 7 (full)"
-    at: CodeLine | None  # where it waits: the application's line
+    at: CallSite | None  # where it waits: the application's line
     servers: tuple[Serving, ...]
     samples: int = 0
     site_frame: int = -1  # frame id of the wait site in its process's profile
@@ -246,7 +240,7 @@ def thread_words(name: str, thread: ThreadId, knot: Knot) -> str:
     return f"{name} (process {thread.pid})" if len(knot.pids) > 1 else name
 
 
-def at_words(at: CodeLine | None, short: Callable[[str], str] = _file_name) -> str:
+def at_words(at: CallSite | None, short: Callable[[str], str] = _file_name) -> str:
     return f" ({short(at.file)}:{at.line})" if at is not None else ""
 
 
@@ -394,7 +388,7 @@ class _Reader:
         thread = ThreadId(self.pid, b.tid)
 
         def wait(resource: Resource, key: str, label: str, servers: Iterable[Serving],
-                 where: CodeLine | None) -> Wait:
+                 where: CallSite | None) -> Wait:
             return Wait(thread, b.name, resource, key, label, where, tuple(servers), b.samples, b.site_frame)
 
         if b.kind in (WaitKind.LOCK, WaitKind.RLOCK):
@@ -402,10 +396,10 @@ class _Reader:
             if lock is None:
                 return None
             holders = [Serving(ThreadId(self.pid, self.blocked[i].tid), held.qualified,
-                               CodeLine(held.file, held.line, held.function))
+                               CallSite(held.function, held.file, held.line))
                        for i, held in self.holders_of(lock.identity)]
             return wait(Resource.LOCK, f"lock:{self.pid}:{lock.identity}", lock.qualified, holders,
-                        CodeLine(lock.file, lock.line, lock.function))
+                        CallSite(lock.function, lock.file, lock.line))
         if b.kind == WaitKind.FUTURE:
             return wait(Resource.FUTURE, f"future:{thread.pid}:{thread.tid}", "a future",
                         self.completers(), at)
@@ -423,7 +417,7 @@ class _Reader:
             return None  # an event, a condition, a join ...: no server this model can name
         return self.kernel_wait(b, thread, at)
 
-    def kernel_wait(self, b: _Blocked, thread: ThreadId, at: CodeLine | None) -> Wait | None:
+    def kernel_wait(self, b: _Blocked, thread: ThreadId, at: CallSite | None) -> Wait | None:
         """The wait the kernel names: a child, a pipe, a file lock, a connection to a local
         process; None for any other, or one a process outside `world` serves."""
         obj = _kernel_object(self.process.kernel, b.tid)
@@ -493,7 +487,7 @@ class _Reader:
             item = next((i for i, f in enumerate(frames) if frame_is(f, *_WORK_ITEM)), -1)
             job = next((f for f in frames[item + 1:] if not f.native), None) if item >= 0 else None
             if job is not None:
-                return Serving(thread, f"the job {job.function}", CodeLine(job.file, job.line, job.function))
+                return Serving(thread, f"the job {job.function}", CallSite(job.function, job.file, job.line))
         return None
 
     def queue_users(self) -> dict[int, tuple[set[str], set[str]]]:
@@ -534,12 +528,12 @@ def _kernel_object(kernel: KernelView | None, tid: int) -> WaitObject | None:
     return top if on_top / seen >= KNOT_BLOCKED_SHARE else None
 
 
-def _app_line(frames: list[Frame], site: int) -> CodeLine | None:
+def _app_line(frames: list[Frame], site: int) -> CallSite | None:
     """The application's line a wait is at: the innermost frame at or above the site that is not
     the runtime's (a `Popen.wait` is waited at the line that calls it)."""
     for i in range(site, -1, -1):
         frame = frames[i]
         if not frame.native and frame_owner(frame) != CodeOwner.RUNTIME:
-            return CodeLine(frame.file, frame.line, frame.function)
+            return CallSite(frame.function, frame.file, frame.line)
     frame = frames[site]
-    return CodeLine(frame.file, frame.line, frame.function) if not frame.native else None
+    return CallSite(frame.function, frame.file, frame.line) if not frame.native else None

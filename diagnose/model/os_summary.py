@@ -8,6 +8,7 @@ from typing import TypedDict, TypeVar
 import numpy as np
 
 from diagnose.collect.procfs import ProcessTimes, ProcRecord
+from diagnose.report.model import ThreadOs
 
 # `t` (tracing stop) is py-spy pausing the thread to read it: the observer, never the bottleneck.
 OBSERVER_STATES = {"t", "T"}
@@ -33,22 +34,20 @@ class StateTick:
     state: str
 
 
-@dataclass(frozen=True)
-class ThreadOS:
+@dataclass(frozen=True, kw_only=True)
+class ProcThread(ThreadOs):
+    """A thread as the /proc sampler saw it over the window: the counters the report states
+    (ThreadOs, `rounded()` for the report) and what the analysis reads beside them."""
+
     tid: int
-    comm: str
-    cpu_s: float
-    runqueue_wait_s: float | None
-    voluntary_ctx: int | None
-    involuntary_ctx: int | None
-    state_counts: dict[str, int]  # OS state letter -> observations, observer stops excluded
-    observer_stops: int
+    comm: str = ""
+    cpu_s: float = 0.0  # always measured here (absent only in a report's hand-made thread)
+    observer_stops: int = 0
+    # OS state letter -> observations, observer stops excluded
+    state_counts: dict[str, int] = field(default_factory=dict)
     # The same observations one by one, in time order (what dates a state: model/deadlock.py
     # asks whether a thread ran after it began to block); observer stops excluded.
     ticks: tuple[StateTick, ...] = ()
-    # cpu_s in user mode and in the kernel (stat utime, stime); None in older recordings
-    user_s: float | None = None
-    system_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -96,7 +95,7 @@ class ProcessOS:
     rss_end: int | None
     rss_slope_bytes_per_s: float | None
     rss_fit_r2: float | None
-    threads: dict[int, ThreadOS] = field(default_factory=dict)  # tid -> ThreadOS
+    threads: dict[int, ProcThread] = field(default_factory=dict)  # by tid
     write_syscalls: int | None = None  # over the window, whole process (/proc/pid/io syscw)
     machine_idle_cores: float | None = None  # cores the whole machine left idle, on average
     # The cgroup's CPU throttling over the window (collect/cgroup.py): periods with runnable
@@ -173,15 +172,18 @@ def summarize(record: ProcRecord) -> ProcessOS:
             invol_total += invol
             ctx_known = True
         states = per_thread_states.get(tid, {})
-        threads[tid] = ThreadOS(tid, record.thread_names.get(tid, ""), cpu, wait, vol, invol,
-                                states, per_thread_stops.get(tid, 0),
-                                tuple(per_thread_ticks.get(tid, ())),
-                                _delta(first.user_s, last.user_s), _delta(first.system_s, last.system_s))
+        threads[tid] = ProcThread(tid=tid, comm=record.thread_names.get(tid, ""), cpu_s=cpu,
+                                  runqueue_wait_s=wait, voluntary_ctx=vol, involuntary_ctx=invol,
+                                  state_counts=states, observer_stops=per_thread_stops.get(tid, 0),
+                                  ticks=tuple(per_thread_ticks.get(tid, ())),
+                                  user_s=_delta(first.user_s, last.user_s),
+                                  system_s=_delta(first.system_s, last.system_s))
     for tid, obs in per_thread_states.items():
         if tid in threads:
             continue
-        threads[tid] = ThreadOS(tid, record.thread_names.get(tid, ""), 0.0, None, None, None, obs,
-                                per_thread_stops.get(tid, 0), tuple(per_thread_ticks.get(tid, ())))
+        threads[tid] = ProcThread(tid=tid, comm=record.thread_names.get(tid, ""), state_counts=obs,
+                                  observer_stops=per_thread_stops.get(tid, 0),
+                                  ticks=tuple(per_thread_ticks.get(tid, ())))
     threads_per_tick: dict[float, int] = {}
     for t, _, _ in record.state_samples:
         threads_per_tick[t] = threads_per_tick.get(t, 0) + 1

@@ -31,6 +31,7 @@ from diagnose.model.analysis import Analysis
 from diagnose.model.counters import unpaused_window_s
 from diagnose.samples.profile import Frame, frame_is
 from diagnose.model.service import ProcessView, Service
+from diagnose.report.model.findings import Site
 
 BUSY = vocab.BUSY
 
@@ -64,26 +65,18 @@ KNOBS = {Framework.DATALOADER: ("num_workers", "DataLoader(..., num_workers={n})
 
 
 @dataclass(frozen=True)
-class Hotspot:
-    function: str
-    file: str
-    line: int
-    share: float  # of the producer stage's busy samples (inclusive)
-
-
-@dataclass(frozen=True)
 class ProcessPipeline:
     framework: Framework
     consumer_pid: int
     consumer_thread: str
-    consumer_site: Hotspot | None  # where the consumer asks for the next result
+    consumer_site: Site | None  # where the consumer asks for the next result
     consumer_busy: float  # share of the consumer thread's samples running or runnable
     consumer_starved: float  # share waiting for the workers' results
     producer_pids: tuple[int, ...]
     producer_busy: float  # mean over the workers: /proc cores when known, else sample share
     producer_busy_source: str  # "proc" or "samples"
-    entry: Hotspot | None  # the user function the worker loop calls (Dataset.__getitem__, the task)
-    transform: Hotspot | None  # the hottest user function under it
+    entry: Site | None  # the user function the worker loop calls (Dataset.__getitem__, the task)
+    transform: Site | None  # the hottest user function under it (both shares: of the busy samples)
     consumer_samples: int = 0  # the consumer thread's samples its shares are proportions of
 
     @property
@@ -130,10 +123,10 @@ def _stacks(analysis: Analysis, rows: pd.DataFrame) -> Iterator[tuple[list[Frame
 
 
 # (framework, busy share of the worker loop's thread, entry, transform) of a producer process
-_Produced = tuple[Framework, float, Hotspot | None, Hotspot | None]
+_Produced = tuple[Framework, float, Site | None, Site | None]
 
 
-def _producer(view: ProcessView) -> tuple[Framework, float, Hotspot | None, Hotspot | None] | None:
+def _producer(view: ProcessView) -> tuple[Framework, float, Site | None, Site | None] | None:
     """(framework, busy share of its loop thread, entry, transform) when the process is a worker."""
     samples = view.analysis.samples
     if samples.empty:
@@ -177,18 +170,18 @@ def _producer(view: ProcessView) -> tuple[Framework, float, Hotspot | None, Hots
     if best is None:
         return None
     _, framework, share, entries, callees, busy = best
-    entry: Hotspot | None = None
-    transform: Hotspot | None = None
+    entry: Site | None = None
+    transform: Site | None = None
     if entries:
         (fn, file), (line, c) = max(entries.items(), key=lambda kv: kv[1][1])
-        entry = Hotspot(fn, file, line, round(c / busy, 4) if busy else 0.0)
+        entry = Site(fn, file, line, round(c / busy, 4) if busy else 0.0)
     if callees:
         (fn, file), (line, c) = max(callees.items(), key=lambda kv: kv[1][1])
-        transform = Hotspot(fn, file, line, round(c / busy, 4) if busy else 0.0)
+        transform = Site(fn, file, line, round(c / busy, 4) if busy else 0.0)
     return framework, share, entry, transform or entry
 
 
-def _consumer(view: ProcessView) -> tuple[str, float, float, Hotspot | None, int] | None:
+def _consumer(view: ProcessView) -> tuple[str, float, float, Site | None, int] | None:
     """(thread name, busy share, starved share, site, its samples) of the thread waiting on
     results."""
     analysis = view.analysis
@@ -237,7 +230,7 @@ def _consumer(view: ProcessView) -> tuple[str, float, float, Hotspot | None, int
             site = None
             if sites:
                 (fn, file, line), c = max(sites.items(), key=lambda kv: kv[1])
-                site = Hotspot(fn, file, line, round(c / sum(sites.values()), 4))
+                site = Site(fn, file, line, round(c / sum(sites.values()), 4))
             best = (starved_share + busy_share, name, busy_share, starved_share, site, total)
     return None if best is None else best[1:]
 

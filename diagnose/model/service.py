@@ -46,7 +46,7 @@ from diagnose.model.counters import running_agreement
 from diagnose.model.kernel_waits import kernel_view
 from diagnose.model.os_summary import combine
 from diagnose.samples.profile import Profile
-from diagnose.collect.run_context import RunContext, RunTarget
+from diagnose.collect.run_context import RunContext
 from diagnose.model.servers import server_processes
 from diagnose.vocab import BUSY, CONTENDED, IN_PROCESS_KINDS, SERVING_ROLES, ProcessRole
 
@@ -223,8 +223,7 @@ def leaves(profile: Profile) -> dict[int, int]:
 def _cmdline(tree: TreeRecord | None, pid: int | None, run: RunContext | None) -> list[str]:
     if tree is not None and pid in tree.cmdlines and tree.cmdlines[pid]:
         return list(tree.cmdlines[pid])
-    target = run.target if run is not None else RunTarget()
-    return list(target.cmdline) if target.pid == pid else []
+    return list(run.argv) if run is not None and run.target.pid == pid else []
 
 
 def _lifetime(view: ProcessView, tree: TreeRecord | None) -> None:

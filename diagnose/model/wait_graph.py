@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from diagnose.collect.task_recording import AwaitKind
+from diagnose.vocab import AwaitKind
 from diagnose.model.await_sites import WORKER_LOOP_FRAMES
 from diagnose.model.kernel_waits import (Blocking, KernelView, WaitObject, knot_candidates, lock_knot,
                                          serving_peer)

@@ -68,24 +68,58 @@ class SweepTarget:
     pids: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True)
-class SweepPlan:
-    """The settings the sweep ran with (sweep.SweepSettings as written)."""
+MODELS = ("closed", "open")  # of load: levels are connections, or requests/s
+ARRIVALS = ("constant", "poisson")  # the open model's inter-arrival times
 
-    model: str = "closed"
-    arrivals: str | None = None  # the open model's
-    levels: tuple[float, ...] = ()
-    window_s: int = 0
-    warmup_s: int = 0
-    stable_windows: int = 0
-    max_windows: int = 0
-    stability: float = 0.0
-    plateau_gain: float = 0.0
-    patience: int = 0
-    max_error_rate: float = 0.0
+
+@dataclass(frozen=True, kw_only=True)
+class SweepSettings:
+    """The settings a sweep runs with, as its report carries them (load/sweep_steps.py reads
+    them as it runs). Refused when they make no sweep: ValueError, a usage error to `diagnose
+    sweep`, and NotAReport to a report read back (the codec's)."""
+
+    model: str = "closed"         # "closed": levels are connections; "open": requests/s
+    # The open model's inter-arrival times, "constant" unless asked; None in the closed model
+    # (the report writes null there, whatever was asked).
+    arrivals: str | None = None
+    levels: tuple[float, ...] = (1, 2, 4, 8, 16, 32, 64)
+    window_s: int = 3
+    warmup_s: int = 2
+    stable_windows: int = 3       # the last N windows judged for stability, and averaged
+    max_windows: int = 6
+    stability: float = 0.10       # each of throughput and p99 within ±10% of the mean
+    plateau_gain: float = 0.05    # less than 5% more throughput ...
+    patience: int = 2             # ... over this many steps: stop
+    max_error_rate: float = 0.01
     slo_p99_ms: float | None = None
-    max_duration_s: float | None = None
+    max_duration_s: float | None = None  # the whole sweep's time budget (None: no budget)
     generator_ceiling_rps: float | None = None
+
+    @property
+    def level_name(self) -> str:
+        """The JSON key of a step's load: "concurrency" or "rate"."""
+        return "concurrency" if self.model == "closed" else "rate"
+
+    def __post_init__(self) -> None:
+        if self.model not in MODELS:
+            raise ValueError(f"unknown load model {self.model!r}")
+        arrivals = (self.arrivals or "constant") if self.model == "open" else None
+        if arrivals is not None and arrivals not in ARRIVALS:
+            raise ValueError(f"unknown arrival process {arrivals!r}")
+        object.__setattr__(self, "arrivals", arrivals)
+        unit = "concurrency levels" if self.model == "closed" else "rates"
+        if not self.levels or any(c <= 0 for c in self.levels):
+            raise ValueError(f"{unit} must be positive")
+        if self.model == "closed" and any(c != int(c) for c in self.levels):
+            raise ValueError("concurrency levels must be whole numbers")
+        if list(self.levels) != sorted(set(self.levels)):
+            raise ValueError(f"{unit} must be strictly increasing")
+        if self.window_s < 1 or self.warmup_s < 0:
+            raise ValueError("the window is at least 1 s and the warm-up not negative")
+        if not 1 <= self.stable_windows <= self.max_windows:
+            raise ValueError("need 1 <= stable windows <= max windows")
+        if self.patience < 1:
+            raise ValueError("patience is at least one step")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -215,7 +249,7 @@ class SweepReport:
     kind: str = "sweep"
     target: SweepTarget
     generator: GeneratorInfo = GeneratorInfo()
-    settings: SweepPlan = SweepPlan()
+    settings: SweepSettings = SweepSettings()
     machine: Machine
     started_at: float | None = None
     ended_at: float | None = None

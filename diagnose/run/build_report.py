@@ -16,13 +16,12 @@ from diagnose.model.cpu_account import cpu_account
 from diagnose.model.wait_graph import build_wait_graph
 from diagnose.model.service import Service
 from diagnose.vocab import ProcessRole
-from diagnose.collect.run_context import LiveSampling, RunContext, RunTarget, WindowCpu
+from diagnose.collect.run_context import LiveSampling, RunContext, WindowCpu
 from diagnose.report.redact import redact_cmdline
-from diagnose.report.model import (SCHEMA_VERSION, Evidence, Finding, Load, Process,
-                                   ProcessTasks, Report, Sampling, Target, Thread, ThreadOs,
+from diagnose.report.model import (SCHEMA_VERSION, Evidence, Finding, Process,
+                                   ProcessTasks, Report, Sampling, Thread,
                                    TopFinding)
-from diagnose.report.model.run import Observer, PlannedProcess, StateSources
-from diagnose.report.model.codec import decode
+from diagnose.report.model.run import Observer, StateSources
 
 
 
@@ -100,12 +99,7 @@ def thread_rows(analysis: Analysis) -> tuple[Thread, ...]:
             first_s=first, last_s=last,
             states={c: int(row[c]) for c in state_cols if int(row[c])},
             state_sources=sources_of(sources.get(int(index), {})),
-            os=None if tos is None else ThreadOs(
-                cpu_s=_num(tos.cpu_s), runqueue_wait_s=_num(tos.runqueue_wait_s),
-                voluntary_ctx=_num_plain(tos.voluntary_ctx),
-                involuntary_ctx=_num_plain(tos.involuntary_ctx),
-                observer_stops=_num_plain(tos.observer_stops),
-                user_s=_num(tos.user_s), system_s=_num(tos.system_s))))
+            os=None if tos is None else tos.rounded()))
     return tuple(rows)
 
 
@@ -196,7 +190,7 @@ def _num_plain(value: Any) -> Any:
     return value.item() if hasattr(value, "item") else value
 
 
-def task_rows(service: Service) -> list[dict]:
+def task_rows(service: Service) -> tuple[ProcessTasks, ...]:
     """Each process's asyncio tasks by await site (model/await_sites.py), or why none could be
     read; the raw reads stay out of the report (`attach --keep-raw` writes them beside it)."""
     rows = []
@@ -205,15 +199,14 @@ def task_rows(service: Service) -> list[dict]:
         if recording is None:
             continue
         summary = view.analysis.await_sites
-        if summary is not None:
-            rows.append(summary.to_dict())
-        else:
-            rows.append({"pid": recording.pid, "python": recording.python, "snapshots": 0,
-                         "reads": recording.reads, "failed_reads": recording.failed_reads,
-                         "read_seconds": round(recording.read_seconds, 4),
-                         "unreadable": recording.unreadable or "no read of the tasks succeeded",
-                         "sites": [], "notes": list(recording.notes)})
-    return rows
+        if summary is None:
+            summary = ProcessTasks(
+                pid=recording.pid, python=recording.python, reads=recording.reads,
+                failed_reads=recording.failed_reads, read_seconds=recording.read_seconds,
+                unreadable=recording.unreadable or "no read of the tasks succeeded",
+                notes=tuple(recording.notes))
+        rows.append(summary.rounded())
+    return tuple(rows)
 
 
 def build_report(service: Service, results: CheckResults, per_process: dict | None = None,
@@ -230,7 +223,7 @@ def build_report(service: Service, results: CheckResults, per_process: dict | No
     pids = [view.pid for view in service.processes]
     return Report(
         schema_version=SCHEMA_VERSION,
-        target=run_target(run.target),
+        target=run.target,
         sampling=sampling,
         verdict=results.verdict,
         findings=results.findings,
@@ -243,12 +236,11 @@ def build_report(service: Service, results: CheckResults, per_process: dict | No
                         for view, pid in zip(service.processes, pids)
                         if view.analysis.structure.stages),
         event_loops=tuple(loop for view in service.processes for loop in view.analysis.event_loops),
-        tasks=tuple(decode(ProcessTasks, row, "tasks") for row in task_rows(service)),
+        tasks=task_rows(service),
         not_applicable=results.not_applicable,
         threads=thread_rows(analysis),
         stacks=stacks,
-        load=None if run.load is None else Load(run.load.throughput_rps, run.load.concurrency,
-                                                 run.load.rate),
+        load=run.load,
         wait_graph=build_wait_graph(service),
         evidence_labels=labels_used(results.findings),
     )
@@ -259,13 +251,6 @@ def labels_used(findings: tuple[Finding, ...]) -> dict[str, Evidence]:
     they first appear: the report carries them, so it renders without the checks."""
     declared = evidence_labels()
     return {key: declared[key] for f in findings for key in f.evidence.keys() if key in declared}
-
-
-def run_target(target: RunTarget) -> Target:
-    """The report's target: the run's, its command line redacted."""
-    return Target(pid=target.pid, python=target.python, cmdline=redact_cmdline(list(target.cmdline)),
-                  threads=target.threads, cores=target.cores, pids=target.pids,
-                  cpu_quota_cores=target.cpu_quota_cores, children=target.children)
 
 
 def run_sampling(analysis: Analysis, run: RunContext) -> Sampling:
@@ -284,8 +269,7 @@ def run_sampling(analysis: Analysis, run: RunContext) -> Sampling:
             proc_interval_s=capture.proc_interval_s, samples_taken=capture.samples_taken,
             native_rate_hz=capture.native_rate_hz, native_samples=capture.native_samples,
             native_errors=capture.native_errors,
-            processes_planned=tuple(PlannedProcess(p.pid, p.rate_hz, p.native_rate_hz, p.busy)
-                                    for p in capture.processes_planned),
+            processes_planned=capture.processes_planned,
             processes_sampled=capture.processes_sampled, pyspy_version=capture.pyspy_version,
             pyspy_cpu_s=capture.pyspy_cpu_s,
             pyspy_cpu_share_of_cores=capture.pyspy_cpu_share_of_cores,

@@ -25,7 +25,7 @@ from diagnose.readers.chrometrace import close_exited_threads, regrid, settle_ra
 from diagnose.readers.loaders import decode_input, load_profile, read_input
 from diagnose.model.analysis import Analysis
 from diagnose.samples.profile import Profile
-from diagnose.collect.run_context import LiveSampling, LoadLevel, RecordedSampling, RunContext, RunTarget
+from diagnose.collect.run_context import LiveSampling, RecordedSampling, RunContext
 from diagnose.model.service import Service, build_service
 from diagnose.outputs.files import (WriteFailed, claim_name, move_file, prepare_output_dir,
                                     remove_quietly, write_atomically, write_text)
@@ -35,7 +35,8 @@ from diagnose.render.report_files import page_html, summary_markdown
 from diagnose.render import json_text
 from diagnose.run.gc_pause import collector_paused
 from diagnose.run.build_report import build_report
-from diagnose.report.model import Report
+from diagnose.report.model import Load, Report, Target
+from diagnose.report.redact import redact_cmdline
 from diagnose.report.model.codec import decode
 from diagnose.render.speedscope_out import write_speedscope
 
@@ -246,10 +247,10 @@ def _write_outputs(service: Service, results: CheckResults, per_process: dict,
 
 
 def from_capture(capture: Capture, out_dir: Path, user_rules: dict | None,
-                 keep_raw: bool, load: LoadLevel | None = None) -> Outputs:
+                 keep_raw: bool, load: Load | None = None) -> Outputs:
     """`load`: the load the service was under while sampled, when a sweep or an experiment
     generated it: `diagnose diff` then compares per request."""
-    run = RunContext(target=capture.target,
+    run = RunContext(target=capture.target, argv=capture.argv,
                      sampling=LiveSampling(capture.sampling, round(capture.started_at, 3)),
                      partial=capture.partial, notes=tuple(capture.notes), load=load)
     profiles = [capture.profile_path, *capture.extra_profile_paths]
@@ -321,11 +322,11 @@ def _from_file(paths: Path | list[Path], out_dir: Path, user_rules: dict | None,
         window = round(proc.ended_at - proc.started_at, 3)
     recorded = RecordedSampling(mode="offline: " + ", ".join(p.name for p in paths),
                                 duration_s=window)
+    argv = tuple(tree.cmdlines.get(proc.pid, [])) if proc and tree is not None else ()
     run = RunContext(
-        target=RunTarget(pid=proc.pid if proc else None,
-                         cmdline=tuple(tree.cmdlines.get(proc.pid, [])) if proc and tree is not None else (),
-                         cores=proc.cores if proc else None),
-        sampling=recorded, partial=bool(proc and proc.target_exited))
+        target=Target(pid=proc.pid if proc else None, cmdline=redact_cmdline(list(argv)),
+                      cores=proc.cores if proc else None),
+        sampling=recorded, partial=bool(proc and proc.target_exited), argv=argv)
     # The pids of a recording are history (gone, or reused by another process): its source
     # files are read as named, never through /proc/<pid>/root.
     task_recordings = read_task_recordings(tasks_path) if tasks_path is not None else None

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from diagnose.collect.capture import AttachOptions, capture
-from diagnose.collect.task_recording import AwaitKind
+from diagnose.vocab import AwaitKind
 from tests.integration.conftest import requires_ptrace, running
 
 SERVICE = r'''

@@ -12,11 +12,13 @@ import pytest
 from diagnose.checks.engine import run_checks
 from diagnose.classify.categories import Categorizer
 from diagnose.model.analysis import analysis_of, classify_profile
-from diagnose.collect.task_recording import (AwaitKind, AwaitTarget, CoroFrame, TaskRecording,
+from diagnose.collect.task_recording import (AwaitTarget, CoroFrame, TaskRecording,
                                         TaskSnapshot, TaskState, framework_primitive)
+from diagnose.vocab import AwaitKind
 from diagnose.model.await_sites import summarize_tasks
 from diagnose.samples.profile import Frame, Profile, ThreadTrack
-from diagnose.collect.run_context import RunContext, RunTarget
+from diagnose.collect.run_context import RunContext
+from diagnose.report.model import Target
 
 LIB = "/usr/lib/python3.11"
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
@@ -167,7 +169,7 @@ def service(files, tasks: TaskRecording, worker_stack, workers=4, samples=200):
     for k in range(workers):
         track(4300 + k, "AnyIO worker thread", worker_stack(anyio, app))
     stacks = classify_profile(profile, Categorizer())
-    analysis = analysis_of(profile, stacks, None, RunContext(RunTarget(pid=4242)))
+    analysis = analysis_of(profile, stacks, None, RunContext(Target(pid=4242)))
     analysis.tasks = tasks
     return analysis
 

@@ -12,11 +12,13 @@ import pytest
 from diagnose.checks.engine import run_checks
 from diagnose.classify.categories import Categorizer
 from diagnose.model.analysis import analysis_of, classify_profile
-from diagnose.collect.task_recording import (AwaitKind, AwaitTarget, CoroFrame, TaskRecording,
+from diagnose.collect.task_recording import (AwaitTarget, CoroFrame, TaskRecording,
                                         TaskSnapshot, TaskState)
+from diagnose.vocab import AwaitKind
 from diagnose.model.await_sites import primitive_name, summarize_tasks
 from diagnose.samples.profile import Frame, Profile, ThreadTrack
-from diagnose.collect.run_context import RunContext, RunTarget
+from diagnose.collect.run_context import RunContext
+from diagnose.report.model import Target
 from diagnose.model.service import ProcessView, Service
 from diagnose.run.build_report import build_report
 from diagnose.report.model import Report
@@ -90,7 +92,7 @@ def loop_analysis(tasks: TaskRecording | None, idle=190, busy=10):
     profile.threads.append(ThreadTrack(4242, "MainThread", np.array(ids, dtype=np.int32),
                                        np.full(len(ids), 0.05), pid=4242))
     stacks = classify_profile(profile, Categorizer())
-    analysis = analysis_of(profile, stacks, None, RunContext(RunTarget(pid=4242)))
+    analysis = analysis_of(profile, stacks, None, RunContext(Target(pid=4242)))
     analysis.tasks = tasks
     return analysis
 
@@ -325,8 +327,9 @@ def test_keep_raw_writes_every_read_of_the_tasks_beside_the_report(app, tmp_path
 def test_a_read_that_raced_its_tasks_does_not_inflate_the_semaphores_capacity():
     """A read walks the tasks one by one: a task leaving the `async with` block and the one
     entering after it can both be seen inside. The capacity is the median read, not the most."""
-    from diagnose.collect.task_recording import (AwaitKind, AwaitTarget, CoroFrame, TaskRecording,
+    from diagnose.collect.task_recording import (AwaitTarget, CoroFrame, TaskRecording,
                                             TaskSnapshot, TaskState)
+    from diagnose.vocab import AwaitKind
     from diagnose.model.await_sites import summarize_tasks
     from tests.conftest import REPO, marker_line
     path = REPO / "fixtures" / "workloads" / "async_semaphore.py"
@@ -363,7 +366,7 @@ def test_a_loop_thread_of_a_recording_without_pids_is_measured_not_an_error():
         ids += [sid] * count
     profile.threads.append(ThreadTrack(4242, "MainThread", np.array(ids, dtype=np.int32),
                                        np.full(len(ids), 0.05)))
-    analysis = analysis_of(profile, classify_profile(profile, Categorizer()), None, RunContext(RunTarget()))
+    analysis = analysis_of(profile, classify_profile(profile, Categorizer()), None, RunContext(Target()))
     [loop] = analysis.event_loops
     assert loop.pid is None and (loop.tid, loop.thread) == (4242, "MainThread")
     assert loop.idle_share == pytest.approx(0.75, abs=0.01)

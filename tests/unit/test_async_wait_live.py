@@ -12,8 +12,9 @@ import time
 
 import pytest
 
-from diagnose.collect.task_recording import (AwaitKind, AwaitTarget, CoroFrame, TaskRecording,
+from diagnose.collect.task_recording import (AwaitTarget, CoroFrame, TaskRecording,
                                         TaskSnapshot, TaskState)
+from diagnose.vocab import AwaitKind
 from diagnose.model.await_sites import summarize_tasks
 
 _KINDS = {"Semaphore.acquire": AwaitKind.SEMAPHORE, "BoundedSemaphore.acquire": AwaitKind.SEMAPHORE,

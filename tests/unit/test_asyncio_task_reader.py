@@ -18,7 +18,8 @@ from diagnose.collect.asyncio_tasks.linetable import line_of
 from diagnose.collect.asyncio_tasks.objects import ObjectReader
 from diagnose.collect.asyncio_tasks.remote import RemoteMemory, RemoteReadError
 from diagnose.collect.asyncio_tasks.sampler import AsyncioTaskSampler
-from diagnose.collect.task_recording import AwaitKind, TaskRecording, TaskState
+from diagnose.collect.task_recording import TaskRecording, TaskState
+from diagnose.vocab import AwaitKind
 from tests.integration import pythons
 from tests.ready import parse_ready
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from diagnose.collect.task_recording import (AwaitKind, AwaitTarget, CoroFrame, TaskRecording,
+from diagnose.collect.task_recording import (AwaitTarget, CoroFrame, TaskRecording,
                                         TaskSnapshot, TaskState)
+from diagnose.vocab import AwaitKind
 from diagnose.model.await_graph import await_cycles
 
 

@@ -100,7 +100,7 @@ def test_native_only_threads_exited_threads_and_reaped_children_have_their_own_p
     process = gc_heavy()
     os_ = process.os
     assert os_ is not None
-    pool = type(os_.threads[1])(99, "omp", 0.6, None, None, None, {}, 0, (), 0.6, 0.0)  # no Python frames
+    pool = type(os_.threads[1])(tid=99, comm="omp", cpu_s=0.6, user_s=0.6, system_s=0.0)  # no Python frames
     process.os = type(os_)(**{**os_.__dict__, "threads": {**os_.threads, 99: pool},
                               "process_user_s": (os_.process_user_s or 0) + 0.6 + 0.25,
                               "reaped_children_s": 1.2})

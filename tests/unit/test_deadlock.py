@@ -20,7 +20,7 @@ from diagnose.samples import source
 from diagnose.model.analysis import analysis_of, classify_profile
 from diagnose.model.deadlock import BlockedThread, deadlocks_among
 from diagnose.model.held_locks import LockSite, Taken, acquired_at, held_at
-from diagnose.model.os_summary import ProcessOS, StateTick, ThreadOS
+from diagnose.model.os_summary import ProcessOS, StateTick, ProcThread
 from diagnose.samples.profile import Frame, Profile, ThreadTrack
 
 LIB = "/usr/lib/python3.11"
@@ -165,7 +165,7 @@ def running_in(path, caller_mark, function, mark):
 
 
 def process_os(cpu_by_tid: dict) -> ProcessOS:
-    threads = {tid: ThreadOS(tid, "", cpu, None, None, None, {"S": 30}, 0) for tid, cpu in cpu_by_tid.items()}
+    threads = {tid: ProcThread(tid=tid, cpu_s=cpu, state_counts={"S": 30}) for tid, cpu in cpu_by_tid.items()}
     cpu = float(sum(cpu_by_tid.values()))
     return ProcessOS(window_s=WINDOW_S, cores=2, cpu_quota_cores=None, threads_max=len(threads),
                      cpu_s=cpu, cpu_utilization=cpu / (2 * WINDOW_S), runqueue_wait_s=None,
@@ -296,7 +296,9 @@ def test_state_r_observations_explained_by_waiting_for_a_core_do_not_make_a_thre
     def woken(runqueue_s):
         os_ = process_os({1: 0.0, 2: 0.0})
         for tid in (1, 2):
-            os_.threads[tid] = ThreadOS(tid, "", 0.0, runqueue_s, 16, 0, {"S": 17, "R": 3}, 2)
+            os_.threads[tid] = ProcThread(tid=tid, runqueue_wait_s=runqueue_s, voluntary_ctx=16,
+                                          involuntary_ctx=0, state_counts={"S": 17, "R": 3},
+                                          observer_stops=2)
         return os_
     assert two_lock_deadlock(service, os_=woken(0.12 * WINDOW_S)).deadlocks
     # the same R observations with no wait for a core to explain them: the threads ran
@@ -438,9 +440,10 @@ def timed_analysis(threads: dict, window_s: float = 4.0, ticks: dict | None = No
                         mean_runnable=0.0, involuntary_ctx_per_s=None, voluntary_ctx_per_s=None,
                         observer_stop_share=0.0, rss_start=None, rss_end=None,
                         rss_slope_bytes_per_s=None, rss_fit_r2=None,
-                        threads={tid: ThreadOS(tid, "", 0.25, None, None, None,
-                                               {s: [x for _, x in obs].count(s) for _, s in obs}, 0,
-                                               tuple(StateTick(t, s) for t, s in obs))
+                        threads={tid: ProcThread(tid=tid, cpu_s=0.25,
+                                                 state_counts={s: [x for _, x in obs].count(s)
+                                                               for _, s in obs},
+                                                 ticks=tuple(StateTick(t, s) for t, s in obs))
                                  for tid, obs in ticks.items()})
     return analysis_of(profile, classify_profile(profile, Categorizer()), os_summary=os_)
 

@@ -19,7 +19,7 @@ from diagnose.checks.spec import CheckSettings
 from diagnose.classify.categories import Categorizer
 from diagnose.model.analysis import Analysis, analysis_of, classify_profile
 from diagnose.model.collector import collector_function, collector_share
-from diagnose.model.os_summary import CollectorState, ProcessOS, ThreadOS
+from diagnose.model.os_summary import CollectorState, ProcessOS, ProcThread
 from diagnose.samples.profile import Frame, Profile, ThreadTrack
 from diagnose.vocab import CpuPart
 from diagnose.report.model import NotApplicable
@@ -57,8 +57,8 @@ NUMPY_CALL = THREAD + [py("rank", 25), native("npy_quicksort", NUMPY)]
 
 def process_os(cpu_by_tid: dict[int, float], user_share: float = 0.98,
                held: CollectorState | None = None) -> ProcessOS:
-    threads = {tid: ThreadOS(tid, "", cpu, None, None, None, {}, 0, (), cpu * user_share,
-                             cpu * (1 - user_share))
+    threads = {tid: ProcThread(tid=tid, cpu_s=cpu, user_s=cpu * user_share,
+                               system_s=cpu * (1 - user_share))
                for tid, cpu in cpu_by_tid.items()}
     cpu = float(sum(cpu_by_tid.values()))
     return ProcessOS(window_s=WINDOW_S, cores=2, cpu_quota_cores=None, threads_max=len(threads),

@@ -10,7 +10,7 @@ import dataclasses
 
 from diagnose.checks import scheduler_overhead
 from diagnose.checks.scheduler_overhead import Settings
-from diagnose.model.os_summary import ThreadOS
+from diagnose.model.os_summary import ProcThread
 from tests.unit.test_recorded_verdicts import analyse_recording
 
 NATIVE_TIDS = (900001, 900002, 900003)
@@ -21,7 +21,8 @@ def with_native_threads(analysis, cpu_s: float):
     os_ = analysis.os
     threads = dict(os_.threads)
     for tid in NATIVE_TIDS:
-        threads[tid] = ThreadOS(tid, "openblas", cpu_s, 0.0, 10, 0, {"S": 30}, 0)
+        threads[tid] = ProcThread(tid=tid, comm="openblas", cpu_s=cpu_s, runqueue_wait_s=0.0,
+                                  voluntary_ctx=10, involuntary_ctx=0, state_counts={"S": 30})
     return dataclasses.replace(analysis, os=dataclasses.replace(os_, threads=threads))
 
 

@@ -22,7 +22,7 @@ from diagnose.model.analysis import Analysis, analysis_of, classify_profile
 from diagnose.model.kernel_waits import Blocking, KernelView, ThreadWaits, WaitObject
 from diagnose.model.knots import (Knot, Resource, Serving, ThreadId, Wait, find_knots, process_knots,
                                   tree_knots)
-from diagnose.model.os_summary import ProcessOS, ThreadOS
+from diagnose.model.os_summary import ProcessOS, ProcThread
 from diagnose.samples.profile import Frame, Profile, ThreadTrack
 from diagnose.vocab import ResourceKind
 from tests.conftest import WORKLOADS, marker_line
@@ -153,7 +153,7 @@ def writing_to_a_full_pipe(path: Path) -> list[Frame]:
 
 def process_os(tids: list[int], cpu: dict[int, float] | None = None) -> ProcessOS:
     cpu = cpu or {}
-    threads = {tid: ThreadOS(tid, "", cpu.get(tid, 0.0), None, None, None, {"S": 30}, 0) for tid in tids}
+    threads = {tid: ProcThread(tid=tid, cpu_s=cpu.get(tid, 0.0), state_counts={"S": 30}) for tid in tids}
     used = float(sum(cpu.values()))
     return ProcessOS(window_s=WINDOW_S, cores=2, cpu_quota_cores=None, threads_max=len(threads),
                      cpu_s=used, cpu_utilization=used / (2 * WINDOW_S), runqueue_wait_s=None,

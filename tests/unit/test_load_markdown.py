@@ -14,7 +14,8 @@ from diagnose.load.experiment_decision import Arm, RunSettings, experiment_repor
 from diagnose.report.load_report import (Advice, Baseline, ExperimentPlan, ExperimentReport,
                                  ExperimentTarget, GeneratorInfo, Machine, NotAReport, SweepReport,
                                  SweepSummary, SweepTarget)
-from diagnose.load.sweep_steps import SweepResult, SweepSettings, run_sweep, sweep_report
+from diagnose.load.sweep_steps import SweepResult, run_sweep, sweep_report
+from diagnose.report.load_report import SweepSettings
 from diagnose.outputs.files import write_report
 from diagnose.render.load_markdown import render_experiment_markdown, render_sweep_markdown
 from diagnose.render.markdown import MAX_BYTES

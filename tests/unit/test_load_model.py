@@ -119,3 +119,11 @@ def test_the_sweep_gate_reads_the_verdict_behind_the_knee_else_the_last_diagnose
     verdict = _sweep_gate_verdict(unexplained)
     assert (verdict.primary, verdict.severity) == ("p1", "ok")
     assert _sweep_gate_verdict(sweep()) is None  # nothing diagnosed: nothing to gate on
+
+
+def test_a_sweep_whose_settings_make_no_sweep_is_exit_6_naming_them():
+    # The settings are the sweep's own (report/load_report.py SweepSettings): its checks refuse
+    # them on reading as on running.
+    edited = json_edited(BEFORE["sweep_pool"], ("settings", "levels"), [4, 2])
+    with pytest.raises(NotAReport, match="strictly increasing at settings"):
+        SweepReport.from_json(edited)

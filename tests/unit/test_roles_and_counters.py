@@ -10,7 +10,7 @@ from diagnose.checks.engine import load_check_settings
 from diagnose.classify.categories import Categorizer
 from diagnose.classify.state import classify_stack
 from diagnose.model.analysis import analysis_of, classify_profile
-from diagnose.model.os_summary import ProcessOS, ThreadOS
+from diagnose.model.os_summary import ProcessOS, ProcThread
 from diagnose.samples.profile import Frame, Profile, ThreadTrack
 from diagnose.model.service import ProcessView, assign_roles
 
@@ -114,7 +114,7 @@ def test_openblas_waits_stay_the_pools_own_not_io():
 # -- processes ----------------------------------------------------------------------------------
 
 def process_os(cpu_by_tid: dict) -> ProcessOS:
-    threads = {tid: ThreadOS(tid, "", cpu, None, None, None, {}, 0) for tid, cpu in cpu_by_tid.items()}
+    threads = {tid: ProcThread(tid=tid, cpu_s=cpu) for tid, cpu in cpu_by_tid.items()}
     cpu = float(sum(cpu_by_tid.values()))
     return ProcessOS(window_s=WINDOW_S, cores=2, cpu_quota_cores=None, threads_max=len(threads),
                      cpu_s=cpu, cpu_utilization=cpu / (2 * WINDOW_S), runqueue_wait_s=None,
@@ -248,11 +248,11 @@ def test_an_unnamed_native_leaf_of_a_thread_proc_saw_asleep_is_a_wait():
     assert set(view.analysis.samples.loc[:, "state"]) == {"native"}  # the frames alone: running native
     asleep = view.analysis.os.threads[2000]
     os_ = process_os({2000: 0.05})
-    os_.threads[2000] = ThreadOS(2000, "", asleep.cpu_s, None, None, None, {"S": 95, "R": 5}, 0)
+    os_.threads[2000] = ProcThread(tid=2000, cpu_s=asleep.cpu_s, state_counts={"S": 95, "R": 5})
     settled = settle_with_os_state(view.analysis.samples, os_)
     assert set(settled.loc[:, "state"]) == {"io"}
     running = process_os({2000: 9.0})
-    running.threads[2000] = ThreadOS(2000, "", 9.0, None, None, None, {"R": 90, "S": 10}, 0)
+    running.threads[2000] = ProcThread(tid=2000, cpu_s=9.0, state_counts={"R": 90, "S": 10})
     assert set(settle_with_os_state(view.analysis.samples, running).loc[:, "state"]) == {"native"}
 
 

@@ -11,13 +11,12 @@ import pytest
 
 from diagnose.checks.service_verdict import run_service_checks
 from diagnose.classify.categories import Categorizer
-from diagnose.collect.plan import ProcessPlan
-from diagnose.collect.run_context import (CaptureSampling, LiveSampling, LoadLevel, RecordedSampling,
-                                        RunContext, RunTarget, WindowCpu)
+from diagnose.collect.run_context import (CaptureSampling, LiveSampling, RecordedSampling,
+                                        RunContext, WindowCpu)
 from diagnose.model.service import build_service
 from diagnose.readers.loaders import load_profile
 from diagnose.run.build_report import build_report
-from diagnose.report.model import Load, PlannedProcess
+from diagnose.report.model import Load, PlannedProcess, Target
 from diagnose.run.pipeline import from_file
 from tests.conftest import RECORDED, report_of
 
@@ -68,7 +67,7 @@ def analysed():
 def test_the_report_states_the_context_it_is_handed_not_the_one_the_analysis_began_with(analysed):
     service, results = analysed
     assert service.combined.run == RunContext()
-    finished = RunContext(RunTarget(pid=7, cmdline=("python", "serve.py", "--password=hunter2")),
+    finished = RunContext(Target(pid=7, cmdline="python serve.py --password=***"),
                           RecordedSampling(mode="offline: f", duration_at_least_s=1.5),
                           partial=True).with_note("learnt after the analysis")
     report = build_report(service, results, run=finished)
@@ -84,15 +83,15 @@ def _capture_sampling() -> CaptureSampling:
     return CaptureSampling(
         duration_s=3.9, requested_duration_s=4.0, rate_hz=29, plan="the budget", proc_interval_s=0.1,
         samples=500, samples_taken=510, errors=30, native=True, native_rate_hz=5, native_samples=40,
-        native_errors=None, mode="nonblocking", processes_planned=(ProcessPlan(11, 29, 5, True),),
+        native_errors=None, mode="nonblocking", processes_planned=(PlannedProcess(11, 29, 5, True),),
         processes_sampled=1, pyspy_version="0.4.0", pyspy_cpu_s=0.25, pyspy_cpu_share_of_cores=0.03)
 
 
 def test_a_live_capture_writes_its_sampling_plan_start_and_load(analysed):
     service, results = analysed
-    run = RunContext(RunTarget(pid=11, pids=(11,), children=True, cpu_quota_cores=1.5),
+    run = RunContext(Target(pid=11, pids=(11,), children=True, cpu_quota_cores=1.5),
                      LiveSampling(_capture_sampling(), 1767225600.123),
-                     load=LoadLevel(41.2, concurrency=8))
+                     load=Load(41.2, concurrency=8))
     built = build_report(service, results, run=run)
     report = report_of(built.to_json())  # as written and read back
     assert report == built
@@ -113,7 +112,7 @@ def test_a_live_capture_writes_the_observers_cpu_beside_the_targets_and_offline_
     service, results = analysed
     cpu = WindowCpu(own_cpu_s=0.3, children_cpu_s=0.9, window_s=4.0, target_cpu_s=6.0,
                     target_window_s=3.9)
-    run = RunContext(RunTarget(pid=11), LiveSampling(replace(_capture_sampling(), cpu=cpu), 1.0))
+    run = RunContext(Target(pid=11), LiveSampling(replace(_capture_sampling(), cpu=cpu), 1.0))
     built = build_report(service, results, run=run)
     report = report_of(built.to_json())  # as written and read back
     assert report == built

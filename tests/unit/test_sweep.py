@@ -12,11 +12,11 @@ import pytest
 
 from diagnose.load.loadgen import LoadResult, parse_wrk
 from diagnose.render.sweep_html import render_sweep_html
-from diagnose.load.sweep_steps import (CpuMeter, CpuReading, Step, SweepSettings, Window, doubling_levels,
+from diagnose.load.sweep_steps import (CpuMeter, CpuReading, Step, Window, doubling_levels,
                             find_knee, parse_levels, plateaued, run_sweep, summarize,
                             sweep_report)
 from diagnose.report.step_diagnosis import StepDiagnosis
-from diagnose.report.load_report import GeneratorInfo, SweepReport, SweepTarget
+from diagnose.report.load_report import GeneratorInfo, SweepReport, SweepSettings, SweepTarget
 
 
 def closed_loop_service(capacity_rps: float, service_ms: float, gen_cores=lambda c, rps: 0.1,

@@ -11,7 +11,8 @@ import re
 from diagnose.collect.asyncio_tasks.objects import MAX_STR
 from diagnose.collect.asyncio_tasks.remote import RemoteReadError
 from diagnose.collect.asyncio_tasks.walk import Chain, TaskWalker
-from diagnose.collect.task_recording import AwaitKind, AwaitTarget, framework_primitive
+from diagnose.collect.task_recording import AwaitTarget, framework_primitive
+from diagnose.vocab import AwaitKind
 
 # (file suffix, co_qualname) -> kind, and the deque attribute holding the primitive's waiters
 _PRIMITIVES: dict[tuple[str, str], tuple[AwaitKind, str]] = {

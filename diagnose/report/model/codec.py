@@ -16,8 +16,8 @@ every member); another enum's unknown value is not a report.
 
 Decoding is lenient where reports always were (an absent key takes the field's default; an int
 where a float is declared stays an int, so numbers read back equal) and strict where a report is
-not one: an absent key without a default, or a value of the wrong shape, is BadProfile naming
-the key's path.
+not one: an absent key without a default, a value of the wrong shape, or values the part's own
+checks refuse (a ValueError of its constructor), is BadProfile naming the key's path.
 """
 
 from __future__ import annotations
@@ -317,5 +317,8 @@ def _dataclass_decoder(cls: type) -> Decoder:
                 raise exc.under(names[0]) from None
             except NotAReport as exc:  # a field's own codec (the evidence)
                 raise _Wrong(exc.what, names[0]) from None
-        return cls(**kwargs)
+        try:
+            return cls(**kwargs)
+        except ValueError as exc:  # the part's own checks refuse the values (a sweep's settings)
+            raise _Wrong(str(exc)) from None
     return build

@@ -24,11 +24,12 @@ class Target:
 
 @dataclass(frozen=True)
 class PlannedProcess:
-    """One process's recorders in the sampling plan (collect/plan.ProcessPlan)."""
+    """One process's recorders in the sampling plan (collect/plan.py): its own non-blocking rate,
+    and native calibration or none."""
 
     pid: int
     rate_hz: int
-    native_rate_hz: int
+    native_rate_hz: int  # 0: not calibrated natively (idle, or a sibling's calibration covers it)
     busy: bool
 
 

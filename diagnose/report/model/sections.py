@@ -4,11 +4,11 @@ structure, event loops and the stacks table."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from diagnose.vocab import (CallbackKind, EdgeKind, LoopFlavor, ProcessRole, Severity,
-                                  StageRole)
-from diagnose.report.model.codec import OPTIONAL
+from diagnose.vocab import (AwaitKind, CallbackKind, EdgeKind, LoopFlavor, ProcessRole, Severity,
+                            StageRole)
+from diagnose.report.model.codec import NULL_WHEN_EMPTY, OPTIONAL
 from diagnose.report.model.run import StateSources
 
 
@@ -40,7 +40,8 @@ class Process:
 
 @dataclass(frozen=True)
 class ThreadOs:
-    """A thread's /proc counters over the window."""
+    """A thread's /proc counters over the window, as the report states them (model/os_summary.py
+    ProcThread builds on them)."""
 
     cpu_s: float | None = None
     runqueue_wait_s: float | None = None
@@ -50,6 +51,18 @@ class ThreadOs:
     # cpu_s in user mode and in the kernel; absent in reports of older recordings
     user_s: float | None = field(default=None, metadata=OPTIONAL)
     system_s: float | None = field(default=None, metadata=OPTIONAL)
+
+    def rounded(self) -> ThreadOs:
+        """These counters alone (the analysis's ProcThread adds to them), as the report writes
+        them: seconds to 4 places."""
+        return ThreadOs(cpu_s=_round4(self.cpu_s), runqueue_wait_s=_round4(self.runqueue_wait_s),
+                        voluntary_ctx=self.voluntary_ctx, involuntary_ctx=self.involuntary_ctx,
+                        observer_stops=self.observer_stops, user_s=_round4(self.user_s),
+                        system_s=_round4(self.system_s))
+
+
+def _round4(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 4)
 
 
 @dataclass(frozen=True)
@@ -152,7 +165,8 @@ class Structure:
 
 @dataclass(frozen=True)
 class CallSite:
-    """Where the coroutine makes the call that blocked the loop."""
+    """A line of code in its function, where a call is made: the one that blocked an event loop,
+    a thread's wait, the taking of a lock (model/knots.py)."""
 
     function: str = ""
     file: str = ""
@@ -204,45 +218,71 @@ class EventLoop:
 
 @dataclass(frozen=True)
 class TaskAwaitSite:
-    """Request tasks waiting at one await site (model/await_sites.py AwaitSite)."""
+    """One place request tasks wait, over the window (model/await_sites.py builds it; the checks
+    read it at full precision, the report writes it `rounded`)."""
 
     function: str = ""
     file: str = ""
     line: int = 0
-    kind: str = ""
-    name: str = ""
-    local: bool = False
-    primitives: int = 1
-    waiting_avg: float = 0.0
+    kind: AwaitKind = AwaitKind.UNKNOWN
+    name: str = ""  # what the code calls the primitive at the site ("MODEL_SLOTS", "self.queue"); ""
+    local: bool = False  # an in-process primitive (else a call outside the process)
+    primitives: int = 1  # distinct objects waited on at the site
+    waiting_avg: float = 0.0  # request tasks waiting here, averaged over the reads
     waiting_max: int = 0
-    share: float = 0.0
+    share: float = 0.0  # of request-task time
+    # Tasks inside the `async with` block the site opens (holding the primitive), averaged over
+    # the reads; None where the site opens no block.
     holders_avg: float | None = None
-    permits_free: int | None = None
-    capacity: int | None = None
-    waiters_max: int | None = None
+    permits_free: int | None = None  # fewest free permits read (a semaphore's _value)
+    capacity: int | None = None  # holders + free permits of one read, the median over reads
+    waiters_max: int | None = None  # the primitive's own waiter count, most seen (all tasks)
     detail: str = ""
+
+    def rounded(self) -> TaskAwaitSite:
+        """As the report writes it: averages to 3 places, the share to 4."""
+        return replace(self, waiting_avg=round(self.waiting_avg, 3), share=round(self.share, 4),
+                       holders_avg=None if self.holders_avg is None else round(self.holders_avg, 3))
 
 
 @dataclass(frozen=True)
 class ProcessTasks:
-    """One process's asyncio tasks over the window by await site, or why they were not read."""
+    """One process's asyncio tasks over the window by await site (model/await_sites.py
+    summarize_tasks), or why they were not read (`unreadable`, written null when read)."""
 
     pid: int = 0
     python: str = ""
-    snapshots: int = 0
+    snapshots: int = 0  # reads with tasks kept (torn ones included)
     torn: int = 0
     reads: int = 0
     failed_reads: int = 0
     read_seconds: float = 0.0
-    unreadable: str | None = None
-    tasks_avg: float = 0.0
+    unreadable: str = field(default="", metadata=NULL_WHEN_EMPTY)
+    tasks_avg: float = 0.0  # every task, averaged over the reads
     request_tasks_avg: float = 0.0
     request_tasks_max: int = 0
-    request_rule: str = ""
-    local_share: float = 0.0
-    downstream_share: float = 0.0
+    request_rule: str = ""  # how request tasks were told apart, in words
+    local_share: float = 0.0  # of request-task time, on in-process primitives
+    downstream_share: float = 0.0  # of request-task time, on calls outside the process
     sites: tuple[TaskAwaitSite, ...] = ()
     notes: tuple[str, ...] = ()
+
+    @property
+    def local_sites(self) -> tuple[TaskAwaitSite, ...]:
+        return tuple(s for s in self.sites if s.local)
+
+    @property
+    def downstream_sites(self) -> tuple[TaskAwaitSite, ...]:
+        return tuple(s for s in self.sites if not s.local)
+
+    def rounded(self) -> ProcessTasks:
+        """As the report writes it: seconds and shares to 4 places, averages to 3."""
+        return replace(self, read_seconds=round(self.read_seconds, 4),
+                       tasks_avg=round(self.tasks_avg, 3),
+                       request_tasks_avg=round(self.request_tasks_avg, 3),
+                       local_share=round(self.local_share, 4),
+                       downstream_share=round(self.downstream_share, 4),
+                       sites=tuple(s.rounded() for s in self.sites))
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,7 @@ declare namespace Model {
     target_cores?: number;
   }
 
-  /** One process's recorders in the sampling plan (collect/plan.ProcessPlan). (diagnose.report.model.run.PlannedProcess) */
+  /** One process's recorders in the sampling plan (collect/plan.py): its own non-blocking rate, and native calibration or none. (diagnose.report.model.run.PlannedProcess) */
   interface PlannedProcess {
     pid: number;
     rate_hz: number;
@@ -358,14 +358,14 @@ declare namespace Model {
   /** What a callback of the app that held the event loop did (report/model/sections.Callback: only stacks in the app's own code are tallied as callbacks). (diagnose.vocab.CallbackKind) */
   type CallbackKind = "cpu" | "blocking_call";
 
-  /** Where the coroutine makes the call that blocked the loop. (diagnose.report.model.sections.CallSite) */
+  /** A line of code in its function, where a call is made: the one that blocked an event loop, a thread's wait, the taking of a lock (model/knots.py). (diagnose.report.model.sections.CallSite) */
   interface CallSite {
     function: string;
     file: string;
     line: number;
   }
 
-  /** One process's asyncio tasks over the window by await site, or why they were not read. (diagnose.report.model.sections.ProcessTasks) */
+  /** One process's asyncio tasks over the window by await site (model/await_sites.py summarize_tasks), or why they were not read (`unreadable`, written null when read). (diagnose.report.model.sections.ProcessTasks) */
   interface ProcessTasks {
     pid: number;
     python: string;
@@ -385,12 +385,12 @@ declare namespace Model {
     notes: string[];
   }
 
-  /** Request tasks waiting at one await site (model/await_sites.py AwaitSite). (diagnose.report.model.sections.TaskAwaitSite) */
+  /** One place request tasks wait, over the window (model/await_sites.py builds it; the checks read it at full precision, the report writes it `rounded`). (diagnose.report.model.sections.TaskAwaitSite) */
   interface TaskAwaitSite {
     function: string;
     file: string;
     line: number;
-    kind: string;
+    kind: AwaitKind;
     name: string;
     local: boolean;
     primitives: number;
@@ -403,6 +403,9 @@ declare namespace Model {
     waiters_max: number | null;
     detail: string;
   }
+
+  /** What a suspended asyncio task waits on, read from the future it awaits and that future's owner (collect/task_recording.py); a report's await site says it (report/model/sections.py). (diagnose.vocab.AwaitKind) */
+  type AwaitKind = "semaphore" | "lock" | "capacity" | "condition" | "event" | "queue_get" | "queue_put" | "task" | "future" | "sleep" | "io" | "unknown";
 
   /** A check that lacks its inputs says so instead of guessing. (diagnose.report.model.findings.NotApplicable) */
   interface NotApplicable {
@@ -424,7 +427,7 @@ declare namespace Model {
     os: ThreadOs | null;
   }
 
-  /** A thread's /proc counters over the window. (diagnose.report.model.sections.ThreadOs) */
+  /** A thread's /proc counters over the window, as the report states them (model/os_summary.py ProcThread builds on them). (diagnose.report.model.sections.ThreadOs) */
   interface ThreadOs {
     cpu_s: number | null;
     runqueue_wait_s: number | null;
