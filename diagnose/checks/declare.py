@@ -35,6 +35,11 @@ def shared_key(*, optional: bool = False) -> Any:
     return _field(None, optional)
 
 
+def same_as(declared: Evidence, *, optional: bool = False) -> Any:
+    """A field declared as another check's field is (the same measure, read the same way)."""
+    return _field(declared, optional)
+
+
 def _field(declared: Evidence | None, optional: bool) -> Any:
     metadata = {_DECLARED: declared}
     return field(default=OMITTED, metadata=metadata) if optional else field(metadata=metadata)
