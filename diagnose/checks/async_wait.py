@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -53,10 +53,11 @@ import numpy as np
 from diagnose.checks import event_loop_blocked
 from diagnose.checks.base import (Finding, NotApplicable, ScoreBasis, Site, amdahl, core_room,
                                   make_finding, pct, ramp, short_path)
-from diagnose.checks.shared_evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
-from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
+from diagnose.checks.declare import declarations, key, same_as, shared_key
+from diagnose.checks.measurements import OMITTED, Measurements, Omitted
+from diagnose.report.model.findings import Fix
 from diagnose.samples import source
 from diagnose.vocab import AwaitKind
 from diagnose.model.await_sites import WORKER_LOOP_FRAMES
@@ -87,27 +88,38 @@ class Settings(CheckSettings):
     high: float = 0.5
 
 
-EVIDENCE = {
-    **shared("fix", "async_wait_share"),
-    "top_site_share": E("share of request-task time waiting at the top await site", U.PERCENT),
-    "primitive": E("what the requests wait on at the top site", U.TEXT),
-    "primitive_name": E("its name at the await site", U.TEXT),
-    "permits": E("its permits in all (holders + free, read)", U.NUMBER),
-    "permits_free": E("its free permits, fewest read", U.NUMBER),
-    "tasks_waiting_avg": E("request tasks waiting at the top site, on average", U.NUMBER),
-    "tasks_waiting_max": E("request tasks waiting at the top site, at most", U.NUMBER),
-    "tasks_holding_avg": E("request tasks inside the block the top site guards, on average",
-                           U.NUMBER),
-    "request_tasks_avg": E("request tasks in flight, on average", U.NUMBER),
-    "task_reads": E("reads of the asyncio tasks behind the shares", U.SAMPLES),
-    "loop_busy_share": event_loop_blocked.EVIDENCE["loop_busy_share"],
-    "holder_threads": E("worker threads of the capacity's holders (the framework's worker loop)",
-                        U.THREADS),
-    "holders_in": E("where the worker threads were, busy, most of the time (innermost "
-                    "application frame and its call)", U.TEXT),
-    "holders_in_share": E("share of the worker threads' busy samples there", U.PERCENT),
-    "holders_state": E("what the worker threads did there", U.TEXT),
-}
+@dataclass(frozen=True, kw_only=True)
+class AsyncWaitEvidence(Measurements):
+    async_wait_share: float = shared_key()
+    request_tasks_avg: float = key("request tasks in flight, on average", U.NUMBER)
+    task_reads: int = key("reads of the asyncio tasks behind the shares", U.SAMPLES)
+    loop_busy_share: float | None = same_as(event_loop_blocked.EVIDENCE["loop_busy_share"])
+    # The top await site's, where the requests waited on one:
+    top_site_share: float | Omitted = key(
+        "share of request-task time waiting at the top await site", U.PERCENT, optional=True)
+    primitive: str | Omitted = key("what the requests wait on at the top site", U.TEXT, optional=True)
+    primitive_name: str | None | Omitted = key("its name at the await site", U.TEXT, optional=True)
+    permits: int | None | Omitted = key("its permits in all (holders + free, read)", U.NUMBER, optional=True)
+    permits_free: int | None | Omitted = key("its free permits, fewest read", U.NUMBER, optional=True)
+    tasks_waiting_avg: float | Omitted = key(
+        "request tasks waiting at the top site, on average", U.NUMBER, optional=True)
+    tasks_waiting_max: int | Omitted = key(
+        "request tasks waiting at the top site, at most", U.NUMBER, optional=True)
+    tasks_holding_avg: float | None | Omitted = key(
+        "request tasks inside the block the top site guards, on average", U.NUMBER, optional=True)
+    fix: Fix | Omitted = shared_key(optional=True)
+    # The worker threads behind it (a capacity's holders, a future's executor), where read:
+    holder_threads: int | Omitted = key(
+        "worker threads of the capacity's holders (the framework's worker loop)", U.THREADS, optional=True)
+    holders_in: str | None | Omitted = key(
+        "where the worker threads were, busy, most of the time (innermost application frame and its call)",
+        U.TEXT, optional=True)
+    holders_in_share: float | None | Omitted = key(
+        "share of the worker threads' busy samples there", U.PERCENT, optional=True)
+    holders_state: str | None | Omitted = key("what the worker threads did there", U.TEXT, optional=True)
+
+
+EVIDENCE = declarations(AsyncWaitEvidence)
 
 # What each kind is, in the summary's words.
 KIND_WORDS = {
@@ -280,7 +292,7 @@ THREAD_LIMITER_KNOB = "anyio.to_thread.current_default_thread_limiter().total_to
 
 
 def capacity_advice(site: TaskAwaitSite, holders: ThreadHolders | None, estimate: str, reach: int
-                    ) -> tuple[str, dict[str, object] | None]:
+                    ) -> tuple[str, Fix | None]:
     """The advice for requests queued on a framework's thread capacity."""
     tokens = f" from {site.capacity}" if site.capacity is not None else ""
     wait = f"{pct(site.share)} of their time for a worker thread"
@@ -292,7 +304,7 @@ def capacity_advice(site: TaskAwaitSite, holders: ThreadHolders | None, estimate
                 f"`to_thread.run_sync`), or make the endpoint `async def` with an async client so "
                 f"no thread is held while it waits ({estimate}, if the downstream takes the "
                 f"extra concurrent calls).",
-                {"knob": THREAD_LIMITER_KNOB, "value": reach})
+                Fix(THREAD_LIMITER_KNOB, reach))
     if holders is not None and holders.where and holders.state is not None:
         return (f"Requests wait {wait}; the threads are {STATE_WORDS.get(holders.state, 'busy')} "
                 f"in {holders.where}: more tokens add threads to the same work. Make that work "
@@ -301,7 +313,7 @@ def capacity_advice(site: TaskAwaitSite, holders: ThreadHolders | None, estimate
     return (f"Requests wait {wait}: raise the limiter's tokens{tokens} to about {reach} "
             f"(`{THREAD_LIMITER_KNOB} = {reach}` at startup) if what the threads do has headroom, "
             f"or make the endpoint `async def` with an async client ({estimate}).",
-            {"knob": THREAD_LIMITER_KNOB, "value": reach})
+            Fix(THREAD_LIMITER_KNOB, reach))
 
 
 EXECUTOR_BUSY = 0.8  # of an executor's threads, busy on average: every one of them is taken
@@ -320,7 +332,7 @@ def executor_workers(site: TaskAwaitSite, holders: ThreadHolders) -> int:
 
 
 def executor_advice(site: TaskAwaitSite, holders: ThreadHolders, estimate: str, reach: int
-                    ) -> tuple[str, dict[str, object] | None]:
+                    ) -> tuple[str, Fix | None]:
     """The advice for requests awaiting futures an executor's threads resolve, every thread
     taken (run_in_executor, asyncio.to_thread, a ThreadPoolExecutor): the executor is the
     limit, not the code that awaits it."""
@@ -334,7 +346,7 @@ def executor_advice(site: TaskAwaitSite, holders: ThreadHolders, estimate: str, 
                 f"for run_in_executor(None, ...) and asyncio.to_thread, or the max_workers of the "
                 f"executor passed to run_in_executor), or make the call async so no thread is held "
                 f"while it waits ({estimate}, if what it calls takes the extra concurrent calls).",
-                {"knob": EXECUTOR_KNOB, "value": wanted})
+                Fix(EXECUTOR_KNOB, wanted))
     return (f"Requests wait {pct(site.share)} of their time for futures an executor's threads "
             f"resolve ({busy}; {said}): more workers add threads to the same work. Make that work "
             f"cheaper, or run it in processes; raise max_workers only while the cores have room "
@@ -342,7 +354,7 @@ def executor_advice(site: TaskAwaitSite, holders: ThreadHolders, estimate: str, 
 
 
 def first_advice(site: TaskAwaitSite, summary: ProcessTasks, gain: float,
-                 holders: ThreadHolders | None = None) -> tuple[str, dict[str, object] | None]:
+                 holders: ThreadHolders | None = None) -> tuple[str, Fix | None]:
     """The advice for the top site, with the knob and value it proposes (or None)."""
     where = site_words(site)
     name = f"`{site.name}`" if site.name else "it"
@@ -357,7 +369,7 @@ def first_advice(site: TaskAwaitSite, summary: ProcessTasks, gain: float,
                 f"permits{permits} to about {reach} (the requests that reach it) if the resource "
                 f"it guards has headroom ({estimate}); if it has none, batch the requests behind "
                 f"{name} or scale the resource out.",
-                {"knob": site.name or "permits", "value": reach})
+                Fix(site.name or "permits", reach))
     if site.kind in (AwaitKind.LOCK, AwaitKind.CONDITION):
         return (f"Requests wait {pct(site.share)} of their time on the {where}: it serializes "
                 f"them. Move the awaited call out of the block it guards, or use a semaphore of "
@@ -404,12 +416,9 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     load = loop_load(analysis)
     busy = load.serving if load is not None else None
     room = core_room(analysis)
-    evidence: dict[str, object] = {
-        "async_wait_share": share,
-        "request_tasks_avg": summary.request_tasks_avg,
-        "task_reads": summary.snapshots,
-        "loop_busy_share": load.sampled if load is not None else None,
-    }
+    evidence = AsyncWaitEvidence(async_wait_share=share, request_tasks_avg=summary.request_tasks_avg,
+                                 task_reads=summary.snapshots,
+                                 loop_busy_share=load.sampled if load is not None else None)
     if not local:
         summary_text = (f"request tasks waited on no in-process asyncio primitive "
                         f"({summary.snapshots} reads, {summary.request_tasks_avg:.1f} in flight "
@@ -419,7 +428,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                                              lambda s: ramp(s, settings.low, settings.high)))
     top = _top_wait(analysis, local[0], busy, room)
     advice, fix = first_advice(top.site, summary, top.gain, top.holders)
-    text = _top_words(top, share, evidence, fix)
+    text, evidence = _top_words(top, share, evidence, fix)
     basis = _gain_basis(summary, top, load, room)
     # The gain follows the share the score rests on, in proportion (the top site's part of it).
     part = top.site.share / share if share else 1.0
@@ -458,23 +467,16 @@ def _top_wait(analysis: Analysis, top: TaskAwaitSite, busy: float | None, room: 
     return _TopWait(top, holders, executor_bound, gain)
 
 
-def _top_words(top_wait: _TopWait, share: float, evidence: dict[str, object],
-               fix: dict[str, object] | None) -> str:
+def _top_words(top_wait: _TopWait, share: float, evidence: AsyncWaitEvidence,
+               fix: Fix | None) -> tuple[str, AsyncWaitEvidence]:
     """The summary of the top site (a capacity's queue, else the primitives' share), with its
     evidence and the worker threads' where they were read."""
     top, holders = top_wait.site, top_wait.holders
-    evidence.update({
-        "top_site_share": top.share,
-        "primitive": KIND_WORDS.get(top.kind, str(top.kind)),
-        "primitive_name": top.name or None,
-        "permits": top.capacity,
-        "permits_free": top.permits_free,
-        "tasks_waiting_avg": round(top.waiting_avg, 2),
-        "tasks_waiting_max": top.waiting_max,
-        "tasks_holding_avg": None if top.holders_avg is None else round(top.holders_avg, 2),
-    })
-    if fix is not None:
-        evidence["fix"] = fix
+    evidence = replace(evidence, top_site_share=top.share, primitive=KIND_WORDS.get(top.kind, str(top.kind)),
+                       primitive_name=top.name or None, permits=top.capacity, permits_free=top.permits_free,
+                       tasks_waiting_avg=round(top.waiting_avg, 2), tasks_waiting_max=top.waiting_max,
+                       tasks_holding_avg=None if top.holders_avg is None else round(top.holders_avg, 2),
+                       fix=fix if fix is not None else OMITTED)
     if top.kind == AwaitKind.CAPACITY:
         tokens = f"one of {top.capacity}" if top.capacity is not None else "one of the"
         text = (f"on average {top.waiting_avg:.0f} requests wait for {tokens} worker threads "
@@ -484,8 +486,8 @@ def _top_words(top_wait: _TopWait, share: float, evidence: dict[str, object],
             said = holders_words(holders, top.capacity)
             if said:
                 text += f"; {said}"
-            _holders_evidence(holders, evidence)
-        return text
+            evidence = _with_holders(holders, evidence)
+        return text, evidence
     text = (f"{pct(share)} of request-task time waits on in-process asyncio primitives, most "
             f"on the {site_words(top)}: {top.waiting_avg:.1f} tasks waiting on average, "
             f"{top.waiting_max} at most")
@@ -495,18 +497,15 @@ def _top_words(top_wait: _TopWait, share: float, evidence: dict[str, object],
         said = holders_words(holders, None)
         text += (f"; the executor's {holders.threads} threads were busy {holders.busy_avg:.1f} on "
                  f"average" + (f", {said}" if said else ""))
-        _holders_evidence(holders, evidence)
-    return text
+        evidence = _with_holders(holders, evidence)
+    return text, evidence
 
 
-def _holders_evidence(holders: ThreadHolders, evidence: dict[str, object]) -> None:
-    """The worker threads' evidence (written as `evidence.update`: the declarations test reads
-    the keys a check writes from its source)."""
-    evidence.update({"holder_threads": holders.threads,
-                     "holders_in": holders.where or None,
-                     "holders_in_share": holders.share if holders.where else None,
-                     "holders_state": (STATE_WORDS.get(holders.state)
-                                       if holders.state is not None else None)})
+def _with_holders(holders: ThreadHolders, evidence: AsyncWaitEvidence) -> AsyncWaitEvidence:
+    """The evidence with the worker threads' (where they were, busy, and doing what)."""
+    return replace(evidence, holder_threads=holders.threads, holders_in=holders.where or None,
+                   holders_in_share=holders.share if holders.where else None,
+                   holders_state=STATE_WORDS.get(holders.state) if holders.state is not None else None)
 
 
 def _gain_basis(summary: ProcessTasks, top_wait: _TopWait, load: LoopLoad | None, room: float | None) -> str:

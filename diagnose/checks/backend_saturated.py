@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING
 from diagnose.checks.base import (Finding, Lever, LeverKind, NotApplicable, ScoreBasis, make_finding, pct,
                                   ramp, top_sites)
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
-from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
+from diagnose.checks.declare import declarations, key
+from diagnose.checks.measurements import OMITTED, Measurements, Omitted
 from diagnose.model.servers import ServerWait, server_waits
 from diagnose.vocab import ThreadRole, ThreadState
 from diagnose.report.redact import redact_cmdline
@@ -58,22 +59,29 @@ class Settings(CheckSettings):
     queue_high: float = 2.0
 
 
-EVIDENCE = {
-    "backend": E("backend the threads wait on (address, process)", U.TEXT),
-    "backend_wait_share": E("share of its clients' time waiting on the backend", U.PERCENT),
-    "backend_clients": E("threads waiting on the backend", U.THREADS),
-    "backend_in_flight": E("requests in flight at the backend, on average", U.NUMBER),
-    "backend_processes": E("backend processes serving the address", U.NUMBER),
-    "backend_cores": E("backend CPU over the window (/proc)", U.CORES),
-    "backend_busiest_thread_cores": E("backend's busiest thread (/proc)", U.CORES),
-    "backend_busiest_thread_busy": E("backend's busiest thread running or runnable (/proc)", U.PERCENT),
-    "backend_busy_threads": E("backend threads that ran half a core or more", U.THREADS),
-    "backend_gil_wait_share": E("backend threads' share waiting on its GIL (kernel)", U.PERCENT),
-    "backend_saturation": E("backend's load, of its capacity", U.PERCENT),
-    "backend_own_wait": E("what the backend's threads waited on most (kernel)", U.TEXT, none=NOT_MEASURED),
-    "machine_idle_cores": E("cores the machine left idle", U.CORES, none=NOT_MEASURED),
-    "backend_sampled_pid": E("backend process sampled with the service (--follow-peers)", U.ID),
-}
+@dataclass(frozen=True, kw_only=True)
+class BackendEvidence(Measurements):
+    backend: str = key("backend the threads wait on (address, process)", U.TEXT)
+    backend_wait_share: float = key("share of its clients' time waiting on the backend", U.PERCENT)
+    backend_clients: int = key("threads waiting on the backend", U.THREADS)
+    backend_in_flight: float = key("requests in flight at the backend, on average", U.NUMBER)
+    backend_processes: int = key("backend processes serving the address", U.NUMBER)
+    backend_cores: float = key("backend CPU over the window (/proc)", U.CORES)
+    backend_busiest_thread_cores: float = key("backend's busiest thread (/proc)", U.CORES)
+    backend_busiest_thread_busy: float = key(
+        "backend's busiest thread running or runnable (/proc)", U.PERCENT)
+    backend_busy_threads: int = key("backend threads that ran half a core or more", U.THREADS)
+    backend_gil_wait_share: float = key("backend threads' share waiting on its GIL (kernel)", U.PERCENT)
+    backend_saturation: float = key("backend's load, of its capacity", U.PERCENT)
+    backend_own_wait: str | None = key(
+        "what the backend's threads waited on most (kernel)", U.TEXT, none=NOT_MEASURED)
+    machine_idle_cores: float | None = key("cores the machine left idle", U.CORES, none=NOT_MEASURED)
+    # Where the backend was sampled with the service (checks/service_verdict.py follows it).
+    backend_sampled_pid: int | Omitted = key(
+        "backend process sampled with the service (--follow-peers)", U.ID, optional=True)
+
+
+EVIDENCE = declarations(BackendEvidence)
 
 
 def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
@@ -94,25 +102,22 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     idle = analysis.os.machine_idle_cores if analysis.os is not None else None
     copies = len(wait.servers) + 1  # the advice's first step: one more copy of the backend
     gain, basis = _gain(wait, copies, idle)
-    evidence: dict[str, object] = {
-        "backend": f"{wait.address}: " + "; ".join(
+    evidence = BackendEvidence(
+        backend=f"{wait.address}: " + "; ".join(
             f"pid {s.pid} `{redact_cmdline(list(s.command))}`" for s in wait.servers[:4]),
-        "backend_wait_share": wait.share,
-        "backend_clients": len(wait.tids),
-        "backend_in_flight": round(wait.occupancy, 2),
-        "backend_processes": len(wait.servers),
-        "backend_cores": round(sum(s.cpu_cores for s in wait.servers), 3),
-        "backend_busiest_thread_cores": server.busiest_thread_cores,
-        "backend_busiest_thread_busy": server.busiest_thread_busy,
-        "backend_busy_threads": wait.busy_threads,
-        "backend_gil_wait_share": server.gil_share,
-        "backend_saturation": round(wait.saturation, 4),
-        "backend_own_wait": (f"{server.top_wait} ({pct(server.top_wait_share)})"
-                             if server.top_wait else None),
-        "machine_idle_cores": idle,
-    }
-    if server.followed:
-        evidence["backend_sampled_pid"] = server.pid
+        backend_wait_share=wait.share,
+        backend_clients=len(wait.tids),
+        backend_in_flight=round(wait.occupancy, 2),
+        backend_processes=len(wait.servers),
+        backend_cores=round(sum(s.cpu_cores for s in wait.servers), 3),
+        backend_busiest_thread_cores=server.busiest_thread_cores,
+        backend_busiest_thread_busy=server.busiest_thread_busy,
+        backend_busy_threads=wait.busy_threads,
+        backend_gil_wait_share=server.gil_share,
+        backend_saturation=round(wait.saturation, 4),
+        backend_own_wait=f"{server.top_wait} ({pct(server.top_wait_share)})" if server.top_wait else None,
+        machine_idle_cores=idle,
+        backend_sampled_pid=server.pid if server.followed else OMITTED)
     rows = analysis.samples[analysis.samples["tid"].isin(wait.tids)
                             & (analysis.samples["state"] == ThreadState.IO)]
     sites = top_sites(analysis, rows, float(analysis.samples[analysis.samples["tid"].isin(wait.tids)]

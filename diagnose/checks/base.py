@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import pandas as pd
 
+from diagnose.checks.measurements import Measurements, written
 from diagnose.model.confidence import intervals_for, too_uncertain, wilson
 from diagnose.vocab import BUSY, LeverKind, WaitKind
 # The checks build the report's own values (report/model/findings.py).
@@ -24,7 +25,7 @@ if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
 __all__ = ["EvidenceValues", "Finding", "Interval", "Lever", "LeverKind", "NotApplicable", "Site",
            "severity_for", "ScoreBasis", "make_finding", "remove_work_lever", "more_cores_lever"]
 
-# A finding's evidence as a check writes it: JSON values of mixed kinds (numbers, text, flags,
+# A finding's evidence as the report has it: JSON values of mixed kinds (numbers, text, flags,
 # {label: value} maps, lists). The report labels each by the check's EVIDENCE declaration
 # (checks/spec.py), carried in the report as its `evidence_labels`.
 Measured = dict[str, object]
@@ -76,22 +77,25 @@ def ramp(value: float | None, low: float, high: float) -> float:
 
 
 def make_finding(check_id: str, settings: FindingTexts, score: float, summary: str,
-                 evidence: Mapping[str, object], sites: Iterable[Site] = (),
+                 evidence: Measurements | Mapping[str, object], sites: Iterable[Site] = (),
                  advice: Iterable[str] | None = None, gain: tuple[float | None, str] | None = None,
                  samples: int | float | None = None, share_samples: Mapping[str, float] | None = None,
                  basis: ScoreBasis | None = None, levers: Iterable[Lever] = (),
                  calibrated_of: dict[str, int] | None = None) -> Finding:
-    """`gain`: (predicted throughput ratio, the estimate's inputs in words). `samples`: how many
-    samples the finding's shares are proportions of (None for /proc-only evidence);
-    `share_samples`: {evidence key: count} for a share of another population. `basis`: the share
-    the score rests on, for the score's (and the gain's) interval. `settings`: the check's
-    CheckSettings (checks/spec.py), for its title and advice. `levers`: each lever the advice
-    pulls with its own estimate (Lever), shown beside the predicted gain, never ranked on.
-    `calibrated_of`: {evidence key: samples} for a share whose count in `share_samples` is the
-    effective count of calibrated states over that many samples (confidence.calibrated_samples)."""
+    """`evidence`: the check's evidence dataclass (checks/measurements.py; a mapping only for a
+    finding made by hand, as tests do). `gain`: (predicted throughput ratio, the estimate's
+    inputs in words). `samples`: how many samples the finding's shares are proportions of (None
+    for /proc-only evidence); `share_samples`: {evidence key: count} for a share of another
+    population. `basis`: the share the score rests on, for the score's (and the gain's)
+    interval. `settings`: the check's CheckSettings (checks/spec.py), for its title and advice.
+    `levers`: each lever the advice pulls with its own estimate (Lever), shown beside the
+    predicted gain, never ranked on. `calibrated_of`: {evidence key: samples} for a share whose
+    count in `share_samples` is the effective count of calibrated states over that many samples
+    (confidence.calibrated_samples)."""
     score = int(round(max(0.0, min(100.0, score))))
     predicted, gain_words = gain if gain is not None else (None, "")
-    plain: Measured = {k: _plain(v) for k, v in evidence.items()}
+    values = written(evidence) if isinstance(evidence, Measurements) else evidence
+    plain: Measured = {k: _plain(v) for k, v in values.items()}
     count = None if samples is None else int(samples)
     # Counts of samples: whole numbers, whichever type summed them.
     counts = {key: int(n) for key, n in (share_samples or {}).items()}

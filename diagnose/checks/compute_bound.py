@@ -16,15 +16,15 @@ Why it matters:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from diagnose.checks.shared_evidence import shared
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
-from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
+from diagnose.checks.declare import declarations, key, shared_key
+from diagnose.checks.measurements import Measurements, Omitted
 from diagnose.checks.base import (Finding, NotApplicable, ScoreBasis, Site, busy_samples,
                                   make_finding, pct, ramp, top_sites)
 from diagnose.model.counters import running_agreement
@@ -54,16 +54,27 @@ class Settings(CheckSettings):
     min_utilization: float = 0.6
 
 
-EVIDENCE = {
-    **shared("busy_samples", "counters_note", "measured_cores", "model_share_of_busy",
-             "native_mutex_wait_share", "runnable_per_core", "sampled_cores", "stage"),
-    "running_samples": E("running samples (not waiting for the GIL) behind the model share", U.SAMPLES),
-    "busy_request_threads": E("busy threads (mean)", U.THREADS),
-    "core_utilization_from_samples": E("share of usable cores kept busy (from samples)", U.PERCENT),
-    "os_cpu_utilization": E("CPU used, share of usable cores (OS)", U.PERCENT, none=NOT_MEASURED),
-    "model_share_with_pool": E("model compute with the intra-op pool's threads, share of the threads' "
-                               "CPU (the kernel)", U.PERCENT),
-}
+@dataclass(frozen=True, kw_only=True)
+class ComputeEvidence(Measurements):
+    model_share_of_busy: float = shared_key()
+    busy_request_threads: float = key("busy threads (mean)", U.THREADS)
+    core_utilization_from_samples: float = key("share of usable cores kept busy (from samples)", U.PERCENT)
+    os_cpu_utilization: float | None = key(
+        "CPU used, share of usable cores (OS)", U.PERCENT, none=NOT_MEASURED)
+    runnable_per_core: float | None = shared_key()
+    native_mutex_wait_share: float = shared_key()
+    busy_samples: int = shared_key()
+    running_samples: int = key("running samples (not waiting for the GIL) behind the model share", U.SAMPLES)
+    sampled_cores: float = shared_key()
+    measured_cores: float | None = shared_key()
+    stage: str | Omitted = shared_key(optional=True)
+    model_share_with_pool: float | Omitted = key(
+        "model compute with the intra-op pool's threads, share of the threads' CPU (the kernel)", U.PERCENT,
+        optional=True)
+    counters_note: str | Omitted = shared_key(optional=True)
+
+
+EVIDENCE = declarations(ComputeEvidence)
 
 
 @dataclass(frozen=True)
@@ -159,34 +170,28 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     if analysis.os is not None and analysis.os.usable_cores:
         runnable_per_core = analysis.os.mean_runnable / analysis.os.usable_cores
     native_mutex_share = sum(w.share for w in analysis.waits if w.kind == WaitKind.NATIVE_MUTEX)
-    evidence: dict[str, object] = {
-        "model_share_of_busy": sampled_share,
-        "busy_request_threads": busy_threads,
-        "core_utilization_from_samples": utilization,
-        "os_cpu_utilization": os_utilization,
-        "runnable_per_core": runnable_per_core,
-        "native_mutex_wait_share": native_mutex_share,
-        "busy_samples": int(total_busy),
-        "running_samples": int(total_running),
-        "sampled_cores": counters.sampled, "measured_cores": counters.measured,
-    }
+    evidence = ComputeEvidence(model_share_of_busy=sampled_share, busy_request_threads=busy_threads,
+                               core_utilization_from_samples=utilization, os_cpu_utilization=os_utilization,
+                               runnable_per_core=runnable_per_core, native_mutex_wait_share=native_mutex_share,
+                               busy_samples=int(total_busy), running_samples=int(total_running),
+                               sampled_cores=counters.sampled, measured_cores=counters.measured)
     hot = top_sites(analysis, model, total_busy)
     sites = list(hot)
     who = "request-thread"
     if stage is not None:
         who = f"{stage.name}'s"
-        evidence["stage"] = stage.name
+        evidence = replace(evidence, stage=stage.name)
         sites.insert(0, Site(stage.function, stage.file, stage.line, stage.utilization))
     summary = (f"cores {pct(min(utilization, 1.0))} busy; {pct(share)} of {who} busy time "
                f"is model compute" + (f", most in {hot[0].function}" if hot else ""))
     if fold is not None:
-        evidence["model_share_with_pool"] = share
+        evidence = replace(evidence, model_share_with_pool=share)
         summary += (f"; with the {fold.pool_threads} intra-op pool thread"
                     f"{'s' if fold.pool_threads != 1 else ''} it calls ({fold.pool_cpu_s:.1f} CPU-s, the "
                     f"kernel) the model is {pct(share)} of their CPU")
     if not counters.agrees:
         summary += f" — {counters.note()}"
-        evidence["counters_note"] = counters.note()
+        evidence = replace(evidence, counters_note=counters.note())
     return make_finding(ID, settings, score, summary, evidence, sites, samples=total_running,
                         gain=(1.0, "estimate: no structural gain: the cores already run the model; "
                                    "only a cheaper model or more cores buy throughput"),

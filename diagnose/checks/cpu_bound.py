@@ -19,15 +19,15 @@ What to do instead:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from diagnose.checks.shared_evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
-from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
+from diagnose.checks.declare import declarations, key, shared_key
+from diagnose.checks.measurements import Measurements, Omitted
 from diagnose.checks.base import (Finding, NotApplicable, ScoreBasis, Site, busy_samples, core_room, make_finding,
                                   more_cores_lever, pct, ramp, remove_work_lever)
 from diagnose.model.bootstrap import is_bootstrap
@@ -51,14 +51,21 @@ class Settings(CheckSettings):
     high: float = 0.85
 
 
-EVIDENCE = {
-    **shared("busy_samples", "busy_share_of_request_time", "counters_note", "measured_cores", "sampled_cores"),
-    "unclassified_share_of_busy": E("share of busy time in code no category names", U.PERCENT),
-    "python_share_of_busy": E("share of busy time running Python (holding or wanting the GIL)",
-                              U.PERCENT),
-    "self_time": E("hottest functions by self time (share of busy time)", U.PERCENT),
-    "total_time": E("hottest functions by total time (share of busy time)", U.PERCENT),
-}
+@dataclass(frozen=True, kw_only=True)
+class CpuEvidence(Measurements):
+    busy_share_of_request_time: float = shared_key()
+    unclassified_share_of_busy: float = key("share of busy time in code no category names", U.PERCENT)
+    python_share_of_busy: float = key(
+        "share of busy time running Python (holding or wanting the GIL)", U.PERCENT)
+    busy_samples: int = shared_key()
+    self_time: dict[str, float] = key("hottest functions by self time (share of busy time)", U.PERCENT)
+    total_time: dict[str, float] = key("hottest functions by total time (share of busy time)", U.PERCENT)
+    sampled_cores: float = shared_key()
+    measured_cores: float | None = shared_key()
+    counters_note: str | Omitted = shared_key(optional=True)
+
+
+EVIDENCE = declarations(CpuEvidence)
 
 
 def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
@@ -89,20 +96,19 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     score *= counters.factor
     self_sites = _self_time(analysis, other, busy_total)
     total_sites = _total_time(analysis, other, busy_total)
-    evidence: dict[str, object] = {
-        "busy_share_of_request_time": busy_share, "unclassified_share_of_busy": other_share,
-        "python_share_of_busy": python_share, "busy_samples": int(busy_total),
-        "self_time": {f"{s.function} ({s.file.rsplit('/', 1)[-1]}:{s.line})": s.share
+    evidence = CpuEvidence(busy_share_of_request_time=busy_share, unclassified_share_of_busy=other_share,
+                           python_share_of_busy=python_share, busy_samples=int(busy_total),
+                           self_time={f"{s.function} ({s.file.rsplit('/', 1)[-1]}:{s.line})": s.share
                       for s in self_sites},
-        "total_time": {s.function: s.share for s in total_sites},
-        "sampled_cores": counters.sampled, "measured_cores": counters.measured}
+                           total_time={s.function: s.share for s in total_sites}, sampled_cores=counters.sampled,
+                           measured_cores=counters.measured)
     hottest = self_sites[0].function if self_sites else "?"
     holds = "running pure Python (holding the GIL)" if python_share > 0.5 else "running native code"
     summary = (f"request threads are busy {pct(busy_share)} of the time, {pct(other_share)} of it in "
                f"code no category names, {holds}; hottest: {hottest}")
     if not counters.agrees:
         summary += f" — {counters.note()}"
-        evidence["counters_note"] = counters.note()
+        evidence = replace(evidence, counters_note=counters.note())
     if python_share > 0.5:
         advice = [f"{hottest} is pure Python and holds the GIL while the threads queue for it: "
                   "vectorise it (numpy), move it to native code that releases the GIL, or run it in "

@@ -32,10 +32,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from diagnose.checks.base import Finding, Lever, LeverKind, NotApplicable, make_finding, pct, ramp
-from diagnose.checks.shared_evidence import shared
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
-from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
+from diagnose.checks.declare import declarations, key, shared_key
+from diagnose.checks.measurements import Measurements
+from diagnose.report.model.findings import Fix
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
@@ -65,22 +66,27 @@ class Settings(CheckSettings):
     demand_high: float = 3.0
 
 
-EVIDENCE = {
-    **shared("fix", "runnable_per_core", "usable_cores"),
-    "cgroup_cpu_quota_cores": E("cgroup CPU quota", U.CORES, none="no quota"),
-    "affinity_cores": E("cores in the CPU affinity mask", U.CORES, none=NOT_MEASURED),
-    "cgroup": E("cgroup whose quota binds", U.TEXT, none=NOT_MEASURED),
-    "throttled_period_share": E("share of quota periods throttled", U.PERCENT),
-    "quota_periods": E("quota periods with runnable threads", U.NUMBER),
-    "throttled_periods": E("quota periods throttled", U.NUMBER),
-    "throttled_s": E("time runqueues sat throttled, summed over CPUs", U.SECONDS),
-    "throttled_cores": E("cores held throttled, on average", U.CORES),
-    "cores_in_use": E("cores in use", U.CORES, none=NOT_MEASURED),
-    "machine_idle_cores": E("cores the machine left idle", U.CORES, none=NOT_MEASURED),
-    "room_below_quota": E("the machine left it less CPU than its quota", U.FLAG),
-    "quota_wanted_cores": E("quota that runs the throttled work too", U.CORES),
-    "pool_threads_for_quota": E("threads per pool for the quota (rounded up)", U.THREADS),
-}
+@dataclass(frozen=True, kw_only=True)
+class ThrottleEvidence(Measurements):
+    cgroup_cpu_quota_cores: float = key("cgroup CPU quota", U.CORES, none="no quota")
+    affinity_cores: int = key("cores in the CPU affinity mask", U.CORES, none=NOT_MEASURED)
+    usable_cores: float = shared_key()
+    cgroup: str | None = key("cgroup whose quota binds", U.TEXT, none=NOT_MEASURED)
+    throttled_period_share: float = key("share of quota periods throttled", U.PERCENT)
+    quota_periods: int = key("quota periods with runnable threads", U.NUMBER)
+    throttled_periods: int = key("quota periods throttled", U.NUMBER)
+    throttled_s: float = key("time runqueues sat throttled, summed over CPUs", U.SECONDS)
+    throttled_cores: float = key("cores held throttled, on average", U.CORES)
+    cores_in_use: float = key("cores in use", U.CORES, none=NOT_MEASURED)
+    machine_idle_cores: float | None = key("cores the machine left idle", U.CORES, none=NOT_MEASURED)
+    room_below_quota: bool = key("the machine left it less CPU than its quota", U.FLAG)
+    runnable_per_core: float | None = shared_key()
+    quota_wanted_cores: float = key("quota that runs the throttled work too", U.CORES)
+    pool_threads_for_quota: int = key("threads per pool for the quota (rounded up)", U.THREADS)
+    fix: Fix = shared_key()
+
+
+EVIDENCE = declarations(ThrottleEvidence)
 
 
 def pool_size(quota: float) -> int:
@@ -147,24 +153,13 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     if float(new_quota).is_integer():
         new_quota = int(new_quota)
     threads = pool_size(quota)
-    evidence: dict[str, object] = {
-        "cgroup_cpu_quota_cores": quota,
-        "affinity_cores": os_.cores,
-        "usable_cores": usable,
-        "cgroup": os_.cpu_cgroup,
-        "throttled_period_share": share,
-        "quota_periods": os_.throttle_periods,
-        "throttled_periods": os_.throttled_periods,
-        "throttled_s": os_.throttled_s,
-        "throttled_cores": throttled_cores,
-        "cores_in_use": used,
-        "machine_idle_cores": os_.machine_idle_cores,
-        "room_below_quota": room_below_quota,
-        "runnable_per_core": os_.mean_runnable / usable if usable else None,
-        "quota_wanted_cores": demand,
-        "pool_threads_for_quota": threads,
-        "fix": {"knob": "cpu_quota_cores", "value": new_quota},
-    }
+    evidence = ThrottleEvidence(
+        cgroup_cpu_quota_cores=quota, affinity_cores=os_.cores, usable_cores=usable, cgroup=os_.cpu_cgroup,
+        throttled_period_share=share, quota_periods=os_.throttle_periods,
+        throttled_periods=os_.throttled_periods, throttled_s=os_.throttled_s, throttled_cores=throttled_cores,
+        cores_in_use=used, machine_idle_cores=os_.machine_idle_cores, room_below_quota=room_below_quota,
+        runnable_per_core=os_.mean_runnable / usable if usable else None, quota_wanted_cores=demand,
+        pool_threads_for_quota=threads, fix=Fix("cpu_quota_cores", new_quota))
     where = f" (cgroup {os_.cpu_cgroup.partition(':')[2]})" if os_.cpu_cgroup else ""
     summary = (f"a CPU quota of {quota:g} cores{where} on {os_.cores} cores throttled the process in "
                f"{os_.throttled_periods} of {os_.throttle_periods} periods ({pct(share)}): its "

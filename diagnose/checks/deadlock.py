@@ -49,10 +49,11 @@ from typing import TYPE_CHECKING
 
 from diagnose.checks.base import (Finding, Site, make_finding, short_path)
 from diagnose.model.kernel_waits import LockKnot
-from diagnose.checks.shared_evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
-from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
+from diagnose.checks.declare import declarations, key, shared_key
+from diagnose.checks.measurements import OMITTED, Measurements, Omitted
+from diagnose.report.model.findings import Fix
 from diagnose.model.await_graph import AwaitCycle, CycleTask, await_cycles
 from diagnose.model.deadlock import Deadlock, kernel_knot, os_confirms
 from diagnose.model.held_locks import LockSite
@@ -83,28 +84,36 @@ class Settings(CheckSettings):
     )
 
 
-EVIDENCE = {
-    **shared("fix"),
-    "deadlocked_threads": E("threads in the deadlock", U.THREADS),
-    "victim_threads": E("threads queued behind it (victims)", U.THREADS),
-    "deadlocked_tasks": E("asyncio tasks in an await cycle", U.NUMBER),
-    "victim_tasks": E("asyncio tasks awaiting the cycle (victims)", U.NUMBER),
-    # A knot the kernel alone shows: its holders and its waiters, which it cannot tell apart.
-    "blocked_threads": E("threads blocked on the knot's locks (holders and waiters)", U.THREADS),
-    "locks_in_cycle": E("locks in the cycle", U.TEXT),
-    "lock_order": E("lock order to adopt", U.TEXT),
-    # Only when the cycle closed inside the window (model/deadlock.Deadlock.formed_s).
-    "formed_at_s": E("deadlocked since (into the window)", U.SECONDS),
+@dataclass(frozen=True, kw_only=True)
+class DeadlockEvidence(Measurements):
+    deadlocked_threads: int = key("threads in the deadlock", U.THREADS)
+    deadlocked_tasks: int | Omitted = key("asyncio tasks in an await cycle", U.NUMBER, optional=True)
+    victim_threads: int = key("threads queued behind it (victims)", U.THREADS)
+    victim_tasks: int | Omitted = key("asyncio tasks awaiting the cycle (victims)", U.NUMBER, optional=True)
+    locks_in_cycle: str | Omitted = key("locks in the cycle", U.TEXT, optional=True)
+    lock_order: str | Omitted = key("lock order to adopt", U.TEXT, optional=True)
+    # A knot of any resources (model/knots.py): what its threads wait on, in the chain's order.
+    knot_waits: str | Omitted = key("what the knot's threads wait on, in turn", U.TEXT, optional=True)
     # The cycle itself, as the reports print it (jstack-like): not a row of the evidence list.
-    "deadlocks": E("the deadlocks, thread by thread", U.TEXT, row=False),
-    # A knot read from the kernel alone (model/wait_graph.lock_knot): the futexes waited on.
-    "kernel_locks": E("locks the kernel saw the threads wait on (futex addresses)", U.TEXT),
-    "process_cores": E("CPU the process used over the window (OS)", U.CORES),
-    # A knot of any resources (model/knots.py): what its threads wait on, in the chain's order,
-    # and, when it spans processes, which.
-    "knot_waits": E("what the knot's threads wait on, in turn", U.TEXT),
-    "knot_processes": E("processes in the knot (pids)", U.TEXT),
-}
+    deadlocks: list[dict[str, object]] | Omitted = key(
+        "the deadlocks, thread by thread", U.TEXT, row=False, optional=True)
+    # Only when the cycle closed inside the window (model/deadlock.Deadlock.formed_s).
+    formed_at_s: float | Omitted = key("deadlocked since (into the window)", U.SECONDS, optional=True)
+    fix: Fix | Omitted = shared_key(optional=True)
+    # A knot that spans processes: which.
+    knot_processes: str | Omitted = key("processes in the knot (pids)", U.TEXT, optional=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelKnotEvidence(Measurements):
+    # A knot the kernel alone shows (model/wait_graph.lock_knot): its holders and its waiters,
+    # which it cannot tell apart, and the futexes waited on.
+    blocked_threads: int = key("threads blocked on the knot's locks (holders and waiters)", U.THREADS)
+    kernel_locks: str = key("locks the kernel saw the threads wait on (futex addresses)", U.TEXT)
+    process_cores: float = key("CPU the process used over the window (OS)", U.CORES)
+
+
+EVIDENCE = declarations(DeadlockEvidence, KernelKnotEvidence)
 
 
 def lock_words(site: LockSite) -> str:
@@ -202,14 +211,12 @@ def _await_cycle_finding(analysis: Analysis, settings: Settings, cycles: tuple[A
                 "waits for has finished.",
               f"Until the fix ships, restart the process: the {len(names) + victims} tasks "
               f"awaiting here will never resume."]
-    evidence: dict[str, object] = {
-        "deadlocked_threads": 0, "deadlocked_tasks": len(names), "victim_threads": 0,
-        "victim_tasks": victims,
-        "locks_in_cycle": " -> ".join(f"task {t.name}" for t in first.tasks),
-        "deadlocks": [await_cycle_data(c) for c in cycles],
+    evidence = DeadlockEvidence(
+        deadlocked_threads=0, deadlocked_tasks=len(names), victim_threads=0, victim_tasks=victims,
+        locks_in_cycle=" -> ".join(f"task {t.name}" for t in first.tasks),
+        deadlocks=[await_cycle_data(c) for c in cycles],
         # The first advice as a knob: the await to remove (waiter -> awaited task).
-        "fix": {"knob": "break_await", "value": f"task {breaker.name} -> task "
-                                                f"{names[breaker.awaits]}"}}
+        fix=Fix("break_await", f"task {breaker.name} -> task {names[breaker.awaits]}"))
     return make_finding(ID, settings, 100.0, summary, evidence, sites, advice=advice,
                         gain=(None, "hung: no throughput ratio applies; the tasks in the cycle "
                                     "and those awaiting them never resume"),
@@ -232,7 +239,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
         return _kernel_knot_finding(analysis, settings, knot)
     if not deadlocks:
         return make_finding(ID, settings, 0.0, "no threads were blocked all window on each "
-                            "other's locks", {"deadlocked_threads": 0, "victim_threads": 0})
+                            "other's locks", DeadlockEvidence(deadlocked_threads=0, victim_threads=0))
     threads = sum(len(d.cycle) for d in deadlocks)
     victims = sum(len(d.victims) for d in deadlocks)
     first = deadlocks[0]
@@ -250,18 +257,13 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
                + "; none of them will run again (hung, not slow)"
                + (f"; deadlocked since about {formed:.1f} s into the window (the hang formed "
                   f"while it was sampled)" if formed is not None else ""))
-    evidence: dict[str, object] = {
-        "deadlocked_threads": threads,
-        "victim_threads": victims,
-        "locks_in_cycle": locks,
-        "lock_order": " before ".join(s.qualified for s in first.lock_order),
-        "deadlocks": [deadlock_data(d) for d in deadlocks],
-    }
-    if formed is not None:
-        evidence["formed_at_s"] = formed
-    if len(first.cycle) > 1:
+    evidence = DeadlockEvidence(
+        deadlocked_threads=threads, victim_threads=victims, locks_in_cycle=locks,
+        lock_order=" before ".join(s.qualified for s in first.lock_order),
+        deadlocks=[deadlock_data(d) for d in deadlocks],
+        formed_at_s=formed if formed is not None else OMITTED,
         # The first advice as a knob: take the first deadlock's locks in this order.
-        evidence["fix"] = {"knob": "lock_order", "value": [s.qualified for s in first.lock_order]}
+        fix=Fix("lock_order", [s.qualified for s in first.lock_order]) if len(first.cycle) > 1 else OMITTED)
     # Each cycle thread's wait site, with its share of all the threads' samples.
     total = max(1.0, float(analysis.samples["count"].sum()))
     sites = [Site(m.waits_for.function, m.waits_for.file, m.waits_for.line,
@@ -303,10 +305,9 @@ def _kernel_knot_finding(analysis: Analysis, settings: Settings, knot: LockKnot)
                f"futex wait, the process at {cores:.2f} cores); hung, not slow")
     # The kernel names the futexes each thread sleeps on, not which thread holds them: the
     # threads are counted as blocked, never as the cycle (its victims would count as members).
-    evidence: dict[str, object] = {
-        "blocked_threads": len(knot.tids),
-        "kernel_locks": ", ".join(lock.label for lock in knot.locks),
-        "process_cores": round(cores, 4)}
+    evidence = KernelKnotEvidence(blocked_threads=len(knot.tids),
+                                  kernel_locks=", ".join(lock.label for lock in knot.locks),
+                                  process_cores=round(cores, 4))
     advice = ["Take the locks in one global order on every code path (the sites above are where "
               "the threads wait); where the source was readable the deadlock would be printed "
               "thread by thread: run `py-spy dump --locals --pid PID` to see which lock each "
@@ -428,14 +429,10 @@ def knot_finding(settings: Settings, knots: tuple[Knot, ...], total_samples: flo
                f"all window: {chain_words(first, short_path)}"
                + (f"; {victims} more threads wait behind them" if victims else "")
                + "; none of them will run again (hung, not slow)")
-    evidence: dict[str, object] = {
-        "deadlocked_threads": threads,
-        "victim_threads": victims,
-        "knot_waits": " -> ".join(h.wait.label for h in first.chain),
-        "deadlocks": [knot_data(k) for k in knots],
-    }
-    if len(pids) > 1:
-        evidence["knot_processes"] = ", ".join(map(str, pids))
+    evidence = DeadlockEvidence(deadlocked_threads=threads, victim_threads=victims,
+                                knot_waits=" -> ".join(h.wait.label for h in first.chain),
+                                deadlocks=[knot_data(k) for k in knots],
+                                knot_processes=", ".join(map(str, pids)) if len(pids) > 1 else OMITTED)
     total = max(1.0, total_samples)
     sites = [Site(h.wait.at.function, h.wait.at.file, h.wait.at.line, round(h.wait.samples / total, 4))
              for k in knots for h in k.members if h.wait.at is not None]

@@ -20,13 +20,14 @@ What to do instead:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from diagnose.checks.shared_evidence import shared
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
-from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
+from diagnose.checks.declare import declarations, key, shared_key
+from diagnose.checks.measurements import Measurements, Omitted
+from diagnose.report.model.findings import Fix
 from diagnose.vocab import CallbackKind
 from diagnose.checks.base import (Finding, ScoreBasis, Site, amdahl, make_finding, pct, ramp,
                                   serial_gain, short_path)
@@ -51,30 +52,34 @@ class Settings(CheckSettings):
     high: float = 0.6
 
 
-EVIDENCE = {
-    **shared("fix"),
-    "loop_thread": E("event-loop thread", U.TEXT),
-    "loop_flavor": E("event-loop implementation", U.TEXT),
-    "loop_samples": E("samples of the event-loop thread", U.SAMPLES),
-    "loop_busy_share": E("share of loop time busy", U.PERCENT),
-    "loop_idle_share": E("share of loop time idle in its selector", U.PERCENT),
-    "app_sync_share": E("share of loop time running the app's synchronous code", U.PERCENT),
-    "framework_share": E("share of loop time in framework code", U.PERCENT),
-    "loop_thread_cpu_share_os": E("loop thread's CPU time, share of the window (OS)",
-                                  U.PERCENT, none=NOT_MEASURED),
-    "estimated_blocking_per_request_s": E("estimated blocking per request",
-                                          U.SECONDS, none="not estimated"),
-    "estimated_blocking_per_request_min_s": E("estimated blocking per request, at least",
-                                              U.SECONDS, none="not estimated"),
-    "estimated_blocking_per_request_max_s": E("estimated blocking per request, at most",
-                                              U.SECONDS, none="not estimated"),
-    "blocking_estimate_basis": E("basis of the per-request estimate", U.TEXT, none="none"),
-    "event_loops": E("event loops seen", U.LOOPS),
-    "coroutine": E("coroutine running on the loop", U.TEXT),
-    "work_kind": E("kind of work on the loop", U.TEXT),
-    "work": E("what the loop ran", U.TEXT),
-    "call": E("the call", U.TEXT),
-}
+@dataclass(frozen=True, kw_only=True)
+class LoopEvidence(Measurements):
+    loop_thread: str = key("event-loop thread", U.TEXT)
+    loop_flavor: str = key("event-loop implementation", U.TEXT)
+    loop_samples: int = key("samples of the event-loop thread", U.SAMPLES)
+    loop_busy_share: float = key("share of loop time busy", U.PERCENT)
+    loop_idle_share: float = key("share of loop time idle in its selector", U.PERCENT)
+    app_sync_share: float = key("share of loop time running the app's synchronous code", U.PERCENT)
+    framework_share: float = key("share of loop time in framework code", U.PERCENT)
+    loop_thread_cpu_share_os: float | None = key(
+        "loop thread's CPU time, share of the window (OS)", U.PERCENT, none=NOT_MEASURED)
+    estimated_blocking_per_request_s: float | None = key(
+        "estimated blocking per request", U.SECONDS, none="not estimated")
+    estimated_blocking_per_request_min_s: float | None = key(
+        "estimated blocking per request, at least", U.SECONDS, none="not estimated")
+    estimated_blocking_per_request_max_s: float | None = key(
+        "estimated blocking per request, at most", U.SECONDS, none="not estimated")
+    blocking_estimate_basis: str | None = key("basis of the per-request estimate", U.TEXT, none="none")
+    event_loops: int = key("event loops seen", U.LOOPS)
+    # The app's code that ran longest on the loop, where some did.
+    fix: Fix | Omitted = shared_key(optional=True)
+    coroutine: str | Omitted = key("coroutine running on the loop", U.TEXT, optional=True)
+    work_kind: str | Omitted = key("kind of work on the loop", U.TEXT, optional=True)
+    work: str | Omitted = key("what the loop ran", U.TEXT, optional=True)
+    call: str | Omitted = key("the call", U.TEXT, optional=True)
+
+
+EVIDENCE = declarations(LoopEvidence)
 _PHASE_WORDS = {"model": "model compute", "preprocess": "preprocessing",
                 "postprocess": "serialization / postprocessing", "other": "CPU work"}
 _BLOCKING_WORDS = {"sleep": "a blocking sleep", "network": "a synchronous network (HTTP/RPC) call",
@@ -95,26 +100,25 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     app_callbacks = list(loop.callbacks)  # only the app's own code is tallied as callbacks
     score = ramp(loop.app_share, settings.low, settings.high)
     top = app_callbacks[0] if app_callbacks else None
-    evidence: dict[str, object] = {
-        "loop_thread": loop.thread, "loop_flavor": loop.flavor, "loop_samples": loop.samples,
-        "loop_busy_share": loop.busy_share, "loop_idle_share": loop.idle_share,
-        "app_sync_share": loop.app_share, "framework_share": loop.framework_share,
-        "loop_thread_cpu_share_os": loop.cpu_share_os,
-        "estimated_blocking_per_request_s": loop.est_block_per_request_s,
-        "estimated_blocking_per_request_min_s": loop.est_block_min_s,
-        "estimated_blocking_per_request_max_s": loop.est_block_max_s,
-        "blocking_estimate_basis": loop.est_basis or None,
-        "event_loops": len(loops),
-    }
+    evidence = LoopEvidence(
+        loop_thread=loop.thread, loop_flavor=loop.flavor, loop_samples=loop.samples,
+        loop_busy_share=loop.busy_share, loop_idle_share=loop.idle_share,
+        app_sync_share=loop.app_share, framework_share=loop.framework_share,
+        loop_thread_cpu_share_os=loop.cpu_share_os,
+        estimated_blocking_per_request_s=loop.est_block_per_request_s,
+        estimated_blocking_per_request_min_s=loop.est_block_min_s,
+        estimated_blocking_per_request_max_s=loop.est_block_max_s,
+        blocking_estimate_basis=loop.est_basis or None,
+        event_loops=len(loops))
     if top is None:
         summary = (f"the event loop ({loop.thread}) was busy {pct(loop.busy_share)} of the time, "
                    f"idle in its selector {pct(loop.idle_share)}; no app code ran on it")
         return make_finding(ID, settings, score, summary, evidence, advice=[], samples=loop.samples)
     what = (_BLOCKING_WORDS[top.blocking] if top.kind == CallbackKind.BLOCKING_CALL
             else _PHASE_WORDS.get(top.phase, "CPU work"))
-    evidence["fix"] = {"knob": "offload", "value": _callee(top)}
-    evidence.update({"coroutine": top.function, "work_kind": "blocking call" if top.kind == CallbackKind.BLOCKING_CALL
-                     else "CPU work", "work": what, "call": top.detail})
+    evidence = replace(evidence, fix=Fix("offload", _callee(top)), coroutine=top.function,
+                       work_kind="blocking call" if top.kind == CallbackKind.BLOCKING_CALL else "CPU work",
+                       work=what, call=top.detail)
     where = (f" at {short_path(top.call_site.file)}:{top.call_site.line}"
              if top.call_site else "")
     summary = (f"the event loop ({loop.thread}, {loop.flavor}) ran synchronous code inside "

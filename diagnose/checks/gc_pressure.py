@@ -41,10 +41,11 @@ from typing import TYPE_CHECKING
 
 from diagnose.checks.base import (Finding, Lever, LeverKind, NotApplicable, ScoreBasis, amdahl,
                                   busy_samples, make_finding, pct, ramp)
-from diagnose.checks.shared_evidence import shared
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
-from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
+from diagnose.checks.declare import declarations, key, shared_key
+from diagnose.checks.measurements import Measurements
+from diagnose.report.model.findings import Fix
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
@@ -90,30 +91,39 @@ class Settings(CheckSettings):
     saturated_share: float = 0.5
 
 
-EVIDENCE = {
-    **shared("fix"),
-    "collector_share": E("share of the running samples inside the garbage collector (native frames)",
-                         U.PERCENT, none=NOT_MEASURED),
-    "collector_samples": E("running samples inside the garbage collector", U.SAMPLES, none=NOT_MEASURED),
-    "collector_running_samples": E("running native samples of the process's Python threads", U.SAMPLES,
-                                   none=NOT_MEASURED),
-    "collector_cpu_s": E("collector CPU over the window (share x the Python threads' CPU by /proc), an estimate",
-                         U.SECONDS, none=NOT_MEASURED),
-    "collector_cores": E("cores the collector kept busy, an estimate", U.CORES, none=NOT_MEASURED),
-    "collector_share_of_process_cpu": E("share of the process's CPU in the collector, an estimate",
-                                        U.PERCENT, none=NOT_MEASURED),
-    "explicit_collect_share": E("share of the collector's samples in gc.collect() called by code",
-                                U.PERCENT),
-    "collector_functions": E("the collector's innermost functions (samples)", U.NUMBER),
-    "collector_held_share": E("share of the window a collection was in progress (read from memory)",
-                              U.PERCENT, none=NOT_MEASURED),
-    "collector_polls": E("reads of the collector's state from the process's memory", U.NUMBER,
-                         none=NOT_MEASURED),
-    "collections": E("collections per generation over the window (read from memory)", U.NUMBER,
-                     none=NOT_MEASURED),
-    "collection_sites": E("where collections began (share of the collector's samples)", U.PERCENT,
-                          none=NOT_MEASURED),
-}
+@dataclass(frozen=True, kw_only=True)
+class GcEvidence(Measurements):
+    collector_held_share: float | None = key(
+        "share of the window a collection was in progress (read from memory)", U.PERCENT, none=NOT_MEASURED)
+    collector_polls: int | None = key(
+        "reads of the collector's state from the process's memory", U.NUMBER, none=NOT_MEASURED)
+    collections: dict[str, int] | None = key(
+        "collections per generation over the window (read from memory)", U.NUMBER, none=NOT_MEASURED)
+    collector_share: float | None = key(
+        "share of the running samples inside the garbage collector (native frames)", U.PERCENT, none=NOT_MEASURED)
+    collector_samples: int | None = key(
+        "running samples inside the garbage collector", U.SAMPLES, none=NOT_MEASURED)
+    collector_running_samples: int | None = key(
+        "running native samples of the process's Python threads", U.SAMPLES, none=NOT_MEASURED)
+    collector_cpu_s: float | None = key(
+        "collector CPU over the window (share x the Python threads' CPU by /proc), an estimate", U.SECONDS,
+        none=NOT_MEASURED)
+    collector_cores: float | None = key(
+        "cores the collector kept busy, an estimate", U.CORES, none=NOT_MEASURED)
+    collector_share_of_process_cpu: float | None = key(
+        "share of the process's CPU in the collector, an estimate", U.PERCENT, none=NOT_MEASURED)
+    explicit_collect_share: float = key(
+        "share of the collector's samples in gc.collect() called by code", U.PERCENT)
+    collector_functions: dict[str, int] = key("the collector's innermost functions (samples)", U.NUMBER)
+    # where collections began (an allocation there tipped the young generation over): not the
+    # code the advice changes, so not the finding's sites
+    collection_sites: dict[str, float] | None = key(
+        "where collections began (share of the collector's samples)", U.PERCENT, none=NOT_MEASURED)
+    # both knobs, applied together
+    fix: tuple[Fix, ...] = shared_key()
+
+
+EVIDENCE = declarations(GcEvidence)
 
 
 def _score(share: float, cores: float | None, settings: Settings) -> float:
@@ -193,28 +203,24 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     gain, gain_words = _predicted(basis, saturated, busy)
     counts = measured.held.collections if measured.held is not None else None
     polls = measured.held.polls if measured.held is not None else 0
-    evidence: dict[str, object] = {
-        "collector_held_share": measured.held_share,
-        "collector_polls": measured.held.polls if measured.held is not None else None,
-        "collections": (dict(zip(("young", "middle", "full"), counts)) if counts is not None else None),
-        "collector_share": share if basis.key == "collector_share" else (
+    evidence = GcEvidence(
+        collector_held_share=measured.held_share,
+        collector_polls=measured.held.polls if measured.held is not None else None,
+        collections=dict(zip(("young", "middle", "full"), counts)) if counts is not None else None,
+        collector_share=share if basis.key == "collector_share" else (
             measured.share if measured.running_samples and measured.readable else None),
-        "collector_samples": measured.collector_samples if measured.readable else None,
-        "collector_running_samples": measured.running_samples if measured.readable else None,
-        "collector_cpu_s": measured.cpu_s if measured.readable else None,
-        "collector_cores": (measured.cpu_s / os_.window_s if measured.readable and measured.cpu_s is not None
-                            and os_ is not None and os_.window_s else None),
-        "collector_share_of_process_cpu": measured.share_of_cpu if measured.readable else None,
-        "explicit_collect_share": measured.explicit_share,
-        "collector_functions": dict(measured.functions),
-        # where collections began (an allocation there tipped the young generation over): not the
-        # code the advice changes, so not the finding's sites
-        "collection_sites": {f"{s.function} ({s.file.rsplit('/', 1)[-1]}:{s.line})":
-                             round(s.samples / measured.collector_samples, 4)
-                             for s in measured.sites} if measured.collector_samples else None,
-        "fix": [{"knob": "gc_freeze", "value": True},
-                {"knob": "gc_threshold", "value": list(THRESHOLD)}],
-    }
+        collector_samples=measured.collector_samples if measured.readable else None,
+        collector_running_samples=measured.running_samples if measured.readable else None,
+        collector_cpu_s=measured.cpu_s if measured.readable else None,
+        collector_cores=(measured.cpu_s / os_.window_s if measured.readable and measured.cpu_s is not None
+                         and os_ is not None and os_.window_s else None),
+        collector_share_of_process_cpu=measured.share_of_cpu if measured.readable else None,
+        explicit_collect_share=measured.explicit_share,
+        collector_functions=dict(measured.functions),
+        collection_sites={f"{s.function} ({s.file.rsplit('/', 1)[-1]}:{s.line})":
+                          round(s.samples / measured.collector_samples, 4)
+                          for s in measured.sites} if measured.collector_samples else None,
+        fix=(Fix("gc_freeze", True), Fix("gc_threshold", list(THRESHOLD))))
     top = measured.sites[0] if measured.collector_samples and measured.sites else None
     where = (f"; collections began most under {top.function} ({top.file.rsplit('/', 1)[-1]}:{top.line})"
              if top is not None else "")

@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from diagnose.checks.shared_evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
-from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
+from diagnose.checks.declare import declarations, key, shared_key
+from diagnose.checks.measurements import Measurements, Omitted
+from diagnose.report.model.findings import Fix
 from diagnose.model.confidence import calibrated_samples
 from diagnose.checks.base import (Finding, Lever, LeverKind, NotApplicable, ScoreBasis, Site,
                                   busy_samples,
@@ -59,21 +60,51 @@ class Settings(CheckSettings):
     high: float = 0.45
 
 
-EVIDENCE = {
-    **shared("counters_note", "estimated", "fix", "holder", "max_concurrent_waiters", "measured_cores",
-             "runnable_per_core", "sampled_cores"),
-    "gil_wait_share": E("share of request-thread time waiting for the GIL", U.PERCENT, estimable=True),
-    "gil_wait_thread_seconds": E("time waiting for the GIL, summed over threads",
-                                 U.SECONDS, estimable=True),
-    "gil_wait_share_per_thread": E("share of each request thread's time waiting for the GIL",
-                                   U.PERCENT, estimable=True),
-    "holder_phase_shares": E("what the running Python did, by phase (share of its samples)", U.PERCENT),
-    "python_active_thread_seconds": E("request-thread time in Python, from the samples", U.SECONDS),
-    "cpu_seconds": E("CPU time the request threads got (OS)", U.SECONDS),
-    "gil_holder_blocked_share": E("of the instants a thread waited for the GIL, the share no thread ran "
-                                  "(the holder blocked, holding it; kernel)", U.PERCENT),
-    "gil_holder_wait": E("what the GIL's holder slept on then (kernel)", U.TEXT),
-}
+@dataclass(frozen=True, kw_only=True)
+class _GilWait(Measurements):
+    """What every finding of the check writes first (its score's share)."""
+
+    gil_wait_share: float = key("share of request-thread time waiting for the GIL", U.PERCENT, estimable=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoHolderEvidence(_GilWait):
+    """The counters' veto: nothing ran to hold the GIL."""
+
+    counters_note: str = shared_key()
+    measured_cores: float = shared_key()
+
+
+@dataclass(frozen=True, kw_only=True)
+class GilEvidence(_GilWait):
+    estimated: bool = shared_key()
+    # The GIL held by a thread asleep in a call that keeps it (the kernel):
+    gil_holder_blocked_share: float | Omitted = key(
+        "of the instants a thread waited for the GIL, the share no thread ran (the holder blocked, holding it; "
+        "kernel)", U.PERCENT, optional=True)
+    gil_holder_wait: str | Omitted = key(
+        "what the GIL's holder slept on then (kernel)", U.TEXT, optional=True)
+    # Estimated from the CPU time the threads got:
+    python_active_thread_seconds: float | Omitted = key(
+        "request-thread time in Python, from the samples", U.SECONDS, optional=True)
+    cpu_seconds: float | Omitted = key("CPU time the request threads got (OS)", U.SECONDS, optional=True)
+    # Measured, from native frames or the kernel:
+    gil_wait_thread_seconds: float | Omitted = key(
+        "time waiting for the GIL, summed over threads", U.SECONDS, estimable=True, optional=True)
+    max_concurrent_waiters: int | Omitted = shared_key(optional=True)
+    gil_wait_share_per_thread: dict[str, float] | Omitted = key(
+        "share of each request thread's time waiting for the GIL", U.PERCENT, estimable=True, optional=True)
+    sampled_cores: float | Omitted = shared_key(optional=True)
+    measured_cores: float | None | Omitted = shared_key(optional=True)
+    counters_note: str | Omitted = shared_key(optional=True)
+    holder_phase_shares: dict[str, float] | Omitted = key(
+        "what the running Python did, by phase (share of its samples)", U.PERCENT, optional=True)
+    runnable_per_core: float | Omitted = shared_key(optional=True)
+    holder: str | Omitted = shared_key(optional=True)
+    fix: Fix | Omitted = shared_key(optional=True)
+
+
+EVIDENCE = declarations(GilEvidence, NoHolderEvidence)
 
 
 def _per_thread_share(analysis: Analysis, column: str) -> dict[str, float]:
@@ -120,7 +151,7 @@ def _nothing_ran(analysis: Analysis, settings: Settings) -> Finding | None:
     note = (f"the process used {cores:.3f} cores over the window (/proc): no thread ran to hold "
             f"the GIL, so none waited for it")
     return make_finding(ID, settings, 0.0, f"no GIL contention: {note}",
-                        {"gil_wait_share": 0.0, "counters_note": note, "measured_cores": round(cores, 4)})
+                        NoHolderEvidence(gil_wait_share=0.0, counters_note=note, measured_cores=round(cores, 4)))
 
 
 def _held_asleep(analysis: Analysis, settings: Settings) -> Finding | None:
@@ -195,16 +226,15 @@ def _held_asleep(analysis: Analysis, settings: Settings) -> Finding | None:
                   f"nogil:` in Cython; the driver's GIL-releasing or async API). The threads then wait in "
                   f"parallel instead of one at a time.",
                   "More cores, vectorising or fewer threads do not help: the holder sleeps, it does not compute."]
-    evidence: dict[str, object] = {
-        "gil_wait_share": share, "estimated": False,
-        "gil_holder_blocked_share": round(blocked, 4),
-        "gil_holder_wait": (f"{holding.holder_wait} ({pct(holding.holder_wait_share)} of those instants)"
-                            if holding.holder_wait else "not seen"),
-        "measured_cores": round(cores, 4) if cores is not None else None}
+    evidence = GilEvidence(
+        gil_wait_share=share, estimated=False, gil_holder_blocked_share=round(blocked, 4),
+        gil_holder_wait=(f"{holding.holder_wait} ({pct(holding.holder_wait_share)} of those instants)"
+                         if holding.holder_wait else "not seen"),
+        measured_cores=round(cores, 4) if cores is not None else None)
     if sites:
         # a lock the holder waits for with the GIL: an instance per thread; else release the GIL
-        evidence["fix"] = {"knob": "per_thread_instance" if holding.on_a_lock else "release_gil",
-                           "value": sites[0].function}
+        evidence = replace(evidence,
+                           fix=Fix("per_thread_instance" if holding.on_a_lock else "release_gil", sites[0].function))
     ticks = sum(kernel.ticks.get(t, 0) for t in tids)
     lever = Lever(LeverKind.REMOVE_WORK, round(gain, 2),
                   "with an instance per thread" if holding.on_a_lock else "if the call released the GIL", basis,
@@ -258,29 +288,28 @@ def _from_native_frames(analysis: Analysis, settings: Settings, total: float) ->
     gil = next((w for w in analysis.waits if w.kind == WaitKind.GIL), None)
     share = gil.share if gil else 0.0
     sites = [Site(h.function, h.file, h.line, h.share) for h in gil.holders] if gil else []
-    evidence: dict[str, object] = {
-        "gil_wait_share": share, "estimated": False,
-        "gil_wait_thread_seconds": gil.thread_seconds if gil else 0.0,
-        "max_concurrent_waiters": gil.max_concurrent if gil else 0,
-        "gil_wait_share_per_thread": _per_thread_share(analysis, ThreadState.GIL)}
+    evidence = GilEvidence(gil_wait_share=share, estimated=False,
+                           gil_wait_thread_seconds=gil.thread_seconds if gil else 0.0,
+                           max_concurrent_waiters=gil.max_concurrent if gil else 0,
+                           gil_wait_share_per_thread=_per_thread_share(analysis, ThreadState.GIL))
     summary = f"request threads spend {pct(share)} of their time waiting for the GIL"
     score = ramp(share, settings.low, settings.high)
     # A contended GIL has a holder running on a core: the process's /proc CPU must show it.
     counters = holder_agreement(analysis, share)
     score *= counters.factor
-    evidence.update({"sampled_cores": counters.sampled, "measured_cores": counters.measured})
+    evidence = replace(evidence, sampled_cores=counters.sampled, measured_cores=counters.measured)
     if not counters.agrees:
         summary += f" — {counters.note()}"
-        evidence["counters_note"] = counters.note()
+        evidence = replace(evidence, counters_note=counters.note())
     # Who holds the GIL, by phase: the arbiter ranks a preprocessing finding first when
     # preprocessing is what the waiters wait behind.
-    evidence["holder_phase_shares"] = _holder_phase_shares(analysis)
+    evidence = replace(evidence, holder_phase_shares=_holder_phase_shares(analysis))
     if analysis.os is not None and analysis.os.usable_cores:
-        evidence["runnable_per_core"] = round(analysis.os.mean_runnable / analysis.os.usable_cores, 4)
+        evidence = replace(evidence,
+                           runnable_per_core=round(analysis.os.mean_runnable / analysis.os.usable_cores, 4))
     if gil and gil.holders:
         top = gil.holders[0]
-        evidence["holder"] = describe(gil)
-        evidence["fix"] = {"knob": "vectorize", "value": top.function}
+        evidence = replace(evidence, holder=describe(gil), fix=Fix("vectorize", top.function))
         summary += (f"; the holder was most often running {top.function} "
                     f"({top.file.rsplit('/', 1)[-1]}:{top.line})")
     gain = serial_gain(share, analysis, "waiting for the GIL")
@@ -340,23 +369,22 @@ def _from_kernel(analysis: Analysis, settings: Settings, req: pd.DataFrame, tota
                   analysis.frame(int(f)).line, round(float(c) / running_total, 4)) for f, c in top.items()]
     names = dict(zip(analysis.request_threads["tid"].astype(int), analysis.request_threads["name"]))
     ticks = sum(kernel.ticks.get(t, 0) for t in tids)
-    evidence: dict[str, object] = {
-        "gil_wait_share": share, "estimated": False,
-        "gil_wait_thread_seconds": round(share * window * len(tids), 3),
-        "gil_wait_share_per_thread": {str(names.get(t, t)): round(v, 4) for t, v in
-                                      sorted(shares.items(), key=lambda p: -p[1])[:8]}}
+    evidence = GilEvidence(gil_wait_share=share, estimated=False,
+                           gil_wait_thread_seconds=round(share * window * len(tids), 3),
+                           gil_wait_share_per_thread={str(names.get(t, t)): round(v, 4) for t, v in
+                                                      sorted(shares.items(), key=lambda p: -p[1])[:8]})
     summary = (f"request threads spend {pct(share)} of their time waiting for the GIL (the kernel: "
                f"asleep on the GIL's futex in {pct(share)} of their {ticks} /proc ticks)")
     counters = holder_agreement(analysis, share)
     score = ramp(share, settings.low, settings.high) * counters.factor
-    evidence.update({"sampled_cores": counters.sampled, "measured_cores": counters.measured})
+    evidence = replace(evidence, sampled_cores=counters.sampled, measured_cores=counters.measured)
     if not counters.agrees:
         summary += f" — {counters.note()}"
-        evidence["counters_note"] = counters.note()
+        evidence = replace(evidence, counters_note=counters.note())
     if sites:
         summary += (f"; the running Python was most often {sites[0].function} "
                     f"({sites[0].file.rsplit('/', 1)[-1]}:{sites[0].line})")
-        evidence["fix"] = {"knob": "vectorize", "value": sites[0].function}
+        evidence = replace(evidence, fix=Fix("vectorize", sites[0].function))
     gain = serial_gain(share, analysis, "waiting for the GIL (the kernel)")
     holder = sites[0].function if sites else None
     vectorised = _vectorised(analysis, holder, 0.0, running_total)
@@ -387,9 +415,8 @@ def _estimated_from_cpu_time(analysis: Analysis, settings: Settings, req: pd.Dat
            .sort_values(ascending=False).head(5))
     sites = [Site(analysis.frame(int(f)).function, analysis.frame(int(f)).file,
                   analysis.frame(int(f)).line, round(float(c) / total, 4)) for f, c in top.items()]
-    evidence: dict[str, object] = {
-        "gil_wait_share": share, "estimated": True,
-        "python_active_thread_seconds": python_thread_s, "cpu_seconds": cpu_s}
+    evidence = GilEvidence(gil_wait_share=share, estimated=True, python_active_thread_seconds=python_thread_s,
+                           cpu_seconds=cpu_s)
     summary = (f"an estimated {pct(share)} of request-thread time waits for the GIL "
                f"(Python-active time beyond the CPU time the threads got; no native frames)")
     gain = serial_gain(share, analysis, "waiting for the GIL (estimated)")

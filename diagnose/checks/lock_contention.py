@@ -16,13 +16,15 @@ Why it matters:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from enum import IntEnum
 from typing import TYPE_CHECKING
 
 from diagnose.checks import backend_saturated
 from diagnose.checks.calibration import fix_words
-from diagnose.checks.shared_evidence import shared
+from diagnose.checks.declare import declarations, key, shared_key
+from diagnose.checks.leads import Lead, choose, declared
+from diagnose.checks.measurements import OMITTED, Measurements, Omitted
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
-from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
 from diagnose.checks.base import Finding, Site, amdahl, pct, short_path
 from diagnose.checks.wait_share import WaitShare, wait_finding, where
@@ -35,6 +37,7 @@ from diagnose.model.servers import ServerProcess
 from diagnose.vocab import LOCK_KINDS, ResourceKind, ThreadState, WaitKind
 from diagnose.samples.profile import Frame
 from diagnose.model.waits import describe
+from diagnose.report.model.findings import Fix
 from diagnose.report.model.sections import WaitSite
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
@@ -62,17 +65,28 @@ class Settings(CheckSettings):
     high: float = 0.4
 
 
-EVIDENCE = {
-    **shared("estimated", "fix", "holder", "request_threads", "threads_waiting"),
-    "lock_wait_share": E("share of request-thread time waiting on locks", U.PERCENT, estimable=True),
-    "lock_wait_thread_seconds": E("time waiting on locks, summed over threads",
-                                  U.SECONDS, estimable=True),
-    "top_site_max_concurrent_waiters": E("most threads waiting at once at the top lock", U.THREADS),
-    "critical_section_library": E("library the critical section runs in", U.TEXT),
-    "serving_process": E("the process the lock's holder waits on (the kernel)", U.TEXT),
-    "kernel_file_lock_share": E("share of request-thread time asleep on a file lock (the kernel)",
-                                U.PERCENT),
-}
+@dataclass(frozen=True, kw_only=True)
+class LockEvidence(Measurements):
+    # with the kernel's file-lock waits the samples missed, where its share outranks theirs
+    lock_wait_share: float = key("share of request-thread time waiting on locks", U.PERCENT, estimable=True)
+    lock_wait_thread_seconds: float = key("time waiting on locks, summed over threads",
+                                          U.SECONDS, estimable=True)
+    request_threads: int = shared_key()
+    threads_waiting: int = shared_key()
+    estimated: bool = shared_key()
+    kernel_file_lock_share: float | Omitted = key(
+        "share of request-thread time asleep on a file lock (the kernel)", U.PERCENT, optional=True)
+    top_site_max_concurrent_waiters: int | Omitted = key(
+        "most threads waiting at once at the top lock", U.THREADS, optional=True)
+    holder: str | Omitted = shared_key(optional=True)
+    critical_section_library: str | Omitted = key("library the critical section runs in", U.TEXT,
+                                                  optional=True)
+    fix: Fix | Omitted = shared_key(optional=True)
+    serving_process: str | Omitted = key("the process the lock's holder waits on (the kernel)", U.TEXT,
+                                         optional=True)
+
+
+EVIDENCE = declarations(LockEvidence)
 
 
 SERIALIZING_MIN_SAMPLES = 3  # holders seen inside the library: enough to know where they are
@@ -131,49 +145,82 @@ def _frame_of(analysis: Analysis, site: WaitSite) -> int:
     return analysis.profile.frame_id(Frame(site.function, site.file, site.line, False))
 
 
+class Rank(IntEnum):
+    """Where each lead ranks among the finding's advice (checks/leads.py), first to last: the
+    further along the lock's chain a lever acts, the earlier it comes, since the nearer ones
+    cannot help until it is pulled."""
+
+    SERIALIZING_POOL = 0  # without the lock the callers would queue inside the library instead
+    FILE_LOCK = 1  # the guard serialises whole processes: no thread-level change reaches past it
+    SERVING_PROCESS = 2  # the section is a call to another process that serves one at a time
+    BLOCKED_HOLDER = 3  # the holder sleeps in a call under the lock: moving the call is the fix
+    SHRINK_SECTION = 4  # the declared first advice: shrink the critical section
+    COMPUTING_HOLDER = 5  # the holder computes under the lock: the general advice leads
+    DECLARED = 6  # the rest of the declared advice, in its order
+    # Knobs without words of their own, read before the chain: any lever above that names a knob
+    # is closer to the cause (a pool of model instances is the declared second advice).
+    POOL_KNOB = 7
+
+
 def run(analysis: Analysis, settings: Settings) -> Finding:
-    """The lock's chain, read link by link, each adding to the summary, evidence and advice in
-    this order: the waits, a file lock the kernel saw, the library pool the holders run in, the
-    call the holder made, and the process it waits on."""
+    """The lock's chain, read link by link, each adding to the summary, evidence and leads: the
+    waits, a file lock the kernel saw, the library pool the holders run in, the call the holder
+    made, and the process it waits on. The advice and its knob are chosen from the leads once."""
     req = analysis.request_samples()
     measured = _measured(analysis)
     waits = measured.waits
-    evidence: dict[str, object] = {
-        "lock_wait_share": measured.share,
-        "lock_wait_thread_seconds": measured.thread_seconds,
-        "request_threads": int(len(analysis.request_threads)),
-        "threads_waiting": max((w.threads for w in waits), default=0),
-        "estimated": bool(req[req["state"] == ThreadState.LOCK]["estimated"].any()),
-    }
-    files = _file_lock_waits(analysis, waits, measured.share, evidence)
+    files = _file_lock_waits(analysis, waits, measured.share)
     share, file_lock = files.share, files.lock
-    summary = _summary(waits, files, evidence)
+    head = _summary(waits, files)
+    summary = head.text
     serializing = _serializing_pool(analysis)
-    gain = _pool_fix(analysis, serializing, waits, evidence)  # None: the serial gain of the share
-    advice = list(settings.advice)
+    gain = _pool_gain(serializing) if serializing is not None else None  # None: the serial gain
+    leads = [*declared(settings.advice[:1], Rank.SHRINK_SECTION, "the declared first advice"),
+             *declared(settings.advice[1:], Rank.DECLARED, "the declared advice"),
+             *_pool_knob(analysis, serializing, waits)]
     held = held_call(waits[0]) if waits else None
     if held is not None:
-        # A lock held across a blocking call: moving the call out is the fix, so it comes first
-        # (and is the knob). Compute under the lock: the general advice (shrink it, a pool of
-        # instances) leads.
-        advice.insert(0 if held.blocked else 1, held.advice)
-        if held.blocked and serializing is None:
-            evidence["fix"] = {"knob": "call_outside_lock", "value": held.call}
+        # A lock held across a blocking call: moving the call out is the fix (and the knob, unless
+        # a serializing pool's size is). Compute under the lock: the general advice leads.
+        leads.append(Lead(Rank.BLOCKED_HOLDER, "the holder sleeps in the call", held.advice,
+                          Fix("call_outside_lock", held.call) if serializing is None else None)
+                     if held.blocked else
+                     Lead(Rank.COMPUTING_HOLDER, "the holder computes in the call", held.advice))
     peer = (serving_peer(analysis.kernel, [int(t) for t in analysis.request_threads["tid"]])
             if waits and file_lock is None else None)
     backend = _saturated_backend(analysis, peer) if peer is not None else None
+    serving: str | Omitted = OMITTED
     if peer is not None and backend is not None and peer.occupancy >= PEER_OCCUPANCY:
         # lock -> its holder -> a socket -> a backend at its capacity: the end of the chain
         idle = analysis.os.machine_idle_cores if analysis.os is not None else None
-        summary, gain = _behind_a_backend(summary, peer, backend, share, idle, evidence, advice)
+        chain = _behind_a_backend(peer, backend, share, idle)
+        summary, gain = summary + chain.summary, chain.gain
+        serving = chain.serving
+        leads.append(chain.lead)
     elif (peer is not None and peer.occupancy >= PEER_OCCUPANCY
           and peer.resource.resource != ResourceKind.SOCKET):
         # a socket to a backend with room: the call out of the lock (held_call) is the lever
-        summary += _one_at_a_time(analysis, peer, evidence, advice)
-    _lead_advice(file_lock, serializing, evidence, advice)
+        chain = _one_at_a_time(analysis, peer)
+        summary += chain.summary
+        serving = chain.serving
+        leads.append(chain.lead)
+    leads += _leading(file_lock, serializing)
+    chosen = choose(leads)
+    evidence = LockEvidence(
+        lock_wait_share=share,
+        lock_wait_thread_seconds=measured.thread_seconds,
+        request_threads=int(len(analysis.request_threads)),
+        threads_waiting=max((w.threads for w in waits), default=0),
+        estimated=bool(req[req["state"] == ThreadState.LOCK]["estimated"].any()),
+        kernel_file_lock_share=files.kernel_share,
+        top_site_max_concurrent_waiters=head.top_waiters,
+        holder=head.holder,
+        critical_section_library=serializing.library if serializing is not None else OMITTED,
+        fix=chosen.fix if chosen.fix is not None else OMITTED,
+        serving_process=serving)
     # The share with the kernel's file-lock waits the samples missed.
     return wait_finding(ID, settings, analysis, replace(measured, share=share), "lock_wait_share", summary, evidence,
-                        "waiting on locks", gain=gain, advice=advice,
+                        "waiting on locks", gain=gain, advice=list(chosen.advice),
                         lead=[files.kernel_site] if files.kernel_site is not None else [])
 
 
@@ -194,27 +241,32 @@ class _FileLockWaits:
     lock: WaitObject | None  # the file lock the threads waited for (the kernel)
     kernel: KernelFileLock | None  # the kernel's count of the request threads' file-lock waits
     kernel_site: Site | None  # where the kernel's share outranks: the line taking the lock
+    kernel_share: float | Omitted = OMITTED  # the kernel's share, where it outranks the samples'
 
 
-def _file_lock_waits(analysis: Analysis, waits: tuple[WaitSite, ...], share: float,
-                     evidence: dict[str, object]) -> _FileLockWaits:
+def _file_lock_waits(analysis: Analysis, waits: tuple[WaitSite, ...], share: float) -> _FileLockWaits:
     """The kernel counts a file lock's waits on every /proc tick; a sparse sample may have caught
     few of them at their line (settle_with_kernel could not tell where): the kernel's share
     outranks the samples', and the line is the one whose source takes the file lock."""
     file_lock = _file_lock(analysis) if waits and waits[0].kind == WaitKind.FILE_LOCK else None
     kernel_file = _kernel_file_lock(analysis)
     sampled_file = sum(w.share for w in waits if w.kind == WaitKind.FILE_LOCK)
-    kernel_site: Site | None = None
     if kernel_file is not None and kernel_file.share > sampled_file + KERNEL_MARGIN:
-        share += kernel_file.share - sampled_file
-        evidence["lock_wait_share"] = share
-        evidence["kernel_file_lock_share"] = round(kernel_file.share, 4)
-        file_lock = kernel_file.lock
-        kernel_site = kernel_file.site
-    return _FileLockWaits(share, file_lock, kernel_file, kernel_site)
+        return _FileLockWaits(share + kernel_file.share - sampled_file, kernel_file.lock, kernel_file,
+                              kernel_file.site, round(kernel_file.share, 4))
+    return _FileLockWaits(share, file_lock, kernel_file, None)
 
 
-def _summary(waits: tuple[WaitSite, ...], files: _FileLockWaits, evidence: dict[str, object]) -> str:
+@dataclass(frozen=True)
+class _Head:
+    """The finding's first sentence and what it says of the lock's holder (its evidence)."""
+
+    text: str
+    holder: str | Omitted = OMITTED
+    top_waiters: int | Omitted = OMITTED  # the most threads waiting at once at the top site
+
+
+def _summary(waits: tuple[WaitSite, ...], files: _FileLockWaits) -> _Head:
     """The finding's first sentence, and the evidence of the holder: the file lock the kernel
     saw where its share outranks the top site's, else the top site (a file lock by its name)."""
     share, file_lock, kernel_file, kernel_site = files.share, files.lock, files.kernel, files.kernel_site
@@ -226,13 +278,10 @@ def _summary(waits: tuple[WaitSite, ...], files: _FileLockWaits, evidence: dict[
                    f"{short_path(kernel_site.file)}:{kernel_site.line} ({kernel_site.function}){held_by} "
                    f"(the kernel: {file_lock.syscall} on it in {pct(kernel_file.share if kernel_file else 0)} "
                    f"of the threads' /proc ticks)")
-        evidence["holder"] = f"{file_lock.label}{held_by}"
-        return summary
+        return _Head(summary, holder=f"{file_lock.label}{held_by}")
     if not waits:
-        return f"{pct(share)} of request-thread time waits on locks"
+        return _Head(f"{pct(share)} of request-thread time waits on locks")
     top = waits[0]
-    evidence["top_site_max_concurrent_waiters"] = top.max_concurrent
-    evidence["holder"] = describe(top)
     summary = f"{pct(share)} of request-thread time waits on the lock at {where(top)}"
     if file_lock is not None:
         # The kernel names the lock (a file) and who held it (/proc/locks): another process.
@@ -240,8 +289,8 @@ def _summary(waits: tuple[WaitSite, ...], files: _FileLockWaits, evidence: dict[
                    if file_lock.holders else "")
         summary = (f"{pct(share)} of request-thread time waits for a {file_lock.label} at "
                    f"{where(top)}{held_by} (the kernel: {file_lock.syscall} on it)")
-        evidence["holder"] = f"{file_lock.label}{held_by}"
-    return summary
+        return _Head(summary, holder=f"{file_lock.label}{held_by}", top_waiters=top.max_concurrent)
+    return _Head(summary, holder=describe(top), top_waiters=top.max_concurrent)
 
 
 def _serializing_pool(analysis: Analysis) -> PoolSplit | None:
@@ -252,15 +301,19 @@ def _serializing_pool(analysis: Analysis) -> PoolSplit | None:
                 None) if analysis.native_threads else None
 
 
-def _pool_fix(analysis: Analysis, serializing: PoolSplit | None, waits: tuple[WaitSite, ...],
-              evidence: dict[str, object]) -> tuple[float, str] | None:
-    """The fix before the holder's call is read, as evidence: a one-thread pool for a serializing
-    pool (and its calibrated gain, returned), else a pool of model instances (the serial gain of
-    the share: None)."""
-    if serializing is None:
-        if waits:
-            evidence["fix"] = {"knob": "model_instances", "value": max(2, int(len(analysis.request_threads)) // 2)}
-        return None
+def _pool_knob(analysis: Analysis, serializing: PoolSplit | None, waits: tuple[WaitSite, ...]) -> list[Lead]:
+    """The knob before the holder's call is read: a one-thread pool for a serializing pool, else
+    a pool of model instances (the declared second advice)."""
+    if serializing is not None:
+        return [Lead(Rank.POOL_KNOB, "the serializing pool's size", fix=Fix(serializing.knob, 1))]
+    if waits:
+        return [Lead(Rank.POOL_KNOB, "a pool of model instances (the declared advice)",
+                     fix=Fix("model_instances", max(2, int(len(analysis.request_threads)) // 2)))]
+    return []
+
+
+def _pool_gain(serializing: PoolSplit) -> tuple[float, str]:
+    """What a one-thread pool buys where the lock's holders run in a serializing pool."""
     # The next resource: the critical section runs in a library pool that admits one caller
     # at a time, so without the lock the callers queue inside the library instead.
     # What the first advice (a one-thread pool) buys: each call sheds the pool's
@@ -270,7 +323,7 @@ def _pool_fix(analysis: Analysis, serializing: PoolSplit | None, waits: tuple[Wa
     # calibrated figure (SHED_OF_WAIT), all of it the upper bound.
     sure = serializing.sync_share_low
     pool_gain = amdahl(SHED_OF_WAIT * sure)
-    gain = (pool_gain, f"calibrated: the lock holders run in {serializing.library}'s thread pool, "
+    return (pool_gain, f"calibrated: the lock holders run in {serializing.library}'s thread pool, "
                        f"which admits one caller at a time, so removing the lock alone buys "
                        f"nothing; {serializing.knob}=1 sheds the pool's synchronisation, "
                        f"{100 * serializing.sync_share:.0f}% of its {serializing.samples} native "
@@ -280,46 +333,56 @@ def _pool_fix(analysis: Analysis, serializing: PoolSplit | None, waits: tuple[Wa
                        f"about {pool_gain:.2f}x (calibrated: "
                        f"{fix_words(ID, f'{serializing.knob}=1') or 'none measured yet'}); "
                        f"all of it shed, at most {amdahl(sure):.2f}x (an upper bound)")
-    evidence["critical_section_library"] = serializing.library
-    evidence["fix"] = {"knob": serializing.knob, "value": 1}
-    return gain
 
 
-def _one_at_a_time(analysis: Analysis, peer: ServingPeer, evidence: dict[str, object],
-                   advice: list[str]) -> str:
+@dataclass(frozen=True)
+class _Chain:
+    """What the process at the far end of the lock's chain adds: to the summary, the evidence
+    (`serving_process`) and the leads; and, for a backend, the gain."""
+
+    summary: str
+    serving: str
+    lead: Lead
+    gain: tuple[float, str] | None = None
+
+
+def _one_at_a_time(analysis: Analysis, peer: ServingPeer) -> _Chain:
     """The kernel: while the others wait on the lock, one thread at a time waits on a pipe or a
-    child another process serves: the lock admits one request at a time to it. Returns what
-    the summary adds."""
+    child another process serves: the lock admits one request at a time to it."""
     served = peer.resource.label
-    evidence["serving_process"] = served
-    evidence["fix"] = {"knob": "sidecars", "value": max(2, int(len(analysis.request_threads)) // 2)}
-    advice.insert(0, f"The lock admits one request at a time to another process ({served}), "
-                     f"and that process is the bottleneck: it is busy "
-                     f"{pct(min(1.0, peer.occupancy))} of the window serving one request at a "
-                     f"time. Shrinking the critical section cannot help (the call to it is the "
-                     f"section): run several of them (a pool of processes, each with its own "
-                     f"pipe and lock), batch several requests per call, or make it faster.")
-    return (f"; while one thread at a time waits on {served} ({pct(min(1.0, peer.occupancy))} "
-            f"of the window, the kernel): the process at its other end serves them one by one")
+    advice = (f"The lock admits one request at a time to another process ({served}), "
+              f"and that process is the bottleneck: it is busy "
+              f"{pct(min(1.0, peer.occupancy))} of the window serving one request at a "
+              f"time. Shrinking the critical section cannot help (the call to it is the "
+              f"section): run several of them (a pool of processes, each with its own "
+              f"pipe and lock), batch several requests per call, or make it faster.")
+    return _Chain(f"; while one thread at a time waits on {served} ({pct(min(1.0, peer.occupancy))} "
+                  f"of the window, the kernel): the process at its other end serves them one by one",
+                  served,
+                  Lead(Rank.SERVING_PROCESS, "the section is a call to a process serving one at a time",
+                       advice, Fix("sidecars", max(2, int(len(analysis.request_threads)) // 2))))
 
 
-def _lead_advice(file_lock: WaitObject | None, serializing: PoolSplit | None,
-                 evidence: dict[str, object], advice: list[str]) -> None:
-    """The advice that leads whatever else was found: a cross-process file lock's (and its fix),
-    then, first of all, a serializing pool's."""
+def _leading(file_lock: WaitObject | None, serializing: PoolSplit | None) -> list[Lead]:
+    """The leads that come before whatever else was found: a serializing pool's (words only: its
+    knob is read before the chain), then a cross-process file lock's (and its knob)."""
+    leads = []
     if file_lock is not None:
-        evidence["fix"] = {"knob": "file_lock", "value": file_lock.label}
-        advice.insert(0, f"The {file_lock.label} serialises every process that takes it: while one "
-                         f"holds it the others sleep in the kernel, so the workers run its section "
-                         f"one at a time whatever their number. Drop the cross-process guard where "
-                         f"the work does not need it (a CPU model needs no 'one process on the "
-                         f"device' lock), or hold it only around the shared resource itself.")
+        leads.append(Lead(Rank.FILE_LOCK, "the file lock serialises whole processes",
+                          f"The {file_lock.label} serialises every process that takes it: while one "
+                          f"holds it the others sleep in the kernel, so the workers run its section "
+                          f"one at a time whatever their number. Drop the cross-process guard where "
+                          f"the work does not need it (a CPU model needs no 'one process on the "
+                          f"device' lock), or hold it only around the shared resource itself.",
+                          Fix("file_lock", file_lock.label)))
     if serializing is not None:
-        advice.insert(0, f"The critical section runs in {serializing.library}'s thread pool, which "
-                         f"admits one caller at a time: removing the lock alone will not help (the "
-                         f"threads would queue inside {serializing.library}). First size the pool to "
-                         f"the work: start the service with {serializing.knob}=1 and re-measure; then "
-                         f"shrink the critical section or use a pool of model instances.")
+        leads.append(Lead(Rank.SERIALIZING_POOL, "without the lock the callers queue in the library",
+                          f"The critical section runs in {serializing.library}'s thread pool, which "
+                          f"admits one caller at a time: removing the lock alone will not help (the "
+                          f"threads would queue inside {serializing.library}). First size the pool to "
+                          f"the work: start the service with {serializing.knob}=1 and re-measure; then "
+                          f"shrink the critical section or use a pool of model instances."))
+    return leads
 
 
 PEER_OCCUPANCY = 0.5  # threads on a serving process at once, on average: it serves them in turn
@@ -338,27 +401,26 @@ def _saturated_backend(analysis: Analysis, peer: ServingPeer) -> ServerProcess |
     return busiest if busiest is not None and busiest.saturation >= BACKEND_AT_CAPACITY else None
 
 
-def _behind_a_backend(summary: str, peer: ServingPeer, backend: ServerProcess, share: float,
-                      idle_cores: float | None, evidence: dict[str, object], advice: list[str]
-                      ) -> tuple[str, tuple[float, str]]:
+def _behind_a_backend(peer: ServingPeer, backend: ServerProcess, share: float,
+                      idle_cores: float | None) -> _Chain:
     """The lock's holder waits on a backend that already serves at its capacity: taking the call
     out of the lock would move the queue to the backend, not shorten it. The lever is the
-    backend's capacity; the lock comes second. Returns the summary and the gain."""
+    backend's capacity; the lock comes second."""
     where = peer.resource.label
     load = (f"its busiest thread ran {backend.busiest_thread_cores:.2f} cores, "
             f"{pct(backend.saturation)} of its capacity")
-    summary += (f"; the lock's holder waits on {where} ({pct(min(1.0, peer.occupancy))} of the window, "
-                f"the kernel), served by pid {backend.pid} `{backend.program}`, at its capacity: {load}")
-    evidence["serving_process"] = f"{where}: pid {backend.pid} `{backend.program}` ({load})"
-    evidence["fix"] = {"knob": "backend_processes", "value": 2}
-    advice.insert(0, f"The lock's holder waits on the {where} (the backend, pid {backend.pid}), and the "
-                     f"backend is at its capacity ({load}): it serves the requests one after another "
-                     f"whether the lock lets one or all of them through. Run more of the backend "
-                     f"(processes sharing its port, or replicas) and then take the call out of the "
-                     f"lock (a client per thread) so the requests reach them side by side; taking "
-                     f"the call out of the lock alone buys only the backend's idle moments between "
-                     f"requests (its busiest thread ran {pct(min(1.0, backend.busiest_thread_cores))} "
-                     f"of the window), then the queue moves to the backend.")
+    summary = (f"; the lock's holder waits on {where} ({pct(min(1.0, peer.occupancy))} of the window, "
+               f"the kernel), served by pid {backend.pid} `{backend.program}`, at its capacity: {load}")
+    advice = (f"The lock's holder waits on the {where} (the backend, pid {backend.pid}), and the "
+              f"backend is at its capacity ({load}): it serves the requests one after another "
+              f"whether the lock lets one or all of them through. Run more of the backend "
+              f"(processes sharing its port, or replicas) and then take the call out of the "
+              f"lock (a client per thread) so the requests reach them side by side; taking "
+              f"the call out of the lock alone buys only the backend's idle moments between "
+              f"requests (its busiest thread ran {pct(min(1.0, backend.busiest_thread_cores))} "
+              f"of the window), then the queue moves to the backend.")
+    lead = Lead(Rank.SERVING_PROCESS, "the backend serves one at a time whatever the lock lets through",
+                advice, Fix("backend_processes", 2))
     # The advice's two steps together: twice the backend's capacity, reached side by side; no
     # more than the waits allow (Amdahl) or the idle cores feed (a copy needs its own core).
     copies = 2
@@ -373,7 +435,10 @@ def _behind_a_backend(summary: str, peer: ServingPeer, backend: ServerProcess, s
     words += (f"; the call taken out of the lock alone: about {alone:.2f}x (the backend's busiest thread "
               f"ran {pct(min(1.0, backend.busiest_thread_cores))} of the window: its idle moments between "
               f"requests)")
-    return summary, (max(1.0, min(bounds)), words)
+    return _Chain(summary, f"{where}: pid {backend.pid} `{backend.program}` ({load})", lead,
+                  (max(1.0, min(bounds)), words))
+
+
 KERNEL_MARGIN = 0.02  # a kernel share this much above the samples' is what the samples missed
 
 

@@ -11,19 +11,20 @@ Why it matters:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from diagnose.checks.shared_evidence import shared
+from diagnose.checks.declare import declarations, key, shared_key
+from diagnose.checks.measurements import OMITTED, Measurements, Omitted
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
-from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
 from diagnose.checks.base import Finding, pct, serial_gain
 from diagnose.checks.wait_share import WaitShare, wait_finding, where
 from diagnose.vocab import WaitKind
 from diagnose.model.waits import describe
+from diagnose.report.model.findings import Fix
 from diagnose.report.model.sections import WaitSite
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
@@ -47,19 +48,26 @@ class Settings(CheckSettings):
     high: float = 0.4
 
 
-EVIDENCE = {
-    **shared("fix", "holder", "max_concurrent_waiters", "threads_waiting"),
-    "logging_wait_share": E("share of request-thread time waiting on logging handler locks",
-                            U.PERCENT, estimable=True),
-    "logging_wait_thread_seconds": E("time waiting on logging locks, summed over threads",
-                                     U.SECONDS, estimable=True),
-    "call_sites": E("logging call sites waited at", U.SITES),
-    "handler": E("handler doing the slow work", U.TEXT, none="not seen"),
-    "in_handler_share": E("share of request-thread time inside logging handlers (waiting or working)",
-                          U.PERCENT),
-    "mean_waiters": E("request threads waiting on logging handler locks at once, on average",
-                      U.NUMBER),
-}
+@dataclass(frozen=True, kw_only=True)
+class LoggingEvidence(Measurements):
+    logging_wait_share: float = key("share of request-thread time waiting on logging handler locks",
+                                    U.PERCENT, estimable=True)
+    logging_wait_thread_seconds: float = key("time waiting on logging locks, summed over threads",
+                                             U.SECONDS, estimable=True)
+    call_sites: int = key("logging call sites waited at", U.SITES)
+    # The top site's, where there is one.
+    handler: str | None | Omitted = key("handler doing the slow work", U.TEXT, none="not seen", optional=True)
+    threads_waiting: int | Omitted = shared_key(optional=True)
+    max_concurrent_waiters: int | Omitted = shared_key(optional=True)
+    holder: str | Omitted = shared_key(optional=True)
+    fix: Fix | Omitted = shared_key(optional=True)
+    in_handler_share: float = key("share of request-thread time inside logging handlers (waiting or working)",
+                                  U.PERCENT)
+    mean_waiters: float | Omitted = key("request threads waiting on logging handler locks at once, on average",
+                                        U.NUMBER, optional=True)
+
+
+EVIDENCE = declarations(LoggingEvidence)
 
 
 def _handler(site: WaitSite) -> str:
@@ -74,31 +82,27 @@ def _handler(site: WaitSite) -> str:
 def run(analysis: Analysis, settings: Settings) -> Finding:
     measured = WaitShare.of(analysis, (WaitKind.LOGGING,))
     share, top = measured.share, measured.top
-    evidence: dict[str, object] = {
-        "logging_wait_share": share,
-        "logging_wait_thread_seconds": measured.thread_seconds,
-        "call_sites": len(measured.waits)}
     summary = f"{pct(share)} of request-thread time waits on logging handler locks"
-    if top is not None:
-        handler = _handler(top)
-        evidence.update({"handler": handler or None, "threads_waiting": top.threads,
-                         "max_concurrent_waiters": top.max_concurrent, "holder": describe(top),
-                         "fix": {"knob": "queue_handler", "value": True}})
-        summary = (f"{pct(share)} of request-thread time waits on a logging handler's lock"
-                   + (f" ({handler})" if handler else "")
-                   + f", most from {where(top)}")
     # A QueueHandler takes the handler's whole call off the request path: the wait for its lock
     # and the formatting and write under it, one thread at a time. The wait alone predicted
     # 7.2x where the fix measured 13.9x (checks/calibration.py).
     in_handler = max(share, _in_handler_share(analysis))
-    evidence["in_handler_share"] = in_handler
     waiters = _mean_waiters(analysis, measured.thread_seconds) if top is not None else None
+    evidence = LoggingEvidence(logging_wait_share=share, logging_wait_thread_seconds=measured.thread_seconds,
+                               call_sites=len(measured.waits), in_handler_share=in_handler,
+                               mean_waiters=round(waiters, 2) if waiters is not None else OMITTED)
+    if top is not None:
+        handler = _handler(top)
+        evidence = replace(evidence, handler=handler or None, threads_waiting=top.threads,
+                           max_concurrent_waiters=top.max_concurrent, holder=describe(top),
+                           fix=Fix("queue_handler", True))
+        summary = (f"{pct(share)} of request-thread time waits on a logging handler's lock"
+                   + (f" ({handler})" if handler else "")
+                   + f", most from {where(top)}")
     advice = None
-    if waiters is not None:
-        evidence["mean_waiters"] = round(waiters, 2)
-        if waiters >= SATURATED_WAITERS:
-            summary += f"; its sink is at capacity ({waiters:.1f} threads waited for it on average)"
-            advice = (*settings.advice, SATURATED_ADVICE)
+    if waiters is not None and waiters >= SATURATED_WAITERS:
+        summary += f"; its sink is at capacity ({waiters:.1f} threads waited for it on average)"
+        advice = (*settings.advice, SATURATED_ADVICE)
     gain = serial_gain(in_handler, analysis, "in logging handlers (waiting for the lock, and the "
                                              "handler's work under it)")
     return wait_finding(ID, settings, analysis, measured, "logging_wait_share", summary, evidence,

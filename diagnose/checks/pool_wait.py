@@ -13,17 +13,18 @@ Why it matters:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from diagnose.checks.shared_evidence import shared
+from diagnose.checks.declare import declarations, key, shared_key
+from diagnose.checks.measurements import Measurements, Omitted
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
-from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
 from diagnose.checks.base import Finding, pct
 from diagnose.checks.wait_share import WaitShare, line_of, wait_finding, where
 from diagnose.vocab import POOL_KINDS
 from diagnose.model.waits import describe
+from diagnose.report.model.findings import Fix
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
@@ -48,38 +49,40 @@ class Settings(CheckSettings):
     high: float = 0.5
 
 
-EVIDENCE = {
-    **shared("fix", "holder", "max_concurrent_waiters", "request_threads", "threads_waiting"),
-    "pool_wait_share": E("share of request-thread time waiting for a pooled resource",
-                         U.PERCENT, estimable=True),
-    "pool_wait_thread_seconds": E("time waiting for the pool, summed over threads",
-                                  U.SECONDS, estimable=True),
-    "acquire_site": E("where the resource is acquired", U.TEXT),
-    "kind": E("kind of pool", U.TEXT),
-    "pool_size_estimate": E("pool size, at least (most seen held at once)", U.NUMBER, none="unknown"),
-}
+@dataclass(frozen=True, kw_only=True)
+class PoolWaitEvidence(Measurements):
+    pool_wait_share: float = key("share of request-thread time waiting for a pooled resource",
+                                 U.PERCENT, estimable=True)
+    pool_wait_thread_seconds: float = key("time waiting for the pool, summed over threads",
+                                          U.SECONDS, estimable=True)
+    request_threads: int = shared_key()
+    # The top site's, where there is one.
+    acquire_site: str | Omitted = key("where the resource is acquired", U.TEXT, optional=True)
+    kind: str | Omitted = key("kind of pool", U.TEXT, optional=True)
+    threads_waiting: int | Omitted = shared_key(optional=True)
+    max_concurrent_waiters: int | Omitted = shared_key(optional=True)
+    # The most threads seen holding the resource at once bounds the pool size from below.
+    pool_size_estimate: int | None | Omitted = key("pool size, at least (most seen held at once)", U.NUMBER,
+                                                   none="unknown", optional=True)
+    holder: str | Omitted = shared_key(optional=True)
+    fix: Fix | Omitted = shared_key(optional=True)
+
+
+EVIDENCE = declarations(PoolWaitEvidence)
 
 
 def run(analysis: Analysis, settings: Settings) -> Finding:
     measured = WaitShare.of(analysis, POOL_KINDS)
     share, top = measured.share, measured.top
-    evidence: dict[str, object] = {
-        "pool_wait_share": share,
-        "pool_wait_thread_seconds": measured.thread_seconds,
-        "request_threads": int(len(analysis.request_threads))}
+    evidence = PoolWaitEvidence(pool_wait_share=share, pool_wait_thread_seconds=measured.thread_seconds,
+                                request_threads=int(len(analysis.request_threads)))
     summary = f"{pct(share)} of request-thread time waits for a pooled resource"
     if top is not None:
-        evidence.update({
-            "acquire_site": line_of(top),
-            "kind": top.label,
-            "threads_waiting": top.threads,
-            "max_concurrent_waiters": top.max_concurrent,
-            # The most threads seen holding the resource at once bounds the pool size from below.
-            "pool_size_estimate": top.max_holders or None,
-            "holder": describe(top),
-            "fix": {"knob": "pool_size", "value": max(top.max_concurrent + (top.max_holders or 0),
-                                                      (top.max_holders or 0) + 1)},
-        })
+        evidence = replace(
+            evidence, acquire_site=line_of(top), kind=top.label, threads_waiting=top.threads,
+            max_concurrent_waiters=top.max_concurrent, pool_size_estimate=top.max_holders or None,
+            holder=describe(top),
+            fix=Fix("pool_size", max(top.max_concurrent + (top.max_holders or 0), (top.max_holders or 0) + 1)))
         size = f"; about {top.max_holders} held at once (the pool size?)" if top.max_holders else ""
         summary = (f"{pct(share)} of request-thread time waits for a pooled resource at "
                    f"{where(top, top.label)}{size}")

@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from diagnose.checks.shared_evidence import shared
 from diagnose.checks.pipeline_gain import bound_by_bottleneck
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
-from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
+from diagnose.checks.declare import declarations, key, shared_key
+from diagnose.checks.measurements import Measurements, Omitted
+from diagnose.report.model.findings import Fix
 from diagnose.checks.base import (Finding, Lever, LeverKind, ScoreBasis, amdahl, busy_samples, core_room,
                                   make_finding, more_cores_lever, pct, ramp, remove_work_lever,
                                   top_sites)
@@ -53,11 +54,17 @@ class Settings(CheckSettings):
     min_busy_share: float = 0.5
 
 
-EVIDENCE = {
-    **shared("busy_samples", "busy_share_of_request_time", "fix", "model_share_of_busy"),
-    "preprocess_share_of_busy": E("share of busy time in preprocessing", U.PERCENT),
-    "postprocess_share_of_busy": E("share of busy time in postprocessing", U.PERCENT),
-}
+@dataclass(frozen=True, kw_only=True)
+class PreprocessEvidence(Measurements):
+    preprocess_share_of_busy: float = key("share of busy time in preprocessing", U.PERCENT)
+    busy_share_of_request_time: float = shared_key()
+    model_share_of_busy: float = shared_key()
+    postprocess_share_of_busy: float = key("share of busy time in postprocessing", U.PERCENT)
+    busy_samples: int = shared_key()
+    fix: Fix | Omitted = shared_key(optional=True)
+
+
+EVIDENCE = declarations(PreprocessEvidence)
 
 
 def run(analysis: Analysis, settings: Settings) -> Finding:
@@ -74,16 +81,13 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     busy_share = total_busy / float(req["count"].sum())
     busy_factor = min(1.0, busy_share / settings.min_busy_share)
     score = ramp(share, settings.low, settings.high) * busy_factor
-    evidence: dict[str, object] = {
-        "preprocess_share_of_busy": share,
-        "busy_share_of_request_time": busy_share,
-        "model_share_of_busy": float(by_phase.get("model", 0.0)),
-        "postprocess_share_of_busy": float(by_phase.get("postprocess", 0.0)),
-        "busy_samples": int(total_busy),
-    }
+    evidence = PreprocessEvidence(preprocess_share_of_busy=share, busy_share_of_request_time=busy_share,
+                                  model_share_of_busy=float(by_phase.get("model", 0.0)),
+                                  postprocess_share_of_busy=float(by_phase.get("postprocess", 0.0)),
+                                  busy_samples=int(total_busy))
     where = f", most in {sites[0].function}" if sites else ""
     if sites:
-        evidence["fix"] = {"knob": "faster_preprocessing", "value": sites[0].function}
+        evidence = replace(evidence, fix=Fix("faster_preprocessing", sites[0].function))
     summary = f"{pct(share)} of request-thread busy time is preprocessing{where}"
     half = halved_gain(share)
     bound = amdahl(share)

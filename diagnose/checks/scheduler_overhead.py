@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING
 
 import re
 
-from diagnose.checks.shared_evidence import shared
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
-from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
+from diagnose.checks.declare import declarations, key, shared_key
+from diagnose.checks.measurements import Measurements, Omitted
+from diagnose.report.model.findings import Fix
 from diagnose.checks.base import (Finding, Site, amdahl, core_room, make_finding, ramp, serial_gain,
                                   top_sites)
 from diagnose.model.native_pools import LIBRARIES
@@ -68,32 +69,45 @@ class Settings(CheckSettings):
     high: float = 2.0
 
 
-EVIDENCE = {
-    **shared("fix", "native_mutex_wait_share", "request_threads", "runnable_per_core", "usable_cores"),
-    "runqueue_wait_per_cpu_second": E("time waiting for a core, per CPU-second run", U.SECONDS),
-    "runqueue_wait_s": E("time waiting for a core (run queue), summed over threads", U.SECONDS),
-    "cpu_s": E("CPU time used", U.SECONDS),
-    "mean_runnable_threads": E("runnable threads (mean)", U.THREADS),
-    "affinity_cores": E("cores in the CPU affinity mask", U.CORES, none=NOT_MEASURED),
-    "cgroup_cpu_quota_cores": E("cgroup CPU quota", U.CORES, none="no quota"),
-    "threads": E("threads in the process (most at once)", U.THREADS),
-    "intra_op_threads": E("intra-op pool threads (native)", U.THREADS),
-    "intra_op_libraries": E("libraries with an intra-op pool", U.TEXT, none="none seen"),
-    "threads_per_core": E("threads per usable core", U.NUMBER, none=NOT_MEASURED),
-    "involuntary_ctx_per_s": E("involuntary context switches (preempted)", U.PER_S, none=NOT_MEASURED),
-    "voluntary_ctx_per_s": E("voluntary context switches (blocked)", U.PER_S, none=NOT_MEASURED),
-    "intra_op_library": E("library whose pool synchronises", U.TEXT),
-    "intra_op_sync_share": E("share of the pool's native samples synchronising", U.PERCENT),
-    "intra_op_sync_share_95_low": E("share synchronising, 95% lower bound", U.PERCENT, interval=False),
-    "cores_in_use": E("cores in use", U.CORES, none=NOT_MEASURED),
-    "intra_op_sync_samples": E("native samples synchronising", U.SAMPLES),
-    "intra_op_kernel_samples": E("native samples in kernels", U.SAMPLES),
-    "native_samples_used": E("native samples of the pool", U.SAMPLES),
-    "intra_op_sync_functions": E("synchronisation functions", U.SAMPLES),
-    "intra_op_kernel_functions": E("kernel functions", U.SAMPLES),
-    "knob": E("setting to change", U.TEXT),
-    "knob_value": E("value to set it to", U.NUMBER),
-}
+@dataclass(frozen=True, kw_only=True)
+class SchedulerEvidence(Measurements):
+    runqueue_wait_per_cpu_second: float = key("time waiting for a core, per CPU-second run", U.SECONDS)
+    runqueue_wait_s: float | None = key("time waiting for a core (run queue), summed over threads", U.SECONDS)
+    cpu_s: float = key("CPU time used", U.SECONDS)
+    mean_runnable_threads: float = key("runnable threads (mean)", U.THREADS)
+    usable_cores: float = shared_key()
+    affinity_cores: int = key("cores in the CPU affinity mask", U.CORES, none=NOT_MEASURED)
+    cgroup_cpu_quota_cores: float | None = key("cgroup CPU quota", U.CORES, none="no quota")
+    runnable_per_core: float | None = shared_key()
+    threads: int = key("threads in the process (most at once)", U.THREADS)
+    request_threads: int = shared_key()
+    intra_op_threads: int = key("intra-op pool threads (native)", U.THREADS)
+    intra_op_libraries: str | None = key("libraries with an intra-op pool", U.TEXT, none="none seen")
+    native_mutex_wait_share: float = shared_key()
+    threads_per_core: float | None = key("threads per usable core", U.NUMBER, none=NOT_MEASURED)
+    involuntary_ctx_per_s: float | None = key(
+        "involuntary context switches (preempted)", U.PER_S, none=NOT_MEASURED)
+    voluntary_ctx_per_s: float | None = key(
+        "voluntary context switches (blocked)", U.PER_S, none=NOT_MEASURED)
+    fix: Fix = shared_key()
+    # The intra-op pool's finding: its synchronisation, read from its native samples.
+    intra_op_library: str | Omitted = key("library whose pool synchronises", U.TEXT, optional=True)
+    intra_op_sync_share: float | Omitted = key(
+        "share of the pool's native samples synchronising", U.PERCENT, optional=True)
+    intra_op_sync_share_95_low: float | Omitted = key(
+        "share synchronising, 95% lower bound", U.PERCENT, interval=False, optional=True)
+    cores_in_use: float | None | Omitted = key("cores in use", U.CORES, none=NOT_MEASURED, optional=True)
+    intra_op_sync_samples: int | Omitted = key("native samples synchronising", U.SAMPLES, optional=True)
+    intra_op_kernel_samples: int | Omitted = key("native samples in kernels", U.SAMPLES, optional=True)
+    native_samples_used: int | Omitted = key("native samples of the pool", U.SAMPLES, optional=True)
+    intra_op_sync_functions: dict[str, int] | Omitted = key(
+        "synchronisation functions", U.SAMPLES, optional=True)
+    intra_op_kernel_functions: dict[str, int] | Omitted = key("kernel functions", U.SAMPLES, optional=True)
+    knob: str | Omitted = key("setting to change", U.TEXT, optional=True)
+    knob_value: int | Omitted = key("value to set it to", U.NUMBER, optional=True)
+
+
+EVIDENCE = declarations(SchedulerEvidence)
 _POOLS = [("OpenBLAS", re.compile(r"openblas", re.I)), ("MKL", re.compile(r"libmkl|libiomp", re.I)),
           ("OpenMP", re.compile(r"libgomp|libomp", re.I)), ("torch", re.compile(r"libtorch|libc10|libdnnl", re.I)),
           ("onnxruntime", re.compile(r"onnxruntime", re.I))]
@@ -147,24 +161,6 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     req = analysis.request_samples()
     busy = req[req["state"].isin(BUSY)]
     sites = top_sites(analysis, busy, float(busy["count"].sum()) or 1.0, limit=3)
-    evidence: dict[str, object] = {
-        "runqueue_wait_per_cpu_second": ratio,
-        "runqueue_wait_s": os_.runqueue_wait_s,
-        "cpu_s": os_.cpu_s,
-        "mean_runnable_threads": os_.mean_runnable,
-        "usable_cores": cores,
-        "affinity_cores": os_.cores,
-        "cgroup_cpu_quota_cores": os_.cpu_quota_cores,
-        "runnable_per_core": oversubscription,
-        "threads": os_.threads_max,
-        "request_threads": request_threads,
-        "intra_op_threads": intra_op,
-        "intra_op_libraries": ", ".join(libraries) or None,
-        "native_mutex_wait_share": native_mutex_share,
-        "threads_per_core": os_.threads_max / cores if cores else None,
-        "involuntary_ctx_per_s": os_.involuntary_ctx_per_s,
-        "voluntary_ctx_per_s": os_.voluntary_ctx_per_s,
-    }
     fan = f" = {request_threads} request x {intra_op} intra-op" if intra_op else ""
     summary = (f"{os_.mean_runnable:.1f} runnable threads on {cores:g} usable cores; threads waited "
                f"{ratio:.2f} s for a core per CPU-second ({os_.threads_max} threads{fan})")
@@ -176,9 +172,17 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     # The first advice as a knob and its value, for scripts that apply it (benchmarks/advice_gain.py).
     if intra_op and request_threads:
         knob = next((k for name, _, k in LIBRARIES if name in libraries), "OMP_NUM_THREADS")
-        evidence["fix"] = {"knob": knob, "value": max(1, int(cores) // max(1, request_threads))}
+        fix = Fix(knob, max(1, int(cores) // max(1, request_threads)))
     else:
-        evidence["fix"] = {"knob": "request_threads", "value": max(1, int(cores))}
+        fix = Fix("request_threads", max(1, int(cores)))
+    evidence = SchedulerEvidence(
+        runqueue_wait_per_cpu_second=ratio, runqueue_wait_s=os_.runqueue_wait_s, cpu_s=os_.cpu_s,
+        mean_runnable_threads=os_.mean_runnable, usable_cores=cores, affinity_cores=os_.cores,
+        cgroup_cpu_quota_cores=os_.cpu_quota_cores, runnable_per_core=oversubscription,
+        threads=os_.threads_max, request_threads=request_threads, intra_op_threads=intra_op,
+        intra_op_libraries=", ".join(libraries) or None, native_mutex_wait_share=native_mutex_share,
+        threads_per_core=os_.threads_max / cores if cores else None,
+        involuntary_ctx_per_s=os_.involuntary_ctx_per_s, voluntary_ctx_per_s=os_.voluntary_ctx_per_s, fix=fix)
     if native_mutex_share >= settings.native_mutex_low and libraries:
         gain = serial_gain(native_mutex_share, analysis, "queueing on the library's mutex")
     else:
@@ -215,7 +219,7 @@ _KNOB_ADVICE = {
 
 
 def _intra_op_overhead(analysis: Analysis, settings: Settings, split: PoolSplit, score: float,
-                       intra_op: int, cores: float, evidence: dict[str, object],
+                       intra_op: int, cores: float, evidence: SchedulerEvidence,
                        sites: list[Site]) -> Finding:
     """The intra-op pool costs more than it parallelizes: its synchronisation rivals its kernels."""
     pool = intra_op + 1 if intra_op else int(cores or 1)
@@ -223,13 +227,14 @@ def _intra_op_overhead(analysis: Analysis, settings: Settings, split: PoolSplit,
     sync_names = ", ".join(list(split.sync_functions)[:3]) or "pool synchronisation"
     kernel_names = ", ".join(list(split.kernel_functions)[:2]) or "kernels"
     room = core_room(analysis)
-    evidence = dict(evidence, intra_op_library=split.library, intra_op_sync_share=split.sync_share,
-                    intra_op_sync_share_95_low=round(split.sync_share_low, 4),
-                    cores_in_use=round(cores / room, 3) if room else None,
-                    intra_op_sync_samples=split.sync_samples, intra_op_kernel_samples=split.kernel_samples,
-                    native_samples_used=split.samples, intra_op_sync_functions=split.sync_functions,
-                    intra_op_kernel_functions=split.kernel_functions, knob=split.knob,
-                    knob_value=value, fix={"knob": split.knob, "value": value})
+    # The pool's knob replaces the thread count's as the fix (the key keeps its place).
+    evidence = replace(evidence, intra_op_library=split.library, intra_op_sync_share=split.sync_share,
+                       intra_op_sync_share_95_low=round(split.sync_share_low, 4),
+                       cores_in_use=round(cores / room, 3) if room else None,
+                       intra_op_sync_samples=split.sync_samples, intra_op_kernel_samples=split.kernel_samples,
+                       native_samples_used=split.samples, intra_op_sync_functions=split.sync_functions,
+                       intra_op_kernel_functions=split.kernel_functions, knob=split.knob,
+                       knob_value=value, fix=Fix(split.knob, value))
     summary = (f"{split.library}'s thread pool spends {100 * split.sync_share:.0f}% of its native "
                f"samples synchronising ({sync_names}) against {100 * (1 - split.sync_share):.0f}% in "
                f"kernels ({kernel_names}), over {split.samples} native samples: its time goes to "

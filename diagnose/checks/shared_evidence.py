@@ -1,7 +1,8 @@
 """Evidence that several checks measure the same way, declared once: the OS counters against the
 samples (model/counters.py), the waits' holders and waiters (model/waits.py), the fix a finding
 proposes, and the fields the service adds when it merges its workers' findings
-(checks/service_verdict.py). A check lists the ones it writes with `shared(...)` in its EVIDENCE."""
+(checks/service_verdict.py). A check's evidence dataclass declares a field of one of these names
+with `shared_key()` (checks/declare.py), which reads its label here."""
 
 from __future__ import annotations
 
@@ -43,7 +44,3 @@ SHARED: dict[str, Evidence] = {
 # Written by checks/service_verdict.py on a finding merged from several worker processes.
 MERGED = ("pid", "worker_processes", "processes_with_finding", "score_per_process")
 
-
-def shared(*keys: str) -> dict[str, Evidence]:
-    """The shared declarations of `keys`, for a check's EVIDENCE."""
-    return {key: SHARED[key] for key in keys}

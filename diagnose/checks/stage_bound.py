@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING
 
 import math
 
-from diagnose.checks.shared_evidence import shared
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
-from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
+from diagnose.checks.declare import declarations, key, shared_key
+from diagnose.checks.measurements import Measurements, Omitted
+from diagnose.report.model.findings import Fix
 from diagnose.vocab import HANDOFF_EDGES, EdgeKind, StageRole, ThreadState
 from diagnose.checks.base import (Finding, Lever, LeverKind, ScoreBasis, Site, core_room,
                                   make_finding, pct, ramp, remove_work_lever, top_sites)
@@ -59,31 +60,46 @@ class Settings(CheckSettings):
     own_cpu_high: float = 0.95
 
 
-EVIDENCE = {
-    **shared("fix", "stage", "worker_busy_share", "worker_processes"),
-    "stage_threads": E("threads in the stage", U.THREADS),
-    "stage_busy_share": E("share of the stage's thread time busy", U.PERCENT),
-    "stage_python_share_of_busy": E("share of the stage's busy time running Python", U.PERCENT),
-    "waiting_on_it": E("stages waiting on it (share of their time)", U.PERCENT),
-    "busy_threads_per_stage": E("busy threads per stage", U.THREADS),
-    "stage_threads_by_stage": E("threads per stage", U.THREADS),
-    "proposed_threads": E("proposed threads per stage", U.THREADS),
-    "predicted_gain": E("predicted throughput gain (estimate)", U.RATIO),
-    "predicted_gain_inputs": E("inputs of the prediction", U.TEXT),
-    "core_room": E("CPU headroom (cores it could use / cores it uses)", U.RATIO, none=NOT_MEASURED),
-    "process_cpu_utilization": E("process CPU, share of usable cores (OS)",
-                                 U.PERCENT, none=NOT_MEASURED),
-    "framework": E("worker-process framework", U.TEXT),
-    "worker_pids": E("worker processes (pids)", U.TEXT),
-    "worker_busy_source": E("where the workers' busy share comes from", U.TEXT),
-    "transform": E("hottest function in the workers", U.TEXT),
-    "entry": E("function the worker loop calls per item", U.TEXT),
-    "consumer_pid": E("consumer process (pid)", U.ID),
-    "consumer_busy_share": E("consumer thread busy", U.PERCENT),
-    "consumer_starved_share": E("consumer thread waiting for the workers", U.PERCENT),
-    "proposed_workers": E("proposed worker processes", U.PROCESSES),
-    "stage_fans_out_to_cores": E("stage already runs on a native pool as wide as the cores", U.FLAG),
-}
+@dataclass(frozen=True, kw_only=True)
+class StageEvidence(Measurements):
+    stage: str = shared_key()
+    # A thread stage's finding:
+    stage_threads: int | Omitted = key("threads in the stage", U.THREADS, optional=True)
+    stage_busy_share: float | Omitted = key("share of the stage's thread time busy", U.PERCENT, optional=True)
+    stage_python_share_of_busy: float | Omitted = key(
+        "share of the stage's busy time running Python", U.PERCENT, optional=True)
+    waiting_on_it: dict[str, float] | Omitted = key(
+        "stages waiting on it (share of their time)", U.PERCENT, optional=True)
+    busy_threads_per_stage: dict[str, float] | Omitted = key(
+        "busy threads per stage", U.THREADS, optional=True)
+    stage_threads_by_stage: dict[str, int] | Omitted = key("threads per stage", U.THREADS, optional=True)
+    proposed_threads: dict[str, int] | Omitted = key("proposed threads per stage", U.THREADS, optional=True)
+    # A stage of worker processes' finding:
+    framework: str | Omitted = key("worker-process framework", U.TEXT, optional=True)
+    worker_processes: int | Omitted = shared_key(optional=True)
+    worker_pids: list[int] | Omitted = key("worker processes (pids)", U.TEXT, optional=True)
+    worker_busy_share: float | Omitted = shared_key(optional=True)
+    worker_busy_source: str | Omitted = key("where the workers' busy share comes from", U.TEXT, optional=True)
+    transform: str | Omitted = key("hottest function in the workers", U.TEXT, optional=True)
+    entry: str | Omitted = key("function the worker loop calls per item", U.TEXT, optional=True)
+    consumer_pid: int | Omitted = key("consumer process (pid)", U.ID, optional=True)
+    consumer_busy_share: float | Omitted = key("consumer thread busy", U.PERCENT, optional=True)
+    consumer_starved_share: float | Omitted = key(
+        "consumer thread waiting for the workers", U.PERCENT, optional=True)
+    proposed_workers: int | Omitted = key("proposed worker processes", U.PROCESSES, optional=True)
+    # Both findings' (the predicted gain and what it rests on only a thread stage's):
+    predicted_gain: float | Omitted = key("predicted throughput gain (estimate)", U.RATIO, optional=True)
+    predicted_gain_inputs: str = key("inputs of the prediction", U.TEXT)
+    core_room: float | None = key(
+        "CPU headroom (cores it could use / cores it uses)", U.RATIO, none=NOT_MEASURED)
+    process_cpu_utilization: float | None | Omitted = key(
+        "process CPU, share of usable cores (OS)", U.PERCENT, none=NOT_MEASURED, optional=True)
+    stage_fans_out_to_cores: bool | Omitted = key(
+        "stage already runs on a native pool as wide as the cores", U.FLAG, optional=True)
+    fix: Fix | None = shared_key()
+
+
+EVIDENCE = declarations(StageEvidence)
 MIN_CONSUMER_BUSY = 0.05  # a consumer process busier than this does work of its own
 
 
@@ -121,19 +137,15 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
         # threads; when the process itself fills the cores (a batcher whose BLAS pool runs on
         # all of them), the cores are the limit and compute_bound names what runs on them.
         score *= 1.0 - ramp(own, settings.own_cpu_low, settings.own_cpu_high) / 100
-    evidence: dict[str, object] = {
-        "stage": stage.name, "stage_threads": n, "stage_busy_share": stage.utilization,
-        "stage_python_share_of_busy": stage.python_share,
-        "waiting_on_it": {e.waiter: e.share for e in waits},
-        "busy_threads_per_stage": {name: round(r, 3) for name, r in rates.items()},
-        "stage_threads_by_stage": {s.name: len(s.tids) for s in linked},
-        "proposed_threads": proposal,
-        "predicted_gain": gain, "predicted_gain_inputs": inputs, "core_room": room,
-        "process_cpu_utilization": analysis.os.cpu_utilization if analysis.os is not None else None,
-        "stage_fans_out_to_cores": pooled,
-        "fix": None if pure_python else {"knob": "stage_threads", "stage": stage.name,
-                                         "value": proposal[stage.name]},
-    }
+    evidence = StageEvidence(
+        stage=stage.name, stage_threads=n, stage_busy_share=stage.utilization,
+        stage_python_share_of_busy=stage.python_share, waiting_on_it={e.waiter: e.share for e in waits},
+        busy_threads_per_stage={name: round(r, 3) for name, r in rates.items()},
+        stage_threads_by_stage={s.name: len(s.tids) for s in linked}, proposed_threads=proposal,
+        predicted_gain=gain, predicted_gain_inputs=inputs, core_room=room,
+        process_cpu_utilization=analysis.os.cpu_utilization if analysis.os is not None else None,
+        stage_fans_out_to_cores=pooled,
+        fix=None if pure_python else Fix("stage_threads", proposal[stage.name], stage=stage.name))
     how = {EdgeKind.BACKPRESSURE: "blocked on put", EdgeKind.STARVED: "starved on get"}
     neighbours = ", ".join(f"{e.waiter} {how.get(e.kind, 'waiting for results')} {pct(e.share)}"
                            for e in waits[:3])
@@ -287,14 +299,13 @@ def run_processes(pipeline: ProcessPipeline | None, service: Service, settings: 
               f"{what} runs in the workers on every item: making it cheaper (vectorised, native "
               f"code, precomputed) raises what each worker serves.",
               "Beyond the usable cores more workers only share them: re-measure after each change."]
-    evidence: dict[str, object] = {
-        "stage": f"{pipeline.framework.value} workers", "framework": pipeline.framework.value,
-        "worker_processes": n, "worker_pids": list(pipeline.producer_pids),
-        "worker_busy_share": busy, "worker_busy_source": pipeline.producer_busy_source,
-        "transform": what, "entry": entry, "consumer_pid": pipeline.consumer_pid,
-        "consumer_busy_share": pipeline.consumer_busy, "consumer_starved_share": starved,
-        "proposed_workers": wanted, "predicted_gain_inputs": inputs, "core_room": room,
-        "fix": {"knob": knob, "value": wanted}}
+    evidence = StageEvidence(
+        stage=f"{pipeline.framework.value} workers", framework=pipeline.framework.value, worker_processes=n,
+        worker_pids=list(pipeline.producer_pids), worker_busy_share=busy,
+        worker_busy_source=pipeline.producer_busy_source, transform=what, entry=entry,
+        consumer_pid=pipeline.consumer_pid, consumer_busy_share=pipeline.consumer_busy,
+        consumer_starved_share=starved, proposed_workers=wanted, predicted_gain_inputs=inputs,
+        core_room=room, fix=Fix(knob, wanted))
     # The score rests on the consumer's starved share, a proportion of its samples: its interval
     # says whether the stage could show a problem on another attach (service._stage_first).
     return make_finding(ID, settings, score, summary, evidence, sites, advice=advice,

@@ -16,10 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from diagnose.checks.shared_evidence import shared
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
-from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
+from diagnose.checks.declare import declarations, key, shared_key
+from diagnose.checks.measurements import Measurements
+from diagnose.report.model.findings import Fix
 from diagnose.checks.base import Finding, Site, make_finding, pct, ramp
 from diagnose.model.os_summary import ProcessOS, RssSteps
 from diagnose.samples.profile import Frame
@@ -56,16 +57,23 @@ class Settings(CheckSettings):
     steps_rise_none: float = 0.35
 
 
-EVIDENCE = {
-    **shared("fix", "worker_busy_share"),
-    "rss_growth_mb_per_s": E("resident memory growth", U.MB_PER_S),
-    "rss_growth_mb": E("resident memory change over the window", U.MB),
-    "rss_fit_r2": E("steadiness of the growth (r² of a straight-line fit)", U.NUMBER, none=NOT_MEASURED),
-    "rss_fall_fraction": E("share of the memory's movement that fell", U.PERCENT, none=NOT_MEASURED),
-    "rss_largest_rise_fraction": E("largest single rise, of the growth", U.PERCENT, none=NOT_MEASURED),
-    "rss_end_mb": E("resident memory at the end", U.MB),
-    "submit_site_seen": E("a submit / put call site was sampled", U.FLAG),
-}
+@dataclass(frozen=True, kw_only=True)
+class BacklogEvidence(Measurements):
+    rss_growth_mb_per_s: float = key("resident memory growth", U.MB_PER_S)
+    rss_growth_mb: float = key("resident memory change over the window", U.MB)
+    rss_fit_r2: float | None = key(
+        "steadiness of the growth (r² of a straight-line fit)", U.NUMBER, none=NOT_MEASURED)
+    rss_end_mb: float = key("resident memory at the end", U.MB)
+    rss_fall_fraction: float | None = key(
+        "share of the memory's movement that fell", U.PERCENT, none=NOT_MEASURED)
+    rss_largest_rise_fraction: float | None = key(
+        "largest single rise, of the growth", U.PERCENT, none=NOT_MEASURED)
+    worker_busy_share: float = shared_key()
+    submit_site_seen: bool = key("a submit / put call site was sampled", U.FLAG)
+    fix: Fix = shared_key()
+
+
+EVIDENCE = declarations(BacklogEvidence)
 MB = 1024 * 1024
 # Where work is queued without a bound: executor submits and queue puts.
 _SUBMIT = (("concurrent/futures/thread.py", "submit"), ("queue.py", "put"))
@@ -150,18 +158,16 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     score = ramp(slope_mb, settings.low, settings.high) * steadiness * saturation
     grown = ((os_.rss_end or 0) - (os_.rss_start or 0)) / MB
     steps = os_.rss_steps
-    evidence: dict[str, object] = {
-        "rss_growth_mb_per_s": slope_mb, "rss_growth_mb": grown,
-        "rss_fit_r2": os_.rss_fit_r2, "rss_end_mb": (os_.rss_end or 0) / MB,
-        "rss_fall_fraction": steps.fall_fraction if steps else None,
-        "rss_largest_rise_fraction": min(1.0, steps.largest_rise_fraction) if steps else None,
-        "worker_busy_share": busy}
     summary = (f"resident memory grew {slope_mb:.1f} MB/s ({grown:.0f} MB over the window, "
                f"{_steadiness_words(os_, by_fit, by_steps)}) while workers were busy {pct(busy)} "
                f"of the time")
     submit_sites = _submit_sites(analysis)
-    evidence["submit_site_seen"] = bool(submit_sites)
-    evidence["fix"] = {"knob": "max_queue", "value": max(1, 2 * int(len(analysis.request_threads)))}
+    evidence = BacklogEvidence(
+        rss_growth_mb_per_s=slope_mb, rss_growth_mb=grown, rss_fit_r2=os_.rss_fit_r2,
+        rss_end_mb=(os_.rss_end or 0) / MB, rss_fall_fraction=steps.fall_fraction if steps else None,
+        rss_largest_rise_fraction=min(1.0, steps.largest_rise_fraction) if steps else None,
+        worker_busy_share=busy, submit_site_seen=bool(submit_sites),
+        fix=Fix("max_queue", max(1, 2 * int(len(analysis.request_threads)))))
     return make_finding(ID, settings, score, summary, evidence,
                         submit_sites + _worker_sites(analysis),
                         gain=(1.0, "estimate: a bound buys stability (fast rejections instead of "

@@ -22,15 +22,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from diagnose.checks.shared_evidence import shared
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
-from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
+from diagnose.checks.declare import declarations, key, shared_key
+from diagnose.checks.measurements import Measurements, Omitted
 from diagnose.checks.base import (Finding, NotApplicable, ScoreBasis, Site, make_finding, pct, ramp,
                                   short_path, top_sites)
 from diagnose.samples.profile import Frame, frame_is
@@ -62,22 +62,27 @@ class Settings(CheckSettings):
     high: float = 0.9
 
 
-EVIDENCE = {
-    "idle_share_of_workers": E("share of worker time idle, waiting for work", U.PERCENT),
-    "waiting_share_of_workers": E("share of worker time waiting for work or on calls outside "
-                                  "the process", U.PERCENT),
-    "waiting_outside_share_of_workers": E("share of worker time inside requests waiting on "
-                                          "calls outside the process (IO, sleep)", U.PERCENT),
-    "worker_threads": E("worker threads", U.THREADS),
-    "idle_threads": E("threads that only waited for work", U.THREADS),
-    "cpu_utilization": E("CPU used, share of usable cores (OS)", U.PERCENT, none=NOT_MEASURED),
-    **shared("async_wait_share"),
-    "saturated_backend_share": E("share of worker time waiting on a local backend at capacity", U.PERCENT),
-    "downstream_await_share": E("share of request-task time awaiting calls outside the process",
-                                U.PERCENT),
-    "downstream_await": E("await site of the call outside the process requests wait on most",
-                          U.TEXT),
-}
+@dataclass(frozen=True, kw_only=True)
+class UnderloadedEvidence(Measurements):
+    waiting_share_of_workers: float = key(
+        "share of worker time waiting for work or on calls outside the process", U.PERCENT)
+    idle_share_of_workers: float = key("share of worker time idle, waiting for work", U.PERCENT)
+    waiting_outside_share_of_workers: float = key(
+        "share of worker time inside requests waiting on calls outside the process (IO, sleep)", U.PERCENT)
+    worker_threads: int = key("worker threads", U.THREADS)
+    idle_threads: int = key("threads that only waited for work", U.THREADS)
+    cpu_utilization: float | None = key("CPU used, share of usable cores (OS)", U.PERCENT, none=NOT_MEASURED)
+    saturated_backend_share: float = key(
+        "share of worker time waiting on a local backend at capacity", U.PERCENT)
+    # The requests' tasks, where they were read in flight.
+    async_wait_share: float | Omitted = shared_key(optional=True)
+    downstream_await_share: float | Omitted = key(
+        "share of request-task time awaiting calls outside the process", U.PERCENT, optional=True)
+    downstream_await: str | Omitted = key(
+        "await site of the call outside the process requests wait on most", U.TEXT, optional=True)
+
+
+EVIDENCE = declarations(UnderloadedEvidence)
 
 # Frames of servers that run one request per thread: a thread whose stacks pass through one of
 # them is handling requests (file suffix, function pattern; a suffix ending in "/" is a package).
@@ -139,29 +144,24 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     # of the workers' time is taken off (backend_saturated speaks of it).
     saturated = _saturated_backend_share(analysis, [int(t) for t in workers["tid"]])
     score = ramp(share, settings.low, settings.high) * cores_factor * local_factor * (1.0 - saturated)
-    evidence: dict[str, object] = {
-        "waiting_share_of_workers": share,
-        "idle_share_of_workers": idle_share,
-        "waiting_outside_share_of_workers": outside_share,
-        "worker_threads": int(len(workers)),
-        "idle_threads": int((workers["role"] == ThreadRole.IDLE).sum()),
-        "cpu_utilization": utilization,
-        "saturated_backend_share": saturated,
-    }
+    evidence = UnderloadedEvidence(waiting_share_of_workers=share, idle_share_of_workers=idle_share,
+                                   waiting_outside_share_of_workers=outside_share, worker_threads=int(len(workers)),
+                                   idle_threads=int((workers["role"] == ThreadRole.IDLE).sum()),
+                                   cpu_utilization=utilization, saturated_backend_share=saturated)
     sites = top_sites(analysis, samples[idle | outside], total, limit=3)
     summary = f"worker threads were idle waiting for work {pct(idle_share)} of the time"
     if outside_share:
         summary = (f"worker threads waited {pct(share)} of the time: for work {pct(idle_share)}, "
                    f"on calls outside the process (IO, sleep) {pct(outside_share)}")
     if tasks is not None and in_flight:
-        evidence["async_wait_share"] = tasks.local_share
-        evidence["downstream_await_share"] = tasks.downstream_share
+        evidence = replace(evidence, async_wait_share=tasks.local_share,
+                           downstream_await_share=tasks.downstream_share)
         downstream = tasks.downstream_sites
         if downstream:
             top = downstream[0]
             name = f" `{top.name}`" if top.name else ""
-            evidence["downstream_await"] = (f"{top.function} ({short_path(top.file)}:{top.line})"
-                                            f"{name}, {top.kind}")
+            evidence = replace(evidence, downstream_await=(f"{top.function} ({short_path(top.file)}:{top.line})"
+                                                           f"{name}, {top.kind}"))
             summary = (f"requests waited {pct(tasks.downstream_share)} of their time on calls "
                        f"outside the process, most at {top.function} "
                        f"({short_path(top.file)}:{top.line}){name}; worker threads were idle "

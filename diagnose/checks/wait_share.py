@@ -1,8 +1,6 @@
 """The share of request-thread time spent waiting at wait sites of some kinds, and the finding a
 wait check makes from it. lock_contention, pool_wait and logging_lock share this; each keeps its
-kinds, its evidence and its words (lock_contention also what the kernel and the holders add).
-Each check writes its evidence keys itself, as literals: tests/unit/test_check_declarations.py
-reads them from the check's source."""
+kinds, its evidence and its words (lock_contention also what the kernel and the holders add)."""
 
 from __future__ import annotations
 
@@ -10,6 +8,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from diagnose.checks.measurements import Measurements
 from diagnose.checks.base import (Finding, FindingTexts, ScoreBasis, Site, make_finding, ramp, serial_gain,
                                   short_path, sites_from_waits)
 from diagnose.report.model.sections import WaitSite
@@ -59,7 +58,7 @@ def where(site: WaitSite, *also: str) -> str:
 
 
 def wait_finding(check_id: str, settings: WaitSettings, analysis: Analysis, measured: WaitShare, share_key: str,
-                 summary: str, evidence: Mapping[str, object], what: str, *,
+                 summary: str, evidence: Measurements | Mapping[str, object], what: str, *,
                  gain: tuple[float, str] | None = None, advice: Iterable[str] | None = None,
                  lead: Iterable[Site] = ()) -> Finding:
     """The finding on `measured.share`: scored by ramp(low, high), its gain the serial gain of

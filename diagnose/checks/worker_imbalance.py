@@ -25,14 +25,15 @@ What to do instead:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from diagnose.checks.shared_evidence import shared
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
-from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
+from diagnose.checks.declare import declarations, key, shared_key
+from diagnose.checks.measurements import Measurements, Omitted
+from diagnose.report.model.findings import Fix
 from diagnose.checks.base import Finding, make_finding, pct, ramp
 from diagnose.model.process_pipeline import ProcessPipeline
 from diagnose.model.service import Service, fleet, worker_load
@@ -56,15 +57,19 @@ class Settings(CheckSettings):
     saturated_core_share: float = 0.7
 
 
-EVIDENCE = {
-    **shared("fix", "usable_cores"),
-    "workers": E("worker processes", U.PROCESSES),
-    "cores_busy_per_worker": E("cores kept busy per worker (pid: cores)", U.CORES),
-    "load_coefficient_of_variation": E("load spread across workers (coefficient of variation)",
-                                       U.NUMBER),
-    "idle_core_share": E("share of usable cores left idle", U.PERCENT),
-    "saturated_workers": E("saturated workers", U.PROCESSES),
-}
+@dataclass(frozen=True, kw_only=True)
+class ImbalanceEvidence(Measurements):
+    workers: int = key("worker processes", U.PROCESSES)
+    usable_cores: float | None = shared_key()
+    cores_busy_per_worker: dict[str, float] = key("cores kept busy per worker (pid: cores)", U.CORES)
+    load_coefficient_of_variation: float = key(
+        "load spread across workers (coefficient of variation)", U.NUMBER)
+    idle_core_share: float = key("share of usable cores left idle", U.PERCENT)
+    saturated_workers: int = key("saturated workers", U.PROCESSES)
+    fix: Fix | Omitted = shared_key(optional=True)
+
+
+EVIDENCE = declarations(ImbalanceEvidence)
 
 
 _SERVERS = {"gunicorn": "gunicorn `-w {n}`", "uvicorn": "uvicorn `--workers {n}`"}
@@ -123,16 +128,14 @@ def worker_imbalance(service: Service, settings: Settings, pipeline: ProcessPipe
                * (float(saturated.sum()) / len(workers))
                if cores and len(workers) < cores and pipeline is None else 0.0)
     score = max(uneven, too_few)
-    evidence: dict[str, object] = {
-        "workers": len(workers), "usable_cores": cores,
-        "cores_busy_per_worker": {str(w.pid): round(float(c), 3) for w, c in zip(workers, load)},
-        "load_coefficient_of_variation": cv, "idle_core_share": idle_cores,
-        "saturated_workers": int(saturated.sum())}
+    evidence = ImbalanceEvidence(workers=len(workers), usable_cores=cores,
+                                 cores_busy_per_worker={str(w.pid): round(float(c), 3) for w, c in zip(workers, load)},
+                                 load_coefficient_of_variation=cv, idle_core_share=idle_cores,
+                                 saturated_workers=int(saturated.sum()))
     if too_few >= uneven:
         # a fraction of a core (a CPU quota) rounds up: int() would advise 0 workers for 0.5
         n = max(1, math.ceil(cores - 1e-9)) if cores else len(workers) + 1
-        evidence["fix"] = ({"knob": pipeline.knob()[0], "value": n} if pipeline is not None
-                           else {"knob": "workers", "value": n})
+        evidence = replace(evidence, fix=Fix(pipeline.knob()[0] if pipeline is not None else "workers", n))
         summary = (f"{len(workers)} worker process(es) for {cores:g} usable cores: "
                    f"{int(saturated.sum())} saturated while {pct(idle_cores)} of the cores stayed idle")
         advice = [_workers_advice(n, service, pipeline)]
