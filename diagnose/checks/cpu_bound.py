@@ -102,10 +102,11 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                       for s in self_sites},
                            total_time={s.function: s.share for s in total_sites}, sampled_cores=counters.sampled,
                            measured_cores=counters.measured)
-    hottest = self_sites[0].function if self_sites else "?"
+    # No self site: no busy sample was in code no category names (the score is 0 then too)
+    hottest = self_sites[0].function if self_sites else "The request threads' busy code"
     holds = "running pure Python (holding the GIL)" if python_share > 0.5 else "running native code"
     summary = (f"request threads are busy {pct(busy_share)} of the time, {pct(other_share)} of it in "
-               f"code no category names, {holds}; hottest: {hottest}")
+               f"code no category names, {holds}" + (f"; hottest: {hottest}" if self_sites else ""))
     if not counters.agrees:
         summary += f" — {counters.note()}"
         evidence = replace(evidence, counters_note=counters.note())
