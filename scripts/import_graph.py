@@ -40,7 +40,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("readers",),
     ("classify",),
     ("collect",),
-    ("report", "outputs", "samples"),
+    ("samples",),
+    ("report", "outputs"),
     ("vocab",),
     ("errors", "heap", "bounded_read"),
 ]

@@ -13,16 +13,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+# A suspended coroutine's frame is a call site: where the task stands, the line of its await.
+from diagnose.report.model.sections import CallSite as CoroFrame
 from diagnose.vocab import AwaitKind
-
-
-@dataclass(frozen=True)
-class CoroFrame:
-    """One suspended coroutine frame: where in the code the task stands."""
-
-    function: str
-    file: str
-    line: int
 
 
 @dataclass(frozen=True)

@@ -16,17 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-
-@dataclass(frozen=True)
-class Frame:
-    function: str
-    file: str
-    line: int
-    native: bool
-
-    @property
-    def location(self) -> str:
-        return f"{self.file}:{self.line}" if self.line else self.file
+# A profile's frame is the report's: one type for a stack frame, from the recording to the page.
+from diagnose.report.model.sections import StackFrame as Frame
 
 
 def frame_is(frame: Frame, suffix: str, pattern: re.Pattern[str]) -> bool:

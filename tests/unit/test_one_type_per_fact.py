@@ -22,16 +22,7 @@ from collections import defaultdict
 import diagnose
 
 # Each entry: the classes (module.qualname) of one set of field names, and why they stay apart.
-ALLOWED: dict[frozenset[str], str] = {
-    frozenset({"diagnose.samples.profile.Frame", "diagnose.report.model.sections.StackFrame"}):
-        "the same fact (a stack frame), kept apart by the layers: samples/ and report/ sit side by "
-        "side and neither imports the other (pyproject.toml [tool.importlinter]); the profile's "
-        "frames are its intern table's keys, the report's are its frames table",
-    frozenset({"diagnose.collect.task_recording.CoroFrame", "diagnose.report.model.sections.CallSite"}):
-        "a frame of a task's coroutine stack as the reader read it from the target's memory (one "
-        "entry of a stack, outermost first), beside a line where a call is made that a finding "
-        "or a loop's callback names",
-}
+ALLOWED: dict[frozenset[str], str] = {}
 
 
 def _modules() -> list:

@@ -287,10 +287,17 @@ class ProcessTasks:
 
 @dataclass(frozen=True)
 class StackFrame:
+    """A frame of a stack: the report's frames table, and the profile's interned frames
+    (samples/profile.py `Frame`, this type under the name the sampling code reads)."""
+
     function: str
     file: str = ""
     line: int = 0
     native: bool = False
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}" if self.line else self.file
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -445,7 +445,7 @@ declare namespace Model {
     interval_s: number | null;
   }
 
-  /** (diagnose.report.model.sections.StackFrame) */
+  /** A frame of a stack: the report's frames table, and the profile's interned frames (samples/profile.py `Frame`, this type under the name the sampling code reads). (diagnose.report.model.sections.StackFrame) */
   interface StackFrame {
     function: string;
     file: string;
