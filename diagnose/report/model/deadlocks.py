@@ -71,6 +71,9 @@ class DeadlockVictim:
 
 @dataclass(frozen=True, kw_only=True)
 class ReportedDeadlock:
+    """One cycle: its threads (or tasks), each waiting for what the next holds, and those blocked
+    behind it."""
+
     threads: tuple[DeadlockedThread, ...] = ()
     victims: tuple[DeadlockVictim, ...] = ()
     lock_order: tuple[str, ...] = ()  # the order the advice names (qualified); a lock deadlock's
