@@ -4,8 +4,8 @@
 checks/deadlock.py builds these and the evidence conversion (checks/measurements.written)
 writes them with the report's codec; the renderers (render/deadlock_text.py, the Markdown
 summary) read them back with `read_deadlocks`. The fields are declared in the order the keys
-are written, and a key only some cycles have is left out when None (OPTIONAL), so the JSON is
-the same whichever kind of cycle it is.
+are written, and a key only some kinds of cycle have (a knot's `pid`, a cycle's `kind`) is left
+out when None (OPTIONAL), so each kind is written with the keys it has always had.
 """
 
 from __future__ import annotations
@@ -74,9 +74,10 @@ class ReportedDeadlock:
     """One cycle: its threads (or tasks), each waiting for what the next holds, and those blocked
     behind it."""
 
+    # defaulted: read_deadlocks decodes a cycle's own keys first, its entries one by one after
     threads: tuple[DeadlockedThread, ...] = ()
     victims: tuple[DeadlockVictim, ...] = ()
-    lock_order: tuple[str, ...] = ()  # the order the advice names (qualified); a lock deadlock's
+    lock_order: tuple[str, ...] = ()  # a lock deadlock's: the order its advice names; else empty
     kind: CycleKind | None = field(default=None, metadata=OPTIONAL)
 
     @property
