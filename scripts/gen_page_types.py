@@ -45,13 +45,15 @@ from diagnose.render.cpu_account_words import AccountWords  # noqa: E402
 from diagnose.render.evidence import EvidenceRow  # noqa: E402
 from diagnose.render.wording import GainWords  # noqa: E402
 from diagnose.report.model import Report  # noqa: E402
+from diagnose.report.model.deadlocks import ReportedDeadlock  # noqa: E402
 
 OUTPUT = REPO / "reports" / "static" / "page" / "report.gen.d.ts"
 COMMAND = "python scripts/gen_page_types.py"
 NAMESPACE = "Model"
 # The page data's dataclasses (render/html_data.py page_data, render/html.py render_html): its
-# `report`, and the entries of `evidence_text` and `gain_text`.
-ROOTS: tuple[type, ...] = (Report, EvidenceRow, GainWords, AccountWords)
+# `report`, and the entries of `evidence_text` and `gain_text`; and an entry of the deadlock
+# finding's `deadlocks` evidence, which the report holds as JSON of no declared shape.
+ROOTS: tuple[type, ...] = (Report, EvidenceRow, GainWords, AccountWords, ReportedDeadlock)
 JSON_VALUE = "JsonValue"
 
 _SCALARS = {str: "string", int: "number", float: "number", bool: "boolean"}
@@ -218,7 +220,8 @@ def render(roots: tuple[type, ...] = ROOTS) -> str:
         "",
         f"/** The page data's types: {NAMESPACE}.Report is the report (diagnose/report/model), the",
         " *  whole .json file; EvidenceRow and GainWords are the entries of the page data's",
-        " *  `evidence_text` and `gain_text` (diagnose/render/html_data.py, html.py). */",
+        " *  `evidence_text` and `gain_text` (diagnose/render/html_data.py, html.py); ReportedDeadlock",
+        " *  an entry of the deadlock finding's `evidence.deadlocks`. */",
         f"declare namespace {NAMESPACE} {{",
         "  /** A JSON value of no declared shape, as the codec writes it (a finding's evidence). */",
         f"  type {JSON_VALUE} = null | boolean | number | string | {JSON_VALUE}[]"

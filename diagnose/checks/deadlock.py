@@ -53,6 +53,8 @@ from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Unit as U
 from diagnose.checks.declare import declarations, key, shared_key
 from diagnose.checks.measurements import OMITTED, Measurements, Omitted
+from diagnose.report.model.deadlocks import (CycleKind, DeadlockedThread, DeadlockVictim, ReportedDeadlock,
+                                              ReportedLock)
 from diagnose.report.model.findings import Fix
 from diagnose.model.await_graph import AwaitCycle, CycleTask, await_cycles
 from diagnose.model.deadlock import Deadlock, kernel_knot, os_confirms
@@ -95,7 +97,7 @@ class DeadlockEvidence(Measurements):
     # A knot of any resources (model/knots.py): what its threads wait on, in the chain's order.
     knot_waits: str | Omitted = key("what the knot's threads wait on, in turn", U.TEXT, optional=True)
     # The cycle itself, as the reports print it (jstack-like): not a row of the evidence list.
-    deadlocks: list[dict[str, object]] | Omitted = key(
+    deadlocks: tuple[ReportedDeadlock, ...] | Omitted = key(
         "the deadlocks, thread by thread", U.TEXT, row=False, optional=True)
     # Only when the cycle closed inside the window (model/deadlock.Deadlock.formed_s).
     formed_at_s: float | Omitted = key("deadlocked since (into the window)", U.SECONDS, optional=True)
@@ -124,21 +126,21 @@ def where(site: LockSite) -> str:
     return f"{short_path(site.file)}:{site.line}"
 
 
-def deadlock_data(deadlock: Deadlock) -> dict[str, object]:
-    """One deadlock as the JSON report carries it (docs/report-data.md)."""
-    def lock(site: LockSite) -> dict[str, object]:
-        return {"name": site.name, "qualified": site.qualified, "file": site.file,
-                "line": site.line, "function": site.function, "taken": str(site.taken)}
+def _lock(site: LockSite) -> ReportedLock:
+    return ReportedLock(name=site.name, qualified=site.qualified, file=site.file, line=site.line,
+                        function=site.function, taken=str(site.taken))
 
-    return {
-        "threads": [{"thread": m.thread.name, "tid": m.thread.tid, "holds": lock(m.holds),
-                     "waits_for": lock(m.waits_for), "held_by": m.held_by}
-                    for m in deadlock.cycle],
-        "victims": [{"thread": v.thread.name, "tid": v.thread.tid,
-                     "waits_for": lock(v.thread.waits_for), "held_by": v.held_by}
-                    for v in deadlock.victims],
-        "lock_order": [s.qualified for s in deadlock.lock_order],
-    }
+
+def deadlock_data(deadlock: Deadlock) -> ReportedDeadlock:
+    """One deadlock as the report carries it (docs/report-data.md)."""
+    return ReportedDeadlock(
+        threads=tuple(DeadlockedThread(thread=m.thread.name, tid=m.thread.tid, holds=_lock(m.holds),
+                                       waits_for=_lock(m.waits_for), held_by=m.held_by)
+                      for m in deadlock.cycle),
+        victims=tuple(DeadlockVictim(thread=v.thread.name, tid=v.thread.tid,
+                                     waits_for=_lock(v.thread.waits_for), held_by=v.held_by)
+                      for v in deadlock.victims),
+        lock_order=tuple(s.qualified for s in deadlock.lock_order))
 
 
 def order_advice(deadlock: Deadlock) -> str:
@@ -161,30 +163,27 @@ def order_advice(deadlock: Deadlock) -> str:
             f"`{waited.qualified}` first there, or release `{held.qualified}` before taking it.")
 
 
-def _task_site(task: CycleTask) -> dict[str, object]:
+def _task_site(task: CycleTask, label: str) -> ReportedLock:
+    """`label` at the line where `task` awaits (both what it holds and what it waits for)."""
     site = task.site
-    return {"name": f"task {task.name}", "qualified": f"task {task.name}",
-            "file": site.file if site else "", "line": site.line if site else 0,
-            "function": site.function if site else "", "taken": "await"}
+    return ReportedLock(name=label, qualified=label, file=site.file if site else "",
+                        line=site.line if site else 0, function=site.function if site else "",
+                        taken="await")
 
 
-def await_cycle_data(cycle: AwaitCycle) -> dict[str, object]:
+def await_cycle_data(cycle: AwaitCycle) -> ReportedDeadlock:
     """An await cycle in the shape of a thread deadlock (deadlock_data), so every renderer prints
     it thread-dump style: each task "holds" its own result, which the previous task awaits, and
     waits for the next task's result at the line where it awaits it."""
     tasks = cycle.tasks
     by_id = {t.task_id: t for t in tasks}
-    return {
-        "threads": [{"thread": f"task {t.name}", "tid": None,
-                     "holds": {**_task_site(t), "name": f"task {t.name}'s result",
-                               "qualified": f"task {t.name}'s result"},
-                     "waits_for": {**_task_site(t), "name": f"task {by_id[t.awaits].name}",
-                                   "qualified": f"task {by_id[t.awaits].name}"},
-                     "held_by": f"task {by_id[t.awaits].name}"} for t in tasks],
-        "victims": [{"thread": f"task {name}", "tid": None} for name in cycle.victims],
-        "lock_order": [],
-        "kind": "await_cycle",
-    }
+    return ReportedDeadlock(
+        threads=tuple(DeadlockedThread(thread=f"task {t.name}", tid=None,
+                                       holds=_task_site(t, f"task {t.name}'s result"),
+                                       waits_for=_task_site(t, f"task {by_id[t.awaits].name}"),
+                                       held_by=f"task {by_id[t.awaits].name}") for t in tasks),
+        victims=tuple(DeadlockVictim(thread=f"task {name}") for name in cycle.victims),
+        kind=CycleKind.AWAIT_CYCLE)
 
 
 def _await_cycle_finding(analysis: Analysis, settings: Settings, cycles: tuple[AwaitCycle, ...]) -> Finding:
@@ -214,7 +213,7 @@ def _await_cycle_finding(analysis: Analysis, settings: Settings, cycles: tuple[A
     evidence = DeadlockEvidence(
         deadlocked_threads=0, deadlocked_tasks=len(names), victim_threads=0, victim_tasks=victims,
         locks_in_cycle=" -> ".join(f"task {t.name}" for t in first.tasks),
-        deadlocks=[await_cycle_data(c) for c in cycles],
+        deadlocks=tuple(await_cycle_data(c) for c in cycles),
         # The first advice as a knob: the await to remove (waiter -> awaited task).
         fix=Fix("break_await", f"task {breaker.name} -> task {names[breaker.awaits]}"))
     return make_finding(ID, settings, 100.0, summary, evidence, sites, advice=advice,
@@ -260,7 +259,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     evidence = DeadlockEvidence(
         deadlocked_threads=threads, victim_threads=victims, locks_in_cycle=locks,
         lock_order=" before ".join(s.qualified for s in first.lock_order),
-        deadlocks=[deadlock_data(d) for d in deadlocks],
+        deadlocks=tuple(deadlock_data(d) for d in deadlocks),
         formed_at_s=formed if formed is not None else OMITTED,
         # The first advice as a knob: take the first deadlock's locks in this order.
         fix=Fix("lock_order", [s.qualified for s in first.lock_order]) if len(first.cycle) > 1 else OMITTED)
@@ -339,17 +338,17 @@ def _at(at: CallSite | None) -> str:
     return at_words(at, short_path)
 
 
-def knot_data(knot: Knot) -> dict[str, object]:
-    """A knot as the JSON report carries it, in the shape of a lock deadlock (deadlock_data), so
+def knot_data(knot: Knot) -> ReportedDeadlock:
+    """A knot as the report carries it, in the shape of a lock deadlock (deadlock_data), so
     every renderer prints it thread-dump style: each thread "holds" what the thread before it
     waits for (a lock, the job of a future, a child's exit, a pipe's end: `taken` says which
     resource), and waits for what the next one holds (`taken`: its kind of wait). `pid` names
     each thread's process."""
-    def site(label: str, at: CallSite | None, kind: str) -> dict[str, object]:
-        return {"name": label, "qualified": label, "file": at.file if at else "",
-                "line": at.line if at else 0, "function": at.function if at else "", "taken": kind}
+    def site(label: str, at: CallSite | None, kind: str) -> ReportedLock:
+        return ReportedLock(name=label, qualified=label, file=at.file if at else "",
+                            line=at.line if at else 0, function=at.function if at else "", taken=kind)
 
-    def waits_for(wait: Wait) -> dict[str, object]:
+    def waits_for(wait: Wait) -> ReportedLock:
         return site(wait.label, wait.at, str(wait.resource))
 
     threads = []
@@ -363,13 +362,13 @@ def knot_data(knot: Knot) -> dict[str, object]:
         holds = site(serving.holds if serving is not None else "",
                      serving.at if serving is not None and serving.at is not None else wait.at,
                      str(before.resource))
-        threads.append({"thread": _who(wait.name, wait.thread, knot), "tid": wait.thread.tid,
-                        "pid": wait.thread.pid, "holds": holds, "waits_for": waits_for(wait),
-                        "held_by": _who(hop.server_name, hop.server.thread, knot)})
-    victims = [{"thread": _who(v.wait.name, v.wait.thread, knot), "tid": v.wait.thread.tid,
-                "pid": v.wait.thread.pid, "waits_for": waits_for(v.wait),
-                "held_by": _who(v.server_name, v.server.thread, knot)} for v in knot.victims]
-    return {"threads": threads, "victims": victims, "lock_order": [], "kind": "knot"}
+        threads.append(DeadlockedThread(thread=_who(wait.name, wait.thread, knot), tid=wait.thread.tid,
+                                        pid=wait.thread.pid, holds=holds, waits_for=waits_for(wait),
+                                        held_by=_who(hop.server_name, hop.server.thread, knot)))
+    victims = tuple(DeadlockVictim(thread=_who(v.wait.name, v.wait.thread, knot), tid=v.wait.thread.tid,
+                                   pid=v.wait.thread.pid, waits_for=waits_for(v.wait),
+                                   held_by=_who(v.server_name, v.server.thread, knot)) for v in knot.victims)
+    return ReportedDeadlock(threads=tuple(threads), victims=victims, kind=CycleKind.KNOT)
 
 
 def knot_advice(knot: Knot) -> str:
@@ -431,7 +430,7 @@ def knot_finding(settings: Settings, knots: tuple[Knot, ...], total_samples: flo
                + "; none of them will run again (hung, not slow)")
     evidence = DeadlockEvidence(deadlocked_threads=threads, victim_threads=victims,
                                 knot_waits=" -> ".join(h.wait.label for h in first.chain),
-                                deadlocks=[knot_data(k) for k in knots],
+                                deadlocks=tuple(knot_data(k) for k in knots),
                                 knot_processes=", ".join(map(str, pids)) if len(pids) > 1 else OMITTED)
     total = max(1.0, total_samples)
     sites = [Site(h.wait.at.function, h.wait.at.file, h.wait.at.line, round(h.wait.samples / total, 4))

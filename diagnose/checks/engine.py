@@ -100,10 +100,11 @@ def annotated(check: CheckSpec[Any], finding: Finding, analysis: Analysis,
         # stating: the cap says "large" (a QueueHandler measured 42x where the cap said 20x)
         floor = (f"the figure is capped at {MAX_AMDAHL:g}x: the share is too close to all of the "
                  f"time for Amdahl to say more than 'large'")
-    fix = finding.evidence.get("fix")
-    knob = fix.get("knob") if isinstance(fix, dict) else None
-    fared = (fared_words(check.id, knob if isinstance(knob, str) else None)
-             if finding.predicted_gain is not None else None)
+    # The finding's one knob; several applied together (gc_pressure) name no one of them, so
+    # every measured fix of the check counts.
+    fixes = finding.fixes
+    knob = (fixes[0].knob or None) if len(fixes) == 1 else None
+    fared = fared_words(check.id, knob) if finding.predicted_gain is not None else None
     if not unseen and floor == finding.gain_floor and fared == finding.fared:
         return finding
     return replace(finding, unseen=tuple(unseen), gain_floor=floor, fared=fared)

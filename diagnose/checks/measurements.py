@@ -8,10 +8,11 @@ check builds an instance; make_finding (checks/base.py) turns it into the findin
 
 from __future__ import annotations
 
-from dataclasses import Field, fields
+from dataclasses import Field, fields, is_dataclass
 from enum import Enum
 from typing import Any, ClassVar, Literal, TypeAlias
 
+from diagnose.report.model.codec import encode
 from diagnose.report.model.findings import Fix
 
 
@@ -42,6 +43,10 @@ def _value(value: object) -> object:
         return fix_value(value)
     if isinstance(value, tuple) and value and all(isinstance(v, Fix) for v in value):
         return [fix_value(v) for v in value]  # several knobs, applied together
+    if isinstance(value, tuple) and value and all(is_dataclass(v) for v in value):
+        # report parts (a deadlock's cycles, report/model/deadlocks.py): as the report's codec
+        # writes them, so the finding holds JSON whether or not it is written out
+        return [encode(v) for v in value]
     return value
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from diagnose.vocab import Confidence, Severity
 from diagnose.render import wording
 from diagnose.render.cpu_account_words import account_words
-from diagnose.render.deadlock_text import behind, deadlocks_in, heading
+from diagnose.render.deadlock_text import behind, deadlocks_in, heading, lock_where
 from diagnose.render.evidence import (DASH, EvidenceRow, describe_evidence, fmt_number,
                                       fmt_percent, fmt_seconds)
 from diagnose.render.text_safety import LINE_BREAKING, show_invisible
@@ -468,14 +468,14 @@ def _deadlock_lines(report: Report, budget: _Budget) -> list[str]:
     lines = [f"**{heading(len(deadlocks))}**", ""]
     for deadlock in deadlocks[:budget.findings]:
         for t in deadlock.threads:
-            lines.append(f"- {md_code(t.thread, budget.name)} holds {md_code(t.holds.name, budget.name)} "
-                         f"({md_code(t.holds.where, budget.name, keep_tail=True)}), waits for "
-                         f"{md_code(t.waits_for.name, budget.name)} "
-                         f"({md_code(t.waits_for.where, budget.name, keep_tail=True)}), held by "
+            lines.append(f"- {md_code(t.thread, budget.name)} holds {md_code(t.holds.shown, budget.name)} "
+                         f"({md_code(lock_where(t.holds), budget.name, keep_tail=True)}), waits for "
+                         f"{md_code(t.waits_for.shown, budget.name)} "
+                         f"({md_code(lock_where(t.waits_for), budget.name, keep_tail=True)}), held by "
                          f"{md_code(t.held_by, budget.name)}")
         if deadlock.victims:
             shown = deadlock.victims[:budget.waits]
-            named = ", ".join(md_code(v, budget.name) for v in shown)
+            named = ", ".join(md_code(v.thread, budget.name) for v in shown)
             more = f" and {len(deadlock.victims) - len(shown)} more" if len(shown) < len(deadlock.victims) else ""
             lines.append(f"- {behind(len(deadlock.victims), deadlock.among_tasks)}"
                          + (f": {named}{more}" if shown else ""))

@@ -53,7 +53,7 @@ def check_await_cycle(report: Report) -> None:
     assert lines == {marker_line(path, "refresh-awaits-loader"),
                      marker_line(path, "loader-awaits-refresh")}, dead.sites
     (cycle,) = deadlock_cycles(dead)
-    assert {t.thread for t in cycle.members} == {"task refresh", "task loader"}, cycle
+    assert {t.thread for t in cycle.threads} == {"task refresh", "task loader"}, cycle
 
 
 # Per workload, what its attach must show (also run on CPython 3.11-3.13:

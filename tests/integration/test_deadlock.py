@@ -56,15 +56,15 @@ def check_deadlock(report: Report, workload: str, forming: bool = False) -> None
         assert victims == THREADS - 2, found.evidence
     path = WORKLOADS / f"{workload}.py"
     (cycle,) = deadlock_cycles(found)
-    seen = {(t.holds.line, t.waits_for.line) for t in cycle.members}
+    seen = {(t.holds.line, t.waits_for.line) for t in cycle.threads}
     expected = {(marker_line(path, held), marker_line(path, waits)) for held, waits in CYCLES[workload]}
     assert seen == expected, cycle
-    assert all(t.holds.file.endswith(f"{workload}.py") for t in cycle.members), cycle
+    assert all(t.holds.file.endswith(f"{workload}.py") for t in cycle.threads), cycle
     # Each thread waits for the lock the other holds.
-    names = {t.thread for t in cycle.members}
-    assert len(names) == 2 and {t.held_by for t in cycle.members} == names, cycle
-    holds = {t.thread: t.holds.qualified for t in cycle.members}
-    assert all(t.waits_for.qualified == holds[t.held_by] for t in cycle.members), cycle
+    names = {t.thread for t in cycle.threads}
+    assert len(names) == 2 and {t.held_by for t in cycle.threads} == names, cycle
+    holds = {t.thread: t.holds.qualified for t in cycle.threads}
+    assert all(t.waits_for.qualified == holds[t.held_by] for t in cycle.threads), cycle
     assert "always take" in found.advice[0], found.advice
     assert finding(report, "lock_contention").severity != "critical", brief
 

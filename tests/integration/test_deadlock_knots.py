@@ -44,13 +44,13 @@ def test_a_lock_holder_waiting_for_a_future_whose_job_needs_the_lock_is_a_deadlo
     found = finding(report, "deadlock")
     path = WORKLOADS / "deadlock_future.py"
     (cycle,) = deadlock_cycles(found)
-    waiter, loader = cycle.members
+    waiter, loader = cycle.threads
     # the request thread that missed first (any of them) holds the lock and waits for the future
     assert waiter.thread.startswith("request-") and loader.thread == "loader_0", cycle
-    assert waiter.holds is not None and waiter.holds.line == marker_line(path, "miss-lock"), cycle
-    assert waiter.waits_for is not None and waiter.waits_for.taken == "future", cycle
+    assert waiter.holds.line == marker_line(path, "miss-lock"), cycle
+    assert waiter.waits_for.taken == "future", cycle
     assert waiter.waits_for.line == marker_line(path, "future-wait"), cycle
-    assert loader.waits_for is not None and loader.waits_for.taken == "lock", cycle
+    assert loader.waits_for.taken == "lock", cycle
     assert loader.waits_for.line == marker_line(path, "load-lock"), cycle
     assert (waiter.held_by, loader.held_by) == (loader.thread, waiter.thread), cycle
     assert len(cycle.victims) == THREADS - 1, cycle

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from diagnose.compare.model import Diff
 from diagnose.report.load_report import ExperimentReport, SweepReport
 from diagnose.report.model import Finding, Report
-from diagnose.report.model.codec import JsonValue
+from diagnose.report.model.codec import JsonValue, decode
+from diagnose.report.model.deadlocks import ReportedDeadlock
 from tests.conftest import CliResult, invoke_cli, run_cli
 
 _MISSING: Any = object()
@@ -79,55 +78,12 @@ def outcome(report: Report, check_id: str) -> str:
     return str(found[0]) if found else "not applicable"
 
 
-# The deadlock check's `deadlocks` evidence (checks/deadlock.deadlock_data, await_cycle_data): a
-# free-form object in the report, read here once into values.
-
-@dataclass(frozen=True)
-class LockAt:
-    name: str
-    qualified: str
-    file: str
-    line: int
-    function: str
-    taken: str
-
-
-@dataclass(frozen=True)
-class CycleMember:
-    thread: str
-    tid: int | None
-    holds: LockAt | None
-    waits_for: LockAt | None
-    held_by: str | None
-
-
-@dataclass(frozen=True)
-class Cycle:
-    kind: str
-    members: tuple[CycleMember, ...]
-    victims: tuple[CycleMember, ...]
-    lock_order: tuple[str, ...]  # the order to adopt, one lock (qualified) each
-
-
-def _lock_at(raw: Any) -> LockAt | None:
-    return None if raw is None else LockAt(**{f.name: raw.get(f.name) for f in fields(LockAt)})
-
-
-def _member(raw: Mapping[str, Any]) -> CycleMember:
-    get = raw.get
-    return CycleMember(get("thread"), get("tid"), _lock_at(get("holds")),
-                       _lock_at(get("waits_for")), get("held_by"))
-
-
-def deadlock_cycles(found: Finding) -> tuple[Cycle, ...]:
-    """The cycles the deadlock finding's evidence lists, thread (or task) by thread."""
+def deadlock_cycles(found: Finding) -> tuple[ReportedDeadlock, ...]:
+    """The cycles the deadlock finding's evidence lists, thread (or task) by thread, in the types
+    the check builds (diagnose/report/model/deadlocks.py); one not of their shape fails the test."""
     raw = evidence(found, "deadlocks")
     assert isinstance(raw, list), raw
-    return tuple(Cycle(str(c.get("kind", "locks")),
-                       tuple(_member(m) for m in c.get("threads") or ()),
-                       tuple(_member(v) for v in c.get("victims") or ()),
-                       tuple(str(q) for q in c.get("lock_order") or ()))
-                 for c in raw if isinstance(c, dict))
+    return tuple(decode(ReportedDeadlock, c) for c in raw)
 
 
 def as_sweep(data: Any) -> SweepReport:

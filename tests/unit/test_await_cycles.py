@@ -74,7 +74,7 @@ def test_the_deadlock_check_reports_an_await_cycle_thread_dump_style_with_its_vi
     report = as_report({"findings": [{"id": "deadlock", "evidence": finding.evidence}]})
     (found,) = deadlocks_in(report)
     assert [t.thread for t in found.threads] == ["task refresh", "task loader"]
-    assert found.victims == ("task request-1",)
+    assert [v.thread for v in found.victims] == ["task request-1"]
     text = "\n".join(dump_lines(report))
     assert "task refresh" in text and "app.py:47" in text
 

@@ -74,7 +74,7 @@ def test_a_malformed_entry_is_left_out_and_the_rest_of_its_deadlock_printed():
                    victims_as_written=[{"thread": "request-2"}, "not an object"])
     (found,) = deadlocks_in(as_report(cycle))
     assert [t.thread for t in found.threads] == ["request-0", "request-1"]
-    assert found.victims == ("request-2",)
+    assert [v.thread for v in found.victims] == ["request-2"]
     missing = report(TWO, victims_as_written=None)
     assert [t.thread for t in deadlocks_in(as_report(missing))[0].threads] == ["request-0",
                                                                                 "request-1"]

@@ -194,3 +194,20 @@ def test_a_finding_is_told_how_its_own_levers_fixes_fared_not_another_levers():
     shared = fared_words("gil_contention", "per_thread_instance") or ""
     assert "a connection per thread" in shared and "vectorised" not in shared
     assert "vectorised" in (fared_words("gil_contention", "vectorize") or "")
+
+
+def test_the_fared_words_count_the_findings_own_knob_and_every_lever_when_it_names_several():
+    gil = CHECKS_BY_ID["gil_contention"]
+    one = Finding(id="gil_contention", predicted_gain=2.0,
+                  evidence={"fix": {"knob": "vectorize", "value": "loop"}})
+    several = Finding(id="gil_contention", predicted_gain=2.0,
+                      evidence={"fix": [{"knob": "vectorize", "value": "loop"},
+                                        {"knob": "release_gil", "value": "call"}]})
+    assert fared_words("gil_contention", "vectorize") != fared_words("gil_contention")
+    assert annotated(gil, one, _blind()).fared == fared_words("gil_contention", "vectorize")
+    assert annotated(gil, several, _blind()).fared == fared_words("gil_contention")
+    # gc_pressure's fix is two knobs applied together: every measured fix of the check counts
+    gc = Finding(id="gc_pressure", predicted_gain=1.4,
+                 evidence={"fix": [{"knob": "gc_freeze", "value": True},
+                                   {"knob": "gc_threshold", "value": [50000, 20, 100]}]})
+    assert annotated(CHECKS_BY_ID["gc_pressure"], gc, _blind()).fared == fared_words("gc_pressure")

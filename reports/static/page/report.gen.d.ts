@@ -7,7 +7,8 @@
 
 /** The page data's types: Model.Report is the report (diagnose/report/model), the
  *  whole .json file; EvidenceRow and GainWords are the entries of the page data's
- *  `evidence_text` and `gain_text` (diagnose/render/html_data.py, html.py). */
+ *  `evidence_text` and `gain_text` (diagnose/render/html_data.py, html.py); ReportedDeadlock
+ *  an entry of the deadlock finding's `evidence.deadlocks`. */
 declare namespace Model {
   /** A JSON value of no declared shape, as the codec writes it (a finding's evidence). */
   type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
@@ -599,4 +600,44 @@ declare namespace Model {
     how: string;
     share: number | null;
   }
+
+  /** One cycle: its threads (or tasks), each waiting for what the next holds, and those blocked behind it. (diagnose.report.model.deadlocks.ReportedDeadlock) */
+  interface ReportedDeadlock {
+    threads: DeadlockedThread[];
+    victims: DeadlockVictim[];
+    lock_order: string[];
+    kind?: CycleKind;
+  }
+
+  /** A thread (or task) of the cycle: it holds what the one before it waits for and waits for what `held_by` holds. (diagnose.report.model.deadlocks.DeadlockedThread) */
+  interface DeadlockedThread {
+    thread: string;
+    tid: number | null;
+    pid?: number;
+    holds: ReportedLock;
+    waits_for: ReportedLock;
+    held_by: string;
+  }
+
+  /** What a thread holds or waits for, and the line where it took it or waits. (diagnose.report.model.deadlocks.ReportedLock) */
+  interface ReportedLock {
+    name: string;
+    qualified: string;
+    file: string;
+    line: number;
+    function: string;
+    taken: string;
+  }
+
+  /** A thread (or task) blocked behind the cycle, not part of it. (diagnose.report.model.deadlocks.DeadlockVictim) */
+  interface DeadlockVictim {
+    thread: string;
+    tid: number | null;
+    pid?: number;
+    waits_for?: ReportedLock;
+    held_by?: string;
+  }
+
+  /** What waits in the cycle, when not threads on locks (a lock deadlock writes no kind). (diagnose.report.model.deadlocks.CycleKind) */
+  type CycleKind = "await_cycle" | "knot";
 }

@@ -106,24 +106,31 @@
   /** @param {Partial<Model.Report>} r */
   function deadlockBlock(r) {
     const f = arr(r.findings).map(obj).find((x) => str(x.id) === 'deadlock');
-    const cycles = f ? arr(obj(f.evidence).deadlocks).map(obj).filter((d) => arr(d.threads).length >= 2) : [];
+    // Each entry read defensively, typed as the check writes it (Model.ReportedDeadlock), so a
+    // renamed key fails the type check here as it fails Python's.
+    const cycles = f ? arr(obj(f.evidence).deadlocks)
+      .map((d) => /** @type {Partial<Model.ReportedDeadlock>} */ (obj(d)))
+      .filter((d) => arr(d.threads).length >= 2) : [];
     if (!cycles.length) return null;
-    const where = (/** @type {Record<string, unknown>} */ l) => {
+    const where = (/** @type {Partial<Model.ReportedLock>} */ l) => {
       const parts = str(l.file).split('/');
       return parts.slice(-2).join('/') + ':' + str(l.line);
     };
-    const lock = (/** @type {unknown} */ raw) => { const l = obj(raw); return str(l.qualified || l.name) + ' (' + where(l) + ')'; };
+    const lock = (/** @type {unknown} */ raw) => {
+      const l = /** @type {Partial<Model.ReportedLock>} */ (obj(raw));
+      return str(l.qualified || l.name) + ' (' + where(l) + ')';
+    };
     const box = h('div', { class: 'verdict-deadlock', id: 'verdict-deadlock' },
       h('p', { class: 'banner-title',
         text: cycles.length === 1 ? 'Found one deadlock:' : 'Found ' + cycles.length + ' deadlocks:' }));
     cycles.forEach((d) => {
       const list = h('ul', { class: 'mono' });
-      arr(d.threads).map(obj).forEach((t) => {
+      arr(d.threads).map((t) => /** @type {Partial<Model.DeadlockedThread>} */ (obj(t))).forEach((t) => {
         list.appendChild(h('li', { class: 'deadlock-thread' },
           h('strong', { text: '"' + str(t.thread) + '"' }),
           ' holds ' + lock(t.holds) + ', waits for ' + lock(t.waits_for) + ', held by "' + str(t.held_by) + '"'));
       });
-      const victims = arr(d.victims).map(obj);
+      const victims = arr(d.victims).map((v) => /** @type {Partial<Model.DeadlockVictim>} */ (obj(v)));
       const noun = d.kind === 'await_cycle' ? 'task' : 'thread';  // an await cycle among tasks
       if (victims.length) {
         const named = victims.slice(0, 8).map((v) => str(v.thread)).join(', ');
