@@ -31,7 +31,7 @@ from diagnose.checks.measurements import Measurements, Omitted
 from diagnose.checks.base import (Finding, NotApplicable, ScoreBasis, Site, busy_samples, core_room, make_finding,
                                   more_cores_lever, pct, ramp, remove_work_lever)
 from diagnose.model.bootstrap import is_bootstrap
-from diagnose.model.counters import holder_agreement, running_agreement
+from diagnose.model.counters import holder_agreement, running_agreement, wanted_cores
 from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, blocked_share
 from diagnose.vocab import GIL_BOUND, ThreadState
 
@@ -142,9 +142,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
 def _gil_held_asleep(analysis: Analysis) -> bool:
     """The kernel and the counters say the GIL's holder was blocked most of the time threads
     waited for it (model/gil_holder.py)."""
-    os_ = analysis.os
-    cores = os_.cpu_s / os_.window_s if os_ is not None and os_.window_s else None
-    return blocked_share(analysis.gil_holding, cores) >= HELD_ASLEEP_SHARE
+    return blocked_share(analysis.gil_holding, wanted_cores(analysis.os)) >= HELD_ASLEEP_SHARE
 
 
 def _self_time(analysis: Analysis, samples: pd.DataFrame, reference: float, limit: int = 5) -> list[Site]:

@@ -68,6 +68,15 @@ def unpaused_window_s(os_: ProcessOS) -> float:
     return max(os_.window_s * (1.0 - os_.observer_stop_share), 1e-6)
 
 
+def wanted_cores(os_: ProcessOS | None) -> float | None:
+    """The cores the process ran or sat runnable waiting for (CPU and run-queue seconds over the
+    unpaused window): what a thread that computes takes, whether or not a core was free for it.
+    None without counters."""
+    if os_ is None or os_.window_s <= 0:
+        return None
+    return (os_.cpu_s + (os_.runqueue_wait_s or 0.0)) / unpaused_window_s(os_)
+
+
 def running_agreement(analysis: SampledProcess, samples: pd.DataFrame, what: str = "request threads running"
                       ) -> CpuAgreement:
     """The cores `samples`' threads ran by their samples (running share per thread, summed)

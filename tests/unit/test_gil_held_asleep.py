@@ -67,3 +67,19 @@ def test_threads_queued_behind_a_sleeping_gil_holder_on_a_busy_machine_are_not_c
     assert report.verdict.primary == "gil_contention"
     busy = report.finding("cpu_bound")
     assert busy is None or busy.score < 25
+
+
+def test_a_computing_holder_kept_off_a_core_by_other_tenants_is_not_asleep(tmp_path) -> None:
+    """A CI run's attach of the gil_contention fixture beside other tests
+    (fixtures/recorded/gil_contention_busy_machine): the process got few cores while its holder
+    ran postprocess, so its CPU alone read the holder as blocked 50%+ of the contended time, and
+    the verdict advised releasing the GIL around a call that computes. Its run-queue time says it
+    wanted a core all along: the holder computes, and the advice is the Python hot spot's."""
+    from tests.replay import replay
+
+    report = replay("gil_contention_busy_machine", "postprocess_8_threads", tmp_path)
+    assert report.verdict.primary == "gil_contention"
+    gil = report.finding("gil_contention")
+    assert gil is not None and gil.sites[0].function == "postprocess"
+    assert gil.value("gil_wait_share_per_thread"), [v.key for v in gil.evidence]
+    assert "release it around that call" not in gil.advice[0], gil.advice[0]
