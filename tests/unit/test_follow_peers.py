@@ -89,3 +89,28 @@ def test_the_graph_follows_the_socket_into_the_followed_backends_busy_thread(tmp
     assert node.label.startswith("peer ") and "request thread" in node.label, node
     assert node.site.startswith("score_features feature_backend.py:"), node
     assert any(e.source == node.id and e.kind == "waits_for" for e in graph.edges)
+
+
+def test_a_backends_own_finding_at_the_info_line_joins_the_chain_by_its_interval() -> None:
+    """CI's live attach of the followed backend read its cpu_bound under 25 where the replay
+    read 29 (0-60): a point score at the threshold dropped the chain's last hop. A finding whose
+    interval reaches the info line joins; one that shows nothing even at its high end does not."""
+    from diagnose.checks.engine import CheckResults
+    from diagnose.checks.service_verdict import _with_peer_verdict
+    from diagnose.report.model.findings import EvidenceValues, Finding, Site, Verdict
+
+    service = Finding(id="backend_saturated", title="Requests wait on a backend", score=100,
+                      summary="16 threads waited", advice=("Run more of it.",),
+                      evidence=EvidenceValues.of({"backend_sampled_pid": 7}))
+
+    def peer_with(score: int, interval: tuple[int, int]) -> dict:
+        own = Finding(id="cpu_bound", title="Busy threads", score=score, score_interval=interval,
+                      summary="busy 92%", advice=("Vectorise score_features.",),
+                      sites=(Site("score_features", "feature_backend.py", 40, 0.9),))
+        idle = Finding(id="underloaded", title="Waiting for work", score=73, summary="idle")
+        return {7: CheckResults((idle, own), (), Verdict(primary="underloaded"))}
+
+    joined = _with_peer_verdict(service, peer_with(20, (0, 50)))
+    assert [s.function for s in joined.sites] == ["score_features"], joined.sites
+    assert "score_features" in joined.advice[1]
+    assert _with_peer_verdict(service, peer_with(5, (0, 20))) == service
