@@ -116,11 +116,11 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     gain = _gain(share)
     what = f" ({commands[0][0]})" if commands else ""
     how_many = (f"at least {children.started_at_least} children" if children.started_at_least else "children")
-    forks = (f"; the machine started {children.machine_forks} processes in the window" if
+    forks = (f", at most {children.machine_forks} by the machine's fork counter" if
              children.machine_forks is not None else "")
     where = (f", started at {sites[0].function} ({short_path(sites[0].file)}:{sites[0].line})" if sites else "")
     summary = (f"{pct(share)} of the CPU was its child processes' ({children.cpu_s:.2f} s over "
-               f"{children.window_s:.1f} s): {how_many}{what}{where}{forks}")
+               f"{children.window_s:.1f} s): {how_many}{what}{forks}{where}")
     evidence: dict[str, object] = {
         "children_share": share,
         "children_cpu_s": children.cpu_s,

@@ -4,7 +4,8 @@ The kernel's time for a process (its /proc/PID/stat stime) says how much, not wh
 frames say where: a sample whose innermost native frames (below the innermost Python frame) are
 one of the C library's system-call wrappers (`write`, `read`, `openat64`, `vfork`, ...) caught
 the thread inside that call, and the Python frame above it is the line that made it (a file
-object's `write`, `os.read`, `subprocess`'s fork). Calls that sleep (futex, poll, select,
+object's `write`, `os.read`; past the standard library's own files, the service's line that called
+them: `subprocess.run`'s fork is its caller's). Calls that sleep (futex, poll, select,
 epoll_wait, nanosleep) are waits, not the kernel's work: they are left to the wait analysis.
 
 Without native frames the calls are not visible: the sites are then none, and a check says the
@@ -37,6 +38,13 @@ _WORK_CALLS = frozenset({
 # __write_nocancel, __open64_nocancel, _Fork, __fstatat64, fcntl64.
 _DECORATION = re.compile(r"^(__GI_)?(__libc_|__)?_?|(64)?(_nocancel)?(64)?$")
 _LIBC = re.compile(r"(^|/)(libc|libpthread)([.-]|\.so)")
+# The standard library's own Python files (not an installed package): a call made inside them
+# (subprocess's fork, a socket's sendall) is the service's line that called them.
+_STDLIB = re.compile(r"/lib/python\d\.\d+t?/(?!(site|dist)-packages/)")
+
+
+def _stdlib(frame: Frame) -> bool:
+    return bool(_STDLIB.search(frame.file or ""))
 
 
 def call_name(frame: Frame) -> str | None:
@@ -109,7 +117,9 @@ def syscall_samples(native: Profile | None, tids: set[int], pid: int | None,
         in_calls += weight
         calls[name] = calls.get(name, 0.0) + weight
         if python >= 0:
-            frame = frames[python]
+            caller = next((i for i in range(python, -1, -1)
+                           if not frames[i].native and not _stdlib(frames[i])), python)
+            frame = frames[caller]
             key = (frame.function, frame.file, frame.line)
             sites[key] = sites.get(key, 0.0) + weight
     ranked_calls = sorted(calls.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
