@@ -125,7 +125,8 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     where = (f"; its threads were inside {top_calls} called from {sites[0].function} "
              f"({short_path(sites[0].file)}:{sites[0].line})" if sites else
              "; no native sample caught a working call, so no line is named")
-    summary = f"{pct(share)} of the CPU was the kernel's ({kernel:.2f} s of system time over {os_.window_s:.1f} s)" + where
+    summary = (f"{pct(share)} of the CPU was the kernel's ({kernel:.2f} s of system time over "
+               f"{os_.window_s:.1f} s)" + where)
     evidence: dict[str, object] = {
         "kernel_share": share,
         "kernel_cpu_s": kernel,
