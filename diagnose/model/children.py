@@ -30,14 +30,15 @@ from diagnose.samples.profile import Frame, Profile
 # Python functions that start a process, by the file that defines them (a suffix) and their
 # names (py-spy's qualified names on 3.11+, bare names before).
 SPAWN_FUNCTIONS: dict[str, frozenset[str]] = {
+    # the longer suffix first: asyncio's subprocess.py also ends in "/subprocess.py"
+    "asyncio/subprocess.py": frozenset({"create_subprocess_exec", "create_subprocess_shell",
+                                        "Process.communicate", "communicate", "Process.wait", "wait"}),
     "subprocess.py": frozenset({"run", "call", "check_call", "check_output", "getoutput",
                                 "getstatusoutput", "Popen.__init__", "__init__", "Popen._execute_child",
                                 "_execute_child", "Popen.communicate", "communicate", "Popen.wait",
                                 "wait", "Popen._wait", "_wait", "Popen._communicate", "_communicate"}),
     "os.py": frozenset({"popen", "_spawnvef", "spawnv", "spawnve", "spawnvp", "spawnvpe", "spawnl",
                         "spawnle", "spawnlp", "spawnlpe"}),
-    "asyncio/subprocess.py": frozenset({"create_subprocess_exec", "create_subprocess_shell",
-                                        "Process.communicate", "communicate", "Process.wait", "wait"}),
 }
 # The standard library's own files a spawn passes through on its way to the caller's line.
 _PLUMBING = ("subprocess.py", "os.py", "asyncio/subprocess.py", "asyncio/base_subprocess.py",
@@ -160,9 +161,15 @@ def child_processes(tree: TreeRecord | None, pid: int | None) -> ChildProcesses 
         return None
     first, last = times
     own = max(0.0, last.own_s - first.own_s)
-    reaped = max(0.0, last.reaped_s - first.reaped_s)
-    # children sampled as processes of the service are counted as themselves, not here
+    # children sampled as processes of the service are counted as themselves, not here: one that
+    # exited in the window was reaped too (its window's CPU taken out, as model/cpu_account does)
     sampled = {p for p, parent in tree.parents.items() if parent == pid}
+    reaped_sampled = 0.0
+    for child in sampled:
+        child_times = _times(tree.records[child]) if child in tree.records else None
+        if child_times is not None and tree.records[child].target_exited:
+            reaped_sampled += max(0.0, child_times[1].own_s - child_times[0].own_s)
+    reaped = max(0.0, last.reaped_s - first.reaped_s - reaped_sampled)
     # a child gone before its parent was read is the only sampled process's, when there is one
     only = len(tree.records) == 1
     mine = {child: entry for child, entry in tree.other_children.items()

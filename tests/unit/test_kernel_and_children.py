@@ -251,3 +251,18 @@ def test_a_lock_every_request_queues_on_still_leads():
     kernel = finding("kernel_work", 80, 1.3)
     lock = finding("lock_contention", 100, 3.0)
     assert [f.id for f in rank([kernel, lock], order_of)] == ["lock_contention", "kernel_work"]
+
+
+def test_asyncios_subprocess_functions_are_its_own():
+    assert spawns(py("create_subprocess_exec", 218, f"{LIB}/asyncio/subprocess.py"))
+    assert not spawns(py("create_subprocess_exec", 218, SUBPROCESS))
+
+
+def test_a_sampled_child_that_exited_is_counted_as_itself_not_again_as_reaped():
+    tree = tree_of()
+    child = ProcRecord(pid=200, cores=2, cpu_quota_cores=None, started_at=10.0)
+    child.process_cpu = [[0.0, 0.0, 0.0, 0.0], [0.5, 0.1, 0.0, 0.0]]
+    child.target_exited = True
+    tree.records[200], tree.parents[200] = child, 100
+    found = child_processes(tree, 100)
+    assert found is not None and found.reaped_s == pytest.approx(2.3 - 0.6)
