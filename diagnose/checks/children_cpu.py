@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 
 from diagnose.checks.base import (Finding, Lever, LeverKind, NotApplicable, ScoreBasis, Site, amdahl,
                                   make_finding, pct, ramp, short_path)
@@ -39,6 +40,7 @@ from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Evidence as E
 from diagnose.checks.spec import Unit as U
 from diagnose.model.children import spawn_sites
+from diagnose.vocab import RUNNING
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
@@ -76,6 +78,8 @@ EVIDENCE = {
     "machine_forks": E("processes the whole machine started over the window (an upper bound)", U.PROCESSES,
                        none=NOT_MEASURED),
     "child_commands": E("the children's command lines (children seen)", U.NUMBER, none=NOT_MEASURED),
+    "starting_cpu_s": E("the service's CPU starting them (its running samples in a spawning call x its CPU), an "
+                        "estimate", U.SECONDS),
     "spawn_share": E("share of the samples of the process's threads inside a call that starts or waits "
                      "for a child", U.PERCENT),
 }
@@ -90,11 +94,10 @@ def _gain(share: float) -> float:
     return amdahl(min(share, MAX_SHARE))
 
 
-def _counts(analysis: Analysis) -> np.ndarray:
-    """Samples per stack of the process's threads."""
-    samples = analysis.samples
+def _counts(samples: pd.DataFrame, stacks: int) -> np.ndarray:
+    """Samples per stack of the rows `samples`."""
     return np.bincount(samples["stack"].to_numpy(dtype=np.int64), weights=samples["count"].to_numpy(),
-                       minlength=len(analysis.profile.stacks))
+                       minlength=stacks)
 
 
 def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
@@ -108,12 +111,20 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     share = children.share
     cores = total / children.window_s if children.window_s else None
     score = _score(share, cores, settings)
-    counts = _counts(analysis)
+    stacks = len(analysis.profile.stacks)
+    counts = _counts(analysis.samples, stacks)
     spawning, in_spawn = spawn_sites(analysis.profile, counts)
     all_samples = float(counts.sum())
     sites = [Site(s.function, s.file, s.line, round(s.samples / in_spawn, 4)) for s in spawning] if in_spawn else []
     commands = children.commands
-    gain = _gain(share)
+    # the service's own CPU spent starting them (fork, exec, pipes, subprocess's Python): its
+    # running samples inside a spawning call, applied to its CPU; an estimate
+    samples = analysis.samples
+    busy = _counts(samples[samples["state"].isin(RUNNING)], stacks)
+    busy_in_spawn = spawn_sites(analysis.profile, busy)[1]
+    starting = children.own_s * busy_in_spawn / float(busy.sum()) if busy.sum() else 0.0
+    parent_share = starting / total
+    gain = _gain(share + parent_share)
     what = f" ({commands[0][0]})" if commands else ""
     how_many = (f"at least {children.started_at_least} children" if children.started_at_least else "children")
     forks = (f", at most {children.machine_forks} by the machine's fork counter" if
@@ -131,6 +142,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
         "machine_forks": children.machine_forks,
         "child_commands": dict(commands) if commands else None,
         "spawn_share": in_spawn / all_samples if all_samples else 0.0,
+        "starting_cpu_s": starting,
         "fix": {"knob": "children_in_process",
                 "value": commands[0][0].split()[0] if commands else (sites[0].function if sites else True)},
     }
@@ -140,15 +152,18 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
               f"library, or keep one long-lived worker process fed over a pipe; the children used {pct(share)} "
               f"of the CPU, most of it their start-up."]
     advice += list(settings.advice)
-    gain_words = (f"estimate: the children used {pct(share)} of the CPU; done in the service at a small part of "
-                  f"that cost, at most {gain:.2f}x (Amdahl" + (f", its share capped at {pct(MAX_SHARE)}"
-                                                               if share > MAX_SHARE else "") + ")")
+    removed = share + parent_share
+    gain_words = (f"estimate: the children used {pct(share)} of the CPU and starting them {pct(parent_share)} more "
+                  f"(the service's running samples in a spawning call x its CPU); done in the service at a small part "
+                  f"of that cost, at most {gain:.2f}x (Amdahl" + (f", the share capped at {pct(MAX_SHARE)}"
+                                                                  if removed > MAX_SHARE else "") + ")")
     levers = [Lever(LeverKind.REMOVE_WORK, round(gain, 2), "if the children cost nothing",
                     f"estimate: the children are {pct(share)} of the CPU; if they went away, at most "
                     f"{gain:.2f}x (Amdahl), an upper bound", upper_bound=True)]
     return make_finding(ID, settings, score, summary, evidence, sites=sites, advice=advice,
                         gain=(gain, gain_words), levers=levers,
-                        basis=ScoreBasis("children_share", lambda s: _score(s, cores, settings), _gain))
+                        basis=ScoreBasis("children_share", lambda s: _score(s, cores, settings),
+                                         lambda s: _gain(s + parent_share)))
 
 
 SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run,
