@@ -75,7 +75,7 @@ EVIDENCE = {
     "own_cpu_s": E("the process's own CPU over the window (utime + stime)", U.SECONDS),
     "children_seen": E("children seen alive (process listings twice a second)", U.PROCESSES),
     "children_waited_for": E("children its threads were seen waiting for (wait4 / waitid)", U.PROCESSES),
-    "machine_forks": E("processes the whole machine started over the window (an upper bound)", U.PROCESSES,
+    "machine_forks": E("processes and threads the whole machine started over the window (an upper bound)", U.PROCESSES,
                        none=NOT_MEASURED),
     "child_commands": E("the children's command lines (children seen)", U.NUMBER, none=NOT_MEASURED),
     "starting_cpu_s": E("the service's CPU starting them (its running samples in a spawning call x its CPU), an "

@@ -1,9 +1,10 @@
 """How many processes the machine started: the kernel's fork counter (`processes` in /proc/stat).
 
 A child that lives a few milliseconds is gone before any listing of /proc sees it; the kernel
-counts every fork (and clone of a process) all the same. The counter is the machine's, not the
-service's: its advance over a window is an upper bound on the children the service started
-(every process on the host draws from it), read at the window's start and end.
+counts every fork all the same. The counter is the machine's, not the service's, and counts every
+clone, new threads too (as the pid counter, /proc/sys/kernel/ns_last_pid, advances for both): its
+advance over a window is an upper bound on the children the service started, read at the
+window's start and end.
 """
 
 from __future__ import annotations
