@@ -54,7 +54,7 @@ DEFAULT_FIXTURES = ("pipeline", "locked_blas", "batching", "lock_contention", "p
                     "logging_lock", "gil_contention", "preprocess_bound", "blas_fanout",
                     "scheduler_overhead", "compute_bound", "process_pool", "mp_pipeline",
                     "dataloader_job", "deadlock_two_locks", "deadlock_rlock", "lock_across_io",
-                    "cpu_quota", "gc_heavy")
+                    "cpu_quota", "gc_heavy", "syscall_heavy", "spawn_per_request")
 
 _BLAS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 _PIPELINE_STAGES = {"decode_stage": "--decode-threads", "model_stage": "--model-threads",
@@ -120,6 +120,12 @@ def knob_args(fixture: str, fix: dict | list | None) -> list[str] | None:
         return ["--gc-freeze"] if value else []
     if knob == "gc_threshold" and fixture == "gc_heavy" and isinstance(value, list):
         return ["--gc-threshold", ",".join(str(int(v)) for v in value)]
+    # kernel_work's first advice: fewer, larger system calls at the line (a buffered spool file)
+    if knob == "batch_syscalls" and fixture == "syscall_heavy":
+        return ["--buffer-bytes", "65536"]
+    # children_cpu's first advice: the child's work done in the service (hashlib, not sha256sum)
+    if knob == "children_in_process" and fixture == "spawn_per_request":
+        return ["--in-process"]
     # the workload makes its own cgroup v1 group with that quota (root; unlimited otherwise)
     if knob == "cpu_quota_cores" and fixture == "cpu_quota":
         return ["--cpu-quota", str(value)]

@@ -39,7 +39,8 @@ import knob_sweep  # noqa: E402  (the runner)
 
 DEFAULT_FIXTURES = ("preprocess_bound", "gil_contention", "lock_contention", "locked_blas",
                     "pool_wait", "logging_lock", "pipeline", "blas_fanout", "scheduler_overhead",
-                    "batching", "lock_across_io", "cpu_quota", "process_pool", "gc_heavy")
+                    "batching", "lock_across_io", "cpu_quota", "process_pool", "gc_heavy",
+                    "syscall_heavy", "spawn_per_request")
 
 # A lever's label (Lever.label) in one fixture, as that workload's parameters: what applying the
 # lever means there. "cost half" levers take the workload's cheaper variant of the work; "cost
@@ -50,6 +51,10 @@ LEVER_ARGS: dict[tuple[str, str, str], list[str]] = {
     ("gil_contention", "gil_contention", "if * were vectorised"): ["--vectorized"],
     # the collector's work made free: nothing here makes reference cycles, so gc.disable() is safe
     ("gc_heavy", "gc_pressure", "if the collector cost nothing"): ["--gc-off"],
+    # one write(2) per response instead of one per line: nearly all the calls gone
+    ("syscall_heavy", "kernel_work", "if the system calls cost nothing"): ["--buffer-bytes", "1048576"],
+    # no child at all: the digest computed in the request thread
+    ("spawn_per_request", "children_cpu", "if the children cost nothing"): ["--in-process"],
 }
 
 

@@ -87,7 +87,10 @@
    they predict: their levers
    (vectorise the line, more processes) leave the collector's work as it was, and their gain
    counts its time as the line's. They stay listed; re-measured after the collector's fix, they
-   say what is left. Like rule 8, taken at each end of the collector's score interval.
+   say what is left. Like rule 8, taken at each end of the collector's score interval. The same
+   holds for the kernel's work and the children's CPU (CPU_PART_CLAIMANTS): system time shows
+   as the calling line running Python, a child's CPU in no sample at all, and the GIL's waits,
+   the busy threads and preprocessing count the calling code's share of the samples as theirs.
 The verdict is the first finding (and its co-primary), unless it is weak (then the headline says
 what the threads did). A verdict whose first finding rests on fewer than confidence.MIN_SAMPLES
 samples says "low confidence" in its headline and is never critical (engine.verdict_for).
@@ -129,6 +132,13 @@ SPREAD_FINDINGS = ("worker_imbalance",)
 # their code's when no native frame tells it apart.
 COLLECTOR_FINDINGS = ("gc_pressure",)
 COLLECTOR_CLAIMANTS = ("gil_contention", "cpu_bound")
+# Rule 9 for every part of the CPU no Python frame shows: the finding -> the findings that count
+# its time as their code's.
+KERNEL_CLAIMANTS = ("gil_contention", "cpu_bound", "preprocess_bound")
+CPU_PART_CLAIMANTS: dict[str, tuple[str, ...]] = {
+    **{f: COLLECTOR_CLAIMANTS for f in COLLECTOR_FINDINGS},
+    "kernel_work": KERNEL_CLAIMANTS, "children_cpu": KERNEL_CLAIMANTS,
+}
 
 
 def _urgency(finding: Finding) -> int:
@@ -221,8 +231,7 @@ def collector_leads(collector: Finding, claimant: Finding, score: int) -> bool:
     """Rule 9: `collector`, at `score`, shows the garbage collector takes a material share of the
     running samples, and `claimant` counts that time as its own code's: the collector ranks
     first."""
-    return (collector.id in COLLECTOR_FINDINGS and claimant.id in COLLECTOR_CLAIMANTS
-            and score >= INFO_SCORE)
+    return claimant.id in CPU_PART_CLAIMANTS.get(collector.id, ()) and score >= INFO_SCORE
 
 
 def _ahead(a: Finding, a_key: RankKey, a_score: int, b: Finding, b_key: RankKey, b_score: int) -> bool:
@@ -267,7 +276,7 @@ def _collector_first(ranked: list[Finding]) -> list[Finding]:
     the rest keep their places. One that only may (a few native samples) ranks by its gain, and
     may share the verdict within the noise (rule 4)."""
     out = list(ranked)
-    for collector in [f for f in out if f.id in COLLECTOR_FINDINGS and f.score_range[0] >= INFO_SCORE]:
+    for collector in [f for f in out if f.id in CPU_PART_CLAIMANTS and f.score_range[0] >= INFO_SCORE]:
         at = next(i for i, f in enumerate(out) if f is collector)
         first = next((i for i, f in enumerate(out[:at])
                       if collector_leads(collector, f, collector.score_range[0])), None)

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from diagnose.collect.forks import processes_started
 from diagnose.collect.gc_state import GcRecord, GcStateSampler
 from diagnose.collect.kernel_waits import (FileLockEntry, KernelRecord, KernelWaitReader,
                                            pipe_ends, read_file_locks)
@@ -445,6 +446,11 @@ class TreeRecord:
     # in the window (all its CPU is the window's) and at the end for one gone by then (its CPU
     # is in its parent's reaped children). Empty in older recordings.
     other_children: dict[int, list[float | None]] = field(default_factory=dict)
+    # Their command lines, read at first sight (a short-lived child is gone by the window's end).
+    other_cmdlines: dict[int, list[str]] = field(default_factory=dict)
+    # The machine's fork counter (collect/forks.py) at the window's start and end: an upper
+    # bound on the children started in it. Empty in older recordings.
+    forks: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"roots": self.roots,
@@ -461,7 +467,9 @@ class TreeRecord:
                 "server_processes": [{"record": rec.to_dict(), "cmdline": self.server_cmdlines.get(pid, [])}
                                      for pid, rec in self.server_records.items()],
                 "followed": self.followed,
-                "other_children": {str(k): v for k, v in self.other_children.items()}}
+                "other_children": {str(k): v for k, v in self.other_children.items()},
+                "other_cmdlines": {str(k): v for k, v in self.other_cmdlines.items()},
+                "forks": self.forks}
 
     @classmethod
     def from_dict(cls, data: dict) -> "TreeRecord":
@@ -492,6 +500,8 @@ class TreeRecord:
         tree.followed = [int(p) for p in data.get("followed") or []]
         tree.other_children = {int(k): [None if x is None else float(x) for x in v]
                                for k, v in (data.get("other_children") or {}).items()}
+        tree.other_cmdlines = {int(k): [str(a) for a in v] for k, v in (data.get("other_cmdlines") or {}).items()}
+        tree.forks = [int(n) for n in data.get("forks") or []]
         return tree
 
     @property
@@ -566,6 +576,8 @@ class TreeSampler:
         first = times.own_s + times.reaped_s if self._last_scan < 0 else None
         self.record.other_children[pid] = [float(info.ppid) if info and info.ppid else None,
                                             first, None]
+        if info is not None and info.cmdline:
+            self.record.other_cmdlines[pid] = list(info.cmdline)
 
     @property
     def pids(self) -> list[int]:
@@ -575,6 +587,7 @@ class TreeSampler:
         return sum(len(s.record.first) for s in self._samplers.values())
 
     def start(self) -> None:
+        self._count_forks()
         self._rescan()
         self._last_scan = time.monotonic()
         for sampler in self._samplers.values():
@@ -643,7 +656,13 @@ class TreeSampler:
     def roots_alive(self) -> bool:
         return any(self._samplers[pid].alive() for pid in self.record.roots)
 
+    def _count_forks(self) -> None:
+        started = processes_started()
+        if started is not None:
+            self.record.forks[1 if self.record.forks else 0:] = [started]
+
     def finish(self) -> TreeRecord:
+        self._count_forks()
         for sampler in [*self._samplers.values(), *self._servers.values()]:
             sampler.finish()
         for pid, entry in self.record.other_children.items():

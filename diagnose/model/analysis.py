@@ -26,6 +26,8 @@ from diagnose.model.table import StackTable, build_sample_table, classify_stacks
 from diagnose.vocab import ACTIVE, PARKING_KINDS, RUNNING, STATES, ProcessRole, ThreadRole, ThreadState
 
 if TYPE_CHECKING:  # imported where used at run time: these modules read the Analysis
+    from diagnose.model.children import ChildProcesses
+    from diagnose.model.syscall_sites import SyscallSamples
     from diagnose.report.model import ProcessTasks
     from diagnose.model.collector import CollectorShare
     from diagnose.model.deadlock import Deadlock
@@ -65,6 +67,9 @@ class Analysis:
     # The local processes serving its sockets, read beside it (model/servers.py), by pid; empty
     # offline or where its threads waited on no socket a local process serves.
     servers: Mapping[int, ServerProcess] = field(default_factory=dict)
+    # Its children's CPU over the window and what was seen of them (model/children.py); None
+    # offline or in recordings without the process-level counters.
+    children: ChildProcesses | None = None
 
     @functools.cached_property
     def gil_holding(self) -> GilHolding | None:
@@ -81,6 +86,15 @@ class Analysis:
         pids = {int(p) for p in self.threads["pid"].dropna()}
         return collector_share(self.native, {int(t) for t in self.threads["tid"]},
                                next(iter(pids)) if len(pids) == 1 else None, self.os)
+
+    @functools.cached_property
+    def syscalls(self) -> SyscallSamples | None:
+        """The native samples of the process's Python threads caught inside a work system call
+        and the lines that made it (model/syscall_sites.py); None without native samples."""
+        from diagnose.model.syscall_sites import syscall_samples
+        pids = {int(p) for p in self.threads["pid"].dropna()}
+        return syscall_samples(self.native, {int(t) for t in self.threads["tid"]},
+                               next(iter(pids)) if len(pids) == 1 else None)
 
     @functools.cached_property
     def native_threads(self) -> int:

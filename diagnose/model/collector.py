@@ -37,6 +37,7 @@ from diagnose.model.confidence import wilson
 from diagnose.model.os_summary import CollectorState, ProcessOS
 from diagnose.samples.profile import Frame, Profile
 from diagnose.vocab import RUNNING, ThreadState
+from diagnose.model.line_samples import LineSamples
 
 # The collector's own functions (any CPython from 3.8 to 3.14, default and free-threaded builds).
 COLLECTOR_FUNCTIONS = frozenset({
@@ -105,17 +106,6 @@ def collector_stacks(profile: Profile) -> CollectorStacks:
 
 
 @dataclass(frozen=True)
-class CollectorSite:
-    """A Python line the collector ran under (where an allocation set it off), with its
-    samples."""
-
-    function: str
-    file: str
-    line: int
-    samples: int
-
-
-@dataclass(frozen=True)
 class CollectorShare:
     """The collector's share of a process's running samples (native frames), and what that is in
     CPU by the process's counters.
@@ -139,7 +129,7 @@ class CollectorShare:
     explicit_samples: int  # of those, in gc.collect() called by code
     share: float  # collector_samples / running_samples
     interval: tuple[float, float]
-    sites: tuple[CollectorSite, ...]  # where it ran, most samples first
+    sites: tuple[LineSamples, ...]  # where it ran, most samples first
     functions: tuple[tuple[str, int], ...]  # the collector's innermost function per sample
     python_threads_cpu_s: float | None = None  # the CPU `share` is applied to (counters)
     process_cpu_s: float | None = None
@@ -229,7 +219,7 @@ def _python_threads_cpu(os_: ProcessOS | None, tids: set[int]) -> float | None:
 
 
 def _sites(native: Profile, stacks: CollectorStacks, counts: np.ndarray, collecting: np.ndarray,
-           limit: int = 5) -> tuple[CollectorSite, ...]:
+           limit: int = 5) -> tuple[LineSamples, ...]:
     tally: dict[tuple[str, str, int], float] = {}
     for sid in np.flatnonzero(collecting & (counts > 0)):
         at = int(stacks.site[sid])
@@ -239,7 +229,7 @@ def _sites(native: Profile, stacks: CollectorStacks, counts: np.ndarray, collect
         key = (frame.function, frame.file, frame.line)
         tally[key] = tally.get(key, 0.0) + float(counts[sid])
     ranked = sorted(tally.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
-    return tuple(CollectorSite(f, file, line, int(round(n))) for (f, file, line), n in ranked)
+    return tuple(LineSamples(f, file, line, int(round(n))) for (f, file, line), n in ranked)
 
 
 def _functions(native: Profile, counts: np.ndarray, collecting: np.ndarray,

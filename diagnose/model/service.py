@@ -43,6 +43,7 @@ from diagnose.model.os_state import pooled_decisions
 from diagnose.model.analysis import (Analysis, analysis_of, classify_profile, lock_taking_stacks,
                                      stack_changes_by_process)
 from diagnose.model.counters import running_agreement
+from diagnose.model.children import child_processes
 from diagnose.model.kernel_waits import kernel_view
 from diagnose.model.os_summary import combine
 from diagnose.samples.profile import Profile
@@ -162,6 +163,7 @@ def build_service(profile: Profile, categorizer: Categorizer, tree: TreeRecord |
                                kernel=kernel, decided=decided)
         analysis.tasks = recordings.get(pid) if pid is not None else None
         analysis.servers = servers
+        analysis.children = child_processes(tree, pid)
         if analysis.tasks is None and pid is None and len(recordings) == 1:
             analysis.tasks = next(iter(recordings.values()))
         view = ProcessView(pid, tree.parents.get(pid) if tree is not None and pid is not None else None,
@@ -181,6 +183,7 @@ def build_service(profile: Profile, categorizer: Categorizer, tree: TreeRecord |
                                kernel=kernels.get(pid), decided=decided)
         analysis.tasks = recordings.get(pid)
         analysis.servers = servers
+        analysis.children = child_processes(tree, pid)
         view = ProcessView(pid, tree.parents.get(pid) if tree is not None else None, ProcessRole.WORKER,
                            _cmdline(tree, pid, run), analysis)
         _lifetime(view, tree)

@@ -1,0 +1,159 @@
+"""kernel_work: most of the service's CPU is the kernel's, working on system calls it makes.
+
+What it finds:
+    The share of the CPU the process (and its children) used over the window that was the
+    kernel's time for it: its system time by /proc/PID/stat (stime: every thread it had, exited
+    ones too). Beside it, where: the Python lines its threads made system calls from, read from
+    native samples caught inside the C library's wrapper of a working call (write, read, openat,
+    vfork, ...: model/syscall_sites.py), and which calls. Calls that sleep (a lock's futex,
+    poll, a timer) are waits, left to the wait analysis. Not applicable without the process's
+    counters (an older recording).
+
+Why it matters:
+    System time shows in no Python frame: a profile puts it on the line that made the call, as
+    "running Python", and the other threads' waits for the GIL behind it as GIL contention. A
+    file written line by line through an unbuffered file object, a socket read a few bytes at a
+    time, a file opened and stat'ed per request, a process forked per request: each call costs
+    the kernel's entry and exit whatever it moves. Vectorising the line or adding processes
+    leaves the calls as they were.
+
+What to do instead:
+    Make fewer calls at the line named: buffer writes (open the file with a buffer, or join the
+    pieces and write once), read in large blocks, keep files open, cache what a call returns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from diagnose.checks.base import (Finding, Lever, LeverKind, NotApplicable, ScoreBasis, Site, amdahl,
+                                  busy_samples, make_finding, pct, ramp, short_path)
+from diagnose.checks.declare import declarations, key, shared_key
+from diagnose.checks.measurements import Measurements
+from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
+from diagnose.checks.spec import Unit as U
+from diagnose.report.model.findings import Fix
+
+if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
+    from diagnose.model.analysis import Analysis
+
+ID = "kernel_work"
+
+# A share this large says "large", not a figure to trust: the gain is capped there.
+MAX_SHARE = 0.75
+
+
+@dataclass(frozen=True)
+class Settings(CheckSettings):
+    title: str = "The kernel does most of the work: system calls"
+    what: str = ("Share of the CPU the service and its children used that was the kernel's time for the service's "
+                 "threads (system time, /proc/PID/stat stime).")
+    advice: tuple[str, ...] = (
+        ("System time is in no Python frame: a profile shows it as the calling line running Python, and the "
+         "other threads' GIL waits behind it. Vectorising that line or adding processes keeps every call."),
+    )
+    # the kernel's share of the CPU
+    low: float = 0.20
+    high: float = 0.45
+    # the process's CPU, in cores, under which the kernel's time costs latency rather than throughput
+    busy_cores: float = 0.2
+    # the request threads' busy share under which a gain in throughput is not predicted
+    saturated_share: float = 0.5
+    # the calls' share of the native samples under which the sites are not named
+    min_call_samples: int = 3
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelWorkEvidence(Measurements):
+    kernel_share: float = key("share of the CPU that was the kernel's time for the service (system time)", U.PERCENT)
+    kernel_cpu_s: float = key("system time over the window (/proc/PID/stat stime)", U.SECONDS)
+    process_cpu_s: float = key("CPU of the process and its reaped children over the window", U.SECONDS)
+    kernel_cores: float | None = key("cores the kernel kept busy for the service", U.CORES)
+    syscall_samples: int | None = key("native samples inside a working system call", U.SAMPLES, none=NOT_MEASURED)
+    native_samples: int | None = key("native samples of the process's Python threads", U.SAMPLES, none=NOT_MEASURED)
+    syscalls: dict[str, int] | None = key("system calls the native samples were inside (samples)", U.NUMBER,
+                                          none=NOT_MEASURED)
+    syscall_sites: dict[str, float] | None = key("lines the calls were made from (share of the calls' samples)",
+                                                 U.PERCENT, none=NOT_MEASURED)
+    fix: Fix = shared_key()
+
+
+EVIDENCE = declarations(KernelWorkEvidence)
+
+
+def _score(share: float, cores: float | None, settings: Settings) -> float:
+    factor = 1.0 if cores is None else min(1.0, cores / settings.busy_cores)
+    return ramp(share, settings.low, settings.high) * factor
+
+
+def _gain(share: float) -> float:
+    return amdahl(min(share, MAX_SHARE))
+
+
+def _busy_share(analysis: Analysis) -> float | None:
+    req = analysis.request_samples()
+    total = float(req["count"].sum())
+    return float(busy_samples(req)["count"].sum()) / total if total else None
+
+
+def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
+    os_ = analysis.os
+    if os_ is None or os_.process_system_s is None or os_.process_user_s is None:
+        return NotApplicable(ID, "needs the process's own CPU split into user and system time (/proc/PID/stat, "
+                                 "read by `attach`); this recording predates it")
+    kernel = os_.process_system_s
+    total = os_.process_user_s + kernel + (os_.reaped_children_s or 0.0)
+    children = analysis.children
+    if children is not None:
+        total += children.alive_s
+    if total <= 0:
+        return NotApplicable(ID, "the process used no CPU over the window")
+    share = kernel / total
+    cores = total / os_.window_s if os_.window_s else None
+    score = _score(share, cores, settings)
+    calls = analysis.syscalls
+    named = calls is not None and calls.in_calls >= settings.min_call_samples
+    sites = ([Site(s.function, s.file, s.line, round(s.samples / calls.in_calls, 4)) for s in calls.sites]
+             if named and calls is not None else [])
+    busy = _busy_share(analysis)
+    saturated = busy is None or busy >= settings.saturated_share
+    gain = _gain(share) if saturated else 1.0
+    if saturated:
+        gain_words = (f"estimate: the kernel's work is {pct(share)} of the CPU; if fewer, larger calls removed most "
+                      f"of it, at most {gain:.2f}x (Amdahl" + (f", its share capped at {pct(MAX_SHARE)}"
+                                                               if share > MAX_SHARE else "") + ")")
+    else:
+        gain_words = (f"estimate: the request threads were busy {pct(busy or 0.0)} of the time, so the kernel's "
+                      f"{pct(share)} of the CPU costs their requests latency, not the service throughput")
+    top_calls = ", ".join(f"{name}" for name, _ in calls.calls[:3]) if named and calls is not None else ""
+    where = (f"; its threads were inside {top_calls} called from {sites[0].function} "
+             f"({short_path(sites[0].file)}:{sites[0].line})" if sites else
+             "; no native sample caught a working call, so no line is named")
+    summary = (f"{pct(share)} of the CPU was the kernel's ({kernel:.2f} s of system time over "
+               f"{os_.window_s:.1f} s)" + where)
+    evidence = KernelWorkEvidence(
+        kernel_share=share, kernel_cpu_s=kernel, process_cpu_s=total,
+        kernel_cores=kernel / os_.window_s if os_.window_s else None,
+        syscall_samples=calls.in_calls if calls is not None else None,
+        native_samples=calls.samples if calls is not None else None,
+        syscalls=dict(calls.calls) if calls is not None else None,
+        syscall_sites=({f"{s.function} ({short_path(s.file)}:{s.line})": s.share for s in sites}
+                       if sites else None),
+        fix=Fix("batch_syscalls", f"{sites[0].function}:{sites[0].line}" if sites else True))
+    at = f" at {sites[0].function} ({short_path(sites[0].file)}:{sites[0].line})" if sites else ""
+    advice = [f"Make fewer system calls{at}: buffer the writes (a file opened with a buffer, or the pieces "
+              f"joined and written once), read in large blocks, keep files open: the kernel's entry and exit "
+              f"cost {pct(share)} of the CPU whatever each call moves."]
+    advice += list(settings.advice)
+    levers = [Lever(LeverKind.REMOVE_WORK, round(_gain(share), 2), "if the system calls cost nothing",
+                    f"estimate: the kernel's time is {pct(share)} of the CPU; if it went away, at most "
+                    f"{_gain(share):.2f}x (Amdahl), an upper bound", upper_bound=True)]
+    return make_finding(ID, settings, score, summary, evidence, sites=sites, advice=advice,
+                        gain=(gain, gain_words), levers=levers,
+                        basis=ScoreBasis("kernel_share", lambda s: _score(s, cores, settings),
+                                         _gain if saturated else None))
+
+
+SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run,
+                 uses=(Input.NATIVE_FRAMES, Input.OS_COUNTERS))

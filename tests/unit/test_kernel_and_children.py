@@ -1,0 +1,271 @@
+"""The kernel's work and the children's CPU (issue 44): read from the kernel's counters first, the
+calling line from native samples in libc's system-call wrappers (model/syscall_sites.py) or from
+the standard library's process-starting frames (model/children.py); kernel_work and children_cpu
+lead where that is where the CPU goes, ahead of the findings that count it as their code's."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from diagnose.checks import children_cpu, kernel_work
+from diagnose.checks.arbiter import rank
+from diagnose.checks.base import Finding
+from diagnose.checks.engine import load_check_settings, order_of, verdict_for
+from diagnose.collect.forks import parse_processes
+from diagnose.collect.kernel_waits import KernelRecord
+from diagnose.collect.procfs import ProcRecord, TreeRecord
+from diagnose.model.analysis import Analysis
+from diagnose.model.children import ChildProcesses, child_processes, spawn_sites, spawns
+from diagnose.model.syscall_sites import call_name, syscall_samples
+from diagnose.report.model import NotApplicable
+from tests.unit.test_gc_pressure import GIL_WAIT, LIB, LIBC, PYTHON, THREAD, analysis, finding, native, py
+
+KERNEL = load_check_settings()["kernel_work"]
+CHILDREN = load_check_settings()["children_cpu"]
+SUBPROCESS = f"{LIB}/subprocess.py"
+
+# a line writing to an unbuffered file: the thread inside libc's write
+WRITING = THREAD + [py("write_response", 44), native("_io_FileIO_write"), native("write", LIBC)]
+# glibc's internal aliases of the same call
+WRITING_GI = THREAD + [py("write_response", 44), native("__GI___libc_write", LIBC)]
+# subprocess.run's fork, made inside the standard library: the service's line is its caller
+SPAWNING = THREAD + [py("fingerprint", 46), py("run", 548, SUBPROCESS), py("Popen.__init__", 1026, SUBPROCESS),
+                     py("Popen._execute_child", 1883, SUBPROCESS), native("do_fork_exec"), native("vfork", LIBC)]
+WAITING_CHILD = THREAD + [py("fingerprint", 46), py("run", 550, SUBPROCESS),
+                          py("Popen.communicate", 1209, SUBPROCESS), native("poll", LIBC)]
+
+
+def with_times(found: Analysis, user_s: float, system_s: float, reaped_s: float = 0.0) -> Analysis:
+    """The analysis with its process-level counters set."""
+    assert found.os is not None
+    found.os = dataclasses.replace(found.os, process_user_s=user_s, process_system_s=system_s,
+                                   reaped_children_s=reaped_s)
+    return found
+
+
+def children(own_s: float = 1.0, reaped_s: float = 1.5, commands=(("sha256sum", 12),)) -> ChildProcesses:
+    return ChildProcesses(own_s=own_s, reaped_s=reaped_s, alive_s=0.0, seen=12, waited=5,
+                          machine_forks=900, commands=tuple(commands), window_s=4.0)
+
+
+# -- the calls and the lines ------------------------------------------------------------------------
+
+def test_libcs_wrappers_of_working_calls_are_named_and_waits_are_not():
+    assert call_name(native("write", LIBC)) == "write"
+    assert call_name(native("__GI___libc_write", LIBC)) == "write"
+    assert call_name(native("__libc_pread64", LIBC)) == "pread"
+    assert call_name(native("__open64_nocancel", LIBC)) == "open"
+    assert call_name(native("_Fork", LIBC)) == "fork"
+    assert call_name(native("vfork", LIBC)) == "vfork"
+    # waits are the wait analysis's, not the kernel's work
+    for wait in ("pthread_cond_timedwait", "poll", "epoll_wait", "__futex_abstimed_wait_common", "nanosleep"):
+        assert call_name(native(wait, LIBC)) is None
+    assert call_name(native("write")) is None  # not in the C library
+    assert call_name(py("write")) is None
+
+
+def test_the_line_that_made_the_call_is_the_innermost_python_frame_past_the_standard_library():
+    found = analysis({1: [(WRITING, 30), (WRITING_GI, 10), (PYTHON, 40)], 2: [(GIL_WAIT, 80)],
+                      3: [(SPAWNING, 20)]})
+    calls = syscall_samples(found.native, {1, 2, 3}, 100)
+    assert calls is not None
+    assert (calls.samples, calls.in_calls) == (180, 60)
+    assert calls.calls == (("write", 40), ("vfork", 20))
+    assert [(s.function, s.line, s.samples) for s in calls.sites] == [("write_response", 44, 40),
+                                                                      ("fingerprint", 46, 20)]
+
+
+def test_without_native_frames_no_call_is_seen():
+    found = analysis({1: [(WRITING, 30)]}, native_profile=False)
+    assert syscall_samples(found.native, {1}, 100) is None
+
+
+def test_the_spawning_line_is_the_caller_of_subprocess():
+    assert spawns(py("run", 548, SUBPROCESS)) and spawns(py("Popen._execute_child", 1883, SUBPROCESS))
+    assert not spawns(py("run", 10)) and not spawns(native("vfork", LIBC))
+    found = analysis({1: [(SPAWNING, 20), (WAITING_CHILD, 60), (PYTHON, 20)]})
+    counts = np.bincount(found.samples["stack"].to_numpy(dtype=np.int64),
+                         weights=found.samples["count"].to_numpy(), minlength=len(found.profile.stacks))
+    sites, in_spawn = spawn_sites(found.profile, counts)
+    assert in_spawn == 80
+    assert [(s.function, s.line, s.samples) for s in sites] == [("fingerprint", 46, 80)]
+
+
+# -- the children, by the kernel's counters ---------------------------------------------------------------
+
+def tree_of(pid: int = 100) -> TreeRecord:
+    record = ProcRecord(pid=pid, cores=2, cpu_quota_cores=None, started_at=10.0)
+    record.ended_at = 14.0
+    # user, system, reaped children's user, system: at the start and the end of the window
+    record.process_cpu = [[5.0, 1.0, 2.0, 0.5], [6.0, 1.4, 4.0, 0.8]]
+    record.kernel = KernelRecord(machine="x86_64", observations=[
+        (0.1, 101, 61, 5001, 0, 0, ""), (0.2, 101, 61, 5001, 0, 0, ""), (0.3, 102, 61, 5002, 0, 0, ""),
+        (0.4, 102, 247, 1, 5003, 0, ""), (0.5, 101, 202, 0x55, 0x80, 0, "")])
+    tree = TreeRecord(roots=[pid], records={pid: record}, parents={pid: None},
+                      cmdlines={pid: ["python", "app.py"]})
+    tree.other_children = {5001: [float(pid), None, None], 5004: [float(pid), None, None],
+                           5005: [None, None, None], 5006: [float(pid), 0.5, 0.9]}
+    tree.other_cmdlines = {5001: ["sha256sum"], 5004: ["sha256sum"], 5006: ["python", "app.py"]}
+    tree.forks = [1000, 1900]
+    return tree
+
+
+def test_the_children_are_counted_from_the_counters_and_what_was_seen_of_them():
+    found = child_processes(tree_of(), 100)
+    assert found is not None
+    assert found.own_s == pytest.approx(1.4) and found.reaped_s == pytest.approx(2.3)
+    assert found.alive_s == pytest.approx(0.4)  # the one still alive at the end, from first sight
+    assert found.seen == 4  # the one gone before its parent was read is the only process's
+    assert found.waited == 3  # wait4's pid, waitid's second argument
+    assert found.machine_forks == 900
+    # a child read before its exec shows its parent's command line: not a command
+    assert found.commands == (("sha256sum", 2),)
+    assert found.share == pytest.approx(2.7 / 4.1)
+
+
+def test_an_older_recording_has_no_children():
+    tree = tree_of()
+    tree.records[100].process_cpu = []
+    assert child_processes(tree, 100) is None
+    assert child_processes(None, 100) is None
+
+
+def test_the_new_fields_round_trip_through_a_recording_and_older_ones_read_empty():
+    tree = tree_of()
+    again = TreeRecord.from_dict(json.loads(json.dumps(tree.to_dict())))
+    assert again.other_cmdlines == tree.other_cmdlines and again.forks == tree.forks
+    data = tree.to_dict()
+    del data["other_cmdlines"], data["forks"]
+    older = TreeRecord.from_dict(data)
+    assert older.other_cmdlines == {} and older.forks == []
+    assert parse_processes("cpu  1 2 3\nctxt 99\nprocesses 123456\nprocs_running 2\n") == 123456
+
+
+# -- kernel_work ------------------------------------------------------------------------------------
+
+def busy_writer() -> Analysis:
+    return with_times(analysis({1: [(WRITING, 30), (PYTHON, 30)], 2: [(GIL_WAIT, 60)]}), 0.8, 1.2)
+
+
+def test_a_service_whose_cpu_is_mostly_the_kernels_is_told_to_make_fewer_calls_at_the_line():
+    found = kernel_work.run(busy_writer(), KERNEL)
+    assert isinstance(found, Finding) and found.score == 100
+    assert found.evidence["kernel_share"] == pytest.approx(0.6)
+    assert (found.sites[0].function, found.sites[0].line) == ("write_response", 44)
+    assert found.advice[0].startswith("Make fewer system calls at write_response")
+    assert found.evidence["syscalls"] == {"write": 30}
+    assert found.predicted_gain == pytest.approx(2.5)
+    assert found.gain_basis.startswith("estimate:")
+    assert [f.knob for f in found.fixes] == ["batch_syscalls"]
+
+
+def test_a_few_percent_of_system_time_shows_no_problem():
+    found = kernel_work.run(with_times(analysis({1: [(PYTHON, 60)]}), 1.9, 0.1), KERNEL)
+    assert isinstance(found, Finding) and found.score == 0
+
+
+def test_a_process_using_next_to_no_cpu_is_not_slowed_by_the_kernel():
+    found = kernel_work.run(with_times(analysis({1: [(WRITING, 30)]}), 0.004, 0.006), KERNEL)
+    assert isinstance(found, Finding) and found.score < 25
+
+
+def test_threads_mostly_waiting_for_work_gain_no_throughput_from_fewer_calls():
+    idle = THREAD[:-1] + [py("Queue.get", 171, f"{LIB}/queue.py"), native("PyThread_acquire_lock_timed"),
+                          native("pthread_cond_timedwait", LIBC)]
+    found = kernel_work.run(with_times(analysis({1: [(WRITING, 10), (PYTHON, 40), (idle, 150)]}), 0.1, 0.2),
+                            KERNEL)
+    assert isinstance(found, Finding) and found.predicted_gain == 1.0 and "latency" in found.gain_basis
+
+
+def test_without_native_frames_the_share_stands_and_no_line_is_named():
+    found = kernel_work.run(with_times(analysis({1: [(WRITING, 60)]}, native_profile=False), 0.8, 1.2), KERNEL)
+    assert isinstance(found, Finding) and found.score == 100 and found.sites == ()
+    assert "no line is named" in found.summary
+
+
+def test_without_the_process_counters_kernel_work_does_not_apply():
+    found = analysis({1: [(WRITING, 60)]})
+    assert found.os is not None
+    found.os = dataclasses.replace(found.os, process_user_s=None, process_system_s=None)
+    assert isinstance(kernel_work.run(found, KERNEL), NotApplicable)
+
+
+# -- children_cpu -----------------------------------------------------------------------------------
+
+def spawner(kids: ChildProcesses | None) -> Analysis:
+    found = analysis({1: [(SPAWNING, 20), (WAITING_CHILD, 60), (PYTHON, 20)]})
+    found.children = kids
+    return found
+
+
+def test_a_service_whose_cpu_is_mostly_its_childrens_is_told_what_they_were_and_where_they_start():
+    found = children_cpu.run(spawner(children()), CHILDREN)
+    assert isinstance(found, Finding) and found.score == 100
+    assert found.evidence["children_share"] == pytest.approx(0.6)
+    assert (found.sites[0].function, found.sites[0].line) == ("fingerprint", 46)
+    assert "sha256sum" in found.summary and "at least 12 children" in found.summary
+    assert "at most 900" in found.summary
+    assert "(sha256sum)" in found.advice[0] and "at fingerprint" in found.advice[0]
+    # starting them: half the service's running samples (the fork; the poll for the child's
+    # output is a wait) of its 1 s, stated beside the gain, which is Amdahl on the children's 60%
+    assert found.evidence["starting_cpu_s"] == pytest.approx(0.5)
+    assert found.predicted_gain == pytest.approx(2.5) and "up to 20% more" in found.gain_basis
+    assert found.evidence["fix"] == {"knob": "children_in_process", "value": "sha256sum"}
+
+
+def test_children_using_little_cpu_show_no_problem():
+    found = children_cpu.run(spawner(children(own_s=2.0, reaped_s=0.1)), CHILDREN)
+    assert isinstance(found, Finding) and found.score == 0
+
+
+def test_without_the_reaped_childrens_counters_children_cpu_does_not_apply():
+    assert isinstance(children_cpu.run(spawner(None), CHILDREN), NotApplicable)
+
+
+# -- the ranking ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("part", ["kernel_work", "children_cpu"])
+def test_the_kernels_and_the_childrens_cpu_rank_before_the_findings_that_count_it_as_their_code(part):
+    found = finding(part, 100, 2.4)
+    gil = finding("gil_contention", 100, 20.0)
+    busy = finding("cpu_bound", 100, 1.0)
+    preprocess = finding("preprocess_bound", 90, 3.0)
+    ranked = rank([gil, busy, preprocess, found], order_of)
+    assert ranked[0].id == part and verdict_for(ranked).primary == part
+
+
+def test_a_small_kernel_share_leaves_the_ranking_alone():
+    kernel = finding("kernel_work", 10, 1.1)
+    gil = finding("gil_contention", 100, 20.0)
+    assert [f.id for f in rank([kernel, gil], order_of)] == ["gil_contention", "kernel_work"]
+
+
+def test_the_children_name_the_cause_before_the_kernel_time_their_starting_costs():
+    kids = finding("children_cpu", 100, 2.0)
+    kernel = finding("kernel_work", 100, 2.0)
+    assert [f.id for f in rank([kernel, kids], order_of)][0] == "children_cpu"
+
+
+def test_a_lock_every_request_queues_on_still_leads():
+    kernel = finding("kernel_work", 80, 1.3)
+    lock = finding("lock_contention", 100, 3.0)
+    assert [f.id for f in rank([kernel, lock], order_of)] == ["lock_contention", "kernel_work"]
+
+
+def test_asyncios_subprocess_functions_are_its_own():
+    assert spawns(py("create_subprocess_exec", 218, f"{LIB}/asyncio/subprocess.py"))
+    assert not spawns(py("create_subprocess_exec", 218, SUBPROCESS))
+
+
+def test_a_sampled_child_that_exited_is_counted_as_itself_not_again_as_reaped():
+    tree = tree_of()
+    child = ProcRecord(pid=200, cores=2, cpu_quota_cores=None, started_at=10.0)
+    child.process_cpu = [[0.0, 0.0, 0.0, 0.0], [0.5, 0.1, 0.0, 0.0]]
+    child.target_exited = True
+    tree.records[200], tree.parents[200] = child, 100
+    found = child_processes(tree, 100)
+    assert found is not None and found.reaped_s == pytest.approx(2.3 - 0.6)
