@@ -168,7 +168,7 @@ def test_a_deadlock_in_a_container_is_a_deadlock_without_native_frames(out_dir):
     assert report.verdict.primary == "deadlock", brief(report)
     assert report.verdict.severity == "critical", brief(report)
     (cycle,) = deadlock_cycles(finding(report, "deadlock"))
-    seen = {(t.holds.line, t.waits_for.line) for t in cycle.members}
+    seen = {(t.holds.line, t.waits_for.line) for t in cycle.threads}
     expected = {(marker_line(NAMESPACED, held), marker_line(NAMESPACED, waits))
                 for held, waits in (("ns-inventory-first", "ns-pricing-second"),
                                     ("ns-pricing-first", "ns-inventory-second"))}

@@ -163,6 +163,22 @@ def test_a_service_whose_cpu_is_mostly_the_kernels_is_told_to_make_fewer_calls_a
     assert [f.knob for f in found.fixes] == ["batch_syscalls"]
 
 
+# a recursion past the edge of CPython's frame-stack chunk: the interpreter maps a new chunk on
+# the way down and unmaps it on the way back (fixtures/sanity/recursion.py: 55% system time)
+MAPPING = THREAD + [py("descend", 16), py("descend", 16), native("_PyThreadState_PushFrame"),
+                    native("_PyObject_VirtualAlloc"), native("mmap64", LIBC)]
+UNMAPPING = THREAD + [py("descend", 16), native("_PyThreadState_PopFrame"), native("munmap", LIBC)]
+
+
+def test_calls_that_map_and_unmap_memory_are_told_to_reuse_it_not_to_buffer_io():
+    found = kernel_work.run(with_times(analysis({1: [(MAPPING, 10), (UNMAPPING, 20), (PYTHON, 30)]}), 0.9, 1.1),
+                            KERNEL)
+    assert isinstance(found, Finding) and found.score == 100
+    assert found.advice[0].startswith("Stop mapping and unmapping memory on every call at descend")
+    assert "iterative" in found.advice[0] and "buffer the writes" not in found.advice[0]
+    assert [f.knob for f in found.fixes] == ["reuse_memory"]
+
+
 def test_a_few_percent_of_system_time_shows_no_problem():
     found = kernel_work.run(with_times(analysis({1: [(PYTHON, 60)]}), 1.9, 0.1), KERNEL)
     assert isinstance(found, Finding) and found.score == 0
