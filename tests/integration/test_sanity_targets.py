@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sys
 
-
 from diagnose.report.model import Finding, Report
 from tests.conftest import REPO
 from tests.integration.conftest import requires_ptrace, running
