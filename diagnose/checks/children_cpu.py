@@ -95,7 +95,7 @@ def _score(share: float, cores: float | None, settings: Settings) -> float:
     # A process using next to no CPU loses no throughput to where that CPU went: nothing below
     # half of busy_cores (CI: 0.05 cores of which 45% system time scored 25 and led a GIL held
     # asleep), full at busy_cores.
-    factor = 1.0 if cores is None else ramp(cores, settings.busy_cores / 2, settings.busy_cores)
+    factor = 1.0 if cores is None else ramp(cores, settings.busy_cores / 2, settings.busy_cores) / 100
     return ramp(share, settings.low, settings.high) * factor
 
 

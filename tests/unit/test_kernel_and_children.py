@@ -293,3 +293,10 @@ def test_a_process_idling_at_a_twentieth_of_a_core_shows_no_kernel_or_children_p
     idle = with_times(analysis({1: [(WRITING, 30)]}), 0.11, 0.09)
     found = kernel_work.run(idle, KERNEL)
     assert isinstance(found, Finding) and found.score == 0
+
+
+def test_a_small_kernel_share_of_a_busy_process_scores_by_its_share_alone():
+    # ramp() runs 0-100: the CPU factor is its fraction, or a 21% share (a GIL convoy's futex
+    # hand-offs) scored 100 and led the sqlite shared-connection verdict
+    found = kernel_work.run(with_times(analysis({1: [(PYTHON, 60)]}), 3.16, 0.84), KERNEL)
+    assert isinstance(found, Finding) and found.score < 10, found.score
