@@ -6,14 +6,16 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import click
 
-from diagnose.cli.common import EPILOG, finish, log, run
+from diagnose.cli.analyst import Analyst, AnalystGone, Request, analyse_and_finish
+from diagnose.cli.common import EPILOG, log, run
 from diagnose.cli.options import (OutputOptions, ProbeOptions, SamplingOptions, TicketOptions,
                                   probe_options, quiet_option, report_output_options,
                                   sampling_options, ticket_options)
-from diagnose.errors import NoSamples
+from diagnose.errors import DiagnoseError, NoSamples
 from diagnose.outputs.files import prepare_output_dir
 
 
@@ -44,19 +46,35 @@ def attach_and_report(args: AttachArgs) -> int:
 
 def _attach_stoppable(stop, args: AttachArgs) -> int:
     from diagnose.collect import activity
+    from diagnose.collect.tree import descendants
+
+    pids = list(args.pids)
+    # The sampling plan measures how busy each process is between two reads of its threads' CPU
+    # at least activity.MIN_INTERVAL_S apart: the first read here, so the probes fill that
+    # interval.
+    busy_since = activity.snapshot([*pids, *(d for p in pids for d in descendants(p))])
+    # The analysis stack is imported by the analyst process beside the window, at the least
+    # CPU priority (run/analyst.py), not here on the way to the first sample.
+    analyst = Analyst.start()
+    try:
+        return _attach_with(stop, args, busy_since, analyst)
+    finally:
+        if analyst is not None:
+            analyst.close()
+
+
+def _attach_with(stop, args: AttachArgs, busy_since, analyst: Analyst | None) -> int:
     from diagnose.collect.capture import AttachOptions, capture, describe_target
-    from diagnose.collect.tree import descendants, python_descendants
+    from diagnose.collect.tree import python_descendants
 
     pids, sampling, probes, quiet = list(args.pids), args.sampling, args.probes, args.quiet
-    # The sampling plan measures how busy each process is between two reads of its threads' CPU
-    # at least activity.MIN_INTERVAL_S apart: the first read here lets the analysis stack's
-    # import (next) fill that interval instead of a sleep after the probes.
-    busy_since = activity.snapshot([*pids, *(d for p in pids for d in descendants(p))])
-    from diagnose.run import pipeline
-
     duration, output_dir = sampling.duration, args.outputs.output_dir
 
-    user_rules = pipeline.load_user_rules(args.outputs.rules_file)
+    user_rules = None
+    if args.outputs.rules_file:  # said before the window; only then is the check schema read here
+        from diagnose.run import pipeline
+
+        user_rules = pipeline.load_user_rules(args.outputs.rules_file)
     # Before the window, not after it: a read-only or full directory is said before sampling.
     prepare_output_dir(output_dir, probe=True)
     labels = []
@@ -97,7 +115,10 @@ def _attach_stoppable(stop, args: AttachArgs) -> int:
     # in this thread: nothing of diagnose's competes with the service or the recorders inside
     # it (a helper thread at the least priority held the GIL while starved and stretched a 6 s
     # window beside 64 busy threads to 50 s).
-    pipeline.prepare_page()
+    if analyst is None:
+        from diagnose.run import pipeline
+
+        pipeline.prepare_page()
     if bar_ctx is not None:
         with bar_ctx:
             cap = capture(pids, output_dir, options, progress, stop=stop, warn=log,
@@ -105,27 +126,46 @@ def _attach_stoppable(stop, args: AttachArgs) -> int:
     else:
         cap = capture(pids, output_dir, options, progress, stop=stop, warn=log, busy_since=busy_since)
     sampled_at, sampled_cpu = time.monotonic(), time.process_time()
+    stopped = None
+    if cap.interrupted_by is not None:
+        stopped = stop.error(f"interrupted by {stop.name} after {cap.sampling.duration_s:.1f} s "
+                             f"of the {duration:g} s window: partial report written")
+    window = (cap.started_at, cap.started_at + (cap.sampling.duration_s or duration))
+    request = Request(cap, user_rules, sampling.keep_raw, args.outputs, args.ticket,
+                      (stopped.message, stopped.exit_code) if stopped is not None else None, window)
     try:
-        outputs = pipeline.from_capture(cap, output_dir, user_rules, sampling.keep_raw)
+        code, analyst_cpu = _analyse(analyst, request)
     except NoSamples:
         if stop.signum is None:
             raise
         raise stop.error(f"interrupted by {stop.name} {cap.sampling.duration_s:.1f} s into "
                          f"the window, before py-spy took any sample: no report written") from None
-    stopped = None
-    if cap.interrupted_by is not None:
-        stopped = stop.error(f"interrupted by {stop.name} after {cap.sampling.duration_s:.1f} s "
-                             f"of the {duration:g} s window: partial report written")
-    elif stop.signum is not None:
-        stopped = stop.error(f"{stop.name} received after the window ended: the full report was "
-                             f"written")
-    window = (cap.started_at, cap.started_at + (cap.sampling.duration_s or duration))
-    code = finish(outputs, args.outputs, args.ticket, stopped, cap.recorder_failure, window)
+    if stopped is None and stop.signum is not None:
+        late = stop.error(f"{stop.name} received after the window ended: the full report was "
+                          f"written")
+        log(late.message)
+        code = late.exit_code
     if os.environ.get("DIAGNOSE_TIMING"):
         log(f"timing: {time.time() - window[1]:.2f} s from the window's end and "
             f"{time.monotonic() - sampled_at:.2f} s from the end of sampling to the printed "
-            f"verdict ({time.process_time() - sampled_cpu:.2f} s CPU)")
+            f"verdict ({time.process_time() - sampled_cpu:.2f} s CPU here{analyst_cpu})")
     return code
+
+
+def _analyse(analyst: Analyst | None, request: Request) -> tuple[int, str]:
+    """(the exit code, the analyst's CPU in words for DIAGNOSE_TIMING): the analysis by the
+    analyst process, or here where it could not start or died without an answer (the capture's
+    files are still there unless it got as far as writing the report)."""
+    if analyst is not None:
+        try:
+            done = analyst.finish(request)
+            return done.exit_code, (f"; the analyst's: {done.import_cpu_s:.2f} s importing, "
+                                    f"{done.analysis_cpu_s:.2f} s analysing")
+        except AnalystGone as exc:
+            if not Path(request.capture.profile_path).exists():
+                raise DiagnoseError(f"{exc}; the recordings went with it: no report") from None
+            log(f"warning: {exc}; analysing here")
+    return analyse_and_finish(request), ""
 
 
 def _follow_peers(pids: list[int], children: bool) -> list:

@@ -200,6 +200,7 @@ def test_second_ctrl_c_aborts_at_once(procs, tmp_path):
     pid = start_service(procs)
     proc, out, stderr_path = start_diagnose(procs, tmp_path, pid, "-d", 10)
     wait_for(stderr_path, "sampled 10%", proc)
+    analyst = analyst_of(proc)
     os.killpg(proc.pid, signal.SIGINT)
     time.sleep(0.1)
     os.killpg(proc.pid, signal.SIGINT)
@@ -209,6 +210,51 @@ def test_second_ctrl_c_aborts_at_once(procs, tmp_path):
     assert not list(out.glob("diagnose-*.html"))
     assert_no_temporary_files(out)
     assert_left_running(pid)
+    assert_gone(analyst)
+
+
+def analyst_of(proc: subprocess.Popen) -> psutil.Process:
+    """The analysis process (cli/analyst.py) of a running attach."""
+    found = [p for p in psutil.Process(proc.pid).children()
+             if "diagnose.cli.analyst" in p.cmdline()]
+    assert len(found) == 1, [p.cmdline() for p in psutil.Process(proc.pid).children()]
+    return found[0]
+
+
+def assert_gone(process: psutil.Process, timeout: float = 5.0) -> None:
+    """`process` exited (and was reaped, or is a zombie waiting for init) within `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if not process.is_running() or process.status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the analysis process {process.pid} outlived the attach")
+
+
+def test_the_analysis_process_imports_in_the_window_at_idle_priority_and_ends_with_the_attach(
+        procs, tmp_path):
+    pid = start_service(procs)
+    proc, out, stderr_path = start_diagnose(procs, tmp_path, pid, "-d", 3)
+    wait_for(stderr_path, "sampled 10%", proc)
+    analyst = analyst_of(proc)
+    assert os.sched_getscheduler(analyst.pid) == os.SCHED_IDLE  # nothing taken from the service
+    stderr = finish(proc, tmp_path)
+    assert proc.returncode == 0, stderr
+    assert report_of(out).verdict is not None
+    assert_gone(analyst)
+
+
+def test_the_analysis_process_dies_with_a_killed_attach(procs, tmp_path):
+    pid = start_service(procs)
+    proc, _, stderr_path = start_diagnose(procs, tmp_path, pid, "-d", 10)
+    wait_for(stderr_path, "sampled 10%", proc)
+    analyst = analyst_of(proc)
+    proc.kill()  # no handler runs: the kernel's parent-death signal is all that is left
+    proc.wait(timeout=10)
+    assert_gone(analyst)
 
 
 def test_signal_before_sampling_starts_leaves_nothing(procs, tmp_path):
