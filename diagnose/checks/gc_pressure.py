@@ -170,6 +170,7 @@ def _basis(measured: CollectorShare, settings: Settings) -> _Basis | None:
 
 
 def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
+    """The collector's share of the window (read from memory) or of the running samples, weighed by the CPU used."""
     measured = analysis.collector
     if measured is None:
         return NotApplicable(ID, "needs native samples of the process's Python threads (py-spy --native, or "
