@@ -150,6 +150,24 @@ def amdahl(share: float) -> float:
     return min(MAX_AMDAHL, 1.0 / max(1e-9, 1.0 - min(share, 0.999)))
 
 
+# A share of the CPU this large says "large", not a figure to trust: a gain on it is capped there.
+MAX_CPU_SHARE = 0.75
+
+
+def cpu_share_gain(share: float) -> float:
+    """Throughput if work that was a share `share` of the process's CPU went away: Amdahl on
+    the share, capped at MAX_CPU_SHARE."""
+    return amdahl(min(share, MAX_CPU_SHARE))
+
+
+def cpu_weight(cores: float | None, busy_cores: float) -> float:
+    """How much a share of the process's CPU weighs, 0 to 1: a share matters as much as the
+    process uses the cores. A process using next to no CPU loses no throughput to where that CPU
+    went (CI: 0.05 cores, 45% of it system time, scored 25 and led a GIL held asleep), so nothing
+    below half of `busy_cores`, all of it from `busy_cores`; 1 where its cores are not known."""
+    return 1.0 if cores is None else ramp(cores, busy_cores / 2, busy_cores) / 100
+
+
 def core_room(analysis: Analysis) -> float | None:
     """How much more CPU the process could use: the cores it could have (usable cores, and on a
     shared machine no more than it used plus what the machine left idle) / the cores it used."""

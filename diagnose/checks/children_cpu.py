@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from diagnose.checks.base import (Finding, Lever, LeverKind, NotApplicable, ScoreBasis, Site, amdahl,
-                                  make_finding, pct, ramp, short_path)
+from diagnose.checks.base import (MAX_CPU_SHARE, Finding, Lever, LeverKind, NotApplicable, ScoreBasis, Site,
+                                  cpu_share_gain, cpu_weight, make_finding, pct, ramp, short_path)
 from diagnose.checks.declare import declarations, key, shared_key
 from diagnose.checks.measurements import Measurements
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
@@ -47,9 +47,6 @@ if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
 
 ID = "children_cpu"
-
-# A share this large says "large", not a figure to trust: the gain is capped there.
-MAX_SHARE = 0.75
 
 
 @dataclass(frozen=True)
@@ -92,15 +89,7 @@ EVIDENCE = declarations(ChildrenCpuEvidence)
 
 
 def _score(share: float, cores: float | None, settings: Settings) -> float:
-    # A process using next to no CPU loses no throughput to where that CPU went: nothing below
-    # half of busy_cores (CI: 0.05 cores of which 45% system time scored 25 and led a GIL held
-    # asleep), full at busy_cores.
-    factor = 1.0 if cores is None else ramp(cores, settings.busy_cores / 2, settings.busy_cores) / 100
-    return ramp(share, settings.low, settings.high) * factor
-
-
-def _gain(share: float) -> float:
-    return amdahl(min(share, MAX_SHARE))
+    return ramp(share, settings.low, settings.high) * cpu_weight(cores, settings.busy_cores)
 
 
 def _counts(samples: pd.DataFrame, stacks: int) -> np.ndarray:
@@ -137,7 +126,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     # the service's own cost (a thread suspended in vfork until its child execs reads as running),
     # and Amdahl on both predicted 4.00x (capped) where 2.41x and 3.00x were measured on the
     # spawn_per_request fixture; the children's share alone, 2.07-2.10x
-    gain = _gain(share)
+    gain = cpu_share_gain(share)
     what = f" ({commands[0][0]})" if commands else ""
     how_many = (f"at least {children.started_at_least} children" if children.started_at_least else "children")
     forks = (f", at most {children.machine_forks} by the machine's fork counter" if
@@ -159,8 +148,8 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
               f"of the CPU, most of it their start-up."]
     advice += list(settings.advice)
     gain_words = (f"estimate: the children used {pct(share)} of the CPU; done in the service at a small part of "
-                  f"that cost, {gain:.2f}x (Amdahl" + (f", the share capped at {pct(MAX_SHARE)}"
-                                                      if share > MAX_SHARE else "")
+                  f"that cost, {gain:.2f}x (Amdahl" + (f", the share capped at {pct(MAX_CPU_SHARE)}"
+                                                      if share > MAX_CPU_SHARE else "")
                   + f"); starting them cost the service up to {pct(parent_share)} more, which the fix removes too "
                     f"(its running samples in a spawning call x its CPU, an overestimate: a thread suspended in "
                     f"vfork reads as running)")
@@ -169,7 +158,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                     f"{gain:.2f}x (Amdahl), an upper bound", upper_bound=True)]
     return make_finding(ID, settings, score, summary, evidence, sites=sites, advice=advice,
                         gain=(gain, gain_words), levers=levers,
-                        basis=ScoreBasis("children_share", lambda s: _score(s, cores, settings), _gain))
+                        basis=ScoreBasis("children_share", lambda s: _score(s, cores, settings), cpu_share_gain))
 
 
 SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run,

@@ -69,6 +69,7 @@ EVIDENCE = declarations(CpuEvidence)
 
 
 def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
+    """Request threads busy in code no category names, as far as the process's CPU bears the samples out."""
     req = analysis.request_samples()
     total = float(req["count"].sum())
     busy = busy_samples(req)

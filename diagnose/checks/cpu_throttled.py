@@ -122,6 +122,7 @@ def _hidden_words(os_: ProcessOS, used: float, quota: float) -> str:
 
 
 def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
+    """How often the cgroup's CPU quota ran out, and the quota and pool size the throttled work wanted."""
     os_ = analysis.os
     if os_ is None:
         return NotApplicable(ID, "needs OS counters from /proc (`attach`, or `analyze --procfs`)")

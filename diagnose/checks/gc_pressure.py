@@ -39,8 +39,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from diagnose.checks.base import (Finding, Lever, LeverKind, NotApplicable, ScoreBasis, amdahl,
-                                  busy_samples, make_finding, pct, ramp)
+from diagnose.checks.base import (MAX_CPU_SHARE, Finding, Lever, LeverKind, NotApplicable, ScoreBasis,
+                                  busy_samples, cpu_share_gain, cpu_weight, make_finding, pct, ramp)
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Unit as U
 from diagnose.checks.declare import declarations, key, shared_key
@@ -57,8 +57,6 @@ ID = "gc_pressure"
 # on the young generation (700 by default), and fewer objects in flight are promoted. The issue
 # that asked for this check measured 1.42x from gc.freeze() with gc.set_threshold(50_000, 20, 100).
 THRESHOLD = (50_000, 20, 100)
-# A share this large says "large", not a figure to trust: the gain is capped there.
-MAX_SHARE = 0.75
 # The collector's share of the process's CPU per unit of its share of the window: a collecting
 # thread holds the GIL while off a core (page faults, preemption), and the process runs more
 # than one core's worth between collections (the GIL's hand-offs), so the window's share
@@ -129,14 +127,7 @@ EVIDENCE = declarations(GcEvidence)
 def _score(share: float, cores: float | None, settings: Settings) -> float:
     """The collector's share, ramped; scaled down for a process that used next to no CPU (the
     collector then costs its requests latency, not the service throughput)."""
-    factor = 1.0 if cores is None else min(1.0, cores / settings.busy_cores)
-    return ramp(share, settings.low, settings.high) * factor
-
-
-def _gain(share: float) -> float:
-    """Throughput if the collector's work went away: Amdahl on its share of the CPU, capped
-    (MAX_SHARE)."""
-    return amdahl(min(share, MAX_SHARE))
+    return ramp(share, settings.low, settings.high) * cpu_weight(cores, settings.busy_cores)
 
 
 def _cpu_share(basis_key: str, share: float) -> float:
@@ -179,6 +170,7 @@ def _basis(measured: CollectorShare, settings: Settings) -> _Basis | None:
 
 
 def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
+    """The collector's share of the window (read from memory) or of the running samples, weighed by the CPU used."""
     measured = analysis.collector
     if measured is None:
         return NotApplicable(ID, "needs native samples of the process's Python threads (py-spy --native, or "
@@ -241,17 +233,17 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                       f"code, most under {top.function}: drop the call from the request path.")
     advice += list(settings.advice)
     cpu_share = _cpu_share(basis.key, share)
-    levers = [Lever(LeverKind.REMOVE_WORK, round(_gain(cpu_share), 2), "if the collector cost nothing",
+    levers = [Lever(LeverKind.REMOVE_WORK, round(cpu_share_gain(cpu_share), 2), "if the collector cost nothing",
                     f"estimate: the collector is {pct(cpu_share)} of the CPU ({pct(share)} {basis.words}"
                     + (f", x{CPU_PER_WINDOW:g}" if cpu_share != share else "")
-                    + f"); if its work went away, at most {_gain(cpu_share):.2f}x (Amdahl), an upper bound",
+                    + f"); if its work went away, at most {cpu_share_gain(cpu_share):.2f}x (Amdahl), an upper bound",
                     upper_bound=True)]
     return make_finding(ID, settings, score, summary, evidence, advice=advice,
                         gain=(gain, gain_words), samples=basis.count, levers=levers,
                         share_samples={"collector_share": measured.running_samples,
                                        "collector_held_share": polls},
                         basis=ScoreBasis(basis.key, lambda s: _score(s, cores, settings),
-                                         (lambda s: _gain(_cpu_share(basis.key, s))) if saturated else None))
+                                         (lambda s: cpu_share_gain(_cpu_share(basis.key, s))) if saturated else None))
 
 
 def _predicted(basis: _Basis, saturated: bool, busy: float | None) -> tuple[float, str]:
@@ -261,8 +253,8 @@ def _predicted(basis: _Basis, saturated: bool, busy: float | None) -> tuple[floa
                      f"collector's {pct(share)} {basis.words} costs their requests latency, not the "
                      f"service throughput")
     cpu_share = _cpu_share(basis.key, share)
-    gain = _gain(cpu_share)
-    capped = f" (its share capped at {pct(MAX_SHARE)})" if cpu_share > MAX_SHARE else ""
+    gain = cpu_share_gain(cpu_share)
+    capped = f" (its share capped at {pct(MAX_CPU_SHARE)})" if cpu_share > MAX_CPU_SHARE else ""
     scaled = (f", about {pct(cpu_share)} of the CPU (x{CPU_PER_WINDOW:g}: a collecting thread holds the GIL "
               f"off a core too; calibrated on the gc_heavy fixture)" if cpu_share != share else "")
     return gain, (f"estimate: the collector held the GIL {pct(share)} {basis.words}{scaled}, which the "

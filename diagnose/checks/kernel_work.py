@@ -27,8 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from diagnose.checks.base import (Finding, Lever, LeverKind, NotApplicable, ScoreBasis, Site, amdahl,
-                                  busy_samples, make_finding, pct, ramp, short_path)
+from diagnose.checks.base import (MAX_CPU_SHARE, Finding, Lever, LeverKind, NotApplicable, ScoreBasis, Site,
+                                  busy_samples, cpu_share_gain, cpu_weight, make_finding, pct, ramp,
+                                  short_path)
 from diagnose.checks.declare import declarations, key, shared_key
 from diagnose.checks.measurements import Measurements
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
@@ -39,9 +40,6 @@ if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
 
 ID = "kernel_work"
-
-# A share this large says "large", not a figure to trust: the gain is capped there.
-MAX_SHARE = 0.75
 
 
 @dataclass(frozen=True)
@@ -93,15 +91,7 @@ def _mapping_memory(calls: tuple[tuple[str, int], ...] | list[tuple[str, int]]) 
 
 
 def _score(share: float, cores: float | None, settings: Settings) -> float:
-    # A process using next to no CPU loses no throughput to where that CPU went: nothing below
-    # half of busy_cores (CI: 0.05 cores of which 45% system time scored 25 and led a GIL held
-    # asleep), full at busy_cores.
-    factor = 1.0 if cores is None else ramp(cores, settings.busy_cores / 2, settings.busy_cores) / 100
-    return ramp(share, settings.low, settings.high) * factor
-
-
-def _gain(share: float) -> float:
-    return amdahl(min(share, MAX_SHARE))
+    return ramp(share, settings.low, settings.high) * cpu_weight(cores, settings.busy_cores)
 
 
 def _busy_share(analysis: Analysis) -> float | None:
@@ -131,11 +121,11 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
              if named and calls is not None else [])
     busy = _busy_share(analysis)
     saturated = busy is None or busy >= settings.saturated_share
-    gain = _gain(share) if saturated else 1.0
+    gain = cpu_share_gain(share) if saturated else 1.0
     if saturated:
         gain_words = (f"estimate: the kernel's work is {pct(share)} of the CPU; if fewer, larger calls removed most "
-                      f"of it, at most {gain:.2f}x (Amdahl" + (f", its share capped at {pct(MAX_SHARE)}"
-                                                               if share > MAX_SHARE else "") + ")")
+                      f"of it, at most {gain:.2f}x (Amdahl" + (f", its share capped at {pct(MAX_CPU_SHARE)}"
+                                                               if share > MAX_CPU_SHARE else "") + ")")
     else:
         gain_words = (f"estimate: the request threads were busy {pct(busy or 0.0)} of the time, so the kernel's "
                       f"{pct(share)} of the CPU costs their requests latency, not the service throughput")
@@ -171,13 +161,13 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                   f"joined and written once), read in large blocks, keep files open: the kernel's entry and "
                   f"exit cost {pct(share)} of the CPU whatever each call moves."]
     advice += list(settings.advice)
-    levers = [Lever(LeverKind.REMOVE_WORK, round(_gain(share), 2), "if the system calls cost nothing",
+    levers = [Lever(LeverKind.REMOVE_WORK, round(cpu_share_gain(share), 2), "if the system calls cost nothing",
                     f"estimate: the kernel's time is {pct(share)} of the CPU; if it went away, at most "
-                    f"{_gain(share):.2f}x (Amdahl), an upper bound", upper_bound=True)]
+                    f"{cpu_share_gain(share):.2f}x (Amdahl), an upper bound", upper_bound=True)]
     return make_finding(ID, settings, score, summary, evidence, sites=sites, advice=advice,
                         gain=(gain, gain_words), levers=levers,
                         basis=ScoreBasis("kernel_share", lambda s: _score(s, cores, settings),
-                                         _gain if saturated else None))
+                                         cpu_share_gain if saturated else None))
 
 
 SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run,

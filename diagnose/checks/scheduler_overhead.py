@@ -138,6 +138,7 @@ def fan_out_advice(request_threads: int, intra_op: int, cores: float, libraries:
 
 
 def run(analysis: Analysis, settings: Settings) -> Finding:
+    """Runnable threads beyond the cores waiting for one, or request threads queued on a native pool's mutex."""
     os_ = analysis.os
     # needs SCHEDSTAT: the engine runs this check only with the per-thread OS counters
     assert os_ is not None and os_.runqueue_ratio is not None

@@ -104,6 +104,7 @@ MIN_CONSUMER_BUSY = 0.05  # a consumer process busier than this does work of its
 
 
 def run(analysis: Analysis, settings: Settings) -> Finding:
+    """The bottleneck stage, busy while its neighbours wait on its hand-offs; its threads sized by utilization."""
     structure = analysis.structure
     # needs PIPELINE: the engine runs this check only when a bottleneck stage was found
     assert structure.bottleneck is not None

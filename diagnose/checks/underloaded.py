@@ -111,6 +111,7 @@ def handler_threads(analysis: Analysis) -> set[int]:
 
 
 def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
+    """Workers waiting for work or outside the process, less what busy cores, own waits or full backends explain."""
     roles = analysis.threads["role"]
     handlers = handler_threads(analysis)
     workers = analysis.threads[roles.isin(HANDLER_ROLES)

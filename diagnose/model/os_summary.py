@@ -130,26 +130,64 @@ def _delta(a: _Counter | None, b: _Counter | None) -> _Counter | None:
     return None if a is None or b is None else max(b - a, 0)
 
 
-def summarize(record: ProcRecord) -> ProcessOS:
-    window = max((record.ended_at or record.started_at) - record.started_at, 1e-6)
-    per_thread_states: dict[int, dict[str, int]] = {}
-    per_thread_stops: dict[int, int] = {}
-    per_thread_ticks: dict[int, list[StateTick]] = {}
-    ticks: dict[float, int] = {}
-    observer = total_obs = 0
+@dataclass(frozen=True)
+class _StateTally:
+    """The /proc sampler's state observations, counted: per thread its state letters, the times
+    the observer had it stopped and its own observations in order; per instant the threads
+    seen and those running; and how many observations there were, and of the observer."""
+
+    states: dict[int, dict[str, int]]
+    stops: dict[int, int]
+    ticks: dict[int, list[StateTick]]
+    running: dict[float, int]  # instants of an observation not the observer's
+    threads_seen: dict[float, int]  # every instant, the observer's stops included
+    observer: int
+    total: int
+
+
+def _tally_states(record: ProcRecord) -> _StateTally:
+    """The record's state observations counted per thread and per instant (_StateTally)."""
+    states: dict[int, dict[str, int]] = {}
+    stops: dict[int, int] = {}
+    ticks: dict[int, list[StateTick]] = {}
+    running: dict[float, int] = {}
+    threads_seen: dict[float, int] = {}
+    observer = 0
     for t, tid, state in record.state_samples:
-        total_obs += 1
+        threads_seen[t] = threads_seen.get(t, 0) + 1
         if state in OBSERVER_STATES:
             observer += 1
-            per_thread_states.setdefault(tid, {})
-            per_thread_stops[tid] = per_thread_stops.get(tid, 0) + 1
+            states.setdefault(tid, {})
+            stops[tid] = stops.get(tid, 0) + 1
             continue
-        counts = per_thread_states.setdefault(tid, {})
+        counts = states.setdefault(tid, {})
         counts[state] = counts.get(state, 0) + 1
-        per_thread_ticks.setdefault(tid, []).append(StateTick(float(t), state))
-        ticks.setdefault(t, 0)
+        ticks.setdefault(tid, []).append(StateTick(float(t), state))
+        running.setdefault(t, 0)
         if state == "R":
-            ticks[t] += 1
+            running[t] += 1
+    return _StateTally(states, stops, ticks, running, threads_seen, observer, len(record.state_samples))
+
+
+def _rss_trend(samples: list[tuple[float, int]]) -> tuple[float | None, float | None]:
+    """The RSS's least-squares slope (bytes per second) and the line's R²: None for both with
+    fewer than 5 samples or none apart in time."""
+    if len(samples) < 5:
+        return None, None
+    ts = np.array([s[0] for s in samples])
+    rss = np.array([s[1] for s in samples], dtype=float)
+    if not np.ptp(ts) > 0:
+        return None, None
+    slope, intercept = np.polyfit(ts, rss, 1)
+    fitted = slope * ts + intercept
+    ss_res, ss_tot = float(((rss - fitted) ** 2).sum()), float(((rss - rss.mean()) ** 2).sum())
+    return float(slope), 1.0 - ss_res / ss_tot if ss_tot > 0 else 0.0
+
+
+def summarize(record: ProcRecord) -> ProcessOS:
+    """The process's and each thread's numbers over the record's window (ProcessOS)."""
+    window = max((record.ended_at or record.started_at) - record.started_at, 1e-6)
+    tally = _tally_states(record)
     threads = {}
     cpu_total = wait_total = 0.0
     wait_known = False
@@ -171,44 +209,32 @@ def summarize(record: ProcRecord) -> ProcessOS:
             vol_total += vol
             invol_total += invol
             ctx_known = True
-        states = per_thread_states.get(tid, {})
+        states = tally.states.get(tid, {})
         threads[tid] = ProcThread(tid=tid, comm=record.thread_names.get(tid, ""), cpu_s=cpu,
                                   runqueue_wait_s=wait, voluntary_ctx=vol, involuntary_ctx=invol,
-                                  state_counts=states, observer_stops=per_thread_stops.get(tid, 0),
-                                  ticks=tuple(per_thread_ticks.get(tid, ())),
+                                  state_counts=states, observer_stops=tally.stops.get(tid, 0),
+                                  ticks=tuple(tally.ticks.get(tid, ())),
                                   user_s=_delta(first.user_s, last.user_s),
                                   system_s=_delta(first.system_s, last.system_s))
-    for tid, obs in per_thread_states.items():
+    for tid, obs in tally.states.items():
         if tid in threads:
             continue
         threads[tid] = ProcThread(tid=tid, comm=record.thread_names.get(tid, ""), state_counts=obs,
-                                  observer_stops=per_thread_stops.get(tid, 0),
-                                  ticks=tuple(per_thread_ticks.get(tid, ())))
-    threads_per_tick: dict[float, int] = {}
-    for t, _, _ in record.state_samples:
-        threads_per_tick[t] = threads_per_tick.get(t, 0) + 1
+                                  observer_stops=tally.stops.get(tid, 0),
+                                  ticks=tuple(tally.ticks.get(tid, ())))
     cores = max(record.cores, 1)
     usable = min(cores, record.cpu_quota_cores) if record.cpu_quota_cores else cores
-    slope = r2 = None
-    if len(record.rss_samples) >= 5:
-        ts = np.array([s[0] for s in record.rss_samples])
-        rss = np.array([s[1] for s in record.rss_samples], dtype=float)
-        if np.ptp(ts) > 0:
-            slope, intercept = np.polyfit(ts, rss, 1)
-            fitted = slope * ts + intercept
-            ss_res, ss_tot = float(((rss - fitted) ** 2).sum()), float(((rss - rss.mean()) ** 2).sum())
-            r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 0.0
-            slope = float(slope)
+    slope, r2 = _rss_trend(record.rss_samples)
     return ProcessOS(
         window_s=window, cores=cores, cpu_quota_cores=record.cpu_quota_cores,
-        threads_max=max(threads_per_tick.values(), default=len(threads)),
+        threads_max=max(tally.threads_seen.values(), default=len(threads)),
         cpu_s=cpu_total, cpu_utilization=cpu_total / (window * usable),
         runqueue_wait_s=wait_total if wait_known else None,
         runqueue_ratio=(wait_total / cpu_total) if wait_known and cpu_total > 0 else None,
-        mean_runnable=float(np.mean(list(ticks.values()))) if ticks else 0.0,
+        mean_runnable=float(np.mean(list(tally.running.values()))) if tally.running else 0.0,
         involuntary_ctx_per_s=invol_total / window if ctx_known else None,
         voluntary_ctx_per_s=vol_total / window if ctx_known else None,
-        observer_stop_share=observer / total_obs if total_obs else 0.0,
+        observer_stop_share=tally.observer / tally.total if tally.total else 0.0,
         rss_start=record.rss_samples[0][1] if record.rss_samples else None,
         rss_end=record.rss_samples[-1][1] if record.rss_samples else None,
         rss_slope_bytes_per_s=slope, rss_fit_r2=r2, threads=threads,

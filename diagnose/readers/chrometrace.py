@@ -211,7 +211,37 @@ def estimated_rate_hz(timestamps: np.ndarray, window_us: float) -> int:
     return int(min(1000, max(10, 10 * math.ceil(observed / 10))))
 
 
+def _thread_named(raw: tuple) -> tuple[int | None, str]:
+    """The OS thread id and name a raw stack's `thread (N): name` pseudo-frame gives; the
+    pseudo-frames lead, processes first (outermost first), then the thread. (None, "") without
+    one."""
+    for frame in raw:
+        if frame[1]:
+            break
+        match = THREAD_PSEUDO.match(frame[0])
+        if match:
+            return parse_tid(match.group(1)), match.group(2) or ""
+    return None, ""
+
+
+def _track(slot: list[_Thread], end_us: float) -> ThreadTrack:
+    """One track for the OS threads that ran one after another behind one (pid, pthread id):
+    each a segment, their stack changes joined, its stacks left to regrid."""
+    first = slot[0]
+    name = first.name or next((t.name for t in slot if t.name), "")
+    empty = np.empty(0, dtype=np.int32)
+    return ThreadTrack(
+        first.tid, name, empty, np.empty(0), pid=first.pid, times=np.empty(0),
+        segments=[[t.tid, t.times[0] / 1e6, (t.end if t.end is not None else end_us) / 1e6]
+                  for t in slot],
+        changes=(np.concatenate([np.asarray(t.times, dtype=np.float64) for t in slot]) / 1e6,
+                 np.concatenate([np.asarray(t.stacks, dtype=np.int32) for t in slot])))
+
+
 def load_chrometrace(data, label: str = "profile", rate_hz: float | None = None) -> Profile:
+    """A Profile from py-spy's chrometrace events: each (pid, pthread id)'s replayed stack
+    changes credited to the OS threads behind it, then read on a grid at `rate_hz` (else the
+    rate the recording shows)."""
     if not isinstance(data, list):
         raise BadProfile(f"{label}: JSON but not a chrometrace recording (not a list of events)")
     events = _events(data, label)
@@ -244,14 +274,7 @@ def load_chrometrace(data, label: str = "profile", rate_hz: float | None = None)
                     thread.end = ts
                     thread = None
                 continue
-            tid, name = None, ""
-            for frame in raw:  # the pseudo-frames lead: processes (outermost first), the thread
-                if frame[1]:
-                    break
-                match = THREAD_PSEUDO.match(frame[0])
-                if match:
-                    tid, name = parse_tid(match.group(1)), match.group(2) or ""
-                    break
+            tid, name = _thread_named(raw)
             if thread is None or (tid is not None and tid != thread.tid):
                 # another OS thread behind the same pthread id: the previous one had exited
                 if thread is not None:
@@ -276,15 +299,7 @@ def load_chrometrace(data, label: str = "profile", rate_hz: float | None = None)
     end_us = float(all_ts.max())
     profile.window = (start_us / 1e6, end_us / 1e6)
     for slot in sorted(slots, key=lambda s: (s[0].times[0], s[0].pid, s[0].tid)):
-        first = slot[0]
-        name = first.name or next((t.name for t in slot if t.name), "")
-        empty = np.empty(0, dtype=np.int32)
-        profile.threads.append(ThreadTrack(
-            first.tid, name, empty, np.empty(0), pid=first.pid, times=np.empty(0),
-            segments=[[t.tid, t.times[0] / 1e6, (t.end if t.end is not None else end_us) / 1e6]
-                      for t in slot],
-            changes=(np.concatenate([np.asarray(t.times, dtype=np.float64) for t in slot]) / 1e6,
-                     np.concatenate([np.asarray(t.stacks, dtype=np.int32) for t in slot]))))
+        profile.threads.append(_track(slot, end_us))
     regrid(profile, float(rate_hz) if rate_hz else estimated_rate_hz(all_ts, end_us - start_us))
     if not profile.threads:
         raise BadProfile(f"{label}: the chrometrace file holds no samples")

@@ -1,6 +1,6 @@
 """The first screen of a report made from a recorded profile states each lever of the top finding
-(the work half as costly, the work made free, more cores) beside its first advice, and a check that found nothing shows as
-one "also checked" line with no advice, in a real browser."""
+(the work half as costly, the work made free, more cores) beside its first advice, and a check
+that found nothing shows as one "also checked" line with no advice, in a real browser."""
 
 from __future__ import annotations
 

@@ -4,9 +4,9 @@ For each interpreter, a cached venv with numpy, gunicorn, uvicorn and FastAPI
 (`pythons.venv_with_servers`; pip picks the newest releases that support that CPython) runs the
 server fixtures; the CLI runs on the default interpreter and attaches the real py-spy at the pid
 a user sees first. The oldest and the newest interpreter run both servers (a gunicorn tree and a
-uvicorn event loop); every version between runs one of them, in turn (`on_versions`). A version is skipped with the reason when py-spy does not support it or no
-release of the server packages installs on it. The running interpreter's own version is covered
-by test_real_servers.py.
+uvicorn event loop); every version between runs one of them, in turn (`on_versions`). A version
+is skipped with the reason when py-spy does not support it or no release of the server packages
+installs on it. The running interpreter's own version is covered by test_real_servers.py.
 """
 
 from __future__ import annotations

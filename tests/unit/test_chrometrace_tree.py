@@ -194,40 +194,16 @@ def test_a_new_thread_reusing_a_shared_pthread_id_ends_the_old_one_in_its_own_pr
     assert [functions(profile, s) for s in by_pid[101].changes[1]] == [["old"], ["new"]]
 
 
-def test_a_torn_non_blocking_read_that_lost_the_threads_root_frames_is_dropped():
-    from diagnose.readers.chrometrace import load_chrometrace
-
-    def frame(name):
-        return {"name": name, "args": {"filename": "app.py", "line": 1}}
-
-    stacks = [("<module>", "serve", "work"), ("work",), ("<module>", "serve", "parse"),
-              ("<module>", "serve", "work"), ("<module>", "serve", "parse")]
-    events, held = [], ()
-    for k, stack in enumerate(stacks):
-        ts = 10_000.0 * k
-        common = 0
-        while common < min(len(held), len(stack)) and held[common] == stack[common]:
-            common += 1
-        events += [dict(frame(n), ph="E", ts=ts, pid=7, tid=1) for n in reversed(held[common:])]
-        events += [dict(frame(n), ph="B", ts=ts, pid=7, tid=1) for n in stack[common:]]
-        held = stack
-    events += [dict(frame(n), ph="E", ts=50_000.0, pid=7, tid=1) for n in reversed(held)]
-    profile = load_chrometrace(events, rate_hz=100)
-    roots = {profile.frames[profile.stacks[sid][0]].function
-             for track in profile.threads for sid in track.stack_ids}
-    assert roots == {"<module>"}
-
-
-def _recorded(stacks: list[tuple[str, ...]], thread: str = "thread (7): MainThread") -> list[dict]:
+def _recorded(stacks: list[tuple[str, ...]], thread: str | None = "thread (7): MainThread") -> list[dict]:
     """py-spy's events for one thread holding `stacks` in turn, 10 ms apart, each read led by
-    the thread's pseudo-frame (`--threads`)."""
+    the thread's pseudo-frame (`--threads`), or by nothing where `thread` is None."""
     def frame(name):
         file = "" if name == thread else "app.py"
         return {"name": name, "args": {"filename": file, "line": 0 if name == thread else 1}}
 
     events, held = [], ()
     for k, read in enumerate(stacks):
-        stack = (thread, *read)
+        stack = read if thread is None else (thread, *read)
         ts = 10_000.0 * k
         common = 0
         while common < min(len(held), len(stack)) and held[common] == stack[common]:
@@ -238,6 +214,15 @@ def _recorded(stacks: list[tuple[str, ...]], thread: str = "thread (7): MainThre
     end = 10_000.0 * len(stacks)
     events += [dict(frame(n), ph="E", ts=end, pid=7, tid=1) for n in reversed(held)]
     return events
+
+
+def test_a_torn_non_blocking_read_that_lost_the_threads_root_frames_is_dropped():
+    stacks = [("<module>", "serve", "work"), ("work",), ("<module>", "serve", "parse"),
+              ("<module>", "serve", "work"), ("<module>", "serve", "parse")]
+    profile = load_chrometrace(_recorded(stacks, thread=None), rate_hz=100)
+    roots = {profile.frames[profile.stacks[sid][0]].function
+             for track in profile.threads for sid in track.stack_ids}
+    assert roots == {"<module>"}
 
 
 def test_an_empty_read_of_a_thread_still_in_its_module_body_is_dropped():

@@ -182,6 +182,17 @@ def test_a_process_using_next_to_no_cpu_is_not_made_slow_by_its_collector():
     assert isinstance(found, Finding) and found.score < 25
 
 
+def test_a_process_using_under_half_of_busy_cores_scores_nothing_for_its_collector():
+    # four threads at 0.09 s each over 4 s: 0.09 cores, under half of busy_cores (0.2). The
+    # collector's share (40% of the running samples) ramps to 100; the CPU it stands for is not
+    # where the cores go, as for kernel_work and children_cpu.
+    found = gc_pressure.run(gc_heavy(cpu_s=0.09), SETTINGS)
+    assert SETTINGS.busy_cores == 0.2
+    assert isinstance(found, Finding) and found.score == 0, found.score
+    busy = gc_pressure.run(gc_heavy(cpu_s=0.2), SETTINGS)
+    assert isinstance(busy, Finding) and busy.score == 100, busy.score
+
+
 def test_threads_mostly_waiting_for_work_gain_no_throughput():
     idle = THREAD[:-1] + [py("Queue.get", 171, f"{LIB}/queue.py"), native("PyThread_acquire_lock_timed"),
                           native("pthread_cond_timedwait", LIBC)]

@@ -333,7 +333,8 @@ def test_a_loop_on_a_simple_queue_of_a_stripped_build_is_idle():
     # SimpleQueue.get of the stripped build (an unnamed frame of _queue.cpython-311...so, as in
     # its pool workers), called from the thread's own loop rather than concurrent.futures
     frames = DEBIAN_START + [probe("consumer_loop", 23),
-                             native("0x7f788548bc2e", f"{DEBIAN_LIB}/lib-dynload/_queue.cpython-311-x86_64-linux-gnu.so")]
+                             native("0x7f788548bc2e",
+                                    f"{DEBIAN_LIB}/lib-dynload/_queue.cpython-311-x86_64-linux-gnu.so")]
     check(frames + DEBIAN_LOCK, ("idle", "queue", "consumer_loop"), full_symbols=False)
 
 
@@ -359,7 +360,8 @@ def test_stripped_build_in_the_raw_format_is_still_a_lock_wait():
 ])
 def test_a_selector_loop_waiting_through_selectmodule_c_is_idle(version, tail):
     frames = thread_start(version) + [probe("serve_loop", 9),
-                                      py(qual(version, "EpollSelector", "select"), stdlib(version, "selectors.py"), 468)]
+                                      py(qual(version, "EpollSelector", "select"),
+                                         stdlib(version, "selectors.py"), 468)]
     check(frames + tail + [native("epoll_wait", LIBC)], ("idle", "io", "serve_loop"))
 
 

@@ -214,6 +214,9 @@ class _Wrong(Exception):
 
 @functools.cache
 def _decoder(tp: Any) -> Decoder:
+    """The function that checks a JSON value against the type `tp` and gives it as `tp`: a part
+    (dataclass), an optional, a tuple, a mapping, an enum, a scalar; anything else as it is.
+    Made once per type."""
     if _is_part(tp):
         return _dataclass_decoder(tp)
     origin = typing.get_origin(tp)
@@ -225,64 +228,83 @@ def _decoder(tp: Any) -> Decoder:
             return lambda v: None if v is None else one(v)
         return _identity
     if origin is tuple:
-        item = _decoder(args[0])
-        plain = _SCALARS.get(args[0])
-
-        def tuple_of(v: JsonValue) -> tuple[Any, ...]:
-            if not isinstance(v, (list, tuple)):  # a tuple: a part built in this process
-                raise _Wrong("a list expected")
-            if plain is not None and all(type(x) in plain for x in v):
-                return tuple(v)  # the common case, checked at once
-            out = []
-            for i, x in enumerate(v):
-                try:
-                    out.append(item(x))
-                except _Wrong as exc:
-                    raise exc.under(f"[{i}]") from None
-            return tuple(out)
-        return tuple_of
+        return _tuple_decoder(args[0])
     if origin in (dict, Mapping, typing.Mapping) or tp is dict:
-        value = _decoder(args[1]) if args else _identity
-
-        def mapping_of(v: JsonValue) -> dict[str, Any]:
-            if not isinstance(v, dict):
-                raise _Wrong("an object expected")
-            out = {}
-            for k, x in v.items():
-                try:
-                    out[str(k)] = value(x)
-                except _Wrong as exc:
-                    raise exc.under(str(k)) from None
-            return out
-        return mapping_of
+        return _mapping_decoder(_decoder(args[1]) if args else _identity)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        members = {m.value: m for m in tp}
-        lenient = issubclass(tp, enum.StrEnum)
-
-        def member(v: JsonValue) -> Any:
-            found = members.get(v) if isinstance(v, (str, int)) else None
-            if found is not None:
-                return found
-            if lenient and isinstance(v, str):
-                # A word this version does not know (an edited report, a newer one): kept as
-                # the text it is, so it still reads, compares and writes back unchanged.
-                return v
-            raise _Wrong(f"{v!r} is not one of {', '.join(str(m.value) for m in tp)}")
-        return member
+        return _enum_decoder(tp)
     if tp in _SCALARS:
-        accepted = _SCALARS[tp]
-        name = tp.__name__
-
-        def scalar(v: JsonValue) -> Any:
-            if type(v) in accepted:
-                return v
-            if type(v).__module__ == "numpy":  # a figure straight from the analysis's tables
-                v = v.item()
-            if not isinstance(v, accepted) or (tp is not bool and isinstance(v, bool)):
-                raise _Wrong(f"a {name} expected, not {type(v).__name__}")
-            return v
-        return scalar
+        return _scalar_decoder(tp)
     return _identity  # Any, object: JSON as it is
+
+
+def _tuple_decoder(item_tp: Any) -> Decoder:
+    """A list of `item_tp` as a tuple, each item decoded; its index named when one is wrong."""
+    item = _decoder(item_tp)
+    plain = _SCALARS.get(item_tp)
+
+    def tuple_of(v: JsonValue) -> tuple[Any, ...]:
+        if not isinstance(v, (list, tuple)):  # a tuple: a part built in this process
+            raise _Wrong("a list expected")
+        if plain is not None and all(type(x) in plain for x in v):
+            return tuple(v)  # the common case, checked at once
+        out = []
+        for i, x in enumerate(v):
+            try:
+                out.append(item(x))
+            except _Wrong as exc:
+                raise exc.under(f"[{i}]") from None
+        return tuple(out)
+    return tuple_of
+
+
+def _mapping_decoder(value: Decoder) -> Decoder:
+    """An object as a dict of text keys, each value decoded by `value`; its key named when one
+    is wrong."""
+    def mapping_of(v: JsonValue) -> dict[str, Any]:
+        if not isinstance(v, dict):
+            raise _Wrong("an object expected")
+        out = {}
+        for k, x in v.items():
+            try:
+                out[str(k)] = value(x)
+            except _Wrong as exc:
+                raise exc.under(str(k)) from None
+        return out
+    return mapping_of
+
+
+def _enum_decoder(tp: type[enum.Enum]) -> Decoder:
+    """A member of the enum `tp` by its value; a StrEnum keeps a word it does not know."""
+    members = {m.value: m for m in tp}
+    lenient = issubclass(tp, enum.StrEnum)
+
+    def member(v: JsonValue) -> Any:
+        found = members.get(v) if isinstance(v, (str, int)) else None
+        if found is not None:
+            return found
+        if lenient and isinstance(v, str):
+            # A word this version does not know (an edited report, a newer one): kept as
+            # the text it is, so it still reads, compares and writes back unchanged.
+            return v
+        raise _Wrong(f"{v!r} is not one of {', '.join(str(m.value) for m in tp)}")
+    return member
+
+
+def _scalar_decoder(tp: type) -> Decoder:
+    """A number, text or flag of the type `tp` (a numpy scalar as its Python value)."""
+    accepted = _SCALARS[tp]
+    name = tp.__name__
+
+    def scalar(v: JsonValue) -> Any:
+        if type(v) in accepted:
+            return v
+        if type(v).__module__ == "numpy":  # a figure straight from the analysis's tables
+            v = v.item()
+        if not isinstance(v, accepted) or (tp is not bool and isinstance(v, bool)):
+            raise _Wrong(f"a {name} expected, not {type(v).__name__}")
+        return v
+    return scalar
 
 
 _MISSING = object()
