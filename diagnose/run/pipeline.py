@@ -37,7 +37,7 @@ from diagnose.run.gc_pause import collector_paused
 from diagnose.run.build_report import build_report
 from diagnose.report.model import Load, Report, Target
 from diagnose.report.redact import redact_cmdline
-from diagnose.report.model.codec import decode, encode
+from diagnose.report.model.codec import NotAReport, decode, encode
 from diagnose.render.speedscope_out import write_speedscope
 
 if TYPE_CHECKING:  # the capture machinery (py-spy, asyncio task reading) is attach's alone
@@ -292,12 +292,14 @@ def from_capture(capture: Capture, out_dir: Path, user_rules: dict | None,
 
 def from_file(paths: Path | list[Path], out_dir: Path, user_rules: dict | None,
               procfs_path: Path | None = None, native_path: Path | None = None,
-              tasks_path: Path | None = None) -> Outputs:
+              tasks_path: Path | None = None, sampling_path: Path | None = None) -> Outputs:
     """`paths`: one recording, or the recordings of one window read as one service (`attach
     --keep-raw` of a process tree keeps one recording per process). `tasks_path`: the asyncio
-    task reads `attach --keep-raw` kept (.tasks.json)."""
+    task reads `attach --keep-raw` kept (.tasks.json); `sampling_path`: the live run's context
+    it kept (.sampling.json), analyzed with in place of what the files alone tell."""
     with collector_paused():  # from the reading to the last output, not only within each
-        return _from_file(paths, out_dir, user_rules, procfs_path, native_path, tasks_path)
+        return _from_file(paths, out_dir, user_rules, procfs_path, native_path, tasks_path,
+                          sampling_path)
 
 
 def read_task_recordings(path: Path) -> dict[int, TaskRecording]:
@@ -310,10 +312,25 @@ def read_task_recordings(path: Path) -> dict[int, TaskRecording]:
     return {r.pid: r for r in recordings}
 
 
+def read_live_run(path: Path) -> LiveRun:
+    """The .sampling.json `attach --keep-raw` writes; BadProfile when it is not one."""
+    what = "diagnose sampling record"
+    text = decode_input(read_input(path, what), path, what)
+    try:
+        return decode(LiveRun, json.loads(text))
+    except NotAReport as exc:
+        raise BadProfile(f"{path}: not a {what} ({exc.message})")
+    except RecursionError:
+        raise BadProfile(f"{path}: not a {what} (nested too deeply)")
+    except ValueError as exc:
+        raise BadProfile(f"{path}: not a {what}: not valid JSON ({exc})")
+
+
 def _from_file(paths: Path | list[Path], out_dir: Path, user_rules: dict | None,
                procfs_path: Path | None, native_path: Path | None,
-               tasks_path: Path | None = None) -> Outputs:
+               tasks_path: Path | None = None, sampling_path: Path | None = None) -> Outputs:
     paths = [paths] if isinstance(paths, Path) else list(paths)
+    live = read_live_run(sampling_path) if sampling_path is not None else None
     path = paths[0]
     tree = None
     if procfs_path is not None:
@@ -338,6 +355,9 @@ def _from_file(paths: Path | list[Path], out_dir: Path, user_rules: dict | None,
         target=Target(pid=proc.pid if proc else None, cmdline=redact_cmdline(list(argv)),
                       cores=proc.cores if proc else None),
         sampling=recorded, partial=bool(proc and proc.target_exited), argv=argv)
+    if live is not None:
+        # The live run's own context: the rate and py-spy's counts as the attach knew them.
+        run = live.context()
     # The pids of a recording are history (gone, or reused by another process): its source
     # files are read as named, never through /proc/<pid>/root.
     task_recordings = read_task_recordings(tasks_path) if tasks_path is not None else None
@@ -345,7 +365,10 @@ def _from_file(paths: Path | list[Path], out_dir: Path, user_rules: dict | None,
         paths, tree, run, user_rules, [native_path] if native_path is not None else [],
         live=False, task_recordings=task_recordings)
     run = service.combined.run  # with the notes the reading added
-    if window is None:
+    if sampling_path is not None:
+        run = run.with_note(f"replayed offline with the live window's sampling as kept in "
+                            f"{sampling_path.name}")
+    elif window is None:
         sampling, note = _window_from_samples(service.combined, recorded)
         run = replace(run, sampling=sampling)
         if note is not None:

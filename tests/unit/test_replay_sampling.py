@@ -1,6 +1,6 @@
-"""`attach --keep-raw` keeps the live run's sampling (.sampling.json): the rate, py-spy's counts
-and the plan the live analysis had, which a replay would otherwise estimate from the samples (a
-live lock_contention once replayed as underloaded)."""
+"""`attach --keep-raw` keeps the live run's sampling (.sampling.json) and `analyze --sampling`
+replays a recording with it: the rate, py-spy's counts and the plan the live analysis had, not
+a rate estimated from the samples (a live lock_contention once replayed as underloaded)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,17 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from diagnose.collect.procfs import TreeRecord
 from diagnose.collect.run_context import (CaptureSampling, LiveRun, LiveSampling, RunContext,
                                           WindowCpu)
-from diagnose.report.model import Load, PlannedProcess, Target
+from diagnose.errors import ExitCode
+from diagnose.readers.loaders import load_profile
+from diagnose.report.model import Load, PlannedProcess, Report, Target
 from diagnose.report.model.codec import decode, encode
 from diagnose.run import pipeline
-from tests.conftest import RECORDED
+from tests.conftest import RECORDED, invoke_cli, invoke_cli_report
 
 RECORDING = RECORDED / "late_thread.chrometrace.json"  # measured instants: the rate sets the grid
 PROCFS = RECORDED / "late_thread.procfs.json"
@@ -68,6 +72,13 @@ def live_report(run: RunContext, out: Path, keep_raw: bool = True) -> pipeline.O
                                   kept_run=run)
 
 
+def replayed(out: Path, *companions: object) -> Report:
+    proc, report = invoke_cli_report("analyze", RECORDING, "--procfs", PROCFS, *companions,
+                                     "--json", "-o", out)
+    assert proc.returncode == 0 and report is not None, proc.stderr
+    return report
+
+
 def test_keep_raw_keeps_the_run_the_analysis_started_from(tmp_path):
     run = live_context(29, samples=200)
     live_report(run, tmp_path / "kept")
@@ -75,3 +86,55 @@ def test_keep_raw_keeps_the_run_the_analysis_started_from(tmp_path):
     assert kept.context() == run  # not the notes the analysis added
     live_report(run, tmp_path / "plain", keep_raw=False)
     assert not (tmp_path / "plain" / "diagnose-15605.sampling.json").exists()
+
+
+def test_a_replay_with_the_kept_sampling_gives_the_live_findings(tmp_path):
+    # py-spy's count below what the grid would hold: the live analysis re-grids at the rate
+    # achieved (settle_rate), which the replay can only do knowing the count.
+    live = live_report(live_context(29, samples=200), tmp_path / "live").report
+    report = replayed(tmp_path / "replay", "--sampling",
+                      tmp_path / "live" / "diagnose-15605.sampling.json")
+    assert report.verdict.primary == live.verdict.primary
+    assert [(f.id, f.score) for f in report.findings] == [(f.id, f.score) for f in live.findings]
+    assert replace(report.sampling, notes=()) == replace(live.sampling, notes=())
+    assert report.target == live.target
+
+
+def test_analyze_with_a_sampling_file_reads_the_recording_at_its_rate_not_the_estimate(tmp_path):
+    estimated = round(1 / load_profile(RECORDING).interval_s)
+    offline = replayed(tmp_path / "offline")
+    stated = 2 * estimated
+    sampling = tmp_path / "late_thread.sampling.json"
+    kept = LiveRun.of(live_context(stated))
+    assert kept is not None
+    sampling.write_text(json.dumps(encode(kept)))
+    report = replayed(tmp_path / "replay", "--sampling", sampling)
+    assert report.sampling.rate_hz == stated != estimated
+    assert report.sampling.plan == f"gentle at {stated} Hz"
+    # The grid follows the stated rate: twice the rate, about twice the thread-samples.
+    assert offline.sampling.thread_samples is not None and report.sampling.thread_samples is not None
+    assert report.sampling.thread_samples == pytest.approx(2 * offline.sampling.thread_samples,
+                                                           rel=0.05)
+    assert any("late_thread.sampling.json" in note for note in report.sampling.notes)
+
+
+@pytest.mark.parametrize("text, said", [
+    ("not json", "not valid JSON"),
+    ("[]", "an object expected"),
+    (json.dumps({"target": {}}), "missing at sampling"),
+    (json.dumps({"sampling": {"capture": {}, "started_at": 0}}), "missing at sampling.capture"),
+])
+def test_a_sampling_file_that_is_not_one_is_a_one_line_bad_profile_error(tmp_path, text, said):
+    bad = tmp_path / "x.sampling.json"
+    bad.write_text(text)
+    proc, _ = invoke_cli("analyze", RECORDING, "--sampling", bad, "-o", tmp_path / "out",
+                         check_json=False)
+    assert proc.returncode == ExitCode.BAD_PROFILE
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {bad}: not a diagnose sampling record")
+    assert said in lines[0]
+
+
+def test_analyze_help_names_the_sampling_file():
+    proc, _ = invoke_cli("analyze", "--help", check_json=False)
+    assert "--sampling" in proc.stdout and ".sampling.json" in proc.stdout
