@@ -166,7 +166,7 @@ def kept_recordings(directories: list[Path]) -> list[str]:
             base = str(procfs).removesuffix(".procfs.json")
             parts = ["diagnose analyze", f"{base}*.chrometrace.json", "--procfs", str(procfs)]
             for flag, suffix in (("--native-profile", ".native.speedscope.json"),
-                                 ("--tasks", ".tasks.json")):
+                                 ("--tasks", ".tasks.json"), ("--sampling", ".sampling.json")):
                 if Path(base + suffix).exists():
                     parts += [flag, base + suffix]
             commands.append(" ".join(parts))

@@ -17,7 +17,8 @@ from tests.conftest import RECORDED, REPO, invoke_cli_report
 # placeholder -> this machine's path (the order scrubs the longest paths first)
 PLACEHOLDERS = {"$SITE_PACKAGES": sysconfig.get_paths()["purelib"], "$REPO": str(REPO),
                 "$PYTHON": sys.base_prefix, "$VENV": sys.prefix}
-SUFFIXES = (".chrometrace.json", ".procfs.json", ".native.speedscope.json", ".tasks.json")
+SUFFIXES = (".chrometrace.json", ".procfs.json", ".native.speedscope.json", ".tasks.json",
+            ".sampling.json")
 
 
 def scrub(text: str) -> str:
@@ -47,7 +48,9 @@ def save(kept_base: Path, case: str, name: str) -> None:
 
 
 def replay(case: str, name: str, into: Path) -> Report:
-    """`diagnose analyze` of fixtures/recorded/CASE/NAME.* with its companions, in-process."""
+    """`diagnose analyze` of fixtures/recorded/CASE/NAME.* with its companions, in-process (a
+    recording saved before attach kept its sampling has no .sampling.json: its rate is then
+    estimated from the samples)."""
     files: dict[str, Path] = {}
     for suffix in SUFFIXES:
         source = RECORDED / case / f"{name}{suffix}"
@@ -61,7 +64,7 @@ def replay(case: str, name: str, into: Path) -> Report:
     args: list[object] = ([files[".chrometrace.json"]] if ".chrometrace.json" in files
                           else [into / profile.name for profile in profiles])
     for flag, suffix in (("--procfs", ".procfs.json"), ("--native-profile", ".native.speedscope.json"),
-                         ("--tasks", ".tasks.json")):
+                         ("--tasks", ".tasks.json"), ("--sampling", ".sampling.json")):
         if suffix in files:
             args += [flag, files[suffix]]
     proc, report = invoke_cli_report("analyze", *args, "--json", "-o", into / "out")

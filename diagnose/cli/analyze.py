@@ -22,10 +22,16 @@ from diagnose.cli.options import (OutputOptions, TicketOptions, report_output_op
 @click.option("--tasks", "tasks", type=click.Path(dir_okay=False, path_type=Path),
               help="The .tasks.json written by `attach --keep-raw`: every read of each "
                    "process's asyncio tasks over the window, so a replay sees the awaits too.")
+@click.option("--sampling", "sampling", type=click.Path(dir_okay=False, path_type=Path),
+              help="The .sampling.json written by `attach --keep-raw`: the live window's "
+                   "sampling (its rate, py-spy's sample counts, the plan) and target, so a "
+                   "replay is analyzed as the attach was rather than with a rate estimated "
+                   "from the samples.")
 @report_output_options
 @ticket_options()
 def analyze(profiles: tuple[Path, ...], procfs: Path | None, native_profile: Path | None,
-            tasks: Path | None, outputs: OutputOptions, ticket: TicketOptions) -> None:
+            tasks: Path | None, sampling: Path | None, outputs: OutputOptions,
+            ticket: TicketOptions) -> None:
     """Diagnose a profile recorded elsewhere (py-spy chrometrace, speedscope JSON or
     raw/collapsed). Several files are read as one service: the recordings `attach --keep-raw`
     keeps of a process tree, one per process."""
@@ -36,7 +42,7 @@ def analyze(profiles: tuple[Path, ...], procfs: Path | None, native_profile: Pat
     def action() -> int:
         user_rules = pipeline.load_user_rules(outputs.rules_file)
         written = pipeline.from_file(list(profiles), outputs.output_dir, user_rules, procfs,
-                                     native_profile, tasks)
+                                     native_profile, tasks, sampling)
         return finish(written, outputs, ticket)
 
     run(action)

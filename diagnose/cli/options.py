@@ -164,10 +164,11 @@ def sampling_options(duration_help: str = "Seconds to sample.",
                 "--keep-raw", is_flag=True, envvar="DIAGNOSE_KEEP_RAW", show_envvar=True,
                 help="Also keep py-spy's recording with its measured instants "
                      "(.chrometrace.json; a process tree: one per process, X.1.chrometrace.json, "
-                     "X.2...), the /proc record (.procfs.json) and the native calibration "
-                     "samples (.native.speedscope.json) so `analyze X*.chrometrace.json --procfs "
-                     "X.procfs.json --native-profile X.native.speedscope.json --tasks X.tasks.json` "
-                     "can replay the session."),
+                     "X.2...), the /proc record (.procfs.json), the native calibration "
+                     "samples (.native.speedscope.json), the asyncio task reads (.tasks.json) and "
+                     "the live sampling (.sampling.json) so `analyze X*.chrometrace.json --procfs "
+                     "X.procfs.json --native-profile X.native.speedscope.json --tasks X.tasks.json "
+                     "--sampling X.sampling.json` can replay the session."),
         ]
     return option_group("sampling", _sampling, options)
 

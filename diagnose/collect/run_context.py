@@ -105,3 +105,30 @@ class RunContext:
 
     def with_note(self, note: str) -> RunContext:
         return replace(self, notes=(*self.notes, note))
+
+
+@dataclass(frozen=True)
+class LiveRun:
+    """A live run's context as `attach --keep-raw` keeps it (<base>.sampling.json), as the
+    analysis started from (before it added its notes): `analyze --sampling` replays a kept
+    recording with the rate, py-spy's counts and the plan the live analysis had, not ones
+    estimated from the samples. `argv` is unredacted, like the kept /proc record's cmdlines."""
+
+    sampling: LiveSampling
+    target: Target = field(default_factory=Target)
+    argv: tuple[str, ...] = ()
+    partial: bool = False
+    notes: tuple[str, ...] = ()
+    load: Load | None = None
+
+    @classmethod
+    def of(cls, run: RunContext) -> LiveRun | None:
+        """`run` as kept; None for a recorded file's run (it has no live sampling to keep)."""
+        if not isinstance(run.sampling, LiveSampling):
+            return None
+        return cls(sampling=run.sampling, target=run.target, argv=run.argv, partial=run.partial,
+                   notes=run.notes, load=run.load)
+
+    def context(self) -> RunContext:
+        return RunContext(target=self.target, sampling=self.sampling, partial=self.partial,
+                          notes=self.notes, load=self.load, argv=self.argv)

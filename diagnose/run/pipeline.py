@@ -25,7 +25,7 @@ from diagnose.readers.chrometrace import close_exited_threads, regrid, settle_ra
 from diagnose.readers.loaders import decode_input, load_profile, read_input
 from diagnose.model.analysis import Analysis
 from diagnose.samples.profile import Profile
-from diagnose.collect.run_context import LiveSampling, RecordedSampling, RunContext
+from diagnose.collect.run_context import LiveRun, LiveSampling, RecordedSampling, RunContext
 from diagnose.model.service import Service, build_service
 from diagnose.outputs.files import (WriteFailed, claim_name, move_file, prepare_output_dir,
                                     remove_quietly, write_atomically, write_text)
@@ -37,7 +37,7 @@ from diagnose.run.gc_pause import collector_paused
 from diagnose.run.build_report import build_report
 from diagnose.report.model import Load, Report, Target
 from diagnose.report.redact import redact_cmdline
-from diagnose.report.model.codec import decode
+from diagnose.report.model.codec import NotAReport, decode, encode
 from diagnose.render.speedscope_out import write_speedscope
 
 if TYPE_CHECKING:  # the capture machinery (py-spy, asyncio task reading) is attach's alone
@@ -58,7 +58,7 @@ class Outputs:
 # Every file a report may write, by suffix; the .json is created first, exclusively, to claim
 # the name (see outputs.files.claim_name).
 OUTPUT_SUFFIXES = (".json", ".html", ".speedscope.json", ".procfs.json", ".native.speedscope.json",
-                   ".md", ".pb.gz", ".tasks.json")
+                   ".md", ".pb.gz", ".tasks.json", ".sampling.json")
 
 
 def report_basename(pid: int | str, when: float) -> str:
@@ -139,9 +139,11 @@ def analyze(profile_paths: list[Path], tree: TreeRecord | None, run: RunContext,
 def write_outputs(service: Service, results: CheckResults, per_process: dict,
                   categorizer: Categorizer, source_profiles: list[Path], out_dir: Path, base: str,
                   tree: TreeRecord | None, keep_raw: bool, move_profile: bool,
-                  native_paths: Sequence[Path] = (), run: RunContext | None = None) -> Outputs:
+                  native_paths: Sequence[Path] = (), run: RunContext | None = None,
+                  kept_run: RunContext | None = None) -> Outputs:
     """Writes the speedscope profile (the samples, first), the JSON report, the Markdown ticket
-    summary, the HTML report and, with `keep_raw`, the /proc record and native samples. Each
+    summary, the HTML report and, with `keep_raw`, the /proc record, native samples and
+    `kept_run` (the live context the analysis started from, .sampling.json). Each
     file is written whole or not at all (a temporary file renamed into place); a name already
     taken gets a suffix. A file that cannot be written is OutputFailed (exit 11) naming it; the
     ones written before it are kept, and so are the recordings it came from.
@@ -150,13 +152,14 @@ def write_outputs(service: Service, results: CheckResults, per_process: dict,
     with collector_paused():
         return _write_outputs(service, results, per_process, categorizer, source_profiles,
                               out_dir, base, tree, keep_raw, move_profile, native_paths,
-                              run if run is not None else service.combined.run)
+                              run if run is not None else service.combined.run, kept_run)
 
 
 def _write_outputs(service: Service, results: CheckResults, per_process: dict,
                    categorizer: Categorizer, source_profiles: list[Path], out_dir: Path, base: str,
                    tree: TreeRecord | None, keep_raw: bool, move_profile: bool,
-                   native_paths: Sequence[Path], run: RunContext) -> Outputs:
+                   native_paths: Sequence[Path], run: RunContext,
+                   kept_run: RunContext | None) -> Outputs:
     def recordings_kept() -> str:
         kept = [str(p) for p in source_profiles if move_profile and p.exists()]
         return f"; the py-spy recording is kept as {', '.join(kept)}" if kept else ""
@@ -217,6 +220,13 @@ def _write_outputs(service: Service, results: CheckResults, per_process: dict,
             tasks_path = out_dir / f"{base}.tasks.json"
             write_text(tasks_path, json.dumps([dataclasses.asdict(r) for r in recordings]))
             written.append(tasks_path)
+        live_run = LiveRun.of(kept_run) if keep_raw and kept_run is not None else None
+        if live_run is not None:
+            # The rate, py-spy's counts and the plan: a replay estimating them can judge the
+            # same recording otherwise (`analyze --sampling`).
+            sampling_path = out_dir / f"{base}.sampling.json"
+            write_text(sampling_path, json.dumps(encode(live_run)))
+            written.append(sampling_path)
         native_paths = [p for p in native_paths if p.exists()]
         if native_paths:
             if keep_raw:
@@ -268,7 +278,8 @@ def from_capture(capture: Capture, out_dir: Path, user_rules: dict | None,
             raise
         base = report_basename(capture.proc.pid, capture.started_at)
         return write_outputs(service, results, per_process, categorizer, profiles, out_dir, base,
-                             capture.tree, keep_raw, move_profile=True, native_paths=natives)
+                             capture.tree, keep_raw, move_profile=True, native_paths=natives,
+                             kept_run=run)
     except OutputFailed:
         # Its message names the py-spy recordings kept for another try, unless they already
         # moved beside the report; then the temporary directory holds nothing worth keeping.
@@ -281,12 +292,14 @@ def from_capture(capture: Capture, out_dir: Path, user_rules: dict | None,
 
 def from_file(paths: Path | list[Path], out_dir: Path, user_rules: dict | None,
               procfs_path: Path | None = None, native_path: Path | None = None,
-              tasks_path: Path | None = None) -> Outputs:
+              tasks_path: Path | None = None, sampling_path: Path | None = None) -> Outputs:
     """`paths`: one recording, or the recordings of one window read as one service (`attach
     --keep-raw` of a process tree keeps one recording per process). `tasks_path`: the asyncio
-    task reads `attach --keep-raw` kept (.tasks.json)."""
+    task reads `attach --keep-raw` kept (.tasks.json); `sampling_path`: the live run's context
+    it kept (.sampling.json), analyzed with in place of what the files alone tell."""
     with collector_paused():  # from the reading to the last output, not only within each
-        return _from_file(paths, out_dir, user_rules, procfs_path, native_path, tasks_path)
+        return _from_file(paths, out_dir, user_rules, procfs_path, native_path, tasks_path,
+                          sampling_path)
 
 
 def read_task_recordings(path: Path) -> dict[int, TaskRecording]:
@@ -299,10 +312,25 @@ def read_task_recordings(path: Path) -> dict[int, TaskRecording]:
     return {r.pid: r for r in recordings}
 
 
+def read_live_run(path: Path) -> LiveRun:
+    """The .sampling.json `attach --keep-raw` writes; BadProfile when it is not one."""
+    what = "diagnose sampling record"
+    text = decode_input(read_input(path, what), path, what)
+    try:
+        return decode(LiveRun, json.loads(text))
+    except NotAReport as exc:
+        raise BadProfile(f"{path}: not a {what} ({exc.message})")
+    except RecursionError:
+        raise BadProfile(f"{path}: not a {what} (nested too deeply)")
+    except ValueError as exc:
+        raise BadProfile(f"{path}: not a {what}: not valid JSON ({exc})")
+
+
 def _from_file(paths: Path | list[Path], out_dir: Path, user_rules: dict | None,
                procfs_path: Path | None, native_path: Path | None,
-               tasks_path: Path | None = None) -> Outputs:
+               tasks_path: Path | None = None, sampling_path: Path | None = None) -> Outputs:
     paths = [paths] if isinstance(paths, Path) else list(paths)
+    live = read_live_run(sampling_path) if sampling_path is not None else None
     path = paths[0]
     tree = None
     if procfs_path is not None:
@@ -327,6 +355,9 @@ def _from_file(paths: Path | list[Path], out_dir: Path, user_rules: dict | None,
         target=Target(pid=proc.pid if proc else None, cmdline=redact_cmdline(list(argv)),
                       cores=proc.cores if proc else None),
         sampling=recorded, partial=bool(proc and proc.target_exited), argv=argv)
+    if live is not None:
+        # The live run's own context: the rate and py-spy's counts as the attach knew them.
+        run = live.context()
     # The pids of a recording are history (gone, or reused by another process): its source
     # files are read as named, never through /proc/<pid>/root.
     task_recordings = read_task_recordings(tasks_path) if tasks_path is not None else None
@@ -334,7 +365,10 @@ def _from_file(paths: Path | list[Path], out_dir: Path, user_rules: dict | None,
         paths, tree, run, user_rules, [native_path] if native_path is not None else [],
         live=False, task_recordings=task_recordings)
     run = service.combined.run  # with the notes the reading added
-    if window is None:
+    if sampling_path is not None:
+        run = run.with_note(f"replayed offline with the live window's sampling as kept in "
+                            f"{sampling_path.name}")
+    elif window is None:
         sampling, note = _window_from_samples(service.combined, recorded)
         run = replace(run, sampling=sampling)
         if note is not None:

@@ -15,6 +15,8 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
+from pathlib import Path
 
 import psutil
 import pytest
@@ -137,24 +139,33 @@ def test_holders_are_read_at_instants_observed_together(attached):
     assert site.max_concurrent <= 4
 
 
-def test_keep_raw_keeps_the_recording_and_replaying_it_gives_the_same_verdict(tmp_path):
-    """`attach --keep-raw` keeps py-spy's chrometrace recording, the /proc record and the native
-    samples; `analyze` of those files gives the live verdict, on measured instants."""
+def test_keep_raw_keeps_the_recording_and_replaying_it_gives_the_live_findings(tmp_path):
+    """`attach --keep-raw` keeps py-spy's chrometrace recording, the /proc record, the native
+    samples, the asyncio task reads and the live run's sampling; `analyze` of those files gives
+    the live verdict and every finding's live score, on measured instants. Without the sampling
+    the replay estimates the rate from the samples, and a score could move."""
     out = tmp_path / "reports"
     with running(workload_command("lock_contention", "--seconds", "40")) as pid:
         live = subprocess.run([sys.executable, "-m", "diagnose", "attach", str(pid), "-d", "3",
                                "--keep-raw", "--json", "-q", "-o", str(out)],
                               capture_output=True, text=True, timeout=120, cwd=REPO)
     assert live.returncode == 0, live.stderr
-    verdict = as_report(json.loads(live.stdout)).verdict.primary
+    attached = as_report(json.loads(live.stdout))
     recording = next(out.glob("*.chrometrace.json"))
     base = str(recording).removesuffix(".chrometrace.json")
-    replay = subprocess.run([sys.executable, "-m", "diagnose", "analyze", str(recording),
-                             "--procfs", base + ".procfs.json",
-                             "--native-profile", base + ".native.speedscope.json",
+    companions = [("--procfs", ".procfs.json"), ("--native-profile", ".native.speedscope.json"),
+                  ("--tasks", ".tasks.json"), ("--sampling", ".sampling.json")]
+    kept = [arg for flag, suffix in companions if Path(base + suffix).exists()
+            for arg in (flag, base + suffix)]
+    assert "--sampling" in kept and "--procfs" in kept, sorted(p.name for p in out.iterdir())
+    replay = subprocess.run([sys.executable, "-m", "diagnose", "analyze", str(recording), *kept,
                              "--json", "-o", str(tmp_path / "replay")],
                             capture_output=True, text=True, timeout=120, cwd=REPO)
     assert replay.returncode == 0, replay.stderr
     report = as_report(json.loads(replay.stdout))
     assert report.sampling.instants == "measured"
-    assert report.verdict.primary == verdict == "lock_contention"
+    assert report.verdict.primary == attached.verdict.primary == "lock_contention"
+    assert ([(f.id, f.score) for f in report.findings]
+            == [(f.id, f.score) for f in attached.findings])
+    # The rate, counts and plan as the attach had them; the replay's notes add that it is one.
+    assert replace(report.sampling, notes=()) == replace(attached.sampling, notes=())

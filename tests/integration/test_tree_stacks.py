@@ -62,7 +62,8 @@ def dump_stacks(pid: int) -> list[list[tuple[str, str]]]:
 def report_stacks(out_dir: Path) -> dict[str, dict[int, list[list[tuple[str, str]]]]]:
     """Per output ("json", "speedscope"): per pid, (thread name, stack root→leaf) of every
     stack."""
-    raw = (".speedscope.json", ".procfs.json", ".chrometrace.json", ".tasks.json")  # and --keep-raw's
+    raw = (".speedscope.json", ".procfs.json", ".chrometrace.json", ".tasks.json",
+           ".sampling.json")  # and --keep-raw's
     report = read_report(next(p for p in out_dir.glob("*.json") if not p.name.endswith(raw)))
     frames = report.stacks.frames
     by_json: dict = {}

@@ -15,7 +15,8 @@ from pathlib import Path
 
 def _recorded(directory: Path) -> None:
     base = directory / "diagnose-42-20261206-101500"
-    for suffix in (".chrometrace.json", ".procfs.json", ".native.speedscope.json", ".json"):
+    for suffix in (".chrometrace.json", ".procfs.json", ".native.speedscope.json", ".sampling.json",
+                   ".json"):
         Path(str(base) + suffix).write_text("{}")
 
 def test_fails_after_an_attach(tmp_path):
@@ -45,7 +46,8 @@ def test_a_failed_test_prints_the_replay_command_of_its_kept_recording(tiny_suit
     assert out.count("Replay the attach(es) offline:") == 1, out
     result.stdout.fnmatch_lines(["*diagnose analyze */diagnose-42-20261206-101500*.chrometrace.json "
                                  "--procfs */diagnose-42-20261206-101500.procfs.json "
-                                 "--native-profile */diagnose-42-20261206-101500.native.speedscope.json"])
+                                 "--native-profile */diagnose-42-20261206-101500.native.speedscope.json "
+                                 "--sampling */diagnose-42-20261206-101500.sampling.json"])
     (copied,) = artifacts.iterdir()
     assert "test_fails_after_an_attach" in copied.name
     assert sorted(p.name for p in copied.rglob("*.procfs.json")) == ["diagnose-42-20261206-101500.procfs.json"]
