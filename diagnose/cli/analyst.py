@@ -2,12 +2,14 @@
 
 Importing the analysis stack (pandas, numpy, every check: ~0.5 CPU s) used to happen before the
 window at diagnose's raised priority, on the path from the command to the first sample. The
-analyst process does it instead, beside the window, under SCHED_IDLE: it runs only on a core
-nothing else wants, so it takes no CPU from the service it waits beside, and where a core is
-idle the import costs neither the service nor the wall clock. When the window ends the attach
-gives it diagnose's own priority (it may still be importing: on cores the service keeps busy it
-got nothing), hands it the capture, and the analyst analyses, writes the report and prints the
-verdict, as the attach did in its own process. Nothing comes back but an exit code: the report
+analyst process does it instead, beside the probes and the window: at diagnose's own priority
+while the attach probes the target and waits out the sampling plan's activity interval (as the
+import did before), then, once the window is under way, under SCHED_IDLE: it runs only on a core
+nothing else wants, so it takes no CPU from the service being measured, and where a core is idle
+the import costs neither the service nor the wall clock. When the window ends the attach gives
+it diagnose's own priority back (on cores the service keeps busy it may still be importing),
+hands it the capture, and the analyst analyses, writes the report and prints the verdict, as the
+attach did in its own process. Nothing comes back but an exit code: the report
 objects hold the analysis stack's types, and reading them back would import it here after all.
 
 The protocol is one pickled `Request` on the analyst's stdin and one pickled answer on a pipe of
@@ -42,6 +44,10 @@ if TYPE_CHECKING:
 # would be more threads on the service's cores.
 _ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 _PR_SET_PDEATHSIG = 1
+# Not `-m diagnose.cli.analyst`: the package's __init__ imports the commands, attach among them,
+# and this module with it, before runpy would run it again as __main__ (whose classes the
+# answers would then name).
+_ENTRY = "import sys; from diagnose.cli.analyst import main; main(sys.argv[1:])"
 
 
 @dataclass(frozen=True)
@@ -108,7 +114,7 @@ class Analyst:
         read_fd, write_fd = os.pipe()
         try:
             process = subprocess.Popen(
-                [sys.executable, "-m", "diagnose.cli.analyst", str(write_fd)],
+                [sys.executable, "-c", _ENTRY, str(write_fd)],
                 stdin=subprocess.PIPE, pass_fds=(write_fd,), env={**os.environ, **_ENV})
         except OSError:
             os.close(read_fd)
@@ -116,6 +122,14 @@ class Analyst:
         finally:
             os.close(write_fd)
         return cls(process, os.fdopen(read_fd, "rb"))
+
+    def idle(self) -> None:
+        """SCHED_IDLE from now on: the window is under way. Best effort (without the privilege
+        the analyst goes on at its priority)."""
+        try:
+            os.sched_setscheduler(self.process.pid, os.SCHED_IDLE, os.sched_param(0))
+        except OSError:
+            pass
 
     def finish(self, request: Request) -> Finished:
         """The analyst's answer; its DiagnoseError raised here as the same class and exit code;
@@ -176,12 +190,8 @@ def error_of(refused: Refused) -> errors.DiagnoseError:
 
 # The analyst's side.
 
-def _become_idle() -> None:
-    """SCHED_IDLE for this process; the stop signals ignored; killed with the attach."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except OSError:
-        pass
+def _detach_from_signals() -> None:
+    """The stop signals ignored; killed with the attach."""
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)
     try:
@@ -223,17 +233,13 @@ def serve(requests: IO[bytes], answers: IO[bytes]) -> None:
 
 
 def main(argv: list[str]) -> None:
-    _become_idle()
+    _detach_from_signals()
     if os.getppid() == 1:  # the attach died before the death signal was asked for
         return
     with os.fdopen(int(argv[0]), "wb") as answers:
         serve(sys.stdin.buffer, answers)
-
-
-if __name__ == "__main__":
-    # By the module's own name: the answers pickled must name diagnose.cli.analyst's classes,
-    # not __main__'s.
-    from diagnose.cli.analyst import main as served
-
-    served(sys.argv[1:])
-
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Everything is written and answered: the interpreter's teardown of the analysis stack's
+    # heap would only hold the attach (which reaps this process) from returning.
+    os._exit(0)

@@ -53,8 +53,9 @@ def _attach_stoppable(stop, args: AttachArgs) -> int:
     # at least activity.MIN_INTERVAL_S apart: the first read here, so the probes fill that
     # interval.
     busy_since = activity.snapshot([*pids, *(d for p in pids for d in descendants(p))])
-    # The analysis stack is imported by the analyst process beside the window, at the least
-    # CPU priority (run/analyst.py), not here on the way to the first sample.
+    # The analysis stack is imported by the analyst process beside the probes and the window,
+    # at the least CPU priority once the window is under way (cli/analyst.py), not here on the
+    # way to the first sample.
     analyst = Analyst.start()
     try:
         return _attach_with(stop, args, busy_since, analyst)
@@ -96,9 +97,12 @@ def _attach_with(stop, args: AttachArgs, busy_since, analyst: Analyst | None) ->
          + (f" at {sampling.rate} Hz ..." if sampling.rate else " ..."))
     show_bar = not quiet and sys.stderr.isatty()
     bar_ctx = click.progressbar(length=1000, file=sys.stderr, show_eta=True, width=30) if show_bar else None
-    state = {"done": 0}
+    state = {"done": 0, "analyst_idle": 0}
 
     def progress(fraction: float, threads: int) -> None:
+        if analyst is not None and not state["analyst_idle"]:  # the window is under way
+            analyst.idle()
+            state["analyst_idle"] = 1
         step = int(fraction * 1000)
         if bar_ctx is not None and step > state["done"]:
             bar_ctx.update(step - state["done"])

@@ -216,7 +216,7 @@ def test_second_ctrl_c_aborts_at_once(procs, tmp_path):
 def analyst_of(proc: subprocess.Popen) -> psutil.Process:
     """The analysis process (cli/analyst.py) of a running attach."""
     found = [p for p in psutil.Process(proc.pid).children()
-             if "diagnose.cli.analyst" in p.cmdline()]
+             if any("diagnose.cli.analyst" in part for part in p.cmdline())]
     assert len(found) == 1, [p.cmdline() for p in psutil.Process(proc.pid).children()]
     return found[0]
 
