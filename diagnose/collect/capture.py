@@ -604,6 +604,7 @@ def _wait_window(run: _Run, probed: _Probed, launched: _Launched,
             window_start = _clock_start(launched.openers, launched.at, now)
             if window_start is not None:
                 started = time.time() - (now - window_start)
+                sampler.window_opened()
         end = window_start + options.duration if window_start is not None else None
         if end is None or now < end:  # the /proc sampler covers the window, not the exits after
             sampler.tick()

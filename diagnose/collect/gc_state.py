@@ -28,6 +28,7 @@ apart); at 100 Hz, 0.007 cores of our CPU.
 
 from __future__ import annotations
 
+import random
 import struct
 import threading
 import time
@@ -141,6 +142,7 @@ class GcStateSampler:
         self.interval = 1.0 / poll_hz
         self.record = GcRecord()
         self._stop = threading.Event()
+        self._window_opened = threading.Event()
         self._thread: threading.Thread | None = None
         self._mem: RemoteMemory | None = None
         self._where: _Where | None = None
@@ -158,10 +160,34 @@ class GcStateSampler:
             self.record.unreadable = str(exc)
             return
         last = time.monotonic()
-        while not self._stop.wait(self.interval):
+        # Each pause drawn at random around the interval: young collections come at a steady
+        # cadence under a steady load, and polls at a fixed period would alias with it.
+        jitter = random.Random()
+        restarted = False
+        while not self._stop.wait(self.interval * jitter.uniform(0.5, 1.5)):
             now = time.monotonic()
-            self._poll(now - last)
+            if self._window_opened.is_set() and not restarted:
+                restarted = True
+                self._restart()
+            else:
+                self._poll(now - last)
             last = now
+
+    def window_opened(self) -> None:
+        """The window's clock started (every recorder has sampled): the polls and the counts
+        start again from the next poll, so they cover the window the samples cover, not the
+        recorders' start-up before it."""
+        self._window_opened.set()
+
+    def _restart(self) -> None:
+        assert self._mem is not None and self._where is not None
+        record = self.record
+        record.polls = record.collecting_polls = record.failed_polls = 0
+        record.polled_s = record.collecting_s = 0.0
+        try:
+            record.collections_first = _collections(self._mem, self._where)
+        except RemoteReadError:
+            record.failed_polls += 1
 
     def _poll(self, gap: float) -> None:
         """One read of `collecting`, standing for the `gap` since the previous one."""

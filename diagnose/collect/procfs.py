@@ -320,6 +320,10 @@ class ProcSampler:
             self.gc.start()
         self.tick()
 
+    def window_opened(self) -> None:
+        if self.gc is not None:
+            self.gc.window_opened()
+
     def alive(self) -> bool:
         return os.path.exists(f"/proc/{self.pid}/stat") and not self._is_zombie()
 
@@ -592,6 +596,11 @@ class TreeSampler:
         self._last_scan = time.monotonic()
         for sampler in self._samplers.values():
             sampler.start()
+
+    def window_opened(self) -> None:
+        """The window's clock started: the readers that count over a span start it now."""
+        for sampler in self._samplers.values():
+            sampler.window_opened()
 
     def tick(self) -> bool:
         """Samples every process once; False when every root is gone."""

@@ -65,3 +65,22 @@ def test_the_collectors_state_is_read_from_a_live_process_without_stopping_it() 
     assert record.polls >= 50 and record.failed_polls == 0, record
     assert record.collecting_share is not None and 0 < record.collecting_share < 1, record
     assert record.collections is not None and record.collections[0] > 0, record
+
+
+def test_the_collectors_polls_and_counts_restart_when_the_window_opens() -> None:
+    """What the reader counts before the window (the recorders' start-up) is dropped: after
+    window_opened its polls and collections cover only the time since."""
+    from diagnose.collect.gc_state import POLL_HZ, GcStateSampler
+
+    with running(workload_command("gc_heavy", "--seconds", "60", "--heap", "200000")) as pid:
+        sampler = GcStateSampler(pid)
+        sampler.start()
+        time.sleep(2.0)
+        sampler.window_opened()
+        time.sleep(1.0)
+        record = sampler.finish()
+    assert record.unreadable is None, record
+    # about POLL_HZ polls in the second after the window opened, not the three seconds' 150
+    assert 0.5 * POLL_HZ <= record.polls <= 1.6 * POLL_HZ, record
+    assert record.polled_s <= 1.2, record
+    assert record.collections is not None and record.collections[0] > 0, record
