@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from diagnose.checks import settings as check_settings
 from diagnose.checks.arbiter import (carrier, co_primary, in_pair_order, next_cause, noise_reason, rank,
                                      symptoms)
-from diagnose.checks.base import MAX_AMDAHL, Finding, NotApplicable
+from diagnose.checks.base import MAX_AMDAHL, Finding, NotApplicable, idle_cores_floor
 from diagnose.checks.calibration import fared_words
 from diagnose.checks.registry import CHECKS  # the causal order
 from diagnose.checks.spec import REQUIREMENTS, SEEN_BY, CheckSettings, CheckSpec, Input
@@ -95,6 +95,8 @@ def annotated(check: CheckSpec[Any], finding: Finding, analysis: Analysis,
     gain = finding.predicted_gain
     if adds and floor is None and gain is not None:
         floor = f"{' and '.join(adds)} were not seen, and what they show could only add to the cause"
+    if floor is None:
+        floor = idle_cores_floor(analysis, gain)
     if floor is None and gain is not None and gain >= MAX_AMDAHL:
         # Amdahl of a share this close to all of the time is larger than any figure worth
         # stating: the cap says "large" (a QueueHandler measured 42x where the cap said 20x)

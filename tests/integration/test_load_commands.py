@@ -223,7 +223,7 @@ def test_experiment_measures_that_offloading_a_blocked_event_loop_pays(out_dir):
     proc = subprocess.run([sys.executable, "-m", "diagnose", "experiment",
                            f"http://127.0.0.1:{port}/predict", "--start", start,
                            "--set", "DIAGNOSE_FIXTURE_OFFLOAD=1", "--concurrency", "8",
-                           "--seconds", "3", "--warmup", "1", "--rounds", "2", "--print", "md",
+                           "--seconds", "2", "--warmup", "1", "--rounds", "2", "--print", "md",
                            "-o", str(out_dir)],
                           cwd=REPO, capture_output=True, text=True, timeout=170, env=env)
     assert proc.returncode == 0, proc.stderr
