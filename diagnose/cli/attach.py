@@ -15,7 +15,7 @@ from diagnose.cli.common import EPILOG, log, run
 from diagnose.cli.options import (OutputOptions, ProbeOptions, SamplingOptions, TicketOptions,
                                   probe_options, quiet_option, report_output_options,
                                   sampling_options, ticket_options)
-from diagnose.errors import DiagnoseError, NoSamples
+from diagnose.errors import DiagnoseError, NoSamples, SignalAbort
 from diagnose.outputs.files import prepare_output_dir
 
 
@@ -165,6 +165,12 @@ def _analyse(analyst: Analyst | None, request: Request) -> tuple[int, str]:
             done = analyst.finish(request)
             return done.exit_code, (f"; the analyst's: {done.import_cpu_s:.2f} s importing, "
                                     f"{done.analysis_cpu_s:.2f} s analysing")
+        except (SignalAbort, KeyboardInterrupt):
+            # Aborted while the analyst worked: it is killed before its own cleanup could run,
+            # so py-spy's temporary outputs are removed here.
+            analyst.close()
+            request.capture.cleanup()
+            raise
         except AnalystGone as exc:
             if not Path(request.capture.profile_path).exists():
                 raise DiagnoseError(f"{exc}; the recordings went with it: no report") from None

@@ -60,3 +60,28 @@ def test_the_attach_analyses_itself_where_no_analyst_can_start(monkeypatch):
 
     monkeypatch.setattr(subprocess, "Popen", cannot)
     assert analyst.Analyst.start() is None
+
+
+def test_an_abort_while_the_analyst_works_kills_it_and_removes_the_recordings():
+    from types import SimpleNamespace
+
+    import pytest
+
+    from diagnose.cli.attach import _analyse
+    from diagnose.cli.options import OutputOptions, TicketOptions
+
+    events = []
+
+    class Aborted:
+        def finish(self, _request):
+            raise errors.SignalAbort(errors.Interrupted("aborted by a second SIGINT", 130))
+
+        def close(self):
+            events.append("analyst killed")
+
+    capture = SimpleNamespace(cleanup=lambda: events.append("recordings removed"),
+                              profile_path="/nonexistent")
+    request = analyst.Request(capture, None, False, OutputOptions(), TicketOptions(), None, (0.0, 1.0))
+    with pytest.raises(errors.SignalAbort):
+        _analyse(Aborted(), request)
+    assert events == ["analyst killed", "recordings removed"]
