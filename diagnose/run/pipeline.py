@@ -304,11 +304,19 @@ def from_file(paths: Path | list[Path], out_dir: Path, user_rules: dict | None,
 
 def read_task_recordings(path: Path) -> dict[int, TaskRecording]:
     """The .tasks.json `attach --keep-raw` writes, per process; BadProfile when it is not one."""
-    data = json.loads(decode_input(read_input(path, "asyncio task record"), path,
-                                   "asyncio task record"))
-    if not isinstance(data, list):
-        raise BadProfile(f"{path}: not a diagnose asyncio task record (a list of recordings)")
-    recordings = [decode(TaskRecording, item, f"{path.name}[{i}]") for i, item in enumerate(data)]
+    what = "diagnose asyncio task record"
+    text = decode_input(read_input(path, "asyncio task record"), path, "asyncio task record")
+    try:
+        data = json.loads(text)
+        if not isinstance(data, list):
+            raise BadProfile(f"{path}: not a {what} (a list of recordings)")
+        recordings = [decode(TaskRecording, item, f"{path.name}[{i}]") for i, item in enumerate(data)]
+    except NotAReport as exc:
+        raise BadProfile(f"{path}: not a {what} ({exc.message})")
+    except RecursionError:
+        raise BadProfile(f"{path}: not a {what} (nested too deeply)")
+    except ValueError as exc:
+        raise BadProfile(f"{path}: not a {what}: not valid JSON ({exc})")
     return {r.pid: r for r in recordings}
 
 

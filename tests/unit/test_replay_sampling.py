@@ -138,3 +138,19 @@ def test_a_sampling_file_that_is_not_one_is_a_one_line_bad_profile_error(tmp_pat
 def test_analyze_help_names_the_sampling_file():
     proc, _ = invoke_cli("analyze", "--help", check_json=False)
     assert "--sampling" in proc.stdout and ".sampling.json" in proc.stdout
+
+
+@pytest.mark.parametrize("text, said", [
+    ("not json", "not valid JSON"),
+    ("{}", "a list of recordings"),
+    (json.dumps([{"pid": "x"}]), "not a diagnose asyncio task record ("),
+])
+def test_a_tasks_file_that_is_not_one_is_a_one_line_bad_profile_error(tmp_path, text, said):
+    bad = tmp_path / "x.tasks.json"
+    bad.write_text(text)
+    proc, _ = invoke_cli("analyze", RECORDING, "--tasks", bad, "-o", tmp_path / "out",
+                         check_json=False)
+    assert proc.returncode == ExitCode.BAD_PROFILE, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {bad}: not a diagnose asyncio task record")
+    assert said in lines[0]
