@@ -61,6 +61,7 @@ def build_wait_graph(service: Service) -> WaitGraph | None:
         assert kernel is not None and view.pid is not None
         observations += kernel.observations
         _draw_process(view.pid, view.role, view.analysis, kernel, g)
+    _draw_knotted_masters(service, views, g)
     servers = views[0].analysis.servers
     _draw_holders(g, servers)
     peers = _lock_peers(views, g)
@@ -99,12 +100,31 @@ class _Drawing:
                    held_threads={}, group_tids={})
 
 
+def _draw_knotted_masters(service: Service, views: list[ProcessView], g: _Drawing) -> None:
+    """A master's waits are left out of the graph (build_wait_graph), except its threads that
+    are part of a knot across processes (a parent waiting for a child blocked on the parent's
+    pipe): the knot's chain starts there, and drawn without them it would stop one hop short."""
+    drawn = {v.pid for v in views}
+    by_pid = {v.pid: v for v in service.processes if v.pid is not None}
+    members: dict[int, set[int]] = defaultdict(set)
+    for tied in tree_knots([(pid, v.analysis) for pid, v in by_pid.items()]):
+        for hop in tied.members:
+            if hop.wait.thread.pid not in drawn:
+                members[hop.wait.thread.pid].add(hop.wait.thread.tid)
+    for pid, tids in members.items():
+        view = by_pid.get(pid)
+        if view is not None and view.analysis.kernel is not None:
+            _draw_process(pid, view.role, view.analysis, view.analysis.kernel, g, only=tids)
+
+
 def _draw_process(pid: int, role: ProcessRole, analysis: Analysis, kernel: KernelView,
-                  g: _Drawing) -> None:
+                  g: _Drawing, only: set[int] | None = None) -> None:
     """One process's thread groups, each with the resources it waits on (`waits_for` edges),
-    then its request tasks (_add_tasks)."""
+    then its request tasks (_add_tasks). `only`: just the groups holding these threads."""
     window = analysis.os.window_s if analysis.os is not None else 0.0
     for group in _thread_groups(analysis, kernel):
+        if only is not None and not only & set(group.tids):
+            continue
         node_id = f"t:{pid}:{group.name}"
         g.nodes[node_id] = WaitNode(
             node_id, NodeKind.THREADS, _group_label(group, pid, role), pid,
@@ -135,8 +155,9 @@ def _draw_process(pid: int, role: ProcessRole, analysis: Analysis, kernel: Kerne
             if obj.holders:
                 g.holders_of[resource_id] = obj.holders
                 g.holder_shares_of[resource_id] = obj.holder_shares
-    _add_tasks(pid, role, analysis, window, g.nodes, g.edges, g.waited, g.waiters, g.held_threads,
-               g.group_tids)
+    if only is None:
+        _add_tasks(pid, role, analysis, window, g.nodes, g.edges, g.waited, g.waiters,
+                   g.held_threads, g.group_tids)
 
 
 def _draw_holders(g: _Drawing, servers: Mapping[int, ServerProcess]) -> None:
@@ -196,7 +217,7 @@ def _knots(service: Service, views: list[ProcessView],
                and any((n.pid, t) in members for t in group_tids.get(n.id, ()))]
         ids += [e.target for e in g.edges if e.source in ids and e.kind == GraphEdgeKind.WAITS_FOR]
         drawn = {nodes[i].pid for i in ids}
-        ids += [f"p:{pid}" for pid in tied.pids if pid not in drawn]  # a master's thread is no node
+        ids += [f"p:{pid}" for pid in tied.pids if pid not in drawn]  # a process with no node of its threads
         marked = tuple(dict.fromkeys(i for i in ids if i in nodes))
         if marked:
             knots.append(marked)

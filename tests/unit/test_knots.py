@@ -24,7 +24,7 @@ from diagnose.model.knots import (Knot, Resource, Serving, ThreadId, Wait, find_
                                   tree_knots)
 from diagnose.model.os_summary import ProcessOS, ProcThread
 from diagnose.samples.profile import Frame, Profile, ThreadTrack
-from diagnose.vocab import ResourceKind
+from diagnose.vocab import GraphEdgeKind, NodeKind, ResourceKind
 from tests.conftest import WORKLOADS, marker_line
 from tests.replay import replay
 
@@ -409,3 +409,19 @@ def test_the_recorded_parent_waiting_on_its_childs_full_pipe_is_a_deadlock(tmp_p
     assert (child["waits_for"]["taken"], child["waits_for"]["line"]) == ("pipe_write", marker_line(path, "child-write"))
     assert parent["held_by"] == child["thread"] and child["held_by"] == parent["thread"]
     assert "proc.communicate()" in found.advice[0]
+
+
+def test_the_graph_of_a_parent_waiting_on_its_childs_pipe_draws_the_parents_thread(tmp_path):
+    # The parent is the tree's master, whose waits the graph leaves out; its thread is the
+    # knot's first hop all the same: drawn, the chain closes (parent -> child -> pipe -> parent).
+    report = replay("knots", "parent_waiting_on_its_childs_pipe", tmp_path)
+    graph = report.wait_graph
+    assert graph is not None and graph.knots
+    nodes = {n.id: n for n in graph.nodes}
+    knot = graph.knots[0]
+    threads = [nodes[i] for i in knot if nodes[i].kind == NodeKind.THREADS]
+    assert len({n.pid for n in threads}) == 2, [nodes[i].label for i in knot]
+    resources = {nodes[i].resource for i in knot if nodes[i].kind == NodeKind.RESOURCE}
+    assert resources == {ResourceKind.CHILD, ResourceKind.PIPE}, resources
+    waits = {(e.source, e.target) for e in graph.edges if e.kind == GraphEdgeKind.WAITS_FOR}
+    assert all(any(source == n.id for source, _ in waits) for n in threads)
