@@ -6,6 +6,8 @@ import dataclasses
 import json
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -306,17 +308,11 @@ def read_task_recordings(path: Path) -> dict[int, TaskRecording]:
     """The .tasks.json `attach --keep-raw` writes, per process; BadProfile when it is not one."""
     what = "diagnose asyncio task record"
     text = decode_input(read_input(path, "asyncio task record"), path, "asyncio task record")
-    try:
+    with _read_as(path, what):
         data = json.loads(text)
         if not isinstance(data, list):
             raise BadProfile(f"{path}: not a {what} (a list of recordings)")
         recordings = [decode(TaskRecording, item, f"{path.name}[{i}]") for i, item in enumerate(data)]
-    except NotAReport as exc:
-        raise BadProfile(f"{path}: not a {what} ({exc.message})")
-    except RecursionError:
-        raise BadProfile(f"{path}: not a {what} (nested too deeply)")
-    except ValueError as exc:
-        raise BadProfile(f"{path}: not a {what}: not valid JSON ({exc})")
     return {r.pid: r for r in recordings}
 
 
@@ -324,14 +320,21 @@ def read_live_run(path: Path) -> LiveRun:
     """The .sampling.json `attach --keep-raw` writes; BadProfile when it is not one."""
     what = "diagnose sampling record"
     text = decode_input(read_input(path, what), path, what)
-    try:
+    with _read_as(path, what):
         return decode(LiveRun, json.loads(text))
+
+
+@contextmanager
+def _read_as(path: Path, what: str) -> Iterator[None]:
+    """A companion file's decoding errors as the one-line BadProfile naming it."""
+    try:
+        yield
     except NotAReport as exc:
-        raise BadProfile(f"{path}: not a {what} ({exc.message})")
+        raise BadProfile(f"{path}: not a {what} ({exc.message})") from None
     except RecursionError:
-        raise BadProfile(f"{path}: not a {what} (nested too deeply)")
+        raise BadProfile(f"{path}: not a {what} (nested too deeply)") from None
     except ValueError as exc:
-        raise BadProfile(f"{path}: not a {what}: not valid JSON ({exc})")
+        raise BadProfile(f"{path}: not a {what}: not valid JSON ({exc})") from None
 
 
 def _from_file(paths: Path | list[Path], out_dir: Path, user_rules: dict | None,
