@@ -26,7 +26,7 @@ from diagnose.model.await_sites import WORKER_LOOP_FRAMES
 from diagnose.model.kernel_waits import (Blocking, KernelView, WaitObject, knot_candidates, lock_knot,
                                          serving_peer)
 from diagnose.model.held_locks import LockSite, acquired_at
-from diagnose.model.knots import chain_words, tree_knots
+from diagnose.model.knots import Knot, chain_words, tree_knots
 from diagnose.samples.profile import frame_is
 from diagnose.model.servers import ServerProcess
 from diagnose.vocab import (RUNNING, GraphEdgeKind, NodeKind, ProcessRole, ResourceKind, ThreadRole,
@@ -61,14 +61,17 @@ def build_wait_graph(service: Service) -> WaitGraph | None:
         assert kernel is not None and view.pid is not None
         observations += kernel.observations
         _draw_process(view.pid, view.role, view.analysis, kernel, g)
-    _draw_knotted_masters(service, views, g)
+    # knots across the tree's processes: the masters' threads among them are drawn, then marked
+    across = [k for k in tree_knots([(v.pid, v.analysis) for v in service.processes
+                                     if v.pid is not None]) if not k.only_locks]
+    _draw_knotted_masters(service, views, across, g)
     servers = views[0].analysis.servers
     _draw_holders(g, servers)
     peers = _lock_peers(views, g)
     for resource_id, holders in g.held_threads.items():
         for target in holders:
             g.edges.append(WaitEdge(resource_id, target, GraphEdgeKind.HELD_BY))
-    knots, chains = _knots(service, views, g)
+    knots, chains = _knots(views, across, g)
     bottleneck, summary = _bottleneck(g.nodes, g.edges, g.waited, g.waiters, g.holders_of, knots, peers,
                                       servers, chains)
     kept = _keep(g.nodes, g.edges, bottleneck)
@@ -100,14 +103,15 @@ class _Drawing:
                    held_threads={}, group_tids={})
 
 
-def _draw_knotted_masters(service: Service, views: list[ProcessView], g: _Drawing) -> None:
+def _draw_knotted_masters(service: Service, views: list[ProcessView], across: list[Knot],
+                          g: _Drawing) -> None:
     """A master's waits are left out of the graph (build_wait_graph), except its threads that
     are part of a knot across processes (a parent waiting for a child blocked on the parent's
     pipe): the knot's chain starts there, and drawn without them it would stop one hop short."""
     drawn = {v.pid for v in views}
     by_pid = {v.pid: v for v in service.processes if v.pid is not None}
     members: dict[int, set[int]] = defaultdict(set)
-    for tied in tree_knots([(pid, v.analysis) for pid, v in by_pid.items()]):
+    for tied in across:
         for hop in tied.members:
             if hop.wait.thread.pid not in drawn:
                 members[hop.wait.thread.pid].add(hop.wait.thread.tid)
@@ -198,7 +202,7 @@ def _lock_peers(views: list[ProcessView], g: _Drawing) -> dict[str, tuple[str, f
     return peers
 
 
-def _knots(service: Service, views: list[ProcessView],
+def _knots(views: list[ProcessView], across: list[Knot],
            g: _Drawing) -> tuple[list[tuple[str, ...]], list[str]]:
     """The knots as the graph's nodes, and each one's chain in words ("" for a lock knot): the
     lock knots first (_lock_knots), then knots of any resource (model/knots.py: a lock holder
@@ -208,9 +212,7 @@ def _knots(service: Service, views: list[ProcessView],
     nodes, group_tids = g.nodes, g.group_tids
     knots = _lock_knots(views, g)
     chains = [""] * len(knots)  # the knot's chain in words; "" for a lock knot
-    found = [k for v in views for k in v.analysis.knots if not k.only_locks]
-    found += [k for k in tree_knots([(v.pid, v.analysis) for v in service.processes if v.pid is not None])
-              if not k.only_locks]
+    found = [k for v in views for k in v.analysis.knots if not k.only_locks] + across
     for tied in found:
         members = {(h.wait.thread.pid, h.wait.thread.tid) for h in tied.members}
         ids = [n.id for n in nodes.values() if n.kind == NodeKind.THREADS and n.pid is not None
