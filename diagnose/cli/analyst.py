@@ -107,6 +107,7 @@ class Analyst:
     def __init__(self, process: subprocess.Popen, answers: IO[bytes]):
         self.process = process
         self._answers = answers
+        self._idle = False
 
     @classmethod
     def start(cls) -> Analyst | None:
@@ -124,8 +125,11 @@ class Analyst:
         return cls(process, os.fdopen(read_fd, "rb"))
 
     def idle(self) -> None:
-        """SCHED_IDLE from now on: the window is under way. Best effort (without the privilege
-        the analyst goes on at its priority)."""
+        """SCHED_IDLE from now on: the window is under way (said once; later calls do nothing).
+        Best effort: without the privilege the analyst goes on at its priority."""
+        if self._idle:
+            return
+        self._idle = True
         try:
             os.sched_setscheduler(self.process.pid, os.SCHED_IDLE, os.sched_param(0))
         except OSError:
@@ -237,8 +241,7 @@ def main(argv: list[str]) -> None:
     if os.getppid() == 1:  # the attach died before the death signal was asked for
         return
     with os.fdopen(int(argv[0]), "wb") as answers:
-        serve(sys.stdin.buffer, answers)
-    sys.stdout.flush()
+        serve(sys.stdin.buffer, answers)  # flushes the verdict's stdout before it answers
     sys.stderr.flush()
     # Everything is written and answered: the interpreter's teardown of the analysis stack's
     # heap would only hold the attach (which reaps this process) from returning.

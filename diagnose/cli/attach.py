@@ -97,12 +97,11 @@ def _attach_with(stop, args: AttachArgs, busy_since, analyst: Analyst | None) ->
          + (f" at {sampling.rate} Hz ..." if sampling.rate else " ..."))
     show_bar = not quiet and sys.stderr.isatty()
     bar_ctx = click.progressbar(length=1000, file=sys.stderr, show_eta=True, width=30) if show_bar else None
-    state = {"done": 0, "analyst_idle": 0}
+    state = {"done": 0}
 
     def progress(fraction: float, threads: int) -> None:
-        if analyst is not None and not state["analyst_idle"]:  # the window is under way
+        if analyst is not None:  # the window is under way
             analyst.idle()
-            state["analyst_idle"] = 1
         step = int(fraction * 1000)
         if bar_ctx is not None and step > state["done"]:
             bar_ctx.update(step - state["done"])
