@@ -169,8 +169,15 @@ def cpu_weight(cores: float | None, busy_cores: float) -> float:
 
 
 def core_room(analysis: Analysis) -> float | None:
-    """How much more CPU the process could use: the cores it could have (usable cores, and on a
-    shared machine no more than it used plus what the machine left idle) / the cores it used."""
+    """How much more CPU the process could use: the cores within its reach (_within_reach) /
+    the cores it used."""
+    reach = _within_reach(analysis)
+    return max(1.0, reach[1] / reach[0]) if reach is not None else None
+
+
+def _within_reach(analysis: Analysis) -> tuple[float, float] | None:
+    """(the cores the process used, the cores it could have: usable cores, and on a shared
+    machine no more than it used plus what the machine left idle); None without its counters."""
     os_ = analysis.os
     if os_ is None or not os_.window_s or not os_.cpu_s:
         return None
@@ -178,7 +185,7 @@ def core_room(analysis: Analysis) -> float | None:
     available = os_.usable_cores
     if os_.machine_idle_cores is not None:
         available = min(available, used + os_.machine_idle_cores)
-    return max(1.0, available / used)
+    return used, available
 
 
 # Cores other processes must have held for the machine's idle cores to count as theirs, not as
@@ -191,18 +198,16 @@ def idle_cores_floor(analysis: Analysis, gain: float | None) -> str | None:
     processes held the cores the fix would run on. Their load is the machine's, not the
     service's; where it goes the cap rises (remote_backend's fix: predicted 1.02x with 0.02 cores
     idle beside other jobs, measured 1.68x). None where the idle cores did not set the figure."""
+    reach, room = _within_reach(analysis), core_room(analysis)
     os_ = analysis.os
-    idle = getattr(os_, "machine_idle_cores", None)
-    window, cpu = getattr(os_, "window_s", None), getattr(os_, "cpu_s", None)
-    if gain is None or os_ is None or idle is None or not window or not cpu:
+    if gain is None or reach is None or room is None or os_ is None or os_.machine_idle_cores is None:
         return None
-    used = cpu / window
-    reachable = min(os_.usable_cores, used + idle)
-    others = os_.usable_cores - reachable
-    if others < OTHERS_MIN_CORES or abs(gain - max(1.0, reachable / used)) > 0.006:
+    used, available = reach
+    others = os_.usable_cores - available
+    if others < OTHERS_MIN_CORES or abs(gain - room) > 0.006:
         return None
-    return (f"the {idle:.2f} cores the machine left idle capped it; other processes used "
-            f"{others:.2f} of the {os_.usable_cores:g} usable cores, and where they are gone the "
+    return (f"the {os_.machine_idle_cores:.2f} cores the machine left idle capped it; other processes "
+            f"used {others:.2f} of the {os_.usable_cores:g} usable cores, and where they are gone the "
             f"cores allow up to {os_.usable_cores / used:.2f}x")
 
 

@@ -38,8 +38,9 @@ def _findings(tmp_path: Path, name: str, companions: bool, kind: str = "speedsco
 
 def _blind(native: bool = False, counters: bool = False) -> SimpleNamespace:
     """An analysis as the engine tests it: with or without native frames and OS counters."""
+    counted = SimpleNamespace(window_s=10.0, cpu_s=10.0, usable_cores=2.0, machine_idle_cores=None)
     return SimpleNamespace(profile=SimpleNamespace(native=native, calibrated=False),
-                           os=SimpleNamespace() if counters else None)
+                           os=counted if counters else None)
 
 
 def test_a_lock_wait_seen_without_native_frames_or_counters_says_so_and_its_gain_is_a_floor():
