@@ -59,8 +59,10 @@
    Such a symptom is never a co-primary: it is folded into the verdict (`also`), and the next
    finding that is not one is the one tested for rule 4. When two findings make the same code
    cheaper, the causal order alone picks which names it, whenever the earlier one could show a
-   problem (its score interval reaches the info line: on another attach its point score would)
-   or the two could swap places within their intervals (not rule 6: both point at the same
+   problem (its score interval reaches the info line: on another attach its point score would),
+   the later one is a wait whose servers mostly run the earlier one's phase (phase_at_the_end:
+   the GIL's holders preprocessing; the wait is a hop, the phase's code the chain's end), or
+   the two could swap places within their intervals (not rule 6: both point at the same
    code, so only the name could move). The verdict is then as strong as the finding folded
    into it. Whether the significance of either one's gain clears its line decides where the cause
    ranks, never its name: a tokenizer a forked tree's GIL waits queue behind was named
@@ -294,7 +296,8 @@ def rank(findings: list[Finding], order_of: OrderOf) -> tuple[Finding, ...]:
         return ()
     twin = next((f for f in ranked[1:] if same_work(ranked[0], f)), None)
     if (twin is not None and order_of(twin) < order_of(ranked[0]) and not off_pace(twin)
-            and (twin.score_range[1] >= INFO_SCORE or within_noise(ranked[0], twin, order_of))):
+            and (twin.score_range[1] >= INFO_SCORE or phase_at_the_end(ranked[0], twin)
+                 or within_noise(ranked[0], twin, order_of))):
         ranked = _to_front(ranked, [twin])
     rival = next_cause(ranked)
     if rival is not None and co_primary(carrier(ranked[0], ranked, order_of), rival, order_of):
@@ -337,6 +340,14 @@ def same_phase(a: Finding, b: Finding) -> bool:
     running the preprocessing a preprocessing finding measures, whichever of its functions each
     one's few leading sites happen to name on this attach."""
     return a.acts_on is not None and a.acts_on == b.acts_on
+
+
+def phase_at_the_end(lead: Finding, twin: Finding) -> bool:
+    """`lead` is a wait whose servers mostly run the phase `twin` measures (the GIL's holders
+    running preprocessing), and `twin` saw that phase's work at all: the wait is a hop, the phase's
+    code the end of its chain, so the phase names the cause whatever its own score (rule 7). Its
+    score interval crossing the info line flipped the name between attaches of one service."""
+    return same_phase(lead, twin) and twin.score > 0
 
 
 def same_fix(a: Finding, b: Finding) -> bool:

@@ -290,6 +290,26 @@ def test_the_gil_holders_running_preprocessing_are_the_preprocessing_whatever_si
     assert named([elsewhere, tokenizer])[0] == "gil_contention"
 
 
+def test_the_gil_queueing_behind_preprocessing_is_named_preprocessing_even_when_its_share_shows_no_problem():
+    # forked_workers on CPython 3.11, 3 attaches in 3: the GIL's holders mostly ran tokenize and
+    # normalize, the waits were critical, and preprocessing's own share (32%) put its
+    # whole score interval under the info line (4-23), where 3.12's (17-31) reached over it: 3.11
+    # named gil_contention, 3.12 and 3.13 preprocess_bound. The GIL is a hop; the phase its
+    # holders run is the end of the chain, and names the cause on every CPython.
+    waiting = dataclasses.replace(gil(0.48, holder="normalize", room=1.0), acts_on="preprocess")
+    weak = dataclasses.replace(preprocess(0.28, function="normalize", samples=600), acts_on="preprocess")
+    assert weak.score_range[1] < 25 < waiting.score_range[0]
+    assert named([waiting, weak]) == ("preprocess_bound", None, ("gil_contention",))
+    assert verdict_for(rank([waiting, weak], order_of)).severity == waiting.severity
+    # the holders ran no one phase: the GIL names its own waits
+    unphased = dataclasses.replace(waiting, acts_on=None)
+    assert named([unphased, weak])[0] == "gil_contention"
+    # preprocessing not seen at all (score 0): nothing to name it by
+    absent = dataclasses.replace(preprocess(0.05, function="normalize", samples=60), acts_on="preprocess")
+    assert absent.score == 0
+    assert named([waiting, absent])[0] == "gil_contention"
+
+
 def test_two_findings_that_advise_the_same_change_first_are_one_cause_named_by_the_causal_order():
     # locked_blas on CPython 3.11, 1 attach in 5: OpenBLAS's pool synchronising in 9 of its 10
     # native samples predicted 2.47x from OPENBLAS_NUM_THREADS=1 and took the verdict from the
