@@ -221,3 +221,34 @@ def test_a_large_graph_draws_forty_nodes_and_lists_every_edge(open_report, tmp_p
     assert "21 more nodes and 21 edges" in page.text_content("#wait-graph-more")
     assert page.locator("#wait-graph tr.wg-edge-row").count() == 60
     opened.assert_clean()
+
+
+def parent_child_knot() -> WaitGraph:
+    """A parent in wait4 for its child, the child writing to a full pipe only the parent reads:
+    four columns, as fixtures/recorded/knots/parent_woken_by_an_observer draws them."""
+    nodes = [
+        _node("child", "threads", "worker 9538: 1 thread", pid=9538, threads=1, running_share=0.0,
+              site="child deadlock_subprocess.py:58"),
+        _node("pipe", "resource", "pipe 8499545 (other end: python 9537)", resource="pipe",
+              detail="write: pipe:8499545"),
+        _node("parent", "threads", "process 9537: 1 thread", pid=9537, threads=1, running_share=0.056,
+              site="main deadlock_subprocess.py:127"),
+        _node("wait4", "resource", "a child process", pid=9537, resource="child", detail="wait4: child:9537"),
+    ]
+    edges = [_edge("child", "pipe", share=1.0, seconds=3.72), _edge("pipe", "parent", "held_by", share=1.0),
+             _edge("parent", "wait4", share=0.944, seconds=3.51), _edge("wait4", "child", "served_by", share=1.0)]
+    return WaitGraph(tuple(nodes), tuple(edges), (("child", "pipe", "parent", "wait4"),),
+                     bottleneck="pipe", summary="hang", observations=34)
+
+
+def test_a_childs_node_names_its_parent_and_a_pill_keeps_its_words_whole(open_report, tmp_path):
+    # a laptop's width: the card narrows four columns' nodes under their 210 px
+    shown_page = open_report(render_page(with_graph(parent_child_knot()), tmp_path / "knot.html"),
+                             viewport={"width": 1100, "height": 900})
+    nodes = {n.id: n for n in shown(shown_page.page.eval_on_selector_all("#wait-graph svg .wg-node", _NODES_JS))}
+    # the child resource's pid is the waiting parent's: said as such, never as the child's own
+    assert nodes["wait4"].words == "child process \u00b7 of pid 9537"
+    # four columns narrow the nodes; a pill's middle line has the pill's full width at that height
+    assert nodes["wait4"].w < 210
+    assert "\u2026" not in nodes["wait4"].words and nodes["wait4"].label == "a child process"
+    shown_page.assert_clean()

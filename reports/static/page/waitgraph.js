@@ -300,7 +300,9 @@
   function wgWords(n) {
     if (n.kind === 'resource') {
       const words = own(WG_RESOURCES, n.resource) ? WG_RESOURCES[n.resource][0] : n.resource || 'resource';
-      return words + (n.pid != null ? ' \u00b7 pid ' + n.pid : '');
+      // a child resource's pid is its parent's (the process waiting in wait4), not the child's
+      const whose = n.resource === 'child' ? ' \u00b7 of pid ' : ' \u00b7 pid ';
+      return words + (n.pid != null ? whose + n.pid : '');
     }
     const running = n.running != null ? ' \u00b7 running ' + fmtPct(n.running) : '';
     if (n.kind === 'process') return 'process' + (n.pid != null ? ' ' + n.pid : '') + running;
@@ -319,22 +321,32 @@
     ];
   }
 
-  /** The outline of a node of kind `n` at 0,0 (wgSize.w x WG_NODE_H), and its inner text width.
-   *  @param {WgNode} n @param {Record<string, unknown>} attrs @returns {[SVGElement, number]} */
+  /** The outline of a node of kind `n` at 0,0 (wgSize.w x WG_NODE_H), and the width its text
+   *  may take on a line whose glyphs span `top`..`bottom`: a pill's or a hexagon's sides close
+   *  in towards its top and bottom, so each line gets the width the shape has at that line's
+   *  height (a child's "pid 9538" was cut at the width of the pill's narrowest line).
+   *  @param {WgNode} n @param {Record<string, unknown>} attrs
+   *  @returns {[SVGElement, (top: number, bottom: number) => number]} */
   function wgShape(n, attrs) {
     const W = wgSize.w;
     const H = WG_NODE_H;
+    const pad = 10;
+    // the farther of a line's two edges from the node's middle height
+    const off = (/** @type {number} */ top, /** @type {number} */ bottom) => Math.max(Math.abs(top - H / 2), Math.abs(bottom - H / 2));
     if (n.kind === 'resource') {
       const shape = own(WG_RESOURCES, n.resource) ? WG_RESOURCES[n.resource][3] : 'pill';
       const c = 14;
       if (shape === 'hexagon') {
-        return [svgEl('polygon', { points: [[c, 0], [W - c, 0], [W, H / 2], [W - c, H], [c, H], [0, H / 2]].join(' '), ...attrs }), W - 2 * c - 8];
+        return [svgEl('polygon', { points: [[c, 0], [W - c, 0], [W, H / 2], [W - c, H], [c, H], [0, H / 2]].join(' '), ...attrs }),
+          (top, bottom) => W - 2 * c * Math.min(1, off(top, bottom) / (H / 2)) - pad];
       }
-      if (shape === 'slant') return [svgEl('polygon', { points: [[c, 0], [W, 0], [W - c, H], [0, H]].join(' '), ...attrs }), W - 2 * c - 8];
-      return [svgEl('rect', { width: W, height: H, rx: H / 2, ...attrs }), W - H + 4];
+      if (shape === 'slant') return [svgEl('polygon', { points: [[c, 0], [W, 0], [W - c, H], [0, H]].join(' '), ...attrs }), () => W - 2 * c - 8];
+      const r = H / 2;
+      return [svgEl('rect', { width: W, height: H, rx: r, ...attrs }),
+        (top, bottom) => W - 2 * r + 2 * Math.sqrt(Math.max(0, r * r - off(top, bottom) ** 2)) - pad];
     }
     const rx = n.kind === 'process' ? 3 : 10;
-    return [svgEl('rect', { width: W, height: H, rx, 'stroke-dasharray': n.kind === 'tasks' ? '5 3' : null, ...attrs }), W - 18];
+    return [svgEl('rect', { width: W, height: H, rx, 'stroke-dasharray': n.kind === 'tasks' ? '5 3' : null, ...attrs }), () => W - 18];
   }
 
   /** A small pill above a node's top edge: "bottleneck", "hang".
@@ -368,10 +380,11 @@
     const [outline, inner] = wgShape(n, { class: 'wg-shape', fill, stroke, 'stroke-width': hang || neck ? 2.6 : n.kind === 'process' ? 2 : 1.4 });
     g.appendChild(outline);
     const mid = wgSize.w / 2;
-    svgText(g, n.label, inner, { x: mid, y: 19, 'text-anchor': 'middle', class: 'wg-label' });
-    svgText(g, wgWords(n), inner, { x: mid, y: 35, 'text-anchor': 'middle', class: 'wg-words' });
+    // baselines 19, 35 and 50; each line's glyphs from ~10 px above its baseline to ~3 below
+    svgText(g, n.label, inner(9, 22), { x: mid, y: 19, 'text-anchor': 'middle', class: 'wg-label' });
+    svgText(g, wgWords(n), inner(26, 38), { x: mid, y: 35, 'text-anchor': 'middle', class: 'wg-words' });
     const third = n.site || (res ? n.detail : '');
-    if (third) svgText(g, third, inner, { x: mid, y: 50, 'text-anchor': 'middle', class: 'wg-site' });
+    if (third) svgText(g, third, inner(42, 52), { x: mid, y: 50, 'text-anchor': 'middle', class: 'wg-site' });
     if (neck) wgTag(g, 'bottleneck', wgSize.w - 48, '#fff8e6', WG_NECK, '#7a4f00', 'wg-bottleneck-tag');
     if (hang) wgTag(g, 'hang', 30, WG_HANG, WG_HANG, '#fff', 'wg-hang');
     g.addEventListener('mouseenter', (ev) => tip.show(wgTip(G, n), ev));
