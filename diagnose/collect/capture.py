@@ -24,7 +24,7 @@ import psutil
 from diagnose.collect import activity, observer_cpu, priority, pyspy, target_state, tree
 from diagnose.collect.asyncio_tasks import AsyncioTaskSampler
 from diagnose.collect.plan import TreePlan, plan_tree, stop_lead_s
-from diagnose.collect.procfs import ProcRecord, TreeRecord, TreeSampler, cores_available
+from diagnose.collect.procfs import ProcRecord, TreeRecord, TreeSampler, cores_available, kept_argv
 from diagnose.errors import (Interrupted, NoSamples, NoSuchProcess, NotPython, ProfilerFailed,
                              SignalAbort)
 from diagnose.collect.task_recording import TaskRecording
@@ -92,7 +92,7 @@ class Capture:
     temp_dir: Path | None = None  # py-spy's outputs until the report is written; see cleanup()
     # asyncio tasks read from each sampled process's memory (collect/task_recording.py), by pid
     task_recordings: dict[int, TaskRecording] = field(default_factory=dict)
-    argv: tuple[str, ...] = ()  # the target's command line as read (`target.cmdline` redacted)
+    argv: tuple[str, ...] = ()  # the target's command line as read, its secrets masked
 
     def cleanup(self) -> None:
         """Removes the temporary directory and whatever the report did not take from it."""
@@ -525,7 +525,9 @@ def _probe(run: _Run, procs: list[psutil.Process]) -> _Probed:
     for other in probe_pids[1:]:
         wait_until_readable(other, options.retry_s)
     try:
-        cmdline = procs[0].cmdline()
+        # Secrets masked as read: the command line is kept (`--keep-raw`, the .sampling.json) and
+        # the analysis needs only its program names and flags, which redaction keeps.
+        cmdline = kept_argv(procs[0].cmdline())
         threads = procs[0].num_threads()
     except psutil.NoSuchProcess:
         raise NoSuchProcess(f"process {pids[0]} exited before it could be sampled")

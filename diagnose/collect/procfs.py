@@ -17,6 +17,7 @@ from diagnose.collect.gc_state import GcRecord, GcStateSampler
 from diagnose.collect.kernel_waits import (FileLockEntry, KernelRecord, KernelWaitReader,
                                            pipe_ends, read_file_locks)
 from diagnose.collect.sockets import serving_pids, socket_table
+from diagnose.report.redact import redact_argv
 
 from diagnose.collect.cgroup import cpu_cgroup, read_throttling
 
@@ -417,6 +418,15 @@ class ProcSampler:
                 into[tid] = counters
 
 
+def kept_argv(cmdline: Iterable[object]) -> list[str]:
+    """A process's command line as a TreeRecord holds it: its secrets masked (report/redact.py).
+    The record is written as it is (`attach --keep-raw`, the .procfs.json) and its command lines
+    reach the report (a child's, a server's); the analysis reads only program names and flags in
+    them, which redaction keeps. Also on reading a record, so an older file's secrets go no
+    further."""
+    return redact_argv([str(part) for part in cmdline])
+
+
 @dataclass
 class TreeRecord:
     """The /proc records of every process sampled in one window (a process tree, or several)."""
@@ -486,7 +496,7 @@ class TreeRecord:
             rec = ProcRecord.from_dict(entry["record"])
             tree.records[rec.pid] = rec
             tree.parents[rec.pid] = entry.get("ppid")
-            tree.cmdlines[rec.pid] = list(entry.get("cmdline") or [])
+            tree.cmdlines[rec.pid] = kept_argv(entry.get("cmdline") or [])
             if entry.get("appeared_s") is not None:
                 tree.appeared_s[rec.pid] = float(entry["appeared_s"])
         tree.file_locks = [(float(t), [FileLockEntry(str(e[0]), str(e[1]), int(e[2]), str(e[3]),
@@ -500,11 +510,11 @@ class TreeRecord:
         for entry in data.get("server_processes") or []:
             rec = ProcRecord.from_dict(entry["record"])
             tree.server_records[rec.pid] = rec
-            tree.server_cmdlines[rec.pid] = list(entry.get("cmdline") or [])
+            tree.server_cmdlines[rec.pid] = kept_argv(entry.get("cmdline") or [])
         tree.followed = [int(p) for p in data.get("followed") or []]
         tree.other_children = {int(k): [None if x is None else float(x) for x in v]
                                for k, v in (data.get("other_children") or {}).items()}
-        tree.other_cmdlines = {int(k): [str(a) for a in v] for k, v in (data.get("other_cmdlines") or {}).items()}
+        tree.other_cmdlines = {int(k): kept_argv(v) for k, v in (data.get("other_cmdlines") or {}).items()}
         tree.forks = [int(n) for n in data.get("forks") or []]
         return tree
 
@@ -548,7 +558,7 @@ class TreeSampler:
         self.record.records[pid] = sampler.record
         info = self._tree.node(pid)
         self.record.parents[pid] = info.ppid if info else ppid
-        self.record.cmdlines[pid] = list(info.cmdline) if info else []
+        self.record.cmdlines[pid] = kept_argv(info.cmdline) if info else []
         appeared = time.time() - self._started
         if appeared > 1.0:
             self.record.appeared_s[pid] = round(appeared, 3)
@@ -581,7 +591,7 @@ class TreeSampler:
         self.record.other_children[pid] = [float(info.ppid) if info and info.ppid else None,
                                             first, None]
         if info is not None and info.cmdline:
-            self.record.other_cmdlines[pid] = list(info.cmdline)
+            self.record.other_cmdlines[pid] = kept_argv(info.cmdline)
 
     @property
     def pids(self) -> list[int]:
@@ -645,7 +655,7 @@ class TreeSampler:
                 # its own window, from now: its CPU is a rate over the span it was read
                 sampler = ProcSampler(server, kernel_waits=self.kernel_waits)
                 info = self._tree.node(server)
-                self.record.server_cmdlines[server] = list(info.cmdline) if info else []
+                self.record.server_cmdlines[server] = kept_argv(info.cmdline) if info else []
                 self._servers[server] = sampler
                 self.record.server_records[server] = sampler.record
                 sampler.start()

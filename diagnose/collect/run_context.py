@@ -99,8 +99,8 @@ class RunContext:
     partial: bool = False
     notes: tuple[str, ...] = ()
     load: Load | None = None  # as the report states it
-    # The target's command line as read, unredacted: the analysis tells a server's role from it
-    # (model/service.py); only its redaction, `target.cmdline`, is written.
+    # The target's command line as read, its secrets masked (collect/procfs.py kept_argv): the
+    # analysis tells a server's role from its program names and flags (model/service.py).
     argv: tuple[str, ...] = ()
 
     def with_note(self, note: str) -> RunContext:
@@ -112,7 +112,8 @@ class LiveRun:
     """A live run's context as `attach --keep-raw` keeps it (<base>.sampling.json), as the
     analysis started from (before it added its notes): `analyze --sampling` replays a kept
     recording with the rate, py-spy's counts and the plan the live analysis had, not ones
-    estimated from the samples. `argv` is unredacted, like the kept /proc record's cmdlines."""
+    estimated from the samples. `argv` is redacted as read, like the kept /proc record's
+    cmdlines: the kept file holds no secret of the target's."""
 
     sampling: LiveSampling
     target: Target = field(default_factory=Target)

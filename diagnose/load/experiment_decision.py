@@ -37,6 +37,7 @@ from diagnose.errors import BadProfile, LoadFailed
 from diagnose.report.load_report import (Advice, ArmMedians, ArmRecord, Baseline, Decision, ExperimentPlan,
                                  ExperimentReport, ExperimentTarget, GeneratorInfo, Pick, Run,
                                  StepVerdict, SweepReport, SweepStep, Variant, VariantLatency)
+from diagnose.report.redact import redact_argv
 
 if TYPE_CHECKING:
     from diagnose.load.loadtest import Generator
@@ -55,6 +56,12 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 UNSET = "unset"  # how a removed variable is written on the command line and the page
 
 
+def shown_command(argv: Sequence[str]) -> str:
+    """The service's command as the experiment's report writes it: shell-quoted, its secrets
+    masked (report/redact.py), as every output shows a command line."""
+    return shlex.join(redact_argv(list(argv)))
+
+
 @dataclass(frozen=True)
 class Arm:
     name: str                      # "OMP_NUM_THREADS=8" (or "baseline" / "variant" for --set)
@@ -62,7 +69,7 @@ class Arm:
     env: tuple[tuple[str, str | None], ...] = ()   # None: the variable is removed
 
     def describe(self) -> ArmRecord:
-        return ArmRecord(name=self.name, command=shlex.join(self.argv), env=dict(self.env))
+        return ArmRecord(name=self.name, command=shown_command(self.argv), env=dict(self.env))
 
 
 # -- what to compare ------------------------------------------------------------------------------
@@ -447,7 +454,7 @@ def variant_summaries(result: ExperimentResult) -> tuple[Variant, ...]:
         verdict, reason, report = _verdict_of(error, mine)
         ratios = same_round_ratios(result, arm.name, base)
         out.append(Variant(
-            name=arm.name, env=dict(arm.env), command=shlex.join(arm.argv),
+            name=arm.name, env=dict(arm.env), command=shown_command(arm.argv),
             baseline=arm.name == base,
             status="failed" if error else ("measured" if mine else "not run"),
             throughput_rps=None if error else _median(r.rps for r in mine),
@@ -478,7 +485,7 @@ def experiment_report(result: ExperimentResult, settings: RunSettings, generator
         advice = advice_outcome(result, advice, advised_arm(result.arms, advised))
     return ExperimentReport(
         target=ExperimentTarget(url=settings.url,
-                                command=shlex.join(result.arms[0].argv) if result.arms else None),
+                                command=shown_command(result.arms[0].argv) if result.arms else None),
         settings=settings.describe(),
         generator=generator,
         variants=variant_summaries(result),

@@ -44,3 +44,71 @@ def test_secrets_on_the_command_line_reach_no_output(hostile_report):
         assert secret not in html
         assert secret not in saved
         assert secret not in json.dumps(report)
+
+
+# A target started with a secret in each shape a command line carries one: a flag's next
+# argument, an inline `--name=value`, a URL's password; and a child (not Python, so the /proc
+# record keeps its command line apart) started with one too.
+SECRET_ARGV = ["--api-key", "sk-live-abcdef123456789", "--password=hunter2hunter2",
+               "postgres://user:s3cr3tpass@db/x"]
+ARGV_SECRETS = ["abcdef123456789", "hunter2hunter2", "s3cr3tpass"]
+_SECRET_ARGS_SERVICE = """\
+import os, subprocess, sys, time
+child = subprocess.Popen(["sh", "-c", "sleep 60; :", "worker", "--token=hunter2hunter2"])
+print(f"READY pid={os.getpid()}", flush=True)
+try:
+    time.sleep(60)
+finally:
+    child.kill()
+"""
+
+
+def _files_with(directory, secrets: list[str]) -> dict[str, list[str]]:
+    """Each file under `directory` (read as bytes, a .gz decompressed) -> the secrets it holds."""
+    import gzip
+
+    found = {}
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        if path.name.endswith(".gz"):
+            data = gzip.decompress(data)
+        held = [s for s in secrets if s.encode() in data]
+        if held:
+            found[path.name] = held
+    return found
+
+
+def test_a_secret_in_the_targets_command_line_is_in_no_file_the_attach_writes(tmp_path):
+    """Every file `attach --keep-raw --pprof` writes (the report's, and the kept recordings it
+    can be replayed from), and every file a replay of those writes, holds none of the target's
+    secrets; the program's name is still there, and the replay reads the kept files."""
+    import sys
+
+    from tests.conftest import invoke_cli_report
+    from tests.integration.conftest import running
+    from tests.integration.typed import run_report
+
+    program = tmp_path / "secret_args_service.py"
+    program.write_text(_SECRET_ARGS_SERVICE)
+    out = tmp_path / "out"
+    with running([sys.executable, str(program), *SECRET_ARGV]) as pid:
+        proc, live = run_report("attach", pid, "--duration", "2", "--keep-raw", "--pprof",
+                                "--json", "--output-dir", out)
+    assert proc.returncode == 0 and live is not None, proc.stderr
+    suffixes = {p.name.split(".", 1)[1] for p in out.iterdir()}
+    assert {"procfs.json", "sampling.json", "chrometrace.json", "pb.gz", "md"} <= suffixes
+    assert _files_with(out, ARGV_SECRETS) == {}
+    kept = {s: next(out.glob(f"*[0-9].{s}")) for s in ("procfs.json", "sampling.json")}
+    for path in kept.values():  # redacted, not dropped: what the analysis reads is there
+        assert "secret_args_service.py" in path.read_text() and "--api-key" in path.read_text()
+    assert "sleep 60; :" in kept["procfs.json"].read_text()  # the child's command, masked only
+    assert "secret_args_service.py" in live.target.cmdline and "***" in live.target.cmdline
+
+    replay_dir = tmp_path / "replay"
+    replayed, report = invoke_cli_report(
+        "analyze", next(out.glob("*.chrometrace.json")), "--procfs", kept["procfs.json"],
+        "--sampling", kept["sampling.json"], "--pprof", "--json", "-o", replay_dir)
+    assert replayed.returncode == 0 and report is not None, replayed.stderr
+    assert report.target.cmdline == live.target.cmdline
+    assert report.verdict.primary == live.verdict.primary
+    assert _files_with(replay_dir, ARGV_SECRETS) == {}
