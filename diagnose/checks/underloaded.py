@@ -35,13 +35,14 @@ from diagnose.checks.base import (Finding, NotApplicable, ScoreBasis, Site, make
                                   short_path, top_sites)
 from diagnose.samples.profile import Frame, frame_is
 from diagnose.model.servers import server_waits
-from diagnose.vocab import HANDLER_ROLES, StageRole, ThreadRole, ThreadState
+from diagnose.vocab import HANDLER_ROLES, Severity, StageRole, ThreadRole, ThreadState, severity_rank
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
 
 ID = "underloaded"
 SATURATED = 0.6  # a backend at this share of its capacity or more is a limit, not a wait outside
+MOST_SEVERE = Severity.INFO  # whatever the score: nothing inside the process to fix
 
 
 @dataclass(frozen=True)
@@ -173,12 +174,15 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                         f"process's own asyncio primitives")
     if utilization is not None:
         summary += f"; cores {pct(min(utilization, 1.0))} busy"
-    return make_finding(ID, settings, score, summary, evidence, sites,
-                        gain=(1.0, "estimate: nothing inside the process limits throughput"),
-                        samples=total,
-                        basis=ScoreBasis("waiting_share_of_workers",
-                                         lambda s: ramp(s, settings.low, settings.high)
-                                         * cores_factor * local_factor * (1.0 - saturated)))
+    found = make_finding(ID, settings, score, summary, evidence, sites,
+                         gain=(1.0, "estimate: nothing inside the process limits throughput"),
+                         samples=total,
+                         basis=ScoreBasis("waiting_share_of_workers",
+                                          lambda s: ramp(s, settings.low, settings.high)
+                                          * cores_factor * local_factor * (1.0 - saturated)))
+    # The score says how sure it is that the process waits for work, not how bad that is: an
+    # idle service is no fault of its own, and a gate (--fail-on warning) must not fail it.
+    return replace(found, severity=MOST_SEVERE) if severity_rank(found.severity) > severity_rank(MOST_SEVERE) else found
 
 
 def _saturated_backend_share(analysis: Analysis, tids: list[int]) -> float:

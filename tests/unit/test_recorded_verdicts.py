@@ -48,7 +48,12 @@ def test_every_finding_id_has_a_recording():
 def test_recording_is_diagnosed_as_the_workload_it_came_from(name):
     _, results = analyse_recording(name)
     assert results.verdict.primary == name
-    assert finding(results, name).severity in ("warning", "critical")
+    found = finding(results, name)
+    if name == "underloaded":
+        # sure that the workers wait for work, and no fault of the process's: info at most
+        assert found.score >= 75 and found.severity == "info"
+    else:
+        assert found.severity in ("warning", "critical")
 
 
 def test_lock_recording_names_the_with_lock_line():

@@ -49,6 +49,16 @@ def test_fail_on_warning_also_trips_on_a_critical_verdict_and_no_gate_exits_0(ou
     assert analyze(out_dir).returncode == 0
 
 
+def test_a_service_sure_to_be_waiting_for_work_passes_a_warning_gate(out_dir):
+    # underloaded at score 100: sure the workers wait for requests, and nothing in the process
+    # to fix; an idle service's CI gate must not fail on it (it read "critical" before)
+    proc = invoke_cli("analyze", RECORDED / "underloaded.speedscope.json", "-o", out_dir,
+                      "--fail-on", "warning", check_json=False)[0]
+    assert proc.returncode == 0, proc.stderr
+    verdict = written_verdict(out_dir)
+    assert (verdict.primary, verdict.severity) == ("underloaded", "info")
+
+
 def test_pprof_flag_writes_the_profile_beside_the_report(out_dir):
     proc = analyze(out_dir, "--pprof")
     assert proc.returncode == 0, proc.stderr
