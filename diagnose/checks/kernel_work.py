@@ -5,7 +5,9 @@ What it finds:
     kernel's time for it: its system time by /proc/PID/stat (stime: every thread it had, exited
     ones too). Beside it, where: the Python lines its threads made system calls from, read from
     native samples caught inside the C library's wrapper of a working call (write, read, openat,
-    vfork, ...: model/syscall_sites.py), and which calls. Calls that sleep (a lock's futex,
+    vfork, ...: model/syscall_sites.py), and which calls. Without such samples (no native
+    frames), each thread's own system time spread over the lines its running samples show,
+    said as an estimate. Calls that sleep (a lock's futex,
     poll, a timer) are waits, left to the wait analysis. Not applicable without the process's
     counters (an older recording).
 
@@ -74,6 +76,9 @@ class KernelWorkEvidence(Measurements):
                                           none=NOT_MEASURED)
     syscall_sites: dict[str, float] | None = key("lines the calls were made from (share of the calls' samples)",
                                                  U.PERCENT, none=NOT_MEASURED)
+    stime_sites: dict[str, float] | None = key(
+        "estimated, where no native sample caught a call: the lines each thread's running samples show, "
+        "weighted by that thread's system time (share of the system time)", U.PERCENT, none=NOT_MEASURED)
     fix: Fix = shared_key()
 
 
@@ -100,6 +105,36 @@ def _busy_share(analysis: Analysis) -> float | None:
     return float(busy_samples(req)["count"].sum()) / total if total else None
 
 
+def _stime_sites(analysis: Analysis, settings: Settings) -> list[Site]:
+    """Without native samples inside the calls (py-spy without --native, a recording without
+    them): each thread's system time (/proc/TID/stat stime) spread over the lines its busy
+    samples show, an estimate. A thread that writes in a loop shows the write's line; the
+    weights keep a busy thread that makes no calls from claiming another's system time."""
+    os_ = analysis.os
+    if os_ is None:
+        return []
+    samples = busy_samples(analysis.samples)
+    tids = analysis.threads["tid"]
+    weights: dict[int, float] = {}  # site frame -> estimated system seconds
+    seen = 0
+    for thread, rows in samples.groupby("thread", sort=False):
+        counted = os_.threads.get(int(tids.loc[thread]))
+        system_s = counted.system_s if counted is not None else None
+        sited = rows[rows["site"] >= 0]
+        total = float(sited["count"].sum())
+        if not system_s or not total:
+            continue
+        seen += int(total)
+        for site, count in sited.groupby("site", sort=False)["count"].sum().items():
+            weights[int(site)] = weights.get(int(site), 0.0) + system_s * float(count) / total
+    spread = sum(weights.values())
+    if seen < settings.min_call_samples or spread <= 0:
+        return []
+    ranked = sorted(weights.items(), key=lambda kv: -kv[1])[:3]
+    return [Site(analysis.frame(f).function, analysis.frame(f).file, analysis.frame(f).line, round(w / spread, 4))
+            for f, w in ranked]
+
+
 def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     os_ = analysis.os
     if os_ is None or os_.process_system_s is None or os_.process_user_s is None:
@@ -119,6 +154,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     named = calls is not None and calls.in_calls >= settings.min_call_samples
     sites = ([Site(s.function, s.file, s.line, round(s.samples / calls.in_calls, 4)) for s in calls.sites]
              if named and calls is not None else [])
+    estimated = [] if sites else _stime_sites(analysis, settings)
     busy = _busy_share(analysis)
     saturated = busy is None or busy >= settings.saturated_share
     gain = cpu_share_gain(share) if saturated else 1.0
@@ -130,9 +166,15 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
         gain_words = (f"estimate: the request threads were busy {pct(busy or 0.0)} of the time, so the kernel's "
                       f"{pct(share)} of the CPU costs their requests latency, not the service throughput")
     top_calls = ", ".join(f"{name}" for name, _ in calls.calls[:3]) if named and calls is not None else ""
-    where = (f"; its threads were inside {top_calls} called from {sites[0].function} "
-             f"({short_path(sites[0].file)}:{sites[0].line})" if sites else
-             "; no native sample caught a working call, so no line is named")
+    if sites:
+        where = (f"; its threads were inside {top_calls} called from {sites[0].function} "
+                 f"({short_path(sites[0].file)}:{sites[0].line})")
+    elif estimated:
+        where = (f"; no native sample caught a call: by each thread's system time over the lines it ran "
+                 f"(an estimate), most at {estimated[0].function} ({short_path(estimated[0].file)}:"
+                 f"{estimated[0].line}), {pct(estimated[0].share)}")
+    else:
+        where = "; no native sample caught a working call, so no line is named"
     summary = (f"{pct(share)} of the CPU was the kernel's ({kernel:.2f} s of system time over "
                f"{os_.window_s:.1f} s)" + where)
     evidence = KernelWorkEvidence(
@@ -143,8 +185,14 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
         syscalls=dict(calls.calls) if calls is not None else None,
         syscall_sites=({f"{s.function} ({short_path(s.file)}:{s.line})": s.share for s in sites}
                        if sites else None),
+        stime_sites=({f"{s.function} ({short_path(s.file)}:{s.line})": s.share for s in estimated}
+                     if estimated else None),
         fix=Fix("batch_syscalls", f"{sites[0].function}:{sites[0].line}" if sites else True))
     at = f" at {sites[0].function} ({short_path(sites[0].file)}:{sites[0].line})" if sites else ""
+    if estimated:
+        at = (f" at {estimated[0].function} ({short_path(estimated[0].file)}:{estimated[0].line}), "
+              f"by an estimate from the threads' system time")
+        sites = estimated
     if named and calls is not None and _mapping_memory(calls.calls):
         # Memory mapped and unmapped at the line: an allocation of its own per call (a large
         # buffer), or CPython's frame stack growing a chunk past a deep recursion's edge and

@@ -22,6 +22,8 @@ from diagnose.model.analysis import Analysis
 from diagnose.model.children import ChildProcesses, child_processes, spawn_sites, spawns
 from diagnose.model.syscall_sites import call_name, syscall_samples
 from diagnose.report.model import NotApplicable
+from tests.conftest import WORKLOADS, marker_line
+from tests.replay import replay
 from tests.unit.test_gc_pressure import GIL_WAIT, LIB, LIBC, PYTHON, THREAD, analysis, finding, native, py
 
 KERNEL = load_check_settings()["kernel_work"]
@@ -197,8 +199,19 @@ def test_threads_mostly_waiting_for_work_gain_no_throughput_from_fewer_calls():
     assert isinstance(found, Finding) and found.predicted_gain == 1.0 and "latency" in found.gain_basis
 
 
-def test_without_native_frames_the_share_stands_and_no_line_is_named():
-    found = kernel_work.run(with_times(analysis({1: [(WRITING, 60)]}, native_profile=False), 0.8, 1.2), KERNEL)
+def test_without_native_frames_the_threads_system_time_estimates_the_line_and_without_it_none_is_named():
+    # the thread's system time over the lines its running samples show: an estimate
+    estimated = kernel_work.run(with_times(analysis({1: [(WRITING, 60)]}, native_profile=False), 0.8, 1.2),
+                                KERNEL)
+    assert isinstance(estimated, Finding) and estimated.score == 100
+    assert [(s.function, s.line) for s in estimated.sites] == [("write_response", 44)]
+    assert "(an estimate)" in estimated.summary and estimated.evidence["syscall_sites"] is None
+    # no thread's own system time read (an older recording): the share stands, no line is named
+    blind = with_times(analysis({1: [(WRITING, 60)]}, native_profile=False), 0.8, 1.2)
+    assert blind.os is not None
+    blind.os = dataclasses.replace(blind.os, threads={t: dataclasses.replace(c, system_s=None)
+                                                      for t, c in blind.os.threads.items()})
+    found = kernel_work.run(blind, KERNEL)
     assert isinstance(found, Finding) and found.score == 100 and found.sites == ()
     assert "no line is named" in found.summary
 
@@ -300,3 +313,19 @@ def test_a_small_kernel_share_of_a_busy_process_scores_by_its_share_alone():
     # hand-offs) scored 100 and led the sqlite shared-connection verdict
     found = kernel_work.run(with_times(analysis({1: [(PYTHON, 60)]}), 3.16, 0.84), KERNEL)
     assert isinstance(found, Finding) and found.score < 10, found.score
+
+
+def test_without_native_samples_the_threads_system_time_names_the_line_as_an_estimate(tmp_path):
+    # syscall_heavy attached with --no-native: no sample inside libc's write, so the calls'
+    # line is estimated from each thread's system time over the lines its running samples show
+    report = replay("kernel", "syscall_heavy_without_native", tmp_path)
+    assert report.verdict.primary == "kernel_work"
+    found = next(f for f in report.findings if f.id == "kernel_work")
+    line = marker_line(WORKLOADS / "syscall_heavy.py", "spool-write")
+    assert found.sites and (found.sites[0].function, found.sites[0].line) == ("write_response", line)
+    assert found.evidence.get("syscall_sites") is None
+    estimated = found.evidence.get("stime_sites")
+    assert isinstance(estimated, dict) and next(iter(estimated)).startswith("write_response")
+    assert "(an estimate)" in found.summary
+    assert report.verdict.first_advice[0].startswith("Make fewer system calls at write_response")
+    assert "estimate from the threads' system time" in report.verdict.first_advice[0]
