@@ -294,15 +294,26 @@ def rank(findings: list[Finding], order_of: OrderOf) -> tuple[Finding, ...]:
     ranked = _collector_first(_queues_first(sorted(findings, key=lambda f: rank_key(f, order_of(f)))))
     if not ranked:
         return ()
+    ranked = _named_by_twin(ranked, order_of)
+    rival = next_cause(ranked)
+    if rival is not None and co_primary(carrier(ranked[0], ranked, order_of), rival, order_of):
+        ranked = _to_front(ranked, in_pair_order([ranked[0], rival], order_of))
+        # the pair's first, by the causal order, may be a wait whose servers run a phase: the
+        # phase names it there too (a model share leading on its score put the GIL second)
+        ranked = _named_by_twin(ranked, order_of)
+    return tuple(ranked)
+
+
+def _named_by_twin(ranked: list[Finding], order_of: OrderOf) -> list[Finding]:
+    """Rule 7's name: the first finding's twin (the same work seen from another side) takes the
+    front when it comes first in the causal order and could show a problem, is the phase the
+    first one's servers run, or could have ranked first within the noise."""
     twin = next((f for f in ranked[1:] if same_work(ranked[0], f)), None)
     if (twin is not None and order_of(twin) < order_of(ranked[0]) and not off_pace(twin)
             and (twin.score_range[1] >= INFO_SCORE or phase_at_the_end(ranked[0], twin)
                  or within_noise(ranked[0], twin, order_of))):
-        ranked = _to_front(ranked, [twin])
-    rival = next_cause(ranked)
-    if rival is not None and co_primary(carrier(ranked[0], ranked, order_of), rival, order_of):
-        ranked = _to_front(ranked, in_pair_order([ranked[0], rival], order_of))
-    return tuple(ranked)
+        return _to_front(ranked, [twin])
+    return ranked
 
 
 def carrier(named: Finding, ranked: list[Finding] | tuple[Finding, ...], order_of: OrderOf) -> Finding:
