@@ -37,6 +37,7 @@ from diagnose.checks.measurements import Measurements
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Unit as U
 from diagnose.report.model.findings import Fix
+from diagnose.vocab import RUNNING
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
@@ -113,7 +114,8 @@ def _stime_sites(analysis: Analysis, settings: Settings) -> list[Site]:
     os_ = analysis.os
     if os_ is None:
         return []
-    samples = busy_samples(analysis.samples)
+    # running samples only: a thread waiting for the GIL is not where its system time went
+    samples = analysis.samples[analysis.samples["state"].isin(RUNNING)]
     tids = analysis.threads["tid"]
     weights: dict[int, float] = {}  # site frame -> estimated system seconds
     seen = 0
