@@ -8,7 +8,7 @@ from typing import Any
 
 from diagnose.checks import (async_wait, backend_saturated, children_cpu, compute_bound, cpu_bound, cpu_throttled,
                              deadlock, event_loop_blocked, gc_pressure, gil_contention, kernel_work,
-                             lock_contention, logging_lock, pool_wait, preprocess_bound,
+                             lock_contention, logging_lock, poll_loop, pool_wait, preprocess_bound,
                              scheduler_overhead, stage_bound, unbounded_backlog, underloaded,
                              worker_imbalance)
 from diagnose.checks.shared_evidence import MERGED, SHARED
@@ -21,7 +21,8 @@ from diagnose.checks.spec import CheckSpec, Evidence
 # threads are runnable for want of quota, not of cores. Preprocessing comes before the GIL: the
 # work before the mechanism it holds the threads up by (both name the same code, and making the
 # work cheaper is the fix). A deadlock (a hung service) is first of all. A backend at capacity
-# comes before the locks and idle workers its clients show: it is the end of their chain. The
+# comes before the locks and idle workers its clients show: it is the end of their chain; so does a
+# poll loop's sleep, which requests wait on whatever the thread they poll for does. The
 # garbage collector comes before the GIL and the busy threads: it runs holding the GIL, under
 # whichever line allocated, so its time is counted by both as the code's (arbiter rule 9). The
 # children's CPU and the kernel's come before the threads' own code for the same reason: a child's
@@ -29,7 +30,8 @@ from diagnose.checks.spec import CheckSpec, Evidence
 # children first, whose starting costs the parent kernel time (fork, exec, pipes).
 # (CheckSpec[Any]: each check is typed with its own Settings class; the engine hands each its own.)
 CHECKS: tuple[CheckSpec[Any], ...] = tuple(m.SPEC for m in (
-    deadlock, event_loop_blocked, stage_bound, backend_saturated, lock_contention, pool_wait, async_wait, logging_lock,
+    deadlock, event_loop_blocked, stage_bound, backend_saturated, poll_loop, lock_contention, pool_wait, async_wait,
+    logging_lock,
     unbounded_backlog, cpu_throttled, children_cpu, kernel_work,
     scheduler_overhead, preprocess_bound, gc_pressure, gil_contention, compute_bound, cpu_bound, underloaded))
 

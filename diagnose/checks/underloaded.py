@@ -20,12 +20,9 @@ Why it matters:
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-import numpy as np
 
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Unit as U
@@ -33,7 +30,6 @@ from diagnose.checks.declare import declarations, key, shared_key
 from diagnose.checks.measurements import Measurements, Omitted
 from diagnose.checks.base import (Finding, NotApplicable, ScoreBasis, Site, make_finding, pct, ramp,
                                   short_path, top_sites)
-from diagnose.samples.profile import Frame, frame_is
 from diagnose.model.servers import server_waits
 from diagnose.vocab import HANDLER_ROLES, Severity, StageRole, ThreadRole, ThreadState, severity_rank
 
@@ -85,38 +81,14 @@ class UnderloadedEvidence(Measurements):
 
 EVIDENCE = declarations(UnderloadedEvidence)
 
-# Frames of servers that run one request per thread: a thread whose stacks pass through one of
-# them is handling requests (file suffix, function pattern; a suffix ending in "/" is a package).
-REQUEST_HANDLING_FRAMES = (
-    ("socketserver.py", re.compile(r"(process_request_thread|finish_request)$")),
-    ("http/server.py", re.compile(r"handle_one_request$")),
-    ("wsgiref/", re.compile(r"(handle|run)$")),
-    ("gunicorn/workers/", re.compile(r"handle(_request)?$")),
-    ("waitress/", re.compile(r"(handle_request|service)$")),
-)
-
-
-def _handles_requests(frames: Iterable[Frame]) -> bool:
-    return any(frame_is(frame, suffix, pattern) for frame in frames
-               for suffix, pattern in REQUEST_HANDLING_FRAMES)
-
-
-def handler_threads(analysis: Analysis) -> set[int]:
-    """Threads (summary index) whose samples ran inside a server's request-handling frames."""
-    profile = analysis.profile
-    # Each frame tested once; a stack handles requests when any of its frames does.
-    handling = profile.stacks_with_any(np.array([_handles_requests([frame]) for frame in profile.frames],
-                                                dtype=bool))
-    rows = analysis.samples[handling[analysis.samples["stack"].to_numpy()]]
-    return set(int(t) for t in rows["thread"].unique())
-
-
 def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     """Workers waiting for work or outside the process, less what busy cores, own waits or full backends explain."""
     roles = analysis.threads["role"]
-    handlers = handler_threads(analysis)
+    handlers = analysis.handler_threads
+    # a thread polling for its result (model/poll_loops.py) is inside a request, however little
+    # of the window it was busy
     workers = analysis.threads[roles.isin(HANDLER_ROLES)
-                               | analysis.threads.index.isin(list(handlers))]
+                               | analysis.threads.index.isin(list(handlers | analysis.poll_loops.polling))]
     if workers.empty:
         return NotApplicable(ID, "no worker threads were seen")
     samples = analysis.samples[analysis.samples["thread"].isin(workers.index)]
@@ -124,7 +96,9 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     idle = (samples["state"] == ThreadState.IDLE).to_numpy()
     # A handler thread in an IO or sleep wait inside a request waits for something outside the
     # process (locks, queues and the GIL are the process's own and scored by their checks).
-    outside = ((samples["state"] == ThreadState.IO) & samples["thread"].isin(list(handlers))).to_numpy()
+    # A poll loop's sleep (model/poll_loops.py) is the process's own wait, not a call outside it.
+    outside = ((samples["state"] == ThreadState.IO) & samples["thread"].isin(list(handlers))
+               & ~samples["site"].isin(analysis.poll_loops.frames)).to_numpy()
     counts = samples["count"].to_numpy()
     idle_share = float(counts[idle].sum()) / total if total else 0.0
     outside_share = float(counts[outside].sum()) / total if total else 0.0

@@ -28,6 +28,7 @@ from diagnose.vocab import ACTIVE, PARKING_KINDS, RUNNING, STATES, ProcessRole, 
 if TYPE_CHECKING:  # imported where used at run time: these modules read the Analysis
     from diagnose.model.children import ChildProcesses
     from diagnose.model.syscall_sites import SyscallSamples
+    from diagnose.model.poll_loops import PollLoops
     from diagnose.report.model import ProcessTasks
     from diagnose.model.collector import CollectorShare
     from diagnose.model.deadlock import Deadlock
@@ -86,6 +87,21 @@ class Analysis:
         pids = {int(p) for p in self.threads["pid"].dropna()}
         return collector_share(self.native, {int(t) for t in self.threads["tid"]},
                                next(iter(pids)) if len(pids) == 1 else None, self.os)
+
+    @functools.cached_property
+    def handler_threads(self) -> set[int]:
+        """Threads (summary index) that ran inside a server's request-handling frames, whatever
+        role their samples gave them (model/handlers.py)."""
+        from diagnose.model.handlers import handler_threads
+        return handler_threads(self.profile, self.samples)
+
+    @functools.cached_property
+    def poll_loops(self) -> PollLoops:
+        """The request threads' sleeps inside `while` loops of their own code: polling for a
+        result another thread produces (model/poll_loops.py)."""
+        from diagnose.model.poll_loops import poll_loops
+        return poll_loops(self.profile, self.samples, set(self.request_threads.index) | self.handler_threads,
+                          self.frame)
 
     @functools.cached_property
     def syscalls(self) -> SyscallSamples | None:
