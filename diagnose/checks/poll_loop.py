@@ -75,7 +75,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     top = found.loops[0]
     at = f"{top.function} ({short_path(top.file)}:{top.line})"
     gain, basis = serial_gain(share, analysis, "sleeping in the poll")
-    summary = (f"request threads slept {pct(share)} of their time polling at {at}, in the `while` loop "
+    summary = (f"request threads slept {pct(share)} of their time polling at {at}, in the while loop "
                f"at line {top.loop_line} ({top.threads} of {request_threads} threads)")
     advice = [f"Stop polling at {at}: wait on the result itself — a threading.Event or Condition the "
               f"producer sets, a Future it completes (future.result()), or a queue it puts the result "
