@@ -527,7 +527,8 @@ def start_server(argv: Sequence[str], port: int,
         survivors = stop_tree(server, timeout=stop_timeout)
         log.close()
         if survivors:
-            warnings.warn(f"processes of {argv[:3]}… still alive after SIGKILL: {survivors}")
+            warnings.warn(f"processes of {argv[:3]}… still alive after SIGKILL: {survivors}",
+                          stacklevel=3)
         try:
             log_path.unlink()
         except OSError:
