@@ -528,7 +528,7 @@ def start_server(argv: Sequence[str], port: int,
         log.close()
         if survivors:
             warnings.warn(f"processes of {argv[:3]}… still alive after SIGKILL: {survivors}",
-                          stacklevel=2)
+                          stacklevel=3)
         try:
             log_path.unlink()
         except OSError:

@@ -41,7 +41,7 @@ def test_a_real_reports_environment_advice_is_proven_by_measurement(out_dir):
     port = free_port()
     proc = subprocess.run(
         [sys.executable, "-m", "diagnose", "experiment", f"http://127.0.0.1:{port}/predict",
-         "--from-report", str(report_path), "--at-load", "8", "--rounds", "2", "--seconds", "3",
+         "--from-report", str(report_path), "--at-load", "8", "--rounds", "2", "--seconds", "2",
          "--warmup", "1", "--diagnose-seconds", "0", "--json", "-o", str(out_dir / "exp"),
          "--", *SERVICE, "--port", str(port)],
         cwd=REPO, capture_output=True, text=True, timeout=150, env=env)

@@ -25,7 +25,7 @@ from tests.integration.typed import as_experiment
 pytestmark = [pytest.mark.integration]
 
 SERVICE = [sys.executable, str(REPO / "fixtures" / "servers" / "threaded_knob_service.py")]
-QUICK = ["--seconds", "2", "--warmup", "1"]
+QUICK = ["--seconds", "1", "--warmup", "1"]
 
 
 def experiment(port: int, out_dir, *args: str, env: dict | None = None):

@@ -33,7 +33,7 @@ def transform_bodies(path: Path) -> dict[str, range]:
 
 def _attach(name: str, out_dir, *args: str) -> Report:
     with running(workload_command(name, "--seconds", "120", *args), ready_timeout=120) as pid:
-        proc, report = run_report("attach", pid, "--duration", "8", "--json", "--output-dir", out_dir)
+        proc, report = run_report("attach", pid, "--duration", "5", "--json", "--output-dir", out_dir)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return report
 
