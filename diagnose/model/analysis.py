@@ -100,8 +100,9 @@ class Analysis:
         """The request threads' sleeps inside `while` loops of their own code: polling for a
         result another thread produces (model/poll_loops.py)."""
         from diagnose.model.poll_loops import poll_loops
+        mains = self.threads.index[(self.threads["tid"] == self.threads["pid"]).fillna(False).to_numpy(dtype=bool)]
         return poll_loops(self.profile, self.samples, set(self.request_threads.index) | self.handler_threads,
-                          self.frame)
+                          {int(t) for t in mains}, self.frame)
 
     @functools.cached_property
     def syscalls(self) -> SyscallSamples | None:

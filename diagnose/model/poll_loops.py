@@ -107,15 +107,20 @@ def _calls_sleep(call: ast.Call) -> bool:
     return name == "sleep"
 
 
-def poll_loops(profile: Profile, samples: pd.DataFrame, workers: Collection[int],
+def poll_loops(profile: Profile, samples: pd.DataFrame, workers: Collection[int], main_threads: Collection[int],
                frame: Callable[[int], Frame]) -> PollLoops:
     """The threads' samples asleep at a sleep inside a `while` loop that the thread's own code
     called (not its outermost loop: a periodic thread's `while True: ...; sleep(10)` runs right
     under the thread's start, a supervisor's at the script's top), by line. The share is of the
     samples of `workers` (request threads, a server's handler threads: summary indices) and of
     the polling threads, which spend too little of the window busy to be called request threads;
-    `frame` names a frame id."""
-    asleep = samples[(samples["state"] == ThreadState.IO).to_numpy() & (samples["site"].to_numpy() >= 0)]
+    `main_threads`: the processes' main threads (summary indices); `frame` names a frame id."""
+    # A process's main thread polls for requests only where it serves them (a worker already):
+    # otherwise its loop is the process's supervision (waiting for its children, a deadline).
+    thread = samples["thread"]
+    candidates = thread.isin(list(workers)).to_numpy() | ~thread.isin(list(main_threads)).to_numpy()
+    asleep = samples[(samples["state"] == ThreadState.IO).to_numpy() & (samples["site"].to_numpy() >= 0)
+                     & candidates]
     polls: dict[int, int] = {}  # site frame -> its loop's line, for the sites that poll
     polling_stacks: set[int] = set()
     for stack, site in asleep[["stack", "site"]].drop_duplicates().itertuples(index=False):
@@ -139,15 +144,19 @@ def poll_loops(profile: Profile, samples: pd.DataFrame, workers: Collection[int]
                      frozenset(int(t) for t in polled["thread"].unique()))
 
 
-# Frames under a thread's own code that say nothing of who called it: the thread's start
-# (threading.py) and a script's top level.
+# Frames that start a thread's or a process's own work: a thread's start (threading.py), a
+# script's top level, a multiprocessing child's start (a forked child's stack keeps its parent's
+# frames under it: only those after its start are its own).
 def _is_start(f: Frame) -> bool:
-    return f.file.endswith("threading.py") or f.function == "<module>"
+    return (f.file.endswith(("threading.py", "multiprocessing/process.py", "multiprocessing/popen_fork.py"))
+            or f.function == "<module>")
 
 
 def _called_by_its_own_code(profile: Profile, stack: int, site: int) -> bool:
-    """Some frame outside the thread's start and the script's top level called the site's
-    function: the loop is a step of the thread's work, not the thread itself."""
+    """A frame after the thread's (or the process's) last start called the site's function:
+    the loop is a step of the thread's work, not the thread's own loop (a worker process's
+    `while running: ...; sleep(0.1)` right under its start is its supervision)."""
     frames = profile.stacks[stack]  # root first
     at = max((i for i, f in enumerate(frames) if f == site), default=-1)
-    return any(not _is_start(profile.frames[f]) for f in frames[:at])
+    start = max((i for i, f in enumerate(frames[:at]) if _is_start(profile.frames[f])), default=-1)
+    return at - start > 1

@@ -90,3 +90,14 @@ def test_a_recorded_poll_for_its_result_is_the_verdict_not_waiting_for_work(tmp_
     assert "threading.Event" in report.verdict.first_advice[0]
     underloaded = next(f for f in report.findings if f.id == "underloaded")
     assert underloaded.score < 25, underloaded.summary
+
+
+def test_a_worker_processs_supervising_loop_under_its_start_is_no_poll(tmp_path):
+    # fixtures/workloads/forked_workers.py: each worker process's main thread runs
+    # `while not stop and time.monotonic() < deadline: ...; time.sleep(0.1)` right under its
+    # multiprocessing start (a forked child's stack keeps its parent's main() under it). It read
+    # as a poll at 33 (20% of the "request" time) beside the tree's real findings.
+    report = replay("poll", "forked_workers_supervising", tmp_path)
+    found = next(f for f in report.findings if f.id == "poll_loop")
+    assert found.score == 0 and not found.sites, found.summary
+    assert report.verdict.primary != "poll_loop"
