@@ -108,7 +108,9 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     if structure.pipeline and stages:
         # A pipeline is underloaded only when every stage waits for input: a stage blocked on
         # put, or busy, is waiting for (or is) the bottleneck, not for requests.
-        share = min(st.starved_share for st in stages)
+        # Stages starved because the requests that feed them sleep polling for results
+        # (model/poll_loops.py) wait on those requests' own sleep, not for work.
+        share = min(st.starved_share for st in stages) * (1.0 - analysis.poll_loops.share)
     utilization = analysis.os.cpu_utilization if analysis.os is not None else None
     # Busy cores contradict "waiting for work", whatever the thread states say.
     cores_factor = max(0.0, 1.0 - max(0.0, utilization - 0.5) / 0.4) if utilization is not None else 1.0

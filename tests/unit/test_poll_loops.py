@@ -101,3 +101,14 @@ def test_a_worker_processs_supervising_loop_under_its_start_is_no_poll(tmp_path)
     found = next(f for f in report.findings if f.id == "poll_loop")
     assert found.score == 0 and not found.sites, found.summary
     assert report.verdict.primary != "poll_loop"
+
+
+def test_a_pipeline_starved_because_its_requests_poll_is_not_waiting_for_work(tmp_path):
+    # CI's live attach of poll_for_result: a sample caught the request threads' put, so the
+    # structure read a pipeline (requests -> queue -> model thread) whose one stage, the model
+    # thread, starved all window; underloaded read that as every stage waiting for input (100),
+    # though the requests feeding it were in flight, asleep in their poll
+    report = replay("poll", "poll_for_result_as_a_pipeline", tmp_path)
+    assert report.verdict.primary == "poll_loop"
+    underloaded = next(f for f in report.findings if f.id == "underloaded")
+    assert underloaded.score < 25, underloaded.summary
