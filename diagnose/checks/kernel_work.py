@@ -108,7 +108,7 @@ def _busy_share(analysis: Analysis) -> float | None:
 
 def _stime_sites(analysis: Analysis, settings: Settings) -> list[Site]:
     """Without native samples inside the calls (py-spy without --native, a recording without
-    them): each thread's system time (/proc/TID/stat stime) spread over the lines its busy
+    them): each thread's system time (/proc/TID/stat stime) spread over the lines its running
     samples show, an estimate. A thread that writes in a loop shows the write's line; the
     weights keep a busy thread that makes no calls from claiming another's system time."""
     os_ = analysis.os
@@ -133,8 +133,13 @@ def _stime_sites(analysis: Analysis, settings: Settings) -> list[Site]:
     if seen < settings.min_call_samples or spread <= 0:
         return []
     ranked = sorted(weights.items(), key=lambda kv: -kv[1])[:3]
-    return [Site(analysis.frame(f).function, analysis.frame(f).file, analysis.frame(f).line, round(w / spread, 4))
-            for f, w in ranked]
+    return [Site(frame.function, frame.file, frame.line, round(w / spread, 4))
+            for frame, w in ((analysis.frame(f), w) for f, w in ranked)]
+
+
+def _line(site: Site) -> str:
+    """`function (dir/file.py:42)`: a site in a sentence."""
+    return f"{site.function} ({short_path(site.file)}:{site.line})"
 
 
 def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
@@ -169,12 +174,10 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                       f"{pct(share)} of the CPU costs their requests latency, not the service throughput")
     top_calls = ", ".join(f"{name}" for name, _ in calls.calls[:3]) if named and calls is not None else ""
     if sites:
-        where = (f"; its threads were inside {top_calls} called from {sites[0].function} "
-                 f"({short_path(sites[0].file)}:{sites[0].line})")
+        where = f"; its threads were inside {top_calls} called from {_line(sites[0])}"
     elif estimated:
         where = (f"; no native sample caught a call: by each thread's system time over the lines it ran "
-                 f"(an estimate), most at {estimated[0].function} ({short_path(estimated[0].file)}:"
-                 f"{estimated[0].line}), {pct(estimated[0].share)}")
+                 f"(an estimate), most at {_line(estimated[0])}, {pct(estimated[0].share)}")
     else:
         where = "; no native sample caught a working call, so no line is named"
     summary = (f"{pct(share)} of the CPU was the kernel's ({kernel:.2f} s of system time over "
@@ -185,16 +188,14 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
         syscall_samples=calls.in_calls if calls is not None else None,
         native_samples=calls.samples if calls is not None else None,
         syscalls=dict(calls.calls) if calls is not None else None,
-        syscall_sites=({f"{s.function} ({short_path(s.file)}:{s.line})": s.share for s in sites}
-                       if sites else None),
-        stime_sites=({f"{s.function} ({short_path(s.file)}:{s.line})": s.share for s in estimated}
-                     if estimated else None),
+        syscall_sites={_line(s): s.share for s in sites} if sites else None,
+        stime_sites={_line(s): s.share for s in estimated} if estimated else None,
         fix=Fix("batch_syscalls", f"{sites[0].function}:{sites[0].line}" if sites else True))
-    at = f" at {sites[0].function} ({short_path(sites[0].file)}:{sites[0].line})" if sites else ""
+    # the line the advice names: the calls' own, else the estimate's, said as one
+    shown = sites or estimated
+    at = f" at {_line(shown[0])}" if shown else ""
     if estimated:
-        at = (f" at {estimated[0].function} ({short_path(estimated[0].file)}:{estimated[0].line}), "
-              f"by an estimate from the threads' system time")
-        sites = estimated
+        at += ", by an estimate from the threads' system time"
     if named and calls is not None and _mapping_memory(calls.calls):
         # Memory mapped and unmapped at the line: an allocation of its own per call (a large
         # buffer), or CPython's frame stack growing a chunk past a deep recursion's edge and
@@ -214,7 +215,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     levers = [Lever(LeverKind.REMOVE_WORK, round(cpu_share_gain(share), 2), "if the system calls cost nothing",
                     f"estimate: the kernel's time is {pct(share)} of the CPU; if it went away, at most "
                     f"{cpu_share_gain(share):.2f}x (Amdahl), an upper bound", upper_bound=True)]
-    return make_finding(ID, settings, score, summary, evidence, sites=sites, advice=advice,
+    return make_finding(ID, settings, score, summary, evidence, sites=shown, advice=advice,
                         gain=(gain, gain_words), levers=levers,
                         basis=ScoreBasis("kernel_share", lambda s: _score(s, cores, settings),
                                          cpu_share_gain if saturated else None))

@@ -23,7 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Unit as U
 from diagnose.checks.declare import declarations, key, shared_key

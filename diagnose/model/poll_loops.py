@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from diagnose.model.structure import is_entry
 from diagnose.samples import source
 from diagnose.samples.profile import Frame, Profile
 from diagnose.vocab import ThreadState
@@ -130,8 +131,9 @@ def poll_loops(profile: Profile, samples: pd.DataFrame, workers: Collection[int]
             polls[int(site)] = loop
             polling_stacks.add(int(stack))
     polled = asleep[asleep["stack"].isin(list(polling_stacks)).to_numpy()]
-    threads = set(workers) | {int(t) for t in polled["thread"].unique()}
-    total = int(samples.loc[samples["thread"].isin(list(threads)).to_numpy(), "count"].sum())
+    polling = frozenset(int(t) for t in polled["thread"].unique())
+    threads = set(workers) | polling
+    total = int(samples.loc[thread.isin(list(threads)).to_numpy(), "count"].sum())
     if not total or polled.empty:
         return PollLoops((), total, len(threads))
     loops = []
@@ -140,16 +142,18 @@ def poll_loops(profile: Profile, samples: pd.DataFrame, workers: Collection[int]
         n = int(rows["count"].sum())
         loops.append(PollLoop(int(site), named.function, named.file, named.line, polls[int(site)], n,
                               n / total, int(np.unique(rows["thread"].to_numpy()).size)))
-    return PollLoops(tuple(sorted(loops, key=lambda p: -p.samples)), total, len(threads),
-                     frozenset(int(t) for t in polled["thread"].unique()))
+    return PollLoops(tuple(sorted(loops, key=lambda p: -p.samples)), total, len(threads), polling)
 
 
-# Frames that start a thread's or a process's own work: a thread's start (threading.py), a
-# script's top level, a multiprocessing child's start (a forked child's stack keeps its parent's
-# frames under it: only those after its start are its own).
+# Frames that start a thread's or a process's own work: where a thread or a script starts
+# (structure.is_entry: a module body, runpy), a thread's bootstrap (threading.py), a
+# multiprocessing child's start (a forked child's stack keeps its parent's frames under it: only
+# those after its start are its own).
+_STARTS = ("threading.py", "multiprocessing/process.py", "multiprocessing/popen_fork.py")
+
+
 def _is_start(f: Frame) -> bool:
-    return (f.file.endswith(("threading.py", "multiprocessing/process.py", "multiprocessing/popen_fork.py"))
-            or f.function == "<module>")
+    return is_entry(f.function, f.file) or f.file.endswith(_STARTS)
 
 
 def _called_by_its_own_code(profile: Profile, stack: int, site: int) -> bool:
