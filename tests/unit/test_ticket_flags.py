@@ -5,11 +5,13 @@ push is exit 13 with the local outputs kept, --print md prints the ticket summar
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import socket
 
 from diagnose.export import profile_pb2
 from diagnose.report.model import Verdict
+from diagnose.vocab import Severity
 from tests.conftest import RECORDED, invoke_cli, report_of
 from tests.pyroscope_contract import IngestServer
 
@@ -132,3 +134,16 @@ def test_the_terminal_verdict_line_keeps_what_the_headline_says_about_the_verdic
                                  "95% of request-thread time waits on the lock")
     plain = {"primary": "lock_contention", "headline": "Request threads queue on a lock — 95% waits"}
     assert verdict_line(plain) == "lock contention — 95% waits"
+
+
+def test_a_capped_severity_survives_the_services_rescoring_of_a_worker_tree():
+    # An idle gunicorn -w 3 read underloaded "critical": each worker's finding was info, capped
+    # by its check, and the service's merge rescored it from the mean score, severity anew.
+    from diagnose.checks.base import make_finding
+    from diagnose.checks.spec import CheckSettings
+
+    sure = make_finding("underloaded", CheckSettings(title="waits"), 100, "idle", {"w": 1.0})
+    capped = dataclasses.replace(sure, severity=Severity.INFO)
+    assert capped.rescored(90).severity == Severity.INFO
+    assert capped.rescored(10).severity == Severity.OK  # under the cap, the score says
+    assert sure.rescored(60).severity == Severity.WARNING  # uncapped: the score says

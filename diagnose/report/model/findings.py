@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from diagnose.vocab import SEVERITY_THRESHOLDS, Confidence, LeverKind, Severity
+from diagnose.vocab import SEVERITY_THRESHOLDS, Confidence, LeverKind, Severity, severity_rank
 from diagnose.report.model.codec import (NULL_WHEN_EMPTY, OPTIONAL, OPTIONAL_EMPTY, JsonValue,
                                          NotAReport, encode)
 from diagnose.report.model.labels import Evidence, label_for_value
@@ -257,7 +257,11 @@ class Finding:
         if interval is not None:
             shift = score - self.score
             interval = (max(0, interval[0] + shift), min(100, interval[1] + shift))
-        return replace(self, score=score, severity=severity_for(score), score_interval=interval)
+        # A check that capped its severity under what its score says (underloaded: sure that the
+        # workers wait for work, no fault of the process's) keeps that cap at the new score.
+        capped = severity_rank(self.severity) < severity_rank(severity_for(self.score))
+        severity = min(severity_for(score), self.severity, key=severity_rank) if capped else severity_for(score)
+        return replace(self, score=score, severity=severity, score_interval=interval)
 
     @property
     def score_range(self) -> tuple[int, int]:
