@@ -19,37 +19,22 @@ atexit.register(gc.freeze)
 if sys.argv[1:2] in (["attach"], ["demo"]):
     priority.raise_own()
 
-import importlib  # noqa: E402
-
 import click  # noqa: E402
 
 from diagnose import __version__  # noqa: E402
+from diagnose.cli.analyze import analyze  # noqa: E402
+from diagnose.cli.attach import attach  # noqa: E402
 from diagnose.cli.common import EPILOG  # noqa: E402
-
-# Each command's module, imported when the command runs (or --help lists them): `attach` starts
-# sampling without first importing every other command (the analysis, the load generators),
-# ~0.1 s of a 2-core machine's CPU on the way to the window.
-COMMANDS = {"attach": "diagnose.cli.attach", "analyze": "diagnose.cli.analyze", "demo": "diagnose.cli.demo",
-            "sweep": "diagnose.cli.sweep", "diff": "diagnose.cli.diff", "experiment": "diagnose.cli.experiment",
-            "export": "diagnose.cli.export", "render": "diagnose.cli.render", "watch": "diagnose.cli.watch"}
-
-
-class LazyGroup(click.Group):
-    """A group whose commands are imported by name when first asked for."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(COMMANDS)
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        module = COMMANDS.get(cmd_name)
-        if module is None:
-            return None
-        command = getattr(importlib.import_module(module), cmd_name)
-        assert isinstance(command, click.Command)
-        return command
+from diagnose.cli.demo import demo  # noqa: E402
+from diagnose.cli.diff import diff  # noqa: E402
+from diagnose.cli.experiment import experiment  # noqa: E402
+from diagnose.cli.export import export  # noqa: E402
+from diagnose.cli.render import render  # noqa: E402
+from diagnose.cli.sweep import sweep  # noqa: E402
+from diagnose.cli.watch import watch  # noqa: E402
 
 
-@click.group(cls=LazyGroup, epilog=EPILOG)
+@click.group(epilog=EPILOG)
 @click.version_option(__version__, prog_name="diagnose")
 def main() -> None:
     """Tells you why a multi-threaded Python inference service is slow, and what to change.
@@ -60,8 +45,5 @@ def main() -> None:
     """
 
 
-def commands() -> dict[str, click.Command]:
-    """Every command by name, each imported (what `--help` lists)."""
-    ctx = click.Context(main)
-    found = {name: main.get_command(ctx, name) for name in main.list_commands(ctx)}
-    return {name: command for name, command in found.items() if command is not None}
+for _command in (attach, analyze, demo, sweep, diff, experiment, export, render, watch):
+    main.add_command(_command)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import webbrowser
 from typing import TYPE_CHECKING
 
 import click
@@ -13,6 +14,7 @@ import click
 from diagnose.cli.options import OutputOptions, TicketOptions
 from diagnose.errors import DiagnoseError, ExitCode, Interrupted, SignalAbort
 from diagnose.vocab import severity_rank
+from diagnose.render.deadlock_text import dump_lines
 
 if TYPE_CHECKING:
     from diagnose.report.model import Verdict
@@ -69,7 +71,6 @@ def finish(outputs, options: OutputOptions, ticket: TicketOptions,
         log(f"Report: {outputs.html}")
     else:
         click.echo(f"Verdict: {verdict_line(report.verdict)}")
-        from diagnose.render.deadlock_text import dump_lines  # the analysis's side: not the attach's imports
         for line in dump_lines(report):  # a deadlock, thread by thread (jstack's layout)
             click.echo(line)
         click.echo(f"Report: {outputs.html}   (also .json, .md, .speedscope.json)")
@@ -78,7 +79,6 @@ def finish(outputs, options: OutputOptions, ticket: TicketOptions,
     elif stopped is None and outputs.partial:
         log("warning: the target exited during sampling; the report is marked partial")
     if options.open_browser:
-        import webbrowser
         webbrowser.open(outputs.html.resolve().as_uri())
     extras_code = _ticket_extras(outputs, ticket, window)
     if stopped is not None:
@@ -155,7 +155,6 @@ def finish_load(outcome, lines: list[str], options: OutputOptions, ticket: Ticke
             click.echo(line)
     log(f"Report: {outcome.html_path}   (also .json, .md)")
     if options.open_browser:
-        import webbrowser
         webbrowser.open(outcome.html_path.resolve().as_uri())
     if outcome.stopped is not None:
         log(outcome.stopped.message)

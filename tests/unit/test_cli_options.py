@@ -11,7 +11,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from diagnose.cli import commands
+from diagnose.cli import main
 from diagnose.cli.options import (LoadOptions, OutputOptions, ProbeOptions, SamplingOptions,
                                   TicketOptions, load_options, probe_options, quiet_option,
                                   report_output_options, sampling_options, ticket_options)
@@ -71,7 +71,7 @@ def test_keep_raw_is_on_where_the_environment_asks_for_it(monkeypatch):
 
 
 def test_every_command_takes_a_handful_of_values():
-    for name, command in commands().items():
+    for name, command in main.commands.items():
         params = inspect.signature(command.callback).parameters
         assert len(params) <= 7, (name, list(params))
 
@@ -86,7 +86,7 @@ def test_a_shared_option_is_declared_alike_in_every_command():
     command (their help says what each command does with them). `--rate` is two options: the
     samples per second of attach, the open model's rates of sweep."""
     declared: dict[str, dict[tuple, list[str]]] = {}
-    for name, command in commands().items():
+    for name, command in main.commands.items():
         for param in command.params:
             if isinstance(param, click.Option) and param.opts[0] != "--rate":
                 declared.setdefault(param.opts[0], {}).setdefault(

@@ -55,10 +55,10 @@ def test_rules_templates_assets_and_demo_are_in_the_wheel(wheel):
 
 
 def test_no_command_writes_its_reports_among_the_page_templates_by_default():
-    from diagnose.cli import commands
+    from diagnose.cli import main
 
     defaults = {}
-    for name, command in commands().items():
+    for name, command in main.commands.items():
         for param in command.params:
             if param.name == "output_dir":
                 defaults[name] = str(param.default)
