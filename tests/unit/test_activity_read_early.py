@@ -32,3 +32,28 @@ def test_measuring_from_a_read_older_than_the_interval_does_not_wait():
     found = activity.measure(activity_since(early, [os.getpid()]), [os.getpid()])
     assert time.monotonic() - started < activity.MIN_INTERVAL_S / 2
     assert found[0].busy_threads >= 1, found
+
+
+def test_schedstat_for_every_thread_halves_the_interval_and_clock_ticks_keep_the_longer_one():
+    timed = activity.snapshot([os.getpid()])
+    assert timed.run, "this kernel keeps schedstat"
+    assert activity.interval_s(timed) == activity.MIN_SCHEDSTAT_INTERVAL_S
+    ticks_only = activity.CpuSnapshot(timed.at, timed.cpu, timed.cmdlines)  # no schedstat read
+    assert activity.interval_s(ticks_only) == activity.MIN_INTERVAL_S
+
+
+def test_a_thread_spinning_over_the_short_interval_is_busy_and_a_sleeping_one_is_not():
+    import threading
+    stop = threading.Event()
+    sleeper = threading.Thread(target=stop.wait, name="sleeper")
+    sleeper.start()
+    try:
+        before = activity.snapshot([os.getpid()])
+        spin_until = before.at + activity.MIN_SCHEDSTAT_INTERVAL_S
+        while time.monotonic() < spin_until:
+            pass
+        found = activity.measure(before, [os.getpid()])
+    finally:
+        stop.set()
+        sleeper.join()
+    assert found[0].busy_threads == 1, found  # the spinning main thread, not the sleeper
