@@ -254,6 +254,21 @@ def top_sites(analysis: Analysis, samples: pd.DataFrame, reference: float, limit
     return sites
 
 
+def scoped_summary(summary: str, held: int, processes: int) -> str:
+    """A worker-tree finding's summary, led by the processes it held in (service_verdict._merge)."""
+    return f"in {held} of {processes} worker processes: {summary}"
+
+
+def unscoped_summary(finding: Finding) -> str:
+    """The summary without the scope scoped_summary put before it (read back from the evidence
+    the merge wrote beside it), where a sentence names the finding's work, not its spread."""
+    held, processes = (finding.evidence.get("processes_with_finding"),
+                       finding.evidence.get("worker_processes"))
+    if isinstance(held, int) and isinstance(processes, int):
+        return finding.summary.removeprefix(scoped_summary("", held, processes))
+    return finding.summary
+
+
 def pct(x: float) -> str:
     return f"{100 * x:.0f}%"
 

@@ -19,7 +19,7 @@ import numpy as np
 from diagnose.checks import deadlock, stage_bound
 from diagnose.checks.arbiter import HUNG_FIRST, hung_or_failing, rank
 from diagnose.checks.backend_saturated import ID as BACKEND_ID
-from diagnose.checks.base import EvidenceValues, Finding
+from diagnose.checks.base import EvidenceValues, Finding, scoped_summary
 from diagnose.checks.engine import (CheckResults, annotated, describe_activity, load_check_settings, order_of,
                                     run_checks, verdict_for, waits_hidden)
 from diagnose.checks.settings import settings_of
@@ -142,7 +142,7 @@ def _merge(results: list[CheckResults], pids: list[int | None], weights: np.ndar
                          "score_per_process": {str(pids[i]): f.score for i, f in found.items()}})
         summary = finding.summary
         if len(results) > 1:
-            summary = f"in {held} of {len(results)} worker processes: {summary}"
+            summary = scoped_summary(summary, held, len(results))
         score = int(round(score))
         samples, low = _pooled_confidence(list(found.values()), finding)
         basis = finding.intervals.get(finding.basis_key or "")

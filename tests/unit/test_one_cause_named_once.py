@@ -340,3 +340,25 @@ def test_two_findings_that_advise_the_same_change_first_are_one_cause_named_by_t
     other = dataclasses.replace(pool, evidence={"fix": {"knob": "OPENBLAS_NUM_THREADS", "value": 2}})
     assert not same_work(lock, other)
     assert verdict_for(rank([other, lock], order_of)).primary == "scheduler_overhead"
+
+
+def test_a_name_carried_by_the_gils_waits_says_the_chain_not_its_own_title():
+    # forked_workers on 3.11: the verdict named preprocess_bound (the phase the GIL's holders
+    # run) at its own score 9, in 0 of 3 processes, and its headline read "Preprocessing
+    # dominates request time — in 0 of 3 worker processes: 31% ...": the title claimed what
+    # the share denied. The waits carry the strength; their words come first, then the code at
+    # the end of the chain, without the scope its own share did not reach.
+    waiting = dataclasses.replace(gil(0.48, holder="normalize", room=1.0), acts_on="preprocess")
+    weak = dataclasses.replace(preprocess(0.28, function="normalize", samples=600), acts_on="preprocess")
+    scope = {"worker_processes": 3}
+    waiting = dataclasses.replace(waiting, summary=f"in 3 of 3 worker processes: {waiting.summary}",
+                                  evidence={**waiting.evidence, **scope, "processes_with_finding": 3})
+    weak = dataclasses.replace(weak, summary=f"in 0 of 3 worker processes: {weak.summary}",
+                               evidence={**weak.evidence, **scope, "processes_with_finding": 0})
+    verdict = verdict_for(rank([waiting, weak], order_of))
+    assert verdict.primary == "preprocess_bound"
+    assert verdict.headline == ("Threads wait for the GIL — in 3 of 3 worker processes: 48% waits for "
+                                "the GIL; at the end of the chain: 28% preprocessing"), verdict.headline
+    # a name that shows the problem itself keeps its own words
+    strong = dataclasses.replace(preprocess(0.6, function="normalize"), acts_on="preprocess")
+    assert verdict_for(rank([waiting, strong], order_of)).headline.startswith("Preprocessing dominates")
