@@ -93,7 +93,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
         return _tasks(analysis, settings, tasks)
     if found.loops:
         return _threads(analysis, settings, tasks)
-    return make_finding(ID, settings, 0.0, "no request thread slept in a poll loop",
+    return make_finding(ID, settings, 0.0, "no request thread or task slept in a poll loop",
                         PollLoopEvidence(poll_share=0.0, request_threads=found.request_threads),
                         samples=found.request_samples)
 
