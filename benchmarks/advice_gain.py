@@ -54,7 +54,8 @@ DEFAULT_FIXTURES = ("pipeline", "locked_blas", "batching", "lock_contention", "p
                     "logging_lock", "gil_contention", "preprocess_bound", "blas_fanout",
                     "scheduler_overhead", "compute_bound", "process_pool", "mp_pipeline",
                     "dataloader_job", "deadlock_two_locks", "deadlock_rlock", "lock_across_io",
-                    "cpu_quota", "gc_heavy", "syscall_heavy", "spawn_per_request", "poll_for_result")
+                    "cpu_quota", "gc_heavy", "syscall_heavy", "spawn_per_request", "poll_for_result",
+                    "async_poll_for_result")
 
 _BLAS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 _PIPELINE_STAGES = {"decode_stage": "--decode-threads", "model_stage": "--model-threads",
@@ -129,6 +130,8 @@ def knob_args(fixture: str, fix: dict | list | None) -> list[str] | None:
     # poll_loop's first advice: wait on the result itself, not a sleep loop
     if knob == "wait_on_result" and fixture == "poll_for_result":
         return ["--wait", "event"]
+    if knob == "wait_on_result" and fixture == "async_poll_for_result":
+        return ["--wait", "future"]  # an asyncio.Future per job, resolved from the model thread
     # the workload makes its own cgroup v1 group with that quota (root; unlimited otherwise)
     if knob == "cpu_quota_cores" and fixture == "cpu_quota":
         return ["--cpu-quota", str(value)]

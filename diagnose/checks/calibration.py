@@ -175,6 +175,11 @@ RECORD: dict[str, tuple[MeasuredFix, ...]] = {
         # figure is Amdahl's cap ("large"); the event measured more
         MeasuredFix("the poll_for_result fixture", "an Event per job (--wait event)", 20.00, 25.57,
                     knob="wait_on_result"),
+        # benchmarks/advice_gain.py --fixtures async_poll_for_result --rounds 3 --seconds 6
+        # --duration 4, a shared machine (up to 2.0 other cores busy): request tasks polling with
+        # asyncio.sleep all their time, Amdahl's cap again; an asyncio.Future per job measured more
+        MeasuredFix("the async_poll_for_result fixture", "an asyncio.Future per job (--wait future)", 20.00,
+                    58.06, knob="wait_on_result"),
     ),
 }
 

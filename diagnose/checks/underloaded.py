@@ -115,8 +115,10 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     cores_factor = max(0.0, 1.0 - max(0.0, utilization - 0.5) / 0.4) if utilization is not None else 1.0
     tasks = analysis.await_sites
     in_flight = tasks is not None and tasks.request_tasks_avg > 0
-    # Requests parked on the process's own primitives: the service waits on itself.
-    local_factor = 1.0 - min(1.0, tasks.local_share) if tasks is not None and in_flight else 1.0
+    # Requests parked on the process's own primitives, or polling for a result it produces
+    # (model/async_polls.py): the service waits on itself.
+    polls = analysis.async_polls
+    local_factor = 1.0 - min(1.0, tasks.local_share + polls.share) if tasks is not None and in_flight else 1.0
     # Requests in flight at a local backend at its capacity wait on it, not for work: its share
     # of the workers' time is taken off (backend_saturated speaks of it).
     saturated = _saturated_backend_share(analysis, [int(t) for t in workers["tid"]])
@@ -131,15 +133,18 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
         summary = (f"worker threads waited {pct(share)} of the time: for work {pct(idle_share)}, "
                    f"on calls outside the process (IO, sleep) {pct(outside_share)}")
     if tasks is not None and in_flight:
+        # a poll's sleep is no call outside the process (poll_loop speaks of it)
+        downstream = [s for s in tasks.downstream_sites if (s.file, s.line) not in polls.sites]
+        downstream_share = tasks.downstream_share - sum(s.share for s in tasks.downstream_sites
+                                                        if (s.file, s.line) in polls.sites)
         evidence = replace(evidence, async_wait_share=tasks.local_share,
-                           downstream_await_share=tasks.downstream_share)
-        downstream = tasks.downstream_sites
+                           downstream_await_share=max(0.0, downstream_share))
         if downstream:
             top = downstream[0]
             name = f" `{top.name}`" if top.name else ""
             evidence = replace(evidence, downstream_await=(f"{top.function} ({short_path(top.file)}:{top.line})"
                                                            f"{name}, {top.kind}"))
-            summary = (f"requests waited {pct(tasks.downstream_share)} of their time on calls "
+            summary = (f"requests waited {pct(downstream_share)} of their time on calls "
                        f"outside the process, most at {top.function} "
                        f"({short_path(top.file)}:{top.line}){name}; worker threads were idle "
                        f"{pct(idle_share)} of the time")

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # imported where used at run time: these modules read the Ana
     from diagnose.model.children import ChildProcesses
     from diagnose.model.syscall_sites import SyscallSamples
     from diagnose.model.poll_loops import PollLoops
+    from diagnose.model.async_polls import AsyncPolls
     from diagnose.report.model import ProcessTasks
     from diagnose.model.collector import CollectorShare
     from diagnose.model.deadlock import Deadlock
@@ -103,6 +104,12 @@ class Analysis:
         mains = self.threads.index[(self.threads["tid"] == self.threads["pid"]).fillna(False).to_numpy(dtype=bool)]
         return poll_loops(self.profile, self.samples, set(self.request_threads.index) | self.handler_threads,
                           {int(t) for t in mains}, self.frame)
+
+    @functools.cached_property
+    def async_polls(self) -> AsyncPolls:
+        """The request tasks' awaited sleeps inside `while` loops (model/async_polls.py)."""
+        from diagnose.model.async_polls import async_polls
+        return async_polls(self.tasks)
 
     @functools.cached_property
     def syscalls(self) -> SyscallSamples | None:

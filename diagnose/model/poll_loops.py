@@ -8,11 +8,11 @@ not one: the process chose to sleep, and the thread that serves the wait (the on
 result) is inside it. The end of the chain is the sleep itself.
 
 Found from the source: a sampled request-thread wait whose line calls `sleep(` (not `await`:
-a coroutine's sleep is the event loop's business) lexically inside a `while` loop of the same
-function. A sleep on its own (a simulated call, a deliberate delay) or in a `for` loop (a retry
-with backoff, a fixed number of steps) is not a poll. The files are read as the analysis reads
-every source line (samples/source.py: regular files only, bounded, through a live target's
-root).
+a coroutine's sleep is a request task's, model/async_polls.py) lexically inside a `while` loop
+of the same function. A sleep on its own (a simulated call, a deliberate delay) or in a `for`
+loop (a retry with backoff, a fixed number of steps) is not a poll. The files are read as the
+analysis reads every source line (samples/source.py: regular files only, bounded, through a
+live target's root).
 """
 
 from __future__ import annotations
@@ -63,43 +63,84 @@ class PollLoops:
         return sum(p.share for p in self.loops)
 
 
-# file -> (the source cache's lines it was parsed from, sleep line -> its `while` line): parsed
-# again when the source cache was cleared since (another target's files under the same names)
-_loop_lines: dict[str, tuple[list[str], dict[int, int]]] = {}
+@dataclass(frozen=True)
+class AwaitedSleep:
+    """An awaited sleep inside a `while` loop of its coroutine function (model/async_polls.py)."""
+
+    loop_line: int  # the `while` that repeats it
+    # The `while` sits inside another loop of the same function: a service loop (a connection's
+    # `while True: read a request ...`) around the poll, not the coroutine's own pacing.
+    nested: bool
+
+
+@dataclass(frozen=True)
+class _Sleeps:
+    """A file's sleeps inside `while` loops: the threads' calls, and the coroutines' awaits."""
+
+    called: dict[int, int]  # sleep line -> its `while` line
+    awaited: dict[int, AwaitedSleep]  # each line of an awaited sleep -> its loop
+
+
+# file -> (the source cache's lines it was parsed from, its sleeps in loops): parsed again when
+# the source cache was cleared since (another target's files under the same names)
+_loop_lines: dict[str, tuple[list[str], _Sleeps]] = {}
 
 
 def _sleeps_in_while_loops(filename: str) -> dict[int, int]:
     """Each line of `filename` that calls a `sleep` lexically inside a `while` loop of its own
     function (not through a nested def), mapped to the loop's line; {} when unreadable."""
+    return _sleeps_of(filename).called
+
+
+def awaited_sleeps_in_while_loops(filename: str) -> dict[int, AwaitedSleep]:
+    """Each line of an `await ...sleep(...)` (asyncio's, anyio's, trio's: any callable named
+    `sleep`) lexically inside a `while` loop of its own coroutine function, mapped to the loop;
+    {} when unreadable. `sleep(0)` yields to the event loop and waits for nothing: no poll."""
+    return _sleeps_of(filename).awaited
+
+
+def _sleeps_of(filename: str) -> _Sleeps:
     lines = source.lines(filename)
     cached = _loop_lines.get(filename)
     if cached is not None and cached[0] is lines:
         return cached[1]
-    found: dict[int, int] = {}
+    found = _Sleeps({}, {})
     try:
         tree = ast.parse("".join(lines)) if lines else None
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         tree = None
     if tree is not None:
-        _visit(tree, None, found)
+        _visit(tree, None, False, found)
     _loop_lines[filename] = (lines, found)
     return found
 
 
-def _visit(node: ast.AST, loop: int | None, found: dict[int, int]) -> None:
+def _visit(node: ast.AST, loop: AwaitedSleep | None, in_loop: bool, found: _Sleeps) -> None:
+    """`loop`: the innermost `while` around `node` in its function (None outside one, or inside
+    a `for` nearer than it); `in_loop`: any loop of the function is around `node`."""
     for child in ast.iter_child_nodes(node):
         if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            _visit(child, None, found)  # a nested def's body runs elsewhere: no loop around it
+            _visit(child, None, False, found)  # a nested def's body runs elsewhere: no loop around it
         elif isinstance(child, ast.Await):
-            continue  # a coroutine's sleep: the event loop's, not a thread's
+            # a coroutine's sleep is the event loop's, not a thread's: a task's poll, if any
+            if loop is not None and isinstance(child.value, ast.Call) and _calls_sleep(child.value) \
+                    and not _yields_only(child.value):
+                for line in range(child.lineno, (child.end_lineno or child.lineno) + 1):
+                    found.awaited.setdefault(line, loop)
         elif isinstance(child, ast.While):
-            _visit(child, child.lineno, found)
-        elif isinstance(child, ast.For):
-            _visit(child, None, found)  # a retry or a fixed number of steps, not a poll
+            _visit(child, AwaitedSleep(child.lineno, in_loop), True, found)
+        elif isinstance(child, (ast.For, ast.AsyncFor)):
+            _visit(child, None, True, found)  # a retry or a fixed number of steps, not a poll
         else:
             if loop is not None and isinstance(child, ast.Call) and _calls_sleep(child):
-                found.setdefault(child.lineno, loop)
-            _visit(child, loop, found)
+                found.called.setdefault(child.lineno, loop.loop_line)
+            _visit(child, loop, in_loop, found)
+
+
+def _yields_only(call: ast.Call) -> bool:
+    """`sleep(0)`: a yield to the event loop (a long computation letting others run)."""
+    return (len(call.args) == 1 and isinstance(call.args[0], ast.Constant) and call.args[0].value == 0
+            and not call.keywords)
 
 
 def _calls_sleep(call: ast.Call) -> bool:
