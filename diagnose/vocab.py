@@ -120,6 +120,24 @@ class ResourceKind(enum.StrEnum):
     OTHER = "other"
 
 
+class ChainEnd(enum.StrEnum):
+    """Where a chain of waits ends (model/chains.py): what, past every hop the model can follow,
+    ends the waiters' wait."""
+
+    LOCAL_SERVER = "local_server"  # a process on this host read beside the service: its load is known
+    LOCAL_PEER = "local_peer"      # a process on this host at the other end, not read: load unknown
+    REMOTE = "remote"              # an address no local process serves: the end this host can see
+    GIL_HOLDER = "gil_holder"      # the thread holding the GIL (running, or blocked on no lock named)
+    LOCK_HOLDER = "lock_holder"    # the holder of a lock (a futex, a file lock, a capacity's tokens)
+    CHILD = "child"                # a child process the waiters wait for
+    CPU_QUOTA = "cpu_quota"        # the cgroup's CPU quota
+    WAITING_FOR_WORK = "waiting_for_work"  # the service's own listening socket or its client's next request
+    TIMER = "timer"                # a sleep, a timer, a signal
+    CYCLE = "cycle"                # back to a process already on the chain: the set serves itself
+    KNOT = "knot"                  # threads waiting on one another, none running (model/knots.py)
+    UNKNOWN = "unknown"            # a wait nothing here names a server for (a poll, another call)
+
+
 class GraphEdgeKind(enum.StrEnum):
     """What an edge of the wait-for graph says (model/wait_graph.py)."""
 

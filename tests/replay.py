@@ -11,6 +11,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
+from diagnose.model.service import Service
 from diagnose.report.model import Report
 from tests.conftest import RECORDED, REPO, invoke_cli_report
 
@@ -47,10 +48,9 @@ def save(kept_base: Path, case: str, name: str) -> None:
         (target / f"{name}{part.name[len(kept.name):]}").write_text(scrub(part.read_text()))
 
 
-def replay(case: str, name: str, into: Path) -> Report:
-    """`diagnose analyze` of fixtures/recorded/CASE/NAME.* with its companions, in-process (a
-    recording saved before attach kept its sampling has no .sampling.json: its rate is then
-    estimated from the samples)."""
+def _restored(case: str, name: str, into: Path) -> tuple[dict[str, Path], list[Path]]:
+    """The recording's files copied into `into` with this machine's paths: its companions by
+    suffix, and its profiles (one, or a process tree's one per process)."""
     files: dict[str, Path] = {}
     for suffix in SUFFIXES:
         source = RECORDED / case / f"{name}{suffix}"
@@ -61,8 +61,32 @@ def replay(case: str, name: str, into: Path) -> Report:
     profiles = sorted((RECORDED / case).glob(f"{name}.*.chrometrace.json"))
     for profile in profiles:
         (into / profile.name).write_text(restore(profile.read_text()))
-    args: list[object] = ([files[".chrometrace.json"]] if ".chrometrace.json" in files
-                          else [into / profile.name for profile in profiles])
+    return files, ([files[".chrometrace.json"]] if ".chrometrace.json" in files
+                   else [into / profile.name for profile in profiles])
+
+
+def replay_service(case: str, name: str, into: Path) -> Service:
+    """The service model of fixtures/recorded/CASE/NAME.*, built as `diagnose analyze` builds
+    it (its checks run too), for tests that ask the analysis itself."""
+    from diagnose.collect.procfs import TreeRecord
+    from diagnose.collect.run_context import RunContext
+    from diagnose.run.pipeline import analyze, read_live_run, read_task_recordings
+
+    files, profiles = _restored(case, name, into)
+    run = read_live_run(files[".sampling.json"]).context() if ".sampling.json" in files else RunContext()
+    tree = TreeRecord.from_dict(json.loads(files[".procfs.json"].read_text())) if ".procfs.json" in files else None
+    tasks = read_task_recordings(files[".tasks.json"]) if ".tasks.json" in files else None
+    native = [files[".native.speedscope.json"]] if ".native.speedscope.json" in files else []
+    service, _, _, _ = analyze(profiles, tree, run, None, native, live=False, task_recordings=tasks)
+    return service
+
+
+def replay(case: str, name: str, into: Path) -> Report:
+    """`diagnose analyze` of fixtures/recorded/CASE/NAME.* with its companions, in-process (a
+    recording saved before attach kept its sampling has no .sampling.json: its rate is then
+    estimated from the samples)."""
+    files, profiles = _restored(case, name, into)
+    args: list[object] = list(profiles)
     for flag, suffix in (("--procfs", ".procfs.json"), ("--native-profile", ".native.speedscope.json"),
                          ("--tasks", ".tasks.json"), ("--sampling", ".sampling.json")):
         if suffix in files:

@@ -32,8 +32,9 @@ from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Unit as U
 from diagnose.checks.declare import declarations, key
 from diagnose.checks.measurements import OMITTED, Measurements, Omitted
-from diagnose.model.servers import ServerWait, server_waits
-from diagnose.vocab import ThreadRole, ThreadState
+from diagnose.model.chains import Chain
+from diagnose.model.servers import ServerProcess
+from diagnose.vocab import ResourceKind, ThreadState
 from diagnose.report.redact import redact_cmdline
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
@@ -87,34 +88,34 @@ EVIDENCE = declarations(BackendEvidence)
 def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     if analysis.kernel is None:
         return NotApplicable(ID, "needs the kernel's record of each blocked thread's wait (`attach`)")
-    window = analysis.os.window_s if analysis.os is not None else 0.0
-    tids = [int(r.tid) for r in analysis.threads.itertuples() if r.role != ThreadRole.LIBRARY]
-    waits = server_waits(analysis.kernel, analysis.servers, tids, window)
+    # the chains whose first hop a local process serves, read beside the service: its backends
+    waits = [c for c in analysis.chains if c.first.resource == ResourceKind.SOCKET and c.local_servers]
     if not waits:
         return NotApplicable(ID, "no thread waited on a socket a local process serves")
     wait = waits[0]
-    busy_at_once = max(1, wait.busy_threads)
+    backend = wait.first
+    busy_at_once = max(1, backend.busy_threads)
     queued = wait.occupancy / busy_at_once
     score = (100 * ramp(wait.share, settings.low, settings.high)
-             * ramp(wait.saturation, settings.saturation_low, settings.saturation_high)
+             * ramp(backend.saturation, settings.saturation_low, settings.saturation_high)
              * ramp(queued, settings.queue_low, settings.queue_high))
-    server = max(wait.servers, key=lambda s: s.cpu_cores)
+    server = max(backend.processes, key=lambda s: s.cpu_cores)
     idle = analysis.os.machine_idle_cores if analysis.os is not None else None
-    copies = len(wait.servers) + 1  # the advice's first step: one more copy of the backend
+    copies = len(backend.processes) + 1  # the advice's first step: one more copy of the backend
     gain, basis = _gain(wait, copies, idle)
     evidence = BackendEvidence(
-        backend=f"{wait.address}: " + "; ".join(
-            f"pid {s.pid} `{redact_cmdline(list(s.command))}`" for s in wait.servers[:4]),
+        backend=f"{backend.address}: " + "; ".join(
+            f"pid {s.pid} `{redact_cmdline(list(s.command))}`" for s in backend.processes[:4]),
         backend_wait_share=wait.share,
         backend_clients=len(wait.tids),
         backend_in_flight=round(wait.occupancy, 2),
-        backend_processes=len(wait.servers),
-        backend_cores=round(sum(s.cpu_cores for s in wait.servers), 3),
+        backend_processes=len(backend.processes),
+        backend_cores=round(sum(s.cpu_cores for s in backend.processes), 3),
         backend_busiest_thread_cores=server.busiest_thread_cores,
         backend_busiest_thread_busy=server.busiest_thread_busy,
-        backend_busy_threads=wait.busy_threads,
+        backend_busy_threads=backend.busy_threads,
         backend_gil_wait_share=server.gil_share,
-        backend_saturation=round(wait.saturation, 4),
+        backend_saturation=round(backend.saturation, 4),
         backend_own_wait=f"{server.top_wait} ({pct(server.top_wait_share)})" if server.top_wait else None,
         machine_idle_cores=idle,
         backend_sampled_pid=server.pid if server.followed else OMITTED)
@@ -122,11 +123,12 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                             & (analysis.samples["state"] == ThreadState.IO)]
     sites = top_sites(analysis, rows, float(analysis.samples[analysis.samples["tid"].isin(wait.tids)]
                                             ["count"].sum()), limit=3)
-    summary = (f"{len(wait.tids)} threads waited {pct(wait.share)} of the window on {wait.address}, "
-               f"served by {_who(wait)}: {_capacity_words(wait)}; {wait.occupancy:.1f} requests in "
+    who, capacity = _who(backend.processes), _capacity_words(backend.processes)
+    summary = (f"{len(wait.tids)} threads waited {pct(wait.share)} of the window on {backend.address}, "
+               f"served by {who}: {capacity}; {wait.occupancy:.1f} requests in "
                f"flight there at once for {busy_at_once} served at a time")
     advice = [
-        f"The backend at {wait.address} ({_who(wait)}) is the limit: {_capacity_words(wait)}. Run "
+        f"The backend at {backend.address} ({who}) is the limit: {capacity}. Run "
         f"more of it: {copies} processes sharing its port (SO_REUSEPORT) or a pre-fork server's "
         f"workers, or replicas behind a balancer; or make each of its requests cheaper"
         + (" (its threads queue on its GIL: processes, not threads)" if server.gil_share >= 0.2 else "")
@@ -138,20 +140,20 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                         gain=(max(1.0, gain), basis), levers=[lever],
                         basis=ScoreBasis("backend_wait_share",
                                          lambda s: 100 * ramp(s, settings.low, settings.high)
-                                         * ramp(wait.saturation, settings.saturation_low,
+                                         * ramp(backend.saturation, settings.saturation_low,
                                                 settings.saturation_high)
                                          * ramp(queued, settings.queue_low, settings.queue_high)))
 
 
-def _who(wait: ServerWait) -> str:
-    named = [f"pid {s.pid}" + (f" `{s.program}`" if s.command else "") for s in wait.servers[:2]]
-    more = f" and {len(wait.servers) - 2} more" if len(wait.servers) > 2 else ""
+def _who(servers: tuple[ServerProcess, ...]) -> str:
+    named = [f"pid {s.pid}" + (f" `{s.program}`" if s.command else "") for s in servers[:2]]
+    more = f" and {len(servers) - 2} more" if len(servers) > 2 else ""
     return ", ".join(named) + more
 
 
-def _capacity_words(wait: ServerWait) -> str:
+def _capacity_words(servers: tuple[ServerProcess, ...]) -> str:
     """Its load in the counters' words: "its busiest thread ran 0.98 cores (98% of the window)"."""
-    server = max(wait.servers, key=lambda s: s.cpu_cores)
+    server = max(servers, key=lambda s: s.cpu_cores)
     words = (f"its busiest thread ran {server.busiest_thread_cores:.2f} cores "
              f"({pct(server.busiest_thread_cores)} of its {server.window_s:.1f} s read)")
     runnable = server.busiest_thread_busy - server.busiest_thread_cores
@@ -163,14 +165,15 @@ def _capacity_words(wait: ServerWait) -> str:
     return words
 
 
-def _gain(wait: ServerWait, copies: int, idle_cores: float | None) -> tuple[float, str]:
+def _gain(wait: Chain, copies: int, idle_cores: float | None) -> tuple[float, str]:
     """`copies` of the backend for today's: at most their ratio, no more than the waits allow
     (Amdahl: the rest of each request's time stays) and the idle cores feed (a copy needs its
     own core)."""
-    cores = sum(s.cpu_cores for s in wait.servers)
+    servers = wait.local_servers
+    cores = sum(s.cpu_cores for s in servers)
     amdahl = 1.0 / max(1e-6, 1.0 - wait.share)
-    bounds = [copies / max(1, len(wait.servers)), amdahl]
-    words = (f"estimate: {copies} backend processes for {len(wait.servers)}, the threads "
+    bounds = [copies / max(1, len(servers)), amdahl]
+    words = (f"estimate: {copies} backend processes for {len(servers)}, the threads "
              f"waiting {pct(wait.share)} of the time on it (at most {amdahl:.1f}x)")
     if idle_cores is not None and cores > 0:
         bounds.append((cores + idle_cores) / cores)

@@ -29,8 +29,7 @@ from diagnose.checks.declare import declarations, key, shared_key
 from diagnose.checks.measurements import Measurements, Omitted
 from diagnose.checks.base import (Finding, NotApplicable, ScoreBasis, Site, make_finding, pct, ramp,
                                   short_path, top_sites)
-from diagnose.model.servers import server_waits
-from diagnose.vocab import HANDLER_ROLES, Severity, StageRole, ThreadRole, ThreadState, severity_rank
+from diagnose.vocab import HANDLER_ROLES, ResourceKind, Severity, StageRole, ThreadRole, ThreadState, severity_rank
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
@@ -167,12 +166,14 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
 
 def _saturated_backend_share(analysis: Analysis, tids: list[int]) -> float:
     """Of the workers' time, the share spent waiting on local backends that ran at capacity
-    (model/servers.py; saturation SATURATED or more)."""
-    window = analysis.os.window_s if analysis.os is not None else 0.0
-    waits = server_waits(analysis.kernel, analysis.servers, tids, window)
+    (the chains whose first hop is a socket a local process serves, model/chains.py, at
+    saturation SATURATED or more)."""
     if not tids:
         return 0.0
-    waited = sum(w.share * len(w.tids) for w in waits if w.saturation >= SATURATED)
+    # most waited first among these threads, as the sum was always taken
+    backends = sorted((c.among(tids) for c in analysis.chains
+                       if c.first.resource == ResourceKind.SOCKET and c.local_servers), key=lambda c: -c.seconds)
+    waited = sum(c.occupancy for c in backends if c.waiters and c.first.saturation >= SATURATED)
     return min(1.0, waited / len(tids))
 
 

@@ -26,6 +26,7 @@ from diagnose.model.table import StackTable, build_sample_table, classify_stacks
 from diagnose.vocab import ACTIVE, PARKING_KINDS, RUNNING, STATES, ProcessRole, ThreadRole, ThreadState
 
 if TYPE_CHECKING:  # imported where used at run time: these modules read the Analysis
+    from diagnose.model.chains import Chain
     from diagnose.model.children import ChildProcesses
     from diagnose.model.syscall_sites import SyscallSamples
     from diagnose.model.poll_loops import PollLoops
@@ -110,6 +111,22 @@ class Analysis:
         """The request tasks' awaited sleeps inside `while` loops (model/async_polls.py)."""
         from diagnose.model.async_polls import async_polls
         return async_polls(self.tasks)
+
+    @functools.cached_property
+    def chains(self) -> tuple[Chain, ...]:
+        """Every chain of waits of the process's threads, from what they wait on to where the
+        wait ends, most thread-time first (model/chains.py); none without the kernel's record.
+        backend_saturated and underloaded ask it which of their threads' waits a local server
+        ends."""
+        from diagnose.model.chains import ChainContext, follow_chains
+        if self.kernel is None:
+            return ()
+        # a library's transport threads serve the process's own machinery, never a request
+        tids = [int(r.tid) for r in self.threads.itertuples() if r.role != ThreadRole.LIBRARY]
+        window = self.os.window_s if self.os is not None else 0.0
+        knotted = {h.wait.thread.tid for k in self.knots for h in (*k.members, *k.victims)}
+        return follow_chains(self.kernel, tids, window, ChainContext(self.kernel.pid, self.servers, self.gil_holding),
+                             knotted)
 
     @functools.cached_property
     def syscalls(self) -> SyscallSamples | None:

@@ -12,7 +12,7 @@ it ran a core's worth.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from diagnose.collect.procfs import ProcRecord, TreeRecord
@@ -46,6 +46,8 @@ class ServerProcess:
     top_wait: str  # what its threads waited on most (the kernel's words), "" when nothing
     top_wait_share: float  # that wait's share of its threads' ticks
     followed: bool = False  # sampled as part of the service (attach --follow-peers): its stacks too
+    # the wait `top_wait` names, as decoded, so a chain can follow it (model/chains.py)
+    top_wait_object: WaitObject | None = None
 
     @property
     def saturation(self) -> float:
@@ -81,25 +83,26 @@ def server_processes(tree: TreeRecord | None) -> dict[int, ServerProcess]:
         per_thread = sorted(((t.cpu_s / window, t.comm, (t.cpu_s + (t.runqueue_wait_s or 0.0)) / window)
                              for t in os_.threads.values()), reverse=True)
         busiest_cores, busiest, busiest_busy = per_thread[0] if per_thread else (0.0, "", 0.0)
-        gil_share, top, top_share = _own_waits(record, tree)
+        gil_share, top, top_share, top_object = _own_waits(record, tree)
         out[pid] = ServerProcess(
             pid, tuple(tree.server_cmdlines.get(pid) or tree.cmdlines.get(pid) or ()),
             tuple(sorted(a for a, pids in tree.servers.items() if pid in pids)),
             round(window, 3), round(os_.cpu_s / window, 4), os_.usable_cores, len(os_.threads),
             sum(1 for cores, _, _ in per_thread if cores >= BUSY_THREAD_CORES), busiest,
             round(min(1.0, busiest_cores), 4), round(min(1.0, busiest_busy), 4), round(gil_share, 4), top,
-            round(top_share, 4), followed=pid in followed)
+            round(top_share, 4), followed=pid in followed, top_wait_object=top_object)
     return out
 
 
-def _own_waits(record: ProcRecord, tree: TreeRecord) -> tuple[float, str, float]:
+def _own_waits(record: ProcRecord, tree: TreeRecord) -> tuple[float, str, float, WaitObject | None]:
     """Of its threads' ticks (those idle for work aside): the share on its GIL, and its most
-    observed wait (its label and share)."""
+    observed wait (its label, share and the first object seen with that label)."""
     kernel = kernel_view(record, tree)
     if kernel is None:
-        return 0.0, "", 0.0
+        return 0.0, "", 0.0, None
     ticks = gil = 0
     waits: dict[str, int] = {}
+    objects: dict[str, WaitObject] = {}
     for tid, thread in kernel.threads.items():
         if any(o.blocking == Blocking.IDLE for o, _ in thread.objects[:1]):
             continue  # a thread waiting for connections serves none
@@ -111,40 +114,14 @@ def _own_waits(record: ProcRecord, tree: TreeRecord) -> tuple[float, str, float]
             served = obj.resource != ResourceKind.SOCKET or obj.holders
             if obj.blocking not in (Blocking.RUNNING, Blocking.IDLE) and served:
                 waits[obj.label] = waits.get(obj.label, 0) + n
+                objects.setdefault(obj.label, obj)
     if not ticks:
-        return 0.0, "", 0.0
+        return 0.0, "", 0.0, None
     top = max(waits, key=lambda k: waits[k], default="")
-    return gil / ticks, top, (waits[top] / ticks if top else 0.0)
+    return gil / ticks, top, (waits[top] / ticks if top else 0.0), objects.get(top)
 
 
 MIN_THREAD_SHARE = 0.05  # a thread waiting on a server less often than this is not its client
-
-
-@dataclass(frozen=True)
-class ServerWait:
-    """A process's threads waiting on the local processes behind one address."""
-
-    address: str  # the peer as the kernel names it ("127.0.0.1:8000", "/run/x.sock")
-    servers: tuple[ServerProcess, ...]
-    tids: tuple[int, ...]  # the threads that waited on it
-    share: float  # their mean share of /proc ticks waiting on it
-    seconds: float  # thread-seconds waited on it over the window
-
-    @property
-    def occupancy(self) -> float:
-        """Threads waiting on it at once, on average: requests in flight at the servers."""
-        return self.share * len(self.tids)
-
-    @property
-    def saturation(self) -> float:
-        """The servers' mean saturation (ServerProcess.saturation): one idle copy of two is
-        half the capacity unused."""
-        return sum(s.saturation for s in self.servers) / len(self.servers) if self.servers else 0.0
-
-    @property
-    def busy_threads(self) -> int:
-        """The servers' threads that ran half a core or more: requests served at once."""
-        return sum(s.busy_threads for s in self.servers)
 
 
 def _socket_clients(kernel: KernelView, tids: Iterable[int], wanted: Callable[[WaitObject], bool]
@@ -168,20 +145,6 @@ def _socket_clients(kernel: KernelView, tids: Iterable[int], wanted: Callable[[W
             holders[address] = obj.holders
     return {address: (holders[address], clients) for address, per_thread in shares.items()
             if (clients := {t: v for t, v in per_thread.items() if v >= MIN_THREAD_SHARE})}
-
-
-def server_waits(kernel: KernelView | None, servers: Mapping[int, ServerProcess], tids: Iterable[int],
-                 window_s: float) -> list[ServerWait]:
-    """For each address whose local servers were read, the threads among `tids` that waited on
-    it and how much; the most waited first."""
-    if kernel is None or not servers:
-        return []
-    found = _socket_clients(kernel, tids, lambda obj: any(p in servers for p in obj.holders))
-    out = [ServerWait(address, tuple(servers[p] for p in holders if p in servers),
-                      tuple(sorted(clients)), round(sum(clients.values()) / len(clients), 4),
-                      round(sum(clients.values()) * window_s, 3))
-           for address, (holders, clients) in found.items()]
-    return sorted(out, key=lambda w: -w.seconds)
 
 
 @dataclass(frozen=True)

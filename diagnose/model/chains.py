@@ -1,0 +1,285 @@
+"""Chains of waits: from what threads wait on, through who serves it, to where the wait ends.
+
+The kernel names what each blocked thread waits on (model/kernel_waits.WaitObject). A chain
+starts there and asks, hop by hop, who serves the wait: a socket's local process (read beside the
+service, model/servers.py), a pipe's other end, the GIL's holder, a lock's holder. Each resource
+kind has one server rule (SERVER_RULES); a rule names the hop and either ends the chain or hands
+on what the server itself waits on, which the next kind's rule reads. A local process below its
+capacity whose threads mostly wait on one thing is followed there; at its capacity, its CPU is
+the end. A new kind of resource is a decoder and a rule here, not a new check: the checks ask
+the chains (Analysis.chains) where their threads' time ends.
+
+A chain groups the threads that waited on one wait object (its key) at least MIN_THREAD_SHARE
+of their ticks; its share and seconds are read the way model/servers.py's waits were, so a
+check that asked those asks this with the same numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, GilHolding
+from diagnose.model.kernel_waits import KernelView, WaitObject
+from diagnose.model.servers import MIN_THREAD_SHARE, ServerProcess
+from diagnose.vocab import ChainEnd, ResourceKind
+
+MAX_HOPS = 6  # a chain longer than this stops, its end unknown
+# A local server at this share of its capacity (ServerProcess.saturation) or more ends the
+# chain: its CPU is the limit, whatever its threads wait on besides.
+AT_CAPACITY = 0.6
+# A server below capacity whose threads wait on one thing this share of their ticks is followed
+# there: its requests wait in turn.
+FOLLOW_SHARE = 0.2
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One link of a chain: what the waiting side waits on, and who serves it."""
+
+    resource: ResourceKind
+    label: str  # in the kernel's words: "socket to 127.0.0.1:8000", "the GIL"
+    # for a hop past the first, the share of the previous server's time spent on it (a
+    # process's threads' ticks, the GIL's holder's blocked instants); the first hop's is the
+    # chain's `share`
+    share: float = 0.0
+    address: str = ""  # a socket's peer as the kernel names it ("127.0.0.1:8000", "/run/x.sock")
+    processes: tuple[ServerProcess, ...] = ()  # local processes serving it, read beside the service
+    pids: tuple[int, ...] = ()  # processes the kernel names holding or serving it, read or not
+    thread: int | None = None  # the thread serving it, where one is named (tid)
+
+    @property
+    def saturation(self) -> float:
+        """Its processes' mean saturation (ServerProcess.saturation): one idle copy of two is
+        half the capacity unused; 0 without processes read."""
+        return sum(s.saturation for s in self.processes) / len(self.processes) if self.processes else 0.0
+
+    @property
+    def busy_threads(self) -> int:
+        """Its processes' threads that ran half a core or more: requests served at once."""
+        return sum(s.busy_threads for s in self.processes)
+
+
+@dataclass(frozen=True)
+class Waiter:
+    """A thread of the chain and the share of its /proc ticks it waited on the first hop."""
+
+    tid: int
+    share: float
+
+
+@dataclass(frozen=True)
+class Chain:
+    """Threads waiting on one thing, every hop from it to the end of their wait."""
+
+    waiters: tuple[Waiter, ...]  # in the analysis's thread order
+    window_s: float
+    hops: tuple[Hop, ...]
+    end: ChainEnd
+
+    @property
+    def tids(self) -> tuple[int, ...]:
+        return tuple(sorted(w.tid for w in self.waiters))
+
+    @property
+    def share(self) -> float:
+        """The waiters' mean share of their ticks waiting on it."""
+        return round(sum(w.share for w in self.waiters) / len(self.waiters), 4) if self.waiters else 0.0
+
+    @property
+    def seconds(self) -> float:
+        """Thread-seconds waited on it over the window."""
+        return round(sum(w.share for w in self.waiters) * self.window_s, 3)
+
+    @property
+    def occupancy(self) -> float:
+        """Threads waiting on it at once, on average: requests in flight at its server."""
+        return self.share * len(self.waiters)
+
+    @property
+    def first(self) -> Hop:
+        return self.hops[0]
+
+    @property
+    def last(self) -> Hop:
+        return self.hops[-1]
+
+    @property
+    def local_servers(self) -> tuple[ServerProcess, ...]:
+        """The local processes, read beside the service, serving what the threads wait on."""
+        return self.first.processes
+
+    def among(self, tids: Iterable[int]) -> Chain:
+        """The same chain for those of its waiters among `tids` (none: no waiters)."""
+        wanted = set(tids)
+        return replace(self, waiters=tuple(w for w in self.waiters if w.tid in wanted))
+
+
+@dataclass(frozen=True)
+class ChainContext:
+    """What a server rule reads besides the wait: whose wait it is and what was read around it."""
+
+    pid: int | None  # the process whose thread waits
+    servers: Mapping[int, ServerProcess]  # every local server read beside the service, by pid
+    gil: GilHolding | None = None  # its GIL's holding, where read (the service's own process)
+
+
+@dataclass(frozen=True)
+class Step:
+    """What a server rule says of one wait: its hops (the GIL's holder blocked on a lock is
+    two), then either the end or what the server waits on in turn, in process `within`."""
+
+    hops: tuple[Hop, ...]
+    end: ChainEnd | None = None
+    then: WaitObject | None = None
+    within: int | None = None
+
+
+ServerRule = Callable[[WaitObject, ChainContext], Step]
+
+
+def _at_server(hop: Hop) -> Step:
+    """A hop served by local processes that were read: their CPU is the end at capacity; below
+    it, what the busiest one's threads wait on, when they mostly wait on one thing."""
+    if hop.saturation >= AT_CAPACITY:
+        return Step((hop,), ChainEnd.LOCAL_SERVER)
+    busiest = max(hop.processes, key=lambda s: s.cpu_cores)
+    if busiest.top_wait_object is not None and busiest.top_wait_share >= FOLLOW_SHARE:
+        return Step((hop,), then=busiest.top_wait_object, within=busiest.pid)
+    return Step((hop,), ChainEnd.LOCAL_SERVER)
+
+
+def _socket(obj: WaitObject, context: ChainContext) -> Step:
+    """A connection: the local processes listening where it leads (collect/sockets.py), else
+    the address outside it reaches, else the client whose next request it waits for."""
+    read = tuple(context.servers[p] for p in obj.holders if p in context.servers)
+    hop = Hop(ResourceKind.SOCKET, obj.label, address=obj.key.partition(":")[2], processes=read,
+              pids=obj.holders)
+    if read:
+        return _at_server(hop)
+    if obj.holders:
+        return Step((hop,), ChainEnd.LOCAL_PEER)
+    if obj.outbound:  # a connection this process opened that no local process serves
+        return Step((hop,), ChainEnd.REMOTE)
+    # its end of a connection a client opened: the client's next request (servers._own_waits
+    # reads it so too)
+    return Step((hop,), ChainEnd.WAITING_FOR_WORK)
+
+
+def _pipe(obj: WaitObject, context: ChainContext) -> Step:
+    """A pipe: the processes holding its other end."""
+    read = tuple(context.servers[p] for p in obj.holders if p in context.servers)
+    hop = Hop(ResourceKind.PIPE, obj.label, processes=read, pids=obj.holders)
+    if read:
+        return _at_server(hop)
+    return Step((hop,), ChainEnd.LOCAL_PEER if obj.holders else ChainEnd.UNKNOWN)
+
+
+def _gil(obj: WaitObject, context: ChainContext) -> Step:
+    """The GIL's holder; where it was mostly blocked on a lock while another thread ran (the
+    one holding that lock without the GIL, model/gil_holder.py), that lock and that thread."""
+    hop = Hop(ResourceKind.GIL, obj.label)
+    held = context.gil
+    if (held is None or not held.on_a_lock or held.lock_runner is None or held.holder_wait_kind is None
+            or held.blocked_share < HELD_ASLEEP_SHARE):
+        return Step((hop,), ChainEnd.GIL_HOLDER)
+    lock = Hop(held.holder_wait_kind, held.holder_wait, share=round(held.blocked_share * held.holder_wait_share, 4),
+               thread=held.lock_runner)
+    return Step((hop, lock), ChainEnd.LOCK_HOLDER)
+
+
+def _held(obj: WaitObject, context: ChainContext) -> Step:
+    """A lock, a file lock, a capacity: its holder ends the wait (the kernel names the
+    processes holding a file lock; a futex's holder it does not)."""
+    assert obj.resource is not None
+    return Step((Hop(obj.resource, obj.label, pids=obj.holders),), ChainEnd.LOCK_HOLDER)
+
+
+def _ends(end: ChainEnd) -> ServerRule:
+    """A kind whose wait ends where it is: a timer, a listening socket, a child."""
+    def rule(obj: WaitObject, context: ChainContext) -> Step:
+        assert obj.resource is not None
+        return Step((Hop(obj.resource, obj.label, pids=obj.holders),), end)
+    return rule
+
+
+# Per resource kind, who serves a wait on it.
+SERVER_RULES: Mapping[ResourceKind, ServerRule] = {
+    ResourceKind.GIL: _gil,
+    ResourceKind.LOCK: _held,
+    ResourceKind.FILE_LOCK: _held,
+    ResourceKind.CAPACITY: _held,  # its tokens' holders
+    ResourceKind.PIPE: _pipe,
+    ResourceKind.SOCKET: _socket,
+    ResourceKind.LISTEN: _ends(ChainEnd.WAITING_FOR_WORK),
+    ResourceKind.CHILD: _ends(ChainEnd.CHILD),
+    ResourceKind.SLEEP: _ends(ChainEnd.TIMER),
+    ResourceKind.CPU_QUOTA: _ends(ChainEnd.CPU_QUOTA),
+    ResourceKind.POLL: _ends(ChainEnd.UNKNOWN),
+    ResourceKind.OTHER: _ends(ChainEnd.UNKNOWN),
+}
+
+
+def follow(obj: WaitObject, context: ChainContext) -> tuple[tuple[Hop, ...], ChainEnd]:
+    """Every hop from `obj` to its end, at most MAX_HOPS; a hop into a process already on the
+    chain ends it as a cycle."""
+    hops: list[Hop] = []
+    visited = {context.pid}
+    share = 0.0
+    while True:
+        assert obj.resource is not None  # a thread on a CPU waits on nothing
+        step = SERVER_RULES[obj.resource](obj, context)
+        hops.extend([replace(step.hops[0], share=share), *step.hops[1:]] if share else step.hops)
+        if {p for hop in step.hops for p in hop.pids} & (visited - {context.pid}):
+            return tuple(hops), ChainEnd.CYCLE  # served by a process the chain came through
+        if step.end is not None:
+            return tuple(hops), step.end
+        if step.then is None or len(hops) >= MAX_HOPS:
+            return tuple(hops), ChainEnd.UNKNOWN
+        visited.add(step.within)
+        server = context.servers.get(step.within) if step.within is not None else None
+        share = server.top_wait_share if server is not None else 0.0
+        # a process past the first: its GIL's holder was not read
+        obj, context = step.then, ChainContext(step.within, context.servers)
+
+
+def _grouped(kernel: KernelView, tids: Iterable[int]) -> dict[str, tuple[WaitObject, tuple[Waiter, ...]]]:
+    """Per wait object (its key), one object standing for it and the threads among `tids` that
+    waited on it at least MIN_THREAD_SHARE of their ticks; keys in the order first seen."""
+    shares: dict[str, dict[int, float]] = {}
+    first: dict[str, WaitObject] = {}
+    holders: dict[str, tuple[int, ...]] = {}
+    outbound: dict[str, bool] = {}
+    for tid in tids:
+        waits = kernel.threads.get(tid)
+        if waits is None:
+            continue
+        seen = max(1, kernel.ticks.get(tid, waits.observations))
+        for obj, n in waits.objects:
+            if obj.resource is None:  # on a CPU
+                continue
+            per_thread = shares.setdefault(obj.key, {})
+            per_thread[tid] = per_thread.get(tid, 0.0) + n / seen
+            first.setdefault(obj.key, obj)
+            holders[obj.key] = obj.holders
+            # a poll on a connection this process opened waits on its peer as a read does
+            outbound[obj.key] = outbound.get(obj.key, False) or obj.outbound
+    out = {}
+    for key, per_thread in shares.items():
+        waiters = tuple(Waiter(t, v) for t, v in per_thread.items() if v >= MIN_THREAD_SHARE)
+        if waiters:
+            out[key] = (replace(first[key], holders=holders[key], outbound=outbound[key]), waiters)
+    return out
+
+
+def follow_chains(kernel: KernelView, tids: Iterable[int], window_s: float, context: ChainContext,
+                  knotted: Collection[int] = ()) -> tuple[Chain, ...]:
+    """Every chain of the threads `tids` of the process `kernel` read, most thread-time first.
+    `knotted`: the threads of its knots and those waiting into them (model/knots.py)."""
+    chains = []
+    for obj, waiters in _grouped(kernel, tids).values():
+        hops, end = follow(obj, context)
+        if knotted and all(w.tid in knotted for w in waiters):
+            end = ChainEnd.KNOT  # nothing past the knot's threads ends it: they wait on one another
+        chains.append(Chain(waiters, window_s, hops, end))
+    return tuple(sorted(chains, key=lambda c: -c.seconds))
