@@ -5,6 +5,7 @@ the analysis faster must leave them as they were.
 
 A change that means to alter a verdict re-records the goldens, and its diff shows what moved:
     python -m tests.unit.test_recorded_reports_unchanged --write
+Without --write the same command compares, as the tests do, and names the reports that moved.
 """
 
 from __future__ import annotations
@@ -89,7 +90,24 @@ def _write(out: Path) -> None:
     out.write_text(json.dumps(goldens, indent=1, sort_keys=True) + "\n")
 
 
-if __name__ == "__main__":
-    if sys.argv[1:] != ["--write"]:
+def _check() -> int:
+    """The cases whose report moved from its golden, named on stderr; 1 when any did."""
+    import tempfile
+    goldens = json.loads(GOLDENS.read_text())
+    with tempfile.TemporaryDirectory() as tmp:
+        moved = [name for name, case in CASES.items()
+                 if _analyse(case, Path(tmp) / name) != goldens.get(name)]
+    for name in moved:
+        print(f"moved from its golden: {name}", file=sys.stderr)
+    print(f"{len(CASES) - len(moved)} of {len(CASES)} recorded reports as in their goldens",
+          file=sys.stderr)
+    return 1 if moved else 0
+
+
+if __name__ == "__main__":  # without --write: compare, as the tests do
+    if sys.argv[1:] not in ([], ["--write"]):
         sys.exit(__doc__)
-    _write(GOLDENS)
+    if sys.argv[1:] == ["--write"]:
+        _write(GOLDENS)
+    else:
+        sys.exit(_check())
