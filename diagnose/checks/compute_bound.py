@@ -25,6 +25,7 @@ from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Unit as U
 from diagnose.checks.declare import declarations, key, shared_key
 from diagnose.checks.measurements import Measurements, Omitted
+from diagnose.model.confidence import calibrated_samples
 from diagnose.checks.base import (Finding, NotApplicable, ScoreBasis, Site, busy_samples,
                                   make_finding, pct, ramp, top_sites)
 from diagnose.model.counters import running_agreement
@@ -192,7 +193,14 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     if not counters.agrees:
         summary += f" — {counters.note()}"
         evidence = replace(evidence, counters_note=counters.note())
+    # Where the states were calibrated (a few native samples give the mix of running and GIL
+    # waits to many Python-only ones), which samples ran is known only as well as that few
+    # know it: forked_workers' model share read 22-56% across attaches of one service, each
+    # interval a few points wide on hundreds of samples.
+    calibrated = analysis.profile.calibrated
     return make_finding(ID, settings, score, summary, evidence, sites, samples=total_running,
+                        share_samples={"model_share_of_busy": calibrated_samples(busy)} if calibrated else None,
+                        calibrated_of={"model_share_of_busy": int(total_running)} if calibrated else None,
                         gain=(1.0, "estimate: no structural gain: the cores already run the model; "
                                    "only a cheaper model or more cores buy throughput"),
                         basis=ScoreBasis("model_share_of_busy",

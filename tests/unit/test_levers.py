@@ -148,3 +148,18 @@ def test_preprocessing_says_it_alone_limits_only_while_it_outweighs_the_model(pr
                          "threads' busy time, and halving it buys 1.19x; it is not the only limit: "
                          "the model takes 71%, so a cheaper model pays too.")
     assert "will not help" not in advice[0] and advice[1:] == list(preprocess_bound.Settings().advice[1:])
+
+
+def test_the_models_share_of_calibrated_states_is_known_only_as_well_as_the_native_samples_know_it(locked):
+    # forked_workers on 3.11: whether the model's samples ran or waited for the GIL came from a
+    # few native samples a second; the model's share read 22-56% across attaches of one
+    # service, each time with an interval a few points wide, and whether compute_bound shared
+    # the verdict moved with it.
+    analysis, _, found = locked
+    assert analysis.profile.calibrated
+    finding = found["compute_bound"]
+    interval = finding.intervals["model_share_of_busy"]
+    running = finding.evidence["running_samples"]
+    assert interval.calibrated_of == running and interval.samples < running / 4, interval
+    low, high = finding.score_range
+    assert high - low >= 30, finding.score_range  # [0, 8] on the running samples' count
