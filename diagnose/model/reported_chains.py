@@ -12,7 +12,7 @@ from diagnose.model.chain_words import chain_line
 from diagnose.model.chains import Chain, Hop
 from diagnose.model.service import Service
 from diagnose.vocab import ThreadRole
-from diagnose.report.model.chains import ChainHop, WaitChain
+from diagnose.report.model.wait_chains import ChainHop, WaitChain
 
 MAX_CHAINS = 8  # lines the page and the report give them; the wait-for graph has every wait
 # A chain below this share of its process's thread time is left out. Measured on the recordings

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from diagnose.report.model.chains import ChainEnd, ChainHop, ResourceKind, WaitChain
+from diagnose.report.model.wait_chains import ChainEnd, ChainHop, ResourceKind, WaitChain
 from tests.browser.conftest import dev_sample_data, render_page, requires_browser
 from tests.browser.typed import report_of, with_report
 

@@ -17,7 +17,7 @@ from diagnose.model.reported_chains import MAX_CHAINS, MIN_PROCESS_SHARE, report
 from diagnose.render.html import render_html
 from diagnose.render.markdown import render_markdown
 from diagnose.report.model import Report
-from diagnose.report.model.chains import ChainEnd, ChainHop, ResourceKind, WaitChain
+from diagnose.report.model.wait_chains import ChainEnd, ChainHop, ResourceKind, WaitChain
 from diagnose.vocab import ProcessRole
 from tests.conftest import RECORDED
 from tests.replay import replay, replay_service

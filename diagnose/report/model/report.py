@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from diagnose.report.model.account import CpuAccount
-from diagnose.report.model.chains import WaitChain
+from diagnose.report.model.wait_chains import WaitChain
 from diagnose.report.model.codec import OPTIONAL, OPTIONAL_EMPTY, JsonValue, decode_document, encode
 from diagnose.report.model.findings import Finding, NotApplicable, Verdict, labelled
 from diagnose.report.model.labels import Evidence

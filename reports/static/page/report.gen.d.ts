@@ -515,7 +515,7 @@ declare namespace Model {
   /** What an edge of the wait-for graph says (model/wait_graph.py). (diagnose.vocab.GraphEdgeKind) */
   type GraphEdgeKind = "waits_for" | "held_by" | "served_by";
 
-  /** Threads of one process waiting on one thing, every hop to where their wait ends. (diagnose.report.model.chains.WaitChain) */
+  /** Threads of one process waiting on one thing, every hop to where their wait ends. (diagnose.report.model.wait_chains.WaitChain) */
   interface WaitChain {
     pid: number | null;
     threads: number;
@@ -526,7 +526,7 @@ declare namespace Model {
     line: string;
   }
 
-  /** One link of a chain: what the side before it waits on, and who serves that. (diagnose.report.model.chains.ChainHop) */
+  /** One link of a chain: what the side before it waits on, and who serves that. (diagnose.report.model.wait_chains.ChainHop) */
   interface ChainHop {
     resource: ResourceKind;
     label: string;
