@@ -48,7 +48,7 @@ def _asset(name: str) -> str:
 # one strict-mode function: one inline script, one CSP hash, no module loader, works offline.
 # The parts share that function's scope: later parts use the helpers of `core`.
 PAGE_SCRIPT = ("core", "verdict", "account", "flame", "timeline", "waits", "processes", "loops", "structure",
-               "waitgraph", "main")
+               "waitgraph", "chains", "main")
 
 
 def _checked_inline(name: str, text: str, unsafe: tuple[str, ...]) -> str:

@@ -4,7 +4,8 @@
 (each with its estimated gain) and first advice, one "also checked" line per check that found
 nothing (no advice), the top wait sites with their holders, the wait-for graph's bottleneck in
 one line, the asyncio tasks' top await site (read from memory, `attach`), the run facts and
-what observing cost the target:
+what observing cost the target; under the verdict, the chain of waits with the most thread time
+(where those waits end, every hop):
 pipe tables and text only (no HTML), so it renders in GitHub, GitLab and Jira issues.
 
 Names, files and command lines come from the profiled process: they pass through `md_text`,
@@ -176,6 +177,7 @@ def _verdict_lines(report: Report, budget: _Budget) -> list[str]:
     also = f" \u00b7 **co-primary:** {md_code(co, budget.name)}" if co else ""
     lines.append(f"**Primary finding:** {md_code(verdict.primary, budget.name)}{also} "
                  f"\u00b7 **severity:** {severity} \u00b7 **confidence:** {confidence}{on}")
+    lines += _chain_line(report, budget)
     if co and budget.findings:
         # Two findings within the noise of each other: why, and the first step for each (the
         # smallest budget, for text of the worst kind, names the co-primary only).
@@ -197,6 +199,17 @@ def _verdict_lines(report: Report, budget: _Budget) -> list[str]:
     if warning:
         lines += ["", f"**Observer effect:** {md_text(warning, budget.text)}"]
     return lines
+
+
+def _chain_line(report: Report, budget: _Budget) -> list[str]:
+    """Under the verdict, where the most waited-on chain of waits ends (report.chains, most
+    thread-time first), every hop in one line; none without chains, or in the smallest budget
+    (the verdict alone, for text of the worst kind)."""
+    if not report.chains or not budget.findings:
+        return []
+    chain = report.chains[0]
+    pid = f"pid {chain.pid}: " if chain.pid is not None else ""
+    return ["", f"**Where the waits end:** {pid}{md_text(chain.line, budget.text, line_start=False)}"]
 
 
 def _observer_text(sampling: Sampling) -> str:

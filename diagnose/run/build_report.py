@@ -14,6 +14,7 @@ from diagnose.model.analysis import Analysis
 from diagnose.model.stack_rows import stack_rows
 from diagnose.model.cpu_account import cpu_account
 from diagnose.model.wait_graph import build_wait_graph
+from diagnose.model.reported_chains import reported_chains
 from diagnose.model.service import Service
 from diagnose.vocab import ProcessRole
 from diagnose.collect.run_context import LiveSampling, RunContext, WindowCpu
@@ -242,6 +243,7 @@ def build_report(service: Service, results: CheckResults, per_process: dict | No
         stacks=stacks,
         load=run.load,
         wait_graph=build_wait_graph(service),
+        chains=reported_chains(service),
         evidence_labels=labels_used(results.findings),
     )
 

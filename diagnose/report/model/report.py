@@ -12,7 +12,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from diagnose.report.model.account import CpuAccount
-from diagnose.report.model.codec import OPTIONAL, JsonValue, decode_document, encode
+from diagnose.report.model.wait_chains import WaitChain
+from diagnose.report.model.codec import OPTIONAL, OPTIONAL_EMPTY, JsonValue, decode_document, encode
 from diagnose.report.model.findings import Finding, NotApplicable, Verdict, labelled
 from diagnose.report.model.labels import Evidence
 from diagnose.report.model.page import Page
@@ -52,6 +53,9 @@ class Report:
     load: Load | None = field(default=None, metadata=OPTIONAL)
     # who waits for what across threads, tasks and processes, from the kernel (model/wait_graph.py)
     wait_graph: WaitGraph | None = field(default=None, metadata=OPTIONAL)
+    # where the waits end: the chains of waits that matter, every process's, most thread-time
+    # first (model/reported_chains.py); absent where none was followed (offline, no kernel record)
+    chains: tuple[WaitChain, ...] = field(default=(), metadata=OPTIONAL_EMPTY)
     # The label and unit of each evidence key the findings use, from the checks that declare
     # them, written with the report so it renders with its own labels (a key without one is
     # labelled from the key itself). The findings' values carry these labels.

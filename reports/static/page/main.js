@@ -45,7 +45,7 @@
     const parts = [
       ['verdict', renderHeader], ['cpu account', renderCpuAccount], ['findings', renderFindings],
       ['facts', renderFacts],
-      ['processes', renderProcesses], ['structure', renderStructure], ['wait graph', renderWaitGraph], ['flame', renderFlame], ['threads', renderThreads],
+      ['processes', renderProcesses], ['structure', renderStructure], ['wait graph', renderWaitGraph], ['where the waits end', renderWaitChains], ['flame', renderFlame], ['threads', renderThreads],
       ['timeline', renderTimeline], ['waits', renderWaits], ['event loops', renderEventLoops],
       ['footer', renderFooter],
     ];

@@ -31,6 +31,7 @@ declare namespace Model {
     stacks: Stacks;
     load?: Load;
     wait_graph?: WaitGraph;
+    chains?: WaitChain[];
     evidence_labels: Record<string, Evidence>;
     page?: Page;
   }
@@ -513,6 +514,31 @@ declare namespace Model {
 
   /** What an edge of the wait-for graph says (model/wait_graph.py). (diagnose.vocab.GraphEdgeKind) */
   type GraphEdgeKind = "waits_for" | "held_by" | "served_by";
+
+  /** Threads of one process waiting on one thing, every hop to where their wait ends. (diagnose.report.model.wait_chains.WaitChain) */
+  interface WaitChain {
+    pid: number | null;
+    threads: number;
+    share: number;
+    thread_seconds: number;
+    hops: ChainHop[];
+    end: ChainEnd;
+    line: string;
+  }
+
+  /** One link of a chain: what the side before it waits on, and who serves that. (diagnose.report.model.wait_chains.ChainHop) */
+  interface ChainHop {
+    resource: ResourceKind;
+    label: string;
+    share: number;
+    address: string;
+    pids: number[];
+    thread?: number;
+    saturation?: number;
+  }
+
+  /** Where a chain of waits ends (model/chains.py): what, past every hop the model can follow, ends the waiters' wait. (diagnose.vocab.ChainEnd) */
+  type ChainEnd = "local_server" | "local_peer" | "remote" | "gil_holder" | "lock_holder" | "child" | "cpu_quota" | "waiting_for_work" | "timer" | "cycle" | "knot" | "unknown";
 
   /** How one evidence value reads: its label and unit. (diagnose.report.model.labels.Evidence) */
   interface Evidence {
