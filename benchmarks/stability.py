@@ -16,7 +16,7 @@ attach. The table lists, per fixture, that set for each attach, the top finding'
 predicted gain (min-max), and whether every attach agreed. Progress to stderr, the table to
 stdout; the exit status is 1 when any fixture's verdict changed. `--keep DIR` writes each
 attach's JSON report to DIR/<fixture>-<n>.json (every finding's score, intervals and gain: what
-moved between attaches).
+moved between attaches), and a failed attach's exit status and stderr to <fixture>-<n>.error.txt.
 """
 
 from __future__ import annotations
@@ -153,6 +153,10 @@ def _attach_once(fixture: str, pid: int, k: int, count: int, duration: float,
                           capture_output=True, text=True, timeout=duration + 120, cwd=REPO)
     if not proc.stdout.strip():
         knob_sweep.log(f"    error: {(proc.stderr.strip().splitlines() or ['no output'])[-1][:200]}")
+        if keep is not None:  # the whole of it: a failure under load is rare and must be readable
+            keep.mkdir(parents=True, exist_ok=True)
+            (keep / f"{fixture}-{k + 1}.error.txt").write_text(
+                f"exit {proc.returncode}\n{proc.stderr}")
         return {"verdict": "error", "point": "error", "score": None, "gain": None,
                 "scores": ""}
     report = json.loads(proc.stdout)
