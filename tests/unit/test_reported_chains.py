@@ -113,7 +113,8 @@ def _service(*processes: tuple[int, int, tuple[Chain, ...]]) -> SimpleNamespace:
     """A service of processes (pid, threads, chains), as reported_chains reads one."""
     return SimpleNamespace(processes=[
         SimpleNamespace(pid=pid, analysis=SimpleNamespace(
-            threads=pd.DataFrame({"role": ["request"] * (threads - 1) + ["library"]}), chains=chains))
+            threads=pd.DataFrame({"tid": range(threads), "role": ["request"] * (threads - 1) + ["library"]}),
+            chains=chains))
         for pid, threads, chains in processes])
 
 
@@ -178,3 +179,21 @@ def test_a_report_without_chains_has_no_key_no_line_and_a_hidden_section():
     assert '<section id="wait-chains" class="card" aria-labelledby="wait-chains-h" hidden>' in html
     assert "noscript-wait-chains" not in html
     assert "Where the waits end" not in render_markdown(report)
+
+
+def test_a_wait_no_request_spends_time_in_is_left_out_beside_the_requests_own_chains():
+    # every recording's report listed its main thread joining the workers ("lock ... end: the
+    # lock's holder") or a queue consumer's wait ("... end: unknown") beside the requests' chain
+    requests = _chain(4, 0.9, "the GIL")
+    joining = Chain((Waiter(9, 1.0),), 10.0, (Hop(ResourceKind.LOCK, "lock at 0x1"),), ChainEnd.LOCK_HOLDER)
+    hung = Chain((Waiter(10, 1.0),), 10.0, (Hop(ResourceKind.LOCK, "lock at 0x2"),), ChainEnd.KNOT)
+
+    def service(*chains: Chain) -> SimpleNamespace:
+        roles = ["request"] * 4 + ["other"] * 7
+        return SimpleNamespace(processes=[SimpleNamespace(pid=1, analysis=SimpleNamespace(
+            threads=pd.DataFrame({"tid": range(11), "role": roles}), chains=chains))])
+
+    lines = [c.line for c in reported_chains(service(requests, joining, hung))]
+    assert len(lines) == 2 and "lock at 0x1" not in " ".join(lines), lines
+    # without a request thread to speak for, the other threads' chains say where time ends
+    assert [c.end for c in reported_chains(service(joining))] == [ChainEnd.LOCK_HOLDER]
