@@ -10,8 +10,9 @@ the end. A new kind of resource is a decoder and a rule here, not a new check: t
 the chains (Analysis.chains) where their threads' time ends.
 
 A chain groups the threads that waited on one wait object (its key) at least MIN_THREAD_SHARE
-of their ticks; its share and seconds are read the way model/servers.py's waits were, so a
-check that asked those asks this with the same numbers.
+of their ticks; its share and seconds are read the way model/servers.py's remote waits were
+(the share of each thread's /proc ticks), so the checks that asked those ask this with the same
+numbers.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from dataclasses import dataclass, replace
 
 from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, GilHolding
 from diagnose.model.kernel_waits import KernelView, WaitObject
-from diagnose.model.servers import MIN_THREAD_SHARE, ServerProcess
+from diagnose.model.servers import ServerProcess
 from diagnose.vocab import ChainEnd, ResourceKind
 
 MAX_HOPS = 6  # a chain longer than this stops, its end unknown
+MIN_THREAD_SHARE = 0.05  # a thread waiting on a server less often than this is not its client
 # A local server at this share of its capacity (ServerProcess.saturation) or more ends the
 # chain: its CPU is the limit, whatever its threads wait on besides.
 AT_CAPACITY = 0.6
@@ -249,7 +251,6 @@ def _grouped(kernel: KernelView, tids: Iterable[int]) -> dict[str, tuple[WaitObj
     shares: dict[str, dict[int, float]] = {}
     first: dict[str, WaitObject] = {}
     holders: dict[str, tuple[int, ...]] = {}
-    outbound: dict[str, bool] = {}
     for tid in tids:
         waits = kernel.threads.get(tid)
         if waits is None:
@@ -262,13 +263,13 @@ def _grouped(kernel: KernelView, tids: Iterable[int]) -> dict[str, tuple[WaitObj
             per_thread[tid] = per_thread.get(tid, 0.0) + n / seen
             first.setdefault(obj.key, obj)
             holders[obj.key] = obj.holders
-            # a poll on a connection this process opened waits on its peer as a read does
-            outbound[obj.key] = outbound.get(obj.key, False) or obj.outbound
     out = {}
     for key, per_thread in shares.items():
         waiters = tuple(Waiter(t, v) for t, v in per_thread.items() if v >= MIN_THREAD_SHARE)
         if waiters:
-            out[key] = (replace(first[key], holders=holders[key], outbound=outbound[key]), waiters)
+            # one key, one side: a poll on a connection this process opened is decoded outbound
+            # as a read of it is (model/kernel_waits.py)
+            out[key] = (replace(first[key], holders=holders[key]), waiters)
     return out
 
 

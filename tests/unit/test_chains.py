@@ -1,8 +1,9 @@
 """Chains of waits (model/chains.py, model/chain_words.py): from what threads wait on, through
 who serves it, to the end of their wait, read from recorded attaches (fixtures/recorded/: a front
-end whose 16 request threads wait on a saturated backend, threads sharing one SQLite connection,
-a knot, a parent and its child), and the checks that ask the chains instead of the sockets
-(checks/backend_saturated.py, checks/underloaded.py)."""
+end whose 16 request threads wait on a saturated backend, or on one no local process serves,
+threads sharing one SQLite connection, a knot, a parent and its child), and the checks that ask
+the chains instead of the sockets (checks/backend_saturated.py, checks/underloaded.py,
+checks/engine.describe_activity)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 from diagnose.checks import backend_saturated, underloaded
 from diagnose.checks.base import NotApplicable
+from diagnose.checks.engine import describe_activity
 from diagnose.model.analysis import Analysis
 from diagnose.model.chain_words import chain_line
 from diagnose.model.chains import MAX_HOPS, SERVER_RULES, ChainContext, follow
@@ -134,6 +136,24 @@ def test_a_connection_no_local_process_serves_ends_at_its_remote_address():
     accepted = WaitObject(ResourceKind.SOCKET, "socket:127.0.0.1:40000", "connection from 127.0.0.1:40000",
                           Blocking.OUTSIDE, "recvfrom")
     assert follow(accepted, context)[1] == ChainEnd.WAITING_FOR_WORK
+
+
+def test_the_activity_line_names_the_remote_end_of_the_chain_most_waited_on(tmp_path_factory):
+    """16 request threads on connections to a backend in another network namespace
+    (fixtures/recorded/remote_backend_netns): their chain ends at its address, and "no clear
+    bottleneck" says so from the chain (checks/engine.describe_activity)."""
+    found = _analyses(tmp_path_factory, "remote_backend_netns", "front_end_16_threads")[ProcessRole.SINGLE]
+    chain = found.chains[0]
+    assert chain.end == ChainEnd.REMOTE and len(chain.waiters) == 16 and chain.share > 0.9
+    assert [h.resource for h in chain.hops] == [ResourceKind.SOCKET] and not chain.first.pids
+    assert chain_line(chain).endswith(f"socket to {chain.first.address} → end: an address no local process serves")
+    assert describe_activity(found).endswith(
+        f"; 16 of them waited {chain.share:.0%} of the window on connections to {chain.first.address}, "
+        "which no process on this host serves: the chain ends there")
+    # a chain that does not end there names no address
+    knotted = replace(found)
+    knotted.chains = tuple(replace(c, end=ChainEnd.KNOT) for c in found.chains)  # its cached reading
+    assert "no process on this host" not in describe_activity(knotted)
 
 
 def test_a_backends_threads_reading_their_clients_connections_wait_for_work(tmp_path_factory):
