@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # imported where used at run time: these modules read the Ana
     from diagnose.model.deadlock import Deadlock
     from diagnose.model.gil_holder import GilHolding
     from diagnose.model.knots import Knot
+    from diagnose.model.lock_holders import LockHolding
     from diagnose.model.native_pools import PoolSplit
     from diagnose.model.structure import StageThreads
     from diagnose.report.model.sections import EventLoop, Stage, Structure, WaitSite
@@ -125,8 +126,27 @@ class Analysis:
         tids = [int(r.tid) for r in self.threads.itertuples() if r.role != ThreadRole.LIBRARY]
         window = self.os.window_s if self.os is not None else 0.0
         knotted = {h.wait.thread.tid for k in self.knots for h in (*k.members, *k.victims)}
-        return follow_chains(self.kernel, tids, window, ChainContext(self.kernel.pid, self.servers, self.gil_holding),
-                             knotted)
+        context = ChainContext(self.kernel.pid, self.servers, self.gil_holding, self.lock_holdings)
+        return follow_chains(self.kernel, tids, window, context, knotted)
+
+    @functools.cached_property
+    def lock_holdings(self) -> Mapping[str, LockHolding]:
+        """Per lock the kernel saw its threads wait on (its key), the threads the frames saw
+        holding it and what they waited on meanwhile (model/lock_holders.py); none without the
+        kernel's record or on a recording whose samples carry no instants of their own."""
+        from diagnose.model.lock_holders import lock_holdings
+        profile = self.profile
+        if self.kernel is None or profile.instants != "measured":
+            return {}
+
+        def frames(stack: int) -> list[Frame]:
+            return [self.frame(f) for f in profile.stacks[stack]]
+
+        def site(stack: int) -> int:
+            at, ids = int(self.stacks.site[stack]), profile.stacks[stack]
+            return next((i for i in range(len(ids) - 1, -1, -1) if ids[i] == at), -1) if at >= 0 else -1
+
+        return lock_holdings(self.kernel, _stack_changes(profile), profile.interval_s or 0.01, frames, site)
 
     @functools.cached_property
     def syscalls(self) -> SyscallSamples | None:

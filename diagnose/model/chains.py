@@ -2,9 +2,11 @@
 
 The kernel names what each blocked thread waits on (model/kernel_waits.WaitObject). A chain
 starts there and asks, hop by hop, who serves the wait: a socket's local process (read beside the
-service, model/servers.py), a pipe's other end, the GIL's holder, a lock's holder. Each resource
+service, model/servers.py), a pipe's other end, the GIL's holder, a lock's holder (named by the
+frames, model/lock_holders.py). Each resource
 kind has one server rule (SERVER_RULES); a rule names the hop and either ends the chain or hands
-on what the server itself waits on, which the next kind's rule reads. A local process below its
+on what the server itself waits on, which the next kind's rule reads: a lock whose holder mostly
+slept on something else while others waited (its socket to a backend) is followed there. A local process below its
 capacity whose threads mostly wait on one thing is followed there; at its capacity, its CPU is
 the end. A new kind of resource is a decoder and a rule here, not a new check: the checks ask
 the chains (Analysis.chains) where their threads' time ends.
@@ -18,10 +20,11 @@ numbers.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, GilHolding
 from diagnose.model.kernel_waits import KernelView, WaitObject
+from diagnose.model.lock_holders import LockHolding
 from diagnose.model.servers import ServerProcess
 from diagnose.vocab import ChainEnd, ResourceKind
 
@@ -124,17 +127,22 @@ class ChainContext:
     pid: int | None  # the process whose thread waits
     servers: Mapping[int, ServerProcess]  # every local server read beside the service, by pid
     gil: GilHolding | None = None  # its GIL's holding, where read (the service's own process)
+    # its locks' holders and what they did while others waited, by the kernel's lock key
+    # (model/lock_holders.py), where read (the service's own process)
+    locks: Mapping[str, LockHolding] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Step:
     """What a server rule says of one wait: its hops (the GIL's holder blocked on a lock is
-    two), then either the end or what the server waits on in turn, in process `within`."""
+    two), then either the end or what the server waits on in turn, in process `within`, and
+    the share of the server's time it does (the next hop's `share`)."""
 
     hops: tuple[Hop, ...]
     end: ChainEnd | None = None
     then: WaitObject | None = None
     within: int | None = None
+    share: float = 0.0
 
 
 ServerRule = Callable[[WaitObject, ChainContext], Step]
@@ -147,7 +155,7 @@ def _at_server(hop: Hop) -> Step:
         return Step((hop,), ChainEnd.LOCAL_SERVER)
     busiest = max(hop.processes, key=lambda s: s.cpu_cores)
     if busiest.top_wait_object is not None and busiest.top_wait_share >= FOLLOW_SHARE:
-        return Step((hop,), then=busiest.top_wait_object, within=busiest.pid)
+        return Step((hop,), then=busiest.top_wait_object, within=busiest.pid, share=busiest.top_wait_share)
     return Step((hop,), ChainEnd.LOCAL_SERVER)
 
 
@@ -191,10 +199,22 @@ def _gil(obj: WaitObject, context: ChainContext) -> Step:
 
 
 def _held(obj: WaitObject, context: ChainContext) -> Step:
-    """A lock, a file lock, a capacity: its holder ends the wait (the kernel names the
-    processes holding a file lock; a futex's holder it does not)."""
+    """A file lock, a capacity: its holder ends the wait (the kernel names the processes
+    holding a file lock)."""
     assert obj.resource is not None
     return Step((Hop(obj.resource, obj.label, pids=obj.holders),), ChainEnd.LOCK_HOLDER)
+
+
+def _lock(obj: WaitObject, context: ChainContext) -> Step:
+    """A lock: its holder, where the frames name the threads holding it (model/lock_holders.py).
+    A holder mostly asleep on something else while others waited is followed there, in its
+    own process: the lock's waiters wait on that in turn. A holder on a CPU, or one nothing
+    names, ends the chain."""
+    held = context.locks.get(obj.key)
+    hop = Hop(ResourceKind.LOCK, obj.label, pids=obj.holders, thread=held.thread if held is not None else None)
+    if held is None or held.wait is None or held.wait_share < FOLLOW_SHARE:
+        return Step((hop,), ChainEnd.LOCK_HOLDER)
+    return Step((hop,), then=held.wait, within=context.pid, share=held.wait_share)
 
 
 def _ends(end: ChainEnd) -> ServerRule:
@@ -208,7 +228,7 @@ def _ends(end: ChainEnd) -> ServerRule:
 # Per resource kind, who serves a wait on it.
 SERVER_RULES: Mapping[ResourceKind, ServerRule] = {
     ResourceKind.GIL: _gil,
-    ResourceKind.LOCK: _held,
+    ResourceKind.LOCK: _lock,
     ResourceKind.FILE_LOCK: _held,
     ResourceKind.CAPACITY: _held,  # its tokens' holders
     ResourceKind.PIPE: _pipe,
@@ -238,11 +258,12 @@ def follow(obj: WaitObject, context: ChainContext) -> tuple[tuple[Hop, ...], Cha
             return tuple(hops), step.end
         if step.then is None or len(hops) >= MAX_HOPS:
             return tuple(hops), ChainEnd.UNKNOWN
-        visited.add(step.within)
-        server = context.servers.get(step.within) if step.within is not None else None
-        share = server.top_wait_share if server is not None else 0.0
-        # a process past the first: its GIL's holder was not read
-        obj, context = step.then, ChainContext(step.within, context.servers)
+        share = step.share
+        if step.within != context.pid:
+            visited.add(step.within)
+            # a process past the first: its GIL's and its locks' holders were not read
+            context = ChainContext(step.within, context.servers)
+        obj = step.then
 
 
 def _grouped(kernel: KernelView, tids: Iterable[int]) -> dict[str, tuple[WaitObject, tuple[Waiter, ...]]]:

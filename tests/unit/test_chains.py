@@ -17,7 +17,7 @@ from diagnose.checks.base import NotApplicable
 from diagnose.checks.engine import describe_activity
 from diagnose.model.analysis import Analysis
 from diagnose.model.chain_words import chain_line
-from diagnose.model.chains import MAX_HOPS, SERVER_RULES, ChainContext, follow
+from diagnose.model.chains import AT_CAPACITY, MAX_HOPS, SERVER_RULES, ChainContext, follow
 from diagnose.model.kernel_waits import Blocking, WaitObject
 from diagnose.model.servers import ServerProcess
 from diagnose.vocab import ChainEnd, ProcessRole, ResourceKind
@@ -180,6 +180,48 @@ def test_threads_queued_on_the_gil_behind_a_native_lock_end_at_the_thread_runnin
     assert f"→ thread {holding.lock_runner} → end: the lock's holder" in chain_line(chain)
 
 
+def test_threads_queued_on_a_lock_whose_holder_waits_on_a_backend_end_at_the_backend(tmp_path_factory):
+    """16 request threads queued on one lock held across each call to a backend at capacity
+    (fixtures/recorded/lock_across_saturated_backend): the frames name the lock behind the
+    futex and its holders, the kernel what they slept on meanwhile (model/lock_holders.py), and
+    the chain goes lock -> socket -> the backend's process."""
+    found = _analyses(tmp_path_factory, "lock_across_saturated_backend", "front_end_16_threads")[ProcessRole.SINGLE]
+    chain = found.chains[0]
+    holding = found.lock_holdings[chain.first.label.replace("lock at ", f"futex:{found.kernel.pid}:")]
+    assert holding.lock.name == "guard" and holding.lock.location.endswith("remote_backend.py:121")
+    assert len(holding.threads) > 1 and holding.thread is None  # the request threads take turns
+    assert [h.resource for h in chain.hops] == [ResourceKind.LOCK, ResourceKind.SOCKET]
+    socket = chain.hops[1]
+    assert holding.wait is not None and socket.label == holding.wait.label
+    assert socket.share == holding.wait_share > 0.5
+    (backend,) = [c for c in found.chains if c.local_servers]
+    assert [s.pid for s in socket.processes] == [s.pid for s in backend.local_servers]
+    assert chain.end == ChainEnd.LOCAL_SERVER and chain.last.saturation >= AT_CAPACITY
+    (pid,) = socket.pids
+    assert chain_line(chain) == (
+        f"16 threads, {chain.share:.0%} of the time → {chain.first.label} → {socket.label} "
+        f"({socket.share:.0%} of the time) → pid {pid} ({socket.processes[0].program}): busiest thread "
+        f"{socket.processes[0].busiest_thread_cores:.2f} cores → end: the server at capacity")
+
+
+def test_a_lock_whose_holder_computes_under_it_ends_at_its_holder(tmp_path_factory):
+    """numpy work under one model lock (fixtures/recorded/lock_contention_kernel): its holders
+    run while the others wait, so the lock's holder is the end."""
+    found = _analyses(tmp_path_factory, "lock_contention_kernel", "numpy_read_as_lock")[ProcessRole.SINGLE]
+    (holding,) = found.lock_holdings.values()
+    assert holding.lock.qualified == "Model._lock" and holding.wait is None
+    chain = next(c for c in found.chains if c.first.label.endswith(holding.key.rpartition(":")[2]))
+    assert len(chain.hops) == 1 and chain.end == ChainEnd.LOCK_HOLDER
+
+
+def test_locks_the_source_names_alike_are_not_followed_to_each_others_holders(tmp_path_factory):
+    """`self.locks[i]`, one lock per model replica (fixtures/recorded/grpc_locked_busy_machine):
+    two futexes, one name; a thread holding one is no holder of the other."""
+    found = _analyses(tmp_path_factory, "grpc_locked_busy_machine", "compute_bound_led")[ProcessRole.WORKER]
+    assert not found.lock_holdings
+    assert all(len(c.hops) == 1 for c in found.chains if c.first.resource == ResourceKind.LOCK)
+
+
 def test_threads_queued_on_a_gil_held_asleep_end_at_its_holder(tmp_path_factory):
     found = _analyses(tmp_path_factory, "gil_held_asleep_busy_machine", "front_end_8_threads")[ProcessRole.SINGLE]
     chain = found.chains[0]
@@ -223,7 +265,8 @@ def test_underloaded_takes_off_the_time_waiting_on_a_backend_at_capacity_and_onl
     (fixtures/recorded/lock_across_saturated_backend): the holder's share of time on the backend
     is the workers' time spent there, not waiting for work."""
     found = _analyses(tmp_path_factory, "lock_across_saturated_backend", "front_end_16_threads")[ProcessRole.SINGLE]
-    assert found.chains[0].end == ChainEnd.LOCK_HOLDER and len(found.chains[0].waiters) == 16
+    assert found.chains[0].first.resource == ResourceKind.LOCK and len(found.chains[0].waiters) == 16
+    # the holders' own waits on the backend: the chain whose first hop is the socket
     (backend,) = [c for c in found.chains if c.local_servers]
     assert backend.end == ChainEnd.LOCAL_SERVER
     workers = [int(t) for t in found.request_threads["tid"]]
