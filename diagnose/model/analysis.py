@@ -26,7 +26,7 @@ from diagnose.model.table import StackTable, build_sample_table, classify_stacks
 from diagnose.vocab import ACTIVE, PARKING_KINDS, RUNNING, STATES, ProcessRole, ThreadRole, ThreadState
 
 if TYPE_CHECKING:  # imported where used at run time: these modules read the Analysis
-    from diagnose.model.chains import Chain
+    from diagnose.model.chains import Chain, ChainContext
     from diagnose.model.children import ChildProcesses
     from diagnose.model.syscall_sites import SyscallSamples
     from diagnose.model.poll_loops import PollLoops
@@ -119,15 +119,24 @@ class Analysis:
         wait ends, most thread-time first (model/chains.py); none without the kernel's record.
         backend_saturated and underloaded ask it which of their threads' waits a local server
         ends."""
-        from diagnose.model.chains import ChainContext, follow_chains
+        from diagnose.model.chains import follow_chains
         if self.kernel is None:
             return ()
         # a library's transport threads serve the process's own machinery, never a request
         tids = [int(r.tid) for r in self.threads.itertuples() if r.role != ThreadRole.LIBRARY]
         window = self.os.window_s if self.os is not None else 0.0
         knotted = {h.wait.thread.tid for k in self.knots for h in (*k.members, *k.victims)}
-        context = ChainContext(self.kernel.pid, self.servers, self.gil_holding, self.lock_holdings)
-        return follow_chains(self.kernel, tids, window, context, knotted)
+        return follow_chains(self.kernel, tids, window, self.chain_context, knotted)
+
+    @functools.cached_property
+    def chain_context(self) -> ChainContext:
+        """What the chains' server rules read of this process besides its waits: the servers
+        read beside it, its GIL's holding, its locks' holders (model/chains.py)."""
+        from diagnose.model.chains import ChainContext
+        from diagnose.model.counters import wanted_cores
+        from diagnose.model.gil_holder import blocked_share
+        return ChainContext(self.kernel.pid if self.kernel is not None else None, self.servers, self.gil_holding,
+                            blocked_share(self.gil_holding, wanted_cores(self.os)), self.lock_holdings)
 
     @functools.cached_property
     def lock_holdings(self) -> Mapping[str, LockHolding]:

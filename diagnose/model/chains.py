@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, GilHolding
+from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, LOCK_RESOURCES, GilHolding
 from diagnose.model.kernel_waits import KernelView, WaitObject
 from diagnose.model.lock_holders import LockHolding
 from diagnose.model.servers import ServerProcess
@@ -127,6 +127,9 @@ class ChainContext:
     pid: int | None  # the process whose thread waits
     servers: Mapping[int, ServerProcess]  # every local server read beside the service, by pid
     gil: GilHolding | None = None  # its GIL's holding, where read (the service's own process)
+    # how often that holder was blocked holding it: the kernel's instants or the counters' CPU,
+    # whichever says more (gil_holder.blocked_share), as gil_contention reads it
+    gil_blocked: float = 0.0
     # its locks' holders and what they did while others waited, by the kernel's lock key
     # (model/lock_holders.py), where read (the service's own process)
     locks: Mapping[str, LockHolding] = field(default_factory=dict)
@@ -185,17 +188,28 @@ def _pipe(obj: WaitObject, context: ChainContext) -> Step:
     return Step((hop,), ChainEnd.LOCAL_PEER if obj.holders else ChainEnd.UNKNOWN)
 
 
-def _gil(obj: WaitObject, context: ChainContext) -> Step:
-    """The GIL's holder; where it was mostly blocked on a lock while another thread ran (the
-    one holding that lock without the GIL, model/gil_holder.py), that lock and that thread."""
-    hop = Hop(ResourceKind.GIL, obj.label)
+def gil_holder_wait(context: ChainContext) -> Hop | None:
+    """What the GIL's holder slept on while it held the GIL, where it was blocked most of the
+    time it held it (model/gil_holder.py): a lock, with the thread running while the holder
+    waited for it (the one holding that lock without the GIL), a timer, a socket... None where
+    the holder ran, or was not read. gil_contention asks this of the GIL, as the chains do."""
     held = context.gil
-    if (held is None or not held.on_a_lock or held.lock_runner is None or held.holder_wait_kind is None
-            or held.blocked_share < HELD_ASLEEP_SHARE):
-        return Step((hop,), ChainEnd.GIL_HOLDER)
-    lock = Hop(held.holder_wait_kind, held.holder_wait, share=round(held.blocked_share * held.holder_wait_share, 4),
+    if held is None or held.holder_wait_kind is None or context.gil_blocked < HELD_ASLEEP_SHARE:
+        return None
+    # its share of the time the holder held the GIL, by the blocked share that decided the hop
+    return Hop(held.holder_wait_kind, held.holder_wait, share=round(context.gil_blocked * held.holder_wait_share, 4),
                thread=held.lock_runner)
-    return Step((hop, lock), ChainEnd.LOCK_HOLDER)
+
+
+def _gil(obj: WaitObject, context: ChainContext) -> Step:
+    """The GIL's holder, and what it slept on holding it (gil_holder_wait): a lock's holder
+    ends the chain there; any other wait is the holder's own (the kernel names no object to
+    follow it by)."""
+    hop = Hop(ResourceKind.GIL, obj.label)
+    waited = gil_holder_wait(context)
+    if waited is None:
+        return Step((hop,), ChainEnd.GIL_HOLDER)
+    return Step((hop, waited), ChainEnd.LOCK_HOLDER if waited.resource in LOCK_RESOURCES else ChainEnd.GIL_HOLDER)
 
 
 def _held(obj: WaitObject, context: ChainContext) -> Step:

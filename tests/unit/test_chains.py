@@ -12,12 +12,13 @@ from dataclasses import replace
 
 import pytest
 
-from diagnose.checks import backend_saturated, underloaded
+from diagnose.checks import backend_saturated, gil_contention, underloaded
 from diagnose.checks.base import NotApplicable
 from diagnose.checks.engine import describe_activity
 from diagnose.model.analysis import Analysis
 from diagnose.model.chain_words import chain_line
-from diagnose.model.chains import AT_CAPACITY, MAX_HOPS, SERVER_RULES, ChainContext, follow
+from diagnose.model.chains import AT_CAPACITY, MAX_HOPS, SERVER_RULES, ChainContext, follow, gil_holder_wait
+from diagnose.model.gil_holder import HELD_ASLEEP_SHARE
 from diagnose.model.kernel_waits import Blocking, WaitObject
 from diagnose.model.servers import ServerProcess
 from diagnose.vocab import ChainEnd, ProcessRole, ResourceKind
@@ -222,11 +223,48 @@ def test_locks_the_source_names_alike_are_not_followed_to_each_others_holders(tm
     assert all(len(c.hops) == 1 for c in found.chains if c.first.resource == ResourceKind.LOCK)
 
 
-def test_threads_queued_on_a_gil_held_asleep_end_at_its_holder(tmp_path_factory):
+def test_threads_queued_on_a_gil_held_asleep_end_at_its_holder_asleep_in_its_call(tmp_path_factory):
+    """8 threads behind a GIL held across a sleep in a C call (gil_held_asleep_busy_machine): the
+    holder was blocked most of the time it held it (by the counters' CPU: the kernel's instants
+    on a busy machine see other threads runnable), asleep in a timer."""
     found = _analyses(tmp_path_factory, "gil_held_asleep_busy_machine", "front_end_8_threads")[ProcessRole.SINGLE]
     chain = found.chains[0]
-    assert [h.resource for h in chain.hops] == [ResourceKind.GIL]
+    assert [h.resource for h in chain.hops] == [ResourceKind.GIL, ResourceKind.SLEEP]
+    holding = found.gil_holding
+    assert holding is not None and holding.blocked_share < HELD_ASLEEP_SHARE <= found.chain_context.gil_blocked
+    assert chain.last.share == round(found.chain_context.gil_blocked * holding.holder_wait_share, 4)
     assert chain.end == ChainEnd.GIL_HOLDER
+    assert chain_line(chain).endswith(f"→ the GIL → a timer or signal ({chain.last.share:.0%} of the time) "
+                                      "→ end: the GIL's holder")
+
+
+def test_gil_contention_names_the_holders_wait_the_gils_server_rule_names(tmp_path_factory):
+    """gil_contention's "holder blocked on ..." words, its runner and its lever come from the hop
+    past the GIL (chains.gil_holder_wait), as the chains print it."""
+    sqlite = _analyses(tmp_path_factory, "sqlite_shared_busy_machine", "scheduler_overhead_led")[ProcessRole.SINGLE]
+    waited = gil_holder_wait(sqlite.chain_context)
+    chain = next(c for c in sqlite.chains if c.first.resource == ResourceKind.GIL)
+    assert waited is not None and chain.hops[1] == waited and waited.thread is not None
+    found = gil_contention.run(sqlite, gil_contention.Settings())
+    assert not isinstance(found, NotApplicable)
+    address = waited.label.removeprefix("lock at ")
+    assert f"blocked on a native lock (futex {address})" in found.summary
+    assert f", a lock held by {_thread_name(sqlite, waited.thread)}" in found.summary
+    assert str(found.value("gil_holder_wait").value).startswith(f"{waited.label} (")
+    assert found.evidence.get("fix") == {"knob": "per_thread_instance", "value": found.sites[0].function}
+    # a holding whose hop the rule does not take (its blocked share under the line) names none
+    unfollowed = replace(sqlite)
+    unfollowed.chain_context = replace(sqlite.chain_context, gil_blocked=0.0)  # its cached reading
+    assert gil_holder_wait(unfollowed.chain_context) is None
+    blind = gil_contention.run(unfollowed, gil_contention.Settings())
+    assert not isinstance(blind, NotApplicable)
+    assert "native lock" not in blind.summary and "a lock held by" not in blind.summary
+    assert blind.value("gil_holder_wait").value == "not seen"
+
+
+def _thread_name(analysis: Analysis, tid: int) -> str:
+    rows = analysis.threads[analysis.threads["tid"] == tid]
+    return str(rows["name"].iloc[0])
 
 
 def test_a_knots_threads_and_those_waiting_into_it_end_at_the_knot(tmp_path_factory):
