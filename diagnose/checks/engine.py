@@ -13,7 +13,7 @@ from diagnose.checks.calibration import fared_words
 from diagnose.checks.registry import CHECKS  # the causal order
 from diagnose.checks.spec import REQUIREMENTS, SEEN_BY, CheckSettings, CheckSpec, Input
 from diagnose.classify.rules_file import validate
-from diagnose.vocab import INFO_SCORE, SEVERITIES, Confidence, Severity, ThreadState
+from diagnose.vocab import INFO_SCORE, SEVERITIES, ChainEnd, Confidence, Severity, ThreadState
 from diagnose.report.model.findings import Verdict
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
@@ -245,14 +245,10 @@ def describe_activity(analysis: Analysis) -> str:
 
 
 def _chain_end(analysis: Analysis) -> str:
-    """Where the threads' waits end when no local process serves them: the remote address they
-    waited on most, as the kernel named it (model/servers.remote_waits)."""
-    from diagnose.model.servers import remote_waits
-
-    tids = [int(t) for t in analysis.threads["tid"]]
-    waits = remote_waits(analysis.kernel, tids)
-    if not waits:
+    """Where the threads' waits end when no local process serves them: the remote address of
+    the chain most waited on that ends there (model/chains.py, ChainEnd.REMOTE)."""
+    top = next((c for c in analysis.chains if c.end == ChainEnd.REMOTE), None)
+    if top is None:
         return ""
-    top = waits[0]
-    return (f"; {len(top.tids)} of them waited {100 * top.share:.0f}% of the window on connections to "
-            f"{top.address}, which no process on this host serves: the chain ends there")
+    return (f"; {len(top.waiters)} of them waited {100 * top.share:.0f}% of the window on connections to "
+            f"{top.first.address}, which no process on this host serves: the chain ends there")

@@ -31,7 +31,8 @@ from diagnose.checks.base import (Finding, Lever, LeverKind, NotApplicable, Scor
 from diagnose.checks.pipeline_gain import bound_by_bottleneck
 from diagnose.checks.vectorise_gain import Vectorised
 from diagnose.model.counters import holder_agreement, wanted_cores
-from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, GilHolding, blocked_share
+from diagnose.model.chains import Hop, gil_holder_wait
+from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, LOCK_RESOURCES, GilHolding, blocked_share
 from diagnose.model.kernel_waits import Blocking
 from diagnose.samples.profile import sums_by_code
 from diagnose.vocab import BUSY, GIL_BOUND, ThreadState, WaitKind
@@ -191,17 +192,22 @@ def _held_asleep(analysis: Analysis, settings: Settings) -> Finding | None:
     sites = [Site(analysis.frame(int(f)).function, analysis.frame(int(f)).file, analysis.frame(int(f)).line,
                   round(float(c) / total, 4) if total else 0.0) for f, c in top.items()]
     where = f" in {sites[0].function} ({sites[0].file.rsplit('/', 1)[-1]}:{sites[0].line})" if sites else ""
-    runner = _lock_runner(analysis, holding.lock_runner)
+    # what the holder slept on holding the GIL, and who ran meanwhile: the hop past the GIL the
+    # chains follow (model/chains.py), asked of the same holding and blocked share as here
+    waited = gil_holder_wait(analysis.chain_context)
+    on_a_lock = waited is not None and waited.resource in LOCK_RESOURCES
+    runner = _lock_runner(analysis, waited.thread if waited is not None else None)
     waits = ("asleep on the GIL's futex (the kernel)" if share == asleep_share else
              f"waiting for the GIL ({pct(asleep_share)} asleep on its futex, the kernel; the rest runnable "
              f"in its wait, the native frames)")
-    summary = (f"request threads spend {pct(share)} of their time {waits}; " + _holder_phrase(holding, cores, where)
+    summary = (f"request threads spend {pct(share)} of their time {waits}; "
+               + _holder_phrase(holding, waited, cores, where)
                + (f", a lock held by {runner} without the GIL: the {len(tids)} threads queue on that lock "
                   f"through the GIL" if runner else ""))
     # Released around the call, the threads' calls overlap: up to one per thread at once, until the
     # Python between the calls (the holder's running share, at most 1 - blocked) holds the GIL always.
     gain = min(float(len(tids)), 1.0 / max(1e-3, 1.0 - blocked))
-    how = "with an instance per thread" if holding.on_a_lock else "released around its call"
+    how = "with an instance per thread" if on_a_lock else "released around its call"
     basis = (f"estimate: the GIL's holder was blocked {pct(blocked)} of the time it held it; {how}, "
              f"the {len(tids)} threads' calls overlap: at most {len(tids)}x (one per "
              f"thread), and at most {1.0 / max(1e-3, 1.0 - blocked):.1f}x while the Python between the "
@@ -214,7 +220,7 @@ def _held_asleep(analysis: Analysis, settings: Settings) -> Finding | None:
             gain = max(1.0, free)
             basis += (f"; the lock's holder runs while it holds it, so the threads' work spreads over the "
                       f"{analysis.os.usable_cores:g} usable cores, {cores:.2f} in use: at most {gain:.1f}x")
-    if holding.on_a_lock:
+    if on_a_lock:
         # a native lock taken with the GIL held, held by a thread running with the GIL released
         # (one SQLite connection shared by the threads: its mutex)
         advice = [f"The GIL's holder waits{where} for a native lock another thread holds while it runs "
@@ -231,29 +237,31 @@ def _held_asleep(analysis: Analysis, settings: Settings) -> Finding | None:
                   "More cores, vectorising or fewer threads do not help: the holder sleeps, it does not compute."]
     evidence = GilEvidence(
         gil_wait_share=share, estimated=False, gil_holder_blocked_share=round(blocked, 4),
-        gil_holder_wait=(f"{holding.holder_wait} ({pct(holding.holder_wait_share)} of those instants)"
-                         if holding.holder_wait else "not seen"),
+        gil_holder_wait=(f"{waited.label} ({pct(holding.holder_wait_share)} of those instants)"
+                         if waited is not None else "not seen"),
         measured_cores=round(cores, 4) if cores is not None else None)
     if sites:
         # a lock the holder waits for with the GIL: an instance per thread; else release the GIL
         evidence = replace(evidence,
-                           fix=Fix("per_thread_instance" if holding.on_a_lock else "release_gil", sites[0].function))
+                           fix=Fix("per_thread_instance" if on_a_lock else "release_gil", sites[0].function))
     ticks = sum(kernel.ticks.get(t, 0) for t in tids)
     lever = Lever(LeverKind.REMOVE_WORK, round(gain, 2),
-                  "with an instance per thread" if holding.on_a_lock else "if the call released the GIL", basis,
+                  "with an instance per thread" if on_a_lock else "if the call released the GIL", basis,
                   upper_bound=True)
     return make_finding(ID, settings, ramp(share, settings.low, settings.high), summary, evidence, sites,
                         advice=advice, gain=(gain, basis), samples=ticks, levers=[lever],
                         basis=ScoreBasis("gil_wait_share", lambda s: ramp(s, settings.low, settings.high)))
 
 
-def _holder_phrase(holding: GilHolding, cores: float | None, where: str) -> str:
-    """What the holder did and how it was seen: named by the interpreter at each tick, or
-    inferred from the instants no thread of the process was on a CPU (and the CPU it used)."""
-    label = holding.holder_wait
-    if holding.on_a_lock and label.startswith("lock at "):
+def _holder_phrase(holding: GilHolding, waited: Hop | None, cores: float | None, where: str) -> str:
+    """What the holder did (`waited`: what it slept on, gil_holder_wait) and how it was seen:
+    named by the interpreter at each tick, or inferred from the instants no thread of the
+    process was on a CPU (and the CPU it used)."""
+    on_a_lock = waited is not None and waited.resource in LOCK_RESOURCES
+    label = waited.label if waited is not None else ""
+    if on_a_lock and label.startswith("lock at "):
         label = f"a native lock (futex {label.removeprefix('lock at ')})"
-    doing = ((f"blocked on {label}" if holding.on_a_lock else f"asleep in {label}") if label else "blocked")
+    doing = ((f"blocked on {label}" if on_a_lock else f"asleep in {label}") if label else "blocked")
     if holding.holder_read:
         return (f"its holder, read from the interpreter at {holding.contended_ticks} of those instants, was "
                 f"{doing}{where} at {pct(holding.blocked_share)} of them, holding the GIL")

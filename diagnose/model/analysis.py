@@ -26,7 +26,7 @@ from diagnose.model.table import StackTable, build_sample_table, classify_stacks
 from diagnose.vocab import ACTIVE, PARKING_KINDS, RUNNING, STATES, ProcessRole, ThreadRole, ThreadState
 
 if TYPE_CHECKING:  # imported where used at run time: these modules read the Analysis
-    from diagnose.model.chains import Chain
+    from diagnose.model.chains import Chain, ChainContext
     from diagnose.model.children import ChildProcesses
     from diagnose.model.syscall_sites import SyscallSamples
     from diagnose.model.poll_loops import PollLoops
@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # imported where used at run time: these modules read the Ana
     from diagnose.model.deadlock import Deadlock
     from diagnose.model.gil_holder import GilHolding
     from diagnose.model.knots import Knot
+    from diagnose.model.lock_holders import LockHolding
     from diagnose.model.native_pools import PoolSplit
     from diagnose.model.structure import StageThreads
     from diagnose.report.model.sections import EventLoop, Stage, Structure, WaitSite
@@ -118,15 +119,43 @@ class Analysis:
         wait ends, most thread-time first (model/chains.py); none without the kernel's record.
         backend_saturated and underloaded ask it which of their threads' waits a local server
         ends."""
-        from diagnose.model.chains import ChainContext, follow_chains
+        from diagnose.model.chains import follow_chains
         if self.kernel is None:
             return ()
         # a library's transport threads serve the process's own machinery, never a request
         tids = [int(r.tid) for r in self.threads.itertuples() if r.role != ThreadRole.LIBRARY]
         window = self.os.window_s if self.os is not None else 0.0
         knotted = {h.wait.thread.tid for k in self.knots for h in (*k.members, *k.victims)}
-        return follow_chains(self.kernel, tids, window, ChainContext(self.kernel.pid, self.servers, self.gil_holding),
-                             knotted)
+        return follow_chains(self.kernel, tids, window, self.chain_context, knotted)
+
+    @functools.cached_property
+    def chain_context(self) -> ChainContext:
+        """What the chains' server rules read of this process besides its waits: the servers
+        read beside it, its GIL's holding, its locks' holders (model/chains.py)."""
+        from diagnose.model.chains import ChainContext
+        from diagnose.model.counters import wanted_cores
+        from diagnose.model.gil_holder import blocked_share
+        return ChainContext(self.kernel.pid if self.kernel is not None else None, self.servers, self.gil_holding,
+                            blocked_share(self.gil_holding, wanted_cores(self.os)), self.lock_holdings)
+
+    @functools.cached_property
+    def lock_holdings(self) -> Mapping[str, LockHolding]:
+        """Per lock the kernel saw its threads wait on (its key), the threads the frames saw
+        holding it and what they waited on meanwhile (model/lock_holders.py); none without the
+        kernel's record or on a recording whose samples carry no instants of their own."""
+        from diagnose.model.lock_holders import lock_holdings
+        profile = self.profile
+        if self.kernel is None or profile.instants != "measured":
+            return {}
+
+        def frames(stack: int) -> list[Frame]:
+            return [self.frame(f) for f in profile.stacks[stack]]
+
+        def site(stack: int) -> int:
+            at, ids = int(self.stacks.site[stack]), profile.stacks[stack]
+            return next((i for i in range(len(ids) - 1, -1, -1) if ids[i] == at), -1) if at >= 0 else -1
+
+        return lock_holdings(self.kernel, _stack_changes(profile), profile.interval_s or 0.01, frames, site)
 
     @functools.cached_property
     def syscalls(self) -> SyscallSamples | None:

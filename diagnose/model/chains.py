@@ -2,29 +2,34 @@
 
 The kernel names what each blocked thread waits on (model/kernel_waits.WaitObject). A chain
 starts there and asks, hop by hop, who serves the wait: a socket's local process (read beside the
-service, model/servers.py), a pipe's other end, the GIL's holder, a lock's holder. Each resource
+service, model/servers.py), a pipe's other end, the GIL's holder, a lock's holder (named by the
+frames, model/lock_holders.py). Each resource
 kind has one server rule (SERVER_RULES); a rule names the hop and either ends the chain or hands
-on what the server itself waits on, which the next kind's rule reads. A local process below its
+on what the server itself waits on, which the next kind's rule reads: a lock whose holder mostly
+slept on something else while others waited (its socket to a backend) is followed there. A local process below its
 capacity whose threads mostly wait on one thing is followed there; at its capacity, its CPU is
 the end. A new kind of resource is a decoder and a rule here, not a new check: the checks ask
 the chains (Analysis.chains) where their threads' time ends.
 
 A chain groups the threads that waited on one wait object (its key) at least MIN_THREAD_SHARE
-of their ticks; its share and seconds are read the way model/servers.py's waits were, so a
-check that asked those asks this with the same numbers.
+of their ticks; its share and seconds are read the way model/servers.py's remote waits were
+(the share of each thread's /proc ticks), so the checks that asked those ask this with the same
+numbers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
-from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, GilHolding
+from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, LOCK_RESOURCES, GilHolding
 from diagnose.model.kernel_waits import KernelView, WaitObject
-from diagnose.model.servers import MIN_THREAD_SHARE, ServerProcess
+from diagnose.model.lock_holders import LockHolding
+from diagnose.model.servers import ServerProcess
 from diagnose.vocab import ChainEnd, ResourceKind
 
 MAX_HOPS = 6  # a chain longer than this stops, its end unknown
+MIN_THREAD_SHARE = 0.05  # a thread waiting on a server less often than this is not its client
 # A local server at this share of its capacity (ServerProcess.saturation) or more ends the
 # chain: its CPU is the limit, whatever its threads wait on besides.
 AT_CAPACITY = 0.6
@@ -122,17 +127,25 @@ class ChainContext:
     pid: int | None  # the process whose thread waits
     servers: Mapping[int, ServerProcess]  # every local server read beside the service, by pid
     gil: GilHolding | None = None  # its GIL's holding, where read (the service's own process)
+    # how often that holder was blocked holding it: the kernel's instants or the counters' CPU,
+    # whichever says more (gil_holder.blocked_share), as gil_contention reads it
+    gil_blocked: float = 0.0
+    # its locks' holders and what they did while others waited, by the kernel's lock key
+    # (model/lock_holders.py), where read (the service's own process)
+    locks: Mapping[str, LockHolding] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Step:
     """What a server rule says of one wait: its hops (the GIL's holder blocked on a lock is
-    two), then either the end or what the server waits on in turn, in process `within`."""
+    two), then either the end or what the server waits on in turn, in process `within`, and
+    the share of the server's time it does (the next hop's `share`)."""
 
     hops: tuple[Hop, ...]
     end: ChainEnd | None = None
     then: WaitObject | None = None
     within: int | None = None
+    share: float = 0.0
 
 
 ServerRule = Callable[[WaitObject, ChainContext], Step]
@@ -145,7 +158,7 @@ def _at_server(hop: Hop) -> Step:
         return Step((hop,), ChainEnd.LOCAL_SERVER)
     busiest = max(hop.processes, key=lambda s: s.cpu_cores)
     if busiest.top_wait_object is not None and busiest.top_wait_share >= FOLLOW_SHARE:
-        return Step((hop,), then=busiest.top_wait_object, within=busiest.pid)
+        return Step((hop,), then=busiest.top_wait_object, within=busiest.pid, share=busiest.top_wait_share)
     return Step((hop,), ChainEnd.LOCAL_SERVER)
 
 
@@ -175,24 +188,47 @@ def _pipe(obj: WaitObject, context: ChainContext) -> Step:
     return Step((hop,), ChainEnd.LOCAL_PEER if obj.holders else ChainEnd.UNKNOWN)
 
 
-def _gil(obj: WaitObject, context: ChainContext) -> Step:
-    """The GIL's holder; where it was mostly blocked on a lock while another thread ran (the
-    one holding that lock without the GIL, model/gil_holder.py), that lock and that thread."""
-    hop = Hop(ResourceKind.GIL, obj.label)
+def gil_holder_wait(context: ChainContext) -> Hop | None:
+    """What the GIL's holder slept on while it held the GIL, where it was blocked most of the
+    time it held it (model/gil_holder.py): a lock, with the thread running while the holder
+    waited for it (the one holding that lock without the GIL), a timer, a socket... None where
+    the holder ran, or was not read. gil_contention asks this of the GIL, as the chains do."""
     held = context.gil
-    if (held is None or not held.on_a_lock or held.lock_runner is None or held.holder_wait_kind is None
-            or held.blocked_share < HELD_ASLEEP_SHARE):
-        return Step((hop,), ChainEnd.GIL_HOLDER)
-    lock = Hop(held.holder_wait_kind, held.holder_wait, share=round(held.blocked_share * held.holder_wait_share, 4),
+    if held is None or held.holder_wait_kind is None or context.gil_blocked < HELD_ASLEEP_SHARE:
+        return None
+    # its share of the time the holder held the GIL, by the blocked share that decided the hop
+    return Hop(held.holder_wait_kind, held.holder_wait, share=round(context.gil_blocked * held.holder_wait_share, 4),
                thread=held.lock_runner)
-    return Step((hop, lock), ChainEnd.LOCK_HOLDER)
+
+
+def _gil(obj: WaitObject, context: ChainContext) -> Step:
+    """The GIL's holder, and what it slept on holding it (gil_holder_wait): a lock's holder
+    ends the chain there; any other wait is the holder's own (the kernel names no object to
+    follow it by)."""
+    hop = Hop(ResourceKind.GIL, obj.label)
+    waited = gil_holder_wait(context)
+    if waited is None:
+        return Step((hop,), ChainEnd.GIL_HOLDER)
+    return Step((hop, waited), ChainEnd.LOCK_HOLDER if waited.resource in LOCK_RESOURCES else ChainEnd.GIL_HOLDER)
 
 
 def _held(obj: WaitObject, context: ChainContext) -> Step:
-    """A lock, a file lock, a capacity: its holder ends the wait (the kernel names the
-    processes holding a file lock; a futex's holder it does not)."""
+    """A file lock, a capacity: its holder ends the wait (the kernel names the processes
+    holding a file lock)."""
     assert obj.resource is not None
     return Step((Hop(obj.resource, obj.label, pids=obj.holders),), ChainEnd.LOCK_HOLDER)
+
+
+def _lock(obj: WaitObject, context: ChainContext) -> Step:
+    """A lock: its holder, where the frames name the threads holding it (model/lock_holders.py).
+    A holder mostly asleep on something else while others waited is followed there, in its
+    own process: the lock's waiters wait on that in turn. A holder on a CPU, or one nothing
+    names, ends the chain."""
+    held = context.locks.get(obj.key)
+    hop = Hop(ResourceKind.LOCK, obj.label, pids=obj.holders, thread=held.thread if held is not None else None)
+    if held is None or held.wait is None or held.wait_share < FOLLOW_SHARE:
+        return Step((hop,), ChainEnd.LOCK_HOLDER)
+    return Step((hop,), then=held.wait, within=context.pid, share=held.wait_share)
 
 
 def _ends(end: ChainEnd) -> ServerRule:
@@ -206,7 +242,7 @@ def _ends(end: ChainEnd) -> ServerRule:
 # Per resource kind, who serves a wait on it.
 SERVER_RULES: Mapping[ResourceKind, ServerRule] = {
     ResourceKind.GIL: _gil,
-    ResourceKind.LOCK: _held,
+    ResourceKind.LOCK: _lock,
     ResourceKind.FILE_LOCK: _held,
     ResourceKind.CAPACITY: _held,  # its tokens' holders
     ResourceKind.PIPE: _pipe,
@@ -236,11 +272,12 @@ def follow(obj: WaitObject, context: ChainContext) -> tuple[tuple[Hop, ...], Cha
             return tuple(hops), step.end
         if step.then is None or len(hops) >= MAX_HOPS:
             return tuple(hops), ChainEnd.UNKNOWN
-        visited.add(step.within)
-        server = context.servers.get(step.within) if step.within is not None else None
-        share = server.top_wait_share if server is not None else 0.0
-        # a process past the first: its GIL's holder was not read
-        obj, context = step.then, ChainContext(step.within, context.servers)
+        share = step.share
+        if step.within != context.pid:
+            visited.add(step.within)
+            # a process past the first: its GIL's and its locks' holders were not read
+            context = ChainContext(step.within, context.servers)
+        obj = step.then
 
 
 def _grouped(kernel: KernelView, tids: Iterable[int]) -> dict[str, tuple[WaitObject, tuple[Waiter, ...]]]:
@@ -249,7 +286,6 @@ def _grouped(kernel: KernelView, tids: Iterable[int]) -> dict[str, tuple[WaitObj
     shares: dict[str, dict[int, float]] = {}
     first: dict[str, WaitObject] = {}
     holders: dict[str, tuple[int, ...]] = {}
-    outbound: dict[str, bool] = {}
     for tid in tids:
         waits = kernel.threads.get(tid)
         if waits is None:
@@ -262,13 +298,13 @@ def _grouped(kernel: KernelView, tids: Iterable[int]) -> dict[str, tuple[WaitObj
             per_thread[tid] = per_thread.get(tid, 0.0) + n / seen
             first.setdefault(obj.key, obj)
             holders[obj.key] = obj.holders
-            # a poll on a connection this process opened waits on its peer as a read does
-            outbound[obj.key] = outbound.get(obj.key, False) or obj.outbound
     out = {}
     for key, per_thread in shares.items():
         waiters = tuple(Waiter(t, v) for t, v in per_thread.items() if v >= MIN_THREAD_SHARE)
         if waiters:
-            out[key] = (replace(first[key], holders=holders[key], outbound=outbound[key]), waiters)
+            # one key, one side: a poll on a connection this process opened is decoded outbound
+            # as a read of it is (model/kernel_waits.py)
+            out[key] = (replace(first[key], holders=holders[key]), waiters)
     return out
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -289,11 +289,13 @@ class _Decoder:
         decoded = [self._descriptor(fd, "read") for fd in fds]
         # What the poll stands for: work arriving (a listening socket) before a pipe before a
         # connected socket; a loop that also watches its own wake-up pipe is a server's loop.
+        # The descriptor's wait as a read of it would be, side included: a poll on a connection
+        # this process opened waits on its peer as a recv on it does (Python's socket timeouts
+        # poll before each recv).
         for kind in (ResourceKind.LISTEN, ResourceKind.PIPE, ResourceKind.SOCKET):
             match = [d for d in decoded if d.resource == kind]
             if match:
-                return WaitObject(match[0].resource, match[0].key, match[0].label, match[0].blocking,
-                                  call, match[0].holders)
+                return replace(match[0], syscall=call)
         return WaitObject(ResourceKind.POLL, f"poll:{self.pid}:{tid}", f"{call} on {len(fds)} descriptors",
                           Blocking.OUTSIDE, call)
 

@@ -474,6 +474,14 @@ def _kind_index(obj: WaitObject, kinds: dict[tuple[str, str | None], WaitObject]
     return keyed.index(kinds[key])
 
 
+def stacks_at_ticks(changes: tuple[np.ndarray, np.ndarray], times: np.ndarray, interval_s: float) -> np.ndarray:
+    """Per /proc tick at `times`, the stack py-spy saw the thread keep then (-1: no stretch of
+    two samples or more held it), from the instants its stack changed (`changes`, a
+    timestamped recording): the matching settle_with_kernel votes with, for readers that ask
+    what a thread's code was doing at a tick (model/lock_holders.py)."""
+    return _Ticks.matched(*changes, times, np.zeros(len(times), dtype=np.int64), interval_s).stack
+
+
 @dataclass(frozen=True)
 class _Ticks:
     """One thread's kernel ticks, each with the stack py-spy saw the thread keep then (-1: none)

@@ -12,11 +12,10 @@ it ran a core's worth.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from diagnose.collect.procfs import ProcRecord, TreeRecord
-from diagnose.model.kernel_waits import Blocking, KernelView, WaitObject, kernel_view
+from diagnose.model.kernel_waits import Blocking, WaitObject, kernel_view
 from diagnose.model.os_summary import summarize
 from diagnose.vocab import ResourceKind
 from diagnose.report.redact import redact_argv  # a pure function on strings: any layer may redact
@@ -120,49 +119,3 @@ def _own_waits(record: ProcRecord, tree: TreeRecord) -> tuple[float, str, float,
     top = max(waits, key=lambda k: waits[k], default="")
     return gil / ticks, top, (waits[top] / ticks if top else 0.0), objects.get(top)
 
-
-MIN_THREAD_SHARE = 0.05  # a thread waiting on a server less often than this is not its client
-
-
-def _socket_clients(kernel: KernelView, tids: Iterable[int], wanted: Callable[[WaitObject], bool]
-                    ) -> dict[str, tuple[tuple[int, ...], dict[int, float]]]:
-    """For each peer address of the socket objects `wanted` takes (one address may come from
-    several calls: a recv, a poll), its servers and the threads among `tids` that waited on it
-    at least MIN_THREAD_SHARE of their ticks, with that share."""
-    shares: dict[str, dict[int, float]] = {}
-    holders: dict[str, tuple[int, ...]] = {}
-    for tid in tids:
-        waits = kernel.threads.get(tid)
-        if waits is None:
-            continue
-        seen = max(1, kernel.ticks.get(tid, waits.observations))
-        for obj, n in waits.objects:
-            if obj.resource != ResourceKind.SOCKET or not wanted(obj):
-                continue
-            address = obj.key.partition(":")[2]
-            per_thread = shares.setdefault(address, {})
-            per_thread[tid] = per_thread.get(tid, 0.0) + n / seen
-            holders[address] = obj.holders
-    return {address: (holders[address], clients) for address, per_thread in shares.items()
-            if (clients := {t: v for t, v in per_thread.items() if v >= MIN_THREAD_SHARE})}
-
-
-@dataclass(frozen=True)
-class RemoteWait:
-    """Threads waiting on connections to an address no local process listens on (another host,
-    another network namespace): the end of the chain this host can see."""
-
-    address: str
-    tids: tuple[int, ...]
-    share: float  # their mean share of /proc ticks waiting on it
-
-
-def remote_waits(kernel: KernelView | None, tids: Iterable[int]) -> list[RemoteWait]:
-    """For each connected socket's peer no local process serves, the threads among `tids`
-    that waited on it; the most waited first."""
-    if kernel is None:
-        return []
-    found = _socket_clients(kernel, tids, lambda obj: obj.outbound and not obj.holders)
-    out = [RemoteWait(address, tuple(sorted(clients)), round(sum(clients.values()) / len(clients), 4))
-           for address, (_, clients) in found.items()]
-    return sorted(out, key=lambda w: -w.share * len(w.tids))

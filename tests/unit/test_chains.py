@@ -1,8 +1,9 @@
 """Chains of waits (model/chains.py, model/chain_words.py): from what threads wait on, through
 who serves it, to the end of their wait, read from recorded attaches (fixtures/recorded/: a front
-end whose 16 request threads wait on a saturated backend, threads sharing one SQLite connection,
-a knot, a parent and its child), and the checks that ask the chains instead of the sockets
-(checks/backend_saturated.py, checks/underloaded.py)."""
+end whose 16 request threads wait on a saturated backend, or on one no local process serves,
+threads sharing one SQLite connection, a knot, a parent and its child), and the checks that ask
+the chains instead of the sockets (checks/backend_saturated.py, checks/underloaded.py,
+checks/engine.describe_activity)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ from dataclasses import replace
 
 import pytest
 
-from diagnose.checks import backend_saturated, underloaded
+from diagnose.checks import backend_saturated, gil_contention, underloaded
 from diagnose.checks.base import NotApplicable
+from diagnose.checks.engine import describe_activity
 from diagnose.model.analysis import Analysis
 from diagnose.model.chain_words import chain_line
-from diagnose.model.chains import MAX_HOPS, SERVER_RULES, ChainContext, follow
+from diagnose.model.chains import AT_CAPACITY, MAX_HOPS, SERVER_RULES, ChainContext, follow, gil_holder_wait
+from diagnose.model.gil_holder import HELD_ASLEEP_SHARE
 from diagnose.model.kernel_waits import Blocking, WaitObject
 from diagnose.model.servers import ServerProcess
 from diagnose.vocab import ChainEnd, ProcessRole, ResourceKind
@@ -136,6 +139,24 @@ def test_a_connection_no_local_process_serves_ends_at_its_remote_address():
     assert follow(accepted, context)[1] == ChainEnd.WAITING_FOR_WORK
 
 
+def test_the_activity_line_names_the_remote_end_of_the_chain_most_waited_on(tmp_path_factory):
+    """16 request threads on connections to a backend in another network namespace
+    (fixtures/recorded/remote_backend_netns): their chain ends at its address, and "no clear
+    bottleneck" says so from the chain (checks/engine.describe_activity)."""
+    found = _analyses(tmp_path_factory, "remote_backend_netns", "front_end_16_threads")[ProcessRole.SINGLE]
+    chain = found.chains[0]
+    assert chain.end == ChainEnd.REMOTE and len(chain.waiters) == 16 and chain.share > 0.9
+    assert [h.resource for h in chain.hops] == [ResourceKind.SOCKET] and not chain.first.pids
+    assert chain_line(chain).endswith(f"socket to {chain.first.address} → end: an address no local process serves")
+    assert describe_activity(found).endswith(
+        f"; 16 of them waited {chain.share:.0%} of the window on connections to {chain.first.address}, "
+        "which no process on this host serves: the chain ends there")
+    # a chain that does not end there names no address
+    knotted = replace(found)
+    knotted.chains = tuple(replace(c, end=ChainEnd.KNOT) for c in found.chains)  # its cached reading
+    assert "no process on this host" not in describe_activity(knotted)
+
+
 def test_a_backends_threads_reading_their_clients_connections_wait_for_work(tmp_path_factory):
     """The backend sampled with the front end (--follow-peers): its connection threads wait for
     their clients' next request, its main thread in accept."""
@@ -160,11 +181,90 @@ def test_threads_queued_on_the_gil_behind_a_native_lock_end_at_the_thread_runnin
     assert f"→ thread {holding.lock_runner} → end: the lock's holder" in chain_line(chain)
 
 
-def test_threads_queued_on_a_gil_held_asleep_end_at_its_holder(tmp_path_factory):
+def test_threads_queued_on_a_lock_whose_holder_waits_on_a_backend_end_at_the_backend(tmp_path_factory):
+    """16 request threads queued on one lock held across each call to a backend at capacity
+    (fixtures/recorded/lock_across_saturated_backend): the frames name the lock behind the
+    futex and its holders, the kernel what they slept on meanwhile (model/lock_holders.py), and
+    the chain goes lock -> socket -> the backend's process."""
+    found = _analyses(tmp_path_factory, "lock_across_saturated_backend", "front_end_16_threads")[ProcessRole.SINGLE]
+    chain = found.chains[0]
+    holding = found.lock_holdings[chain.first.label.replace("lock at ", f"futex:{found.kernel.pid}:")]
+    assert holding.lock.name == "guard" and holding.lock.location.endswith("remote_backend.py:121")
+    assert len(holding.threads) > 1 and holding.thread is None  # the request threads take turns
+    assert [h.resource for h in chain.hops] == [ResourceKind.LOCK, ResourceKind.SOCKET]
+    socket = chain.hops[1]
+    assert holding.wait is not None and socket.label == holding.wait.label
+    assert socket.share == holding.wait_share > 0.5
+    (backend,) = [c for c in found.chains if c.local_servers]
+    assert [s.pid for s in socket.processes] == [s.pid for s in backend.local_servers]
+    assert chain.end == ChainEnd.LOCAL_SERVER and chain.last.saturation >= AT_CAPACITY
+    (pid,) = socket.pids
+    assert chain_line(chain) == (
+        f"16 threads, {chain.share:.0%} of the time → {chain.first.label} → {socket.label} "
+        f"({socket.share:.0%} of the time) → pid {pid} ({socket.processes[0].program}): busiest thread "
+        f"{socket.processes[0].busiest_thread_cores:.2f} cores → end: the server at capacity")
+
+
+def test_a_lock_whose_holder_computes_under_it_ends_at_its_holder(tmp_path_factory):
+    """numpy work under one model lock (fixtures/recorded/lock_contention_kernel): its holders
+    run while the others wait, so the lock's holder is the end."""
+    found = _analyses(tmp_path_factory, "lock_contention_kernel", "numpy_read_as_lock")[ProcessRole.SINGLE]
+    (holding,) = found.lock_holdings.values()
+    assert holding.lock.qualified == "Model._lock" and holding.wait is None
+    chain = next(c for c in found.chains if c.first.label.endswith(holding.key.rpartition(":")[2]))
+    assert len(chain.hops) == 1 and chain.end == ChainEnd.LOCK_HOLDER
+
+
+def test_locks_the_source_names_alike_are_not_followed_to_each_others_holders(tmp_path_factory):
+    """`self.locks[i]`, one lock per model replica (fixtures/recorded/grpc_locked_busy_machine):
+    two futexes, one name; a thread holding one is no holder of the other."""
+    found = _analyses(tmp_path_factory, "grpc_locked_busy_machine", "compute_bound_led")[ProcessRole.WORKER]
+    assert not found.lock_holdings
+    assert all(len(c.hops) == 1 for c in found.chains if c.first.resource == ResourceKind.LOCK)
+
+
+def test_threads_queued_on_a_gil_held_asleep_end_at_its_holder_asleep_in_its_call(tmp_path_factory):
+    """8 threads behind a GIL held across a sleep in a C call (gil_held_asleep_busy_machine): the
+    holder was blocked most of the time it held it (by the counters' CPU: the kernel's instants
+    on a busy machine see other threads runnable), asleep in a timer."""
     found = _analyses(tmp_path_factory, "gil_held_asleep_busy_machine", "front_end_8_threads")[ProcessRole.SINGLE]
     chain = found.chains[0]
-    assert [h.resource for h in chain.hops] == [ResourceKind.GIL]
+    assert [h.resource for h in chain.hops] == [ResourceKind.GIL, ResourceKind.SLEEP]
+    holding = found.gil_holding
+    assert holding is not None and holding.blocked_share < HELD_ASLEEP_SHARE <= found.chain_context.gil_blocked
+    assert chain.last.share == round(found.chain_context.gil_blocked * holding.holder_wait_share, 4)
     assert chain.end == ChainEnd.GIL_HOLDER
+    assert chain_line(chain).endswith(f"→ the GIL → a timer or signal ({chain.last.share:.0%} of the time) "
+                                      "→ end: the GIL's holder")
+
+
+def test_gil_contention_names_the_holders_wait_the_gils_server_rule_names(tmp_path_factory):
+    """gil_contention's "holder blocked on ..." words, its runner and its lever come from the hop
+    past the GIL (chains.gil_holder_wait), as the chains print it."""
+    sqlite = _analyses(tmp_path_factory, "sqlite_shared_busy_machine", "scheduler_overhead_led")[ProcessRole.SINGLE]
+    waited = gil_holder_wait(sqlite.chain_context)
+    chain = next(c for c in sqlite.chains if c.first.resource == ResourceKind.GIL)
+    assert waited is not None and chain.hops[1] == waited and waited.thread is not None
+    found = gil_contention.run(sqlite, gil_contention.Settings())
+    assert not isinstance(found, NotApplicable)
+    address = waited.label.removeprefix("lock at ")
+    assert f"blocked on a native lock (futex {address})" in found.summary
+    assert f", a lock held by {_thread_name(sqlite, waited.thread)}" in found.summary
+    assert str(found.value("gil_holder_wait").value).startswith(f"{waited.label} (")
+    assert found.evidence.get("fix") == {"knob": "per_thread_instance", "value": found.sites[0].function}
+    # a holding whose hop the rule does not take (its blocked share under the line) names none
+    unfollowed = replace(sqlite)
+    unfollowed.chain_context = replace(sqlite.chain_context, gil_blocked=0.0)  # its cached reading
+    assert gil_holder_wait(unfollowed.chain_context) is None
+    blind = gil_contention.run(unfollowed, gil_contention.Settings())
+    assert not isinstance(blind, NotApplicable)
+    assert "native lock" not in blind.summary and "a lock held by" not in blind.summary
+    assert blind.value("gil_holder_wait").value == "not seen"
+
+
+def _thread_name(analysis: Analysis, tid: int) -> str:
+    rows = analysis.threads[analysis.threads["tid"] == tid]
+    return str(rows["name"].iloc[0])
 
 
 def test_a_knots_threads_and_those_waiting_into_it_end_at_the_knot(tmp_path_factory):
@@ -203,7 +303,8 @@ def test_underloaded_takes_off_the_time_waiting_on_a_backend_at_capacity_and_onl
     (fixtures/recorded/lock_across_saturated_backend): the holder's share of time on the backend
     is the workers' time spent there, not waiting for work."""
     found = _analyses(tmp_path_factory, "lock_across_saturated_backend", "front_end_16_threads")[ProcessRole.SINGLE]
-    assert found.chains[0].end == ChainEnd.LOCK_HOLDER and len(found.chains[0].waiters) == 16
+    assert found.chains[0].first.resource == ResourceKind.LOCK and len(found.chains[0].waiters) == 16
+    # the holders' own waits on the backend: the chain whose first hop is the socket
     (backend,) = [c for c in found.chains if c.local_servers]
     assert backend.end == ChainEnd.LOCAL_SERVER
     workers = [int(t) for t in found.request_threads["tid"]]

@@ -163,6 +163,20 @@ def test_waiting_for_a_connection_is_waiting_for_work():
     assert polled is not None and polled.resource == ResourceKind.LISTEN
 
 
+def test_a_poll_on_a_connection_it_opened_waits_on_the_peer_as_a_read_of_it_does():
+    """Python's socket timeouts poll before each recv: the poll is the client side's wait too,
+    so model/chains.py follows it to the peer (here, an address no local process serves)."""
+    rec = record_with(10, [(0.1, 11, READ, 9, 0, 0, ""), (0.2, 12, EPOLL, 7, 0, 0, "")],
+                      fds={9: "socket:[55]"}, watched={"epoll:7": [9]})
+    tree = tree_of(rec)
+    tree.sockets = {55: "tcp 203.0.113.9:5432"}
+    view = kernel_view(rec, tree)
+    read, polled = view.threads[11].top, view.threads[12].top
+    assert read is not None and polled is not None
+    assert polled.syscall == "epoll_wait" and polled.key == read.key == "socket:203.0.113.9:5432"
+    assert polled.outbound and read.outbound
+
+
 def test_wait4_waits_for_the_processes_children():
     rec = record_with(10, [(0.1, 11, WAIT4, 2**64 - 1, 0, 0, "")])
     tree = tree_of(rec, parents={10: None, 40: 10, 41: 10})
