@@ -135,8 +135,9 @@ class Analysis:
         from diagnose.model.chains import ChainContext
         from diagnose.model.counters import wanted_cores
         from diagnose.model.gil_holder import blocked_share
+        names = {int(t): str(n) for t, n in zip(self.threads["tid"], self.threads["name"]) if n}
         return ChainContext(self.kernel.pid if self.kernel is not None else None, self.servers, self.gil_holding,
-                            blocked_share(self.gil_holding, wanted_cores(self.os)), self.lock_holdings)
+                            blocked_share(self.gil_holding, wanted_cores(self.os)), self.lock_holdings, names)
 
     @functools.cached_property
     def lock_holdings(self) -> Mapping[str, LockHolding]:

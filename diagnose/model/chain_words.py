@@ -46,7 +46,7 @@ def _hop_words(hop: Hop) -> list[str]:
     servers = [_process_words(s) for s in hop.processes]
     servers += [f"pid {p}" for p in hop.pids if p not in read]
     if hop.thread is not None:
-        servers.append(f"thread {hop.thread}")
+        servers.append(f"{hop.thread_name} (thread {hop.thread})" if hop.thread_name else f"thread {hop.thread}")
     return [wait, ", ".join(servers)] if servers else [wait]
 
 

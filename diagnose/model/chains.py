@@ -52,6 +52,7 @@ class Hop:
     processes: tuple[ServerProcess, ...] = ()  # local processes serving it, read beside the service
     pids: tuple[int, ...] = ()  # processes the kernel names holding or serving it, read or not
     thread: int | None = None  # the thread serving it, where one is named (tid)
+    thread_name: str = ""  # that thread's name, as the profiled process named it
 
     @property
     def saturation(self) -> float:
@@ -133,6 +134,8 @@ class ChainContext:
     # its locks' holders and what they did while others waited, by the kernel's lock key
     # (model/lock_holders.py), where read (the service's own process)
     locks: Mapping[str, LockHolding] = field(default_factory=dict)
+    # its threads' names by tid: a hop names the thread serving it as the stacks do ("request-3")
+    thread_names: Mapping[int, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,11 @@ class Step:
 
 
 ServerRule = Callable[[WaitObject, ChainContext], Step]
+
+
+def _name(context: ChainContext, tid: int | None) -> str:
+    """The thread's name, as the profiled process named it; "" where unknown."""
+    return context.thread_names.get(tid, "") if tid is not None else ""
 
 
 def _at_server(hop: Hop) -> Step:
@@ -198,7 +206,7 @@ def gil_holder_wait(context: ChainContext) -> Hop | None:
         return None
     # its share of the time the holder held the GIL, by the blocked share that decided the hop
     return Hop(held.holder_wait_kind, held.holder_wait, share=round(context.gil_blocked * held.holder_wait_share, 4),
-               thread=held.lock_runner)
+               thread=held.lock_runner, thread_name=_name(context, held.lock_runner))
 
 
 def _gil(obj: WaitObject, context: ChainContext) -> Step:
@@ -225,7 +233,9 @@ def _lock(obj: WaitObject, context: ChainContext) -> Step:
     own process: the lock's waiters wait on that in turn. A holder on a CPU, or one nothing
     names, ends the chain."""
     held = context.locks.get(obj.key)
-    hop = Hop(ResourceKind.LOCK, obj.label, pids=obj.holders, thread=held.thread if held is not None else None)
+    holder = held.thread if held is not None else None
+    hop = Hop(ResourceKind.LOCK, obj.label, pids=obj.holders, thread=holder,
+              thread_name=_name(context, holder))
     if held is None or held.wait is None or held.wait_share < FOLLOW_SHARE:
         return Step((hop,), ChainEnd.LOCK_HOLDER)
     return Step((hop,), then=held.wait, within=context.pid, share=held.wait_share)

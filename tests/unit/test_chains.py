@@ -178,7 +178,10 @@ def test_threads_queued_on_the_gil_behind_a_native_lock_end_at_the_thread_runnin
     holding = found.gil_holding
     assert holding is not None and chain.last.thread == holding.lock_runner is not None
     assert chain.end == ChainEnd.LOCK_HOLDER
-    assert f"→ thread {holding.lock_runner} → end: the lock's holder" in chain_line(chain)
+    # the serving thread by the name its process gave it, as the verdict names it
+    name = _thread_name(found, holding.lock_runner)
+    assert name.startswith("request-")
+    assert f"→ {name} (thread {holding.lock_runner}) → end: the lock's holder" in chain_line(chain)
 
 
 def test_threads_queued_on_a_lock_whose_holder_waits_on_a_backend_end_at_the_backend(tmp_path_factory):
