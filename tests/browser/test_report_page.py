@@ -657,8 +657,11 @@ def low_confidence(data: dict, samples: int = 41) -> dict:
 
 def test_a_low_confidence_verdict_and_finding_carry_a_badge(lock_report, open_report, browser, tmp_path):
     html, report = lock_report
-    # a verdict on enough samples has no badge
-    assert report.verdict.confidence == "ok" and not any(f.low_confidence for f in report.findings)
+    # a verdict on enough samples has no badge, nor has any finding that shows a problem (one
+    # that shows none may rest on a loosely known share: compute_bound here, whose running
+    # samples were calibrated by a few native ones; its row carries no badge either)
+    assert report.verdict.confidence == "ok"
+    assert not any(f.low_confidence for f in report.findings if f.severity != "ok")
     opened = open_report(html)
     assert opened.page.locator(".conf-low").count() == 0
     opened.assert_clean()
