@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from diagnose.model.chain_words import chain_line
 from diagnose.model.chains import Chain, Hop
-from diagnose.model.service import Service
-from diagnose.vocab import ChainEnd, ThreadRole
+from diagnose.model.service import ProcessView, Service
+from diagnose.vocab import ChainEnd, ProcessRole, ThreadRole
 from diagnose.report.model.wait_chains import ChainHop, WaitChain
 
 MAX_CHAINS = 8  # lines the page and the report give them; the wait-for graph has every wait
@@ -23,32 +23,44 @@ MAX_CHAINS = 8  # lines the page and the report give them; the wait-for graph ha
 # threads' time.
 MIN_PROCESS_SHARE = 0.04
 HANGS = (ChainEnd.KNOT, ChainEnd.CYCLE)  # threads waiting on one another: stated whoever they are
+SUPERVISING = (ProcessRole.MASTER, ProcessRole.HELPER)  # processes that serve no request
 
 
 def reported_chains(service: Service) -> tuple[WaitChain, ...]:
-    """The chains the report states, most thread-time first: the request threads' and any
-    knot's; a service without request threads (a hung job, a loop that serves none) has only
-    its other threads' chains to say where its time ends, and states those."""
-    found: list[tuple[float, bool, WaitChain]] = []
+    """The chains the report states, most thread-time first: where the service's work waits.
+    Not a thread waiting for work, a supervising main thread (joining its workers, pacing a
+    loop) beside threads that do the work, or a master's or helper's wait: replayed, every
+    recording's report listed those ("lock ... end: the lock's holder", "end: unknown") beside
+    the requests' own chain, and a busy gunicorn tree's only line was its master's. A knot is
+    stated whoever waits in it."""
+    found: list[tuple[float, WaitChain]] = []
     for view in service.processes:
         analysis = view.analysis
         roles = {int(t): role for t, role in zip(analysis.threads["tid"], analysis.threads["role"])}
         # the threads the chains were drawn from (Analysis.chains leaves a library's out)
-        threads = sum(1 for role in roles.values() if role != ThreadRole.LIBRARY)
+        workers = [t for t, role in roles.items() if role != ThreadRole.LIBRARY]
+        supervising = view.role in SUPERVISING or any(t != view.pid for t in workers)
         for chain in analysis.chains:
             # threads waiting on it at once, over the process's threads: its share of their time
-            if not threads or chain.occupancy / threads < MIN_PROCESS_SHARE:
+            if not workers or chain.occupancy / len(workers) < MIN_PROCESS_SHARE:
                 continue
-            # a main thread joining its workers, a consumer waiting on its queue: a wait, but not
-            # one a request spends time in (every recording's report listed them as "the
-            # lock's holder" or "unknown" beside the requests' own chain)
-            requests = (chain.end in HANGS
-                        or any(roles.get(w.tid) == ThreadRole.REQUEST for w in chain.waiters))
-            found.append((chain.seconds, requests, reported(chain, view.pid)))
-    if any(requests for _, requests, _ in found):
-        found = [entry for entry in found if entry[1]]
-    found.sort(key=lambda entry: -entry[0])  # stable: a process's own order among equal times
-    return tuple(chain for _, _, chain in found[:MAX_CHAINS])
+            if chain.end not in HANGS and not _work_waits(chain, roles, view, supervising):
+                continue
+            found.append((chain.seconds, reported(chain, view.pid)))
+    found.sort(key=lambda pair: -pair[0])  # stable: a process's own order among equal times
+    return tuple(chain for _, chain in found[:MAX_CHAINS])
+
+
+def _work_waits(chain: Chain, roles: dict[int, ThreadRole], view: ProcessView, supervising: bool) -> bool:
+    """Some thread doing the process's work waits in it: not one waiting for work, not a master's
+    or helper's (but its wait for a child to exit), and not only the main thread where other
+    threads do the work."""
+    if view.role in SUPERVISING:
+        # blocked in wait4 on a child: a parent that waits for its child to exit, which is how a
+        # tree hangs (the child blocked writing to a pipe the parent never reads)
+        return chain.end == ChainEnd.CHILD
+    waiting = [w.tid for w in chain.waiters if roles.get(w.tid) != ThreadRole.IDLE]
+    return bool(waiting) and not (supervising and all(t == view.pid for t in waiting))
 
 
 def reported(chain: Chain, pid: int | None) -> WaitChain:

@@ -112,7 +112,7 @@ def _chain(threads: int, share: float, label: str) -> Chain:
 def _service(*processes: tuple[int, int, tuple[Chain, ...]]) -> SimpleNamespace:
     """A service of processes (pid, threads, chains), as reported_chains reads one."""
     return SimpleNamespace(processes=[
-        SimpleNamespace(pid=pid, analysis=SimpleNamespace(
+        SimpleNamespace(pid=pid, role=ProcessRole.WORKER, analysis=SimpleNamespace(
             threads=pd.DataFrame({"tid": range(threads), "role": ["request"] * (threads - 1) + ["library"]}),
             chains=chains))
         for pid, threads, chains in processes])
@@ -182,18 +182,26 @@ def test_a_report_without_chains_has_no_key_no_line_and_a_hidden_section():
 
 
 def test_a_wait_no_request_spends_time_in_is_left_out_beside_the_requests_own_chains():
-    # every recording's report listed its main thread joining the workers ("lock ... end: the
-    # lock's holder") or a queue consumer's wait ("... end: unknown") beside the requests' chain
-    requests = _chain(4, 0.9, "the GIL")
-    joining = Chain((Waiter(9, 1.0),), 10.0, (Hop(ResourceKind.LOCK, "lock at 0x1"),), ChainEnd.LOCK_HOLDER)
-    hung = Chain((Waiter(10, 1.0),), 10.0, (Hop(ResourceKind.LOCK, "lock at 0x2"),), ChainEnd.KNOT)
+    # replayed, every recording's report listed its main thread joining the workers ("lock ...
+    # end: the lock's holder") beside the requests' chain, and a busy gunicorn tree's only line
+    # was its master's own wait
+    pid = 100
+    main = Chain((Waiter(pid, 1.0),), 10.0, (Hop(ResourceKind.LOCK, "lock at 0x1"),), ChainEnd.LOCK_HOLDER)
+    backend = Chain(tuple(Waiter(t, 0.9) for t in range(4)), 10.0,
+                    (Hop(ResourceKind.SOCKET, "socket to 127.0.0.1:8000"),), ChainEnd.LOCAL_SERVER)
+    idle = Chain((Waiter(5, 1.0),), 10.0, (Hop(ResourceKind.SOCKET, "accept"),), ChainEnd.WAITING_FOR_WORK)
+    hung = Chain((Waiter(pid, 1.0),), 10.0, (Hop(ResourceKind.LOCK, "lock at 0x2"),), ChainEnd.KNOT)
+    child = Chain((Waiter(pid, 1.0),), 10.0, (Hop(ResourceKind.CHILD, "a child process"),), ChainEnd.CHILD)
 
-    def service(*chains: Chain) -> SimpleNamespace:
-        roles = ["request"] * 4 + ["other"] * 7
-        return SimpleNamespace(processes=[SimpleNamespace(pid=1, analysis=SimpleNamespace(
-            threads=pd.DataFrame({"tid": range(11), "role": roles}), chains=chains))])
+    def service(role: ProcessRole, tids: list[int], *chains: Chain) -> SimpleNamespace:
+        roles = ["idle" if t == 5 else "other" for t in tids]  # waiting threads are not "request"
+        return SimpleNamespace(processes=[SimpleNamespace(pid=pid, role=role, analysis=SimpleNamespace(
+            threads=pd.DataFrame({"tid": tids, "role": roles}), chains=chains))])
 
-    lines = [c.line for c in reported_chains(service(requests, joining, hung))]
-    assert len(lines) == 2 and "lock at 0x1" not in " ".join(lines), lines
-    # without a request thread to speak for, the other threads' chains say where time ends
-    assert [c.end for c in reported_chains(service(joining))] == [ChainEnd.LOCK_HOLDER]
+    threaded = [pid, 0, 1, 2, 3, 5]
+    lines = [c.line for c in reported_chains(service(ProcessRole.SINGLE, threaded, main, backend, idle, hung))]
+    assert len(lines) == 2 and "socket to 127.0.0.1:8000" in lines[0] and "knot" in lines[1], lines
+    # a process whose main thread is its only thread: its wait is its work's
+    assert [c.end for c in reported_chains(service(ProcessRole.SINGLE, [pid], main))] == [ChainEnd.LOCK_HOLDER]
+    # a master's own waits are not the requests', but its wait for a child to exit is how a tree hangs
+    assert [c.end for c in reported_chains(service(ProcessRole.MASTER, [pid], main, child))] == [ChainEnd.CHILD]
