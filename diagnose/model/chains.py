@@ -297,15 +297,11 @@ def _grouped(kernel: KernelView, tids: Iterable[int]) -> dict[str, tuple[WaitObj
     first: dict[str, WaitObject] = {}
     holders: dict[str, tuple[int, ...]] = {}
     for tid in tids:
-        waits = kernel.threads.get(tid)
-        if waits is None:
-            continue
-        seen = max(1, kernel.ticks.get(tid, waits.observations))
-        for obj, n in waits.objects:
+        for obj, share in kernel.shares(tid):
             if obj.resource is None:  # on a CPU
                 continue
             per_thread = shares.setdefault(obj.key, {})
-            per_thread[tid] = per_thread.get(tid, 0.0) + n / seen
+            per_thread[tid] = per_thread.get(tid, 0.0) + share
             first.setdefault(obj.key, obj)
             holders[obj.key] = obj.holders
     out = {}

@@ -114,13 +114,18 @@ class KernelView:
     def observations(self) -> int:
         return sum(t.observations for t in self.threads.values())
 
-    def blocked_share(self, tid: int, blocking: Blocking) -> float:
-        """The share of the thread's /proc ticks the kernel saw it blocked this way."""
+    def shares(self, tid: int) -> list[tuple[WaitObject, float]]:
+        """Each object the thread was seen on, with its share of the thread's /proc ticks
+        (running ones included); [] for a thread the kernel did not see."""
         waits = self.threads.get(tid)
         if waits is None:
-            return 0.0
-        n = sum(c for o, c in waits.objects if o.blocking == blocking)
-        return n / max(1, self.ticks.get(tid, waits.observations))
+            return []
+        seen = max(1, self.ticks.get(tid, waits.observations))
+        return [(obj, n / seen) for obj, n in waits.objects]
+
+    def blocked_share(self, tid: int, blocking: Blocking) -> float:
+        """The share of the thread's /proc ticks the kernel saw it blocked this way."""
+        return sum(share for obj, share in self.shares(tid) if obj.blocking == blocking)
 
 
 def kernel_view(record: ProcRecord | None, tree: TreeRecord | None = None) -> KernelView | None:
@@ -408,13 +413,9 @@ def serving_peer(kernel: KernelView | None, tids: list[int]) -> ServingPeer | No
         return None
     summed: dict[WaitObject, float] = {}
     for tid in tids:
-        waits = kernel.threads.get(tid)
-        if waits is None:
-            continue
-        seen = max(1, kernel.ticks.get(tid, waits.observations))
-        for obj, n in waits.objects:
+        for obj, share in kernel.shares(tid):
             if obj.resource in (ResourceKind.PIPE, ResourceKind.CHILD, ResourceKind.SOCKET) and obj.holders:
-                summed[obj] = summed.get(obj, 0.0) + n / seen
+                summed[obj] = summed.get(obj, 0.0) + share
     if not summed:
         return None
     best = max(summed, key=lambda o: summed[o])

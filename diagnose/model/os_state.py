@@ -582,14 +582,8 @@ FILE_LOCK_CALL = re.compile(r"\b(flock|lockf)\s*\(|F_(OFD_)?SETLKW")
 
 
 def _dominant_held(kernel: KernelView, tid: int) -> WaitObject | None:
-    waits = kernel.threads.get(tid)
-    if waits is None:
-        return None
-    seen = max(1, kernel.ticks.get(tid, waits.observations))
-    for obj, n in waits.objects:
-        if obj.blocking == Blocking.HELD and n / seen >= DOMINANT_SHARE:
-            return obj
-    return None
+    return next((obj for obj, share in kernel.shares(tid)
+                 if obj.blocking == Blocking.HELD and share >= DOMINANT_SHARE), None)
 
 
 def _file_lock_lines(kernel: KernelView, tids: np.ndarray, sites: np.ndarray, undecided: np.ndarray,
