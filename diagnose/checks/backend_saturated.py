@@ -34,7 +34,7 @@ from diagnose.checks.declare import declarations, key
 from diagnose.checks.measurements import OMITTED, Measurements, Omitted
 from diagnose.model.chains import Chain
 from diagnose.model.servers import ServerProcess
-from diagnose.vocab import ResourceKind, ThreadState
+from diagnose.vocab import ThreadState
 from diagnose.report.redact import redact_cmdline
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
@@ -89,7 +89,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     if analysis.kernel is None:
         return NotApplicable(ID, "needs the kernel's record of each blocked thread's wait (`attach`)")
     # the chains whose first hop a local process serves, read beside the service: its backends
-    waits = [c for c in analysis.chains if c.first.resource == ResourceKind.SOCKET and c.local_servers]
+    waits = [c for c in analysis.chains if c.at_local_backend]
     if not waits:
         return NotApplicable(ID, "no thread waited on a socket a local process serves")
     wait = waits[0]

@@ -29,7 +29,7 @@ from diagnose.checks.declare import declarations, key, shared_key
 from diagnose.checks.measurements import Measurements, Omitted
 from diagnose.checks.base import (Finding, NotApplicable, ScoreBasis, Site, make_finding, pct, ramp,
                                   short_path, top_sites)
-from diagnose.vocab import HANDLER_ROLES, ResourceKind, Severity, StageRole, ThreadRole, ThreadState, severity_rank
+from diagnose.vocab import HANDLER_ROLES, Severity, StageRole, ThreadRole, ThreadState, severity_rank
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
@@ -171,8 +171,7 @@ def _saturated_backend_share(analysis: Analysis, tids: list[int]) -> float:
     if not tids:
         return 0.0
     # most waited first among these threads, as the sum was always taken
-    backends = sorted((c.among(tids) for c in analysis.chains
-                       if c.first.resource == ResourceKind.SOCKET and c.local_servers), key=lambda c: -c.seconds)
+    backends = sorted((c.among(tids) for c in analysis.chains if c.at_local_backend), key=lambda c: -c.seconds)
     waited = sum(c.occupancy for c in backends if c.waiters and c.first.saturation >= SATURATED)
     return min(1.0, waited / len(tids))
 

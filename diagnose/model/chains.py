@@ -115,6 +115,12 @@ class Chain:
         """The local processes, read beside the service, serving what the threads wait on."""
         return self.first.processes
 
+    @property
+    def at_local_backend(self) -> bool:
+        """The threads wait on a connection to local processes read beside the service: the
+        backends backend_saturated and underloaded ask of."""
+        return self.first.resource == ResourceKind.SOCKET and bool(self.local_servers)
+
     def among(self, tids: Iterable[int]) -> Chain:
         """The same chain for those of its waiters among `tids` (none: no waiters)."""
         wanted = set(tids)
@@ -220,13 +226,6 @@ def _gil(obj: WaitObject, context: ChainContext) -> Step:
     return Step((hop, waited), ChainEnd.LOCK_HOLDER if waited.resource in LOCK_RESOURCES else ChainEnd.GIL_HOLDER)
 
 
-def _held(obj: WaitObject, context: ChainContext) -> Step:
-    """A file lock, a capacity: its holder ends the wait (the kernel names the processes
-    holding a file lock)."""
-    assert obj.resource is not None
-    return Step((Hop(obj.resource, obj.label, pids=obj.holders),), ChainEnd.LOCK_HOLDER)
-
-
 def _lock(obj: WaitObject, context: ChainContext) -> Step:
     """A lock: its holder, where the frames name the threads holding it (model/lock_holders.py).
     A holder mostly asleep on something else while others waited is followed there, in its
@@ -242,7 +241,8 @@ def _lock(obj: WaitObject, context: ChainContext) -> Step:
 
 
 def _ends(end: ChainEnd) -> ServerRule:
-    """A kind whose wait ends where it is: a timer, a listening socket, a child."""
+    """A kind whose wait ends where it is: a timer, a listening socket, a child; a file lock or
+    a capacity at its holders (the kernel names the processes holding a file lock)."""
     def rule(obj: WaitObject, context: ChainContext) -> Step:
         assert obj.resource is not None
         return Step((Hop(obj.resource, obj.label, pids=obj.holders),), end)
@@ -253,8 +253,8 @@ def _ends(end: ChainEnd) -> ServerRule:
 SERVER_RULES: Mapping[ResourceKind, ServerRule] = {
     ResourceKind.GIL: _gil,
     ResourceKind.LOCK: _lock,
-    ResourceKind.FILE_LOCK: _held,
-    ResourceKind.CAPACITY: _held,  # its tokens' holders
+    ResourceKind.FILE_LOCK: _ends(ChainEnd.LOCK_HOLDER),
+    ResourceKind.CAPACITY: _ends(ChainEnd.LOCK_HOLDER),  # its tokens' holders
     ResourceKind.PIPE: _pipe,
     ResourceKind.SOCKET: _socket,
     ResourceKind.LISTEN: _ends(ChainEnd.WAITING_FOR_WORK),
