@@ -29,6 +29,7 @@ What to do instead:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -98,8 +99,9 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
                         samples=found.request_samples)
 
 
-def _score_of(settings: Settings) -> ScoreBasis:
-    return ScoreBasis("poll_share", lambda s: ramp(s, settings.low, settings.high))
+def _basis(settings: Settings, gain_of: Callable[[float], float]) -> ScoreBasis:
+    """The score is a ramp on the poll's share; its gain as the pollers' case estimates it."""
+    return ScoreBasis("poll_share", lambda s: ramp(s, settings.low, settings.high), gain_of)
 
 
 def _advice(at: str, tasks: bool) -> str:
@@ -118,7 +120,7 @@ def _threads(analysis: Analysis, settings: Settings, tasks: AsyncPolls) -> Findi
     """Request threads asleep in a poll (model/poll_loops.py)."""
     found = analysis.poll_loops
     share = found.share
-    basis = _score_of(settings)
+    basis = _basis(settings, lambda s: serial_gain(s, analysis, "sleeping in the poll")[0])
     request_threads = found.request_threads
     top = found.loops[0]
     at = f"{top.function} ({short_path(top.file)}:{top.line})"
@@ -133,19 +135,17 @@ def _threads(analysis: Analysis, settings: Settings, tasks: AsyncPolls) -> Findi
     sites = [Site(p.function, p.file, p.line, round(p.share, 4)) for p in found.loops[:3]]
     return make_finding(ID, settings, basis.score_of(share), summary, evidence, sites,
                         advice=[_advice(at, tasks=False), *settings.advice], gain=(gain, gain_basis),
-                        samples=found.request_samples,
-                        basis=ScoreBasis(basis.key, basis.score_of,
-                                         lambda s: serial_gain(s, analysis, "sleeping in the poll")[0]))
+                        samples=found.request_samples, basis=basis)
 
 
 def _tasks(analysis: Analysis, settings: Settings, tasks: AsyncPolls) -> Finding:
     """Request tasks awaiting a poll's sleep (model/async_polls.py)."""
     share = tasks.share
-    basis = _score_of(settings)
     top = tasks.loops[0]
     at = f"{top.function} ({short_path(top.file)}:{top.line})"
     load = async_wait.loop_load(analysis)
     serving = load.serving if load is not None else None
+    basis = _basis(settings, lambda s: _task_gain(s, analysis, tasks, serving)[0])
     gain, gain_basis = _task_gain(share, analysis, tasks, serving)
     summary = (f"request tasks awaited a sleep {pct(share)} of their time polling at {at}, in the "
                f"while loop at line {top.loop_line} ({top.waiting_avg:.1f} of "
@@ -162,9 +162,7 @@ def _tasks(analysis: Analysis, settings: Settings, tasks: AsyncPolls) -> Finding
     observations = int(round(tasks.request_tasks_avg * tasks.reads))
     return make_finding(ID, settings, basis.score_of(share), summary, evidence, sites,
                         advice=[_advice(at, tasks=True), *settings.advice], gain=(gain, gain_basis),
-                        samples=observations,
-                        basis=ScoreBasis(basis.key, basis.score_of,
-                                         lambda s: _task_gain(s, analysis, tasks, serving)[0]))
+                        samples=observations, basis=basis)
 
 
 def _task_gain(share: float, analysis: Analysis, tasks: AsyncPolls, serving: float | None) -> tuple[float, str]:

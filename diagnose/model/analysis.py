@@ -153,8 +153,8 @@ class Analysis:
             return [self.frame(f) for f in profile.stacks[stack]]
 
         def site(stack: int) -> int:
-            at, ids = int(self.stacks.site[stack]), profile.stacks[stack]
-            return next((i for i in range(len(ids) - 1, -1, -1) if ids[i] == at), -1) if at >= 0 else -1
+            at = int(self.stacks.site[stack])
+            return profile.innermost_index(stack, at) if at >= 0 else -1
 
         return lock_holdings(self.kernel, _stack_changes(profile), profile.interval_s or 0.01, frames, site)
 

@@ -260,8 +260,7 @@ def _locks_of(analysis: SampledProcess, stack_ids: np.ndarray, site_frame: int
     uniform = True
     for sid in stack_ids.tolist():
         frames = [analysis.frame(f) for f in analysis.profile.stacks[int(sid)]]
-        site = next((i for i in range(len(frames) - 1, -1, -1)
-                     if analysis.profile.stacks[int(sid)][i] == site_frame), -1)
+        site = analysis.profile.innermost_index(int(sid), site_frame)
         if site < 0:
             return None
         lock = waited_at(frames, site)

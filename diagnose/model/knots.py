@@ -376,8 +376,7 @@ class _Reader:
         return [self.process.frame(f) for f in self.process.profile.stacks[stack]]
 
     def site_index(self, stack: int, site_frame: int) -> int:
-        ids = self.process.profile.stacks[stack]
-        return next((i for i in range(len(ids) - 1, -1, -1) if ids[i] == site_frame), -1)
+        return self.process.profile.innermost_index(stack, site_frame)
 
     def wait_of(self, b: _Blocked) -> Wait | None:
         frames = self.frames(b.stacks[0])

@@ -126,6 +126,12 @@ class Profile:
         entries stay valid."""
         return self._memo.setdefault(key, {})
 
+    def innermost_index(self, stack: int, frame_id: int) -> int:
+        """The index in stack `stack` (outermost first) of its innermost frame `frame_id`: where
+        a sample's site stands in its stack; -1 where the stack has no such frame."""
+        ids = self.stacks[stack]
+        return next((i for i in range(len(ids) - 1, -1, -1) if ids[i] == frame_id), -1)
+
     def stacks_with_any(self, frame_mask: npt.ArrayLike) -> npt.NDArray[np.bool_]:
         """Per stack id: True when any of its frames is marked in `frame_mask` (per frame id),
         by numpy over the stacks' frames laid end to end, not a Python walk per stack."""
