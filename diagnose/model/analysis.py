@@ -188,6 +188,12 @@ class Analysis:
         return float(sum(t.cpu_s for t in self._working_native_os_threads))
 
     @functools.cached_property
+    def working_native_system_s(self) -> float:
+        """System time the working native threads (working_native_threads) ran over the window,
+        by the kernel's counters; 0 without them."""
+        return float(sum(t.system_s or 0.0 for t in self._working_native_os_threads))
+
+    @functools.cached_property
     def _working_native_os_threads(self) -> list[ProcThread]:
         if self.os is None:
             return []

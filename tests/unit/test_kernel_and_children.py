@@ -329,3 +329,15 @@ def test_without_native_samples_the_threads_system_time_names_the_line_as_an_est
     assert "(an estimate)" in found.summary
     assert report.verdict.first_advice[0].startswith("Make fewer system calls at write_response")
     assert "estimate from the threads' system time" in report.verdict.first_advice[0]
+
+
+def test_an_intra_op_pools_spin_in_the_kernel_is_the_pools_fan_out_not_the_services_calls(tmp_path):
+    # CI's live blas_fanout attach on CPython 3.6 (fixtures/recorded/blas_fanout_starved): 8
+    # request threads fanning out into OpenBLAS beside the suite's other tests. The pool's one
+    # thread spun for work in sched_yield, 0.49 s of the process's 0.66 s of system time, and the
+    # verdict read kernel_work critical ("the kernel does most of the work, 63%": buffer the
+    # writes). The service's own calls made the rest.
+    report = replay("blas_fanout_starved", "py36_pool_spinning_in_the_kernel", tmp_path)
+    assert report.verdict.primary == "scheduler_overhead", report.verdict.headline
+    kernel = next(f for f in report.findings if f.id == kernel_work.ID)
+    assert kernel.evidence["kernel_cpu_s"] < 0.25 and "intra-op pool's own" in kernel.summary
