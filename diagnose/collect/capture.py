@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import psutil
 
-from diagnose.collect import activity, observer_cpu, priority, pyspy, target_state, tree
+from diagnose.collect import activity, observer_cpu, priority, pthread_ids, pyspy, target_state, tree
 from diagnose.collect.asyncio_tasks import AsyncioTaskSampler
 from diagnose.collect.plan import TreePlan, plan_tree, stop_lead_s
 from diagnose.collect.procfs import ProcRecord, TreeRecord, TreeSampler, cores_available, kept_argv
@@ -690,6 +690,7 @@ def _summarise(run: _Run, probed: _Probed, launched: _Launched, stopped: _Stoppe
     _note_window_end(run, launched, stopped, _sum_known(c[0] for _, c in counts), target_exited,
                      recorder_failure)
     written = _written_profiles(run, stopped, mains, counts, target_exited, recorder_failure)
+    pthread_ids.name_threads(tree_record, written)  # while the processes still run
     native_profiles = _native_profiles(natives, run.notes)
     record = tree_record.root_record
     target = Target(pid=pids[0], pids=tuple(pids), python=probed.probe.python_version,

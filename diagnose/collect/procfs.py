@@ -98,6 +98,9 @@ class ProcRecord:
     # A target in its own pid namespace (a container) knows its threads by other ids than ours,
     # and py-spy reports those: host tid -> the tid inside (status NSpid), where they differ.
     ns_tids: dict[int, int] = field(default_factory=dict)
+    # py-spy's pthread ids -> the kernel's thread ids (as the process numbers them), where py-spy
+    # named threads by pthread id (--nonblocking before CPython 3.11; collect/pthread_ids.py).
+    pthread_tids: dict[int, int] = field(default_factory=dict)
     # The process's own CPU (user, kernel) and its reaped children's at the first and the latest
     # snapshot (ProcessTimes.as_list each); empty in older recordings.
     process_cpu: list[list[float]] = field(default_factory=list)
@@ -118,6 +121,7 @@ class ProcRecord:
             "last": {str(k): vars(v) for k, v in self.last.items()},
             "kernel": self.kernel.to_dict() if self.kernel is not None else None,
             "ns_tids": {str(k): v for k, v in self.ns_tids.items()},
+            "pthread_tids": {str(k): v for k, v in self.pthread_tids.items()},
             "process_cpu": self.process_cpu,
             "gc": self.gc.to_dict() if self.gc is not None else None,
         }
@@ -136,6 +140,7 @@ class ProcRecord:
         rec.cpu_cgroup = data.get("cpu_cgroup")
         rec.thread_names = {int(k): v for k, v in data.get("thread_names", {}).items()}
         rec.ns_tids = {int(k): int(v) for k, v in (data.get("ns_tids") or {}).items()}
+        rec.pthread_tids = {int(k): int(v) for k, v in (data.get("pthread_tids") or {}).items()}
         rec.process_cpu = [[float(x) for x in c] for c in data.get("process_cpu") or []]
         if data.get("gc"):
             rec.gc = GcRecord.from_dict(data["gc"])

@@ -47,7 +47,8 @@ PARKED_SHARE = 0.9                  # thread) blocked in Event.wait()/join() nea
 PARKED_MAX_BUSY = 0.02              # and almost never running is not serving requests. A lock
 # convoy is never "parked", however long its threads wait.
 IDLE_SHARE = 0.5
-# A native thread on a core at least this share of the window works (Analysis.working_native_threads).
+# A native thread on a core, or runnable waiting for one, at least this share of the window works
+# (Analysis.working_native_threads).
 WORKING_CPU_SHARE = 0.02
 
 
@@ -175,10 +176,12 @@ class Analysis:
 
     @functools.cached_property
     def working_native_threads(self) -> int:
-        """Native threads that ran over the window (at least WORKING_CPU_SHARE of it on a core):
-        an intra-op pool that computes beside the request threads. A pool created at import and
-        never handed work (OpenBLAS's threads under a model too small to split) sleeps: it
-        competes for no core."""
+        """Native threads that ran over the window, or sat runnable waiting for a core (at least
+        WORKING_CPU_SHARE of it, run-queue wait included): an intra-op pool that computes beside
+        the request threads. A pool created at import and never handed work (OpenBLAS's threads
+        under a model too small to split) sleeps: it competes for no core. One that other
+        processes kept off the cores still competes for them: a CI attach on a machine whose
+        cores others held saw OpenBLAS's pool thread runnable all window, 0.08 s on a core."""
         return len(self._working_native_os_threads)
 
     @functools.cached_property
@@ -198,7 +201,12 @@ class Analysis:
         if self.os is None:
             return []
         least = WORKING_CPU_SHARE * self.os.window_s
-        return [thread for thread in self._native_os_threads if thread.cpu_s >= least]
+        if not self._threads_joined:
+            # Python's threads are among them, and starved ones sit runnable too: only a thread's
+            # own CPU speaks for it (CI's starved recording read "a pool of 9" by run-queue wait).
+            return [thread for thread in self._native_os_threads if thread.cpu_s >= least]
+        return [thread for thread in self._native_os_threads
+                if thread.cpu_s + (thread.runqueue_wait_s or 0.0) >= least]
 
     @functools.cached_property
     def _native_os_threads(self) -> list[ProcThread]:
@@ -207,6 +215,14 @@ class Analysis:
             return []
         python_tids = {int(t) for t in self.threads["tid"]}
         return [thread for tid, thread in self.os.threads.items() if tid not in python_tids]
+
+    @functools.cached_property
+    def _threads_joined(self) -> bool:
+        """The samples' thread ids are the kernel's: false for a recording that names threads by
+        pthread id with no map to the kernel's ids (made before the attach read one:
+        collect/pthread_ids.py), where every /proc thread looks native."""
+        python_tids = {int(t) for t in self.threads["tid"]}
+        return self.os is not None and not (python_tids and python_tids.isdisjoint(self.os.threads))
 
     @functools.cached_property
     def pool_splits(self) -> list[PoolSplit]:

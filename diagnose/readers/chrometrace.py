@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -361,6 +362,23 @@ def _key_tid(value) -> int:
         return int(value)
     except (TypeError, ValueError):
         return parse_tid(str(value))
+
+
+def name_by_kernel_ids(profile: Profile, pthread_tids: Mapping[int, Mapping[int, int]]) -> int:
+    """Renames the threads py-spy named by pthread id (--nonblocking before CPython 3.11) by
+    their kernel thread ids, per process (`pthread_tids`: pid -> pthread id -> tid, read from
+    the processes' memory at the attach: collect/pthread_ids.py), so that the /proc counters of
+    the same threads join them. Returns how many tracks were renamed."""
+    renamed = 0
+    for track in profile.threads:
+        names = pthread_tids.get(track.pid) if track.pid is not None else None
+        if not names or track.tid not in names:
+            continue
+        track.tid = names[track.tid]
+        for segment in track.segments or []:
+            segment[0] = names.get(int(segment[0]), segment[0])
+        renamed += 1
+    return renamed
 
 
 def close_exited_threads(profile: Profile, tree, margin_s: float = EXIT_MARGIN_S) -> int:

@@ -23,7 +23,7 @@ from diagnose.errors import BadProfile, NoSamples, OutputFailed
 from diagnose.heap import tune_for_analysis
 from diagnose.samples import source
 from diagnose.collect.task_recording import TaskRecording
-from diagnose.readers.chrometrace import close_exited_threads, regrid, settle_rate
+from diagnose.readers.chrometrace import close_exited_threads, name_by_kernel_ids, regrid, settle_rate
 from diagnose.readers.loaders import decode_input, load_profile, read_input
 from diagnose.model.analysis import Analysis
 from diagnose.samples.profile import Profile
@@ -103,6 +103,8 @@ def _settle_instants(profile: Profile, tree: TreeRecord | None, run: RunContext)
     if profile.instants != "measured":
         return run
     if tree is not None:
+        name_by_kernel_ids(profile, {pid: record.pthread_tids for pid, record in tree.records.items()
+                                     if record.pthread_tids})
         close_exited_threads(profile, tree)
     else:
         run = run.with_note(
