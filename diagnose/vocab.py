@@ -116,6 +116,7 @@ class ResourceKind(enum.StrEnum):
     SLEEP = "sleep"            # a timer (time.sleep), a signal wait
     POLL = "poll"              # poll / select / epoll on descriptors none of the above
     CAPACITY = "capacity"      # a semaphore or limiter asyncio tasks queue on
+    FUTURE = "future"          # a future worker threads resolve (run_in_executor, asyncio.to_thread)
     CPU_QUOTA = "cpu_quota"    # the cgroup's CPU quota
     OTHER = "other"
 
@@ -135,6 +136,9 @@ class ChainEnd(enum.StrEnum):
     TIMER = "timer"                # a sleep, a timer, a signal
     CYCLE = "cycle"                # back to a process already on the chain: the set serves itself
     KNOT = "knot"                  # threads waiting on one another, none running (model/knots.py)
+    # the worker threads a future or a capacity hands work to, every one taken, each waiting on
+    # a call whose own end is no limit (a sleep, an address outside): more of them serve more
+    WORKER_THREADS = "worker_threads"
     UNKNOWN = "unknown"            # a wait nothing here names a server for (a poll, another call)
 
 

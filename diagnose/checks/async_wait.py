@@ -43,12 +43,9 @@ What to do instead:
 from __future__ import annotations
 
 import math
-import re
-from collections import Counter
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-import numpy as np
 
 from diagnose.checks import event_loop_blocked
 from diagnose.checks.base import (Finding, NotApplicable, ScoreBasis, Site, amdahl, core_room,
@@ -58,13 +55,13 @@ from diagnose.checks.spec import Unit as U
 from diagnose.checks.declare import declarations, key, same_as, shared_key
 from diagnose.checks.measurements import OMITTED, Measurements, Omitted
 from diagnose.report.model.findings import Fix
-from diagnose.samples import source
-from diagnose.vocab import AwaitKind
-from diagnose.model.await_sites import WORKER_LOOP_FRAMES
+from diagnose.vocab import AwaitKind, ChainEnd
+from diagnose.model.chain_words import chain_line
+from diagnose.model.chains import Chain
+from diagnose.model.task_chains import all_taken
+from diagnose.model.worker_threads import ThreadHolders
 from diagnose.report.model import ProcessTasks, TaskAwaitSite
-from diagnose.model.event_loops import frame_owner
-from diagnose.samples.profile import Frame, frame_is
-from diagnose.vocab import CallbackKind, CodeOwner, ThreadState
+from diagnose.vocab import CallbackKind, ThreadState
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
@@ -130,9 +127,6 @@ KIND_WORDS = {
     AwaitKind.CAPACITY: "a capacity limiter",
 }
 
-_SITE_PACKAGES = re.compile(r"/(site|dist)-packages/")
-_LIB = re.compile(r"/lib/python\d+(\.\d+)?/(?:(?:site|dist)-packages/)?")
-_CALL = re.compile(r"([A-Za-z_][\w.]*)\s*\(")
 # What a worker thread's state says about where it is.
 STATE_WORDS = {
     ThreadState.IO: "a call outside the process", ThreadState.LOCK: "waiting on a lock",
@@ -140,93 +134,6 @@ STATE_WORDS = {
     ThreadState.NATIVE: "running native code",
 }
 OUTSIDE = (ThreadState.IO,)
-
-
-@dataclass(frozen=True)
-class ThreadHolders:
-    """What the worker threads holding a capacity's tokens did, from the stack samples."""
-
-    threads: int  # worker threads seen
-    busy_avg: float  # of them, busy (not waiting for work) on average
-    where: str  # "load_user → sock.recv": the innermost application frame and its call
-    site: Frame | None  # that application frame (its line)
-    share: float  # of the workers' busy samples, there
-    state: ThreadState | None  # the state most of those samples were in
-    samples: int  # busy samples of the worker threads
-
-
-def _module(file: str) -> str:
-    path = file.replace("\\", "/")
-    match = _LIB.search(path)
-    tail = path[match.end():] if match else path.rsplit("/", 1)[-1]
-    return tail.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
-
-
-def _is_app(frame: Frame) -> bool:
-    return frame_owner(frame) == CodeOwner.APP and not _SITE_PACKAGES.search(frame.file)
-
-
-def _call_on_line(frame: Frame) -> str:
-    try:
-        text = source.getline(frame.file, frame.line).split("#", 1)[0]
-    except Exception:  # unreadable source is no evidence either way
-        return ""
-    calls = _CALL.findall(text)
-    return calls[-1] if calls else ""
-
-
-def _holder_path(frames: list[Frame]) -> tuple[str, Frame | None]:
-    """("load_user → sock.recv", the load_user frame) for one worker stack (root first)."""
-    own = [i for i, f in enumerate(frames) if not f.native and _is_app(f)]
-    if not own:
-        return "", None
-    site = frames[own[-1]]
-    below = next((f for f in frames[own[-1] + 1:] if not f.native), None)
-    callee = f"{_module(below.file)}.{below.function}" if below is not None else _call_on_line(site)
-    return (f"{site.function} → {callee}" if callee else site.function), site
-
-
-def thread_holders(analysis: Analysis) -> ThreadHolders | None:
-    """The framework's worker threads and where, busy, they were; None when none was seen."""
-    profile = analysis.profile
-    samples = analysis.samples
-    if samples.empty or not profile.frames:
-        return None
-    loop_frames = np.array([any(frame_is(f, suffix, pattern) for suffix, pattern in WORKER_LOOP_FRAMES)
-                            for f in profile.frames], dtype=bool)
-    if not loop_frames.any():
-        return None
-    in_loop = profile.stacks_with_any(loop_frames)
-    rows = samples[in_loop[samples["stack"].to_numpy()]]
-    if rows.empty:
-        return None
-    threads = sorted(int(t) for t in rows["thread"].unique())
-    workers = samples[samples["thread"].isin(threads)]
-    busy = workers[workers["state"] != ThreadState.IDLE]
-    total = float(workers["count"].sum())
-    per_thread = total / len(threads)
-    busy_avg = float(busy["count"].sum()) / per_thread if per_thread else 0.0
-    tally: Counter[tuple[str, str, int]] = Counter()
-    states: dict[tuple[str, str, int], Counter[str]] = {}
-    sites: dict[tuple[str, str, int], Frame | None] = {}
-    paths: dict[int, tuple[str, Frame | None]] = {}
-    for stack, state, count in zip(busy["stack"].to_numpy(), busy["state"].to_numpy(),
-                                   busy["count"].to_numpy()):
-        sid = int(stack)
-        if sid not in paths:
-            paths[sid] = _holder_path([profile.frames[f] for f in profile.stacks[sid]])
-        where, site = paths[sid]
-        key = (where, site.file if site else "", site.line if site else 0)
-        tally[key] += int(count)
-        states.setdefault(key, Counter())[str(state)] += int(count)
-        sites[key] = site
-    busy_total = sum(tally.values())
-    if not busy_total:
-        return ThreadHolders(len(threads), busy_avg, "", None, 0.0, None, 0)
-    key, count = tally.most_common(1)[0]
-    state = ThreadState(states[key].most_common(1)[0][0])
-    return ThreadHolders(len(threads), busy_avg, key[0], sites[key], count / busy_total, state,
-                         busy_total)
 
 
 def holders_words(holders: ThreadHolders, tokens: int | None) -> str:
@@ -243,10 +150,15 @@ def holders_words(holders: ThreadHolders, tokens: int | None) -> str:
     return f"they are in {holders.where}{tail} {pct(holders.share)} of their busy time"
 
 
-def site_words(site: TaskAwaitSite) -> str:
+def site_words(site: TaskAwaitSite, workers: ThreadHolders | None = None) -> str:
+    """The site's primitive as "the ..." completes it. A future that worker threads resolve
+    (run_in_executor, asyncio.to_thread) is theirs, not another task's."""
     if site.kind == AwaitKind.CAPACITY and site.detail:
         return f"{site.detail} at {short_path(site.file)}:{site.line} ({site.function})"
     what = KIND_WORDS.get(site.kind, str(site.kind))
+    if site.kind == AwaitKind.FUTURE:
+        resolvers = "the worker threads" if workers is not None and workers.threads else "another task"
+        what = f"futures {resolvers} resolve{'' if workers is not None and workers.threads else 's'}"
     name = f" `{site.name}`" if site.name else ""
     return f"{what}{name} at {short_path(site.file)}:{site.line} ({site.function})"
 
@@ -316,14 +228,12 @@ def capacity_advice(site: TaskAwaitSite, holders: ThreadHolders | None, estimate
             Fix(THREAD_LIMITER_KNOB, reach))
 
 
-EXECUTOR_BUSY = 0.8  # of an executor's threads, busy on average: every one of them is taken
 EXECUTOR_KNOB = "executor_max_workers"
 
 
 def full_executor(site: TaskAwaitSite, holders: ThreadHolders | None) -> bool:
     """Requests await futures whose executor's threads are all taken."""
-    return (site.kind == AwaitKind.FUTURE and holders is not None and holders.threads > 0
-            and holders.busy_avg >= EXECUTOR_BUSY * holders.threads)
+    return site.kind == AwaitKind.FUTURE and holders is not None and all_taken(holders)
 
 
 def executor_workers(site: TaskAwaitSite, holders: ThreadHolders) -> int:
@@ -331,14 +241,20 @@ def executor_workers(site: TaskAwaitSite, holders: ThreadHolders) -> int:
     return max(math.ceil(site.waiting_avg + (site.holders_avg or 0.0)), holders.threads + 1)
 
 
-def executor_advice(site: TaskAwaitSite, holders: ThreadHolders, estimate: str, reach: int
-                    ) -> tuple[str, Fix | None]:
+def executor_advice(site: TaskAwaitSite, holders: ThreadHolders, estimate: str, reach: int,
+                    chain: Chain | None = None) -> tuple[str, Fix | None]:
     """The advice for requests awaiting futures an executor's threads resolve, every thread
     taken (run_in_executor, asyncio.to_thread, a ThreadPoolExecutor): the executor is the
     limit, not the code that awaits it."""
     said = holders_words(holders, None)
     busy = f"{holders.busy_avg:.1f} of its {holders.threads} threads busy on average"
     wanted = executor_workers(site, holders)
+    if chain is not None and chain.end != ChainEnd.WORKER_THREADS and len(chain.hops) > 1:
+        # the workers' own wait ends at a limit of its own (a server at capacity, a lock's
+        # holder): more workers would queue there
+        return (f"Requests wait {pct(site.share)} of their time for futures an executor's threads "
+                f"resolve ({busy}), and the threads wait in turn: {chain_line(chain)}. More workers "
+                f"would queue at that end: act there ({estimate} if it were gone).", None)
     if holders.state in OUTSIDE:
         return (f"Requests wait {pct(site.share)} of their time for futures an executor's threads "
                 f"resolve ({busy}; {said}): the executor is the limit. Give it about {wanted} "
@@ -354,9 +270,9 @@ def executor_advice(site: TaskAwaitSite, holders: ThreadHolders, estimate: str, 
 
 
 def first_advice(site: TaskAwaitSite, summary: ProcessTasks, gain: float,
-                 holders: ThreadHolders | None = None) -> tuple[str, Fix | None]:
+                 holders: ThreadHolders | None = None, chain: Chain | None = None) -> tuple[str, Fix | None]:
     """The advice for the top site, with the knob and value it proposes (or None)."""
-    where = site_words(site)
+    where = site_words(site, holders)
     name = f"`{site.name}`" if site.name else "it"
     estimate = (f"estimated {gain:.1f}x from Little's law on {summary.snapshots} reads of the "
                 f"tasks")
@@ -385,7 +301,7 @@ def first_advice(site: TaskAwaitSite, summary: ProcessTasks, gain: float,
                 f"({estimate}).", None)
     if full_executor(site, holders):
         assert holders is not None
-        return executor_advice(site, holders, estimate, reach)
+        return executor_advice(site, holders, estimate, reach, chain)
     if site.kind == AwaitKind.FUTURE:
         return (f"Requests wait {pct(site.share)} of their time for {where}: the task that "
                 f"resolves it (a batcher, a consumer) is the limit. Run bigger batches or "
@@ -427,7 +343,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                             basis=ScoreBasis("async_wait_share",
                                              lambda s: ramp(s, settings.low, settings.high)))
     top = _top_wait(analysis, local[0], busy, room)
-    advice, fix = first_advice(top.site, summary, top.gain, top.holders)
+    advice, fix = first_advice(top.site, summary, top.gain, top.holders, top.chain)
     text, evidence = _top_words(top, share, evidence, fix)
     basis = _gain_basis(summary, top, load, room)
     # The gain follows the share the score rests on, in proportion (the top site's part of it).
@@ -453,18 +369,25 @@ class _TopWait:
     # more at once: its size bounds the gain as much as the waits do.
     executor_bound: float | None
     gain: float
+    # the request tasks' chain through those threads to where their wait ends (model/task_chains.py)
+    chain: Chain | None = None
 
 
 def _top_wait(analysis: Analysis, top: TaskAwaitSite, busy: float | None, room: float | None) -> _TopWait:
     """The top site's gain (little_gain), bounded by its executor's size where that is full."""
     gain = little_gain(top.share, busy, room)
-    holders = thread_holders(analysis) if top.kind in (AwaitKind.CAPACITY, AwaitKind.FUTURE) else None
+    holders = analysis.worker_threads if top.kind in (AwaitKind.CAPACITY, AwaitKind.FUTURE) else None
+    # the chain through the workers, where it starts at this site (the top local site)
+    chain = next(iter(analysis.task_chains), None) if holders is not None else None
+    # more workers serve more at once only where the chain ends at them: a limit past them
+    # (a server at capacity, a lock's holder) is where the time goes
+    ends_at_workers = chain is None or chain.end == ChainEnd.WORKER_THREADS
     executor_bound = (executor_workers(top, holders) / holders.threads
                       if holders is not None and full_executor(top, holders) and holders.state in OUTSIDE
-                      else None)
+                      and ends_at_workers else None)
     if executor_bound is not None:
         gain = min(gain, executor_bound)
-    return _TopWait(top, holders, executor_bound, gain)
+    return _TopWait(top, holders, executor_bound, gain, chain)
 
 
 def _top_words(top_wait: _TopWait, share: float, evidence: AsyncWaitEvidence,
@@ -489,7 +412,7 @@ def _top_words(top_wait: _TopWait, share: float, evidence: AsyncWaitEvidence,
             evidence = _with_holders(holders, evidence)
         return text, evidence
     text = (f"{pct(share)} of request-task time waits on in-process asyncio primitives, most "
-            f"on the {site_words(top)}: {top.waiting_avg:.1f} tasks waiting on average, "
+            f"on the {site_words(top, holders)}: {top.waiting_avg:.1f} tasks waiting on average, "
             f"{top.waiting_max} at most")
     if top.capacity is not None:
         text += f", {top.capacity} permits"

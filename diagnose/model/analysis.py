@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # imported where used at run time: these modules read the Ana
     from diagnose.model.knots import Knot
     from diagnose.model.lock_holders import LockHolding
     from diagnose.model.native_pools import PoolSplit
+    from diagnose.model.worker_threads import ThreadHolders
     from diagnose.model.structure import StageThreads
     from diagnose.report.model.sections import EventLoop, Stage, Structure, WaitSite
 
@@ -128,6 +129,21 @@ class Analysis:
         window = self.os.window_s if self.os is not None else 0.0
         knotted = {h.wait.thread.tid for k in self.knots for h in (*k.members, *k.victims)}
         return follow_chains(self.kernel, tids, window, self.chain_context, knotted)
+
+    @functools.cached_property
+    def task_chains(self) -> tuple[Chain, ...]:
+        """The asyncio request tasks' chain of waits through the worker threads their futures or
+        capacity hand work to (model/task_chains.py); none without the tasks read or workers."""
+        from diagnose.model.task_chains import task_chains
+        window = self.os.window_s if self.os is not None else 0.0
+        return task_chains(self.await_sites, self.worker_threads, self.chains, window)
+
+    @functools.cached_property
+    def worker_threads(self) -> ThreadHolders | None:
+        """The threads serving work handed to threads (an executor's, AnyIO's) and where, busy,
+        they were; None where none was seen (model/worker_threads.py)."""
+        from diagnose.model.worker_threads import thread_holders
+        return thread_holders(self)
 
     @functools.cached_property
     def chain_context(self) -> ChainContext:

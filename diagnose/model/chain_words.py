@@ -26,14 +26,19 @@ END_WORDS = {
     ChainEnd.TIMER: "a timer or sleep",
     ChainEnd.CYCLE: "back into a process already on the chain",
     ChainEnd.KNOT: "a knot: threads waiting on one another, none running",
+    ChainEnd.WORKER_THREADS: "the worker threads, every one taken",
     ChainEnd.UNKNOWN: "unknown",
 }
 
 
 def chain_line(chain: Chain) -> str:
     """The chain as one line."""
-    n = len(chain.waiters)
-    parts = [f"{n} thread{'' if n == 1 else 's'}, {chain.share:.0%} of the time"]
+    if chain.tasks:  # asyncio request tasks (model/task_chains.py), on average over the reads
+        parts = [f"{chain.tasks:.0f} request task{'' if round(chain.tasks) == 1 else 's'}, "
+                 f"{chain.share:.0%} of their time"]
+    else:
+        n = len(chain.waiters)
+        parts = [f"{n} thread{'' if n == 1 else 's'}, {chain.share:.0%} of the time"]
     for hop in chain.hops:
         parts.extend(_hop_words(hop))
     return ARROW.join([*parts, f"end: {_end_words(chain)}"])
@@ -47,6 +52,9 @@ def _hop_words(hop: Hop) -> list[str]:
     servers += [f"pid {p}" for p in hop.pids if p not in read]
     if hop.thread is not None:
         servers.append(f"{hop.thread_name} (thread {hop.thread})" if hop.thread_name else f"thread {hop.thread}")
+    if hop.workers:
+        servers.append(f"{hop.workers} worker thread{'' if hop.workers == 1 else 's'}, "
+                       f"{hop.workers_busy:.1f} busy on average")
     return [wait, ", ".join(servers)] if servers else [wait]
 
 

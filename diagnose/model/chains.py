@@ -53,6 +53,10 @@ class Hop:
     pids: tuple[int, ...] = ()  # processes the kernel names holding or serving it, read or not
     thread: int | None = None  # the thread serving it, where one is named (tid)
     thread_name: str = ""  # that thread's name, as the profiled process named it
+    # worker threads serving it (an executor's, a capacity limiter's: model/task_chains.py) and
+    # how many of them were busy on average; 0 where no pool serves it
+    workers: int = 0
+    workers_busy: float = 0.0
 
     @property
     def saturation(self) -> float:
@@ -76,12 +80,16 @@ class Waiter:
 
 @dataclass(frozen=True)
 class Chain:
-    """Threads waiting on one thing, every hop from it to the end of their wait."""
+    """Threads waiting on one thing, every hop from it to the end of their wait; or asyncio
+    request tasks (model/task_chains.py), which no thread's stack shows waiting: then `tasks` and
+    `task_share` say how many waited and for what share of their time, and `waiters` is empty."""
 
     waiters: tuple[Waiter, ...]  # in the analysis's thread order
     window_s: float
     hops: tuple[Hop, ...]
     end: ChainEnd
+    tasks: float = 0.0  # request tasks waiting on the first hop, on average over the reads
+    task_share: float = 0.0  # of request-task time, the share spent waiting on it
 
     @property
     def tids(self) -> tuple[int, ...]:
@@ -89,18 +97,22 @@ class Chain:
 
     @property
     def share(self) -> float:
-        """The waiters' mean share of their ticks waiting on it."""
+        """The waiters' mean share of their ticks waiting on it (the tasks' share of their time)."""
+        if self.tasks:
+            return round(self.task_share, 4)
         return round(sum(w.share for w in self.waiters) / len(self.waiters), 4) if self.waiters else 0.0
 
     @property
     def seconds(self) -> float:
-        """Thread-seconds waited on it over the window."""
+        """Thread-seconds (task-seconds) waited on it over the window."""
+        if self.tasks:
+            return round(self.tasks * self.window_s, 3)
         return round(sum(w.share for w in self.waiters) * self.window_s, 3)
 
     @property
     def occupancy(self) -> float:
-        """Threads waiting on it at once, on average: requests in flight at its server."""
-        return self.share * len(self.waiters)
+        """Threads (tasks) waiting on it at once, on average: requests in flight at its server."""
+        return self.tasks if self.tasks else self.share * len(self.waiters)
 
     @property
     def first(self) -> Hop:
@@ -255,6 +267,7 @@ SERVER_RULES: Mapping[ResourceKind, ServerRule] = {
     ResourceKind.LOCK: _lock,
     ResourceKind.FILE_LOCK: _ends(ChainEnd.LOCK_HOLDER),
     ResourceKind.CAPACITY: _ends(ChainEnd.LOCK_HOLDER),  # its tokens' holders
+    ResourceKind.FUTURE: _ends(ChainEnd.WORKER_THREADS),  # tasks only: model/task_chains.py
     ResourceKind.PIPE: _pipe,
     ResourceKind.SOCKET: _socket,
     ResourceKind.LISTEN: _ends(ChainEnd.WAITING_FOR_WORK),

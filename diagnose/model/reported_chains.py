@@ -40,9 +40,16 @@ def reported_chains(service: Service) -> tuple[WaitChain, ...]:
         # the threads the chains were drawn from (Analysis.chains leaves a library's out)
         workers = [t for t, role in roles.items() if role != ThreadRole.LIBRARY]
         supervising = view.role in SUPERVISING or any(t != view.pid for t in workers)
+        # the request tasks' chains carry the worker threads' own wait as their hops
+        carried = set(analysis.worker_threads.tids) if analysis.task_chains and analysis.worker_threads else set()
+        for chain in analysis.task_chains:
+            if chain.share >= MIN_PROCESS_SHARE:  # of the request tasks' time
+                found.append((chain.seconds, reported(chain, view.pid)))
         for chain in analysis.chains:
             # threads waiting on it at once, over the process's threads: its share of their time
             if not workers or chain.occupancy / len(workers) < MIN_PROCESS_SHARE:
+                continue
+            if carried and {w.tid for w in chain.waiters} <= carried:
                 continue
             if chain.end not in HANGS and not _work_waits(chain, roles, view, supervising):
                 continue
@@ -66,11 +73,13 @@ def _work_waits(chain: Chain, roles: dict[int, ThreadRole], view: ProcessView, s
 def reported(chain: Chain, pid: int | None) -> WaitChain:
     """One chain of process `pid` as the report states it."""
     return WaitChain(pid=pid, threads=len(chain.waiters), share=chain.share, thread_seconds=chain.seconds,
-                     hops=tuple(_hop(h) for h in chain.hops), end=chain.end, line=chain_line(chain))
+                     hops=tuple(_hop(h) for h in chain.hops), end=chain.end, line=chain_line(chain),
+                     tasks=round(chain.tasks, 2) if chain.tasks else None)
 
 
 def _hop(hop: Hop) -> ChainHop:
     read = tuple(s.pid for s in hop.processes)
     return ChainHop(resource=hop.resource, label=hop.label, share=round(hop.share, 4), address=hop.address,
                     pids=read + tuple(p for p in hop.pids if p not in read), thread=hop.thread,
-                    saturation=round(hop.saturation, 4) if hop.processes else None)
+                    saturation=round(hop.saturation, 4) if hop.processes else None,
+                    workers=hop.workers or None, workers_busy=hop.workers_busy if hop.workers else None)

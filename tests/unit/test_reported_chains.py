@@ -114,7 +114,7 @@ def _service(*processes: tuple[int, int, tuple[Chain, ...]]) -> SimpleNamespace:
     return SimpleNamespace(processes=[
         SimpleNamespace(pid=pid, role=ProcessRole.WORKER, analysis=SimpleNamespace(
             threads=pd.DataFrame({"tid": range(threads), "role": ["request"] * (threads - 1) + ["library"]}),
-            chains=chains))
+            chains=chains, task_chains=(), worker_threads=None))
         for pid, threads, chains in processes])
 
 
@@ -196,7 +196,8 @@ def test_a_wait_no_request_spends_time_in_is_left_out_beside_the_requests_own_ch
     def service(role: ProcessRole, tids: list[int], *chains: Chain) -> SimpleNamespace:
         roles = ["idle" if t == 5 else "other" for t in tids]  # waiting threads are not "request"
         return SimpleNamespace(processes=[SimpleNamespace(pid=pid, role=role, analysis=SimpleNamespace(
-            threads=pd.DataFrame({"tid": tids, "role": roles}), chains=chains))])
+            threads=pd.DataFrame({"tid": tids, "role": roles}), chains=chains, task_chains=(),
+            worker_threads=None))])
 
     threaded = [pid, 0, 1, 2, 3, 5]
     lines = [c.line for c in reported_chains(service(ProcessRole.SINGLE, threaded, main, backend, idle, hung))]

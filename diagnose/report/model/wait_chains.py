@@ -35,6 +35,10 @@ class ChainHop:
     # how close to its capacity the processes read beside the service ran, 0-1 (their mean
     # ServerProcess.saturation); absent where none was read
     saturation: float | None = field(default=None, metadata=OPTIONAL)
+    # the worker threads serving it (an executor's, a capacity limiter's) and how many were busy
+    # on average; absent where no pool serves it
+    workers: int | None = field(default=None, metadata=OPTIONAL)
+    workers_busy: float | None = field(default=None, metadata=OPTIONAL)
 
 
 @dataclass(frozen=True)
@@ -48,3 +52,6 @@ class WaitChain:
     hops: tuple[ChainHop, ...]
     end: ChainEnd
     line: str  # the chain in one line (model/chain_words.chain_line)
+    # asyncio request tasks waiting on the first hop, on average (model/task_chains.py): then
+    # `threads` is 0, `share` is of the tasks' time and `thread_seconds` is task-seconds
+    tasks: float | None = field(default=None, metadata=OPTIONAL)

@@ -16,6 +16,7 @@
       pid: isInt(c.pid) ? /** @type {number} */ (c.pid) : null,
       threads: isInt(c.threads) ? /** @type {number} */ (c.threads) : 0,
       seconds: isNum(c.thread_seconds) ? c.thread_seconds : null,
+      tasks: isNum(c.tasks) && c.tasks > 0,  // asyncio request tasks: its seconds are task-seconds
       hops: arr(c.hops).length,
       end: str(c.end),
       line: str(c.line),
@@ -33,12 +34,13 @@
     section.hidden = !chains.length;
     if (!chains.length) return;
     root.appendChild(h('p', { class: 'muted small', text:
-      'Each line: threads of one process waiting on one thing, then every hop from it through who ' +
-      'serves it to where their wait ends; most thread-time first. Waits of a few percent of their ' +
+      'Each line: threads (or asyncio request tasks) of one process waiting on one thing, then ' +
+      'every hop from it through who serves it to where their wait ends; most thread-time first. Waits of a few percent of their ' +
       'process\u2019s thread time or less are left out: the wait-for graph has every wait.' }));
     const list = h('ol', { class: 'chain-list', id: 'wait-chains-list' });
     chains.forEach((c, i) => {
-      const seconds = c.seconds == null ? '' : ' \u00b7 ' + fmtNum(c.seconds) + ' thread-seconds';
+      const unit = c.tasks ? ' task-seconds' : ' thread-seconds';
+      const seconds = c.seconds == null ? '' : ' \u00b7 ' + fmtNum(c.seconds) + unit;
       list.appendChild(h('li', {
         class: 'chain-row', 'data-rank': i, 'data-pid': c.pid == null ? '' : c.pid, 'data-end': c.end,
         'data-threads': c.threads, 'data-hops': c.hops,

@@ -41,6 +41,7 @@
     sleep: ['timer', '#f1f3f6', '#6e7781', 'pill'],
     poll: ['poll', '#e7eefb', '#5b7bc4', 'pill'],
     capacity: ['capacity', '#fbf4da', '#9a7b06', 'hexagon'],
+    future: ['future', '#fbf4da', '#9a7b06', 'pill'],
     cpu_quota: ['CPU quota', '#fdf0e0', '#c46a00', 'slant'],
     other: ['resource', '#f1f3f6', '#6e7781', 'pill'],
   };
