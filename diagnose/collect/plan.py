@@ -11,7 +11,7 @@ window that still yields ~2,000 thread-samples, enough for the shares the checks
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from diagnose.collect.activity import ProcessActivity
 from diagnose.report.model.run import PlannedProcess
@@ -139,6 +139,13 @@ class TreePlan:
         """The plan of `pid`; a process born mid-window gets the busy rate, no calibration."""
         return next((p for p in self.processes if p.pid == pid),
                     PlannedProcess(pid, self.sampling.rate_hz, 0, True))
+
+
+def without_native(plan: TreePlan) -> TreePlan:
+    """The same plan with no native calibration (py-spy could not unwind the target natively)."""
+    sampling = replace(plan.sampling, native_rate_hz=0,
+                       reason=plan.sampling.reason.split(", plus native stacks", 1)[0])
+    return TreePlan(sampling, tuple(replace(p, native_rate_hz=0) for p in plan.processes))
 
 
 def saturates(busy: list[ProcessActivity], cores: int | None) -> bool:
