@@ -93,6 +93,17 @@
    holds for the kernel's work and the children's CPU (CPU_PART_CLAIMANTS): system time shows
    as the calling line running Python, a child's CPU in no sample at all, and the GIL's waits,
    the busy threads and preprocessing count the calling code's share of the samples as theirs.
+10. The cores other processes took (MACHINE_FINDINGS: cores_taken) rank by their score, never by
+   their gain: that gain is what the machine's other tenants would give back, not what a change
+   to the service buys, and on a shared machine it is large wherever the service is busy (the
+   recorded attaches beside CI's other tests: 2-13x each, whatever their own cause). The
+   service's own causes that predict a significant gain lead it; beside one that predicts none
+   the stronger score leads, and at equal scores the service's own cause (it is last in the
+   causal order). So where the service's own oversubscription (scheduler_overhead: its runnable
+   threads beyond its cores, or queued into a native pool, which cores_taken leaves out of its
+   score) holds strongly too, it leads or shares the verdict within its noise and cores_taken
+   is listed at its own severity (blas_fanout_py313: both 100, scheduler_overhead named); a
+   healthy service starved of cores has only cores_taken above the line.
 The verdict is the first finding (and its co-primary), unless it is weak (then the headline says
 what the threads did). A verdict whose first finding rests on fewer than confidence.MIN_SAMPLES
 samples says "low confidence" in its headline and is never critical (engine.verdict_for).
@@ -198,8 +209,12 @@ def _gain_surely_leads(finding: Finding) -> bool:
     return _ranked_gain(finding.gain_range[0]) >= LEADING_GAIN
 
 
+# Findings on what other processes took from the service (rule 10): their gain is stated, not ranked.
+MACHINE_FINDINGS = ("cores_taken",)
+
+
 def _gain_if_significant(finding: Finding, gain: float | None) -> float | None:
-    return gain if gains_significantly(finding) else None
+    return gain if gains_significantly(finding) and finding.id not in MACHINE_FINDINGS else None
 
 
 def off_pace(finding: Finding) -> bool:
