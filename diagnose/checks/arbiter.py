@@ -98,12 +98,16 @@
    to the service buys, and on a shared machine it is large wherever the service is busy (the
    recorded attaches beside CI's other tests: 2-13x each, whatever their own cause). The
    service's own causes that predict a significant gain lead it; beside one that predicts none
-   the stronger score leads, and at equal scores the service's own cause (it is last in the
-   causal order). So where the service's own oversubscription (scheduler_overhead: its runnable
-   threads beyond its cores, or queued into a native pool, which cores_taken leaves out of its
-   score) holds strongly too, it leads or shares the verdict within its noise and cores_taken
-   is listed at its own severity (blas_fanout_py313: both 100, scheduler_overhead named); a
-   healthy service starved of cores has only cores_taken above the line.
+   the stronger score leads, and at equal scores the causal order: after the service's own
+   causes, before the busy threads' and cores' symptoms (compute_bound, cpu_bound, underloaded),
+   which a starved service's samples show (a thread waiting for a core shows the line it will
+   run: the fork_tree recording's two workers, busy by their samples, ran 0.15 of the 2 cores
+   they wanted on a machine with none idle). So where the service's own oversubscription
+   (scheduler_overhead: its runnable threads beyond its cores, or queued into a native pool,
+   which cores_taken leaves out of its score) holds strongly too, it leads or shares the verdict
+   within its noise and cores_taken is listed at its own severity (blas_fanout_py313: both
+   100, scheduler_overhead named); a healthy service starved of cores has only cores_taken
+   above the line.
 The verdict is the first finding (and its co-primary), unless it is weak (then the headline says
 what the threads did). A verdict whose first finding rests on fewer than confidence.MIN_SAMPLES
 samples says "low confidence" in its headline and is never critical (engine.verdict_for).
