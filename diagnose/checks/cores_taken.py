@@ -107,17 +107,25 @@ def _holder(n: Neighbour) -> str:
     return f"pid {n.pid} (nice {n.nice:+d}) {n.command}"
 
 
+# A holder named in the summary used at least this many cores: the scan lists whoever ran at all.
+NAMED_MIN_CORES = 0.05
+SHORT_COMMAND = 60  # characters of a command line in the summary (the evidence has 200)
+
+
+def _short(command: str) -> str:
+    return command if len(command) <= SHORT_COMMAND else command[:SHORT_COMMAND - 1] + "\u2026"
+
+
 def _named(held: CoresHeld, limit: int = 2) -> str:
     """The processes that held most, in words: measured where the recording named them."""
     top = held.neighbours.top if held.neighbours is not None else ()
-    if not top:
+    named = [n for n in top[:limit] if held.cores_of(n.cpu_s) >= NAMED_MIN_CORES]
+    if not named:
         return (f"other processes held {held.others_cores:.2f} of the machine's {held.machine_cores} cores "
-                + ("(no process used CPU by the neighbour scan: the kernel's threads, short-lived "
-                   "processes or a hypervisor's steal)" if held.neighbours is not None else
-                   "(not named: an older recording)"))
-    words = [f"pid {n.pid} ({n.command}, nice {n.nice}) used {held.cores_of(n.cpu_s):.2f} cores"
-             for n in top[:limit]]
-    return "; ".join(words)
+                + ("(none alone by the neighbour scan: the kernel's threads, short-lived processes or a "
+                   "hypervisor's steal)" if held.neighbours is not None else "(not named: an older recording)"))
+    return "; ".join(f"pid {n.pid} ({_short(n.command)}, nice {n.nice}) used {held.cores_of(n.cpu_s):.2f} cores"
+                     for n in named)
 
 
 def _score(wait: float, waiting: float, others_share: float, idle: float, own: float,
@@ -182,10 +190,10 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
 
 
 def _advice(held: CoresHeld, settings: Settings) -> list[str]:
-    """The settings' advice, its second naming the neighbours that held a tenth of a core or more."""
+    """The settings' advice, its second naming the neighbours the summary names."""
     advice = list(settings.advice)
     top = held.neighbours.top if held.neighbours is not None else ()
-    greedy = [n for n in top[:3] if held.cores_of(n.cpu_s) >= 0.1]
+    greedy = [n for n in top[:3] if held.cores_of(n.cpu_s) >= NAMED_MIN_CORES]
     if greedy:
         niced = ", ".join(f"pid {n.pid} at nice {n.nice}" for n in greedy)
         advice[1] = (f"Lower the neighbours' priority where they are batch work ({niced}; a lower nice runs "

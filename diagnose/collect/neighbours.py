@@ -25,7 +25,8 @@ from diagnose.report.redact import redact_cmdline
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # A kernel thread (PF_KTHREAD in stat's flags): no command line, named by [comm] as ps does.
 _PF_KTHREAD = 0x00200000
-TOP = 5  # the holders a record keeps, by CPU over the window
+TOP = 5  # the holders a record keeps, by CPU over the window...
+KEPT_MIN_CORES = 0.01  # ...that used at least a hundredth of a core: no idle daemon's command line
 
 
 @dataclass(frozen=True)
@@ -135,10 +136,17 @@ def _with_descendants(roots: Iterable[int], *scans: dict[int, _Seen]) -> set[int
     return found
 
 
+COMMAND_CHARS = 200  # of a command line kept: a java classpath or a `python -c` script runs to pages
+
+
 def _command(pid: int, seen: _Seen) -> str:
+    """Its command line on one line, secrets masked, at most COMMAND_CHARS; [comm] without one."""
     raw = None if seen.kernel_thread else _read(f"/proc/{pid}/cmdline")
-    argv = [a for a in (raw or "").split("\0") if a]
-    return redact_cmdline(argv) if argv else f"[{seen.comm}]"
+    argv = [" ".join(a.split()) for a in (raw or "").split("\0") if a.strip()]
+    if not argv:
+        return f"[{seen.comm}]"
+    text = redact_cmdline(argv)
+    return text if len(text) <= COMMAND_CHARS else text[:COMMAND_CHARS - 1] + "\u2026"
 
 
 class NeighbourScanner:
@@ -174,6 +182,6 @@ class NeighbourScanner:
         used = [u for u in used if u[0] > 0]
         used.sort(key=lambda u: (-u[0], u[1]))
         top = tuple(Neighbour(pid, _command(pid, seen), seen.nice, round(cpu, 3), born)
-                    for cpu, pid, seen, born in used[:TOP])
+                    for cpu, pid, seen, born in used[:TOP] if cpu >= KEPT_MIN_CORES * window)
         return Neighbours(round(window, 3), os.cpu_count() or 1, round(sum(u[0] for u in used), 3),
                           len(used), top)
