@@ -191,3 +191,16 @@ def test_the_services_own_fan_out_stays_the_verdict_beside_cores_taken(tmp_path)
     assert report.verdict.primary == "scheduler_overhead", report.verdict
     taken = next(f for f in report.findings if f.id == "cores_taken")
     assert taken.score >= WARNING_SCORE
+
+
+def test_the_live_attach_beside_a_niced_spinner_names_it(tmp_path):
+    """fixtures/recorded/cores_taken_by_a_neighbour: the live test's own attach, recorded."""
+    report = replay("cores_taken_by_a_neighbour", "compute_bound_beside_nice_minus_20", tmp_path)
+    assert report.verdict.primary == "cores_taken", report.verdict
+    taken = next(f for f in report.findings if f.id == "cores_taken")
+    assert taken.score == 100
+    assert "waited 54.2 s for a core per CPU-second" in taken.summary
+    assert "pid 16850 (" in taken.summary and "nice -20) used 0.95 cores" in taken.summary
+    assert "renice +19 -p 16850" in taken.advice[1]
+    holders = taken.value("holders")
+    assert holders is not None and len(holders.value) == 4  # those that used a hundredth of a core
