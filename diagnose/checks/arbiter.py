@@ -105,9 +105,9 @@
    they wanted on a machine with none idle). So where the service's own oversubscription
    (scheduler_overhead: its runnable threads beyond its cores, or queued into a native pool,
    which cores_taken leaves out of its score) holds strongly too, it leads or shares the verdict
-   within its noise and cores_taken is listed at its own severity (blas_fanout_py313: both
-   100, scheduler_overhead named); a healthy service starved of cores has only cores_taken
-   above the line.
+   within its noise and cores_taken is listed at its own severity (CI's blas_fanout attach
+   py36_pool_spinning_in_the_kernel: both 100, scheduler_overhead named); a healthy service
+   starved of cores has only cores_taken above the line.
 The verdict is the first finding (and its co-primary), unless it is weak (then the headline says
 what the threads did). A verdict whose first finding rests on fewer than confidence.MIN_SAMPLES
 samples says "low confidence" in its headline and is never critical (engine.verdict_for).

@@ -185,9 +185,11 @@ def test_ci_blas_fanout_beside_the_suite_reads_cores_taken(tmp_path):
 
 
 def test_the_services_own_fan_out_stays_the_verdict_beside_cores_taken(tmp_path):
-    """fixtures/recorded/blas_fanout_py313: 8 request threads queued on OpenBLAS's mutex while
-    other processes held 1.3 cores; both hold, the service's own fan-out is named."""
-    report = replay("blas_fanout_py313", "matmul_read_as_lock", tmp_path)
+    """fixtures/recorded/blas_fanout_starved/py36_pool_spinning_in_the_kernel: 8 request threads
+    fanned out into OpenBLAS's pool, queued on its mutex, while other processes held 1.4 cores and
+    its threads waited 7 s for a core per CPU-second; both hold, the service's own fan-out is
+    named and cores_taken is listed beside it."""
+    report = replay("blas_fanout_starved", "py36_pool_spinning_in_the_kernel", tmp_path)
     assert report.verdict.primary == "scheduler_overhead", report.verdict
     taken = next(f for f in report.findings if f.id == "cores_taken")
     assert taken.score >= WARNING_SCORE
