@@ -50,7 +50,8 @@ class Settings(CheckSettings):
         ("Give the service its cores: separate cores for it and its neighbours (taskset -c, docker "
          "--cpuset-cpus), another node, or Kubernetes guaranteed QoS with the static CPU manager."),
         ("Lower the neighbours' priority where they are batch work: renice +19 -p PID, or run them under "
-         "SCHED_IDLE (chrt --idle 0 CMD) or SCHED_BATCH, so that the service's threads run first."),
+         "SCHED_IDLE (chrt --idle 0 CMD) or SCHED_BATCH, so that the service's threads run first (nice orders "
+         "one cgroup's processes; across services or containers, CPUWeight= / cpu.weight does)."),
         ("Then re-measure: with its cores back the service's own findings (its locks, the GIL, its pools) read "
          "as they are, not through the wait for a core."),
     )
@@ -201,7 +202,8 @@ def _advice(held: CoresHeld, settings: Settings) -> list[str]:
         niced = ", ".join(f"pid {n.pid} at nice {n.nice}" for n in greedy)
         advice[1] = (f"Lower the neighbours' priority where they are batch work ({niced}; a lower nice runs "
                      f"first): renice +19 -p {greedy[0].pid}, or run them under SCHED_IDLE (chrt --idle 0 CMD) "
-                     f"or SCHED_BATCH, so that the service's threads run first.")
+                     f"or SCHED_BATCH, so that the service's threads run first (nice orders one cgroup's "
+                     f"processes; across services or containers, CPUWeight= / cpu.weight does).")
     return advice
 
 SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run,
