@@ -93,6 +93,21 @@
    holds for the kernel's work and the children's CPU (CPU_PART_CLAIMANTS): system time shows
    as the calling line running Python, a child's CPU in no sample at all, and the GIL's waits,
    the busy threads and preprocessing count the calling code's share of the samples as theirs.
+10. The cores other processes took (MACHINE_FINDINGS: cores_taken) rank by their score, never by
+   their gain: that gain is what the machine's other tenants would give back, not what a change
+   to the service buys, and on a shared machine it is large wherever the service is busy (the
+   recorded attaches beside CI's other tests: 2-13x each, whatever their own cause). The
+   service's own causes that predict a significant gain lead it; beside one that predicts none
+   the stronger score leads, and at equal scores the causal order: after the service's own
+   causes, before the busy threads' and cores' symptoms (compute_bound, cpu_bound, underloaded),
+   which a starved service's samples show (a thread waiting for a core shows the line it will
+   run: the fork_tree recording's two workers, busy by their samples, ran 0.15 of the 2 cores
+   they wanted on a machine with none idle). So where the service's own oversubscription
+   (scheduler_overhead: its runnable threads beyond its cores, or queued into a native pool,
+   which cores_taken leaves out of its score) holds strongly too, it leads or shares the verdict
+   within its noise and cores_taken is listed at its own severity (CI's blas_fanout attach
+   py36_pool_spinning_in_the_kernel: both 100, scheduler_overhead named); a healthy service
+   starved of cores has only cores_taken above the line.
 The verdict is the first finding (and its co-primary), unless it is weak (then the headline says
 what the threads did). A verdict whose first finding rests on fewer than confidence.MIN_SAMPLES
 samples says "low confidence" in its headline and is never critical (engine.verdict_for).
@@ -198,8 +213,12 @@ def _gain_surely_leads(finding: Finding) -> bool:
     return _ranked_gain(finding.gain_range[0]) >= LEADING_GAIN
 
 
+# Findings on what other processes took from the service (rule 10): their gain is stated, not ranked.
+MACHINE_FINDINGS = ("cores_taken",)
+
+
 def _gain_if_significant(finding: Finding, gain: float | None) -> float | None:
-    return gain if gains_significantly(finding) else None
+    return gain if gains_significantly(finding) and finding.id not in MACHINE_FINDINGS else None
 
 
 def off_pace(finding: Finding) -> bool:

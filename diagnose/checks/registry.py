@@ -6,8 +6,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from diagnose.checks import (async_wait, backend_saturated, children_cpu, compute_bound, cpu_bound, cpu_throttled,
-                             deadlock, event_loop_blocked, gc_pressure, gil_contention, kernel_work,
+from diagnose.checks import (async_wait, backend_saturated, children_cpu, compute_bound, cores_taken, cpu_bound,
+                             cpu_throttled, deadlock, event_loop_blocked, gc_pressure, gil_contention, kernel_work,
                              lock_contention, logging_lock, poll_loop, pool_wait, preprocess_bound,
                              scheduler_overhead, stage_bound, unbounded_backlog, underloaded,
                              worker_imbalance)
@@ -27,13 +27,18 @@ from diagnose.checks.spec import CheckSpec, Evidence
 # whichever line allocated, so its time is counted by both as the code's (arbiter rule 9). The
 # children's CPU and the kernel's come before the threads' own code for the same reason: a child's
 # CPU is in no sample of the service, the kernel's shows as the calling line running Python; the
-# children first, whose starting costs the parent kernel time (fork, exec, pipes).
+# children first, whose starting costs the parent kernel time (fork, exec, pipes). The cores other
+# processes took come after the service's own causes (at equal strength its own cause is named:
+# its code is its to change) and before the busy threads' and cores' symptoms, which they explain:
+# a thread waiting for a core shows the line it will run, so a starved service's samples read as
+# busy in its model or its code (arbiter rule 10).
 # (CheckSpec[Any]: each check is typed with its own Settings class; the engine hands each its own.)
 CHECKS: tuple[CheckSpec[Any], ...] = tuple(m.SPEC for m in (
     deadlock, event_loop_blocked, stage_bound, backend_saturated, poll_loop, lock_contention, pool_wait, async_wait,
     logging_lock,
     unbounded_backlog, cpu_throttled, children_cpu, kernel_work,
-    scheduler_overhead, preprocess_bound, gc_pressure, gil_contention, compute_bound, cpu_bound, underloaded))
+    scheduler_overhead, preprocess_bound, gc_pressure, gil_contention, cores_taken, compute_bound, cpu_bound,
+    underloaded))
 
 # Checks run on a service's processes together (checks/service.py).
 SERVICE_CHECKS: tuple[CheckSpec[Any], ...] = (worker_imbalance.SPEC,)

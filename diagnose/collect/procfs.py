@@ -16,6 +16,7 @@ from diagnose.collect.forks import processes_started
 from diagnose.collect.gc_state import GcRecord, GcStateSampler
 from diagnose.collect.kernel_waits import (FileLockEntry, KernelRecord, KernelWaitReader,
                                            pipe_ends, read_file_locks)
+from diagnose.collect.neighbours import Neighbours, NeighbourScanner
 from diagnose.collect.sockets import serving_pids, socket_table
 from diagnose.report.redact import redact_argv
 
@@ -470,6 +471,9 @@ class TreeRecord:
     # The machine's fork counter (collect/forks.py) at the window's start and end: an upper
     # bound on the children started in it. Empty in older recordings.
     forks: list[int] = field(default_factory=list)
+    # The CPU the machine's other processes used over the window, and the few that used most
+    # (collect/neighbours.py): who held the cores. None in older recordings.
+    neighbours: Neighbours | None = None
 
     def to_dict(self) -> dict:
         return {"roots": self.roots,
@@ -488,7 +492,8 @@ class TreeRecord:
                 "followed": self.followed,
                 "other_children": {str(k): v for k, v in self.other_children.items()},
                 "other_cmdlines": {str(k): v for k, v in self.other_cmdlines.items()},
-                "forks": self.forks}
+                "forks": self.forks,
+                "neighbours": self.neighbours.to_dict() if self.neighbours is not None else None}
 
     @classmethod
     def from_dict(cls, data: dict) -> "TreeRecord":
@@ -521,6 +526,8 @@ class TreeRecord:
                                for k, v in (data.get("other_children") or {}).items()}
         tree.other_cmdlines = {int(k): kept_argv(v) for k, v in (data.get("other_cmdlines") or {}).items()}
         tree.forks = [int(n) for n in data.get("forks") or []]
+        if data.get("neighbours"):
+            tree.neighbours = Neighbours.from_dict(data["neighbours"])
         return tree
 
     @property
@@ -553,6 +560,7 @@ class TreeSampler:
         self._started = time.time()
         self._last_scan = -1e9
         self.new_pids: list[int] = []  # descendants found since the caller last cleared it
+        self._neighbours = NeighbourScanner()  # the other processes' CPU, at start and finish
         for pid in roots:
             self._add(pid, None)
 
@@ -611,6 +619,7 @@ class TreeSampler:
         self._last_scan = time.monotonic()
         for sampler in self._samplers.values():
             sampler.start()
+        self._neighbours.start()
 
     def window_opened(self) -> None:
         """The window's clock started: the readers that count over a span start it now."""
@@ -687,6 +696,10 @@ class TreeSampler:
 
     def finish(self) -> TreeRecord:
         self._count_forks()
+        # the service's processes (and their descendants) are not its neighbours, nor are the
+        # servers read beside it: their CPU serves its requests (backend_saturated's)
+        self.record.neighbours = self._neighbours.finish(
+            [*self.record.roots, *self._samplers, *self._servers, *self.record.other_children])
         for sampler in [*self._samplers.values(), *self._servers.values()]:
             sampler.finish()
         for pid, entry in self.record.other_children.items():

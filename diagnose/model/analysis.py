@@ -28,6 +28,7 @@ from diagnose.vocab import ACTIVE, PARKING_KINDS, RUNNING, STATES, ProcessRole, 
 if TYPE_CHECKING:  # imported where used at run time: these modules read the Analysis
     from diagnose.model.chains import Chain, ChainContext
     from diagnose.model.children import ChildProcesses
+    from diagnose.model.cores_held import CoresHeld
     from diagnose.model.syscall_sites import SyscallSamples
     from diagnose.model.poll_loops import PollLoops
     from diagnose.model.async_polls import AsyncPolls
@@ -76,6 +77,9 @@ class Analysis:
     # Its children's CPU over the window and what was seen of them (model/children.py); None
     # offline or in recordings without the process-level counters.
     children: ChildProcesses | None = None
+    # Who held the machine's cores over the window: the service, diagnose, the other processes
+    # (model/cores_held.py); None without the machine's idle time.
+    cores_held: CoresHeld | None = None
 
     @functools.cached_property
     def gil_holding(self) -> GilHolding | None:

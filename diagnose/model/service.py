@@ -44,6 +44,7 @@ from diagnose.model.analysis import (Analysis, analysis_of, classify_profile, lo
                                      stack_changes_by_process)
 from diagnose.model.counters import running_agreement
 from diagnose.model.children import child_processes
+from diagnose.model.cores_held import cores_held
 from diagnose.model.kernel_waits import kernel_view
 from diagnose.model.os_summary import combine
 from diagnose.samples.profile import Profile
@@ -164,6 +165,7 @@ def build_service(profile: Profile, categorizer: Categorizer, tree: TreeRecord |
         analysis.tasks = recordings.get(pid) if pid is not None else None
         analysis.servers = servers
         analysis.children = child_processes(tree, pid)
+        analysis.cores_held = cores_held(tree, analysis.os, run)
         if analysis.tasks is None and pid is None and len(recordings) == 1:
             analysis.tasks = next(iter(recordings.values()))
         view = ProcessView(pid, tree.parents.get(pid) if tree is not None and pid is not None else None,
@@ -201,6 +203,11 @@ def build_service(profile: Profile, categorizer: Categorizer, tree: TreeRecord |
     summaries = [v.analysis.os for v in views if v.analysis.os is not None]
     combined = analysis_of(profile, stacks, None, run, combine(summaries) if summaries else None)
     combined.servers = servers
+    # the machine's cores by holder, the service's own taken together: each process's check
+    # reads the same (a worker's siblings are the service, not its neighbours)
+    combined.cores_held = cores_held(tree, combined.os, run)
+    for view in views:
+        view.analysis.cores_held = combined.cores_held
     return Service(combined, views, other_children_s(tree))
 
 

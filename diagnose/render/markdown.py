@@ -156,6 +156,7 @@ class _Budget:
 _BUDGETS = (
     _Budget(3, 3, 5, 80, 300, 12),
     _Budget(3, 3, 5, 80, 300, 4),  # fewer "also checked" lines before shorter names
+    _Budget(3, 3, 5, 80, 300, 0),  # ...and none: three findings in full say more than the checks that found nothing
     _Budget(3, 2, 4, 60, 200, 12),
     _Budget(3, 2, 4, 60, 200, 4),
     _Budget(3, 2, 3, 44, 150, 4),
