@@ -207,4 +207,4 @@ def _advice(held: CoresHeld, settings: Settings) -> list[str]:
     return advice
 
 SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run,
-                 needs=(Input.SCHEDSTAT,), uses=(Input.OS_COUNTERS,))
+                 needs=(Input.SCHEDSTAT,), uses=(Input.OS_COUNTERS,), machine_wide=True)

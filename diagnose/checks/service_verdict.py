@@ -22,6 +22,7 @@ from diagnose.checks.backend_saturated import ID as BACKEND_ID
 from diagnose.checks.base import EvidenceValues, Finding, scoped_summary
 from diagnose.checks.engine import (CheckResults, annotated, describe_activity, load_check_settings, order_of,
                                     run_checks, verdict_for, waits_hidden)
+from diagnose.checks.registry import spec
 from diagnose.checks.settings import settings_of
 from diagnose.checks.worker_imbalance import ID as IMBALANCE_ID
 from diagnose.checks.worker_imbalance import SPEC as IMBALANCE_SPEC
@@ -141,7 +142,7 @@ def _merge(results: list[CheckResults], pids: list[int | None], weights: np.ndar
                          "processes_with_finding": held,
                          "score_per_process": {str(pids[i]): f.score for i, f in found.items()}})
         summary = finding.summary
-        if len(results) > 1:
+        if len(results) > 1 and not spec(finding.id).machine_wide:
             summary = scoped_summary(summary, held, len(results))
         score = int(round(score))
         samples, low = _pooled_confidence(list(found.values()), finding)

@@ -139,6 +139,9 @@ class CheckSpec(Generic[S]):
     # Inputs it uses when they are there (it runs, on less, without them).
     uses: tuple[Input, ...] = ()
     scope: str = "process"  # or "service": run on the processes of a service together
+    # Its finding reads the machine's or the whole service's counters, the same from every
+    # process: a worker tree states it once, not "in 3 of 3 worker processes" (service_verdict)
+    machine_wide: bool = False
     # Used inputs that only add to the cause the check measures (a hidden lock wait the kernel
     # names): without one, what the finding saw is a floor and so is its gain.
     floor_without: tuple[Input, ...] = ()
