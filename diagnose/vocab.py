@@ -117,6 +117,7 @@ class ResourceKind(enum.StrEnum):
     POLL = "poll"              # poll / select / epoll on descriptors none of the above
     CAPACITY = "capacity"      # a semaphore or limiter asyncio tasks queue on
     FUTURE = "future"          # a future worker threads resolve (run_in_executor, asyncio.to_thread)
+    POOL = "pool"              # a pool threads take items from and give back (a Queue of connections)
     CPU_QUOTA = "cpu_quota"    # the cgroup's CPU quota
     OTHER = "other"
 
@@ -139,6 +140,9 @@ class ChainEnd(enum.StrEnum):
     # the worker threads a future or a capacity hands work to, every one taken, each waiting on
     # a call whose own end is no limit (a sleep, an address outside): more of them serve more
     WORKER_THREADS = "worker_threads"
+    # a pool's items (a queue.Queue of connections, a Semaphore's permits), every one held by a
+    # thread waiting on a call whose own end is no limit: more items serve more at once
+    POOL_ITEMS = "pool_items"
     UNKNOWN = "unknown"            # a wait nothing here names a server for (a poll, another call)
 
 

@@ -22,7 +22,10 @@ from diagnose.checks.spec import CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Unit as U
 from diagnose.checks.base import Finding, pct
 from diagnose.checks.wait_share import WaitShare, line_of, wait_finding, where
-from diagnose.vocab import POOL_KINDS
+from diagnose.vocab import POOL_KINDS, ChainEnd, ResourceKind
+from diagnose.model.chain_words import chain_line
+from diagnose.model.chains import Chain
+from diagnose.report.model.sections import WaitSite
 from diagnose.model.waits import describe
 from diagnose.report.model.findings import Fix
 
@@ -77,7 +80,14 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     evidence = PoolWaitEvidence(pool_wait_share=share, pool_wait_thread_seconds=measured.thread_seconds,
                                 request_threads=int(len(analysis.request_threads)))
     summary = f"{pct(share)} of request-thread time waits for a pooled resource"
+    advice = None
     if top is not None:
+        chain = pool_chain(analysis, top)
+        if chain is not None and chain.end != ChainEnd.POOL_ITEMS:
+            # the holders' own wait ends at a limit past the pool (a server at capacity, a
+            # lock's holder): a bigger pool queues there instead
+            advice = [f"The threads holding the pool's items wait in turn: {chain_line(chain)}. A bigger "
+                      f"pool would queue at that end: act there first.", *settings.advice[2:]]
         evidence = replace(
             evidence, acquire_site=line_of(top), kind=top.label, threads_waiting=top.threads,
             max_concurrent_waiters=top.max_concurrent, pool_size_estimate=top.max_holders or None,
@@ -86,7 +96,15 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
         size = f"; about {top.max_holders} held at once (the pool size?)" if top.max_holders else ""
         summary = (f"{pct(share)} of request-thread time waits for a pooled resource at "
                    f"{where(top, top.label)}{size}")
-    return wait_finding(ID, settings, analysis, measured, "pool_wait_share", summary, evidence, "waiting for the pool")
+    return wait_finding(ID, settings, analysis, measured, "pool_wait_share", summary, evidence, "waiting for the pool",
+                        advice=advice)
+
+
+def pool_chain(analysis: Analysis, site: WaitSite) -> Chain | None:
+    """The chain of waits through the pool the request threads queue on at `site`
+    (model/condition_waits.py names it by its line); None where the kernel's record has none."""
+    key = f"condition:{site.file}:{site.line}"
+    return next((c for c in analysis.chains if c.first.resource == ResourceKind.POOL and c.first.key == key), None)
 
 
 SPEC = CheckSpec(ID, Settings, EVIDENCE, __doc__ or "", run=run,

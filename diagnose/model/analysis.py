@@ -27,6 +27,7 @@ from diagnose.vocab import ACTIVE, PARKING_KINDS, RUNNING, STATES, ProcessRole, 
 
 if TYPE_CHECKING:  # imported where used at run time: these modules read the Analysis
     from diagnose.model.chains import Chain, ChainContext
+    from diagnose.model.condition_waits import ConditionWaits
     from diagnose.model.children import ChildProcesses
     from diagnose.model.cores_held import CoresHeld
     from diagnose.model.syscall_sites import SyscallSamples
@@ -132,7 +133,25 @@ class Analysis:
         tids = [int(r.tid) for r in self.threads.itertuples() if r.role != ThreadRole.LIBRARY]
         window = self.os.window_s if self.os is not None else 0.0
         knotted = {h.wait.thread.tid for k in self.knots for h in (*k.members, *k.victims)}
-        return follow_chains(self.kernel, tids, window, self.chain_context, knotted)
+        return follow_chains(self.kernel, tids, window, self.chain_context, knotted, self.condition_waits)
+
+    @functools.cached_property
+    def condition_waits(self) -> ConditionWaits:
+        """Its threads' waits on one Condition (a pool's queue), each on a futex of its own to
+        the kernel, as one wait, and its pools' holders (model/condition_waits.py); none without
+        the kernel's record or on a recording whose samples carry no instants of their own."""
+        from diagnose.model.condition_waits import NO_CONDITION_WAITS, condition_waits
+        profile = self.profile
+        if self.kernel is None or profile.instants != "measured":
+            return NO_CONDITION_WAITS
+        stacks = self.stacks
+
+        def frames(stack: int) -> list[Frame]:
+            return [self.frame(f) for f in profile.stacks[stack]]
+
+        return condition_waits(self.kernel, _stack_changes(profile), profile.interval_s or 0.01, frames,
+                               lambda stack: int(stacks.site[stack]), lambda stack: str(stacks.wait_kind[stack]),
+                               self.frame)
 
     @functools.cached_property
     def task_chains(self) -> tuple[Chain, ...]:
@@ -158,7 +177,8 @@ class Analysis:
         from diagnose.model.gil_holder import blocked_share
         names = {int(t): str(n) for t, n in zip(self.threads["tid"], self.threads["name"]) if n}
         return ChainContext(self.kernel.pid if self.kernel is not None else None, self.servers, self.gil_holding,
-                            blocked_share(self.gil_holding, wanted_cores(self.os)), self.lock_holdings, names)
+                            blocked_share(self.gil_holding, wanted_cores(self.os)), self.lock_holdings, names,
+                            self.condition_waits.pools)
 
     @functools.cached_property
     def lock_holdings(self) -> Mapping[str, LockHolding]:

@@ -27,6 +27,7 @@ END_WORDS = {
     ChainEnd.CYCLE: "back into a process already on the chain",
     ChainEnd.KNOT: "a knot: threads waiting on one another, none running",
     ChainEnd.WORKER_THREADS: "the worker threads, every one taken",
+    ChainEnd.POOL_ITEMS: "the pool's items, every one held",
     ChainEnd.UNKNOWN: "unknown",
 }
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from diagnose.model.condition_waits import NO_CONDITION_WAITS, ConditionWaits, PoolHolding
 from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, LOCK_RESOURCES, GilHolding
 from diagnose.model.kernel_waits import KernelView, WaitObject
 from diagnose.model.lock_holders import LockHolding
@@ -57,6 +58,7 @@ class Hop:
     # how many of them were busy on average; 0 where no pool serves it
     workers: int = 0
     workers_busy: float = 0.0
+    key: str = ""  # the wait object's key (WaitObject.key), where a reader asks for it (a pool's)
 
     @property
     def saturation(self) -> float:
@@ -154,6 +156,9 @@ class ChainContext:
     locks: Mapping[str, LockHolding] = field(default_factory=dict)
     # its threads' names by tid: a hop names the thread serving it as the stacks do ("request-3")
     thread_names: Mapping[int, str] = field(default_factory=dict)
+    # its pools (a Queue of connections) and what their items' holders slept on, by the
+    # condition's key (model/condition_waits.py), where read (the service's own process)
+    pools: Mapping[str, PoolHolding] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -252,6 +257,30 @@ def _lock(obj: WaitObject, context: ChainContext) -> Step:
     return Step((hop,), then=held.wait, within=context.pid, share=held.wait_share)
 
 
+# Ends past a pool's holders that are a limit of their own (a lock's or the GIL's holder, a
+# server at capacity, the quota...): more items would queue there. The others (a sleep, an
+# address outside, a server with room) end the chain at the pool's items.
+_LATENCY_ENDS = (ResourceKind.SLEEP, ResourceKind.POLL, ResourceKind.OTHER)
+
+
+def _pool(obj: WaitObject, context: ChainContext) -> Step:
+    """A pool (a Queue of connections): its items' holders are the threads that queue on it, at
+    the other times. What they slept on holding one is followed where it leads to a limit (a
+    local server, a lock); where it is a call whose own end is no limit (a sleep, an address no
+    local process serves), the pool's items are the end: every one held, more serve more."""
+    held = context.pools.get(obj.key)
+    hop = Hop(ResourceKind.POOL, obj.label, key=obj.key)
+    if held is None or held.wait is None or held.wait_share < FOLLOW_SHARE:
+        return Step((hop,), ChainEnd.POOL_ITEMS)
+    wait = held.wait
+    served_here = wait.resource == ResourceKind.SOCKET and any(p in context.servers for p in wait.holders)
+    if wait.resource in _LATENCY_ENDS or (wait.resource == ResourceKind.SOCKET and not served_here):
+        return Step((hop, Hop(wait.resource, wait.label, share=round(held.wait_share, 4),
+                              address=wait.key.partition(":")[2] if wait.resource == ResourceKind.SOCKET else "")),
+                    ChainEnd.POOL_ITEMS)
+    return Step((hop,), then=wait, within=context.pid, share=held.wait_share)
+
+
 def _ends(end: ChainEnd) -> ServerRule:
     """A kind whose wait ends where it is: a timer, a listening socket, a child; a file lock or
     a capacity at its holders (the kernel names the processes holding a file lock)."""
@@ -268,6 +297,7 @@ SERVER_RULES: Mapping[ResourceKind, ServerRule] = {
     ResourceKind.FILE_LOCK: _ends(ChainEnd.LOCK_HOLDER),
     ResourceKind.CAPACITY: _ends(ChainEnd.LOCK_HOLDER),  # its tokens' holders
     ResourceKind.FUTURE: _ends(ChainEnd.WORKER_THREADS),  # tasks only: model/task_chains.py
+    ResourceKind.POOL: _pool,
     ResourceKind.PIPE: _pipe,
     ResourceKind.SOCKET: _socket,
     ResourceKind.LISTEN: _ends(ChainEnd.WAITING_FOR_WORK),
@@ -303,14 +333,17 @@ def follow(obj: WaitObject, context: ChainContext) -> tuple[tuple[Hop, ...], Cha
         obj = step.then
 
 
-def _grouped(kernel: KernelView, tids: Iterable[int]) -> dict[str, tuple[WaitObject, tuple[Waiter, ...]]]:
+def _grouped(kernel: KernelView, tids: Iterable[int],
+             conditions: ConditionWaits = NO_CONDITION_WAITS) -> dict[str, tuple[WaitObject, tuple[Waiter, ...]]]:
     """Per wait object (its key), one object standing for it and the threads among `tids` that
-    waited on it at least MIN_THREAD_SHARE of their ticks; keys in the order first seen."""
+    waited on it at least MIN_THREAD_SHARE of their ticks; keys in the order first seen. A
+    condition's waiters, each on a futex of its own, are one object (`conditions`)."""
     shares: dict[str, dict[int, float]] = {}
     first: dict[str, WaitObject] = {}
     holders: dict[str, tuple[int, ...]] = {}
     for tid in tids:
         for obj, share in kernel.shares(tid):
+            obj = conditions.rename(tid, obj)
             if obj.resource is None:  # on a CPU
                 continue
             per_thread = shares.setdefault(obj.key, {})
@@ -328,11 +361,13 @@ def _grouped(kernel: KernelView, tids: Iterable[int]) -> dict[str, tuple[WaitObj
 
 
 def follow_chains(kernel: KernelView, tids: Iterable[int], window_s: float, context: ChainContext,
-                  knotted: Collection[int] = ()) -> tuple[Chain, ...]:
+                  knotted: Collection[int] = (),
+                  conditions: ConditionWaits = NO_CONDITION_WAITS) -> tuple[Chain, ...]:
     """Every chain of the threads `tids` of the process `kernel` read, most thread-time first.
-    `knotted`: the threads of its knots and those waiting into them (model/knots.py)."""
+    `knotted`: the threads of its knots and those waiting into them (model/knots.py);
+    `conditions`: its threads' condition waits (model/condition_waits.py)."""
     chains = []
-    for obj, waiters in _grouped(kernel, tids).values():
+    for obj, waiters in _grouped(kernel, tids, conditions).values():
         hops, end = follow(obj, context)
         if knotted and all(w.tid in knotted for w in waiters):
             end = ChainEnd.KNOT  # nothing past the knot's threads ends it: they wait on one another

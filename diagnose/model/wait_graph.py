@@ -45,8 +45,8 @@ MAX_NODES = 40
 # Resources whose waiters wait for another thread or process to let go (or to answer): the
 # candidates for the bottleneck. A timer or a socket to a downstream is a wait outside the
 # service, named but never its bottleneck here (underloaded speaks of those).
-HELD_RESOURCES = (ResourceKind.GIL, ResourceKind.LOCK, ResourceKind.FILE_LOCK, ResourceKind.PIPE,
-                  ResourceKind.CHILD, ResourceKind.CAPACITY)
+HELD_RESOURCES = (ResourceKind.GIL, ResourceKind.LOCK, ResourceKind.POOL, ResourceKind.FILE_LOCK,
+                  ResourceKind.PIPE, ResourceKind.CHILD, ResourceKind.CAPACITY)
 def build_wait_graph(service: Service) -> WaitGraph | None:
     """The service's graph; None when no process was read by the kernel wait reader."""
     # A master's waits (signal loops, its workers' pipes) are never the service's bottleneck.
@@ -256,11 +256,12 @@ def _thread_groups(analysis: Analysis, kernel: KernelView) -> list[_Group]:
     threads left out: they wait for work, not for each other)."""
     roles = {int(r.tid): str(r.role) for r in analysis.threads.itertuples()}
     grouped: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for tid, waits in kernel.threads.items():
+    objects = {tid: _named_objects(analysis, tid, waits.objects) for tid, waits in kernel.threads.items()}
+    for tid in kernel.threads:
         role = roles.get(tid, ThreadRole.OTHER)
         if role in (ThreadRole.IDLE, ThreadRole.LIBRARY):
             continue
-        blocking = [(o, n) for o, n in waits.objects
+        blocking = [(o, n) for o, n in objects[tid]
                     if o.blocking not in (Blocking.RUNNING, Blocking.IDLE)]
         if not blocking:
             continue
@@ -274,7 +275,7 @@ def _thread_groups(analysis: Analysis, kernel: KernelView) -> list[_Group]:
         running = 0.0
         for tid in tids:
             seen = max(1, kernel.ticks.get(tid, kernel.threads[tid].observations))
-            for obj, n in kernel.threads[tid].objects:
+            for obj, n in objects[tid]:
                 if obj.blocking == Blocking.RUNNING:
                     continue
                 shares[obj] += n / seen / len(tids)
@@ -284,6 +285,16 @@ def _thread_groups(analysis: Analysis, kernel: KernelView) -> list[_Group]:
         if kept:
             out.append(_Group(f"{role}:{key}", role, tuple(sorted(tids)), min(1.0, running), kept))
     return out
+
+
+def _named_objects(analysis: Analysis, tid: int,
+                   objects: tuple[tuple[WaitObject, int], ...]) -> list[tuple[WaitObject, int]]:
+    """The thread's objects with its waits on a Condition named as the condition (each waiter
+    sleeps on a lock of its own: model/condition_waits.py), most observed first."""
+    counts: dict[WaitObject, int] = defaultdict(int)
+    for obj, n in objects:
+        counts[analysis.condition_waits.rename(tid, obj)] += n
+    return sorted(counts.items(), key=lambda pair: -pair[1])
 
 
 def _group_label(group: _Group, pid: int, process_role: ProcessRole) -> str:

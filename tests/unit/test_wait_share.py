@@ -15,7 +15,7 @@ from diagnose.report.model.sections import WaitSite
 
 def _analysis(*waits: WaitSite) -> SimpleNamespace:
     samples = pd.DataFrame({"count": [600, 400]})
-    return SimpleNamespace(waits=list(waits), os=None, request_threads=[1, 2, 3, 4],
+    return SimpleNamespace(waits=list(waits), os=None, request_threads=[1, 2, 3, 4], chains=(),
                            request_samples=lambda: samples)
 
 

@@ -501,7 +501,7 @@ declare namespace Model {
   type NodeKind = "threads" | "process" | "tasks" | "resource";
 
   /** What a resource node is, as the kernel (or the task reader) names it. (diagnose.vocab.ResourceKind) */
-  type ResourceKind = "gil" | "lock" | "file_lock" | "pipe" | "socket" | "listen" | "child" | "sleep" | "poll" | "capacity" | "future" | "cpu_quota" | "other";
+  type ResourceKind = "gil" | "lock" | "file_lock" | "pipe" | "socket" | "listen" | "child" | "sleep" | "poll" | "capacity" | "future" | "pool" | "cpu_quota" | "other";
 
   /** (diagnose.report.model.wait_graph.WaitEdge) */
   interface WaitEdge {
@@ -541,7 +541,7 @@ declare namespace Model {
   }
 
   /** Where a chain of waits ends (model/chains.py): what, past every hop the model can follow, ends the waiters' wait. (diagnose.vocab.ChainEnd) */
-  type ChainEnd = "local_server" | "local_peer" | "remote" | "gil_holder" | "lock_holder" | "child" | "cpu_quota" | "waiting_for_work" | "timer" | "cycle" | "knot" | "worker_threads" | "unknown";
+  type ChainEnd = "local_server" | "local_peer" | "remote" | "gil_holder" | "lock_holder" | "child" | "cpu_quota" | "waiting_for_work" | "timer" | "cycle" | "knot" | "worker_threads" | "pool_items" | "unknown";
 
   /** How one evidence value reads: its label and unit. (diagnose.report.model.labels.Evidence) */
   interface Evidence {

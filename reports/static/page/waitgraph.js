@@ -42,6 +42,7 @@
     poll: ['poll', '#e7eefb', '#5b7bc4', 'pill'],
     capacity: ['capacity', '#fbf4da', '#9a7b06', 'hexagon'],
     future: ['future', '#fbf4da', '#9a7b06', 'pill'],
+    pool: ['pool', '#fbf4da', '#9a7b06', 'hexagon'],
     cpu_quota: ['CPU quota', '#fdf0e0', '#c46a00', 'slant'],
     other: ['resource', '#f1f3f6', '#6e7781', 'pill'],
   };
