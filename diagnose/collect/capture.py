@@ -245,8 +245,10 @@ def probe_target(pid: int, wanted: str, retry_s: float, notes: list[str],
                  deferred: bool = False) -> tuple[pyspy.ProbeResult, bool]:
     """One successful `py-spy dump` proves the target readable; a native one also proves that
     native unwinding works (each dump pauses the target, so we take as few as we can).
-    `deferred`: the native question is asked beside the launch (_NativeProbe), so only a plain
-    dump is taken here: native unwinding is then assumed until that probe says otherwise."""
+    `deferred`: the default plan's native calibration answers the native question itself (its
+    recorders start with the window and write nothing where py-spy cannot unwind the target:
+    _native_profiles), so only a plain dump is taken: on a saturated 3-worker tree the native
+    dump held the window back 0.4-0.6 s."""
     if deferred:
         return wait_until_readable(pid, retry_s), True
     if wanted == "off":
@@ -319,8 +321,7 @@ class _Recording:
 
 
 def _start_recordings(pid: int, plan: TreePlan, native: bool, duration: float, temp_dir: Path,
-                      recorders: list[_Recorder], recordings: list[_Recording],
-                      calibrate: bool = True) -> None:
+                      recorders: list[_Recorder], recordings: list[_Recording]) -> None:
     """One process's recorders, by its plan: the main one and, where the plan calibrates it,
     the native one. One recorder per process, not py-spy --subprocesses: each process gets its
     own rate, and py-spy's scan of every /proc/<pid> for children (10 times a second, per
@@ -329,43 +330,17 @@ def _start_recordings(pid: int, plan: TreePlan, native: bool, duration: float, t
     stem = temp_dir / str(pid)
     duration += START_WAIT_S + PYSPY_BACKSTOP_S  # the window's close stops it (_close_window)
     main = _Recording(pid, Path(f"{stem}.chrometrace.json"), False, mine.rate_hz)  # timestamped
-    recorders.append(_start_recorder(pyspy.record_command(
+    specs = [(main, pyspy.record_command(
         pid, str(main.path), duration, mine.rate_hz, native=native and not plan.sampling.nonblocking,
-        nonblocking=plan.sampling.nonblocking)))
-    recordings.append(main)
-    if calibrate:
-        _start_calibration(pid, plan, duration, temp_dir, recorders, recordings)
-
-
-def _start_calibration(pid: int, plan: TreePlan, duration: float, temp_dir: Path,
-                       recorders: list[_Recorder], recordings: list[_Recording]) -> None:
-    """The process's sparse native recorder, where the plan calibrates it natively."""
-    mine = plan.of(pid)
-    if not mine.native_rate_hz:
-        return
-    calib = _Recording(pid, Path(f"{temp_dir / str(pid)}.native.speedscope.json"), True, mine.native_rate_hz)
-    recorders.append(_start_recorder(pyspy.record_command(pid, str(calib.path), duration,
-                                                          mine.native_rate_hz, native=True,
-                                                          fmt="speedscope")))
-    recordings.append(calib)
-
-
-# The native probe beside the launch: no answer in this long is none (py-spy's symbol loading on
-# a saturated machine took 0.4-0.6 s; the calibration then starts that far into the window).
-NATIVE_PROBE_TIMEOUT_S = 5.0
-
-
-@dataclass
-class _NativeProbe:
-    """The native `py-spy dump` run beside the launch. The default plan's main recorders take
-    no native frames, so the window need not wait for it: on a saturated 3-worker tree it took
-    0.4 s of the 0.5 s before the window opened. The native calibration recorders start once it
-    says native unwinding works (_settle_native)."""
-
-    pid: int
-    proc: subprocess.Popen[str]
-    started: float  # time.monotonic()
-    works: bool | None = None  # None: not answered yet
+        nonblocking=plan.sampling.nonblocking))]
+    if mine.native_rate_hz:
+        calib = _Recording(pid, Path(f"{stem}.native.speedscope.json"), True, mine.native_rate_hz)
+        specs.append((calib, pyspy.record_command(pid, str(calib.path), duration,
+                                                  mine.native_rate_hz, native=True,
+                                                  fmt="speedscope")))
+    for recording, cmd in specs:
+        recorders.append(_start_recorder(cmd))
+        recordings.append(recording)
 
 
 @dataclass
@@ -378,7 +353,6 @@ class _Session:
     temp_dir: Path | None = None
     sampler: TreeSampler | None = None
     task_samplers: dict[int, AsyncioTaskSampler] = field(default_factory=dict)
-    native_probe: _NativeProbe | None = None
 
 
 def capture(pids: int | list[int], work_dir: Path, options: AttachOptions,
@@ -414,9 +388,6 @@ def capture(pids: int | list[int], work_dir: Path, options: AttachOptions,
     finally:
         with _signals_deferred():  # a second Ctrl-C now would skip the checks below
             _reap(session.recorders)
-            if session.native_probe is not None and session.native_probe.proc.poll() is None:
-                session.native_probe.proc.kill()
-                session.native_probe.proc.communicate()
             for task_sampler in session.task_samplers.values():
                 task_sampler.stop(timeout=0)  # already stopped on the way out of a window
             if session.sampler is not None:
@@ -557,13 +528,9 @@ def _probe(run: _Run, procs: list[psutil.Process]) -> _Probed:
     members = _python_members(pids, options.children) or list(probe_pids)
     # CPU per thread around the probes: which processes are busy (plan.py shares by it).
     before = activity_since(run.busy_since, members)
-    # The default plan's main recorders are non-blocking: only the calibration needs native
-    # unwinding, and it can start a moment into the window.
-    deferred = options.native == "auto" and options.rate is None
-    probe, native = probe_target(probe_pids[0], options.native, options.retry_s, run.notes, deferred)
-    if deferred:
-        session.native_probe = _NativeProbe(probe_pids[0], pyspy.start_probe(probe_pids[0], native=True),
-                                            time.monotonic())
+    # The default plan's main recorders are non-blocking: only its calibration takes native
+    # frames, and the calibration's own recorders say whether py-spy can unwind the target.
+    probe, native = probe_target(probe_pids[0], options.native, options.retry_s, run.notes, _deferred(options))
     for other in probe_pids[1:]:
         wait_until_readable(other, options.retry_s)
     try:
@@ -617,7 +584,7 @@ def _launch(run: _Run, probed: _Probed, tree_plan: TreePlan, temp_dir: Path) -> 
     run.stop.graceful = True  # from here a first signal ends the window and the report is written
     for pid in probed.members:
         _start_recordings(pid, tree_plan, probed.native, options.duration, temp_dir, recorders,
-                          recordings, calibrate=session.native_probe is None)
+                          recordings)
     # After every recorder: a task sampler's thread locating the runtime in the binary holds
     # the GIL, and each launch after it waited (5 launches took 0.13 s beside them, 0.065 s ahead of them).
     for pid in probed.members:
@@ -655,7 +622,6 @@ def _wait_window(run: _Run, probed: _Probed, launched: _Launched,
         end = window_start + options.duration if window_start is not None else None
         if end is None or now < end:  # the /proc sampler covers the window, not the exits after
             sampler.tick()
-            _settle_native(run, launched, now)
         _record_newcomers(run, probed, launched, end - now if end is not None else options.duration)
         if on_progress:
             fraction = 0.0 if window_start is None else (now - window_start) / options.duration
@@ -669,35 +635,6 @@ def _wait_window(run: _Run, probed: _Probed, launched: _Launched,
         _wait_for_next(launched.openers if window_start is None else [], recordings, recorders,
                        end, options.duration, launched.tree_plan.sampling.proc_interval_s)
     return _Clock(window_start, started)
-
-
-def _settle_native(run: _Run, launched: _Launched, now: float, final: bool = False) -> None:
-    """Once the native probe beside the launch has answered: the calibration recorders start
-    where native unwinding works; where it does not (or the probe never answered), the report
-    says so and its states are estimated. `final`: the window is over, the answer is taken as
-    it stands."""
-    probe = run.session.native_probe
-    if probe is None or probe.works is not None:
-        return
-    if probe.proc.poll() is None and not final and now - probe.started < NATIVE_PROBE_TIMEOUT_S:
-        return
-    result = pyspy.finish_probe(probe.proc, timeout=0.0 if final else 0.5)
-    probe.works = result.ok
-    if not result.ok:
-        run.notes.append(f"native frames unavailable ({result.message}): thread state inferred "
-                         f"from Python frames only, and marked estimated")
-        return
-    if final:
-        return  # the window is over: nothing left to calibrate
-    for pid in list(launched.members):
-        _start_calibration(pid, launched.tree_plan, run.options.duration + START_WAIT_S + PYSPY_BACKSTOP_S,
-                           launched.temp_dir, run.session.recorders, launched.recordings)
-
-
-def native_decided(session: _Session, probed_native: bool) -> bool:
-    """Whether native unwinding works: the probe before the launch said, or the one beside it."""
-    probe = session.native_probe
-    return probed_native if probe is None else bool(probe.works)
 
 
 def _record_newcomers(run: _Run, probed: _Probed, launched: _Launched, left: float) -> None:
@@ -720,7 +657,6 @@ def _stop(run: _Run, launched: _Launched, clock: _Clock) -> _Stopped:
     if interrupted_by is not None:
         _interrupt(recorders)  # again: one started after the handler ran would not have heard it
     task_recordings = {pid: s.stop() for pid, s in run.session.task_samplers.items()}
-    _settle_native(run, launched, time.monotonic(), final=True)
     outputs = [_collect(r) for r in recorders]
     tree_record = launched.sampler.finish()
     # stop.at is set with stop.signum, by the handler
@@ -875,8 +811,13 @@ def _native_profiles(natives: list[tuple[_Recording, str]], notes: list[str]) ->
             except (OSError, ValueError):
                 native_paths.remove(rec.path)
     if not native_paths:
-        notes.append("the native recorder wrote nothing: thread states are estimated from "
-                     "Python frames and OS counters")
+        # py-spy's own words where it could not unwind the target (no probe asked it first)
+        errors = [line.strip()[len("Error:"):].strip() for _, out in natives for line in out.splitlines()
+                  if line.strip().startswith("Error:")]
+        notes.append(f"native frames unavailable ({errors[0]}): thread state inferred from Python frames "
+                     f"only, and marked estimated" if errors else
+                     "the native recorder wrote nothing: thread states are estimated from Python frames "
+                     "and OS counters")
     return _NativeProfiles(_sum_known(c[0] for _, c in native_counts),
                            _sum_known(c[1] for _, c in native_counts), native_paths)
 
@@ -886,7 +827,9 @@ def _sampling(run: _Run, probed: _Probed, launched: _Launched, stopped: _Stopped
     """The report's account of the sampling: the plan, the mode, the samples and py-spy's and
     the observer's own cost over the window."""
     options, elapsed = run.options, stopped.elapsed
-    native = native_decided(run.session, probed.native)
+    # where no native probe ran (probe_target's `deferred`), the calibration's samples are the proof
+    planned = any(p.native_rate_hz for p in launched.tree_plan.processes)
+    native = probed.native and (bool(natives.paths) or not planned or not _deferred(options))
     tree_plan = launched.tree_plan if native else without_native(launched.tree_plan)
     plan = tree_plan.sampling
     record = stopped.tree_record.root_record
@@ -917,6 +860,11 @@ def _sampling(run: _Run, probed: _Probed, launched: _Launched, stopped: _Stopped
         pyspy_cpu_share_of_cores=round(stopped.pyspy_cpu_s / (max(elapsed, 1e-3) * record.cores), 4),
         cpu=observer_cpu.window_cpu(launched.observer_before, stopped.observer_after,
                                     stopped.tree_record))
+
+
+def _deferred(options: AttachOptions) -> bool:
+    """The default plan: native unwinding is proven by the calibration, not by a probe."""
+    return options.native == "auto" and options.rate is None
 
 
 def _start_task_sampler(pid: int, options: AttachOptions, session: _Session) -> None:

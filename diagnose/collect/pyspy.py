@@ -59,30 +59,17 @@ def first_error_line(stderr: str) -> str:
 
 def probe(pid: int, native: bool = False, timeout: float = 15.0) -> ProbeResult:
     """One `py-spy dump`: proves py-spy can read the target and tells its Python version."""
-    return finish_probe(start_probe(pid, native), timeout)
-
-
-def start_probe(pid: int, native: bool = False) -> subprocess.Popen[str]:
-    """`probe`'s py-spy dump, started: finish_probe reads it (the attach runs the native one
-    beside the recorders' launch)."""
     cmd = [pyspy_binary(), "dump", "--pid", str(pid)]
     if native:
         cmd.append("--native")
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def finish_probe(proc: subprocess.Popen[str], timeout: float = 15.0) -> ProbeResult:
-    """The started probe's result; killed and reaped when it overruns `timeout`."""
     try:
-        stdout, stderr = proc.communicate(timeout=timeout)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
         return ProbeResult(False, None, "py-spy dump timed out")
-    if proc.returncode == 0:
-        match = _PY_VERSION.search(stdout)
+    if out.returncode == 0:
+        match = _PY_VERSION.search(out.stdout)
         return ProbeResult(True, match.group(1) if match else None, "")
-    return ProbeResult(False, None, first_error_line(stderr) or f"py-spy exited {proc.returncode}")
+    return ProbeResult(False, None, first_error_line(out.stderr) or f"py-spy exited {out.returncode}")
 
 
 def classify_probe_failure(message: str, pid: int) -> Exception | None:

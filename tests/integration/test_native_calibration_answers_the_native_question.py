@@ -1,12 +1,11 @@
-"""The default plan's native question is asked beside the window, not before it: the main
-recorders take no native frames, so the window opens after one plain `py-spy dump`, and the
-native calibration recorders start once a native dump beside them says py-spy can unwind the
-target (a saturated 3-worker tree waited 0.4-0.6 s for that dump before its window opened).
-Where it cannot, the window is kept and the report says its states are estimated."""
+"""The default plan asks no native `py-spy dump` before the window: its main recorders take no
+native frames, so one plain dump proves the target readable, and the native calibration's own
+recorders, started with the window, prove native unwinding (a saturated 3-worker tree waited
+0.4-0.6 s for the native dump before its window opened). Where py-spy cannot unwind the target,
+the window is kept and the report says its states are estimated, in py-spy's words."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 import pytest
@@ -31,10 +30,19 @@ threading.Event().wait()
 '''
 
 
-def test_the_native_calibration_starts_beside_the_window_once_the_probe_answers(tmp_path):
+def test_the_native_calibration_proves_native_unwinding_without_a_native_probe(tmp_path, monkeypatch):
+    probes: list[bool] = []
+    real_probe = pyspy.probe
+
+    def counted_probe(pid: int, native: bool = False, timeout: float = 15.0) -> pyspy.ProbeResult:
+        probes.append(native)
+        return real_probe(pid, native, timeout)
+
+    monkeypatch.setattr(pyspy, "probe", counted_probe)
     with running([sys.executable, "-c", SERVICE]) as pid:
         cap = capture(pid, tmp_path, AttachOptions(duration=2.0))
         try:
+            assert probes == [False], probes
             assert cap.sampling.native is True
             assert "native calibration" in cap.sampling.mode, cap.sampling.mode
             assert cap.native_profile_path is not None and cap.native_profile_path.stat().st_size > 0
@@ -43,14 +51,15 @@ def test_the_native_calibration_starts_beside_the_window_once_the_probe_answers(
 
 
 def test_a_target_py_spy_cannot_unwind_natively_keeps_its_window_with_states_estimated(tmp_path, monkeypatch):
-    def failing_native_probe(pid: int, native: bool = False) -> subprocess.Popen[str]:
-        if not native:
-            return real_start(pid, native)
-        return subprocess.Popen(["sh", "-c", "echo 'Error: Failed to load symbols' >&2; exit 1"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    real_command = pyspy.record_command
 
-    real_start = pyspy.start_probe
-    monkeypatch.setattr(pyspy, "start_probe", failing_native_probe)
+    def failing_native(pid, output, duration, rate, native, nonblocking=False, subprocesses=False,
+                       fmt="chrometrace"):
+        if native and fmt == "speedscope":  # the calibration recorder, as py-spy fails it
+            return ["sh", "-c", "echo 'Error: Failed to load symbols' >&2; exit 1"]
+        return real_command(pid, output, duration, rate, native, nonblocking, subprocesses, fmt)
+
+    monkeypatch.setattr(pyspy, "record_command", failing_native)
     with running([sys.executable, "-c", SERVICE]) as pid:
         cap = capture(pid, tmp_path, AttachOptions(duration=2.0))
         try:
