@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Advice proven by experiment: does the verdict's first advice, applied, make the service faster?
 
-    python benchmarks/advice_gain.py [--fixtures pipeline,locked_blas,...] [--rounds 3]
+    python benchmarks/advice_gain.py [--fixtures pipeline,locked_blas,"async_executor:--executor named",...]
+                                     [--rounds 3]
                                      [--seconds 8] [--duration 6] [--python 3.12]
                                      [--json-out FILE]
 
@@ -239,8 +240,17 @@ def attach(pid: int, duration: float, out_dir: Path) -> dict:
     return json.loads(proc.stdout)
 
 
+def split_spec(spec: str) -> tuple[str, list[str]]:
+    """A fixture and the arguments of its variant: `async_executor:--executor named` is the
+    async_executor workload run with `--executor named` (diagnosed and measured so, the advice's
+    parameters after them)."""
+    name, _, variant = spec.partition(":")
+    return name.strip(), variant.split()
+
+
 def diagnose(fixture: str, duration: float, out_dir: Path, python: str = sys.executable) -> dict:
-    cmd = [python, str(WORKLOADS / f"{fixture}.py"), "--seconds", str(duration + 60)]
+    name, variant = split_spec(fixture)
+    cmd = [python, str(WORKLOADS / f"{name}.py"), *variant, "--seconds", str(duration + 60)]
     workload = knob_sweep.Workload(cmd)
     try:
         return attach(workload.wait_ready(), duration, out_dir)
@@ -250,13 +260,15 @@ def diagnose(fixture: str, duration: float, out_dir: Path, python: str = sys.exe
 
 def measure(fixture: str, configs: list[str], rounds: int, seconds: float, warmup: float,
             python: str = sys.executable) -> list[dict]:
-    script = WORKLOADS / f"{fixture}.py"
+    name, variant = split_spec(fixture)
+    script = WORKLOADS / f"{name}.py"
     runs = []
     for r in range(rounds):
         for k in range(len(configs)):
             index = (k + r) % len(configs)
             knob_sweep.log(f"  {fixture} round {r + 1}/{rounds}: {configs[index] or 'defaults'}")
-            result = knob_sweep.run_once(python, script, configs[index], "", seconds, warmup)
+            config = " ".join([*variant, configs[index]]).strip()
+            result = knob_sweep.run_once(python, script, config, "", seconds, warmup)
             result.update(round=r, index=index)
             runs.append(result)
     return knob_sweep.summarize(configs, runs)
@@ -274,7 +286,7 @@ def row_from(fixture: str, report: dict, args, python: str = sys.executable) -> 
     verdict = report["verdict"]["primary"]
     first = report["findings"][0] if report["findings"] else {}
     fix = (first.get("evidence") or {}).get("fix")
-    applied = knob_args(fixture, fix) if verdict != "none" else None
+    applied = knob_args(split_spec(fixture)[0], fix) if verdict != "none" else None
     row = {"fixture": fixture, "verdict": verdict, "fix": fix,
            "advice": (first.get("advice") or [""])[0], "predicted_gain": first.get("predicted_gain"),
            "gain_basis": first.get("gain_basis"), "applied": applied}

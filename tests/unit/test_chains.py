@@ -234,7 +234,9 @@ def test_threads_queued_on_a_gil_held_asleep_end_at_its_holder_asleep_in_its_cal
     chain = found.chains[0]
     assert [h.resource for h in chain.hops] == [ResourceKind.GIL, ResourceKind.SLEEP]
     holding = found.gil_holding
-    assert holding is not None and holding.blocked_share < HELD_ASLEEP_SHARE <= found.chain_context.gil_blocked
+    # the counters' CPU says more than the kernel's instants, and the chain reads the larger
+    assert holding is not None and holding.blocked_share < found.chain_context.gil_blocked
+    assert HELD_ASLEEP_SHARE <= found.chain_context.gil_blocked
     assert chain.last.share == round(found.chain_context.gil_blocked * holding.holder_wait_share, 4)
     assert chain.end == ChainEnd.GIL_HOLDER
     assert chain_line(chain).endswith(f"→ the GIL → a timer or signal ({chain.last.share:.0%} of the time) "

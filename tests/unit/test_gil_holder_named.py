@@ -81,3 +81,17 @@ def test_threads_sharing_a_sqlite_connection_on_a_busy_machine_read_the_native_l
     gil = next(f for f in report.findings if f.id == "gil_contention")
     assert "Give each thread its own" in gil.advice[0]
     assert "without the GIL" in gil.summary
+
+
+def test_a_holder_blocked_at_under_half_of_the_instants_is_still_the_gil_held_asleep(tmp_path) -> None:
+    """CI's live attach of the same workload beside the suite's other tests
+    (fixtures/recorded/sqlite_shared_busy_machine/holder_blocked_at_7_of_16_beside_the_suite): the
+    mutex's runner waited for a core, so the holder, named by the interpreter, was blocked on
+    the connection's mutex at 7 of the 16 instants a thread slept on the GIL. Read against half
+    of them, the finding said only "request threads spend 67% of their time waiting for the GIL"
+    and advised vectorising; a computing holder reads 0 in every recording."""
+    report = replay("sqlite_shared_busy_machine", "holder_blocked_at_7_of_16_beside_the_suite", tmp_path)
+    assert report.verdict.primary == "gil_contention", report.verdict
+    gil = next(f for f in report.findings if f.id == "gil_contention")
+    assert "read from the interpreter" in gil.summary and "without the GIL" in gil.summary
+    assert "Give each thread its own" in gil.advice[0]
