@@ -12,8 +12,8 @@ Python per request). The script
 1. starts one backend and the front end, runs `diagnose attach FRONT_END --duration D --json`:
    the verdict, its first advice and the predicted gain (the finding's lever);
 2. measures the front end's requests/s with one backend and with the advice applied, two
-   backends sharing the port (`--reuse-port`; over a Unix socket a second path cannot be shared,
-   so `--transport unix` measures the diagnosis only), alternating over `--rounds` rounds on
+   backends sharing the port (`--reuse-port`; over a Unix socket a path cannot be shared: each
+   copy listens on its own and the front end's threads spread over them), alternating over `--rounds` rounds on
    fresh processes, and prints the medians, the median of same-round ratios and the prediction
    side by side.
 
@@ -54,15 +54,30 @@ def _port() -> int:
         return int(s.getsockname()[1])
 
 
+def copies_of(where: list[str], count: int) -> list[list[str]]:
+    """Where each of `count` backend copies listens: one TCP port shared (SO_REUSEPORT), or a
+    Unix socket path each (a path cannot be shared: `PATH.1`, `PATH.2`...)."""
+    if where[0] == "--port":
+        return [[*where, "--reuse-port"]] * count
+    return [["--unix", where[1] if n == 0 else f"{where[1]}.{n}"] for n in range(count)]
+
+
+def front_end_where(where: list[str], count: int) -> list[str]:
+    """The front end's address for `count` copies: the shared port, or every copy's path (its
+    threads spread over them in turn)."""
+    if where[0] == "--port":
+        return where
+    return ["--unix", ",".join(copy[1] for copy in copies_of(where, count))]
+
+
 @contextmanager
 def backends(python: str, count: int, where: list[str]):
-    """`count` backend processes on one address (SO_REUSEPORT over TCP), stopped on exit."""
+    """`count` backend processes (copies_of), stopped on exit."""
     started = []
     try:
-        for _ in range(count):
-            reuse = ["--reuse-port"] if where[0] == "--port" else []
+        for copy in copies_of(where, count):
             w = knob_sweep.Workload([python, str(WORKLOADS / "feature_backend.py"), "--seconds", "300",
-                                     *where, *reuse])
+                                     *copy])
             started.append(w)
             w.wait_ready()
         yield [w.pid for w in started]
@@ -101,7 +116,7 @@ def diagnose(python: str, where: list[str], duration: float, out_dir: Path, lock
 def rate(python: str, where: list[str], copies: int, seconds: float, warmup: float,
          lock: bool = False) -> float | None:
     with backends(python, copies, where):
-        front = front_end(python, where, lock)
+        front = front_end(python, front_end_where(where, copies), lock)
         try:
             time.sleep(warmup)
             a = front.count()
@@ -137,15 +152,14 @@ def main(argv=None) -> int:
         row = diagnose(python, where, args.duration, Path(scratch))
         knob_sweep.log(f"verdict {row['verdict']}, predicted {row['predicted_gain']}")
         before, after, ratios = [], [], []
-        if args.transport == "tcp":
-            for n in range(args.rounds):
-                one = rate(python, where, 1, args.seconds, args.warmup)
-                two = rate(python, where, 2, args.seconds, args.warmup)
-                knob_sweep.log(f"round {n + 1}: 1 backend {one}, 2 backends {two}")
-                if one and two:
-                    before.append(one)
-                    after.append(two)
-                    ratios.append(two / one)
+        for n in range(args.rounds):  # two copies: a shared port, or a Unix path each (copies_of)
+            one = rate(python, where, 1, args.seconds, args.warmup)
+            two = rate(python, where, 2, args.seconds, args.warmup)
+            knob_sweep.log(f"round {n + 1}: 1 backend {one}, 2 backends {two}")
+            if one and two:
+                before.append(one)
+                after.append(two)
+                ratios.append(two / one)
     row.update(transport=args.transport, rounds=len(ratios),
                before_rps=statistics.median(before) if before else None,
                after_rps=statistics.median(after) if after else None,

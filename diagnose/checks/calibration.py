@@ -131,9 +131,17 @@ RECORD: dict[str, tuple[MeasuredFix, ...]] = {
     "backend_saturated": (
         # benchmarks/advice_backend.py, 3 rounds, nothing else running
         MeasuredFix("the remote_backend fixture", "a second backend process on the port", 1.92, 1.99),
+        # --transport unix: the second copy on a socket of its own, the threads spread over both
+        MeasuredFix("the remote_backend fixture over a Unix socket", "a second backend process on its own socket",
+                    1.82, 2.01),
     ),
     "async_wait": (
         MeasuredFix("the async_executor fixture", "64 executor workers", 10.67, 10.66,
+                    knob="executor_max_workers"),
+        # benchmarks/advice_gain.py "async_executor:--executor named" / "...to_thread", 3 rounds
+        MeasuredFix("the async_executor fixture (a named ThreadPoolExecutor)", "64 executor workers", 10.67, 10.56,
+                    knob="executor_max_workers"),
+        MeasuredFix("the async_executor fixture (asyncio.to_thread)", "64 executor workers", 10.67, 10.57,
                     knob="executor_max_workers"),
     ),
     "gc_pressure": (
