@@ -253,16 +253,20 @@ class Analysis:
         """The OS counters of the threads with no Python frames; none without OS counters."""
         if self.os is None:
             return []
-        python_tids = {int(t) for t in self.threads["tid"]}
-        return [thread for tid, thread in self.os.threads.items() if tid not in python_tids]
+        return [thread for tid, thread in self.os.threads.items() if tid not in self._python_tids]
 
     @functools.cached_property
     def _threads_joined(self) -> bool:
         """The samples' thread ids are the kernel's: false for a recording that names threads by
         pthread id with no map to the kernel's ids (made before the attach read one:
         collect/pthread_ids.py), where every /proc thread looks native."""
-        python_tids = {int(t) for t in self.threads["tid"]}
+        python_tids = self._python_tids
         return self.os is not None and not (python_tids and python_tids.isdisjoint(self.os.threads))
+
+    @functools.cached_property
+    def _python_tids(self) -> frozenset[int]:
+        """The ids of the threads the samples saw run Python."""
+        return frozenset(int(t) for t in self.threads["tid"])
 
     @functools.cached_property
     def pool_splits(self) -> list[PoolSplit]:

@@ -17,7 +17,7 @@ What they slept on then (a socket to a backend, a timer) is where the chain goes
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -140,15 +140,10 @@ def _pools(kernel: KernelView, renamed: Mapping[tuple[int, str], WaitObject]) ->
                 if obj.blocking not in (Blocking.RUNNING, Blocking.IDLE) and obj.resource is not None:
                     slept[obj.key] = slept.get(obj.key, 0.0) + share
                     objects[obj.key] = obj
-        top = sorted(slept.items(), key=lambda kv: -kv[1])[:1]
-        wait = objects[top[0][0]] if top else None
-        share = float(top[0][1]) if top else 0.0
+        top = max(slept, key=slept.__getitem__, default=None)
+        wait = objects[top] if top is not None else None
+        share = slept[top] if top is not None else 0.0
         out[key] = PoolHolding(key, tuple(sorted(tids)), wait,
                                round(share / outside, 4) if wait is not None and outside > 0 else 0.0)
     return out
 
-
-def renamed_shares(shares: Iterable[tuple[WaitObject, float]], tid: int,
-                   waits: ConditionWaits) -> list[tuple[WaitObject, float]]:
-    """A thread's kernel shares with its condition waits named as their conditions."""
-    return [(waits.rename(tid, obj), share) for obj, share in shares]
