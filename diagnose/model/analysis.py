@@ -141,17 +141,31 @@ class Analysis:
         the kernel, as one wait, and its pools' holders (model/condition_waits.py); none without
         the kernel's record or on a recording whose samples carry no instants of their own."""
         from diagnose.model.condition_waits import NO_CONDITION_WAITS, condition_waits
-        profile = self.profile
-        if self.kernel is None or profile.instants != "measured":
+        if self.kernel is None or not self.tick_stacks:
             return NO_CONDITION_WAITS
         stacks = self.stacks
-
-        def frames(stack: int) -> list[Frame]:
-            return [self.frame(f) for f in profile.stacks[stack]]
-
-        return condition_waits(self.kernel, _stack_changes(profile), profile.interval_s or 0.01, frames,
+        return condition_waits(self.kernel, self.tick_stacks, self.stack_frames,
                                lambda stack: int(stacks.site[stack]), lambda stack: str(stacks.wait_kind[stack]),
                                self.frame)
+
+    @functools.cached_property
+    def tick_stacks(self) -> Mapping[int, np.ndarray]:
+        """Per thread the kernel saw, the stack py-spy saw it keep at each of its /proc ticks (in
+        the order of kernel.times; -1: none kept), matched once for the readers that ask what a
+        thread's code did at a tick (lock_holdings, condition_waits); empty without the kernel's
+        record or on a recording whose samples carry no instants of their own."""
+        from diagnose.model.os_state import stacks_at_ticks
+        profile = self.profile
+        if self.kernel is None or profile.instants != "measured":
+            return {}
+        changes = _stack_changes(profile)
+        interval = profile.interval_s or 0.01
+        return {tid: stacks_at_ticks(changes[tid], np.asarray(times, dtype=np.float64), interval)
+                for tid, times in self.kernel.times.items() if tid in changes and len(times)}
+
+    def stack_frames(self, stack: int) -> list[Frame]:
+        """A stack's frames, outermost first."""
+        return [self.frame(f) for f in self.profile.stacks[stack]]
 
     @functools.cached_property
     def task_chains(self) -> tuple[Chain, ...]:
@@ -187,17 +201,14 @@ class Analysis:
         kernel's record or on a recording whose samples carry no instants of their own."""
         from diagnose.model.lock_holders import lock_holdings
         profile = self.profile
-        if self.kernel is None or profile.instants != "measured":
+        if self.kernel is None or not self.tick_stacks:
             return {}
-
-        def frames(stack: int) -> list[Frame]:
-            return [self.frame(f) for f in profile.stacks[stack]]
 
         def site(stack: int) -> int:
             at = int(self.stacks.site[stack])
             return profile.innermost_index(stack, at) if at >= 0 else -1
 
-        return lock_holdings(self.kernel, _stack_changes(profile), profile.interval_s or 0.01, frames, site)
+        return lock_holdings(self.kernel, self.tick_stacks, self.stack_frames, site)
 
     @functools.cached_property
     def syscalls(self) -> SyscallSamples | None:

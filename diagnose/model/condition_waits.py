@@ -5,7 +5,7 @@ many futexes as there are waiters: a pool of two connections with seven threads 
 (`queue.Queue.get` under a pool's acquire) read as seven chains "1 thread, 80% of the time →
 lock at 0x… → end: the lock's holder". The frames name the one thing they queue on: the
 application's line that calls into the wait (model's wait site) and its kind. Matched tick by
-tick to the stacks py-spy saw (os_state.stacks_at_ticks), a thread's own futex whose ticks sit
+tick to the stacks py-spy saw (Analysis.tick_stacks), a thread's own futex whose ticks sit
 in `Condition.wait` under one wait site is that site's wait.
 
 A pooled resource (vocab.POOL_KINDS: a Queue or Semaphore the request threads take items from)
@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from diagnose.model.kernel_waits import Blocking, KernelView, WaitObject
-from diagnose.model.os_state import stacks_at_ticks
 from diagnose.samples.profile import Frame
 from diagnose.vocab import POOL_KINDS, ResourceKind, WaitKind
 
@@ -61,14 +60,14 @@ class ConditionWaits:
 NO_CONDITION_WAITS = ConditionWaits({}, {})
 
 
-def condition_waits(kernel: KernelView | None, tracks: Mapping[int, tuple[np.ndarray, np.ndarray]],
-                    interval_s: float, stack_frames: Callable[[int], Sequence[Frame]],
+def condition_waits(kernel: KernelView | None, tick_stacks: Mapping[int, np.ndarray],
+                    stack_frames: Callable[[int], Sequence[Frame]],
                     site_of: Callable[[int], int], kind_of: Callable[[int], str],
                     frame: Callable[[int], Frame]) -> ConditionWaits:
-    """`tracks`: per thread, the instants its stack changed and the stack then (a timestamped
-    recording); `site_of(stack)`: the frame id of its wait site (-1: none); `kind_of(stack)`: its
-    wait kind; `frame(id)`: a frame by id."""
-    if kernel is None or not tracks:
+    """`tick_stacks`: per thread, the stack py-spy saw it keep at each of its kernel ticks
+    (Analysis.tick_stacks, os_state.stacks_at_ticks); `site_of(stack)`: the frame id of its wait
+    site (-1: none); `kind_of(stack)`: its wait kind; `frame(id)`: a frame by id."""
+    if kernel is None or not tick_stacks:
         return NO_CONDITION_WAITS
     users: dict[str, set[int]] = {}
     for tid, waits in kernel.threads.items():
@@ -76,10 +75,7 @@ def condition_waits(kernel: KernelView | None, tracks: Mapping[int, tuple[np.nda
             if obj.resource == ResourceKind.LOCK:
                 users.setdefault(obj.key, set()).add(tid)
     renamed: dict[tuple[int, str], WaitObject] = {}
-    for tid, times in kernel.times.items():
-        if tid not in tracks or not len(times):
-            continue
-        stacks = stacks_at_ticks(tracks[tid], np.asarray(times, dtype=np.float64), interval_s)
+    for tid, stacks in tick_stacks.items():
         sites: dict[str, Counter[tuple[int, str]]] = {}
         matched: Counter[str] = Counter()
         for index, stack in zip(kernel.indices[tid].tolist(), stacks.tolist()):

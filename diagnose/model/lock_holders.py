@@ -32,7 +32,6 @@ import numpy as np
 
 from diagnose.model.held_locks import LockSite, held_in_stack, waited_at
 from diagnose.model.kernel_waits import Blocking, KernelView, WaitObject
-from diagnose.model.os_state import stacks_at_ticks
 from diagnose.samples.profile import Frame
 from diagnose.vocab import ResourceKind
 
@@ -69,20 +68,18 @@ class _Tick:
     stack: int
 
 
-def lock_holdings(kernel: KernelView | None, changes: Mapping[int, tuple[np.ndarray, np.ndarray]],
-                  interval_s: float, stack_frames: Callable[[int], Sequence[Frame]],
+def lock_holdings(kernel: KernelView | None, tick_stacks: Mapping[int, np.ndarray],
+                  stack_frames: Callable[[int], Sequence[Frame]],
                   sites: Callable[[int], int]) -> dict[str, LockHolding]:
     """Per lock the kernel saw threads wait on (its key), who held it and what they did then.
-    `changes`: per thread, the instants its stack changed and the stack then (a timestamped
-    recording); `stack_frames(stack)`: its frames, outermost first; `sites(stack)`: the index
-    among them of the frame waiting (-1: none)."""
-    if kernel is None or not changes:
+    `tick_stacks`: per thread, the stack py-spy saw it keep at each of its kernel ticks
+    (Analysis.tick_stacks, os_state.stacks_at_ticks); `stack_frames(stack)`: its frames,
+    outermost first; `sites(stack)`: the index among them of the frame waiting (-1: none)."""
+    if kernel is None or not tick_stacks:
         return {}
     at: dict[float, list[_Tick]] = {}
-    for tid, times in kernel.times.items():
-        if tid not in changes or not len(times):
-            continue
-        stacks = stacks_at_ticks(changes[tid], np.asarray(times, dtype=np.float64), interval_s)
+    for tid, stacks in tick_stacks.items():
+        times = kernel.times[tid]
         for t, index, stack in zip(times.tolist(), kernel.indices[tid].tolist(), stacks.tolist()):
             at.setdefault(t, []).append(_Tick(tid, kernel.objects[index], int(stack)))
     reader = _Reader(stack_frames, sites)
