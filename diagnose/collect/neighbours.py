@@ -20,9 +20,9 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from diagnose.collect.proc_text import CLOCK_TICKS, read_proc_text
 from diagnose.report.redact import redact_cmdline
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # A kernel thread (PF_KTHREAD in stat's flags): no command line, named by [comm] as ps does.
 _PF_KTHREAD = 0x00200000
 TOP = 5  # the holders a record keeps, by CPU over the window...
@@ -86,19 +86,12 @@ def _parse(text: str, ticks: int) -> _Seen:
 
 
 def _read(path: str) -> str | None:
-    """A small /proc file's text, or None when the process is gone (procfs.read_proc_text's plain
-    os.open/os.read, not open(): half the cost on a scan of every process; procfs imports this
-    module, so it is not imported from there)."""
+    """A stranger's /proc file, or None on any error reading it (not only its exit): one process
+    that cannot be read leaves the others' scan whole."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        return read_proc_text(path)
     except OSError:
         return None
-    try:
-        return os.read(fd, 65536).decode("utf-8", "replace")
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def scan() -> dict[int, _Seen]:

@@ -17,12 +17,12 @@ from diagnose.collect.gc_state import GcRecord, GcStateSampler
 from diagnose.collect.kernel_waits import (FileLockEntry, KernelRecord, KernelWaitReader,
                                            pipe_ends, read_file_locks)
 from diagnose.collect.neighbours import Neighbours, NeighbourScanner
+from diagnose.collect.proc_text import CLOCK_TICKS, read_proc_text
 from diagnose.collect.sockets import serving_pids, socket_table
 from diagnose.report.redact import redact_argv
 
 from diagnose.collect.cgroup import cpu_cgroup, read_throttling
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -150,25 +150,6 @@ class ProcRecord:
         rec.first = {int(k): ThreadCounters(**v) for k, v in data.get("first", {}).items()}
         rec.last = {int(k): ThreadCounters(**v) for k, v in data.get("last", {}).items()}
         return rec
-
-
-def read_proc_text(path: str) -> str | None:
-    """A /proc file's text, or None when the thread or process is gone (or not ours to read).
-    Plain os.open/os.read, not open(): the /proc sampler reads every thread's stat each tick,
-    and a buffered file object costs twice the time of the read itself."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    try:
-        chunks = []
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-        return b"".join(chunks).decode("utf-8", "replace")
-    except (ProcessLookupError, PermissionError):
-        return None
-    finally:
-        os.close(fd)
 
 
 def parse_stat(text: str) -> tuple[str, str, float]:
