@@ -812,8 +812,8 @@ def _native_profiles(natives: list[tuple[_Recording, str]], notes: list[str]) ->
                 native_paths.remove(rec.path)
     if not native_paths:
         # py-spy's own words where it could not unwind the target (no probe asked it first)
-        errors = [line.strip()[len("Error:"):].strip() for _, out in natives for line in out.splitlines()
-                  if line.strip().startswith("Error:")]
+        errors = [pyspy.first_error_line(out) for _, out in natives
+                  if any(line.strip().startswith("Error:") for line in out.splitlines())]
         notes.append(f"native frames unavailable ({errors[0]}): thread state inferred from Python frames "
                      f"only, and marked estimated" if errors else
                      "the native recorder wrote nothing: thread states are estimated from Python frames "

@@ -67,6 +67,8 @@ STOP_SLACK_S = 0.15
 STOP_LEAD_MAX_SHARE = 0.25  # of the window: a slow recorder keeps most of its span
 MAX_STOP_RAISE = 4  # a rate is never raised more than this many times to make up for its lead
 STOP_COUNT_KEPT = 0.97  # a lead that costs less of the samples than this leaves the rate alone
+# How a plan's reason says it calibrates natively (without_native takes it out again).
+NATIVE_REASON = ", plus native stacks"
 
 
 def stop_lead_s(rate_hz: int, duration: float) -> float:
@@ -124,7 +126,7 @@ def plan_sampling(threads: int | None, requested_rate: int | None, native: bool 
               + (f", {PROCESS_SAMPLES_PER_SECOND} process-samples/s over {processes} processes"
                  if processes > 1 else "") + ")")
     if native_rate:
-        reason += f", plus native stacks at {native_rate} Hz to calibrate thread states"
+        reason += f"{NATIVE_REASON} at {native_rate} Hz to calibrate thread states"
     return SamplingPlan(rate, proc_interval, True, reason, nonblocking=True, native_rate_hz=native_rate)
 
 
@@ -144,7 +146,7 @@ class TreePlan:
 def without_native(plan: TreePlan) -> TreePlan:
     """The same plan with no native calibration (py-spy could not unwind the target natively)."""
     sampling = replace(plan.sampling, native_rate_hz=0,
-                       reason=plan.sampling.reason.split(", plus native stacks", 1)[0])
+                       reason=plan.sampling.reason.split(NATIVE_REASON, 1)[0])
     return TreePlan(sampling, tuple(replace(p, native_rate_hz=0) for p in plan.processes))
 
 
@@ -213,7 +215,7 @@ def plan_tree(activity: list[ProcessActivity], requested_rate: int | None,
                  if share < 1 else "")
               + (f", {idle_rate} Hz in {idle} idle one{'s' if idle > 1 else ''}" if idle else ""))
     if native_rate:
-        reason += (f", plus native stacks at {native_rate} Hz in {len(chosen)} of them to "
+        reason += (f"{NATIVE_REASON} at {native_rate} Hz in {len(chosen)} of them to "
                    f"calibrate thread states (one per program)")
     # the /proc sampler's reads come out of the service too: the same share of its budget
     proc_interval = _proc_interval(threads or 1, len(activity), share)
