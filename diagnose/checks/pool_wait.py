@@ -25,6 +25,7 @@ from diagnose.checks.wait_share import WaitShare, line_of, wait_finding, where
 from diagnose.vocab import POOL_KINDS, ChainEnd, ResourceKind
 from diagnose.model.chain_words import chain_line
 from diagnose.model.chains import Chain
+from diagnose.model.condition_waits import condition_key
 from diagnose.report.model.sections import WaitSite
 from diagnose.model.waits import describe
 from diagnose.report.model.findings import Fix
@@ -103,7 +104,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
 def pool_chain(analysis: Analysis, site: WaitSite) -> Chain | None:
     """The chain of waits through the pool the request threads queue on at `site`
     (model/condition_waits.py names it by its line); None where the kernel's record has none."""
-    key = f"condition:{site.file}:{site.line}"
+    key = condition_key(site.file, site.line)
     return next((c for c in analysis.chains if c.first.resource == ResourceKind.POOL and c.first.key == key), None)
 
 

@@ -112,8 +112,14 @@ def _condition(site: Frame, kind: str) -> WaitObject:
     what = _KIND_WORDS.get(kind, "a condition")
     pooled = kind in POOL_KINDS
     label = f"pool: {what} at {where}" if pooled else f"{what} at {where}"
-    return WaitObject(ResourceKind.POOL if pooled else ResourceKind.LOCK, f"condition:{site.file}:{site.line}",
+    return WaitObject(ResourceKind.POOL if pooled else ResourceKind.LOCK, condition_key(site.file, site.line),
                       label, Blocking.HELD, "futex")
+
+
+def condition_key(file: str, line: int) -> str:
+    """The key of the condition waited on at a line: the chains group its waiters by it, and a
+    check finds its chain by it (pool_wait)."""
+    return f"condition:{file}:{line}"
 
 
 def _pools(kernel: KernelView, renamed: Mapping[tuple[int, str], WaitObject]) -> dict[str, PoolHolding]:
