@@ -473,6 +473,7 @@ class _Launched:
     at: float  # time.monotonic() of the launch
     children_before: resource.struct_rusage  # the reaped children's CPU (py-spy's) before it
     observer_before: observer_cpu.CpuReading | None  # the observer's own CPU before it
+    pyspy_version: pyspy.VersionQuery  # asked beside the window, read after it
 
 
 @dataclass(frozen=True)
@@ -580,6 +581,7 @@ def _launch(run: _Run, probed: _Probed, tree_plan: TreePlan, temp_dir: Path) -> 
     children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     # The observer's own CPU (this process and every child) from here to the window's end.
     observer_before = observer_cpu.read()
+    version = pyspy.ask_version()
     recorders = session.recorders
     run.stop.graceful = True  # from here a first signal ends the window and the report is written
     for pid in probed.members:
@@ -594,7 +596,7 @@ def _launch(run: _Run, probed: _Probed, tree_plan: TreePlan, temp_dir: Path) -> 
     sampler.start()
     sampler.new_pids.clear()  # the members found by the sampler's first scan are recorded
     return _Launched(tree_plan, temp_dir, sampler, list(probed.members), recordings, openers,
-                     at, children_before, observer_before)
+                     at, children_before, observer_before, version)
 
 
 def _wait_window(run: _Run, probed: _Probed, launched: _Launched,
@@ -855,7 +857,7 @@ def _sampling(run: _Run, probed: _Probed, launched: _Launched, stopped: _Stopped
         mode=mode,
         processes_planned=tuple(tree_plan.processes),
         processes_sampled=len(stopped.tree_record.records),
-        pyspy_version=pyspy.pyspy_version(),
+        pyspy_version=pyspy.version_answer(launched.pyspy_version),
         pyspy_cpu_s=round(stopped.pyspy_cpu_s, 3),
         pyspy_cpu_share_of_cores=round(stopped.pyspy_cpu_s / (max(elapsed, 1e-3) * record.cores), 4),
         cpu=observer_cpu.window_cpu(launched.observer_before, stopped.observer_after,

@@ -28,9 +28,33 @@ def pyspy_binary() -> str:
     raise ProfilerFailed("py-spy is not installed: pip install py-spy")
 
 
-def pyspy_version() -> str:
-    out = subprocess.run([pyspy_binary(), "--version"], capture_output=True, text=True, timeout=10)
-    return out.stdout.strip().replace("py-spy ", "") or "unknown"
+@dataclass(frozen=True)
+class VersionQuery:
+    """`py-spy --version` asked when the recorders start and read when the window has ended:
+    asked after the window it took 0.14 s of the path to the verdict beside a saturated tree."""
+
+    process: subprocess.Popen[str] | None  # None: py-spy could not be run to ask
+
+
+def ask_version() -> VersionQuery:
+    try:
+        return VersionQuery(subprocess.Popen([pyspy_binary(), "--version"], stdout=subprocess.PIPE,
+                                             stderr=subprocess.DEVNULL, text=True))
+    except (OSError, ProfilerFailed):
+        return VersionQuery(None)
+
+
+def version_answer(query: VersionQuery) -> str:
+    """py-spy's version as `query` was answered ("unknown" where it was not)."""
+    if query.process is None:
+        return "unknown"
+    try:
+        out, _ = query.process.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        query.process.kill()
+        query.process.wait()
+        return "unknown"
+    return out.strip().replace("py-spy ", "") or "unknown"
 
 
 # py-spy's messages, matched to decide between "retry", "not python" and "no permission".
