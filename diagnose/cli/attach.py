@@ -35,28 +35,27 @@ def attach_and_report(args: AttachArgs) -> int:
     """SIGINT, SIGTERM and SIGHUP are handled over the whole command (see StopSignals): before
     sampling starts one aborts; during the window one ends it early and the partial report is
     written, exiting 128 + the signal's number; a second one aborts at once."""
-    from diagnose.collect import priority
-    from diagnose.collect.capture import StopSignals
+    from diagnose.collect import activity, priority
+    from diagnose.collect.tree import descendants
 
     # Before the heavy imports: beside a service that saturates the cores they took minutes.
     priority.raise_own()
-    with StopSignals() as stop:
-        return _attach_stoppable(stop, args)
-
-
-def _attach_stoppable(stop, args: AttachArgs) -> int:
-    from diagnose.collect import activity
-    from diagnose.collect.tree import descendants
-
     pids = list(args.pids)
     # The sampling plan measures how busy each process is between two reads of its threads' CPU
-    # at least activity.MIN_INTERVAL_S apart: the first read here, so the probes fill that
-    # interval.
+    # at least activity.MIN_INTERVAL_S apart: the first read here, so the capture's import and
+    # the probes fill that interval.
     busy_since = activity.snapshot([*pids, *(d for p in pids for d in descendants(p))])
-    # The analysis stack is imported by the analyst process beside the probes and the window,
-    # at the least CPU priority once the window is under way (cli/analyst.py), not here on the
-    # way to the first sample.
-    analyst = Analyst.start()
+    from diagnose.collect.capture import StopSignals
+
+    with StopSignals() as stop:
+        return _attach_stoppable(stop, args, busy_since)
+
+
+def _attach_stoppable(stop, args: AttachArgs, busy_since) -> int:
+    # The analysis stack is imported by the analyst process, started with the command, beside
+    # the probes and the window, at the least CPU priority once the window is under way
+    # (cli/analyst.py), not here on the way to the first sample.
+    analyst = Analyst.claim()
     try:
         return _attach_with(stop, args, busy_since, analyst)
     finally:

@@ -581,7 +581,6 @@ def _launch(run: _Run, probed: _Probed, tree_plan: TreePlan, temp_dir: Path) -> 
     children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     # The observer's own CPU (this process and every child) from here to the window's end.
     observer_before = observer_cpu.read()
-    version = pyspy.ask_version()
     recorders = session.recorders
     run.stop.graceful = True  # from here a first signal ends the window and the report is written
     for pid in probed.members:
@@ -591,6 +590,7 @@ def _launch(run: _Run, probed: _Probed, tree_plan: TreePlan, temp_dir: Path) -> 
     # the GIL, and each launch after it waited (5 launches took 0.13 s beside them, 0.065 s ahead of them).
     for pid in probed.members:
         _start_task_sampler(pid, options, session)
+    version = pyspy.VersionQuery()  # after the launches too: its thread forks
     # The window's clock waits for these to say they sample (START_WAIT_S).
     openers = [r for rec, r in zip(recordings, recorders) if not rec.native]
     sampler.start()
@@ -857,7 +857,7 @@ def _sampling(run: _Run, probed: _Probed, launched: _Launched, stopped: _Stopped
         mode=mode,
         processes_planned=tuple(tree_plan.processes),
         processes_sampled=len(stopped.tree_record.records),
-        pyspy_version=pyspy.version_answer(launched.pyspy_version),
+        pyspy_version=launched.pyspy_version.answer(),
         pyspy_cpu_s=round(stopped.pyspy_cpu_s, 3),
         pyspy_cpu_share_of_cores=round(stopped.pyspy_cpu_s / (max(elapsed, 1e-3) * record.cores), 4),
         cpu=observer_cpu.window_cpu(launched.observer_before, stopped.observer_after,

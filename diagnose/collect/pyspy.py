@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import threading
 from dataclasses import dataclass
 
 from diagnose.errors import NoSuchProcess, PermissionDenied, ProfilerFailed
@@ -28,33 +29,28 @@ def pyspy_binary() -> str:
     raise ProfilerFailed("py-spy is not installed: pip install py-spy")
 
 
-@dataclass(frozen=True)
 class VersionQuery:
-    """`py-spy --version` asked when the recorders start and read when the window has ended:
-    asked after the window it took 0.14 s of the path to the verdict beside a saturated tree."""
+    """`py-spy --version`, asked on a thread of its own when the recorders start and read when
+    the window has ended: asked after it, its start took 0.14 s of the path to the verdict
+    beside a saturated tree. The thread reaps the child as soon as it exits."""
 
-    process: subprocess.Popen[str] | None  # None: py-spy could not be run to ask
+    def __init__(self) -> None:
+        self._version = "unknown"
+        self._thread = threading.Thread(target=self._ask, name="pyspy-version", daemon=True)
+        self._thread.start()
 
+    def _ask(self) -> None:
+        try:
+            out = subprocess.run([pyspy_binary(), "--version"], capture_output=True, text=True,
+                                 timeout=10)
+        except (OSError, subprocess.SubprocessError, ProfilerFailed):
+            return
+        self._version = out.stdout.strip().replace("py-spy ", "") or "unknown"
 
-def ask_version() -> VersionQuery:
-    try:
-        return VersionQuery(subprocess.Popen([pyspy_binary(), "--version"], stdout=subprocess.PIPE,
-                                             stderr=subprocess.DEVNULL, text=True))
-    except (OSError, ProfilerFailed):
-        return VersionQuery(None)
-
-
-def version_answer(query: VersionQuery) -> str:
-    """py-spy's version as `query` was answered ("unknown" where it was not)."""
-    if query.process is None:
-        return "unknown"
-    try:
-        out, _ = query.process.communicate(timeout=10)
-    except subprocess.TimeoutExpired:
-        query.process.kill()
-        query.process.wait()
-        return "unknown"
-    return out.strip().replace("py-spy ", "") or "unknown"
+    def answer(self) -> str:
+        """py-spy's version ("unknown" where it could not be asked)."""
+        self._thread.join(timeout=10)
+        return self._version
 
 
 # py-spy's messages, matched to decide between "retry", "not python" and "no permission".
