@@ -18,12 +18,6 @@ atexit.register(gc.freeze)
 # saturates the cores, importing took most of a minute at the service's priority.
 if sys.argv[1:2] in (["attach"], ["demo"]):
     priority.raise_own()
-# An attach's analyst process starts first of all (cli/analyst.py: start_early); a request for
-# help needs none.
-if sys.argv[1:2] == ["attach"] and not {"-h", "--help"} & set(sys.argv[2:]):
-    from diagnose.cli import analyst as _analyst
-
-    _analyst.start_early()
 
 import click  # noqa: E402
 

@@ -124,13 +124,6 @@ class Analyst:
             os.close(write_fd)
         return cls(process, os.fdopen(read_fd, "rb"))
 
-    @classmethod
-    def claim(cls) -> Analyst | None:
-        """The analyst started with the command (start_early), else one started now."""
-        global _early
-        early, _early = _early, None
-        return early if early is not None else cls.start()
-
     def idle(self) -> None:
         """SCHED_IDLE from now on: the window is under way (said once; later calls do nothing).
         Best effort: without the privilege the analyst goes on at its priority."""
@@ -176,18 +169,6 @@ class Analyst:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
-
-
-_early: Analyst | None = None  # started by start_early, not yet claimed
-
-
-def start_early() -> None:
-    """Starts the analyst before the rest of the command is imported: the analysis stack's
-    import (0.4 s of CPU) then runs beside the attach's own start-up at its priority, not after
-    the window, where beside a saturated service it lay on the path to the verdict."""
-    global _early
-    if _early is None:
-        _early = Analyst.start()
 
 
 def _lift(pid: int) -> None:

@@ -52,10 +52,10 @@ def attach_and_report(args: AttachArgs) -> int:
 
 
 def _attach_stoppable(stop, args: AttachArgs, busy_since) -> int:
-    # The analysis stack is imported by the analyst process, started with the command, beside
-    # the probes and the window, at the least CPU priority once the window is under way
-    # (cli/analyst.py), not here on the way to the first sample.
-    analyst = Analyst.claim()
+    # The analysis stack is imported by the analyst process beside the probes and the window,
+    # at the least CPU priority once the window is under way (cli/analyst.py), not here on the
+    # way to the first sample.
+    analyst = Analyst.start()
     try:
         return _attach_with(stop, args, busy_since, analyst)
     finally:
