@@ -167,7 +167,8 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
                f"{ratio:.2f} s for a core per CPU-second ({os_.threads_max} threads{fan})")
     if native_mutex_share >= settings.native_mutex_low and libraries:
         summary = (f"{request_threads} request threads fan out into {', '.join(libraries)}'s pool of "
-                   f"{intra_op} threads on {cores:g} usable cores and queue on its internal mutex "
+                   f"{intra_op} thread{'s' if intra_op != 1 else ''} on {cores:g} usable cores and queue "
+                   f"on its internal mutex "
                    f"{100 * native_mutex_share:.0f}% of the time; " + summary)
     advice = fan_out_advice(request_threads, intra_op, cores, libraries) + list(settings.advice)
     # The first advice as a knob and its value, for scripts that apply it (benchmarks/advice_gain.py).
