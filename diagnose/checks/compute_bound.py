@@ -32,7 +32,7 @@ from diagnose.checks.base import (Finding, NotApplicable, ScoreBasis, Site, busy
                                   make_finding, pct, ramp, top_sites)
 from diagnose.model.counters import running_agreement
 from diagnose.model.native_pools import pool_split
-from diagnose.vocab import LOCK_KINDS, ThreadState, WaitKind
+from diagnose.vocab import LOCK_KINDS, ThreadState
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
@@ -180,7 +180,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     # time into its pool) wait while the cores idle between calls: "the cores already run the
     # model" holds only for the time not queued there. The counters do not always say so (a CI
     # attach of blas_service queued 62% of the time, cores 68% busy, read compute_bound 100).
-    native_mutex_share = sum(w.share for w in analysis.waits if w.kind == WaitKind.NATIVE_MUTEX)
+    native_mutex_share = analysis.native_mutex_share
     not_queued = max(0.0, 1.0 - native_mutex_share)
     score *= not_queued
     evidence = ComputeEvidence(model_share_of_busy=sampled_share, busy_request_threads=busy_threads,

@@ -33,7 +33,7 @@ from diagnose.report.model.findings import Fix
 from diagnose.checks.base import (Finding, Site, amdahl, core_room, make_finding, ramp, serial_gain,
                                   top_sites)
 from diagnose.model.native_pools import LIBRARIES
-from diagnose.vocab import BUSY, WaitKind
+from diagnose.vocab import BUSY
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
@@ -155,7 +155,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     libraries = intra_op_libraries(analysis)
     # Fan-out that serializes instead of oversubscribing: request threads queue on a native
     # library's internal mutex (OpenBLAS lets one caller at a time into its thread pool).
-    native_mutex_share = sum(w.share for w in analysis.waits if w.kind == WaitKind.NATIVE_MUTEX)
+    native_mutex_share = analysis.native_mutex_share
     if intra_op and libraries:
         score = max(score, ramp(native_mutex_share, settings.native_mutex_low,
                                 settings.native_mutex_high))

@@ -23,7 +23,7 @@ from diagnose.samples.profile import Frame, Profile
 from diagnose.collect.run_context import RunContext
 from diagnose.model.servers import ServerProcess
 from diagnose.model.table import StackTable, build_sample_table, classify_stacks
-from diagnose.vocab import ACTIVE, PARKING_KINDS, RUNNING, STATES, ProcessRole, ThreadRole, ThreadState
+from diagnose.vocab import ACTIVE, PARKING_KINDS, RUNNING, STATES, ProcessRole, ThreadRole, ThreadState, WaitKind
 
 if TYPE_CHECKING:  # imported where used at run time: these modules read the Analysis
     from diagnose.model.chains import Chain, ChainContext
@@ -355,6 +355,13 @@ class Analysis:
         """The ranked wait-site table with holders (computed once, read by several checks)."""
         from diagnose.model.waits import wait_sites
         return wait_sites(self)
+
+    @functools.cached_property
+    def native_mutex_share(self) -> float:
+        """The request threads' share of time queued on a native library's internal mutex
+        (OpenBLAS lets one caller at a time into its pool): scheduler_overhead scores the fan-out
+        by it, compute_bound leaves it out of the model's compute."""
+        return sum(w.share for w in self.waits if w.kind == WaitKind.NATIVE_MUTEX)
 
 
 def summarize_threads(profile: Profile, samples: pd.DataFrame) -> pd.DataFrame:
