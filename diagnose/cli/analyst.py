@@ -4,13 +4,16 @@ Importing the analysis stack (pandas, numpy, every check: ~0.5 CPU s) used to ha
 window at diagnose's raised priority, on the path from the command to the first sample. The
 analyst process does it instead, beside the probes and the window: at diagnose's own priority
 while the attach probes the target and waits out the sampling plan's activity interval (as the
-import did before), then, once the window is under way, under SCHED_IDLE: it runs only on a core
-nothing else wants, so it takes no CPU from the service being measured, and where a core is idle
-the import costs neither the service nor the wall clock. When the window ends the attach gives
-it diagnose's own priority back (on cores the service keeps busy it may still be importing),
-hands it the capture, and the analyst analyses, writes the report and prints the verdict, as the
-attach did in its own process. Nothing comes back but an exit code: the report
-objects hold the analysis stack's types, and reading them back would import it here after all.
+import did before), then, once the window is under way, at the niceness diagnose started with
+(the service's, as a rule): where a core is idle the import costs neither the service nor the
+wall clock, and on cores the service keeps busy it takes its share as the service's equal and
+ends inside the window. Not SCHED_IDLE: on a saturated tree the import then got nothing in the
+window and finished 0.3-1.2 s after it, on the path to the verdict, taking the same CPU from
+the service there. When the window ends the
+attach gives it diagnose's own priority back, hands it the capture, and the analyst analyses,
+writes the report and prints the verdict, as the attach did in its own process. Nothing comes
+back but an exit code: the report objects hold the analysis stack's types, and reading them back
+would import it here after all.
 
 The protocol is one pickled `Request` on the analyst's stdin and one pickled answer on a pipe of
 its own (its stdout and stderr are the user's): `Finished` (the exit code, the analyst's CPU),
@@ -69,6 +72,7 @@ class Finished:
     exit_code: int
     import_cpu_s: float  # the analyst's CPU importing the analysis stack (mostly in the window)
     analysis_cpu_s: float  # its CPU from the request to the printed verdict
+    imported_at: float  # wall clock when its import ended (before or after the window's end)
 
 
 @dataclass(frozen=True)
@@ -107,7 +111,7 @@ class Analyst:
     def __init__(self, process: subprocess.Popen, answers: IO[bytes]):
         self.process = process
         self._answers = answers
-        self._idle = False
+        self._sharing = False
 
     @classmethod
     def start(cls) -> Analyst | None:
@@ -124,16 +128,15 @@ class Analyst:
             os.close(write_fd)
         return cls(process, os.fdopen(read_fd, "rb"))
 
-    def idle(self) -> None:
-        """SCHED_IDLE from now on: the window is under way (said once; later calls do nothing).
-        Best effort: without the privilege the analyst goes on at its priority."""
-        if self._idle:
+    def share(self) -> None:
+        """The window is under way: from now on at the niceness diagnose started with (said
+        once; later calls do nothing). Best effort: without the privilege nothing changes."""
+        if self._sharing:
             return
-        self._idle = True
-        try:
-            os.sched_setscheduler(self.process.pid, os.SCHED_IDLE, os.sched_param(0))
-        except OSError:
-            pass
+        self._sharing = True
+        from diagnose.collect import priority
+
+        priority.restore_process(self.process.pid)
 
     def finish(self, request: Request) -> Finished:
         """The analyst's answer; its DiagnoseError raised here as the same class and exit code;
@@ -172,14 +175,10 @@ class Analyst:
 
 
 def _lift(pid: int) -> None:
-    """Back from SCHED_IDLE to the ordinary policy at diagnose's own niceness: the analysis is
-    on the path to the verdict now. Best effort."""
+    """Back to diagnose's own niceness: the analysis is on the path to the verdict now. Best
+    effort."""
     from diagnose.collect import priority
 
-    try:
-        os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
-    except OSError:
-        pass
     priority.lift_process(pid)
 
 
@@ -218,7 +217,7 @@ def serve(requests: IO[bytes], answers: IO[bytes]) -> None:
     pipeline.prepare_page()
     gc.freeze()  # what the import made lives as long as the process: never scanned again
     gc.enable()
-    imported = time.process_time()
+    imported, imported_at = time.process_time(), time.time()
     try:
         request = pickle.load(requests)
     except EOFError:
@@ -226,7 +225,8 @@ def serve(requests: IO[bytes], answers: IO[bytes]) -> None:
     answer: Finished | Refused | Crashed
     try:
         code = analyse_and_finish(request)
-        answer = Finished(code, round(imported - began, 3), round(time.process_time() - imported, 3))
+        answer = Finished(code, round(imported - began, 3), round(time.process_time() - imported, 3),
+                          imported_at)
     except errors.DiagnoseError as exc:
         answer = Refused(type(exc).__name__, exc.message, exc.exit_code)
     except Exception:

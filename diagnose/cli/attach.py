@@ -53,7 +53,7 @@ def attach_and_report(args: AttachArgs) -> int:
 
 def _attach_stoppable(stop, args: AttachArgs, busy_since) -> int:
     # The analysis stack is imported by the analyst process beside the probes and the window,
-    # at the least CPU priority once the window is under way (cli/analyst.py), not here on the
+    # at the service's priority once the window is under way (cli/analyst.py), not here on the
     # way to the first sample.
     analyst = Analyst.start()
     try:
@@ -100,7 +100,7 @@ def _attach_with(stop, args: AttachArgs, busy_since, analyst: Analyst | None) ->
 
     def progress(fraction: float, threads: int) -> None:
         if analyst is not None:  # the window is under way
-            analyst.idle()
+            analyst.share()
         step = int(fraction * 1000)
         if bar_ctx is not None and step > state["done"]:
             bar_ctx.update(step - state["done"])
@@ -161,7 +161,8 @@ def _analyse(analyst: Analyst | None, request: Request) -> tuple[int, str]:
     if analyst is not None:
         try:
             done = analyst.finish(request)
-            return done.exit_code, (f"; the analyst's: {done.import_cpu_s:.2f} s importing, "
+            return done.exit_code, (f"; the analyst's: {done.import_cpu_s:.2f} s importing, done "
+                                    f"{done.imported_at - request.window[1]:+.2f} s from the window's end, "
                                     f"{done.analysis_cpu_s:.2f} s analysing")
         except (SignalAbort, KeyboardInterrupt):
             # Aborted while the analyst worked: it is killed before its own cleanup could run,

@@ -37,16 +37,27 @@ def raise_own() -> None:
 
 
 def lift_process(pid: int) -> None:
-    """Sets every thread of one of diagnose's children to diagnose's own niceness (a nice value
-    is per thread on Linux); best effort: a thread that exits meanwhile is skipped."""
-    own = os.getpriority(os.PRIO_PROCESS, 0)
+    """Sets every thread of one of diagnose's children to diagnose's own niceness."""
+    _set_process_nice(pid, os.getpriority(os.PRIO_PROCESS, 0))
+
+
+def restore_process(pid: int) -> None:
+    """Sets every thread of one of diagnose's children to the niceness diagnose started with
+    (where raise_own raised it): the child then competes for a core as the service's equal."""
+    if _started_with is not None:
+        _set_process_nice(pid, _started_with)
+
+
+def _set_process_nice(pid: int, nice: int) -> None:
+    """A nice value is per thread on Linux; best effort: a thread that exits meanwhile is
+    skipped."""
     try:
         tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
     except OSError:
         return
     for tid in tids:
         try:
-            os.setpriority(os.PRIO_PROCESS, tid, own)
+            os.setpriority(os.PRIO_PROCESS, tid, nice)
         except OSError:
             pass
 
