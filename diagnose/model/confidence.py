@@ -91,12 +91,18 @@ def calibrated_samples(samples: pd.DataFrame) -> int:
     total = float(samples["count"].sum()) if len(samples) else 0.0
     if total <= 0:
         return 0
-    calibrated = samples[samples["state_source"] == "calibrated"]
-    if not len(calibrated):
+    import numpy as np  # here: the report model reads this module without numpy
+
+    calibrated = (samples["state_source"] == "calibrated").to_numpy()
+    if not calibrated.any():
         return int(total)
-    per_stack = calibrated.groupby("stack", observed=True).agg(
-        count=("count", "sum"), support=("calibration_support", "max"))
-    per_stack = per_stack[per_stack["support"] > 0]
-    weight = per_stack["count"].to_numpy(dtype=float) / total
-    spread = float((weight * weight / per_stack["support"].to_numpy(dtype=float)).sum())
+    # per calibrated stack: its samples and its support (every row of a stack has the same)
+    stacks, at = np.unique(samples["stack"].to_numpy()[calibrated], return_inverse=True)
+    count = np.bincount(at, weights=samples["count"].to_numpy(dtype=float)[calibrated],
+                        minlength=len(stacks))
+    support = np.zeros(len(stacks))
+    np.maximum.at(support, at, samples["calibration_support"].to_numpy(dtype=float)[calibrated])
+    kept = support > 0
+    weight = count[kept] / total
+    spread = float((weight * weight / support[kept]).sum())
     return max(1, int(round(1.0 / (1.0 / total + spread))))

@@ -204,7 +204,9 @@ def validate(df: pd.DataFrame) -> pd.DataFrame:
     missing = [c for c in SAMPLE_COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"sample table lacks columns {missing}")
-    out = df[list(SAMPLE_COLUMNS)].astype(SAMPLE_COLUMNS)
+    out = df[list(SAMPLE_COLUMNS)]
+    if any(out[column].dtype != dtype for column, dtype in SAMPLE_COLUMNS.items()):
+        out = out.astype(SAMPLE_COLUMNS)  # a cast copies every column: only where one differs
     if out["state"].isna().any():
         raise ValueError("sample table has samples with no state")
     return out
