@@ -29,6 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from diagnose.checks.base import (MAX_CPU_SHARE, Finding, Lever, LeverKind, NotApplicable, ScoreBasis, Site,
                                   busy_samples, cpu_share_gain, cpu_weight, make_finding, pct, ramp,
                                   short_path)
@@ -116,20 +118,27 @@ def _stime_sites(analysis: Analysis, settings: Settings) -> list[Site]:
     if os_ is None:
         return []
     # running samples only: a thread waiting for the GIL is not where its system time went
-    samples = analysis.samples[analysis.samples["state"].isin(RUNNING)]
+    running = analysis.samples["state"].isin(RUNNING).to_numpy()
+    thread = analysis.samples["thread"].to_numpy()[running]
+    site = analysis.samples["site"].to_numpy()[running]
+    count = analysis.samples["count"].to_numpy()[running]
     tids = analysis.threads["tid"]
     weights: dict[int, float] = {}  # site frame -> estimated system seconds
     seen = 0
-    for thread, rows in samples.groupby("thread", sort=False):
-        counted = os_.threads.get(int(tids.loc[thread]))
+    _, first_rows = np.unique(thread, return_index=True)
+    for row in np.sort(first_rows):  # threads, then their sites, in the order the samples name them
+        counted = os_.threads.get(int(tids.loc[thread[row]]))
         system_s = counted.system_s if counted is not None else None
-        sited = rows[rows["site"] >= 0]
-        total = float(sited["count"].sum())
+        sited = (thread == thread[row]) & (site >= 0)
+        total = float(count[sited].sum())
         if not system_s or not total:
             continue
         seen += int(total)
-        for site, count in sited.groupby("site", sort=False)["count"].sum().items():
-            weights[int(site)] = weights.get(int(site), 0.0) + system_s * float(count) / total
+        sites, first_at, at = np.unique(site[sited], return_index=True, return_inverse=True)
+        per_site = np.bincount(at, weights=count[sited])
+        for k in np.argsort(first_at):
+            frame_id = int(sites[k])
+            weights[frame_id] = weights.get(frame_id, 0.0) + system_s * float(per_site[k]) / total
     spread = sum(weights.values())
     if seen < settings.min_call_samples or spread <= 0:
         return []

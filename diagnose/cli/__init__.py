@@ -18,6 +18,12 @@ atexit.register(gc.freeze)
 # saturates the cores, importing took most of a minute at the service's priority.
 if sys.argv[1:2] in (["attach"], ["demo"]):
     priority.raise_own()
+if sys.argv[1:2] == ["attach"]:
+    # The sampling plan's first read of the target's threads, before the imports below fill the
+    # interval the plan measures activity over.
+    from diagnose.collect import activity
+
+    activity.read_early(sys.argv[2:])
 
 import click  # noqa: E402
 

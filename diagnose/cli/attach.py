@@ -36,15 +36,14 @@ def attach_and_report(args: AttachArgs) -> int:
     sampling starts one aborts; during the window one ends it early and the partial report is
     written, exiting 128 + the signal's number; a second one aborts at once."""
     from diagnose.collect import activity, priority
-    from diagnose.collect.tree import descendants
 
     # Before the heavy imports: beside a service that saturates the cores they took minutes.
     priority.raise_own()
-    pids = list(args.pids)
     # The sampling plan measures how busy each process is between two reads of its threads' CPU
-    # at least activity.MIN_INTERVAL_S apart: the first read here, so the capture's import and
-    # the probes fill that interval.
-    busy_since = activity.snapshot([*pids, *(d for p in pids for d in descendants(p))])
+    # at least activity.MIN_INTERVAL_S apart: the first read as the command started where its
+    # PIDs led the arguments (cli/__init__), else here; the imports and the probes fill that
+    # interval.
+    busy_since = activity.first_read(list(args.pids))
     from diagnose.collect.capture import StopSignals
 
     with StopSignals() as stop:

@@ -358,12 +358,16 @@ NOT_A_LOCK = frozenset({WaitKind.QUEUE, WaitKind.CONDITION, WaitKind.EVENT, Wait
 def knot_candidates(samples: pd.DataFrame, threads: pd.DataFrame) -> set[int]:
     """Threads that may be in a knot: not waiting for work (their role) and not parked, by their
     frames, on something other than a lock."""
-    roles = {int(r.tid): r.role for r in threads.itertuples()}
-    parked = samples[samples["wait_kind"].isin(NOT_A_LOCK)].groupby("tid")["count"].sum()
-    total = samples.groupby("tid")["count"].sum()
+    roles = {int(tid): role for tid, role in zip(threads["tid"], threads["role"])}
+    tids, at = np.unique(samples["tid"].to_numpy(), return_inverse=True)
+    count = samples["count"].to_numpy(dtype=np.float64)
+    parking = samples["wait_kind"].isin(NOT_A_LOCK).to_numpy()
+    total = dict(zip(tids.tolist(), np.bincount(at, weights=count, minlength=len(tids)).tolist()))
+    parked = dict(zip(tids.tolist(), np.bincount(at[parking], weights=count[parking],
+                                                 minlength=len(tids)).tolist()))
     return {tid for tid, role in roles.items()
             if role not in (ThreadRole.IDLE, ThreadRole.LIBRARY)
-            and float(parked.get(tid, 0)) < 0.5 * float(total.get(tid, 0) or 1)}
+            and parked.get(tid, 0.0) < 0.5 * (total.get(tid, 0.0) or 1.0)}
 
 
 def lock_knot(kernel: KernelView | None, os_: ProcessOS | None,

@@ -122,6 +122,40 @@ def _stacks(analysis: Analysis, rows: pd.DataFrame) -> Iterator[tuple[list[Frame
         yield [profile.frames[i] for i in profile.stacks[int(sid)]], state, int(count)
 
 
+def _rows(rows: pd.DataFrame) -> Iterator[tuple[int, str, int]]:
+    """(stack id, state, count) of each of `rows`."""
+    for sid, state, count in zip(rows["stack"].to_numpy(), rows["state"].astype(str).to_numpy(),
+                                 rows["count"].to_numpy()):
+        yield int(sid), state, int(count)
+
+
+@dataclass(frozen=True)
+class _LoopStack:
+    """A stack inside a worker loop: the loop's framework, the first user frame it calls (its
+    (function, file) and line) and the user frames below that one, each (function, file) once
+    with its first line."""
+
+    framework: Framework
+    called: tuple[tuple[str, str], int] | None
+    callees: tuple[tuple[tuple[str, str], int], ...]
+
+
+def _loop_stack(analysis: Analysis, sid: int) -> _LoopStack | None:
+    frames = [analysis.profile.frames[i] for i in analysis.profile.stacks[sid]]
+    found = _worker_loop(frames)
+    if found is None:
+        return None
+    index, framework = found
+    user = [j for j in range(index + 1, len(frames)) if not _library(frames[j])]
+    if not user:
+        return _LoopStack(framework, None, ())
+    first = frames[user[0]]
+    callees: dict[tuple[str, str], int] = {}
+    for j in user[1:]:
+        callees.setdefault((frames[j].function, frames[j].file), frames[j].line)
+    return _LoopStack(framework, ((first.function, first.file), first.line), tuple(callees.items()))
+
+
 # (framework, busy share of the worker loop's thread, entry, transform) of a producer process
 _Produced = tuple[Framework, float, Site | None, Site | None]
 
@@ -132,36 +166,31 @@ def _producer(view: ProcessView) -> tuple[Framework, float, Site | None, Site | 
     if samples.empty:
         return None
     best = None
+    loops: dict[int, _LoopStack | None] = {}  # per stack id: rows share stacks
     for _thread, rows in samples.groupby("thread", sort=False):
         total, looped, busy = 0, 0, 0
         framework = None
         # (function, file) -> (line, samples)
         entries: dict[tuple[str, str], tuple[int, int]] = {}
         callees: dict[tuple[str, str], tuple[int, int]] = {}
-        for frames, state, count in _stacks(view.analysis, rows):
+        for sid, state, count in _rows(rows):
             total += count
-            found = _worker_loop(frames)
+            if sid not in loops:
+                loops[sid] = _loop_stack(view.analysis, sid)
+            found = loops[sid]
             if found is None:
                 continue
-            index, framework = found
+            framework = found.framework
             looped += count
             if state not in BUSY:
                 continue
             busy += count
-            user = [j for j in range(index + 1, len(frames)) if not _library(frames[j])]
-            if not user:
+            if found.called is None:
                 continue
-            called = frames[user[0]]
-            key = (called.function, called.file)
-            entries[key] = entries.get(key, (called.line, 0))[0], entries.get(key, (0, 0))[1] + count
-            seen = set()
-            for j in user[1:]:
-                f = frames[j]
-                fk = (f.function, f.file)
-                if fk in seen:
-                    continue
-                seen.add(fk)
-                line, c = callees.get(fk, (f.line, 0))
+            (key, line) = found.called
+            entries[key] = entries.get(key, (line, 0))[0], entries.get(key, (0, 0))[1] + count
+            for fk, line in found.callees:
+                line, c = callees.get(fk, (line, 0))
                 callees[fk] = (line, c + count)
         if framework is None or looped < 0.5 * total:
             continue
