@@ -1,7 +1,8 @@
 """The sampling plan measures each process's activity between two reads of its threads' CPU at
 least MIN_INTERVAL_S apart. `attach` takes the first read before importing its analysis stack,
 so the import fills that interval: the plan then reads once more instead of sleeping after the
-probes (0.24 s of every attach's start-up, measured)."""
+probes (0.24 s of every attach's start-up, measured). Where the PIDs lead its arguments, that
+read is taken as the command starts, before the CLI's own imports (cli/__init__)."""
 
 from __future__ import annotations
 
@@ -57,3 +58,33 @@ def test_a_thread_spinning_over_the_short_interval_is_busy_and_a_sleeping_one_is
         stop.set()
         sleeper.join()
     assert found[0].busy_threads == 1, found  # the spinning main thread, not the sleeper
+
+
+def test_the_pids_leading_attachs_arguments_are_read_as_it_starts_and_that_read_is_used():
+    me = os.getpid()
+    activity.read_early([str(me), "--duration", "5"])
+    early = activity.first_read([me])
+    assert me in early.cpu
+    later = activity.first_read([me])  # the early read is used once
+    assert later.at > early.at
+
+
+def test_options_before_the_pids_leave_the_first_read_to_the_attach():
+    me = os.getpid()
+    activity.read_early(["--duration", "5", str(me)])
+    assert (me,) not in activity._early_reads
+    assert me in activity.first_read([me]).cpu
+
+
+def test_an_early_read_of_other_pids_is_not_taken_for_these():
+    me = os.getpid()
+    activity.read_early([str(me)])
+    parent = os.getppid()
+    read = activity.first_read([me, parent])  # not the early read of `me` alone
+    assert set(read.cpu) >= {me, parent}
+    activity._early_reads.clear()
+
+
+def test_an_unreadable_pid_given_early_never_raises():
+    activity.read_early(["999999999"])
+    assert activity.first_read([999999999]).cpu == {}
