@@ -9,11 +9,10 @@ import did before), then, once the window is under way, at the niceness diagnose
 wall clock, and on cores the service keeps busy it takes its share as the service's equal and
 ends inside the window. Not SCHED_IDLE: on a saturated tree the import then got nothing in the
 window and finished 0.3-1.2 s after it, on the path to the verdict, taking the same CPU from
-the service there. When the window ends the
-attach gives it diagnose's own priority back, hands it the capture, and the analyst analyses,
-writes the report and prints the verdict, as the attach did in its own process. Nothing comes
-back but an exit code: the report objects hold the analysis stack's types, and reading them back
-would import it here after all.
+the service there. When the window ends the attach gives it diagnose's own priority back, hands
+it the capture, and the analyst analyses, writes the report and prints the verdict, as the
+attach did in its own process. Nothing comes back but an exit code: the report objects hold the
+analysis stack's types, and reading them back would import it here after all.
 
 The protocol is one pickled `Request` on the analyst's stdin and one pickled answer on a pipe of
 its own (its stdout and stderr are the user's): `Finished` (the exit code, the analyst's CPU),

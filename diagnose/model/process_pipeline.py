@@ -114,19 +114,18 @@ def _result_wait(frames: list[Frame]) -> int | None:
     return None
 
 
-def _stacks(analysis: Analysis, rows: pd.DataFrame) -> Iterator[tuple[list[Frame], str, int]]:
-    """(frames, state, count) of each of `rows`."""
-    profile = analysis.profile
-    for sid, state, count in zip(rows["stack"].to_numpy(), rows["state"].astype(str).to_numpy(),
-                                 rows["count"].to_numpy()):
-        yield [profile.frames[i] for i in profile.stacks[int(sid)]], state, int(count)
-
-
 def _rows(rows: pd.DataFrame) -> Iterator[tuple[int, str, int]]:
     """(stack id, state, count) of each of `rows`."""
     for sid, state, count in zip(rows["stack"].to_numpy(), rows["state"].astype(str).to_numpy(),
                                  rows["count"].to_numpy()):
         yield int(sid), state, int(count)
+
+
+def _stacks(analysis: Analysis, rows: pd.DataFrame) -> Iterator[tuple[list[Frame], str, int]]:
+    """(frames, state, count) of each of `rows`."""
+    profile = analysis.profile
+    for sid, state, count in _rows(rows):
+        yield [profile.frames[i] for i in profile.stacks[sid]], state, count
 
 
 @dataclass(frozen=True)
@@ -187,10 +186,10 @@ def _producer(view: ProcessView) -> tuple[Framework, float, Site | None, Site | 
             busy += count
             if found.called is None:
                 continue
-            (key, line) = found.called
-            entries[key] = entries.get(key, (line, 0))[0], entries.get(key, (0, 0))[1] + count
-            for fk, line in found.callees:
-                line, c = callees.get(fk, (line, 0))
+            key, called_line = found.called
+            entries[key] = entries.get(key, (called_line, 0))[0], entries.get(key, (0, 0))[1] + count
+            for fk, first_line in found.callees:
+                line, c = callees.get(fk, (first_line, 0))
                 callees[fk] = (line, c + count)
         if framework is None or looped < 0.5 * total:
             continue
