@@ -24,7 +24,7 @@ import numpy as np
 from diagnose.samples import source
 from diagnose.samples.native_libraries import LIBRARIES as POOL_LIBRARIES
 from diagnose.samples.profile import Frame, Profile, frame_is
-from diagnose.vocab import ThreadState, WaitKind
+from diagnose.vocab import PARKING_KINDS, ThreadState, WaitKind
 
 
 # Native leaf functions, as they appear in py-spy --native stacks on glibc/CPython builds.
@@ -236,6 +236,20 @@ def _stdlib_wait(frames: Sequence[Frame], top: int) -> tuple[WaitKind, int] | No
     while i >= 0 and frames[i].native:
         i -= 1
     return kind, i
+
+
+def parking_stacks(profile: Profile, stack_ids: np.ndarray) -> np.ndarray:
+    """Of `stack_ids`, those whose Python frames sit in a call that parks the thread for good
+    (Event.wait, Thread.join), whatever the native tail shows: a timed wait that returns re-takes
+    the GIL inside the same call (`Condition.wait` under `Event.wait`), and that GIL wait is still
+    the parking, not work the thread wants to do."""
+    parked = []
+    for sid in stack_ids:
+        frames = [profile.frames[f] for f in profile.stacks[int(sid)]]
+        found = _stdlib_wait(frames, len(frames) - 1) if frames else None
+        if found is not None and found[0] in PARKING_KINDS:
+            parked.append(int(sid))
+    return np.asarray(parked, dtype=np.int64)
 
 
 def _stdlib_io(frames: Sequence[Frame], top: int) -> int | None:
