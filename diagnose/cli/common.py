@@ -14,7 +14,6 @@ import click
 from diagnose.cli.options import OutputOptions, TicketOptions
 from diagnose.errors import DiagnoseError, ExitCode, Interrupted, SignalAbort
 from diagnose.vocab import severity_rank
-from diagnose.render.deadlock_text import dump_lines
 
 if TYPE_CHECKING:
     from diagnose.report.model import Verdict
@@ -70,6 +69,8 @@ def finish(outputs, options: OutputOptions, ticket: TicketOptions,
         click.echo(outputs.markdown.read_text(encoding="utf-8"), nl=False)
         log(f"Report: {outputs.html}")
     else:
+        from diagnose.render.deadlock_text import dump_lines  # the report model: after the window
+
         click.echo(f"Verdict: {verdict_line(report.verdict)}")
         for line in dump_lines(report):  # a deadlock, thread by thread (jstack's layout)
             click.echo(line)

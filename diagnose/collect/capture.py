@@ -321,11 +321,13 @@ class _Recording:
 
 
 def _start_recordings(pid: int, plan: TreePlan, native: bool, duration: float, temp_dir: Path,
-                      recorders: list[_Recorder], recordings: list[_Recording]) -> None:
+                      recorders: list[_Recorder], recordings: list[_Recording],
+                      opening: bool = False) -> None:
     """One process's recorders, by its plan: the main one and, where the plan calibrates it,
     the native one. One recorder per process, not py-spy --subprocesses: each process gets its
     own rate, and py-spy's scan of every /proc/<pid> for children (10 times a second, per
-    recorder) is left to the /proc sampler, which finds them anyway."""
+    recorder) is left to the /proc sampler, which finds them anyway. `opening`: launched with
+    the window, whose clock waits for its main recorder (_start_recorder's opener)."""
     mine = plan.of(pid)
     stem = temp_dir / str(pid)
     duration += START_WAIT_S + PYSPY_BACKSTOP_S  # the window's close stops it (_close_window)
@@ -339,7 +341,7 @@ def _start_recordings(pid: int, plan: TreePlan, native: bool, duration: float, t
                                                   mine.native_rate_hz, native=True,
                                                   fmt="speedscope")))
     for recording, cmd in specs:
-        recorders.append(_start_recorder(cmd))
+        recorders.append(_start_recorder(cmd, opener=opening and not recording.native))
         recordings.append(recording)
 
 
@@ -585,7 +587,7 @@ def _launch(run: _Run, probed: _Probed, tree_plan: TreePlan, temp_dir: Path) -> 
     run.stop.graceful = True  # from here a first signal ends the window and the report is written
     for pid in probed.members:
         _start_recordings(pid, tree_plan, probed.native, options.duration, temp_dir, recorders,
-                          recordings)
+                          recordings, opening=True)
     # After every recorder: a task sampler's thread locating the runtime in the binary holds
     # the GIL, and each launch after it waited (5 launches took 0.13 s beside them, 0.065 s ahead of them).
     for pid in probed.members:
@@ -603,15 +605,18 @@ def _wait_window(run: _Run, probed: _Probed, launched: _Launched,
                  on_progress: Callable[[float, int], None] | None) -> _Clock:
     """The window's loop, one /proc tick a turn: starts the clock once the recorders sample,
     records processes born in the window, tells each recorder to stop as the window closes, and
-    ends when all have exited, one was killed, a signal came, or py-spy overran its grace."""
+    ends when all have exited (not before the window's end where each was told to stop ahead of
+    it: the /proc sampler covers the window asked for), one was killed, a signal came, or py-spy
+    overran its grace."""
     options, stop, recorders = run.options, run.stop, run.session.recorders
     sampler, recordings = launched.sampler, launched.recordings
     deadline = launched.at + START_WAIT_S + options.duration + RECORD_GRACE_S
     window_start: float | None = None  # time.monotonic() when the clock started
     started = time.time()
     while stop.signum is None:
-        if not _note_exits(recorders):  # every recorder has exited
-            break
+        closing = window_start + options.duration if window_start is not None else None
+        if not _note_exits(recorders) and not _told_to_stop_before(recorders, closing):
+            break  # every recorder has exited: at the window's end, or on its own (the target's)
         if _killed(recorders):  # someone killed py-spy: the others write what they have
             _interrupt(recorders)
             break
@@ -620,6 +625,8 @@ def _wait_window(run: _Run, probed: _Probed, launched: _Launched,
             window_start = _clock_start(launched.openers, launched.at, now)
             if window_start is not None:
                 started = time.time() - (now - window_start)
+                for recorder in launched.openers:  # one still silent samples at the service's
+                    recorder.settle_priority()
                 sampler.window_opened()
         end = window_start + options.duration if window_start is not None else None
         if end is None or now < end:  # the /proc sampler covers the window, not the exits after
@@ -930,12 +937,19 @@ def _wait_for_next(openers: list[_Recorder], recordings: list[_Recording],
             time.sleep(interval)
         return
     now = time.monotonic()
-    stops = [_stop_at(rec, end, duration) for rec, r in zip(recordings, recorders)
-             if r.stop_sent_at is None and r.poll() is None]
-    if not stops:
+    if now >= end:  # every recorder has been told to stop: waiting for their exits
         time.sleep(EXIT_POLL_S)
         return
-    time.sleep(max(0.0, min(interval, min(stops) - now)))
+    stops = [_stop_at(rec, end, duration) for rec, r in zip(recordings, recorders)
+             if r.stop_sent_at is None and r.poll() is None]
+    time.sleep(max(0.0, min(interval, end - now, *(at - now for at in stops))))
+
+
+def _told_to_stop_before(recorders: list[_Recorder], end: float | None) -> bool:
+    """Every recorder was told to stop ahead of the window's `end` (its stop lead) and the end
+    is still to come: the /proc sampler covers the rest of the window asked for."""
+    return (end is not None and time.monotonic() < end
+            and all(r.stop_sent_at is not None for r in recorders))
 
 
 def _stop_at(recording: _Recording, end: float, duration: float) -> float:
@@ -1035,6 +1049,9 @@ try:
 except (OSError, AttributeError):
     _PRCTL = None
 _PR_SET_PDEATHSIG = 1
+# util-linux's setpriv (every Debian and most distributions): asks for the death signal, then
+# execs py-spy (_start_recorder).
+_SETPRIV = shutil.which("setpriv")
 
 
 class _Recorder(subprocess.Popen[str]):
@@ -1046,7 +1063,15 @@ class _Recorder(subprocess.Popen[str]):
     sampling_since: float | None = None
     stop_sent_at: float | None = None  # when the window's close was signalled to it
     exited_at: float | None = None  # when the capture loop saw it gone
+    restore_when_sampling = False  # started at diagnose's priority: the service's once it samples
     head = ""  # what stdout said before `_collect` read the rest
+
+    def settle_priority(self) -> None:
+        """A recorder started at diagnose's priority (_start_recorder) goes back to the one
+        diagnose started with: once it samples, or once the clock started without it."""
+        if self.restore_when_sampling:
+            self.restore_when_sampling = False
+            priority.restore_process(self.pid)
 
     def read_head(self) -> None:
         """Reads what py-spy printed so far, without blocking; notes when it began sampling."""
@@ -1059,26 +1084,40 @@ class _Recorder(subprocess.Popen[str]):
         self.head += chunk.decode("utf-8", "replace")
         if "Sampling process" in self.head:
             self.sampling_since = time.monotonic()
+            self.settle_priority()
         if self.sampling_since is not None or not chunk:
             os.set_blocking(self.stdout.fileno(), True)  # `_collect` reads the rest
 
 
-def _start_recorder(cmd: list[str]) -> _Recorder:
+def _start_recorder(cmd: list[str], opener: bool = False) -> _Recorder:
     """A py-spy recorder in its own session: the Ctrl-C of a terminal, `timeout`'s SIGTERM to our
     process group and a hangup do not reach it (py-spy dies on SIGTERM without writing anything);
     we forward one SIGINT instead. Should diagnose itself be killed (SIGKILL), the kernel sends
-    the recorder SIGINT too, so it never outlives us by more than its last write."""
-    parent = os.getpid()
+    the recorder SIGINT too, so it never outlives us by more than its last write.
 
-    def prepare_child() -> None:
-        priority.restore_in_child()  # the sampling disturbs the service as it always did
-        if _PRCTL is not None:
-            _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGINT), 0, 0, 0)
-        if os.getppid() != parent:  # we died before prctl took effect
-            os.kill(os.getpid(), signal.SIGKILL)
+    An `opener` (a recorder the window's clock waits for) starts through util-linux's setpriv,
+    which asks for that signal and execs py-spy: no Python runs in the child, so the launch forks
+    nothing (vfork; 0.3 ms against 4-7 ms a recorder on a saturated 2-core box), and py-spy
+    loads the target's symbols at diagnose's priority, ahead of the clock; once it says it
+    samples, it goes back to the priority diagnose started with (`read_head`), so the sampling
+    disturbs the service as it always did. The others, and every recorder where setpriv is
+    missing, ask for the signal and take that priority in the child, before py-spy starts."""
+    if opener and _SETPRIV is not None:
+        recorder = _Recorder([_SETPRIV, "--pdeathsig", "INT", "--", *cmd], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+        recorder.restore_when_sampling = True
+    else:
+        parent = os.getpid()
 
-    recorder = _Recorder(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True, preexec_fn=prepare_child)
+        def prepare_child() -> None:
+            priority.restore_in_child()  # the sampling disturbs the service as it always did
+            if _PRCTL is not None:
+                _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGINT), 0, 0, 0)
+            if os.getppid() != parent:  # we died before prctl took effect
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        recorder = _Recorder(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True, preexec_fn=prepare_child)
     if recorder.stdout is not None:
         os.set_blocking(recorder.stdout.fileno(), False)  # read_head: until it says it samples
     return recorder

@@ -11,6 +11,7 @@ window that still yields ~2,000 thread-samples, enough for the shares the checks
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from diagnose.collect.activity import ProcessActivity
@@ -55,15 +56,17 @@ MAX_PROC_INTERVAL_S = 0.5
 
 # py-spy stops on SIGINT only once a sample arrives after it: measured, the wait is close to two of
 # its exponential sampling gaps (30 stops at 5 Hz: median 0.39 s, 2 over 1 s; 12 at 2 Hz: median
-# 0.72 s, up to 1.75 s), a Gamma(2, rate), whose tail P(wait > x / rate) = e^-x (1 + x) is 5% at
-# x = STOP_MISS_LOG. So each recorder is told to stop STOP_MISS_LOG / rate - STOP_SLACK_S before the
-# window's end (collect/capture.py): 19 times in 20 it has exited STOP_SLACK_S after the end, and
-# the verdict follows within a second (the analysis after the last exit takes 0.3-0.35 s on a
-# tree: at a slack of 0.35 s, one of four 10 s attaches of a tree of five recorders gave its
-# verdict 0.98 s after the window). Nothing for a recorder at 32 Hz or more; 1.04 s for a native
-# calibration at 4 Hz.
-STOP_MISS_LOG = 4.74
-STOP_SLACK_S = 0.15
+# 0.72 s, up to 1.75 s; on a saturated tree of 4 processes, 36 stops at 8 Hz: median 0.24 s, up
+# to 0.95 s, and 12 at 3 Hz: median 0.59 s, up to 1.27 s), a Gamma(2, rate), whose tail
+# P(wait > x / rate) = e^-x (1 + x) is 1% at x = STOP_MISS_LOG. So each recorder is told to stop
+# STOP_MISS_LOG / rate - STOP_SLACK_S before the window's end (collect/capture.py): 99 times in 100
+# it has exited STOP_SLACK_S after the end. A tree has five recorders or more, and the verdict
+# must follow within a second of the window (a start-up of 0.5-0.65 s and an analysis of ~0.3 s
+# leave little): at 5% a recorder (the earlier x = 4.74, slack 0.15 s), 3 attaches in 12 of a
+# saturated tree returned more than 1 s after a 5 s window. 0.02 s for a recorder at 100 Hz;
+# 1.6 s for a native calibration at 4 Hz.
+STOP_MISS_LOG = 6.64
+STOP_SLACK_S = 0.05
 STOP_LEAD_MAX_SHARE = 0.25  # of the window: a slow recorder keeps most of its span
 MAX_STOP_RAISE = 4  # a rate is never raised more than this many times to make up for its lead
 STOP_COUNT_KEPT = 0.97  # a lead that costs less of the samples than this leaves the rate alone
@@ -84,14 +87,23 @@ def samples_before_lead(rate_hz: int, duration_s: float) -> float:
     return rate_hz * (duration_s - stop_lead_s(rate_hz, duration_s))
 
 
+def uncut_rate(duration_s: float) -> int:
+    """The least rate whose stop lead (stop_lead_s) STOP_LEAD_MAX_SHARE of a window of
+    `duration_s` does not cut."""
+    return math.ceil(STOP_MISS_LOG / (STOP_LEAD_MAX_SHARE * duration_s + STOP_SLACK_S))
+
+
 def stoppable_rate(rate_hz: int, duration_s: float | None) -> int:
-    """The rate at which a recorder stopped its lead early (stop_lead_s) still takes the
+    """The least rate at which a recorder stopped its lead early (stop_lead_s) still takes the
     `rate_hz` x `duration_s` samples the budget gives it (STOP_COUNT_KEPT of them): the same
-    count, so the same cost (py-spy pays per sample), over a span a little shorter."""
+    count, so the same cost (py-spy pays per sample), over a span a little shorter; and at which
+    that lead is not cut by STOP_LEAD_MAX_SHARE, so the recorder still exits by the window's end
+    (a 3 Hz recorder needs a 2.2 s lead: a 10 s window allows it, a 5 s one raises it to 6 Hz)."""
     if not duration_s or duration_s <= 0 or rate_hz <= 0:
         return rate_hz
     wanted = rate_hz * duration_s
-    for rate in range(rate_hz, MAX_STOP_RAISE * rate_hz + 1):
+    for rate in range(max(rate_hz, min(uncut_rate(duration_s), MAX_STOP_RAISE * rate_hz)),
+                      MAX_STOP_RAISE * rate_hz + 1):
         if samples_before_lead(rate, duration_s) >= STOP_COUNT_KEPT * wanted:
             return rate
     return MAX_STOP_RAISE * rate_hz
@@ -157,12 +169,12 @@ def saturates(busy: list[ProcessActivity], cores: int | None) -> bool:
 
 
 def idle_rate_hz(duration_s: float | None) -> int:
-    """An idle process's rate: the least from IDLE_PROCESS_RATE_HZ up that expects
-    IDLE_SAMPLES_PER_WINDOW samples before its stop lead (stop_lead_s) in a window of
-    `duration_s`."""
+    """An idle process's rate: the least from IDLE_PROCESS_RATE_HZ up whose stop lead is uncut
+    (uncut_rate) and that expects IDLE_SAMPLES_PER_WINDOW samples before that lead (stop_lead_s)
+    in a window of `duration_s`."""
     if not duration_s or duration_s <= 0:
         return IDLE_PROCESS_RATE_HZ
-    rate = IDLE_PROCESS_RATE_HZ
+    rate = max(IDLE_PROCESS_RATE_HZ, min(uncut_rate(duration_s), MAX_STOP_RAISE * IDLE_PROCESS_RATE_HZ))
     while rate < MAX_RATE_HZ and samples_before_lead(rate, duration_s) < IDLE_SAMPLES_PER_WINDOW:
         rate += 1
     return rate

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 import sys
 
 import pytest
@@ -63,3 +64,63 @@ def test_the_window_runs_a_step_below_the_imports_and_analysis_around_it():
     assert proc.returncode == 0, proc.stderr
     window, helper, after = map(int, proc.stdout.split())
     assert (window, helper, after) == (-10, -10, -20)  # the sampler's threads inherit -10
+
+
+OPENER_SCRIPT = """
+import os, time
+from diagnose.collect import priority
+from diagnose.collect.capture import _SETPRIV, _start_recorder
+assert _SETPRIV is not None
+priority.raise_own()
+child = _start_recorder(["sh", "-c", "cut -d' ' -f19 /proc/$$/stat >&2; "
+                         "echo 'py-spy> Sampling process 5 times a second'; sleep 0.5; "
+                         "cut -d' ' -f19 /proc/$$/stat >&2"], opener=True)
+deadline = time.monotonic() + 30
+while child.sampling_since is None and time.monotonic() < deadline:
+    child.read_head()
+    time.sleep(0.01)
+_, err = child.communicate(timeout=30)
+print(*err.split())
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="raising a priority needs root or CAP_SYS_NICE")
+def test_a_recorder_the_clock_waits_for_starts_at_diagnoses_priority_and_samples_at_the_services():
+    proc = subprocess.run(["nice", "-n", "3", sys.executable, "-c", OPENER_SCRIPT], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    starting, sampling = proc.stdout.split()
+    assert int(starting) == -20  # loading the target's symbols, ahead of the clock
+    assert int(sampling) == min(19, os.getpriority(os.PRIO_PROCESS, 0) + 3)
+
+
+ORPHAN_SCRIPT = """
+import os, sys, time
+from diagnose.collect.capture import _start_recorder
+child = _start_recorder(["sh", "-c", "trap 'echo interrupted > {out}; exit 0' INT; "
+                         "echo 'py-spy> Sampling process'; while :; do sleep 0.05; done"], opener={opener})
+while child.sampling_since is None:
+    child.read_head()
+    time.sleep(0.01)
+print(child.pid, flush=True)
+os._exit(0)  # as if killed: no cleanup of ours runs
+"""
+
+
+@pytest.mark.parametrize("opener", [True, False])
+def test_a_recorder_is_interrupted_when_diagnose_dies(tmp_path, opener):
+    out = tmp_path / "said"
+    proc = subprocess.run([sys.executable, "-c", ORPHAN_SCRIPT.format(out=out, opener=opener)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    pid = int(proc.stdout)
+    deadline = time.monotonic() + 10
+    while not out.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        assert out.read_text().strip() == "interrupted"  # SIGINT: py-spy writes what it has
+    finally:
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass

@@ -4,6 +4,8 @@ then, and a recorder that lagged is named with its lag."""
 
 from __future__ import annotations
 
+import math
+
 import sys
 import time
 from pathlib import Path
@@ -12,7 +14,8 @@ import pytest
 
 from diagnose.collect.capture import (START_WAIT_S, _behind_s, _clock_start, _collect, _late_note,
                                      _Recording, _start_recorder, window_close_s)
-from diagnose.collect.plan import STOP_SLACK_S, stop_lead_s, stoppable_rate
+from diagnose.collect.plan import (MAX_STOP_RAISE, STOP_LEAD_MAX_SHARE, STOP_MISS_LOG, STOP_SLACK_S,
+                                   stop_lead_s, stoppable_rate)
 
 # A stand-in for py-spy: prints its start-up line after `delay` seconds, then waits.
 SAYS_IT_SAMPLES = ("import sys, time; time.sleep({delay}); "
@@ -73,23 +76,45 @@ def test_what_a_recorder_said_before_the_clock_is_kept_in_its_output(stand_ins):
 
 
 def test_a_busy_recorder_is_stopped_at_the_end_and_a_slow_one_ahead_of_it():
-    assert stop_lead_s(100, 6) == 0  # its next samples are milliseconds away
-    assert stop_lead_s(40, 6) == 0
-    assert 0.5 < stop_lead_s(7, 6) < 0.55
-    assert stop_lead_s(4, 6) == pytest.approx(4.74 / 4 - STOP_SLACK_S)
+    assert stop_lead_s(100, 6) < 0.02  # its next samples are milliseconds away
+    assert stop_lead_s(40, 6) == pytest.approx(STOP_MISS_LOG / 40 - STOP_SLACK_S)
+    assert stop_lead_s(8, 6) == pytest.approx(STOP_MISS_LOG / 8 - STOP_SLACK_S)
     # never more than a quarter of the window: a 1 Hz recorder keeps most of its span
     assert stop_lead_s(1, 6) == 1.5
 
 
+def test_a_recorder_stops_early_enough_to_have_exited_by_the_end_ninety_nine_times_in_a_hundred():
+    # py-spy's wait for the sample that ends it is ~Gamma(2, rate): P(wait > x / rate) = e^-x (1 + x)
+    x = STOP_MISS_LOG
+    assert math.exp(-x) * (1 + x) == pytest.approx(0.01, abs=0.0005)
+    for rate in (3, 8, 20):
+        assert stop_lead_s(rate, 10) + STOP_SLACK_S == pytest.approx(x / rate)
+
+
+def _cut(rate: int, duration: float) -> bool:
+    """The rate's stop lead is cut by the window's share (it could exit after the end)."""
+    return STOP_MISS_LOG / rate - STOP_SLACK_S > STOP_LEAD_MAX_SHARE * duration
+
+
 def test_a_recorder_stopped_early_samples_faster_to_keep_its_count():
-    for rate, duration in ((2, 6), (3, 6), (7, 6), (10, 4), (1, 10)):
+    for rate, duration in ((2, 6), (3, 6), (7, 6), (10, 4), (1, 10), (8, 10), (4, 10)):
         raised = stoppable_rate(rate, duration)
         assert raised > rate
         assert raised * (duration - stop_lead_s(raised, duration)) >= 0.97 * rate * duration
-        below = raised - 1  # the least rate that does: never more samples than the budget's
-        assert below * (duration - stop_lead_s(below, duration)) < 0.97 * rate * duration
-    assert stoppable_rate(20, 6) == 20  # stopped at the end: nothing to make up
+        assert not _cut(raised, duration)
+        below = raised - 1  # the least rate that does: it loses samples, or its lead is cut
+        assert (below * (duration - stop_lead_s(below, duration)) < 0.97 * rate * duration
+                or _cut(below, duration))
+    assert stoppable_rate(100, 6) == 100  # stopped at the end: nothing to make up
     assert stoppable_rate(3, None) == 3  # no window known (a plan for analysis): as given
+
+
+def test_a_slow_recorder_in_a_short_window_samples_fast_enough_that_its_lead_is_not_cut():
+    # a 3 Hz recorder needs ~2.2 s: a 10 s window allows it; a 5 s one (1.25 s) does not
+    assert not _cut(stoppable_rate(3, 10), 10) and stoppable_rate(3, 10) <= 4
+    assert stoppable_rate(3, 5) > 3 and not _cut(stoppable_rate(3, 5), 5)
+    # ...but never past MAX_STOP_RAISE times its rate: a 1 s window keeps its budget's cost
+    assert stoppable_rate(2, 1) == MAX_STOP_RAISE * 2
 
 
 def test_callers_sizing_around_the_window_get_start_up_and_exit_on_top():
