@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from diagnose.checks.spec import CheckSettings, CheckSpec, Input
@@ -30,6 +31,7 @@ from diagnose.checks.declare import declarations, key, shared_key
 from diagnose.checks.measurements import Measurements, Omitted
 from diagnose.checks.base import (Finding, NotApplicable, ScoreBasis, Site, busy_samples, core_room, make_finding,
                                   more_cores_lever, pct, ramp, remove_work_lever)
+from diagnose.classify.state import stdlib_wait_stacks
 from diagnose.model.bootstrap import is_bootstrap
 from diagnose.model.counters import holder_agreement, running_agreement, wanted_cores
 from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, blocked_share
@@ -77,6 +79,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
         # waiting behind a holder that sleeps holding the GIL is waiting, not busy (gil_contention
         # names it): only what ran counts
         busy = busy[busy["state"] != ThreadState.GIL]
+    busy = _without_wait_exits(analysis, busy)
     busy_total = float(busy["count"].sum())
     if not busy_total:
         return NotApplicable(ID, "the request threads only waited for a GIL held by a sleeping thread")
@@ -144,6 +147,19 @@ def _gil_held_asleep(analysis: Analysis) -> bool:
     """The kernel and the counters say the GIL's holder was blocked most of the time threads
     waited for it (model/gil_holder.py)."""
     return blocked_share(analysis.gil_holding, wanted_cores(analysis.os)) >= HELD_ASLEEP_SHARE
+
+
+def _without_wait_exits(analysis: Analysis, busy: pd.DataFrame) -> pd.DataFrame:
+    """The busy rows but GIL waits inside a stdlib blocking call: a thread woken from Queue.get
+    or Condition.wait re-takes the GIL before the call returns, so it waits its way out of a
+    wait there, running none of its code (a pipeline's stages queueing to leave their gets read
+    as pure Python "hottest in Condition.wait" and outranked the stage that held the GIL)."""
+    on_gil = (busy["state"] == ThreadState.GIL).to_numpy()
+    if not on_gil.any():
+        return busy
+    stacks = busy["stack"].to_numpy(dtype=np.int64)
+    exits = np.isin(stacks, stdlib_wait_stacks(analysis.profile, np.unique(stacks[on_gil])))
+    return busy[~(on_gil & exits)]
 
 
 def _self_time(analysis: Analysis, samples: pd.DataFrame, reference: float, limit: int = 5) -> list[Site]:

@@ -238,18 +238,26 @@ def _stdlib_wait(frames: Sequence[Frame], top: int) -> tuple[WaitKind, int] | No
     return kind, i
 
 
-def parking_stacks(profile: Profile, stack_ids: np.ndarray) -> np.ndarray:
-    """Of `stack_ids`, those whose Python frames sit in a call that parks the thread for good
-    (Event.wait, Thread.join), whatever the native tail shows: a timed wait that returns re-takes
-    the GIL inside the same call (`Condition.wait` under `Event.wait`), and that GIL wait is still
-    the parking, not work the thread wants to do."""
-    parked = []
+def stdlib_wait_stacks(profile: Profile, stack_ids: np.ndarray,
+                       kinds: tuple[WaitKind, ...] | None = None) -> np.ndarray:
+    """Of `stack_ids`, those whose Python frames sit in a stdlib blocking call (Queue.get,
+    Condition.wait, Event.wait, Thread.join...; of `kinds` where given), whatever the native tail
+    shows: a wait that returns re-takes the GIL inside the same call (`Condition.wait` under
+    `Queue.get`), and that GIL wait is the way out of the wait, not work of the thread's own."""
+    found_ids = []
     for sid in stack_ids:
         frames = [profile.frames[f] for f in profile.stacks[int(sid)]]
         found = _stdlib_wait(frames, len(frames) - 1) if frames else None
-        if found is not None and found[0] in PARKING_KINDS:
-            parked.append(int(sid))
-    return np.asarray(parked, dtype=np.int64)
+        if found is not None and (kinds is None or found[0] in kinds):
+            found_ids.append(int(sid))
+    return np.asarray(found_ids, dtype=np.int64)
+
+
+def parking_stacks(profile: Profile, stack_ids: np.ndarray) -> np.ndarray:
+    """Of `stack_ids`, those whose Python frames sit in a call that parks the thread for good
+    (Event.wait, Thread.join): a timed wait that returns re-takes the GIL there, and that GIL wait
+    is still the parking, not work the thread wants to do (stdlib_wait_stacks)."""
+    return stdlib_wait_stacks(profile, stack_ids, PARKING_KINDS)
 
 
 def _stdlib_io(frames: Sequence[Frame], top: int) -> int | None:

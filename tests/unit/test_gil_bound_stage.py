@@ -10,7 +10,7 @@ import pytest
 from tests.replay import replay
 
 
-@pytest.mark.parametrize("name", ["gil_led", "stage_led"])
+@pytest.mark.parametrize("name", ["gil_led", "stage_led", "cpu_led"])
 def test_a_pure_python_stage_the_others_queue_behind_for_the_gil_is_the_verdict(tmp_path, name):
     report = replay("pipeline_pure_python", name, tmp_path)
     structure = report.structure[0]
@@ -49,3 +49,14 @@ def test_a_pure_python_consumer_whose_producers_queue_for_its_gil_on_the_way_out
     waited = {e.waiter: e.share for e in report.structure[0].edges
               if e.holder == "postprocess" and e.kind == "backpressure"}
     assert waited.get("model", 0.0) > 0.5, report.structure[0].edges
+
+
+def test_threads_re_taking_the_gil_on_their_way_out_of_a_queue_get_are_not_busy_code(tmp_path):
+    """fixtures/recorded/pipeline_pure_python/cpu_led: the stages' threads woken from `get`
+    queued for the GIL inside `Condition.wait`; counted as busy pure Python, they made
+    `Condition.wait` the hottest code to vectorise and cpu_bound the lead. They wait to leave a
+    wait: the busy code is what the threads run."""
+    report = replay("pipeline_pure_python", "cpu_led", tmp_path)
+    busy = next(f for f in report.findings if f.id == "cpu_bound")
+    assert "Condition.wait" not in [s.function for s in busy.sites], busy.sites
+    assert busy.score < 25, busy  # no problem of its own: the stage and its GIL are the cause
