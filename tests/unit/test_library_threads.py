@@ -4,12 +4,11 @@ request handler that merely puts on a multiprocessing queue still is one."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from diagnose.classify.categories import Categorizer
 from diagnose.model.analysis import analyze_profile
 from diagnose.model.library_threads import library_stacks
-from diagnose.samples.profile import Frame, Profile, ThreadTrack
+from diagnose.samples.profile import Frame, Profile
+from tests.synthetic_profiles import profile_of
 
 BOOT = [Frame("Thread._bootstrap", "/usr/lib/python3.11/threading.py", 1002, False),
         Frame("Thread._bootstrap_inner", "/usr/lib/python3.11/threading.py", 1045, False),
@@ -22,33 +21,13 @@ DECODE = Frame("decode_image", "/srv/app.py", 20, False)
 PUT = Frame("Queue.put", "/usr/lib/python3.11/multiprocessing/queues.py", 94, False)
 
 
-def _profile(stacks_by_thread: dict[str, list[list[Frame]]]) -> Profile:
-    frames: list[Frame] = []
-    stacks: list[tuple[int, ...]] = []
-    threads = []
-    for tid, (name, per_sample) in enumerate(stacks_by_thread.items(), start=100):
-        ids = []
-        for stack in per_sample:
-            key = []
-            for frame in stack:
-                if frame not in frames:
-                    frames.append(frame)
-                key.append(frames.index(frame))
-            if tuple(key) not in stacks:
-                stacks.append(tuple(key))
-            ids.append(stacks.index(tuple(key)))
-        threads.append(ThreadTrack(tid=tid, name=name, stack_ids=np.array(ids, dtype=np.int32),
-                                   weights=np.full(len(ids), 0.01)))
-    return Profile(frames=frames, stacks=stacks, threads=threads, native=True)
-
-
 def _roles(profile: Profile) -> dict[str, str]:
     analysis = analyze_profile(profile, Categorizer())
     return dict(zip(analysis.threads.loc[:, "name"], analysis.threads.loc[:, "role"]))
 
 
 def test_queue_feeder_waiting_for_the_gil_is_not_a_request_thread():
-    profile = _profile({
+    profile = profile_of({
         "worker": [BOOT + [HANDLE, DECODE]] * 40,
         "feeder": [BOOT + [FEED, PICKLE, TAKE_GIL]] * 30 + [BOOT + [FEED]] * 10,
     })
@@ -58,10 +37,10 @@ def test_queue_feeder_waiting_for_the_gil_is_not_a_request_thread():
 
 
 def test_handler_that_puts_on_a_multiprocessing_queue_stays_a_request_thread():
-    profile = _profile({"handler": [BOOT + [HANDLE, PUT, TAKE_GIL]] * 20 + [BOOT + [HANDLE, DECODE]] * 20})
+    profile = profile_of({"handler": [BOOT + [HANDLE, PUT, TAKE_GIL]] * 20 + [BOOT + [HANDLE, DECODE]] * 20})
     assert _roles(profile)["handler"] == "request"
 
 
 def test_stacks_are_marked_only_under_a_library_loop():
-    profile = _profile({"feeder": [BOOT + [FEED, PICKLE]], "handler": [BOOT + [HANDLE, PUT]]})
+    profile = profile_of({"feeder": [BOOT + [FEED, PICKLE]], "handler": [BOOT + [HANDLE, PUT]]})
     assert library_stacks(profile).tolist() == [True, False]

@@ -11,13 +11,12 @@ tests/integration/test_diff_fix.py)."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from diagnose.classify.categories import Categorizer
 from diagnose.model.analysis import analyze_profile
-from diagnose.samples.profile import Frame, Profile, ThreadTrack
+from diagnose.samples.profile import Frame
 from diagnose.vocab import ThreadRole, ThreadState
 from tests.replay import replay_service
+from tests.synthetic_profiles import profile_of
 
 THREADING = "/usr/lib/python3.11/threading.py"
 BOOT = [Frame("Thread._bootstrap", THREADING, 1002, False),
@@ -33,28 +32,8 @@ TAKE_GIL = [Frame("take_gil", "/usr/lib/libpython3.11.so.1.0", 0, True)]
 WORK = [Frame("handle", "/srv/app.py", 10, False), Frame("tokenize", "/srv/app.py", 20, False)]
 
 
-def _profile(stacks_by_thread: dict[str, list[list[Frame]]]) -> Profile:
-    frames: list[Frame] = []
-    stacks: list[tuple[int, ...]] = []
-    threads = []
-    for tid, (name, per_sample) in enumerate(stacks_by_thread.items(), start=100):
-        ids = []
-        for stack in per_sample:
-            key = []
-            for frame in stack:
-                if frame not in frames:
-                    frames.append(frame)
-                key.append(frames.index(frame))
-            if tuple(key) not in stacks:
-                stacks.append(tuple(key))
-            ids.append(stacks.index(tuple(key)))
-        threads.append(ThreadTrack(tid=tid, name=name, stack_ids=np.array(ids, dtype=np.int32),
-                                   weights=np.full(len(ids), 0.01)))
-    return Profile(frames=frames, stacks=stacks, threads=threads, native=True)
-
-
 def _roles(stacks_by_thread: dict[str, list[list[Frame]]]) -> dict[str, str]:
-    analysis = analyze_profile(_profile(stacks_by_thread), Categorizer())
+    analysis = analyze_profile(profile_of(stacks_by_thread), Categorizer())
     return dict(zip(analysis.threads.loc[:, "name"], analysis.threads.loc[:, "role"]))
 
 

@@ -21,24 +21,32 @@ print(os.getpriority(os.PRIO_PROCESS, 0), out.strip())
 """
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="raising a priority needs root or CAP_SYS_NICE")
-def test_attach_runs_at_a_raised_priority_and_its_recorders_at_the_one_it_started_with():
-    proc = subprocess.run(["nice", "-n", "3", sys.executable, "-c", SCRIPT], capture_output=True,
+def _niced_output(script: str, nice: int) -> list[str]:
+    """What `script` printed, run `nice` steps below this process's priority."""
+    proc = subprocess.run(["nice", "-n", str(nice), sys.executable, "-c", script], capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    own, recorder = proc.stdout.split()
+    return proc.stdout.split()
+
+
+def _started_with(nice: int) -> int:
+    """The niceness a process started `nice` steps below this one has."""
+    return min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="raising a priority needs root or CAP_SYS_NICE")
+def test_attach_runs_at_a_raised_priority_and_its_recorders_at_the_one_it_started_with():
+    own, recorder = _niced_output(SCRIPT, 3)
     assert int(own) == -20
-    assert int(recorder) == min(19, os.getpriority(os.PRIO_PROCESS, 0) + 3)
+    assert int(recorder) == _started_with(3)
 
 
 def test_without_the_privilege_the_priority_stays_as_it_was():
     script = ("import os\nfrom diagnose.collect import priority\n"
               "os.setpriority = lambda *a: (_ for _ in ()).throw(PermissionError(1, 'EPERM'))\n"
               "priority.raise_own()\nprint(os.getpriority(os.PRIO_PROCESS, 0))")
-    proc = subprocess.run(["nice", "-n", "2", sys.executable, "-c", script], capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    assert int(proc.stdout) == min(19, os.getpriority(os.PRIO_PROCESS, 0) + 2)
+    (own,) = _niced_output(script, 2)
+    assert int(own) == _started_with(2)
 
 
 
@@ -86,12 +94,9 @@ print(*err.split())
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="raising a priority needs root or CAP_SYS_NICE")
 def test_a_recorder_the_clock_waits_for_starts_at_diagnoses_priority_and_samples_at_the_services():
-    proc = subprocess.run(["nice", "-n", "3", sys.executable, "-c", OPENER_SCRIPT], capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    starting, sampling = proc.stdout.split()
+    starting, sampling = _niced_output(OPENER_SCRIPT, 3)
     assert int(starting) == -20  # loading the target's symbols, ahead of the clock
-    assert int(sampling) == min(19, os.getpriority(os.PRIO_PROCESS, 0) + 3)
+    assert int(sampling) == _started_with(3)
 
 
 ORPHAN_SCRIPT = """
