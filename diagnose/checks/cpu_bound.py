@@ -31,7 +31,7 @@ from diagnose.checks.declare import declarations, key, shared_key
 from diagnose.checks.measurements import Measurements, Omitted
 from diagnose.checks.base import (Finding, NotApplicable, ScoreBasis, Site, busy_samples, core_room, make_finding,
                                   more_cores_lever, pct, ramp, remove_work_lever)
-from diagnose.classify.state import stdlib_wait_stacks
+from diagnose.classify.state import gil_waits_leaving_a_wait
 from diagnose.model.bootstrap import is_bootstrap
 from diagnose.model.counters import holder_agreement, running_agreement, wanted_cores
 from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, blocked_share
@@ -154,12 +154,9 @@ def _without_wait_exits(analysis: Analysis, busy: pd.DataFrame) -> pd.DataFrame:
     or Condition.wait re-takes the GIL before the call returns, so it waits its way out of a
     wait there, running none of its code (a pipeline's stages queueing to leave their gets read
     as pure Python "hottest in Condition.wait" and outranked the stage that held the GIL)."""
-    on_gil = (busy["state"] == ThreadState.GIL).to_numpy()
-    if not on_gil.any():
-        return busy
-    stacks = busy["stack"].to_numpy(dtype=np.int64)
-    exits = np.isin(stacks, stdlib_wait_stacks(analysis.profile, np.unique(stacks[on_gil])))
-    return busy[~(on_gil & exits)]
+    leaving = gil_waits_leaving_a_wait(analysis.profile, busy["stack"].to_numpy(dtype=np.int64),
+                                       (busy["state"] == ThreadState.GIL).to_numpy())
+    return busy[~leaving] if leaving.any() else busy
 
 
 def _self_time(analysis: Analysis, samples: pd.DataFrame, reference: float, limit: int = 5) -> list[Site]:

@@ -24,7 +24,7 @@ import numpy as np
 from diagnose.samples import source
 from diagnose.samples.native_libraries import LIBRARIES as POOL_LIBRARIES
 from diagnose.samples.profile import Frame, Profile, frame_is
-from diagnose.vocab import PARKING_KINDS, ThreadState, WaitKind
+from diagnose.vocab import ThreadState, WaitKind
 
 
 # Native leaf functions, as they appear in py-spy --native stacks on glibc/CPython builds.
@@ -238,26 +238,24 @@ def _stdlib_wait(frames: Sequence[Frame], top: int) -> tuple[WaitKind, int] | No
     return kind, i
 
 
-def stdlib_wait_stacks(profile: Profile, stack_ids: np.ndarray,
-                       kinds: tuple[WaitKind, ...] | None = None) -> np.ndarray:
-    """Of `stack_ids`, those whose Python frames sit in a stdlib blocking call (Queue.get,
-    Condition.wait, Event.wait, Thread.join...; of `kinds` where given), whatever the native tail
-    shows: a wait that returns re-takes the GIL inside the same call (`Condition.wait` under
-    `Queue.get`), and that GIL wait is the way out of the wait, not work of the thread's own."""
-    found_ids = []
-    for sid in stack_ids:
+def gil_waits_leaving_a_wait(profile: Profile, stacks: np.ndarray, on_gil: np.ndarray,
+                             kinds: tuple[WaitKind, ...] | None = None) -> np.ndarray:
+    """Of sample rows (their stack ids `stacks`, `on_gil` where their state is the GIL wait),
+    those whose Python frames sit in a stdlib blocking call (Queue.get, Condition.wait,
+    Event.wait, Thread.join...; of `kinds` where given), whatever the native tail shows: a wait
+    that returns re-takes the GIL inside the same call, so the thread waits its way out of the
+    wait there, running none of its own code. A boolean mask over the rows."""
+    leaving = np.zeros(len(stacks), dtype=bool)
+    if not on_gil.any():
+        return leaving
+    in_wait = []
+    for sid in np.unique(stacks[on_gil]):
         frames = [profile.frames[f] for f in profile.stacks[int(sid)]]
         found = _stdlib_wait(frames, len(frames) - 1) if frames else None
         if found is not None and (kinds is None or found[0] in kinds):
-            found_ids.append(int(sid))
-    return np.asarray(found_ids, dtype=np.int64)
-
-
-def parking_stacks(profile: Profile, stack_ids: np.ndarray) -> np.ndarray:
-    """Of `stack_ids`, those whose Python frames sit in a call that parks the thread for good
-    (Event.wait, Thread.join): a timed wait that returns re-takes the GIL there, and that GIL wait
-    is still the parking, not work the thread wants to do (stdlib_wait_stacks)."""
-    return stdlib_wait_stacks(profile, stack_ids, PARKING_KINDS)
+            in_wait.append(int(sid))
+    leaving[on_gil] = np.isin(stacks[on_gil], in_wait)
+    return leaving
 
 
 def _stdlib_io(frames: Sequence[Frame], top: int) -> int | None:

@@ -12,7 +12,7 @@ import pandas as pd
 
 from diagnose.classify.calibrate import calibration_from
 from diagnose.classify.categories import Categorizer
-from diagnose.classify.state import parking_stacks
+from diagnose.classify.state import gil_waits_leaving_a_wait
 from diagnose.model.os_state import lock_taking, settle_with_kernel, settle_with_os_state
 from diagnose.collect.procfs import ProcRecord
 from diagnose.collect.task_recording import TaskRecording
@@ -424,10 +424,9 @@ def _parking_rows(profile: Profile, samples: pd.DataFrame, state: np.ndarray) ->
     parking call as a timed wait returns (a main thread's `Event.wait(0.5)` loop beside busy
     threads queues for the GIL at each wake-up, 12% of its time in one recording)."""
     parking: np.ndarray = samples["wait_kind"].isin(PARKING_KINDS).to_numpy(dtype=bool, copy=True)
-    on_gil = state == STATES.index(ThreadState.GIL)
-    if on_gil.any():
-        stack = samples["stack"].to_numpy(dtype=np.int64)
-        parking[on_gil] |= np.isin(stack[on_gil], parking_stacks(profile, np.unique(stack[on_gil])))
+    leaving = gil_waits_leaving_a_wait(profile, samples["stack"].to_numpy(dtype=np.int64),
+                                       state == STATES.index(ThreadState.GIL), PARKING_KINDS)
+    parking |= leaving
     return parking
 
 
