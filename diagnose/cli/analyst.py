@@ -211,6 +211,7 @@ def serve(requests: IO[bytes], answers: IO[bytes]) -> None:
 
     began = time.process_time()
     gc.disable()  # the import makes no garbage worth its ~0.05 s of collections
+    import diagnose.collect.capture  # noqa: F401  (what unpickling the request imports, in the window)
     from diagnose.run import pipeline
 
     pipeline.prepare_page()

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from diagnose.collect.forks import processes_started
-from diagnose.collect.gc_state import GcRecord, GcStateSampler
+from diagnose.collect.gc_state import GcPollThread, GcRecord, GcStateSampler
 from diagnose.collect.kernel_waits import (FileLockEntry, KernelRecord, KernelWaitReader,
                                            pipe_ends, read_file_locks)
 from diagnose.collect.neighbours import Neighbours, NeighbourScanner
@@ -287,10 +287,12 @@ class ProcSampler:
     # a tick every 0.1 s would refresh every second, most of the sampler's cost on a tree.
     COUNTER_REFRESH_S = 2.0
 
-    def __init__(self, pid: int, kernel_waits: bool = True, gc_state: bool = False):
+    def __init__(self, pid: int, kernel_waits: bool = True, gc_state: bool = False,
+                 gc_polls: GcPollThread | None = None):
         self.pid = pid
-        # the collector's state, polled from the process's memory (collect/gc_state.py)
-        self.gc: GcStateSampler | None = GcStateSampler(pid) if gc_state else None
+        # the collector's state, polled from the process's memory (collect/gc_state.py), on
+        # `gc_polls` (the tree's one poll thread) where given
+        self.gc: GcStateSampler | None = GcStateSampler(pid, gc_polls) if gc_state else None
         self._ticks = 0
         self._refreshed_at = time.monotonic()
         self.record = ProcRecord(pid=pid, cores=cores_available(pid),
@@ -542,11 +544,13 @@ class TreeSampler:
         self._last_scan = -1e9
         self.new_pids: list[int] = []  # descendants found since the caller last cleared it
         self._neighbours = NeighbourScanner()  # the other processes' CPU, at start and finish
+        self._gc_polls = GcPollThread()  # one thread polls every process's collector
         for pid in roots:
             self._add(pid, None)
 
     def _add(self, pid: int, ppid: int | None) -> None:
-        sampler = ProcSampler(pid, kernel_waits=self.kernel_waits, gc_state=self.gc_state)
+        sampler = ProcSampler(pid, kernel_waits=self.kernel_waits, gc_state=self.gc_state,
+                              gc_polls=self._gc_polls)
         sampler.record.started_at = self._started
         self._samplers[pid] = sampler
         self.record.records[pid] = sampler.record

@@ -9,6 +9,22 @@ objects.py reads Python objects (str, int, dict, set, attributes); linetable.py 
 waits on; sampler.py reads a pid a few times a second over the window.
 """
 
-from diagnose.collect.asyncio_tasks.sampler import AsyncioTaskSampler, read_tasks_once
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from diagnose.collect.asyncio_tasks.sampler import AsyncioTaskSampler, read_tasks_once
 
 __all__ = ["AsyncioTaskSampler", "read_tasks_once"]
+
+
+def __getattr__(name: str) -> object:
+    """The sampler on first use (PEP 562): importing a submodule (layout, remote: what the GIL
+    and collector readers use, and the analysis through the records) runs this package first,
+    and the sampler's imports (the task walker, the ELF reader) are ~40 ms it does not need."""
+    if name in __all__:
+        from diagnose.collect.asyncio_tasks import sampler
+
+        return getattr(sampler, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,10 +10,6 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
-from elftools.elf.sections import SymbolTableSection
-
 from diagnose.outputs.files import WriteFailed, write_text
 
 _LIBPYTHON = re.compile(r"/libpython3\.(\d+)[a-z]*\.so(\.[\d.]+)?$")
@@ -109,6 +105,12 @@ def _symbols_of(path: str, key: str) -> _Symbols | None:
 
 
 def _parse_symbols(path: str) -> _Symbols | None:
+    # pyelftools (~20 ms of imports) only where a binary is parsed: the analysis, which imports
+    # this module through the records it reads, never parses one.
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
+
     try:
         with open(path, "rb") as f:
             elf = ELFFile(f)
