@@ -11,7 +11,10 @@ reaped children's). The samples say where the user time went:
   into Python code, native libraries and the garbage collector (model/collector.py; a process
   of a tree the native calibration did not sample takes the split of one running the same
   program); with Python frames only, into Python and native by the states the frames give, the
-  collector not told apart. An estimate: a share of samples applied to measured seconds;
+  collector not told apart. An estimate: a share of samples applied to measured seconds. A
+  process whose collector's counters (read from its memory, collect/gc_state.py) say no
+  collection ran in the window spent nothing in the collector, whatever frames it has or
+  borrows;
 - user time no thread's counters hold (threads that exited between the counters' snapshots), or
   Python threads' time no running sample apportions, is unexplained.
 
@@ -83,7 +86,9 @@ class _Tally:
     reaped: float = 0.0
     unexplained: float = 0.0
     samples: int = 0
-    collector_measured: bool = True  # every process's split told the collector apart
+    collector_measured: bool = True  # every process's collector told apart, or known idle
+    collector_by_frames: int = 0  # processes whose collector's share came from native frames
+    collector_idle: int = 0  # processes whose collector's counters say no collection ran
     native_frames: bool = True
 
 
@@ -111,13 +116,30 @@ def _add_process(tally: _Tally, analysis: Analysis, sibling: _UserSplit | None =
         return True
     tally.samples += split.samples
     tally.native_frames &= split.native_frames
+    if _collector_idle(analysis):
+        # The counters outrank a split borrowed from a sibling: no collection ran here, so the
+        # collector's share goes back to the code's parts in their proportion.
+        code = split.python + split.native
+        tally.python += python_user * (split.python / code if code else 1.0)
+        tally.native += python_user * (split.native / code if code else 0.0)
+        tally.collector_idle += 1
+        return True
     tally.python += python_user * split.python
     tally.native += python_user * split.native
-    if split.collector is None:
-        tally.collector_measured = False
-    else:
+    if split.collector is not None:
         tally.collector += python_user * split.collector
+        tally.collector_by_frames += 1
+    else:
+        tally.collector_measured = False
     return True
+
+
+def _collector_idle(analysis: Analysis) -> bool:
+    """No collection ran in the window, by the collector's own counters: exact, unlike a share
+    of samples (a young collection counts one however short)."""
+    state = analysis.os.collector if analysis.os is not None else None
+    return (state is not None and state.unreadable is None and state.collections is not None
+            and not any(state.collections))
 
 
 def _reaped_twice(service: Service) -> float:
@@ -131,6 +153,16 @@ def _reaped_twice(service: Service) -> float:
             continue
         twice += (os_.process_user_s or 0.0) + (os_.process_system_s or 0.0)
     return twice
+
+
+def _collector_how(tally: _Tally, by_frames: str) -> str:
+    if not tally.collector_measured:
+        return "not measured: no native frames tell the collector from the code"
+    if not tally.collector_idle:
+        return by_frames
+    many = "es" if tally.collector_idle > 1 else ""
+    idle = f"no collection ran in {tally.collector_idle} process{many} (the collector's counters, read from memory)"
+    return f"{by_frames}; {idle}" if tally.collector_by_frames else idle
 
 
 def cpu_account(service: Service) -> CpuAccount | None:
@@ -162,8 +194,7 @@ def cpu_account(service: Service) -> CpuAccount | None:
         CpuPart.PYTHON: share_of.format("Python code") + ("" if collector is not None else
                                                           ", the collector's time included"),
         CpuPart.NATIVE: "the user time of threads with no Python frames, and " + share_of.format("native code"),
-        CpuPart.COLLECTOR: (share_of.format("the garbage collector") if collector is not None else
-                            "not measured: no native frames tell the collector from the code"),
+        CpuPart.COLLECTOR: _collector_how(tally, share_of.format("the garbage collector")),
         CpuPart.KERNEL: "the processes' system time (/proc/PID/stat stime)",
         CpuPart.CHILDREN: ("child processes not sampled: their own CPU and their reaped children's"
                            if children is not None else "not measured: the recording predates it"),
@@ -171,7 +202,9 @@ def cpu_account(service: Service) -> CpuAccount | None:
         CpuPart.UNEXPLAINED: "user time of threads gone before their counters were read, and of Python "
                              "threads no running sample apportions",
     }
-    estimated = {CpuPart.PYTHON, CpuPart.NATIVE, CpuPart.COLLECTOR}
+    # the collector's part is exact where its counters alone decided it (no collection ran)
+    counted = tally.collector_idle and not tally.collector_by_frames
+    estimated = {CpuPart.PYTHON, CpuPart.NATIVE} | (set() if counted else {CpuPart.COLLECTOR})
     parts = tuple(CpuShare(part, None if value is None else round(float(value), 3),
                            None if value is None or not total else round(value / total, 4),
                            part in estimated and value is not None, how[part])

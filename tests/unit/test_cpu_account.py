@@ -13,6 +13,7 @@ import pytest
 from diagnose.checks.engine import run_checks
 from diagnose.collect.procfs import ProcessTimes, ProcRecord, ThreadCounters, TreeRecord, parse_times
 from diagnose.model.cpu_account import cpu_account
+from diagnose.model.os_summary import CollectorState
 from diagnose.model.service import ProcessView, Service, other_children_s
 from diagnose.vocab import CpuPart, ProcessRole
 from diagnose.render.cpu_account_words import NO_ACCOUNT, account_words
@@ -131,6 +132,40 @@ def test_without_native_frames_the_collector_is_not_measured_and_python_holds_it
     assert parts(account)["native"] == 0.0
     words = account_words(account)
     assert "garbage collector not measured" in words.summary
+
+
+def test_a_collector_whose_counters_say_no_collection_ran_spent_nothing_without_native_frames():
+    idle = CollectorState(polls=400, collecting_share=0.0, polled_s=8.0, collections=(0, 0, 0))
+    python_only = analysis({1: [(PYTHON, 90), (NUMPY_CALL, 10)]}, native_profile=False, held=idle)
+    account = cpu_account(service_of(python_only))
+    assert account is not None and not account.native_frames
+    collector = account.part(CpuPart.COLLECTOR)
+    assert collector is not None and collector.cpu_s == 0.0 and not collector.estimated, collector
+    assert "no collection ran" in collector.how and "counters" in collector.how
+    assert "garbage collector not measured" not in account_words(account).summary
+
+
+def test_a_collector_that_collected_is_still_not_measured_without_native_frames():
+    # a young collection or two in the window, none caught by a poll: its time is unknown, not 0
+    busy = CollectorState(polls=400, collecting_share=0.0, polled_s=8.0, collections=(3, 0, 0))
+    python_only = analysis({1: [(PYTHON, 90), (NUMPY_CALL, 10)]}, native_profile=False, held=busy)
+    collector = cpu_account(service_of(python_only)).part(CpuPart.COLLECTOR)
+    assert collector is not None and collector.cpu_s is None and "not measured" in collector.how
+
+
+def test_a_worker_whose_counters_say_no_collection_ran_does_not_borrow_its_siblings_collector():
+    # the second process runs the same program, so it takes the first one's native split
+    # (40% collector, 50% Python, 10% numpy), but its own counters say no collection ran
+    idle = CollectorState(polls=400, collecting_share=0.0, polled_s=8.0, collections=(0, 0, 0))
+    python_only = analysis({1: [(PYTHON, 100)]}, native_profile=False, held=idle)
+    account = cpu_account(service_of(gc_heavy(), python_only))
+    collector = account.part(CpuPart.COLLECTOR)
+    assert collector is not None and collector.estimated  # the first process's share is sampled
+    assert collector.cpu_s == pytest.approx(0.4 * 4 * 0.98, abs=1e-3)  # the first process's alone
+    assert "native frames" in collector.how and "no collection ran in 1 process" in collector.how
+    # the idle one's user time goes to Python and numpy in the sibling's proportion (5:1)
+    assert parts(account)["python"] == pytest.approx(0.5 * 3.92 + 0.98 * 5 / 6, abs=1e-3)
+    assert parts(account)["native"] == pytest.approx(0.1 * 3.92 + 0.98 / 6, abs=1e-3)
 
 
 def test_a_recording_without_the_process_counters_has_no_account():
