@@ -51,6 +51,13 @@ def test_the_first_screen_states_the_headline_each_lever_and_the_first_advice(pr
     assert bases == [lv.basis for lv in top.levers]
     box = page.locator("#verdict-gain").bounding_box()
     assert box is not None and box["y"] + box["height"] <= height
+    # what to do, under the gain: the top finding's first two advice lines, on the first screen
+    todo = page.eval_on_selector_all("#verdict-advice li", "els => els.map(e => e.textContent)")
+    assert todo == list(top.advice[:2]) and len(top.advice) > 2
+    assert page.get_attribute("#verdict-advice", "data-finding-id") == top.id
+    assert f"{len(top.advice) - 2} more in the finding below" in page.text_content("#verdict-advice")
+    box = page.locator("#verdict-advice").bounding_box()
+    assert box is not None and box["y"] + box["height"] <= height
     # the top finding's summary line and body state the same levers, and its first advice
     details = f'details.finding[data-finding-id="{top.id}"]'
     assert page.get_attribute(details, "open") is not None

@@ -714,4 +714,6 @@ def test_a_co_primary_verdict_shows_both_findings_the_reason_and_each_first_advi
     assert f"First advice for {first.id}: {first.advice[0]}" in text
     assert f"First advice for {second.id}: <img src=x> advice" in text
     assert opened.page.locator("#verdict-co-primary img").count() == 0
+    # each one's first advice is there already: no "What to do" of the primary's alone
+    assert opened.page.locator("#verdict-advice").count() == 0
     opened.assert_clean()

@@ -263,3 +263,14 @@ def test_a_well_measured_finding_that_is_not_surely_critical_leaves_the_causal_o
     busy = dataclasses.replace(busy, score_interval=(56, 79))
     verdict = verdict_for(rank([busy, loose], order_of))
     assert (verdict.primary, verdict.co_primary) == ("gil_contention", "cpu_bound")
+
+
+def test_the_html_fallback_of_a_single_primary_states_its_first_advice_escaped():
+    ranked = rank(tied_pair(), order_of)
+    verdict = dataclasses.replace(verdict_for(ranked), co_primary=None, co_primary_reason=None,
+                                  first_advice=("<script>alert(1)</script> shrink the lock",))
+    report = decided_report(verdict, ranked)
+    page = render_html({"report": report.to_json()}, report)
+    assert ('<p id="noscript-first-advice">First advice: &lt;script&gt;alert(1)&lt;/script&gt; '
+            'shrink the lock</p>') in page
+    assert "noscript-co-primary" not in page

@@ -4,6 +4,10 @@
 
   // ------------------------------------------------------------------ 1. verdict header
 
+  // The top finding's advice shown under the verdict: its first lines say what limits the
+  // service and the first change to make; the rest stays in the finding.
+  const FIRST_SCREEN_ADVICE = 2;
+
   /** @param {PageData} D */
   function renderHeader(D) {
     const root = /** @type {HTMLElement} */ ($('verdict'));
@@ -60,6 +64,17 @@
       gain.id = 'verdict-gain';
       gain.setAttribute('data-finding-id', str(first.id));
       root.appendChild(gain);
+    }
+    // What to change, on the first screen: the top finding's first advice (a co-primary verdict
+    // lists each one's above), the rest in the finding below.
+    const todo = v.co_primary != null && v.co_primary !== '' ? [] : arr(first ? first.advice : null).map(str).filter((a) => a);
+    if (todo.length) {
+      const shown = todo.slice(0, FIRST_SCREEN_ADVICE);
+      root.appendChild(h('div', { class: 'verdict-advice', id: 'verdict-advice', 'data-finding-id': str(first.id) },
+        h('p', { class: 'verdict-advice-title', text: 'What to do' }),
+        h('ul', { class: 'advice' }, shown.map((a) => h('li', { text: a }))),
+        todo.length > shown.length
+          ? h('p', { class: 'small muted', text: (todo.length - shown.length) + ' more in the finding below' }) : null));
     }
 
     const meta = [];
