@@ -173,7 +173,10 @@ class GcPollThread:
                     return
                 now = time.monotonic()
                 for sampler in self._members:
-                    sampler.poll(now)
+                    try:
+                        sampler.poll(now)
+                    except Exception as exc:  # a misread of one process stops none of the others
+                        sampler.record.unreadable = f"the collector's state misread: {type(exc).__name__}: {exc}"
 
 
 class GcStateSampler:

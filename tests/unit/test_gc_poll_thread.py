@@ -77,3 +77,26 @@ def test_a_sampler_whose_window_opened_counts_only_the_polls_after_it(readable) 
     since = time.monotonic() - opened
     # the polled time restarts at the window's opening: without it, the 0.2 s and more before
     assert 0 < record.polled_s <= since, (record, since)
+
+
+def test_a_sampler_that_fails_unexpectedly_is_marked_unreadable_and_the_others_are_still_polled(
+        readable, monkeypatch) -> None:
+    from diagnose.collect import gc_state
+
+    real = gc_state.locate
+    calls = []
+
+    def locate_failing_first(mem, pid):
+        calls.append(pid)
+        if len(calls) == 1:
+            raise KeyError("runtime_interpreters_head")  # an offsets table missing a key
+        return real(mem, pid)
+
+    monkeypatch.setattr(gc_state, "locate", locate_failing_first)
+    polls = GcPollThread()
+    broken, healthy = GcStateSampler(os.getpid(), polls), GcStateSampler(os.getpid(), polls)
+    broken.start()
+    healthy.start()
+    assert _wait_until(lambda: healthy.record.polls >= 5)
+    assert "KeyError" in (broken.finish().unreadable or "")
+    assert healthy.finish().unreadable is None
