@@ -26,7 +26,13 @@ from dataclasses import dataclass
 from diagnose.model.kernel_waits import Blocking, KernelView, WaitObject
 from diagnose.vocab import ResourceKind
 
-MIN_CONTENDED_TICKS = 10  # fewer instants with a GIL waiter say nothing about its holder
+MIN_CONTENDED_TICKS = 10  # fewer instants with a GIL waiter say nothing about its inferred holder
+# Instants the interpreter itself named the holder are direct readings, not inferences: fewer do.
+# On a loaded machine most reads find the GIL between two holders (dropped, its next holder woken
+# but waiting for a core): CI's attach of threads sharing a SQLite connection named a holder at
+# 10 of 45 reads, 9 of them with a waiter, the holder blocked on the connection's mutex at 7; at
+# 10 it fell back to inferring, found a thread on a CPU at every instant, and advised vectorising.
+MIN_NAMED_TICKS = 5
 # Of the instants a thread waited for the GIL, the holder blocked at this share: it holds the GIL
 # asleep. Measured on the recordings: a computing holder reads 0.00 in every one (gil_contention,
 # gc_heavy, the pure-Python pipelines, forked_workers), one asleep in a C call 0.75, one waiting
@@ -123,7 +129,7 @@ def _named_holder(kernel: KernelView) -> GilHolding | None:
     ticks = _ticks(kernel)
     contended = [t for t in ticks.waiting if kernel.gil_holders.get(t, 0) > 0
                  and (kernel.gil_holders[t], t) in ticks.at]
-    if len(contended) < MIN_CONTENDED_TICKS:
+    if len(contended) < MIN_NAMED_TICKS:
         return None
     seen: Counter[WaitObject] = Counter()
     runners: Counter[int] = Counter()
