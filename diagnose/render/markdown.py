@@ -142,6 +142,12 @@ def md_table(header: tuple[str, ...], rows: list[list[str]]) -> list[str]:
 # ------------------------------------------------------------------ sections
 
 
+# The top finding's advice lines a summary states, as the page's first screen does
+# (reports/static/page/verdict.js FIRST_SCREEN_ADVICE): its first lines say what limits the
+# service and the first change to make.
+FIRST_ADVICE = 2
+
+
 @dataclass(frozen=True)
 class _Budget:
     findings: int  # findings shown
@@ -373,9 +379,10 @@ def _findings(report: Report, budget: _Budget) -> list[str]:
                 for r in _telling_rows(finding, budget.evidence)]
         if rows:
             lines += [*md_table(("Evidence", "Value"), rows), ""]
-        advice = [a for a in finding.advice if a]
-        if advice:
-            lines += [f"**What to do:** {md_text(advice[0], budget.text)}", ""]
+        # the top finding's first lines (as on the page), each a paragraph: no line is markup
+        advice = [a for a in finding.advice if a][:FIRST_ADVICE if rank == 1 else 1]
+        for label, text in zip(("What to do", "Then"), advice):
+            lines += [f"**{label}:** {md_text(text, budget.text)}", ""]
     hidden = len(found) - min(len(found), budget.findings)
     if hidden:
         lines += [f"{hidden} more finding{'s' if hidden > 1 else ''} in the full report.", ""]

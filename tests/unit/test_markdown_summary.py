@@ -362,7 +362,7 @@ def lever_report(label: str = "checksum") -> Report:
     return as_report({"verdict": {"headline": "h", "primary": "cpu_bound"},
             "findings": [{"id": "cpu_bound", "title": "Busy threads", "severity": "critical",
                           "score": 100, "summary": "s", "predicted_gain": 1.04, "gain_basis": "c",
-                          "levers": levers, "advice": ["vectorise it", "size the pool"]},
+                          "levers": levers, "advice": ["vectorise it", "cache the checksums", "run it in processes"]},
                          {"id": "lock_contention", "title": "Request threads queue on a lock",
                           "severity": "ok", "score": 0,
                           "summary": "0% of request-thread time waits on locks",
@@ -381,6 +381,8 @@ def test_a_finding_with_levers_states_each_instead_of_one_bare_gain():
     heading = next(line for line in text.splitlines() if line.startswith("#### 1."))
     assert "predicted gain" not in heading and "1.04" not in heading
     assert "What to do: vectorise it" in shown
+    # the top finding's first two advice lines, as on the page's first screen; not its third
+    assert "Then: cache the checksums" in shown and "run it in processes" not in shown
     assert "Also checked: Request threads queue on a lock \u2014 0% of request-thread time waits on locks" in shown
     assert "Also checked: Request threads wait for a pooled resource" in shown
     assert "shrink the critical section" not in shown and "size the pool" not in shown
