@@ -6,11 +6,11 @@ CPython keeps its collector's state in the interpreter (`PyInterpreterState.gc`,
 ends (its callbacks included; 3.11's `_PyObject_GC_Link`, 3.12's `_Py_RunGC` and 3.13's
 `_PyGC_Collect` set and clear it), and `generation_stats[i].collections` counts the collections
 of generation i. Both are read through /proc/PID/mem (as root), without stopping the target or
-running anything in it: `collecting` POLL_HZ (50) times a second on a thread of our own (one
-for every process of a tree), each
-read weighted by the time since the previous one (a poll that came late stands for the whole
-gap: a loaded machine delays the poller most while the target's threads compete for the cores,
-least while one collects); the counters at the start and at the end.
+running anything in it: `collecting` POLL_HZ (50) times a second on one thread of our own for
+every process of a tree, each read weighted by the time since the previous one (a poll that came
+late stands for the whole gap: a loaded machine delays the poller most while the target's
+threads compete for the cores, least while one collects); the counters at the start and at the
+end.
 
 It is the share of the *window*, not of the CPU: on a loaded machine the collecting thread holds
 the GIL while preempted too. The process's CPU sampled beside the polls did not tell the
