@@ -176,7 +176,7 @@ class GcPollThread:
                     try:
                         sampler.poll(now)
                     except Exception as exc:  # a misread of one process stops none of the others
-                        sampler.record.unreadable = f"the collector's state misread: {type(exc).__name__}: {exc}"
+                        sampler.misread(exc)
 
 
 class GcStateSampler:
@@ -210,6 +210,10 @@ class GcStateSampler:
         else:
             self._poll(now - self._last)
         self._last = now
+
+    def misread(self, exc: Exception) -> None:
+        """An error no read expects: this process's collector is unreadable from here on."""
+        self.record.unreadable = f"the collector's state misread: {type(exc).__name__}: {exc}"
 
     def _open(self) -> None:
         try:

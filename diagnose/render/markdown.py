@@ -381,8 +381,8 @@ def _findings(report: Report, budget: _Budget) -> list[str]:
             lines += [*md_table(("Evidence", "Value"), rows), ""]
         # the top finding's first lines (as on the page), each a paragraph: no line is markup
         advice = [a for a in finding.advice if a][:FIRST_ADVICE if rank == 1 else 1]
-        for label, text in zip(("What to do", "Then"), advice):
-            lines += [f"**{label}:** {md_text(text, budget.text)}", ""]
+        for i, text in enumerate(advice):
+            lines += [f"**{'Then' if i else 'What to do'}:** {md_text(text, budget.text)}", ""]
     hidden = len(found) - min(len(found), budget.findings)
     if hidden:
         lines += [f"{hidden} more finding{'s' if hidden > 1 else ''} in the full report.", ""]
