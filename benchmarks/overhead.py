@@ -393,7 +393,7 @@ def _observer_command(mode: str, pid: int, seconds: float, work: Path, threads: 
     plan_rate, plan_native_rate, _ = diagnose_plan(threads)
     pyspy_bin = tool("py-spy")
     dur = str(max(1, int(round(seconds))))
-    out = str(work / "profile.speedscope.json")
+    out = str(work / PROFILE_NAME)
     rate_args = ["--rate", str(rate)] if rate else []
     diagnose = [tool("diagnose"), "attach", str(pid), "--duration", f"{seconds:g}", "--quiet",
                 "--json", "--output-dir", str(work / "reports")] + rate_args
@@ -425,6 +425,10 @@ def _observer_command(mode: str, pid: int, seconds: float, work: Path, threads: 
     raise ValueError(f"unknown mode {mode!r}")
 
 
+# The py-spy-* modes record as diagnose's recorders do (pyspy.record_command: chrometrace).
+PROFILE_NAME = "profile.chrometrace.json"
+
+
 def _asked_rate(cmd: list[str] | None) -> int | None:
     if not cmd or os.path.basename(cmd[0]) != "py-spy":
         return None
@@ -432,12 +436,20 @@ def _asked_rate(cmd: list[str] | None) -> int | None:
 
 
 def _ticks(profile: Path) -> int:
-    """Sampling instants in a py-spy speedscope file: the longest thread track."""
+    """Sampling instants in a py-spy profile: the longest thread track. A chrometrace file (the
+    format diagnose's recorders write) is a list of events: a thread's instants are the distinct
+    times its stacks were stamped with; a speedscope file lists each thread's samples."""
     try:
         data = json.loads(profile.read_text(encoding="utf-8"))
-        return max((len(p.get("samples", [])) for p in data.get("profiles", [])), default=0)
     except (OSError, ValueError):
         return 0
+    if isinstance(data, list):
+        instants: dict[tuple, set] = {}
+        for event in data:
+            if isinstance(event, dict) and event.get("ph") == "B":
+                instants.setdefault((event.get("pid"), event.get("tid")), set()).add(event.get("ts"))
+        return max((len(seen) for seen in instants.values()), default=0)
+    return max((len(p.get("samples", [])) for p in data.get("profiles", [])), default=0)
 
 
 def wait_for_quiet(max_wait: float, threshold: float = 0.25) -> None:
@@ -549,7 +561,7 @@ def run_once(workload: str, round_no: int, mode: str, seconds: float, grace: flo
                 run.error = run.error or (stderr.strip().splitlines() or ["?"])[-1][:200]
         elif observer.returncode != 0 and not run.extra.get("stopped_by_sigint"):
             run.error = run.error or (stderr.strip().splitlines() or ["?"])[-1][:200]
-        profile = work / "profile.speedscope.json"
+        profile = work / PROFILE_NAME
         if profile.exists() and run.window_s:
             run.achieved_hz = round(_ticks(profile) / run.window_s, 1)
         # diagnose: a parsed report is a result (exit 8 = partial still reports a verdict)
@@ -560,7 +572,7 @@ def run_once(workload: str, round_no: int, mode: str, seconds: float, grace: flo
     finally:
         target.stop()
         if run.ok and split_mode(mode)[0] in OFFLINE_VERDICT_MODES:
-            run.verdict = offline_verdict(work / "profile.speedscope.json", work)
+            run.verdict = offline_verdict(work / PROFILE_NAME, work)
         if run.ok or not any(work.iterdir()):
             shutil.rmtree(work, ignore_errors=True)
         else:
