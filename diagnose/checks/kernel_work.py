@@ -5,7 +5,9 @@ What it finds:
     kernel's time for it: its system time by /proc/PID/stat (stime: every thread it had, exited
     ones too). Beside it, where: the Python lines its threads made system calls from, read from
     native samples caught inside the C library's wrapper of a working call (write, read, openat,
-    vfork, ...: model/syscall_sites.py), and which calls. Without such samples (no native
+    vfork, ...: model/syscall_sites.py), and which calls; or, from the process's counters, that
+    the work is page faults (many minor faults, more than read and write calls: fresh memory
+    touched on every request), which no frame shows. Without such samples (no native
     frames), each thread's own system time spread over the lines its running samples show,
     said as an estimate. Calls that sleep (a lock's futex,
     poll, a timer) are waits, left to the wait analysis. Not applicable without the process's
@@ -44,13 +46,14 @@ from diagnose.vocab import RUNNING
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
+    from diagnose.model.os_summary import ProcessOS
 
 ID = "kernel_work"
 
 
 @dataclass(frozen=True)
 class Settings(CheckSettings):
-    title: str = "The kernel does most of the work: system calls"
+    title: str = "The kernel does most of the work: system calls, page faults"
     what: str = ("Share of the CPU the service and its children used that was the kernel's time for the service's "
                  "threads (system time, /proc/PID/stat stime).")
     advice: tuple[str, ...] = (
@@ -66,6 +69,13 @@ class Settings(CheckSettings):
     saturated_share: float = 0.5
     # the calls' share of the native samples under which the sites are not named
     min_call_samples: int = 3
+    # Minor page faults per second from which, when they also outnumber the read and write calls,
+    # fresh memory touched on every request is taken for the kernel's work. A first touch of a
+    # page costs the kernel 2.6-3.6 us per 4 KB page and ~120-150 us per 2 MB huge page here, a
+    # small read or write ~1 us (benchmarks/fault_cost.py); a Python service at rest faults a few
+    # hundred times a second, a busy one up to ~30,000 times with a few percent of system time
+    # (the gil_contention fixture: 28,000/s, 9% system), which the share's floor leaves out.
+    faults_per_s: float = 1000.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,6 +90,10 @@ class KernelWorkEvidence(Measurements):
                                           none=NOT_MEASURED)
     syscall_sites: dict[str, float] | None = key("lines the calls were made from (share of the calls' samples)",
                                                  U.PERCENT, none=NOT_MEASURED)
+    minor_faults_per_s: float | None = key("minor page faults per second, the process's every thread "
+                                           "(/proc/PID/stat minflt)", U.PER_S, none=NOT_MEASURED)
+    io_calls_per_s: float | None = key("read- and write-family system calls per second (/proc/PID/io syscr + "
+                                       "syscw)", U.PER_S, none=NOT_MEASURED)
     stime_sites: dict[str, float] | None = key(
         "estimated, where no native sample caught a call: the lines each thread's running samples show, "
         "weighted by that thread's system time (share of the system time)", U.PERCENT, none=NOT_MEASURED)
@@ -99,6 +113,17 @@ def _mapping_memory(calls: tuple[tuple[str, int], ...] | list[tuple[str, int]]) 
     return bool(total) and sum(n for name, n in calls if name in MEMORY_MAPPING_CALLS) * 2 > total
 
 
+def _touching_fresh_memory(os_: ProcessOS, settings: Settings) -> bool:
+    """The kernel's work is pages mapped on first touch (the process takes many minor faults,
+    more than it makes read and write calls), not calls that move data: fresh buffers allocated
+    per request, unmapped again when they are freed. No native frame shows a fault; the
+    counters do."""
+    faults = os_.minor_faults
+    if faults is None or os_.window_s <= 0 or faults / os_.window_s < settings.faults_per_s:
+        return False
+    return os_.io_syscalls is None or faults > os_.io_syscalls
+
+
 def _score(share: float, cores: float | None, settings: Settings) -> float:
     return ramp(share, settings.low, settings.high) * cpu_weight(cores, settings.busy_cores)
 
@@ -109,11 +134,24 @@ def _busy_share(analysis: Analysis) -> float | None:
     return float(busy_samples(req)["count"].sum()) / total if total else None
 
 
+def _spread(weights: dict[int, float], system_s: float, site: np.ndarray, count: np.ndarray) -> None:
+    """`system_s` over the sites of some running samples, by their counts, into `weights`."""
+    total = float(count.sum())
+    sites, first_at, at = np.unique(site, return_index=True, return_inverse=True)
+    per_site = np.bincount(at, weights=count)
+    for k in np.argsort(first_at):  # in the order the samples name them
+        frame_id = int(sites[k])
+        weights[frame_id] = weights.get(frame_id, 0.0) + system_s * float(per_site[k]) / total
+
+
 def _stime_sites(analysis: Analysis, settings: Settings) -> list[Site]:
     """Without native samples inside the calls (py-spy without --native, a recording without
     them): each thread's system time (/proc/TID/stat stime) spread over the lines its running
     samples show, an estimate. A thread that writes in a loop shows the write's line; the
-    weights keep a busy thread that makes no calls from claiming another's system time."""
+    weights keep a busy thread that makes no calls from claiming another's system time. The
+    process's system time no read thread's counter holds (threads that came and went between
+    the sampler's ticks: a thread per request) is spread over the running samples of the
+    threads without a counter, else it would land on the long-lived threads that start them."""
     os_ = analysis.os
     if os_ is None:
         return []
@@ -125,20 +163,27 @@ def _stime_sites(analysis: Analysis, settings: Settings) -> list[Site]:
     tids = analysis.threads["tid"]
     weights: dict[int, float] = {}  # site frame -> estimated system seconds
     seen = 0
+    uncounted: list[int] = []  # threads the samples show whose counters the sampler never read twice
     _, first_rows = np.unique(thread, return_index=True)
     for row in np.sort(first_rows):  # threads, then their sites, in the order the samples name them
         counted = os_.threads.get(int(tids.loc[thread[row]]))
-        system_s = counted.system_s if counted is not None else None
+        if counted is None or not counted.counted or counted.system_s is None:
+            uncounted.append(int(thread[row]))
+            continue
+        system_s = counted.system_s
         sited = (thread == thread[row]) & (site >= 0)
         total = float(count[sited].sum())
         if not system_s or not total:
             continue
         seen += int(total)
-        sites, first_at, at = np.unique(site[sited], return_index=True, return_inverse=True)
-        per_site = np.bincount(at, weights=count[sited])
-        for k in np.argsort(first_at):
-            frame_id = int(sites[k])
-            weights[frame_id] = weights.get(frame_id, 0.0) + system_s * float(per_site[k]) / total
+        _spread(weights, system_s, site[sited], count[sited])
+    read = [t.system_s for t in os_.threads.values() if t.system_s is not None]
+    # (a recording that read no thread's system time names no line: the older ones)
+    unheld = max(0.0, (os_.process_system_s or 0.0) - sum(read)) if read else 0.0
+    sited = np.isin(thread, uncounted) & (site >= 0)
+    if unheld > 0 and count[sited].sum() > 0:
+        seen += int(count[sited].sum())
+        _spread(weights, unheld, site[sited], count[sited])
     spread = sum(weights.values())
     if seen < settings.min_call_samples or spread <= 0:
         return []
@@ -195,6 +240,9 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                  f"(an estimate), most at {_line(estimated[0])}, {pct(estimated[0].share)}")
     else:
         where = "; no native sample caught a working call, so no line is named"
+    faulting = _touching_fresh_memory(os_, settings)
+    if faulting:
+        where += f"; {(os_.minor_faults or 0) / os_.window_s:,.0f} page faults a second (fresh memory)"
     summary = (f"{pct(share)} of the CPU was the kernel's ({kernel:.2f} s of system time over "
                f"{os_.window_s:.1f} s" + (f"; an intra-op pool's own {pool:.2f} s left out" if pool else "")
                + ")" + where)
@@ -206,13 +254,28 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
         syscalls=dict(calls.calls) if calls is not None else None,
         syscall_sites={_line(s): s.share for s in sites} if sites else None,
         stime_sites={_line(s): s.share for s in estimated} if estimated else None,
+        minor_faults_per_s=(os_.minor_faults / os_.window_s if os_.minor_faults is not None and os_.window_s
+                            else None),
+        io_calls_per_s=os_.io_syscalls / os_.window_s if os_.io_syscalls is not None and os_.window_s else None,
         fix=Fix("batch_syscalls", f"{sites[0].function}:{sites[0].line}" if sites else True))
     # the line the advice names: the calls' own, else the estimate's, said as one
     shown = sites or estimated
     at = f" at {_line(shown[0])}" if shown else ""
     if estimated:
         at += ", by an estimate from the threads' system time"
-    if named and calls is not None and _mapping_memory(calls.calls):
+    if faulting:
+        # Fresh pages on every request: the kernel maps and zero-fills each page on its first
+        # touch, and unmaps it when the buffer is freed (a large array is its own mapping).
+        # Measured on an HTTP service allocating two 12 MB arrays per request: 49% system time;
+        # the same buffers reused from a pool, 1.43x the throughput.
+        faults_s = (os_.minor_faults or 0) / os_.window_s
+        advice = [f"Stop touching fresh memory on every request{at}: the process took {faults_s:,.0f} page "
+                  f"faults a second, each a page the kernel maps and zero-fills on first touch "
+                  f"({pct(share)} of the CPU was the kernel's). Allocate the large buffers once and reuse "
+                  f"them (per thread or from a pool; numpy's out= arguments, fixed tensor shapes so the "
+                  f"framework's caching allocator reuses its blocks) instead of a new array per request."]
+        evidence = replace(evidence, fix=Fix("reuse_memory", evidence.fix.value))
+    elif named and calls is not None and _mapping_memory(calls.calls):
         # Memory mapped and unmapped at the line: an allocation of its own per call (a large
         # buffer), or CPython's frame stack growing a chunk past a deep recursion's edge and
         # giving it back on return (measured on 3.11: 400 frames deep, 49% system time; 100

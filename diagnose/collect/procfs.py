@@ -50,6 +50,9 @@ class ProcessTimes:
     system_s: float
     children_user_s: float
     children_system_s: float
+    # Minor page faults of the process (every thread it had): each a page the kernel mapped on
+    # first touch, zero-filling it. None in older recordings.
+    minor_faults: int | None = None
 
     @property
     def own_s(self) -> float:
@@ -60,11 +63,14 @@ class ProcessTimes:
         return self.children_user_s + self.children_system_s
 
     def as_list(self) -> list[float]:
-        return [self.user_s, self.system_s, self.children_user_s, self.children_system_s]
+        times = [self.user_s, self.system_s, self.children_user_s, self.children_system_s]
+        return times + ([float(self.minor_faults)] if self.minor_faults is not None else [])
 
     @classmethod
     def from_list(cls, values: list[float]) -> "ProcessTimes":
-        return cls(*(float(v) for v in values[:4]))
+        faults = int(values[4]) if len(values) > 4 else None  # older recordings: four values
+        user, system, children_user, children_system = (float(v) for v in values[:4])
+        return cls(user, system, children_user, children_system, minor_faults=faults)
 
 
 @dataclass
@@ -85,6 +91,8 @@ class ProcRecord:
     # write(2)-family syscalls of the whole process at the first and last snapshot (/proc/pid/io):
     # a server writes about one per response, so the delta bounds the responses served.
     write_syscalls: list[int] = field(default_factory=list)
+    # read(2)-family syscalls the same way (syscr); empty in older recordings.
+    read_syscalls: list[int] = field(default_factory=list)
     # Machine-wide idle CPU seconds (/proc/stat idle + iowait) at the first and last snapshot:
     # on a shared host the cores this process leaves unused are not all free.
     machine_idle_s: list[float] = field(default_factory=list)
@@ -114,6 +122,7 @@ class ProcRecord:
             "pid": self.pid, "cores": self.cores, "cpu_quota_cores": self.cpu_quota_cores,
             "started_at": self.started_at, "ended_at": self.ended_at,
             "target_exited": self.target_exited, "write_syscalls": self.write_syscalls,
+            "read_syscalls": self.read_syscalls,
             "machine_idle_s": self.machine_idle_s,
             "cpu_throttling": self.cpu_throttling, "cpu_cgroup": self.cpu_cgroup,
             "state_samples": self.state_samples, "rss_samples": self.rss_samples,
@@ -136,6 +145,7 @@ class ProcRecord:
         rec.state_samples = [tuple(s) for s in data.get("state_samples", [])]
         rec.rss_samples = [tuple(s) for s in data.get("rss_samples", [])]
         rec.write_syscalls = list(data.get("write_syscalls") or [])
+        rec.read_syscalls = list(data.get("read_syscalls") or [])
         rec.machine_idle_s = list(data.get("machine_idle_s") or [])
         rec.cpu_throttling = [list(c) for c in data.get("cpu_throttling") or []]
         rec.cpu_cgroup = data.get("cpu_cgroup")
@@ -167,7 +177,7 @@ def parse_times(text: str) -> ProcessTimes:
     fields = text[text.rindex(")") + 2:].split()
     utime, stime, cutime, cstime = (int(f) for f in fields[11:15])
     return ProcessTimes(utime / CLOCK_TICKS, stime / CLOCK_TICKS, cutime / CLOCK_TICKS,
-                        cstime / CLOCK_TICKS)
+                        cstime / CLOCK_TICKS, minor_faults=int(fields[7]))
 
 
 def read_times(pid: int) -> ProcessTimes | None:
@@ -387,11 +397,13 @@ class ProcSampler:
     def _snapshot_counters(self, into: dict[int, ThreadCounters]) -> None:
         self._refreshed_at = time.monotonic()
         io = read_proc_text(f"/proc/{self.pid}/io")
-        syscw = next((int(line.split()[1]) for line in (io or "").splitlines()
-                      if line.startswith("syscw:")), None)
-        if syscw is not None:
-            # first snapshot, then the latest one
-            self.record.write_syscalls[1 if self.record.write_syscalls else 0:] = [syscw]
+        calls = {line[:5]: int(line.split()[1]) for line in (io or "").splitlines()
+                 if line.startswith(("syscr:", "syscw:"))}
+        # first snapshot, then the latest one
+        if "syscw" in calls:
+            self.record.write_syscalls[1 if self.record.write_syscalls else 0:] = [calls["syscw"]]
+        if "syscr" in calls:
+            self.record.read_syscalls[1 if self.record.read_syscalls else 0:] = [calls["syscr"]]
         idle = machine_idle_seconds()
         if idle is not None:
             self.record.machine_idle_s[1 if self.record.machine_idle_s else 0:] = [idle]

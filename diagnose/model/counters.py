@@ -80,13 +80,14 @@ def wanted_cores(os_: ProcessOS | None) -> float | None:
 def running_agreement(analysis: SampledProcess, samples: pd.DataFrame, what: str = "request threads running"
                       ) -> CpuAgreement:
     """The cores `samples`' threads ran by their samples (running share per thread, summed)
-    against their CPU seconds in /proc. Threads /proc never saw are left out of both."""
+    against their CPU seconds in /proc. Threads whose counters /proc never read twice (they came
+    and went between refreshes) are left out of both."""
     total, running = _sums_by_tid(samples)
     shares = (running.reindex(total.index, fill_value=0) / total.where(total > 0, 1))
     os_ = analysis.os
     if os_ is None:
         return CpuAgreement(what, float(shares.sum()), None)
-    known = [int(t) for t in shares.index if int(t) in os_.threads]
+    known = [int(t) for t in shares.index if int(t) in os_.threads and os_.threads[int(t)].counted]
     if not known:
         return CpuAgreement(what, float(shares.sum()), None)
     sampled = float(shares.loc[known].sum())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypedDict, TypeVar
 
 import numpy as np
@@ -48,6 +48,14 @@ class ProcThread(ThreadOs):
     # The same observations one by one, in time order (what dates a state: model/deadlock.py
     # asks whether a thread ran after it began to block); observer stops excluded.
     ticks: tuple[StateTick, ...] = ()
+    # False: the sampler saw the thread's state but never read its counters twice (it came and
+    # went between two refreshes): its CPU is in the process's counter, not in cpu_s.
+    counted: bool = True
+
+    def rounded(self) -> ThreadOs:
+        """As the report states it: a thread never counted has no CPU figure, not 0."""
+        shown = super().rounded()
+        return shown if self.counted else replace(shown, cpu_s=None)
 
 
 @dataclass(frozen=True)
@@ -83,6 +91,9 @@ class ProcessOS:
     cores: int
     cpu_quota_cores: float | None
     threads_max: int
+    # The process's CPU over the window: its threads' counters summed, or its own counter
+    # (/proc/PID/stat) where that is larger: a thread that lived between two ticks (a thread per
+    # request) is in no thread's counter but in the process's.
     cpu_s: float
     cpu_utilization: float  # share of the usable cores kept busy by the target
     runqueue_wait_s: float | None
@@ -113,6 +124,25 @@ class ProcessOS:
     process_system_s: float | None = None
     reaped_children_s: float | None = None
     collector: CollectorState | None = None  # None where the reader did not run
+    # Over the window, every thread the process had: its minor page faults (/proc/PID/stat
+    # minflt) and its read- and write-family system calls (/proc/PID/io syscr + syscw). None in
+    # older recordings.
+    minor_faults: int | None = None
+    io_syscalls: int | None = None
+    # The CPU of the threads the sampler read a counter of (their run-queue wait's population);
+    # None: the same as cpu_s.
+    seen_threads_cpu_s: float | None = None
+
+    @property
+    def threads_cpu_s(self) -> float:
+        """The CPU of the threads whose counters were read: what their run-queue wait is per."""
+        return self.cpu_s if self.seen_threads_cpu_s is None else self.seen_threads_cpu_s
+
+    @property
+    def unseen_threads_cpu_s(self) -> float:
+        """The process's CPU that no read thread's counter holds: threads that came and went
+        between ticks."""
+        return max(0.0, self.cpu_s - self.threads_cpu_s)
 
     @property
     def usable_cores(self) -> float:
@@ -221,14 +251,22 @@ def summarize(record: ProcRecord) -> ProcessOS:
             continue
         threads[tid] = ProcThread(tid=tid, comm=record.thread_names.get(tid, ""), state_counts=obs,
                                   observer_stops=tally.stops.get(tid, 0),
-                                  ticks=tuple(tally.ticks.get(tid, ())))
+                                  ticks=tuple(tally.ticks.get(tid, ())), counted=False)
     cores = max(record.cores, 1)
     usable = min(cores, record.cpu_quota_cores) if record.cpu_quota_cores else cores
     slope, r2 = _rss_trend(record.rss_samples)
+    times = _process_times(record)
+    faults = _minor_faults(record)
+    io_calls = (record.write_syscalls[-1] - record.write_syscalls[0]
+                + record.read_syscalls[-1] - record.read_syscalls[0]
+                if len(record.write_syscalls) == 2 and len(record.read_syscalls) == 2 else None)
+    process_cpu = times.get("process_user_s", 0.0) + times.get("process_system_s", 0.0)
+    cpu = max(cpu_total, process_cpu)
     return ProcessOS(
         window_s=window, cores=cores, cpu_quota_cores=record.cpu_quota_cores,
         threads_max=max(tally.threads_seen.values(), default=len(threads)),
-        cpu_s=cpu_total, cpu_utilization=cpu_total / (window * usable),
+        cpu_s=cpu, cpu_utilization=cpu / (window * usable), seen_threads_cpu_s=cpu_total,
+        minor_faults=faults, io_syscalls=io_calls,
         runqueue_wait_s=wait_total if wait_known else None,
         runqueue_ratio=(wait_total / cpu_total) if wait_known and cpu_total > 0 else None,
         mean_runnable=float(np.mean(list(tally.running.values()))) if tally.running else 0.0,
@@ -241,7 +279,7 @@ def summarize(record: ProcRecord) -> ProcessOS:
         write_syscalls=(record.write_syscalls[-1] - record.write_syscalls[0]
                         if len(record.write_syscalls) == 2 else None),
         machine_idle_cores=_idle_cores(record), rss_steps=rss_steps(record.rss_samples),
-        **_throttling(record), **_process_times(record), collector=_collector(record))
+        **_throttling(record), **times, collector=_collector(record))
 
 
 def _collector(record: ProcRecord) -> CollectorState | None:
@@ -271,6 +309,21 @@ def _process_times(record: ProcRecord) -> _Times:
     return {"process_user_s": max(last.user_s - first.user_s, 0.0),
             "process_system_s": max(last.system_s - first.system_s, 0.0),
             "reaped_children_s": max(last.reaped_s - first.reaped_s, 0.0)}
+
+
+def _minor_faults(record: ProcRecord) -> int | None:
+    """The process's minor page faults over the window; None where a snapshot lacks them."""
+    if len(record.process_cpu) != 2:
+        return None
+    first, last = (ProcessTimes.from_list(c) for c in record.process_cpu)
+    if first.minor_faults is None or last.minor_faults is None:
+        return None
+    return max(last.minor_faults - first.minor_faults, 0)
+
+
+def _sum_known(values: list[int | None]) -> int | None:
+    """The sum where every value is known, else None."""
+    return None if any(v is None for v in values) else sum(v or 0 for v in values)
 
 
 def rss_steps(samples: list[tuple[float, int]]) -> RssSteps | None:
@@ -315,6 +368,7 @@ def combine(summaries: list[ProcessOS]) -> ProcessOS:
     window = max(s.window_s for s in summaries)
     usable = first.usable_cores
     cpu = sum(s.cpu_s for s in summaries)
+    seen_cpu = sum(s.threads_cpu_s for s in summaries)
     waits = [s.runqueue_wait_s for s in summaries if s.runqueue_wait_s is not None]
     vol = [s.voluntary_ctx_per_s for s in summaries if s.voluntary_ctx_per_s is not None]
     invol = [s.involuntary_ctx_per_s for s in summaries if s.involuntary_ctx_per_s is not None]
@@ -327,10 +381,10 @@ def combine(summaries: list[ProcessOS]) -> ProcessOS:
     slopes = [s.rss_slope_bytes_per_s for s in summaries if s.rss_slope_bytes_per_s is not None]
     return ProcessOS(
         window_s=window, cores=first.cores, cpu_quota_cores=first.cpu_quota_cores,
-        threads_max=sum(s.threads_max for s in summaries), cpu_s=cpu,
+        threads_max=sum(s.threads_max for s in summaries), cpu_s=cpu, seen_threads_cpu_s=seen_cpu,
         cpu_utilization=cpu / (window * usable) if usable else 0.0,
         runqueue_wait_s=sum(waits) if waits else None,
-        runqueue_ratio=(sum(waits) / cpu) if waits and cpu > 0 else None,
+        runqueue_ratio=(sum(waits) / seen_cpu) if waits and seen_cpu > 0 else None,
         mean_runnable=sum(s.mean_runnable for s in summaries),
         involuntary_ctx_per_s=sum(invol) if invol else None,
         voluntary_ctx_per_s=sum(vol) if vol else None,
@@ -338,6 +392,8 @@ def combine(summaries: list[ProcessOS]) -> ProcessOS:
         rss_start=sum(rss_start) if rss_start else None, rss_end=sum(rss_end) if rss_end else None,
         rss_slope_bytes_per_s=sum(slopes) if slopes else None, rss_fit_r2=None, threads=threads,
         write_syscalls=None,
+        minor_faults=_sum_known([s.minor_faults for s in summaries]),
+        io_syscalls=_sum_known([s.io_syscalls for s in summaries]),
         machine_idle_cores=min((s.machine_idle_cores for s in summaries
                                 if s.machine_idle_cores is not None), default=None),
         **_combined_throttling(summaries), **_combined_times(summaries))
