@@ -55,7 +55,7 @@ DEFAULT_FIXTURES = ("pipeline", "locked_blas", "batching", "lock_contention", "p
                     "logging_lock", "gil_contention", "preprocess_bound", "blas_fanout",
                     "scheduler_overhead", "compute_bound", "process_pool", "mp_pipeline",
                     "dataloader_job", "deadlock_two_locks", "deadlock_rlock", "lock_across_io",
-                    "cpu_quota", "gc_heavy", "syscall_heavy", "spawn_per_request", "poll_for_result",
+                    "cpu_quota", "gc_heavy", "syscall_heavy", "fresh_buffers", "spawn_per_request", "poll_for_result",
                     "async_poll_for_result")
 
 _BLAS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -125,6 +125,9 @@ def knob_args(fixture: str, fix: dict | list | None) -> list[str] | None:
     # kernel_work's first advice: fewer, larger system calls at the line (a buffered spool file)
     if knob == "batch_syscalls" and fixture == "syscall_heavy":
         return ["--buffer-bytes", "65536"]
+    # kernel_work's first advice where the work is page faults: reuse the buffers
+    if knob == "reuse_memory" and fixture == "fresh_buffers":
+        return ["--reuse"]
     # children_cpu's first advice: the child's work done in the service (hashlib, not sha256sum)
     if knob == "children_in_process" and fixture == "spawn_per_request":
         return ["--in-process"]

@@ -71,8 +71,8 @@ class Settings(CheckSettings):
     min_call_samples: int = 3
     # Minor page faults per second from which, when they also outnumber the read and write calls,
     # fresh memory touched on every request is taken for the kernel's work. A first touch of a
-    # page costs the kernel 2.6-3.6 us per 4 KB page and ~120-150 us per 2 MB huge page here, a
-    # small read or write ~1 us (benchmarks/fault_cost.py); a Python service at rest faults a few
+    # page costs the kernel 2.6-3.6 us per 4 KB page and ~120-260 us per 2 MB huge page here, a
+    # 1-byte read or write 0.2-0.3 us (benchmarks/fault_cost.py); a Python service at rest faults a few
     # hundred times a second, a busy one up to ~30,000 times with a few percent of system time
     # (the gil_contention fixture: 28,000/s, 9% system), which the share's floor leaves out.
     faults_per_s: float = 1000.0
@@ -221,28 +221,35 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     named = calls is not None and calls.in_calls >= settings.min_call_samples
     sites = ([Site(s.function, s.file, s.line, round(s.samples / calls.in_calls, 4)) for s in calls.sites]
              if named and calls is not None else [])
-    estimated = [] if sites else _stime_sites(analysis, settings)
+    # Page faults show in no native call: where the system time went is where the threads ran,
+    # weighted by their system time (the calls' samples name where the buffers are unmapped)
+    faulting = _touching_fresh_memory(os_, settings)
+    estimated = _stime_sites(analysis, settings) if faulting or not sites else []
     busy = _busy_share(analysis)
     saturated = busy is None or busy >= settings.saturated_share
     gain = cpu_share_gain(share) if saturated else 1.0
     if saturated:
-        gain_words = (f"estimate: the kernel's work is {pct(share)} of the CPU; if fewer, larger calls removed most "
+        remedy = "buffers reused" if faulting else "fewer, larger calls"
+        gain_words = (f"estimate: the kernel's work is {pct(share)} of the CPU; if {remedy} removed most "
                       f"of it, at most {gain:.2f}x (Amdahl" + (f", its share capped at {pct(MAX_CPU_SHARE)}"
                                                                if share > MAX_CPU_SHARE else "") + ")")
     else:
         gain_words = (f"estimate: the request threads were busy {pct(busy or 0.0)} of the time, so the kernel's "
                       f"{pct(share)} of the CPU costs their requests latency, not the service throughput")
     top_calls = ", ".join(f"{name}" for name, _ in calls.calls[:3]) if named and calls is not None else ""
-    if sites:
+    # the line the summary and the advice name: the calls' own, else the estimate's, said as one
+    shown = (estimated or sites) if faulting else (sites or estimated)
+    if faulting:
+        where = (f"; {(os_.minor_faults or 0) / os_.window_s:,.0f} page faults a second: fresh memory"
+                 + (f", by each thread's system time over the lines it ran (an estimate) most at "
+                    f"{_line(estimated[0])}, {pct(estimated[0].share)}" if estimated else ""))
+    elif sites:
         where = f"; its threads were inside {top_calls} called from {_line(sites[0])}"
     elif estimated:
         where = (f"; no native sample caught a call: by each thread's system time over the lines it ran "
                  f"(an estimate), most at {_line(estimated[0])}, {pct(estimated[0].share)}")
     else:
         where = "; no native sample caught a working call, so no line is named"
-    faulting = _touching_fresh_memory(os_, settings)
-    if faulting:
-        where += f"; {(os_.minor_faults or 0) / os_.window_s:,.0f} page faults a second (fresh memory)"
     summary = (f"{pct(share)} of the CPU was the kernel's ({kernel:.2f} s of system time over "
                f"{os_.window_s:.1f} s" + (f"; an intra-op pool's own {pool:.2f} s left out" if pool else "")
                + ")" + where)
@@ -258,10 +265,8 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                             else None),
         io_calls_per_s=os_.io_syscalls / os_.window_s if os_.io_syscalls is not None and os_.window_s else None,
         fix=Fix("batch_syscalls", f"{sites[0].function}:{sites[0].line}" if sites else True))
-    # the line the advice names: the calls' own, else the estimate's, said as one
-    shown = sites or estimated
     at = f" at {_line(shown[0])}" if shown else ""
-    if estimated:
+    if shown and shown is estimated:
         at += ", by an estimate from the threads' system time"
     if faulting:
         # Fresh pages on every request: the kernel maps and zero-fills each page on its first

@@ -15,8 +15,10 @@ reaped children's). The samples say where the user time went:
   process whose collector's counters (read from its memory, collect/gc_state.py) say no
   collection ran in the window spent nothing in the collector, whatever frames it has or
   borrows;
-- user time no thread's counters hold (threads that exited between the counters' snapshots), or
-  Python threads' time no running sample apportions, is unexplained.
+- user time no thread's counters hold (threads that exited between the counters' snapshots: a
+  thread per request) goes with the Python threads' when the samples show such threads running
+  (an estimate, noted); otherwise, and Python threads' time no running sample apportions, it is
+  unexplained.
 
 Kernel time (stime) is the kernel's work for the service's threads (syscalls, page faults): no
 Python frame shows it. A sampled child that exited and was reaped by a sampled parent is counted
@@ -85,6 +87,7 @@ class _Tally:
     kernel: float = 0.0
     reaped: float = 0.0
     unexplained: float = 0.0
+    apportioned: float = 0.0  # user time of threads gone between reads, split by their samples
     samples: int = 0
     collector_measured: bool = True  # every process's collector told apart, or known idle
     collector_by_frames: int = 0  # processes whose collector's share came from native frames
@@ -108,7 +111,14 @@ def _add_process(tally: _Tally, analysis: Analysis, sibling: _UserSplit | None =
     placed = python_user + other_user
     if placed > user > 0:  # threads' first counters read an instant after the process's
         python_user, other_user = python_user * user / placed, other_user * user / placed
-    tally.unexplained += max(0.0, user - python_user - other_user)
+    unheld = max(0.0, user - python_user - other_user)
+    if unheld and _uncounted_threads_ran(analysis):
+        # threads that came and went between the counters' reads (a thread per request): their
+        # running samples are the Python threads', so their time splits as those threads' does
+        python_user += unheld
+        tally.apportioned += unheld
+    else:
+        tally.unexplained += unheld
     tally.native += other_user
     split = _split(analysis, sibling)
     if split is None:
@@ -132,6 +142,17 @@ def _add_process(tally: _Tally, analysis: Analysis, sibling: _UserSplit | None =
     else:
         tally.collector_measured = False
     return True
+
+
+def _uncounted_threads_ran(analysis: Analysis) -> bool:
+    """Some Python thread ran in the samples whose counters the sampler never read twice."""
+    os_ = analysis.os
+    samples = analysis.samples
+    if os_ is None or not len(samples):
+        return False
+    running = samples["state"].isin((ThreadState.PYTHON, ThreadState.NATIVE)).to_numpy()
+    ran = {int(t) for t in samples["tid"].to_numpy()[running]}
+    return any(tid not in os_.threads or not os_.threads[tid].counted for tid in ran)
 
 
 def _collector_idle(analysis: Analysis) -> bool:
@@ -210,6 +231,10 @@ def cpu_account(service: Service) -> CpuAccount | None:
                            part in estimated and value is not None, how[part])
                   for part, value in values.items())
     notes = []
+    if tally.apportioned:
+        notes.append(f"{tally.apportioned:.2f} s of user time was threads' that came and went between the "
+                     f"counters' reads (a thread per request): split as the Python threads' by their running "
+                     f"samples, an estimate")
     if missing:
         notes.append(f"{len(missing)} of {len(service.processes)} processes have no process-level "
                      f"counters (an older recording): left out")

@@ -1,6 +1,8 @@
 """The kernel's work and the children's CPU, on real processes (issue 44):
 fixtures/workloads/syscall_heavy.py (four request threads writing each response line by line
 through an unbuffered file: about half the CPU is system time) and
+fixtures/workloads/fresh_buffers.py (four request threads copying each frame into a fresh 48 MB
+buffer: most of the CPU is the kernel's page faults, in no system call) and
 fixtures/workloads/spawn_per_request.py (a `sha256sum` child per request: about half the CPU is
 the children's, each gone within milliseconds). Without the kernel's counters the verdicts would
 be the GIL's waits and the busy threads' Python; the verdicts name the kernel's work at the
@@ -70,6 +72,21 @@ def test_a_service_whose_cpu_goes_to_system_calls_is_told_to_make_fewer_at_the_l
     assert account is not None, brief(report)
     kernel = account.part(CpuPart.KERNEL)
     assert kernel is not None and kernel.share is not None and kernel.share >= 0.3, account
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_service_whose_kernel_time_is_page_faults_is_told_to_reuse_its_buffers_at_the_copying_line(
+        version, tmp_path):
+    report = attach("fresh_buffers", interpreter(version), tmp_path)
+    assert report.verdict.primary == "kernel_work", brief(report)
+    found = finding(report, "kernel_work")
+    faults = evidence(found, "minor_faults_per_s")
+    assert isinstance(faults, float) and faults >= 10_000, brief(report)
+    line = marker_line(WORKLOADS / "fresh_buffers.py", "fresh-buffer")
+    assert found.sites and (found.sites[0].function, found.sites[0].line) == ("handle", line), brief(report)
+    assert report.verdict.first_advice[0].startswith("Stop touching fresh memory on every request at handle"), \
+        brief(report)
+    assert [f.knob for f in found.fixes] == ["reuse_memory"], brief(report)
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -214,3 +214,26 @@ def test_a_worker_the_native_calibration_did_not_sample_takes_its_siblings_split
     assert account is not None and account.native_frames
     # both processes' Python user time (4 x 0.98 + 0.98) split 40% collector
     assert parts(account)["collector"] == pytest.approx(0.4 * 5 * 0.98, abs=1e-3)
+
+
+def test_the_user_time_of_threads_gone_between_reads_goes_with_the_python_threads_whose_samples_ran():
+    # a thread per request: thread 1 ran in the samples but the counters never read it; the
+    # process's user time beyond the counted threads' (2-4, waiting for the GIL) splits as the
+    # Python threads' does
+    process = gc_heavy()
+    os_ = process.os
+    assert os_ is not None
+    counted = {tid: t for tid, t in os_.threads.items() if tid != 1}
+    process.os = type(os_)(**{**os_.__dict__, "threads": counted})
+    account = cpu_account(service_of(process))
+    assert account is not None
+    got = parts(account)
+    assert got["unexplained"] == 0.0
+    user = os_.process_user_s or 0.0
+    assert got["python"] + got["collector"] + got["native"] == pytest.approx(user, abs=1e-3)
+    assert any("came and went between the counters' reads" in note for note in account.notes)
+    # threads the counters never read that did not run in the samples explain nothing
+    idle = gc_heavy()
+    assert idle.os is not None
+    idle.os = type(idle.os)(**{**idle.os.__dict__, "threads": {t: c for t, c in idle.os.threads.items() if t != 4}})
+    assert parts(cpu_account(service_of(idle)))["unexplained"] == pytest.approx(idle.os.threads[1].user_s, abs=1e-3)

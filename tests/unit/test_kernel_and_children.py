@@ -341,3 +341,18 @@ def test_an_intra_op_pools_spin_in_the_kernel_is_the_pools_fan_out_not_the_servi
     assert report.verdict.primary == "scheduler_overhead", report.verdict.headline
     kernel = next(f for f in report.findings if f.id == kernel_work.ID)
     assert kernel.evidence["kernel_cpu_s"] < 0.25 and "intra-op pool's own" in kernel.summary
+
+
+def test_page_faults_name_the_line_that_touches_fresh_memory_not_where_it_is_unmapped(tmp_path):
+    # fresh_buffers on CPython 3.13 (fixtures/recorded/kernel): the native samples in the kernel
+    # were in munmap, called where each request's buffer is freed; the faults, most of the
+    # system time, show in no call. The counters' faults name the work, the threads' system
+    # time over their lines names the copying line, and the advice is to reuse the buffers.
+    report = replay("kernel", "fresh_buffers_py313", tmp_path)
+    assert report.verdict.primary == "kernel_work"
+    found = next(f for f in report.findings if f.id == "kernel_work")
+    line = marker_line(WORKLOADS / "fresh_buffers.py", "fresh-buffer")
+    assert found.sites and (found.sites[0].function, found.sites[0].line) == ("handle", line)
+    assert isinstance(found.evidence.get("minor_faults_per_s"), float)
+    assert report.verdict.first_advice[0].startswith("Stop touching fresh memory on every request at handle")
+    assert [f.knob for f in found.fixes] == ["reuse_memory"]
