@@ -167,6 +167,14 @@ RECORD: dict[str, tuple[MeasuredFix, ...]] = {
                     knob="batch_syscalls"),
         MeasuredFix("the syscall_heavy fixture", "a buffered spool file (--buffer-bytes 65536)", 2.34, 3.76,
                     knob="batch_syscalls"),
+        # page faults: benchmarks/advice_gain.py --fixtures fresh_buffers --rounds 3 (a quiet
+        # machine; the kernel's share 80%, Amdahl capped at 75%: reuse also ends the faults'
+        # contention on the process's memory map, which Amdahl leaves out), and the frame server
+        # of benchmarks/services (a thread per request, two 12 MB arrays each; the kernel's share
+        # 50%), three alternating 8 s wrk runs each way
+        MeasuredFix("the fresh_buffers fixture", "the buffers reused (--reuse)", 4.00, 5.87, knob="reuse_memory"),
+        MeasuredFix("the frame server (a thread per request)", "the arrays from a pool (REUSE=1)", 2.02, 1.42,
+                    knob="reuse_memory"),
     ),
     "children_cpu": (
         # the same runs of benchmarks/advice_gain.py --fixtures spawn_per_request (a shared machine,

@@ -279,7 +279,8 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                   f"({pct(share)} of the CPU was the kernel's). Allocate the large buffers once and reuse "
                   f"them (per thread or from a pool; numpy's out= arguments, fixed tensor shapes so the "
                   f"framework's caching allocator reuses its blocks) instead of a new array per request."]
-        evidence = replace(evidence, fix=Fix("reuse_memory", evidence.fix.value))
+        evidence = replace(evidence, fix=Fix("reuse_memory", f"{shown[0].function}:{shown[0].line}" if shown
+                                             else True))
     elif named and calls is not None and _mapping_memory(calls.calls):
         # Memory mapped and unmapped at the line: an allocation of its own per call (a large
         # buffer), or CPython's frame stack growing a chunk past a deep recursion's edge and
