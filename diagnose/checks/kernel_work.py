@@ -268,30 +268,27 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     at = f" at {_line(shown[0])}" if shown else ""
     if shown and shown is estimated:
         at += ", by an estimate from the threads' system time"
-    if faulting:
-        # Fresh pages on every request: the kernel maps and zero-fills each page on its first
-        # touch, and unmaps it when the buffer is freed (a large array is its own mapping).
-        # Measured on an HTTP service allocating two 12 MB arrays per request: 49% system time;
-        # the same buffers reused from a pool, 1.43x the throughput.
-        faults_s = (os_.minor_faults or 0) / os_.window_s
-        advice = [f"Stop touching fresh memory on every request{at}: the process took {faults_s:,.0f} page "
-                  f"faults a second, each a page the kernel maps and zero-fills on first touch "
-                  f"({pct(share)} of the CPU was the kernel's). Allocate the large buffers once and reuse "
-                  f"them (per thread or from a pool; numpy's out= arguments, fixed tensor shapes so the "
-                  f"framework's caching allocator reuses its blocks) instead of a new array per request."]
+    mapping = named and calls is not None and _mapping_memory(calls.calls)
+    if faulting or mapping:
+        # Memory mapped, touched and unmapped at the line on every call: a large buffer of its
+        # own per request (above glibc's mmap threshold; the kernel zero-fills each page on its
+        # first touch: fresh_buffers, 80% system time, reused 5.87x), or CPython's frame stack
+        # growing a chunk past a deep recursion's edge and giving it back on return (measured on
+        # 3.11: 400 frames deep, 49% system time; 100 deep, none). No buffering of I/O helps.
+        seen = []
+        if mapping:
+            seen.append(f"the threads were inside {top_calls}")
+        if faulting:
+            seen.append(f"the process took {(os_.minor_faults or 0) / os_.window_s:,.0f} page faults a second, "
+                        f"each a page the kernel maps and zero-fills on its first touch")
+        advice = [f"Stop mapping and unmapping memory on every call{at}: {' and '.join(seen)} ({pct(share)} of "
+                  f"the CPU was the kernel's). Reuse the buffers instead of allocating large ones per call "
+                  f"(once per thread or from a pool; numpy's out= arguments, fixed tensor shapes so the "
+                  f"framework's caching allocator reuses its blocks); where the line recurses, make the "
+                  f"recursion iterative or shallower (CPython maps a new chunk of its frame stack when a call "
+                  f"chain passes its edge and unmaps it on the way back)."]
         evidence = replace(evidence, fix=Fix("reuse_memory", f"{shown[0].function}:{shown[0].line}" if shown
                                              else True))
-    elif named and calls is not None and _mapping_memory(calls.calls):
-        # Memory mapped and unmapped at the line: an allocation of its own per call (a large
-        # buffer), or CPython's frame stack growing a chunk past a deep recursion's edge and
-        # giving it back on return (measured on 3.11: 400 frames deep, 49% system time; 100
-        # deep, none). No buffering of I/O helps there.
-        advice = [f"Stop mapping and unmapping memory on every call{at}: the threads were inside "
-                  f"{top_calls}, {pct(share)} of the CPU. Reuse the buffer instead of allocating a large "
-                  f"one per call; where the line recurses, make the recursion iterative or shallower "
-                  f"(CPython maps a new chunk of its frame stack when a call chain passes its edge and "
-                  f"unmaps it on the way back)."]
-        evidence = replace(evidence, fix=Fix("reuse_memory", evidence.fix.value))
     else:
         advice = [f"Make fewer system calls{at}: buffer the writes (a file opened with a buffer, or the pieces "
                   f"joined and written once), read in large blocks, keep files open: the kernel's entry and "

@@ -84,7 +84,7 @@ def test_a_service_whose_kernel_time_is_page_faults_is_told_to_reuse_its_buffers
     assert isinstance(faults, float) and faults >= 10_000, brief(report)
     line = marker_line(WORKLOADS / "fresh_buffers.py", "fresh-buffer")
     assert found.sites and (found.sites[0].function, found.sites[0].line) == ("handle", line), brief(report)
-    assert report.verdict.first_advice[0].startswith("Stop touching fresh memory on every request at handle"), \
+    assert report.verdict.first_advice[0].startswith("Stop mapping and unmapping memory on every call at handle"), \
         brief(report)
     assert [f.knob for f in found.fixes] == ["reuse_memory"], brief(report)
 

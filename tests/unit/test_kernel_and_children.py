@@ -354,5 +354,5 @@ def test_page_faults_name_the_line_that_touches_fresh_memory_not_where_it_is_unm
     line = marker_line(WORKLOADS / "fresh_buffers.py", "fresh-buffer")
     assert found.sites and (found.sites[0].function, found.sites[0].line) == ("handle", line)
     assert isinstance(found.evidence.get("minor_faults_per_s"), float)
-    assert report.verdict.first_advice[0].startswith("Stop touching fresh memory on every request at handle")
+    assert report.verdict.first_advice[0].startswith("Stop mapping and unmapping memory on every call at handle")
     assert [f.knob for f in found.fixes] == ["reuse_memory"]

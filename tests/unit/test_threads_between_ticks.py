@@ -104,7 +104,7 @@ def test_system_time_of_threads_no_counter_held_lands_on_their_lines_not_on_the_
 def test_many_page_faults_and_few_read_write_calls_are_told_to_reuse_the_buffers():
     found = kernel_work.run(churning(faults=600_000, io_calls=2_000), KERNEL)
     assert isinstance(found, Finding)
-    assert found.advice[0].startswith("Stop touching fresh memory on every request at handle")
+    assert found.advice[0].startswith("Stop mapping and unmapping memory on every call at handle")
     assert "buffer the writes" not in found.advice[0] and "page faults a second" in found.summary
     assert [f.knob for f in found.fixes] == ["reuse_memory"]
     assert found.evidence["minor_faults_per_s"] == 600_000 / WINDOW_S
