@@ -27,7 +27,7 @@ from diagnose.model.confidence import calibrated_samples
 from diagnose.checks.base import (Finding, Lever, LeverKind, NotApplicable, ScoreBasis, Site,
                                   busy_samples,
                                   make_finding, more_cores_lever, pct, ramp, remove_work_lever,
-                                  serial_gain)
+                                  serial_gain, short_path)
 from diagnose.checks.pipeline_gain import bound_by_bottleneck
 from diagnose.checks.vectorise_gain import Vectorised
 from diagnose.model.counters import holder_agreement, wanted_cores
@@ -488,10 +488,26 @@ def _ranked_gain(waits: tuple[float, str], vectorised: Vectorised | None) -> tup
 
 def _finished(found: Finding, waits: tuple[float, str], vectorised: Vectorised | None) -> Finding:
     """`found` with the vectorised figure's interval (over the holder's share) where that figure
-    ranks; else its gain marked as the floor of what vectorising buys (the waits' figure)."""
+    ranks; else its gain marked as the floor of what vectorising buys (the waits' figure). Its
+    first advice names the holder's line."""
+    found = _holder_named(found)
     if vectorised is None or _ranked_gain(waits, vectorised) is waits:
         return replace(found, gain_floor=FLOOR)
     return replace(found, gain_interval=vectorised.interval)
+
+
+def _holder_named(found: Finding) -> Finding:
+    """The default advice's first two lines (what holds the GIL, then what to do with "those
+    loops") as one that says what to do at the holder's line, the first thing the report's
+    reader sees; advice a user's rules set stays as written."""
+    default = Settings().advice
+    if not found.sites or tuple(found.advice[:2]) != default[:2]:
+        return found
+    top = found.sites[0]
+    first = (f"Vectorize {top.function} ({short_path(top.file)}:{top.line}) with numpy, move it into a native "
+             f"extension that releases the GIL, or run it in a process pool: its pure Python holds the GIL "
+             f"while the other threads queue for it.")
+    return replace(found, advice=(first, *found.advice[2:]))
 
 
 def _levers(analysis: Analysis, holder: str | None, gain: tuple[float, str],
