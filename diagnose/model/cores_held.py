@@ -35,10 +35,19 @@ class CoresHeld:
         return self.service.cpu_s / self.service.window_s if self.service.window_s > 0 else 0.0
 
     @property
+    def children_cores(self) -> float:
+        """The service's children it reaped in the window (a tool run per request): the
+        service's own work, not another process's."""
+        reaped = self.service.reaped_children_s or 0.0
+        return reaped / self.service.window_s if self.service.window_s > 0 else 0.0
+
+    @property
     def others_cores(self) -> float:
-        """The machine's cores less its idle time, the service's and diagnose's own: the other
-        processes', short-lived ones, the kernel's own threads and a hypervisor's steal included."""
-        return max(0.0, self.machine_cores - self.idle_cores - self.service_cores - (self.observer_cores or 0.0))
+        """The machine's cores less its idle time, the service's (its reaped children's too) and
+        diagnose's own: the other processes', short-lived ones, the kernel's own threads and a
+        hypervisor's steal included."""
+        return max(0.0, self.machine_cores - self.idle_cores - self.service_cores - self.children_cores
+                   - (self.observer_cores or 0.0))
 
     def cores_of(self, cpu_s: float) -> float:
         """A neighbour's CPU seconds as cores over the scan's window."""

@@ -4,6 +4,8 @@ other tests, which read "no clear bottleneck: running native code 89%"."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import os
 import subprocess
@@ -208,3 +210,15 @@ def test_the_live_attach_beside_a_niced_spinner_names_it(tmp_path):
     assert holders is not None and len(holders.value) == 1  # no other used a hundredth of a core
     # beside it, the samples read the waiting threads as computing the model
     assert next(f for f in report.findings if f.id == "compute_bound").score == 100
+
+
+def test_the_children_a_service_reaps_are_its_own_work_not_a_neighbours():
+    # a tool run per request (gzip): the children used 1.5 of the 2 cores; the machine had none
+    # idle and no other process stood out. Counted as "other processes", they read as the
+    # service starved by its neighbours.
+    own = dataclasses.replace(_os(cpu_s=2.0, wait_s=8.0, runnable=2.5), reaped_children_s=6.0)
+    held = _held(own, named=())
+    assert held.children_cores == 1.5
+    assert held.others_cores == 0.0  # 2 cores, none idle: 0.5 the service's, 1.5 its children's, 0.1 diagnose's
+    assert _run(held).score == 0
+    assert _run(_held(dataclasses.replace(own, reaped_children_s=0.0), named=())).score > 0
