@@ -4,7 +4,7 @@ What it finds:
     The service's threads waited long for a core per CPU-second they ran, a material share of
     its cores' time (schedstat's run-queue wait, the service's processes together), while the
     machine left (almost) no core idle (/proc/stat) and other processes held a large share of
-    its cores: the machine's cores less its idle time, the service's CPU and diagnose's own
+    its cores: the machine's cores less its idle time, the service's CPU (its reaped children's too) and diagnose's own
     (itself and its recorders). The score is the weakest of these, and nothing when the
     service's own runnable threads outnumbered its usable cores: its wait is then its own
     threads' (scheduler_overhead). A recording made since the neighbour scan names the processes
