@@ -211,3 +211,27 @@ class load_ready:
 
     def __exit__(self, *exc):
         return False
+
+
+def test_a_thread_per_request_server_is_measured_by_its_process_counters_not_its_acceptor(out_dir):
+    # fixtures/servers/thread_per_request.py: ThreadingHTTPServer over HTTP/1.0, a new thread per
+    # request living a few milliseconds, each copying the frame into a fresh 48 MB buffer. The
+    # request threads come and go between the /proc sampler's reads: their CPU, system time and
+    # page faults are in the process's counters only. Read from the threads it saw, the service
+    # "ran" its acceptor's few percent of a core, other processes "held" the cores, and the
+    # kernel's work sat on the acceptor's Thread.start with the advice to buffer writes.
+    port = free_port()
+    argv = [sys.executable, str(SERVERS / "thread_per_request.py"), "--port", str(port)]
+    with start_server(argv, port, workers=None, loaded_marker=None) as server:
+        report = attach_under_load(server, out_dir)
+    assert report.verdict.primary == "kernel_work", report.verdict
+    found = finding(report, "kernel_work")
+    line = marker_line(SERVERS / "thread_per_request.py", "fresh-frame")
+    assert found.sites and (found.sites[0].function, found.sites[0].line) == ("frame_buffer", line), found.sites
+    assert report.verdict.first_advice[0].startswith("Stop mapping and unmapping memory on every call"), \
+        report.verdict.first_advice
+    assert "cores_taken" not in [f.id for f in report.findings if f.severity not in ("ok", "info")]
+    account = report.cpu_account
+    assert account is not None
+    unexplained = next(p for p in account.parts if p.part.value == "unexplained")
+    assert unexplained.share is not None and unexplained.share < 0.2, account
