@@ -294,7 +294,8 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                   f"joined and written once), read in large blocks, keep files open: the kernel's entry and "
                   f"exit cost {pct(share)} of the CPU whatever each call moves."]
     advice += list(settings.advice)
-    levers = [Lever(LeverKind.REMOVE_WORK, round(cpu_share_gain(share), 2), "if the system calls cost nothing",
+    work = "page faults" if faulting else "system calls"
+    levers = [Lever(LeverKind.REMOVE_WORK, round(cpu_share_gain(share), 2), f"if the {work} cost nothing",
                     f"estimate: the kernel's time is {pct(share)} of the CPU; if it went away, at most "
                     f"{cpu_share_gain(share):.2f}x (Amdahl), an upper bound", upper_bound=True)]
     return make_finding(ID, settings, score, summary, evidence, sites=shown, advice=advice,
