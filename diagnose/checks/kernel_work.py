@@ -197,6 +197,41 @@ def _line(site: Site) -> str:
     return f"{site.function} ({short_path(site.file)}:{site.line})"
 
 
+def _where(os_: ProcessOS, faulting: bool, sites: list[Site], estimated: list[Site], top_calls: str) -> str:
+    """The summary's account of where the kernel's time went: the faults, the calls' line, or the
+    estimate's line."""
+    if faulting:
+        return (f"; {(os_.minor_faults or 0) / os_.window_s:,.0f} page faults a second: fresh memory"
+                + (f", by each thread's system time over the lines it ran (an estimate) most at "
+                   f"{_line(estimated[0])}, {pct(estimated[0].share)}" if estimated else ""))
+    if sites:
+        return f"; its threads were inside {top_calls} called from {_line(sites[0])}"
+    if estimated:
+        return (f"; no native sample caught a call: by each thread's system time over the lines it ran "
+                f"(an estimate), most at {_line(estimated[0])}, {pct(estimated[0].share)}")
+    return "; no native sample caught a working call, so no line is named"
+
+
+def _memory_advice(os_: ProcessOS, share: float, at: str, mapping_calls: str | None, faulting: bool) -> str:
+    """Memory mapped, touched and unmapped at the line on every call: a large buffer of its own
+    per request (above glibc's mmap threshold; the kernel zero-fills each page on its first
+    touch: fresh_buffers, 80% system time, reused 5.87x), or CPython's frame stack growing a
+    chunk past a deep recursion's edge and giving it back on return (measured on 3.11: 400
+    frames deep, 49% system time; 100 deep, none). No buffering of I/O helps."""
+    seen = []
+    if mapping_calls:
+        seen.append(f"the threads were inside {mapping_calls}")
+    if faulting:
+        seen.append(f"the process took {(os_.minor_faults or 0) / os_.window_s:,.0f} page faults a second, "
+                    f"each a page the kernel maps and zero-fills on its first touch")
+    return (f"Stop mapping and unmapping memory on every call{at}: {' and '.join(seen)} ({pct(share)} of the "
+            f"CPU was the kernel's). Reuse the buffers instead of allocating large ones per call (once per "
+            f"thread or from a pool; numpy's out= arguments, fixed tensor shapes so the framework's caching "
+            f"allocator reuses its blocks); where the line recurses, make the recursion iterative or shallower "
+            f"(CPython maps a new chunk of its frame stack when a call chain passes its edge and unmaps it on "
+            f"the way back).")
+
+
 def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     os_ = analysis.os
     if os_ is None or os_.process_system_s is None or os_.process_user_s is None:
@@ -239,17 +274,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     top_calls = ", ".join(f"{name}" for name, _ in calls.calls[:3]) if named and calls is not None else ""
     # the line the summary and the advice name: the calls' own, else the estimate's, said as one
     shown = (estimated or sites) if faulting else (sites or estimated)
-    if faulting:
-        where = (f"; {(os_.minor_faults or 0) / os_.window_s:,.0f} page faults a second: fresh memory"
-                 + (f", by each thread's system time over the lines it ran (an estimate) most at "
-                    f"{_line(estimated[0])}, {pct(estimated[0].share)}" if estimated else ""))
-    elif sites:
-        where = f"; its threads were inside {top_calls} called from {_line(sites[0])}"
-    elif estimated:
-        where = (f"; no native sample caught a call: by each thread's system time over the lines it ran "
-                 f"(an estimate), most at {_line(estimated[0])}, {pct(estimated[0].share)}")
-    else:
-        where = "; no native sample caught a working call, so no line is named"
+    where = _where(os_, faulting, sites, estimated, top_calls)
     summary = (f"{pct(share)} of the CPU was the kernel's ({kernel:.2f} s of system time over "
                f"{os_.window_s:.1f} s" + (f"; an intra-op pool's own {pool:.2f} s left out" if pool else "")
                + ")" + where)
@@ -270,23 +295,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
         at += ", by an estimate from the threads' system time"
     mapping = named and calls is not None and _mapping_memory(calls.calls)
     if faulting or mapping:
-        # Memory mapped, touched and unmapped at the line on every call: a large buffer of its
-        # own per request (above glibc's mmap threshold; the kernel zero-fills each page on its
-        # first touch: fresh_buffers, 80% system time, reused 5.87x), or CPython's frame stack
-        # growing a chunk past a deep recursion's edge and giving it back on return (measured on
-        # 3.11: 400 frames deep, 49% system time; 100 deep, none). No buffering of I/O helps.
-        seen = []
-        if mapping:
-            seen.append(f"the threads were inside {top_calls}")
-        if faulting:
-            seen.append(f"the process took {(os_.minor_faults or 0) / os_.window_s:,.0f} page faults a second, "
-                        f"each a page the kernel maps and zero-fills on its first touch")
-        advice = [f"Stop mapping and unmapping memory on every call{at}: {' and '.join(seen)} ({pct(share)} of "
-                  f"the CPU was the kernel's). Reuse the buffers instead of allocating large ones per call "
-                  f"(once per thread or from a pool; numpy's out= arguments, fixed tensor shapes so the "
-                  f"framework's caching allocator reuses its blocks); where the line recurses, make the "
-                  f"recursion iterative or shallower (CPython maps a new chunk of its frame stack when a call "
-                  f"chain passes its edge and unmaps it on the way back)."]
+        advice = [_memory_advice(os_, share, at, top_calls if mapping else None, faulting)]
         evidence = replace(evidence, fix=Fix("reuse_memory", f"{shown[0].function}:{shown[0].line}" if shown
                                              else True))
     else:
