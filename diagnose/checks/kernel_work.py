@@ -118,10 +118,10 @@ def _touching_fresh_memory(os_: ProcessOS, settings: Settings) -> bool:
     more than it makes read and write calls), not calls that move data: fresh buffers allocated
     per request, unmapped again when they are freed. No native frame shows a fault; the
     counters do."""
-    faults = os_.minor_faults
-    if faults is None or os_.window_s <= 0 or faults / os_.window_s < settings.faults_per_s:
+    rate = os_.minor_faults_per_s
+    if rate is None or rate < settings.faults_per_s:
         return False
-    return os_.io_syscalls is None or faults > os_.io_syscalls
+    return os_.io_syscalls is None or (os_.minor_faults or 0) > os_.io_syscalls
 
 
 def _score(share: float, cores: float | None, settings: Settings) -> float:
@@ -166,11 +166,11 @@ def _stime_sites(analysis: Analysis, settings: Settings) -> list[Site]:
     uncounted: list[int] = []  # threads the samples show whose counters the sampler never read twice
     _, first_rows = np.unique(thread, return_index=True)
     for row in np.sort(first_rows):  # threads, then their sites, in the order the samples name them
-        counted = os_.threads.get(int(tids.loc[thread[row]]))
-        if counted is None or not counted.counted or counted.system_s is None:
+        tid = int(tids.loc[thread[row]])
+        system_s = os_.threads[tid].system_s if os_.counted(tid) else None
+        if system_s is None:
             uncounted.append(int(thread[row]))
             continue
-        system_s = counted.system_s
         sited = (thread == thread[row]) & (site >= 0)
         total = float(count[sited].sum())
         if not system_s or not total:
@@ -201,7 +201,7 @@ def _where(os_: ProcessOS, faulting: bool, sites: list[Site], estimated: list[Si
     """The summary's account of where the kernel's time went: the faults, the calls' line, or the
     estimate's line."""
     if faulting:
-        return (f"; {(os_.minor_faults or 0) / os_.window_s:,.0f} page faults a second: fresh memory"
+        return (f"; {os_.minor_faults_per_s or 0:,.0f} page faults a second: fresh memory"
                 + (f", by each thread's system time over the lines it ran (an estimate) most at "
                    f"{_line(estimated[0])}, {pct(estimated[0].share)}" if estimated else ""))
     if sites:
@@ -222,7 +222,7 @@ def _memory_advice(os_: ProcessOS, share: float, at: str, mapping_calls: str | N
     if mapping_calls:
         seen.append(f"the threads were inside {mapping_calls}")
     if faulting:
-        seen.append(f"the process took {(os_.minor_faults or 0) / os_.window_s:,.0f} page faults a second, "
+        seen.append(f"the process took {os_.minor_faults_per_s or 0:,.0f} page faults a second, "
                     f"each a page the kernel maps and zero-fills on its first touch")
     return (f"Stop mapping and unmapping memory on every call{at}: {' and '.join(seen)} ({pct(share)} of the "
             f"CPU was the kernel's). Reuse the buffers instead of allocating large ones per call (once per "
@@ -286,9 +286,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
         syscalls=dict(calls.calls) if calls is not None else None,
         syscall_sites={_line(s): s.share for s in sites} if sites else None,
         stime_sites={_line(s): s.share for s in estimated} if estimated else None,
-        minor_faults_per_s=(os_.minor_faults / os_.window_s if os_.minor_faults is not None and os_.window_s
-                            else None),
-        io_calls_per_s=os_.io_syscalls / os_.window_s if os_.io_syscalls is not None and os_.window_s else None,
+        minor_faults_per_s=os_.minor_faults_per_s, io_calls_per_s=os_.io_calls_per_s,
         fix=Fix("batch_syscalls", f"{sites[0].function}:{sites[0].line}" if sites else True))
     at = f" at {_line(shown[0])}" if shown else ""
     if shown and shown is estimated:

@@ -87,7 +87,7 @@ def running_agreement(analysis: SampledProcess, samples: pd.DataFrame, what: str
     os_ = analysis.os
     if os_ is None:
         return CpuAgreement(what, float(shares.sum()), None)
-    known = [int(t) for t in shares.index if int(t) in os_.threads and os_.threads[int(t)].counted]
+    known = [int(t) for t in shares.index if os_.counted(int(t))]
     if not known:
         return CpuAgreement(what, float(shares.sum()), None)
     sampled = float(shares.loc[known].sum())

@@ -152,7 +152,7 @@ def _uncounted_threads_ran(analysis: Analysis) -> bool:
         return False
     running = samples["state"].isin((ThreadState.PYTHON, ThreadState.NATIVE)).to_numpy()
     ran = {int(t) for t in samples["tid"].to_numpy()[running]}
-    return any(tid not in os_.threads or not os_.threads[tid].counted for tid in ran)
+    return any(not os_.counted(tid) for tid in ran)
 
 
 def _collector_idle(analysis: Analysis) -> bool:

@@ -138,11 +138,19 @@ class ProcessOS:
         """The CPU of the threads whose counters were read: what their run-queue wait is per."""
         return self.cpu_s if self.seen_threads_cpu_s is None else self.seen_threads_cpu_s
 
+    def counted(self, tid: int) -> bool:
+        """The thread's counters were read twice: its CPU is in cpu_s's threads, not only in the
+        process's counter (a thread that came and went between refreshes is not)."""
+        thread = self.threads.get(tid)
+        return thread is not None and thread.counted
+
     @property
-    def unseen_threads_cpu_s(self) -> float:
-        """The process's CPU that no read thread's counter holds: threads that came and went
-        between ticks."""
-        return max(0.0, self.cpu_s - self.threads_cpu_s)
+    def minor_faults_per_s(self) -> float | None:
+        return self.minor_faults / self.window_s if self.minor_faults is not None and self.window_s else None
+
+    @property
+    def io_calls_per_s(self) -> float | None:
+        return self.io_syscalls / self.window_s if self.io_syscalls is not None and self.window_s else None
 
     @property
     def usable_cores(self) -> float:
@@ -256,17 +264,14 @@ def summarize(record: ProcRecord) -> ProcessOS:
     usable = min(cores, record.cpu_quota_cores) if record.cpu_quota_cores else cores
     slope, r2 = _rss_trend(record.rss_samples)
     times = _process_times(record)
-    faults = _minor_faults(record)
-    io_calls = (record.write_syscalls[-1] - record.write_syscalls[0]
-                + record.read_syscalls[-1] - record.read_syscalls[0]
-                if len(record.write_syscalls) == 2 and len(record.read_syscalls) == 2 else None)
+    writes, reads = _change(record.write_syscalls), _change(record.read_syscalls)
     process_cpu = times.get("process_user_s", 0.0) + times.get("process_system_s", 0.0)
     cpu = max(cpu_total, process_cpu)
     return ProcessOS(
         window_s=window, cores=cores, cpu_quota_cores=record.cpu_quota_cores,
         threads_max=max(tally.threads_seen.values(), default=len(threads)),
         cpu_s=cpu, cpu_utilization=cpu / (window * usable), seen_threads_cpu_s=cpu_total,
-        minor_faults=faults, io_syscalls=io_calls,
+        io_syscalls=writes + reads if writes is not None and reads is not None else None,
         runqueue_wait_s=wait_total if wait_known else None,
         runqueue_ratio=(wait_total / cpu_total) if wait_known and cpu_total > 0 else None,
         mean_runnable=float(np.mean(list(tally.running.values()))) if tally.running else 0.0,
@@ -276,8 +281,7 @@ def summarize(record: ProcRecord) -> ProcessOS:
         rss_start=record.rss_samples[0][1] if record.rss_samples else None,
         rss_end=record.rss_samples[-1][1] if record.rss_samples else None,
         rss_slope_bytes_per_s=slope, rss_fit_r2=r2, threads=threads,
-        write_syscalls=(record.write_syscalls[-1] - record.write_syscalls[0]
-                        if len(record.write_syscalls) == 2 else None),
+        write_syscalls=writes,
         machine_idle_cores=_idle_cores(record), rss_steps=rss_steps(record.rss_samples),
         **_throttling(record), **times, collector=_collector(record))
 
@@ -298,27 +302,27 @@ class _Times(TypedDict, total=False):
     process_user_s: float
     process_system_s: float
     reaped_children_s: float
+    minor_faults: int
 
 
 def _process_times(record: ProcRecord) -> _Times:
-    """The process's own CPU (user, kernel) and its reaped children's over the window: the
-    change of /proc/PID/stat's counters between the first and the latest snapshot."""
+    """The process's own CPU (user, kernel), its reaped children's and its minor page faults
+    over the window: the change of /proc/PID/stat's counters between the first and the latest
+    snapshot (the faults where both snapshots have them)."""
     if len(record.process_cpu) != 2:
         return {}
     first, last = (ProcessTimes.from_list(c) for c in record.process_cpu)
-    return {"process_user_s": max(last.user_s - first.user_s, 0.0),
-            "process_system_s": max(last.system_s - first.system_s, 0.0),
-            "reaped_children_s": max(last.reaped_s - first.reaped_s, 0.0)}
+    times: _Times = {"process_user_s": max(last.user_s - first.user_s, 0.0),
+                     "process_system_s": max(last.system_s - first.system_s, 0.0),
+                     "reaped_children_s": max(last.reaped_s - first.reaped_s, 0.0)}
+    if first.minor_faults is not None and last.minor_faults is not None:
+        times["minor_faults"] = max(last.minor_faults - first.minor_faults, 0)
+    return times
 
 
-def _minor_faults(record: ProcRecord) -> int | None:
-    """The process's minor page faults over the window; None where a snapshot lacks them."""
-    if len(record.process_cpu) != 2:
-        return None
-    first, last = (ProcessTimes.from_list(c) for c in record.process_cpu)
-    if first.minor_faults is None or last.minor_faults is None:
-        return None
-    return max(last.minor_faults - first.minor_faults, 0)
+def _change(snapshots: list[int]) -> int | None:
+    """A counter's change from the first snapshot to the latest; None without both."""
+    return snapshots[-1] - snapshots[0] if len(snapshots) == 2 else None
 
 
 def _sum_known(values: list[int | None]) -> int | None:
@@ -392,7 +396,6 @@ def combine(summaries: list[ProcessOS]) -> ProcessOS:
         rss_start=sum(rss_start) if rss_start else None, rss_end=sum(rss_end) if rss_end else None,
         rss_slope_bytes_per_s=sum(slopes) if slopes else None, rss_fit_r2=None, threads=threads,
         write_syscalls=None,
-        minor_faults=_sum_known([s.minor_faults for s in summaries]),
         io_syscalls=_sum_known([s.io_syscalls for s in summaries]),
         machine_idle_cores=min((s.machine_idle_cores for s in summaries
                                 if s.machine_idle_cores is not None), default=None),
@@ -400,12 +403,17 @@ def combine(summaries: list[ProcessOS]) -> ProcessOS:
 
 
 def _combined_times(summaries: list[ProcessOS]) -> _Times:
-    """The processes' own and reaped CPU summed, when every one of them has it."""
+    """The processes' own and reaped CPU summed, when every one of them has it (their faults
+    where every one has those too)."""
     if any(s.process_user_s is None for s in summaries):
         return {}
-    return {"process_user_s": sum(s.process_user_s or 0.0 for s in summaries),
-            "process_system_s": sum(s.process_system_s or 0.0 for s in summaries),
-            "reaped_children_s": sum(s.reaped_children_s or 0.0 for s in summaries)}
+    times: _Times = {"process_user_s": sum(s.process_user_s or 0.0 for s in summaries),
+                     "process_system_s": sum(s.process_system_s or 0.0 for s in summaries),
+                     "reaped_children_s": sum(s.reaped_children_s or 0.0 for s in summaries)}
+    faults = _sum_known([s.minor_faults for s in summaries])
+    if faults is not None:
+        times["minor_faults"] = faults
+    return times
 
 
 def _combined_throttling(summaries: list[ProcessOS]) -> _Throttle:

@@ -45,7 +45,7 @@ def test_the_process_cpu_counts_threads_that_came_and_went_between_reads():
                                                  ProcessTimes(1.5, 1.5, 0.0, 0.0, minor_faults=600_100)),
                                seen_once=(7, 8)))
     assert summary.cpu_s == 3.0 and summary.threads_cpu_s == 0.2
-    assert summary.unseen_threads_cpu_s == 2.8
+    assert summary.cpu_s - summary.threads_cpu_s == 2.8  # the threads that came and went
     # their run-queue wait is per the CPU of the threads it was read for, not the process's
     assert summary.runqueue_ratio == 0.1 / 0.2
     assert summary.minor_faults == 600_000
@@ -58,7 +58,7 @@ def test_the_process_cpu_counts_threads_that_came_and_went_between_reads():
 
 def test_the_threads_counters_stand_where_the_process_counter_is_smaller_or_absent():
     summary = summarize(record({1: (1.0, 0.2)}, (ProcessTimes(0.0, 0.0, 0.0, 0.0), ProcessTimes(1.0, 0.1, 0.0, 0.0))))
-    assert summary.cpu_s == 1.2 and summary.unseen_threads_cpu_s == 0.0
+    assert summary.cpu_s == 1.2 and summary.threads_cpu_s == 1.2
     older = record({1: (1.0, 0.2)}, (ProcessTimes(0.0, 0.0, 0.0, 0.0), ProcessTimes(1.0, 0.1, 0.0, 0.0)))
     older.process_cpu = []
     assert summarize(older).cpu_s == 1.2 and summarize(older).minor_faults is None
