@@ -172,6 +172,11 @@ RECORD: dict[str, tuple[MeasuredFix, ...]] = {
         # contention on the process's memory map, which Amdahl leaves out), and the frame server
         # of benchmarks/services (a thread per request, two 12 MB arrays each; the kernel's share
         # 50%), three alternating 8 s wrk runs each way
+        # sends: fixtures/servers/metrics_emitter.py under gunicorn -k gthread --threads 4 (a
+        # statsd datagram per metric, 76% of the CPU the kernel's), three alternating 8 s
+        # `wrk -t2 -c8` runs each way: 4.67x, 3.95x, 4.37x (the median kept)
+        MeasuredFix("the metrics_emitter server (a datagram per metric)", "50 metrics a datagram (BATCH=1)",
+                    4.00, 4.37, knob="batch_syscalls"),
         MeasuredFix("the fresh_buffers fixture", "the buffers reused (--reuse)", 4.00, 5.87, knob="reuse_memory"),
         MeasuredFix("the frame server (a thread per request)", "the arrays from a pool (REUSE=1)", 2.02, 1.42,
                     knob="reuse_memory"),

@@ -22,8 +22,11 @@ Why it matters:
     leaves the calls as they were.
 
 What to do instead:
-    Make fewer calls at the line named: buffer writes (open the file with a buffer, or join the
-    pieces and write once), read in large blocks, keep files open, cache what a call returns.
+    Make fewer calls at the line named, by the kind of most of them (checks/kernel_calls.py):
+    join messages sent on a socket into fewer, larger ones; buffer writes (open the file with a
+    buffer, or join the pieces and write once); read in large blocks; keep files open and cache
+    what a call returns; keep a worker process instead of starting one per request. Page faults
+    and memory mapped per call: reuse the buffers.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import numpy as np
 from diagnose.checks.base import (MAX_CPU_SHARE, Finding, Lever, LeverKind, NotApplicable, ScoreBasis, Site,
                                   busy_samples, cpu_share_gain, cpu_weight, make_finding, pct, ramp,
                                   short_path)
+from diagnose.checks.kernel_calls import CallKind, call_kind, fewer_calls_advice
 from diagnose.checks.scheduler_overhead import intra_op_libraries
 from diagnose.checks.declare import declarations, key, shared_key
 from diagnose.checks.measurements import Measurements
@@ -297,9 +301,8 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
         evidence = replace(evidence, fix=Fix("reuse_memory", f"{shown[0].function}:{shown[0].line}" if shown
                                              else True))
     else:
-        advice = [f"Make fewer system calls{at}: buffer the writes (a file opened with a buffer, or the pieces "
-                  f"joined and written once), read in large blocks, keep files open: the kernel's entry and "
-                  f"exit cost {pct(share)} of the CPU whatever each call moves."]
+        kind = call_kind(calls.calls) if named and calls is not None else CallKind.MIXED
+        advice = [fewer_calls_advice(kind, at, pct(share))]
     advice += list(settings.advice)
     work = "page faults" if faulting else "system calls"
     levers = [Lever(LeverKind.REMOVE_WORK, round(cpu_share_gain(share), 2), f"if the {work} cost nothing",
