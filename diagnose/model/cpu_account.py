@@ -38,6 +38,21 @@ from diagnose.vocab import CpuPart, ThreadState
 from diagnose.report.model.account import CpuAccount, CpuShare
 
 
+# Running samples under which the user time's split is said to be of low confidence: a share of
+# 30 samples is uncertain by up to +-18 points (95%, binomial at one half), of 2 samples by +-69.
+MIN_SPLIT_SAMPLES = 30
+
+
+def _split_confidence_note(samples: int) -> str | None:
+    """What the account says of a split resting on few running samples; None when enough."""
+    if not samples or samples >= MIN_SPLIT_SAMPLES:
+        return None
+    points = min(100, round(196 * (0.25 / samples) ** 0.5))
+    return (f"the user time's split rests on {samples} running sample{'s' if samples > 1 else ''}: low "
+            f"confidence, each estimated part's share of the user time uncertain by up to +-{points} "
+            f"points (95%)")
+
+
 @dataclass(frozen=True)
 class _UserSplit:
     """How a process's Python threads' running samples divide: Python, native, the collector
@@ -231,6 +246,9 @@ def cpu_account(service: Service) -> CpuAccount | None:
                            part in estimated and value is not None, how[part])
                   for part, value in values.items())
     notes = []
+    few = _split_confidence_note(tally.samples)
+    if few:
+        notes.append(few)
     if tally.apportioned:
         notes.append(f"{tally.apportioned:.2f} s of user time was threads' that came and went between the "
                      f"counters' reads (a thread per request): split as the Python threads' by their running "

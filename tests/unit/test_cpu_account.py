@@ -237,3 +237,12 @@ def test_the_user_time_of_threads_gone_between_reads_goes_with_the_python_thread
     assert idle.os is not None
     idle.os = type(idle.os)(**{**idle.os.__dict__, "threads": {t: c for t, c in idle.os.threads.items() if t != 4}})
     assert parts(cpu_account(service_of(idle)))["unexplained"] == pytest.approx(idle.os.threads[1].user_s, abs=1e-3)
+
+
+def test_a_split_resting_on_few_running_samples_is_said_to_be_of_low_confidence():
+    few = cpu_account(service_of(analysis({1: [(COLLECTING, 2), (PYTHON, 3)]})))
+    assert few is not None and few.samples == 5
+    assert any("rests on 5 running samples: low confidence" in note and "+-44 points" in note
+               for note in few.notes)
+    many = cpu_account(service_of(gc_heavy()))  # 100 running samples
+    assert many is not None and not any("low confidence" in note for note in many.notes)
