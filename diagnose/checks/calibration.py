@@ -50,6 +50,14 @@ RECORD: dict[str, tuple[MeasuredFix, ...]] = {
         MeasuredFix("the preprocess_bound fixture", "a cheaper decode", 1.84, 1.45, fitted=True),
         MeasuredFix("an image service", "a draft-mode JPEG decode", 1.87, 1.76, fitted=True),
     ),
+    "cpu_bound": (
+        # the vectorised figure (checks/vectorise_gain.py) of the hottest function, held out:
+        # fixtures/servers/wsgi_predict_route.py under gunicorn -w 2 -k sync, three alternating
+        # 8 s `wrk -t2 -c4` runs each way, 5.78x, 5.73x, 5.70x (the median kept); the figure
+        # counts the handler's self time alone (73%), not the request's JSON around it
+        MeasuredFix("the wsgi_predict_route server (a handler named predict)", "the holder's loop vectorised",
+                    3.29, 5.73),
+    ),
     "gil_contention": (
         # the vectorised figure (checks/vectorise_gain.py); the waits' figure it replaced had
         # predicted 1.92x for the fixture's 29.23x. fitted: SPEEDUP was fitted to these four

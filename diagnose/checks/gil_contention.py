@@ -29,7 +29,7 @@ from diagnose.checks.base import (Finding, Lever, LeverKind, NotApplicable, Scor
                                   make_finding, more_cores_lever, pct, ramp, remove_work_lever,
                                   serial_gain, short_path)
 from diagnose.checks.pipeline_gain import bound_by_bottleneck
-from diagnose.checks.vectorise_gain import Vectorised
+from diagnose.checks.vectorise_gain import Vectorised, function_self_share
 from diagnose.model.counters import holder_agreement, wanted_cores
 from diagnose.model.chains import Hop, gil_holder_wait
 from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, LOCK_RESOURCES, GilHolding, blocked_share
@@ -541,18 +541,7 @@ def _self_share(analysis: Analysis, function: str,
     """The share of the request threads' busy samples whose innermost Python frame is in
     `function` (its self time); with `states`, only its samples in those states."""
     busy = busy_samples(analysis.request_samples())
-    total = float(busy["count"].sum())
-    if states is not None:
-        busy = busy[busy["state"].isin(states)]
-    site = busy["site"].to_numpy()
-    has_site = site >= 0
-    if not total or not has_site.any():
-        return 0.0
-    # per site frame, by a count table over frame ids (in site order, as a groupby sums)
-    counts = np.bincount(site[has_site], weights=busy["count"].to_numpy()[has_site])
-    present = np.flatnonzero(np.bincount(site[has_site]))
-    mine = sum(float(counts[f]) for f in present.tolist() if analysis.frame(f).function == function)
-    return mine / total
+    return function_self_share(analysis, busy, function, float(busy["count"].sum()), states=states)
 
 
 # Where no vectorised figure ranks (no holder, a pipeline), the ranked figure counts the GIL waits

@@ -12,10 +12,19 @@ that the figure predicts; the held-out ones are (a re-ranking service, below).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from diagnose.checks.base import MAX_AMDAHL, Lever, LeverKind, pct
 from diagnose.checks.calibration import fix_words
 from diagnose.model.confidence import wilson
+from diagnose.vocab import ThreadState
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from diagnose.model.analysis import Analysis
 
 # Vectorised (numpy), a pure-Python loop measured this many times cheaper. Fitted on (the rows
 # marked fitted in checks/calibration.py, not evidence for it): the gil_contention fixture's
@@ -28,6 +37,27 @@ from diagnose.model.confidence import wilson
 # gave the loop allows at most 3-5x whatever this figure is.
 SPEEDUP = 20.0
 FIX = "the holder's loop vectorised"
+
+
+def function_self_share(analysis: Analysis, samples: pd.DataFrame, function: str, reference: float,
+                        file: str | None = None, states: tuple[ThreadState, ...] | None = None) -> float:
+    """The share of `reference` samples among `samples` whose innermost Python frame is in
+    `function` (of `file`, where given), any of its lines: its self time; with `states`, only its
+    samples in those states."""
+    if states is not None:
+        samples = samples[samples["state"].isin(states)]
+    site = samples["site"].to_numpy()
+    has_site = site >= 0
+    if not reference or not has_site.any():
+        return 0.0
+    # per site frame, by a count table over frame ids (in site order, as a groupby sums)
+    counts = np.bincount(site[has_site], weights=samples["count"].to_numpy()[has_site])
+    mine = 0.0
+    for frame_id in np.flatnonzero(counts).tolist():
+        frame = analysis.frame(frame_id)
+        if frame.function == function and (file is None or frame.file == file):
+            mine += float(counts[frame_id])
+    return mine / reference
 
 
 def speedup_gain(share: float) -> float:
@@ -45,6 +75,7 @@ class Vectorised:
     share: float
     samples: int
     of: str
+    check: str = "gil_contention"  # whose measured fixes say how the figure fared
 
     @property
     def gain(self) -> float:
@@ -57,7 +88,7 @@ class Vectorised:
         return min(low, self.gain), max(high, self.gain)
 
     def basis(self) -> str:
-        fared = fix_words("gil_contention", FIX)
+        fared = fix_words(self.check, FIX)
         return (f"calibrated: {self.function} is {pct(self.share)} of {self.of}; vectorised "
                 f"{SPEEDUP:g}x cheaper, it buys {self.gain:.2f}x (Amdahl)"
                 + (f" ({fared})" if fared else ""))

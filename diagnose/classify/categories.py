@@ -7,6 +7,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -26,13 +27,19 @@ class Pattern:
     file: re.Pattern[str] | None
     generic: bool
     framework: bool = False  # a framework library's own frames: they take their caller's phase
+    # Matches a method's or nested function's name only, where the profile's names carry their
+    # class (CPython 3.11+): a module-level `predict` is the service's request handler as often
+    # as its model, and the code it calls (a Model's method, a framework) says which.
+    methods_only: bool = False
 
     @property
     def names_a_library(self) -> bool:
         """A library-path pattern (it names files): it decides before function-name patterns."""
         return self.file is not None
 
-    def matches(self, frame: Frame) -> bool:
+    def matches(self, frame: Frame, qualified: bool = False) -> bool:
+        if self.methods_only and qualified and not frame.native and "." not in frame.function:
+            return False
         if self.function is not None and not self.function.search(frame.function):
             return False
         if self.file is not None and not self.file.search(frame.file):
@@ -67,8 +74,14 @@ def parse_category_rules(data: dict[str, Any], where: str) -> list[Pattern]:
                 raise BadRules(f"{where}: a pattern of {name!r} needs 'function' or 'file'")
             patterns.append(Pattern(name, _compile(raw.get("function"), where),
                                     _compile(raw.get("file"), where), bool(raw.get("generic")),
-                                    bool(raw.get("framework"))))
+                                    bool(raw.get("framework")), bool(raw.get("methods_only"))))
     return patterns
+
+
+def names_qualified(frames: Iterable[Frame]) -> bool:
+    """The profile names Python functions by their qualified name (`Model.predict`: py-spy on
+    CPython 3.11+); before 3.11 a method is its bare name, and no name holds a dot."""
+    return any(not f.native and "." in f.function for f in frames)
 
 
 def load_toml(path: Path) -> dict[str, Any]:
@@ -101,19 +114,21 @@ class Categorizer:
         # Libraries the non-phase patterns name by path alone (libpython, libc, ...).
         self._system_libraries = [p.file for p in others if p.file is not None and p.function is None]
         # by what a category depends on (not the line: call sites of one function share it)
-        self._cache: dict[tuple[str, str, bool], FrameCategory] = {}
+        self._cache: dict[tuple[str, str, bool, bool], FrameCategory] = {}
 
     def _in_system_library(self, frame: Frame) -> bool:
         return frame.native and any(lib.search(frame.file) for lib in self._system_libraries)
 
-    def categorize(self, frame: Frame) -> FrameCategory:
-        key = (frame.function, frame.file, frame.native)
+    def categorize(self, frame: Frame, qualified: bool = False) -> FrameCategory:
+        """The frame's category; `qualified`: the profile names methods by their class
+        (names_qualified), so a pattern for methods only passes over module-level functions."""
+        key = (frame.function, frame.file, frame.native, qualified)
         found = self._cache.get(key)
         if found is None:
             found = FrameCategory("other", False)
             skip = self._tiers[2] if self._in_system_library(frame) else None
             pattern = next((p for tier in self._tiers if tier is not skip
-                            for p in tier if p.matches(frame)), None)
+                            for p in tier if p.matches(frame, qualified)), None)
             if pattern is not None:
                 found = FrameCategory(pattern.category, pattern.generic, pattern.framework)
             self._cache[key] = found
@@ -126,7 +141,8 @@ class Categorizer:
         categorized once; the stacks are read by numpy: a stack's phase is that of its innermost
         frame of the highest rank (what `phase_of` finds walking from the leaf)."""
         n = len(offsets) - 1
-        cats = [self.categorize(f) for f in frames]
+        qualified = names_qualified(frames)
+        cats = [self.categorize(f, qualified) for f in frames]
         rank = np.array([0 if c.category not in PHASES else 1 if c.generic else 2 if c.framework else 3
                          for c in cats], dtype=np.int64)
         names = np.array([c.category for c in cats] + ["other"], dtype=object)
@@ -144,7 +160,7 @@ class Categorizer:
             leaves[filled] = names[flat[offsets[filled + 1] - 1]]
         return phases.tolist(), leaves.tolist()
 
-    def phase_of(self, frames: list[Frame]) -> str:
+    def phase_of(self, frames: list[Frame], qualified: bool | None = None) -> str:
         """The phase of a sample whose stack is `frames` (root first).
 
         The innermost frame that has a phase and is not a framework's internals decides:
@@ -155,8 +171,10 @@ class Categorizer:
         other phase frame gets its phase from them, a generic one (numpy, BLAS) last.
         """
         best, phase = 0, "other"
+        if qualified is None:
+            qualified = names_qualified(frames)
         for frame in reversed(frames):
-            cat = self.categorize(frame)
+            cat = self.categorize(frame, qualified)
             if cat.category not in PHASES:
                 continue
             rank = 1 if cat.generic else 2 if cat.framework else 3

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 import numpy as np
 import pandas as pd
 
-from diagnose.classify.categories import CATEGORIES, Categorizer
+from diagnose.classify.categories import CATEGORIES, Categorizer, names_qualified
 from diagnose.model.analysis import Analysis
 from diagnose.samples.profile import Frame
 from diagnose.model.runs import bins_of_rows, last_instants, thread_steps
@@ -64,8 +64,9 @@ def earlier_page(report: Report) -> Report:
 def frame_categories(stacks: Stacks, categorizer: Categorizer) -> tuple[int, ...]:
     """Each frame's category, as an index in CATEGORIES."""
     index = {name: i for i, name in enumerate(CATEGORIES)}
-    return tuple(index[categorizer.categorize(Frame(f.function, f.file, f.line, f.native)).category]
-                 for f in stacks.frames)
+    frames = [Frame(f.function, f.file, f.line, f.native) for f in stacks.frames]
+    qualified = names_qualified(frames)
+    return tuple(index[categorizer.categorize(frame, qualified).category] for frame in frames)
 
 
 def _thread_index(threads: tuple[Thread, ...]) -> dict[tuple, list[int]]:
