@@ -32,11 +32,17 @@ def gain_figure(gain: float) -> str:
     return f"{TIMES}{gain:.2f}"
 
 
-def estimate_tag(upper_bound: bool = False, lower_bound: bool = False) -> str:
+def estimate_tag(upper_bound: bool = False, lower_bound: bool = False, calibrated: bool = False) -> str:
     """"(estimate)", or "(estimate, upper bound)" for a lever that makes the work free, or
-    "(estimate, lower bound)" for a gain that counts less than the advice removes."""
-    return ("(estimate, upper bound)" if upper_bound
-            else "(estimate, lower bound)" if lower_bound else "(estimate)")
+    "(estimate, lower bound)" for a gain that counts less than the advice removes; "calibrated"
+    for a figure resting on a constant fitted to measured fixes (its basis says "calibrated:")."""
+    kind = "calibrated" if calibrated else "estimate"
+    return (f"({kind}, upper bound)" if upper_bound
+            else f"({kind}, lower bound)" if lower_bound else f"({kind})")
+
+
+def _calibrated(lever: Lever) -> bool:
+    return lever.basis.startswith("calibrated")
 
 
 def _is_floor(finding: Finding, lever: Lever) -> bool:
@@ -73,7 +79,7 @@ def lever_text(lever: Lever, label: str | None = None, floor: bool = False) -> s
     the output writes it (escaped, shortened), else as it is; `floor`: its figure is a lower
     bound."""
     said = lever.label if label is None else label
-    return f"{gain_figure(lever.gain)} {said} {estimate_tag(lever.upper_bound, floor)}"
+    return f"{gain_figure(lever.gain)} {said} {estimate_tag(lever.upper_bound, floor, _calibrated(lever))}"
 
 
 def levers_text(finding: Finding, label: Callable[[str], str] | None = None) -> str:
@@ -120,7 +126,7 @@ def gain_words(finding: Finding) -> GainWords:
     notes = gain_notes(finding)
     if levers:
         words = tuple(LeverWords(gain_figure(lever.gain),
-                                 estimate_tag(lever.upper_bound, _is_floor(finding, lever)),
+                                 estimate_tag(lever.upper_bound, _is_floor(finding, lever), _calibrated(lever)),
                                  lever_text(lever, floor=_is_floor(finding, lever))) for lever in levers)
         return GainWords(text=levers_text(finding),
                          tag=BETWEEN_LEVERS.join(w.figure for w in words) + " est.",

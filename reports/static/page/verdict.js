@@ -187,11 +187,15 @@
     return said.length === levers.length ? levers.map((l, i) => ({ l, w: said[i] })) : [];
   }
 
-  /** "(estimate)", or "(estimate, upper bound)" for a lever that makes the work free.
+  /** "(estimate)", or "(estimate, upper bound)" for a lever that makes the work free;
+   *  "(calibrated)" for one resting on a constant fitted to measured fixes.
    *  @param {unknown} text */
   function estimateTag(text) {
+    const calibrated = str(text).startsWith('(calibrated');
     return h('span', {
-      class: 'gain-est', title: 'an estimate from the structure found, not a measurement',
+      class: 'gain-est',
+      title: calibrated ? 'an estimate with a constant fitted to measured fixes, not a measurement'
+        : 'an estimate from the structure found, not a measurement',
       text: str(text),
     });
   }
