@@ -8,6 +8,12 @@ What it finds:
 Why it matters:
     Pure-Python code holds the GIL while the other threads queue for it. More threads make GIL
     contention worse, not better.
+
+What to do instead:
+    Vectorise the holder's line, move it into a native extension that releases the GIL, or run
+    it in a process pool. Where no line holds it long (the top holder line under a tenth of the
+    instants threads waited), the threads hand it over at every call that releases it: make
+    fewer such calls per request, or run the work in processes.
 """
 
 from __future__ import annotations
@@ -321,8 +327,13 @@ def _from_native_frames(analysis: Analysis, settings: Settings, total: float) ->
     if gil and gil.holders:
         top = gil.holders[0]
         evidence = replace(evidence, holder=describe(gil), fix=Fix("vectorize", top.function))
-        summary += (f"; the holder was most often running {top.function} "
-                    f"({top.file.rsplit('/', 1)[-1]}:{top.line})")
+        if top.share < DIFFUSE_HOLDER_SHARE:
+            summary += (f"; no line held it long: the holder was spread over many lines, most often "
+                        f"{top.function} ({top.file.rsplit('/', 1)[-1]}:{top.line}) at {pct(top.share)} of "
+                        f"the instants threads waited")
+        else:
+            summary += (f"; the holder was most often running {top.function} "
+                        f"({top.file.rsplit('/', 1)[-1]}:{top.line})")
     gain = serial_gain(share, analysis, "waiting for the GIL")
     holder = gil.holders[0].function if gil and gil.holders else None
     # In a calibrated profile the GIL wait is drawn from a few native samples per stack: the
@@ -476,6 +487,14 @@ PYTHON_MAJORITY = 0.5
 # waits "behind" it ranked vectorising a request loop at 1.5-1.8x on 2 attaches in 5. The loops
 # vectorising fixed measured 23-71% (checks/calibration.py).
 HOT_LOOP_SHARE = 0.1
+# A holder line seen at fewer than this share of the instants threads waited is one of many: the
+# GIL changed hands among many lines, none holding it long (a statsd client's threads re-taking
+# it after each of 400 sendto calls a request: the top holder, the server's selector, 6%). No
+# line is a loop to vectorise; the handoffs are the calls that release it.
+DIFFUSE_HOLDER_SHARE = 0.1
+DIFFUSE_ADVICE = ("No one line holds the GIL long: the threads hand it over at every call that releases it "
+                  "(system calls, short C calls) and queue to take it back. Make fewer such calls per request "
+                  "(batch them), or run the work in processes.")
 
 
 def _ranked_gain(waits: tuple[float, str], vectorised: Vectorised | None) -> tuple[float, str]:
@@ -504,6 +523,8 @@ def _holder_named(found: Finding) -> Finding:
     if not found.sites or tuple(found.advice[:2]) != default[:2]:
         return found
     top = found.sites[0]
+    if top.share < DIFFUSE_HOLDER_SHARE:
+        return replace(found, advice=(DIFFUSE_ADVICE, *found.advice[2:]))
     first = (f"Vectorize {top.function} ({short_path(top.file)}:{top.line}) with numpy, move it into a native "
              f"extension that releases the GIL, or run it in a process pool: its pure Python holds the GIL "
              f"while the other threads queue for it.")
