@@ -24,7 +24,8 @@ def preprocess_report(tmp_path_factory):
 
 def lever_text(lever: Lever) -> str:
     upper = ", upper bound" if lever.upper_bound else ""
-    return f"\u00d7{lever.gain:.2f} {lever.label} (estimate{upper})"
+    kind = "calibrated" if lever.basis.startswith("calibrated") else "estimate"
+    return f"\u00d7{lever.gain:.2f} {lever.label} ({kind}{upper})"
 
 
 def test_the_first_screen_states_the_headline_each_lever_and_the_first_advice(preprocess_report, open_report):
