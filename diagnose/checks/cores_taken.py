@@ -170,7 +170,8 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
         neighbours_cores=held.cores_of(neighbours.cpu_s) if neighbours is not None else None,
         holders=({_holder(n): round(held.cores_of(n.cpu_s), 3) for n in neighbours.top}
                  if neighbours is not None else None))
-    summary = (f"the service ran {used:.2f} cores while its threads waited {ratio:.1f} s for a core per "
+    at_least = "at least " if os_.runqueue_ratio_floor else ""
+    summary = (f"the service ran {used:.2f} cores while its threads waited {at_least}{ratio:.1f} s for a core per "
                f"CPU-second, {held.idle_cores:.2f} cores idle; {_named(held)}")
     gain = wanted / used if used > 0 else None
     observer = (f", diagnose's own {held.observer_cores:.2f}" if held.observer_cores is not None

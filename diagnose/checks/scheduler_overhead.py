@@ -164,7 +164,8 @@ def run(analysis: Analysis, settings: Settings) -> Finding:
     sites = top_sites(analysis, busy, float(busy["count"].sum()) or 1.0, limit=3)
     fan = f" = {request_threads} request x {intra_op} intra-op" if intra_op else ""
     summary = (f"{os_.mean_runnable:.1f} runnable threads on {cores:g} usable cores; threads waited "
-               f"{ratio:.2f} s for a core per CPU-second ({os_.threads_max} threads{fan})")
+               f"{'at least ' if os_.runqueue_ratio_floor else ''}{ratio:.2f} s for a core per CPU-second "
+               f"({os_.threads_max} threads{fan})")
     if native_mutex_share >= settings.native_mutex_low and libraries:
         summary = (f"{request_threads} request threads fan out into {', '.join(libraries)}'s pool of "
                    f"{intra_op} thread{'s' if intra_op != 1 else ''} on {cores:g} usable cores and queue "

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from diagnose.checks import kernel_work
 from diagnose.checks.base import Finding
 from diagnose.checks.engine import load_check_settings
 from diagnose.collect.procfs import ProcessTimes, ProcRecord, ThreadCounters, parse_times
 from diagnose.model.analysis import Analysis
-from diagnose.model.os_summary import combine, summarize
+from diagnose.model.os_summary import combine, runqueue_ratio, summarize
+from tests.replay import replay
 from tests.unit.test_gc_pressure import LIB, THREAD, analysis, py
 
 KERNEL = load_check_settings()["kernel_work"]
@@ -46,8 +49,9 @@ def test_the_process_cpu_counts_threads_that_came_and_went_between_reads():
                                seen_once=(7, 8)))
     assert summary.cpu_s == 3.0 and summary.threads_cpu_s == 0.2
     assert summary.cpu_s - summary.threads_cpu_s == 2.8  # the threads that came and went
-    # their run-queue wait is per the CPU of the threads it was read for, not the process's
-    assert summary.runqueue_ratio == 0.1 / 0.2
+    # the threads read ran a fifteenth of the process's CPU: their run-queue wait is taken per
+    # the process's CPU, a floor (per their own it would be biased: they lived long by waiting)
+    assert summary.runqueue_ratio == 0.1 / 3.0 and summary.runqueue_ratio_floor
     assert summary.minor_faults == 600_000
     # a thread seen once is no measured 0 s of CPU: the report states no figure for it
     assert not summary.threads[7].counted and summary.threads[7].rounded().cpu_s is None
@@ -117,3 +121,28 @@ def test_write_calls_outnumbering_the_faults_keep_the_advice_on_the_calls():
     # a few faults a second are a service at rest, whatever its calls
     quiet = kernel_work.run(churning(faults=400, io_calls=0), KERNEL)
     assert isinstance(quiet, Finding) and quiet.advice[0].startswith("Make fewer system calls")
+
+
+# -- the run-queue wait per CPU-second ---------------------------------------------------------------
+
+def test_the_run_queue_ratio_is_the_counted_threads_own_where_they_ran_most_of_the_process():
+    assert runqueue_ratio(2.0, counted_cpu_s=4.0, process_cpu_s=5.0) == 0.5
+
+
+def test_where_the_counted_threads_ran_little_of_the_process_the_ratio_is_a_floor_over_its_cpu():
+    # the threads read twice lived long because they waited: per their own 0.09 s it read 35.9
+    assert runqueue_ratio(3.23, counted_cpu_s=0.09, process_cpu_s=1.67) == pytest.approx(1.934, abs=1e-3)
+    assert runqueue_ratio(1.0, counted_cpu_s=0.0, process_cpu_s=0.0) is None
+
+
+def test_recorded_thread_per_request_server_beside_a_browser_is_not_called_starved_by_a_biased_ratio(tmp_path):
+    # CI's parallel pass attached fixtures/servers/thread_per_request.py while a browser test's
+    # chromium (nice -8) ran beside it. The threads read twice ran 0.09 s of the process's
+    # 1.67 s and waited 3.23 s: "35.9 s for a core per CPU-second", cores_taken 91, critical.
+    report = replay("thread_per_request", "beside_a_browser_in_ci", tmp_path)
+    assert report.verdict.primary == "kernel_work"
+    taken = next(f for f in report.findings if f.id == "cores_taken")
+    ratio = taken.evidence["runqueue_wait_per_cpu_second"]
+    assert ratio == pytest.approx(taken.evidence["runqueue_wait_s"] / taken.evidence["cpu_s"], rel=1e-3)
+    assert "waited at least 1.9 s for a core per CPU-second" in taken.summary
+    assert taken.score < 40
