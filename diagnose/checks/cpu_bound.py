@@ -38,8 +38,7 @@ from diagnose.classify.state import gil_waits_leaving_a_wait
 from diagnose.model.bootstrap import is_bootstrap
 from diagnose.model.counters import holder_agreement, running_agreement, wanted_cores
 from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, blocked_share
-from diagnose.checks.gil_contention import HOT_LOOP_SHARE, PYTHON_MAJORITY
-from diagnose.checks.vectorise_gain import Vectorised, function_self_share
+from diagnose.checks.vectorise_gain import Vectorised, function_self_share, hot_loop_share
 from diagnose.vocab import GIL_BOUND, ThreadState
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
@@ -141,11 +140,11 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     # The first advice makes the hottest function cheaper (vectorise it, a faster
     # implementation): the bound if its self time were free, beside the cores' gain (the ranking's).
     levers = [more_cores_lever(*gain)]
-    own = (_function_self_share(analysis, busy, self_sites[0], busy_total, (ThreadState.PYTHON, ThreadState.NATIVE))
-           if self_sites else 0.0)
     if self_sites:
+        own = function_self_share(analysis, busy, hottest, busy_total, self_sites[0].file,
+                                  (ThreadState.PYTHON, ThreadState.NATIVE))
         levers.insert(0, remove_work_lever(own, hottest, "the threads' busy time by self time"))
-    vectorised = _vectorised(analysis, busy, self_sites[0], busy_total) if self_sites else None
+    vectorised = _vectorised(analysis, busy, self_sites[0]) if self_sites else None
     if vectorised is not None:
         levers.insert(0, vectorised.lever())
         if vectorised.gain > gain[0]:  # the first advice's figure ranks where it buys more
@@ -158,31 +157,17 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                             * counters.factor))
 
 
-def _function_self_share(analysis: Analysis, busy: pd.DataFrame, hottest: Site, reference: float,
-                         states: tuple[ThreadState, ...] | None = None) -> float:
-    """The hottest line's function's self time, any of its lines, as a share of `reference`."""
-    return function_self_share(analysis, busy, hottest.function, reference, hottest.file, states)
-
-
-def _vectorised(analysis: Analysis, busy: pd.DataFrame, hottest: Site, busy_total: float) -> Vectorised | None:
+def _vectorised(analysis: Analysis, busy: pd.DataFrame, hottest: Site) -> Vectorised | None:
     """The calibrated figure of the first advice, vectorising the hottest function: its GIL-bound
-    self time made SPEEDUP times cheaper (checks/vectorise_gain.py). None where the states cannot
-    tell its bytecode from native calls under it (no native frames), where it mostly runs native
-    code already, where it is a small part of the busy time, and in a pipeline (its bottleneck
-    stage bounds the gain)."""
-    if analysis.structure.pipeline or not (analysis.profile.native or analysis.profile.calibrated):
+    self time made SPEEDUP times cheaper (checks/vectorise_gain.py), where that is a loop to
+    vectorise (hot_loop_share). The kernel's time for the thread (page faults, calls) shows as the
+    line running its bytecode; vectorising removes only the interpreter's part: the user time's
+    share of it."""
+    share = hot_loop_share(analysis, busy, hottest.function, hottest.file, scale=_user_fraction(analysis))
+    if share is None:
         return None
-    python = _function_self_share(analysis, busy, hottest, busy_total, (ThreadState.PYTHON,))
-    running = python + _function_self_share(analysis, busy, hottest, busy_total, (ThreadState.NATIVE,))
-    if not running or python / running < PYTHON_MAJORITY:
-        return None
-    # The kernel's time for the thread (page faults, calls) shows as the line running its
-    # bytecode; vectorising removes only the interpreter's part: the user time's share of it.
-    share = _function_self_share(analysis, busy, hottest, busy_total, GIL_BOUND) * _user_fraction(analysis)
-    if share < HOT_LOOP_SHARE:
-        return None
-    return Vectorised(hottest.function, share, int(busy_total), "the request threads' busy time by self time",
-                      check=ID)
+    return Vectorised(hottest.function, share, int(float(busy["count"].sum())),
+                      "the request threads' busy time by self time", check=ID)
 
 
 def _user_fraction(analysis: Analysis) -> float:

@@ -35,13 +35,13 @@ from diagnose.checks.base import (Finding, Lever, LeverKind, NotApplicable, Scor
                                   make_finding, more_cores_lever, pct, ramp, remove_work_lever,
                                   serial_gain, short_path)
 from diagnose.checks.pipeline_gain import bound_by_bottleneck
-from diagnose.checks.vectorise_gain import Vectorised, function_self_share
+from diagnose.checks.vectorise_gain import Vectorised, function_self_share, hot_loop_share
 from diagnose.model.counters import holder_agreement, wanted_cores
 from diagnose.model.chains import Hop, gil_holder_wait
 from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, LOCK_RESOURCES, GilHolding, blocked_share
 from diagnose.model.kernel_waits import Blocking
 from diagnose.samples.profile import sums_by_code
-from diagnose.vocab import BUSY, GIL_BOUND, ThreadState, WaitKind
+from diagnose.vocab import BUSY, ThreadState, WaitKind
 from diagnose.model.waits import describe
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
@@ -464,29 +464,13 @@ def _vectorised(analysis: Analysis, holder: str | None, behind: float,
     own GIL waits (pipeline_gain), a measure of the waits, not of the holder's code."""
     if not holder or analysis.structure.pipeline:
         return None
-    if not (analysis.profile.native or analysis.profile.calibrated):
-        return None  # without native frames a numpy call under the holder reads as its bytecode
-    python = _self_share(analysis, holder, (ThreadState.PYTHON,))
-    running = python + _self_share(analysis, holder, (ThreadState.NATIVE,))
-    if not running or python / running < PYTHON_MAJORITY:
-        return None  # numpy (or another extension) already: vectorising it is no lever
-    own = _self_share(analysis, holder, GIL_BOUND)
-    if own < HOT_LOOP_SHARE:
-        return None  # whoever held the GIL at a handoff: the waits are the convoy's, not its loop's
+    own = hot_loop_share(analysis, busy_samples(analysis.request_samples()), holder)
+    if own is None:
+        return None
     share = min(1.0, own + behind)
     return Vectorised(holder, share, int(samples), _holder_of(behind))
 
 
-# A holder is pure-Python code to vectorise when most of its own running samples run its bytecode.
-# A numpy model's forward pass among many threads holds the GIL between its calls and runs native
-# code in 92-98% of its samples: its GIL waits are the threads' handoffs, not a loop to vectorise.
-PYTHON_MAJORITY = 0.5
-# ...and a loop when its own bytecode (running or queueing for the GIL to) is at least this share
-# of the request threads' busy time. Among 64 threads of a numpy model the holder most seen at a
-# wait was their request loop, at 1-2% of it: the GIL waits were the threads' handoffs, and the
-# waits "behind" it ranked vectorising a request loop at 1.5-1.8x on 2 attaches in 5. The loops
-# vectorising fixed measured 23-71% (checks/calibration.py).
-HOT_LOOP_SHARE = 0.1
 # A holder line seen at fewer than this share of the instants threads waited is one of many: the
 # GIL changed hands among many lines, none holding it long (a statsd client's threads re-taking
 # it after each of 400 sendto calls a request: the top holder, the server's selector, 6%). No

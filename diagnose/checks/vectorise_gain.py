@@ -19,7 +19,7 @@ import numpy as np
 from diagnose.checks.base import MAX_AMDAHL, Lever, LeverKind, pct
 from diagnose.checks.calibration import fix_words
 from diagnose.model.confidence import wilson
-from diagnose.vocab import ThreadState
+from diagnose.vocab import GIL_BOUND, ThreadState
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -58,6 +58,37 @@ def function_self_share(analysis: Analysis, samples: pd.DataFrame, function: str
         if frame.function == function and (file is None or frame.file == file):
             mine += float(counts[frame_id])
     return mine / reference
+
+
+# A function is pure-Python code to vectorise when most of its own running samples run its
+# bytecode. A numpy model's forward pass among many threads holds the GIL between its calls and
+# runs native code in 92-98% of its samples: its GIL waits are the threads' handoffs, not a loop
+# to vectorise.
+PYTHON_MAJORITY = 0.5
+# ...and a loop when its own bytecode (running or queueing for the GIL to) is at least this share
+# of the busy time. Among 64 threads of a numpy model the GIL's holder most seen at a wait was
+# their request loop, at 1-2% of it: the GIL waits were the threads' handoffs, and the waits
+# "behind" it ranked vectorising a request loop at 1.5-1.8x on 2 attaches in 5. The loops
+# vectorising fixed measured 23-71% (checks/calibration.py).
+HOT_LOOP_SHARE = 0.1
+
+
+def hot_loop_share(analysis: Analysis, samples: pd.DataFrame, function: str, file: str | None = None,
+                   scale: float = 1.0) -> float | None:
+    """`function`'s GIL-bound self time (running its bytecode, or queueing for the GIL to) among
+    `samples`, as a share of them, times `scale`: the part vectorising it removes. None where that
+    is no loop to vectorise: without native frames (its bytecode and the numpy calls under it look
+    alike), for code that mostly runs native code already, under HOT_LOOP_SHARE, and in a
+    pipeline, whose bottleneck stage bounds the gain (pipeline_gain)."""
+    if analysis.structure.pipeline or not (analysis.profile.native or analysis.profile.calibrated):
+        return None
+    reference = float(samples["count"].sum())
+    python = function_self_share(analysis, samples, function, reference, file, (ThreadState.PYTHON,))
+    running = python + function_self_share(analysis, samples, function, reference, file, (ThreadState.NATIVE,))
+    if not running or python / running < PYTHON_MAJORITY:
+        return None
+    own = function_self_share(analysis, samples, function, reference, file, GIL_BOUND) * scale
+    return own if own >= HOT_LOOP_SHARE else None
 
 
 def speedup_gain(share: float) -> float:
