@@ -137,7 +137,7 @@ class ProcessOS:
     def runqueue_ratio_floor(self) -> bool:
         """The run-queue ratio is a floor: the counted threads ran under half the process's CPU
         (runqueue_ratio), their wait taken per the process's."""
-        return self.threads_cpu_s < REPRESENTATIVE_SHARE * self.cpu_s
+        return self.cpu_s > 0 and not _representative(self.threads_cpu_s, self.cpu_s)
 
     @property
     def threads_cpu_s(self) -> float:
@@ -374,6 +374,11 @@ def _idle_cores(record: ProcRecord) -> float | None:
 REPRESENTATIVE_SHARE = 0.5
 
 
+def _representative(counted_cpu_s: float, process_cpu_s: float) -> bool:
+    """The counted threads ran most of the process's CPU: their run-queue wait is per their own."""
+    return counted_cpu_s > 0 and counted_cpu_s >= REPRESENTATIVE_SHARE * process_cpu_s
+
+
 def runqueue_ratio(wait_s: float, counted_cpu_s: float, process_cpu_s: float) -> float | None:
     """Run-queue wait per CPU-second: the counted threads' wait per their own CPU, where they
     ran most of the process's. Where threads came and went between reads (a thread per request)
@@ -381,7 +386,7 @@ def runqueue_ratio(wait_s: float, counted_cpu_s: float, process_cpu_s: float) ->
     often because they waited for a core: per their own CPU the wait read 35.9 s per
     CPU-second on a thread-per-request server that waited 1.9 s at least. There it is their
     wait per the process's CPU: a floor, the others' waits unread. None without CPU."""
-    if counted_cpu_s >= REPRESENTATIVE_SHARE * process_cpu_s and counted_cpu_s > 0:
+    if _representative(counted_cpu_s, process_cpu_s):
         return wait_s / counted_cpu_s
     return wait_s / process_cpu_s if process_cpu_s > 0 else None
 
