@@ -189,6 +189,17 @@ RECORD: dict[str, tuple[MeasuredFix, ...]] = {
         MeasuredFix("the frame server (a thread per request)", "the arrays from a pool (REUSE=1)", 2.02, 1.42,
                     knob="reuse_memory"),
     ),
+    "pool_transfer": (
+        # fixtures/servers/pool_transfer.py under gunicorn -k gthread --threads 4, three
+        # alternating 8 s `wrk -t2 -c8` runs each way (the median kept): the 8 MB frame per task
+        # 38.9/41.5/41.6 req/s, the 128 KB the task reads (SEND=sample) 853/990/877: 21.9x, 23.9x,
+        # 21.1x against a figure capped at 10x; then from the sample, the task in the request
+        # thread (SEND=inline) 1,712/1,540/1,614: 2.01x, 1.55x, 1.84x
+        MeasuredFix("the pool_transfer server (an 8 MB frame a task)", "the 128 KB the task reads sent (SEND=sample)",
+                    10.00, 21.9, knob="pool_transfer"),
+        MeasuredFix("the pool_transfer server (the 128 KB sample a task)", "the task in the request thread "
+                    "(SEND=inline)", 2.19, 1.84, knob="pool_transfer"),
+    ),
     "children_cpu": (
         # the same runs of benchmarks/advice_gain.py --fixtures spawn_per_request (a shared machine,
         # 1.3 other cores busy); the fix also removes the service's own cost of starting the

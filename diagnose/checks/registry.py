@@ -8,7 +8,7 @@ from typing import Any
 
 from diagnose.checks import (async_wait, backend_saturated, children_cpu, compute_bound, cores_taken, cpu_bound,
                              cpu_throttled, deadlock, event_loop_blocked, gc_pressure, gil_contention, kernel_work,
-                             lock_contention, logging_lock, poll_loop, pool_wait, preprocess_bound,
+                             lock_contention, logging_lock, poll_loop, pool_transfer, pool_wait, preprocess_bound,
                              scheduler_overhead, stage_bound, unbounded_backlog, underloaded,
                              worker_imbalance)
 from diagnose.checks.shared_evidence import MERGED, SHARED
@@ -41,7 +41,7 @@ CHECKS: tuple[CheckSpec[Any], ...] = tuple(m.SPEC for m in (
     underloaded))
 
 # Checks run on a service's processes together (checks/service.py).
-SERVICE_CHECKS: tuple[CheckSpec[Any], ...] = (worker_imbalance.SPEC,)
+SERVICE_CHECKS: tuple[CheckSpec[Any], ...] = (pool_transfer.SPEC, worker_imbalance.SPEC)
 
 SPECS: tuple[CheckSpec[Any], ...] = CHECKS + SERVICE_CHECKS
 

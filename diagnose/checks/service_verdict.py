@@ -22,12 +22,15 @@ from diagnose.checks.backend_saturated import ID as BACKEND_ID
 from diagnose.checks.base import EvidenceValues, Finding, scoped_summary
 from diagnose.checks.engine import (CheckResults, annotated, describe_activity, load_check_settings, order_of,
                                     run_checks, verdict_for, waits_hidden)
+from diagnose.checks.pool_transfer import SPEC as TRANSFER_SPEC
+from diagnose.checks.pool_transfer import pool_transfer
 from diagnose.checks.registry import spec
 from diagnose.checks.settings import settings_of
 from diagnose.checks.worker_imbalance import ID as IMBALANCE_ID
 from diagnose.checks.worker_imbalance import SPEC as IMBALANCE_SPEC
 from diagnose.checks.worker_imbalance import worker_imbalance
 from diagnose.model.confidence import too_uncertain
+from diagnose.model.pool_transfer import find_pool_transfer
 from diagnose.model.process_pipeline import ProcessPipeline, find_process_pipeline
 from diagnose.model.service import Service, worker_load
 from diagnose.vocab import INFO_SCORE, ProcessRole, Severity
@@ -52,6 +55,9 @@ def run_service_checks(service: Service, user_rules: dict[str, Any] | None = Non
     if staged is not None:
         # One stage finding per service: the one spanning processes names the whole pipeline.
         merged = [f for f in merged if f.id != stage_bound.ID] + [staged]
+    transfer = pool_transfer(find_pool_transfer(pipeline, service), settings_of(TRANSFER_SPEC, settings))
+    if transfer is not None:
+        merged.append(transfer)
     fleet = worker_imbalance(service, settings_of(IMBALANCE_SPEC, settings), pipeline)
     if fleet is not None:
         merged.append(fleet)

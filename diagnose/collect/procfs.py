@@ -93,6 +93,9 @@ class ProcRecord:
     write_syscalls: list[int] = field(default_factory=list)
     # read(2)-family syscalls the same way (syscr); empty in older recordings.
     read_syscalls: list[int] = field(default_factory=list)
+    # Bytes those calls read (rchar: files, pipes, terminals; not sockets' recv), the same way:
+    # what a process pool's workers take in through their task pipe. Empty in older recordings.
+    read_chars: list[int] = field(default_factory=list)
     # Machine-wide idle CPU seconds (/proc/stat idle + iowait) at the first and last snapshot:
     # on a shared host the cores this process leaves unused are not all free.
     machine_idle_s: list[float] = field(default_factory=list)
@@ -122,7 +125,7 @@ class ProcRecord:
             "pid": self.pid, "cores": self.cores, "cpu_quota_cores": self.cpu_quota_cores,
             "started_at": self.started_at, "ended_at": self.ended_at,
             "target_exited": self.target_exited, "write_syscalls": self.write_syscalls,
-            "read_syscalls": self.read_syscalls,
+            "read_syscalls": self.read_syscalls, "read_chars": self.read_chars,
             "machine_idle_s": self.machine_idle_s,
             "cpu_throttling": self.cpu_throttling, "cpu_cgroup": self.cpu_cgroup,
             "state_samples": self.state_samples, "rss_samples": self.rss_samples,
@@ -146,6 +149,7 @@ class ProcRecord:
         rec.rss_samples = [tuple(s) for s in data.get("rss_samples", [])]
         rec.write_syscalls = list(data.get("write_syscalls") or [])
         rec.read_syscalls = list(data.get("read_syscalls") or [])
+        rec.read_chars = list(data.get("read_chars") or [])
         rec.machine_idle_s = list(data.get("machine_idle_s") or [])
         rec.cpu_throttling = [list(c) for c in data.get("cpu_throttling") or []]
         rec.cpu_cgroup = data.get("cpu_cgroup")
@@ -398,12 +402,12 @@ class ProcSampler:
         self._refreshed_at = time.monotonic()
         io = read_proc_text(f"/proc/{self.pid}/io")
         calls = {line[:5]: int(line.split()[1]) for line in (io or "").splitlines()
-                 if line.startswith(("syscr:", "syscw:"))}
+                 if line.startswith(("syscr:", "syscw:", "rchar:"))}
         # first snapshot, then the latest one
-        if "syscw" in calls:
-            self.record.write_syscalls[1 if self.record.write_syscalls else 0:] = [calls["syscw"]]
-        if "syscr" in calls:
-            self.record.read_syscalls[1 if self.record.read_syscalls else 0:] = [calls["syscr"]]
+        for key, counter in (("syscw", self.record.write_syscalls), ("syscr", self.record.read_syscalls),
+                             ("rchar", self.record.read_chars)):
+            if key in calls:
+                counter[1 if counter else 0:] = [calls[key]]
         idle = machine_idle_seconds()
         if idle is not None:
             self.record.machine_idle_s[1 if self.record.machine_idle_s else 0:] = [idle]

@@ -129,6 +129,10 @@ class ProcessOS:
     # older recordings.
     minor_faults: int | None = None
     io_syscalls: int | None = None
+    # The bytes its read-family calls took in (/proc/PID/io rchar: files and pipes, not sockets'
+    # recv) and those calls (syscr), over the window. None in older recordings.
+    read_bytes: int | None = None
+    read_calls: int | None = None
     # The CPU of the threads the sampler read a counter of (their run-queue wait's population,
     # where it is most of the process's: runqueue_ratio); None: the same as cpu_s.
     seen_threads_cpu_s: float | None = None
@@ -157,6 +161,15 @@ class ProcessOS:
     @property
     def io_calls_per_s(self) -> float | None:
         return self.io_syscalls / self.window_s if self.io_syscalls is not None and self.window_s else None
+
+    @property
+    def read_bytes_per_s(self) -> float | None:
+        return self.read_bytes / self.window_s if self.read_bytes is not None and self.window_s else None
+
+    @property
+    def bytes_per_read(self) -> float | None:
+        """The mean bytes a read-family call took in; None unknown or with no call."""
+        return self.read_bytes / self.read_calls if self.read_bytes is not None and self.read_calls else None
 
     @property
     def usable_cores(self) -> float:
@@ -278,6 +291,7 @@ def summarize(record: ProcRecord) -> ProcessOS:
         threads_max=max(tally.threads_seen.values(), default=len(threads)),
         cpu_s=cpu, cpu_utilization=cpu / (window * usable), seen_threads_cpu_s=cpu_total,
         io_syscalls=writes + reads if writes is not None and reads is not None else None,
+        read_bytes=_change(record.read_chars), read_calls=reads,
         runqueue_wait_s=wait_total if wait_known else None,
         runqueue_ratio=runqueue_ratio(wait_total, cpu_total, cpu) if wait_known else None,
         mean_runnable=float(np.mean(list(tally.running.values()))) if tally.running else 0.0,
@@ -425,6 +439,8 @@ def combine(summaries: list[ProcessOS]) -> ProcessOS:
         rss_slope_bytes_per_s=sum(slopes) if slopes else None, rss_fit_r2=None, threads=threads,
         write_syscalls=None,
         io_syscalls=_sum_known([s.io_syscalls for s in summaries]),
+        read_bytes=_sum_known([s.read_bytes for s in summaries]),
+        read_calls=_sum_known([s.read_calls for s in summaries]),
         machine_idle_cores=min((s.machine_idle_cores for s in summaries
                                 if s.machine_idle_cores is not None), default=None),
         **_combined_throttling(summaries), **_combined_times(summaries))

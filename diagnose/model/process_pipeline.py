@@ -92,11 +92,13 @@ class ProcessPipeline:
         return KNOBS[self.framework]
 
 
-def _library(frame: Frame) -> bool:
+def is_library_frame(frame: Frame) -> bool:
+    """Native, or the libraries' own code between a worker loop and its task (or above a
+    consumer's wait)."""
     return frame.native or any(part in frame.file for part in _LIBRARY) or frame.file.startswith("<")
 
 
-def _worker_loop(frames: list[Frame]) -> tuple[int, Framework] | None:
+def worker_loop(frames: list[Frame]) -> tuple[int, Framework] | None:
     """The innermost worker-loop frame: a forked worker's stack starts with its parent's frames."""
     for i in range(len(frames) - 1, -1, -1):
         f = frames[i]
@@ -141,11 +143,11 @@ class _LoopStack:
 
 def _loop_stack(analysis: Analysis, sid: int) -> _LoopStack | None:
     frames = [analysis.profile.frames[i] for i in analysis.profile.stacks[sid]]
-    found = _worker_loop(frames)
+    found = worker_loop(frames)
     if found is None:
         return None
     index, framework = found
-    user = [j for j in range(index + 1, len(frames)) if not _library(frames[j])]
+    user = [j for j in range(index + 1, len(frames)) if not is_library_frame(frames[j])]
     if not user:
         return _LoopStack(framework, None, ())
     first = frames[user[0]]
@@ -231,7 +233,7 @@ def _consumer(view: ProcessView) -> tuple[str, float, float, Site | None, int] |
             if index is None:
                 continue
             starved += count
-            caller = next((j for j in range(index - 1, -1, -1) if not _library(frames[j])), None)
+            caller = next((j for j in range(index - 1, -1, -1) if not is_library_frame(frames[j])), None)
             if caller is not None:
                 f = frames[caller]
                 sites[(f.function, f.file, f.line)] = sites.get((f.function, f.file, f.line), 0) + count
@@ -293,8 +295,10 @@ def find_process_pipeline(service: Service) -> ProcessPipeline | None:
         return None
     producers: dict[int, list[tuple[ProcessView, _Produced]]] = {}
     for view in service.processes:
-        # (a process of a sampled tree always has its pid: None is the lone offline process's)
-        if view.role == vocab.ProcessRole.HELPER or view.ppid is None or view.pid is None:
+        # (a process of a sampled tree always has its pid: None is the lone offline process's).
+        # Whatever its role: a pool's worker that ran little beside its parent reads as a
+        # helper (model/service.py), yet the loop it runs says it serves the parent's tasks.
+        if view.ppid is None or view.pid is None:
             continue
         found = _producer(view)
         if found is not None:
