@@ -10,7 +10,7 @@ from diagnose.checks.arbiter import (carrier, co_primary, in_pair_order, next_ca
                                      symptoms)
 from diagnose.checks.base import MAX_AMDAHL, Finding, NotApplicable, idle_cores_floor, unscoped_summary
 from diagnose.checks.calibration import fared_words
-from diagnose.checks.registry import CHECKS  # the causal order
+from diagnose.checks.registry import CAUSAL_ORDER, CHECKS
 from diagnose.checks.spec import REQUIREMENTS, SEEN_BY, CheckSettings, CheckSpec, Input
 from diagnose.classify.rules_file import validate
 from diagnose.vocab import INFO_SCORE, SEVERITIES, ChainEnd, Confidence, Severity, ThreadState
@@ -19,7 +19,7 @@ from diagnose.report.model.findings import Verdict
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
 
-_ORDER = {check.id: i for i, check in enumerate(CHECKS)}
+_ORDER = {check_id: i for i, check_id in enumerate(CAUSAL_ORDER)}
 
 
 def load_check_settings(user_rules: dict[str, Any] | None = None) -> dict[str, CheckSettings]:
@@ -152,7 +152,7 @@ def verdict_for(findings: tuple[Finding, ...], activity: str = "", hidden_waits:
     # A folded finding is the same cause measured again: its severity is the cause's too.
     severity = max((_capped(f) for f in named + folded), key=SEVERITIES.index)
     low = [f for f in named if f.low_confidence]
-    samples = min((f.samples for f in low if f.samples is not None), default=top.samples)
+    samples = min((n for n in map(_rested_samples, low) if n is not None), default=top.samples)
     headline = _headline(top, folded)
     if len(named) > 1:
         other = named[1]
@@ -192,6 +192,14 @@ def _possible(top: Finding) -> Verdict:
                 f"which a finding shows no problem)")
     return Verdict(top.id, headline, Severity.INFO, Confidence.LOW, top.samples,
                    first_advice=(top.advice[0] if top.advice else "",))
+
+
+def _rested_samples(finding: Finding) -> int | None:
+    """The samples the finding's confidence rests on: its share's own population where its
+    score rests on one (a finding of /proc counters and one sampled share counts no samples of
+    its own), else the finding's."""
+    rested = finding.intervals.get(finding.basis_key) if finding.basis_key else None
+    return rested.samples if rested is not None and rested.samples is not None else finding.samples
 
 
 def _widest(low: list[Finding]) -> str:

@@ -111,8 +111,8 @@ def _first_advice(transfer: PoolTransfer, at: str) -> str:
     measured = (f"the pool's transport took {pct(transfer.transport_share)} of its CPU "
                 f"({transfer.transport_cpu_s:.2f} of {transfer.pool_cpu_s:.2f} s)")
     if transfer.read_bytes_per_s is not None and per_read is not None:
-        measured += (f"; its workers read {transfer.read_bytes_per_s / 1e6:,.0f} MB a second, "
-                     f"{per_read / 1024:,.0f} KB a call")
+        size = f"{per_read / 1024:,.0f} KB" if per_read >= 1024 else f"{per_read:,.0f} bytes"
+        measured += f"; its workers read {transfer.read_bytes_per_s / 1e6:,.1f} MB a second, {size} a call"
     if per_read is not None and per_read < LARGE_READ_BYTES:
         return (f"Send the pool fewer, larger tasks{at}: {measured}. Each task costs a round trip of "
                 f"pickles, pipe writes and a lock whatever it does: batch the items (`chunksize=` for map, a "
@@ -155,8 +155,9 @@ def pool_transfer(transfer: PoolTransfer | None, settings: Settings) -> Finding 
         worker_read_mb_per_s=read_per_s / 1e6 if read_per_s is not None else None,
         bytes_per_read=transfer.bytes_per_read,
         fix=Fix("pool_transfer", f"{site.function}:{site.line}" if site is not None else True))
-    levers = [Lever(LeverKind.REMOVE_WORK, _gain(share, waiting), "if the transfers cost nothing",
-                    f"estimate: {inputs}; Amdahl, an upper bound", upper_bound=True)]
+    levers = [Lever(LeverKind.REMOVE_WORK, gain, "if the transfers cost nothing",
+                    f"estimate: {inputs}; Amdahl" + (f" on a share capped at {pct(MAX_TRANSFER_SHARE)}" if capped
+                                                     else ", an upper bound"), upper_bound=not capped)]
     sites = [s for s in (site, pipeline.entry) if s is not None]
     return make_finding(ID, settings, score, summary, evidence, sites,
                         advice=[_first_advice(transfer, at), *settings.advice], gain=(gain, gain_words),

@@ -40,8 +40,26 @@ CHECKS: tuple[CheckSpec[Any], ...] = tuple(m.SPEC for m in (
     scheduler_overhead, preprocess_bound, gc_pressure, gil_contention, cores_taken, compute_bound, cpu_bound,
     underloaded))
 
-# Checks run on a service's processes together (checks/service.py).
+# Checks run on a service's processes together (checks/service_verdict.py).
 SERVICE_CHECKS: tuple[CheckSpec[Any], ...] = (pool_transfer.SPEC, worker_imbalance.SPEC)
+
+# Where a service check stands in the causal order: just before the check named here; one not
+# named follows them all. A process pool's transfers come before the children's CPU and the
+# kernel's work: the feeder's pipe writes and the workers' reads are the kernel's work the
+# transfers cause, and the line the requests wait on the pool is the end of that chain.
+SERVICE_CHECK_BEFORE = {pool_transfer.ID: children_cpu.ID}
+
+
+def _causal_order() -> tuple[str, ...]:
+    ids: list[str] = []
+    for check in CHECKS:
+        ids += [s.id for s in SERVICE_CHECKS if SERVICE_CHECK_BEFORE.get(s.id) == check.id]
+        ids.append(check.id)
+    return tuple(ids) + tuple(s.id for s in SERVICE_CHECKS if s.id not in SERVICE_CHECK_BEFORE)
+
+
+# Every check's id, process and service checks, in the causal order (checks/arbiter.py rule 5).
+CAUSAL_ORDER: tuple[str, ...] = _causal_order()
 
 SPECS: tuple[CheckSpec[Any], ...] = CHECKS + SERVICE_CHECKS
 

@@ -127,3 +127,19 @@ def test_workers_calibrated_by_the_same_native_samples_pool_their_sampling_not_t
     assert 45 <= _pooled_count(calibrated) <= 50  # not 144: the same dozen native samples thrice
     independent = [(0.5, 61, 0)] * 3
     assert _pooled_count(independent) == 183  # measured samples add up
+
+
+def test_a_low_confidence_verdict_on_counters_and_one_sampled_share_counts_that_shares_samples():
+    """A finding of /proc counters whose score rests on one sampled share (pool_transfer: the
+    requests' wait on the pool, over one request thread's samples) has no samples of its own:
+    the headline counts the share's, never "None samples"."""
+    from diagnose.checks.base import ScoreBasis
+
+    finding = make_finding("lock_contention", CheckSettings(title="Lock contention: x"), 60,
+                           "59% of the requests' time waits on the pool", {"lock_wait_share": 0.59},
+                           share_samples={"lock_wait_share": 68},
+                           basis=ScoreBasis("lock_wait_share", lambda s: 100 * s))
+    assert finding.samples is None and finding.low_confidence
+    verdict = verdict_for((finding,))
+    assert verdict.headline.startswith("low confidence: 68 samples; sample longer")
+    assert verdict.samples == 68
