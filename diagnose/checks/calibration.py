@@ -203,6 +203,10 @@ RECORD: dict[str, tuple[MeasuredFix, ...]] = {
         # alternating 8 s runs each way: 120.7/120.3/129.2 -> 930/979/966 req/s: 7.70x, 8.14x, 7.48x
         MeasuredFix("the pool_transfer server's /rank (a task per record)", "16 records a task (CHUNK=16)",
                     7.02, 7.70, knob="pool_transfer"),
+        # fixtures/servers/asgi_pool_offload.py under uvicorn, three alternating 8 s runs each way:
+        # 154/155/161 -> 2,880/3,060/2,927 req/s: 18.70x, 19.72x, 18.16x
+        MeasuredFix("the asgi_pool_offload server (20,000 records a task, uvicorn)", "the 200 records the task reads "
+                    "sent (SMALL=1)", 10.00, 18.70, knob="pool_transfer"),
     ),
     "children_cpu": (
         # the same runs of benchmarks/advice_gain.py --fixtures spawn_per_request (a shared machine,

@@ -28,7 +28,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from diagnose.samples import source
-from diagnose.samples.profile import Frame, sorted_distinct
+from diagnose.samples.profile import Frame, own_frames_start, sorted_distinct
 from diagnose.model.sampled import SampledProcess
 from diagnose.vocab import BUSY, GIL_BOUND, CallbackKind, CodeOwner, LoopFlavor
 # The loops are the report's own values (report/model/sections.py).
@@ -120,16 +120,19 @@ def _may_mark_loop(frame: Frame) -> bool:
 
 
 def _loop_marker(frames: list[Frame]) -> tuple[LoopFlavor, int] | None:
-    """(flavor, index of the frame above which callbacks run), or None for a non-loop stack."""
-    run_once = max((i for i, f in enumerate(frames) if _is(f, "asyncio/base_events.py", r"(^|\.)_run_once$")),
-                   default=-1)
+    """(flavor, index of the frame above which callbacks run), or None for a non-loop stack. A
+    loop in the frames a forked child keeps of its parent (a process pool's worker forked from
+    a coroutine's `run_in_executor`) is the parent's loop, not the child's."""
+    own = own_frames_start(frames)
+    run_once = max((i for i, f in enumerate(frames[own:], own)
+                    if _is(f, "asyncio/base_events.py", r"(^|\.)_run_once$")), default=-1)
     if run_once >= 0:
         dispatch = max((i for i, f in enumerate(frames[run_once:], run_once)
                         if _is(f, "asyncio/events.py", r"(^|\.)_run$")), default=run_once)
         return LoopFlavor.ASYNCIO, dispatch
-    if any(f.file.endswith("asyncio/base_events.py") for f in frames):
+    if any(f.file.endswith("asyncio/base_events.py") for f in frames[own:]):
         return None  # inside run_until_complete / run_forever set-up, not yet a running loop
-    runner = max((i for i, f in enumerate(frames)
+    runner = max((i for i, f in enumerate(frames[own:], own)
                   if _is(f, "asyncio/runners.py", r"(^|\.)run$") or _is(f, "uvloop/__init__.py", r"(^|\.)run$")),
                  default=-1)
     if runner >= 0:

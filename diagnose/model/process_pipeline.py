@@ -265,6 +265,29 @@ def _consumer(view: ProcessView) -> tuple[str, float, float, Site | None, int] |
     return None if best is None else best[1:]
 
 
+def _task_consumer(view: ProcessView) -> tuple[str, float, float, Site | None, int] | None:
+    """The consumer as asyncio request tasks (thread name, busy, starved, site, reads): tasks
+    awaiting futures (`loop.run_in_executor(pool, ...)`) that no worker thread of the process
+    resolves, in the parent of pool workers: the pool's futures. A suspended task is on no
+    thread's stack, so no thread of the consumer waits on the results; the task reader says how
+    much of the request tasks' time waited there. Busy: the event loop thread's share running
+    (its /proc CPU where read)."""
+    analysis = view.analysis
+    tasks = analysis.await_sites
+    if tasks is None or not tasks.local_sites:
+        return None
+    site = tasks.local_sites[0]
+    workers = analysis.worker_threads
+    if site.kind != vocab.AwaitKind.FUTURE or (workers is not None and workers.threads):
+        return None  # a thread executor's futures: its threads are the chain (model/task_chains.py)
+    loops = analysis.event_loops
+    loop = max(loops, key=lambda lp: lp.samples) if loops else None
+    busy = (loop.cpu_share_os if loop is not None and loop.cpu_share_os is not None
+            else loop.busy_share if loop is not None else 0.0)
+    return (loop.thread if loop is not None else "event loop", float(busy), float(site.share),
+            Site(site.function, site.file, site.line, 1.0), tasks.snapshots)
+
+
 def _thread_demand(analysis: Analysis, thread: int) -> float | None:
     """Share of the window the thread ran or waited for a core, by /proc; None unknown."""
     os_ = analysis.os
@@ -309,7 +332,7 @@ def find_process_pipeline(service: Service) -> ProcessPipeline | None:
         parent = by_pid.get(parent_pid)
         if parent is None:
             continue
-        consumer = _consumer(parent)
+        consumer = _consumer(parent) or _task_consumer(parent)
         if consumer is None:
             continue
         if best is None or len(workers) > len(best[1]):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 from dataclasses import dataclass, field
@@ -25,6 +25,23 @@ def frame_is(frame: Frame, suffix: str, pattern: re.Pattern[str]) -> bool:
     `pattern` is found in its function name."""
     where = (suffix in frame.file) if suffix.endswith("/") else frame.file.endswith(suffix)
     return where and bool(pattern.search(frame.function))
+
+
+# Where a process multiprocessing started begins its own life: a forked child's Python stack
+# keeps the frames of the parent's call that forked it (an event loop, a request handler, a
+# `submit` to a process pool) outer of this frame; they never run again in the child.
+_PROCESS_ENTRY = re.compile(r"(^|\.)_bootstrap$")
+
+
+def own_frames_start(frames: Sequence[Frame]) -> int:
+    """Index of a stack's first frame of the process's own (frames outer to inner): its innermost
+    multiprocessing process entry (BaseProcess._bootstrap), where the frames outer of it are
+    the parent's, copied at the fork; 0 where the stack has none."""
+    for i in range(len(frames) - 1, -1, -1):
+        frame = frames[i]
+        if not frame.native and frame_is(frame, "multiprocessing/process.py", _PROCESS_ENTRY):
+            return i
+    return 0
 
 
 _SEEN_TABLE_MAX = 1 << 27  # 128 MiB of bytes at most
