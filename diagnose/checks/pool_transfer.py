@@ -106,6 +106,15 @@ def _where(site: Site | None) -> str:
     return f" at {site.function} ({short_path(site.file)}:{site.line})" if site is not None else ""
 
 
+def _inline(transfer: PoolTransfer) -> str:
+    """Where the task runs without the pool: the request's thread, or for asyncio request tasks
+    a thread of the loop's (the loop itself would queue every request behind it)."""
+    if transfer.pipeline.consumer_tasks:
+        return ("run the task in the request (`await asyncio.to_thread(...)`; on the event loop itself only "
+                "where it takes microseconds) where it costs less than its transfer")
+    return "run the task in the request thread where it costs less than its transfer"
+
+
 def _first_advice(transfer: PoolTransfer, at: str) -> str:
     per_read = transfer.bytes_per_read
     measured = (f"the pool's transport took {pct(transfer.transport_share)} of its CPU "
@@ -116,12 +125,11 @@ def _first_advice(transfer: PoolTransfer, at: str) -> str:
     if per_read is not None and per_read < LARGE_READ_BYTES:
         return (f"Send the pool fewer, larger tasks{at}: {measured}. Each task costs a round trip of "
                 f"pickles, pipe writes and a lock whatever it does: batch the items (`chunksize=` for map, a "
-                f"list per submitted task), or run the task in the request thread where it costs less than "
-                f"its transfer.")
+                f"list per submitted task), or {_inline(transfer)}.")
     return (f"Send the pool less with each task{at}: {measured}. Pass what the task reads (a slice or a "
             f"thumbnail, not the whole array), a key or path the worker loads itself, or the array in "
-            f"shared memory (`multiprocessing.shared_memory`, a numpy array over its buffer); or run the "
-            f"task in the request thread where it costs less than its transfer.")
+            f"shared memory (`multiprocessing.shared_memory`, a numpy array over its buffer); or "
+            f"{_inline(transfer)}.")
 
 
 def pool_transfer(transfer: PoolTransfer | None, settings: Settings) -> Finding | None:

@@ -78,6 +78,9 @@ class ProcessPipeline:
     entry: Site | None  # the user function the worker loop calls (Dataset.__getitem__, the task)
     transform: Site | None  # the hottest user function under it (both shares: of the busy samples)
     consumer_samples: int = 0  # the consumer thread's samples its shares are proportions of
+    # the consumer is asyncio request tasks suspended on the pool's futures (its samples: the
+    # task reader's reads), not a thread blocked on them
+    consumer_tasks: bool = False
 
     @property
     def workers(self) -> int:
@@ -332,14 +335,16 @@ def find_process_pipeline(service: Service) -> ProcessPipeline | None:
         parent = by_pid.get(parent_pid)
         if parent is None:
             continue
-        consumer = _consumer(parent) or _task_consumer(parent)
+        consumer, tasks = _consumer(parent), False
+        if consumer is None:
+            consumer, tasks = _task_consumer(parent), True
         if consumer is None:
             continue
         if best is None or len(workers) > len(best[1]):
-            best = (parent_pid, workers, consumer)
+            best = (parent_pid, workers, consumer, tasks)
     if best is None:
         return None
-    parent_pid, workers, (thread, c_busy, c_starved, c_site, c_samples) = best
+    parent_pid, workers, (thread, c_busy, c_starved, c_site, c_samples), by_tasks = best
     framework = max((f[0] for _, f in workers), key=lambda fw: sum(1 for _, f in workers if f[0] is fw))
     demand = [_demand(v) for v, _ in workers]
     known = [d for d in demand if d is not None]
@@ -352,4 +357,5 @@ def find_process_pipeline(service: Service) -> ProcessPipeline | None:
         framework=framework, consumer_pid=parent_pid, consumer_thread=thread, consumer_site=c_site,
         consumer_busy=round(c_busy, 4), consumer_starved=round(c_starved, 4),
         producer_pids=tuple(v.pid for v, _ in workers if v.pid is not None), producer_busy=round(busy, 4),
-        producer_busy_source=source, entry=hottest[2], transform=hottest[3], consumer_samples=c_samples)
+        producer_busy_source=source, entry=hottest[2], transform=hottest[3], consumer_samples=c_samples,
+        consumer_tasks=by_tasks)

@@ -168,6 +168,7 @@ def test_request_tasks_awaiting_a_process_pools_futures_are_its_consumer(tmp_pat
     found = report.findings[0]
     assert (found.sites[0].function, found.sites[0].line) == ("app", marker_line(ASGI_SERVER, "document-to-pool"))
     assert found.advice[0].startswith("Send the pool less with each task at app")
+    assert "asyncio.to_thread" in found.advice[0] and "request thread" not in found.advice[0]
     assert not any(f.id == "event_loop_blocked" and f.score >= INFO_SCORE for f in report.findings)
 
 
