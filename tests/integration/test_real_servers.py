@@ -12,7 +12,7 @@ import pytest
 from diagnose.report.model import Report
 from tests.conftest import REPO, WORKLOADS, marker_line, run_cli
 from tests.integration.conftest import requires_ptrace, running, workload_command
-from tests.integration.servers import (free_port, gunicorn_sync, gunicorn_uvicorn_worker,
+from tests.integration.servers import (free_port, gunicorn_gthread, gunicorn_sync, gunicorn_uvicorn_worker,
                                        load_during, start_server, uvicorn_app)
 from tests.integration.typed import evidence, finding, run_report
 
@@ -55,6 +55,20 @@ def test_gunicorn_master_pid_gives_the_workers_preprocessing_verdict(out_dir):
     # The arbiter's waits for signals are never contention.
     assert severity_at_most_info(report, "lock_contention")
     assert all(w.pid != server.pid for w in report.waits)
+
+
+def test_a_whole_array_sent_to_a_process_pool_per_request_is_the_pools_transfer(out_dir):
+    """gunicorn gthread, each request's 8 MB frame submitted to a ProcessPoolExecutor(2) for a task
+    of microseconds: the pool's feeder thread and the workers' reads are its CPU, the verdict is
+    the transfer at the submitting line (not the kernel's work it causes)."""
+    port = free_port()
+    with start_server(gunicorn_gthread("pool_transfer", port, workers=1), port) as server:
+        report = attach_under_load(server, out_dir)
+    assert report.verdict.primary == "pool_transfer", report.verdict.headline
+    top = finding(report, "pool_transfer")
+    assert top.sites[0].file.endswith("pool_transfer.py"), top.sites
+    assert top.sites[0].line == marker_line(SERVERS / "pool_transfer.py", "whole-frame-to-pool"), top.sites
+    assert top.advice[0].startswith("Send the pool less with each task"), top.advice
 
 
 def test_idle_gunicorn_master_is_never_lock_contention(out_dir):
