@@ -92,7 +92,11 @@
    say what is left. Like rule 8, taken at each end of the collector's score interval. The same
    holds for the kernel's work and the children's CPU (CPU_PART_CLAIMANTS): system time shows
    as the calling line running Python, a child's CPU in no sample at all, and the GIL's waits,
-   the busy threads and preprocessing count the calling code's share of the samples as theirs.
+   the busy threads and preprocessing count the calling code's share of the samples as theirs;
+   but only from warning strength (PART_LEADS_SCORE, a large part of the busy time): under it
+   they rank by their gain, and take no name from their claimants by rule 7 either (the kernel's
+   line, without a native sample in a call, is where the threads ran, so it shares the
+   claimants' code by construction).
 10. The cores other processes took (MACHINE_FINDINGS: cores_taken) rank by their score, never by
    their gain: that gain is what the machine's other tenants would give back, not what a change
    to the service buys, and on a shared machine it is large wherever the service is busy (the
@@ -152,6 +156,19 @@ COLLECTOR_CLAIMANTS = ("gil_contention", "cpu_bound")
 # Rule 9 for every part of the CPU no Python frame shows: the finding -> the findings that count
 # its time as their code's.
 KERNEL_CLAIMANTS = ("gil_contention", "cpu_bound", "preprocess_bound")
+# The strength from which such a part ranks before its claimants whatever they predict. The
+# collector's, once it surely shows a problem: it is read from the target's memory and runs
+# inside the claimants' own samples. The kernel's work and the children's CPU, once they are a
+# warning, a large part of the busy time: under it (a share that only shows a problem) they rank
+# by their gain like any finding. The gil_contention fixture on CPython 3.6, starved beside a
+# spinner in CI, read 28% of its CPU as page faults (kernel_work 30, 1.38x) beside the GIL's 78%
+# (20x), and the faults took the verdict.
+PART_LEADS_SCORE = WARNING_SCORE
+
+
+def part_leads_score(part: str) -> int:
+    """The score from which the CPU part `part` ranks before (and names) its claimants."""
+    return INFO_SCORE if part in COLLECTOR_FINDINGS else PART_LEADS_SCORE
 CPU_PART_CLAIMANTS: dict[str, tuple[str, ...]] = {
     **{f: COLLECTOR_CLAIMANTS for f in COLLECTOR_FINDINGS},
     "kernel_work": KERNEL_CLAIMANTS, "children_cpu": KERNEL_CLAIMANTS,
@@ -252,7 +269,7 @@ def collector_leads(collector: Finding, claimant: Finding, score: int) -> bool:
     """Rule 9: `collector`, at `score`, shows the garbage collector takes a material share of the
     running samples, and `claimant` counts that time as its own code's: the collector ranks
     first."""
-    return claimant.id in CPU_PART_CLAIMANTS.get(collector.id, ()) and score >= INFO_SCORE
+    return claimant.id in CPU_PART_CLAIMANTS.get(collector.id, ()) and score >= part_leads_score(collector.id)
 
 
 def _ahead(a: Finding, a_key: RankKey, a_score: int, b: Finding, b_key: RankKey, b_score: int) -> bool:
@@ -297,7 +314,8 @@ def _collector_first(ranked: list[Finding]) -> list[Finding]:
     the rest keep their places. One that only may (a few native samples) ranks by its gain, and
     may share the verdict within the noise (rule 4)."""
     out = list(ranked)
-    for collector in [f for f in out if f.id in CPU_PART_CLAIMANTS and f.score_range[0] >= INFO_SCORE]:
+    for collector in [f for f in out
+                      if f.id in CPU_PART_CLAIMANTS and f.score_range[0] >= part_leads_score(f.id)]:
         at = next(i for i, f in enumerate(out) if f is collector)
         first = next((i for i, f in enumerate(out[:at])
                       if collector_leads(collector, f, collector.score_range[0])), None)
@@ -329,10 +347,21 @@ def _named_by_twin(ranked: list[Finding], order_of: OrderOf) -> list[Finding]:
     first one's servers run, or could have ranked first within the noise."""
     twin = next((f for f in ranked[1:] if same_work(ranked[0], f)), None)
     if (twin is not None and order_of(twin) < order_of(ranked[0]) and not off_pace(twin)
-            and (twin.score_range[1] >= INFO_SCORE or phase_at_the_end(ranked[0], twin)
+            and (twin.score_range[1] >= _naming_score(twin, ranked[0]) or phase_at_the_end(ranked[0], twin)
                  or within_noise(ranked[0], twin, order_of))):
         return _to_front(ranked, [twin])
     return ranked
+
+
+def _naming_score(twin: Finding, lead: Finding) -> int:
+    """The score `twin` must be able to reach to take the name from `lead`: the info line; for a
+    part of the CPU no frame shows naming code that counts it as its own (rule 9), rule 9's own
+    bar. Such a part's line is where the threads ran when it is an estimate (the system time
+    spread over the running lines), so it shares the claimant's code by construction: at a share
+    that only shows a problem it is a part of that code's time, not its name."""
+    if lead.id in CPU_PART_CLAIMANTS.get(twin.id, ()):
+        return part_leads_score(twin.id)
+    return INFO_SCORE
 
 
 def carrier(named: Finding, ranked: list[Finding] | tuple[Finding, ...], order_of: OrderOf) -> Finding:

@@ -362,3 +362,34 @@ def test_a_name_carried_by_the_gils_waits_says_the_chain_not_its_own_title():
     # a name that shows the problem itself keeps its own words
     strong = dataclasses.replace(preprocess(0.6, function="normalize"), acts_on="preprocess")
     assert verdict_for(rank([waiting, strong], order_of)).headline.startswith("Preprocessing dominates")
+
+
+def _kernel(score: int, gain: float, function: str = "spin"):
+    return make_finding("kernel_work", CheckSettings(title="The kernel does most of the work"), score,
+                        "the kernel's share of the CPU", {"kernel_share": 0.28},
+                        sites=[site(function)], gain=(gain, "Amdahl"),
+                        levers=[remove_work_lever(gain, "if the page faults cost nothing", "Amdahl")])
+
+
+def test_a_kernel_share_that_only_shows_a_problem_does_not_take_the_name_of_the_code_it_ran_in():
+    """kernel_work's line is, without a native sample in a call, where the threads ran (their
+    system time spread over their running lines): it shares the GIL holder's code by
+    construction. At an info-level share it is a part of that code's time (rule 9's bar, a
+    warning, decides both its rank and the name), and the GIL's 20x names the verdict."""
+    ranked = rank([gil(0.78), _kernel(30, 1.38)], order_of)
+    assert [f.id for f in ranked][:2] == ["gil_contention", "kernel_work"]
+    assert verdict_for(ranked).primary == "gil_contention"
+    strong = rank([gil(0.78), _kernel(80, 3.5)], order_of)
+    assert strong[0].id == "kernel_work"  # a large part of the busy time leads and names it
+
+
+def test_the_gil_fixture_starved_and_faulting_in_ci_is_gil_contention(tmp_path):
+    """fixtures/recorded/gil_contention_busy_machine/py36_starved_faulting_beside_a_spinner: the
+    gil_contention fixture on CPython 3.6 in CI beside a spinner, its threads waiting 3 s for a
+    core per CPU-second: 28% of its CPU page faults (kernel_work 30) beside the GIL's 78% of the
+    request time; the faults took the verdict."""
+    from tests.replay import replay
+
+    report = replay("gil_contention_busy_machine", "py36_starved_faulting_beside_a_spinner", tmp_path)
+    assert report.verdict.primary == "gil_contention", report.verdict.headline
+    assert any(f.id == "kernel_work" and f.score >= 25 for f in report.findings)
