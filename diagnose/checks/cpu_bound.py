@@ -38,6 +38,7 @@ from diagnose.classify.state import gil_waits_leaving_a_wait
 from diagnose.model.bootstrap import is_bootstrap
 from diagnose.model.counters import holder_agreement, running_agreement, wanted_cores
 from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, blocked_share
+from diagnose.model.pool_transfer import TRANSPORT_FILES
 from diagnose.checks.vectorise_gain import Vectorised, function_self_share, hot_loop_share
 from diagnose.vocab import GIL_BOUND, ThreadState
 
@@ -121,7 +122,16 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     if not counters.agrees:
         summary += f" — {counters.note()}"
         evidence = replace(evidence, counters_note=counters.note())
-    if python_share > 0.5:
+    transport = bool(self_sites) and any(part in self_sites[0].file for part in TRANSPORT_FILES)
+    if transport:
+        # A process pool's worker taking in its tasks (reading the pipe under the call queue's
+        # lock, unpickling): no faster code of the service's, nor more processes, shrinks that;
+        # what it is sent does (pool_transfer, judged across the pool's processes)
+        at = f"{hottest} ({short_path(self_sites[0].file)}:{self_sites[0].line})"
+        advice = [f"{at} is a process pool's transport: the busy time is taking in the tasks the process is "
+                  f"sent (the pipe, the call queue's lock, unpickling), not code to make faster. Send it less "
+                  f"with each task, or fewer, larger tasks."]
+    elif python_share > 0.5:
         at = f"{hottest} ({short_path(self_sites[0].file)}:{self_sites[0].line})" if self_sites else hottest
         advice = [f"Vectorise {at} with numpy, move it to native code that releases the GIL, or run it in "
                   "processes (more worker processes, a ProcessPoolExecutor): it is pure Python and holds "
@@ -132,7 +142,9 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                   "more cores (workers or replicas) are the levers; threads beyond the cores only "
                   "queue."]
     room = core_room(analysis)
-    if python_share > 0.5 and room is not None:
+    if transport:
+        gain = (1.0, "estimate: the busy time is the pool's transport; its processes' own code buys nothing")
+    elif python_share > 0.5 and room is not None:
         gain = (max(1.0, room), f"estimate: GIL-bound Python run in processes can use every usable "
                                 f"core: {room:.2f}x the CPU it gets now")
     else:
@@ -144,7 +156,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
         own = function_self_share(analysis, busy, hottest, busy_total, self_sites[0].file,
                                   (ThreadState.PYTHON, ThreadState.NATIVE))
         levers.insert(0, remove_work_lever(own, hottest, "the threads' busy time by self time"))
-    vectorised = _vectorised(analysis, busy, self_sites[0]) if self_sites else None
+    vectorised = _vectorised(analysis, busy, self_sites[0]) if self_sites and not transport else None
     if vectorised is not None:
         levers.insert(0, vectorised.lever())
         if vectorised.gain > gain[0]:  # the first advice's figure ranks where it buys more

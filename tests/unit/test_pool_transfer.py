@@ -129,6 +129,15 @@ def test_a_whole_array_sent_to_a_process_pool_per_request_is_the_verdict(whole_f
     assert found.predicted_gain is not None and found.predicted_gain >= 5
 
 
+
+def test_a_pool_workers_busy_time_in_the_transport_is_not_code_to_vectorise(whole_frame):
+    """cpu_bound in the pool's workers: their hottest function is multiprocessing's (the call
+    queue's lock, the pipe's reads). It was advised to be vectorised, with more processes' gain."""
+    busy = next(f for f in whole_frame.findings if f.id == "cpu_bound")
+    assert "process pool's transport" in busy.advice[0] and "Vectorise" not in busy.advice[0]
+    assert busy.predicted_gain == 1.0
+
+
 def test_after_sending_the_pool_only_what_its_task_reads_the_transfer_still_leads_with_less_to_gain(
         whole_frame, tmp_path):
     """The same service sending the 128 KB its task reads (SEND=sample). Its pool workers ran so
