@@ -165,14 +165,15 @@ KERNEL_CLAIMANTS = ("gil_contention", "cpu_bound", "preprocess_bound")
 # (20x), and the faults took the verdict.
 PART_LEADS_SCORE = WARNING_SCORE
 
-
-def part_leads_score(part: str) -> int:
-    """The score from which the CPU part `part` ranks before (and names) its claimants."""
-    return INFO_SCORE if part in COLLECTOR_FINDINGS else PART_LEADS_SCORE
 CPU_PART_CLAIMANTS: dict[str, tuple[str, ...]] = {
     **{f: COLLECTOR_CLAIMANTS for f in COLLECTOR_FINDINGS},
     "kernel_work": KERNEL_CLAIMANTS, "children_cpu": KERNEL_CLAIMANTS,
 }
+
+
+def part_leads_score(part: str) -> int:
+    """The score from which the CPU part `part` ranks before (and names) its claimants."""
+    return INFO_SCORE if part in COLLECTOR_FINDINGS else PART_LEADS_SCORE
 
 
 def _urgency(finding: Finding) -> int:

@@ -38,7 +38,7 @@ from diagnose.classify.state import gil_waits_leaving_a_wait
 from diagnose.model.bootstrap import is_bootstrap
 from diagnose.model.counters import holder_agreement, running_agreement, wanted_cores
 from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, blocked_share
-from diagnose.model.pool_transfer import TRANSPORT_FILES
+from diagnose.model.pool_transfer import is_transport_file
 from diagnose.checks.vectorise_gain import Vectorised, function_self_share, hot_loop_share
 from diagnose.vocab import GIL_BOUND, ThreadState
 
@@ -122,17 +122,16 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     if not counters.agrees:
         summary += f" — {counters.note()}"
         evidence = replace(evidence, counters_note=counters.note())
-    transport = bool(self_sites) and any(part in self_sites[0].file for part in TRANSPORT_FILES)
+    at = f"{hottest} ({short_path(self_sites[0].file)}:{self_sites[0].line})" if self_sites else hottest
+    transport = bool(self_sites) and is_transport_file(self_sites[0].file)
     if transport:
         # A process pool's worker taking in its tasks (reading the pipe under the call queue's
         # lock, unpickling): no faster code of the service's, nor more processes, shrinks that;
         # what it is sent does (pool_transfer, judged across the pool's processes)
-        at = f"{hottest} ({short_path(self_sites[0].file)}:{self_sites[0].line})"
         advice = [f"{at} is a process pool's transport: the busy time is taking in the tasks the process is "
                   f"sent (the pipe, the call queue's lock, unpickling), not code to make faster. Send it less "
                   f"with each task, or fewer, larger tasks."]
     elif python_share > 0.5:
-        at = f"{hottest} ({short_path(self_sites[0].file)}:{self_sites[0].line})" if self_sites else hottest
         advice = [f"Vectorise {at} with numpy, move it to native code that releases the GIL, or run it in "
                   "processes (more worker processes, a ProcessPoolExecutor): it is pure Python and holds "
                   "the GIL.",

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from diagnose.checks import settings as check_settings
 from diagnose.checks.arbiter import (carrier, co_primary, in_pair_order, next_cause, noise_reason, rank,
                                      symptoms)
-from diagnose.checks.base import MAX_AMDAHL, Finding, NotApplicable, idle_cores_floor, unscoped_summary
+from diagnose.checks.base import MAX_AMDAHL, Finding, Interval, NotApplicable, idle_cores_floor, unscoped_summary
 from diagnose.checks.calibration import fared_words
 from diagnose.checks.registry import CAUSAL_ORDER, CHECKS
 from diagnose.checks.spec import REQUIREMENTS, SEEN_BY, CheckSettings, CheckSpec, Input
@@ -194,17 +194,22 @@ def _possible(top: Finding) -> Verdict:
                    first_advice=(top.advice[0] if top.advice else "",))
 
 
+def _rested(finding: Finding) -> Interval | None:
+    """The interval of the share the finding's score rests on; None where it rests on none."""
+    return finding.intervals.get(finding.basis_key) if finding.basis_key else None
+
+
 def _rested_samples(finding: Finding) -> int | None:
     """The samples the finding's confidence rests on: its share's own population where its
     score rests on one (a finding of /proc counters and one sampled share counts no samples of
     its own), else the finding's."""
-    rested = finding.intervals.get(finding.basis_key) if finding.basis_key else None
+    rested = _rested(finding)
     return rested.samples if rested is not None and rested.samples is not None else finding.samples
 
 
 def _widest(low: list[Finding]) -> str:
     """The loosest interval a low-confidence verdict rests on, in words ("" when unknown)."""
-    rested = [f.intervals[f.basis_key] for f in low if f.basis_key and f.basis_key in f.intervals]
+    rested = [i for i in map(_rested, low) if i is not None]
     if not rested:
         return ""
     interval = max(rested, key=lambda i: i.high - i.low)

@@ -345,7 +345,7 @@ def _change(snapshots: list[int]) -> int | None:
     return snapshots[-1] - snapshots[0] if len(snapshots) == 2 else None
 
 
-def _sum_known(values: list[int | None]) -> int | None:
+def sum_known(values: list[int | None]) -> int | None:
     """The sum where every value is known, else None."""
     return None if any(v is None for v in values) else sum(v or 0 for v in values)
 
@@ -438,9 +438,9 @@ def combine(summaries: list[ProcessOS]) -> ProcessOS:
         rss_start=sum(rss_start) if rss_start else None, rss_end=sum(rss_end) if rss_end else None,
         rss_slope_bytes_per_s=sum(slopes) if slopes else None, rss_fit_r2=None, threads=threads,
         write_syscalls=None,
-        io_syscalls=_sum_known([s.io_syscalls for s in summaries]),
-        read_bytes=_sum_known([s.read_bytes for s in summaries]),
-        read_calls=_sum_known([s.read_calls for s in summaries]),
+        io_syscalls=sum_known([s.io_syscalls for s in summaries]),
+        read_bytes=sum_known([s.read_bytes for s in summaries]),
+        read_calls=sum_known([s.read_calls for s in summaries]),
         machine_idle_cores=min((s.machine_idle_cores for s in summaries
                                 if s.machine_idle_cores is not None), default=None),
         **_combined_throttling(summaries), **_combined_times(summaries))
@@ -454,7 +454,7 @@ def _combined_times(summaries: list[ProcessOS]) -> _Times:
     times: _Times = {"process_user_s": sum(s.process_user_s or 0.0 for s in summaries),
                      "process_system_s": sum(s.process_system_s or 0.0 for s in summaries),
                      "reaped_children_s": sum(s.reaped_children_s or 0.0 for s in summaries)}
-    faults = _sum_known([s.minor_faults for s in summaries])
+    faults = sum_known([s.minor_faults for s in summaries])
     if faults is not None:
         times["minor_faults"] = faults
     return times

@@ -25,8 +25,9 @@ from dataclasses import dataclass
 
 from diagnose import vocab
 from diagnose.model.analysis import Analysis
+from diagnose.model.os_summary import ProcessOS, sum_known
 from diagnose.model.process_pipeline import ProcessPipeline, is_library_frame, worker_loop
-from diagnose.model.service import ProcessView, Service
+from diagnose.model.service import Service
 from diagnose.samples.profile import Frame
 
 # Files of the pool's transport: the pipes, queues and locks tasks travel through, and pickle.
@@ -78,17 +79,28 @@ class PoolTransfer:
                 if self.worker_read_bytes is not None and self.worker_read_calls else None)
 
 
-def in_transport(frames: list[Frame]) -> bool:
-    """A worker's stack inside the pool's transport: its innermost Python frame is the
-    transport's and no frame of the task runs under the worker loop."""
+def is_transport_file(path: str) -> bool:
+    """A file of the pool's transport (TRANSPORT_FILES)."""
+    return any(part in path for part in TRANSPORT_FILES)
+
+
+def _transport_of(frames: list[Frame]) -> bool | None:
+    """A stack inside a worker loop: True in the pool's transport, False running the task; None
+    outside any worker loop."""
     found = worker_loop(frames)
     if found is None:
-        return False
+        return None
     index, _framework = found
     if any(not is_library_frame(f) for f in frames[index + 1:]):
         return False  # the task (or code it calls) runs
     leaf = next((f for f in reversed(frames) if not f.native), None)
-    return leaf is not None and any(part in leaf.file for part in TRANSPORT_FILES)
+    return leaf is not None and is_transport_file(leaf.file)
+
+
+def in_transport(frames: list[Frame]) -> bool:
+    """A worker's stack inside the pool's transport: its innermost Python frame is the
+    transport's and no frame of the task runs under the worker loop."""
+    return bool(_transport_of(frames))
 
 
 def _library_threads_cpu(analysis: Analysis) -> float:
@@ -97,8 +109,7 @@ def _library_threads_cpu(analysis: Analysis) -> float:
     if os_ is None or "role" not in analysis.threads:
         return 0.0
     library = analysis.threads[analysis.threads["role"] == vocab.ThreadRole.LIBRARY]
-    return float(sum(os_.threads[int(tid)].cpu_s for tid in library["tid"]
-                     if int(tid) in os_.threads and os_.counted(int(tid))))
+    return float(sum(os_.threads[int(tid)].cpu_s for tid in library["tid"] if os_.counted(int(tid))))
 
 
 def _worker_samples(analysis: Analysis) -> tuple[int, int]:
@@ -111,8 +122,7 @@ def _worker_samples(analysis: Analysis) -> tuple[int, int]:
     for sid, count in zip(busy_rows["stack"].to_numpy(), busy_rows["count"].to_numpy()):
         sid = int(sid)
         if sid not in verdicts:
-            frames = [profile.frames[i] for i in profile.stacks[sid]]
-            verdicts[sid] = in_transport(frames) if worker_loop(frames) is not None else None
+            verdicts[sid] = _transport_of([profile.frames[i] for i in profile.stacks[sid]])
         verdict = verdicts[sid]
         if verdict is None:
             continue
@@ -121,15 +131,12 @@ def _worker_samples(analysis: Analysis) -> tuple[int, int]:
     return busy, transport
 
 
-def _worker_transport_cpu(view: ProcessView, busy: int, transport: int) -> tuple[float, float]:
-    """(the worker's CPU, its transport's part): its library threads' whole, the rest by the loop
+def _worker_transport_cpu(analysis: Analysis, os_: ProcessOS, busy: int, transport: int) -> float:
+    """The transport's part of a worker's CPU: its library threads' whole, the rest by the loop
     thread's transport share."""
-    os_ = view.analysis.os
-    if os_ is None:
-        return 0.0, 0.0
-    library = _library_threads_cpu(view.analysis)
+    library = _library_threads_cpu(analysis)
     rest = max(0.0, os_.cpu_s - library)
-    return os_.cpu_s, library + (rest * transport / busy if busy else 0.0)
+    return library + (rest * transport / busy if busy else 0.0)
 
 
 def find_pool_transfer(pipeline: ProcessPipeline | None, service: Service) -> PoolTransfer | None:
@@ -139,22 +146,19 @@ def find_pool_transfer(pipeline: ProcessPipeline | None, service: Service) -> Po
     by_pid = {v.pid: v for v in service.processes}
     parent = by_pid.get(pipeline.consumer_pid)
     workers = [by_pid[pid] for pid in pipeline.producer_pids if pid in by_pid]
-    if parent is None or not workers or any(w.analysis.os is None for w in workers):
+    counters = [os_ for os_ in (w.analysis.os for w in workers) if os_ is not None]
+    if parent is None or not workers or len(counters) < len(workers):
         return None
     busy = transport = 0
-    worker_cpu = worker_transport = 0.0
-    for view in workers:
+    worker_transport = 0.0
+    for view, os_ in zip(workers, counters):
         own_busy, own_transport = _worker_samples(view.analysis)
-        cpu, moved = _worker_transport_cpu(view, own_busy, own_transport)
         busy, transport = busy + own_busy, transport + own_transport
-        worker_cpu, worker_transport = worker_cpu + cpu, worker_transport + moved
-    reads = [w.analysis.os.read_bytes for w in workers if w.analysis.os is not None]
-    calls = [w.analysis.os.read_calls for w in workers if w.analysis.os is not None]
-    window = max(w.analysis.os.window_s for w in workers if w.analysis.os is not None)
+        worker_transport += _worker_transport_cpu(view.analysis, os_, own_busy, own_transport)
     return PoolTransfer(
         pipeline=pipeline, parent_transport_cpu_s=_library_threads_cpu(parent.analysis),
-        worker_cpu_s=worker_cpu, worker_transport_cpu_s=worker_transport, worker_busy_samples=busy,
-        worker_transport_samples=transport,
-        worker_read_bytes=None if any(r is None for r in reads) else sum(r or 0 for r in reads),
-        worker_read_calls=None if any(c is None for c in calls) else sum(c or 0 for c in calls),
-        window_s=window)
+        worker_cpu_s=sum(os_.cpu_s for os_ in counters), worker_transport_cpu_s=worker_transport,
+        worker_busy_samples=busy, worker_transport_samples=transport,
+        worker_read_bytes=sum_known([os_.read_bytes for os_ in counters]),
+        worker_read_calls=sum_known([os_.read_calls for os_ in counters]),
+        window_s=max(os_.window_s for os_ in counters))

@@ -285,10 +285,11 @@ def _task_consumer(view: ProcessView) -> tuple[str, float, float, Site | None, i
         return None  # a thread executor's futures: its threads are the chain (model/task_chains.py)
     loops = analysis.event_loops
     loop = max(loops, key=lambda lp: lp.samples) if loops else None
-    busy = (loop.cpu_share_os if loop is not None and loop.cpu_share_os is not None
-            else loop.busy_share if loop is not None else 0.0)
-    return (loop.thread if loop is not None else "event loop", float(busy), float(site.share),
-            Site(site.function, site.file, site.line, 1.0), tasks.snapshots)
+    if loop is None:
+        thread, busy = "event loop", 0.0
+    else:
+        thread, busy = loop.thread, loop.cpu_share_os if loop.cpu_share_os is not None else loop.busy_share
+    return thread, float(busy), float(site.share), Site(site.function, site.file, site.line, 1.0), tasks.snapshots
 
 
 def _thread_demand(analysis: Analysis, thread: int) -> float | None:
