@@ -381,6 +381,46 @@ def name_by_kernel_ids(profile: Profile, pthread_tids: Mapping[int, Mapping[int,
     return renamed
 
 
+def hold_through_torn_last_reads(profile: Profile, tree, margin_s: float = EXIT_MARGIN_S) -> int:
+    """A thread's last reads with no frame at all, after whole reads rooted in a frame it leaves
+    only at its end, are torn when /proc lists the thread alive after them (two ticks at least):
+    the thread had not ended, py-spy's read of its frames failed. `_drop_torn_reads` drops such a
+    read between two whole ones; a trailing one only the /proc record can tell from a thread that
+    ended (or a main thread finalising its interpreter). The thread holds its last whole stack,
+    as across any read that is missing. Run after `close_exited_threads`. Returns how many
+    threads held."""
+    if tree is None or profile.instants != "measured":
+        return 0
+    held = 0
+    for track in profile.threads:
+        if not track.segments or track.changes is None or track.pid is None:
+            continue
+        changed, stacks = track.changes
+        tid, start, end = track.segments[-1]
+        empty = np.array([not profile.stacks[int(sid)] for sid in stacks], dtype=bool)
+        if len(stacks) < 2 or not empty[-1]:
+            continue
+        last_whole = int(np.flatnonzero(~empty)[-1]) if (~empty).any() else -1
+        if last_whole < 0 or changed[last_whole] < start:
+            continue  # no whole read of this OS thread to hold
+        root = profile.stacks[int(stacks[last_whole])][0]
+        if not _lives_as_long_as_its_thread(profile.frames[root]):
+            continue  # a callback's root: empty between calls is its true state
+        record = tree.records.get(track.pid)
+        if record is None or not record.state_samples:
+            continue
+        torn_at = float(changed[last_whole + 1])
+        seen_after = {float(t) for t, seen, _state in record.state_samples
+                      if int(seen) == int(tid) and float(t) > torn_at + margin_s}
+        if len(seen_after) < GONE_CONFIRM_TICKS:
+            continue
+        track.changes = (changed[:last_whole + 1], stacks[:last_whole + 1])
+        held += 1
+    if held:
+        regrid(profile, 1.0 / profile.interval_s)
+    return held
+
+
 def close_exited_threads(profile: Profile, tree, margin_s: float = EXIT_MARGIN_S) -> int:
     """Ends the threads that exited mid-window, which the chrometrace format leaves open until
     the window's end (or until a new thread reuses the pthread id), at the first /proc tick of

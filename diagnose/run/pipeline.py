@@ -23,7 +23,8 @@ from diagnose.errors import BadProfile, NoSamples, OutputFailed
 from diagnose.heap import tune_for_analysis
 from diagnose.samples import source
 from diagnose.collect.task_recording import TaskRecording
-from diagnose.readers.chrometrace import close_exited_threads, name_by_kernel_ids, regrid, settle_rate
+from diagnose.readers.chrometrace import (
+    close_exited_threads, hold_through_torn_last_reads, name_by_kernel_ids, regrid, settle_rate)
 from diagnose.readers.loaders import decode_input, load_profile, read_input
 from diagnose.model.analysis import Analysis
 from diagnose.samples.profile import Profile
@@ -106,6 +107,7 @@ def _settle_instants(profile: Profile, tree: TreeRecord | None, run: RunContext)
         name_by_kernel_ids(profile, {pid: record.pthread_tids for pid, record in tree.records.items()
                                      if record.pthread_tids})
         close_exited_threads(profile, tree)
+        hold_through_torn_last_reads(profile, tree)
     else:
         run = run.with_note(
             "the recording does not mark when a thread exits, and there is no /proc record of "

@@ -16,11 +16,13 @@ import json
 
 import pytest
 
-from diagnose.collect.procfs import TreeRecord
-from diagnose.readers.chrometrace import load_chrometrace
+from diagnose.collect.procfs import ProcRecord, TreeRecord
+from diagnose.readers.chrometrace import (
+    close_exited_threads, hold_through_torn_last_reads, load_chrometrace)
 from diagnose.readers.loaders import load_profile, load_speedscope
 from diagnose.render.speedscope_out import profile_to_speedscope
 from tests.conftest import RECORDED, REPO, WORKLOADS
+from tests.replay import replay
 
 PROGRAM = WORKLOADS / "fork_tree.py"
 # a chrometrace event's keys (the Trace Event Format's)
@@ -242,3 +244,59 @@ def test_a_callback_threads_empty_reads_between_calls_are_kept():
     profile = load_chrometrace(_recorded(stacks, "thread (7): poller"), rate_hz=100)
     read = [functions(profile, sid) for track in profile.threads for sid in track.stack_ids]
     assert [] in read and ["on_message", "parse"] in read, read
+
+
+def _listed(tid: int, ticks: list[float]) -> TreeRecord:
+    """A /proc record of process 7 that lists thread `tid` at `ticks` (another thread beside it
+    at every tick of the window, so that the ticks after `tid` left are still there)."""
+    proc = ProcRecord(pid=7, cores=2, cpu_quota_cores=None, started_at=0.0)
+    proc.state_samples = ([(t, tid, "R") for t in ticks]
+                          + [(k / 50, 8, "S") for k in range(8)])
+    return TreeRecord(roots=[7], records={7: proc})
+
+
+def _trailing_empty_read() -> list[tuple[str, ...]]:
+    # whole reads of a thread in its module body, then py-spy reads it with no frame to the end
+    return [("<module>", "serve", "work"), ("<module>", "serve", "parse"),
+            ("<module>", "serve", "work")] + [()] * 11
+
+
+def test_a_last_read_with_no_frame_of_a_thread_proc_still_lists_holds_its_last_stack():
+    # Replayed from a forked pool worker (fixtures/recorded/torn_reads): its main thread's last
+    # reads had no frame for 170 ms while /proc listed it running; the report drew a
+    # main-thread stack with no frames.
+    profile = load_chrometrace(_recorded(_trailing_empty_read()), rate_hz=100)
+    tree = _listed(7, [k / 50 for k in range(8)])
+    assert close_exited_threads(profile, tree, margin_s=0) == 0
+    assert hold_through_torn_last_reads(profile, tree, margin_s=0) == 1
+    read = [functions(profile, sid) for track in profile.threads for sid in track.stack_ids]
+    assert len(read) == 14 and read[-1] == ["<module>", "serve", "work"], read
+    assert all(stack[:2] == ["<module>", "serve"] for stack in read), read
+
+
+def test_a_last_read_with_no_frame_of_a_thread_that_ended_is_not_held():
+    # /proc stopped listing the thread after 0.04 s: it ended (its interpreter finalising),
+    # and the empty reads before its exit are its true state.
+    profile = load_chrometrace(_recorded(_trailing_empty_read()), rate_hz=100)
+    tree = _listed(7, [0.0, 0.02, 0.04])
+    close_exited_threads(profile, tree, margin_s=0)
+    assert hold_through_torn_last_reads(profile, tree, margin_s=0) == 0
+    read = [functions(profile, sid) for track in profile.threads for sid in track.stack_ids]
+    assert read[-1] == [], read
+
+
+def test_a_callback_threads_last_empty_read_is_kept_while_it_lives():
+    stacks = [("on_message", "parse"), ("on_message", "parse", "decode")] + [()] * 11
+    profile = load_chrometrace(_recorded(stacks, "thread (7): poller"), rate_hz=100)
+    tree = _listed(7, [k / 50 for k in range(8)])
+    assert hold_through_torn_last_reads(profile, tree, margin_s=0) == 0
+
+
+def test_the_recorded_pool_workers_main_threads_open_with_the_trees_root(tmp_path):
+    report = replay("torn_reads", "pool_worker_last_read_empty", tmp_path)
+    frames = report.stacks.frames
+    main_stacks = [[frames[i].function for i in row.stack] for row in report.stacks.samples
+                   if row.thread == "MainThread"]
+    assert len({row.pid for row in report.stacks.samples}) == 3
+    assert main_stacks and all(stack[:2] == ["<module>", "main"] for stack in main_stacks), \
+        [s for s in main_stacks if s[:2] != ["<module>", "main"]]
