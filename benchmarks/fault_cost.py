@@ -13,9 +13,13 @@ system time and fault count:
   no transparent huge pages, which need madvise here);
 * the same with numpy's arrays when numpy is installed (numpy asks for huge pages on large
   arrays: fewer faults, each zero-filling 2 MB);
-* a 1-byte write(2) to /dev/null and a 1-byte read(2) from /dev/zero.
+* a 1-byte write(2) to /dev/null and a 1-byte read(2) from /dev/zero;
+* the copy a read(2) of a file the page cache holds makes (`--file-megabytes`, read whole,
+  `--rounds` x 4 times): into one reused buffer, into fresh bytes, and by numpy's `np.load`. The
+  kernel's work for a file read again per request (kernel_work's `copy_s_per_gb`).
 
-Standard library (numpy optional). Prints one table: microseconds of system time per event.
+Standard library (numpy optional). Prints two tables: microseconds of system time per event, and
+system seconds per GB read.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import argparse
 import mmap
 import os
 import resource
+import tempfile
 
 
 def _rusage() -> tuple[float, int]:
@@ -78,11 +83,53 @@ def small_calls(calls: int) -> tuple[float, float]:
     return (s1 - s0) / calls, (s2 - s1) / calls
 
 
+def cached_reads(megabytes: int, rounds: int) -> list[tuple[str, float, float]]:
+    """(kind, GB read, system s) for a file of `megabytes` the page cache holds, read whole
+    `rounds` times each way."""
+    size = megabytes << 20
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "cached.bin")
+        try:
+            import numpy as np
+        except ImportError:
+            np = None
+        if np is not None:
+            path += ".npy"
+            np.save(path, np.ones(size // 4, dtype=np.float32))
+        else:
+            with open(path, "wb") as out:
+                out.write(b"\x01" * size)
+        buffer = bytearray(os.path.getsize(path))
+
+        def reused():
+            with open(path, "rb", buffering=0) as f:
+                f.readinto(buffer)
+
+        def fresh():
+            with open(path, "rb") as f:
+                f.read()
+
+        kinds = [("into one reused buffer (readinto)", reused), ("into fresh bytes (read)", fresh)]
+        if np is not None:
+            kinds.append(("by np.load (a fresh array)", lambda: np.load(path)))
+        for name, read in kinds:
+            read()  # the file in the page cache, the first mapping made
+            s0, _ = _rusage()
+            for _ in range(rounds):
+                read()
+            s1, _ = _rusage()
+            rows.append((name, rounds * len(buffer) / 1e9, s1 - s0))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--megabytes", type=int, default=256, help="size of each fresh region (default 256)")
     parser.add_argument("--rounds", type=int, default=4, help="fresh regions per kind (default 4)")
     parser.add_argument("--calls", type=int, default=200_000, help="small calls per kind (default 200000)")
+    parser.add_argument("--file-megabytes", type=int, default=40,
+                        help="size of the cached file read again (default 40)")
     args = parser.parse_args()
     rows = []
     seconds, faults = page_faults(args.megabytes, args.rounds)
@@ -98,6 +145,11 @@ def main() -> None:
     for name, count, secs in rows:
         per = 1e6 * secs / count if count else float("nan")
         print(f"| {name} | {count} | {secs:.3f} | {per:.2f} |")
+    print()
+    print("| a cached file read again | GB | system s | system s per GB |")
+    print("| --- | ---: | ---: | ---: |")
+    for name, gigabytes, secs in cached_reads(args.file_megabytes, 4 * args.rounds):
+        print(f"| {name} | {gigabytes:.2f} | {secs:.3f} | {secs / gigabytes:.3f} |")
 
 
 if __name__ == "__main__":

@@ -188,6 +188,16 @@ RECORD: dict[str, tuple[MeasuredFix, ...]] = {
         MeasuredFix("the fresh_buffers fixture", "the buffers reused (--reuse)", 4.00, 5.87, knob="reuse_memory"),
         MeasuredFix("the frame server (a thread per request)", "the arrays from a pool (REUSE=1)", 2.02, 1.42,
                     knob="reuse_memory"),
+        # reads: fixtures/servers/weights_per_request.py under gunicorn -k gthread --threads 4 (a
+        # 40 MB matrix np.load-ed per request), three alternating 8 s `wrk -t2 -c8` runs each way
+        # (the median kept): BLAS pinned to one thread (the fixture's default), 81% of the CPU the
+        # kernel's, 122.0/129.2/119.4 -> 746.3/700.9/646.7 req/s (6.12x, 5.42x, 5.42x); with
+        # OpenBLAS's own pool beside (OPENBLAS_NUM_THREADS=2), 45% the kernel's, 92.0/84.4/85.1 ->
+        # 147.6/153.5/170.9 req/s (1.60x, 1.82x, 2.01x)
+        MeasuredFix("the weights_per_request server (a 40 MB file np.load-ed per request)",
+                    "the matrix loaded once (LOAD=once)", 4.00, 5.42, knob="read_once"),
+        MeasuredFix("the weights_per_request server beside OpenBLAS's pool (OPENBLAS_NUM_THREADS=2)",
+                    "the matrix loaded once (LOAD=once)", 1.83, 1.80, knob="read_once"),
     ),
     "pool_transfer": (
         # fixtures/servers/pool_transfer.py under gunicorn -k gthread --threads 4, three

@@ -7,7 +7,10 @@ What it finds:
     native samples caught inside the C library's wrapper of a working call (write, read, openat,
     vfork, ...: model/syscall_sites.py), and which calls; or, from the process's counters, that
     the work is page faults (many minor faults, more than read and write calls: fresh memory
-    touched on every request), which no frame shows. Without such samples (no native
+    touched on every request), which no frame shows; or that it is copying what the read calls
+    take in (/proc/PID/io rchar, at the kernel's measured cost per GB, explains most of the
+    system time: a file read again on every request, from the page cache when /proc/PID/io
+    read_bytes says storage gave little of it). Without such samples (no native
     frames), each thread's own system time spread over the lines its running samples show,
     said as an estimate. Calls that sleep (a lock's futex,
     poll, a timer) are waits, left to the wait analysis. Not applicable without the process's
@@ -26,7 +29,9 @@ What to do instead:
     join messages sent on a socket into fewer, larger ones; buffer writes (open the file with a
     buffer, or join the pieces and write once); read in large blocks; keep files open and cache
     what a call returns; keep a worker process instead of starting one per request. Page faults
-    and memory mapped per call: reuse the buffers.
+    and memory mapped per call: reuse the buffers. Reads whose copies are the work: read once
+    what every call reads again (load the file at start-up and keep it, or map it), where a
+    reused buffer would keep the copy.
 """
 
 from __future__ import annotations
@@ -69,8 +74,11 @@ class Settings(CheckSettings):
     high: float = 0.45
     # the process's CPU, in cores, under which the kernel's time costs latency rather than throughput
     busy_cores: float = 0.2
-    # the request threads' busy share under which a gain in throughput is not predicted
+    # the request threads' busy share under which a gain in throughput is not predicted, unless
+    # the process keeps this share of the usable cores busy: a thread inside a read the page
+    # cache serves samples as waiting on I/O while the kernel copies on its core
     saturated_share: float = 0.5
+    saturated_cores: float = 0.8
     # the calls' share of the native samples under which the sites are not named
     min_call_samples: int = 3
     # Minor page faults per second from which, when they also outnumber the read and write calls,
@@ -80,6 +88,13 @@ class Settings(CheckSettings):
     # hundred times a second, a busy one up to ~30,000 times with a few percent of system time
     # (the gil_contention fixture: 28,000/s, 9% system), which the share's floor leaves out.
     faults_per_s: float = 1000.0
+    # The kernel's time to copy 1 GB into the process through read calls from the page cache
+    # (0.15-0.17 s here, into a reused buffer or by np.load into a fresh array, whose huge pages
+    # fault little: benchmarks/fault_cost.py), and the share of the system time such copies must
+    # explain for the kernel's work to be taken for reading (a 40 MB weights file np.load-ed per
+    # request: 60-72%). Into fresh bytes the faults cost 2.3x the copy: reusing the buffer pays there.
+    copy_s_per_gb: float = 0.16
+    reads_share: float = 0.5
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,6 +113,13 @@ class KernelWorkEvidence(Measurements):
                                            "(/proc/PID/stat minflt)", U.PER_S, none=NOT_MEASURED)
     io_calls_per_s: float | None = key("read- and write-family system calls per second (/proc/PID/io syscr + "
                                        "syscw)", U.PER_S, none=NOT_MEASURED)
+    read_mb_per_s: float | None = key("bytes the process's read calls took in (/proc/PID/io rchar)", U.MB_PER_S,
+                                      none=NOT_MEASURED)
+    read_call_bytes: float | None = key("bytes per read call (rchar / syscr)", U.NUMBER, none=NOT_MEASURED)
+    storage_read_share: float | None = key("share of those bytes fetched from storage (/proc/PID/io, bytes read "
+                                           "from storage); the rest the page cache or a pipe served", U.PERCENT, none=NOT_MEASURED)
+    read_copy_share: float | None = key("estimated: share of the system time copying those bytes takes "
+                                        "(at the measured system seconds per GB)", U.PERCENT, none=NOT_MEASURED)
     stime_sites: dict[str, float] | None = key(
         "estimated, where no native sample caught a call: the lines each thread's running samples show, "
         "weighted by that thread's system time (share of the system time)", U.PERCENT, none=NOT_MEASURED)
@@ -109,6 +131,15 @@ EVIDENCE = declarations(KernelWorkEvidence)
 
 # System calls that map, unmap or move the process's memory.
 MEMORY_MAPPING_CALLS = frozenset({"mmap", "mmap64", "munmap", "mremap", "brk", "sbrk", "madvise", "mprotect"})
+
+
+READ_CALLS = frozenset({"read", "pread", "readv", "preadv"})
+
+
+def _reads_lead(calls: tuple[tuple[str, int], ...]) -> bool:
+    """Most of the working calls' samples were in read-family calls."""
+    total = sum(n for _name, n in calls)
+    return bool(total) and sum(n for name, n in calls if name in READ_CALLS) * 2 > total
 
 
 def _mapping_memory(calls: tuple[tuple[str, int], ...] | list[tuple[str, int]]) -> bool:
@@ -126,6 +157,40 @@ def _touching_fresh_memory(os_: ProcessOS, settings: Settings) -> bool:
     if rate is None or rate < settings.faults_per_s:
         return False
     return os_.io_syscalls is None or (os_.minor_faults or 0) > os_.io_syscalls
+
+
+def _read_copy_share(os_: ProcessOS, kernel_s: float, settings: Settings) -> float | None:
+    """The estimated share of the kernel's time `kernel_s` spent copying what the process's read
+    calls took in (rchar, at copy_s_per_gb); None without the counter or the time."""
+    if os_.read_bytes is None or kernel_s <= 0:
+        return None
+    return min(1.0, os_.read_bytes / 1e9 * settings.copy_s_per_gb / kernel_s)
+
+
+def _storage_words(os_: ProcessOS) -> str:
+    """Where the bytes read came from, by the storage counter: memory (the same data read
+    again) or storage."""
+    if os_.storage_read_bytes is None or not os_.read_bytes:
+        return ""
+    stored = os_.storage_read_bytes / os_.read_bytes
+    if stored < 0.1:
+        return (f", {pct(1 - stored)} of it served from memory (the page cache, or a pipe), not storage: "
+                f"the same data read again")
+    return f", {pct(min(1.0, stored))} of it fetched from storage"
+
+
+def _reading_advice(os_: ProcessOS, share: float, at: str, copy_share: float) -> str:
+    """The kernel's work is copying what read calls take in: a file every request reads again
+    (a weights file np.load-ed per request: 60-72% of the system time, loaded once 1.80-5.42x). Reusing
+    the buffer keeps the copy (0.15-0.17 s/GB either way); reading it once removes it."""
+    per_call = os_.bytes_per_read
+    return (f"Read once what every call reads again{at}: the process's read calls took in "
+            f"{(os_.read_bytes_per_s or 0.0) / 1e9:.2f} GB a second"
+            + (f" ({per_call / 1e6:,.1f} MB a call)" if per_call else "") + _storage_words(os_)
+            + f"; copying it is an estimated {pct(copy_share)} of the kernel's time ({pct(share)} of the CPU was "
+            f"the kernel's). Load a file every request needs at start-up and keep it (or cache it by path and "
+            f"modification time), map a large array instead of copying it (np.load(path, mmap_mode=\"r\"), "
+            f"mmap), and read only the part a call uses. A buffer reused for the read keeps the copy.")
 
 
 def _score(share: float, cores: float | None, settings: Settings) -> float:
@@ -201,9 +266,16 @@ def _line(site: Site) -> str:
     return f"{site.function} ({short_path(site.file)}:{site.line})"
 
 
-def _where(os_: ProcessOS, faulting: bool, sites: list[Site], estimated: list[Site], top_calls: str) -> str:
-    """The summary's account of where the kernel's time went: the faults, the calls' line, or the
-    estimate's line."""
+def _where(os_: ProcessOS, faulting: bool, sites: list[Site], estimated: list[Site], top_calls: str,
+           copy_share: float | None = None) -> str:
+    """The summary's account of where the kernel's time went: the reads' copies, the faults, the
+    calls' line, or the estimate's line."""
+    if copy_share is not None:
+        shown = sites or estimated
+        return (f"; its read calls took in {(os_.read_bytes_per_s or 0.0) / 1e9:.2f} GB a second, whose copying "
+                f"is an estimated {pct(copy_share)} of it"
+                + (f", most at {_line(shown[0])}" + ("" if sites else " (by each thread's system time over the "
+                                                      "lines it ran, an estimate)") if shown else ""))
     if faulting:
         return (f"; {os_.minor_faults_per_s or 0:,.0f} page faults a second: fresh memory"
                 + (f", by each thread's system time over the lines it ran (an estimate) most at "
@@ -263,12 +335,20 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     # Page faults show in no native call: where the system time went is where the threads ran,
     # weighted by their system time (the calls' samples name where the buffers are unmapped)
     faulting = _touching_fresh_memory(os_, settings)
+    # Reads whose copies explain most of the kernel's time: their line is the read calls' (the
+    # fresh arrays they fill fault too, and go with them)
+    copy_share = _read_copy_share(os_, kernel, settings)
+    reading = copy_share is not None and copy_share >= settings.reads_share
+    if reading:
+        sites = sites if calls is not None and _reads_lead(calls.calls) else []
+        faulting = False
     estimated = _stime_sites(analysis, settings) if faulting or not sites else []
     busy = _busy_share(analysis)
-    saturated = busy is None or busy >= settings.saturated_share
+    saturated = (busy is None or busy >= settings.saturated_share
+                 or os_.cpu_utilization >= settings.saturated_cores)
     gain = cpu_share_gain(share) if saturated else 1.0
     if saturated:
-        remedy = "buffers reused" if faulting else "fewer, larger calls"
+        remedy = "reading once" if reading else "buffers reused" if faulting else "fewer, larger calls"
         gain_words = (f"estimate: the kernel's work is {pct(share)} of the CPU; if {remedy} removed most "
                       f"of it, at most {gain:.2f}x (Amdahl" + (f", its share capped at {pct(MAX_CPU_SHARE)}"
                                                                if share > MAX_CPU_SHARE else "") + ")")
@@ -278,7 +358,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     top_calls = ", ".join(f"{name}" for name, _ in calls.calls[:3]) if named and calls is not None else ""
     # the line the summary and the advice name: the calls' own, else the estimate's, said as one
     shown = (estimated or sites) if faulting else (sites or estimated)
-    where = _where(os_, faulting, sites, estimated, top_calls)
+    where = _where(os_, faulting, sites, estimated, top_calls, copy_share if reading else None)
     summary = (f"{pct(share)} of the CPU was the kernel's ({kernel:.2f} s of system time over "
                f"{os_.window_s:.1f} s" + (f"; an intra-op pool's own {pool:.2f} s left out" if pool else "")
                + ")" + where)
@@ -291,12 +371,21 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
         syscall_sites={_line(s): s.share for s in sites} if sites else None,
         stime_sites={_line(s): s.share for s in estimated} if estimated else None,
         minor_faults_per_s=os_.minor_faults_per_s, io_calls_per_s=os_.io_calls_per_s,
+        read_mb_per_s=os_.read_bytes_per_s / 1e6 if os_.read_bytes_per_s is not None else None,
+        read_call_bytes=os_.bytes_per_read,
+        storage_read_share=(os_.storage_read_bytes / os_.read_bytes
+                            if os_.storage_read_bytes is not None and os_.read_bytes else None),
+        read_copy_share=copy_share,
         fix=Fix("batch_syscalls", f"{sites[0].function}:{sites[0].line}" if sites else True))
     at = f" at {_line(shown[0])}" if shown else ""
     if shown and shown is estimated:
         at += ", by an estimate from the threads' system time"
     mapping = named and calls is not None and _mapping_memory(calls.calls)
-    if faulting or mapping:
+    if reading and copy_share is not None:
+        advice = [_reading_advice(os_, share, at, copy_share)]
+        evidence = replace(evidence, fix=Fix("read_once", f"{shown[0].function}:{shown[0].line}" if shown
+                                             else True))
+    elif faulting or mapping:
         advice = [_memory_advice(os_, share, at, top_calls if mapping else None, faulting)]
         evidence = replace(evidence, fix=Fix("reuse_memory", f"{shown[0].function}:{shown[0].line}" if shown
                                              else True))
@@ -304,7 +393,7 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
         kind = call_kind(calls.calls) if named and calls is not None else CallKind.MIXED
         advice = [fewer_calls_advice(kind, at, pct(share))]
     advice += list(settings.advice)
-    work = "page faults" if faulting else "system calls"
+    work = "reads' copies" if reading else "page faults" if faulting else "system calls"
     levers = [Lever(LeverKind.REMOVE_WORK, round(cpu_share_gain(share), 2), f"if the {work} cost nothing",
                     f"estimate: the kernel's time is {pct(share)} of the CPU; if it went away, at most "
                     f"{cpu_share_gain(share):.2f}x (Amdahl), an upper bound", upper_bound=True)]

@@ -96,6 +96,9 @@ class ProcRecord:
     # Bytes those calls read (rchar: files, pipes, terminals; not sockets' recv), the same way:
     # what a process pool's workers take in through their task pipe. Empty in older recordings.
     read_chars: list[int] = field(default_factory=list)
+    # Of those, the bytes fetched from storage (read_bytes: what the page cache did not hold),
+    # the same way. Empty in older recordings.
+    storage_reads: list[int] = field(default_factory=list)
     # Machine-wide idle CPU seconds (/proc/stat idle + iowait) at the first and last snapshot:
     # on a shared host the cores this process leaves unused are not all free.
     machine_idle_s: list[float] = field(default_factory=list)
@@ -126,6 +129,7 @@ class ProcRecord:
             "started_at": self.started_at, "ended_at": self.ended_at,
             "target_exited": self.target_exited, "write_syscalls": self.write_syscalls,
             "read_syscalls": self.read_syscalls, "read_chars": self.read_chars,
+            "storage_reads": self.storage_reads,
             "machine_idle_s": self.machine_idle_s,
             "cpu_throttling": self.cpu_throttling, "cpu_cgroup": self.cpu_cgroup,
             "state_samples": self.state_samples, "rss_samples": self.rss_samples,
@@ -150,6 +154,7 @@ class ProcRecord:
         rec.write_syscalls = list(data.get("write_syscalls") or [])
         rec.read_syscalls = list(data.get("read_syscalls") or [])
         rec.read_chars = list(data.get("read_chars") or [])
+        rec.storage_reads = list(data.get("storage_reads") or [])
         rec.machine_idle_s = list(data.get("machine_idle_s") or [])
         rec.cpu_throttling = [list(c) for c in data.get("cpu_throttling") or []]
         rec.cpu_cgroup = data.get("cpu_cgroup")
@@ -401,11 +406,11 @@ class ProcSampler:
     def _snapshot_counters(self, into: dict[int, ThreadCounters]) -> None:
         self._refreshed_at = time.monotonic()
         io = read_proc_text(f"/proc/{self.pid}/io")
-        calls = {line[:5]: int(line.split()[1]) for line in (io or "").splitlines()
-                 if line.startswith(("syscr:", "syscw:", "rchar:"))}
+        calls = {line.split(":", 1)[0]: int(line.split()[1]) for line in (io or "").splitlines()
+                 if line.startswith(("syscr:", "syscw:", "rchar:", "read_bytes:"))}
         # first snapshot, then the latest one
         for key, counter in (("syscw", self.record.write_syscalls), ("syscr", self.record.read_syscalls),
-                             ("rchar", self.record.read_chars)):
+                             ("rchar", self.record.read_chars), ("read_bytes", self.record.storage_reads)):
             if key in calls:
                 counter[1 if counter else 0:] = [calls[key]]
         idle = machine_idle_seconds()

@@ -133,6 +133,9 @@ class ProcessOS:
     # recv) and those calls (syscr), over the window. None in older recordings.
     read_bytes: int | None = None
     read_calls: int | None = None
+    # Of those bytes, the ones fetched from storage (/proc/PID/io read_bytes): the rest the page
+    # cache (or a pipe) served. None in older recordings.
+    storage_read_bytes: int | None = None
     # The CPU of the threads the sampler read a counter of (their run-queue wait's population,
     # where it is most of the process's: runqueue_ratio); None: the same as cpu_s.
     seen_threads_cpu_s: float | None = None
@@ -292,6 +295,7 @@ def summarize(record: ProcRecord) -> ProcessOS:
         cpu_s=cpu, cpu_utilization=cpu / (window * usable), seen_threads_cpu_s=cpu_total,
         io_syscalls=writes + reads if writes is not None and reads is not None else None,
         read_bytes=_change(record.read_chars), read_calls=reads,
+        storage_read_bytes=_change(record.storage_reads),
         runqueue_wait_s=wait_total if wait_known else None,
         runqueue_ratio=runqueue_ratio(wait_total, cpu_total, cpu) if wait_known else None,
         mean_runnable=float(np.mean(list(tally.running.values()))) if tally.running else 0.0,
@@ -441,6 +445,7 @@ def combine(summaries: list[ProcessOS]) -> ProcessOS:
         io_syscalls=sum_known([s.io_syscalls for s in summaries]),
         read_bytes=sum_known([s.read_bytes for s in summaries]),
         read_calls=sum_known([s.read_calls for s in summaries]),
+        storage_read_bytes=sum_known([s.storage_read_bytes for s in summaries]),
         machine_idle_cores=min((s.machine_idle_cores for s in summaries
                                 if s.machine_idle_cores is not None), default=None),
         **_combined_throttling(summaries), **_combined_times(summaries))

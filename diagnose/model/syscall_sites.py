@@ -39,13 +39,14 @@ _WORK_CALLS = frozenset({
 # __write_nocancel, __open64_nocancel, _Fork, __fstatat64, fcntl64.
 _DECORATION = re.compile(r"^(__GI_)?(__libc_|__)?_?|(64)?(_nocancel)?(64)?$")
 _LIBC = re.compile(r"(^|/)(libc|libpthread)([.-]|\.so)")
-# The standard library's own Python files (not an installed package): a call made inside them
-# (subprocess's fork, a socket's sendall) is the service's line that called them.
-_STDLIB = re.compile(r"/lib/python\d\.\d+t?/(?!(site|dist)-packages/)")
+# The standard library's and the installed packages' Python files: a call made inside them
+# (subprocess's fork, a socket's sendall, numpy's np.load reading its file) is the service's line
+# that called them. Where every frame is theirs (a server's own worker), the innermost one.
+_LIBRARY = re.compile(r"/lib/python\d(\.\d+t?)?/|/(site|dist)-packages/")
 
 
-def _stdlib(frame: Frame) -> bool:
-    return bool(_STDLIB.search(frame.file or ""))
+def _library(frame: Frame) -> bool:
+    return bool(_LIBRARY.search(frame.file or ""))
 
 
 def call_name(frame: Frame) -> str | None:
@@ -109,7 +110,10 @@ def syscall_samples(native: Profile | None, tids: set[int], pid: int | None,
         calls[name] = calls.get(name, 0.0) + weight
         if python >= 0:
             caller = next((i for i in range(python, -1, -1)
-                           if not frames[i].native and not _stdlib(frames[i])), python)
+                           if not frames[i].native and not _library(frames[i])), python)
+            outermost = next(i for i in range(python + 1) if not frames[i].native)
+            if caller == outermost < python:  # only the entry script's body: a server's own call
+                caller = python
             frame = frames[caller]
             key = (frame.function, frame.file, frame.line)
             sites[key] = sites.get(key, 0.0) + weight

@@ -22,9 +22,9 @@ from diagnose.model.analysis import Analysis
 from diagnose.model.children import ChildProcesses, child_processes, spawn_sites, spawns
 from diagnose.model.syscall_sites import call_name, syscall_samples
 from diagnose.report.model import NotApplicable
-from tests.conftest import WORKLOADS, marker_line
+from tests.conftest import REPO, WORKLOADS, marker_line
 from tests.replay import replay
-from tests.unit.test_gc_pressure import GIL_WAIT, LIB, LIBC, PYTHON, THREAD, analysis, finding, native, py
+from tests.unit.test_gc_pressure import GIL_WAIT, LIB, LIBC, PYTHON, THREAD, WINDOW_S, analysis, finding, native, py
 
 KERNEL = load_check_settings()["kernel_work"]
 CHILDREN = load_check_settings()["children_cpu"]
@@ -34,6 +34,11 @@ SUBPROCESS = f"{LIB}/subprocess.py"
 WRITING = THREAD + [py("write_response", 44), native("_io_FileIO_write"), native("write", LIBC)]
 # glibc's internal aliases of the same call
 WRITING_GI = THREAD + [py("write_response", 44), native("__GI___libc_write", LIBC)]
+# np.load of a file per request: the read is made inside numpy, an installed package
+NPYIO = "/srv/venv/lib/python3.11/site-packages/numpy/lib/npyio.py"
+READING = THREAD + [py("projection", 58), py("load", 456, NPYIO),
+                    py("read_array", 847, "/srv/venv/lib/python3.11/site-packages/numpy/lib/format.py"),
+                    native("array_fromfile"), native("__libc_read", LIBC)]
 # subprocess.run's fork, made inside the standard library: the service's line is its caller
 SPAWNING = THREAD + [py("fingerprint", 46), py("run", 548, SUBPROCESS), py("Popen.__init__", 1026, SUBPROCESS),
                      py("Popen._execute_child", 1883, SUBPROCESS), native("do_fork_exec"), native("vfork", LIBC)]
@@ -79,6 +84,21 @@ def test_the_line_that_made_the_call_is_the_innermost_python_frame_past_the_stan
     assert calls.calls == (("write", 40), ("vfork", 20))
     assert [(s.function, s.line, s.samples) for s in calls.sites] == [("write_response", 44, 40),
                                                                       ("fingerprint", 46, 20)]
+
+
+def test_a_call_made_inside_an_installed_package_is_the_services_line_that_called_it():
+    found = analysis({1: [(READING, 30), (PYTHON, 30)]})
+    calls = syscall_samples(found.native, {1}, 100)
+    assert calls is not None and calls.calls == (("read", 30),)
+    assert [(s.function, s.line) for s in calls.sites] == [("projection", 58)]
+
+
+def test_a_call_whose_every_python_frame_is_a_librarys_stays_at_the_innermost():
+    server = [native("thread_run"), py("<module>", 6, "/srv/venv/bin/gunicorn"),
+              py("ThreadWorker.handle", 280, "/srv/venv/lib/python3.11/site-packages/gunicorn/workers/gthread.py"),
+              py("write", 348, "/srv/venv/lib/python3.11/site-packages/gunicorn/util.py"), native("send", LIBC)]
+    calls = syscall_samples(analysis({1: [(server, 10)]}).native, {1}, 100)
+    assert calls is not None and [(s.function, s.line) for s in calls.sites] == [("write", 348)]
 
 
 def test_without_native_frames_no_call_is_seen():
@@ -195,6 +215,50 @@ def test_a_recursion_whose_mapping_also_faults_keeps_the_recursion_in_the_one_me
     assert "the threads were inside" in first and "page faults a second" in first
     assert "iterative" in first and "Reuse the buffers" in first and "buffer the writes" not in first
     assert [f.knob for f in result.fixes] == ["reuse_memory"]
+
+
+def reader(read_gb: float, storage_gb: float | None = 0.0) -> Analysis:
+    """Threads reading a file per request: 1.0 s of system time of 1.5 s, `read_gb` taken in by
+    read calls (rchar) over the window, `storage_gb` of it from storage."""
+    found = with_times(analysis({1: [(READING, 30), (PYTHON, 30)], 2: [(GIL_WAIT, 60)]}), 0.5, 1.0)
+    assert found.os is not None
+    found.os = dataclasses.replace(found.os, read_bytes=int(read_gb * 1e9), read_calls=1000,
+                                   storage_read_bytes=None if storage_gb is None else int(storage_gb * 1e9),
+                                   minor_faults=int(300 * 1000), io_syscalls=1000)
+    return found
+
+
+def test_reads_whose_copies_are_most_of_the_kernels_time_are_told_to_read_once():
+    # fixtures/servers/weights_per_request.py: a 40 MB weights file np.load-ed per request, 3.55
+    # GB a second from the page cache; the faults of the fresh arrays outnumber the calls, but
+    # reusing a buffer for the read keeps the copy (0.15-0.17 s of system time per GB either way)
+    found = kernel_work.run(reader(read_gb=5.0), KERNEL)
+    assert isinstance(found, Finding) and found.score == 100
+    assert found.evidence["read_copy_share"] == pytest.approx(5.0 * KERNEL.copy_s_per_gb / 1.0)
+    assert found.evidence["storage_read_share"] == 0.0
+    assert found.evidence["read_mb_per_s"] == pytest.approx(5000 / WINDOW_S)
+    first = found.advice[0]
+    assert first.startswith("Read once what every call reads again at projection")
+    assert "served from memory" in first and "mmap_mode" in first and "Reuse the buffers" not in first
+    assert (found.sites[0].function, found.sites[0].line) == ("projection", 58)
+    assert [f.knob for f in found.fixes] == ["read_once"]
+    assert "its read calls took in" in found.summary
+
+
+def test_reads_from_storage_are_said_to_come_from_storage():
+    found = kernel_work.run(reader(read_gb=5.0, storage_gb=4.0), KERNEL)
+    assert isinstance(found, Finding)
+    assert "80% of it fetched from storage" in found.advice[0]
+    assert "served from memory" not in found.advice[0]
+
+
+def test_reads_whose_copies_explain_little_of_the_kernels_time_leave_the_faults_advice():
+    # 1 GB over the window copies in ~0.16 s of the 1.0 s system time: the faults are the work
+    found = kernel_work.run(reader(read_gb=1.0, storage_gb=None), KERNEL)
+    assert isinstance(found, Finding)
+    assert found.evidence["read_copy_share"] < KERNEL.reads_share
+    assert found.advice[0].startswith("Stop mapping and unmapping memory on every call")
+    assert [f.knob for f in found.fixes] == ["reuse_memory"]
 
 
 def test_a_few_percent_of_system_time_shows_no_problem():
@@ -372,3 +436,38 @@ def test_page_faults_name_the_line_that_touches_fresh_memory_not_where_it_is_unm
     assert isinstance(found.evidence.get("minor_faults_per_s"), float)
     assert report.verdict.first_advice[0].startswith("Stop mapping and unmapping memory on every call at handle")
     assert [f.knob for f in found.fixes] == ["reuse_memory"]
+
+
+def test_a_weights_file_loaded_per_request_is_told_to_load_once_not_to_reuse_buffers(tmp_path):
+    # fixtures/servers/weights_per_request.py under gunicorn -k gthread --threads 4 with wrk
+    # (fixtures/recorded/kernel): 81% of the CPU system time, 37,000 page faults a second of the
+    # fresh arrays, and 5.18 GB a second of reads the page cache served. The faults' advice
+    # ("reuse the buffers") was the verdict's, with no gain: the threads inside `read` sampled
+    # as waiting on I/O. Loading the matrix once was measured 5.42x.
+    report = replay("kernel", "weights_loaded_per_request_gthread", tmp_path)
+    assert report.verdict.primary == "kernel_work"
+    found = next(f for f in report.findings if f.id == "kernel_work")
+    line = marker_line(REPO / "fixtures" / "servers" / "weights_per_request.py", "load-per-request")
+    assert found.sites and (found.sites[0].function, found.sites[0].line) == ("projection", line)
+    assert found.evidence["storage_read_share"] == 0.0
+    assert found.evidence["read_copy_share"] >= KERNEL.reads_share
+    assert report.verdict.first_advice[0].startswith("Read once what every call reads again at projection")
+    assert [f.knob for f in found.fixes] == ["read_once"]
+    assert found.predicted_gain == pytest.approx(4.0)  # Amdahl on 81%, capped
+
+
+def test_threads_sampled_waiting_in_their_reads_still_gain_when_the_cores_are_busy():
+    # a read the page cache serves samples as an I/O wait while the kernel copies on the
+    # thread's core: the process's cores, not the samples' states, say whether the CPU limits it
+    found = reader(read_gb=5.0)
+    assert found.os is not None
+    idle = THREAD[:-1] + [py("Queue.get", 171, f"{LIB}/queue.py"), native("PyThread_acquire_lock_timed"),
+                          native("pthread_cond_timedwait", LIBC)]
+    waiting = with_times(analysis({1: [(READING, 10), (PYTHON, 40), (idle, 150)]}), 0.5, 1.0)
+    assert waiting.os is not None
+    busy_cores = dataclasses.replace(found.os, cpu_utilization=0.9)
+    for utilization, gains in ((0.9, True), (0.3, False)):
+        waiting.os = dataclasses.replace(busy_cores, cpu_utilization=utilization)
+        result = kernel_work.run(waiting, KERNEL)
+        assert isinstance(result, Finding)
+        assert (result.predicted_gain > 1.0) is gains, (utilization, result.gain_basis)
