@@ -117,7 +117,8 @@ class KernelWorkEvidence(Measurements):
                                       none=NOT_MEASURED)
     read_call_bytes: float | None = key("bytes per read call (rchar / syscr)", U.NUMBER, none=NOT_MEASURED)
     storage_read_share: float | None = key("share of those bytes fetched from storage (/proc/PID/io, bytes read "
-                                           "from storage); the rest the page cache or a pipe served", U.PERCENT, none=NOT_MEASURED)
+                                           "from storage); the rest the page cache or a pipe served", U.PERCENT,
+                                           none=NOT_MEASURED)
     read_copy_share: float | None = key("estimated: share of the system time copying those bytes takes "
                                         "(at the measured system seconds per GB)", U.PERCENT, none=NOT_MEASURED)
     stime_sites: dict[str, float] | None = key(
