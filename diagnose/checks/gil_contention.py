@@ -18,6 +18,7 @@ What to do instead:
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -32,7 +33,7 @@ from diagnose.report.model.findings import Fix
 from diagnose.model.confidence import calibrated_samples
 from diagnose.checks.base import (Finding, Lever, LeverKind, NotApplicable, ScoreBasis, Site,
                                   busy_samples,
-                                  make_finding, more_cores_lever, pct, ramp, remove_work_lever,
+                                  amdahl, make_finding, more_cores_lever, pct, ramp, remove_work_lever,
                                   serial_gain, short_path)
 from diagnose.checks.pipeline_gain import bound_by_bottleneck
 from diagnose.checks.vectorise_gain import Vectorised, function_self_share, hot_loop_share
@@ -40,8 +41,10 @@ from diagnose.model.counters import holder_agreement, wanted_cores
 from diagnose.model.chains import Hop, gil_holder_wait
 from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, LOCK_RESOURCES, GilHolding, blocked_share
 from diagnose.model.kernel_waits import Blocking
-from diagnose.samples.profile import sums_by_code
-from diagnose.vocab import BUSY, ThreadState, WaitKind
+from diagnose.model.syscall_sites import in_library
+from diagnose.report.model.sections import Holder
+from diagnose.samples.profile import Frame, sums_by_code
+from diagnose.vocab import BUSY, RUNNING, ThreadState, WaitKind
 from diagnose.model.waits import describe
 
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
@@ -344,15 +347,26 @@ def _from_native_frames(analysis: Analysis, settings: Settings, total: float) ->
     behind = _waits_behind(analysis, gil.holders[0].share) if gil and gil.holders else 0.0
     vectorised = _vectorised(analysis, holder, behind,
                              share_samples["gil_wait_share"] if share_samples else total)
+    caller = library_holders_caller(analysis, gil.holders[0]) if gil and gil.holders else None
+    levers = _levers(analysis, holder, gain, behind, vectorised)
+    ranked = _ranked_gain(gain, vectorised)
+    if caller is not None:
+        evidence = replace(evidence, fix=Fix("call_less", f"{caller.function}:{caller.line}"))
+        # the advice removes the calls at the caller's line: their time, GIL waits included
+        through = min(1.0, _through_share(analysis, caller) + behind)
+        called = _calls_lever(through, caller)
+        levers.insert(0, called)
+        if called.gain > ranked[0]:
+            ranked = (called.gain, called.basis)
     found = make_finding(ID, settings, score, summary, evidence, sites,
-                         gain=_ranked_gain(gain, vectorised), samples=total,
-                         levers=_levers(analysis, holder, gain, behind, vectorised),
+                         gain=ranked, samples=total,
+                         levers=levers,
                          share_samples=share_samples,
                          calibrated_of={"gil_wait_share": int(total)} if calibrated else None,
                          basis=ScoreBasis("gil_wait_share",
                                           lambda s: ramp(s, settings.low, settings.high) * counters.factor,
                                           lambda s: serial_gain(s, analysis, "")[0]))
-    return _finished(found, gain, vectorised)
+    return _finished(found, gain, vectorised, caller)
 
 
 def _holder_phase_shares(analysis: Analysis) -> dict[str, float]:
@@ -489,26 +503,85 @@ def _ranked_gain(waits: tuple[float, str], vectorised: Vectorised | None) -> tup
     return vectorised.gain, vectorised.basis()
 
 
-def _finished(found: Finding, waits: tuple[float, str], vectorised: Vectorised | None) -> Finding:
+def _finished(found: Finding, waits: tuple[float, str], vectorised: Vectorised | None,
+              caller: Frame | None = None) -> Finding:
     """`found` with the vectorised figure's interval (over the holder's share) where that figure
     ranks; else its gain marked as the floor of what vectorising buys (the waits' figure). Its
-    first advice names the holder's line."""
-    found = _holder_named(found)
+    first advice names the holder's line (and the service's line calling it: `caller`)."""
+    found = _holder_named(found, caller)
+    if caller is not None:
+        return found  # ranked by the calls' removal (an upper bound), not by the waits alone
     if vectorised is None or _ranked_gain(waits, vectorised) is waits:
         return replace(found, gain_floor=FLOOR)
     return replace(found, gain_interval=vectorised.interval)
 
 
-def _holder_named(found: Finding) -> Finding:
+def library_holders_caller(analysis: Analysis, holder: Holder) -> Frame | None:
+    """The service's line that called the library C code holding the GIL (`holder`: a path the
+    interpreter named the holder in, model/gil_holder.py): in the holding stacks whose innermost
+    Python frame is the holder's, the innermost frame outside the standard library and the
+    installed packages, most often. None for a holder in the service's own code, or Python."""
+    if holder.state != ThreadState.NATIVE or not in_library(Frame(holder.function, holder.file, holder.line)):
+        return None
+    callers: Counter[Frame] = Counter()
+    for stack in analysis.gil_holding_stacks:
+        frames = [f for f in analysis.stack_frames(stack) if not f.native]
+        if not frames or (frames[-1].function, frames[-1].file, frames[-1].line) != (
+                holder.function, holder.file, holder.line):
+            continue
+        own = next((f for f in reversed(frames[1:]) if not in_library(f)), None)
+        if own is not None:
+            callers[own] += 1
+    return callers.most_common(1)[0][0] if callers else None
+
+
+def _calls_lever(share: float, caller: Frame) -> Lever:
+    """Amdahl on the calls' share of the busy time (`share`: their running time and the GIL
+    waits behind the top holder). Not an upper bound: the waits behind the calls' other GIL
+    holders (the file read before the parse) and the threads queued elsewhere while they hold it
+    are not counted (json.load of a vocabulary per request: 2.63x figured, 43.7x measured)."""
+    gain = amdahl(share)
+    what = f"the calls at {caller.function}:{caller.line}"
+    return Lever(LeverKind.REMOVE_WORK, round(gain, 2), f"if {what} cost nothing",
+                 f"estimate: {what} are {pct(share)} of the request threads' busy time, by their running time "
+                 f"and the GIL waits behind their top holder; if they cost nothing, {gain:.2f}x (Amdahl), a "
+                 f"floor: the other waits they cause are not counted")
+
+
+def _through_share(analysis: Analysis, caller: Frame) -> float:
+    """The share of the request threads' busy samples running (not waiting for the GIL) in
+    stacks that pass through the line `caller`: the calls' own time, which calling it less
+    removes beside the GIL waits behind it (_waits_behind)."""
+    busy = busy_samples(analysis.request_samples())
+    total = float(busy["count"].sum())
+    if not total:
+        return 0.0
+    running = busy[busy["state"].isin(RUNNING)]
+    stacks = analysis.profile.stacks
+    through = [sid for sid in np.unique(running["stack"].to_numpy()).tolist()
+               if any(analysis.frame(f) == caller for f in stacks[int(sid)])]
+    return float(running.loc[running["stack"].isin(through), "count"].sum()) / total
+
+
+def _holder_named(found: Finding, caller: Frame | None = None) -> Finding:
     """The default advice's first two lines (what holds the GIL, then what to do with "those
     loops") as one that says what to do at the holder's line, the first thing the report's
-    reader sees; advice a user's rules set stays as written."""
+    reader sees; advice a user's rules set stays as written. `caller`: the service's line that
+    calls the library C code holding the GIL (library_holders_caller), which the advice names."""
     default = Settings().advice
     if not found.sites or tuple(found.advice[:2]) != default[:2]:
         return found
     top = found.sites[0]
     if top.share < DIFFUSE_HOLDER_SHARE:
         return replace(found, advice=(DIFFUSE_ADVICE, *found.advice[2:]))
+    if caller is not None:
+        first = (f"Call {top.function} ({short_path(top.file)}:{top.line}) less at {caller.function} "
+                 f"({short_path(caller.file)}:{caller.line}): it is a library's C code that keeps the GIL while "
+                 f"it runs (the interpreter named it the GIL's holder), so the other threads queue behind every "
+                 f"call. Where its input repeats (a file parsed on every request), do it once and keep the "
+                 f"result; else give it less to do per call, use a library that releases the GIL, or run it in "
+                 f"a process pool.")
+        return replace(found, advice=(first, *found.advice[2:]))
     first = (f"Vectorize {top.function} ({short_path(top.file)}:{top.line}) with numpy, move it into a native "
              f"extension that releases the GIL, or run it in a process pool: its pure Python holds the GIL "
              f"while the other threads queue for it.")

@@ -164,6 +164,14 @@ class Analysis:
         return {tid: stacks_at_ticks(changes[tid], np.asarray(times, dtype=np.float64), interval)
                 for tid, times in self.kernel.times.items() if tid in changes and len(times)}
 
+    @functools.cached_property
+    def gil_holding_stacks(self) -> frozenset[int]:
+        """Stacks read as running C code that the interpreter named the GIL's holder at the
+        instants threads waited for it (model/gil_holder.py): the holders of a GIL no Python
+        frame runs. Empty without the kernel's record or the interpreter's state."""
+        from diagnose.model.gil_holder import gil_holding_stacks
+        return gil_holding_stacks(self.kernel, self.tick_stacks)
+
     def stack_frames(self, stack: int) -> list[Frame]:
         """A stack's frames, outermost first."""
         return [self.frame(f) for f in self.profile.stacks[stack]]

@@ -28,6 +28,11 @@ class SampledProcess(Protocol):
     kernel: KernelView | None  # what the kernel saw each blocked thread wait on; None offline
     process_role: ProcessRole
 
+    @property
+    def gil_holding_stacks(self) -> frozenset[int]:
+        """Stacks in C code the interpreter named the GIL's holder at (model/gil_holder.py)."""
+        ...
+
     def request_samples(self) -> pd.DataFrame:
         """The request threads' rows of `samples`."""
         ...

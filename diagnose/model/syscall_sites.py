@@ -45,7 +45,8 @@ _LIBC = re.compile(r"(^|/)(libc|libpthread)([.-]|\.so)")
 _LIBRARY = re.compile(r"/lib/python\d(\.\d+t?)?/|/(site|dist)-packages/")
 
 
-def _library(frame: Frame) -> bool:
+def in_library(frame: Frame) -> bool:
+    """The frame runs the standard library's or an installed package's Python."""
     return bool(_LIBRARY.search(frame.file or ""))
 
 
@@ -110,7 +111,7 @@ def syscall_samples(native: Profile | None, tids: set[int], pid: int | None,
         calls[name] = calls.get(name, 0.0) + weight
         if python >= 0:
             caller = next((i for i in range(python, -1, -1)
-                           if not frames[i].native and not _library(frames[i])), python)
+                           if not frames[i].native and not in_library(frames[i])), python)
             outermost = next(i for i in range(python + 1) if not frames[i].native)
             if caller == outermost < python:  # only the entry script's body: a server's own call
                 caller = python

@@ -326,10 +326,16 @@ def _holders(analysis: SampledProcess, all_samples: _Rows, waiters: pd.DataFrame
     categories = list(state.categories)
     mask = _meets(all_samples, wait_ticks)
     # Threads blocked on a lock themselves (at another call site of the same logger, say) are
-    # waiters too, not holders; for the GIL, the holders are the threads running Python.
+    # waiters too, not holders; for the GIL, the holders are the threads running Python, and
+    # those running C code the interpreter named the holder in (json's decoder, a regex).
     mask &= codes != categories.index(ThreadState.LOCK)
     if kind == WaitKind.GIL:
-        mask &= codes == categories.index(ThreadState.PYTHON)
+        python = codes == categories.index(ThreadState.PYTHON)
+        holding = analysis.gil_holding_stacks
+        if holding and ThreadState.NATIVE in categories:
+            python |= ((codes == categories.index(ThreadState.NATIVE))
+                       & np.isin(all_samples.stack, np.fromiter(holding, dtype=np.int64)))
+        mask &= python
     row_ids = np.flatnonzero(mask)
     # Threads anywhere inside the acquire call itself (waiting, or re-taking the GIL after it)
     # do not hold the resource yet. Not so for logging: the holder logs from the same call site

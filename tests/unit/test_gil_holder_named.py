@@ -9,9 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 from diagnose.collect.kernel_waits import KernelRecord
-from diagnose.model.gil_holder import gil_holding
+from diagnose.model.gil_holder import gil_holding, gil_holding_stacks
 from diagnose.model.kernel_waits import RUNNING_OBJECT, Blocking, KernelView, WaitObject
 from diagnose.vocab import ResourceKind
+from tests.conftest import REPO, marker_line
 from tests.replay import replay
 
 GIL = WaitObject(ResourceKind.GIL, "gil:1", "the GIL", Blocking.GIL, "futex")
@@ -120,3 +121,39 @@ def test_a_holder_named_at_few_instants_on_a_loaded_machine_is_still_read_blocke
     assert "read from the interpreter at 9 of those instants" in gil.summary, gil.summary
     assert "without the GIL" in gil.summary
     assert "Give each thread its own" in gil.advice[0]
+
+
+# -- the stacks in C code that hold the GIL --------------------------------------------------------
+
+def test_a_stack_whose_running_thread_the_interpreter_names_the_holder_holds_the_gil() -> None:
+    # thread 1 waits on the GIL; 3 runs in stack 5 (json's C decoder) and is named the holder at
+    # every tick; 4 runs in stack 9 (a BLAS call that released the GIL) beside it, never named
+    kernel = view({1: [0] * TICKS, 3: [1] * TICKS, 4: [1] * TICKS}, at_every_tick(3))
+    stacks = {1: np.full(TICKS, 2), 3: np.full(TICKS, 5), 4: np.full(TICKS, 9)}
+    assert gil_holding_stacks(kernel, stacks) == frozenset({5})
+
+
+def test_a_stack_named_the_holder_at_few_of_its_contended_ticks_does_not_hold_it() -> None:
+    holders = {t: (3 if k < 2 else 4) for k, t in enumerate(at_every_tick(3))}  # 3 named twice only
+    kernel = view({1: [0] * TICKS, 3: [1] * TICKS, 4: [1] * TICKS}, holders)
+    stacks = {1: np.full(TICKS, 2), 3: np.full(TICKS, 5), 4: np.full(TICKS, 9)}
+    assert gil_holding_stacks(kernel, stacks) == frozenset({9})
+    assert gil_holding_stacks(view({1: [0] * TICKS, 3: [1] * TICKS}, {}), stacks) == frozenset()
+
+
+def test_a_gil_held_by_a_librarys_c_code_names_it_and_the_services_line_that_calls_it(tmp_path) -> None:
+    # fixtures/recorded/gil_c_holder: json's C decoder parsing a vocabulary per request under a
+    # gunicorn gthread worker. Its samples read as native code; the holders were the threads
+    # running Python, and the advice was to vectorise gunicorn's response write.
+    report = replay("gil_c_holder", "vocab_parsed_per_request_gthread", tmp_path)
+    assert report.verdict.primary == "gil_contention"
+    found = next(f for f in report.findings if f.id == "gil_contention")
+    assert found.sites and found.sites[0].function == "JSONDecoder.raw_decode"
+    line = marker_line(REPO / "fixtures" / "servers" / "vocab_per_request.py", "vocab-per-request")
+    first = report.verdict.first_advice[0]
+    assert first.startswith("Call JSONDecoder.raw_decode (json/decoder.py:")
+    assert f"less at load_vocab (servers/vocab_per_request.py:{line})" in first
+    assert "Vectorize" not in first and "write" not in first
+    assert found.levers[0].label == f"if the calls at load_vocab:{line} cost nothing"
+    assert found.predicted_gain == found.levers[0].gain > 2.0
+    assert [f.knob for f in found.fixes] == ["call_less"]
