@@ -3,15 +3,18 @@
 What it finds:
     The share of request-thread time runnable but waiting for the GIL, from native frames (or a
     calibration), or estimated from Python-active time beyond the CPU time the threads got; and
-    what the holder was running. Only between threads: a one-thread process is not contended.
+    what the holder was running: Python, or C code that keeps the GIL (a stack whose running
+    thread the interpreter's own state named the holder at the kernel's ticks with a waiter:
+    json's decoder, a regex). Only between threads: a one-thread process is not contended.
 
 Why it matters:
-    Pure-Python code holds the GIL while the other threads queue for it. More threads make GIL
-    contention worse, not better.
+    Pure-Python code, and C code that never releases it, holds the GIL while the other threads
+    queue for it. More threads make GIL contention worse, not better.
 
 What to do instead:
     Vectorise the holder's line, move it into a native extension that releases the GIL, or run
-    it in a process pool. Where no line holds it long (the top holder line under a tenth of the
+    it in a process pool. A library's C code holding it: call it less at the service's line that
+    calls it (parse a file once, not per request). Where no line holds it long (the top holder line under a tenth of the
     instants threads waited), the threads hand it over at every call that releases it: make
     fewer such calls per request, or run the work in processes.
 """

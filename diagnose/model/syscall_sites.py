@@ -4,9 +4,10 @@ The kernel's time for a process (its /proc/PID/stat stime) says how much, not wh
 frames say where: a sample whose innermost native frames (below the innermost Python frame) are
 one of the C library's system-call wrappers (`write`, `read`, `openat64`, `vfork`, ...) caught
 the thread inside that call, and the Python frame above it is the line that made it (a file
-object's `write`, `os.read`; past the standard library's own files, the service's line that called
-them: `subprocess.run`'s fork is its caller's). Calls that sleep (futex, poll, select,
-epoll_wait, nanosleep) are waits, not the kernel's work: they are left to the wait analysis.
+object's `write`, `os.read`; past the standard library's and installed packages' files, the
+service's line that called them: `subprocess.run`'s fork is its caller's, `np.load`'s read too).
+Calls that sleep (futex, poll, select, epoll_wait, nanosleep) are waits, not the kernel's work:
+they are left to the wait analysis.
 
 Without native frames the calls are not visible: the sites are then none, and a check says the
 kernel's time has no line.
