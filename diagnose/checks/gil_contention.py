@@ -44,7 +44,7 @@ from diagnose.model.counters import holder_agreement, wanted_cores
 from diagnose.model.chains import Hop, gil_holder_wait
 from diagnose.model.gil_holder import HELD_ASLEEP_SHARE, LOCK_RESOURCES, GilHolding, blocked_share
 from diagnose.model.kernel_waits import Blocking
-from diagnose.model.syscall_sites import in_library
+from diagnose.model.syscall_sites import in_library, service_caller
 from diagnose.report.model.sections import Holder
 from diagnose.samples.profile import Frame, sums_by_code
 from diagnose.vocab import BUSY, RUNNING, ThreadState, WaitKind
@@ -355,8 +355,8 @@ def _from_native_frames(analysis: Analysis, settings: Settings, total: float) ->
     ranked = _ranked_gain(gain, vectorised)
     if caller is not None:
         evidence = replace(evidence, fix=Fix("call_less", f"{caller.function}:{caller.line}"))
-        # the advice removes the calls at the caller's line: their time, GIL waits included
-        # the calls include the holder's own work: at least what removing it buys
+        # the advice removes the calls at the caller's line: their running time and the GIL
+        # waits behind the holder, at least what removing the holder's own work buys
         held = min(1.0, (_self_share(analysis, holder) if holder else 0.0) + behind)
         through = max(min(1.0, _through_share(analysis, caller) + behind), held)
         called = _calls_lever(through, caller)
@@ -515,7 +515,7 @@ def _finished(found: Finding, waits: tuple[float, str], vectorised: Vectorised |
     first advice names the holder's line (and the service's line calling it: `caller`)."""
     found = _holder_named(found, caller)
     if caller is not None:
-        return found  # ranked by the calls' removal (an upper bound), not by the waits alone
+        return found  # ranked by the calls' removal (a floor of it), not by the waits alone
     if vectorised is None or _ranked_gain(waits, vectorised) is waits:
         return replace(found, gain_floor=FLOOR)
     return replace(found, gain_interval=vectorised.interval)
@@ -530,11 +530,11 @@ def library_holders_caller(analysis: Analysis, holder: Holder) -> Frame | None:
         return None
     callers: Counter[Frame] = Counter()
     for stack in analysis.gil_holding_stacks:
-        frames = [f for f in analysis.stack_frames(stack) if not f.native]
-        if not frames or (frames[-1].function, frames[-1].file, frames[-1].line) != (
-                holder.function, holder.file, holder.line):
+        frames = analysis.stack_frames(stack)
+        leaf = next((f for f in reversed(frames) if not f.native), None)
+        if leaf is None or (leaf.function, leaf.file, leaf.line) != (holder.function, holder.file, holder.line):
             continue
-        own = next((f for f in reversed(frames[1:]) if not in_library(f)), None)
+        own = service_caller(frames)
         if own is not None:
             callers[own] += 1
     return callers.most_common(1)[0][0] if callers else None

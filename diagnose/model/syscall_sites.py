@@ -16,6 +16,7 @@ kernel's time has no line.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +50,15 @@ _LIBRARY = re.compile(r"/lib/python\d(\.\d+t?)?/|/(site|dist)-packages/")
 def in_library(frame: Frame) -> bool:
     """The frame runs the standard library's or an installed package's Python."""
     return bool(_LIBRARY.search(frame.file or ""))
+
+
+def service_caller(frames: Sequence[Frame]) -> Frame | None:
+    """The service's line that called into the libraries (frames outer to inner): the innermost
+    Python frame outside the standard library and the installed packages, the entry script's
+    body (the outermost Python frame: a server's own `<module>`) excepted; None where there is
+    none."""
+    python = [f for f in frames if not f.native]
+    return next((f for f in reversed(python[1:]) if not in_library(f)), None)
 
 
 def call_name(frame: Frame) -> str | None:
@@ -111,12 +121,7 @@ def syscall_samples(native: Profile | None, tids: set[int], pid: int | None,
         in_calls += weight
         calls[name] = calls.get(name, 0.0) + weight
         if python >= 0:
-            caller = next((i for i in range(python, -1, -1)
-                           if not frames[i].native and not in_library(frames[i])), python)
-            outermost = next(i for i in range(python + 1) if not frames[i].native)
-            if caller == outermost < python:  # only the entry script's body: a server's own call
-                caller = python
-            frame = frames[caller]
+            frame = service_caller(frames[:python + 1]) or frames[python]
             key = (frame.function, frame.file, frame.line)
             sites[key] = sites.get(key, 0.0) + weight
     ranked_calls = sorted(calls.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]

@@ -396,10 +396,10 @@ def hold_through_torn_last_reads(profile: Profile, tree, margin_s: float = EXIT_
         if not track.segments or track.changes is None or track.pid is None:
             continue
         changed, stacks = track.changes
-        tid, start, end = track.segments[-1]
+        if len(stacks) < 2 or profile.stacks[int(stacks[-1])]:
+            continue  # its last read had frames
+        tid, start, _end = track.segments[-1]
         empty = np.array([not profile.stacks[int(sid)] for sid in stacks], dtype=bool)
-        if len(stacks) < 2 or not empty[-1]:
-            continue
         last_whole = int(np.flatnonzero(~empty)[-1]) if (~empty).any() else -1
         if last_whole < 0 or changed[last_whole] < start:
             continue  # no whole read of this OS thread to hold
