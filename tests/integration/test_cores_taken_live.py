@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -66,11 +67,9 @@ def _threads_spin(pid: int, timeout: float = 10.0) -> bool:
     return False
 
 
-@pytest.fixture
+@contextmanager
 def niced_neighbour() -> Iterator[int]:
     """The neighbour's pid, once it spins on both cores at nice -20; killed and reaped after."""
-    if os.geteuid() != 0:
-        pytest.skip("a nice of -20 needs root")
     proc = subprocess.Popen([sys.executable, "-c", SPINNER], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "SPINNING"
@@ -81,19 +80,22 @@ def niced_neighbour() -> Iterator[int]:
         proc.wait()
 
 
-def test_a_healthy_service_beside_a_niced_spinner_reads_cores_taken_naming_it(niced_neighbour, out_dir):
+def test_a_healthy_service_beside_a_niced_spinner_reads_cores_taken_naming_it(out_dir):
+    if os.geteuid() != 0:
+        pytest.skip("a nice of -20 needs root")
     command = workload_command("compute_bound", "--seconds", "60")
     started = time.monotonic()
-    with running(command, ready_timeout=120) as pid:
+    # The service starts first: started beside the neighbour it took 14 s to import its model.
+    with running(command, ready_timeout=120) as pid, niced_neighbour() as neighbour:
         proc, report = run_report("attach", pid, "--duration", "4", "--json", "--output-dir", out_dir,
                                   timeout=120)
     assert proc.returncode == 0 and report is not None, proc.stderr[-3000:]
     taken = finding(report, "cores_taken")
     brief = (report.verdict, taken.summary, dict(taken.evidence))
     assert report.verdict.primary == "cores_taken", brief
-    assert f"pid {niced_neighbour} (" in taken.summary and "nice -20" in taken.summary, brief
+    assert f"pid {neighbour} (" in taken.summary and "nice -20" in taken.summary, brief
     assert evidence(taken, "runqueue_wait_per_cpu_second") > 5.0, brief  # five times a fair share's
     holders = taken.value("holders")
-    assert holders is not None and any(k.startswith(f"pid {niced_neighbour} ") for k in holders.value), brief
-    assert f"renice +19 -p {niced_neighbour}" in taken.advice[1], brief
+    assert holders is not None and any(k.startswith(f"pid {neighbour} ") for k in holders.value), brief
+    assert f"renice +19 -p {neighbour}" in taken.advice[1], brief
     assert time.monotonic() - started < 90
