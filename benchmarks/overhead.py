@@ -14,8 +14,8 @@ the observation window:
   `py-spy record` child that diagnose starts (found by polling its children), so the probes
   before it and the analysis after it are excluded. For `none` it is a plain `--seconds` sleep.
 * **whole attach**: from starting the observer to its exit. For `diagnose` this adds its two
-  `py-spy dump` probes (each pauses every thread once) and its analysis/report writing (CPU
-  that competes with the target on a small machine).
+  `py-spy dump` probes (read without pausing the target; a native one pauses it) and its
+  analysis/report writing (CPU that competes with the target on a small machine).
 
 Rounds are randomized blocks: every round runs each mode once on a fresh process, in shuffled
 order; a mode's "pair" is its run and the same round's `none` run, and its ratio is

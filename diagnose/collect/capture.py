@@ -244,7 +244,8 @@ def _safe_name(pid: int) -> str:
 def probe_target(pid: int, wanted: str, retry_s: float, notes: list[str],
                  deferred: bool = False) -> tuple[pyspy.ProbeResult, bool]:
     """One successful `py-spy dump` proves the target readable; a native one also proves that
-    native unwinding works (each dump pauses the target, so we take as few as we can).
+    native unwinding works (a native dump pauses the target, so we take as few as we can; a plain
+    one reads it without pausing it).
     `deferred`: the default plan's native calibration answers the native question itself (its
     recorders start with the window and write nothing where py-spy cannot unwind the target:
     _native_profiles), so only a plain dump is taken: on a saturated 3-worker tree the native
