@@ -160,6 +160,13 @@ def cpu_share_gain(share: float) -> float:
     return amdahl(min(share, MAX_CPU_SHARE))
 
 
+def cpu_share_floor(what: str, share: float) -> str:
+    """Why a gain cpu_share_gain capped is a lower bound (a Finding's gain_floor): `what` was
+    `share` of the CPU, more than the cap Amdahl is taken at."""
+    return (f"{what} was {pct(share)} of the process's CPU, past the {pct(MAX_CPU_SHARE)} the figure is taken at: "
+            f"Amdahl on a share this large says only 'large' (a gc.collect() per request at 99% measured 251x)")
+
+
 def cpu_weight(cores: float | None, busy_cores: float) -> float:
     """How much a share of the process's CPU weighs, 0 to 1: a share matters as much as the
     process uses the cores. A process using next to no CPU loses no throughput to where that CPU

@@ -102,11 +102,11 @@ def annotated(check: CheckSpec[Any], finding: Finding, analysis: Analysis,
         # stating: the cap says "large" (a QueueHandler measured 42x where the cap said 20x)
         floor = (f"the figure is capped at {MAX_AMDAHL:g}x: the share is too close to all of the "
                  f"time for Amdahl to say more than 'large'")
-    # The finding's one knob; several applied together (gc_pressure) name no one of them, so
-    # every measured fix of the check counts.
-    fixes = finding.fixes
-    knob = (fixes[0].knob or None) if len(fixes) == 1 else None
-    fared = fared_words(check.id, knob) if finding.predicted_gain is not None else None
+    # The finding's knobs: the measured fixes of each count (several applied together, or
+    # alternatives), those of the check's other levers (a gc.collect() dropped, beside a heap
+    # frozen) do not; a finding naming none counts every fix of the check.
+    knobs = tuple(fix.knob for fix in finding.fixes if fix.knob) or None
+    fared = fared_words(check.id, knobs) if finding.predicted_gain is not None else None
     if not unseen and floor == finding.gain_floor and fared == finding.fared:
         return finding
     return replace(finding, unseen=tuple(unseen), gain_floor=floor, fared=fared)
