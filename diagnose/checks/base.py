@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -160,11 +160,38 @@ def cpu_share_gain(share: float) -> float:
     return amdahl(min(share, MAX_CPU_SHARE))
 
 
+def cpu_share_capped(share: float) -> bool:
+    """A share of the CPU past MAX_CPU_SHARE: cpu_share_gain took it at the cap, a floor."""
+    return share > MAX_CPU_SHARE
+
+
+def cpu_share_lever(label: str, subject: str, share: float, detail: str = "",
+                    gone: str = "it went away") -> Lever:
+    """The bound if the work `subject` names ("the kernel's time is"), a share `share` of the
+    process's CPU, cost nothing (`gone`, said of it): Amdahl, an upper
+    bound; past MAX_CPU_SHARE taken at the cap, a floor (a gc.collect() per request at 99% of the
+    CPU measured 251x where the cap said 4.00x; a file read per request at 81%, 5.42x)."""
+    gain = cpu_share_gain(share)
+    bound = (f"at least {gain:.2f}x (Amdahl, the share capped at {pct(MAX_CPU_SHARE)}), a floor"
+             if cpu_share_capped(share) else f"at most {gain:.2f}x (Amdahl), an upper bound")
+    return Lever(LeverKind.REMOVE_WORK, round(gain, 2), label,
+                 f"estimate: {subject} {pct(share)} of the CPU{detail}; if {gone}, {bound}",
+                 upper_bound=not cpu_share_capped(share))
+
+
 def cpu_share_floor(what: str, share: float) -> str:
     """Why a gain cpu_share_gain capped is a lower bound (a Finding's gain_floor): `what` was
     `share` of the CPU, more than the cap Amdahl is taken at."""
     return (f"{what} was {pct(share)} of the process's CPU, past the {pct(MAX_CPU_SHARE)} the figure is taken at: "
-            f"Amdahl on a share this large says only 'large' (a gc.collect() per request at 99% measured 251x)")
+            f"Amdahl on a share this large says only 'large'")
+
+
+def floored_at_cpu_cap(found: Finding | NotApplicable, what: str, share: float) -> Finding | NotApplicable:
+    """The finding with its gain stated as a floor where it is Amdahl at the CPU share's cap."""
+    if (isinstance(found, Finding) and cpu_share_capped(share) and found.predicted_gain is not None
+            and found.predicted_gain == round(cpu_share_gain(share), 2) and found.gain_floor is None):
+        return replace(found, gain_floor=cpu_share_floor(what, share))
+    return found
 
 
 def cpu_weight(cores: float | None, busy_cores: float) -> float:

@@ -33,8 +33,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from diagnose.checks.base import (MAX_CPU_SHARE, Finding, Lever, LeverKind, NotApplicable, ScoreBasis, Site,
-                                  cpu_share_gain, cpu_weight, make_finding, pct, ramp, short_path)
+from diagnose.checks.base import (MAX_CPU_SHARE, Finding, NotApplicable, ScoreBasis, Site,
+                                  cpu_share_capped, cpu_share_gain, cpu_share_lever, cpu_weight,
+                                  make_finding, pct, ramp, short_path)
 from diagnose.checks.declare import declarations, key, shared_key
 from diagnose.checks.measurements import Measurements
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
@@ -148,14 +149,12 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
               f"of the CPU, most of it their start-up."]
     advice += list(settings.advice)
     gain_words = (f"estimate: the children used {pct(share)} of the CPU; done in the service at a small part of "
-                  f"that cost, {gain:.2f}x (Amdahl" + (f", the share capped at {pct(MAX_CPU_SHARE)}"
-                                                      if share > MAX_CPU_SHARE else "")
+                  f"that cost, {gain:.2f}x (Amdahl" + (f", the share capped at {pct(MAX_CPU_SHARE)}, where a share "
+                                                      f"says only 'large'" if cpu_share_capped(share) else "")
                   + f"); starting them cost the service up to {pct(parent_share)} more, which the fix removes too "
                     f"(its running samples in a spawning call x its CPU, an overestimate: a thread suspended in "
                     f"vfork reads as running)")
-    levers = [Lever(LeverKind.REMOVE_WORK, round(gain, 2), "if the children cost nothing",
-                    f"estimate: the children are {pct(share)} of the CPU; if they went away, at most "
-                    f"{gain:.2f}x (Amdahl), an upper bound", upper_bound=True)]
+    levers = [cpu_share_lever("if the children cost nothing", "the children are", share, gone="they went away")]
     return make_finding(ID, settings, score, summary, evidence, sites=sites, advice=advice,
                         gain=(gain, gain_words), levers=levers,
                         basis=ScoreBasis("children_share", lambda s: _score(s, cores, settings), cpu_share_gain))

@@ -35,18 +35,19 @@ What to do instead:
 
 The gain is Amdahl on the collector's share of the process's CPU: the window's share scaled
 (fitted where collections interleave with work on other cores), or the native samples' direct
-measure where it rests on enough of them and says more. Past 75% of the CPU the figure is capped
-and stated as a floor: a gc.collect() per request holding the GIL 99% of the window measured 251x.
+measure where it rests on enough of them and says more. Past 75% of the CPU the figure is capped:
+a floor where the advice drops a gc.collect() call (one per request, holding the GIL 99% of the
+window, measured 251x where the cap said 4.00x), else a figure that says only "large".
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from diagnose.checks.base import (MAX_CPU_SHARE, Finding, Lever, LeverKind, NotApplicable, ScoreBasis,
-                                  busy_samples, cpu_share_floor, cpu_share_gain, cpu_weight, make_finding,
-                                  pct, ramp)
+from diagnose.checks.base import (MAX_CPU_SHARE, Finding, NotApplicable, ScoreBasis,
+                                  busy_samples, cpu_share_capped, cpu_share_gain, cpu_share_lever, cpu_weight,
+                                  floored_at_cpu_cap, make_finding, pct, ramp)
 from diagnose.checks.spec import NOT_MEASURED, CheckSettings, CheckSpec, Input
 from diagnose.checks.spec import Unit as U
 from diagnose.checks.declare import declarations, key, shared_key
@@ -274,14 +275,11 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                   f"go back, collect between batches or in a maintenance thread.",
                   "Then, or where the call must stay: " + freeze[0].lower() + freeze[1:]]
     advice += list(settings.advice)
-    capped = cpu_share > MAX_CPU_SHARE
-    bound = (f"at least {cpu_share_gain(cpu_share):.2f}x (Amdahl, the share capped at {pct(MAX_CPU_SHARE)}), a floor"
-             if capped else f"at most {cpu_share_gain(cpu_share):.2f}x (Amdahl), an upper bound")
-    levers = [Lever(LeverKind.REMOVE_WORK, round(cpu_share_gain(cpu_share), 2), "if the collector cost nothing",
-                    f"estimate: the collector is {pct(cpu_share)} of the CPU ({pct(share)} {basis.words}"
-                    + (f", x{CPU_PER_WINDOW:g}" if cpu_share == share * CPU_PER_WINDOW != share
-                       else ", by its native samples" if cpu_share != share else "")
-                    + f"); if its work went away, {bound}", upper_bound=not capped)]
+    detail = (f" ({pct(share)} {basis.words}"
+              + (f", x{CPU_PER_WINDOW:g}" if cpu_share == share * CPU_PER_WINDOW != share
+                 else ", by its native samples" if cpu_share != share else "") + ")")
+    levers = [cpu_share_lever("if the collector cost nothing", "the collector is", cpu_share, detail,
+                              "its work went away")]
     found = make_finding(ID, settings, score, summary, evidence, advice=advice,
                         gain=(gain, gain_words), samples=basis.count, levers=levers,
                         share_samples={"collector_share": measured.running_samples,
@@ -289,9 +287,9 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
                         basis=ScoreBasis(basis.key, lambda s: _score(s, cores, settings),
                                          (lambda s: cpu_share_gain(_cpu_share(basis.key, s, direct)))
                                          if saturated else None))
-    if capped and saturated and isinstance(found, Finding):
-        found = replace(found, gain_floor=cpu_share_floor("the collector", cpu_share))
-    return found
+    # dropping the gc.collect() call removes the collector's work whole: past the cap the figure
+    # is a floor (251x measured where it said 4.00x); freezing the heap removes most of it only
+    return floored_at_cpu_cap(found, "the collector", cpu_share) if saturated and explicit is not None else found
 
 
 def _predicted(basis: _Basis, cpu_share: float, saturated: bool, busy: float | None,
@@ -302,14 +300,16 @@ def _predicted(basis: _Basis, cpu_share: float, saturated: bool, busy: float | N
                      f"collector's {pct(share)} {basis.words} costs their requests latency, not the "
                      f"service throughput")
     gain = cpu_share_gain(cpu_share)
-    capped = cpu_share > MAX_CPU_SHARE
+    capped = cpu_share_capped(cpu_share)
     scaled = (f", about {pct(cpu_share)} of the CPU (x{CPU_PER_WINDOW:g}: a collecting thread holds the GIL "
               f"off a core too; calibrated on the gc_heavy fixture)" if cpu_share == share * CPU_PER_WINDOW != share
               else f", {pct(cpu_share)} of the process's CPU by its native samples" if cpu_share != share else "")
     remedy = ("dropping the gc.collect() call removes its work" if explicit
               else "freezing the long-lived heap and fewer young collections remove most of its work")
-    bound = (f"at least {gain:.2f}x (Amdahl, its share capped at {pct(MAX_CPU_SHARE)})" if capped
-             else f"at most {gain:.2f}x (Amdahl)")
+    bound = (f"at most {gain:.2f}x (Amdahl)" if not capped
+             else f"at least {gain:.2f}x (Amdahl, its share capped at {pct(MAX_CPU_SHARE)})" if explicit
+             else f"about {gain:.2f}x (Amdahl, its share capped at {pct(MAX_CPU_SHARE)}, where a share says only "
+                  f"'large')")
     return gain, (f"estimate: the collector held the GIL {pct(share)} {basis.words}{scaled}, which the "
                   f"threads busy running or waiting for the GIL wait behind; {remedy}: {bound}")
 
