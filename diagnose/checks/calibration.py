@@ -210,6 +210,12 @@ RECORD: dict[str, tuple[MeasuredFix, ...]] = {
                     "the matrix loaded once (LOAD=once)", 4.00, 5.42, knob="read_once"),
         MeasuredFix("the weights_per_request server beside OpenBLAS's pool (OPENBLAS_NUM_THREADS=2)",
                     "the matrix loaded once (LOAD=once)", 1.83, 1.80, knob="read_once"),
+        # a GET per key to a key-value server on the same 2 cores, three alternating 8 s runs each
+        # way (wrk -t2 -c8, gunicorn -k gthread --threads 4 -w 2): 450.6/463.2/373.8 ->
+        # 4104.6/4574.5/3830.3 req/s (9.11x, 9.88x, 10.25x; the median kept). A floor: fewer
+        # round trips also remove the store's work and the service's Python per key
+        MeasuredFix("the features_per_key server (a key-value GET per feature)",
+                    "one MGET for the 100 keys (BATCH=1)", 2.60, 9.88, knob="batch_round_trips"),
     ),
     "pool_transfer": (
         # fixtures/servers/pool_transfer.py under gunicorn -k gthread --threads 4, three

@@ -75,12 +75,14 @@ def call_name(frame: Frame) -> str | None:
 class SyscallSamples:
     """The native samples of a process's threads caught inside a work system call: how many of
     how many (`samples`: every native sample of those threads), the calls by name and the lines
-    that made them, most first."""
+    that made them, most first; `top_caller_calls`, the calls made by the function of the first
+    line (on any of its lines: a send and the receive of its answer are two lines of one loop)."""
 
     samples: int
     in_calls: int
     calls: tuple[tuple[str, int], ...]
     sites: tuple[LineSamples, ...]
+    top_caller_calls: tuple[tuple[str, int], ...] = ()
 
     @property
     def share(self) -> float:
@@ -110,6 +112,7 @@ def syscall_samples(native: Profile | None, tids: set[int], pid: int | None,
         return None
     calls: dict[str, float] = {}
     sites: dict[tuple[str, str, int], float] = {}
+    by_caller: dict[tuple[str, str], dict[str, float]] = {}
     in_calls = 0.0
     for sid in np.flatnonzero(counts > 0):
         frames = [native.frames[f] for f in native.stacks[int(sid)]]
@@ -124,8 +127,12 @@ def syscall_samples(native: Profile | None, tids: set[int], pid: int | None,
             frame = service_caller(frames[:python + 1]) or frames[python]
             key = (frame.function, frame.file, frame.line)
             sites[key] = sites.get(key, 0.0) + weight
+            made = by_caller.setdefault((frame.function, frame.file), {})
+            made[name] = made.get(name, 0.0) + weight
     ranked_calls = sorted(calls.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
     ranked_sites = sorted(sites.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+    top = by_caller.get(ranked_sites[0][0][:2], {}) if ranked_sites else {}
     return SyscallSamples(total, int(round(in_calls)),
                           tuple((n, int(round(c))) for n, c in ranked_calls),
-                          tuple(LineSamples(f, file, line, int(round(c))) for (f, file, line), c in ranked_sites))
+                          tuple(LineSamples(f, file, line, int(round(c))) for (f, file, line), c in ranked_sites),
+                          tuple((n, int(round(c))) for n, c in sorted(top.items(), key=lambda kv: (-kv[1], kv[0]))))
