@@ -48,6 +48,14 @@ IDLE_SAMPLES_PER_WINDOW = 10
 # of the Python recorders and of the /proc sampler are halved: ~1,000 thread-samples over a 10 s
 # window still score the shares, and the observer's CPU stays near what it costs one process.
 SATURATED_BUDGET_SHARE = 0.5
+# A blocking native sample stops every thread of the process, and a thread waiting in the run
+# queue stops only once the scheduler gives it a core: on the scheduler_overhead fixture (64 busy
+# threads, 23 runnable per core) each native sample took 57 ms, the service stopped 23% of the
+# window at 4 Hz. A process whose stops would take more than MAX_NATIVE_PAUSE_SHARE of the window
+# at the native rate is not calibrated natively: its states come from its non-blocking samples
+# and /proc, and a run queue that long is its problem, which /proc measures.
+STOP_PER_QUEUED_THREAD_S = 0.0025
+MAX_NATIVE_PAUSE_SHARE = 0.05
 # The /proc sampler reads one small file per thread per tick; its budget is similar.
 PROC_READS_PER_SECOND = 300
 MIN_PROC_INTERVAL_S = 0.1
@@ -168,6 +176,16 @@ def saturates(busy: list[ProcessActivity], cores: int | None) -> bool:
     return bool(cores) and len(busy) > 1 and bool(demand) and sum(demand) >= (cores or 0)
 
 
+def native_pause_share(activity: ProcessActivity, cores: int | None, rate_hz: int) -> float | None:
+    """The share of the window a native recorder at `rate_hz` would keep the process stopped: its
+    threads queued per core (run plus run-queue time per second, schedstat, over the `cores`)
+    times STOP_PER_QUEUED_THREAD_S per sample; None where either is not known."""
+    demand = activity.demand_cores
+    if not cores or demand != demand:
+        return None
+    return rate_hz * STOP_PER_QUEUED_THREAD_S * max(1.0, demand / cores)
+
+
 def idle_rate_hz(duration_s: float | None) -> int:
     """An idle process's rate: the least from IDLE_PROCESS_RATE_HZ up whose stop lead is uncut
     (uncut_rate) and that expects IDLE_SAMPLES_PER_WINDOW samples before that lead (stop_lead_s)
@@ -212,7 +230,12 @@ def plan_tree(activity: list[ProcessActivity], requested_rate: int | None,
     # shares rest on its samples (classify/calibrate.py needs MIN_SUPPORT per stack).
     native_rate = (stoppable_rate(_native_rate(sum(a.threads for a in calibrated.values()),
                                                len(busy)), duration_s) if native else 0)
-    chosen = {a.pid for a in calibrated.values()}
+    pauses = {a.pid: native_pause_share(a, cores, native_rate) for a in calibrated.values()}
+    too_costly = {pid: paused for pid, paused in pauses.items()
+                  if native_rate and paused is not None and paused > MAX_NATIVE_PAUSE_SHARE}
+    chosen = {a.pid for a in calibrated.values()} - set(too_costly)
+    if not chosen:
+        native_rate = 0
     busy_pids = {a.pid for a in busy}
     processes = tuple(PlannedProcess(a.pid, rate if a.pid in busy_pids else idle_rate,
                                   native_rate if a.pid in chosen else 0, a.pid in busy_pids)
@@ -229,6 +252,11 @@ def plan_tree(activity: list[ProcessActivity], requested_rate: int | None,
     if native_rate:
         reason += (f"{NATIVE_REASON} at {native_rate} Hz in {len(chosen)} of them to "
                    f"calibrate thread states (one per program)")
+    if too_costly:
+        worst = max(too_costly.values())
+        reason += (f"; no native calibration in {len(too_costly)} process{'es' if len(too_costly) > 1 else ''} "
+                   f"whose run queue would keep {'them' if len(too_costly) > 1 else 'it'} stopped ~{worst:.0%} "
+                   f"of the window")
     # the /proc sampler's reads come out of the service too: the same share of its budget
     proc_interval = _proc_interval(threads or 1, len(activity), share)
     sampling = SamplingPlan(rate, proc_interval, True, reason, nonblocking=True,

@@ -177,3 +177,23 @@ def test_saturation_is_not_guessed_without_schedstat_or_cores():
     assert plan_tree(busy, None, cores=2).sampling.rate_hz == round(200 / 10)
     assert plan_tree([saturating(101, 2.0), saturating(102, 2.0)], None).sampling.rate_hz == 20
 
+
+
+def test_a_process_whose_run_queue_would_keep_it_stopped_is_not_calibrated_natively():
+    # the scheduler_overhead fixture: 65 threads wanting ~46 cores on 2, 23 queued per core; each
+    # blocking native sample waits for every one of them to be scheduled to stop (57 ms measured)
+    plan = plan_tree([saturating(7, 46.0, threads=65)], None, cores=2, duration_s=10)
+    assert plan.sampling.native_rate_hz == 0
+    assert all(p.native_rate_hz == 0 for p in plan.processes)
+    assert "no native calibration in 1 process whose run queue would keep it stopped" in plan.sampling.reason
+    assert "plus native stacks" not in plan.sampling.reason
+    assert plan.sampling.rate_hz > 0  # the non-blocking samples stay
+
+
+def test_a_short_run_queue_keeps_the_native_calibration():
+    # two request threads and their BLAS pools: 8 threads wanting 4 cores on 2
+    plan = plan_tree([saturating(7, 4.0, threads=8)], None, cores=2, duration_s=10)
+    assert plan.sampling.native_rate_hz > 0 and "no native calibration" not in plan.sampling.reason
+    # without schedstat's run-queue time nothing is guessed
+    unknown = plan_tree([saturating(7, float("nan"), threads=65)], None, cores=2, duration_s=10)
+    assert unknown.sampling.native_rate_hz > 0
