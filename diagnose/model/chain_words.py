@@ -53,6 +53,8 @@ def _hop_words(hop: Hop) -> list[str]:
     servers += [f"pid {p}" for p in hop.pids if p not in read]
     if hop.thread is not None:
         servers.append(f"{hop.thread_name} (thread {hop.thread})" if hop.thread_name else f"thread {hop.thread}")
+    if hop.held_by:
+        servers.append(f"held most by {hop.held_by}")
     if hop.workers:
         servers.append(f"{hop.workers} worker thread{'' if hop.workers == 1 else 's'}, "
                        f"{hop.workers_busy:.1f} busy on average")

@@ -59,6 +59,9 @@ class Hop:
     workers: int = 0
     workers_busy: float = 0.0
     key: str = ""  # the wait object's key (WaitObject.key), where a reader asks for it (a pool's)
+    # the code most often holding it while others waited ("app (app.py:49)"): the GIL's top
+    # holder in the wait-site table, where one was named
+    held_by: str = ""
 
     @property
     def saturation(self) -> float:
@@ -159,6 +162,9 @@ class ChainContext:
     # its pools (a Queue of connections) and what their items' holders slept on, by the
     # condition's key (model/condition_waits.py), where read (the service's own process)
     pools: Mapping[str, PoolHolding] = field(default_factory=dict)
+    # the code most often holding its GIL while threads waited for it (the GIL wait site's top
+    # holder: a Python line, or C code the interpreter named the holder), where one was named
+    gil_held_by: str = ""
 
 
 @dataclass(frozen=True)
@@ -236,7 +242,7 @@ def _gil(obj: WaitObject, context: ChainContext) -> Step:
     """The GIL's holder, and what it slept on holding it (gil_holder_wait): a lock's holder
     ends the chain there; any other wait is the holder's own (the kernel names no object to
     follow it by)."""
-    hop = Hop(ResourceKind.GIL, obj.label)
+    hop = Hop(ResourceKind.GIL, obj.label, held_by=context.gil_held_by)
     waited = gil_holder_wait(context)
     if waited is None:
         return Step((hop,), ChainEnd.GIL_HOLDER)

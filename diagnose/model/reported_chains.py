@@ -82,4 +82,5 @@ def _hop(hop: Hop) -> ChainHop:
     return ChainHop(resource=hop.resource, label=hop.label, share=round(hop.share, 4), address=hop.address,
                     pids=read + tuple(p for p in hop.pids if p not in read), thread=hop.thread,
                     saturation=round(hop.saturation, 4) if hop.processes else None,
-                    workers=hop.workers or None, workers_busy=hop.workers_busy if hop.workers else None)
+                    workers=hop.workers or None, workers_busy=hop.workers_busy if hop.workers else None,
+                    held_by=hop.held_by or None)

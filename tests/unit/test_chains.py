@@ -340,3 +340,25 @@ def test_a_chain_prints_every_hop_on_one_line(front_end, backend_pid):
                     f"(python feature_backend.py --seconds 120 --port {chain.first.address.rsplit(':', 1)[1]}): "
                     f"busiest thread {chain.local_servers[0].busiest_thread_cores:.2f} cores "
                     f"→ end: the server at capacity")
+
+
+def test_a_gil_chain_names_the_code_holding_the_gil_most(tmp_path_factory):
+    """The GIL's waiters end at its holder: the chain names the code the wait-site table found
+    holding it (a gc.collect() per request at its line; json's C decoder, named by the
+    interpreter's state), so the chain says where the time goes, not only that a holder has it."""
+    collect = _analyses(tmp_path_factory, "gc_collect_called", "collect_per_request_gthread")
+    vocab = _analyses(tmp_path_factory, "gil_c_holder", "vocab_parsed_per_request_gthread")
+    for found, holder in ((collect, "app (collect_per_request.py:"), (vocab, "JSONDecoder.raw_decode (decoder.py:")):
+        worker = next(a for a in found.values() if any(c.first.resource == ResourceKind.GIL for c in a.chains))
+        chain = next(c for c in worker.chains if c.first.resource == ResourceKind.GIL)
+        assert chain.first.held_by.startswith(holder), chain_line(chain)
+        assert f"→ the GIL → held most by {holder}" in chain_line(chain)
+
+
+def test_an_incidental_holder_is_not_named_on_the_chain(tmp_path_factory):
+    # the GIL held asleep in a C call: the wait-site table's top Python holder ran 2% of the
+    # waits; the chain goes on to what the holder slept on instead
+    found = _analyses(tmp_path_factory, "gil_held_asleep_busy_machine", "front_end_8_threads")[ProcessRole.SINGLE]
+    chain = found.chains[0]
+    assert chain.first.resource == ResourceKind.GIL and chain.first.held_by == ""
+    assert "held most by" not in chain_line(chain)

@@ -39,6 +39,8 @@ class ChainHop:
     # on average; absent where no pool serves it
     workers: int | None = field(default=None, metadata=OPTIONAL)
     workers_busy: float | None = field(default=None, metadata=OPTIONAL)
+    # the code most often holding it while others waited (the GIL's top holder), where named
+    held_by: str | None = field(default=None, metadata=OPTIONAL)
 
 
 @dataclass(frozen=True)

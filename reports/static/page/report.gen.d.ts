@@ -538,6 +538,7 @@ declare namespace Model {
     saturation?: number;
     workers?: number;
     workers_busy?: number;
+    held_by?: string;
   }
 
   /** Where a chain of waits ends (model/chains.py): what, past every hop the model can follow, ends the waiters' wait. (diagnose.vocab.ChainEnd) */
