@@ -281,12 +281,12 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     levers = [cpu_share_lever("if the collector cost nothing", "the collector is", cpu_share, detail,
                               "its work went away")]
     found = make_finding(ID, settings, score, summary, evidence, advice=advice,
-                        gain=(gain, gain_words), samples=basis.count, levers=levers,
-                        share_samples={"collector_share": measured.running_samples,
-                                       "collector_held_share": polls},
-                        basis=ScoreBasis(basis.key, lambda s: _score(s, cores, settings),
-                                         (lambda s: cpu_share_gain(_cpu_share(basis.key, s, direct)))
-                                         if saturated else None))
+                         gain=(gain, gain_words), samples=basis.count, levers=levers,
+                         share_samples={"collector_share": measured.running_samples,
+                                        "collector_held_share": polls},
+                         basis=ScoreBasis(basis.key, lambda s: _score(s, cores, settings),
+                                          (lambda s: cpu_share_gain(_cpu_share(basis.key, s, direct)))
+                                          if saturated else None))
     # dropping the gc.collect() call removes the collector's work whole: past the cap the figure
     # is a floor (251x measured where it said 4.00x); freezing the heap removes most of it only
     return floored_at_cpu_cap(found, "the collector", cpu_share) if saturated and explicit is not None else found
