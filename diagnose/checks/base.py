@@ -43,12 +43,16 @@ class FindingTexts(Protocol):
 
 
 def remove_work_lever(share: float, what: str, of: str) -> Lever:
-    """The bound if `what` (a share `share` of `of`) cost nothing: Amdahl, an upper bound."""
+    """The bound if `what` (a share `share` of `of`) cost nothing: Amdahl, an upper bound; at
+    MAX_AMDAHL the figure is capped, a floor."""
     gain = amdahl(share)
-    capped = " (capped: a share this close to all of it says 'large')" if gain >= MAX_AMDAHL else ""
+    if gain >= MAX_AMDAHL:  # capped: the figure says "large", and the bound is past it
+        return Lever(LeverKind.REMOVE_WORK, round(gain, 2), f"if {what} cost nothing",
+                     f"estimate: {what} is {pct(share)} of {of}; if it cost nothing, at least {gain:.2f}x "
+                     f"(Amdahl, capped: a share this close to all of it says 'large'), a floor")
     return Lever(LeverKind.REMOVE_WORK, round(gain, 2), f"if {what} cost nothing",
                  f"estimate: {what} is {pct(share)} of {of}; if it cost nothing, at most "
-                 f"{gain:.2f}x{capped} (Amdahl), an upper bound", upper_bound=True)
+                 f"{gain:.2f}x (Amdahl), an upper bound", upper_bound=True)
 
 
 def more_cores_lever(gain: float, basis: str) -> Lever:

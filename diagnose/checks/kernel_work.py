@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from diagnose.checks.base import (MAX_CPU_SHARE, Finding, NotApplicable, ScoreBasis, Site,
+from diagnose.checks.base import (MAX_CPU_SHARE, Finding, Lever, LeverKind, NotApplicable, ScoreBasis, Site,
                                   busy_samples, cpu_share_capped, cpu_share_gain, cpu_share_lever, cpu_weight,
                                   make_finding, pct, ramp, short_path)
 from diagnose.checks.kernel_calls import CallKind, call_kind, fewer_calls_advice, round_trips
@@ -411,6 +411,13 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     advice += list(settings.advice)
     work = "reads' copies" if reading else "page faults" if faulting else "system calls"
     levers = [cpu_share_lever(f"if the {work} cost nothing", "the kernel's time is", share)]
+    if round_trip:
+        # the advice's own lever: it removes more than the calls (the peer's work per item too),
+        # so Amdahl on the kernel's share is its floor, not its bound
+        levers = [Lever(LeverKind.REMOVE_WORK, round(cpu_share_gain(share), 2), "with fewer round trips",
+                        f"estimate: the kernel's time is {pct(share)} of the CPU; fewer round trips remove most of "
+                        f"it and the peer's work and the service's Python per item too: at least "
+                        f"{cpu_share_gain(share):.2f}x (Amdahl on the kernel's share), a floor")]
     # the capped figure is no floor for the advice, which removes most of the work, not all of
     # it (a buffered spool file measured 3.24x where it said 4.00x); the lever's "cost nothing" is
     found = make_finding(ID, settings, score, summary, evidence, sites=shown, advice=advice,

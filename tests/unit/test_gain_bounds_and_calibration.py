@@ -250,3 +250,18 @@ def test_a_gain_the_idle_cores_did_not_set_is_no_floor():
     alone = _on_a_machine(used=1.9, idle=0.05)
     capped = Finding(id="lock_contention", score=80, predicted_gain=round(1.95 / 1.9, 2))
     assert annotated(CHECKS_BY_ID["lock_contention"], capped, alone).gain_floor is None
+
+
+def test_a_capped_amdahl_figure_is_a_floor_never_an_upper_bound():
+    """Past its cap Amdahl's figure understates the bound: "if X cost nothing, at most 20x (an
+    upper bound)" beside the engine's "20x is a lower bound" said both of one figure (a QueueHandler
+    measured 42x at the 20x cap; a gc.collect() per request 251x at the 4x CPU-share cap)."""
+    from diagnose.checks.base import MAX_CPU_SHARE, cpu_share_lever, remove_work_lever
+
+    capped = remove_work_lever(0.999, "postprocess", "the GIL's holders")
+    assert not capped.upper_bound and "at least 20.00x" in capped.basis and "a floor" in capped.basis
+    below = remove_work_lever(0.5, "postprocess", "the GIL's holders")
+    assert below.upper_bound and "at most 2.00x" in below.basis
+    for share, floor in ((0.99, True), (MAX_CPU_SHARE, False), (0.5, False)):
+        lever = cpu_share_lever("if the collector cost nothing", "the collector is", share)
+        assert lever.upper_bound is not floor and ("a floor" in lever.basis) is floor, (share, lever)

@@ -128,4 +128,9 @@ def test_recorded_feature_fetch_per_key_is_told_to_batch_its_round_trips(tmp_pat
                                                      f"(servers/features_per_key.py:{line})")
     # the kernel's share is a floor for it: the store's work per key goes too
     assert found.gain_floor is not None and "peer's work" in found.gain_floor
+    # the ranked lever is the advice's own, a floor: not "if the system calls cost nothing", an
+    # upper bound, beside a note calling the same figure a lower bound
+    lever = found.levers[0]
+    assert lever.label == "with fewer round trips" and not lever.upper_bound
+    assert lever.gain == found.predicted_gain and "a floor" in lever.basis
     assert found.fared is not None and "MGET" in found.fared
