@@ -227,7 +227,9 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     direct = _direct_share(measured, settings) if basis.key == "collector_held_share" else None
     cpu_share = _cpu_share(basis.key, share, direct)
     top = measured.sites[0] if measured.collector_samples and measured.sites else None
-    explicit = top if measured.explicit_share >= EXPLICIT_SHARE else None
+    # the line calling gc.collect() most (the collections' top line may be an allocation's)
+    explicit = (measured.explicit_sites[0] if measured.explicit_share >= EXPLICIT_SHARE and measured.explicit_sites
+                else None)
     gain, gain_words = _predicted(basis, cpu_share, saturated, busy, explicit is not None)
     counts = measured.held.collections if measured.held is not None else None
     polls = measured.held.polls if measured.held is not None else 0

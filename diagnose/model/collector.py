@@ -136,6 +136,8 @@ class CollectorShare:
     cpu_s: float | None = None  # the collector's CPU: an estimate
     share_of_cpu: float | None = None  # of the process's CPU: an estimate
     held: CollectorState | None = None
+    # the lines calling gc.collect() (the explicit samples' sites), most samples first
+    explicit_sites: tuple[LineSamples, ...] = ()
 
     @property
     def held_share(self) -> float | None:
@@ -202,7 +204,8 @@ def collector_share(native: Profile | None, tids: set[int], pid: int | None,
         interval=wilson(share, running_samples) if running_samples else (0.0, 1.0),
         sites=_sites(native, stacks, counts, collecting), functions=_functions(native, counts, collecting),
         python_threads_cpu_s=cpu, process_cpu_s=process_cpu, cpu_s=cpu_s,
-        share_of_cpu=(cpu_s / process_cpu) if cpu_s is not None and process_cpu else None, held=held)
+        share_of_cpu=(cpu_s / process_cpu) if cpu_s is not None and process_cpu else None, held=held,
+        explicit_sites=_sites(native, stacks, counts, collecting & stacks.explicit) if explicit_samples else ())
 
 
 def _python_threads_cpu(os_: ProcessOS | None, tids: set[int]) -> float | None:

@@ -392,3 +392,15 @@ def test_a_gc_collect_after_every_request_is_named_at_its_call_with_a_floor(tmp_
     assert found.advice[0].startswith(f"Drop the gc.collect() call at app (collect_per_request.py:{line})")
     assert found.predicted_gain is not None and found.predicted_gain >= 4.0 and found.gain_floor
     assert found.fared is not None and "the call dropped" in found.fared
+
+
+def test_the_dropped_call_is_the_line_calling_gc_collect_not_the_top_allocating_line():
+    # allocations at gather_candidates began 40% of the collector's samples; two gc.collect()
+    # calls, 30% each, at after_request and at a second line: 60% explicit, the advice names
+    # the explicit call, not the top line of all
+    second = THREAD + [py("after_batch", 55), native("gc_collect"), native("gc_collect_main")]
+    found = gc_pressure.run(analysis({1: [(COLLECTING, 40), (EXPLICIT, 31), (second, 29), (PYTHON, 50)],
+                                      2: [(GIL_WAIT, 150)]}), SETTINGS)
+    assert isinstance(found, Finding)
+    assert found.advice[0].startswith("Drop the gc.collect() call at after_request (recommend.py:40)")
+    assert found.fixes[0].value == "after_request:40"
