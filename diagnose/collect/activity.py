@@ -30,6 +30,11 @@ MIN_INTERVAL_S = 0.3
 MIN_SCHEDSTAT_INTERVAL_S = 0.15
 BUSY_RUN_SHARE = 0.05
 BUSY_DEMAND_SHARE = 0.5
+# ...and a thread busy by its demand ran at least this long: a sleeper woken once runs for
+# microseconds however long it then queues for a core (CI saw a 0.5 s sleep loop's process wait
+# 0.47 s of 0.5 runnable beside the suite, and read it busy); a busy thread starved by other
+# tenants still runs milliseconds (8 ms of 0.5 s measured).
+BUSY_MIN_RUN_S = 0.002
 
 
 @dataclass(frozen=True)
@@ -140,7 +145,8 @@ def busy_thread_count(cpu_used: dict[int, float], run_used: dict[int, float],
         ran = run_used.get(tid)
         if ran is not None:
             wanted = (demand_used or {}).get(tid, 0.0)
-            busy += ran >= BUSY_RUN_SHARE * elapsed_s or wanted >= BUSY_DEMAND_SHARE * elapsed_s
+            busy += ran >= BUSY_RUN_SHARE * elapsed_s or (wanted >= BUSY_DEMAND_SHARE * elapsed_s
+                                                          and ran >= BUSY_MIN_RUN_S)
         else:
             busy += used >= tick - 1e-9
     return busy
