@@ -249,6 +249,12 @@ def cpu_account(service: Service) -> CpuAccount | None:
     few = _split_confidence_note(tally.samples)
     if few:
         notes.append(few)
+    if tally.samples and not tally.native_frames:
+        # a Python-only sample shows a call into a native library as the Python line that made
+        # it: 64 threads in numpy's sort read 99% "Python code" without the native calibration
+        notes.append("no native frames: the user time's split into Python code and native libraries is by "
+                     "Python frames only, which show a native library's call as the Python line that made it "
+                     "(native libraries may be much of what reads as Python code)")
     if tally.apportioned:
         notes.append(f"{tally.apportioned:.2f} s of user time was threads' that came and went between the "
                      f"counters' reads (a thread per request): split as the Python threads' by their running "

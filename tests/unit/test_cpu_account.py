@@ -130,6 +130,8 @@ def test_without_native_frames_the_collector_is_not_measured_and_python_holds_it
     # Python frames alone read the numpy call as Python too: all of the user time is "Python"
     assert parts(account)["python"] == pytest.approx(0.98, abs=1e-3)
     assert parts(account)["native"] == 0.0
+    # ...and the account says so, not only "(estimate)"
+    assert any(n.startswith("no native frames: the user time's split") for n in account.notes)
     words = account_words(account)
     assert "garbage collector not measured" in words.summary
 
