@@ -57,6 +57,7 @@ from diagnose.report.model.findings import Fix
 if TYPE_CHECKING:  # types only: the checks read an Analysis, never build one
     from diagnose.model.analysis import Analysis
     from diagnose.model.collector import CollectorShare
+    from diagnose.model.line_samples import LineSamples
 
 ID = "gc_pressure"
 
@@ -247,16 +248,14 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
         collector_share_of_process_cpu=measured.share_of_cpu if measured.readable else None,
         explicit_collect_share=measured.explicit_share,
         collector_functions=dict(measured.functions),
-        collection_sites={f"{s.function} ({s.file.rsplit('/', 1)[-1]}:{s.line})":
-                          round(s.samples / measured.collector_samples, 4)
+        collection_sites={_line_words(s): round(s.samples / measured.collector_samples, 4)
                           for s in measured.sites} if measured.collector_samples else None,
         fix=((Fix("drop_gc_collect", f"{explicit.function}:{explicit.line}"),) if explicit is not None
              else (Fix("gc_freeze", True), Fix("gc_threshold", list(THRESHOLD)))))
-    where = (f"; collections began most under {top.function} ({top.file.rsplit('/', 1)[-1]}:{top.line})"
-             if top is not None else "")
+    where = f"; collections began most under {_line_words(top)}" if top is not None else ""
     if explicit is not None:
         where = (f"; {pct(measured.explicit_share)} of the collector's samples in gc.collect() called at "
-                 f"{explicit.function} ({explicit.file.rsplit('/', 1)[-1]}:{explicit.line})")
+                 f"{_line_words(explicit)}")
     generations = (f" ({counts[0]} young, {counts[1]} middle, {counts[2]} full collections)"
                    if counts is not None else "")
     summary = f"a collection was in progress {pct(share)} {basis.words}{generations}{where}"
@@ -270,8 +269,8 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     advice = [freeze]
     if explicit is not None:
         full = f" ({counts[2]} full collections in the window)" if counts is not None else ""
-        advice = [f"Drop the gc.collect() call at {explicit.function} ({explicit.file.rsplit('/', 1)[-1]}:"
-                  f"{explicit.line}) from the request path: {pct(measured.explicit_share)} of the collector's "
+        advice = [f"Drop the gc.collect() call at {_line_words(explicit)} from the request path: "
+                  f"{pct(measured.explicit_share)} of the collector's "
                   f"samples are gc.collect() called by code, each a full collection over every tracked "
                   f"object{full}, while the collector held the GIL {pct(share)} {basis.words}. Where memory must "
                   f"go back, collect between batches or in a maintenance thread.",
@@ -292,6 +291,11 @@ def run(analysis: Analysis, settings: Settings) -> Finding | NotApplicable:
     # dropping the gc.collect() call removes the collector's work whole: past the cap the figure
     # is a floor (251x measured where it said 4.00x); freezing the heap removes most of it only
     return floored_at_cpu_cap(found, "the collector", cpu_share) if saturated and explicit is not None else found
+
+
+def _line_words(site: LineSamples) -> str:
+    """"app (app.py:49)": a line as the summary, the advice and the evidence name it."""
+    return f"{site.function} ({site.file.rsplit('/', 1)[-1]}:{site.line})"
 
 
 def _predicted(basis: _Basis, cpu_share: float, saturated: bool, busy: float | None,
